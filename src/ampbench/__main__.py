@@ -1,0 +1,3 @@
+from ampbench.cli import main
+
+main()

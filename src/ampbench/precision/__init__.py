@@ -1,0 +1,29 @@
+"""Precision engine: one name = one recipe, loss scaling, fp32 master weights.
+
+Importing this package registers every recipe (one module each).
+"""
+
+# isort: off  (registration order is the order `ampbench list` shows)
+from ampbench.precision import fp32, amp, master, pure  # noqa: F401
+# isort: on
+from ampbench.precision.base import Precision
+from ampbench.precision.engine import MixedPrecision, StepRecord
+from ampbench.precision.registry import aliases_of, get, list_precisions, register, resolve
+from ampbench.precision.scaling import LossScaleConfig, LossScaler
+from ampbench.precision.support import Support, cpu_half_hardware, supported
+
+__all__ = [
+    "LossScaleConfig",
+    "LossScaler",
+    "MixedPrecision",
+    "Precision",
+    "StepRecord",
+    "Support",
+    "aliases_of",
+    "cpu_half_hardware",
+    "get",
+    "list_precisions",
+    "register",
+    "resolve",
+    "supported",
+]

@@ -1,0 +1,69 @@
+"""The small base every precision recipe builds on (cf. Lightning's fabric/plugins/precision).
+
+A recipe says *what* a precision mode is: the dtype model parameters are stored in, the dtype the
+heavy math runs in, whether TF32 is allowed, whether autocast is used, whether the optimizer keeps
+fp32 master weights and which loss scaling it uses by default. The engine
+(:class:`ampbench.precision.engine.MixedPrecision`) owns the *how* shared by all recipes: loss
+scaling, master weights, the call-order state machine and checkpoints. Each recipe overrides only
+the hooks it changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from ampbench.precision.state import tf32_scope
+
+
+class Precision:
+    """One precision mode = one recipe. Subclasses set the class attributes below."""
+
+    name: ClassVar[str]
+    """Canonical name (``amp-fp16``)."""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    """Other accepted names (apex ``O1``, Lightning ``16-mixed``)."""
+    summary: ClassVar[str]
+    """One line for ``ampbench list``."""
+    param_dtype: ClassVar[torch.dtype] = torch.float32
+    """dtype the model's parameters are stored in after ``convert_module``."""
+    compute_dtype: ClassVar[torch.dtype] = torch.float32
+    """dtype of the heavy math (matmul/conv)."""
+    tf32: ClassVar[bool] = False
+    """Whether fp32 matmul/conv may use TF32 Tensor Core math inside the scope."""
+    master_weights: ClassVar[bool] = False
+    """Whether the optimizer holds fp32 master copies of half parameters."""
+    keeps_norm_fp32: ClassVar[bool] = False
+    """Whether normalisation layers stay fp32 when the model is cast to half."""
+    casts_model: ClassVar[bool] = False
+    """Whether ``convert_module`` casts the model to half (then ``keep_fp32`` applies)."""
+    default_loss_scale: ClassVar[str] = "none"
+    """Loss scaling used when the caller does not choose one: ``none``, ``dynamic`` ..."""
+
+    # -- hooks -------------------------------------------------------------------------------
+    def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
+        """Cast the model for this mode (in place; parameter objects keep their identity)."""
+        return module
+
+    @contextlib.contextmanager
+    def forward_context(self, device_type: str) -> Iterator[None]:
+        """Context for the forward pass: math-mode flags (and autocast, for AMP recipes)."""
+        with tf32_scope(self.tf32):
+            yield
+
+    @contextlib.contextmanager
+    def backward_context(self) -> Iterator[None]:
+        """Context for the backward pass: the same math-mode flags as the forward pass."""
+        with tf32_scope(self.tf32):
+            yield
+
+    @property
+    def is_half(self) -> bool:
+        return self.compute_dtype in (torch.float16, torch.bfloat16)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,51 @@
+"""Registry of precision recipes: one canonical name per recipe, aliases resolve to it (cf. timm)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from ampbench.errors import AmpbenchError, suggest
+from ampbench.precision.base import Precision
+
+_RECIPES: dict[str, type[Precision]] = {}
+_ALIASES: dict[str, str] = {}
+
+P = TypeVar("P", bound=type[Precision])
+
+
+def register(cls: P) -> P:
+    """Class decorator: make a recipe available under its name and aliases."""
+    for key in (cls.name, *cls.aliases):
+        k = key.lower()
+        if k in _ALIASES and _ALIASES[k] != cls.name:
+            raise ValueError(f"precision name {key!r} is already used by {_ALIASES[k]!r}")
+        _ALIASES[k] = cls.name
+    _RECIPES[cls.name] = cls
+    return cls
+
+
+def list_precisions() -> list[str]:
+    """Canonical names, in registration order."""
+    return list(_RECIPES)
+
+
+def aliases_of(name: str) -> tuple[str, ...]:
+    return _RECIPES[resolve(name)].aliases
+
+
+def resolve(name: str) -> str:
+    """Canonical name for a name or alias (case-insensitive); AmpbenchError listing valid names."""
+    key = str(name).strip().lower()
+    if key in _ALIASES:
+        return _ALIASES[key]
+    valid = ", ".join(
+        f"{n} ({'/'.join(c.aliases)})" if c.aliases else n for n, c in _RECIPES.items()
+    )
+    raise AmpbenchError(
+        f"unknown precision {name!r}.{suggest(key, _ALIASES)} Valid names (aliases): {valid}"
+    )
+
+
+def get(name: str) -> Precision:
+    """A fresh recipe instance for a name or alias."""
+    return _RECIPES[resolve(name)]()

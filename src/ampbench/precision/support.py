@@ -1,0 +1,108 @@
+"""Can this device run this precision mode? Say why not — never substitute another mode."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from dataclasses import dataclass
+
+import torch
+
+from ampbench.precision.registry import get
+from ampbench.precision.state import TF32_OVERRIDE_ENV
+
+
+@dataclass(frozen=True)
+class Support:
+    """Answer of :func:`supported`. ``ok`` False means the mode is refused, with ``reason``."""
+
+    ok: bool
+    reason: str = ""
+    """Why the mode cannot run here (empty when ok)."""
+    note: str = ""
+    """A caveat when it runs but will not be fast (no Tensor Cores, no bf16 instructions on CPU)."""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """CPU feature flags from /proc/cpuinfo (empty where unavailable)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_half_hardware() -> dict[str, bool]:
+    """Which native half-precision math the CPU has (x86 flags; AVX512-BF16, AMX, AVX512-FP16)."""
+    flags = cpu_flags()
+    return {
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+        "avx512_fp16": "avx512_fp16" in flags,
+        "amx_fp16": "amx_fp16" in flags,
+    }
+
+
+def _cpu_support(recipe_name: str, tf32: bool, half: torch.dtype | None) -> Support:
+    if tf32:
+        return Support(False, "TF32 is an NVIDIA Tensor Core math mode (CUDA, compute capability >= 8.0); "
+                       "there is none on CPU. Use fp32")
+    if half is None:
+        return Support(True)
+    hw = cpu_half_hardware()
+    if half == torch.bfloat16 and not (hw["avx512_bf16"] or hw["amx_bf16"]):
+        note = (f"CPU ({platform.machine()}) has no AVX512-BF16/AMX-BF16: bf16 math is emulated and "
+                "slower than fp32 here")
+    elif half == torch.float16 and not (hw["avx512_fp16"] or hw["amx_fp16"]):
+        note = (f"CPU ({platform.machine()}) has no AVX512-FP16/AMX-FP16: fp16 math is emulated and "
+                "slower than fp32 here")
+    else:
+        note = ""
+    return Support(True, note=note)
+
+
+def _cuda_support(device: torch.device, tf32: bool, half: torch.dtype | None) -> Support:
+    if not torch.cuda.is_available():
+        return Support(False, "CUDA is not available (no NVIDIA GPU or a CPU-only torch build); use --device cpu")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        return Support(False, f"cuda:{index} does not exist ({torch.cuda.device_count()} GPU(s) visible)")
+    major, minor = torch.cuda.get_device_capability(index)
+    cc = f"{major}.{minor}"
+    gpu = torch.cuda.get_device_name(index)
+    if tf32 and major < 8:
+        return Support(False, f"TF32 needs compute capability >= 8.0; {gpu} is {cc}")
+    if half == torch.bfloat16 and major < 8:
+        return Support(False, f"bf16 needs compute capability >= 8.0 (Ampere or newer); {gpu} is {cc}")
+    if not tf32 and half is None:
+        forced = [k for k in TF32_OVERRIDE_ENV if os.environ.get(k, "0") not in ("", "0")]
+        if forced:
+            return Support(False, f"{', '.join(forced)} is set: cuBLAS/cuDNN would use TF32, so this would "
+                           "not be true fp32. Unset it, or run the tf32 mode")
+    if half == torch.float16 and major < 7:
+        return Support(True, note=f"{gpu} (CC {cc}) has no Tensor Cores: fp16 saves memory but gives little speed")
+    return Support(True)
+
+
+def supported(name: str, device: str | torch.device = "cpu") -> Support:
+    """Whether ``device`` can run precision mode ``name`` (name or alias), and why not.
+
+    >>> supported("tf32", "cpu").ok
+    False
+    """
+    recipe = get(name)
+    dev = torch.device(device)
+    half = recipe.compute_dtype if recipe.is_half else None
+    if dev.type == "cpu":
+        return _cpu_support(recipe.name, recipe.tf32, half)
+    if dev.type == "cuda":
+        return _cuda_support(dev, recipe.tf32, half)
+    return Support(False, f"device type {dev.type!r} is not supported by ampbench; use cpu or cuda")

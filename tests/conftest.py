@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+
+class TinyNet(nn.Module):
+    """Linear -> LayerNorm -> ReLU -> Linear, with a BatchNorm1d: norm layers of both kinds."""
+
+    def __init__(self, d_in: int = 8, d_hidden: int = 16, d_out: int = 4) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.bn = nn.BatchNorm1d(d_hidden)
+        self.norm = nn.LayerNorm(d_hidden)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.norm(self.bn(self.fc1(x)))))  # (B, d_out)
+
+
+def make_run(seed: int = 0, lr: float = 1e-2, opt: str = "adam"):
+    torch.manual_seed(seed)
+    model = TinyNet()
+    optimizer = (
+        torch.optim.Adam(model.parameters(), lr=lr) if opt == "adam" else torch.optim.SGD(model.parameters(), lr=lr)
+    )
+    return model, optimizer
+
+
+def batches(n: int, seed: int = 1, batch: int = 32):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(8, 4, generator=g)
+    out = []
+    for _ in range(n):
+        x = torch.randn(batch, 8, generator=g)
+        out.append((x, (x @ w).argmax(dim=1)))
+    return out
+
+
+@pytest.fixture
+def tiny_run():
+    return make_run

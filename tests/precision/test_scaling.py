@@ -1,0 +1,211 @@
+"""Loss scaling: the 2017 paper's effect, parity with torch.amp.GradScaler, hysteresis, floor, clamps."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from ampbench import LossScaleConfig, MixedPrecision, TrainingDivergedError
+from ampbench.errors import AmpbenchError
+
+from ..conftest import batches, make_run
+
+INF_STEPS = {2, 3, 7, 8, 9, 15}  # steps (0-based) whose loss is multiplied by inf
+
+
+def _tiny_grad_problem(seed: int = 0):
+    """A regression whose gradients sit below fp16's smallest subnormal, 2^-24 (~6e-8)."""
+    torch.manual_seed(seed)
+    x = torch.randn(256, 16)
+    y = x @ torch.randn(16, 1)
+    model = nn.Linear(16, 1, bias=False)
+    opt = torch.optim.Adam(model.parameters(), lr=5e-2)
+    return model, opt, x, y
+
+
+def _train_tiny_grads(loss_scale, steps=80):
+    model, opt, x, y = _tiny_grad_problem()
+    w0 = model.weight.detach().clone().float()
+    mp = MixedPrecision("master-fp16", loss_scale=loss_scale)
+    model, opt = mp.setup(model, opt)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        with mp.autocast():
+            mse = ((model(x) - y) ** 2).mean()
+            loss = mse * 2.0**-28  # dL/d(out) ~ 2^-33: far below 2^-24
+        mp.backward(loss)
+        mp.step(opt)
+        losses.append(mse.item())
+    return model, mp, w0, losses
+
+
+def test_gradients_below_fp16_subnormal_do_not_learn_without_scaling():
+    model, mp, w0, losses = _train_tiny_grads("none")
+    # The half gradients flushed to zero: the fp32 master weights never moved.
+    assert torch.equal(mp.master_params()[0].detach(), w0)
+    assert losses[-1] == losses[0]
+
+
+def test_gradients_below_fp16_subnormal_learn_with_dynamic_scaling():
+    model, mp, w0, losses = _train_tiny_grads("dynamic")
+    assert not torch.equal(mp.master_params()[0].detach(), w0)
+    assert losses[-1] < 0.1 * losses[0]
+    assert mp.totals["skipped_steps"] == 0
+
+
+def _run_ours(config: LossScaleConfig, steps: int = 20):
+    model, opt = make_run()
+    mp = MixedPrecision("amp-fp16", loss_scale=config)
+    model, opt = mp.setup(model, opt)
+    scales, skipped = [], []
+    for i, (x, y) in enumerate(batches(steps)):
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x), y)
+        if i in INF_STEPS:
+            loss = loss * float("inf")
+        mp.backward(loss)
+        stepped = mp.step(opt)
+        scales.append(mp.last_step.scale)
+        skipped.append(not stepped)
+    return model, scales, skipped
+
+
+def _run_gradscaler(growth_interval: int, steps: int = 20):
+    """The loop every tutorial shows: autocast + torch.amp.GradScaler."""
+    model, opt = make_run()
+    scaler = torch.amp.GradScaler("cpu", growth_interval=growth_interval)
+    scales, skipped = [], []
+    for i, (x, y) in enumerate(batches(steps)):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        if i in INF_STEPS:
+            loss = loss * float("inf")
+        scaler.scale(loss).backward()
+        before = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(before)
+        skipped.append(scaler.get_scale() < before)
+    return model, scales, skipped
+
+
+def test_dynamic_scaling_matches_gradscaler_trajectory():
+    ours_model, ours_scales, ours_skipped = _run_ours(LossScaleConfig(growth_interval=3, max_scale=2.0**40))
+    ref_model, ref_scales, ref_skipped = _run_gradscaler(growth_interval=3)
+    assert ours_scales == ref_scales
+    assert ours_skipped == ref_skipped
+    assert sum(ours_skipped) == len(INF_STEPS)
+    assert any(b > a for a, b in zip(ours_scales, ours_scales[1:]))  # growth happened too
+    for a, b in zip(ours_model.parameters(), ref_model.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("precision,loss_scale", [
+    ("amp-fp16", "dynamic"), ("master-fp16", "dynamic"), ("amp-bf16", "static:8"),
+    # fp16 grads of a pure-fp16 model overflow at 2^16 on the first steps: start lower
+    ("pure-fp16", LossScaleConfig(init_scale=2.0**8)),
+])
+def test_skipped_step_leaves_weights_and_optimizer_state_unchanged(precision, loss_scale):
+    model, opt = make_run()
+    mp = MixedPrecision(precision, loss_scale=loss_scale)
+    model, opt = mp.setup(model, opt)
+    data = batches(3)
+    for i, (x, y) in enumerate(data):
+        if i == 2:
+            params_before = copy.deepcopy(model.state_dict())
+            masters_before = [m.detach().clone() for m in mp.master_params()]
+            state_before = copy.deepcopy(opt.state_dict())
+            scale_before = mp.scale
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x), y)
+        mp.backward(loss * float("inf") if i == 2 else loss)
+        stepped = mp.step(opt)
+        assert stepped == (i != 2)
+    assert mp.last_step.skipped and mp.totals["skipped_steps"] == 1
+    for k, v in model.named_parameters():  # (BN running stats do move: the forward pass ran)
+        assert torch.equal(v, params_before[k]), k
+    for a, b in zip(mp.master_params(), masters_before):
+        assert torch.equal(a, b)
+    after = opt.state_dict()["state"]
+    for idx, st in state_before["state"].items():
+        for k, v in st.items():
+            assert torch.equal(torch.as_tensor(after[idx][k]), torch.as_tensor(v)), (idx, k)
+    if mp.loss_scale.kind == "static":
+        assert mp.scale == scale_before == 8.0
+    else:
+        assert mp.scale == scale_before / 2
+
+
+def _scaler_and_steps(config: LossScaleConfig, pattern: list[bool]):
+    """Drive a LossScaler directly with an overflow pattern; return scales after each step."""
+    model, opt = make_run()
+    mp = MixedPrecision("amp-fp16", loss_scale=config)
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    out = []
+    for overflow in pattern:
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x), y)
+        mp.backward(loss * float("inf") if overflow else loss)
+        mp.step(opt)
+        out.append(mp.scale)
+    return out, mp
+
+
+def test_hysteresis_tolerates_overflows_before_backing_off():
+    cfg = LossScaleConfig(init_scale=1024.0, hysteresis=3, growth_interval=2)
+    scales, mp = _scaler_and_steps(cfg, [True, True, True, True, False, False, True])
+    # two overflows tolerated, the third backs off, the fourth too (hysteresis used up);
+    # two clean steps grow the scale and re-arm hysteresis, so the next overflow is tolerated.
+    assert scales == [1024, 1024, 512, 256, 256, 512, 512]
+    assert mp.totals["skipped_steps"] == 5
+
+
+def test_scale_floor_raises_training_diverged():
+    cfg = LossScaleConfig(init_scale=4.0, min_scale=1.0)
+    with pytest.raises(TrainingDivergedError, match=r"loss scale fell below 1 at step 3"):
+        _scaler_and_steps(cfg, [True] * 5)
+
+
+def test_scale_never_grows_past_max():
+    cfg = LossScaleConfig(init_scale=4.0, growth_interval=1, max_scale=16.0)
+    scales, _ = _scaler_and_steps(cfg, [False] * 5)
+    assert scales == [8, 16, 16, 16, 16]
+
+
+def test_static_scale_stays_fixed_and_skips_overflow():
+    scales, mp = _scaler_and_steps(LossScaleConfig.parse(128), [False, True, False])
+    assert scales == [128, 128, 128]
+    assert mp.totals["skipped_steps"] == 1
+
+
+@pytest.mark.parametrize("spec,kind,value,hyst", [
+    (None, "dynamic", 2.0**16, 1), ("none", "none", 1.0, 1), ("dynamic", "dynamic", 2.0**16, 1),
+    ("hysteresis", "dynamic", 2.0**16, 2), ("hysteresis:4", "dynamic", 2.0**16, 4),
+    ("static:512", "static", 512.0, 1), (1024, "static", 1024.0, 1), ("256", "static", 256.0, 1),
+])
+def test_parse_loss_scale_specs(spec, kind, value, hyst):
+    cfg = LossScaleConfig.parse(spec)
+    assert (cfg.kind, cfg.init_scale, cfg.hysteresis) == (kind, value, hyst)
+
+
+@pytest.mark.parametrize("spec", ["dynamo", "static:x", -1.0, True, "none:3"])
+def test_bad_loss_scale_specs_say_what_is_valid(spec):
+    with pytest.raises(AmpbenchError, match="loss_scale"):
+        MixedPrecision("amp-fp16", loss_scale=spec)
+
+
+def test_defaults_follow_gradscaler():
+    cfg = LossScaleConfig()
+    ref = torch.amp.GradScaler("cpu")
+    assert cfg.init_scale == ref.get_scale() == 2.0**16
+    assert cfg.growth_factor == ref.get_growth_factor()
+    assert cfg.backoff_factor == ref.get_backoff_factor()
+    assert cfg.growth_interval == ref.get_growth_interval()
+    assert cfg.max_scale == 2.0**24

@@ -1,0 +1,69 @@
+import pytest
+import torch
+
+from ampbench.precision import supported
+from ampbench.precision import support as support_mod
+
+
+def test_tf32_refused_on_cpu_with_reason():
+    s = supported("tf32", "cpu")
+    assert not s.ok and "TF32" in s.reason and "CPU" in s.reason
+
+
+@pytest.mark.parametrize("name", ["fp32", "amp-fp16", "amp-bf16", "master-fp16", "pure-bf16"])
+def test_cpu_runs_fp32_and_half(name):
+    assert supported(name, "cpu").ok
+
+
+def test_cpu_note_without_bf16_instructions(monkeypatch):
+    monkeypatch.setattr(support_mod, "cpu_flags", lambda: frozenset({"avx2"}))
+    s = supported("amp-bf16", "cpu")
+    assert s.ok and "slower than fp32" in s.note
+    assert supported("fp32", "cpu").note == ""
+
+
+def test_unknown_device_type_refused():
+    s = supported("fp32", "meta")
+    assert not s.ok and "cpu or cuda" in s.reason
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA answer")
+def test_cuda_without_gpu_refused():
+    s = supported("amp-fp16", "cuda")
+    assert not s.ok and "CUDA is not available" in s.reason
+
+
+class _FakeCuda:
+    """Stand-in for torch.cuda on a machine without a GPU, with a chosen compute capability."""
+
+    def __init__(self, cc, name="Tesla T4"):
+        self.cc, self.name = cc, name
+
+    def patch(self, monkeypatch):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: self.cc)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: self.name)
+
+
+def test_bf16_and_tf32_need_ampere(monkeypatch):
+    _FakeCuda((7, 5)).patch(monkeypatch)
+    for name in ("amp-bf16", "master-bf16", "pure-bf16", "tf32"):
+        s = supported(name, "cuda")
+        assert not s.ok and "8.0" in s.reason and "7.5" in s.reason and "T4" in s.reason
+    assert supported("amp-fp16", "cuda").ok and supported("amp-fp16", "cuda").note == ""
+
+
+def test_fp16_below_volta_runs_without_tensor_cores(monkeypatch):
+    _FakeCuda((6, 1), "GTX 1080").patch(monkeypatch)
+    s = supported("amp-fp16", "cuda:0")
+    assert s.ok and "no Tensor Cores" in s.note
+
+
+def test_fp32_refused_when_tf32_forced_by_env(monkeypatch):
+    _FakeCuda((9, 0), "H100").patch(monkeypatch)
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "1")
+    s = supported("fp32", "cuda")
+    assert not s.ok and "NVIDIA_TF32_OVERRIDE" in s.reason
+    assert supported("tf32", "cuda").ok
