@@ -22,9 +22,10 @@ class TinyNet(nn.Module):
 def make_run(seed: int = 0, lr: float = 1e-2, opt: str = "adam"):
     torch.manual_seed(seed)
     model = TinyNet()
-    optimizer = (
-        torch.optim.Adam(model.parameters(), lr=lr) if opt == "adam" else torch.optim.SGD(model.parameters(), lr=lr)
-    )
+    if opt == "adam":
+        optimizer: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     return model, optimizer
 
 

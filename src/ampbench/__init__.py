@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"
 
-from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError  # noqa: E402
-from ampbench.precision import LossScaleConfig, MixedPrecision, list_precisions, supported  # noqa: E402
+from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
+from ampbench.precision import LossScaleConfig, MixedPrecision, list_precisions, supported
 
 __all__ = [
     "AmpbenchError",

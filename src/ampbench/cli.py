@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(0)
         if isinstance(e, click.exceptions.UsageError):
             msg = e.format_message()
-            hint = f" (see: ampbench {e.ctx.info_name if e.ctx else ''} --help)".replace("ampbench ampbench", "ampbench")
+            cmd = e.ctx.command_path if e.ctx else "ampbench"
+            hint = f" (see: {cmd} --help)"
             err_console.print(f"[red]error:[/] {msg}{hint}", highlight=False, soft_wrap=True)
             sys.exit(2)
         if isinstance(e, click.exceptions.ClickException):

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from ampbench.precision import supported
 from ampbench.precision import support as support_mod
+from ampbench.precision import supported
 
 
 def test_tf32_refused_on_cpu_with_reason():

@@ -18,6 +18,7 @@ Several ``backward`` calls before one ``step`` are gradient accumulation: unscal
 from __future__ import annotations
 
 import enum
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
@@ -35,7 +36,7 @@ from ampbench.precision.support import Support, supported
 STATE_FORMAT = 1
 _SETUP_ATTR = "_ampbench_precision"
 M = TypeVar("M")
-O = TypeVar("O")
+Opt = TypeVar("Opt")
 
 
 class Stage(enum.Enum):
@@ -93,6 +94,22 @@ def _as_list(obj: Any, kind: type, what: str) -> tuple[list[Any], bool]:
     return items, single
 
 
+def _warn_eps_underflow(optimizer: torch.optim.Optimizer) -> None:
+    """Adam's default eps (1e-8) rounds to 0 in fp16: the update divides by sqrt(v)=0 -> inf."""
+    for group in optimizer.param_groups:
+        eps = group.get("eps")
+        if not isinstance(eps, float) or eps <= 0:
+            continue
+        for dtype in {p.dtype for p in group["params"] if p.dtype in (torch.float16, torch.bfloat16)}:
+            if torch.tensor(eps, dtype=dtype).item() == 0.0:
+                warnings.warn(
+                    f"{type(optimizer).__name__} eps={eps:g} is 0 in {str(dtype).removeprefix('torch.')}: "
+                    "the optimizer state is half here (no master weights), so updates can become inf. "
+                    "Use a larger eps (e.g. 1e-4) or a master-* mode",
+                    stacklevel=3,
+                )
+
+
 class MixedPrecision:
     """Train a PyTorch model in one precision mode, with loss scaling and fp32 master weights.
 
@@ -139,7 +156,7 @@ class MixedPrecision:
         """Whether ``device`` (default: this run's device) can run this mode."""
         return supported(self.name, device or self.device or "cpu")
 
-    def setup(self, model: M, optimizer: O) -> tuple[M, O]:
+    def setup(self, model: M, optimizer: Opt) -> tuple[M, Opt]:
         """Prepare model(s) and optimizer(s) for this mode, in place; returns them.
 
         Takes one module and one optimizer, or lists of them (a GAN: one scaler per optimizer).
@@ -185,6 +202,8 @@ class MixedPrecision:
                 p.dtype in (torch.float16, torch.bfloat16) for g in opt.param_groups for p in g["params"]
             )
             scaler = LossScaler(self.loss_scale, self.device.type, half_grads=half_grads)
+            if half_grads:
+                _warn_eps_underflow(opt)
             self._slots.append(_Slot(opt, scaler, masters))
         for m in models:
             setattr(m, _SETUP_ATTR, repr(self))
