@@ -3,9 +3,9 @@
 Importing this package registers every recipe (one module each).
 """
 
-# isort: off  (registration order is the order `ampbench list` shows)
-from ampbench.precision import amp, fp32, master, pure  # noqa: F401
-
+# Registration order is the order `ampbench list` shows.
+# isort: off
+from ampbench.precision import fp32, amp, master, pure  # noqa: F401
 # isort: on
 from ampbench.precision.base import Precision
 from ampbench.precision.engine import MixedPrecision, StepRecord
