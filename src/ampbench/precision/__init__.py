@@ -11,7 +11,7 @@ from ampbench.precision.base import Precision
 from ampbench.precision.engine import MixedPrecision, StepRecord
 from ampbench.precision.registry import aliases_of, get, list_precisions, register, resolve
 from ampbench.precision.scaling import LossScaleConfig, LossScaler
-from ampbench.precision.support import Support, cpu_half_hardware, supported
+from ampbench.precision.support import Support, cpu_half_hardware, cpu_name, supported
 
 __all__ = [
     "LossScaleConfig",
@@ -22,6 +22,7 @@ __all__ = [
     "Support",
     "aliases_of",
     "cpu_half_hardware",
+    "cpu_name",
     "get",
     "list_precisions",
     "register",

@@ -45,20 +45,38 @@ class MasterWeights:
                 new_params.append(master)
             group["params"] = new_params
 
+        self._buffers: list[torch.Tensor | None] = [None] * len(self.master_params)
+
     def __len__(self) -> int:
         return len(self.model_params)
 
     @torch.no_grad()
     def grads_to_master(self) -> None:
-        """Move the half gradients into the fp32 master gradients (adding to what is there)."""
-        for p, m in zip(self.model_params, self.master_params):
+        """Move the half gradients into the fp32 master gradients (adding to what is there).
+
+        fp32 buffers are kept across steps and re-attached as ``master.grad``, so the usual
+        ``optimizer.zero_grad()`` (set_to_none) costs no reallocation; copies are batched with
+        ``torch._foreach_*`` (one kernel per dtype/device group instead of one per tensor).
+        """
+        fresh_src, fresh_dst, acc_src, acc_dst = [], [], [], []
+        for i, (p, m) in enumerate(zip(self.model_params, self.master_params)):
             if p.grad is None:
                 continue
             if m.grad is None:
-                m.grad = p.grad.to(torch.float32)
+                buf = self._buffers[i]
+                if buf is None:
+                    buf = self._buffers[i] = torch.empty_like(m, dtype=torch.float32)
+                fresh_src.append(p.grad)
+                fresh_dst.append(buf)
+                m.grad = buf
             else:
-                m.grad.add_(p.grad)
+                acc_src.append(p.grad)
+                acc_dst.append(m.grad)
             p.grad = None
+        if fresh_dst:
+            torch._foreach_copy_(fresh_dst, fresh_src)
+        if acc_dst:
+            torch._foreach_add_(acc_dst, [g.float() for g in acc_src])
 
     @torch.no_grad()
     def master_to_model(self) -> None:

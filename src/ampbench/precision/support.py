@@ -40,6 +40,19 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU's model name ("Intel(R) Xeon(R) ..."), or the architecture when unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def cpu_half_hardware() -> dict[str, bool]:
     """Which native half-precision math the CPU has (x86 flags; AVX512-BF16, AMX, AVX512-FP16)."""
     flags = cpu_flags()
