@@ -29,8 +29,8 @@ from torch.nn import functional as F
 
 from ampbench import MixedPrecision, list_precisions, supported
 from ampbench.precision import get
-from ampbench.precision.support import cpu_half_hardware, cpu_name
 from ampbench.precision.state import tf32_scope
+from ampbench.precision.support import cpu_half_hardware, cpu_name
 
 
 def make_model(width: int, depth: int, classes: int = 10) -> nn.Module:
@@ -109,8 +109,8 @@ def bench_mode(name: str, args: argparse.Namespace, device: torch.device, contro
     base = make_model(args.width, args.depth).to(device)
     x = torch.randn(args.batch, args.width, device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
-    ours_model, hand_model = make_model(args.width, args.depth).to(device), make_model(args.width, args.depth).to(device)
-    ours_model.load_state_dict(base.state_dict())
+    ours_model, hand_model = (make_model(args.width, args.depth).to(device) for _ in range(2))
+    ours_model.load_state_dict(base.state_dict())  # same init for both
     hand_model.load_state_dict(base.state_dict())
     first = hand_step_fn if control else ours_step_fn
     ours, hand = first(name, ours_model, x, y), hand_step_fn(name, hand_model, x, y)
