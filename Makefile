@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml scripts/bootstrap.sh
 
 setup: $(STAMP)
 
-# The main job. (Will become `ampbench run` once the benchmark harness lands.)
+# The main job for now: train the MNIST CNN on the real MNIST test set in amp-bf16 (8k train / 2k test).
+# (Becomes `ampbench run`, the side-by-side benchmark, once the harness lands.)
 run: $(STAMP)
-	$(VENV)/bin/ampbench hw-summary
+	$(VENV)/bin/ampbench train mnist-cnn --precision amp-bf16 --data-dir ../shared/data/mnist --json out/train-mnist-amp-bf16.json
 
 lint: $(STAMP)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check src tests benchmarks; \

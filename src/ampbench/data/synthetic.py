@@ -1,0 +1,86 @@
+"""Seeded synthetic data that is *learnable* (a class-dependent signal), so convergence means something.
+
+Every generator takes a ``torch.Generator`` so the same seed gives the same data on any machine.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+
+def class_images(n: int, classes: int, shape: tuple[int, int, int], g: torch.Generator,
+                 noise: float = 0.6) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 images (N, C, H, W): a smooth per-class template plus noise; int64 labels (N,)."""
+    c, h, w = shape
+    coarse = torch.rand(classes, c, max(h // 4, 2), max(w // 4, 2), generator=g)
+    templates = F.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)  # (K, C, H, W)
+    labels = torch.randint(0, classes, (n,), generator=g)
+    x = templates[labels] + noise * (torch.rand(n, c, h, w, generator=g) - 0.5)
+    return (x.clamp(0, 1) * 255).round().to(torch.uint8), labels
+
+
+def random_images(n: int, shape: tuple[int, int, int], g: torch.Generator) -> torch.Tensor:
+    """Uniform random uint8 images (no signal: conv-dummy is random by design)."""
+    return torch.randint(0, 256, (n, *shape), generator=g, dtype=torch.uint8)
+
+
+def shapes_segmentation(n: int, size: int, channels: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Images with one bright axis-aligned rectangle on a noisy background; mask = the rectangle (0/1)."""
+    ys = torch.arange(size).view(1, size, 1)
+    xs = torch.arange(size).view(1, 1, size)
+    lo = torch.randint(0, size // 2, (n, 2), generator=g)
+    hi = lo + torch.randint(size // 8 + 1, size // 2 + 1, (n, 2), generator=g)
+    mask = ((ys >= lo[:, 0, None, None]) & (ys < hi[:, 0, None, None])
+            & (xs >= lo[:, 1, None, None]) & (xs < hi[:, 1, None, None]))  # (N, H, W)
+    img = 0.3 * torch.rand(n, channels, size, size, generator=g) + 0.5 * mask.unsqueeze(1)
+    return (img.clamp(0, 1) * 255).round().to(torch.uint8), mask.long()
+
+
+def token_classification(n: int, seq: int, vocab: int, classes: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Token ids whose class shows in the frequency of a class-specific token band; (ids, mask, labels)."""
+    labels = torch.randint(0, classes, (n,), generator=g)
+    ids = torch.randint(1000, vocab, (n, seq), generator=g)
+    band = 100 + labels * 10  # class c favours tokens [100 + 10c, 110 + 10c)
+    marked = torch.rand(n, seq, generator=g) < 0.3
+    ids = torch.where(marked, band[:, None] + torch.randint(0, 10, (n, seq), generator=g), ids)
+    lengths = torch.randint(seq // 2, seq + 1, (n,), generator=g)
+    mask = torch.arange(seq)[None, :] < lengths[:, None]
+    ids = torch.where(mask, ids, torch.zeros_like(ids))  # 0 = [PAD]
+    return ids, mask.long(), labels
+
+
+def token_spans(n: int, seq: int, vocab: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """SQuAD-style: the answer span is delimited by marker tokens 5 and 6; (ids, mask, (start, end))."""
+    ids = torch.randint(1000, vocab, (n, seq), generator=g)
+    start = torch.randint(1, seq // 2, (n,), generator=g)
+    end = start + torch.randint(0, seq // 4, (n,), generator=g)
+    rows = torch.arange(n)
+    ids[rows, start - 1] = 5
+    ids[rows, (end + 1).clamp(max=seq - 1)] = 6
+    return ids, torch.ones(n, seq, dtype=torch.long), torch.stack([start, end], dim=1)
+
+
+def markov_tokens(n_tokens: int, vocab: int, g: torch.Generator) -> torch.Tensor:
+    """A token stream from a sparse random Markov chain (each token has 4 likely successors)."""
+    succ = torch.randint(0, vocab, (vocab, 4), generator=g)
+    out = torch.empty(n_tokens, dtype=torch.int64)
+    choice = torch.randint(0, 4, (n_tokens,), generator=g)
+    jump = torch.rand(n_tokens, generator=g) < 0.1
+    rand_tok = torch.randint(0, vocab, (n_tokens,), generator=g)
+    tok = 0
+    for i in range(n_tokens):  # generated once per dataset, not on the training hot path
+        tok = int(rand_tok[i]) if jump[i] else int(succ[tok, choice[i]])
+        out[i] = tok
+    return out
+
+
+def tabular(n: int, cardinalities: list[int], n_cont: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Categorical codes, continuous features and a target = sum of per-category effects + linear + noise."""
+    cats = torch.stack([torch.randint(0, c, (n,), generator=g) for c in cardinalities], dim=1)
+    cont = torch.randn(n, n_cont, generator=g)
+    y = torch.zeros(n)
+    for j, c in enumerate(cardinalities):
+        y += torch.randn(c, generator=g)[cats[:, j]] * 0.3
+    y += cont @ (torch.randn(n_cont, generator=g) * 0.3) + 0.1 * torch.randn(n, generator=g)
+    return cats, cont, y.unsqueeze(1)

@@ -1,0 +1,79 @@
+"""CSV tables for the tabular workload: categorical columns -> integer codes, numeric -> standardised floats.
+
+A column is categorical when any value is not a number, or when named in ``categorical``. The
+target column must be numeric (regression). Empty cells: categorical -> their own code, numeric ->
+the column mean.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ampbench.data.errors import DataError
+
+
+@dataclass
+class Table:
+    categorical: torch.Tensor  # (N, n_cat) int64 codes
+    continuous: torch.Tensor   # (N, n_cont) float32, standardised
+    target: torch.Tensor       # (N, 1) float32
+    cardinalities: list[int]
+    cat_names: list[str]
+    cont_names: list[str]
+
+
+def _is_number(s: str) -> bool:
+    try:
+        return math.isfinite(float(s))
+    except ValueError:
+        return False
+
+
+def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None) -> Table:
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DataError(f"{path}: cannot read as CSV ({e})") from None
+    if len(rows) < 2:
+        raise DataError(f"{path}: needs a header row and at least one data row")
+    header, body = rows[0], rows[1:]
+    if target not in header:
+        raise DataError(f"{path}: no target column {target!r} (columns: {', '.join(header)})")
+    for i, r in enumerate(body, start=2):
+        if len(r) != len(header):
+            raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
+    cols = {h: [r[j] for r in body] for j, h in enumerate(header)}
+    if not all(_is_number(v) for v in cols[target]):
+        raise DataError(f"{path}: target column {target!r} must be numeric (regression)")
+    forced = set(categorical or [])
+    unknown = forced - set(header)
+    if unknown:
+        raise DataError(f"{path}: categorical columns {sorted(unknown)} not in the header")
+    cat_names = [h for h in header if h != target and (h in forced or not all(_is_number(v) or v == "" for v in cols[h]))]
+    cont_names = [h for h in header if h != target and h not in cat_names]
+    cats, cards = [], []
+    for h in cat_names:
+        vocab = {v: i for i, v in enumerate(sorted(set(cols[h])))}
+        cats.append([vocab[v] for v in cols[h]])
+        cards.append(len(vocab))
+    conts = []
+    for h in cont_names:
+        vals = [float(v) if v != "" else math.nan for v in cols[h]]
+        finite = [v for v in vals if not math.isnan(v)]
+        mean = sum(finite) / len(finite) if finite else 0.0
+        std = math.sqrt(sum((v - mean) ** 2 for v in finite) / max(len(finite), 1)) or 1.0
+        conts.append([((v if not math.isnan(v) else mean) - mean) / std for v in vals])
+    n = len(body)
+    return Table(
+        categorical=torch.tensor(cats, dtype=torch.int64).T.contiguous() if cats else torch.zeros(n, 0, dtype=torch.int64),
+        continuous=torch.tensor(conts, dtype=torch.float32).T.contiguous() if conts else torch.zeros(n, 0),
+        target=torch.tensor([float(v) for v in cols[target]], dtype=torch.float32).unsqueeze(1),
+        cardinalities=cards, cat_names=cat_names, cont_names=cont_names,
+    )

@@ -1,0 +1,214 @@
+"""Train a workload in one precision mode: epochs, evaluation, checkpoints each epoch, resume.
+
+Library code: returns a :class:`TrainResult`; progress goes to an optional callback (the CLI draws
+a rich progress bar with it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ampbench.data.tensors import TensorData
+from ampbench.errors import AmpbenchError
+from ampbench.precision import MixedPrecision
+from ampbench.workloads.base import Workload
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    precision: str
+    """Precision mode name or alias."""
+    epochs: int | None = None
+    """Epochs to train (default: the workload's)."""
+    batch_size: int | None = None
+    """Batch size (default: the workload's)."""
+    seed: int = 0
+    """Seeds model init, shuffling and dropout."""
+    device: str | None = None
+    """cpu / cuda[:N] (default: cuda when available)."""
+    loss_scale: str | float | None = None
+    """Override the mode's loss scaling (see MixedPrecision)."""
+    max_grad_norm: float | None = None
+    checkpoint_dir: Path | None = None
+    """Write checkpoint.pt here at the end of every epoch."""
+    resume: bool = False
+    """Continue from checkpoint_dir/checkpoint.pt."""
+    max_steps_per_epoch: int | None = None
+    """Cap on optimizer steps per epoch (quick runs, CI)."""
+    evaluate_train: bool = True
+    """Also evaluate on the whole training split at the end (check_accuracy on both splits)."""
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "max_steps_per_epoch"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise AmpbenchError(f"{name.replace('_', '-')} must be >= 1, got {v}")
+        if self.resume and self.checkpoint_dir is None:
+            raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
+
+
+@dataclass
+class Progress:
+    epoch: int
+    epochs: int
+    step: int
+    steps: int
+    loss: float
+    scale: float
+    samples_per_s: float
+
+
+@dataclass
+class TrainResult:
+    workload: str
+    preset: str
+    precision: str
+    device: str
+    epochs: int
+    batch_size: int
+    steps: int
+    skipped_steps: int
+    final_loss: float
+    metric_name: str | None
+    train_metric: float | None
+    test_metric: float | None
+    train_loss: float | None
+    test_loss: float | None
+    samples_per_s: float
+    train_seconds: float
+    loss_scale: float
+    resumed_from_epoch: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.metric_name == "accuracy":
+            d["train_accuracy"], d["test_accuracy"] = self.train_metric, self.test_metric
+        return d
+
+
+def _device(name: str | None) -> torch.device:
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise AmpbenchError(f"--device {name!r}: expected cpu, cuda or cuda:N") from None
+
+
+@torch.no_grad()
+def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_size: int) -> tuple[float, float | None]:
+    """(mean loss, metric) over ``data`` in eval mode, under the mode's forward context."""
+    model, metric = workload.model, workload.metric
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=data.device)
+    m_sum = torch.zeros((), dtype=torch.float64, device=data.device)
+    n_batches = m_count = 0
+    for inputs, targets in data.batches(batch_size):
+        with mp.autocast():
+            out = model(*workload.prepare(inputs))
+            loss_sum += workload.loss_fn(out, targets).double()
+            if metric is not None:
+                s, c = metric.fn(out, targets)
+                m_sum += s.double()
+                m_count += c
+        n_batches += 1
+    model.train(was_training)
+    mean_loss = float(loss_sum) / max(n_batches, 1)
+    value = metric.finalize(float(m_sum) / m_count) if metric is not None and m_count else None
+    return mean_loss, value
+
+
+def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progress], None] | None = None,
+          progress_every: float = 0.5) -> TrainResult:
+    """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``."""
+    device = _device(config.device)
+    epochs = config.epochs or workload.epochs
+    batch_size = config.batch_size or workload.batch_size
+    torch.manual_seed(config.seed)
+    model = workload.model.to(device)
+    optimizer = workload.make_optimizer(model.parameters())
+    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device)
+    model, optimizer = mp.setup(model, optimizer)
+    workload.model = model
+    train_data = workload.train_data.to(device)
+    test_data = workload.test_data.to(device) if workload.test_data is not None else None
+
+    start_epoch, history = 0, []
+    ckpt_path = config.checkpoint_dir / CHECKPOINT_NAME if config.checkpoint_dir else None
+    if config.resume:
+        assert ckpt_path is not None
+        if not ckpt_path.exists():
+            raise AmpbenchError(f"--resume: no checkpoint at {ckpt_path}")
+        try:
+            state = torch.load(ckpt_path, map_location=device, weights_only=True)
+        except Exception as e:
+            raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
+        if (state.get("workload"), state.get("precision")) != (workload.name, mp.name):
+            raise AmpbenchError(f"--resume: {ckpt_path} is from {state.get('workload')} / {state.get('precision')}, "
+                                f"not {workload.name} / {mp.name}")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        mp.load_state_dict(state["mp"])
+        torch.set_rng_state(state["rng"])
+        start_epoch, history = int(state["epoch"]), list(state.get("history", []))
+
+    steps_per_epoch = train_data.num_batches(batch_size)
+    if config.max_steps_per_epoch:
+        steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
+    model.train()
+    train_seconds, samples, loss = 0.0, 0, torch.zeros(())
+    for epoch in range(start_epoch, epochs):
+        g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)  # order depends on (seed, epoch) only
+        t0 = last_report = time.perf_counter()
+        epoch_samples = 0
+        for step, (inputs, targets) in enumerate(train_data.batches(batch_size, shuffle=True, generator=g)):
+            if step >= steps_per_epoch:
+                break
+            optimizer.zero_grad(set_to_none=True)
+            with mp.autocast():
+                loss = workload.loss_fn(model(*workload.prepare(inputs)), targets)
+            mp.backward(loss)
+            mp.step(optimizer, max_grad_norm=config.max_grad_norm)
+            epoch_samples += int(targets.shape[0])
+            now = time.perf_counter()
+            if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
+                last_report = now
+                on_progress(Progress(epoch + 1, epochs, step + 1, steps_per_epoch, float(loss.detach()), mp.scale,
+                                     epoch_samples / max(now - t0, 1e-9)))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        elapsed = time.perf_counter() - t0
+        train_seconds += elapsed
+        samples += epoch_samples
+        history.append({"epoch": epoch + 1, "loss": float(loss.detach()), "seconds": elapsed,
+                        "skipped_steps": mp.totals["skipped_steps"], "loss_scale": mp.scale})
+        if ckpt_path is not None:
+            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = ckpt_path.with_suffix(".tmp")
+            torch.save({"workload": workload.name, "precision": mp.name, "epoch": epoch + 1,
+                        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "mp": mp.state_dict(),
+                        "rng": torch.get_rng_state(), "history": history}, tmp)
+            tmp.replace(ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+
+    eval_bs = max(batch_size, 256)
+    train_loss, train_metric = evaluate(workload, train_data, mp, eval_bs) if config.evaluate_train else (None, None)
+    test_loss, test_metric = evaluate(workload, test_data, mp, eval_bs) if test_data is not None else (None, None)
+    return TrainResult(
+        workload=workload.name, preset=workload.preset, precision=mp.name, device=str(device), epochs=epochs,
+        batch_size=batch_size, steps=mp.totals["steps"], skipped_steps=mp.totals["skipped_steps"],
+        final_loss=float(loss.detach()) if history else float("nan"),
+        metric_name=workload.metric.name if workload.metric else None, train_metric=train_metric,
+        test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
+        samples_per_s=samples / train_seconds if train_seconds else 0.0, train_seconds=train_seconds,
+        loss_scale=mp.scale, resumed_from_epoch=start_epoch, history=history,
+    )

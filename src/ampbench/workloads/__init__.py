@@ -1,0 +1,15 @@
+"""Workloads: the classic mixed-precision experiments as ready models + data, and user models.
+
+Importing this package registers every workload (one module per family).
+"""
+
+# Registration order is the order `ampbench list` shows.
+# isort: off
+from ampbench.workloads import vision, nlp, tabular  # noqa: F401
+# isort: on
+from ampbench.workloads.base import PRESETS, Metric, Workload
+from ampbench.workloads.registry import create_model, create_workload, get_spec, list_workloads
+from ampbench.workloads.user import create_user_workload
+
+__all__ = ["PRESETS", "Metric", "Workload", "create_model", "create_user_workload", "create_workload",
+           "get_spec", "list_workloads"]

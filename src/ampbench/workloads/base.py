@@ -1,0 +1,127 @@
+"""What a workload is: model + batches + loss + metric (+ the optimizer and defaults of its recipe)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ampbench.data.tensors import TensorData
+from ampbench.errors import AmpbenchError
+
+PRESETS = ("tiny", "small", "paper")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric accumulated over batches: ``fn`` returns (sum, count); ``finalize`` maps the mean."""
+
+    name: str
+    fn: Callable[[Any, torch.Tensor], tuple[torch.Tensor, int]]
+    finalize: Callable[[float], float] = float
+    higher_is_better: bool = True
+
+
+def _accuracy(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return (out.argmax(dim=1) == y).sum(), int(y.numel())
+
+
+def _pixel_accuracy(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return (out.argmax(dim=1) == y).sum(), int(y.numel())  # (B, K, H, W) vs (B, H, W)
+
+
+def _squared_error(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return ((out.float() - y) ** 2).sum(), int(y.numel())
+
+
+def _token_nll(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return F.cross_entropy(out.float().flatten(0, 1), y.flatten(), reduction="sum"), int(y.numel())
+
+
+def _span_exact(out: tuple[torch.Tensor, torch.Tensor], y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    start, end = out
+    return ((start.argmax(1) == y[:, 0]) & (end.argmax(1) == y[:, 1])).sum(), int(y.shape[0])
+
+
+def _binary_accuracy(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return ((out.squeeze(1) > 0).long() == y).sum(), int(y.numel())
+
+
+ACCURACY = Metric("accuracy", _accuracy)
+PIXEL_ACCURACY = Metric("pixel_accuracy", _pixel_accuracy)
+RMSE = Metric("rmse", _squared_error, finalize=math.sqrt, higher_is_better=False)
+PERPLEXITY = Metric("perplexity", _token_nll, finalize=lambda m: math.exp(min(m, 50.0)), higher_is_better=False)
+SPAN_EXACT_MATCH = Metric("exact_match", _span_exact)
+BINARY_ACCURACY = Metric("accuracy", _binary_accuracy)
+
+
+def adam(lr: float = 1e-3) -> Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]:
+    return lambda params: torch.optim.Adam(params, lr=lr)
+
+
+def sgd(lr: float, momentum: float = 0.9, weight_decay: float = 0.0) -> Callable[..., torch.optim.Optimizer]:
+    return lambda params: torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def _identity(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return inputs
+
+
+@dataclass
+class Workload:
+    """Everything needed to train and measure one experiment.
+
+    ``model(*prepare(inputs))`` gives the output; ``loss_fn(output, targets)`` the loss (computed in
+    fp32: half modes cast outputs to fp32 first). Data are whole-split tensors (:class:`TensorData`).
+    """
+
+    name: str
+    model: nn.Module
+    train_data: TensorData
+    test_data: TensorData | None = None
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] = F.cross_entropy
+    metric: Metric | None = ACCURACY
+    make_optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer] = field(default_factory=adam)
+    prepare: Callable[[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]] = _identity
+    """Per-batch input transform on the device (uint8 -> normalised float, upsampling)."""
+    batch_size: int = 32
+    epochs: int = 1
+    preset: str = "custom"
+    description: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """Published facts for reports (e.g. {"batch_size_fp16": 1000})."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, nn.Module):
+            raise AmpbenchError(f"Workload {self.name!r}: model must be an nn.Module, got {type(self.model).__name__}")
+        if not isinstance(self.train_data, TensorData):
+            raise AmpbenchError(f"Workload {self.name!r}: train_data must be ampbench.data.TensorData")
+        if self.batch_size < 1 or self.epochs < 1:
+            raise AmpbenchError(f"Workload {self.name!r}: batch_size and epochs must be >= 1")
+
+    def example_batch(self, batch_size: int = 2) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        inputs, targets = next(self.train_data.subset(0, batch_size).batches(batch_size))
+        return self.prepare(inputs), targets
+
+
+def image_prep(mean: float = 0.5, std: float = 0.25, size: int | None = None) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """uint8 (B, C, H, W) -> float normalised, optionally resized (CIFAR-10 32 -> 64 as in apex's run)."""
+
+    def prep(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        x = inputs[0].float().div_(255.0).sub_(mean).div_(std)
+        if size is not None and x.shape[-1] != size:
+            x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+        return (x, *inputs[1:])
+
+    return prep
+
+
+def split(x: tuple[torch.Tensor, ...] | torch.Tensor, y: torch.Tensor, n_test: int) -> tuple[TensorData, TensorData]:
+    xs = (x,) if isinstance(x, torch.Tensor) else x
+    data = TensorData(tuple(xs), y)
+    return data.subset(0, len(data) - n_test), data.subset(len(data) - n_test, len(data))

@@ -1,0 +1,90 @@
+"""Workload registry: ``@register_workload`` + ``create_workload(name, preset)`` + ``list_workloads()`` (cf. timm)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ampbench.errors import AmpbenchError, suggest
+from ampbench.workloads.base import PRESETS, Workload
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    description: str
+    paper: str
+    """The published configuration the ``paper`` preset reproduces."""
+    data: str
+    """What ``--data-dir`` accepts (synthetic data otherwise)."""
+    build: Callable[..., Workload]
+    """build(preset, data_dir, seed, **options) -> Workload"""
+    model: Callable[..., nn.Module]
+    """model(preset, **options) -> nn.Module (no data; builds on the meta device for shape checks)"""
+
+    def options(self) -> list[str]:
+        return [p for p in inspect.signature(self.build).parameters if p not in ("preset", "data_dir", "seed")]
+
+
+_WORKLOADS: dict[str, WorkloadSpec] = {}
+
+
+def register_workload(name: str, *, description: str, paper: str, data: str,
+                      model: Callable[..., nn.Module]) -> Callable[[Callable[..., Workload]], Callable[..., Workload]]:
+    def deco(build: Callable[..., Workload]) -> Callable[..., Workload]:
+        if name in _WORKLOADS:
+            raise ValueError(f"workload {name!r} registered twice")
+        _WORKLOADS[name] = WorkloadSpec(name, description, paper, data, build, model)
+        return build
+
+    return deco
+
+
+def list_workloads() -> list[str]:
+    return list(_WORKLOADS)
+
+
+def get_spec(name: str) -> WorkloadSpec:
+    if name not in _WORKLOADS:
+        raise AmpbenchError(
+            f"unknown workload {name!r}.{suggest(name, _WORKLOADS)} Valid: {', '.join(_WORKLOADS)}, "
+            "timm:<model>, hf:<config>, or --model file.py:factory"
+        )
+    return _WORKLOADS[name]
+
+
+def _check(preset: str, spec_options: list[str], options: dict[str, Any], name: str) -> None:
+    if preset not in PRESETS:
+        raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    bad = sorted(set(options) - set(spec_options))
+    if bad:
+        valid = ", ".join(spec_options) or "none"
+        raise AmpbenchError(f"workload {name!r} has no option {', '.join(bad)} (options: {valid})")
+
+
+def create_workload(name: str, preset: str = "small", data_dir: str | Path | None = None, seed: int = 0,
+                    **options: Any) -> Workload:
+    """Build a registered workload (or an adapter: ``timm:<model>``, ``hf:<config>``)."""
+    if ":" in name:
+        from ampbench.workloads.adapters import create_adapter_workload
+
+        return create_adapter_workload(name, preset, data_dir, seed, **options)
+    spec = get_spec(name)
+    _check(preset, spec.options(), options, name)
+    if data_dir is not None:
+        data_dir = Path(data_dir)
+        if not data_dir.is_dir():
+            raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+    return spec.build(preset=preset, data_dir=data_dir, seed=seed, **options)
+
+
+def create_model(name: str, preset: str = "small", **options: Any) -> nn.Module:
+    """Only the model of a registered workload (no data)."""
+    spec = get_spec(name)
+    _check(preset, spec.options(), options, name)
+    return spec.model(preset, **options)

@@ -1,0 +1,80 @@
+"""tabular-mlp: Rossmann-style categorical embeddings + continuous features -> MLP regression (fast.ai)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ampbench.data import synthetic
+from ampbench.data.errors import DataError
+from ampbench.data.tabular import read_csv_table
+from ampbench.workloads.base import RMSE, Workload, adam, split
+from ampbench.workloads.registry import register_workload
+
+# Cardinalities (+1 for unknown) of the 22 categorical variables of fast.ai's Rossmann notebook
+# (Store, DayOfWeek, Year, Month, Day, StateHoliday, CompetitionMonthsOpen, Promo2Weeks, StoreType,
+# Assortment, PromoInterval, CompetitionOpenSinceYear, Promo2SinceYear, State, Week, Events,
+# Promo_fw, Promo_bw, StateHoliday_fw, StateHoliday_bw, SchoolHoliday_fw, SchoolHoliday_bw); 16 continuous.
+ROSSMANN_CARDS = [1116, 8, 4, 13, 32, 3, 26, 27, 5, 4, 4, 24, 9, 13, 53, 22, 7, 7, 4, 4, 9, 9]
+ROSSMANN_CONT = 16
+TABULAR = {"tiny": ([10, 5, 3], 4, (32, 16), 64), "small": (ROSSMANN_CARDS, ROSSMANN_CONT, (256, 128), 20000),
+           "paper": (ROSSMANN_CARDS, ROSSMANN_CONT, (1000, 500), 200000)}
+
+
+class TabularMLP(nn.Module):
+    """Embeddings (size min(50, (c+1)//2), fast.ai's rule) + continuous -> [Linear-ReLU-BN-Dropout]* -> 1."""
+
+    def __init__(self, cardinalities: list[int], n_cont: int, layers: tuple[int, ...] = (1000, 500),
+                 dropouts: tuple[float, ...] = (0.001, 0.01), emb_drop: float = 0.04) -> None:
+        super().__init__()
+        self.embeds = nn.ModuleList(nn.Embedding(c, min(50, (c + 1) // 2)) for c in cardinalities)
+        self.emb_drop = nn.Dropout(emb_drop)
+        self.bn_cont = nn.BatchNorm1d(n_cont)
+        sizes = [sum(e.embedding_dim for e in self.embeds) + n_cont, *layers]
+        body: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            body += [nn.Linear(a, b), nn.ReLU(inplace=True), nn.BatchNorm1d(b), nn.Dropout(dropouts[min(i, len(dropouts) - 1)])]
+        self.body = nn.Sequential(*body)
+        self.out = nn.Linear(sizes[-1], 1)
+
+    def forward(self, cats: torch.Tensor, cont: torch.Tensor) -> torch.Tensor:  # (B, n_cat), (B, n_cont)
+        emb = torch.cat([e(cats[:, i]) for i, e in enumerate(self.embeds)], dim=1)  # (B, sum(emb dims))
+        x = torch.cat([self.emb_drop(emb), self.bn_cont(cont)], dim=1)
+        return self.out(self.body(x))  # (B, 1)
+
+
+def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.mse_loss(out.float(), y)
+
+
+@register_workload(
+    "tabular-mlp",
+    description="Rossmann-style tabular regression: categorical embeddings + continuous features -> MLP",
+    paper="fast.ai Rossmann: 22 categorical (embeddings) + 16 continuous, layers 1000-500, dropout 0.001/0.01, "
+          "emb dropout 0.04, Adam 1e-3",
+    data="CSV with a header; a numeric 'target' column (option target=NAME); non-numeric columns are categorical",
+    model=lambda preset, target="target": TabularMLP(*TABULAR[preset][:3]),
+)
+def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "target") -> Workload:
+    cards, n_cont, layers, n = TABULAR[preset]
+    if data_dir is not None:
+        csvs = sorted(Path(data_dir).glob("*.csv"))
+        if not csvs:
+            raise DataError(f"{data_dir}: no .csv file for tabular-mlp")
+        table = read_csv_table(csvs[0], target=target)
+        cards, n_cont = [c + 1 for c in table.cardinalities], table.continuous.shape[1]
+        cats, cont, y = table.categorical, table.continuous, table.target
+        n = len(y)
+    else:
+        g = torch.Generator().manual_seed(seed)
+        cats, cont, y = synthetic.tabular(n, cards, n_cont, g)
+    train, test = split((cats, cont), y, max(n // 10, 1))
+    return Workload(
+        name="tabular-mlp", model=TabularMLP(cards, n_cont, layers), train_data=train, test_data=test,
+        loss_fn=_mse, metric=RMSE, make_optimizer=adam(1e-3),
+        batch_size={"tiny": 16, "small": 512, "paper": 512}[preset], epochs={"tiny": 1, "small": 3, "paper": 10}[preset],
+        preset=preset, description="tabular MLP" + (f" ({csvs[0].name})" if data_dir else " (synthetic)"),
+    )
