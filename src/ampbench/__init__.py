@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.precision import LossScaleConfig, MixedPrecision, list_precisions, supported
+from ampbench.workloads import Workload, create_workload, list_workloads
 
 __all__ = [
     "AmpbenchError",
@@ -11,7 +12,13 @@ __all__ = [
     "MixedPrecision",
     "TrainingDivergedError",
     "UnsupportedPrecisionError",
+    "Workload",
+    "Workload",
     "__version__",
+    "create_workload",
+    "create_workload",
     "list_precisions",
+    "list_workloads",
+    "list_workloads",
     "supported",
 ]

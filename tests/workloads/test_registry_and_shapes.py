@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-pytestmark = pytest.mark.filterwarnings("ignore:Adam eps")
-
 from ampbench import MixedPrecision
 from ampbench.errors import AmpbenchError
 from ampbench.precision import list_precisions, supported
 from ampbench.workloads import create_model, create_workload, list_workloads
+
+pytestmark = pytest.mark.filterwarnings("ignore:Adam eps")
 
 CPU_MODES = [n for n in list_precisions() if supported(n, "cpu").ok]
 EXPECTED = ["mnist-cnn", "conv-dummy", "resnext", "unet", "bert", "lstm-lm", "tabular-mlp"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from ampbench.errors import AmpbenchError, suggest
@@ -58,6 +60,14 @@ def get_spec(name: str) -> WorkloadSpec:
     return _WORKLOADS[name]
 
 
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed torch's global RNG for the block (model init), restoring the caller's RNG state after."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
 def _check(preset: str, spec_options: list[str], options: dict[str, Any], name: str) -> None:
     if preset not in PRESETS:
         raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
@@ -73,14 +83,16 @@ def create_workload(name: str, preset: str = "small", data_dir: str | Path | Non
     if ":" in name:
         from ampbench.workloads.adapters import create_adapter_workload
 
-        return create_adapter_workload(name, preset, data_dir, seed, **options)
+        with seeded(seed):
+            return create_adapter_workload(name, preset, data_dir, seed, **options)
     spec = get_spec(name)
     _check(preset, spec.options(), options, name)
     if data_dir is not None:
         data_dir = Path(data_dir)
         if not data_dir.is_dir():
             raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
-    return spec.build(preset=preset, data_dir=data_dir, seed=seed, **options)
+    with seeded(seed):  # the model's init depends on the seed only: every precision starts from the same weights
+        return spec.build(preset=preset, data_dir=data_dir, seed=seed, **options)
 
 
 def create_model(name: str, preset: str = "small", **options: Any) -> nn.Module:

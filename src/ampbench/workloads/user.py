@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import PRESETS, Workload, adam, image_prep, split
+from ampbench.workloads.registry import seeded
 from ampbench.workloads.vision import classification_splits
 
 
@@ -66,11 +68,11 @@ def load_factory(spec: str) -> Callable[..., Any]:
 def parse_shape(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    try:
-        shape = tuple(int(s) for s in str(text).replace("x", ",").split(",") if s.strip())
-    except ValueError:
-        raise AmpbenchError(f"--input-shape {text!r}: expected integers like 1,28,28 (C,H,W)") from None
-    if not shape or any(s < 1 for s in shape):
+    parts = [p.strip() for p in re.split(r"[,x]", str(text))]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise AmpbenchError(f"--input-shape {text!r}: expected integers like 1,28,28 (C,H,W)")
+    shape = tuple(int(p) for p in parts)
+    if any(s < 1 for s in shape):
         raise AmpbenchError(f"--input-shape {text!r}: expected positive integers like 1,28,28 (C,H,W)")
     return shape
 
@@ -95,7 +97,8 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
         raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     factory = load_factory(spec)
     try:
-        made = factory()
+        with seeded(seed):
+            made = factory()
     except Exception as e:
         raise AmpbenchError(f"--model {spec!r}: the factory raised {type(e).__name__}: {e}{_where(e)}") from None
     if isinstance(made, Workload):
