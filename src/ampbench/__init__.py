@@ -13,12 +13,9 @@ __all__ = [
     "TrainingDivergedError",
     "UnsupportedPrecisionError",
     "Workload",
-    "Workload",
     "__version__",
     "create_workload",
-    "create_workload",
     "list_precisions",
-    "list_workloads",
     "list_workloads",
     "supported",
 ]
