@@ -64,9 +64,9 @@ def _list_workloads() -> None:
 
     table = Table(title=f"Workloads (presets: {', '.join(PRESETS)})", title_justify="left")
     table.add_column("name", style="bold cyan", no_wrap=True)
-    table.add_column("what it is")
-    table.add_column("paper preset")
-    table.add_column("--data-dir")
+    table.add_column("what it is", overflow="fold")
+    table.add_column("paper preset", overflow="fold")
+    table.add_column("--data-dir", overflow="fold")
     table.add_column("options")
     for name in list_workloads():
         spec = get_spec(name)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -342,9 +342,6 @@ class MixedPrecision:
         """The fp32 master copies (empty for modes without master weights)."""
         masters = self._slot(optimizer, "master_params").masters
         return [] if masters is None else list(masters.master_params)
-
-    def iter_steps(self) -> Iterator[_Slot]:  # pragma: no cover - debugging aid
-        yield from self._slots
 
     # -- checkpointing -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
