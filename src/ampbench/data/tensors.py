@@ -41,6 +41,10 @@ class TensorData:
     def subset(self, start: int, stop: int) -> TensorData:
         return TensorData(tuple(t[start:stop] for t in self.inputs), self.targets[start:stop])
 
+    def split_off(self, n_test: int) -> tuple[TensorData, TensorData]:
+        """(first len-n_test samples, last n_test samples): a deterministic train/test cut."""
+        return self.subset(0, len(self) - n_test), self.subset(len(self) - n_test, len(self))
+
     def batches(
         self, batch_size: int, shuffle: bool = False, generator: torch.Generator | None = None,
         drop_last: bool = False,

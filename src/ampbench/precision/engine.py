@@ -81,17 +81,14 @@ class _Slot:
     pending_loss: torch.Tensor | None = None
 
 
-def _as_list(obj: Any, kind: type, what: str) -> tuple[list[Any], bool]:
-    if isinstance(obj, (list, tuple)):
-        items, single = list(obj), False
-    else:
-        items, single = [obj], True
+def _as_list(obj: Any, kind: type, what: str) -> list[Any]:
+    items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
     if not items:
         raise AmpbenchError(f"setup() got an empty list of {what}s")
     for it in items:
         if not isinstance(it, kind):
             raise AmpbenchError(f"setup() expects {what}(s) of type {kind.__name__}, got {type(it).__name__}")
-    return items, single
+    return items
 
 
 def _warn_eps_underflow(optimizer: torch.optim.Optimizer) -> None:
@@ -165,8 +162,8 @@ class MixedPrecision:
             raise MisuseError(
                 f"setup() was already called on {self!r}; use one MixedPrecision per training run"
             )
-        models, _ = _as_list(model, nn.Module, "model")
-        optimizers, _ = _as_list(optimizer, torch.optim.Optimizer, "optimizer")
+        models = _as_list(model, nn.Module, "model")
+        optimizers = _as_list(optimizer, torch.optim.Optimizer, "optimizer")
         for m in models:
             if getattr(m, _SETUP_ATTR, None) is not None:
                 raise MisuseError(

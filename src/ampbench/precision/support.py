@@ -28,29 +28,29 @@ class Support:
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """CPU feature flags from /proc/cpuinfo (empty where unavailable)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields from /proc/cpuinfo (empty where unavailable)."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if not line.strip():
+                    break  # end of the first processor's block
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return frozenset()
+    return info
 
 
-@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """CPU feature flags (x86 "flags"; empty where unavailable)."""
+    return frozenset(_cpuinfo().get("flags", "").split())
+
+
 def cpu_name() -> str:
     """The CPU's model name ("Intel(R) Xeon(R) ..."), or the architecture when unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
 
 
 def cpu_half_hardware() -> dict[str, bool]:

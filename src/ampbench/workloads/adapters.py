@@ -49,9 +49,8 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
                         preset=preset, description=f"timm {target}", **options)
     if kind == "hf":
         transformers = _import("transformers", "hf")
-        try:
-            config = transformers.AutoConfig.for_model(target) if "/" not in target and not Path(target).exists() \
-                else transformers.AutoConfig.from_pretrained(target, local_files_only=True)
+        try:  # a model type ("bert") builds a default config; else a local config path or cached name
+            config = transformers.AutoConfig.for_model(target)
         except Exception:
             try:
                 config = transformers.AutoConfig.from_pretrained(target, local_files_only=True)

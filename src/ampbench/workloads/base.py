@@ -122,6 +122,4 @@ def image_prep(mean: float = 0.5, std: float = 0.25, size: int | None = None) ->
 
 
 def split(x: tuple[torch.Tensor, ...] | torch.Tensor, y: torch.Tensor, n_test: int) -> tuple[TensorData, TensorData]:
-    xs = (x,) if isinstance(x, torch.Tensor) else x
-    data = TensorData(tuple(xs), y)
-    return data.subset(0, len(data) - n_test), data.subset(len(data) - n_test, len(data))
+    return TensorData((x,) if isinstance(x, torch.Tensor) else tuple(x), y).split_off(n_test)

@@ -221,7 +221,7 @@ def build_lstm_lm(preset: str, data_dir: Path | None, seed: int) -> Workload:
         g = torch.Generator().manual_seed(seed)
         n_tokens = {"tiny": 2000, "small": 200_000, "paper": 1_000_000}[preset]
         stream = synthetic.markov_tokens(n_tokens, vocab, g)
-        train, test = split(*_xy(_windows(stream, seq)), max(len(stream) // seq // 10, 1))
+        train, test = _windows(stream, seq).split_off(max(len(stream) // seq // 10, 1))
     return Workload(
         name="lstm-lm", model=LSTMLanguageModel(vocab, embed, hidden, proj, layers), train_data=train,
         test_data=test, loss_fn=_lm_loss, metric=PERPLEXITY, make_optimizer=adam(1e-3), batch_size=batch,
@@ -229,7 +229,3 @@ def build_lstm_lm(preset: str, data_dir: Path | None, seed: int) -> Workload:
         description=f"LSTM LM vocab {vocab}" + (" (corpus)" if data_dir else " (synthetic Markov text)"),
         notes={"perplexity_floor": math.log(4)},
     )
-
-
-def _xy(data: TensorData) -> tuple[torch.Tensor, torch.Tensor]:
-    return data.inputs[0], data.targets

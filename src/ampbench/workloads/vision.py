@@ -44,6 +44,17 @@ def classification_splits(data_dir: Path | None, loader, n_test_if_single: int
     return split(only[0], only[1], n_test_if_single)
 
 
+def image_classification_data(data_dir: Path | None, loader, shape: tuple[int, int, int], sizes: tuple[int, int],
+                              seed: int, classes: int = 10) -> tuple[TensorData, TensorData]:
+    """Real splits from ``data_dir`` when given, else seeded learnable synthetic images (n_train, n_test)."""
+    real = classification_splits(data_dir, loader, 2000)
+    if real is not None:
+        return real
+    n_train, n_test = sizes
+    x, y = synthetic.class_images(n_train + n_test, classes, shape, torch.Generator().manual_seed(seed))
+    return split(x, y, n_test)
+
+
 # -- mnist-cnn -----------------------------------------------------------------------------------
 class MnistCNN(nn.Module):
     """conv(1->c1,3x3,pad1)-ReLU-maxpool-conv(c1->c2,3x3,pad1)-ReLU-maxpool-Linear(c2*7*7->10)."""
@@ -75,12 +86,8 @@ def mnist_model(preset: str) -> nn.Module:
     model=lambda preset: mnist_model(preset),
 )
 def build_mnist(preset: str, data_dir: Path | None, seed: int) -> Workload:
-    real = classification_splits(data_dir, load_mnist_dir, 2000)
-    if real is None:
-        g = torch.Generator().manual_seed(seed)
-        n_train, n_test = {"tiny": (64, 32), "small": (8000, 2000), "paper": (60000, 10000)}[preset]
-        x, y = synthetic.class_images(n_train + n_test, 10, (1, 28, 28), g)
-        real = split(x, y, n_test)
+    real = image_classification_data(data_dir, load_mnist_dir, (1, 28, 28), seed=seed,
+                                     sizes={"tiny": (64, 32), "small": (8000, 2000), "paper": (60000, 10000)}[preset])
     batch, epochs = {"tiny": (16, 1), "small": (64, 4), "paper": (590, 3)}[preset]
     return Workload(
         name="mnist-cnn", model=mnist_model(preset), train_data=real[0], test_data=real[1],
@@ -201,12 +208,8 @@ RESNEXT = {"tiny": dict(layers=(1, 1, 1, 1), groups=4, width_per_group=4, base=1
 )
 def build_resnext(preset: str, data_dir: Path | None, seed: int) -> Workload:
     size = {"tiny": 16, "small": 32, "paper": 64}[preset]
-    real = classification_splits(data_dir, load_cifar10_dir, 2000)
-    if real is None:
-        g = torch.Generator().manual_seed(seed)
-        n_train, n_test = {"tiny": (32, 16), "small": (2048, 512), "paper": (50000, 10000)}[preset]
-        x, y = synthetic.class_images(n_train + n_test, 10, (3, 32, 32), g)
-        real = split(x, y, n_test)
+    real = image_classification_data(data_dir, load_cifar10_dir, (3, 32, 32), seed=seed,
+                                     sizes={"tiny": (32, 16), "small": (2048, 512), "paper": (50000, 10000)}[preset])
     return Workload(
         name="resnext", model=ResNeXt(**RESNEXT[preset]), train_data=real[0], test_data=real[1],
         make_optimizer=sgd(0.1 if preset == "paper" else 0.05, 0.9, 5e-4),
