@@ -23,7 +23,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: wide tables, not 80 columns
 err_console = Console(stderr=True)
 
 
@@ -178,6 +178,325 @@ def train_cmd(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result.to_dict(), indent=2))
+        console.print(f"wrote {json_out}")
+
+
+Opt = Optional  # typer needs Optional[...] on py3.10
+
+
+def _open_store(db: Path | None):  # type: ignore[no-untyped-def]
+    from ampbench.store import Store
+
+    return Store(db)
+
+
+@app.command("run")
+def run_cmd(
+    workloads: Annotated[Opt[str], typer.Option(help="Comma-separated workloads (default: the device's suite).")] = None,
+    precisions: Annotated[Opt[str], typer.Option(help="Modes or aliases (default: all the device runs).")] = None,
+    preset: Annotated[Opt[str], typer.Option(help="tiny | small | paper (default: small, or the suite's own).")] = None,
+    batch_size: Annotated[Opt[str], typer.Option(help="Batch size(s), comma-separated (default: the workload's).")] = None,
+    steps: Annotated[Opt[int], typer.Option(help="Timed steps per cell (default: 20 on CPU, 50 on GPU).")] = None,
+    warmup: Annotated[Opt[int], typer.Option(help="Untimed warm-up steps, >= 1 (default: 3 on CPU, 10 on GPU).")] = None,
+    measure: Annotated[Opt[str], typer.Option(help="throughput,memory,maxbatch,converge,inference.")] = None,
+    device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Results store (default: $AMPBENCH_DB or the user data dir).")] = None,
+    json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the run's rows as JSON (for ampbench import).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the last run with these options.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed for model init and data (converge: first of --seeds seeds).")] = 0,
+    model: Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory.")] = None,
+    input_shape: Annotated[Opt[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,
+    num_classes: Annotated[Opt[int], typer.Option(help="Classes of synthetic data for --model.")] = None,
+    data_dir: Annotated[Opt[Path], typer.Option(help="Real data for the one workload (format per workload).")] = None,
+    option: Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,
+    loss_scale: Annotated[Opt[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,
+    memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
+    memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
+    maxbatch_limit: Annotated[int, typer.Option(help="Largest batch maxbatch tries.")] = 65536,
+    seeds: Annotated[int, typer.Option(help="converge: seeds per precision.")] = 3,
+    converge_steps: Annotated[int, typer.Option(help="converge: training steps per seed.")] = 200,
+    inference_batch: Annotated[Opt[int], typer.Option(help="inference: the large batch (default: the training batch).")] = None,
+    isolate: Annotated[bool, typer.Option(help="Run each cell in a child process (an OOM or crash becomes a row).")] = True,
+    cell_timeout: Annotated[Opt[float], typer.Option(help="Seconds before an isolated cell is stopped (status error).")] = None,
+    label: Annotated[Opt[str], typer.Option(help="Free-text label stored with the run.")] = None,
+) -> None:
+    """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
+    from ampbench.bench import run as run_bench
+    from ampbench.bench.plan import (
+        CPU_STEPS,
+        CPU_WARMUP,
+        GPU_STEPS,
+        GPU_WARMUP,
+        RunConfig,
+        parse_list,
+        parse_measures,
+        parse_precisions,
+        parse_size,
+        with_presets,
+    )
+    from ampbench.measure.env import resolve_device
+    from ampbench.store import export_data, write_json
+
+    dev = resolve_device(device)
+    gpu = dev.type == "cuda"
+    names = parse_list(workloads, "workloads")
+    if model is not None and names:
+        raise AmpbenchError("give --workloads or --model, not both")
+    if model is None and (input_shape is not None or num_classes is not None):
+        raise AmpbenchError("--input-shape/--num-classes apply to --model only")
+    if data_dir is not None and model is None and len(names) != 1:
+        raise AmpbenchError("--data-dir applies to one workload: give exactly one in --workloads (or use --model)")
+    if data_dir is not None and not data_dir.is_dir():
+        raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+    opts = _parse_options(option)
+    if opts and model is not None:
+        raise AmpbenchError("--option applies to named workloads, not --model")
+    _check_workloads(names, opts)
+    wl_names, presets = with_presets(names, preset, str(dev))
+    if model is not None:
+        wl_names, presets = (), (preset or "small",)
+    measures = parse_measures(measure)
+    budget = parse_size(memory_budget, "memory-budget")
+    if "maxbatch" in measures and not gpu and budget is None:
+        raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "
+                            "a real out-of-memory would take the machine down")
+    for name, v, lo in (("steps", steps, 1), ("warmup", warmup, 1), ("seeds", seeds, 1),
+                        ("converge-steps", converge_steps, 1), ("maxbatch-limit", maxbatch_limit, 1),
+                        ("inference-batch", inference_batch, 1)):
+        if v is not None and v < lo:
+            raise AmpbenchError(f"--{name} must be >= {lo}, got {v}")
+    if not 0.0 <= memory_margin < 1.0:
+        raise AmpbenchError(f"--memory-margin must be in [0, 1), got {memory_margin}")
+    if cell_timeout is not None and cell_timeout <= 0:
+        raise AmpbenchError(f"--cell-timeout must be > 0 seconds, got {cell_timeout}")
+    sizes: list[int | None] = [None]
+    if batch_size is not None:
+        try:
+            sizes = [int(b) for b in parse_list(batch_size, "batch-size")]
+        except ValueError:
+            raise AmpbenchError(f"--batch-size {batch_size!r}: expected integers, e.g. 64 or 64,128") from None
+        if any(b < 1 for b in sizes):  # type: ignore[operator]
+            raise AmpbenchError(f"--batch-size must be >= 1, got {batch_size}")
+    if loss_scale is not None:
+        from ampbench.precision.scaling import LossScaleConfig
+
+        LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
+    if model is not None:
+        from ampbench.workloads.user import load_factory
+
+        load_factory(model)  # a bad --model path fails now, not once per cell
+    config = RunConfig(
+        device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
+        batch_sizes=tuple(sizes), measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
+        warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, input_shape=input_shape,
+        num_classes=num_classes, data_dir=str(data_dir) if data_dir else None, options=tuple(sorted(opts.items())),
+        loss_scale=loss_scale, memory_budget=budget, memory_margin=memory_margin, maxbatch_limit=maxbatch_limit,
+        seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
+        extra={"isolate": isolate, "cell_timeout": cell_timeout},
+    )
+    store = _open_store(db)
+    cells = config.cells()
+    console.print(f"[bold]ampbench run[/]: {len(cells)} cells ({', '.join(config.precisions)}) on "
+                  f"[bold]{dev}[/], measuring {','.join(measures)}; store {store.path}")
+    rows = _run_with_progress(run_bench, config, store, resume, label)
+    info, rows = rows
+    for table in _results_tables(rows):
+        console.print(table)
+    bad = [r for r in rows if r["status"] != "ok"]
+    console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok; stored in {store.path} "
+                  "(ampbench results / export)")
+    if json_out is not None:
+        write_json(export_data(store, [info.run_id]), json_out)
+        console.print(f"wrote {json_out}")
+
+
+def _check_workloads(names: list[str], opts: dict[str, object]) -> None:
+    from ampbench.workloads import get_spec
+
+    for n in names:
+        if ":" in n:
+            continue  # adapters check themselves when built
+        spec = get_spec(n)
+        bad = sorted(set(opts) - set(spec.options()))
+        if bad:
+            raise AmpbenchError(f"workload {n!r} has no option {', '.join(bad)} (options: {', '.join(spec.options()) or 'none'})")
+
+
+def _results_tables(rows):  # type: ignore[no-untyped-def]
+    from ampbench.report.console import results_tables
+
+    return results_tables(rows)
+
+
+def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ampbench.report.console import STATUS_STYLE
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("starting", total=len(config.cells()))
+
+        def on_event(ev) -> None:  # type: ignore[no-untyped-def]
+            s = ev.spec
+            what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+            if ev.phase == "start":
+                bar.update(task, description=f"running {what}")
+            elif ev.phase == "skip":
+                bar.advance(task)
+                bar.console.print(f"  [dim]done before: {what}[/]")
+            else:
+                bar.advance(task)
+                r = ev.row
+                st = r["status"]
+                detail = (f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and r.get("samples_per_s") else
+                          r.get("reason") or "")
+                bar.console.print(f"  [{STATUS_STYLE.get(st, '')}]{st:<11}[/] {what}  [dim]{detail}[/]",
+                                  highlight=False)
+
+        return run_bench(config, store, resume=resume, label=label, on_event=on_event)
+
+
+@app.command("results")
+def results_cmd(
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[Opt[str], typer.Option("--run", help="Run id (or a unique prefix); default: the latest run.")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Rows of every run.")] = False,
+    workloads: Annotated[Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
+    precisions: Annotated[Opt[str], typer.Option(help="Only these modes (comma-separated).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv.")] = "table",
+) -> None:
+    """List stored results (with speedup / memory saving vs fp32)."""
+    import json
+
+    from ampbench.bench.plan import parse_list
+    from ampbench.precision import resolve
+    from ampbench.store import derive, to_csv
+
+    if fmt not in ("table", "json", "csv"):
+        raise AmpbenchError(f"--format {fmt!r}: choose table, json or csv")
+    if run is not None and all_runs:
+        raise AmpbenchError("give --run ID or --all, not both")
+    store = _open_store(db)
+    run_id = None
+    if not all_runs:
+        info = store.run(run) if run is not None else store.latest_run()
+        if info is None:
+            raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+        run_id = info.run_id
+    precs = [resolve(p) for p in parse_list(precisions, "precisions")] or None
+    rows = derive(store.rows(run_id, parse_list(workloads, "workloads") or None, precs), store.hw())
+    if fmt == "json":
+        from ampbench.store.exchange import _clean
+
+        sys.stdout.write(json.dumps(_clean(rows), indent=1) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(to_csv(rows))
+    else:
+        if not rows:
+            console.print("no rows match")
+        for table in _results_tables(rows):
+            console.print(table)
+
+
+@app.command("export")
+def export_cmd(
+    out: Annotated[Path, typer.Option("--out", help="JSON file to write.")],
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
+) -> None:
+    """Write runs and rows as JSON, to move them to another machine (ampbench import)."""
+    from ampbench.store import export_data, write_json
+
+    store = _open_store(db)
+    ids = [store.run(r).run_id for r in run] if run else None
+    data = export_data(store, ids)
+    write_json(data, out)
+    console.print(f"wrote {len(data['runs'])} runs, {len(data['rows'])} rows to {out}")
+
+
+@app.command("import")
+def import_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Files written by ampbench export or run --json.")],
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+) -> None:
+    """Add exported results (e.g. from other GPUs) to the store; rows already there are kept as they are."""
+    from ampbench.store import import_file
+
+    store = _open_store(db)
+    for f in files:
+        runs, rows = import_file(store, f)
+        console.print(f"{f}: {runs} new runs, {rows} new rows")
+
+
+@app.command("hw")
+def hw_cmd(
+    device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
+    sizes: Annotated[Opt[str], typer.Option(help="GEMM sizes n (n x n x n), comma-separated.")] = None,
+    gemm: Annotated[bool, typer.Option(help="Run the GEMM micro-benchmark.")] = True,
+    db: Annotated[Opt[Path], typer.Option(help="Store the probe here (MFU vs measured peak uses it).")] = None,
+    json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the probe as JSON.")] = None,
+) -> None:
+    """The device, what it supports and why not, TF32 flags, versions, peak TFLOP/s, and a GEMM benchmark."""
+    import json
+
+    from ampbench.bench.plan import parse_list
+    from ampbench.measure.env import resolve_device
+    from ampbench.measure.hw import probe
+
+    dev = resolve_device(device)
+    ns = None
+    if sizes is not None:
+        try:
+            ns = tuple(int(s) for s in parse_list(sizes, "sizes"))
+        except ValueError:
+            raise AmpbenchError(f"--sizes {sizes!r}: expected integers, e.g. 1024,4096") from None
+        if any(n < 1 or n > 65536 for n in ns):
+            raise AmpbenchError(f"--sizes must be between 1 and 65536, got {sizes}")
+    p = probe(dev, ns, run_gemm=gemm)
+    env = p["env"]
+    table = Table(title=f"{p['device_name']} ({dev})", title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    if dev.type == "cuda":
+        table.add_row("compute capability", p["capability"])
+        table.add_row("Tensor Cores", p["tensor_cores"])
+        table.add_row("versions", f"driver {env.get('driver', '?')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
+                                  f"torch {env['torch']}")
+        table.add_row("clocks / power", f"SM {env.get('sm_clock_mhz', '?')}/{env.get('sm_clock_max_mhz', '?')} MHz, "
+                                        f"power limit {env.get('power_limit_w', '?')} W")
+        peaks = p.get("peaks")
+        said = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) + f"  [dim]({p['peaks_source']})[/]" if peaks else ""
+        table.add_row("dense peaks (TFLOP/s)", said or "not in ampbench's table: MFU will use the measured GEMM peak")
+    else:
+        hw = p["cpu_half_hardware"]
+        table.add_row("CPU", env["cpu"])
+        table.add_row("half-precision hardware", ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in hw.items()))
+        table.add_row("versions", f"torch {env['torch']}, python {env['python']}, {env['torch_threads']} threads")
+    table.add_row("TF32 in force", f"matmul {env['tf32_matmul']}, cuDNN {env['tf32_cudnn']}"
+                                   + (f", override env {env['tf32_override_env']}" if env["tf32_override_env"] else ""))
+    modes = p["precisions"]
+    lines = []
+    for name, m in modes.items():
+        why = m["reason"] or m["note"]
+        lines.append(f"{'[green]ok[/]' if m['ok'] else '[red]no[/]'} {name}" + (f": {why}" if why else ""))
+    table.add_row("precision modes", "\n".join(lines))
+    table.add_row("verdict", p["verdict"])
+    console.print(table)
+    if p["gemm"]:
+        g = Table(title="GEMM micro-benchmark (random normal n x n @ n x n)", title_justify="left")
+        for col in ("n", "math", "TFLOP/s", "% of peak"):
+            g.add_column(col, justify="right")
+        for row in p["gemm"]:
+            frac = row["fraction_of_peak"]
+            g.add_row(f"{row['size']:,}", row["math_mode"], f"{row['tflops']:.3f}", "-" if frac is None else f"{frac:.0%}")
+        console.print(g)
+    store = _open_store(db)
+    store.add_hw(p)
+    console.print(f"stored in {store.path}")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(p, indent=1))
         console.print(f"wrote {json_out}")
 
 

@@ -41,6 +41,11 @@ class TensorData:
     def subset(self, start: int, stop: int) -> TensorData:
         return TensorData(tuple(t[start:stop] for t in self.inputs), self.targets[start:stop])
 
+    def select(self, idx: torch.Tensor) -> TensorData:
+        """The samples at ``idx`` (repeats allowed: a batch larger than the split tiles it)."""
+        idx = idx.to(self.targets.device)
+        return TensorData(tuple(t[idx] for t in self.inputs), self.targets[idx])
+
     def split_off(self, n_test: int) -> tuple[TensorData, TensorData]:
         """(first len-n_test samples, last n_test samples): a deterministic train/test cut."""
         return self.subset(0, len(self) - n_test), self.subset(len(self) - n_test, len(self))

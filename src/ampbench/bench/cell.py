@@ -1,0 +1,247 @@
+"""Run one cell in this process and return its row. Failures become a status, never an exception.
+
+Order inside a cell (throughput + memory): build the workload; reset memory peaks; move the model
+to the device and set it up; time the first step apart; one step counting the bytes autograd saves
+(activations) and one counting FLOPs; ``warmup - 1`` plain warm-up steps; ``steps`` timed steps;
+then read the memory peaks and what weights/grads/optimizer state hold.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ampbench.bench.plan import CellSpec
+from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
+from ampbench.measure import memory as mem
+from ampbench.measure.env import device_name, environment, process_gpu_memory
+from ampbench.measure.flops import count_flops, mfu
+from ampbench.measure.inference import inference_latency
+from ampbench.measure.peaks import math_mode_of
+from ampbench.measure.step import TrainStep, build_step
+from ampbench.measure.timing import time_once, time_steps
+from ampbench.precision import get, supported
+from ampbench.store.rows import empty_row
+from ampbench.store.sqlite import utcnow
+from ampbench.workloads.base import Workload
+
+DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+class OverBudget(RuntimeError):
+    """CPU: the cell grew past --memory-budget (recorded as status oom)."""
+
+
+def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
+    from ampbench.workloads import create_user_workload, create_workload
+
+    seed = spec.seed if seed is None else seed
+    if spec.model is not None:
+        return create_user_workload(spec.model, spec.input_shape, spec.num_classes, spec.data_dir, spec.preset, seed)
+    assert spec.workload is not None
+    return create_workload(spec.workload, spec.preset, spec.data_dir, seed, **dict(spec.options))
+
+
+def base_row(spec: CellSpec) -> dict[str, Any]:
+    row = empty_row()
+    row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
+               measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
+               status="error", reason="")
+    return row
+
+
+def first_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    text = msg[0] if msg else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, torch.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e).lower())
+
+
+def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
+             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Measure one cell in this process. ``maxbatch_trial`` / ``throughput_at`` run the max-batch
+    search's trials and its final throughput (the harness passes child-process versions)."""
+    row = base_row(spec)
+    t0 = time.perf_counter()
+    device = torch.device(spec.device)
+    try:
+        row["device_name"] = device_name(device)
+        sup = supported(spec.precision, device)
+        if not sup.ok:
+            raise UnsupportedPrecisionError(sup.reason)
+        _measure(spec, row, device, maxbatch_trial, throughput_at)
+        if row["status"] == "error" and not row["reason"]:
+            row["status"] = "ok"
+    except UnsupportedPrecisionError as e:
+        row.update(status="unsupported", reason=str(e))
+    except TrainingDivergedError as e:
+        row.update(status="diverged", reason=str(e))
+    except OverBudget as e:
+        row.update(status="oom", reason=str(e))
+    except AmpbenchError as e:
+        row.update(status="error", reason=str(e))
+    except Exception as e:
+        if _is_oom(e):
+            row.update(status="oom", reason=first_line(e))
+        else:
+            tb = traceback.extract_tb(e.__traceback__)
+            where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+            row.update(status="error", reason=first_line(e) + where)
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    row["wall_s"] = time.perf_counter() - t0
+    row["created_at"] = utcnow()
+    return row
+
+
+def _check_budget(spec: CellSpec, peak: int | None, what: str) -> None:
+    if spec.memory_budget is not None and peak is not None and peak > spec.memory_budget:
+        raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {spec.memory_budget / 2**20:,.0f} MiB")
+
+
+def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
+             maxbatch_trial: Callable[[CellSpec, int], Any] | None,
+             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
+    wl = build_workload(spec)
+    base_rss = None
+    if device.type == "cpu":
+        mem.warm_runtime(spec.precision, wl.make_optimizer)
+        base_rss = mem.rss() - mem.module_bytes(wl.model)
+    batch_size = spec.batch_size or wl.batch_size
+    row["batch_size"] = batch_size
+    row["metric_name"] = wl.metric.name if wl.metric else None
+    row.update(mem.model_sizes(wl.model))
+    measures = set(spec.measures)
+    recipe = get(spec.precision)
+
+    step: TrainStep | None = None
+    if measures & {"throughput", "memory", "inference"}:
+        step, measured = throughput_memory(wl, spec, batch_size, device, base_rss)
+        row.update(measured)
+    if "maxbatch" in measures:
+        row.update(_max_batch(spec, batch_size, maxbatch_trial, throughput_at))
+    if "converge" in measures:
+        from ampbench.measure.converge import converge
+
+        conv = converge(lambda s: build_workload(spec, s), spec.precision, device, spec.converge_steps, spec.seeds,
+                        spec.batch_size, spec.seed, spec.loss_scale)
+        row["converge"] = conv
+        finals = [x for x in conv["final_losses"] if math.isfinite(x)]
+        row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
+        metrics = [m for m in conv["metrics"] if m is not None]
+        row["metric"] = sum(metrics) / len(metrics) if metrics else None
+        if all(conv["diverged"]):
+            row.update(status="diverged", reason=next((r for r in conv["reasons"] if r), "every seed diverged"))
+    if "inference" in measures and step is not None and row["status"] != "diverged":
+        large = spec.inference_batch or batch_size
+        row["inference"] = inference_latency(step, sorted({1, large}), iters=max(spec.steps, 10))
+    if row.get("env") is None:
+        ctx = step.mp.autocast() if step is not None else recipe.forward_context(device.type)
+        with ctx:
+            row["env"] = environment(device)
+    row["math_mode"] = math_mode_of(DTYPE_NAMES.get(recipe.compute_dtype, "fp32"), bool(row["env"]["tf32_matmul"]))
+
+
+def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: torch.device,
+                      base_rss: int | None) -> tuple[TrainStep, dict[str, Any]]:
+    """Set up and time ``spec.steps`` steps after warm-up; peaks and the memory split."""
+    out: dict[str, Any] = {}
+    peaks = mem.PeakMemory(device)
+    peaks.start(base_rss)
+    step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale)
+    with step.mp.autocast():
+        out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
+    out["first_step_ms"] = time_once(step, device)
+    held: list[mem.StateBytes] = []
+    with mem.saved_activations() as act:  # after the first step, so Adam's lazily created state exists
+        step(after_backward=lambda: held.append(mem.state_bytes(step.model, step.optimizer, step.mp.master_params())))
+    out["activation_bytes"] = act[0]
+    out.update(held[0].as_row())
+    out["flops_per_step"] = count_flops(step)
+    for _ in range(max(0, spec.warmup - 1)):
+        step()
+    timing = time_steps(step, spec.steps, device)
+    loss = float(step.last_loss) if step.last_loss is not None else float("nan")
+    out.update(timing.summary())
+    out["timer"] = timing.timer
+    out["samples_per_s"] = batch_size * spec.steps / timing.total_s
+    out["final_loss"] = loss
+    out["skipped_steps"] = step.mp.totals["skipped_steps"]
+    out["loss_scale"] = step.mp.scale
+    peak = peaks.peak()
+    out["peak_allocated_bytes"], out["peak_reserved_bytes"] = peak["allocated"], peak["reserved"]
+    out["cpu_rss_peak_bytes"] = peak["cpu_rss_peak"]
+    out["nvml_used_bytes"] = process_gpu_memory(device) if device.type == "cuda" else None
+    dtype = DTYPE_NAMES.get(get(spec.precision).compute_dtype, "fp32")
+    out["math_mode"] = math_mode_of(dtype, bool(out["env"]["tf32_matmul"]))
+    out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"]))
+    if not math.isfinite(loss):
+        out["status"] = "diverged"
+        out["reason"] = (f"training loss is {loss} after {step.calls} steps "
+                         f"({out['skipped_steps']} skipped, loss scale {step.mp.scale:g})")
+    _check_budget(spec, peak["cpu_rss_peak"] if device.type == "cpu" else peak["reserved"], "memory")
+    return step, out
+
+
+def _max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
+               throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> dict[str, Any]:
+    from ampbench.measure.maxbatch import search_max_batch
+
+    if trial is None:
+        raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
+    result = search_max_batch(lambda b: trial(spec, b), start=min(batch_size, spec.maxbatch_limit),
+                              limit=spec.maxbatch_limit)
+    out: dict[str, Any] = {"max_batch": result.max_batch, "max_batch_limit_hit": result.limit_hit,
+                           "max_batch_trials": [[t.batch_size, t.fits, t.peak_bytes] for t in result.trials]}
+    if result.error:
+        raise RuntimeError(f"maxbatch trial failed: {result.error}")
+    if result.max_batch and throughput_at is not None:
+        out["max_batch_samples_per_s"] = throughput_at(spec, result.max_batch).get("samples_per_s")
+    return out
+
+
+def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
+    """One max-batch trial (meant for a fresh process): ``maxbatch_trial_steps`` full steps at ``batch_size``.
+
+    Fits when nothing ran out of memory and the peak stays under (1 - margin) x the limit (GPU: the
+    card's memory or --memory-budget; CPU: --memory-budget, required).
+    """
+    device = torch.device(spec.device)
+    try:
+        wl = build_workload(spec)
+        base_rss = None
+        if device.type == "cpu":
+            mem.warm_runtime(spec.precision, wl.make_optimizer)
+            base_rss = mem.rss() - mem.module_bytes(wl.model)
+        peaks = mem.PeakMemory(device)
+        peaks.start(base_rss)
+        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, n_batches=1)
+        for _ in range(spec.maxbatch_trial_steps):
+            step()
+        peak = peaks.peak()
+        used = peak["reserved"] if device.type == "cuda" else peak["cpu_rss_peak"]
+    except Exception as e:
+        if _is_oom(e):
+            return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
+        return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
+    if device.type == "cuda":
+        limit = min(spec.memory_budget or torch.cuda.get_device_properties(device).total_memory,
+                    torch.cuda.get_device_properties(device).total_memory)
+    else:
+        if spec.memory_budget is None:
+            return {"fits": False, "failed": True, "peak_bytes": used,
+                    "reason": "maxbatch on CPU needs --memory-budget"}
+        limit = spec.memory_budget
+    allowed = (1.0 - spec.memory_margin) * limit
+    fits = used is not None and used <= allowed
+    return {"fits": fits, "peak_bytes": used,
+            "reason": "" if fits else f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed"}

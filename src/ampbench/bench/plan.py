@@ -1,0 +1,208 @@
+"""What a run measures: its options (:class:`RunConfig`) and the cells they expand to (:class:`CellSpec`).
+
+A cell is workload x precision x batch size, with the measurements asked for. Cells are plain,
+JSON-able values: they cross into child processes unchanged, and their hash (``key``) is how
+``--resume`` knows what is already done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from ampbench.errors import AmpbenchError
+from ampbench.precision import resolve
+from ampbench.workloads.base import PRESETS
+
+MEASURES = ("throughput", "memory", "maxbatch", "converge", "inference")
+DEFAULT_MEASURES = ("throughput", "memory")
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    workload: str
+    preset: str
+
+
+# The default suites. CPU: finishes in a few minutes on 2 cores (fp16 convolutions are ~45x slower
+# than fp32 on CPUs without AVX512-FP16/AMX-FP16, which is itself a finding). GPU: models big
+# enough to keep the GPU busy, so the ratios say something about real training.
+CPU_SUITE = (SuiteEntry("mnist-cnn", "small"), SuiteEntry("tabular-mlp", "small"), SuiteEntry("bert", "tiny"))
+GPU_SUITE = (SuiteEntry("conv-dummy", "paper"), SuiteEntry("resnext", "small"), SuiteEntry("bert", "small"),
+             SuiteEntry("unet", "small"), SuiteEntry("lstm-lm", "small"), SuiteEntry("mnist-cnn", "paper"),
+             SuiteEntry("tabular-mlp", "paper"))
+CPU_STEPS, CPU_WARMUP = 20, 3
+GPU_STEPS, GPU_WARMUP = 50, 10
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell. Everything here changes the measurement, so everything goes into ``key``."""
+
+    workload: str | None
+    """Registered workload or adapter (timm:..., hf:...); None with ``model``."""
+    model: str | None
+    """User factory ``file.py:fn`` / ``pkg.mod:fn`` (with input_shape/num_classes or data_dir)."""
+    preset: str
+    precision: str
+    batch_size: int | None
+    """None: the workload's batch size for the preset."""
+    device: str
+    measures: tuple[str, ...]
+    steps: int
+    warmup: int
+    seed: int = 0
+    input_shape: str | None = None
+    num_classes: int | None = None
+    data_dir: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    loss_scale: str | None = None
+    memory_budget: int | None = None
+    """CPU: bytes a cell may grow by (over it = oom). GPU: cap below the card's memory."""
+    memory_margin: float = 0.05
+    """maxbatch: a batch fits only if its peak stays below (1 - margin) x the memory limit."""
+    maxbatch_limit: int = 65536
+    maxbatch_trial_steps: int = 3
+    seeds: int = 3
+    converge_steps: int = 200
+    inference_batch: int | None = None
+    """Large inference batch (default: the training batch size)."""
+
+    @property
+    def label(self) -> str:
+        return self.workload if self.workload is not None else f"user:{self.model}"
+
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["measures"], d["options"] = list(self.measures), [list(kv) for kv in self.options]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellSpec:
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        d["measures"] = tuple(d.get("measures", ()))
+        d["options"] = tuple((k, v) for k, v in d.get("options", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The options of ``ampbench run`` after validation (also the resume identity of a run)."""
+
+    device: str
+    workloads: tuple[str, ...] = ()
+    """Registered names; empty with ``model`` or for the default suite."""
+    presets: tuple[str, ...] = ()
+    """Preset per workload (same length as workloads)."""
+    precisions: tuple[str, ...] = ()
+    batch_sizes: tuple[int | None, ...] = (None,)
+    measures: tuple[str, ...] = DEFAULT_MEASURES
+    steps: int = CPU_STEPS
+    warmup: int = CPU_WARMUP
+    seed: int = 0
+    model: str | None = None
+    input_shape: str | None = None
+    num_classes: int | None = None
+    data_dir: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    loss_scale: str | None = None
+    memory_budget: int | None = None
+    memory_margin: float = 0.05
+    maxbatch_limit: int = 65536
+    seeds: int = 3
+    converge_steps: int = 200
+    inference_batch: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Options that do not change results (isolation, timeouts): stored, not part of the identity."""
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("extra")
+        return json.loads(json.dumps(d))  # tuples -> lists, as stored
+
+    def cells(self) -> list[CellSpec]:
+        """Workload-major order: all precisions of a workload run next to each other (fp32 first)."""
+        out = []
+        targets = [(None, p) for p in self.presets[:1]] if self.model else list(zip(self.workloads, self.presets))
+        for workload, preset in targets:
+            for bs in self.batch_sizes:
+                for precision in self.precisions:
+                    out.append(CellSpec(
+                        workload=workload, model=self.model, preset=preset, precision=precision, batch_size=bs,
+                        device=self.device, measures=self.measures, steps=self.steps, warmup=self.warmup,
+                        seed=self.seed, input_shape=self.input_shape, num_classes=self.num_classes,
+                        data_dir=self.data_dir, options=self.options, loss_scale=self.loss_scale,
+                        memory_budget=self.memory_budget, memory_margin=self.memory_margin,
+                        maxbatch_limit=self.maxbatch_limit, seeds=self.seeds, converge_steps=self.converge_steps,
+                        inference_batch=self.inference_batch))
+        return out
+
+
+def parse_list(value: str | None, what: str) -> list[str]:
+    if value is None:
+        return []
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise AmpbenchError(f"--{what} is empty: give a comma-separated list")
+    return items
+
+
+def parse_measures(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return DEFAULT_MEASURES
+    items = parse_list(value, "measure")
+    bad = [m for m in items if m not in MEASURES]
+    if bad:
+        raise AmpbenchError(f"--measure {','.join(bad)}: unknown measurement; choose from {','.join(MEASURES)}")
+    return tuple(m for m in MEASURES if m in items)  # canonical order, no duplicates
+
+
+def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
+    """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
+    from ampbench.precision import list_precisions, supported
+
+    names = parse_list(value, "precisions") if value is not None else [
+        p for p in list_precisions() if supported(p, device).ok]
+    out: list[str] = []
+    for n in names:
+        canonical = resolve(n)
+        if canonical not in out:
+            out.append(canonical)
+    return tuple(sorted(out, key=lambda p: p != "fp32"))
+
+
+def parse_size(value: str | None, what: str) -> int | None:
+    """'2GiB', '512MB', '1e9' -> bytes."""
+    if value is None:
+        return None
+    units = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+    v = value.strip().lower().replace(" ", "")
+    num = v.rstrip("kmgib")
+    unit = v[len(num):]
+    try:
+        n = float(num)
+    except ValueError:
+        n = -1.0
+    if unit not in units or n <= 0:
+        raise AmpbenchError(f"--{what} {value!r}: expected a size like 2GiB, 512MiB or 800MB")
+    return int(n * units[unit])
+
+
+def with_presets(workloads: list[str], preset: str | None, device: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The workloads and their presets: given ones at --preset (default small), or the device's default suite."""
+    if preset is not None and preset not in PRESETS:
+        raise AmpbenchError(f"--preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    if workloads:
+        return tuple(workloads), tuple(preset or "small" for _ in workloads)
+    suite = GPU_SUITE if device.startswith("cuda") else CPU_SUITE
+    return tuple(e.workload for e in suite), tuple(preset or e.preset for e in suite)
+
+
+__all__ = ["DEFAULT_MEASURES", "MEASURES", "CellSpec", "RunConfig", "parse_measures", "parse_precisions", "parse_size",
+           "with_presets"]

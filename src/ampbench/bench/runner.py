@@ -1,0 +1,115 @@
+"""Run a plan: every cell in turn, each row committed to the store the moment it is done.
+
+``kill -9`` of the run loses only the cell in flight; ``resume=True`` continues the latest run
+with the same options and runs only the cells it has no row for.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ampbench.bench.cell import base_row, run_cell
+from ampbench.bench.child import run_isolated
+from ampbench.bench.plan import CellSpec, RunConfig
+from ampbench.errors import AmpbenchError
+from ampbench.measure.env import device_name
+from ampbench.measure.maxbatch import Trial
+from ampbench.precision import supported
+from ampbench.store.derive import derive
+from ampbench.store.sqlite import RunInfo, Store, utcnow
+
+
+@dataclass
+class CellEvent:
+    """Progress callback payload: ``phase`` is "start", "skip" (already stored) or "done"."""
+
+    phase: str
+    index: int
+    total: int
+    spec: CellSpec
+    row: dict[str, Any] | None = None
+
+
+def isolated_trial(spec: CellSpec, batch_size: int, timeout: float | None = None) -> Trial:
+    r = run_isolated("trial", spec, timeout, batch_size=batch_size)
+    if "_failed" in r:
+        # a child killed by the OS mid-trial most likely ran out of host memory: a miss, not a failure
+        return Trial(batch_size, False, None, r["_failed"], failed=not r.get("_killed", False))
+    return Trial(batch_size, bool(r["fits"]), r.get("peak_bytes"), r.get("reason", ""), bool(r.get("failed", False)))
+
+
+def isolated_throughput_at(spec: CellSpec, batch_size: int, timeout: float | None = None) -> dict[str, Any]:
+    r = run_isolated("throughput", spec, timeout, batch_size=batch_size)
+    return {} if "_failed" in r else r
+
+
+def inprocess_trial(spec: CellSpec, batch_size: int) -> Trial:
+    from ampbench.bench.cell import run_trial
+
+    r = run_trial(spec, batch_size)
+    return Trial(batch_size, bool(r["fits"]), r.get("peak_bytes"), r.get("reason", ""), bool(r.get("failed", False)))
+
+
+def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict[str, Any]:
+    """One cell's row: in a child process when ``isolate`` (trials of maxbatch always are, on GPU)."""
+    if not isolate:
+        gpu = spec.device.startswith("cuda")
+        trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
+        return run_cell(spec, maxbatch_trial=trial,
+                        throughput_at=lambda s, b: run_cell(replace(s, batch_size=b, measures=("throughput",))))
+    r = run_isolated("cell", spec, timeout, trial_timeout=timeout)
+    if "_failed" in r:
+        row = base_row(spec)
+        killed_oom = r.get("_killed") and "SIGKILL" in r["_failed"]
+        row.update(status="oom" if killed_oom else "error", reason=r["_failed"], created_at=utcnow())
+        return row
+    return r
+
+
+def find_resumable(store: Store, config: RunConfig) -> RunInfo:
+    for info in reversed(store.runs()):
+        if info.config.get("identity") == config.identity():
+            return info
+    raise AmpbenchError(f"--resume: no earlier run in {store.path} with these options; run again without --resume "
+                        "(or with the same options as the run to continue)")
+
+
+def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | None = None,
+        on_event: Callable[[CellEvent], None] | None = None) -> tuple[RunInfo, list[dict[str, Any]]]:
+    """Run (or resume) ``config``; returns the run and its rows with derived keys (speedup_vs_fp32, ...)."""
+    isolate = bool(config.extra.get("isolate", config.device.startswith("cuda")))
+    timeout = config.extra.get("cell_timeout")
+    device = torch.device(config.device)
+    if resume:
+        info = find_resumable(store, config)
+    else:
+        info = store.create_run({"identity": config.identity(), "extra": config.extra}, device=config.device,
+                                device_name=device_name(device), hostname=socket.gethostname(), label=label)
+    cells = config.cells()
+    done = store.cell_keys(info.run_id)
+    for i, spec in enumerate(cells):
+        key = spec.key()
+        if key in done:
+            if on_event:
+                on_event(CellEvent("skip", i, len(cells), spec))
+            continue
+        if on_event:
+            on_event(CellEvent("start", i, len(cells), spec))
+        sup = supported(spec.precision, device)
+        if not sup.ok:  # no process needed to know this
+            row = base_row(spec)
+            row.update(status="unsupported", reason=sup.reason, device_name=device_name(device), created_at=utcnow(),
+                       wall_s=0.0)
+        else:
+            row = execute(spec, isolate, timeout)
+        row.update(run_id=info.run_id, cell_key=key)
+        store.add(row)
+        if on_event:
+            on_event(CellEvent("done", i, len(cells), spec, row))
+    store.finish_run(info.run_id)
+    return store.run(info.run_id), derive(store.rows(info.run_id), store.hw())

@@ -1,0 +1,100 @@
+"""Convergence parity: the same model, init and data trained K steps in a mode, over S seeds.
+
+Seed s builds the workload with seed s (same init and data for every precision), shuffles with a
+generator seeded by s, and trains ``steps`` optimizer steps. Stored per seed: the loss curve, the
+loss-scale trajectory, skipped steps, the final loss (mean of the last 10% of steps, less noisy
+than the last one), the test loss and metric, and whether it diverged. The verdict against fp32 is
+derived when rows are read (``ampbench.store.derive``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ampbench.errors import TrainingDivergedError
+from ampbench.precision import MixedPrecision
+from ampbench.workloads.base import Workload
+
+MAX_CURVE_POINTS = 200
+
+
+def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[list[int], list[float]]:
+    """(steps, values): windows averaged so a curve keeps at most ``points`` points (1-based step = window end)."""
+    if len(values) <= points:
+        return list(range(1, len(values) + 1)), values
+    w = math.ceil(len(values) / points)
+    steps, out = [], []
+    for i in range(0, len(values), w):
+        chunk = values[i:i + w]
+        steps.append(i + len(chunk))
+        out.append(sum(chunk) / len(chunk))
+    return steps, out
+
+
+def train_seed(workload: Workload, precision: str, device: torch.device, steps: int, batch_size: int, seed: int,
+               loss_scale: str | None = None) -> dict[str, Any]:
+    from ampbench.train import evaluate
+
+    model = workload.model.to(device)
+    optimizer = workload.make_optimizer(model.parameters())
+    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device)
+    model, optimizer = mp.setup(model, optimizer)
+    model.train()
+    data = workload.train_data.to(device)
+    g = torch.Generator().manual_seed(seed)
+    losses: list[torch.Tensor] = []
+    scales: list[float] = []
+    diverged, reason = False, ""
+    torch.manual_seed(seed)  # dropout
+    try:
+        while len(losses) < steps:
+            for inputs, targets in data.batches(batch_size, shuffle=True, generator=g, drop_last=len(data) > batch_size):
+                optimizer.zero_grad(set_to_none=True)
+                with mp.autocast():
+                    loss = workload.loss_fn(model(*workload.prepare(inputs)), targets)
+                scales.append(mp.scale)
+                mp.backward(loss)
+                mp.step(optimizer)
+                losses.append(loss.detach().float())
+                if len(losses) >= steps:
+                    break
+    except TrainingDivergedError as e:
+        diverged, reason = True, str(e)
+    curve = torch.stack(losses).cpu().tolist() if losses else []
+    tail = curve[-max(1, len(curve) // 10):]
+    final = sum(tail) / len(tail) if tail else float("nan")
+    if not math.isfinite(final):
+        diverged = True
+        reason = reason or f"loss became non-finite at step {next(i for i, v in enumerate(curve) if not math.isfinite(v)) + 1}"
+    test_loss = metric = None
+    if not diverged and workload.test_data is not None:
+        test_loss, metric = evaluate(workload, workload.test_data.to(device), mp, max(batch_size, 256))
+    return {"curve": curve, "scales": scales, "final_loss": final, "test_loss": test_loss, "metric": metric,
+            "skipped_steps": mp.totals["skipped_steps"], "diverged": diverged, "reason": reason}
+
+
+def converge(build: Callable[[int], Workload], precision: str, device: torch.device, steps: int, seeds: int,
+             batch_size: int | None, base_seed: int = 0, loss_scale: str | None = None) -> dict[str, Any]:
+    """Train ``seeds`` runs (seeds base_seed, base_seed+1, ...) of ``steps`` steps; curves and summaries."""
+    runs = []
+    for s in range(base_seed, base_seed + seeds):
+        wl = build(s)
+        runs.append(train_seed(wl, precision, device, steps, batch_size or wl.batch_size, s, loss_scale))
+    curve_steps, _ = _downsample(runs[0]["curve"]) if runs else ([], [])
+    return {
+        "steps": steps,
+        "seeds": list(range(base_seed, base_seed + seeds)),
+        "curve_steps": curve_steps,
+        "losses": [_downsample(r["curve"])[1] for r in runs],
+        "loss_scales": [_downsample(r["scales"])[1] for r in runs],
+        "final_losses": [r["final_loss"] for r in runs],
+        "test_losses": [r["test_loss"] for r in runs],
+        "metrics": [r["metric"] for r in runs],
+        "skipped_steps": [r["skipped_steps"] for r in runs],
+        "diverged": [r["diverged"] for r in runs],
+        "reasons": [r["reason"] for r in runs],
+    }

@@ -1,0 +1,109 @@
+"""``ampbench hw``: what this device is, which precision modes it runs and why not, and a GEMM
+micro-benchmark (measured TFLOP/s per math mode and % of the table's dense peak)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from ampbench.measure.env import environment
+from ampbench.measure.peaks import find_peak, tensor_core_generation
+from ampbench.precision import list_precisions, supported
+from ampbench.precision.state import tf32_scope
+from ampbench.precision.support import cpu_half_hardware
+
+GPU_SIZES = (1024, 2048, 4096, 8192)
+CPU_SIZES = (256, 512, 1024, 2048)
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float = 0.2, max_iters: int = 200) -> float:
+    """TFLOP/s of an n x n x n matmul (2n^3 FLOPs) on random normal data, after warm-up."""
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
+    b = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
+    with tf32_scope(math_mode == "tf32"):
+        for _ in range(3):
+            torch.mm(a, b)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        iters, elapsed = 0, 0.0
+        t0 = time.perf_counter()
+        while elapsed < min_seconds and iters < max_iters:
+            torch.mm(a, b)
+            iters += 1
+            if device.type == "cuda":  # sync per call: GEMMs this size run >= 0.1 ms, the sync is noise
+                torch.cuda.synchronize(device)
+            elapsed = time.perf_counter() - t0
+    return 2.0 * n**3 * iters / elapsed / 1e12
+
+
+def gemm_speedups(gemm: list[dict[str, Any]]) -> dict[str, float]:
+    """Measured TFLOP/s of each math mode / fp32's, at the largest size measured."""
+    n = max(g["size"] for g in gemm)
+    at = {g["math_mode"]: g["tflops"] for g in gemm if g["size"] == n}
+    return {m: t / at["fp32"] for m, t in at.items() if m != "fp32" and at.get("fp32")}
+
+
+def gemm_modes(device: torch.device) -> list[str]:
+    if device.type == "cpu":
+        return ["fp32", "bf16", "fp16"]
+    major, _ = torch.cuda.get_device_capability(device)
+    return ["fp32", "tf32", "fp16", "bf16"] if major >= 8 else ["fp32", "fp16"]
+
+
+def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: bool = True) -> dict[str, Any]:
+    """Facts about ``device`` plus the GEMM benchmark (one entry per math mode x size)."""
+    env = environment(device)
+    out: dict[str, Any] = {"device": str(device), "device_name": env["device_name"], "env": env}
+    modes = {}
+    for p in list_precisions():
+        s = supported(p, device)
+        modes[p] = {"ok": s.ok, "reason": s.reason, "note": s.note}
+    out["precisions"] = modes
+    if device.type == "cuda":
+        cap = torch.cuda.get_device_capability(device)
+        entry = find_peak(env["device_name"])
+        out.update(capability=f"{cap[0]}.{cap[1]}", tensor_cores=tensor_core_generation(cap),
+                   peaks=dict(entry.tflops) if entry else None, peaks_source=entry.source if entry else None)
+        out["half_can_be_faster"] = cap[0] >= 7
+        out["verdict"] = (f"Tensor Cores: {out['tensor_cores']}" if cap[0] >= 7 else
+                          "no Tensor Cores: fp16 saves memory but gives little speed")
+    else:
+        hw = cpu_half_hardware()
+        out.update(capability=None, tensor_cores=None, peaks=None, peaks_source=None, cpu_half_hardware=hw)
+        has_bf16 = hw["avx512_bf16"] or hw["amx_bf16"]
+        has_fp16 = hw["avx512_fp16"] or hw["amx_fp16"]
+        out["half_can_be_faster"] = bool(has_bf16 or has_fp16)
+        if hw["amx_bf16"]:
+            out["verdict"] = "AMX present: bf16 matmuls can beat fp32 on this CPU"
+        elif has_bf16 or has_fp16:
+            kinds = "/".join(k for k, v in (("AVX512-BF16", hw["avx512_bf16"]), ("AVX512-FP16", hw["avx512_fp16"])) if v)
+            out["verdict"] = (f"{kinds} present but no AMX: half precision halves memory; matmul speed-ups are small "
+                              "or absent (see the GEMM table)")
+        else:
+            out["verdict"] = ("no AVX512-BF16/FP16 or AMX: half precision math is emulated and cannot be faster than "
+                              "fp32 on this CPU (it still halves memory)")
+    gemm = []
+    if run_gemm:
+        peaks = out.get("peaks") or {}
+        for n in sizes or (GPU_SIZES if device.type == "cuda" else CPU_SIZES):
+            for mode in gemm_modes(device):
+                tf = gemm_tflops(n, mode, device)
+                peak = peaks.get(mode)
+                gemm.append({"size": n, "math_mode": mode, "tflops": tf, "peak_tflops": peak,
+                             "fraction_of_peak": tf / peak if peak else None})
+    out["gemm"] = gemm
+    if gemm:
+        out["gemm_vs_fp32"] = gemm_speedups(gemm)
+        halves = {m: r for m, r in out["gemm_vs_fp32"].items() if m in ("fp16", "bf16")}
+        if halves:
+            best = max(halves, key=lambda m: halves[m])
+            said = ", ".join(f"{m} {r:.2f}x" for m, r in halves.items())
+            out["verdict"] += (f". Measured GEMM vs fp32 at the largest size: {said}: "
+                               + (f"{best} is faster here" if halves[best] > 1.05 else
+                                  "half precision is not faster here"))
+    out["created_at"] = env.get("time") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return out

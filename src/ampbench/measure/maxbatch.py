@@ -1,0 +1,73 @@
+"""Largest batch that fits: double until it does not, then binary search between the last fit and the first miss.
+
+Each trial is a callable (the harness runs it in a fresh child process, so a CUDA OOM cannot leave
+the allocator fragmented for the next trial) that runs a few full optimizer steps, loss scaler
+included, and says whether the batch fit within the memory limit with the safety margin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Trial:
+    batch_size: int
+    fits: bool
+    peak_bytes: int | None = None
+    reason: str = ""
+    """Why it did not fit (OOM message, over budget) or why the trial failed otherwise."""
+    failed: bool = False
+    """True when the trial broke for a reason other than memory (the search stops: it cannot decide)."""
+
+
+@dataclass
+class SearchResult:
+    max_batch: int | None
+    """Largest batch that fit; None when even ``start`` did not (or a trial failed)."""
+    limit_hit: bool
+    trials: list[Trial] = field(default_factory=list)
+    error: str = ""
+
+
+def search_max_batch(trial: Callable[[int], Trial], start: int = 1, limit: int = 65536,
+                     resolution: float = 1 / 64) -> SearchResult:
+    """Exact for small batches; stops when the bracket is narrower than ``resolution`` x the fitting batch."""
+    if start < 1 or limit < start:
+        raise ValueError(f"need 1 <= start <= limit, got start={start}, limit={limit}")
+    trials: list[Trial] = []
+
+    def run(b: int) -> Trial:
+        t = trial(b)
+        trials.append(t)
+        return t
+
+    first = run(start)
+    if first.failed:
+        return SearchResult(None, False, trials, first.reason)
+    if not first.fits:
+        lo, hi = 0, start
+    else:
+        lo, hi = start, None
+        while hi is None:
+            if lo >= limit:
+                return SearchResult(lo, True, trials)
+            b = min(lo * 2, limit)
+            t = run(b)
+            if t.failed:
+                return SearchResult(lo, False, trials, t.reason)
+            if t.fits:
+                lo = b
+            else:
+                hi = b
+    while hi - lo > max(1, int(lo * resolution)):
+        mid = (lo + hi) // 2
+        t = run(mid)
+        if t.failed:
+            return SearchResult(lo or None, False, trials, t.reason)
+        if t.fits:
+            lo = mid
+        else:
+            hi = mid
+    return SearchResult(lo or None, False, trials)

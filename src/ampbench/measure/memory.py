@@ -1,0 +1,195 @@
+"""Peak memory of a cell, and where it goes: weights + grads + optimizer state vs activations.
+
+GPU: the caching allocator's peaks (reset first) and NVML's view of the process. CPU: peak RSS
+growth, read from the kernel's high-water mark (VmHWM), which Linux lets a process reset by writing
+"5" to /proc/self/clear_refs; where that is not possible a sampling thread reads RSS instead. The
+CPU baseline is the process after the workload is built and the runtime warmed up, less the
+model's fp32 weights: growth = weights + everything training adds (data tensors excluded).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+import torch
+from torch import nn
+
+
+def _vm_hwm() -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            m = re.search(r"VmHWM:\s+(\d+) kB", f.read())
+        return int(m.group(1)) * 1024 if m else None
+    except OSError:
+        return None
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def rss() -> int:
+    return int(psutil.Process().memory_info().rss)
+
+
+class _RssSampler:
+    """Fallback peak-RSS reader where VmHWM cannot be reset: samples every ``interval`` seconds."""
+
+    def __init__(self, interval: float = 0.002) -> None:
+        self.interval, self.peak = interval, rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        proc = psutil.Process()
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, int(proc.memory_info().rss))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, rss())
+
+
+class PeakMemory:
+    """Peak memory from :meth:`start` on. GPU: allocator peaks; CPU: RSS high-water mark."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._sampler: _RssSampler | None = None
+        self._base_rss = 0
+
+    def start(self, base_rss: int | None = None) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        self._base_rss = rss() if base_rss is None else base_rss
+        if not _reset_hwm() or _vm_hwm() is None:
+            self._sampler = _RssSampler()
+
+    def peak(self) -> dict[str, int | None]:
+        """{allocated, reserved, cpu_rss_peak}: bytes at the peak (CPU: growth over the baseline)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            return {"allocated": int(torch.cuda.max_memory_allocated(self.device)),
+                    "reserved": int(torch.cuda.max_memory_reserved(self.device)), "cpu_rss_peak": None}
+        top = self._sampler.stop() if self._sampler is not None else (_vm_hwm() or rss())
+        grown = max(0, top - self._base_rss)
+        return {"allocated": grown, "reserved": grown, "cpu_rss_peak": grown}
+
+
+def warm_runtime(precision: str, make_optimizer: Any) -> None:
+    """Run one tiny training step in ``precision`` with the workload's optimizer type, so one-time
+    runtime costs (thread pools, oneDNN, the optimizer's first-step imports: ~90 MiB for Adam on
+    CPU) are paid before the CPU RSS baseline is taken, not charged to the first cell's model."""
+    from ampbench.precision import MixedPrecision
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
+    mp = MixedPrecision(precision)
+    model, opt = mp.setup(model, make_optimizer(model.parameters()))
+    for _ in range(2):
+        with mp.autocast():
+            loss = model(torch.randn(2, 3, 8, 8)).float().square().mean()
+        mp.backward(loss)
+        mp.step(opt)
+
+
+def _bytes(tensors: Iterator[torch.Tensor]) -> int:
+    seen: set[int] = set()
+    total = 0
+    for t in tensors:
+        if t is None or not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            continue
+        key = t.untyped_storage().data_ptr() if t.numel() else id(t)
+        if key in seen:
+            continue
+        seen.add(key)
+        total += t.untyped_storage().nbytes()
+    return total
+
+
+@dataclass
+class StateBytes:
+    weights: int
+    grads: int
+    optimizer: int
+
+    def as_row(self) -> dict[str, int]:
+        return {"weights_bytes": self.weights, "grads_bytes": self.grads, "optimizer_bytes": self.optimizer}
+
+
+def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_params: list[torch.Tensor]) -> StateBytes:
+    """Weights/buffers, gradients, optimizer state (+ fp32 master weights and their grads), in bytes.
+
+    Call between backward and step (the grads exist then), after a first step (Adam creates its
+    state lazily). Optimizer state of master
+    modes sits on the fp32 masters, which the optimizer holds in place of the model's parameters.
+    """
+    model_ids = {id(p) for p in model.parameters()}
+    weights = module_bytes(model)
+    grads = _bytes(p.grad for p in model.parameters() if p.grad is not None)
+    opt_tensors: list[torch.Tensor] = []
+    for state in optimizer.state.values():
+        opt_tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor) and v.numel() > 1)
+    for p in master_params:
+        if id(p) not in model_ids:
+            opt_tensors.append(p)
+            if p.grad is not None:
+                opt_tensors.append(p.grad)
+    return StateBytes(weights, grads, _bytes(iter(opt_tensors)))
+
+
+@contextmanager
+def saved_activations() -> Iterator[list[int]]:
+    """Bytes autograd saves for backward inside the block (unique storages; parameters excluded).
+
+    ``with saved_activations() as out: loss = model(x)`` -> ``out[0]`` bytes. This is the activation
+    memory mixed precision halves; weights and optimizer state are what it does not (in amp-*).
+    Under autocast the half copies of weights a GEMM saves count here too: they are memory the
+    step holds until backward.
+    """
+    seen: dict[int, int] = {}
+    result = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if not isinstance(t, nn.Parameter) and t.device.type != "meta":
+            st = t.untyped_storage()
+            seen.setdefault(st.data_ptr(), st.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield result
+    result[0] = sum(seen.values())
+
+
+def model_sizes(model: nn.Module) -> dict[str, int]:
+    """state_dict tensor bytes with floating tensors in fp32 and in 16-bit (the model file's size, headers aside)."""
+    fp32 = half = 0
+    for t in model.state_dict().values():
+        if not isinstance(t, torch.Tensor):
+            continue
+        if t.is_floating_point():
+            fp32 += t.numel() * 4
+            half += t.numel() * 2
+        else:
+            fp32 += t.numel() * t.element_size()
+            half += t.numel() * t.element_size()
+    return {"model_bytes_fp32": fp32, "model_bytes_half": half}
+
+
+def module_bytes(model: nn.Module) -> int:
+    """Bytes of a module's parameters and buffers (unique storages)."""
+    return _bytes(iter([*model.parameters(), *model.buffers()]))

@@ -1,0 +1,105 @@
+"""Dense (no sparsity) peak TFLOP/s per GPU and math mode, with where each number comes from.
+
+MFU = achieved FLOP/s / the peak for the math the GEMMs actually ran in (cf. nanoGPT's
+``estimate_mfu``, which divides by A100's 312 bf16 TFLOP/s). Vendors print sparse figures ("with
+sparsity"): the numbers below are the dense halves. GeForce cards run fp16/bf16 Tensor Core math
+with fp32 accumulation (what PyTorch uses) at half the fp16-accumulate rate: those are the numbers
+here. Boost clocks; a power- or clock-capped card reaches less (``ampbench hw`` measures it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuPeak:
+    name: str
+    match: tuple[str, ...]
+    """Lower-case substrings of torch.cuda.get_device_name() that identify the card (all must occur)."""
+    tflops: dict[str, float]
+    """math mode (fp32, tf32, fp16, bf16, fp8) -> dense peak TFLOP/s"""
+    source: str
+
+
+# Order matters: more specific names first ("a100" before "a10", "h100 pcie" before "h100").
+GPU_PEAKS: tuple[GpuPeak, ...] = (
+    GpuPeak("H200", ("h200",), {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5, "fp8": 1979.0},
+            "NVIDIA H200 datasheet (SXM; sparse figures halved)"),
+    GpuPeak("H100 NVL", ("h100", "nvl"), {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5, "fp8": 1670.5},
+            "NVIDIA H100 datasheet, H100 NVL column (sparse figures halved)"),
+    GpuPeak("H100 PCIe", ("h100", "pcie"), {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0},
+            "NVIDIA H100 datasheet, H100 PCIe column (sparse figures halved)"),
+    GpuPeak("H100 SXM", ("h100",), {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5, "fp8": 1979.0},
+            "NVIDIA H100 datasheet, H100 SXM column (sparse figures halved)"),
+    GpuPeak("A100", ("a100",), {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0},
+            "NVIDIA A100 datasheet (same for 40/80 GB, SXM/PCIe)"),
+    GpuPeak("A10G", ("a10g",), {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0},
+            "NVIDIA A10 datasheet (AWS A10G is an A10 variant; its clocks are lower, ampbench hw measures it)"),
+    GpuPeak("A10", ("a10",), {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0},
+            "NVIDIA A10 datasheet (sparse figures halved)"),
+    GpuPeak("L40S", ("l40s",), {"fp32": 91.6, "tf32": 183.0, "fp16": 362.05, "bf16": 362.05, "fp8": 733.0},
+            "NVIDIA L40S datasheet (sparse figures halved)"),
+    GpuPeak("L4", ("l4",), {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0, "fp8": 242.5},
+            "NVIDIA L4 datasheet (sparse figures halved)"),
+    GpuPeak("V100 PCIe", ("v100", "pcie"), {"fp32": 14.0, "fp16": 112.0},
+            "NVIDIA V100 datasheet, PCIe column"),
+    GpuPeak("V100 SXM2", ("v100",), {"fp32": 15.7, "fp16": 125.0},
+            "NVIDIA V100 datasheet, SXM2 column"),
+    GpuPeak("T4", ("t4",), {"fp32": 8.1, "fp16": 65.0},
+            "NVIDIA T4 datasheet"),
+    GpuPeak("RTX 4090", ("rtx 4090",), {"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2, "fp8": 330.3},
+            "NVIDIA Ada GPU architecture whitepaper, Table 2 (fp32 accumulate)"),
+    GpuPeak("RTX 4080", ("rtx 4080",), {"fp32": 48.7, "tf32": 48.7, "fp16": 97.5, "bf16": 97.5, "fp8": 194.9},
+            "NVIDIA Ada GPU architecture whitepaper (fp32 accumulate)"),
+    GpuPeak("RTX 3090", ("rtx 3090",), {"fp32": 35.6, "tf32": 35.6, "fp16": 71.0, "bf16": 71.0},
+            "NVIDIA Ampere GA102 whitepaper, Table 9 (fp32 accumulate)"),
+    GpuPeak("RTX 3080", ("rtx 3080",), {"fp32": 29.8, "tf32": 29.8, "fp16": 59.5, "bf16": 59.5},
+            "NVIDIA Ampere GA102 whitepaper, Table 9 (fp32 accumulate)"),
+)
+
+
+def find_peak(device_name: str | None) -> GpuPeak | None:
+    """The table entry for a device name as the driver reports it ("NVIDIA H100 80GB HBM3"), or None."""
+    if not device_name:
+        return None
+    low = device_name.lower()
+    for entry in GPU_PEAKS:
+        if all(m in low for m in entry.match):
+            return entry
+    return None
+
+
+def peak_tflops(device_name: str | None, math_mode: str | None) -> float | None:
+    entry = find_peak(device_name)
+    return None if entry is None or math_mode is None else entry.tflops.get(math_mode)
+
+
+def math_mode_of(compute_dtype_name: str, tf32_matmul: bool) -> str:
+    """Math of the GEMMs: a half compute dtype names itself; fp32 GEMMs are tf32 when TF32 is in force."""
+    if compute_dtype_name in ("fp16", "bf16", "fp8"):
+        return compute_dtype_name
+    return "tf32" if tf32_matmul else "fp32"
+
+
+# Tensor Core generation by compute capability major.minor (NVIDIA architecture whitepapers).
+TENSOR_CORE_GENERATION: dict[tuple[int, int], str] = {
+    (7, 0): "1st gen (Volta): fp16",
+    (7, 2): "1st gen (Volta/Xavier): fp16",
+    (7, 5): "2nd gen (Turing): fp16, int8",
+    (8, 0): "3rd gen (Ampere): fp16, bf16, tf32",
+    (8, 6): "3rd gen (Ampere): fp16, bf16, tf32",
+    (8, 7): "3rd gen (Ampere/Orin): fp16, bf16, tf32",
+    (8, 9): "4th gen (Ada): fp16, bf16, tf32, fp8",
+    (9, 0): "4th gen (Hopper): fp16, bf16, tf32, fp8",
+    (10, 0): "5th gen (Blackwell): fp16, bf16, tf32, fp8, fp4",
+    (12, 0): "5th gen (Blackwell): fp16, bf16, tf32, fp8, fp4",
+}
+
+
+def tensor_core_generation(capability: tuple[int, int]) -> str:
+    if capability in TENSOR_CORE_GENERATION:
+        return TENSOR_CORE_GENERATION[capability]
+    if capability[0] < 7:
+        return "none (compute capability < 7.0)"
+    return f"unknown (compute capability {capability[0]}.{capability[1]})"

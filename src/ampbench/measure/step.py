@@ -1,0 +1,74 @@
+"""One full training step of a workload in one precision mode: what every measurement times.
+
+A step is exactly the loop users write with ampbench (and the hand-written loop in
+``benchmarks/harness_overhead.py``): zero_grad, forward + loss under the mode's autocast, scaled
+backward, unscale + inf check + optimizer step + scale update. Batches are already on the device
+(data loading is not part of a step) and cycle over a few distinct batches of the training split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ampbench.data.tensors import TensorData
+from ampbench.precision import MixedPrecision
+from ampbench.workloads.base import Workload
+
+Batch = tuple[tuple[torch.Tensor, ...], torch.Tensor]
+
+
+def device_batches(data: TensorData, batch_size: int, count: int, device: torch.device) -> list[Batch]:
+    """``count`` distinct batches of ``batch_size`` on ``device``; a split smaller than that is tiled."""
+    n = len(data)
+    out = []
+    for i in range(count):
+        idx = (torch.arange(batch_size) + i * batch_size) % n
+        b = data.select(idx).to(device)
+        out.append((b.inputs, b.targets))
+    return out
+
+
+@dataclass
+class TrainStep:
+    workload: Workload
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    mp: MixedPrecision
+    batches: list[Batch]
+    device: torch.device
+    batch_size: int
+    calls: int = 0
+    last_loss: torch.Tensor | None = field(default=None, repr=False)
+
+    def __call__(self, after_backward: Callable[[], None] | None = None) -> None:
+        inputs, targets = self.batches[self.calls % len(self.batches)]
+        self.calls += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.mp.autocast():
+            loss = self.workload.loss_fn(self.model(*self.workload.prepare(inputs)), targets)
+        self.mp.backward(loss)
+        if after_backward is not None:  # (measurement hook: gradients exist only between backward and step)
+            after_backward()
+        self.mp.step(self.optimizer)
+        self.last_loss = loss.detach()
+
+    def forward_only(self) -> Any:
+        inputs, targets = self.batches[0]
+        with self.mp.autocast():
+            return self.workload.loss_fn(self.model(*self.workload.prepare(inputs)), targets)
+
+
+def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,
+               loss_scale: str | float | None = None, n_batches: int = 4) -> TrainStep:
+    """Move the workload's model to ``device``, set it up for ``precision``, stage batches there."""
+    model = workload.model.to(device)
+    optimizer = workload.make_optimizer(model.parameters())
+    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device)
+    model, optimizer = mp.setup(model, optimizer)
+    model.train()
+    batches = device_batches(workload.train_data, batch_size, n_batches, device)
+    return TrainStep(workload, model, optimizer, mp, batches, device, batch_size)

@@ -1,0 +1,72 @@
+"""Step timing: CUDA events on the GPU (synchronised only at the ends), perf_counter on CPU.
+
+Per-step CUDA events do not stall the GPU: each ``record`` is queued on the stream and all are read
+after one final ``synchronize``. The total time is taken between the first and last events, so
+per-step bookkeeping on the host does not count unless the GPU waited for it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of a non-empty list."""
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class Timing:
+    step_ms: list[float]
+    """Per-step times in ms."""
+    total_s: float
+    """Wall time of all timed steps, first start to last end."""
+    timer: str
+
+    def summary(self, prefix: str = "step_ms") -> dict[str, float]:
+        return {f"{prefix}_p10": percentile(self.step_ms, 10), f"{prefix}_p50": percentile(self.step_ms, 50),
+                f"{prefix}_p90": percentile(self.step_ms, 90), f"{prefix}_mean": statistics.fmean(self.step_ms)}
+
+
+def time_steps(fn: Callable[[], object], n: int, device: torch.device) -> Timing:
+    """Run ``fn`` n times; per-call times and the total. GPU: CUDA events, one sync at the end."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        events[0].record()
+        for i in range(n):
+            fn()
+            events[i + 1].record()
+        events[-1].synchronize()  # the only host-device sync of the timed region
+        ms = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
+        return Timing(ms, events[0].elapsed_time(events[-1]) / 1e3, "cuda_events")
+    ms = []
+    t_start = t = time.perf_counter()
+    for _ in range(n):
+        fn()
+        now = time.perf_counter()
+        ms.append((now - t) * 1e3)
+        t = now
+    return Timing(ms, t - t_start, "perf_counter")
+
+
+def time_once(fn: Callable[[], object], device: torch.device) -> float:
+    """Milliseconds of one call, synchronised before and after (the first, cold step)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t) * 1e3

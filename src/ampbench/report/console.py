@@ -1,0 +1,90 @@
+"""Rich tables of result rows (the CLI prints them; nothing here prints)."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt_bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def _num(v: Any, spec: str = ",.1f") -> str:
+    return "-" if not isinstance(v, (int, float)) else format(v, spec)
+
+
+def _speedup(v: Any) -> Text:
+    if not isinstance(v, (int, float)):
+        return Text("-")
+    style = "green" if v >= 1.05 else "red" if v < 0.95 else "yellow"
+    return Text(f"{v:.2f}x", style=style)
+
+
+def _saving(v: Any) -> Text:
+    if not isinstance(v, (int, float)):
+        return Text("-")
+    if abs(v) < 0.005:
+        return Text("same")
+    return Text(f"-{v:.0%}" if v > 0 else f"+{-v:.0%}", style="green" if v > 0.05 else "red" if v < -0.05 else "")
+
+
+STATUS_STYLE = {"ok": "green", "oom": "magenta", "error": "red", "diverged": "red", "unsupported": "dim"}
+
+
+def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
+    """One table per (workload, preset, batch size, device): a row per precision, ratios vs fp32."""
+    tables = []
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("workload") or "", r.get("preset") or "", r.get("device_name") or "", r.get("run_id") or ""
+
+    for (workload, preset, dev, run_id), group in groupby(sorted(rows, key=key), key=key):
+        group = list(group)
+        table = Table(title=f"{workload} ({preset}) on {dev}  [dim]run {run_id}[/]", title_justify="left")
+        for col, just in (("precision", "left"), ("status", "left"), ("batch", "right"), ("samples/s", "right"),
+                          ("speedup", "right"), ("step p50 ms", "right"), ("peak mem", "right"),
+                          ("mem vs fp32", "right"), ("skipped", "right")):
+            table.add_column(col, justify=just, no_wrap=col in ("precision", "status"))  # type: ignore[arg-type]
+        extra = []
+        if any(r.get("max_batch") is not None for r in group):
+            extra.append("max batch")
+        if any(r.get("converge_verdict") for r in group):
+            extra.append("converge")
+        if any(r.get("inference") for r in group):
+            extra.append("infer p50 ms (b=1 / large)")
+        for col in extra:
+            table.add_column(col, justify="right")
+        table.add_column("note", overflow="fold")
+        for r in group:
+            status = r.get("status") or "?"
+            cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"),
+                                Text(status, style=STATUS_STYLE.get(status, "")),
+                                _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
+                                _speedup(r.get("speedup_vs_fp32")), _num(r.get("step_ms_p50"), ",.2f"),
+                                fmt_bytes(r.get("peak_allocated_bytes")), _saving(r.get("memory_saving_vs_fp32")),
+                                _num(r.get("skipped_steps"), ",")]
+            if "max batch" in extra:
+                mb = r.get("max_batch")
+                ratio = r.get("max_batch_ratio_vs_fp32")
+                txt = "-" if mb is None else f"{'>=' if r.get('max_batch_limit_hit') else ''}{mb:,}"
+                cells.append(txt + (f" ({ratio:.2f}x)" if isinstance(ratio, float) and r["precision"] != "fp32" else ""))
+            if "converge" in extra:
+                v = r.get("converge_verdict") or "-"
+                cells.append(Text(v, style="green" if v in ("parity", "baseline") else "red"))
+            if extra and extra[-1].startswith("infer"):
+                inf = r.get("inference") or {}
+                sizes = sorted(inf, key=int)
+                cells.append(" / ".join(_num(inf[s].get("p50_ms"), ",.2f") for s in sizes) or "-")
+            cells.append(Text(r.get("reason") or "", style="dim"))
+            table.add_row(*cells)
+        tables.append(table)
+    return tables

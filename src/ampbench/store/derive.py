@@ -1,0 +1,84 @@
+"""Keys that compare a row with its fp32 baseline, computed whenever rows are read.
+
+The baseline of a row is the ``ok`` fp32 row of the same run, workload, preset, batch size and
+device. Deriving at read time (not storing) keeps imported rows and resumed runs consistent.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+BASELINE = "fp32"
+CONVERGE_REL_FLOOR = 0.02
+"""Smallest loss tolerance, relative to fp32's mean final loss (used when seeds agree closely)."""
+CONVERGE_SPREAD_FACTOR = 3.0
+"""Tolerance = this many fp32 seed-to-seed standard deviations (when that is above the floor)."""
+
+
+def _group(row: dict[str, Any]) -> tuple[Any, ...]:
+    return row.get("run_id"), row.get("workload"), row.get("preset"), row.get("batch_size"), row.get("device_name")
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b and math.isfinite(a) and math.isfinite(b):
+        return a / b
+    return None
+
+
+def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[str | None, float | None]:
+    """(verdict, tolerance): parity when the mean final loss is within fp32's seed spread, and nothing diverged."""
+    conv = row.get("converge")
+    if not conv:
+        return None, None
+    if any(conv.get("diverged") or []):
+        return "diverged", None
+    base_conv = base.get("converge") if base else None
+    if not base_conv or any(base_conv.get("diverged") or []):
+        return "no-baseline", None
+    ref = [x for x in base_conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
+    mine = [x for x in conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
+    if not ref or not mine:
+        return "no-baseline", None
+    mean_ref = statistics.fmean(ref)
+    spread = statistics.stdev(ref) if len(ref) > 1 else 0.0
+    tol = max(CONVERGE_SPREAD_FACTOR * spread, CONVERGE_REL_FLOOR * abs(mean_ref), 1e-6)
+    if row.get("precision") == BASELINE:
+        return "baseline", tol
+    return ("parity" if statistics.fmean(mine) <= mean_ref + tol else "worse"), tol
+
+
+def best_gemm_tflops(hw: list[dict[str, Any]], device_name: str | None, math_mode: str | None) -> float | None:
+    """Best measured GEMM TFLOP/s of ``ampbench hw`` probes of this device, for this math mode."""
+    best = None
+    for probe in hw:
+        if probe.get("device_name") != device_name:
+            continue
+        for g in probe.get("gemm") or []:
+            if g.get("math_mode") == math_mode and g.get("tflops"):
+                best = max(best or 0.0, float(g["tflops"]))
+    return best
+
+
+def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Copies of ``rows`` with the *_vs_fp32 keys, mfu_vs_measured and the convergence verdict."""
+    bases: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        if r.get("precision") == BASELINE and r.get("status") == "ok":
+            bases.setdefault(_group(r), r)
+    out = []
+    for r in rows:
+        d = dict(r)
+        base = bases.get(_group(r))
+        ok = r.get("status") == "ok" and base is not None
+        d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
+        mem = _ratio(r.get("peak_allocated_bytes"), base.get("peak_allocated_bytes")) if ok else None
+        d["memory_saving_vs_fp32"] = None if mem is None else 1.0 - mem
+        d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
+        best = best_gemm_tflops(hw or [], r.get("device_name"), r.get("math_mode"))
+        d["mfu_vs_measured"] = _ratio(r.get("achieved_tflops"), best)
+        d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base) if r.get("status") == "ok" else (
+            "diverged" if r.get("status") == "diverged" else None, None)
+        out.append(d)
+    return out

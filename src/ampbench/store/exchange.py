@@ -1,0 +1,96 @@
+"""Move results between machines: JSON export/import (so different GPUs end up in one store), CSV for pandas."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ampbench.errors import AmpbenchError
+from ampbench.store.derive import derive
+from ampbench.store.rows import DERIVED_KEYS, ROW_KEYS
+from ampbench.store.sqlite import Store
+
+FORMAT = "ampbench-results"
+FORMAT_VERSION = 1
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf are not JSON: write them as null (a diverged loss is also said by the row's status)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any]:
+    """Runs, their rows (with derived keys) and the hardware probes, as one JSON-able document."""
+    runs = [r for r in store.runs() if run_ids is None or r.run_id in run_ids]
+    rows: list[dict[str, Any]] = []
+    for r in runs:
+        rows.extend(store.rows(r.run_id))
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "runs": [r.to_dict() for r in runs],
+        "rows": _clean(derive(rows, store.hw())),
+        "hw": _clean(store.hw()),
+    }
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
+    tmp.replace(path)
+
+
+def import_file(store: Store, path: Path) -> tuple[int, int]:
+    """Add the runs and rows of an exported file; rows already present are left alone. (runs, rows) added."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise AmpbenchError(f"import: no file {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AmpbenchError(f"import: {path} is not JSON ({e})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise AmpbenchError(f"import: {path} is not an ampbench export (expected \"format\": \"{FORMAT}\"; "
+                            "write one with: ampbench export --out FILE)")
+    if data.get("version", 0) > FORMAT_VERSION:
+        raise AmpbenchError(f"import: {path} has format version {data['version']}; this ampbench reads <= {FORMAT_VERSION}")
+    missing = [i for i, r in enumerate(data.get("rows", [])) if not {"run_id", "cell_key", "workload", "precision",
+                                                                      "status"} <= set(r)]
+    if missing:
+        raise AmpbenchError(f"import: {path}: row {missing[0]} lacks run_id/cell_key/workload/precision/status")
+    runs = store.import_runs(data.get("runs", []))
+    known = {r.run_id for r in store.runs()}
+    orphans = {r["run_id"] for r in data.get("rows", [])} - known
+    if orphans:
+        raise AmpbenchError(f"import: {path}: rows of runs not in the file: {', '.join(sorted(orphans))}")
+    rows = 0
+    for r in data.get("rows", []):
+        stored = {k: v for k, v in r.items() if k in ROW_KEYS and k not in DERIVED_KEYS}
+        rows += store.add(stored)
+    for probe in data.get("hw", []):
+        store.add_hw(probe)
+    return runs, rows
+
+
+CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures")
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """Flat CSV: one line per row; nested values (env, converge, ...) as JSON strings."""
+    buf = io.StringIO()
+    keys = list(ROW_KEYS)
+    w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: json.dumps(_clean(r.get(k))) if k in CSV_NESTED else r.get(k) for k in keys})
+    return buf.getvalue()

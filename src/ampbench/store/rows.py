@@ -1,0 +1,97 @@
+"""What one result row holds: every key, documented (README's "Result rows" table is checked against this).
+
+A row is one benchmark cell = workload x precision x batch size, with the measurements asked for.
+Rows are plain JSON-able dicts so they travel between machines (export/import) unchanged. Keys that
+compare a row with the fp32 row of the same run, workload, preset, batch size and device
+(``*_vs_fp32``, ``converge_verdict``) are derived when rows are read, never stored.
+"""
+
+from __future__ import annotations
+
+STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
+"""ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
+diverged (non-finite loss or the loss scale collapsed); unsupported (the device cannot run the mode)."""
+
+ROW_KEYS: dict[str, str] = {
+    # identity
+    "run_id": "Run the row belongs to (one `ampbench run` invocation; `--resume` continues it).",
+    "cell_key": "Hash of everything that defines the cell (resume skips keys already stored).",
+    "workload": "Workload name (`ampbench list workloads`) or `user:<file.py:factory>`.",
+    "preset": "Size preset: tiny, small, paper.",
+    "precision": "Canonical precision mode name (aliases are resolved before running).",
+    "batch_size": "Training batch size of the cell.",
+    "measures": "Measurements asked for (throughput, memory, maxbatch, converge, inference).",
+    "device": "Device the cell ran on (`cpu`, `cuda:0`).",
+    "device_name": "GPU name from the driver, or the CPU model name.",
+    "status": "ok, oom, error, diverged or unsupported.",
+    "reason": "One line saying why, when status is not ok (empty otherwise).",
+    "created_at": "UTC time the cell finished (ISO 8601).",
+    "wall_s": "Seconds the whole cell took (model build, warm-up, measurements).",
+    # throughput
+    "steps": "Timed optimizer steps (after warm-up).",
+    "warmup": "Untimed warm-up steps (the first one is timed apart as `first_step_ms`).",
+    "first_step_ms": "Time of the very first training step (lazy init, cuDNN autotune), not in the percentiles.",
+    "samples_per_s": "Training samples per second over the timed steps (full steps: forward, loss, scaled backward, "
+                     "unscale/inf-check, optimizer step, scale update).",
+    "step_ms_p10": "10th percentile of the timed step times (ms).",
+    "step_ms_p50": "Median step time (ms).",
+    "step_ms_p90": "90th percentile step time (ms).",
+    "step_ms_mean": "Mean step time (ms).",
+    "timer": "How steps were timed: `cuda_events` (GPU, synchronised at the ends) or `perf_counter` (CPU).",
+    "skipped_steps": "Optimizer steps skipped for inf/NaN gradients (fp16 dynamic loss scaling), warm-up included.",
+    "loss_scale": "Loss scale at the end of the cell (1.0 without scaling).",
+    "final_loss": "Training loss of the last step (mean over seeds of the last 10% of steps when converge ran).",
+    "metric_name": "Name of the workload metric (accuracy, perplexity, ...).",
+    "metric": "Test metric after convergence training (null unless `converge` was measured).",
+    # memory
+    "peak_allocated_bytes": "GPU: torch.cuda.max_memory_allocated during the cell (peaks reset first). "
+                            "CPU: peak resident memory growth of the cell's process (see `cpu_rss_peak_bytes`).",
+    "peak_reserved_bytes": "GPU: torch.cuda.max_memory_reserved (what the caching allocator held). CPU: same as allocated.",
+    "nvml_used_bytes": "GPU: the process's memory as NVML reports it after the timed steps (CUDA context included; "
+                       "what really limits the batch). Null without NVML or on CPU.",
+    "cpu_rss_peak_bytes": "CPU: peak RSS of the cell's process over its RSS with data loaded and the runtime warmed "
+                          "up, the model's fp32 weights counted in. Null on GPU.",
+    "weights_bytes": "Bytes of the model's parameters and buffers as trained (half in master-*/pure-* modes).",
+    "grads_bytes": "Bytes of the parameter gradients.",
+    "optimizer_bytes": "Bytes of optimizer state (e.g. Adam's two moments) plus fp32 master weights and grads.",
+    "activation_bytes": "Bytes saved for backward in one forward pass (autograd saved tensors, unique storages).",
+    "model_bytes_fp32": "state_dict tensor bytes with floating tensors in fp32 (model size on disk).",
+    "model_bytes_half": "state_dict tensor bytes with floating tensors in 16 bits.",
+    # FLOPs / MFU
+    "flops_per_step": "FLOPs of one training step (forward + backward) from torch.utils.flop_counter.",
+    "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",
+    "math_mode": "Math the GEMMs ran in: fp32, tf32, fp16 or bf16 (TF32 counted from the flags actually in force).",
+    "peak_tflops": "Dense peak TFLOP/s of this GPU for math_mode (ampbench's table, sources in measure/peaks.py).",
+    "mfu": "achieved_tflops / peak_tflops (null when the device is not in the table, e.g. CPU).",
+    "mfu_vs_measured": "achieved_tflops / the best GEMM TFLOP/s `ampbench hw` measured on this device for the same math "
+                       "(derived; null until `ampbench hw` has stored a measurement for the device).",
+    # largest batch
+    "max_batch": "Largest batch that ran `maxbatch_trial_steps` full optimizer steps within the memory limit "
+                 "(GPU memory, or --memory-budget on CPU) with the safety margin.",
+    "max_batch_limit_hit": "True when the search stopped at its upper limit: the real maximum is larger.",
+    "max_batch_trials": "The trials of the search: [batch, ok, peak bytes].",
+    "max_batch_samples_per_s": "Throughput measured at max_batch.",
+    # convergence
+    "converge": "Convergence data: steps, seeds, loss curves per seed, final losses, metrics, skipped steps, "
+                "loss-scale trajectories, diverged seeds.",
+    # inference
+    "inference": "Inference latency in this mode at batch 1 and the large batch: {batch: {p50_ms, p90_ms, p99_ms}}.",
+    # environment
+    "env": "Environment of the cell: device, compute capability, driver/CUDA/cuDNN/torch versions, clocks and power "
+           "limit (NVML), TF32 flags in force (matmul, cuDNN), TF32 override variables, hostname, CPU.",
+    # derived when read
+    "speedup_vs_fp32": "samples_per_s / the fp32 cell's samples_per_s (derived; null without an ok fp32 cell).",
+    "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's (derived).",
+    "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived).",
+    "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
+                        "a tolerance from fp32's seed-to-seed spread, and no divergence).",
+    "converge_tolerance": "The loss tolerance the verdict used (derived).",
+}
+
+DERIVED_KEYS = ("speedup_vs_fp32", "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32", "mfu_vs_measured",
+                "converge_verdict", "converge_tolerance")
+
+
+def empty_row() -> dict[str, object]:
+    """A row with every stored key present and null (measurements fill in what they measured)."""
+    return {k: None for k in ROW_KEYS if k not in DERIVED_KEYS}

@@ -1,0 +1,233 @@
+"""The embedded results store: SQLite (stdlib), versioned schema, WAL so two runs can write at once.
+
+Each finished cell is committed at once (one transaction per row), so killing a run, even with
+``kill -9``, loses only the cell in flight. Rows are stored whole as JSON next to a few indexed
+columns; the schema version lives in ``PRAGMA user_version`` and :data:`MIGRATIONS` upgrades
+older files in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ampbench.errors import AmpbenchError
+
+DB_ENV = "AMPBENCH_DB"
+
+MIGRATIONS: list[str] = [
+    # version 1: runs, one row per cell, hardware probes
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        finished_at TEXT,
+        hostname TEXT,
+        device TEXT,
+        device_name TEXT,
+        label TEXT,
+        config TEXT NOT NULL
+    );
+    CREATE TABLE results (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        cell_key TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        preset TEXT,
+        precision TEXT NOT NULL,
+        device_name TEXT,
+        batch_size INTEGER,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        row TEXT NOT NULL,
+        UNIQUE (run_id, cell_key)
+    );
+    CREATE INDEX results_by_workload ON results (workload, precision);
+    CREATE TABLE hw (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        device_name TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        probe TEXT NOT NULL,
+        UNIQUE (device_name, created_at)
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_db_path() -> Path:
+    """$AMPBENCH_DB, else $XDG_DATA_HOME/ampbench/results.db (~/.local/share/ampbench/results.db)."""
+    if os.environ.get(DB_ENV):
+        return Path(os.environ[DB_ENV]).expanduser()
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "ampbench" / "results.db"
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    created_at: str
+    finished_at: str | None
+    hostname: str | None
+    device: str | None
+    device_name: str | None
+    label: str | None
+    config: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Store:
+    """Results of every run, in one SQLite file. Safe for several processes (WAL, busy timeout)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise AmpbenchError(f"--db {self.path}: not a usable ampbench results store ({e})") from None
+        except OSError as e:
+            raise AmpbenchError(f"--db {self.path}: cannot open ({e.strerror or e})") from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise AmpbenchError(f"--db {self.path} has schema version {version}, newer than this ampbench "
+                                f"({SCHEMA_VERSION}): upgrade ampbench")
+        if version == SCHEMA_VERSION:
+            return
+        with self._tx() as c:
+            version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
+            for v in range(version, SCHEMA_VERSION):  # statement by statement: executescript() would COMMIT
+                for stmt in MIGRATIONS[v].split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+            c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- runs --------------------------------------------------------------------------------
+    def create_run(self, config: dict[str, Any], *, device: str, device_name: str, hostname: str,
+                   label: str | None = None, run_id: str | None = None) -> RunInfo:
+        info = RunInfo(run_id or new_run_id(), utcnow(), None, hostname, device, device_name, label, config)
+        with self._tx() as c:
+            c.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                      (info.run_id, info.created_at, None, hostname, device, device_name, label, json.dumps(config)))
+        return info
+
+    def finish_run(self, run_id: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE runs SET finished_at=? WHERE run_id=?", (utcnow(), run_id))
+
+    def runs(self) -> list[RunInfo]:
+        cur = self._conn.execute("SELECT run_id, created_at, finished_at, hostname, device, device_name, label, config "
+                                 "FROM runs ORDER BY created_at, rowid")
+        return [RunInfo(*r[:7], json.loads(r[7])) for r in cur.fetchall()]
+
+    def run(self, run_id: str) -> RunInfo:
+        for r in self.runs():
+            if r.run_id == run_id or (len(run_id) >= 4 and r.run_id.startswith(run_id)):
+                return r
+        known = ", ".join(r.run_id for r in self.runs()[-5:]) or "none yet"
+        raise AmpbenchError(f"no run {run_id!r} in {self.path} (latest: {known})")
+
+    def latest_run(self) -> RunInfo | None:
+        runs = self.runs()
+        return runs[-1] if runs else None
+
+    # -- rows --------------------------------------------------------------------------------
+    def add(self, row: dict[str, Any]) -> bool:
+        """Commit one cell's row now. Returns False when (run_id, cell_key) was already stored."""
+        with self._tx() as c:
+            cur = c.execute(
+                "INSERT OR IGNORE INTO results (run_id, cell_key, workload, preset, precision, device_name, batch_size, "
+                "status, created_at, row) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (row["run_id"], row["cell_key"], row["workload"], row.get("preset"), row["precision"],
+                 row.get("device_name"), row.get("batch_size"), row["status"], row.get("created_at") or utcnow(),
+                 json.dumps(row, allow_nan=True)),
+            )
+            return cur.rowcount == 1
+
+    def cell_keys(self, run_id: str) -> set[str]:
+        return {r[0] for r in self._conn.execute("SELECT cell_key FROM results WHERE run_id=?", (run_id,))}
+
+    def rows(self, run_id: str | None = None, workloads: list[str] | None = None,
+             precisions: list[str] | None = None) -> list[dict[str, Any]]:
+        """Stored rows (oldest first), optionally of one run / some workloads / some precisions."""
+        sql, args = "SELECT row FROM results WHERE 1=1", []
+        if run_id is not None:
+            sql += " AND run_id=?"
+            args.append(run_id)
+        for col, values in (("workload", workloads), ("precision", precisions)):
+            if values:
+                sql += f" AND {col} IN ({','.join('?' * len(values))})"
+                args.extend(values)
+        return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    # -- hardware probes -----------------------------------------------------------------------
+    def add_hw(self, probe: dict[str, Any]) -> None:
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO hw (device_name, created_at, probe) VALUES (?,?,?)",
+                      (probe["device_name"], probe.get("created_at") or utcnow(), json.dumps(probe)))
+
+    def hw(self, device_name: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT probe FROM hw", []
+        if device_name is not None:
+            sql += " WHERE device_name=?"
+            args.append(device_name)
+        return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    # -- exchange ----------------------------------------------------------------------------
+    def import_runs(self, runs: list[dict[str, Any]]) -> int:
+        n = 0
+        with self._tx() as c:
+            for r in runs:
+                cur = c.execute("INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                                (r["run_id"], r["created_at"], r.get("finished_at"), r.get("hostname"),
+                                 r.get("device"), r.get("device_name"), r.get("label"), json.dumps(r.get("config", {}))))
+                n += cur.rowcount
+        return n
+
+
+def new_run_id() -> str:
+    """Sortable and unique across machines: UTC time + random suffix."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
