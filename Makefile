@@ -12,10 +12,10 @@ $(STAMP): pyproject.toml scripts/bootstrap.sh
 
 setup: $(STAMP)
 
-# The main job for now: train the MNIST CNN on the real MNIST test set in amp-bf16 (8k train / 2k test).
-# (Becomes `ampbench run`, the side-by-side benchmark, once the harness lands.)
+# The main job: the default benchmark suite of the best device here (CUDA if present, else CPU), every
+# precision it supports side by side; rows go to out/results.db and out/run.json.
 run: $(STAMP)
-	$(VENV)/bin/ampbench train mnist-cnn --precision amp-bf16 --data-dir ../shared/data/mnist --json out/train-mnist-amp-bf16.json
+	$(VENV)/bin/ampbench run --db out/results.db --json out/run.json
 
 lint: $(STAMP)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check src tests benchmarks; \

@@ -298,8 +298,7 @@ def run_cmd(
     cells = config.cells()
     console.print(f"[bold]ampbench run[/]: {len(cells)} cells ({', '.join(config.precisions)}) on "
                   f"[bold]{dev}[/], measuring {','.join(measures)}; store {store.path}")
-    rows = _run_with_progress(run_bench, config, store, resume, label)
-    info, rows = rows
+    info, rows = _run_with_progress(run_bench, config, store, resume, label)
     for table in _results_tables(rows):
         console.print(table)
     bad = [r for r in rows if r["status"] != "ok"]
@@ -385,7 +384,9 @@ def results_cmd(
             raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
         run_id = info.run_id
     precs = [resolve(p) for p in parse_list(precisions, "precisions")] or None
-    rows = derive(store.rows(run_id, parse_list(workloads, "workloads") or None, precs), store.hw())
+    rows = derive(store.rows(run_id, parse_list(workloads, "workloads") or None), store.hw())  # ratios need fp32
+    if precs:
+        rows = [r for r in rows if r["precision"] in precs]
     if fmt == "json":
         from ampbench.store.exchange import _clean
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -123,12 +124,12 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
     measures = set(spec.measures)
     recipe = get(spec.precision)
 
+    if "maxbatch" in measures:  # first: the trials' processes must not share the GPU with this cell's model
+        row.update(_max_batch(spec, batch_size, maxbatch_trial, throughput_at))
     step: TrainStep | None = None
     if measures & {"throughput", "memory", "inference"}:
         step, measured = throughput_memory(wl, spec, batch_size, device, base_rss)
         row.update(measured)
-    if "maxbatch" in measures:
-        row.update(_max_batch(spec, batch_size, maxbatch_trial, throughput_at))
     if "converge" in measures:
         from ampbench.measure.converge import converge
 
@@ -157,7 +158,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out: dict[str, Any] = {}
     peaks = mem.PeakMemory(device)
     peaks.start(base_rss)
-    step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale)
+    with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
+        warnings.simplefilter("always")
+        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale)
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     out["first_step_ms"] = time_once(step, device)
@@ -186,8 +189,10 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"]))
     if not math.isfinite(loss):
         out["status"] = "diverged"
+        hints = [str(w.message).split(":")[0] for w in caught if "eps" in str(w.message)]
         out["reason"] = (f"training loss is {loss} after {step.calls} steps "
-                         f"({out['skipped_steps']} skipped, loss scale {step.mp.scale:g})")
+                         f"({out['skipped_steps']} skipped, loss scale {step.mp.scale:g})"
+                         + (f"; likely cause: {hints[0]} (use master-* or a larger eps)" if hints else ""))
     _check_budget(spec, peak["cpu_rss_peak"] if device.type == "cpu" else peak["reserved"], "memory")
     return step, out
 

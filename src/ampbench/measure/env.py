@@ -78,14 +78,12 @@ def _s(v: Any) -> str:
 
 
 def _nvml_handle(pynvml: Any, device: torch.device) -> Any:
-    """NVML handle of a torch device (by PCI bus id: CUDA_VISIBLE_DEVICES renumbers torch's indices)."""
+    """NVML handle of a torch device, by UUID (CUDA_VISIBLE_DEVICES renumbers torch's indices, not NVML's)."""
     try:
-        bus = torch.cuda.get_device_properties(device).pci_bus_id  # torch >= 2.? exposes it
-    except AttributeError:
-        bus = None
-    if bus:
-        return pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode() if isinstance(bus, str) else bus)
-    return pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:  # older torch without .uuid, MIG instances: fall back to the index
+        return pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
 
 
 def process_gpu_memory(device: torch.device) -> int | None:

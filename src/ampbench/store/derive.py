@@ -78,7 +78,10 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
         best = best_gemm_tflops(hw or [], r.get("device_name"), r.get("math_mode"))
         d["mfu_vs_measured"] = _ratio(r.get("achieved_tflops"), best)
-        d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base) if r.get("status") == "ok" else (
-            "diverged" if r.get("status") == "diverged" else None, None)
+        if r.get("status") == "ok":
+            d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base)
+        else:  # a cell that diverged while converge was measured has that verdict; others have none
+            diverged = r.get("status") == "diverged" and "converge" in (r.get("measures") or [])
+            d["converge_verdict"], d["converge_tolerance"] = ("diverged" if diverged else None), None
         out.append(d)
     return out

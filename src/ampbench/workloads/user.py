@@ -145,6 +145,8 @@ def _check_forward(workload: Workload, spec: str, shape: tuple[int, ...], num_cl
     try:
         with torch.no_grad():
             out = workload.model(*inputs)
+    except torch.OutOfMemoryError:
+        raise  # not a shape problem: the harness records it as status oom
     except Exception as e:
         msg = str(e).splitlines()[0][:200]
         raise AmpbenchError(f"--model {spec!r}: forward on a batch of shape (2, {','.join(map(str, shape))}) failed: "

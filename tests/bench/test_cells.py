@@ -1,0 +1,99 @@
+"""Each cell becomes a row with a status; a failing cell never stops the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ampbench.bench import CellSpec, RunConfig, run, run_cell
+from ampbench.store import DERIVED_KEYS, ROW_KEYS, Store
+
+PLANTED = str(Path(__file__).with_name("planted.py"))
+
+
+def _spec(precision: str = "fp32", **kw: object) -> CellSpec:
+    base = dict(workload=None, model=f"{PLANTED}:ok", preset="tiny", precision=precision, batch_size=4, device="cpu",
+                measures=("throughput", "memory"), steps=3, warmup=1, input_shape="3,4,4", num_classes=5)
+    base.update(kw)
+    return CellSpec(**base)  # type: ignore[arg-type]
+
+
+def test_ok_cell_has_every_stored_key() -> None:
+    row = run_cell(_spec())
+    assert row["status"] == "ok", row["reason"]
+    assert set(row) == set(ROW_KEYS) - set(DERIVED_KEYS)
+    for key in ("samples_per_s", "step_ms_p50", "step_ms_p90", "first_step_ms", "peak_allocated_bytes", "flops_per_step",
+                "weights_bytes", "activation_bytes", "model_bytes_fp32", "final_loss"):
+        assert isinstance(row[key], (int, float)) and row[key] > 0, key
+    assert row["model_bytes_half"] * 2 == row["model_bytes_fp32"]
+    assert row["env"]["tf32_matmul"] is False and row["env"]["device"] == "cpu" and row["math_mode"] == "fp32"
+    assert row["timer"] == "perf_counter" and row["skipped_steps"] == 0
+
+
+@pytest.mark.parametrize("factory, precision, status, reason", [
+    ("nan", "fp32", "diverged", "training loss is nan"),
+    ("nan", "amp-fp16", "diverged", "loss scale fell below"),
+    ("oom", "amp-bf16", "oom", "OutOfMemoryError: CUDA out of memory"),
+    ("ok", "tf32", "unsupported", "TF32 is an NVIDIA Tensor Core math mode"),
+])
+def test_planted_failures_are_statuses(factory: str, precision: str, status: str, reason: str) -> None:
+    row = run_cell(_spec(precision, model=f"{PLANTED}:{factory}", steps=20))
+    assert row["status"] == status
+    assert reason in row["reason"] and "\n" not in row["reason"]
+
+
+def test_memory_budget_makes_an_oom_row() -> None:
+    row = run_cell(_spec(memory_budget=1024))
+    assert row["status"] == "oom" and "--memory-budget" in row["reason"]
+
+
+def test_bad_user_model_is_an_error_row() -> None:
+    row = run_cell(_spec(model=f"{PLANTED}:missing"))
+    assert row["status"] == "error" and "missing" in row["reason"]
+
+
+def test_a_run_with_planted_failures_keeps_every_other_cell(tmp_path: Path) -> None:
+    """isolated: a segfaulting model is one error row; a NaN model is diverged; tf32 on CPU unsupported."""
+    store = Store(tmp_path / "r.db")
+    rows = []
+    for model, precisions in (("ok", ("fp32", "tf32", "amp-bf16")), ("crash", ("fp32",)), ("nan", ("fp32",))):
+        cfg = RunConfig(device="cpu", presets=("tiny",), precisions=precisions, batch_sizes=(4,), steps=3, warmup=1,
+                        model=f"{PLANTED}:{model}", input_shape="3,4,4", num_classes=5, extra={"isolate": True})
+        rows += run(cfg, store)[1]
+    got = {(r["workload"].rsplit(":", 1)[-1], r["precision"]): (r["status"], r["reason"]) for r in rows}
+    assert got[("ok", "fp32")][0] == "ok" and got[("ok", "amp-bf16")][0] == "ok"
+    assert got[("ok", "tf32")][0] == "unsupported"
+    assert got[("crash", "fp32")] == ("error", "child process killed by SIGSEGV")
+    assert got[("nan", "fp32")][0] == "diverged"
+    assert len(store.rows()) == 5
+
+
+def test_converge_and_inference_in_one_cell() -> None:
+    row = run_cell(_spec("amp-bf16", measures=("throughput", "converge", "inference"), seeds=2, converge_steps=12,
+                         inference_batch=8))
+    assert row["status"] == "ok", row["reason"]
+    conv = row["converge"]
+    assert conv["seeds"] == [0, 1] and len(conv["losses"]) == 2 and len(conv["losses"][0]) == 12
+    assert conv["diverged"] == [False, False] and len(conv["loss_scales"][0]) == 12
+    assert row["final_loss"] == pytest.approx(sum(conv["final_losses"]) / 2)
+    assert 0.0 <= row["metric"] <= 1.0 and row["metric_name"] == "accuracy"
+    assert set(row["inference"]) == {"1", "8"}
+    assert {"p50_ms", "p90_ms", "p99_ms"} <= set(row["inference"]["8"])
+
+
+def test_same_seed_same_converge_curve_across_runs() -> None:
+    a = run_cell(_spec(measures=("converge",), seeds=1, converge_steps=8))
+    b = run_cell(_spec(measures=("converge",), seeds=1, converge_steps=8))
+    assert a["converge"]["losses"] == b["converge"]["losses"]
+
+
+def test_maxbatch_on_cpu_with_a_budget() -> None:
+    from ampbench.bench.runner import inprocess_trial
+
+    spec = _spec(measures=("maxbatch",), memory_budget=4 * 2**30, maxbatch_limit=256)
+    row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: {"samples_per_s": 1.0})
+    assert row["status"] == "ok", row["reason"]
+    assert row["max_batch"] == 256 and row["max_batch_limit_hit"] is True
+    assert [t[0] for t in row["max_batch_trials"]] == [4, 8, 16, 32, 64, 128, 256]
+    assert row["max_batch_samples_per_s"] == 1.0

@@ -1,0 +1,35 @@
+"""GPU paths of the harness (skipped without CUDA): CUDA events, allocator peaks, NVML, OOM as a status."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ampbench.bench import CellSpec, run_cell
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def _spec(precision: str, **kw: object) -> CellSpec:
+    base = dict(workload="mnist-cnn", model=None, preset="tiny", precision=precision, batch_size=None, device="cuda:0",
+                measures=("throughput", "memory", "inference"), steps=10, warmup=2)
+    base.update(kw)
+    return CellSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-fp16", "master-fp16"])
+def test_cuda_cell(precision: str) -> None:
+    row = run_cell(_spec(precision))
+    assert row["status"] == "ok", row["reason"]
+    assert row["timer"] == "cuda_events"
+    assert row["peak_allocated_bytes"] > 0 and row["peak_reserved_bytes"] >= row["peak_allocated_bytes"]
+    assert row["env"]["capability"] and row["env"]["cuda"]
+    assert row["math_mode"] == ("fp32" if precision == "fp32" else "fp16")
+    if row["peak_tflops"] is not None:
+        assert 0 < row["mfu"] < 1
+
+
+def test_cuda_oom_is_a_status() -> None:
+    total = torch.cuda.get_device_properties(0).total_memory
+    row = run_cell(_spec("fp32", workload="tabular-mlp", batch_size=int(total // 100)))  # far beyond the card
+    assert row["status"] == "oom", row["reason"]

@@ -1,0 +1,139 @@
+"""`ampbench run` / results / export / import / hw from the command line, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ampbench.store import ROW_KEYS, Store
+
+PLANTED = str(Path(__file__).with_name("planted.py"))
+REQUIRED = ("workload", "preset", "precision", "device", "device_name", "batch_size", "status", "reason",
+            "samples_per_s", "step_ms_p50", "step_ms_p90", "peak_allocated_bytes", "peak_reserved_bytes",
+            "skipped_steps", "final_loss", "metric", "speedup_vs_fp32", "env")
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def test_must_show_run_writes_rows_with_every_key(tmp_path: Path) -> None:
+    out, db = tmp_path / "out.json", tmp_path / "r.db"
+    r = cli("run", "--workloads", "mnist-cnn", "--precisions", "fp32,amp-bf16", "--preset", "tiny", "--steps", "20",
+            "--json", str(out), "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert [(row["precision"], row["status"]) for row in rows] == [("fp32", "ok"), ("amp-bf16", "ok")]
+    for row in rows:
+        assert set(REQUIRED) <= set(row) and set(ROW_KEYS) == set(row)
+        assert row["device"] == "cpu" and row["batch_size"] == 16 and row["steps"] == 20
+        assert row["samples_per_s"] > 0 and row["step_ms_p50"] <= row["step_ms_p90"]
+        assert row["env"]["torch"] and row["env"]["hostname"]
+    assert rows[0]["speedup_vs_fp32"] == 1.0 and rows[1]["speedup_vs_fp32"] > 0
+    assert rows[1]["math_mode"] == "bf16" and rows[0]["math_mode"] == "fp32"
+    assert "mnist-cnn (tiny)" in r.stdout and "speedup" in r.stdout
+    # the store has the same rows; results prints them in every format
+    assert len(Store(db).rows()) == 2
+    j = cli("results", "--db", str(db), "--format", "json")
+    assert [x["precision"] for x in json.loads(j.stdout)] == ["fp32", "amp-bf16"]
+    c = cli("results", "--db", str(db), "--format", "csv")
+    assert c.stdout.splitlines()[0].startswith("run_id,cell_key,workload") and len(c.stdout.splitlines()) == 3
+    t = cli("results", "--db", str(db), "--precisions", "bf16-mixed")
+    assert "│ amp-bf16" in t.stdout and "│ fp32 " not in t.stdout and "x │" in t.stdout  # speedup kept
+    # export -> import into another store (another GPU's results end up in one place)
+    assert cli("export", "--db", str(db), "--out", str(tmp_path / "x.json")).returncode == 0
+    other = tmp_path / "other.db"
+    imp = cli("import", str(tmp_path / "x.json"), str(out), "--db", str(other))
+    assert imp.returncode == 0 and "1 new runs, 2 new rows" in imp.stdout and "0 new runs, 0 new rows" in imp.stdout
+    assert len(Store(other).rows()) == 2
+
+
+def _count(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=5) as c:
+            return int(c.execute("SELECT count(*) FROM results").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    args = ["run", "--model", f"{PLANTED}:ok", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
+            "--precisions", "fp32,amp-bf16,master-bf16,pure-bf16", "--batch-size", "4", "--steps", "200",
+            "--warmup", "1", "--db", str(db)]
+    proc = subprocess.Popen([sys.executable, "-m", "ampbench", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while _count(db) < 1 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = Store(db).rows()
+    assert 1 <= len(kept) < 4, "the run should have been killed in the middle"
+    assert all(r["status"] == "ok" for r in kept)
+    assert Store(db).latest_run().finished_at is None
+    r = cli(*args, "--resume")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("done before") == len(kept)
+    rows = Store(db).rows()
+    assert sorted(x["precision"] for x in rows) == ["amp-bf16", "fp32", "master-bf16", "pure-bf16"]
+    assert {x["cell_key"]: x["created_at"] for x in kept}.items() <= {x["cell_key"]: x["created_at"] for x in rows}.items()
+    assert len(Store(db).runs()) == 1 and Store(db).latest_run().finished_at is not None
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--workloads", "mnist-cnnn"], "unknown workload 'mnist-cnnn'. Did you mean 'mnist-cnn'?"),
+    (["--precisions", "fp33"], "fp33"),
+    (["--preset", "huge"], "--preset 'huge': choose one of tiny, small, paper"),
+    (["--measure", "speed"], "--measure speed: unknown measurement"),
+    (["--measure", "maxbatch", "--workloads", "mnist-cnn"], "maxbatch on CPU needs --memory-budget"),
+    (["--memory-budget", "lots"], "--memory-budget 'lots': expected a size like 2GiB"),
+    (["--steps", "0"], "--steps must be >= 1"),
+    (["--batch-size", "x"], "--batch-size 'x': expected integers"),
+    (["--device", "tpu"], "--device 'tpu': expected cpu, cuda or cuda:N"),
+    (["--device", "cuda"], "CUDA is not available"),
+    (["--resume", "--workloads", "tabular-mlp"], "--resume: no earlier run"),
+    (["--model", "nofile.py:f"], "nofile.py"),
+    (["--workloads", "mnist-cnn", "--model", "x.py:f"], "give --workloads or --model, not both"),
+    (["--workloads", "mnist-cnn,bert", "--data-dir", "."], "--data-dir applies to one workload"),
+    (["--workloads", "mnist-cnn", "-o", "size=large"], "workload 'mnist-cnn' has no option size"),
+    (["--loss-scale", "sometimes"], "loss_scale"),
+])
+def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
+    r = cli("run", "--db", str(tmp_path / "r.db"), *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert expect in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["results", "--format", "xml"], "--format 'xml': choose table, json or csv"),
+    (["results"], "no results in"),
+    (["results", "--run", "abc"], "no run 'abc'"),
+    (["import", "missing.json"], "import: no file missing.json"),
+    (["hw", "--sizes", "0"], "--sizes must be between 1 and 65536"),
+])
+def test_bad_store_commands_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
+    r = cli(*args, "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and expect in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_hw_on_cpu_says_what_half_precision_can_do(tmp_path: Path) -> None:
+    r = cli("hw", "--sizes", "64,128", "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "hw.json"))
+    assert r.returncode == 0, r.stderr
+    for word in ("half-precision hardware", "avx512_bf16", "TF32 in force", "verdict", "GEMM micro-benchmark", "tf32"):
+        assert word in r.stdout
+    probe = json.loads((tmp_path / "hw.json").read_text())
+    assert probe["precisions"]["tf32"]["ok"] is False and len(probe["gemm"]) == 6
+    assert len(Store(tmp_path / "r.db").hw()) == 1

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from ampbench.measure import memory as mem
+from ampbench.measure.flops import count_flops, mfu
+from ampbench.measure.maxbatch import Trial, search_max_batch
+from ampbench.measure.peaks import find_peak, math_mode_of, peak_tflops, tensor_core_generation
+from ampbench.measure.timing import percentile, time_steps
+from ampbench.precision import MixedPrecision
+
+
+@pytest.mark.parametrize("true_max, start", [(590, 32), (1000, 32), (1, 1), (64, 64), (7, 16)])
+def test_max_batch_search_finds_the_limit(true_max: int, start: int) -> None:
+    tried = []
+
+    def trial(b: int) -> Trial:
+        tried.append(b)
+        return Trial(b, b <= true_max, peak_bytes=b * 10)
+
+    r = search_max_batch(trial, start=start, limit=65536, resolution=0)
+    assert r.max_batch == true_max and not r.limit_hit
+    assert len(tried) == len(set(tried))  # no batch tried twice
+    assert len(tried) <= 2 * (true_max.bit_length() + 1) + 2
+
+
+def test_max_batch_search_limit_and_nothing_fits_and_failures() -> None:
+    r = search_max_batch(lambda b: Trial(b, True), start=8, limit=100)
+    assert (r.max_batch, r.limit_hit) == (100, True)
+    r = search_max_batch(lambda b: Trial(b, False), start=8, limit=100)
+    assert r.max_batch is None
+    r = search_max_batch(lambda b: Trial(b, False, failed=True, reason="boom"), start=8)
+    assert r.max_batch is None and r.error == "boom"
+
+
+def test_max_batch_resolution_stops_early() -> None:
+    n = []
+    r = search_max_batch(lambda b: (n.append(b), Trial(b, b <= 5000))[1], start=1024, resolution=1 / 16)
+    assert 5000 - 5000 / 16 <= r.max_batch <= 5000
+    assert len(n) < 12
+
+
+def test_percentile_interpolates() -> None:
+    xs = [float(i) for i in range(1, 101)]
+    assert percentile(xs, 50) == pytest.approx(50.5)
+    assert percentile(xs, 90) == pytest.approx(90.1)
+    assert percentile([3.0], 99) == 3.0
+
+
+def test_time_steps_counts_calls() -> None:
+    calls = []
+    t = time_steps(lambda: calls.append(1), 5, torch.device("cpu"))
+    assert len(calls) == 5 and len(t.step_ms) == 5 and t.timer == "perf_counter"
+    assert t.total_s >= 0 and set(t.summary()) == {"step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean"}
+
+
+@pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+                                        ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A10", "A10"),
+                                        ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla T4", "T4"),
+                                        ("NVIDIA H200", "H200"), ("NVIDIA L40S", "L40S"), ("NVIDIA L4", "L4"),
+                                        ("NVIDIA GeForce RTX 4090", "RTX 4090")])
+def test_peak_table_matches_driver_names(name: str, peak: str) -> None:
+    entry = find_peak(name)
+    assert entry is not None and entry.name == peak and entry.source
+
+
+def test_peak_values_and_math_modes() -> None:
+    assert peak_tflops("NVIDIA A100-PCIE-40GB", "bf16") == 312.0
+    assert peak_tflops("NVIDIA A100-PCIE-40GB", "tf32") == 156.0
+    assert peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None  # no bf16 Tensor Cores on Volta
+    assert peak_tflops("Intel Xeon", "fp32") is None
+    assert math_mode_of("fp32", tf32_matmul=True) == "tf32"
+    assert math_mode_of("fp32", tf32_matmul=False) == "fp32"
+    assert math_mode_of("bf16", tf32_matmul=True) == "bf16"
+    assert tensor_core_generation((9, 0)).startswith("4th gen (Hopper)")
+    assert tensor_core_generation((6, 1)).startswith("none")
+
+
+def test_flops_of_a_linear_training_step() -> None:
+    model = nn.Linear(64, 32, bias=False)
+    x = torch.randn(16, 64)
+
+    def step() -> None:
+        model(x).sum().backward()
+
+    # forward 2*B*in*out; backward the same for the weight's grad (the input needs none)
+    assert count_flops(step) == 2 * 2 * 16 * 64 * 32
+    assert mfu(1_000_000, 10, 1.0, "NVIDIA A100-SXM4-80GB", "bf16")["mfu"] == pytest.approx(1e7 / 1e12 / 312)
+
+
+def test_state_bytes_and_activations_split() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(100, 200), nn.ReLU(), nn.Linear(200, 10))
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.Adam(model.parameters())
+    mp = MixedPrecision("master-bf16")
+    model, opt = mp.setup(model, opt)
+    x = torch.randn(32, 100)
+    held = []
+    for _ in range(2):
+        opt.zero_grad(set_to_none=True)
+        with mem.saved_activations() as act, mp.autocast():
+            loss = model(x).float().sum()
+        mp.backward(loss)
+        held.append(mem.state_bytes(model, opt, mp.master_params()))
+        mp.step(opt)
+    sb = held[-1]
+    assert sb.weights == 2 * n_params  # bf16 model
+    # Adam's two fp32 moments + fp32 master weights + fp32 master grads
+    assert sb.optimizer == 4 * 4 * n_params
+    assert act[0] > 0
+    # what Linear/ReLU save: the bf16 input of each Linear and the ReLU output (32 x 200)
+    assert act[0] >= 2 * 32 * 100
+
+
+def test_model_sizes() -> None:
+    model = nn.Sequential(nn.Linear(10, 10), nn.BatchNorm1d(10))
+    sizes = mem.model_sizes(model)
+    floats = 10 * 10 + 10 + 4 * 10  # weight, bias, bn weight/bias/mean/var
+    assert sizes["model_bytes_fp32"] == floats * 4 + 8  # + num_batches_tracked (int64)
+    assert sizes["model_bytes_half"] == floats * 2 + 8
+
+
+def test_cpu_peak_memory_sees_a_big_allocation() -> None:
+    peaks = mem.PeakMemory(torch.device("cpu"))
+    peaks.start()
+    x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    x += 1
+    del x
+    assert peaks.peak()["cpu_rss_peak"] >= 60 * 2**20
+
+
+def test_hw_probe_on_cpu() -> None:
+    from ampbench.measure.hw import probe
+
+    p = probe(torch.device("cpu"), sizes=(64,))
+    assert p["precisions"]["tf32"]["ok"] is False
+    assert {g["math_mode"] for g in p["gemm"]} == {"fp32", "bf16", "fp16"}
+    assert all(g["tflops"] > 0 for g in p["gemm"])
+    assert "verdict" in p and "Measured GEMM vs fp32" in p["verdict"]

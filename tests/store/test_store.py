@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampbench.errors import AmpbenchError
+from ampbench.store import DERIVED_KEYS, ROW_KEYS, SCHEMA_VERSION, Store, derive, export_data, import_file, to_csv, write_json
+from ampbench.store.derive import converge_verdict
+
+
+def _row(run_id: str, precision: str, sps: float | None, peak: int | None = 1000, status: str = "ok",
+         **kw: object) -> dict[str, object]:
+    row = {k: None for k in ROW_KEYS if k not in DERIVED_KEYS}
+    row.update(run_id=run_id, cell_key=f"{precision}-{kw.get('workload', 'w')}", workload="w", preset="tiny",
+               precision=precision, batch_size=8, device_name="dev", status=status, reason="",
+               samples_per_s=sps, peak_allocated_bytes=peak, created_at="2026-01-01T00:00:00+00:00")
+    row.update(kw)
+    return row
+
+
+def _store(tmp_path: Path) -> tuple[Store, str]:
+    s = Store(tmp_path / "r.db")
+    info = s.create_run({"identity": {"x": 1}}, device="cpu", device_name="dev", hostname="h")
+    return s, info.run_id
+
+
+def test_schema_versioned_and_wal(tmp_path: Path) -> None:
+    s, _ = _store(tmp_path)
+    assert s.schema_version == SCHEMA_VERSION
+    mode = sqlite3.connect(tmp_path / "r.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_newer_schema_refused(tmp_path: Path) -> None:
+    _store(tmp_path)[0].close()
+    c = sqlite3.connect(tmp_path / "r.db")
+    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    c.close()
+    with pytest.raises(AmpbenchError, match="newer than this ampbench"):
+        Store(tmp_path / "r.db")
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(AmpbenchError, match="not a usable ampbench results store"):
+        Store(bad)
+
+
+def test_add_commits_at_once_and_ignores_duplicates(tmp_path: Path) -> None:
+    s, run = _store(tmp_path)
+    assert s.add(_row(run, "fp32", 100.0))
+    assert not s.add(_row(run, "fp32", 999.0))  # same cell key: kept as first written
+    other = Store(tmp_path / "r.db")  # another connection sees it without any close/flush
+    assert [r["samples_per_s"] for r in other.rows(run)] == [100.0]
+
+
+def test_two_processes_write_at_once(tmp_path: Path) -> None:
+    s, run = _store(tmp_path)
+    code = (
+        "import sys; from ampbench.store import Store\n"
+        "s = Store(sys.argv[1])\n"
+        "for i in range(40):\n"
+        "    s.add({'run_id': sys.argv[2], 'cell_key': sys.argv[3] + str(i), 'workload': 'w', 'precision': 'fp32',"
+        " 'status': 'ok'})\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r.db"), run, tag]) for tag in "ab"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert len(s.rows(run)) == 80
+
+
+def test_derive_ratios_vs_fp32() -> None:
+    rows = [_row("r", "fp32", 100.0, 1000, max_batch=590), _row("r", "amp-fp16", 250.0, 400, max_batch=1000),
+            _row("r", "pure-fp16", None, None, status="oom")]
+    d = {r["precision"]: r for r in derive(rows)}
+    assert d["fp32"]["speedup_vs_fp32"] == 1.0
+    assert d["amp-fp16"]["speedup_vs_fp32"] == pytest.approx(2.5)
+    assert d["amp-fp16"]["memory_saving_vs_fp32"] == pytest.approx(0.6)
+    assert d["amp-fp16"]["max_batch_ratio_vs_fp32"] == pytest.approx(1000 / 590)
+    assert d["pure-fp16"]["speedup_vs_fp32"] is None
+
+
+def test_derive_without_ok_fp32_gives_no_ratios() -> None:
+    rows = [_row("r", "fp32", None, status="error"), _row("r", "amp-bf16", 200.0)]
+    assert derive(rows)[1]["speedup_vs_fp32"] is None
+
+
+def test_derive_mfu_vs_measured_uses_hw_probe() -> None:
+    rows = [_row("r", "amp-bf16", 1.0, achieved_tflops=50.0, math_mode="bf16")]
+    hw = [{"device_name": "dev", "gemm": [{"math_mode": "bf16", "tflops": 80.0}, {"math_mode": "bf16", "tflops": 100.0},
+                                          {"math_mode": "fp32", "tflops": 1000.0}]}]
+    assert derive(rows, hw)[0]["mfu_vs_measured"] == pytest.approx(0.5)
+    assert derive(rows, [])[0]["mfu_vs_measured"] is None
+
+
+def _conv(finals: list[float], diverged: bool = False) -> dict[str, object]:
+    return {"final_losses": finals, "diverged": [diverged] * len(finals)}
+
+
+def test_converge_verdict() -> None:
+    base = {"precision": "fp32", "converge": _conv([1.00, 1.02, 0.98])}  # std 0.02 -> tol 0.06
+    assert converge_verdict({"precision": "amp-bf16", "converge": _conv([1.05, 1.04, 1.06])}, base)[0] == "parity"
+    verdict, tol = converge_verdict({"precision": "amp-fp16", "converge": _conv([1.2, 1.2, 1.2])}, base)
+    assert (verdict, tol) == ("worse", pytest.approx(0.06))
+    assert converge_verdict({"precision": "pure-fp16", "converge": _conv([1.0], diverged=True)}, base)[0] == "diverged"
+    assert converge_verdict({"precision": "amp-fp16", "converge": _conv([1.0])}, None)[0] == "no-baseline"
+    assert converge_verdict(base, base)[0] == "baseline"
+    # one seed: the relative floor (2%) is the tolerance
+    assert converge_verdict({"precision": "x", "converge": _conv([1.019])}, {"converge": _conv([1.0])})[0] == "parity"
+    assert converge_verdict({"precision": "x", "converge": _conv([1.03])}, {"converge": _conv([1.0])})[0] == "worse"
+
+
+def test_export_import_roundtrip_between_stores(tmp_path: Path) -> None:
+    a, run = _store(tmp_path)
+    a.add(_row(run, "fp32", 100.0))
+    a.add(_row(run, "amp-bf16", float("nan"), status="diverged", reason="loss nan"))
+    a.add_hw({"device_name": "dev", "gemm": []})
+    write_json(export_data(a), tmp_path / "x.json")
+    data = json.loads((tmp_path / "x.json").read_text())  # strict JSON: NaN written as null
+    assert data["rows"][1]["samples_per_s"] is None and data["rows"][0]["speedup_vs_fp32"] == 1.0
+    b = Store(tmp_path / "other.db")
+    assert import_file(b, tmp_path / "x.json") == (1, 2)
+    assert import_file(b, tmp_path / "x.json") == (0, 0)  # idempotent
+    assert [r["precision"] for r in b.rows(run)] == ["fp32", "amp-bf16"]
+    assert "speedup_vs_fp32" not in b.rows(run)[0]  # derived keys are not stored
+    assert len(b.hw("dev")) == 1
+
+
+@pytest.mark.parametrize("content, msg", [("{", "is not JSON"), ('{"format": "other"}', "not an ampbench export"),
+                                          ('{"format": "ampbench-results", "version": 99}', "format version 99")])
+def test_import_rejects_bad_files(tmp_path: Path, content: str, msg: str) -> None:
+    f = tmp_path / "bad.json"
+    f.write_text(content)
+    with pytest.raises(AmpbenchError, match=msg):
+        import_file(Store(tmp_path / "r.db"), f)
+
+
+def test_csv_has_every_key(tmp_path: Path) -> None:
+    text = to_csv(derive([_row("r", "fp32", 10.0, env={"a": 1})]))
+    header, line = text.splitlines()[:2]
+    assert header.split(",") == list(ROW_KEYS)
+    assert '""a"": 1' in line
+
+
+def test_run_lookup_by_prefix_and_unknown(tmp_path: Path) -> None:
+    s, run = _store(tmp_path)
+    assert s.run(run[:10]).run_id == run
+    with pytest.raises(AmpbenchError, match="no run 'nope'"):
+        s.run("nope")
