@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from datetime import datetime, timezone
 from typing import Any
 
 import torch
@@ -120,6 +121,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "ampbench": ampbench.__version__,
         "python": platform.python_version(),
         "hostname": socket.gethostname(),
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "platform": platform.platform(),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
