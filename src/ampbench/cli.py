@@ -219,6 +219,8 @@ def run_cmd(
     isolate: Annotated[bool, typer.Option(help="Run each cell in a child process (an OOM or crash becomes a row).")] = True,
     cell_timeout: Annotated[Opt[float], typer.Option(help="Seconds before an isolated cell is stopped (status error).")] = None,
     label: Annotated[Opt[str], typer.Option(help="Free-text label stored with the run.")] = None,
+    report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+    report_path: Annotated[Opt[Path], typer.Option("--report-path", help="Where (default: <db dir>/reports/RUN.html).")] = None,
 ) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
     from ampbench.bench import run as run_bench
@@ -304,9 +306,33 @@ def run_cmd(
     bad = [r for r in rows if r["status"] != "ok"]
     console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok; stored in {store.path} "
                   "(ampbench results / export)")
+    for advice in _advice(rows):
+        console.print(advice)
     if json_out is not None:
         write_json(export_data(store, [info.run_id]), json_out)
         console.print(f"wrote {json_out}")
+    if report:
+        from ampbench.report import write_report
+
+        path = write_report(store, report_path, info.run_id)
+        console.print(f"report: [bold]{path}[/]")
+
+
+def _advice(rows):  # type: ignore[no-untyped-def]
+    """One coloured line per workload: the advisor's pick and its evidence."""
+    from itertools import groupby
+
+    from rich.markup import escape
+
+    from ampbench.report.advisor import advise
+
+    def key(r):  # type: ignore[no-untyped-def]
+        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0
+
+    for (wl, preset, _), group in groupby(sorted(rows, key=key), key=key):
+        a = advise(list(group))
+        pick = f"[bold green]{escape(a.recommended)}[/]" if a.recommended else "[bold red]no recommendation[/]"
+        yield f"{escape(wl)} ({escape(preset)}): {pick} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
 
 
 def _check_workloads(names: list[str], opts: dict[str, object]) -> None:
@@ -428,6 +454,67 @@ def import_cmd(
     for f in files:
         runs, rows = import_file(store, f)
         console.print(f"{f}: {runs} new runs, {rows} new rows")
+
+
+@app.command("report")
+def report_cmd(
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[Opt[str], typer.Option("--run", help="Run id (or a unique prefix).")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="The latest run (the default).")] = False,
+    out: Annotated[Opt[Path], typer.Option("--out", help="File to write (default: <db dir>/reports/RUN.EXT).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="html | md | csv.")] = "html",
+) -> None:
+    """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload."""
+    from ampbench.report import FORMATS, write_report
+
+    if run is not None and latest:
+        raise AmpbenchError("give --run ID or --latest, not both")
+    if fmt not in FORMATS:
+        raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    path = write_report(_open_store(db), out, run, fmt)
+    console.print(f"report: [bold]{path}[/]")
+
+
+@app.command("compare")
+def compare_cmd(
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    workloads: Annotated[Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
+    precision: Annotated[Opt[str], typer.Option("--precision", help="Only these modes (comma-separated).")] = None,
+    reference: Annotated[Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
+) -> None:
+    """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
+    from rich.markup import escape
+
+    from ampbench.bench.plan import parse_list
+    from ampbench.precision import resolve
+    from ampbench.report.compare import compare_table
+
+    store = _open_store(db)
+    precs = [resolve(p) for p in parse_list(precision, "precision")] or None
+    tables = compare_table(store.rows(), reference, parse_list(workloads, "workloads") or None, precs)
+    if not tables:
+        raise AmpbenchError(f"no ok results to compare in {store.path} (import other machines' exports first)")
+    for t in tables:
+        table = Table(title=f"{escape(t.workload)} ({t.preset}): samples/s relative to {escape(t.reference)}",
+                      title_justify="left")
+        table.add_column("device", style="bold")
+        for p in t.precisions:
+            table.add_column(p, justify="right")
+        for d in t.devices:
+            cells = []
+            for p in t.precisions:
+                c = t.cells.get((d, p))
+                if c is None:
+                    cells.append("-")
+                else:
+                    rel = "" if c.relative is None else f"{c.relative:.2f}x "
+                    style = "green" if (c.relative or 1) > 1.05 else "red" if (c.relative or 1) < 0.95 else ""
+                    cells.append(f"[{style}]{rel}[/][dim]({c.samples_per_s:,.0f}/s)[/]" if style else
+                                 f"{rel}[dim]({c.samples_per_s:,.0f}/s)[/]")
+            table.add_row(escape(d), *cells)
+        console.print(table)
+        if len(t.devices) == 1:
+            console.print("[dim]only one device has results here: ampbench import other machines' exports to compare[/]")
 
 
 @app.command("hw")

@@ -1,1 +1,50 @@
-"""Reports: terminal tables now; plots, HTML and advice build on the same rows."""
+"""Reports from the results store: terminal tables, a self-contained HTML page, Markdown, CSV; advice; cross-GPU tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ampbench.errors import AmpbenchError
+from ampbench.store import Store, derive, to_csv
+
+FORMATS = ("html", "md", "csv")
+
+
+def default_report_path(store: Store, run_id: str, fmt: str = "html") -> Path:
+    """Next to the store: <db dir>/reports/<run_id>.<ext>."""
+    return store.path.parent / "reports" / f"{run_id}.{fmt}"
+
+
+def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> tuple[str, str]:
+    """(run_id, text) of the report of one run (default: the latest) in ``fmt``."""
+    if fmt not in FORMATS:
+        raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    info = store.run(run_id) if run_id is not None else store.latest_run()
+    if info is None:
+        raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+    hw = store.hw()
+    rows = derive(store.rows(info.run_id), hw)
+    if fmt == "csv":
+        return info.run_id, to_csv(rows)
+    if fmt == "md":
+        from ampbench.report.markdown import render_markdown
+
+        return info.run_id, render_markdown(rows, info.to_dict())
+    from ampbench.report.html import render_html
+
+    workloads = sorted({r["workload"] for r in rows})
+    every_device = derive(store.rows(workloads=workloads), hw) if workloads else []
+    return info.run_id, render_html(rows, info.to_dict(), every_device)
+
+
+def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html") -> Path:
+    run_id, text = build_report(store, run_id, fmt)
+    path = out or default_report_path(store, run_id, fmt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+__all__ = ["FORMATS", "build_report", "default_report_path", "write_report"]

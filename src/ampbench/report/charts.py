@@ -1,0 +1,143 @@
+"""Charts as self-contained SVG data URIs (matplotlib, text drawn as paths: no fonts, no requests).
+
+Each function returns ``data:image/svg+xml;base64,...`` for an ``<img>``: an image cannot run
+scripts, so labels taken from user input (model names) cannot inject anything into the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+
+matplotlib.rcParams["svg.fonttype"] = "path"
+matplotlib.rcParams["svg.hashsalt"] = "ampbench"  # deterministic ids
+
+# One colour per precision, the same in every chart (colour-blind friendly Okabe-Ito palette).
+COLORS = {"fp32": "#555555", "tf32": "#999999", "amp-fp16": "#0072B2", "amp-bf16": "#009E73",
+          "master-fp16": "#56B4E9", "master-bf16": "#8FD694", "pure-fp16": "#D55E00", "pure-bf16": "#E69F00"}
+PARTS = (("weights_bytes", "weights", "#4C72B0"), ("grads_bytes", "grads", "#DD8452"),
+         ("optimizer_bytes", "optimizer state + masters", "#937860"), ("activation_bytes", "activations", "#55A868"))
+
+
+def _color(p: str) -> str:
+    return COLORS.get(p, "#444444")
+
+
+def _to_uri(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": "ampbench"})
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _fig(rows: int = 1, height: float = 2.8, width: float = 7.5) -> tuple[Figure, Any]:
+    fig = Figure(figsize=(width, height), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="x", alpha=0.3)
+    return fig, ax
+
+
+def throughput_chart(rows: list[dict[str, Any]], title: str) -> str:
+    """Horizontal bars: samples/s per precision, labelled with the speedup vs fp32."""
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s")]
+    fig, ax = _fig(height=0.45 * len(ok) + 1.0)
+    names = [r["precision"] for r in ok]
+    vals = [r["samples_per_s"] for r in ok]
+    ax.barh(names, vals, color=[_color(n) for n in names])
+    ax.invert_yaxis()
+    for i, r in enumerate(ok):
+        sp = r.get("speedup_vs_fp32")
+        ax.text(vals[i], i, f"  {vals[i]:,.0f}" + (f"  ({sp:.2f}x)" if isinstance(sp, float) else ""), va="center",
+                fontsize=8)
+    ax.set_xlim(0, max(vals) * 1.35 if vals else 1)
+    ax.set_xlabel("training throughput (samples/s, higher is better)")
+    ax.set_title(title, loc="left", fontsize=10)
+    return _to_uri(fig)
+
+
+def memory_chart(rows: list[dict[str, Any]], title: str) -> str:
+    """Stacked bars of weights / grads / optimizer / activations (MiB), with the measured peaks as markers."""
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("peak_allocated_bytes") is not None]
+    fig, ax = _fig(height=0.5 * len(ok) + 1.6)
+    names = [r["precision"] for r in ok]
+    left = [0.0] * len(ok)
+    for key, label, color in PARTS:
+        vals = [(r.get(key) or 0) / 2**20 for r in ok]
+        ax.barh(names, vals, left=left, color=color, label=label, height=0.6)
+        left = [a + b for a, b in zip(left, vals)]
+    peaks = [r["peak_allocated_bytes"] / 2**20 for r in ok]
+    cpu = all(str(r.get("device", "")).startswith("cpu") for r in ok)
+    ax.scatter(peaks, names, marker="|", s=400, color="black", zorder=3,
+               label="peak RSS growth (CPU: approximate)" if cpu else "peak allocated (measured)")
+    with_reserved = [(n, r["peak_reserved_bytes"] / 2**20) for n, r in zip(names, ok) if r.get("peak_reserved_bytes")]
+    if any(abs(v - r["peak_allocated_bytes"] / 2**20) > 0.5 for (_, v), r in zip(with_reserved, ok)):
+        ax.scatter([v for _, v in with_reserved], [n for n, _ in with_reserved], marker="|", s=400, color="#CC0000",
+                   label="peak reserved", zorder=3)
+    ax.invert_yaxis()
+    ax.set_xlabel("memory (MiB)")
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=3)
+    return _to_uri(fig)
+
+
+def bars(labels: list[str], values: list[float], xlabel: str, title: str, fmt: str = "{:,.0f}") -> str:
+    fig, ax = _fig(height=0.45 * len(labels) + 1.0)
+    ax.barh(labels, values, color=[_color(n) for n in labels])
+    ax.invert_yaxis()
+    for i, v in enumerate(values):
+        ax.text(v, i, "  " + fmt.format(v), va="center", fontsize=8)
+    ax.set_xlim(0, max(values) * 1.3 if values else 1)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=10)
+    return _to_uri(fig)
+
+
+def loss_curves(rows: list[dict[str, Any]], title: str) -> str | None:
+    """Training loss per precision: mean over seeds with the min-max band."""
+    conv = [r for r in rows if r.get("converge") and r["converge"].get("losses")]
+    if not conv:
+        return None
+    fig, ax = _fig(height=3.4)
+    ax.grid(axis="y", alpha=0.3)
+    for r in conv:
+        c = r["converge"]
+        steps = c.get("curve_steps") or list(range(1, len(c["losses"][0]) + 1))
+        curves = [x for x in c["losses"] if x]
+        n = min(len(x) for x in curves)
+        mean = [sum(x[i] for x in curves) / len(curves) for i in range(n)]
+        lo = [min(x[i] for x in curves) for i in range(n)]
+        hi = [max(x[i] for x in curves) for i in range(n)]
+        color = _color(r["precision"])
+        ax.plot(steps[:n], mean, color=color, lw=1.4, label=f"{r['precision']} ({len(curves)} seeds)")
+        if len(curves) > 1:
+            ax.fill_between(steps[:n], lo, hi, color=color, alpha=0.15, lw=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss")
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    return _to_uri(fig)
+
+
+def scale_chart(rows: list[dict[str, Any]], title: str) -> str | None:
+    """Loss-scale trajectory (log2) of the modes that scale (fp16)."""
+    conv = [r for r in rows if r.get("converge") and any(any(s != 1.0 for s in x) for x in r["converge"].get("loss_scales", []))]
+    if not conv:
+        return None
+    fig, ax = _fig(height=2.6)
+    ax.grid(axis="y", alpha=0.3)
+    for r in conv:
+        c = r["converge"]
+        scales = c["loss_scales"][0]
+        steps = (c.get("curve_steps") or list(range(1, len(scales) + 1)))[:len(scales)]
+        ax.plot(steps, [math.log2(s) if s > 0 else 0 for s in scales], color=_color(r["precision"]), lw=1.2,
+                label=f"{r['precision']} (seed {c['seeds'][0]}; skipped steps: {c['skipped_steps'][0]})")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("log2(loss scale)")
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    return _to_uri(fig)

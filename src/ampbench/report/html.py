@@ -1,0 +1,231 @@
+"""One self-contained HTML report: inline CSS, charts as SVG data URIs, no scripts, no requests.
+
+A Content-Security-Policy meta tag forbids every fetch but inline styles and ``data:`` images, so
+even a future template mistake cannot make the page phone home. Every string that came from a
+user or a run (model names, labels, error reasons) goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import html
+from itertools import groupby
+from typing import Any
+
+import ampbench
+from ampbench.report import charts
+from ampbench.report.advisor import Advice, advise
+from ampbench.report.compare import compare_table
+from ampbench.report.console import fmt_bytes
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0 auto;
+       max-width: 1100px; padding: 24px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 36px 0 8px; border-bottom: 2px solid #ddd; }
+h3 { font-size: 15px; margin: 20px 0 6px; } .sub { color: #666; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #e5e5e5; text-align: right; vertical-align: top; }
+td { white-space: nowrap; } td.l { white-space: normal; }
+th { background: #f5f5f7; font-weight: 600; } td:first-child, th:first-child { text-align: left; }
+td.l, th.l { text-align: left; } .env td { text-align: left; } .env td:first-child { color: #666; }
+.ok { color: #1a7f37; } .bad { color: #c62828; } .dim { color: #888; } .good { color: #1a7f37; font-weight: 600; }
+.advice { background: #f0f7f2; border-left: 4px solid #1a7f37; padding: 8px 14px; margin: 8px 0; }
+.advice.none { background: #fdf3f2; border-color: #c62828; }
+img.chart { max-width: 100%; display: block; margin: 4px 0 10px; }
+.grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px 24px; }
+@media (max-width: 900px) { .grid { grid-template-columns: 1fr; } }
+@media print { body { max-width: none; padding: 0; } h2 { break-before: page; } img.chart { break-inside: avoid; } }
+"""
+
+
+def e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(v: Any, spec: str = ",.1f", suffix: str = "") -> str:
+    return "–" if not isinstance(v, (int, float)) else format(v, spec) + suffix
+
+
+def _ratio(v: Any) -> str:
+    if not isinstance(v, (int, float)):
+        return "–"
+    cls = "good" if v >= 1.05 else "bad" if v < 0.95 else ""
+    return f'<span class="{cls}">{v:.2f}x</span>'
+
+
+def _saving(v: Any) -> str:
+    if not isinstance(v, (int, float)):
+        return "–"
+    return f'<span class="good">{v:.0%} less</span>' if v >= 0.005 else (
+        f'<span class="bad">{-v:.0%} more</span>' if v <= -0.005 else "same")
+
+
+def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """Cells are already-escaped HTML."""
+    head = "".join(f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(uri: str | None, alt: str) -> str:
+    return f'<img class="chart" alt="{e(alt)}" src="{uri}">' if uri else ""
+
+
+def _env_table(row: dict[str, Any]) -> str:
+    env = row.get("env") or {}
+    items = [("device", f"{row.get('device_name')} ({row.get('device')})")]
+    if env.get("capability"):
+        items.append(("compute capability", env["capability"]))
+        items.append(("driver / CUDA / cuDNN", f"{env.get('driver', '?')} / {env.get('cuda')} / {env.get('cudnn')}"))
+        if env.get("sm_clock_max_mhz"):
+            items.append(("clocks / power limit", f"SM {env.get('sm_clock_mhz')}/{env.get('sm_clock_max_mhz')} MHz, "
+                                                  f"{env.get('power_limit_w')} W"))
+    else:
+        hw = env.get("cpu_half_hardware") or {}
+        items.append(("CPU half-precision hardware", ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in hw.items())))
+        items.append(("threads", env.get("torch_threads")))
+    items.append(("torch / ampbench / python", f"{env.get('torch')} / {env.get('ampbench')} / {env.get('python')}"))
+    over = env.get("tf32_override_env") or {}
+    items.append(("TF32 flags in the fp32 baseline", f"matmul {env.get('tf32_matmul')}, cuDNN {env.get('tf32_cudnn')}"
+                  + (f"; override env {over}" if over else "")))
+    items.append(("host", env.get("hostname")))
+    return '<table class="env">' + "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in items) + "</table>"
+
+
+def _advice_html(a: Advice) -> str:
+    if a.recommended is None:
+        return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}</div>'
+    return (f'<div class="advice"><b>Use {e(a.recommended)}</b> <span class="sub">({e(a.label)})</span><br>'
+            f"{e(a.evidence)}</div>")
+
+
+def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str) -> str:
+    first = rows[0]
+    title = f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'})"
+    out = [f'<h2 id="{anchor}">{e(title)}</h2>', _advice_html(advice)]
+    base = next((r for r in rows if r["precision"] == "fp32" and r.get("status") == "ok"), None)
+    out.append(_env_table(base or first))
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if ok:
+        out.append("<h3>Training speed</h3>")
+        out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
+        out.append(_table(
+            ["precision", "samples/s", "speedup vs fp32", "step p50 ms", "step p90 ms", "first step ms", "TFLOP/s", "MFU",
+             "skipped steps"],
+            [[e(r["precision"]), _num(r.get("samples_per_s"), ",.0f"), _ratio(r.get("speedup_vs_fp32")),
+              _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
+              _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"), _num(r.get("skipped_steps"), ",")]
+             for r in ok]))
+        if any(r.get("peak_allocated_bytes") is not None for r in ok):
+            out.append("<h3>Memory</h3>")
+            out.append(_img(charts.memory_chart(ok, "Where the memory goes (bars) and the measured peak (mark)"),
+                            "memory chart"))
+            cpu = all(str(r.get("device", "")).startswith("cpu") for r in ok)
+            if cpu:
+                out.append('<p class="sub">CPU: the peak is the growth of the process\'s resident memory (RSS), '
+                           "approximate (the allocator reuses freed memory); the split into weights, grads, optimizer "
+                           "state and activations is exact.</p>")
+            out.append(_table(
+                ["precision", "peak RSS growth" if cpu else "peak allocated", "peak reserved", "vs fp32", "weights", "grads",
+                 "optimizer + masters", "activations", "model file fp32 / 16-bit"],
+                [[e(r["precision"]), fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
+                  _saving(r.get("memory_saving_vs_fp32")), fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
+                  fmt_bytes(r.get("optimizer_bytes")), fmt_bytes(r.get("activation_bytes")),
+                  f"{fmt_bytes(r.get('model_bytes_fp32'))} / {fmt_bytes(r.get('model_bytes_half'))}"] for r in ok]))
+        mb = [r for r in ok if r.get("max_batch")]
+        if mb:
+            out.append("<h3>Largest batch that fits</h3>")
+            out.append(_img(charts.bars([r["precision"] for r in mb], [float(r["max_batch"]) for r in mb],
+                                        "largest batch (samples)", "Largest batch per precision"), "max batch chart"))
+            out.append(_table(["precision", "max batch", "vs fp32", "samples/s at max batch"],
+                              [[e(r["precision"]), ("≥ " if r.get("max_batch_limit_hit") else "") + _num(r["max_batch"], ","),
+                                _ratio(r.get("max_batch_ratio_vs_fp32")), _num(r.get("max_batch_samples_per_s"), ",.0f")]
+                               for r in mb]))
+        conv = [r for r in ok if r.get("converge")]
+        if conv:
+            out.append("<h3>Convergence</h3>")
+            out.append(_img(charts.loss_curves(conv, "Training loss, mean over seeds with min–max band"), "loss curves"))
+            out.append(_img(charts.scale_chart(conv, "Loss scale of the fp16 modes (first seed)"), "loss scale chart"))
+            rows_c = []
+            for r in conv:
+                c = r["converge"]
+                fl = [x for x in c["final_losses"] if x is not None]
+                spread = (max(fl) - min(fl)) if len(fl) > 1 else 0.0
+                metric = [m for m in c.get("metrics") or [] if m is not None]
+                v = r.get("converge_verdict") or "–"
+                rows_c.append([e(r["precision"]), f"{sum(fl) / len(fl):.4f} ± {spread / 2:.4f}" if fl else "–",
+                               _num(sum(metric) / len(metric), ".4g") if metric else "–",
+                               f'<span class="{"ok" if v in ("parity", "baseline") else "bad"}">{e(v)}</span>',
+                               _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
+                               e(f"{c['steps']} × {len(c['seeds'])}")])
+            out.append(_table(["precision", "final loss (mean ± half range)", e(first.get("metric_name") or "metric"),
+                               "verdict", "tolerance", "skipped steps", "steps × seeds"], rows_c))
+        inf = [r for r in ok if r.get("inference")]
+        if inf:
+            out.append("<h3>Inference latency</h3>")
+            sizes = sorted({s for r in inf for s in r["inference"]}, key=int)
+            hdr = ["precision"] + [f"batch {e(s)}: p50 / p90 / p99 ms" for s in sizes]
+            out.append(_table(hdr, [[e(r["precision"])] + [
+                " / ".join(_num(r["inference"].get(s, {}).get(k), ",.2f") for k in ("p50_ms", "p90_ms", "p99_ms"))
+                for s in sizes] for r in inf]))
+    failed = [r for r in rows if r.get("status") != "ok"]
+    if failed:
+        out.append("<h3>Cells that did not run to the end</h3>")
+        out.append(_table(["precision", "status", "reason"],
+                          [[e(r["precision"]), f'<span class="bad">{e(r["status"])}</span>', e(r.get("reason"))]
+                           for r in failed], left=3))
+    return "\n".join(out)
+
+
+def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
+                all_rows: list[dict[str, Any]] | None = None) -> str:
+    """The report of ``rows`` (derived keys present). ``all_rows`` (every device) adds the cross-GPU section."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
+
+    groups = [list(g) for _, g in groupby(sorted(rows, key=key), key=key)]
+    advices = [advise(g) for g in groups]
+    run = run or {}
+    title = "ampbench report" + (f" — {run.get('label')}" if run.get("label") else "")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+        f'<div class="sub">run {e(run.get("run_id", "?"))} · {e(run.get("created_at", ""))} · '
+        f'{e(run.get("device_name") or (rows[0].get("device_name") if rows else ""))} · ampbench {e(ampbench.__version__)}</div>',
+    ]
+    if not rows:
+        parts.append("<p>No results in this run.</p>")
+    else:
+        parts.append("<h2>Recommendations</h2>")
+        parts.append(_table(["workload", "use", "evidence"],
+                            [[f'<a href="#w{i}">{e(a.workload)}</a>', e(a.recommended or "–"),
+                              e(a.evidence) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
+                            left=3))
+    for i, (g, a) in enumerate(zip(groups, advices)):
+        parts.append(_workload_section(g, a, f"w{i}"))
+    if all_rows and len({r.get("device_name") for r in all_rows if r.get("status") == "ok"}) > 1:
+        parts.append('<h2 id="compare">Across GPUs</h2>')
+        parts.append(compare_html(all_rows))
+    parts.append('<p class="dim">Every figure is from the device named in its section; CPU and GPU results are '
+                 "different facts. Generated by ampbench; this page makes no network requests.</p></body></html>")
+    return "\n".join(parts)
+
+
+def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> str:
+    out = []
+    for t in compare_table(rows, reference=reference):
+        out.append(f"<h3>{e(t.workload)} ({e(t.preset)}): throughput relative to {e(t.reference)}</h3>")
+        body = []
+        for gpu in t.devices:
+            cells = []
+            for p in t.precisions:
+                c = t.cells.get((gpu, p))
+                cells.append("–" if c is None else f"{c.relative:.2f}x <span class='dim'>({c.samples_per_s:,.0f}/s)</span>")
+            body.append([e(gpu)] + cells)
+        out.append(_table(["device"] + [e(p) for p in t.precisions], body))
+    return "\n".join(out)

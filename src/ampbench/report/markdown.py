@@ -1,0 +1,55 @@
+"""A Markdown summary (for issues and pull requests): recommendation and one table per workload."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from ampbench.report.advisor import advise
+from ampbench.report.console import fmt_bytes
+
+
+def md_escape(value: Any) -> str:
+    """Text safe inside a Markdown table cell: no pipes, no HTML, no line breaks."""
+    text = "" if value is None else str(value)
+    for a, b in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("\n", " "), ("`", "\\`")):
+        text = text.replace(a, b)
+    return text
+
+
+def _f(v: Any, spec: str) -> str:
+    return "–" if not isinstance(v, (int, float)) else format(v, spec)
+
+
+def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = None) -> str:
+    run = run or {}
+    lines = [f"## ampbench results — run {md_escape(run.get('run_id', '?'))}", ""]
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
+
+    for (wl, preset, bs, dev), group in groupby(sorted(rows, key=key), key=key):
+        group = list(group)
+        a = advise(group)
+        lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}) on {md_escape(dev)}")
+        lines.append("")
+        use = f"**use {md_escape(a.recommended)}**" if a.recommended else "**no recommendation**"
+        lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.evidence)}")
+        lines.append("")
+        lines.append("| precision | status | samples/s | speedup vs fp32 | step p50 ms | peak memory | memory vs fp32 | "
+                     "converge |")
+        lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        for r in group:
+            saving = r.get("memory_saving_vs_fp32")
+            mem = "–" if not isinstance(saving, (int, float)) else (f"{saving:.0%} less" if saving >= 0 else
+                                                                       f"{-saving:.0%} more")
+            status = md_escape(r.get("status"))
+            if r.get("status") != "ok":
+                status += f": {md_escape(r.get('reason'))}"
+            lines.append(f"| {md_escape(r['precision'])} | {status} | {_f(r.get('samples_per_s'), ',.0f')} | "
+                         f"{_f(r.get('speedup_vs_fp32'), '.2f')}{'x' if isinstance(r.get('speedup_vs_fp32'), float) else ''} | "
+                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(r.get('peak_allocated_bytes'))} | {mem} | "
+                         f"{md_escape(r.get('converge_verdict') or '–')} |")
+        lines.append("")
+    lines.append("_Measured by ampbench; every figure is from the device named in its heading._")
+    return "\n".join(lines) + "\n"

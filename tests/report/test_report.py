@@ -1,0 +1,120 @@
+"""The report: HTML rendered in a real headless browser, Markdown, cross-GPU tables, escaping."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampbench.report import build_report, write_report
+from ampbench.report.compare import compare_table
+from ampbench.store import Store
+
+from .chromium import Chromium, find_chromium
+from .conftest import EVIL
+
+CHROMIUM = find_chromium()
+
+
+def test_html_is_self_contained_and_escapes_user_strings(report_store: Store) -> None:
+    _, page = build_report(report_store, report_store.latest_run_id)  # type: ignore[attr-defined]
+    assert "<script" not in page.lower().replace("&lt;script", "")  # no script element at all
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "nightly &lt;b&gt;" in page
+    for bad in ("http://", "https://", "src=\"//", "@import", "url("):
+        assert bad not in page.replace('xmlns="http://www.w3.org/2000/svg"', ""), bad
+    assert 'http-equiv="Content-Security-Policy"' in page
+    # content: advice, charts, tables, failures, inference, cross-GPU
+    assert "Use amp-fp16" in page and "2.90x faster than fp32, 45% less memory, batch 590 → 1,120" in page
+    assert page.count('<img class="chart"') >= 5  # throughput, memory, max batch, loss curves, loss scale
+    for text in ("Inference latency", "Largest batch that fits", "Convergence", "Cells that did not run to the end",
+                 "diverged", "unsupported", "Across GPUs", "Tesla V100-SXM2-16GB", "compute capability", "8.0"):
+        assert text in page, text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed (Debian: apt-get install chromium; .ci/run does it)")
+def test_report_in_headless_chromium(report_store: Store, tmp_path: Path) -> None:
+    path = write_report(report_store, tmp_path / "report.html", report_store.latest_run_id)  # type: ignore[attr-defined]
+    with Chromium(CHROMIUM) as browser:  # type: ignore[arg-type]
+        page = browser.load(path, {
+            "images": "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length",
+            "tables": "document.querySelectorAll('table').length",
+            "title": "document.title",
+            "h2": "Array.from(document.querySelectorAll('h2')).map(h => h.textContent)",
+            "scripts": "document.scripts.length",
+            "width": "document.documentElement.scrollWidth",
+        })
+    (tmp_path / "report.png").write_bytes(page.screenshot)
+    assert page.screenshot[:8] == b"\x89PNG\r\n\x1a\n" and len(page.screenshot) > 20_000
+    left = [u for u in page.requests if not (u.startswith("data:") or u == path.resolve().as_uri())]
+    assert left == [], f"requests leaving the page: {left}"
+    errors = [m for m in page.console if m[0] in ("error", "warning", "assert")]
+    assert errors == [], errors
+    v = page.values
+    assert v["images"] >= 6 and v["tables"] >= 8 and v["scripts"] == 0
+    assert v["title"] == "ampbench report — nightly <b>"
+    assert f"{EVIL} (small, batch 64)" in v["h2"]  # shown as text, not run
+    assert v["width"] <= 1280  # no horizontal scrolling on a laptop-sized window
+
+
+def test_markdown_summary(report_store: Store) -> None:
+    _, md = build_report(report_store, report_store.latest_run_id, "md")  # type: ignore[attr-defined]
+    assert "### resnext (small, batch 64) on NVIDIA A100-SXM4-80GB" in md
+    assert "**use amp-fp16** (converges like fp32)" in md
+    assert "| amp-fp16 | ok | 2,900 | 2.90x |" in md
+    assert "&lt;script&gt;" in md and "<script>" not in md
+    assert "diverged: training loss is nan" in md
+
+
+def test_csv_report(report_store: Store) -> None:
+    _, text = build_report(report_store, None, "csv")
+    assert text.splitlines()[0].startswith("run_id,cell_key,workload")
+
+
+def test_compare_normalises_to_the_slowest_device(report_store: Store) -> None:
+    (t,) = compare_table(report_store.rows(), workloads=["resnext"])
+    assert t.reference == "Tesla V100-SXM2-16GB" and t.devices[0] == t.reference
+    assert t.precisions == ["fp32", "amp-fp16"]
+    assert t.cells[("NVIDIA A100-SXM4-80GB", "fp32")].relative == pytest.approx(2.5)
+    assert t.cells[("NVIDIA A100-SXM4-80GB", "amp-fp16")].relative == pytest.approx(2900 / 1100)
+    (t,) = compare_table(report_store.rows(), reference="NVIDIA A100-SXM4-80GB", workloads=["resnext"])
+    assert t.cells[("Tesla V100-SXM2-16GB", "fp32")].relative == pytest.approx(0.4)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, COLUMNS="200"))
+
+
+def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> None:
+    db = str(report_store.path)
+    r = _cli("report", "--db", db, "--run", report_store.latest_run_id, "--out", str(tmp_path / "r.md"),  # type: ignore[attr-defined]
+             "--format", "md")
+    assert r.returncode == 0 and (tmp_path / "r.md").read_text().startswith("## ampbench results")
+    r = _cli("report", "--db", db)
+    assert r.returncode == 0 and "reports/" in r.stdout
+    c = _cli("compare", "--db", db, "--workloads", "resnext", "--precision", "O1")
+    assert c.returncode == 0, c.stderr
+    flat = " ".join(c.stdout.split())
+    assert "relative to Tesla V100-SXM2-16GB" in flat and "2.64x" in flat and "fp32" not in flat
+    bad = _cli("report", "--db", db, "--format", "pdf")
+    assert bad.returncode == 2 and "--format 'pdf': choose one of html, md, csv" in bad.stderr
+    bad = _cli("compare", "--db", db, "--reference", "TPU")
+    assert bad.returncode == 2 and "--reference 'TPU'" in bad.stderr
+
+
+def test_run_writes_the_report(tmp_path: Path) -> None:
+    planted = Path(__file__).parents[1] / "bench" / "planted.py"
+    r = _cli("run", "--model", f"{planted}:ok", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
+             "--precisions", "fp32,amp-bf16", "--steps", "3", "--warmup", "1", "--db", str(tmp_path / "r.db"),
+             "--no-isolate", "--json", str(tmp_path / "o.json"))
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads((tmp_path / "o.json").read_text())["runs"][0]["run_id"]
+    report = tmp_path / "reports" / f"{run_id}.html"
+    assert report.exists() and f"report: {report}" in r.stdout.replace("\n", "")
+    assert "user:" in r.stdout and ("use" in r.stdout or "fp32" in r.stdout)
