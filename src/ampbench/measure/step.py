@@ -63,11 +63,11 @@ class TrainStep:
 
 
 def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,
-               loss_scale: str | float | None = None, n_batches: int = 4) -> TrainStep:
+               loss_scale: str | float | None = None, n_batches: int = 4, keep_fp32: list[str] | None = None) -> TrainStep:
     """Move the workload's model to ``device``, set it up for ``precision``, stage batches there."""
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
-    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device)
+    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or ())
     model, optimizer = mp.setup(model, optimizer)
     model.train()
     batches = device_batches(workload.train_data, batch_size, n_batches, device)

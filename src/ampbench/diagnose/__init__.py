@@ -1,0 +1,138 @@
+"""Diagnostics: where NaN/Inf starts, gradient underflow and the right loss scale, overflow-prone
+layers, the per-layer fp32 policy, Tensor Core friendliness, and why there is no speedup.
+
+    from ampbench.diagnose import diagnose
+    d = diagnose("bert", "amp-fp16", preset="tiny")          # or a callable returning a Workload
+    for f in d.findings: print(f.severity, f.title, f.fix)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ampbench.diagnose.findings import Finding, ordered
+from ampbench.errors import AmpbenchError, suggest
+from ampbench.workloads.base import Workload
+
+CHECKS = ("nonfinite", "gradients", "activations", "policy", "tensorcore", "profile")
+
+
+@dataclass
+class Diagnosis:
+    target: str
+    precision: str
+    device: str
+    device_name: str
+    batch_size: int
+    findings: list[Finding]
+    details: dict[str, Any] = field(default_factory=dict)
+    """Raw results per check (histograms, per-layer ranges, profile shares, policy trials)."""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "precision": self.precision, "device": self.device,
+                "device_name": self.device_name, "batch_size": self.batch_size, "seconds": self.seconds,
+                "findings": [f.to_dict() for f in self.findings], "details": self.details}
+
+
+def parse_checks(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return CHECKS
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [c for c in items if c not in CHECKS]
+    if bad or not items:
+        raise AmpbenchError(f"--checks {value!r}: unknown check {', '.join(bad) or '(empty)'}{suggest(bad[0], CHECKS) if bad else ''}"
+                            f"; choose from {','.join(CHECKS)}")
+    return tuple(c for c in CHECKS if c in items)
+
+
+def _builder(target: str | Callable[[], Workload], preset: str, seed: int, options: dict[str, Any]) -> Callable[[], Workload]:
+    from ampbench.workloads import create_workload
+    from ampbench.workloads.registry import seeded
+
+    if isinstance(target, str):
+        create_workload(target, preset, None, seed, **options)  # validate now: a bad name is one clear error
+        return lambda: create_workload(target, preset, None, seed, **options)
+
+    def build() -> Workload:
+        with seeded(seed):
+            wl = target()
+        if not isinstance(wl, Workload):
+            raise AmpbenchError(f"diagnose target returned {type(wl).__name__}, expected an ampbench Workload")
+        return wl
+
+    return build
+
+
+def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", *, steps: int = 20,
+             preset: str = "small", batch_size: int | None = None, device: str | None = None, seed: int = 0,
+             checks: tuple[str, ...] = CHECKS, trace: Path | None = None, name: str | None = None,
+             options: dict[str, Any] | None = None) -> Diagnosis:
+    """Run the checks on a workload (name) or a builder returning a fresh :class:`Workload` each call.
+
+    Every check builds its own fresh model (same seed: same init), so they do not disturb each other.
+    A check that fails becomes an error finding; the others still run.
+    """
+    from ampbench.diagnose import nonfinite, policy, profile, ranges, tensorcore
+    from ampbench.measure.env import device_name, resolve_device
+    from ampbench.precision import get, resolve, supported
+
+    precision = resolve(precision)
+    dev = resolve_device(device)
+    sup = supported(precision, dev)
+    if not sup.ok:
+        raise AmpbenchError(f"--precision {precision} cannot run on {dev}: {sup.reason}")
+    if steps < 1:
+        raise AmpbenchError(f"--steps must be >= 1, got {steps}")
+    build = _builder(target, preset, seed, options or {})
+    first = build()
+    bs = batch_size or first.batch_size
+    label = name or (target if isinstance(target, str) else first.name)
+    recipe = get(precision)
+    half16 = "bf16" if recipe.compute_dtype == torch.bfloat16 else "fp16"
+    findings: list[Finding] = []
+    details: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for check in checks:
+        try:
+            if check == "nonfinite":
+                r = nonfinite.locate_nonfinite(build(), precision, dev, bs, steps)
+                details[check] = r
+                findings += nonfinite.nonfinite_findings(r, precision)
+            elif check == "gradients":
+                r = ranges.gradient_ranges(build(), dev, bs)
+                settled = ranges.dynamic_settle(build(), dev, bs, max(steps, 20))
+                r["dynamic"] = settled
+                details[check] = r
+                findings += ranges.gradient_findings(r, settled)
+            elif check == "activations":
+                acts = ranges.activation_ranges(build(), dev, bs)
+                details[check] = acts
+                findings += ranges.activation_findings(acts)
+            elif check == "policy":
+                pr = policy.find_policy(build, dev, bs, steps, precision=f"master-{half16}")
+                details[check] = pr.to_dict()
+                findings += policy.policy_findings(pr)
+            elif check == "tensorcore":
+                issues = tensorcore.lint_dims(build().model, bs)
+                details[check] = issues
+                findings += tensorcore.tensorcore_findings(issues, dev.type == "cuda")
+            elif check == "profile":
+                p = profile.profile_steps(build(), precision, dev, bs, min(steps, 10), trace)
+                details[check] = p
+                findings += profile.profile_findings(p, recipe.is_half)
+        except AmpbenchError:
+            raise
+        except Exception as e:  # one broken check must not hide the others' findings
+            findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
+    return Diagnosis(label, precision, str(dev), device_name(dev), bs, ordered(findings), details,
+                     time.perf_counter() - t0)
+
+
+__all__ = ["CHECKS", "Diagnosis", "Finding", "diagnose", "parse_checks"]

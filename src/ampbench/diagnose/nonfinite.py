@@ -1,0 +1,220 @@
+"""Where NaN/Inf first appears: forward hooks and gradient hooks name the module, the phase and the step.
+
+Forward: a hook on every module checks its outputs; hooks fire as modules finish, children before
+parents, so the first module with a non-finite output whose inputs were finite is where it starts
+(a parent is named when the bad value comes from its own forward code). Backward: tensor hooks on
+each module's inputs and outputs see the gradients flowing through it; the first module whose
+output gradient is finite but whose input gradient is not is where it starts (tensor hooks, not
+``register_full_backward_hook``, so models with in-place ReLUs work); parameter gradients are
+checked as they accumulate. With fp16 loss scaling an inf gradient at a large scale is the scaler
+doing its job (the step is skipped and the scale lowered): reported apart, as information.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ampbench.diagnose.findings import Finding
+from ampbench.errors import TrainingDivergedError
+from ampbench.workloads.base import Workload
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+def _range(ts: list[torch.Tensor]) -> dict[str, Any]:
+    """min/max of the finite values and counts of NaN / Inf, over floating tensors."""
+    fl = [t.detach() for t in ts if t.is_floating_point() and t.numel()]
+    if not fl:
+        return {"finite_min": None, "finite_max": None, "nan": 0, "inf": 0, "dtype": None}
+    nan = sum(int(torch.isnan(t).sum()) for t in fl)
+    inf = sum(int(torch.isinf(t).sum()) for t in fl)
+    finite = [t[torch.isfinite(t)].float() for t in fl]
+    finite = [t for t in finite if t.numel()]
+    return {"finite_min": min(float(t.min()) for t in finite) if finite else None,
+            "finite_max": max(float(t.max()) for t in finite) if finite else None,
+            "nan": nan, "inf": inf, "dtype": str(fl[0].dtype).removeprefix("torch.")}
+
+
+def _bad(ts: list[torch.Tensor]) -> bool:
+    return any(t.is_floating_point() and t.numel() and not bool(torch.isfinite(t.detach()).all()) for t in ts)
+
+
+class NonFiniteLocator:
+    """Install on a model; ``events`` gets the first non-finite forward value and backward gradients."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.step = 0
+        self.scale = 1.0
+        self.forward_event: dict[str, Any] | None = None
+        self.backward_events: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []
+        self._gout: dict[int, tuple[bool, dict[str, Any] | None]] = {}
+        self._handles: list[Any] = []
+        for name, m in model.named_modules():
+            label = name or "(model)"
+            self._handles.append(m.register_forward_pre_hook(self._pre(label)))
+            self._handles.append(m.register_forward_hook(self._post(label)))
+        for name, p in model.named_parameters():
+            if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
+                self._handles.append(p.register_post_accumulate_grad_hook(self._param_hook(name)))
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+    def new_step(self, step: int, scale: float) -> None:
+        self.step, self.scale = step, scale
+        self._pending = []
+        self._gout = {}
+
+    def finish_step(self) -> None:
+        """Keep this step's first backward event. Hooks on one tensor fire parent-first, so among the
+        modules that saw that same gradient the innermost (deepest name) is where it started."""
+        if not self._pending:
+            return
+        first = self._pending[0]
+        same = [e for e in self._pending if e["_gid"] == first["_gid"]]
+        best = max(same, key=lambda e: (e["module"].count(".") + (e["module"] != "(model)"), -same.index(e)))
+        self.backward_events.append({k: v for k, v in best.items() if k != "_gid"})
+        self._pending = []
+
+    def _record_backward(self, event: dict[str, Any], gid: int) -> None:
+        event["_gid"] = gid
+        self._pending.append(event)
+
+    def _pre(self, name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any) -> None:
+            ins = _tensors(args)
+            module._ampbench_diag_in = (_bad(ins), _range(ins))  # type: ignore[assignment]
+            for t in ins:
+                if t.requires_grad and t.is_floating_point():
+                    t.register_hook(self._grad_in_hook(name, module))
+
+        return hook
+
+    def _post(self, name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            outs = _tensors(output)
+            bad_in, in_range = getattr(module, "_ampbench_diag_in", (False, None))
+            if self.forward_event is None and _bad(outs) and not bad_in:
+                self.forward_event = {"phase": "forward", "module": name, "type": type(module).__name__,
+                                      "step": self.step, "input": in_range, "output": _range(outs)}
+            for t in outs:
+                if t.requires_grad and t.is_floating_point():
+                    t.register_hook(self._grad_out_hook(module))
+
+        return hook
+
+    def _grad_out_hook(self, module: nn.Module) -> Callable[[torch.Tensor], None]:
+        def hook(g: torch.Tensor) -> None:
+            self._gout[id(module)] = (_bad([g]), _range([g]))
+
+        return hook
+
+    def _grad_in_hook(self, name: str, module: nn.Module) -> Callable[[torch.Tensor], None]:
+        def hook(g: torch.Tensor) -> None:
+            if not _bad([g]):
+                return
+            bad_out, out_range = self._gout.get(id(module), (False, None))
+            if bad_out:
+                return  # it came in already non-finite: not this module
+            self._record_backward({"phase": "backward", "module": name, "type": type(module).__name__, "step": self.step,
+                                   "loss_scale": self.scale, "grad_output": out_range, "grad_input": _range([g])}, id(g))
+
+        return hook
+
+    def _param_hook(self, name: str) -> Callable[[torch.Tensor], None]:
+        def hook(p: torch.Tensor) -> None:
+            if p.grad is not None and _bad([p.grad]):
+                self._record_backward({"phase": "backward (parameter gradient)", "module": name.rsplit(".", 1)[0],
+                                       "parameter": name, "step": self.step, "loss_scale": self.scale,
+                                       "grad": _range([p.grad])}, id(p))
+
+        return hook
+
+
+def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
+                     loss_scale: str | None = None) -> dict[str, Any]:
+    """Train up to ``steps`` steps in ``precision`` with the locator installed; stop at the first real problem."""
+    from ampbench.measure.step import build_step
+
+    step = build_step(wl, precision, batch_size, device, loss_scale)
+    loc = NonFiniteLocator(step.model)
+    diverged = ""
+    handled = 0
+    try:
+        for i in range(1, steps + 1):
+            loc.new_step(i, step.mp.scale)
+            before = len(loc.backward_events)
+            step()
+            loc.finish_step()
+            if loc.forward_event is not None:
+                break
+            if len(loc.backward_events) > before:
+                ev = loc.backward_events[-1]
+                skipped = step.mp.last_step is not None and step.mp.last_step.skipped
+                ev["handled_by_scaler"] = bool(skipped and ev["loss_scale"] > 1)
+                if ev["handled_by_scaler"]:
+                    handled += 1
+                else:
+                    break
+    except TrainingDivergedError as e:
+        diverged = str(e)
+    finally:
+        loc.remove()
+    real = [e for e in loc.backward_events if not e.get("handled_by_scaler")]
+    return {"forward": loc.forward_event, "backward": real[0] if real else None,
+            "handled_overflows": handled, "first_handled": next((e for e in loc.backward_events
+                                                                  if e.get("handled_by_scaler")), None),
+            "diverged": diverged, "steps_run": loc.step}
+
+
+def _fmt_range(r: dict[str, Any] | None) -> str:
+    if not r:
+        return "?"
+    span = "no finite values" if r["finite_min"] is None else f"finite range [{r['finite_min']:.3g}, {r['finite_max']:.3g}]"
+    return f"{r['dtype']} {span}, {r['nan']} NaN, {r['inf']} Inf"
+
+
+def nonfinite_findings(r: dict[str, Any], precision: str) -> list[Finding]:
+    out = []
+    f, b = r["forward"], r["backward"]
+    if f is not None:
+        out.append(Finding(
+            "error", "nonfinite", f"NaN/Inf first appears in the forward of {f['module']} ({f['type']}) at step {f['step']}",
+            f"inputs: {_fmt_range(f['input'])}; outputs: {_fmt_range(f['output'])}",
+            f"keep it in fp32 (MixedPrecision('{precision}', keep_fp32=['{f['module']}'])) or use bf16; "
+            "if it is NaN in fp32 too, the bug is in that module", f))
+    if b is not None:
+        where = f"{b['module']}" + (f" (parameter {b['parameter']})" if b.get("parameter") else f" ({b.get('type')})")
+        detail = (f"gradient coming in: {_fmt_range(b.get('grad_output'))}; going out: {_fmt_range(b.get('grad_input'))}"
+                  if "grad_input" in b else f"gradient: {_fmt_range(b.get('grad'))}")
+        out.append(Finding("error", "nonfinite",
+                           f"NaN/Inf first appears in the backward of {where} at step {b['step']} "
+                           f"(loss scale {b['loss_scale']:g})", detail,
+                           "look at that module's backward (custom autograd functions, sqrt/log/div of values near 0); "
+                           "in fp16 keep it in fp32 or lower the loss scale", b))
+    if r["diverged"]:
+        out.append(Finding("error", "nonfinite", "the dynamic loss scale collapsed", r["diverged"],
+                           "gradients overflow at every scale: find the module above, or use bf16"))
+    if r["handled_overflows"]:
+        h = r["first_handled"] or {}
+        out.append(Finding("info", "nonfinite", f"{r['handled_overflows']} gradient overflow(s) handled by loss scaling "
+                           f"(first in {h.get('module')} at step {h.get('step')}, scale {h.get('loss_scale', 0):g})",
+                           "the scaler skipped those steps and lowered the scale: expected while it calibrates"))
+    if f is None and b is None and not r["diverged"]:
+        out.append(Finding("info", "nonfinite", f"no NaN/Inf in {r['steps_run']} steps of {precision}"))
+    return out

@@ -1,0 +1,182 @@
+"""Why no speedup / no memory saving: profile a few steps with torch.profiler and explain.
+
+- time per op class (matmul/conv vs casts vs everything else) from the profiler's self times;
+- whether GEMMs/convs ran in half precision (a dispatch-mode census of one step's kernels) and, on
+  GPU, on Tensor Core kernels (kernel names);
+- launch/dispatch-bound: kernels per step x the measured cost of dispatching one tiny op, against
+  the step time — when that is most of the step, faster math cannot help;
+- TF32 already on in a plain fp32 baseline (PyTorch enables it for cuDNN convolutions by default);
+- memory: weights + grads + optimizer state vs activations (AMP only shrinks activations), and on
+  GPU allocated vs reserved.
+A Chrome trace of the profiled steps is written for chrome://tracing or Perfetto.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ampbench.diagnose.findings import Finding
+from ampbench.workloads.base import Workload
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+            "aten::convolution", "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+            "aten::mkldnn_convolution", "aten::cudnn_convolution", "aten::convolution_backward",
+            "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+            "aten::_scaled_dot_product_cudnn_attention", "aten::mkldnn_rnn_layer", "aten::_addmm_activation")
+CAST_OPS = ("aten::_to_copy", "aten::to", "aten::copy_", "aten::_to_dtype")
+TENSOR_CORE_KERNELS = ("tensorop", "hmma", "xmma", "h884", "h1688", "s1688", "16816", "wgmma", "gmma", "sm80_", "sm90_",
+                       "cutlass")
+GEMM_PACKETS = ("mm", "addmm", "bmm", "baddbmm", "convolution", "convolution_backward", "_addmm_activation")
+LAUNCH_BOUND_SHARE = 0.5
+
+
+class _KernelCensus(TorchDispatchMode):
+    """Counts ops reaching the dispatcher (≈ kernels launched) and the dtypes GEMMs/convs ran in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+        self.gemm_dtypes: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.ops += 1
+        name = func.overloadpacket.__name__
+        if name in GEMM_PACKETS:
+            t = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+            if t is not None:
+                self.gemm_dtypes[str(t.dtype).removeprefix("torch.")] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dispatch_cost_us(device: torch.device, n: int = 2000) -> float:
+    """Microseconds to dispatch (and on GPU launch) one tiny elementwise op: the per-op floor."""
+    x = torch.ones(8, device=device)
+    for _ in range(50):
+        x.add_(0)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t = time.perf_counter()
+    for _ in range(n):
+        x.add_(0)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t) / n * 1e6
+
+
+def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
+                  trace: Path | None) -> dict[str, Any]:
+    from torch.profiler import ProfilerActivity, profile
+
+    from ampbench.measure import memory as mem
+    from ampbench.measure.step import build_step
+    from ampbench.measure.timing import time_steps
+    from ampbench.precision.state import read_tf32
+
+    step = build_step(wl, precision, batch_size, device)
+    for _ in range(3):
+        step()
+    census = _KernelCensus()
+    with census:
+        step()
+    held: list[mem.StateBytes] = []
+    with mem.saved_activations() as act:
+        step(after_backward=lambda: held.append(mem.state_bytes(step.model, step.optimizer, step.mp.master_params())))
+    timing = time_steps(step, steps, device)
+    step_ms = timing.summary()["step_ms_p50"]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    if trace is not None:
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+    gpu = device.type == "cuda"
+    by_class = Counter()  # microseconds of self time
+    tc_kernels = gemm_kernels = 0
+    for ev in prof.key_averages():
+        name = ev.key
+        t = (getattr(ev, "self_device_time_total", 0) or getattr(ev, "self_cuda_time_total", 0)) if gpu else \
+            ev.self_cpu_time_total
+        if gpu and getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+            low = name.lower()
+            if "gemm" in low or "conv" in low or "xmma" in low or "cutlass" in low:
+                gemm_kernels += ev.count
+                if any(k in low for k in TENSOR_CORE_KERNELS):
+                    tc_kernels += ev.count
+        if not name.startswith("aten::"):
+            continue
+        cls = "gemm" if name in GEMM_OPS else "cast" if name in CAST_OPS else "other"
+        by_class[cls] += t
+    total = sum(by_class.values()) or 1.0
+    sb = held[0]
+    static = sb.weights + sb.grads + sb.optimizer
+    out: dict[str, Any] = {
+        "step_ms": step_ms, "kernels_per_step": census.ops, "dispatch_us": dispatch_cost_us(device),
+        "share": {k: v / total for k, v in by_class.items()}, "gemm_dtypes": dict(census.gemm_dtypes),
+        "tensor_core_kernels": tc_kernels if gpu else None, "gemm_kernels": gemm_kernels if gpu else None,
+        "memory": {**sb.as_row(), "activation_bytes": act[0], "static_share": static / max(static + act[0], 1)},
+        "tf32": {"matmul": read_tf32().matmul, "cudnn": read_tf32().cudnn}, "trace": str(trace) if trace else None,
+        "precision": precision, "device": str(device),
+    }
+    if gpu:
+        out["memory"]["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+        out["memory"]["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+    out["launch_share"] = census.ops * out["dispatch_us"] / 1e3 / max(step_ms, 1e-9)
+    return out
+
+
+def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
+    out = []
+    share = p["share"]
+    ms = p["step_ms"]
+    if p["launch_share"] >= LAUNCH_BOUND_SHARE:
+        out.append(Finding(
+            "warning", "profile", f"launch-bound: {p['kernels_per_step']} kernels per step x {p['dispatch_us']:.1f} µs to "
+            f"dispatch one ≈ {p['launch_share']:.0%} of the {ms:.2f} ms step",
+            "the model is too small for its batch: per-op overhead, not arithmetic, sets the step time, so faster "
+            "(half-precision) math cannot shorten it",
+            "use a larger batch, fuse ops (torch.compile), or CUDA graphs; expect no speedup from mixed precision here",
+            {"kernels_per_step": p["kernels_per_step"], "dispatch_us": p["dispatch_us"], "step_ms": ms}))
+    out.append(Finding("info", "profile", f"time by op class: matmul/conv {share.get('gemm', 0):.0%}, casts "
+                       f"{share.get('cast', 0):.0%}, elementwise/other {share.get('other', 0):.0%} (step {ms:.2f} ms)",
+                       "only the matmul/conv share gets faster with half precision"))
+    if share.get("cast", 0) > 0.15:
+        out.append(Finding("warning", "profile", f"{share['cast']:.0%} of op time is dtype casts (aten::_to_copy)",
+                           "autocast re-casts weights every step", "master-*/pure-* keep half weights (no per-step casts)"))
+    dtypes = p["gemm_dtypes"]
+    if half and dtypes and not any(d in dtypes for d in ("float16", "bfloat16")):
+        out.append(Finding("error", "profile", f"no GEMM/conv ran in half precision ({dtypes})",
+                           "the mode is not reaching the heavy ops", "check that the forward runs inside mp.autocast()"))
+    elif dtypes:
+        out.append(Finding("info", "profile", "GEMM/conv dtypes: " + ", ".join(f"{k} x{v}" for k, v in dtypes.items())))
+    if p.get("tensor_core_kernels") is not None and p.get("gemm_kernels"):
+        tc = p["tensor_core_kernels"] / p["gemm_kernels"]
+        out.append(Finding("warning" if half and tc < 0.5 else "info", "profile",
+                           f"{tc:.0%} of GEMM/conv kernels are Tensor Core kernels",
+                           "names of the CUDA kernels the profiler saw", "see the tensorcore check for dimensions"))
+    if p["tf32"]["matmul"] or p["tf32"]["cudnn"]:
+        out.append(Finding("info", "profile", f"TF32 is on in this process (matmul {p['tf32']['matmul']}, cuDNN "
+                           f"{p['tf32']['cudnn']})", "PyTorch enables TF32 for cuDNN convolutions by default: a plain "
+                           "fp32 baseline already uses Tensor Cores for convs, so AMP's speedup over it is smaller"))
+    m = p["memory"]
+    if m["static_share"] > 0.6:
+        out.append(Finding("warning" if half else "info", "profile",
+                           f"memory is dominated by weights, grads and optimizer state ({m['static_share']:.0%}; "
+                           f"activations {m['activation_bytes'] / 2**20:,.1f} MiB)",
+                           "autocast keeps fp32 weights, grads and Adam state; it only halves activations",
+                           "master-*/pure-* halve weights and grads; a larger batch grows the activations AMP saves on"))
+    if "reserved_bytes" in m and m["reserved_bytes"] > 1.5 * max(m["allocated_bytes"], 1):
+        out.append(Finding("info", "profile", f"reserved {m['reserved_bytes'] / 2**20:,.0f} MiB vs allocated "
+                           f"{m['allocated_bytes'] / 2**20:,.0f} MiB", "the caching allocator holds freed blocks",
+                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation"))
+    if p.get("trace"):
+        out.append(Finding("info", "profile", f"Chrome trace: {p['trace']}", "open in chrome://tracing or ui.perfetto.dev"))
+    return out

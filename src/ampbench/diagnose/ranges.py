@@ -1,0 +1,222 @@
+"""Gradient and activation magnitudes against what fp16 and bf16 can represent.
+
+Gradients are taken at loss scale 1 in an fp32 backward (their true size), then compared with the
+formats: fp16 flushes |g| < 2^-24 to zero, keeps |g| < 2^-14 only as subnormals (fewer bits),
+overflows above 65504; bf16 has fp32's exponent range (2^-133 .. 3.4e38) with 8 bits of mantissa.
+This is the histogram of Micikevicius et al. 2017 ("Mixed Precision Training", fig. 3), for the
+user's model, with the static loss scale it implies and where dynamic scaling settles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ampbench.diagnose.findings import Finding
+from ampbench.workloads.base import Workload
+
+FP16_MAX = 65504.0
+FP16_MIN_NORMAL = 2.0**-14
+FP16_MIN_SUBNORMAL = 2.0**-24
+BF16_MAX = float(torch.finfo(torch.bfloat16).max)
+BF16_MIN_SUBNORMAL = 2.0**-133
+HIST_LO, HIST_HI = -60, 20
+"""log2 histogram bins: [2^k, 2^(k+1)) for k in HIST_LO..HIST_HI-1 (below and above clamp to the ends)."""
+SCALE_MARGIN = 2.0
+"""The recommended static scale leaves this much headroom below fp16's max for the largest gradient."""
+ACTIVATION_MARGIN = 16.0
+"""Activations within this factor of 65504 are flagged as at risk."""
+
+
+def log2_histogram(x: torch.Tensor) -> tuple[list[int], int]:
+    """(counts per log2 bin HIST_LO..HIST_HI-1, exact zeros) of |x|."""
+    a = x.detach().abs().float().flatten()
+    zeros = int((a == 0).sum())
+    nz = a[a > 0]
+    e = torch.floor(torch.log2(nz)).clamp(HIST_LO, HIST_HI - 1).long() - HIST_LO
+    return torch.bincount(e, minlength=HIST_HI - HIST_LO).tolist(), zeros
+
+
+def fractions(x: torch.Tensor) -> dict[str, float]:
+    """Shares of the values of ``x`` that fp16/bf16 would flush, keep as subnormal, or overflow."""
+    a = x.detach().abs().double().flatten()
+    n = max(a.numel(), 1)
+    nz = a > 0
+    return {
+        "fp16_underflow": float(((a < FP16_MIN_SUBNORMAL) & nz).sum()) / n,
+        "fp16_subnormal": float(((a >= FP16_MIN_SUBNORMAL) & (a < FP16_MIN_NORMAL)).sum()) / n,
+        "fp16_overflow": float((a > FP16_MAX).sum()) / n,
+        "bf16_underflow": float(((a < BF16_MIN_SUBNORMAL) & nz).sum()) / n,
+        "bf16_overflow": float((a > BF16_MAX).sum()) / n,
+        "zeros": float((~nz).sum()) / n,
+    }
+
+
+def recommended_scale(max_abs: float, margin: float = SCALE_MARGIN) -> float:
+    """Largest power of two S with max_abs * S * margin <= 65504 (1 if the gradients are already that large)."""
+    if not max_abs > 0 or not math.isfinite(max_abs):
+        return 1.0
+    k = math.floor(math.log2(FP16_MAX / (max_abs * margin)))
+    return float(2.0 ** max(0, min(k, 40)))
+
+
+def _fp32_grads(wl: Workload, device: torch.device, batch_size: int) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """One fp32 forward/backward at loss scale 1; gradients w.r.t. each leaf module's output too."""
+    from ampbench.measure.step import device_batches
+
+    model = wl.model.to(device).float().train()
+    (inputs, targets), = device_batches(wl.train_data, batch_size, 1, device)
+    act_grads: dict[str, torch.Tensor] = {}
+    handles = []
+
+    def on_output(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor) and output.requires_grad:
+                output.register_hook(lambda g: act_grads.__setitem__(name, g.detach()))
+
+        return hook
+
+    for name, m in model.named_modules():
+        if name and not list(m.children()):
+            handles.append(m.register_forward_hook(on_output(name)))
+    try:
+        model.zero_grad(set_to_none=True)
+        loss = wl.loss_fn(model(*wl.prepare(inputs)), targets)
+        loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return model, act_grads
+
+
+def gradient_ranges(wl: Workload, device: torch.device, batch_size: int) -> dict[str, Any]:
+    model, act_grads = _fp32_grads(wl, device, batch_size)
+    params = []
+    all_grads = []
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            continue
+        g = p.grad.detach()
+        all_grads.append(g.flatten())
+        hist, zeros = log2_histogram(g)
+        params.append({"name": name, "numel": g.numel(), "max_abs": float(g.abs().max()),
+                       "histogram": hist, "zeros": zeros, **fractions(g)})
+    layers = []
+    for name, g in act_grads.items():
+        hist, zeros = log2_histogram(g)
+        layers.append({"name": name, "numel": g.numel(), "max_abs": float(g.abs().max()), "histogram": hist,
+                       "zeros": zeros, **fractions(g)})
+    flat = torch.cat(all_grads) if all_grads else torch.zeros(1)
+    acts = torch.cat([g.flatten() for g in act_grads.values()]) if act_grads else torch.zeros(1)
+    max_abs = max(float(flat.abs().max()), float(acts.abs().max()))
+    scale = recommended_scale(max_abs)
+    both = torch.cat([flat.double(), acts.double()])
+    nonzero = both[both != 0].abs()
+    under_at_scale = float((nonzero * scale < FP16_MIN_SUBNORMAL).sum()) / max(both.numel(), 1)
+    hist_p, zeros_p = log2_histogram(flat)
+    hist_a, zeros_a = log2_histogram(acts)
+    return {"bins_log2": list(range(HIST_LO, HIST_HI)), "param_histogram": hist_p, "param_zeros": zeros_p,
+            "activation_grad_histogram": hist_a, "activation_grad_zeros": zeros_a,
+            "params": params, "layers": layers, "max_abs": max_abs, "overall": fractions(both),
+            "recommended_scale": scale, "fp16_underflow_at_recommended_scale": under_at_scale}
+
+
+def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None) -> list[Finding]:
+    out = []
+    o = r["overall"]
+    s = r["recommended_scale"]
+    settled_txt = ""
+    if settled:
+        settled_txt = (f"; dynamic scaling (amp-fp16, from 2^16) settled at {settled['scale']:g} after "
+                       f"{settled['steps']} steps, {settled['skipped_steps']} skipped")
+    data = {"recommended_scale": s, "overall": o, "dynamic": settled}
+    if o["fp16_underflow"] > 0.01:
+        out.append(Finding(
+            "error" if o["fp16_underflow"] > 0.2 else "warning", "gradients",
+            f"{o['fp16_underflow']:.0%} of gradient values are below 2^-24 and become 0 in fp16 without loss scaling",
+            f"largest |gradient| {r['max_abs']:.3g}; {o['fp16_subnormal']:.0%} more are fp16 subnormals; at scale "
+            f"{s:g}, {r['fp16_underflow_at_recommended_scale']:.1%} would still underflow{settled_txt}",
+            f"scale the loss: MixedPrecision('master-fp16', loss_scale='static:{s:g}') or 'dynamic' (the default of the "
+            "fp16 modes); or use bf16 (same exponent range as fp32)", data))
+    elif o["fp16_subnormal"] > 0.05:
+        out.append(Finding("warning", "gradients",
+                           f"{o['fp16_subnormal']:.0%} of gradient values are fp16 subnormals (below 2^-14: fewer bits)",
+                           f"recommended static loss scale {s:g}{settled_txt}",
+                           f"loss_scale='static:{s:g}' or 'dynamic'", data))
+    else:
+        out.append(Finding("info", "gradients", f"gradients fit fp16 (largest |g| {r['max_abs']:.3g}); recommended static "
+                           f"loss scale {s:g}{settled_txt}", "", "", data))
+    if o["fp16_overflow"] > 0:
+        out.append(Finding("error", "gradients", f"{o['fp16_overflow']:.2%} of gradient values exceed 65504 at loss scale 1",
+                           "they are inf in fp16 even before scaling", "use bf16, or clip/rescale the loss", data))
+    worst = sorted(r["params"], key=lambda p: -p["fp16_underflow"])[:3]
+    for p in worst:
+        if p["fp16_underflow"] > 0.5:
+            out.append(Finding("warning", "gradients", f"{p['name']}: {p['fp16_underflow']:.0%} of its gradient underflows "
+                               "in fp16", f"max |g| {p['max_abs']:.3g}", f"loss scale >= {s:g}"))
+    return out
+
+
+def dynamic_settle(wl: Workload, device: torch.device, batch_size: int, steps: int) -> dict[str, Any]:
+    """Where amp-fp16's dynamic loss scale (from 2^16) ends up after ``steps`` steps on this model."""
+    from ampbench.measure.step import build_step
+
+    step = build_step(wl, "amp-fp16", batch_size, device, "dynamic")
+    for _ in range(steps):
+        step()
+    return {"scale": step.mp.scale, "steps": steps, "skipped_steps": step.mp.totals["skipped_steps"]}
+
+
+@torch.no_grad()
+def activation_ranges(wl: Workload, device: torch.device, batch_size: int) -> list[dict[str, Any]]:
+    """Per leaf module: max |output| in an fp32 forward pass (the largest activation fp16 must hold)."""
+    from ampbench.measure.step import device_batches
+
+    model = wl.model.to(device).float().eval()
+    (inputs, _), = device_batches(wl.train_data, batch_size, 1, device)
+    seen: list[dict[str, Any]] = []
+    handles = []
+
+    def hook(name: str, kind: str) -> Callable[..., None]:
+        def fn(module: nn.Module, args: Any, output: Any) -> None:
+            outs = [output] if isinstance(output, torch.Tensor) else [o for o in output if isinstance(o, torch.Tensor)] \
+                if isinstance(output, (tuple, list)) else []
+            vals = [float(o.detach().abs().max()) for o in outs if o.is_floating_point() and o.numel()]
+            if vals:
+                seen.append({"name": name, "type": kind, "max_abs": max(vals)})
+
+        return fn
+
+    for name, m in model.named_modules():
+        if name and not list(m.children()):
+            handles.append(m.register_forward_hook(hook(name, type(m).__name__)))
+    try:
+        model(*wl.prepare(inputs))
+    finally:
+        for h in handles:
+            h.remove()
+        model.train()
+    return seen
+
+
+def activation_findings(acts: list[dict[str, Any]]) -> list[Finding]:
+    out = []
+    for a in acts:
+        if a["max_abs"] > FP16_MAX:
+            out.append(Finding("error", "activations", f"{a['name']} ({a['type']}) outputs |x| up to {a['max_abs']:.3g}: "
+                               "inf in fp16", "fp16's largest value is 65504",
+                               f"keep it in fp32: MixedPrecision('master-fp16', keep_fp32=['{a['name']}']), or use bf16",
+                               {"layer": a["name"], "max_abs": a["max_abs"]}))
+        elif a["max_abs"] > FP16_MAX / ACTIVATION_MARGIN:
+            out.append(Finding("warning", "activations", f"{a['name']} ({a['type']}) outputs |x| up to {a['max_abs']:.3g}, "
+                               f"within {FP16_MAX / a['max_abs']:.1f}x of fp16's max",
+                               "a larger batch, input or a few training steps can push it over 65504",
+                               f"keep_fp32=['{a['name']}'] or bf16", {"layer": a["name"], "max_abs": a["max_abs"]}))
+    if not out and acts:
+        top = max(acts, key=lambda a: a["max_abs"])
+        out.append(Finding("info", "activations", f"activations fit fp16: largest |x| {top['max_abs']:.3g} in {top['name']}"))
+    return out

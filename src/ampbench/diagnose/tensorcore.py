@@ -1,0 +1,71 @@
+"""Tensor Core friendliness: dimensions that are not multiples of 8 (16 for fp8) make cuBLAS/cuDNN
+pad or fall back to slower kernels (NVIDIA, "Deep Learning Performance Guide: Matrix Multiplication",
+Tensor Core requirements). Vocabulary-sized dimensions are best padded to a multiple of 64
+(nanoGPT pads GPT-2's 50257 to 50304 for a measurable speed-up)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from ampbench.diagnose.findings import Finding
+
+VOCAB_MIN = 1000
+"""Embedding rows / output features at least this large are treated as a vocabulary (pad to 64)."""
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8) -> list[dict[str, Any]]:
+    """Dimensions of Linear / Conv / Embedding / attention layers (and the batch) that miss ``multiple``."""
+    issues: list[dict[str, Any]] = []
+
+    def check(where: str, what: str, n: int, vocab: bool = False) -> None:
+        m = max(64, multiple) if vocab else multiple
+        if n % m:
+            issues.append({"layer": where, "dim": what, "value": n, "multiple": m, "padded": _round_up(n, m)})
+
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.Linear):
+            check(name, "in_features", mod.in_features)
+            check(name, "out_features", mod.out_features, vocab=mod.out_features >= VOCAB_MIN)
+        elif isinstance(mod, nn.modules.conv._ConvNd):
+            if mod.groups == 1:
+                for what, n in (("in_channels", mod.in_channels), ("out_channels", mod.out_channels)):
+                    if n >= 16 or what == "out_channels":  # a 1/3-channel image input is expected
+                        check(name, what, n)
+        elif isinstance(mod, nn.Embedding):
+            check(name, "num_embeddings", mod.num_embeddings, vocab=mod.num_embeddings >= VOCAB_MIN)
+            check(name, "embedding_dim", mod.embedding_dim)
+        elif isinstance(mod, nn.MultiheadAttention):
+            check(name, "embed_dim", mod.embed_dim)
+            check(name, "head_dim", mod.head_dim)
+        elif isinstance(mod, (nn.LSTM, nn.GRU, nn.RNN)):
+            check(name, "hidden_size", mod.hidden_size)
+            check(name, "input_size", mod.input_size)
+    if batch_size is not None and batch_size % multiple:
+        issues.append({"layer": "(batch)", "dim": "batch_size", "value": batch_size, "multiple": multiple,
+                       "padded": _round_up(batch_size, multiple)})
+    return issues
+
+
+def tensorcore_findings(issues: list[dict[str, Any]], on_gpu: bool) -> list[Finding]:
+    out = []
+    for i in issues:
+        if i["dim"] in ("num_embeddings",) or (i["dim"] == "out_features" and i["multiple"] == 64):
+            fix = (f"pad the vocabulary {i['value']} → {i['padded']} (a multiple of 64); the extra rows are never "
+                   "used as targets")
+        elif i["dim"] == "batch_size":
+            fix = f"use batch size {i['padded']} (or another multiple of {i['multiple']})"
+        else:
+            fix = f"make {i['dim']} {i['padded']} (a multiple of {i['multiple']}), e.g. pad the layer or change the width"
+        out.append(Finding("warning" if on_gpu else "info", "tensorcore",
+                           f"{i['layer']}.{i['dim']} = {i['value']} is not a multiple of {i['multiple']}",
+                           "Tensor Core GEMMs need multiples of 8 (fp16/bf16), 16 (fp8): others pad or fall back",
+                           fix, i))
+    if not issues:
+        out.append(Finding("info", "tensorcore", "all GEMM dimensions are multiples of 8"))
+    return out

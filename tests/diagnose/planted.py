@@ -1,0 +1,143 @@
+"""Tiny models, each with one planted problem, as Workload builders (also usable as --model factories)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ampbench.data.tensors import TensorData
+from ampbench.workloads.base import Workload, sgd
+
+
+def _data(n: int = 64, d: int = 16, classes: int = 4, seed: int = 0) -> TensorData:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    w = torch.randn(d, classes, generator=g)
+    return TensorData((x,), (x @ w).argmax(1))
+
+
+class Hot(nn.Module):
+    """fc2 multiplies by 1e5: its outputs reach ~1e5 > 65504 (then a LayerNorm brings them back)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        with torch.no_grad():
+            self.fc2.weight.mul_(1e5)
+        self.norm = nn.LayerNorm(32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class TinyGrad(nn.Module):
+    """Trained with its loss multiplied by 1e-9 (see tiny_grad): every gradient sits below 2^-24."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class _NaNBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
+        return g * float("nan")
+
+
+class Poisoned(nn.Module):
+    """The forward is clean; the backward of ``block.poison`` returns NaN."""
+
+    class Poison(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return _NaNBackward.apply(x)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.block = nn.Sequential(nn.ReLU(inplace=True), self.Poison(), nn.Linear(32, 32))
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block(self.fc1(x)))
+
+
+class Odd(nn.Module):
+    """A 100-wide hidden layer and a BERT-sized 30522-token vocabulary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(30522, 64)
+        self.fc = nn.Linear(64, 100)
+        self.out = nn.Linear(100, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.fc(self.emb(x).mean(1))))
+
+
+class SquareNorm(nn.Module):
+    """x / sqrt(mean(x^2)): x^2 overflows in fp16 for |x| > 256, the output itself is small. fp16-hostile."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6)
+
+
+class Hostile(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 64)
+        self.fc2 = nn.Linear(64, 64)
+        self.scale = nn.Linear(64, 64)
+        with torch.no_grad():
+            self.scale.weight.mul_(3e4)  # activations ~ 3e3 (max ~2e4 < 65504): their squares overflow fp16
+        self.rms = SquareNorm()
+        self.fc3 = nn.Linear(64, 64)
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc2(torch.relu(self.fc1(x))))
+        return self.head(torch.relu(self.fc3(self.rms(self.scale(h)))))
+
+
+def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, data: TensorData | None = None) -> Workload:
+    """SGD with lr 0.1 / loss_scale: a tiny loss factor shrinks the gradients, not the fp32 updates."""
+    data = data or _data()
+    return Workload(name, model, data, None, loss_fn=lambda out, y: F.cross_entropy(out.float(), y) * loss_scale,
+                    make_optimizer=sgd(0.1 / loss_scale, momentum=0.0), batch_size=batch)
+
+
+def hot() -> Workload:
+    return _wl("hot", Hot())
+
+
+def tiny_grad() -> Workload:
+    return _wl("tiny-grad", TinyGrad(), loss_scale=1e-9)
+
+
+def poisoned() -> Workload:
+    return _wl("poisoned", Poisoned())
+
+
+def odd() -> Workload:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 30522, (64, 8), generator=g)
+    return _wl("odd", Odd(), batch=30, data=TensorData((x,), torch.randint(0, 4, (64,), generator=g)))
+
+
+def hostile() -> Workload:
+    return _wl("hostile", Hostile())
+
+
+def launch_bound() -> Workload:
+    model = nn.Sequential(*[m for _ in range(12) for m in (nn.Linear(8, 8), nn.ReLU())], nn.Linear(8, 4))
+    return _wl("launch-bound", model, batch=2, data=_data(d=8))

@@ -1,0 +1,114 @@
+"""Each planted problem is found and named correctly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ampbench.diagnose import diagnose
+from ampbench.diagnose.policy import trial_loss
+from ampbench.diagnose.ranges import FP16_MIN_SUBNORMAL
+from ampbench.measure.step import build_step
+
+from . import planted
+
+
+def _titles(d, check: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f.title for f in d.findings if f.check == check]
+
+
+def test_activation_over_fp16_max_is_named() -> None:
+    d = diagnose(planted.hot, "master-fp16", checks=("activations",))
+    (f,) = [f for f in d.findings if f.severity == "error"]
+    assert f.title.startswith("fc2 (Linear) outputs |x| up to") and "inf in fp16" in f.title
+    assert "keep_fp32=['fc2']" in f.fix and "bf16" in f.fix
+    assert d.findings[0] is f  # the most important finding comes first
+
+
+def test_forward_nonfinite_is_located_in_the_overflowing_layer() -> None:
+    d = diagnose(planted.hot, "pure-fp16", checks=("nonfinite",), steps=3)
+    f = d.findings[0]
+    assert f.severity == "error" and f.title == "NaN/Inf first appears in the forward of fc2 (Linear) at step 1"
+    assert f.data["input"]["inf"] == 0 and f.data["output"]["inf"] > 0
+
+
+def test_nan_injected_in_backward_is_located() -> None:
+    d = diagnose(planted.poisoned, "fp32", checks=("nonfinite",), steps=3)
+    f = d.findings[0]
+    assert f.severity == "error"
+    assert f.title == "NaN/Inf first appears in the backward of block.1 (Poison) at step 1 (loss scale 1)"
+    assert f.data["grad_output"]["nan"] == 0 and f.data["grad_input"]["nan"] > 0
+
+
+def test_gradients_below_fp16_range_get_a_scale_that_learns() -> None:
+    d = diagnose(planted.tiny_grad, "master-fp16", checks=("gradients",), steps=5)
+    f = next(f for f in d.findings if f.check == "gradients")
+    assert f.severity == "error" and "below 2^-24" in f.title
+    g = d.details["gradients"]
+    assert g["overall"]["fp16_underflow"] + g["overall"]["zeros"] > 0.99 and g["overall"]["fp16_underflow"] > 0.5
+    scale = g["recommended_scale"]
+    assert scale >= 2**20 and g["max_abs"] * scale * 2 <= 65504
+    assert g["fp16_underflow_at_recommended_scale"] < 0.05  # the scale brings them into range
+    assert f"loss_scale='static:{scale:g}'" in f.fix
+
+    def train(loss_scale: str) -> tuple[float, float]:
+        torch.manual_seed(0)
+        step = build_step(planted.tiny_grad(), "master-fp16", 32, torch.device("cpu"), loss_scale)
+        w0 = step.mp.master_params()[0].detach().clone()
+        for _ in range(30):
+            step()
+        return float((step.mp.master_params()[0].detach() - w0).abs().max()), float(step.last_loss) / 1e-9
+
+    moved_none, loss_none = train("none")
+    moved_scaled, loss_scaled = train(f"static:{scale:g}")
+    assert moved_none == 0.0  # every gradient flushed to zero: no learning at all
+    assert moved_scaled > 0 and loss_scaled < 1.2  # learns (initial loss ~1.4)
+
+
+def test_dims_100_and_30522_are_flagged_with_the_fix() -> None:
+    d = diagnose(planted.odd, "fp32", checks=("tensorcore",))
+    by = {(f.data["layer"], f.data["dim"]): f for f in d.findings if f.data}
+    assert by[("emb", "num_embeddings")].fix.startswith("pad the vocabulary 30522 → 30528 (a multiple of 64)")
+    assert by[("fc", "out_features")].fix.startswith("make out_features 104 (a multiple of 8)")
+    assert by[("out", "in_features")].data["padded"] == 104
+    assert by[("(batch)", "batch_size")].fix.startswith("use batch size 32")
+    assert ("emb", "embedding_dim") not in by
+
+
+def test_launch_bound_tiny_model_is_explained() -> None:
+    d = diagnose(planted.launch_bound, "fp32", checks=("profile",), steps=10)
+    f = d.findings[0]
+    assert f.title.startswith("launch-bound:") and "faster" in f.detail and "(half-precision) math cannot" in f.detail
+    p = d.details["profile"]
+    assert p["kernels_per_step"] > 50 and p["launch_share"] >= 0.5
+
+
+def test_a_big_model_is_not_called_launch_bound() -> None:
+    d = diagnose("tabular-mlp", "fp32", preset="small", checks=("profile",), steps=5)
+    assert not any(f.title.startswith("launch-bound") for f in d.findings)
+
+
+def test_per_layer_policy_found_and_training_with_it_matches_fp32() -> None:
+    d = diagnose(planted.hostile, "master-fp16", checks=("policy",), steps=12)
+    (f,) = [f for f in d.findings if f.check == "policy"]
+    assert f.data["keep_fp32"] == ["rms"], f
+    assert "keep_fp32=['rms']" in f.fix
+    assert f.data["trials"] <= 2 * math.ceil(math.log2(f.data["candidates"])) + 4
+    fp32 = trial_loss(planted.hostile, "fp32", torch.device("cpu"), 32, 12)
+    plain = trial_loss(planted.hostile, "master-fp16", torch.device("cpu"), 32, 12)
+    fixed = trial_loss(planted.hostile, "master-fp16", torch.device("cpu"), 32, 12, keep=["rms"])
+    assert not math.isfinite(plain) or abs(plain - fp32) > 0.05 * fp32
+    assert abs(fixed - fp32) <= 0.05 * fp32
+
+
+def test_healthy_model_has_no_errors_and_a_failing_check_does_not_hide_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampbench.diagnose import tensorcore
+
+    monkeypatch.setattr(tensorcore, "lint_dims", lambda *a, **k: 1 / 0)
+    d = diagnose("mnist-cnn", "amp-bf16", preset="tiny", steps=4)
+    errors = [f for f in d.findings if f.severity == "error"]
+    assert [f.title for f in errors] == ["the tensorcore check failed: ZeroDivisionError: division by zero"]
+    assert {f.check for f in d.findings} == {"nonfinite", "gradients", "activations", "policy", "tensorcore", "profile"}
+    assert FP16_MIN_SUBNORMAL == 2.0**-24
