@@ -456,6 +456,78 @@ def import_cmd(
         console.print(f"{f}: {runs} new runs, {rows} new rows")
 
 
+@app.command("diagnose")
+def diagnose_cmd(
+    target: Annotated[Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")] = None,
+    precision: Annotated[str, typer.Option("--precision", "-p", help="Mode to diagnose (name or alias).")] = "amp-fp16",
+    steps: Annotated[int, typer.Option(help="Training steps per check (NaN search, policy trials, profile).")] = 20,
+    checks: Annotated[Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile.")] = None,
+    preset: Annotated[str, typer.Option(help="tiny | small | paper.")] = "small",
+    batch_size: Annotated[Opt[int], typer.Option(help="Batch size (default: the workload's).")] = None,
+    device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for init and data.")] = 0,
+    model: Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory.")] = None,
+    input_shape: Annotated[Opt[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,
+    num_classes: Annotated[Opt[int], typer.Option(help="Classes of synthetic data for --model.")] = None,
+    data_dir: Annotated[Opt[Path], typer.Option(help="Real data (format per workload).")] = None,
+    option: Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,
+    json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
+    trace: Annotated[Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
+) -> None:
+    """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
+    import json
+
+    from rich.markup import escape
+
+    from ampbench.diagnose import diagnose, parse_checks
+    from ampbench.measure.env import resolve_device
+    from ampbench.precision import resolve, supported
+    from ampbench.store.sqlite import utcnow
+
+    sup = supported(resolve(precision), resolve_device(device))
+    if not sup.ok:
+        raise AmpbenchError(f"--precision {resolve(precision)} cannot run on {resolve_device(device)}: {sup.reason}")
+    wanted = parse_checks(checks)
+    if steps < 1:
+        raise AmpbenchError(f"--steps must be >= 1, got {steps}")
+    if batch_size is not None and batch_size < 1:
+        raise AmpbenchError(f"--batch-size must be >= 1, got {batch_size}")
+    wl = load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option)  # validates
+    label = target or f"user:{model}"
+
+    def build():  # type: ignore[no-untyped-def]
+        return load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option)
+
+    store = _open_store(db)
+    if trace is None and "profile" in wanted:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
+        trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
+    console.print(f"diagnosing [bold]{escape(label)}[/] ({escape(wl.description or wl.name)}) in "
+                  f"[bold cyan]{resolve(precision)}[/]: {', '.join(wanted)}")
+    with console.status("running checks"):
+        d = diagnose(build, precision, steps=steps, preset=preset, batch_size=batch_size, device=device, seed=seed,
+                     checks=wanted, trace=trace, name=label)
+    style = {"error": "bold red", "warning": "yellow", "info": "dim"}
+    for i, f in enumerate(d.findings, 1):
+        console.print(f"[{style.get(f.severity, '')}]{i:>2}. {f.severity.upper():<7}[/] {escape(f.title)}", highlight=False)
+        if f.detail:
+            console.print(f"             {escape(f.detail)}", style="dim", highlight=False)
+        if f.fix:
+            console.print(f"             [green]fix:[/] {escape(f.fix)}", highlight=False)
+    data = d.to_dict()
+    data["created_at"] = utcnow()
+    store.add_diagnosis(data)
+    console.print(f"{len(d.findings)} findings in {d.seconds:.1f} s on {escape(d.device_name)} ({d.device}); "
+                  f"stored in {store.path}")
+    if json_out is not None:
+        from ampbench.store.exchange import _clean
+
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(_clean(data), indent=1, default=str))
+        console.print(f"wrote {json_out}")
+
+
 @app.command("report")
 def report_cmd(
     db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,

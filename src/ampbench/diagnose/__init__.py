@@ -47,8 +47,9 @@ def parse_checks(value: str | None) -> tuple[str, ...]:
     items = [v.strip() for v in value.split(",") if v.strip()]
     bad = [c for c in items if c not in CHECKS]
     if bad or not items:
-        raise AmpbenchError(f"--checks {value!r}: unknown check {', '.join(bad) or '(empty)'}{suggest(bad[0], CHECKS) if bad else ''}"
-                            f"; choose from {','.join(CHECKS)}")
+        hint = suggest(bad[0], CHECKS) if bad else ""
+        raise AmpbenchError(f"--checks {value!r}: unknown check {', '.join(bad) or '(empty)'}.{hint} "
+                            f"Choose from {','.join(CHECKS)}")
     return tuple(c for c in CHECKS if c in items)
 
 

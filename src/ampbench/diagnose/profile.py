@@ -13,8 +13,11 @@ A Chrome trace of the profiled steps is written for chrome://tracing or Perfetto
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,24 @@ class _KernelCensus(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """Kineto prints "USDT ... profiler_start/stop" lines straight to fd 2 on some builds: silence fd 2 around
+    the profiler's start and stop only (Python errors raised there still propagate as exceptions)."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def dispatch_cost_us(device: torch.device, n: int = 2000) -> float:
     """Microseconds to dispatch (and on GPU launch) one tiny elementwise op: the per-op floor."""
     x = torch.ones(8, device=device)
@@ -90,11 +111,17 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     timing = time_steps(step, steps, device)
     step_ms = timing.summary()["step_ms_p50"]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    prof = profile(activities=activities)
+    with _quiet_native_stderr():
+        prof.start()
+    try:
         for _ in range(steps):
             step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+    finally:
+        with _quiet_native_stderr():
+            prof.stop()
     if trace is not None:
         trace.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace))
@@ -162,7 +189,7 @@ def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
         out.append(Finding("warning" if half and tc < 0.5 else "info", "profile",
                            f"{tc:.0%} of GEMM/conv kernels are Tensor Core kernels",
                            "names of the CUDA kernels the profiler saw", "see the tensorcore check for dimensions"))
-    if p["tf32"]["matmul"] or p["tf32"]["cudnn"]:
+    if p["device"].startswith("cuda") and (p["tf32"]["matmul"] or p["tf32"]["cudnn"]):
         out.append(Finding("info", "profile", f"TF32 is on in this process (matmul {p['tf32']['matmul']}, cuDNN "
                            f"{p['tf32']['cudnn']})", "PyTorch enables TF32 for cuDNN convolutions by default: a plain "
                            "fp32 baseline already uses Tensor Cores for convs, so AMP's speedup over it is smaller"))

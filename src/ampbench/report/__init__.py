@@ -34,7 +34,7 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> 
 
     workloads = sorted({r["workload"] for r in rows})
     every_device = derive(store.rows(workloads=workloads), hw) if workloads else []
-    return info.run_id, render_html(rows, info.to_dict(), every_device)
+    return info.run_id, render_html(rows, info.to_dict(), every_device, store.diagnoses())
 
 
 def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html") -> Path:

@@ -101,7 +101,8 @@ def _advice_html(a: Advice) -> str:
             f"{e(a.evidence)}</div>")
 
 
-def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str) -> str:
+def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
+                      diagnoses: list[dict[str, Any]] | None = None) -> str:
     first = rows[0]
     title = f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'})"
     out = [f'<h2 id="{anchor}">{e(title)}</h2>', _advice_html(advice)]
@@ -170,6 +171,13 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str) -
             out.append(_table(hdr, [[e(r["precision"])] + [
                 " / ".join(_num(r["inference"].get(s, {}).get(k), ",.2f") for k in ("p50_ms", "p90_ms", "p99_ms"))
                 for s in sizes] for r in inf]))
+    for diag in diagnoses or []:
+        out.append(f"<h3>Diagnostics: {e(diag['precision'])} <span class='sub'>({e(diag.get('created_at', ''))})</span></h3>")
+        sev = {"error": "bad", "warning": "", "info": "dim"}
+        out.append(_table(["severity", "finding", "fix"],
+                          [[f'<span class="{sev.get(f["severity"], "")}">{e(f["severity"])}</span>',
+                            e(f["title"]) + (f'<br><span class="dim">{e(f["detail"])}</span>' if f.get("detail") else ""),
+                            e(f.get("fix"))] for f in diag.get("findings", [])], left=3))
     failed = [r for r in rows if r.get("status") != "ok"]
     if failed:
         out.append("<h3>Cells that did not run to the end</h3>")
@@ -180,8 +188,9 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str) -
 
 
 def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
-                all_rows: list[dict[str, Any]] | None = None) -> str:
-    """The report of ``rows`` (derived keys present). ``all_rows`` (every device) adds the cross-GPU section."""
+                all_rows: list[dict[str, Any]] | None = None, diagnoses: list[dict[str, Any]] | None = None) -> str:
+    """The report of ``rows`` (derived keys present). ``all_rows`` (every device) adds the cross-GPU section;
+    ``diagnoses`` (from ``ampbench diagnose``) add a section to their workload (latest per precision)."""
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
 
@@ -207,7 +216,11 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
                               e(a.evidence) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
                             left=3))
     for i, (g, a) in enumerate(zip(groups, advices)):
-        parts.append(_workload_section(g, a, f"w{i}"))
+        latest: dict[str, dict[str, Any]] = {}
+        for d in diagnoses or []:
+            if d.get("target") == g[0]["workload"] and d.get("device_name") == g[0].get("device_name"):
+                latest[d["precision"]] = d
+        parts.append(_workload_section(g, a, f"w{i}", list(latest.values())))
     if all_rows and len({r.get("device_name") for r in all_rows if r.get("status") == "ok"}) > 1:
         parts.append('<h2 id="compare">Across GPUs</h2>')
         parts.append(compare_html(all_rows))

@@ -59,6 +59,18 @@ MIGRATIONS: list[str] = [
         UNIQUE (device_name, created_at)
     );
     """,
+    # version 2: `ampbench diagnose` results (shown in the HTML report's workload sections)
+    """
+    CREATE TABLE diagnoses (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        workload TEXT NOT NULL,
+        precision TEXT NOT NULL,
+        device_name TEXT,
+        created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX diagnoses_by_workload ON diagnoses (workload, device_name);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -214,6 +226,22 @@ class Store:
         if device_name is not None:
             sql += " WHERE device_name=?"
             args.append(device_name)
+        return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    # -- diagnoses ---------------------------------------------------------------------------
+    def add_diagnosis(self, diagnosis: dict[str, Any]) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO diagnoses (workload, precision, device_name, created_at, data) VALUES (?,?,?,?,?)",
+                      (diagnosis["target"], diagnosis["precision"], diagnosis.get("device_name"),
+                       diagnosis.get("created_at") or utcnow(), json.dumps(diagnosis, allow_nan=True, default=str)))
+
+    def diagnoses(self, workload: str | None = None, device_name: str | None = None) -> list[dict[str, Any]]:
+        """Stored diagnoses, oldest first (optionally of one workload on one device)."""
+        sql, args = "SELECT data FROM diagnoses WHERE 1=1", []
+        for col, v in (("workload", workload), ("device_name", device_name)):
+            if v is not None:
+                sql += f" AND {col}=?"
+                args.append(v)
         return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
 
     # -- exchange ----------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampbench.report import build_report
+from ampbench.store import Store
+
+PLANTED = str(Path(__file__).with_name("planted.py"))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, COLUMNS="200"))
+
+
+def test_diagnose_user_model_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "d.json"
+    r = cli("diagnose", "--model", f"{PLANTED}:poisoned", "-p", "fp32", "--steps", "3", "--db", str(tmp_path / "r.db"),
+            "--json", str(out), "--checks", "nonfinite,tensorcore,profile")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    assert "1. ERROR   NaN/Inf first appears in the backward of block.1 (Poison) at step 1" in lines[1]
+    assert "USDT" not in r.stdout + r.stderr
+    d = json.loads(out.read_text())
+    assert d["findings"][0]["check"] == "nonfinite" and d["details"]["profile"]["trace"]
+    assert Path(d["details"]["profile"]["trace"]).exists()  # the Chrome trace
+    assert json.loads(Path(d["details"]["profile"]["trace"]).read_text())["traceEvents"]
+    assert len(Store(tmp_path / "r.db").diagnoses()) == 1
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["nosuch"], "unknown workload 'nosuch'"),
+    (["mnist-cnn", "--checks", "nan"], "--checks 'nan': unknown check nan"),
+    (["mnist-cnn", "-p", "tf32"], "--precision tf32 cannot run on cpu"),
+    (["mnist-cnn", "-p", "fp33"], "fp33"),
+    (["mnist-cnn", "--steps", "0"], "--steps must be >= 1"),
+    ([], "give a WORKLOAD name"),
+    (["--model", "missing.py:f"], "missing.py"),
+])
+def test_bad_targets_and_options_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
+    r = cli("diagnose", *args, "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and expect in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_report_shows_the_diagnosis_of_its_workload(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    assert cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
+               "--warmup", "1", "--no-isolate", "--db", str(db), "--no-report").returncode == 0
+    assert cli("diagnose", "tabular-mlp", "--preset", "tiny", "--checks", "tensorcore,activations", "--db",
+               str(db)).returncode == 0
+    _, page = build_report(Store(db))
+    assert "Diagnostics: amp-fp16" in page and "activations fit fp16" in page
+
+
+def test_store_migrates_a_version_1_file(tmp_path: Path) -> None:
+    import sqlite3
+
+    from ampbench.store.sqlite import MIGRATIONS
+
+    c = sqlite3.connect(tmp_path / "old.db")
+    c.executescript(MIGRATIONS[0])
+    c.execute("PRAGMA user_version = 1")
+    c.execute("INSERT INTO runs VALUES ('r1', 't', NULL, 'h', 'cpu', 'cpu', NULL, '{}')")
+    c.commit()
+    c.close()
+    s = Store(tmp_path / "old.db")
+    assert s.schema_version == 2 and [r.run_id for r in s.runs()] == ["r1"]
+    s.add_diagnosis({"target": "w", "precision": "fp32", "device_name": "cpu", "findings": []})
+    assert s.diagnoses("w")[0]["target"] == "w"
