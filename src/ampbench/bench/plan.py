@@ -37,23 +37,17 @@ CPU_STEPS, CPU_WARMUP = 20, 3
 GPU_STEPS, GPU_WARMUP = 50, 10
 
 
-@dataclass(frozen=True)
-class CellSpec:
-    """One cell. Everything here changes the measurement, so everything goes into ``key``."""
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What every cell of a run shares: how to build the workload and how to measure it."""
 
-    workload: str | None
-    """Registered workload or adapter (timm:..., hf:...); None with ``model``."""
-    model: str | None
-    """User factory ``file.py:fn`` / ``pkg.mod:fn`` (with input_shape/num_classes or data_dir)."""
-    preset: str
-    precision: str
-    batch_size: int | None
-    """None: the workload's batch size for the preset."""
     device: str
-    measures: tuple[str, ...]
-    steps: int
-    warmup: int
+    measures: tuple[str, ...] = DEFAULT_MEASURES
+    steps: int = CPU_STEPS
+    warmup: int = CPU_WARMUP
     seed: int = 0
+    model: str | None = None
+    """User factory ``file.py:fn`` / ``pkg.mod:fn`` (with input_shape/num_classes or data_dir)."""
     input_shape: str | None = None
     num_classes: int | None = None
     data_dir: str | None = None
@@ -69,6 +63,18 @@ class CellSpec:
     converge_steps: int = 200
     inference_batch: int | None = None
     """Large inference batch (default: the training batch size)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellSpec(Settings):
+    """One cell. Everything here changes the measurement, so everything goes into ``key``."""
+
+    workload: str | None
+    """Registered workload or adapter (timm:..., hf:...); None with ``model``."""
+    preset: str
+    precision: str
+    batch_size: int | None
+    """None: the workload's batch size for the preset."""
 
     @property
     def label(self) -> str:
@@ -91,33 +97,16 @@ class CellSpec:
         return cls(**d)
 
 
-@dataclass(frozen=True)
-class RunConfig:
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(Settings):
     """The options of ``ampbench run`` after validation (also the resume identity of a run)."""
 
-    device: str
     workloads: tuple[str, ...] = ()
     """Registered names; empty with ``model`` or for the default suite."""
     presets: tuple[str, ...] = ()
     """Preset per workload (same length as workloads)."""
     precisions: tuple[str, ...] = ()
     batch_sizes: tuple[int | None, ...] = (None,)
-    measures: tuple[str, ...] = DEFAULT_MEASURES
-    steps: int = CPU_STEPS
-    warmup: int = CPU_WARMUP
-    seed: int = 0
-    model: str | None = None
-    input_shape: str | None = None
-    num_classes: int | None = None
-    data_dir: str | None = None
-    options: tuple[tuple[str, Any], ...] = ()
-    loss_scale: str | None = None
-    memory_budget: int | None = None
-    memory_margin: float = 0.05
-    maxbatch_limit: int = 65536
-    seeds: int = 3
-    converge_steps: int = 200
-    inference_batch: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Options that do not change results (isolation, timeouts): stored, not part of the identity."""
 
@@ -128,20 +117,10 @@ class RunConfig:
 
     def cells(self) -> list[CellSpec]:
         """Workload-major order: all precisions of a workload run next to each other (fp32 first)."""
-        out = []
+        shared = {f.name: getattr(self, f.name) for f in fields(Settings)}
         targets = [(None, p) for p in self.presets[:1]] if self.model else list(zip(self.workloads, self.presets))
-        for workload, preset in targets:
-            for bs in self.batch_sizes:
-                for precision in self.precisions:
-                    out.append(CellSpec(
-                        workload=workload, model=self.model, preset=preset, precision=precision, batch_size=bs,
-                        device=self.device, measures=self.measures, steps=self.steps, warmup=self.warmup,
-                        seed=self.seed, input_shape=self.input_shape, num_classes=self.num_classes,
-                        data_dir=self.data_dir, options=self.options, loss_scale=self.loss_scale,
-                        memory_budget=self.memory_budget, memory_margin=self.memory_margin,
-                        maxbatch_limit=self.maxbatch_limit, seeds=self.seeds, converge_steps=self.converge_steps,
-                        inference_batch=self.inference_batch))
-        return out
+        return [CellSpec(**shared, workload=workload, preset=preset, precision=precision, batch_size=bs)
+                for workload, preset in targets for bs in self.batch_sizes for precision in self.precisions]
 
 
 def parse_list(value: str | None, what: str) -> list[str]:
@@ -204,5 +183,5 @@ def with_presets(workloads: list[str], preset: str | None, device: str) -> tuple
     return tuple(e.workload for e in suite), tuple(preset or e.preset for e in suite)
 
 
-__all__ = ["DEFAULT_MEASURES", "MEASURES", "CellSpec", "RunConfig", "parse_measures", "parse_precisions", "parse_size",
-           "with_presets"]
+__all__ = ["DEFAULT_MEASURES", "MEASURES", "CellSpec", "RunConfig", "Settings", "parse_measures", "parse_precisions",
+           "parse_size", "with_presets"]
