@@ -26,7 +26,7 @@ h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 36px 0 8p
 h3 { font-size: 15px; margin: 20px 0 6px; } .sub { color: #666; }
 table { border-collapse: collapse; margin: 6px 0 12px; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #e5e5e5; text-align: right; vertical-align: top; }
-td { white-space: nowrap; } td.l { white-space: normal; }
+td { white-space: nowrap; } td.l { white-space: normal; } td.l:first-child { white-space: nowrap; }
 th { background: #f5f5f7; font-weight: 600; } td:first-child, th:first-child { text-align: left; }
 td.l, th.l { text-align: left; } .env td { text-align: left; } .env td:first-child { color: #666; }
 .ok { color: #1a7f37; } .bad { color: #c62828; } .dim { color: #888; } .good { color: #1a7f37; font-weight: 600; }
