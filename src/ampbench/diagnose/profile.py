@@ -3,8 +3,9 @@
 - time per op class (matmul/conv vs casts vs everything else) from the profiler's self times;
 - whether GEMMs/convs ran in half precision (a dispatch-mode census of one step's kernels) and, on
   GPU, on Tensor Core kernels (kernel names);
-- launch/dispatch-bound: kernels per step x the measured cost of dispatching one tiny op, against
-  the step time — when that is most of the step, faster math cannot help;
+- launch/dispatch-bound: twice the batch takes barely longer than one (per-op overhead, not
+  arithmetic, sets the step time), with kernels per step x the measured cost of dispatching one
+  tiny op as the explanation — faster math cannot help then;
 - TF32 already on in a plain fp32 baseline (PyTorch enables it for cuDNN convolutions by default);
 - memory: weights + grads + optimizer state vs activations (AMP only shrinks activations), and on
   GPU allocated vs reserved.
@@ -37,6 +38,9 @@ TENSOR_CORE_KERNELS = ("tensorop", "hmma", "xmma", "h884", "h1688", "s1688", "16
                        "cutlass")
 GEMM_PACKETS = ("mm", "addmm", "bmm", "baddbmm", "convolution", "convolution_backward", "_addmm_activation")
 LAUNCH_BOUND_SHARE = 0.5
+"""Fallback test (when 2x the batch does not fit): per-op dispatch cost >= half the step."""
+LAUNCH_BOUND_SCALING = 1.3
+"""Launch-bound when twice the batch takes less than 1.3x the time."""
 
 
 class _KernelCensus(TorchDispatchMode):
@@ -110,6 +114,7 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         step(after_backward=lambda: held.append(mem.state_bytes(step.model, step.optimizer, step.mp.master_params())))
     timing = time_steps(step, steps, device)
     step_ms = timing.summary()["step_ms_p50"]
+    scaling = _batch_scaling(step, wl, batch_size, steps, step_ms)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     prof = profile(activities=activities)
     with _quiet_native_stderr():
@@ -157,17 +162,40 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         out["memory"]["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
         out["memory"]["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
     out["launch_share"] = census.ops * out["dispatch_us"] / 1e3 / max(step_ms, 1e-9)
+    out["batch_scaling"] = scaling
+    out["launch_bound"] = scaling < LAUNCH_BOUND_SCALING if scaling is not None else out["launch_share"] >= LAUNCH_BOUND_SHARE
     return out
+
+
+def _batch_scaling(step: Any, wl: Workload, batch_size: int, steps: int, step_ms: float) -> float | None:
+    """Step time at twice the batch / step time at the batch. ~1: per-op overhead sets the time (launch-bound);
+    ~2: the arithmetic does. Robust to a loaded machine in a way a single timing is not. None if 2x does not fit."""
+    from ampbench.measure.step import device_batches
+    from ampbench.measure.timing import time_steps
+
+    small = step.batches
+    try:
+        step.batches = device_batches(wl.train_data, 2 * batch_size, 2, step.device)
+        for _ in range(2):
+            step()
+        big = time_steps(step, steps, step.device).summary()["step_ms_p50"]
+    except torch.OutOfMemoryError:
+        return None
+    finally:
+        step.batches = small
+    return big / max(step_ms, 1e-9)
 
 
 def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
     out = []
     share = p["share"]
     ms = p["step_ms"]
-    if p["launch_share"] >= LAUNCH_BOUND_SHARE:
+    if p["launch_bound"]:
+        sc = p.get("batch_scaling")
+        said = f"doubling the batch costs {sc:.2f}x the time, not ~2x; " if sc is not None else ""
         out.append(Finding(
-            "warning", "profile", f"launch-bound: {p['kernels_per_step']} kernels per step x {p['dispatch_us']:.1f} µs to "
-            f"dispatch one ≈ {p['launch_share']:.0%} of the {ms:.2f} ms step",
+            "warning", "profile", f"launch-bound: {said}{p['kernels_per_step']} kernels per step x "
+            f"{p['dispatch_us']:.1f} µs to dispatch one ≈ {p['launch_share']:.0%} of the {ms:.2f} ms step",
             "the model is too small for its batch: per-op overhead, not arithmetic, sets the step time, so faster "
             "(half-precision) math cannot shorten it",
             "use a larger batch, fuse ops (torch.compile), or CUDA graphs; expect no speedup from mixed precision here",
