@@ -31,8 +31,9 @@ class SuiteEntry:
 # enough to keep the GPU busy, so the ratios say something about real training.
 CPU_SUITE = (SuiteEntry("mnist-cnn", "small"), SuiteEntry("tabular-mlp", "small"), SuiteEntry("bert", "tiny"))
 GPU_SUITE = (SuiteEntry("conv-dummy", "paper"), SuiteEntry("resnext", "small"), SuiteEntry("bert", "small"),
-             SuiteEntry("unet", "small"), SuiteEntry("lstm-lm", "small"), SuiteEntry("mnist-cnn", "paper"),
-             SuiteEntry("tabular-mlp", "paper"))
+             SuiteEntry("unet", "small"), SuiteEntry("lstm-lm", "small"))
+# 5 workloads x 8 modes = 40 cells; at ~10-15 s per isolated cell (process start, CUDA init, build,
+# warm-up, 50 steps) that is the ~10 minutes the suite is meant to take. Not yet timed on a GPU.
 CPU_STEPS, CPU_WARMUP = 20, 3
 GPU_STEPS, GPU_WARMUP = 50, 10
 
