@@ -283,10 +283,6 @@ def run_cmd(
         from ampbench.precision.scaling import LossScaleConfig
 
         LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
-    if model is not None:
-        from ampbench.workloads.user import load_factory
-
-        load_factory(model)  # a bad --model path fails now, not once per cell
     config = RunConfig(
         device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
         batch_sizes=tuple(sizes), measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
@@ -296,6 +292,10 @@ def run_cmd(
         seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
         extra={"isolate": isolate, "cell_timeout": cell_timeout},
     )
+    if model is not None:  # a bad --model (path, factory, shapes) fails now with one line, not once per cell
+        from ampbench.bench.runner import validate_user_model
+
+        validate_user_model(config)
     store = _open_store(db)
     cells = config.cells()
     console.print(f"[bold]ampbench run[/]: {len(cells)} cells ({', '.join(config.precisions)}) on "

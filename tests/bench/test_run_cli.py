@@ -105,6 +105,8 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     (["--device", "cuda"], "CUDA is not available"),
     (["--resume", "--workloads", "tabular-mlp"], "--resume: no earlier run"),
     (["--model", "nofile.py:f"], "nofile.py"),
+    (["--model", f"{PLANTED}:ok", "--input-shape", "1,28,28", "--num-classes", "5"],
+     "forward on a batch of shape (2, 1,28,28) failed"),
     (["--workloads", "mnist-cnn", "--model", "x.py:f"], "give --workloads or --model, not both"),
     (["--workloads", "mnist-cnn,bert", "--data-dir", "."], "--data-dir applies to one workload"),
     (["--workloads", "mnist-cnn", "-o", "size=large"], "workload 'mnist-cnn' has no option size"),

@@ -32,7 +32,7 @@ def _describe_exit(code: int, stderr: str) -> str:
 
 
 def run_isolated(kind: str, spec: CellSpec, timeout: float | None = None, **extra: Any) -> dict[str, Any]:
-    """Run job ``kind`` ("cell", "trial", "throughput") for ``spec`` in a child; its JSON result.
+    """Run job ``kind`` ("cell", "trial", "throughput", "validate") for ``spec`` in a child; its JSON result.
 
     A child that dies or times out gives ``{"_failed": reason, "_killed": bool}``.
     """
@@ -82,6 +82,15 @@ def main(argv: list[str]) -> int:
         from ampbench.bench.cell import run_trial
 
         result = run_trial(spec, int(job["batch_size"]))
+    elif job["kind"] == "validate":
+        from ampbench.bench.cell import build_workload
+        from ampbench.errors import AmpbenchError
+
+        try:
+            build_workload(spec)
+            result = {"error": ""}
+        except AmpbenchError as e:
+            result = {"error": str(e)}
     elif job["kind"] == "throughput":
         from dataclasses import replace
 

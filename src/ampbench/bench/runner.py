@@ -71,6 +71,23 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict
     return r
 
 
+def validate_user_model(config: RunConfig) -> None:
+    """Build the user's workload once (import, factory, a forward on 2 samples) and raise its AmpbenchError.
+
+    In a child process when cells are isolated: a model that crashes the interpreter must become a
+    row of the run, not kill the run before it starts.
+    """
+    spec = config.cells()[0]
+    if not config.extra.get("isolate", config.device.startswith("cuda")):
+        from ampbench.bench.cell import build_workload
+
+        build_workload(spec)
+        return
+    r = run_isolated("validate", spec, config.extra.get("cell_timeout"))
+    if r.get("error"):
+        raise AmpbenchError(r["error"])
+
+
 def find_resumable(store: Store, config: RunConfig) -> RunInfo:
     for info in reversed(store.runs()):
         if info.config.get("identity") == config.identity():
