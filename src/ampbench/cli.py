@@ -414,9 +414,9 @@ def results_cmd(
     if precs:
         rows = [r for r in rows if r["precision"] in precs]
     if fmt == "json":
-        from ampbench.store.exchange import _clean
+        from ampbench.store.exchange import clean_json
 
-        sys.stdout.write(json.dumps(_clean(rows), indent=1) + "\n")
+        sys.stdout.write(json.dumps(clean_json(rows), indent=1) + "\n")
     elif fmt == "csv":
         sys.stdout.write(to_csv(rows))
     else:
@@ -521,10 +521,10 @@ def diagnose_cmd(
     console.print(f"{len(d.findings)} findings in {d.seconds:.1f} s on {escape(d.device_name)} ({d.device}); "
                   f"stored in {store.path}")
     if json_out is not None:
-        from ampbench.store.exchange import _clean
+        from ampbench.store.exchange import clean_json
 
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(_clean(data), indent=1, default=str))
+        json_out.write_text(json.dumps(clean_json(data), indent=1, default=str))
         console.print(f"wrote {json_out}")
 
 

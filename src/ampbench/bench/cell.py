@@ -49,6 +49,7 @@ def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
 
 
 def base_row(spec: CellSpec) -> dict[str, Any]:
+    """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
     row = empty_row()
     row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
                measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
@@ -78,9 +79,8 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
         sup = supported(spec.precision, device)
         if not sup.ok:
             raise UnsupportedPrecisionError(sup.reason)
+        row["status"] = "ok"  # a measurement may still say diverged; an exception below says otherwise
         _measure(spec, row, device, maxbatch_trial, throughput_at)
-        if row["status"] == "error" and not row["reason"]:
-            row["status"] = "ok"
     except UnsupportedPrecisionError as e:
         row.update(status="unsupported", reason=str(e))
     except TrainingDivergedError as e:

@@ -18,14 +18,14 @@ FORMAT = "ampbench-results"
 FORMAT_VERSION = 1
 
 
-def _clean(value: Any) -> Any:
+def clean_json(value: Any) -> Any:
     """NaN/inf are not JSON: write them as null (a diverged loss is also said by the row's status)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     return value
 
 
@@ -39,8 +39,8 @@ def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "runs": [r.to_dict() for r in runs],
-        "rows": _clean(derive(rows, store.hw())),
-        "hw": _clean(store.hw()),
+        "rows": clean_json(derive(rows, store.hw())),
+        "hw": clean_json(store.hw()),
     }
 
 
@@ -92,5 +92,5 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow({k: json.dumps(_clean(r.get(k))) if k in CSV_NESTED else r.get(k) for k in keys})
+        w.writerow({k: json.dumps(clean_json(r.get(k))) if k in CSV_NESTED else r.get(k) for k in keys})
     return buf.getvalue()
