@@ -16,6 +16,7 @@ import torch
 
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
+from ampbench.measure.env import resolve_device
 from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
 
@@ -95,15 +96,6 @@ class TrainResult:
         return d
 
 
-def _device(name: str | None) -> torch.device:
-    if name is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise AmpbenchError(f"--device {name!r}: expected cpu, cuda or cuda:N") from None
-
-
 @torch.no_grad()
 def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_size: int) -> tuple[float, float | None]:
     """(mean loss, metric) over ``data`` in eval mode, under the mode's forward context."""
@@ -131,7 +123,7 @@ def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_siz
 def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progress], None] | None = None,
           progress_every: float = 0.5) -> TrainResult:
     """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``."""
-    device = _device(config.device)
+    device = resolve_device(config.device)
     epochs = config.epochs or workload.epochs
     batch_size = config.batch_size or workload.batch_size
     torch.manual_seed(config.seed)
