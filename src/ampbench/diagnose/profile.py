@@ -114,7 +114,7 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         step(after_backward=lambda: held.append(mem.state_bytes(step.model, step.optimizer, step.mp.master_params())))
     timing = time_steps(step, steps, device)
     step_ms = timing.summary()["step_ms_p50"]
-    scaling = _batch_scaling(step, wl, batch_size, steps, step_ms)
+    scaling = _batch_scaling(step, wl, batch_size, steps)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     prof = profile(activities=activities)
     with _quiet_native_stderr():
@@ -167,23 +167,30 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     return out
 
 
-def _batch_scaling(step: Any, wl: Workload, batch_size: int, steps: int, step_ms: float) -> float | None:
+def _batch_scaling(step: Any, wl: Workload, batch_size: int, steps: int, rounds: int = 5) -> float | None:
     """Step time at twice the batch / step time at the batch. ~1: per-op overhead sets the time (launch-bound);
-    ~2: the arithmetic does. Robust to a loaded machine in a way a single timing is not. None if 2x does not fit."""
+    ~2: the arithmetic does. The two are timed in alternating rounds and the median of the per-round ratios
+    is taken, so a clock or scheduling change mid-measurement moves both. None if 2x does not fit."""
+    import statistics
+
     from ampbench.measure.step import device_batches
     from ampbench.measure.timing import time_steps
 
     small = step.batches
     try:
-        step.batches = device_batches(wl.train_data, 2 * batch_size, 2, step.device)
-        for _ in range(2):
-            step()
-        big = time_steps(step, steps, step.device).summary()["step_ms_p50"]
+        big = device_batches(wl.train_data, 2 * batch_size, 2, step.device)
+        ratios = []
+        for _ in range(rounds):
+            step.batches = small
+            t_small = time_steps(step, steps, step.device).summary()["step_ms_p50"]
+            step.batches = big
+            t_big = time_steps(step, steps, step.device).summary()["step_ms_p50"]
+            ratios.append(t_big / max(t_small, 1e-9))
     except torch.OutOfMemoryError:
         return None
     finally:
         step.batches = small
-    return big / max(step_ms, 1e-9)
+    return statistics.median(ratios)
 
 
 def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
