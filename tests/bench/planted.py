@@ -28,6 +28,13 @@ class _OOM(_Base):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (planted)")
 
 
+class _Hog(_Base):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.is_cuda:  # a real CUDA out-of-memory: ask for twice the card
+            torch.empty(2 * torch.cuda.get_device_properties(x.device).total_memory, dtype=torch.uint8, device=x.device)
+        return super().forward(x)
+
+
 class _Crash(_Base):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -44,6 +51,10 @@ def nan() -> nn.Module:
 
 def oom() -> nn.Module:
     return _OOM()
+
+
+def gpu_hog() -> nn.Module:
+    return _Hog()
 
 
 def crash() -> nn.Module:
