@@ -140,8 +140,9 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
         metrics = [m for m in conv["metrics"] if m is not None]
         row["metric"] = sum(metrics) / len(metrics) if metrics else None
-        if all(conv["diverged"]):
-            row.update(status="diverged", reason=next((r for r in conv["reasons"] if r), "every seed diverged"))
+        if all(conv["diverged"]) and row["status"] != "diverged":  # (a throughput divergence already has its reason)
+            row.update(status="diverged", reason="every converge seed diverged: " + next(
+                (r for r in conv["reasons"] if r), "non-finite loss"))
     if "inference" in measures and step is not None and row["status"] != "diverged":
         large = spec.inference_batch or batch_size
         row["inference"] = inference_latency(step, sorted({1, large}), iters=max(spec.steps, 10))
