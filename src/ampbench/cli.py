@@ -253,8 +253,8 @@ def run_cmd(
     opts = _parse_options(option)
     if opts and model is not None:
         raise AmpbenchError("--option applies to named workloads, not --model")
-    _check_workloads(names, opts)
     wl_names, presets = with_presets(names, preset, str(dev))
+    _check_workloads(names, presets, opts)
     if model is not None:
         wl_names, presets = (), (preset or "small",)
     measures = parse_measures(measure)
@@ -320,31 +320,25 @@ def run_cmd(
 
 def _advice(rows):  # type: ignore[no-untyped-def]
     """One coloured line per workload: the advisor's pick and its evidence."""
-    from itertools import groupby
-
     from rich.markup import escape
 
-    from ampbench.report.advisor import advise
+    from ampbench.report.advisor import advise, workload_groups
 
-    def key(r):  # type: ignore[no-untyped-def]
-        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0
-
-    for (wl, preset, _), group in groupby(sorted(rows, key=key), key=key):
-        a = advise(list(group))
+    for group in workload_groups(rows):
+        wl, preset = group[0]["workload"], group[0].get("preset") or ""
+        a = advise(group)
         pick = f"[bold green]{escape(a.recommended)}[/]" if a.recommended else "[bold red]no recommendation[/]"
         yield f"{escape(wl)} ({escape(preset)}): {pick} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
 
 
-def _check_workloads(names: list[str], opts: dict[str, object]) -> None:
+def _check_workloads(names: list[str], presets: tuple[str, ...], opts: dict[str, object]) -> None:
+    """Every named workload exists and takes the --option keys, before any cell runs."""
     from ampbench.workloads import get_spec
+    from ampbench.workloads.registry import check_options
 
-    for n in names:
-        if ":" in n:
-            continue  # adapters check themselves when built
-        spec = get_spec(n)
-        bad = sorted(set(opts) - set(spec.options()))
-        if bad:
-            raise AmpbenchError(f"workload {n!r} has no option {', '.join(bad)} (options: {', '.join(spec.options()) or 'none'})")
+    for n, p in zip(names, presets):
+        if ":" not in n:  # adapters check themselves when built
+            check_options(p, get_spec(n).options(), opts, n)
 
 
 def _results_tables(rows):  # type: ignore[no-untyped-def]
@@ -481,33 +475,24 @@ def diagnose_cmd(
     from rich.markup import escape
 
     from ampbench.diagnose import diagnose, parse_checks
-    from ampbench.measure.env import resolve_device
-    from ampbench.precision import resolve, supported
+    from ampbench.precision import resolve
     from ampbench.store.sqlite import utcnow
 
-    sup = supported(resolve(precision), resolve_device(device))
-    if not sup.ok:
-        raise AmpbenchError(f"--precision {resolve(precision)} cannot run on {resolve_device(device)}: {sup.reason}")
     wanted = parse_checks(checks)
-    if steps < 1:
-        raise AmpbenchError(f"--steps must be >= 1, got {steps}")
-    if batch_size is not None and batch_size < 1:
-        raise AmpbenchError(f"--batch-size must be >= 1, got {batch_size}")
-    wl = load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option)  # validates
     label = target or f"user:{model}"
 
-    def build():  # type: ignore[no-untyped-def]
+    def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
         return load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option)
 
     store = _open_store(db)
     if trace is None and "profile" in wanted:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
-    console.print(f"diagnosing [bold]{escape(label)}[/] ({escape(wl.description or wl.name)}) in "
-                  f"[bold cyan]{resolve(precision)}[/]: {', '.join(wanted)}")
-    with console.status("running checks"):
+    with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
         d = diagnose(build, precision, steps=steps, preset=preset, batch_size=batch_size, device=device, seed=seed,
                      checks=wanted, trace=trace, name=label)
+    console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
+                  f"batch {d.batch_size}: {', '.join(wanted)}")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for i, f in enumerate(d.findings, 1):
         console.print(f"[{style.get(f.severity, '')}]{i:>2}. {f.severity.upper():<7}[/] {escape(f.title)}", highlight=False)

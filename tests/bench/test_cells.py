@@ -44,7 +44,7 @@ def test_planted_failures_are_statuses(factory: str, precision: str, status: str
 
 
 def test_memory_budget_makes_an_oom_row() -> None:
-    row = run_cell(_spec(memory_budget=1024))
+    row = run_cell(_spec(memory_budget=1))  # growth is at least the weights (~1 KiB): always over
     assert row["status"] == "oom" and "--memory-budget" in row["reason"]
 
 

@@ -104,6 +104,14 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
     return row
 
 
+def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | None:
+    """CPU: RSS to measure growth from (runtime warmed up, the model's fp32 weights counted as growth). GPU: None."""
+    if device.type != "cpu":
+        return None
+    mem.warm_runtime(spec.precision, wl.make_optimizer)
+    return mem.rss() - mem.module_bytes(wl.model)
+
+
 def _check_budget(spec: CellSpec, peak: int | None, what: str) -> None:
     if spec.memory_budget is not None and peak is not None and peak > spec.memory_budget:
         raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {spec.memory_budget / 2**20:,.0f} MiB")
@@ -113,10 +121,7 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
              maxbatch_trial: Callable[[CellSpec, int], Any] | None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
     wl = build_workload(spec)
-    base_rss = None
-    if device.type == "cpu":
-        mem.warm_runtime(spec.precision, wl.make_optimizer)
-        base_rss = mem.rss() - mem.module_bytes(wl.model)
+    base_rss = _cpu_baseline(spec, wl, device)
     batch_size = spec.batch_size or wl.batch_size
     row["batch_size"] = batch_size
     row["metric_name"] = wl.metric.name if wl.metric else None
@@ -224,10 +229,7 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
     device = torch.device(spec.device)
     try:
         wl = build_workload(spec)
-        base_rss = None
-        if device.type == "cpu":
-            mem.warm_runtime(spec.precision, wl.make_optimizer)
-            base_rss = mem.rss() - mem.module_bytes(wl.model)
+        base_rss = _cpu_baseline(spec, wl, device)
         peaks = mem.PeakMemory(device)
         peaks.start(base_rss)
         step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, n_batches=1)

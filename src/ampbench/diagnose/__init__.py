@@ -8,6 +8,8 @@ layers, the per-layer fp32 policy, Tensor Core friendliness, and why there is no
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,22 +55,18 @@ def parse_checks(value: str | None) -> tuple[str, ...]:
     return tuple(c for c in CHECKS if c in items)
 
 
-def _builder(target: str | Callable[[], Workload], preset: str, seed: int, options: dict[str, Any]) -> Callable[[], Workload]:
+def _first_build(target: str | Callable[[], Workload], preset: str, seed: int,
+                 options: dict[str, Any]) -> Workload:
     from ampbench.workloads import create_workload
     from ampbench.workloads.registry import seeded
 
     if isinstance(target, str):
-        create_workload(target, preset, None, seed, **options)  # validate now: a bad name is one clear error
-        return lambda: create_workload(target, preset, None, seed, **options)
-
-    def build() -> Workload:
-        with seeded(seed):
-            wl = target()
-        if not isinstance(wl, Workload):
-            raise AmpbenchError(f"diagnose target returned {type(wl).__name__}, expected an ampbench Workload")
-        return wl
-
-    return build
+        return create_workload(target, preset, None, seed, **options)
+    with seeded(seed):
+        wl = target()
+    if not isinstance(wl, Workload):
+        raise AmpbenchError(f"diagnose target returned {type(wl).__name__}, expected an ampbench Workload")
+    return wl
 
 
 def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", *, steps: int = 20,
@@ -77,7 +75,8 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
              options: dict[str, Any] | None = None) -> Diagnosis:
     """Run the checks on a workload (name) or a builder returning a fresh :class:`Workload` each call.
 
-    Every check builds its own fresh model (same seed: same init), so they do not disturb each other.
+    The workload is built once; every check trains its own copy of the untouched model (same init, same
+    data), so the checks do not disturb each other.
     A check that fails becomes an error finding; the others still run.
     """
     from ampbench.diagnose import nonfinite, policy, profile, ranges, tensorcore
@@ -91,8 +90,15 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         raise AmpbenchError(f"--precision {precision} cannot run on {dev}: {sup.reason}")
     if steps < 1:
         raise AmpbenchError(f"--steps must be >= 1, got {steps}")
-    build = _builder(target, preset, seed, options or {})
-    first = build()
+    if batch_size is not None and batch_size < 1:
+        raise AmpbenchError(f"--batch-size must be >= 1, got {batch_size}")
+    # Built (data read, model initialised) once; every check gets a deep copy of the untouched model.
+    first = _first_build(target, preset, seed, options or {})
+    pristine = first.model
+
+    def build() -> Workload:
+        return dataclasses.replace(first, model=copy.deepcopy(pristine))
+
     bs = batch_size or first.batch_size
     label = name or (target if isinstance(target, str) else first.name)
     recipe = get(precision)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -56,10 +55,6 @@ class TrainStep:
         self.mp.step(self.optimizer)
         self.last_loss = loss.detach()
 
-    def forward_only(self) -> Any:
-        inputs, targets = self.batches[0]
-        with self.mp.autocast():
-            return self.workload.loss_fn(self.model(*self.workload.prepare(inputs)), targets)
 
 
 def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,

@@ -11,6 +11,7 @@ worth switching; otherwise fp32 stays and the advice says why no mode helps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 TIE = 0.02
@@ -36,6 +37,14 @@ class Advice:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def workload_groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows split into what one piece of advice is about: same workload, preset, batch size and device."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
+
+    return [list(g) for _, g in groupby(sorted(rows, key=key), key=key)]
 
 
 def _pref(p: str) -> int:

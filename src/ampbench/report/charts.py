@@ -34,7 +34,7 @@ def _to_uri(fig: Figure) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _fig(rows: int = 1, height: float = 2.8, width: float = 7.5) -> tuple[Figure, Any]:
+def _fig(height: float = 2.8, width: float = 7.5) -> tuple[Figure, Any]:
     fig = Figure(figsize=(width, height), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     ax.spines[["top", "right"]].set_visible(False)

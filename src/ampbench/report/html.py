@@ -8,12 +8,11 @@ user or a run (model names, labels, error reasons) goes through :func:`html.esca
 from __future__ import annotations
 
 import html
-from itertools import groupby
 from typing import Any
 
 import ampbench
 from ampbench.report import charts
-from ampbench.report.advisor import Advice, advise
+from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import fmt_bytes
 
@@ -191,10 +190,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
                 all_rows: list[dict[str, Any]] | None = None, diagnoses: list[dict[str, Any]] | None = None) -> str:
     """The report of ``rows`` (derived keys present). ``all_rows`` (every device) adds the cross-GPU section;
     ``diagnoses`` (from ``ampbench diagnose``) add a section to their workload (latest per precision)."""
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
-
-    groups = [list(g) for _, g in groupby(sorted(rows, key=key), key=key)]
+    groups = workload_groups(rows)
     advices = [advise(g) for g in groups]
     run = run or {}
     title = "ampbench report" + (f" — {run.get('label')}" if run.get("label") else "")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from itertools import groupby
 from typing import Any
 
-from ampbench.report.advisor import advise
+from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import fmt_bytes
 
 
@@ -25,11 +24,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
     run = run or {}
     lines = [f"## ampbench results — run {md_escape(run.get('run_id', '?'))}", ""]
 
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
-
-    for (wl, preset, bs, dev), group in groupby(sorted(rows, key=key), key=key):
-        group = list(group)
+    for group in workload_groups(rows):
+        first = group[0]
+        wl, preset, bs, dev = first["workload"], first.get("preset"), first.get("batch_size"), first.get("device_name")
         a = advise(group)
         lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}) on {md_escape(dev)}")
         lines.append("")

@@ -32,6 +32,7 @@ def clean_json(value: Any) -> Any:
 def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any]:
     """Runs, their rows (with derived keys) and the hardware probes, as one JSON-able document."""
     runs = [r for r in store.runs() if run_ids is None or r.run_id in run_ids]
+    hw = store.hw()
     rows: list[dict[str, Any]] = []
     for r in runs:
         rows.extend(store.rows(r.run_id))
@@ -39,8 +40,8 @@ def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "runs": [r.to_dict() for r in runs],
-        "rows": clean_json(derive(rows, store.hw())),
-        "hw": clean_json(store.hw()),
+        "rows": clean_json(derive(rows, hw)),
+        "hw": clean_json(hw),
     }
 
 

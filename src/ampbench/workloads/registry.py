@@ -68,7 +68,8 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def _check(preset: str, spec_options: list[str], options: dict[str, Any], name: str) -> None:
+def check_options(preset: str, spec_options: list[str], options: dict[str, Any], name: str) -> None:
+    """A known preset, and only options the workload takes (one-line AmpbenchError otherwise)."""
     if preset not in PRESETS:
         raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     bad = sorted(set(options) - set(spec_options))
@@ -86,7 +87,7 @@ def create_workload(name: str, preset: str = "small", data_dir: str | Path | Non
         with seeded(seed):
             return create_adapter_workload(name, preset, data_dir, seed, **options)
     spec = get_spec(name)
-    _check(preset, spec.options(), options, name)
+    check_options(preset, spec.options(), options, name)
     if data_dir is not None:
         data_dir = Path(data_dir)
         if not data_dir.is_dir():
@@ -98,5 +99,5 @@ def create_workload(name: str, preset: str = "small", data_dir: str | Path | Non
 def create_model(name: str, preset: str = "small", **options: Any) -> nn.Module:
     """Only the model of a registered workload (no data)."""
     spec = get_spec(name)
-    _check(preset, spec.options(), options, name)
+    check_options(preset, spec.options(), options, name)
     return spec.model(preset, **options)
