@@ -199,6 +199,8 @@ def run_cmd(
     steps: Annotated[Opt[int], typer.Option(help="Timed steps per cell (default: 20 on CPU, 50 on GPU).")] = None,
     warmup: Annotated[Opt[int], typer.Option(help="Untimed warm-up steps, >= 1 (default: 3 on CPU, 10 on GPU).")] = None,
     measure: Annotated[Opt[str], typer.Option(help="throughput,memory,maxbatch,converge,inference.")] = None,
+    repeats: Annotated[int, typer.Option(help="Throughput measurements per cell, interleaved across precisions; "
+                                         "the advisor then needs every repeat to agree.")] = 1,
     device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
     db: Annotated[Opt[Path], typer.Option(help="Results store (default: $AMPBENCH_DB or the user data dir).")] = None,
     json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the run's rows as JSON (for ampbench import).")] = None,
@@ -262,7 +264,7 @@ def run_cmd(
     if "maxbatch" in measures and not gpu and budget is None:
         raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "
                             "a real out-of-memory would take the machine down")
-    for name, v, lo in (("steps", steps, 1), ("warmup", warmup, 1), ("seeds", seeds, 1),
+    for name, v, lo in (("steps", steps, 1), ("warmup", warmup, 1), ("seeds", seeds, 1), ("repeats", repeats, 1),
                         ("converge-steps", converge_steps, 1), ("maxbatch-limit", maxbatch_limit, 1),
                         ("inference-batch", inference_batch, 1)):
         if v is not None and v < lo:
@@ -285,7 +287,7 @@ def run_cmd(
         LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
     config = RunConfig(
         device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
-        batch_sizes=tuple(sizes), measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
+        batch_sizes=tuple(sizes), repeats=repeats, measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, input_shape=input_shape,
         num_classes=num_classes, data_dir=str(data_dir) if data_dir else None, options=tuple(sorted(opts.items())),
         loss_scale=loss_scale, memory_budget=budget, memory_margin=memory_margin, maxbatch_limit=maxbatch_limit,
@@ -348,6 +350,7 @@ def _results_tables(rows):  # type: ignore[no-untyped-def]
 
 
 def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore[no-untyped-def]
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ampbench.report.console import STATUS_STYLE
@@ -359,6 +362,9 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
         def on_event(ev) -> None:  # type: ignore[no-untyped-def]
             s = ev.spec
             what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+            if config.repeats > 1 and "throughput" in config.measures:
+                what += f" [repeat {s.repeat + 1}/{config.repeats}]"
+            what = escape(what)  # names, reasons and "[repeat ...]" are text, not rich markup
             if ev.phase == "start":
                 bar.update(task, description=f"running {what}")
             elif ev.phase == "skip":
@@ -368,8 +374,8 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
                 bar.advance(task)
                 r = ev.row
                 st = r["status"]
-                detail = (f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and r.get("samples_per_s") else
-                          r.get("reason") or "")
+                detail = escape(f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and r.get("samples_per_s") else
+                                r.get("reason") or "")
                 bar.console.print(f"  [{STATUS_STYLE.get(st, '')}]{st:<11}[/] {what}  [dim]{detail}[/]",
                                   highlight=False)
 
@@ -545,10 +551,11 @@ def compare_cmd(
     from ampbench.bench.plan import parse_list
     from ampbench.precision import resolve
     from ampbench.report.compare import compare_table
+    from ampbench.store.derive import merge_repeats
 
     store = _open_store(db)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
-    tables = compare_table(store.rows(), reference, parse_list(workloads, "workloads") or None, precs)
+    tables = compare_table(merge_repeats(store.rows()), reference, parse_list(workloads, "workloads") or None, precs)
     if not tables:
         raise AmpbenchError(f"no ok results to compare in {store.path} (import other machines' exports first)")
     for t in tables:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -50,13 +51,33 @@ def test_must_show_run_writes_rows_with_every_key(tmp_path: Path) -> None:
     c = cli("results", "--db", str(db), "--format", "csv")
     assert c.stdout.splitlines()[0].startswith("run_id,cell_key,workload") and len(c.stdout.splitlines()) == 3
     t = cli("results", "--db", str(db), "--precisions", "bf16-mixed")
-    assert "│ amp-bf16" in t.stdout and "│ fp32 " not in t.stdout and "x │" in t.stdout  # speedup kept
+    assert "│ amp-bf16" in t.stdout and "│ fp32 " not in t.stdout
+    assert re.search(r"\d\.\d\dx( ±\d+%)? +│", t.stdout)  # speedup kept (fp32 filtered out of the view, not the maths)
     # export -> import into another store (another GPU's results end up in one place)
     assert cli("export", "--db", str(db), "--out", str(tmp_path / "x.json")).returncode == 0
     other = tmp_path / "other.db"
     imp = cli("import", str(tmp_path / "x.json"), str(out), "--db", str(other))
     assert imp.returncode == 0 and "1 new runs, 2 new rows" in imp.stdout and "0 new runs, 0 new rows" in imp.stdout
     assert len(Store(other).rows()) == 2
+
+
+def test_repeats_are_stored_apart_read_merged_and_resumable(tmp_path: Path) -> None:
+    out, db = tmp_path / "out.json", tmp_path / "r.db"
+    args = ("run", "--workloads", "tabular-mlp", "--precisions", "fp32,amp-bf16", "--preset", "tiny", "--steps", "8",
+            "--repeats", "2", "--no-isolate", "--no-report", "--db", str(db))
+    r = cli(*args, "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "amp-bf16 [repeat 2/2]" in r.stdout  # shown as text, not swallowed as rich markup
+    assert len(Store(db).rows()) == 4
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["precision"] for row in rows] == ["fp32", "amp-bf16"]
+    for row in rows:
+        assert len(row["samples_per_s_repeats"]) == 2 and row["samples_per_s"] in row["samples_per_s_repeats"]
+        assert row["samples_per_s_noise"] is not None
+    lo, hi = rows[1]["speedup_vs_fp32_range"]
+    assert lo <= hi and rows[0]["speedup_vs_fp32_range"] is None
+    again = cli(*args, "--resume")
+    assert again.returncode == 0 and again.stdout.count("done before") == 4 and len(Store(db).rows()) == 4
 
 
 def _count(db: Path) -> int:
@@ -100,6 +121,7 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     (["--measure", "maxbatch", "--workloads", "mnist-cnn"], "maxbatch on CPU needs --memory-budget"),
     (["--memory-budget", "lots"], "--memory-budget 'lots': expected a size like 2GiB"),
     (["--steps", "0"], "--steps must be >= 1"),
+    (["--repeats", "0"], "--repeats must be >= 1"),
     (["--batch-size", "x"], "--batch-size 'x': expected integers"),
     (["--device", "tpu"], "--device 'tpu': expected cpu, cuda or cuda:N"),
     (["--device", "cuda"], "CUDA is not available"),

@@ -8,7 +8,7 @@ from ampbench.measure import memory as mem
 from ampbench.measure.flops import count_flops, mfu
 from ampbench.measure.maxbatch import Trial, search_max_batch
 from ampbench.measure.peaks import find_peak, math_mode_of, peak_tflops, tensor_core_generation
-from ampbench.measure.timing import percentile, time_steps
+from ampbench.measure.timing import Timing, percentile, time_steps
 from ampbench.precision import MixedPrecision
 
 
@@ -54,6 +54,17 @@ def test_time_steps_counts_calls() -> None:
     t = time_steps(lambda: calls.append(1), 5, torch.device("cpu"))
     assert len(calls) == 5 and len(t.step_ms) == 5 and t.timer == "perf_counter"
     assert t.total_s >= 0 and set(t.summary()) == {"step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean"}
+
+
+def test_throughput_noise_is_the_spread_of_block_throughputs() -> None:
+    assert Timing([2.0] * 20, 0.04, "perf_counter").throughput_noise() == 0.0
+    # 5 blocks of 2 steps: block throughputs 1/2, 1/2, 1/2, 1/2, 1/4 per ms
+    t = Timing([1.0] * 8 + [2.0, 2.0], 0.012, "perf_counter")
+    rates = [0.5, 0.5, 0.5, 0.5, 0.25]
+    mean = sum(rates) / 5
+    std = (sum((r - mean) ** 2 for r in rates) / 4) ** 0.5
+    assert t.throughput_noise() == pytest.approx(std / mean)
+    assert Timing([1.0] * 3, 0.003, "perf_counter").throughput_noise() is None  # fewer than 2 blocks of 2
 
 
 @pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),

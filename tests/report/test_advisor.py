@@ -75,3 +75,59 @@ def test_launch_bound_small_model_on_gpu() -> None:
 def test_memory_saving_alone_is_worth_it_when_not_slower() -> None:
     a = advise(derive([_row("fp32", 100.0, 1000), _row("amp-bf16", 100.5, 700)]))
     assert a.recommended == "amp-bf16" and "30% less memory" in a.evidence
+
+
+def test_a_gain_inside_the_noise_keeps_fp32_and_says_so() -> None:
+    rows = [_row("fp32", 100.0, samples_per_s_noise=0.08), _row("amp-bf16", 107.0, samples_per_s_noise=0.05)]
+    a = advise(derive(rows))
+    assert a.recommended == "fp32" and a.label == "within noise"
+    assert a.evidence == ("fp32: amp-bf16 measured 1.07x faster, within this measurement's noise (noise ±9%); "
+                          "rerun with --repeats 3 to settle it")
+
+
+def test_a_clear_gain_on_a_noisy_measurement_still_wins() -> None:
+    rows = [_row("fp32", 100.0, samples_per_s_noise=0.08), _row("amp-bf16", 130.0, samples_per_s_noise=0.05)]
+    assert advise(derive(rows)).recommended == "amp-bf16"  # 1.30 > 1 + 2 x 9.4%
+
+
+def test_quiet_measurement_keeps_the_5_percent_rule() -> None:
+    rows = [_row("fp32", 100.0, samples_per_s_noise=0.005), _row("amp-bf16", 106.0, samples_per_s_noise=0.005)]
+    assert advise(derive(rows)).recommended == "amp-bf16"
+
+
+def _rep(precision: str, speeds: list[float], peak: int = 1000) -> list[dict[str, object]]:
+    key = f"{precision}-key"
+    return [_row(precision, s, peak, repeat=i, cell_key=key if i == 0 else f"{key}-{i}",
+                 repeat_of=None if i == 0 else key, samples_per_s_noise=0.01) for i, s in enumerate(speeds)]
+
+
+def test_repeats_must_all_agree() -> None:
+    rows = _rep("fp32", [100.0, 100.0, 100.0]) + _rep("amp-bf16", [112.0, 97.0, 110.0])
+    a = advise(derive(rows))  # median 1.10x, but one repeat was slower than fp32's next to it
+    assert a.recommended == "fp32" and a.label == "within noise"
+    assert "repeats ranged 0.97-1.12x" in a.evidence and "more --repeats" in a.evidence
+    rows = _rep("fp32", [100.0, 104.0, 96.0]) + _rep("amp-bf16", [112.0, 108.0, 104.0])
+    a = advise(derive(rows))
+    assert a.recommended == "amp-bf16" and "1.08x faster than fp32 (repeats 1.04-1.12x)" in a.evidence
+
+
+def test_noise_wide_ties_go_to_less_memory() -> None:
+    rows = [_row("fp32", 100.0, samples_per_s_noise=0.01), _row("amp-fp16", 200.0, 800, samples_per_s_noise=0.05),
+            _row("master-fp16", 192.0, 500, samples_per_s_noise=0.05)]
+    assert advise(derive(rows)).recommended == "master-fp16"  # 4% apart, inside their 7% combined noise
+    for r in rows:
+        r["samples_per_s_noise"] = 0.005
+    assert advise(derive(rows)).recommended == "amp-fp16"  # quiet: 4% is a real difference
+
+
+def test_speedup_text_shows_noise_or_range_and_colours_only_beyond_it() -> None:
+    from ampbench.report.console import speedup_text
+
+    d = {r["precision"]: r for r in derive([_row("fp32", 100.0, samples_per_s_noise=0.08),
+                                            _row("amp-bf16", 107.0, samples_per_s_noise=0.05),
+                                            _row("amp-fp16", 150.0, samples_per_s_noise=0.05)])}
+    assert speedup_text(d["amp-bf16"]) == ("1.07x ±9%", "same")
+    assert speedup_text(d["amp-fp16"]) == ("1.50x ±9%", "faster")
+    assert speedup_text(d["fp32"]) == ("1.00x", "same")
+    rows = derive(_rep("fp32", [100.0, 100.0]) + _rep("amp-bf16", [80.0, 85.0]))
+    assert speedup_text(rows[1]) == ("0.80x (0.80-0.85)", "slower")

@@ -10,7 +10,7 @@ import pytest
 
 from ampbench.errors import AmpbenchError
 from ampbench.store import DERIVED_KEYS, ROW_KEYS, SCHEMA_VERSION, Store, derive, export_data, import_file, to_csv, write_json
-from ampbench.store.derive import converge_verdict
+from ampbench.store.derive import converge_verdict, merge_repeats
 
 
 def _row(run_id: str, precision: str, sps: float | None, peak: int | None = 1000, status: str = "ok",
@@ -152,3 +152,52 @@ def test_run_lookup_by_prefix_and_unknown(tmp_path: Path) -> None:
     assert s.run(run[:10]).run_id == run
     with pytest.raises(AmpbenchError, match="no run 'nope'"):
         s.run("nope")
+
+
+def _repeats(precision: str, speeds: list[float | None], noise: float = 0.01) -> list[dict[str, object]]:
+    """Stored rows of one cell measured len(speeds) times (None: that repeat failed)."""
+    first = f"{precision}-w"
+    return [_row("r", precision, sps, status="ok" if sps else "error", repeat=i, step_ms_p50=1000.0 / sps if sps else None,
+                 samples_per_s_noise=noise, cell_key=first if i == 0 else f"{first}-{i}",
+                 repeat_of=None if i == 0 else first) for i, sps in enumerate(speeds)]
+
+
+def test_repeats_merge_into_one_row_with_the_median_repeats_timing() -> None:
+    rows = merge_repeats(_repeats("fp32", [100.0, 90.0, 120.0]) + _repeats("amp-bf16", [150.0, None, 130.0]))
+    assert len(rows) == 2
+    fp32, amp = rows
+    assert fp32["samples_per_s"] == 100.0 and fp32["step_ms_p50"] == 10.0 and fp32["cell_key"] == "fp32-w"
+    assert fp32["samples_per_s_repeats"] == [100.0, 90.0, 120.0]
+    assert amp["samples_per_s"] == 130.0 and amp["samples_per_s_repeats"] == [150.0, None, 130.0]  # lower median of 2
+    assert merge_repeats(rows) == rows  # merged (e.g. imported) rows stay as they are
+
+
+def test_derive_speedup_range_pairs_repeats_and_noise_adds_in_quadrature() -> None:
+    d = {r["precision"]: r for r in derive(_repeats("fp32", [100.0, 90.0, 120.0], 0.03)
+                                           + _repeats("amp-bf16", [150.0, None, 130.0], 0.04))}
+    assert d["amp-bf16"]["speedup_vs_fp32"] == pytest.approx(1.3)
+    assert d["amp-bf16"]["speedup_vs_fp32_range"] == pytest.approx([130 / 120, 1.5])  # repeat 1 failed: 2 pairs
+    assert d["amp-bf16"]["speedup_vs_fp32_noise"] == pytest.approx(0.05)
+    assert d["fp32"]["speedup_vs_fp32_range"] is None and d["fp32"]["speedup_vs_fp32_noise"] is None
+    single = {r["precision"]: r for r in derive(_repeats("fp32", [100.0]) + _repeats("amp-bf16", [110.0]))}
+    assert single["amp-bf16"]["speedup_vs_fp32_range"] is None  # one repeat: no range
+
+
+def test_a_repeat_without_its_first_row_is_kept() -> None:
+    orphan = _repeats("fp32", [100.0, 90.0])[1]
+    assert merge_repeats([orphan]) == [orphan]
+
+
+def test_repeats_survive_export_and_import(tmp_path: Path) -> None:
+    s, run_id = _store(tmp_path)
+    for r in _repeats("fp32", [100.0, 90.0, 120.0]) + _repeats("amp-bf16", [150.0, 140.0, 130.0]):
+        s.add({**r, "run_id": run_id})
+    out = tmp_path / "e.json"
+    write_json(export_data(s), out)
+    exported = json.loads(out.read_text())["rows"]
+    assert len(exported) == 2
+    other = Store(tmp_path / "other.db")
+    assert import_file(other, out) == (1, 2)
+    again = {r["precision"]: r for r in derive(other.rows())}
+    assert again["amp-bf16"]["speedup_vs_fp32_range"] == pytest.approx([130 / 120, 140 / 90])
+    assert again["fp32"]["samples_per_s_repeats"] == [100.0, 90.0, 120.0]

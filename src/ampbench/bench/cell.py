@@ -53,7 +53,7 @@ def base_row(spec: CellSpec) -> dict[str, Any]:
     row = empty_row()
     row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
                measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
-               status="error", reason="")
+               status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of())
     return row
 
 
@@ -183,6 +183,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out.update(timing.summary())
     out["timer"] = timing.timer
     out["samples_per_s"] = batch_size * spec.steps / timing.total_s
+    out["samples_per_s_noise"] = timing.throughput_noise()
     out["final_loss"] = loss
     out["skipped_steps"] = step.mp.totals["skipped_steps"]
     out["loss_scale"] = step.mp.scale

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ampbench.errors import AmpbenchError
@@ -18,6 +18,8 @@ from ampbench.workloads.base import PRESETS
 
 MEASURES = ("throughput", "memory", "maxbatch", "converge", "inference")
 DEFAULT_MEASURES = ("throughput", "memory")
+REPEATED_MEASURES = ("throughput", "memory")
+"""What a repeat of a cell measures again (max batch, convergence and inference are measured once)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class CellSpec(Settings):
     precision: str
     batch_size: int | None
     """None: the workload's batch size for the preset."""
+    repeat: int = 0
+    """0 for the cell's measurement; 1.. for its repeats (``--repeats``), which time throughput only."""
+    first_measures: tuple[str, ...] = ()
+    """Repeats: the measures of repeat 0 (a repeat measures less, so its own fields cannot name repeat 0)."""
 
     @property
     def label(self) -> str:
@@ -84,9 +90,19 @@ class CellSpec(Settings):
     def key(self) -> str:
         return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
+    def repeat_of(self) -> str | None:
+        """A repeat's link to its cell: the key of repeat 0 (None for repeat 0 itself)."""
+        if self.repeat == 0:
+            return None
+        return replace(self, repeat=0, measures=self.first_measures, first_measures=()).key()
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["measures"], d["options"] = list(self.measures), [list(kv) for kv in self.options]
+        if self.repeat == 0:  # keys of runs without repeats stay what they were before repeats existed
+            del d["repeat"], d["first_measures"]
+        else:
+            d["first_measures"] = list(self.first_measures)
         return d
 
     @classmethod
@@ -94,6 +110,7 @@ class CellSpec(Settings):
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         d["measures"] = tuple(d.get("measures", ()))
+        d["first_measures"] = tuple(d.get("first_measures", ()))
         d["options"] = tuple((k, v) for k, v in d.get("options", ()))
         return cls(**d)
 
@@ -108,20 +125,37 @@ class RunConfig(Settings):
     """Preset per workload (same length as workloads)."""
     precisions: tuple[str, ...] = ()
     batch_sizes: tuple[int | None, ...] = (None,)
+    repeats: int = 1
+    """Throughput measurements per cell, interleaved with the other precisions (repeat r of every mode, then r+1)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Options that do not change results (isolation, timeouts): stored, not part of the identity."""
 
     def identity(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("extra")
+        if self.repeats == 1:  # runs from before --repeats existed can still be resumed
+            d.pop("repeats")
         return json.loads(json.dumps(d))  # tuples -> lists, as stored
 
     def cells(self) -> list[CellSpec]:
-        """Workload-major order: all precisions of a workload run next to each other (fp32 first)."""
+        """Workload-major order: all precisions of a workload run next to each other (fp32 first).
+
+        With ``repeats`` > 1, repeat r of every precision runs before repeat r+1 of any, so each
+        repeat's speedup compares cells measured a few seconds apart (slow drift of the machine
+        then cancels in the ratio). Repeats time throughput (and memory) only.
+        """
         shared = {f.name: getattr(self, f.name) for f in fields(Settings)}
         targets = [(None, p) for p in self.presets[:1]] if self.model else list(zip(self.workloads, self.presets))
-        return [CellSpec(**shared, workload=workload, preset=preset, precision=precision, batch_size=bs)
-                for workload, preset in targets for bs in self.batch_sizes for precision in self.precisions]
+        timed = tuple(m for m in self.measures if m in REPEATED_MEASURES)
+        repeats = self.repeats if "throughput" in timed else 1
+        out = []
+        for workload, preset in targets:
+            for bs in self.batch_sizes:
+                for r in range(repeats):
+                    rep = {} if r == 0 else {"repeat": r, "measures": timed, "first_measures": self.measures}
+                    out.extend(CellSpec(**{**shared, **rep}, workload=workload, preset=preset, precision=precision,
+                                        batch_size=bs) for precision in self.precisions)
+        return out
 
 
 def parse_list(value: str | None, what: str) -> list[str]:

@@ -26,6 +26,10 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+NOISE_BLOCKS = 5
+MIN_BLOCK_STEPS = 2
+
+
 @dataclass
 class Timing:
     step_ms: list[float]
@@ -37,6 +41,21 @@ class Timing:
     def summary(self, prefix: str = "step_ms") -> dict[str, float]:
         return {f"{prefix}_p10": percentile(self.step_ms, 10), f"{prefix}_p50": percentile(self.step_ms, 50),
                 f"{prefix}_p90": percentile(self.step_ms, 90), f"{prefix}_mean": statistics.fmean(self.step_ms)}
+
+    def throughput_noise(self, blocks: int = NOISE_BLOCKS) -> float | None:
+        """Relative standard deviation of the throughput of consecutive blocks of steps (None: too few steps).
+
+        Per-step spread overstates noise (one slow step is averaged out over a cell) and the standard
+        error of the mean understates it (drift between cells is not independent step jitter); the
+        spread of block throughputs sits between the two and catches drift within the cell, which is
+        what makes two cells measured a minute apart disagree.
+        """
+        k = min(blocks, len(self.step_ms) // MIN_BLOCK_STEPS)
+        if k < 2:
+            return None
+        size = len(self.step_ms) // k
+        rates = [size / sum(self.step_ms[i * size:(i + 1) * size]) for i in range(k)]
+        return statistics.stdev(rates) / statistics.fmean(rates)
 
 
 def time_steps(fn: Callable[[], object], n: int, device: torch.device) -> Timing:

@@ -2,14 +2,22 @@
 
 Rule: among the modes that ran (status ok), the recommended one is the fastest whose convergence
 verdict is parity with fp32. Without convergence data the fastest mode is recommended, labelled
-"speed only, convergence not checked". Modes within ``TIE`` of each other in speed are a tie,
-broken by lower peak memory, then by the simpler recipe (:data:`PREFERENCE`). A mode must beat
-fp32 by ``MIN_GAIN`` in speed (or save ``MIN_MEMORY_SAVING`` of memory without being slower) to be
-worth switching; otherwise fp32 stays and the advice says why no mode helps.
+"speed only, convergence not checked". Modes within ``TIE`` of each other in speed, or within
+their measured noise, are a tie, broken by lower peak memory, then by the simpler recipe
+(:data:`PREFERENCE`). A mode must beat fp32 by ``MIN_GAIN`` in speed (or save ``MIN_MEMORY_SAVING``
+of memory without being slower) to be worth switching; otherwise fp32 stays and the advice says
+why no mode helps.
+
+Noise: a gain only counts when the measurement can tell it apart from noise. With repeats
+(``--repeats``) every repeat must be faster than fp32's repeat next to it; with one measurement
+the gain must exceed ``NOISE_SIGMAS`` times the speedup's noise (both cells' block-to-block
+throughput spread combined). On a quiet GPU that noise is ~1% and changes nothing; on a busy
+2-core CPU it is 5-20%, which is what made single runs flip between modes before this rule.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
@@ -17,6 +25,8 @@ from typing import Any
 TIE = 0.02
 """Relative speed difference treated as measurement noise."""
 MIN_GAIN = 1.05
+NOISE_SIGMAS = 2.0
+"""A single measurement's gain must exceed this many standard deviations of its noise."""
 MIN_MEMORY_SAVING = 0.10
 LAUNCH_BOUND_MS = 5.0
 """GPU step times below this, with the half modes no faster, point at a launch-bound model."""
@@ -33,7 +43,8 @@ class Advice:
     """One sentence: why this mode (or why none helps)."""
     convergence_checked: bool
     label: str
-    """"converges like fp32", "speed only, convergence not checked", "no mode helps", "nothing ran"."""
+    """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise",
+    "nothing converged", "nothing ran"."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -56,6 +67,24 @@ def _speed(r: dict[str, Any]) -> float:
     return float(v) if isinstance(v, (int, float)) else 0.0
 
 
+def _noise(r: dict[str, Any]) -> float:
+    v = r.get("samples_per_s_noise")
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
+
+
+def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
+    """For mode row ``r`` whose speed is ``gain`` x fp32's: (measurably faster, measurably slower, how
+    the noise was judged). Measurably = every repeat agrees, or beyond NOISE_SIGMAS x the noise."""
+    rng = r.get("speedup_vs_fp32_range")
+    if rng:
+        return rng[0] > 1.0, rng[1] < 1.0, f"repeats ranged {rng[0]:.2f}-{rng[1]:.2f}x"
+    noise = r.get("speedup_vs_fp32_noise")
+    if isinstance(noise, (int, float)) and math.isfinite(noise):
+        band = NOISE_SIGMAS * noise
+        return gain > 1.0 + band, gain < 1.0 - band, f"noise ±{noise:.0%}"
+    return gain > 1.0, gain < 1.0, "no noise estimate"
+
+
 def _fmt_ratio(x: float) -> str:
     return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
 
@@ -66,7 +95,9 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool) -> 
     if base is None:
         parts.append(f"{_speed(r):,.0f} samples/s, the fastest measured (no fp32 baseline in this run)")
     elif r["precision"] != "fp32" and isinstance(sp, (int, float)):
-        parts.append(f"{_fmt_ratio(sp)} faster than fp32" if sp >= 1 else f"{_fmt_ratio(sp)} the speed of fp32")
+        rng = r.get("speedup_vs_fp32_range")
+        within = f" (repeats {rng[0]:.2f}-{rng[1]:.2f}x)" if rng else ""
+        parts.append((f"{_fmt_ratio(sp)} faster than fp32" if sp >= 1 else f"{_fmt_ratio(sp)} the speed of fp32") + within)
     saving = r.get("memory_saving_vs_fp32")
     if isinstance(saving, (int, float)) and r["precision"] != "fp32" and abs(saving) >= 0.01:
         parts.append(f"{saving:.0%} less memory" if saving > 0 else f"{-saving:.0%} more memory")
@@ -106,15 +137,21 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
                 f"{r['precision']}: {r.get('converge_verdict')}" for r in ok) + ")", True, "nothing converged")
     else:
         pool = ok
-    top = max(_speed(r) for r in pool)
-    tied = [r for r in pool if _speed(r) >= top * (1 - TIE)]
+    fastest = max(pool, key=_speed)
+    tied = [r for r in pool if _speed(r) >= _speed(fastest) * (1 - max(TIE, math.hypot(_noise(r), _noise(fastest))))]
     best = min(tied, key=lambda r: (r.get("peak_allocated_bytes") or float("inf"), _pref(r["precision"])))
     label = "converges like fp32" if checked else "speed only, convergence not checked"
     if base is not None and best["precision"] != "fp32":
         gain = _speed(best) / _speed(base)
+        faster, slower, how = versus_fp32(best, gain)
         saving = best.get("memory_saving_vs_fp32") or 0.0
-        worth_it = gain >= MIN_GAIN or (saving >= MIN_MEMORY_SAVING and gain >= 1 - TIE)
+        worth_it = (gain >= MIN_GAIN and faster) or (saving >= MIN_MEMORY_SAVING and (gain >= 1 - TIE or not slower))
         if not worth_it and base in pool:
+            if gain >= MIN_GAIN:  # a gain the measurement cannot tell from noise
+                more = "more --repeats" if best.get("speedup_vs_fp32_range") else "--repeats 3"
+                return Advice(workload, "fp32", f"fp32: {best['precision']} measured {_fmt_ratio(gain)} faster, "
+                              f"within this measurement's noise ({how}); rerun with {more} to settle it",
+                              checked, "within noise")
             return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")
     if base is not None and best["precision"] == "fp32":
         return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")

@@ -22,11 +22,30 @@ def _num(v: Any, spec: str = ",.1f") -> str:
     return "-" if not isinstance(v, (int, float)) else format(v, spec)
 
 
-def _speedup(v: Any) -> Text:
+def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
+    """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise) or
+    "1.06x (0.98-1.10)" (range over repeats); verdict is "faster", "slower" or "same" — beyond the
+    noise only (the advisor's rule), so colours never call noise a win."""
+    from ampbench.report.advisor import versus_fp32
+
+    v = row.get("speedup_vs_fp32")
     if not isinstance(v, (int, float)):
-        return Text("-")
-    style = "green" if v >= 1.05 else "red" if v < 0.95 else "yellow"
-    return Text(f"{v:.2f}x", style=style)
+        return "-", "same"
+    text = f"{v:.2f}x"
+    rng, noise = row.get("speedup_vs_fp32_range"), row.get("speedup_vs_fp32_noise")
+    if rng:
+        text += f" ({rng[0]:.2f}-{rng[1]:.2f})"
+    elif isinstance(noise, (int, float)) and noise >= 0.005:
+        text += f" ±{noise:.0%}"
+    if row.get("precision") == "fp32":
+        return text, "same"
+    faster, slower, _ = versus_fp32(row, v)
+    return text, "faster" if faster and v >= 1.05 else "slower" if slower and v <= 0.95 else "same"
+
+
+def _speedup(row: dict[str, Any]) -> Text:
+    text, verdict = speedup_text(row)
+    return Text(text, style={"faster": "green", "slower": "red"}.get(verdict, "yellow" if text != "-" else ""))
 
 
 def _saving(v: Any) -> Text:
@@ -69,7 +88,7 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
             cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"),
                                 Text(status, style=STATUS_STYLE.get(status, "")),
                                 _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
-                                _speedup(r.get("speedup_vs_fp32")), _num(r.get("step_ms_p50"), ",.2f"),
+                                _speedup(r), _num(r.get("step_ms_p50"), ",.2f"),
                                 fmt_bytes(r.get("peak_allocated_bytes")), _saving(r.get("memory_saving_vs_fp32")),
                                 _num(r.get("skipped_steps"), ",")]
             if "max batch" in extra:

@@ -14,7 +14,7 @@ import ampbench
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
-from ampbench.report.console import fmt_bytes
+from ampbench.report.console import fmt_bytes, speedup_text
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -51,6 +51,14 @@ def _ratio(v: Any) -> str:
         return "–"
     cls = "good" if v >= 1.05 else "bad" if v < 0.95 else ""
     return f'<span class="{cls}">{v:.2f}x</span>'
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    text, verdict = speedup_text(row)
+    if text == "-":
+        return "–"
+    cls = {"faster": "good", "slower": "bad"}.get(verdict, "")
+    return f'<span class="{cls}">{e(text)}</span>'
 
 
 def _saving(v: Any) -> str:
@@ -114,7 +122,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
         out.append(_table(
             ["precision", "samples/s", "speedup vs fp32", "step p50 ms", "step p90 ms", "first step ms", "TFLOP/s", "MFU",
              "skipped steps"],
-            [[e(r["precision"]), _num(r.get("samples_per_s"), ",.0f"), _ratio(r.get("speedup_vs_fp32")),
+            [[e(r["precision"]), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
               _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"), _num(r.get("skipped_steps"), ",")]
              for r in ok]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.report.advisor import advise, workload_groups
-from ampbench.report.console import fmt_bytes
+from ampbench.report.console import fmt_bytes, speedup_text
 
 
 def md_escape(value: Any) -> str:
@@ -40,11 +40,12 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             saving = r.get("memory_saving_vs_fp32")
             mem = "–" if not isinstance(saving, (int, float)) else (f"{saving:.0%} less" if saving >= 0 else
                                                                        f"{-saving:.0%} more")
+            speedup = speedup_text(r)[0] if r.get("speedup_vs_fp32") is not None else "–"
             status = md_escape(r.get("status"))
             if r.get("status") != "ok":
                 status += f": {md_escape(r.get('reason'))}"
             lines.append(f"| {md_escape(r['precision'])} | {status} | {_f(r.get('samples_per_s'), ',.0f')} | "
-                         f"{_f(r.get('speedup_vs_fp32'), '.2f')}{'x' if isinstance(r.get('speedup_vs_fp32'), float) else ''} | "
+                         f"{speedup} | "
                          f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(r.get('peak_allocated_bytes'))} | {mem} | "
                          f"{md_escape(r.get('converge_verdict') or '–')} |")
         lines.append("")

@@ -2,12 +2,15 @@
 
 The baseline of a row is the ``ok`` fp32 row of the same run, workload, preset, batch size and
 device. Deriving at read time (not storing) keeps imported rows and resumed runs consistent.
+Repeats of a cell (``--repeats``) are stored as rows of their own, so that a killed run keeps
+every finished one; reading folds them into their cell's row first (:func:`merge_repeats`).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import defaultdict
 from typing import Any
 
 BASELINE = "fp32"
@@ -15,6 +18,62 @@ CONVERGE_REL_FLOOR = 0.02
 """Smallest loss tolerance, relative to fp32's mean final loss (used when seeds agree closely)."""
 CONVERGE_SPREAD_FACTOR = 3.0
 """Tolerance = this many fp32 seed-to-seed standard deviations (when that is above the floor)."""
+
+
+TIMING_KEYS = ("samples_per_s", "samples_per_s_noise", "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean",
+               "achieved_tflops", "mfu", "timer")
+"""What a merged row takes from its median repeat (so its timing keys all come from one measurement)."""
+
+
+def _sps(row: dict[str, Any]) -> float | None:
+    v = row.get("samples_per_s")
+    ok = row.get("status") == "ok" and isinstance(v, (int, float)) and math.isfinite(v)
+    return float(v) if ok else None
+
+
+def _merge(first: dict[str, Any], repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    every = [first, *sorted(repeats, key=lambda r: r.get("repeat") or 0)]
+    merged = dict(first)
+    merged["samples_per_s_repeats"] = [_sps(r) for r in every]
+    timed = sorted((r for r in every if _sps(r) is not None), key=lambda r: _sps(r) or 0.0)
+    if first.get("status") == "ok" and timed:
+        median = timed[(len(timed) - 1) // 2]  # the lower median: a measured row, not an average of two
+        merged.update({k: median.get(k) for k in TIMING_KEYS})
+    return merged
+
+
+def merge_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per cell: each repeat row (``repeat_of`` set) folded into the row of its cell's first
+    measurement. Rows without repeats, and already merged rows (e.g. imported), come back unchanged."""
+    repeats: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    firsts = []
+    for r in rows:
+        if r.get("repeat_of"):
+            repeats[(r.get("run_id"), r["repeat_of"])].append(r)
+        else:
+            firsts.append(r)
+    out = []
+    for r in firsts:
+        mine = repeats.pop((r.get("run_id"), r.get("cell_key")), None)
+        out.append(_merge(r, mine) if mine else r)
+    for orphans in repeats.values():  # their first measurement is missing (a partial import): keep what exists
+        out.extend(orphans)
+    return out
+
+
+def speedup_range(row: dict[str, Any], base: dict[str, Any]) -> list[float] | None:
+    """[min, max] of repeat r's throughput over fp32's repeat r, when at least two repeats pair up."""
+    mine, ref = row.get("samples_per_s_repeats") or [], base.get("samples_per_s_repeats") or []
+    ratios = [a / b for a, b in zip(mine, ref) if a and b]
+    return [min(ratios), max(ratios)] if len(ratios) >= 2 else None
+
+
+def speedup_noise(row: dict[str, Any], base: dict[str, Any]) -> float | None:
+    """Relative noise of a speedup from both cells' within-cell noise (independent errors add in quadrature)."""
+    a, b = row.get("samples_per_s_noise"), base.get("samples_per_s_noise")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.hypot(a, b)
+    return None
 
 
 def _group(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -62,7 +121,9 @@ def best_gemm_tflops(hw: list[dict[str, Any]], device_name: str | None, math_mod
 
 
 def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Copies of ``rows`` with the *_vs_fp32 keys, mfu_vs_measured and the convergence verdict."""
+    """One row per cell (repeats merged), each with the *_vs_fp32 keys, mfu_vs_measured and the
+    convergence verdict."""
+    rows = merge_repeats(rows)
     bases: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
         if r.get("precision") == BASELINE and r.get("status") == "ok":
@@ -73,6 +134,8 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         base = bases.get(_group(r))
         ok = r.get("status") == "ok" and base is not None
         d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
+        d["speedup_vs_fp32_range"] = speedup_range(r, base) if ok and r is not base else None
+        d["speedup_vs_fp32_noise"] = speedup_noise(r, base) if ok and r is not base else None
         mem = _ratio(r.get("peak_allocated_bytes"), base.get("peak_allocated_bytes")) if ok else None
         d["memory_saving_vs_fp32"] = None if mem is None else 1.0 - mem
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None

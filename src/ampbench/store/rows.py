@@ -23,6 +23,9 @@ ROW_KEYS: dict[str, str] = {
     "measures": "Measurements asked for (throughput, memory, maxbatch, converge, inference).",
     "device": "Device the cell ran on (`cpu`, `cuda:0`).",
     "device_name": "GPU name from the driver, or the CPU model name.",
+    "repeat": "Which repeat of the cell this stored row is (0 .. `--repeats` - 1). Rows read back (results, export, "
+              "report) are merged into one per cell (see `samples_per_s_repeats`).",
+    "repeat_of": "Repeats after the first: the `cell_key` of the cell's first measurement (null on it).",
     "status": "ok, oom, error, diverged or unsupported.",
     "reason": "One line saying why, when status is not ok (empty otherwise).",
     "created_at": "UTC time the cell finished (ISO 8601).",
@@ -33,6 +36,12 @@ ROW_KEYS: dict[str, str] = {
     "first_step_ms": "Time of the very first training step (lazy init, cuDNN autotune), not in the percentiles.",
     "samples_per_s": "Training samples per second over the timed steps (full steps: forward, loss, scaled backward, "
                      "unscale/inf-check, optimizer step, scale update).",
+    "samples_per_s_noise": "Relative standard deviation of the throughput of 5 consecutive blocks of the timed steps "
+                           "(drift within the cell; null under 4 steps). The advisor treats differences inside this "
+                           "noise as no difference.",
+    "samples_per_s_repeats": "samples_per_s of each repeat, in order (null for a repeat that failed); with "
+                             "`--repeats` > 1 the row's timing keys (samples_per_s, step_ms_*, achieved_tflops, mfu, "
+                             "samples_per_s_noise) are those of the median repeat. Null with one repeat.",
     "step_ms_p10": "10th percentile of the timed step times (ms).",
     "step_ms_p50": "Median step time (ms).",
     "step_ms_p90": "90th percentile step time (ms).",
@@ -81,6 +90,10 @@ ROW_KEYS: dict[str, str] = {
            "limit (NVML), TF32 flags in force (matmul, cuDNN), TF32 override variables, hostname, CPU.",
     # derived when read
     "speedup_vs_fp32": "samples_per_s / the fp32 cell's samples_per_s (derived; null without an ok fp32 cell).",
+    "speedup_vs_fp32_range": "[lowest, highest] of the per-repeat speedups (repeat r of this mode over repeat r of "
+                             "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
+    "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32 from the two cells' samples_per_s_noise combined "
+                             "(root of the sum of squares) (derived).",
     "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's (derived).",
     "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived).",
     "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
@@ -88,8 +101,8 @@ ROW_KEYS: dict[str, str] = {
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
 }
 
-DERIVED_KEYS = ("speedup_vs_fp32", "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32", "mfu_vs_measured",
-                "converge_verdict", "converge_tolerance")
+DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_range", "speedup_vs_fp32_noise", "memory_saving_vs_fp32",
+                "max_batch_ratio_vs_fp32", "mfu_vs_measured", "converge_verdict", "converge_tolerance")
 
 
 def empty_row() -> dict[str, object]:

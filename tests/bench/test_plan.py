@@ -1,0 +1,46 @@
+"""How a run's options expand to cells: order, keys (resume identity) and repeats."""
+
+from __future__ import annotations
+
+from ampbench.bench import RunConfig
+
+
+def _config(**kw: object) -> RunConfig:
+    base = dict(device="cpu", workloads=("mnist-cnn", "bert"), presets=("tiny", "tiny"), precisions=("fp32", "amp-bf16"))
+    base.update(kw)
+    return RunConfig(**base)  # type: ignore[arg-type]
+
+
+def test_repeats_interleave_precisions_and_time_throughput_only() -> None:
+    cells = _config(repeats=3, measures=("throughput", "memory", "converge")).cells()
+    order = [(c.workload, c.repeat, c.precision) for c in cells]
+    assert order[:6] == [("mnist-cnn", r, p) for r in range(3) for p in ("fp32", "amp-bf16")]
+    assert len(cells) == 12
+    firsts = {(c.workload, c.precision): c for c in cells if c.repeat == 0}
+    for c in cells:
+        if c.repeat == 0:
+            assert c.measures == ("throughput", "memory", "converge") and c.repeat_of() is None
+        else:
+            assert c.measures == ("throughput", "memory")
+            assert c.repeat_of() == firsts[(c.workload, c.precision)].key()
+    assert len({c.key() for c in cells}) == len(cells)
+
+
+def test_repeats_leave_first_cells_and_old_identities_unchanged() -> None:
+    one, three = _config(), _config(repeats=3)
+    assert [c.key() for c in one.cells()] == [c.key() for c in three.cells() if c.repeat == 0]
+    assert "repeats" not in one.identity() and three.identity()["repeats"] == 3
+    assert "repeat" not in one.cells()[0].to_dict()  # keys of runs stored before --repeats existed still match
+
+
+def test_no_repeats_without_throughput() -> None:
+    assert len(_config(repeats=3, measures=("converge",)).cells()) == 4
+    assert len(_config(repeats=3, measures=("memory",)).cells()) == 4
+
+
+def test_a_repeat_crosses_into_a_child_and_back() -> None:
+    from ampbench.bench.plan import CellSpec
+
+    c = _config(repeats=2).cells()[3]
+    assert c.repeat == 1
+    assert CellSpec.from_dict(c.to_dict()) == c
