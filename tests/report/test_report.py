@@ -118,3 +118,17 @@ def test_run_writes_the_report(tmp_path: Path) -> None:
     report = tmp_path / "reports" / f"{run_id}.html"
     assert report.exists() and f"report: {report}" in r.stdout.replace("\n", "")
     assert "user:" in r.stdout and ("use" in r.stdout or "fp32" in r.stdout)
+
+
+def test_throughput_chart_draws_the_repeat_range() -> None:
+    import base64
+
+    from ampbench.report.charts import throughput_chart
+
+    rows = [{"precision": "fp32", "status": "ok", "samples_per_s": 100.0, "speedup_vs_fp32": 1.0},
+            {"precision": "amp-bf16", "status": "ok", "samples_per_s": 150.0, "speedup_vs_fp32": 1.5}]
+    plain = base64.b64decode(throughput_chart(rows, "t").split(",", 1)[1]).decode()
+    for r, reps in zip(rows, ([90.0, 100.0, 120.0], [150.0, 140.0, 155.0])):
+        r["samples_per_s_repeats"] = reps
+    ranged = base64.b64decode(throughput_chart(rows, "t").split(",", 1)[1]).decode()
+    assert ranged.count("<g id=\"LineCollection") == 1 and plain.count("<g id=\"LineCollection") == 0

@@ -43,19 +43,28 @@ def _fig(height: float = 2.8, width: float = 7.5) -> tuple[Figure, Any]:
 
 
 def throughput_chart(rows: list[dict[str, Any]], title: str) -> str:
-    """Horizontal bars: samples/s per precision, labelled with the speedup vs fp32."""
+    """Horizontal bars: samples/s per precision, labelled with the speedup vs fp32; with repeats,
+    whiskers from the slowest to the fastest repeat."""
     ok = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s")]
     fig, ax = _fig(height=0.45 * len(ok) + 1.0)
     names = [r["precision"] for r in ok]
     vals = [r["samples_per_s"] for r in ok]
     ax.barh(names, vals, color=[_color(n) for n in names])
     ax.invert_yaxis()
+    spans = [[x for x in r.get("samples_per_s_repeats") or [] if x] for r in ok]
+    ends = [max([v, *xs]) for v, xs in zip(vals, spans)]
+    if any(len(xs) > 1 for xs in spans):
+        lo = [v - min(xs) if len(xs) > 1 else 0.0 for v, xs in zip(vals, spans)]
+        hi = [max(xs) - v if len(xs) > 1 else 0.0 for v, xs in zip(vals, spans)]
+        ax.errorbar(vals, range(len(ok)), xerr=[lo, hi], fmt="none", ecolor="black", elinewidth=1, capsize=3)
     for i, r in enumerate(ok):
         sp = r.get("speedup_vs_fp32")
-        ax.text(vals[i], i, f"  {vals[i]:,.0f}" + (f"  ({sp:.2f}x)" if isinstance(sp, float) else ""), va="center",
+        ax.text(ends[i], i, f"  {vals[i]:,.0f}" + (f"  ({sp:.2f}x)" if isinstance(sp, float) else ""), va="center",
                 fontsize=8)
-    ax.set_xlim(0, max(vals) * 1.35 if vals else 1)
-    ax.set_xlabel("training throughput (samples/s, higher is better)")
+    ax.set_xlim(0, max(ends) * 1.35 if ends else 1)
+    repeats = max((len(xs) for xs in spans), default=0)
+    ax.set_xlabel("training throughput (samples/s, higher is better)"
+                  + (f"; median of {repeats} repeats, whiskers: slowest-fastest" if repeats > 1 else ""))
     ax.set_title(title, loc="left", fontsize=10)
     return _to_uri(fig)
 
