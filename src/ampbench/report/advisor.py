@@ -11,8 +11,9 @@ why no mode helps.
 Noise: a gain only counts when the measurement can tell it apart from noise. With repeats
 (``--repeats``) every repeat must be faster than fp32's repeat next to it; with one measurement
 the gain must exceed ``NOISE_SIGMAS`` times the speedup's noise (both cells' block-to-block
-throughput spread combined). On a quiet GPU that noise is ~1% and changes nothing; on a busy
-2-core CPU it is 5-20%, which is what made single runs flip between modes before this rule.
+throughput spread combined). On the busy 2-core CPU this was written on that noise is 1-20%,
+which is what made single runs flip between modes before this rule; on a dedicated GPU it is
+expected to be near 1% (not yet measured), where the rule changes nothing.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from ampbench.report.advisor import versus_fp32
+
 
 def fmt_bytes(n: Any) -> str:
     if not isinstance(n, (int, float)):
@@ -26,8 +28,6 @@ def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise) or
     "1.06x (0.98-1.10)" (range over repeats); verdict is "faster", "slower" or "same" — beyond the
     noise only (the advisor's rule), so colours never call noise a win."""
-    from ampbench.report.advisor import versus_fp32
-
     v = row.get("speedup_vs_fp32")
     if not isinstance(v, (int, float)):
         return "-", "same"
