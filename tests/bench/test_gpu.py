@@ -25,6 +25,7 @@ def test_cuda_cell(precision: str) -> None:
     assert row["status"] == "ok", row["reason"]
     assert row["timer"] == "cuda_events"
     assert row["peak_allocated_bytes"] > 0 and row["peak_reserved_bytes"] >= row["peak_allocated_bytes"]
+    assert row["gpu_used_bytes"] >= row["peak_reserved_bytes"]  # the device also holds the CUDA context
     assert row["env"]["capability"] and row["env"]["cuda"]
     assert row["math_mode"] == ("fp32" if precision == "fp32" else "fp16")
     if row["peak_tflops"] is not None:

@@ -20,7 +20,7 @@ import torch
 from ampbench.bench.plan import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.measure import memory as mem
-from ampbench.measure.env import device_name, environment, process_gpu_memory
+from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
 from ampbench.measure.flops import count_flops, mfu
 from ampbench.measure.inference import inference_latency
 from ampbench.measure.peaks import math_mode_of
@@ -191,6 +191,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["peak_allocated_bytes"], out["peak_reserved_bytes"] = peak["allocated"], peak["reserved"]
     out["cpu_rss_peak_bytes"] = peak["cpu_rss_peak"]
     out["nvml_used_bytes"] = process_gpu_memory(device) if device.type == "cuda" else None
+    out["gpu_used_bytes"] = device_gpu_memory(device) if device.type == "cuda" else None
     dtype = DTYPE_NAMES.get(get(spec.precision).compute_dtype, "fp32")
     out["math_mode"] = math_mode_of(dtype, bool(out["env"]["tf32_matmul"]))
     out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"]))

@@ -110,6 +110,16 @@ def process_gpu_memory(device: torch.device) -> int | None:
         pynvml.nvmlShutdown()
 
 
+def device_gpu_memory(device: torch.device) -> int | None:
+    """Bytes in use on the whole GPU (total - free, from cudaMemGetInfo). Unlike NVML's per-process
+    list this works inside containers, whose PIDs NVML cannot match; it also counts other processes."""
+    try:
+        free, total = torch.cuda.mem_get_info(device)
+    except Exception:  # no CUDA / a driver that refuses: the row says null
+        return None
+    return int(total - free)
+
+
 def environment(device: torch.device) -> dict[str, Any]:
     """Everything needed to interpret a number later. TF32 flags are read as they are *now*:
     call this inside the precision's forward context to record what the GEMMs ran with."""

@@ -57,7 +57,11 @@ ROW_KEYS: dict[str, str] = {
                             "CPU: peak resident memory growth of the cell's process (see `cpu_rss_peak_bytes`).",
     "peak_reserved_bytes": "GPU: torch.cuda.max_memory_reserved (what the caching allocator held). CPU: same as allocated.",
     "nvml_used_bytes": "GPU: the process's memory as NVML reports it after the timed steps (CUDA context included; "
-                       "what really limits the batch). Null without NVML or on CPU.",
+                       "what really limits the batch). Null without NVML, on CPU, or where NVML cannot see this "
+                       "process (containers with their own PID namespace: then see gpu_used_bytes).",
+    "gpu_used_bytes": "GPU: memory in use on the whole device after the timed steps (cudaMemGetInfo: total - free; "
+                      "CUDA context and other processes included; on a dedicated GPU, what limits the batch). "
+                      "Null on CPU.",
     "cpu_rss_peak_bytes": "CPU: peak RSS of the cell's process over its RSS with data loaded and the runtime warmed "
                           "up, the model's fp32 weights counted in. Null on GPU.",
     "weights_bytes": "Bytes of the model's parameters and buffers as trained (half in master-*/pure-* modes).",
