@@ -201,3 +201,13 @@ def test_repeats_survive_export_and_import(tmp_path: Path) -> None:
     again = {r["precision"]: r for r in derive(other.rows())}
     assert again["amp-bf16"]["speedup_vs_fp32_range"] == pytest.approx([130 / 120, 140 / 90])
     assert again["fp32"]["samples_per_s_repeats"] == [100.0, 90.0, 120.0]
+
+
+def test_cpu_memory_saving_compares_the_exact_split_not_the_rss_peak() -> None:
+    split = dict(weights_bytes=100, grads_bytes=100, optimizer_bytes=200)
+    rows = [_row("r", "fp32", 10.0, peak=5000, device="cpu", activation_bytes=600, **split),
+            _row("r", "amp-bf16", 10.0, peak=10, device="cpu", activation_bytes=300, **split)]
+    d = {r["precision"]: r for r in derive(rows)}
+    assert d["amp-bf16"]["memory_saving_vs_fp32"] == pytest.approx(0.3)  # 700 vs 1000 bytes, whatever RSS said
+    gpu = [dict(r, device="cuda:0") for r in rows]
+    assert derive(gpu)[1]["memory_saving_vs_fp32"] == pytest.approx(1 - 10 / 5000)

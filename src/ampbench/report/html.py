@@ -134,9 +134,10 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             if cpu:
                 out.append('<p class="sub">CPU: the peak is the growth of the process\'s resident memory (RSS), '
                            "approximate (the allocator reuses freed memory); the split into weights, grads, optimizer "
-                           "state and activations is exact.</p>")
+                           "state and activations is exact, and \u201cvs fp32\u201d compares its totals.</p>")
             out.append(_table(
-                ["precision", "peak RSS growth" if cpu else "peak allocated", "peak reserved", "vs fp32", "weights", "grads",
+                ["precision", "peak RSS growth" if cpu else "peak allocated", "peak reserved",
+                 "vs fp32 (split)" if cpu else "vs fp32", "weights", "grads",
                  "optimizer + masters", "activations", "model file fp32 / 16-bit"],
                 [[e(r["precision"]), fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
                   _saving(r.get("memory_saving_vs_fp32")), fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),

@@ -98,7 +98,9 @@ ROW_KEYS: dict[str, str] = {
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
     "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32 from the two cells' samples_per_s_noise combined "
                              "(root of the sum of squares) (derived).",
-    "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's (derived).",
+    "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's on GPU; on CPU 1 - the exact split (weights + grads "
+                             "+ optimizer + activations) / fp32's, the RSS peak being too approximate to compare "
+                             "(derived).",
     "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived).",
     "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
                         "a tolerance from fp32's seed-to-seed spread, and no divergence).",
