@@ -55,13 +55,16 @@ pack() {
 trap pack EXIT
 
 # `ampbench run` that continues the last run with the same options (if one exists) and stops
-# itself at BUDGET_S; calling it again later resumes, so a stage may take several calls.
+# itself when the stage has used BUDGET_S (counted from the script's start, so several runs in
+# one stage share it); calling the stage again resumes, so a stage may take several calls.
 run_resumable() {  # $1 = log name, rest = ampbench run options
-  local name=$1 rc; local log=$STATE/$name.log; shift
-  timeout "$BUDGET_S" $AB run --device "$DEVICE" --db "$DB" --no-report --resume "$@" >>"$log" 2>&1
+  local name=$1 rc left; local log=$STATE/$name.log; shift
+  left=$((BUDGET_S - SECONDS))
+  if [ $left -lt 30 ]; then echo "$name: not started, the stage's budget is spent (exit 3); run this stage again"; return 3; fi
+  timeout "$left" $AB run --device "$DEVICE" --db "$DB" --no-report --resume "$@" >>"$log" 2>&1
   rc=$?
   if [ $rc -eq 2 ] && tail -n 1 "$log" | grep -q -- "--resume: no earlier run"; then
-    timeout "$BUDGET_S" $AB run --device "$DEVICE" --db "$DB" --no-report "$@" >>"$log" 2>&1
+    timeout "$((BUDGET_S - SECONDS))" $AB run --device "$DEVICE" --db "$DB" --no-report "$@" >>"$log" 2>&1
     rc=$?
   fi
   tail -n 60 "$log"
@@ -84,7 +87,7 @@ case $STAGE in
     # an 8 GiB budget stands in for the smaller card of the published result (on 80+ GiB the fp32
     # search alone would climb to ~20k samples of 4.5 GFLOP each); the ratio is what compares
     run_resumable mnist-maxbatch --workloads mnist-cnn --preset paper --measure maxbatch --precisions fp32,amp-fp16 \
-      --memory-budget 8GiB --label "mnist-cnn paper max batch, 8 GiB budget (published: 590 -> 1000)"
+      --memory-budget 8GiB --label "mnist-cnn paper max batch, 8 GiB budget (published: 590 -> 1000)" || exit $?
     run_resumable conv-dummy --workloads conv-dummy --preset paper --precisions fp32,amp-fp16 --repeats 3 \
       --label "conv-dummy paper (published: ~2.6x faster, ~2.4x less memory)"
     ;;
@@ -105,4 +108,3 @@ case $STAGE in
     ls -la "$RESULTS"
     ;;
 esac
-
