@@ -151,3 +151,44 @@ def test_hw_probe_on_cpu() -> None:
     assert {g["math_mode"] for g in p["gemm"]} == {"fp32", "bf16", "fp16"}
     assert all(g["tflops"] > 0 for g in p["gemm"])
     assert "verdict" in p and "Measured GEMM vs fp32" in p["verdict"]
+
+
+def test_gpu_gemm_timing_queues_calls_between_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA branch of the GEMM timer, on a simulated clock: calls are counted between two events
+    (no sync per call) and the count grows until the span reaches the minimum time."""
+    from ampbench.measure import hw
+
+    clock = {"t": 0.0, "syncs": 0}
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self) -> None:
+            self.at = clock["t"]
+
+        def synchronize(self) -> None:
+            clock["syncs"] += 1
+
+        def elapsed_time(self, other: Event) -> float:
+            return (other.at - self.at) * 1e3
+
+    def gemm() -> None:
+        clock["t"] += 3e-6  # a 3 us kernel
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    iters, seconds = hw._time_calls(gemm, torch.device("cuda"), min_seconds=0.01)
+    assert seconds >= 0.01 and seconds == pytest.approx(iters * 3e-6)
+    assert clock["syncs"] <= 3  # one per round, not one per call
+
+    # the harness's step timer: one event per step, a single sync at the end, per-step times exact
+    clock.update(t=0.0, syncs=0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    durations = iter([0.010, 0.012, 0.011, 0.030])
+
+    def step() -> None:
+        clock["t"] += next(durations)
+
+    t = time_steps(step, 4, torch.device("cuda"))
+    assert t.timer == "cuda_events" and clock["syncs"] == 1
+    assert t.step_ms == pytest.approx([10.0, 12.0, 11.0, 30.0]) and t.total_s == pytest.approx(0.063)

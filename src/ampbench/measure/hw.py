@@ -4,6 +4,7 @@ micro-benchmark (measured TFLOP/s per math mode and % of the table's dense peak)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,7 +20,7 @@ CPU_SIZES = (256, 512, 1024, 2048)
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float = 0.2, max_iters: int = 200) -> float:
+def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float = 0.2) -> float:
     """TFLOP/s of an n x n x n matmul (2n^3 FLOPs) on random normal data, after warm-up."""
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
@@ -27,17 +28,38 @@ def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float
     with tf32_scope(math_mode == "tf32"):
         for _ in range(3):
             torch.mm(a, b)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        iters, elapsed = 0, 0.0
-        t0 = time.perf_counter()
-        while elapsed < min_seconds and iters < max_iters:
-            torch.mm(a, b)
-            iters += 1
-            if device.type == "cuda":  # sync per call: GEMMs this size run >= 0.1 ms, the sync is noise
-                torch.cuda.synchronize(device)
-            elapsed = time.perf_counter() - t0
-    return 2.0 * n**3 * iters / elapsed / 1e12
+        iters, seconds = _time_calls(lambda: torch.mm(a, b), device, min_seconds)
+    return 2.0 * n**3 * iters / seconds / 1e12
+
+
+def _time_calls(fn: Callable[[], object], device: torch.device, min_seconds: float,
+                max_iters: int = 100_000) -> tuple[int, float]:
+    """(calls, seconds) of back-to-back calls lasting at least ``min_seconds``.
+
+    GPU: the calls are queued between two CUDA events with no sync inside, doubling the count
+    until the span is long enough (a sync per call would add ~10 us to a 1024^3 half GEMM that
+    takes ~3 us on a Hopper card). CPU: perf_counter around calls until the time is up.
+    """
+    if device.type == "cuda":
+        iters = 1
+        while True:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                fn()
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1e3
+            if seconds >= min_seconds or iters >= max_iters:
+                return iters, seconds
+            iters = min(max_iters, iters * 2 if seconds <= 0 else max(iters * 2, int(iters * min_seconds / seconds) + 1))
+    iters, elapsed = 0, 0.0
+    t0 = time.perf_counter()
+    while elapsed < min_seconds and iters < max_iters:
+        fn()
+        iters += 1
+        elapsed = time.perf_counter() - t0
+    return iters, elapsed
 
 
 def gemm_speedups(gemm: list[dict[str, Any]]) -> dict[str, float]:
