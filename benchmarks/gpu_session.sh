@@ -4,13 +4,14 @@
 #
 #   bash benchmarks/gpu_session.sh STAGE      # run on the GPU machine, from the repo root
 #
-#   checks  ampbench hw (GEMM up to 8192), the GPU tests, then the whole (CPU) test suite on this torch
+#   checks  ampbench hw (GEMM up to 8192) and the GPU tests
 #   paper   mnist-cnn paper: max batch fp32 vs amp-fp16 (8 GiB budget); conv-dummy paper: time +
 #           memory, 3 interleaved repeats
 #   suite   the default GPU suite (`make run`'s job); stops itself before the command limit and
 #           continues with --resume when run again (finished cells are never lost)
 #   bench   benchmarks/engine_overhead.py and harness_overhead.py on cuda
 #   export  every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/
+#   compat  (if device time is left) the whole CPU test suite on that machine's torch and python
 #
 # Exit 3: a run stopped at BUDGET_S with cells left; call the same stage again to resume it.
 # State lives in out/gpu/ (results.db, logs); every stage ends by packing out/gpu and
@@ -22,8 +23,8 @@
 # typer==0.25.1 -d .whl` and carry `.whl` (and `out`) in every call; the wheel is used only
 # where pydantic is missing.
 set -uo pipefail
-STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|export}
-case $STAGE in checks|paper|suite|bench|export) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|export" >&2; exit 2 ;; esac
+STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|export|compat}
+case $STAGE in checks|paper|suite|bench|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|export|compat" >&2; exit 2 ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu
@@ -78,10 +79,12 @@ run_resumable() {  # $1 = log name, rest = ampbench run options
 case $STAGE in
   checks)
     $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json" | tee "$STATE/hw.log"
-    $PY -m pytest -q tests/bench/test_gpu.py 2>&1 | tail -n 15
+    $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py 2>&1 | tail -n 15
+    ;;
+  compat)
     # the suite is written for a CPU-only machine (CI): hide the GPU so defaults pick the CPU, and
     # learn whether this torch/python pass it
-    CUDA_VISIBLE_DEVICES= timeout "$((BUDGET_S - 120))" $PY -m pytest -q -p no:cacheprovider 2>&1 | tail -n 25
+    CUDA_VISIBLE_DEVICES= timeout "$((BUDGET_S - SECONDS))" $PY -m pytest -q -p no:cacheprovider 2>&1 | tail -n 25
     ;;
   paper)
     # an 8 GiB budget stands in for the smaller card of the published result (on 80+ GiB the fp32
