@@ -362,7 +362,9 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
         def on_event(ev) -> None:  # type: ignore[no-untyped-def]
             s = ev.spec
             what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
-            if config.repeats > 1 and "throughput" in config.measures:
+            if s.closing:
+                what += " [closing baseline]"
+            elif config.repeats > 1 and "throughput" in config.measures:
                 what += f" [repeat {s.repeat + 1}/{config.repeats}]"
             what = escape(what)  # names, reasons and "[repeat ...]" are text, not rich markup
             if ev.phase == "start":

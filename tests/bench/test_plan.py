@@ -28,7 +28,7 @@ def test_repeats_interleave_precisions_and_time_throughput_only() -> None:
 
 def test_repeats_leave_first_cells_and_old_identities_unchanged() -> None:
     one, three = _config(), _config(repeats=3)
-    assert [c.key() for c in one.cells()] == [c.key() for c in three.cells() if c.repeat == 0]
+    assert [c.key() for c in one.cells() if not c.closing] == [c.key() for c in three.cells() if c.repeat == 0]
     assert "repeats" not in one.identity() and three.identity()["repeats"] == 3
     assert "repeat" not in one.cells()[0].to_dict()  # keys of runs stored before --repeats existed still match
 
@@ -36,6 +36,21 @@ def test_repeats_leave_first_cells_and_old_identities_unchanged() -> None:
 def test_no_repeats_without_throughput() -> None:
     assert len(_config(repeats=3, measures=("converge",)).cells()) == 4
     assert len(_config(repeats=3, measures=("memory",)).cells()) == 4
+
+
+def test_one_measurement_per_cell_closes_each_workload_with_fp32_again() -> None:
+    cells = _config(precisions=("fp32", "amp-bf16", "pure-bf16"), measures=("throughput", "converge")).cells()
+    order = [(c.workload, c.precision, c.closing) for c in cells]
+    assert order[:4] == [("mnist-cnn", "fp32", False), ("mnist-cnn", "amp-bf16", False),
+                         ("mnist-cnn", "pure-bf16", False), ("mnist-cnn", "fp32", True)]
+    closing = cells[3]
+    assert closing.measures == ("throughput",) and closing.repeat_of() == cells[0].key()
+    assert len({c.key() for c in cells}) == len(cells) == 8
+    # no closing cell: with repeats (they pair up), without fp32, with fp32 alone, without throughput
+    assert not any(c.closing for c in _config(repeats=2).cells())
+    assert not any(c.closing for c in _config(precisions=("amp-bf16", "pure-bf16")).cells())
+    assert not any(c.closing for c in _config(precisions=("fp32",)).cells())
+    assert not any(c.closing for c in _config(measures=("converge",)).cells())
 
 
 def test_a_repeat_crosses_into_a_child_and_back() -> None:

@@ -44,8 +44,10 @@ def test_must_show_run_writes_rows_with_every_key(tmp_path: Path) -> None:
     assert rows[0]["speedup_vs_fp32"] == 1.0 and rows[1]["speedup_vs_fp32"] > 0
     assert rows[1]["math_mode"] == "bf16" and rows[0]["math_mode"] == "fp32"
     assert "mnist-cnn (tiny)" in r.stdout and "speedup" in r.stdout
-    # the store has the same rows; results prints them in every format
-    assert len(Store(db).rows()) == 2
+    assert "fp32 [closing baseline]" in r.stdout
+    assert rows[0]["baseline_drift"] is not None and rows[1]["speedup_vs_fp32_noise"] >= rows[0]["baseline_drift"]
+    # the store has the rows (fp32's closing measurement apart); results prints them merged in every format
+    assert len(Store(db).rows()) == 3
     j = cli("results", "--db", str(db), "--format", "json")
     assert [x["precision"] for x in json.loads(j.stdout)] == ["fp32", "amp-bf16"]
     c = cli("results", "--db", str(db), "--format", "csv")
@@ -101,14 +103,14 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     kept = Store(db).rows()
-    assert 1 <= len(kept) < 4, "the run should have been killed in the middle"
+    assert 1 <= len(kept) < 5, "the run should have been killed in the middle"
     assert all(r["status"] == "ok" for r in kept)
     assert Store(db).latest_run().finished_at is None
     r = cli(*args, "--resume")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("done before") == len(kept)
     rows = Store(db).rows()
-    assert sorted(x["precision"] for x in rows) == ["amp-bf16", "fp32", "master-bf16", "pure-bf16"]
+    assert sorted(x["precision"] for x in rows) == ["amp-bf16", "fp32", "fp32", "master-bf16", "pure-bf16"]  # + closing
     assert {x["cell_key"]: x["created_at"] for x in kept}.items() <= {x["cell_key"]: x["created_at"] for x in rows}.items()
     assert len(Store(db).runs()) == 1 and Store(db).latest_run().finished_at is not None
 

@@ -131,3 +131,12 @@ def test_speedup_text_shows_noise_or_range_and_colours_only_beyond_it() -> None:
     assert speedup_text(d["fp32"]) == ("1.00x", "same")
     rows = derive(_rep("fp32", [100.0, 100.0]) + _rep("amp-bf16", [80.0, 85.0]))
     assert speedup_text(rows[1]) == ("0.80x (0.80-0.85)", "slower")
+
+
+def test_a_disturbed_baseline_cannot_make_every_mode_look_faster() -> None:
+    """A-B-A: fp32 ran at half speed in its first cell (another process was busy) and at full speed
+    when timed again after the other modes; the 1.9x 'gain' is the baseline's, not amp-bf16's."""
+    rows = _rep("fp32", [52.0, 100.0]) + [_row("amp-bf16", 99.0, samples_per_s_noise=0.01)]
+    rows[1]["closing_baseline"] = True
+    a = advise(derive(rows))
+    assert a.recommended == "fp32" and a.label == "within noise", a.evidence

@@ -211,3 +211,16 @@ def test_cpu_memory_saving_compares_the_exact_split_not_the_rss_peak() -> None:
     assert d["amp-bf16"]["memory_saving_vs_fp32"] == pytest.approx(0.3)  # 700 vs 1000 bytes, whatever RSS said
     gpu = [dict(r, device="cuda:0") for r in rows]
     assert derive(gpu)[1]["memory_saving_vs_fp32"] == pytest.approx(1 - 10 / 5000)
+
+
+def test_closing_baseline_becomes_drift_and_widens_every_speedups_noise() -> None:
+    fp32 = _repeats("fp32", [100.0, 60.0], 0.03)  # fp32 measured again after the other modes: 40% slower
+    fp32[1]["closing_baseline"] = True
+    rows = derive(fp32 + _repeats("amp-bf16", [150.0], 0.04))
+    assert len(rows) == 2
+    base, amp = rows
+    assert base["baseline_drift"] == pytest.approx(0.4) and base["samples_per_s"] == 100.0
+    assert base["samples_per_s_repeats"] is None  # not a repeat: the estimate stays the first measurement
+    assert amp["speedup_vs_fp32"] == pytest.approx(1.5) and amp["speedup_vs_fp32_range"] is None
+    assert amp["speedup_vs_fp32_noise"] == pytest.approx((0.03**2 + 0.04**2 + 0.4**2) ** 0.5)
+    assert merge_repeats(rows) == rows

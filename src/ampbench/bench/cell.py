@@ -53,7 +53,8 @@ def base_row(spec: CellSpec) -> dict[str, Any]:
     row = empty_row()
     row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
                measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
-               status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of())
+               status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
+               closing_baseline=spec.closing)
     return row
 
 

@@ -18,6 +18,7 @@ from ampbench.workloads.base import PRESETS
 
 MEASURES = ("throughput", "memory", "maxbatch", "converge", "inference")
 DEFAULT_MEASURES = ("throughput", "memory")
+BASELINE = "fp32"
 REPEATED_MEASURES = ("throughput", "memory")
 """What a repeat of a cell measures again (max batch, convergence and inference are measured once)."""
 
@@ -34,7 +35,7 @@ class SuiteEntry:
 CPU_SUITE = (SuiteEntry("mnist-cnn", "small"), SuiteEntry("tabular-mlp", "small"), SuiteEntry("bert", "tiny"))
 GPU_SUITE = (SuiteEntry("conv-dummy", "paper"), SuiteEntry("resnext", "small"), SuiteEntry("bert", "small"),
              SuiteEntry("unet", "small"), SuiteEntry("lstm-lm", "small"))
-# 5 workloads x 8 modes = 40 cells; at ~10-15 s per isolated cell (process start, CUDA init, build,
+# 5 workloads x (8 modes + closing fp32) = 45 cells; at ~10-15 s per isolated cell (process start, CUDA init, build,
 # warm-up, 50 steps) that is the ~10 minutes the suite is meant to take. Not yet timed on a GPU.
 CPU_STEPS, CPU_WARMUP = 20, 3
 GPU_STEPS, GPU_WARMUP = 50, 10
@@ -82,6 +83,8 @@ class CellSpec(Settings):
     """0 for the cell's measurement; 1.. for its repeats (``--repeats``), which time throughput only."""
     first_measures: tuple[str, ...] = ()
     """Repeats: the measures of repeat 0 (a repeat measures less, so its own fields cannot name repeat 0)."""
+    closing: bool = False
+    """The closing baseline: fp32 timed again after a workload's other modes (see RunConfig.cells)."""
 
     @property
     def label(self) -> str:
@@ -94,7 +97,7 @@ class CellSpec(Settings):
         """A repeat's link to its cell: the key of repeat 0 (None for repeat 0 itself)."""
         if self.repeat == 0:
             return None
-        return replace(self, repeat=0, measures=self.first_measures, first_measures=()).key()
+        return replace(self, repeat=0, measures=self.first_measures, first_measures=(), closing=False).key()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -103,6 +106,8 @@ class CellSpec(Settings):
             del d["repeat"], d["first_measures"]
         else:
             d["first_measures"] = list(self.first_measures)
+        if not self.closing:
+            del d["closing"]
         return d
 
     @classmethod
@@ -143,18 +148,28 @@ class RunConfig(Settings):
         With ``repeats`` > 1, repeat r of every precision runs before repeat r+1 of any, so each
         repeat's speedup compares cells measured a few seconds apart (slow drift of the machine
         then cancels in the ratio). Repeats time throughput (and memory) only.
+
+        With one measurement per cell, fp32 is timed once more after the workload's other modes
+        (the closing baseline, A-B-A): every speedup divides by fp32, so a disturbed fp32 cell would
+        make every mode look faster; how far fp32 moved between its two measurements becomes part
+        of every speedup's noise (``baseline_drift``).
         """
         shared = {f.name: getattr(self, f.name) for f in fields(Settings)}
         targets = [(None, p) for p in self.presets[:1]] if self.model else list(zip(self.workloads, self.presets))
         timed = tuple(m for m in self.measures if m in REPEATED_MEASURES)
         repeats = self.repeats if "throughput" in timed else 1
+        closing = repeats == 1 and "throughput" in timed and BASELINE in self.precisions and len(self.precisions) > 1
+        again = {"measures": timed, "first_measures": self.measures}
         out = []
         for workload, preset in targets:
             for bs in self.batch_sizes:
                 for r in range(repeats):
-                    rep = {} if r == 0 else {"repeat": r, "measures": timed, "first_measures": self.measures}
+                    rep = {} if r == 0 else {"repeat": r, **again}
                     out.extend(CellSpec(**{**shared, **rep}, workload=workload, preset=preset, precision=precision,
                                         batch_size=bs) for precision in self.precisions)
+                if closing:
+                    out.append(CellSpec(**{**shared, "repeat": 1, "closing": True, **again}, workload=workload,
+                                        preset=preset, precision=BASELINE, batch_size=bs))
         return out
 
 

@@ -31,9 +31,16 @@ def _sps(row: dict[str, Any]) -> float | None:
     return float(v) if ok else None
 
 
-def _merge(first: dict[str, Any], repeats: list[dict[str, Any]]) -> dict[str, Any]:
-    every = [first, *sorted(repeats, key=lambda r: r.get("repeat") or 0)]
+def _merge(first: dict[str, Any], later: list[dict[str, Any]]) -> dict[str, Any]:
     merged = dict(first)
+    closing = [r for r in later if r.get("closing_baseline")]
+    if closing:  # fp32 timed again after the other modes: how far it moved, not a third estimate
+        a, b = _sps(first), _sps(closing[0])
+        merged["baseline_drift"] = abs(b - a) / a if a and b is not None else None
+    repeats = [r for r in later if not r.get("closing_baseline")]
+    if not repeats:
+        return merged
+    every = [first, *sorted(repeats, key=lambda r: r.get("repeat") or 0)]
     merged["samples_per_s_repeats"] = [_sps(r) for r in every]
     timed = sorted((r for r in every if _sps(r) is not None), key=lambda r: _sps(r) or 0.0)
     if first.get("status") == "ok" and timed:
@@ -69,11 +76,11 @@ def speedup_range(row: dict[str, Any], base: dict[str, Any]) -> list[float] | No
 
 
 def speedup_noise(row: dict[str, Any], base: dict[str, Any]) -> float | None:
-    """Relative noise of a speedup from both cells' within-cell noise (independent errors add in quadrature)."""
-    a, b = row.get("samples_per_s_noise"), base.get("samples_per_s_noise")
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.hypot(a, b)
-    return None
+    """Relative noise of a speedup: both cells' within-cell noise and how far fp32 moved between its
+    opening and closing measurements (independent errors add in quadrature)."""
+    terms = [v for v in (row.get("samples_per_s_noise"), base.get("samples_per_s_noise"), base.get("baseline_drift"))
+             if isinstance(v, (int, float)) and math.isfinite(v)]
+    return math.hypot(*terms) if terms else None
 
 
 SPLIT_KEYS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")

@@ -26,6 +26,8 @@ ROW_KEYS: dict[str, str] = {
     "repeat": "Which repeat of the cell this stored row is (0 .. `--repeats` - 1). Rows read back (results, export, "
               "report) are merged into one per cell (see `samples_per_s_repeats`).",
     "repeat_of": "Repeats after the first: the `cell_key` of the cell's first measurement (null on it).",
+    "closing_baseline": "True on the stored row of fp32's closing measurement: fp32 timed again after the "
+                        "workload's other modes (one measurement per cell only); merged into `baseline_drift`.",
     "status": "ok, oom, error, diverged or unsupported.",
     "reason": "One line saying why, when status is not ok (empty otherwise).",
     "created_at": "UTC time the cell finished (ISO 8601).",
@@ -42,6 +44,9 @@ ROW_KEYS: dict[str, str] = {
     "samples_per_s_repeats": "samples_per_s of each repeat, in order (null for a repeat that failed); with "
                              "`--repeats` > 1 the row's timing keys (samples_per_s, step_ms_*, achieved_tflops, mfu, "
                              "samples_per_s_noise) are those of the median repeat. Null with one repeat.",
+    "baseline_drift": "fp32 rows: |closing - first| / first samples/s of fp32's two measurements around the other "
+                      "modes; part of every speedup's noise (`speedup_vs_fp32_noise`). Null without a closing "
+                      "measurement.",
     "step_ms_p10": "10th percentile of the timed step times (ms).",
     "step_ms_p50": "Median step time (ms).",
     "step_ms_p90": "90th percentile step time (ms).",
@@ -96,8 +101,8 @@ ROW_KEYS: dict[str, str] = {
     "speedup_vs_fp32": "samples_per_s / the fp32 cell's samples_per_s (derived; null without an ok fp32 cell).",
     "speedup_vs_fp32_range": "[lowest, highest] of the per-repeat speedups (repeat r of this mode over repeat r of "
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
-    "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32 from the two cells' samples_per_s_noise combined "
-                             "(root of the sum of squares) (derived).",
+    "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32: the two cells' samples_per_s_noise and fp32's "
+                             "baseline_drift combined (root of the sum of squares) (derived).",
     "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's on GPU; on CPU 1 - the exact split (weights + grads "
                              "+ optimizer + activations) / fp32's, the RSS peak being too approximate to compare "
                              "(derived).",
