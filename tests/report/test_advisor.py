@@ -140,3 +140,10 @@ def test_a_disturbed_baseline_cannot_make_every_mode_look_faster() -> None:
     rows[1]["closing_baseline"] = True
     a = advise(derive(rows))
     assert a.recommended == "fp32" and a.label == "within noise", a.evidence
+
+
+def test_pure_half_without_convergence_data_comes_with_a_caution() -> None:
+    a = advise(derive([_row("fp32", 100.0), _row("pure-bf16", 180.0)]))
+    assert a.recommended == "pure-bf16" and a.evidence.endswith("check convergence (--measure converge) before switching")
+    a = advise(derive([_row("fp32", 100.0, verdict_losses=[1.0, 1.0]), _row("pure-bf16", 180.0, verdict_losses=[1.0, 1.0])]))
+    assert a.recommended == "pure-bf16" and "check convergence" not in a.evidence

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from ampbench.store.derive import compared_memory
+
 TIE = 0.02
 """Relative speed difference treated as measurement noise."""
 MIN_GAIN = 1.05
@@ -140,7 +142,7 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
         pool = ok
     fastest = max(pool, key=_speed)
     tied = [r for r in pool if _speed(r) >= _speed(fastest) * (1 - max(TIE, math.hypot(_noise(r), _noise(fastest))))]
-    best = min(tied, key=lambda r: (r.get("peak_allocated_bytes") or float("inf"), _pref(r["precision"])))
+    best = min(tied, key=lambda r: (compared_memory(r) or float("inf"), _pref(r["precision"])))
     label = "converges like fp32" if checked else "speed only, convergence not checked"
     if base is not None and best["precision"] != "fp32":
         gain = _speed(best) / _speed(base)
@@ -156,4 +158,7 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
             return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")
     if base is not None and best["precision"] == "fp32":
         return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")
-    return Advice(workload, best["precision"], _evidence(best, base, checked), checked, label)
+    evidence = _evidence(best, base, checked)
+    if not checked and best["precision"].startswith("pure-"):
+        evidence += "; pure-* keeps no fp32 weights: check convergence (--measure converge) before switching"
+    return Advice(workload, best["precision"], evidence, checked, label)
