@@ -129,6 +129,7 @@ def test_speedup_text_shows_noise_or_range_and_colours_only_beyond_it() -> None:
     assert speedup_text(d["amp-bf16"]) == ("1.07x ±9%", "same")
     assert speedup_text(d["amp-fp16"]) == ("1.50x ±9%", "faster")
     assert speedup_text(d["fp32"]) == ("1.00x", "same")
+    assert speedup_text(dict(d["fp32"], baseline_drift=0.031)) == ("1.00x (moved 3%)", "same")
     rows = derive(_rep("fp32", [100.0, 100.0]) + _rep("amp-bf16", [80.0, 85.0]))
     assert speedup_text(rows[1]) == ("0.80x (0.80-0.85)", "slower")
 

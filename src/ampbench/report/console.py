@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.report.advisor import versus_fp32
+from ampbench.store.derive import compared_memory
 
 
 def fmt_bytes(n: Any) -> str:
@@ -26,7 +27,8 @@ def _num(v: Any, spec: str = ",.1f") -> str:
 
 def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise) or
-    "1.06x (0.98-1.10)" (range over repeats); verdict is "faster", "slower" or "same" — beyond the
+    "1.06x (0.98-1.10)" (range over repeats), and for fp32 "1.00x (moved 3%)" (its closing
+    baseline); verdict is "faster", "slower" or "same" — beyond the
     noise only (the advisor's rule), so colours never call noise a win."""
     v = row.get("speedup_vs_fp32")
     if not isinstance(v, (int, float)):
@@ -38,7 +40,8 @@ def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     elif isinstance(noise, (int, float)) and noise >= 0.005:
         text += f" ±{noise:.0%}"
     if row.get("precision") == "fp32":
-        return text, "same"
+        drift = row.get("baseline_drift")
+        return text + (f" (moved {drift:.0%})" if isinstance(drift, (int, float)) and drift >= 0.005 else ""), "same"
     faster, slower, _ = versus_fp32(row, v)
     return text, "faster" if faster and v >= 1.05 else "slower" if slower and v <= 0.95 else "same"
 
@@ -68,9 +71,11 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
 
     for (workload, preset, dev, run_id), group in groupby(sorted(rows, key=key), key=key):
         group = list(group)
+        # CPU: show the exact split total (what "mem vs fp32" compares); the RSS peak is in the JSON/HTML
+        cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
         table = Table(title=f"{workload} ({preset}) on {dev}  [dim]run {run_id}[/]", title_justify="left")
         for col, just in (("precision", "left"), ("status", "left"), ("batch", "right"), ("samples/s", "right"),
-                          ("speedup", "right"), ("step p50 ms", "right"), ("peak mem", "right"),
+                          ("speedup", "right"), ("step p50 ms", "right"), ("memory (exact)" if cpu else "peak mem", "right"),
                           ("mem vs fp32", "right"), ("skipped", "right")):
             table.add_column(col, justify=just, no_wrap=col in ("precision", "status"))  # type: ignore[arg-type]
         extra = []
@@ -89,7 +94,7 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
                                 Text(status, style=STATUS_STYLE.get(status, "")),
                                 _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
                                 _speedup(r), _num(r.get("step_ms_p50"), ",.2f"),
-                                fmt_bytes(r.get("peak_allocated_bytes")), _saving(r.get("memory_saving_vs_fp32")),
+                                fmt_bytes(compared_memory(r)), _saving(r.get("memory_saving_vs_fp32")),
                                 _num(r.get("skipped_steps"), ",")]
             if "max batch" in extra:
                 mb = r.get("max_batch")
