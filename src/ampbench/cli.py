@@ -300,7 +300,10 @@ def run_cmd(
         validate_user_model(config)
     store = _open_store(db)
     cells = config.cells()
-    console.print(f"[bold]ampbench run[/]: {len(cells)} cells ({', '.join(config.precisions)}) on "
+    closing = sum(c.closing for c in cells)
+    extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
+                   f" + {closing} closing fp32" if closing else "")
+    console.print(f"[bold]ampbench run[/]: {len(cells)} cells ({', '.join(config.precisions)}{extra_cells}) on "
                   f"[bold]{dev}[/], measuring {','.join(measures)}; store {store.path}")
     info, rows = _run_with_progress(run_bench, config, store, resume, label)
     for table in _results_tables(rows):
