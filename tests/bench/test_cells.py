@@ -23,7 +23,8 @@ def test_ok_cell_has_every_stored_key() -> None:
     row = run_cell(_spec())
     assert row["status"] == "ok", row["reason"]
     assert set(row) == set(ROW_KEYS) - set(DERIVED_KEYS)
-    for key in ("samples_per_s", "step_ms_p50", "step_ms_p90", "first_step_ms", "peak_allocated_bytes", "flops_per_step",
+    for key in ("samples_per_s", "step_ms_p50", "step_ms_p90", "first_step_ms", "data_ms_per_batch",
+                "peak_allocated_bytes", "flops_per_step",
                 "weights_bytes", "activation_bytes", "model_bytes_fp32", "final_loss"):
         assert isinstance(row[key], (int, float)) and row[key] > 0, key
     assert row["model_bytes_half"] * 2 == row["model_bytes_fp32"]

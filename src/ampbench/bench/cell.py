@@ -24,7 +24,7 @@ from ampbench.measure.env import device_gpu_memory, device_name, environment, pr
 from ampbench.measure.flops import count_flops, mfu
 from ampbench.measure.inference import inference_latency
 from ampbench.measure.peaks import math_mode_of
-from ampbench.measure.step import TrainStep, build_step
+from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import time_once, time_steps
 from ampbench.precision import get, supported
 from ampbench.store.rows import empty_row
@@ -185,6 +185,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["timer"] = timing.timer
     out["samples_per_s"] = batch_size * spec.steps / timing.total_s
     out["samples_per_s_noise"] = timing.throughput_noise()
+    out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.seed)
     out["final_loss"] = loss
     out["skipped_steps"] = step.mp.totals["skipped_steps"]
     out["loss_scale"] = step.mp.scale

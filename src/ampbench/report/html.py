@@ -120,11 +120,12 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
         out.append("<h3>Training speed</h3>")
         out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
         out.append(_table(
-            ["precision", "samples/s", "speedup vs fp32", "step p50 ms", "step p90 ms", "first step ms", "TFLOP/s", "MFU",
-             "skipped steps"],
+            ["precision", "samples/s", "speedup vs fp32", "step p50 ms", "step p90 ms", "first step ms",
+             "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
             [[e(r["precision"]), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
-              _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"), _num(r.get("skipped_steps"), ",")]
+              _num(r.get("data_ms_per_batch"), ",.2f"), _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"),
+              _num(r.get("skipped_steps"), ",")]
              for r in ok]))
         if any(r.get("peak_allocated_bytes") is not None for r in ok):
             out.append("<h3>Memory</h3>")

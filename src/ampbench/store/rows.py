@@ -51,6 +51,9 @@ ROW_KEYS: dict[str, str] = {
     "step_ms_p50": "Median step time (ms).",
     "step_ms_p90": "90th percentile step time (ms).",
     "step_ms_mean": "Mean step time (ms).",
+    "data_ms_per_batch": "Median ms to gather one shuffled batch from the in-memory training split on the host and "
+                         "copy it to the device (synchronised): the floor of data loading, left out of the step "
+                         "times. Near or above step_ms_p50, loading must overlap compute to keep the speedup.",
     "timer": "How steps were timed: `cuda_events` (GPU, synchronised at the ends) or `perf_counter` (CPU).",
     "skipped_steps": "Optimizer steps skipped for inf/NaN gradients (fp16 dynamic loss scaling), warm-up included.",
     "loss_scale": "Loss scale at the end of the cell (1.0 without scaling).",
