@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ampbench.report.advisor import advise
 from ampbench.store import derive
 
@@ -81,7 +83,7 @@ def test_a_gain_inside_the_noise_keeps_fp32_and_says_so() -> None:
     rows = [_row("fp32", 100.0, samples_per_s_noise=0.08), _row("amp-bf16", 107.0, samples_per_s_noise=0.05)]
     a = advise(derive(rows))
     assert a.recommended == "fp32" and a.label == "within noise"
-    assert a.evidence == ("fp32: amp-bf16 measured 1.07x faster, within this measurement's noise (noise ±9%); "
+    assert a.evidence == ("fp32: amp-bf16 measured 1.07x faster, within this measurement's noise (±9%); "
                           "rerun with --repeats 3 to settle it")
 
 
@@ -111,13 +113,13 @@ def test_repeats_must_all_agree() -> None:
     assert a.recommended == "amp-bf16" and "1.08x faster than fp32 (repeats 1.04-1.12x)" in a.evidence
 
 
-def test_noise_wide_ties_go_to_less_memory() -> None:
-    rows = [_row("fp32", 100.0, samples_per_s_noise=0.01), _row("amp-fp16", 200.0, 800, samples_per_s_noise=0.05),
-            _row("master-fp16", 192.0, 500, samples_per_s_noise=0.05)]
-    assert advise(derive(rows)).recommended == "master-fp16"  # 4% apart, inside their 7% combined noise
-    for r in rows:
-        r["samples_per_s_noise"] = 0.005
-    assert advise(derive(rows)).recommended == "amp-fp16"  # quiet: 4% is a real difference
+def test_noise_never_grants_a_slower_mode_or_a_wider_tie() -> None:
+    rows = [_row("fp32", 100.0, 1000, samples_per_s_noise=0.2), _row("pure-bf16", 92.0, 500, samples_per_s_noise=0.2)]
+    a = advise(derive(rows))  # 8% slower: inside the ±28% noise, but noise is no evidence of equal speed
+    assert a.recommended == "fp32" and a.label == "no mode helps"
+    rows = [_row("fp32", 100.0, samples_per_s_noise=0.01), _row("amp-fp16", 200.0, 800, samples_per_s_noise=0.1),
+            _row("master-fp16", 185.0, 500, samples_per_s_noise=0.1)]
+    assert advise(derive(rows)).recommended == "amp-fp16"  # 7.5% apart: not a tie, however noisy
 
 
 def test_speedup_text_shows_noise_or_range_and_colours_only_beyond_it() -> None:
@@ -139,8 +141,17 @@ def test_a_disturbed_baseline_cannot_make_every_mode_look_faster() -> None:
     when timed again after the other modes; the 1.9x 'gain' is the baseline's, not amp-bf16's."""
     rows = _rep("fp32", [52.0, 100.0]) + [_row("amp-bf16", 99.0, samples_per_s_noise=0.01)]
     rows[1]["closing_baseline"] = True
+    d = derive(rows)
+    assert d[0]["samples_per_s"] == 100.0 and d[0]["baseline_drift"] == pytest.approx(48 / 52)
+    assert d[1]["speedup_vs_fp32"] == pytest.approx(0.99)  # against the undisturbed fp32
+    a = advise(d)
+    assert a.recommended == "fp32" and a.label == "no mode helps", a.evidence
+    # a disturbed closing measurement instead: the first one stands, the drift still widens the noise
+    rows = _rep("fp32", [100.0, 52.0]) + [_row("amp-bf16", 110.0, 500, samples_per_s_noise=0.01)]
+    rows[1]["closing_baseline"] = True
     a = advise(derive(rows))
-    assert a.recommended == "fp32" and a.label == "within noise", a.evidence
+    assert a.recommended == "amp-bf16" and a.evidence == (
+        "amp-bf16: 1.10x the speed of fp32 (within noise: ±48%), 50% less memory")
 
 
 def test_pure_half_without_convergence_data_comes_with_a_caution() -> None:
