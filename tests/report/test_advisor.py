@@ -159,3 +159,12 @@ def test_pure_half_without_convergence_data_comes_with_a_caution() -> None:
     assert a.recommended == "pure-bf16" and a.evidence.endswith("check convergence (--measure converge) before switching")
     a = advise(derive([_row("fp32", 100.0, verdict_losses=[1.0, 1.0]), _row("pure-bf16", 180.0, verdict_losses=[1.0, 1.0])]))
     assert a.recommended == "pure-bf16" and "check convergence" not in a.evidence
+
+
+def test_a_measurably_faster_mode_beats_a_faster_looking_noisy_one() -> None:
+    """conv-dummy small on this CPU, 3 repeats: pure-bf16 looked fastest (1.40x) but one repeat was
+    slower than fp32's; amp-bf16 was faster in every repeat (1.17x)."""
+    rows = (_rep("fp32", [600.0, 610.0, 500.0], 1000) + _rep("amp-bf16", [713.0, 714.0, 710.0], 510)
+            + _rep("pure-bf16", [848.0, 604.0, 870.0], 500))
+    a = advise(derive(rows))
+    assert a.recommended == "amp-bf16" and "faster than fp32 (repeats" in a.evidence

@@ -1,11 +1,17 @@
 """Which precision to use for this model on this device, and the evidence — from measured rows only.
 
-Rule: among the modes that ran (status ok), the recommended one is the fastest whose convergence
-verdict is parity with fp32. Without convergence data the fastest mode is recommended, labelled
-"speed only, convergence not checked". Modes within ``TIE`` of each other in speed are a tie,
-broken by lower memory, then by the simpler recipe (:data:`PREFERENCE`). A mode must beat fp32 by
-``MIN_GAIN`` in speed (or save ``MIN_MEMORY_SAVING`` of memory at no more than ``TIE`` loss of
-speed) to be worth switching; otherwise fp32 stays and the advice says why no mode helps.
+Rule: only modes that ran (status ok) and, when convergence was measured, whose verdict is
+parity with fp32 are candidates. Among them, in this order:
+
+1. modes measurably faster than fp32 by at least ``MIN_GAIN``: the fastest (modes within ``TIE``
+   of it are a tie, broken by lower memory, then by the simpler recipe, :data:`PREFERENCE`);
+2. else modes saving at least ``MIN_MEMORY_SAVING`` of memory at no more than ``TIE`` loss of
+   speed: the one using least memory (then the simpler recipe);
+3. else fp32, with why no mode helps, or that a gain was measured but is inside the noise.
+
+Without an fp32 row, the fastest mode. A measurably faster mode wins over one that only looks
+faster (a 1.17x gain seen in every repeat over a 1.40x median whose repeats straddle 1.0).
+Without convergence data the label says "speed only, convergence not checked".
 
 Noise blocks claims and never grants them: a noisy measurement can stop a mode from being called
 faster, but cannot make a slower mode acceptable or widen a tie (tried: letting noise widen ties
@@ -67,6 +73,14 @@ def _pref(p: str) -> int:
     return PREFERENCE.index(p) if p in PREFERENCE else len(PREFERENCE)
 
 
+def _pick(rows: list[dict[str, Any]], by_speed: bool) -> dict[str, Any]:
+    """The fastest row (speeds within TIE are a tie), or with ``by_speed=False`` any of them; ties
+    and the rest go to lower memory, then to the simpler recipe."""
+    top = max(_speed(r) for r in rows) if by_speed else 0.0
+    tied = [r for r in rows if _speed(r) >= top * (1 - TIE)]
+    return min(tied, key=lambda r: (compared_memory(r) or float("inf"), _pref(r["precision"])))
+
+
 def _speed(r: dict[str, Any]) -> float:
     v = r.get("samples_per_s")
     return float(v) if isinstance(v, (int, float)) else 0.0
@@ -117,7 +131,7 @@ def _why_nothing_helps(rows: list[dict[str, Any]], base: dict[str, Any]) -> str:
         hw = env.get("cpu_half_hardware") or {}
         if not (hw.get("avx512_bf16") or hw.get("amx_bf16") or hw.get("avx512_fp16") or hw.get("amx_fp16")):
             return "CPU without AVX512-BF16/FP16 or AMX: half precision is slower here"
-        return "CPU without AMX: half-precision math is not faster than fp32 here (see ampbench hw)"
+        return "CPU without AMX: no half-precision mode ran faster than fp32 for this model (see ampbench hw)"
     p50 = base.get("step_ms_p50")
     if isinstance(p50, (int, float)) and p50 < LAUNCH_BOUND_MS:
         return f"model too small: a {p50:.1f} ms step is launch-bound, so faster math does not shorten it"
@@ -140,24 +154,29 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
                 f"{r['precision']}: {r.get('converge_verdict')}" for r in ok) + ")", True, "nothing converged")
     else:
         pool = ok
-    fastest = max(pool, key=_speed)
-    tied = [r for r in pool if _speed(r) >= _speed(fastest) * (1 - TIE)]
-    best = min(tied, key=lambda r: (compared_memory(r) or float("inf"), _pref(r["precision"])))
     label = "converges like fp32" if checked else "speed only, convergence not checked"
-    if base is not None and best["precision"] != "fp32":
-        gain = _speed(best) / _speed(base)
-        faster, _, how = versus_fp32(best, gain)
-        saving = best.get("memory_saving_vs_fp32") or 0.0
-        worth_it = (gain >= MIN_GAIN and faster) or (saving >= MIN_MEMORY_SAVING and gain >= 1 - TIE)
-        if not worth_it and base in pool:
-            if gain >= MIN_GAIN:  # a gain the measurement cannot tell from noise
-                more = "more --repeats" if best.get("speedup_vs_fp32_range") else "--repeats 3"
-                return Advice(workload, "fp32", f"fp32: {best['precision']} measured {_fmt_ratio(gain)} faster, "
-                              f"within this measurement's noise ({how}); rerun with {more} to settle it",
+    if base is None or base not in pool:  # nothing to compare with: the fastest that ran
+        best = _pick(pool, by_speed=True)
+    else:
+        others = [r for r in pool if r is not base]
+        gain = {id(r): _speed(r) / _speed(base) for r in others}
+        faster = [r for r in others if gain[id(r)] >= MIN_GAIN and versus_fp32(r, gain[id(r)])[0]]
+        lean = [r for r in others if gain[id(r)] >= 1 - TIE
+                and (r.get("memory_saving_vs_fp32") or 0.0) >= MIN_MEMORY_SAVING]
+        if faster:  # measurably faster modes first: the fastest of them (ties: memory, then recipe)
+            best = _pick(faster, by_speed=True)
+        elif lean:  # no speed to gain: the mode that saves most memory at fp32's speed
+            best = _pick(lean, by_speed=False)
+        else:
+            noisy = [r for r in others if gain[id(r)] >= MIN_GAIN]
+            if noisy:  # a gain the measurement cannot tell from noise
+                top = max(noisy, key=_speed)
+                how = versus_fp32(top, gain[id(top)])[2]
+                more = "more --repeats" if top.get("speedup_vs_fp32_range") else "--repeats 3"
+                return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain[id(top)])} "
+                              f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
             return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")
-    if base is not None and best["precision"] == "fp32":
-        return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")
     evidence = _evidence(best, base, checked)
     if not checked and best["precision"].startswith("pure-"):
         evidence += "; pure-* keeps no fp32 weights: check convergence (--measure converge) before switching"
