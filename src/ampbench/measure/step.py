@@ -8,6 +8,8 @@ backward, unscale + inf check + optimizer step + scale update. Batches are alrea
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,9 +38,6 @@ def data_loading_ms(data: TensorData, batch_size: int, device: torch.device, cou
     ``device``, synchronised: the floor of data loading (no decoding, no augmentation), which the
     timed steps leave out. Next to the step time it says whether loading must overlap compute
     once half precision has made the step shorter."""
-    import statistics
-    import time
-
     g = torch.Generator().manual_seed(seed)
     host = data.to("cpu") if data.device.type != "cpu" else data
     times = []

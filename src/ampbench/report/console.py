@@ -26,10 +26,10 @@ def _num(v: Any, spec: str = ",.1f") -> str:
 
 
 def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
-    """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise) or
-    "1.06x (0.98-1.10)" (range over repeats), and for fp32 "1.00x (moved 3%)" (its closing
-    baseline); verdict is "faster", "slower" or "same" — beyond the
-    noise only (the advisor's rule), so colours never call noise a win."""
+    """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise),
+    "1.06x (0.98-1.10)" (range over repeats), or for fp32 "1.00x (moved 3%)" (its closing baseline).
+    The verdict, "faster", "slower" or "same", counts only differences beyond the noise (the
+    advisor's rule), so colours never call noise a win."""
     v = row.get("speedup_vs_fp32")
     if not isinstance(v, (int, float)):
         return "-", "same"
