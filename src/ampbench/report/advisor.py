@@ -125,7 +125,7 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool) -> 
     return f"{r['precision']}: " + ", ".join(parts)
 
 
-def _why_nothing_helps(rows: list[dict[str, Any]], base: dict[str, Any]) -> str:
+def _why_nothing_helps(base: dict[str, Any]) -> str:
     env = base.get("env") or {}
     if str(base.get("device", "")).startswith("cpu") or env.get("device") == "cpu":
         hw = env.get("cpu_half_hardware") or {}
@@ -159,24 +159,26 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
         best = _pick(pool, by_speed=True)
     else:
         others = [r for r in pool if r is not base]
-        gain = {id(r): _speed(r) / _speed(base) for r in others}
-        faster = [r for r in others if gain[id(r)] >= MIN_GAIN and versus_fp32(r, gain[id(r)])[0]]
-        lean = [r for r in others if gain[id(r)] >= 1 - TIE
-                and (r.get("memory_saving_vs_fp32") or 0.0) >= MIN_MEMORY_SAVING]
+
+        def gain(r: dict[str, Any]) -> float:
+            return _speed(r) / _speed(base)
+
+        faster = [r for r in others if gain(r) >= MIN_GAIN and versus_fp32(r, gain(r))[0]]
+        lean = [r for r in others if gain(r) >= 1 - TIE and (r.get("memory_saving_vs_fp32") or 0.0) >= MIN_MEMORY_SAVING]
         if faster:  # measurably faster modes first: the fastest of them (ties: memory, then recipe)
             best = _pick(faster, by_speed=True)
         elif lean:  # no speed to gain: the mode that saves most memory at fp32's speed
             best = _pick(lean, by_speed=False)
         else:
-            noisy = [r for r in others if gain[id(r)] >= MIN_GAIN]
+            noisy = [r for r in others if gain(r) >= MIN_GAIN]
             if noisy:  # a gain the measurement cannot tell from noise
                 top = max(noisy, key=_speed)
-                how = versus_fp32(top, gain[id(top)])[2]
+                how = versus_fp32(top, gain(top))[2]
                 more = "more --repeats" if top.get("speedup_vs_fp32_range") else "--repeats 3"
-                return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain[id(top)])} "
+                return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
-            return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(ok, base)}", checked, "no mode helps")
+            return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(base)}", checked, "no mode helps")
     evidence = _evidence(best, base, checked)
     if not checked and best["precision"].startswith("pure-"):
         evidence += "; pure-* keeps no fp32 weights: check convergence (--measure converge) before switching"
