@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import ampbench
@@ -325,8 +326,6 @@ def run_cmd(
 
 def _advice(rows):  # type: ignore[no-untyped-def]
     """One coloured line per workload: the advisor's pick and its evidence."""
-    from rich.markup import escape
-
     from ampbench.report.advisor import advise, workload_groups
 
     for group in workload_groups(rows):
@@ -353,7 +352,6 @@ def _results_tables(rows):  # type: ignore[no-untyped-def]
 
 
 def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore[no-untyped-def]
-    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ampbench.report.console import STATUS_STYLE
@@ -483,8 +481,6 @@ def diagnose_cmd(
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     import json
 
-    from rich.markup import escape
-
     from ampbench.diagnose import diagnose, parse_checks
     from ampbench.precision import resolve
     from ampbench.store.sqlite import utcnow
@@ -551,8 +547,6 @@ def compare_cmd(
     reference: Annotated[Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
-    from rich.markup import escape
-
     from ampbench.bench.plan import parse_list
     from ampbench.precision import resolve
     from ampbench.report.compare import compare_table
@@ -627,9 +621,13 @@ def hw_cmd(
         table.add_row("dense peaks (TFLOP/s)", said or "not in ampbench's table: MFU will use the measured GEMM peak")
     else:
         hw = p["cpu_half_hardware"]
-        table.add_row("CPU", env["cpu"])
+        table.add_row("CPU", escape(env["cpu"]))
         table.add_row("half-precision hardware", ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in hw.items()))
         table.add_row("versions", f"torch {env['torch']}, python {env['python']}, {env['torch_threads']} threads")
+        peaks = p.get("peaks")
+        table.add_row("theoretical peaks (TFLOP/s)",
+                      ", ".join(f"{k} {v:.3g}" for k, v in peaks.items()) + f"  [dim]({escape(p['peaks_source'])})[/]"
+                      if peaks else "not estimated (no AVX2/AVX-512 FMA, or the clock is unknown)")
     table.add_row("TF32 in force", f"matmul {env['tf32_matmul']}, cuDNN {env['tf32_cudnn']}"
                                    + (f", override env {env['tf32_override_env']}" if env["tf32_override_env"] else ""))
     modes = p["precisions"]

@@ -102,11 +102,9 @@ def test_synthetic_data_is_seeded():
     assert torch.equal(a.inputs[0], b.inputs[0]) and not torch.equal(a.inputs[0], c.inputs[0])
 
 
-def test_unrolled_lstm_matches_native():
-    from ampbench.workloads.nlp import LSTMLanguageModel, _unrolled_lstm
-
-    torch.manual_seed(0)
-    for proj in (0, 8):
-        m = LSTMLanguageModel(50, 16, 24, proj, 2).eval()
-        x = torch.randn(3, 7, 16)
-        torch.testing.assert_close(_unrolled_lstm(m.lstm, x), m.lstm(x)[0], atol=1e-5, rtol=1e-5)
+def test_lstm_lm_under_amp_fp16_on_cpu_uses_the_engine_fallback():
+    wl = create_workload("lstm-lm", "tiny", seed=0)
+    mp = MixedPrecision("amp-fp16")
+    with pytest.warns(UserWarning, match="native fp16 kernel"):
+        mp.setup(wl.model, wl.make_optimizer(wl.model.parameters()))
+    assert [f.split(":")[0] for f in mp.fallbacks] == ["lstm"]

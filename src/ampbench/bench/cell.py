@@ -196,7 +196,8 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["gpu_used_bytes"] = device_gpu_memory(device) if device.type == "cuda" else None
     dtype = DTYPE_NAMES.get(get(spec.precision).compute_dtype, "fp32")
     out["math_mode"] = math_mode_of(dtype, bool(out["env"]["tf32_matmul"]))
-    out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"]))
+    out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
+                   device.type))
     if not math.isfinite(loss):
         out["status"] = "diverged"
         hints = [str(w.message).split(":")[0] for w in caught if "eps" in str(w.message)]

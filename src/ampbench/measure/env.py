@@ -12,7 +12,7 @@ import torch
 
 import ampbench
 from ampbench.precision.state import read_tf32
-from ampbench.precision.support import cpu_half_hardware, cpu_name
+from ampbench.precision.support import cpu_name
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -153,5 +153,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         })
         env.update(nvml_info(device))
     else:
-        env["cpu_half_hardware"] = cpu_half_hardware()
+        from ampbench.measure.cpu import cpu_facts
+
+        env.update(cpu_facts())  # half-precision hardware and theoretical peak: the probe `ampbench hw` shows
     return env

@@ -21,10 +21,11 @@ def count_flops(fn: Callable[[], object]) -> int:
 
 
 def mfu(flops_per_step: int | None, steps: int, seconds: float, device_name: str | None,
-        math_mode: str | None) -> dict[str, float | None]:
-    """achieved TFLOP/s and the fraction of the table's dense peak for this GPU and math mode."""
+        math_mode: str | None, device_type: str = "cuda") -> dict[str, float | None]:
+    """achieved TFLOP/s and the fraction of the dense peak for this device and math mode (GPU: the
+    table's; CPU: its theoretical peak, :mod:`ampbench.measure.cpu`)."""
     if not flops_per_step or seconds <= 0:
         return {"achieved_tflops": None, "peak_tflops": None, "mfu": None}
     achieved = flops_per_step * steps / seconds / 1e12
-    peak = peak_tflops(device_name, math_mode)
+    peak = peak_tflops(device_name, math_mode, device_type)
     return {"achieved_tflops": achieved, "peak_tflops": peak, "mfu": achieved / peak if peak else None}

@@ -26,8 +26,11 @@ def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float
     a = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
     b = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
     with tf32_scope(math_mode == "tf32"):
-        for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(3):  # warm-up; an emulated half GEMM on a CPU can take seconds: one call is enough then
             torch.mm(a, b)
+            if time.perf_counter() - t0 > min_seconds:
+                break
         iters, seconds = _time_calls(lambda: torch.mm(a, b), device, min_seconds)
     return 2.0 * n**3 * iters / seconds / 1e12
 
@@ -94,29 +97,23 @@ def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: 
         out["verdict"] = (f"Tensor Cores: {out['tensor_cores']}" if cap[0] >= 7 else
                           "no Tensor Cores: fp16 saves memory but gives little speed")
     else:
+        from ampbench.measure.cpu import cpu_peak, half_math_claim
+
         hw = cpu_half_hardware()
-        out.update(capability=None, tensor_cores=None, peaks=None, peaks_source=None, cpu_half_hardware=hw)
-        has_bf16 = hw["avx512_bf16"] or hw["amx_bf16"]
-        has_fp16 = hw["avx512_fp16"] or hw["amx_fp16"]
-        out["half_can_be_faster"] = bool(has_bf16 or has_fp16)
-        if hw["amx_bf16"]:
-            out["verdict"] = "AMX present: bf16 matmuls can beat fp32 on this CPU"
-        elif has_bf16 or has_fp16:
-            kinds = "/".join(k for k, v in (("AVX512-BF16", hw["avx512_bf16"]), ("AVX512-FP16", hw["avx512_fp16"])) if v)
-            out["verdict"] = (f"{kinds} present but no AMX: half precision halves memory; matmul speed-ups are small "
-                              "or absent (see the GEMM table)")
-        else:
-            out["verdict"] = ("no AVX512-BF16/FP16 or AMX: half precision math is emulated and cannot be faster than "
-                              "fp32 on this CPU (it still halves memory)")
+        peak = cpu_peak()
+        out.update(capability=None, tensor_cores=None, cpu_half_hardware=hw,
+                   peaks=dict(peak.tflops) if peak else None, peaks_source=peak.source if peak else None)
+        out["half_can_be_faster"] = any(hw.values())
+        out["verdict"] = half_math_claim(hw, peak.flops_per_cycle if peak else None)
     gemm = []
     if run_gemm:
         peaks = out.get("peaks") or {}
         for n in sizes or (GPU_SIZES if device.type == "cuda" else CPU_SIZES):
             for mode in gemm_modes(device):
                 tf = gemm_tflops(n, mode, device)
-                peak = peaks.get(mode)
-                gemm.append({"size": n, "math_mode": mode, "tflops": tf, "peak_tflops": peak,
-                             "fraction_of_peak": tf / peak if peak else None})
+                top = peaks.get(mode)
+                gemm.append({"size": n, "math_mode": mode, "tflops": tf, "peak_tflops": top,
+                             "fraction_of_peak": tf / top if top else None})
     out["gemm"] = gemm
     if gemm:
         out["gemm_vs_fp32"] = gemm_speedups(gemm)
@@ -124,7 +121,7 @@ def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: 
         if halves:
             best = max(halves, key=lambda m: halves[m])
             said = ", ".join(f"{m} {r:.2f}x" for m, r in halves.items())
-            out["verdict"] += (f". Measured GEMM vs fp32 at the largest size: {said}: "
+            out["verdict"] += (f". Measured GEMM vs fp32 at n={max(g['size'] for g in gemm)}: {said}: "
                                + (f"{best} is faster here" if halves[best] > 1.05 else
                                   "half precision is not faster here"))
     out["created_at"] = env.get("time") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

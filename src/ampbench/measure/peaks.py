@@ -70,9 +70,18 @@ def find_peak(device_name: str | None) -> GpuPeak | None:
     return None
 
 
-def peak_tflops(device_name: str | None, math_mode: str | None) -> float | None:
+def peak_tflops(device_name: str | None, math_mode: str | None, device_type: str = "cuda") -> float | None:
+    """Dense peak TFLOP/s for ``math_mode``: this table for a GPU; for the CPU this process runs on, its
+    theoretical peak (:func:`ampbench.measure.cpu.cpu_peak`)."""
+    if math_mode is None:
+        return None
+    if device_type == "cpu":
+        from ampbench.measure.cpu import cpu_peak
+
+        peak = cpu_peak()
+        return None if peak is None else peak.tflops.get(math_mode)
     entry = find_peak(device_name)
-    return None if entry is None or math_mode is None else entry.tflops.get(math_mode)
+    return None if entry is None else entry.tflops.get(math_mode)
 
 
 def math_mode_of(compute_dtype_name: str, tf32_matmul: bool) -> str:

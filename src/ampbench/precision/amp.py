@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
+from torch import nn
 
 from ampbench.precision.base import Precision
 from ampbench.precision.registry import register
@@ -18,6 +19,14 @@ class _Autocast(Precision):
         # Ops autocast leaves in fp32 (reductions, losses, norms) run as true fp32, not TF32.
         with tf32_scope(False), torch.autocast(device_type=device_type, dtype=self.compute_dtype):
             yield
+
+    def kernel_fallbacks(self, models: Sequence[nn.Module], device: torch.device) -> list[str]:
+        if device.type != "cpu" or self.compute_dtype != torch.float16:
+            return []
+        from ampbench.precision.fallbacks import install_cpu_fp16_lstm
+
+        return [f"{name}: nn.LSTM runs torch's native fp16 kernel (oneDNN has no fp16 LSTM under CPU autocast)"
+                for name in install_cpu_fp16_lstm(list(models))]
 
 
 @register

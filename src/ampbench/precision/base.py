@@ -61,6 +61,11 @@ class Precision:
         with tf32_scope(self.tf32):
             yield
 
+    def kernel_fallbacks(self, models: Sequence[nn.Module], device: torch.device) -> list[str]:
+        """Install fallbacks for ops ``device`` has no kernel for in this mode (see
+        :mod:`ampbench.precision.fallbacks`); returns what was changed, for the record."""
+        return []
+
     @property
     def is_half(self) -> bool:
         return self.compute_dtype in (torch.float16, torch.bfloat16)

@@ -8,7 +8,8 @@ Dtype boundaries are handled with forward hooks rather than by editing the model
 - the root module casts floating-point inputs to the half dtype and floating-point outputs to fp32
   (the loss is computed in fp32);
 - a module kept in fp32 casts its floating-point inputs to fp32 and its outputs back to the dtype
-  its first floating input had, so its neighbours see half tensors.
+  its first floating input had (the half dtype when it had none, e.g. an embedding), so its
+  neighbours see half tensors.
 Integer tensors (token ids, labels) pass through untouched.
 """
 
@@ -104,6 +105,25 @@ def resolve_keep_fp32(
     return outer
 
 
+def _check_tied(model: nn.Module, kept: list[tuple[str, nn.Module]]) -> None:
+    """Refuse to keep a module fp32 when one of its parameters is shared (tied) with a module cast to
+    half: one tensor cannot be both, and the forward would fail later with a dtype mismatch."""
+    kept_ids = {id(sub) for _, m in kept for sub in m.modules()}
+    owners: dict[int, list[tuple[str, bool]]] = {}
+    for mname, module in model.named_modules(remove_duplicate=False):
+        for pname, p in module.named_parameters(recurse=False, remove_duplicate=False):
+            owners.setdefault(id(p), []).append((f"{mname}.{pname}" if mname else pname, id(module) in kept_ids))
+    for names in owners.values():
+        fp32 = [n for n, k in names if k]
+        half = [n for n, k in names if not k]
+        if fp32 and half:
+            modules = sorted({n.rpartition(".")[0] or "(root)" for n in half})
+            raise AmpbenchError(
+                f"keep_fp32: {fp32[0]} is tied to {half[0]} (one shared tensor), which would be cast to half; "
+                f"keep both in fp32 (add {modules} to keep_fp32) or untie the weights"
+            )
+
+
 def _make_pre_hook(dtype: torch.dtype) -> Callable[..., Any]:
     def pre_hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         module._ampbench_in_dtype = _first_floating_dtype((args, kwargs))  # type: ignore[assignment]
@@ -112,9 +132,13 @@ def _make_pre_hook(dtype: torch.dtype) -> Callable[..., Any]:
     return pre_hook
 
 
-def _restore_dtype_hook(module: nn.Module, args: Any, output: Any) -> Any:
-    dtype = getattr(module, "_ampbench_in_dtype", None)
-    return cast_floating(output, dtype) if dtype is not None else output
+def _make_restore_hook(half: torch.dtype) -> Callable[..., Any]:
+    """Outputs of a module kept fp32 go back to the dtype its input had; with no floating input (an
+    embedding's token ids) to the model's half dtype, which its neighbours compute in."""
+    def restore(module: nn.Module, args: Any, output: Any) -> Any:
+        return cast_floating(output, getattr(module, "_ampbench_in_dtype", None) or half)
+
+    return restore
 
 
 def _to_fp32_hook(module: nn.Module, args: Any, output: Any) -> Any:
@@ -136,6 +160,7 @@ def cast_model(
             f"{type(model).__name__} was already converted by ampbench; build a fresh model for another mode"
         )
     kept = resolve_keep_fp32(model, keep_fp32, keep_norm)
+    _check_tied(model, kept)
     model.to(dtype)
     handles = [
         model.register_forward_pre_hook(_make_pre_hook(dtype), with_kwargs=True),
@@ -144,6 +169,6 @@ def cast_model(
     for _, module in kept:
         module.float()
         handles.append(module.register_forward_pre_hook(_make_pre_hook(torch.float32), with_kwargs=True))
-        handles.append(module.register_forward_hook(_restore_dtype_hook))
+        handles.append(module.register_forward_hook(_make_restore_hook(dtype)))
     setattr(model, _HOOKS_ATTR, handles)
     return kept

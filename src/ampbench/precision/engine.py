@@ -13,6 +13,13 @@ Each optimizer moves through an explicit state machine (cf. torch.amp.GradScaler
 READY --backward--> ACCUMULATING --unscale_--> UNSCALED --step--> READY. ``step`` from
 ACCUMULATING unscales first. Calls in the wrong order raise :class:`MisuseError` saying what to do.
 Several ``backward`` calls before one ``step`` are gradient accumulation: unscaling happens once.
+
+Every mode checks the gradients for inf/NaN before stepping (``check_finite``; the fp16 modes' loss
+scaler does it anyway): a non-finite step is skipped and counted, never stepped into the weights.
+Misuse that would silently train wrong raises :class:`MisuseError` with the fix: ``optimizer.step()``
+called instead of ``mp.step()``, the model cast or moved after setup, model gradients clipped after
+``unscale_()`` in master modes. Weights loaded into the model after setup (``load_state_dict``,
+in-place edits) are taken into the fp32 master weights before the next step.
 """
 
 from __future__ import annotations
@@ -79,6 +86,8 @@ class _Slot:
     stage: Stage = Stage.READY
     steps: int = 0
     pending_loss: torch.Tensor | None = None
+    in_step: bool = False
+    """True while mp.step() runs the optimizer: any other optimizer.step() call is a misuse."""
 
 
 def _as_list(obj: Any, kind: type, what: str) -> list[Any]:
@@ -117,6 +126,9 @@ class MixedPrecision:
         keep_fp32: modules to keep in fp32 in the half-model modes: qualified names (as in
             ``model.named_modules()``) or module classes. Norm layers are kept by ``master-*`` anyway.
         device: where the model lives; by default taken from the model's parameters at setup.
+        check_finite: check every step's gradients for inf/NaN and skip the step if any (default). The fp16
+            modes' scaler always checks; for the others this costs one fused pass over the gradients and,
+            on a GPU, a host sync per step (like GradScaler's). ``False`` steps whatever the gradients hold.
     """
 
     def __init__(
@@ -126,6 +138,7 @@ class MixedPrecision:
         *,
         keep_fp32: Sequence[str | type[nn.Module]] = (),
         device: str | torch.device | None = None,
+        check_finite: bool = True,
     ) -> None:
         self.recipe = get(precision)
         self.name = self.recipe.name
@@ -141,6 +154,9 @@ class MixedPrecision:
                 f"keep_fp32 applies to modes that cast the model (master-*, pure-*), not {self.name!r}"
             )
         self.device: torch.device | None = torch.device(device) if device is not None else None
+        self.check_finite = bool(check_finite)
+        self.fallbacks: list[str] = []
+        """Kernel fallbacks installed at setup (ops this device has no kernel for in this mode)."""
         self.last_step: StepRecord | None = None
         self._slots: list[_Slot] = []
         self._is_setup = False
@@ -193,16 +209,24 @@ class MixedPrecision:
                 id(p): p.detach().clone().float() for p in model_params.values() if p.is_floating_point()
             }
         self._convert(models)
+        self.fallbacks = self.recipe.kernel_fallbacks(models, self.device)
+        for note in self.fallbacks:
+            warnings.warn(f"ampbench {self.name} on {self.device}: {note}", stacklevel=2)
         for opt in optimizers:
             masters = MasterWeights(opt, fp32_copies) if self.recipe.master_weights else None
             half_grads = any(
                 p.dtype in (torch.float16, torch.bfloat16) for g in opt.param_groups for p in g["params"]
             )
-            scaler = LossScaler(self.loss_scale, self.device.type, half_grads=half_grads)
+            scaler = LossScaler(self.loss_scale, self.device.type, half_grads=half_grads, check_finite=self.check_finite)
             if half_grads:
                 _warn_eps_underflow(opt)
-            self._slots.append(_Slot(opt, scaler, masters))
+            slot = _Slot(opt, scaler, masters)
+            opt.register_step_pre_hook(_step_guard(slot))
+            self._slots.append(slot)
+        masters_of = [s.masters for s in self._slots if s.masters is not None]
         for m in models:
+            if masters_of:
+                _watch_loads(m, masters_of)
             setattr(m, _SETUP_ATTR, repr(self))
         self._is_setup = True
         return model, optimizer
@@ -258,6 +282,9 @@ class MixedPrecision:
             raise MisuseError(
                 "backward() after unscale_(): the gradients of this step were already unscaled; call step() first"
             )
+        for s in self._slots:  # optimizer.add_param_group() since setup: the new half params get masters
+            if s.masters is not None:
+                s.masters.adopt_new_groups()
         with self.recipe.backward_context():
             slot.scaler.scale_loss(loss).backward(**kwargs)
         for s in self._slots:  # every optimizer's half grads: a GAN's D loss also reaches G
@@ -276,6 +303,24 @@ class MixedPrecision:
             raise MisuseError("unscale_() was already called for this step; call step() next")
         slot.scaler.unscale_(slot.optimizer)
         slot.stage = Stage.UNSCALED
+        if slot.masters is not None:  # readable half copies; written ones are refused at step()
+            slot.masters.show_grads_on_model()
+
+    def clip_grad_norm_(
+        self, max_norm: float, optimizer: torch.optim.Optimizer | None = None, norm_type: float = 2.0
+    ) -> torch.Tensor:
+        """Clip the gradients the optimizer will step (the fp32 masters in master-* modes), unscaled
+        first if needed; returns the total norm before clipping. Call between backward() and step()."""
+        slot = self._slot(optimizer, "clip_grad_norm_")
+        if slot.stage is Stage.READY:
+            raise MisuseError("clip_grad_norm_() before backward(): there are no gradients for this step yet")
+        if not max_norm > 0:
+            raise AmpbenchError(f"max_norm must be > 0, got {max_norm!r}")
+        if slot.stage is Stage.ACCUMULATING:
+            slot.scaler.unscale_(slot.optimizer)
+            slot.stage = Stage.UNSCALED
+        params = [p for g in slot.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
 
     def step(
         self, optimizer: torch.optim.Optimizer | None = None, max_grad_norm: float | None = None
@@ -297,6 +342,15 @@ class MixedPrecision:
             )
         if max_grad_norm is not None and not max_grad_norm > 0:
             raise AmpbenchError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
+        if slot.masters is not None:
+            if slot.stage is Stage.UNSCALED:
+                slot.masters.check_model_grads_untouched()
+            if slot.masters.adopt_new_groups():
+                if slot.stage is Stage.UNSCALED:
+                    raise MisuseError("optimizer.add_param_group() between unscale_() and step(): add param groups "
+                                      "before the step's backward()")
+                slot.masters.grads_to_master()  # the new parameters' gradients, still on the model
+            slot.masters.sync_from_model()  # weights loaded or edited since the last step
         if slot.stage is Stage.ACCUMULATING:
             slot.scaler.unscale_(slot.optimizer)
         grad_norm = None
@@ -307,9 +361,11 @@ class MixedPrecision:
         slot.steps += 1
         slot.stage = Stage.READY
         loss, slot.pending_loss = slot.pending_loss, None
+        slot.in_step = True
         try:
             stepped = slot.scaler.step(slot.optimizer, step_index=slot.steps)
         finally:
+            slot.in_step = False
             if slot.masters is not None:
                 slot.masters.drop_master_grads()
         if stepped and slot.masters is not None:
@@ -361,8 +417,7 @@ class MixedPrecision:
         """Restore after setup() (and in any order with model/optimizer ``load_state_dict``)."""
         if not self._is_setup:
             raise MisuseError("load_state_dict() needs setup() first: set up the model and optimizer, then load")
-        if state.get("format") != STATE_FORMAT:
-            raise AmpbenchError(f"unknown MixedPrecision checkpoint format {state.get('format')!r}")
+        _check_state(state)
         if state["precision"] != self.name:
             raise AmpbenchError(
                 f"checkpoint was saved in precision {state['precision']!r}, this run is {self.name!r}"
@@ -379,3 +434,76 @@ class MixedPrecision:
                 slot.masters.load_state_dict(st["masters"])
             slot.stage = Stage.READY
             slot.pending_loss = None
+
+
+_STATE_KEYS = {"format": int, "precision": str, "optimizers": list}
+_SLOT_KEYS = {"steps": int, "scaler": dict}
+_SCALER_KEYS = ("config", "scale", "steps", "skipped_steps", "growth_tracker", "hysteresis_left")
+
+
+def _check_state(state: Any) -> None:
+    """A MixedPrecision state dict has every entry load_state_dict reads, of the right type."""
+    how = "pass the dict mp.state_dict() returned (saved whole, e.g. torch.save({'mp': mp.state_dict(), ...}))"
+    if not isinstance(state, dict):
+        raise AmpbenchError(f"MixedPrecision.load_state_dict() needs a dict, got {type(state).__name__}: {how}")
+    missing = [k for k, t in _STATE_KEYS.items() if not isinstance(state.get(k), t)]
+    if missing:
+        raise AmpbenchError(f"MixedPrecision.load_state_dict(): the state lacks or mistypes {', '.join(missing)} "
+                            f"(it has: {', '.join(map(str, state)) or 'nothing'}): {how}")
+    if state["format"] != STATE_FORMAT:
+        raise AmpbenchError(f"unknown MixedPrecision checkpoint format {state['format']!r} (this ampbench reads "
+                            f"{STATE_FORMAT})")
+    for i, st in enumerate(state["optimizers"]):
+        bad = [k for k, t in _SLOT_KEYS.items() if not isinstance(st, dict) or not isinstance(st.get(k), t)]
+        bad += [f"scaler.{k}" for k in _SCALER_KEYS if isinstance(st, dict) and isinstance(st.get("scaler"), dict)
+                and k not in st["scaler"]]
+        if isinstance(st, dict) and "masters" not in st:
+            bad.append("masters")
+        if bad:
+            raise AmpbenchError(f"MixedPrecision.load_state_dict(): optimizer {i}'s entry lacks or mistypes "
+                                f"{', '.join(bad)}: {how}")
+
+
+def _step_guard(slot: _Slot) -> Any:
+    """An optimizer step pre-hook refusing optimizer.step() outside mp.step()."""
+
+    def hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if not slot.in_step:
+            raise MisuseError(
+                f"{type(optimizer).__name__}.step() was called directly on an optimizer set up by MixedPrecision: "
+                "call mp.step(optimizer) instead (it unscales the gradients, skips inf/NaN steps and, in "
+                "master-* modes, steps the fp32 master weights and copies them into the model)"
+            )
+
+    return hook
+
+
+def _watch_loads(model: nn.Module, masters: list[MasterWeights]) -> None:
+    """load_state_dict hooks on the modules owning master-tracked parameters: the pre-hook hands the
+    checkpoint's full-precision tensors to the masters, the post-hook syncs them at once."""
+    tracked = {id(p): ms for ms in masters for p in ms.model_params}
+
+    def pre(module: nn.Module, state_dict: dict[str, Any], prefix: str, *_: Any) -> None:
+        for name, p in module._parameters.items():
+            ms = tracked.get(id(p)) if p is not None else None
+            t = state_dict.get(prefix + name) if ms is not None else None
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.element_size() > p.element_size():
+                ms.pending[id(p)] = t  # type: ignore[union-attr]
+
+    def post(module: nn.Module, incompatible: Any) -> None:
+        for name, p in module._parameters.items():
+            if p is not None and id(p) not in tracked and p.is_floating_point() and name in owned.get(id(module), ()):
+                raise MisuseError(
+                    f"load_state_dict(assign=True) replaced {type(module).__name__}.{name}, a parameter the "
+                    "optimizer's fp32 master weights belong to; load before setup(), or without assign=True"
+                )
+        for ms in masters:
+            ms.sync_from_model()
+
+    owned: dict[int, set[str]] = {}
+    for module in model.modules():
+        names = {n for n, p in module._parameters.items() if p is not None and id(p) in tracked}
+        if names:
+            owned[id(module)] = names
+            module.register_load_state_dict_pre_hook(pre)
+            module.register_load_state_dict_post_hook(post)

@@ -6,12 +6,15 @@ on the scale update only:
 - hysteresis: tolerate N overflowing steps before backing off (as Megatron-LM's DynamicGradScaler);
 - a maximum scale (default 2^24) and a minimum-scale floor that raises
   :class:`~ampbench.errors.TrainingDivergedError` instead of letting the scale decay to zero;
-- static scaling that still skips non-finite steps;
+- static scaling that still skips non-finite steps, and the same check without scaling (``none`` with
+  ``check_finite``, the default: a bf16 or fp32 step with inf/NaN gradients is skipped, not applied);
 - counters (steps, skipped steps) and the scale as a Python float.
 
 Hidden cost (cf. GradScaler's docs): deciding whether a step overflowed reads ``found_inf`` on the
 host, a CPU-GPU sync once per optimizer step. GradScaler.step does the same read; we do it once more
-on a value already computed, so no extra GPU work is waited for. ``none`` never syncs.
+on a value already computed, so no extra GPU work is waited for. ``none`` with ``check_finite=False``
+never syncs; with the check (the default) it costs one fused pass over the gradients
+(``torch._amp_foreach_non_finite_check_and_unscale_`` at scale 1, through GradScaler) and that sync.
 """
 
 from __future__ import annotations
@@ -118,8 +121,11 @@ class _HalfGradScaler(GradScaler):
 class LossScaler:
     """One optimizer's loss scaler (one per optimizer, as apex's ``num_losses``)."""
 
-    def __init__(self, config: LossScaleConfig, device_type: str, half_grads: bool = False) -> None:
+    def __init__(self, config: LossScaleConfig, device_type: str, half_grads: bool = False,
+                 check_finite: bool = True) -> None:
         self.config = config
+        self.check_finite = check_finite or config.kind != "none"
+        """Whether steps with inf/NaN gradients are skipped (always when the loss is scaled)."""
         self.scale: float = config.init_scale if config.kind != "none" else 1.0
         self.steps = 0
         self.skipped_steps = 0
@@ -131,7 +137,7 @@ class LossScaler:
         self._grad_scaler = self._make_grad_scaler()
 
     def _make_grad_scaler(self) -> GradScaler | None:
-        if self.config.kind == "none":
+        if not self.check_finite:
             return None
         cls = _HalfGradScaler if self._half_grads else GradScaler
         return cls(
@@ -144,9 +150,11 @@ class LossScaler:
 
     @property
     def enabled(self) -> bool:
-        return self._grad_scaler is not None
+        """Whether the loss is scaled (static or dynamic)."""
+        return self.config.kind != "none"
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        # kind none with the check: GradScaler at scale 1.0 (x * 1.0 is exact), for its fused inf check
         return loss if self._grad_scaler is None else self._grad_scaler.scale(loss)
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
@@ -181,7 +189,7 @@ class LossScaler:
 
     def _next_scale(self, overflow: bool, step_index: int) -> float:
         c = self.config
-        if c.kind == "static":
+        if c.kind != "dynamic":
             return self.scale
         if overflow:
             self._growth_tracker = 0

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.store.derive import compared_memory
 
 TIE = 0.02
@@ -113,6 +114,10 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool) -> 
         faster, _, how = versus_fp32(r, sp)
         if faster and sp >= 1:
             parts.append(f"{_fmt_ratio(sp)} faster than fp32" + (f" (repeats {rng[0]:.2f}-{rng[1]:.2f}x)" if rng else ""))
+            exp = r.get("expected_speedup_vs_fp32")
+            if isinstance(exp, (int, float)):
+                parts.append(f"faster matmuls alone would give ~{_fmt_ratio(exp)} (ampbench hw's GEMM speedup over "
+                             "this model's matmul share)")
         else:  # not measurably faster: say the ratio, and that it is inside the noise when it is above 1
             parts.append(f"{_fmt_ratio(sp)} the speed of fp32" + (f" (within noise: {how})" if sp >= 1 else ""))
     saving = r.get("memory_saving_vs_fp32")
@@ -125,13 +130,24 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool) -> 
     return f"{r['precision']}: " + ", ".join(parts)
 
 
-def _why_nothing_helps(base: dict[str, Any]) -> str:
+def _why_nothing_helps(base: dict[str, Any], others: list[dict[str, Any]]) -> str:
     env = base.get("env") or {}
     if str(base.get("device", "")).startswith("cpu") or env.get("device") == "cpu":
+        # the same probe as `ampbench hw`: the flags and peak recorded in the row's env
         hw = env.get("cpu_half_hardware") or {}
-        if not (hw.get("avx512_bf16") or hw.get("amx_bf16") or hw.get("avx512_fp16") or hw.get("amx_fp16")):
-            return "CPU without AVX512-BF16/FP16 or AMX: half precision is slower here"
-        return "CPU without AMX: no half-precision mode ran faster than fp32 for this model (see ampbench hw)"
+        claim = half_math_claim(hw, (env.get("cpu_peak") or {}).get("flops_per_cycle"))
+        if not any(hw.values()):
+            return f"CPU without half-precision math hardware ({claim}): half precision is slower here"
+        why = (f"this CPU has {half_hardware_summary(hw)} ({claim}), but no half-precision mode ran faster than "
+               "fp32 for this model")
+        half = [r for r in others if isinstance(r.get("expected_speedup_vs_fp32"), (int, float))]
+        g = base.get("mfu_vs_measured")
+        if half and isinstance(g, (int, float)):
+            best = max(half, key=lambda r: r["expected_speedup_vs_fp32"])
+            return (f"{why}: its matmuls are ~{min(g, 1.0):.0%} of fp32's step at ampbench hw's GEMM speed, so "
+                    f"{best['precision']} could gain ~{_fmt_ratio(best['expected_speedup_vs_fp32'])} at most "
+                    f"(measured {_fmt_ratio(_speed(best) / max(_speed(base), 1e-12))})")
+        return f"{why} (see ampbench hw for its GEMM speeds, ampbench diagnose --checks profile for where the time goes)"
     p50 = base.get("step_ms_p50")
     if isinstance(p50, (int, float)) and p50 < LAUNCH_BOUND_MS:
         return f"model too small: a {p50:.1f} ms step is launch-bound, so faster math does not shorten it"
@@ -178,7 +194,7 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
                 return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
-            return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(base)}", checked, "no mode helps")
+            return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(base, others)}", checked, "no mode helps")
     evidence = _evidence(best, base, checked)
     if not checked and best["precision"].startswith("pure-"):
         evidence += "; pure-* keeps no fp32 weights: check convergence (--measure converge) before switching"

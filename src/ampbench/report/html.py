@@ -11,6 +11,7 @@ import html
 from typing import Any
 
 import ampbench
+from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
@@ -91,7 +92,12 @@ def _env_table(row: dict[str, Any]) -> str:
                                                   f"{env.get('power_limit_w')} W"))
     else:
         hw = env.get("cpu_half_hardware") or {}
+        peak = env.get("cpu_peak") or {}
         items.append(("CPU half-precision hardware", ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in hw.items())))
+        items.append(("what it means", half_math_claim(hw, peak.get("flops_per_cycle"))))
+        if peak.get("tflops"):
+            items.append(("theoretical peak TFLOP/s", ", ".join(f"{k} {v:.3g}" for k, v in peak["tflops"].items())
+                          + f" ({peak.get('source')})"))
         items.append(("threads", env.get("torch_threads")))
     items.append(("torch / ampbench / python", f"{env.get('torch')} / {env.get('ampbench')} / {env.get('python')}"))
     over = env.get("tf32_override_env") or {}

@@ -147,6 +147,29 @@ def best_gemm_tflops(hw: list[dict[str, Any]], device_name: str | None, math_mod
     return best
 
 
+def gemm_ratio(hw: list[dict[str, Any]], device_name: str | None, math_mode: str | None) -> float | None:
+    """The latest ``ampbench hw`` probe of this device: its measured GEMM speed in ``math_mode`` over
+    fp32's, at the largest size it measured (None without a probe, or for fp32 itself)."""
+    for probe in reversed(hw):
+        if probe.get("device_name") == device_name and math_mode and math_mode != "fp32":
+            r = (probe.get("gemm_vs_fp32") or {}).get(math_mode)
+            if isinstance(r, (int, float)) and r > 0:
+                return float(r)
+    return None
+
+
+def expected_speedup(base: dict[str, Any], ratio: float | None) -> float | None:
+    """What the matmuls alone would give (Amdahl): 1 / ((1 - g) + g / r), with g = fp32's mfu_vs_measured,
+    the share of fp32's step its matmuls would take at the GEMM speed ``ampbench hw`` measured, and r that
+    GEMM's measured speedup in the row's math. The rest of the step (norms, softmax, casts, optimizer)
+    is taken as not faster. Square n x n GEMMs are the best case, so g is a floor and this an estimate."""
+    g = base.get("mfu_vs_measured")
+    if ratio is None or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
+        return None
+    g = min(float(g), 1.0)
+    return 1.0 / ((1.0 - g) + g / ratio)
+
+
 def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per cell (repeats merged), each with the *_vs_fp32 keys, mfu_vs_measured and the
     convergence verdict."""
@@ -155,6 +178,10 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
     for r in rows:
         if r.get("precision") == BASELINE and r.get("status") == "ok":
             bases.setdefault(_group(r), r)
+    hw = hw or []
+    measured = {}
+    for key, b in bases.items():
+        measured[key] = _ratio(b.get("achieved_tflops"), best_gemm_tflops(hw, b.get("device_name"), b.get("math_mode")))
     out = []
     for r in rows:
         d = dict(r)
@@ -166,8 +193,11 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         mem = _ratio(compared_memory(r), compared_memory(base)) if ok else None
         d["memory_saving_vs_fp32"] = None if mem is None else 1.0 - mem
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
-        best = best_gemm_tflops(hw or [], r.get("device_name"), r.get("math_mode"))
+        best = best_gemm_tflops(hw, r.get("device_name"), r.get("math_mode"))
         d["mfu_vs_measured"] = _ratio(r.get("achieved_tflops"), best)
+        d["expected_speedup_vs_fp32"] = expected_speedup({"mfu_vs_measured": measured.get(_group(r))},
+                                                         gemm_ratio(hw, r.get("device_name"), r.get("math_mode"))) \
+            if base is not None and r.get("status") == "ok" else None
         if r.get("status") == "ok":
             d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base)
         else:  # a cell that diverged while converge was measured has that verdict; others have none

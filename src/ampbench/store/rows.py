@@ -82,8 +82,10 @@ ROW_KEYS: dict[str, str] = {
     "flops_per_step": "FLOPs of one training step (forward + backward) from torch.utils.flop_counter.",
     "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",
     "math_mode": "Math the GEMMs ran in: fp32, tf32, fp16 or bf16 (TF32 counted from the flags actually in force).",
-    "peak_tflops": "Dense peak TFLOP/s of this GPU for math_mode (ampbench's table, sources in measure/peaks.py).",
-    "mfu": "achieved_tflops / peak_tflops (null when the device is not in the table, e.g. CPU).",
+    "peak_tflops": "Dense peak TFLOP/s for math_mode: a GPU's from ampbench's table (sources in measure/peaks.py); a "
+                   "CPU's theoretical peak, cores x clock x FLOPs/cycle (env.cpu_peak says what it assumes; "
+                   "measure/cpu.py).",
+    "mfu": "achieved_tflops / peak_tflops (null when the GPU is not in the table).",
     "mfu_vs_measured": "achieved_tflops / the best GEMM TFLOP/s `ampbench hw` measured on this device for the same math "
                        "(derived; null until `ampbench hw` has stored a measurement for the device).",
     # largest batch
@@ -110,13 +112,19 @@ ROW_KEYS: dict[str, str] = {
                              "+ optimizer + activations) / fp32's, the RSS peak being too approximate to compare "
                              "(derived).",
     "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived).",
+    "expected_speedup_vs_fp32": "What faster matmuls alone would give this mode (Amdahl): 1 / ((1 - g) + g / r), g = "
+                                "fp32's mfu_vs_measured (the share of its step the matmuls would take at the GEMM "
+                                "speed `ampbench hw` measured), r = that GEMM's measured speedup in this row's math "
+                                "(derived; null without an `ampbench hw` probe of the device). Explains a speedup "
+                                "far below the GEMM ratio: the rest of the step does not get faster.",
     "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
                         "a tolerance from fp32's seed-to-seed spread, and no divergence).",
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
 }
 
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_range", "speedup_vs_fp32_noise", "memory_saving_vs_fp32",
-                "max_batch_ratio_vs_fp32", "mfu_vs_measured", "converge_verdict", "converge_tolerance")
+                "max_batch_ratio_vs_fp32", "expected_speedup_vs_fp32", "mfu_vs_measured", "converge_verdict",
+                "converge_tolerance")
 
 
 def empty_row() -> dict[str, object]:

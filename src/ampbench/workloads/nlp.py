@@ -148,46 +148,9 @@ class LSTMLanguageModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T)
         x = self.drop(self.embed(tokens))  # (B, T, E)
-        out = _unrolled_lstm(self.lstm, x) if _cpu_fp16(x) else self.lstm(x)[0]  # (B, T, P)
+        # (under amp-fp16 on CPU the engine gives nn.LSTM a kernel fallback: ampbench.precision.fallbacks)
+        out = self.lstm(x)[0]  # (B, T, P)
         return self.decoder(self.drop(out))  # (B, T, V)
-
-
-def _cpu_fp16(x: torch.Tensor) -> bool:
-    """oneDNN has no fp16 LSTM on CPU ("could not create a primitive descriptor"): detect that case."""
-    if x.device.type != "cpu":
-        return False
-    return x.dtype == torch.float16 or (torch.is_autocast_enabled("cpu")
-                                        and torch.get_autocast_dtype("cpu") == torch.float16)
-
-
-def _unrolled_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
-    """The same LSTM math with nn.LSTM's own parameters, step by step, in whatever dtype the matmuls get.
-
-    Used only where the native kernel cannot run the requested precision (fp16 on CPU), so the
-    precision mode is honoured instead of silently computing in fp32. Slow: a CPU correctness path.
-    """
-    b, t, _ = x.shape
-    for layer in range(lstm.num_layers):
-        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
-        b_ih, b_hh = getattr(lstm, f"bias_ih_l{layer}"), getattr(lstm, f"bias_hh_l{layer}")
-        w_hr = getattr(lstm, f"weight_hr_l{layer}", None)
-        out_size = w_hr.shape[0] if w_hr is not None else lstm.hidden_size
-        x_gates = F.linear(x, w_ih, b_ih)  # (B, T, 4H), all time steps at once
-        h = x_gates.new_zeros(b, out_size)
-        c = x_gates.new_zeros(b, lstm.hidden_size)
-        outs = []
-        for step in range(t):
-            gates = x_gates[:, step] + F.linear(h, w_hh, b_hh)
-            i, f, g, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            if w_hr is not None:
-                h = F.linear(h, w_hr)
-            outs.append(h)
-        x = torch.stack(outs, dim=1)  # (B, T, out)
-        if layer < lstm.num_layers - 1 and lstm.dropout and lstm.training:
-            x = F.dropout(x, lstm.dropout)
-    return x
 
 
 def _lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
