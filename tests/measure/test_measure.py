@@ -119,8 +119,8 @@ def test_state_bytes_and_activations_split() -> None:
         mp.step(opt)
     sb = held[-1]
     assert sb.weights == 2 * n_params  # bf16 model
-    # Adam's two fp32 moments + fp32 master weights + fp32 master grads
-    assert sb.optimizer == 4 * 4 * n_params
+    # Adam's two fp32 moments + fp32 master weights + fp32 master grads, and one fp32 step counter per tensor
+    assert sb.optimizer == 4 * 4 * n_params + 4 * len(list(model.parameters()))
     assert act[0] > 0
     # what Linear/ReLU save: the bf16 input of each Linear and the ReLU output (32 x 200)
     assert act[0] >= 2 * 32 * 100
@@ -192,3 +192,83 @@ def test_gpu_gemm_timing_queues_calls_between_events(monkeypatch: pytest.MonkeyP
     t = time_steps(step, 4, torch.device("cuda"))
     assert t.timer == "cuda_events" and clock["syncs"] == 1
     assert t.step_ms == pytest.approx([10.0, 12.0, 11.0, 30.0]) and t.total_s == pytest.approx(0.063)
+
+
+def _skipping_step(precision: str, overflow_steps: int):  # type: ignore[no-untyped-def]
+    """A TrainStep whose first ``overflow_steps`` steps overflow (loss x inf): skipped, as fp16's first steps at 2^16."""
+    from ampbench.measure.step import build_step
+    from ampbench.workloads import create_workload
+
+    wl = create_workload("tabular-mlp", "tiny", seed=0)
+    loss_fn, calls = wl.loss_fn, [0]
+
+    def overflowing(out, y):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        loss = loss_fn(out, y)
+        return loss * float("inf") if calls[0] <= overflow_steps else loss
+
+    wl.loss_fn = overflowing
+    return build_step(wl, precision, 16, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("precision", ["amp-fp16", "amp-bf16", "master-fp16"])
+def test_memory_split_counts_the_optimizer_state_after_skipped_first_steps(precision: str) -> None:
+    """Adam creates its moments at its first real step: the split is read after one, whatever was skipped."""
+    clean, skipping = _skipping_step(precision, 0), _skipping_step(precision, 3)
+    for s in (clean, skipping):
+        for _ in range(5):
+            s()
+    assert skipping.mp.totals["skipped_steps"] == 3
+    a, b = clean.state_bytes(), skipping.state_bytes()
+    assert a is not None and b is not None
+    n = sum(p.numel() for p in clean.model.parameters())
+    assert a.optimizer == b.optimizer >= 2 * 4 * n  # Adam's two fp32 moments (plus masters in master-*)
+    assert (a.weights, a.grads) == (b.weights, b.grads)
+
+
+def test_memory_split_is_unknown_before_any_real_step() -> None:
+    s = _skipping_step("amp-fp16", 10)
+    for _ in range(3):
+        s()
+    assert s.mp.totals["skipped_steps"] == 3 and s.state_bytes() is None  # no number rather than "0 bytes"
+
+
+def test_cpu_theoretical_peak_is_cores_x_clock_x_flops_per_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampbench.measure import cpu
+    from ampbench.precision import support
+
+    def fake(flags: str, vendor: str = "GenuineIntel", family: str = "6") -> None:
+        info = {"flags": flags, "vendor_id": vendor, "cpu family": family, "cpu MHz": "2000.000", "model name": "X"}
+        monkeypatch.setattr(support, "_cpuinfo", lambda: info)
+        monkeypatch.setattr(cpu, "_cpuinfo", lambda: info)
+        monkeypatch.setattr(cpu, "clock_ghz", lambda: (2.0, "test clock"))
+        monkeypatch.setattr(cpu, "cores_used", lambda: 4)
+        cpu._cpu_peak.cache_clear()
+
+    fake("avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile avx512_fp16")  # Sapphire Rapids
+    p = cpu.cpu_peak()
+    assert p is not None and p.flops_per_cycle == {"fp32": 64.0, "bf16": 1024.0, "fp16": 128.0}
+    assert p.tflops["fp32"] == pytest.approx(4 * 2.0 * 64 / 1e3) and p.tflops["bf16"] == pytest.approx(4 * 2.0 * 1024 / 1e3)
+    assert "4 core(s) x 2.00 GHz (test clock)" in p.source and "AMX-BF16" in p.source
+    assert cpu.half_math_claim(support.cpu_half_hardware(), p.flops_per_cycle).startswith(
+        "bf16 matmuls run on AMX-BF16 (peak 16x fp32's); fp16 matmuls run on AVX512-FP16 (peak 2x fp32's)")
+    fake("avx2 fma avx512f avx512_bf16", vendor="AuthenticAMD", family="25")  # Zen 4
+    p = cpu.cpu_peak()
+    assert p is not None and p.flops_per_cycle == {"fp32": 32.0, "bf16": 64.0, "fp16": 32.0} and "Zen 4" in p.source
+    fake("avx2 fma")
+    p = cpu.cpu_peak()
+    assert p is not None and p.flops_per_cycle == {"fp32": 32.0, "bf16": 32.0, "fp16": 32.0}
+    assert cpu.half_math_claim(support.cpu_half_hardware()).startswith("bf16 math is emulated")
+    fake("sse2")
+    assert cpu.cpu_peak() is None
+    cpu._cpu_peak.cache_clear()
+
+
+def test_mfu_on_cpu_divides_by_the_cpu_peak() -> None:
+    from ampbench.measure.cpu import cpu_peak
+
+    peak = cpu_peak()
+    if peak is None:
+        pytest.skip("this CPU has no AVX2/AVX-512 FMA: no peak to divide by")
+    out = mfu(10**9, 10, 1.0, "any CPU", "fp32", "cpu")
+    assert out["peak_tflops"] == peak.tflops["fp32"] and out["mfu"] == pytest.approx(0.01 / peak.tflops["fp32"])

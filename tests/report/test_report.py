@@ -71,6 +71,27 @@ def test_markdown_summary(report_store: Store) -> None:
     assert "diverged: training loss is nan" in md
 
 
+def test_markdown_memory_columns_compare_the_same_measure_on_cpu(tmp_path: Path) -> None:
+    """On CPU the compared memory is the exact split; a mode with a higher RSS peak but a smaller split shows
+    both, each in its own labelled column, never "less" next to a bigger peak of another measure."""
+    from ampbench.report.markdown import render_markdown
+    from ampbench.store import derive
+
+    from .conftest import _row
+
+    split = dict(weights_bytes=1000, grads_bytes=1000, optimizer_bytes=2000)
+    rows = [_row("r", "w", "fp32", 100.0, device="cpu", device_name="CPU", cpu_rss_peak_bytes=3 * 2**20,
+                 peak_allocated_bytes=3 * 2**20, activation_bytes=4000, **split),
+            _row("r", "w", "amp-bf16", 100.0, device="cpu", device_name="CPU", cpu_rss_peak_bytes=4 * 2**20,
+                 peak_allocated_bytes=4 * 2**20, activation_bytes=2000, **split)]
+    md = render_markdown(derive(rows))
+    assert "| memory (exact split) | memory vs fp32 | CPU RSS peak (approximate) |" in md
+    assert "| 5.9 KiB | 25% less | 4.0 MiB |" in md  # (4000 + 2000) / (4000 + 4000) = 75%; the RSS peak apart
+    gpu = render_markdown(derive([_row("r", "w", "fp32", 100.0, peak_allocated_bytes=2**30),
+                                  _row("r", "w", "amp-bf16", 100.0, peak_allocated_bytes=2**29)]))
+    assert "| peak allocated | memory vs fp32 | converge |" in gpu and "| 512.0 MiB | 50% less |" in gpu
+
+
 def test_csv_report(report_store: Store) -> None:
     _, text = build_report(report_store, None, "csv")
     assert text.splitlines()[0].startswith("run_id,cell_key,workload")

@@ -171,15 +171,15 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     out["first_step_ms"] = time_once(step, device)
-    held: list[mem.StateBytes] = []
-    with mem.saved_activations() as act:  # after the first step, so Adam's lazily created state exists
-        step(after_backward=lambda: held.append(mem.state_bytes(step.model, step.optimizer, step.mp.master_params())))
+    with mem.saved_activations() as act:
+        step()
     out["activation_bytes"] = act[0]
-    out.update(held[0].as_row())
     out["flops_per_step"] = count_flops(step)
     for _ in range(max(0, spec.warmup - 1)):
         step()
+    skipped_before = step.mp.totals["skipped_steps"]
     timing = time_steps(step, spec.steps, device)
+    skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")
     out.update(timing.summary())
     out["timer"] = timing.timer
@@ -187,6 +187,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["samples_per_s_noise"] = timing.throughput_noise()
     out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.seed)
     out["final_loss"] = loss
+    held = step.state_bytes()  # after the timed steps: the optimizer state exists once a step was not skipped
+    if held is not None:
+        out.update(held.as_row())
     out["skipped_steps"] = step.mp.totals["skipped_steps"]
     out["loss_scale"] = step.mp.scale
     peak = peaks.peak()
@@ -198,6 +201,10 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["math_mode"] = math_mode_of(dtype, bool(out["env"]["tf32_matmul"]))
     out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
                    device.type))
+    if math.isfinite(loss) and skipped_timed >= spec.steps:  # no-op steps are not training: their speed means nothing
+        out["status"] = "diverged"
+        out["reason"] = (f"every timed step was skipped for inf/NaN gradients ({out['skipped_steps']} skipped in "
+                         f"{step.calls} steps, loss scale {step.mp.scale:g})")
     if not math.isfinite(loss):
         out["status"] = "diverged"
         hints = [str(w.message).split(":")[0] for w in caught if "eps" in str(w.message)]

@@ -109,10 +109,10 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     census = _KernelCensus()
     with census:
         step()
-    held: list[mem.StateBytes] = []
     with mem.saved_activations() as act:
-        step(after_backward=lambda: held.append(mem.state_bytes(step.model, step.optimizer, step.mp.master_params())))
+        step()
     timing = time_steps(step, steps, device)
+    sb = step.state_bytes()  # after real steps: Adam's state exists (None if every step was skipped)
     step_ms = timing.summary()["step_ms_p50"]
     scaling = _batch_scaling(step, wl, batch_size, steps)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -148,13 +148,13 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         cls = "gemm" if name in GEMM_OPS else "cast" if name in CAST_OPS else "other"
         by_class[cls] += t
     total = sum(by_class.values()) or 1.0
-    sb = held[0]
-    static = sb.weights + sb.grads + sb.optimizer
+    static = sb.weights + sb.grads + sb.optimizer if sb is not None else None
     out: dict[str, Any] = {
         "step_ms": step_ms, "kernels_per_step": census.ops, "dispatch_us": dispatch_cost_us(device),
         "share": {k: v / total for k, v in by_class.items()}, "gemm_dtypes": dict(census.gemm_dtypes),
         "tensor_core_kernels": tc_kernels if gpu else None, "gemm_kernels": gemm_kernels if gpu else None,
-        "memory": {**sb.as_row(), "activation_bytes": act[0], "static_share": static / max(static + act[0], 1)},
+        "memory": {**(sb.as_row() if sb is not None else {}), "activation_bytes": act[0],
+                   "static_share": static / max(static + act[0], 1) if static is not None else None},
         "tf32": {"matmul": read_tf32().matmul, "cudnn": read_tf32().cudnn}, "trace": str(trace) if trace else None,
         "precision": precision, "device": str(device),
     }
@@ -229,7 +229,7 @@ def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
                            f"{p['tf32']['cudnn']})", "PyTorch enables TF32 for cuDNN convolutions by default: a plain "
                            "fp32 baseline already uses Tensor Cores for convs, so AMP's speedup over it is smaller"))
     m = p["memory"]
-    if m["static_share"] > 0.6:
+    if (m["static_share"] or 0.0) > 0.6:
         out.append(Finding("warning" if half else "info", "profile",
                            f"memory is dominated by weights, grads and optimizer state ({m['static_share']:.0%}; "
                            f"activations {m['activation_bytes'] / 2**20:,.1f} MiB)",

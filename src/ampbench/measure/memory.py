@@ -143,7 +143,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_param
     grads = _bytes(p.grad for p in model.parameters() if p.grad is not None)
     opt_tensors: list[torch.Tensor] = []
     for state in optimizer.state.values():
-        opt_tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor) and v.numel() > 1)
+        opt_tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor))  # step counters too: bytes are bytes
     for p in master_params:
         if id(p) not in model_ids:
             opt_tensors.append(p)

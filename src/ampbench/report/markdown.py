@@ -6,6 +6,7 @@ from typing import Any
 
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import fmt_bytes, speedup_text
+from ampbench.store.derive import compared_memory
 
 
 def md_escape(value: Any) -> str:
@@ -33,9 +34,14 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         use = f"**use {md_escape(a.recommended)}**" if a.recommended else "**no recommendation**"
         lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.evidence)}")
         lines.append("")
-        lines.append("| precision | status | samples/s | speedup vs fp32 | step p50 ms | peak memory | memory vs fp32 | "
-                     "converge |")
-        lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        # "memory vs fp32" compares the column next to it: the allocator's peak on a GPU, the exact split
+        # (weights + grads + optimizer state + activations) on a CPU, whose RSS peak gets its own column
+        cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
+        compared = "memory (exact split)" if cpu else "peak allocated"
+        rss = " CPU RSS peak (approximate) |" if cpu else ""
+        lines.append(f"| precision | status | samples/s | speedup vs fp32 | step p50 ms | {compared} | memory vs fp32 |"
+                     f"{rss} converge |")
+        lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if cpu else "") + " --- |")
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
             mem = "–" if not isinstance(saving, (int, float)) else (f"{saving:.0%} less" if saving >= 0 else
@@ -44,9 +50,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             status = md_escape(r.get("status"))
             if r.get("status") != "ok":
                 status += f": {md_escape(r.get('reason'))}"
+            rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
             lines.append(f"| {md_escape(r['precision'])} | {status} | {_f(r.get('samples_per_s'), ',.0f')} | "
                          f"{speedup} | "
-                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(r.get('peak_allocated_bytes'))} | {mem} | "
+                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(compared_memory(r))} | {mem} |{rss_cell} "
                          f"{md_escape(r.get('converge_verdict') or '–')} |")
         lines.append("")
     lines.append("_Measured by ampbench; every figure is from the device named in its heading._")
