@@ -85,6 +85,18 @@ class Odd(nn.Module):
         return self.out(torch.relu(self.fc(self.emb(x).mean(1))))
 
 
+class SmallVocab(nn.Module):
+    """A 100-token vocabulary: not a multiple of 8, and too small to be padded to 64 like a real vocabulary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(100, 64)
+        self.out = nn.Linear(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.emb(x).mean(1))
+
+
 class SquareNorm(nn.Module):
     """x / sqrt(mean(x^2)): x^2 overflows in fp16 for |x| > 256, the output itself is small. fp16-hostile."""
 
@@ -132,6 +144,20 @@ def odd() -> Workload:
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 30522, (64, 8), generator=g)
     return _wl("odd", Odd(), batch=30, data=TensorData((x,), torch.randint(0, 4, (64,), generator=g)))
+
+
+def small_vocab() -> Workload:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 100, (64, 8), generator=g)
+    return _wl("small-vocab", SmallVocab(), data=TensorData((x,), torch.randint(0, 4, (64,), generator=g)))
+
+
+def conv() -> Workload:
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(16 * 8 * 8, 4))
+    g = torch.Generator().manual_seed(0)
+    return _wl("conv", model, data=TensorData((torch.randn(64, 3, 8, 8, generator=g),),
+                                               torch.randint(0, 4, (64,), generator=g)))
 
 
 def hostile() -> Workload:

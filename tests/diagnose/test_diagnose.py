@@ -78,6 +78,56 @@ def test_dims_100_and_30522_are_flagged_with_the_fix() -> None:
     assert ("emb", "embedding_dim") not in by
 
 
+def test_a_small_vocabulary_is_a_multiple_of_8_not_64() -> None:
+    d = diagnose(planted.small_vocab, "fp32", checks=("tensorcore",))
+    (f,) = [f for f in d.findings if f.data and f.data["dim"] == "num_embeddings"]
+    assert f.fix.startswith("make num_embeddings 104 (a multiple of 8)") and "vocabulary" not in f.fix
+
+
+def test_dynamic_scale_is_reported_after_the_steps_asked_for() -> None:
+    d = diagnose(planted.tiny_grad, "master-fp16", checks=("gradients",), steps=7)
+    assert d.details["gradients"]["dynamic"]["steps"] == 7
+    f = next(f for f in d.findings if f.check == "gradients")
+    assert "after 7 steps" in f.detail and "settled" not in f.detail
+
+
+def test_profile_compares_the_mode_with_fp32() -> None:
+    """Whatever this CPU's fp16 kernels do, the profile says how the mode's step compares with fp32's and
+    which ops moved (a CPU without fp16 hardware is the 'why is amp-fp16 slower' case)."""
+    d = diagnose(planted.conv, "amp-fp16", checks=("profile",), steps=3)
+    v = d.details["profile"]["vs_fp32"]
+    assert v["fp32_step_ms"] > 0 and v["ratio"] == pytest.approx(v["step_ms"] / v["fp32_step_ms"])
+    assert v["ops"] and all({"op", "ms", "fp32_ms"} <= set(o) for o in v["ops"])
+    (f,) = [f for f in d.findings if "than fp32 here" in f.title or "at fp32's speed" in f.title]
+    assert f.check == "profile" and f.data["ratio"] == v["ratio"]
+    assert "vs_fp32" not in diagnose(planted.conv, "fp32", checks=("profile",), steps=2).details["profile"]
+
+
+def _profile(ratio: float, hw: dict[str, bool], slow_op: str = "aten::_slow_conv2d_forward") -> dict[str, object]:
+    fpc = {"fp32": 32.0, "bf16": 64.0 if hw.get("avx512_bf16") else 32.0, "fp16": 32.0}
+    return {"precision": "amp-fp16", "device": "cpu", "cpu_half_hardware": hw, "cpu_flops_per_cycle": fpc,
+            "fallbacks": [], "vs_fp32": {"step_ms": 10.0 * ratio, "fp32_step_ms": 10.0, "ratio": ratio, "ops": [
+                {"op": slow_op, "ms": 9.0 * ratio, "fp32_ms": 0.0}, {"op": "aten::mkldnn_convolution", "ms": 0.0,
+                                                                    "fp32_ms": 9.0}]}}
+
+
+def test_why_a_half_mode_is_slower_than_fp32_is_explained_from_the_cpu_probe() -> None:
+    from ampbench.diagnose.profile import versus_fp32_findings
+
+    no_fp16 = {"avx512_bf16": True, "amx_bf16": False, "avx512_fp16": False, "amx_fp16": False}
+    (f,) = versus_fp32_findings(_profile(6.5, no_fp16))
+    assert f.severity == "warning" and f.title.startswith("amp-fp16 is 6.50x slower than fp32 here")
+    assert "aten::_slow_conv2d_forward 58.50 ms vs 0.00 ms" in f.detail
+    assert "fp16 math is emulated" in f.detail and "no fast kernel" in f.detail
+    assert f.fix.startswith("on this CPU use fp32 or the bf16 modes (bf16 matmuls run on AVX512-BF16")
+    (f,) = versus_fp32_findings(_profile(6.5, dict.fromkeys(no_fp16, False)))
+    assert f.fix.startswith("on this CPU use fp32;")
+    (f,) = versus_fp32_findings(_profile(0.5, no_fp16))
+    assert f.severity == "info" and "2.00x faster than fp32" in f.title and "aten::mkldnn_convolution" in f.detail
+    (f,) = versus_fp32_findings(_profile(1.02, no_fp16))
+    assert f.severity == "info" and "at fp32's speed" in f.title
+
+
 def test_launch_bound_tiny_model_is_explained() -> None:
     d = diagnose(planted.launch_bound, "fp32", checks=("profile",), steps=10)
     f = d.findings[0]
@@ -117,4 +167,13 @@ def test_healthy_model_has_no_errors_and_a_failing_check_does_not_hide_others(mo
     errors = [f for f in d.findings if f.severity == "error"]
     assert [f.title for f in errors] == ["the tensorcore check failed: ZeroDivisionError: division by zero"]
     assert {f.check for f in d.findings} == {"nonfinite", "gradients", "activations", "policy", "tensorcore", "profile"}
+    assert d.details["profile"]["vs_fp32"]["fp32_step_ms"] > 0
     assert FP16_MIN_SUBNORMAL == 2.0**-24
+
+
+def test_lstm_kernel_fallback_under_cpu_amp_fp16_is_said() -> None:
+    d = diagnose("lstm-lm", "amp-fp16", preset="tiny", checks=("tensorcore",))
+    (f,) = [f for f in d.findings if f.check == "fallback"]
+    assert f.severity == "warning" and "lstm: nn.LSTM runs torch's native fp16 kernel" in f.title
+    assert not [f for f in diagnose("lstm-lm", "amp-bf16", preset="tiny", checks=("tensorcore",)).findings
+                if f.check == "fallback"]

@@ -106,6 +106,10 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     findings: list[Finding] = []
     details: dict[str, Any] = {}
     t0 = time.perf_counter()
+    for note in recipe.kernel_fallbacks([copy.deepcopy(pristine)], dev):  # what setup() will change, on a copy
+        findings.append(Finding("warning", "fallback", f"kernel fallback in {precision} on {dev}: {note}",
+                                "the precision is honoured (the same math in the same dtype) on another kernel, which "
+                                "can be slower: speed here says nothing about a GPU", "", {"fallback": note}))
     for check in checks:
         try:
             if check == "nonfinite":
@@ -114,7 +118,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                 findings += nonfinite.nonfinite_findings(r, precision)
             elif check == "gradients":
                 r = ranges.gradient_ranges(build(), dev, bs)
-                settled = ranges.dynamic_settle(build(), dev, bs, max(steps, 20))
+                settled = ranges.dynamic_settle(build(), dev, bs, steps)
                 r["dynamic"] = settled
                 details[check] = r
                 findings += ranges.gradient_findings(r, settled)
@@ -131,7 +135,8 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                 details[check] = issues
                 findings += tensorcore.tensorcore_findings(issues, dev.type == "cuda")
             elif check == "profile":
-                p = profile.profile_steps(build(), precision, dev, bs, min(steps, 10), trace)
+                p = profile.profile_steps(build(), precision, dev, bs, min(steps, 10), trace,
+                                          baseline=build() if precision != "fp32" else None)
                 details[check] = p
                 findings += profile.profile_findings(p, recipe.is_half)
         except AmpbenchError:

@@ -13,7 +13,8 @@ class Finding:
     severity: str
     """error (training breaks), warning (slower / less precise than it could be), info (context)."""
     check: str
-    """nonfinite, gradients, activations, policy, tensorcore, profile."""
+    """nonfinite, gradients, activations, policy, tensorcore, profile; fallback (a kernel fallback the mode
+    installs on this device, reported whatever checks ran)."""
     title: str
     detail: str = ""
     fix: str = ""

@@ -32,7 +32,10 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matm
             "aten::convolution", "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d",
             "aten::mkldnn_convolution", "aten::cudnn_convolution", "aten::convolution_backward",
             "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-            "aten::_scaled_dot_product_cudnn_attention", "aten::mkldnn_rnn_layer", "aten::_addmm_activation")
+            "aten::_scaled_dot_product_cudnn_attention", "aten::mkldnn_rnn_layer", "aten::_addmm_activation",
+            # CPU kernels without oneDNN (what fp16 convolutions fall to on CPUs without fp16 hardware)
+            "aten::_slow_conv2d_forward", "aten::_slow_conv2d_backward", "aten::thnn_conv2d", "aten::slow_conv3d",
+            "aten::slow_conv_transpose2d", "aten::slow_conv_dilated2d")
 CAST_OPS = ("aten::_to_copy", "aten::to", "aten::copy_", "aten::_to_dtype")
 TENSOR_CORE_KERNELS = ("tensorop", "hmma", "xmma", "h884", "h1688", "s1688", "16816", "wgmma", "gmma", "sm80_", "sm90_",
                        "cutlass")
@@ -94,10 +97,57 @@ def dispatch_cost_us(device: torch.device, n: int = 2000) -> float:
     return (time.perf_counter() - t) / n * 1e6
 
 
-def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
-                  trace: Path | None) -> dict[str, Any]:
+def _profiled(step: Any, steps: int, device: torch.device, trace: Path | None = None) -> Any:
+    """torch.profiler over ``steps`` steps (already warm); the profile, its Chrome trace written to ``trace``."""
     from torch.profiler import ProfilerActivity, profile
 
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    prof = profile(activities=activities)
+    with _quiet_native_stderr():
+        prof.start()
+    try:
+        for _ in range(steps):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    finally:
+        with _quiet_native_stderr():
+            prof.stop()
+    if trace is not None:
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+    return prof
+
+
+def _self_us(ev: Any, gpu: bool) -> float:
+    return (getattr(ev, "self_device_time_total", 0) or getattr(ev, "self_cuda_time_total", 0)) if gpu else \
+        ev.self_cpu_time_total
+
+
+def _op_ms_per_step(prof: Any, gpu: bool, steps: int) -> dict[str, float]:
+    return {ev.key: _self_us(ev, gpu) / 1e3 / steps for ev in prof.key_averages() if ev.key.startswith("aten::")}
+
+
+def versus_fp32(wl: Workload, device: torch.device, batch_size: int, steps: int, step_ms: float,
+                op_ms: dict[str, float], top: int = 5) -> dict[str, Any]:
+    """The same profile of fp32 on the same model and data: step times and the ops whose time moved most."""
+    from ampbench.measure.step import build_step
+    from ampbench.measure.timing import time_steps
+
+    base = build_step(wl, "fp32", batch_size, device)
+    for _ in range(3):
+        base()
+    fp32_ms = time_steps(base, steps, device).summary()["step_ms_p50"]
+    fp32_ops = _op_ms_per_step(_profiled(base, steps, device), device.type == "cuda", steps)
+    moved = sorted(set(op_ms) | set(fp32_ops), key=lambda k: -abs(op_ms.get(k, 0.0) - fp32_ops.get(k, 0.0)))
+    return {"step_ms": step_ms, "fp32_step_ms": fp32_ms, "ratio": step_ms / max(fp32_ms, 1e-9),
+            "ops": [{"op": k, "ms": op_ms.get(k, 0.0), "fp32_ms": fp32_ops.get(k, 0.0)} for k in moved[:top]]}
+
+
+def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
+                  trace: Path | None, baseline: Workload | None = None) -> dict[str, Any]:
+    """Profile ``steps`` steps of ``wl`` in ``precision``; with ``baseline`` (a fresh build of the same
+    workload) the same in fp32, to say where a half-precision step gains or loses its time."""
     from ampbench.measure import memory as mem
     from ampbench.measure.step import build_step
     from ampbench.measure.timing import time_steps
@@ -115,28 +165,13 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     sb = step.state_bytes()  # after real steps: Adam's state exists (None if every step was skipped)
     step_ms = timing.summary()["step_ms_p50"]
     scaling = _batch_scaling(step, wl, batch_size, steps)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    prof = profile(activities=activities)
-    with _quiet_native_stderr():
-        prof.start()
-    try:
-        for _ in range(steps):
-            step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    finally:
-        with _quiet_native_stderr():
-            prof.stop()
-    if trace is not None:
-        trace.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace))
+    prof = _profiled(step, steps, device, trace)
     gpu = device.type == "cuda"
     by_class = Counter()  # microseconds of self time
     tc_kernels = gemm_kernels = 0
     for ev in prof.key_averages():
         name = ev.key
-        t = (getattr(ev, "self_device_time_total", 0) or getattr(ev, "self_cuda_time_total", 0)) if gpu else \
-            ev.self_cpu_time_total
+        t = _self_us(ev, gpu)
         if gpu and getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
             low = name.lower()
             if "gemm" in low or "conv" in low or "xmma" in low or "cutlass" in low:
@@ -156,8 +191,18 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         "memory": {**(sb.as_row() if sb is not None else {}), "activation_bytes": act[0],
                    "static_share": static / max(static + act[0], 1) if static is not None else None},
         "tf32": {"matmul": read_tf32().matmul, "cudnn": read_tf32().cudnn}, "trace": str(trace) if trace else None,
-        "precision": precision, "device": str(device),
+        "precision": precision, "device": str(device), "fallbacks": list(step.mp.fallbacks),
+        "cpu_half_hardware": None, "cpu_flops_per_cycle": None,
     }
+    if not gpu:  # what the CPU's half math can do: the same probe as `ampbench hw`
+        from ampbench.measure.cpu import cpu_peak
+        from ampbench.precision.support import cpu_half_hardware
+
+        peak = cpu_peak()
+        out["cpu_half_hardware"] = cpu_half_hardware()
+        out["cpu_flops_per_cycle"] = peak.flops_per_cycle if peak else None
+    if baseline is not None:
+        out["vs_fp32"] = versus_fp32(baseline, device, batch_size, steps, step_ms, _op_ms_per_step(prof, gpu, steps))
     if gpu:
         out["memory"]["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
         out["memory"]["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
@@ -193,8 +238,61 @@ def _batch_scaling(step: Any, wl: Workload, batch_size: int, steps: int, rounds:
     return statistics.median(ratios)
 
 
+def _moved(ops: list[dict[str, Any]], slower: bool) -> str:
+    picked = [o for o in ops if (o["ms"] > o["fp32_ms"]) == slower][:3]
+    return ", ".join(f"{o['op']} {o['ms']:,.2f} ms vs {o['fp32_ms']:,.2f} ms" for o in picked)
+
+
+def versus_fp32_findings(p: dict[str, Any]) -> list[Finding]:
+    """Why this mode is slower (or faster) than fp32 here: the ops whose time moved, and what the hardware
+    does in this dtype (on CPU from the same probe as ``ampbench hw``)."""
+    from ampbench.precision import get
+
+    v = p.get("vs_fp32")
+    if not v:
+        return []
+    name, ratio = p["precision"], v["ratio"]
+    dtype = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(get(name).compute_dtype)
+    said = f"{v['step_ms']:,.2f} ms vs {v['fp32_step_ms']:,.2f} ms per step"
+    data = {"ratio": ratio, "step_ms": v["step_ms"], "fp32_step_ms": v["fp32_step_ms"], "ops": v["ops"]}
+    if 1 / 1.1 < ratio < 1.1:
+        return [Finding("info", "profile", f"{name} runs at fp32's speed here ({said})",
+                        f"per step, the ops that moved most: {_moved(v['ops'], True) or _moved(v['ops'], False)}",
+                        "", data)]
+    if ratio <= 1 / 1.1:
+        return [Finding("info", "profile", f"{name} is {1 / ratio:.2f}x faster than fp32 here ({said})",
+                        f"per step, the gain is in: {_moved(v['ops'], False)}", "", data)]
+    slow = [o for o in v["ops"] if o["ms"] > o["fp32_ms"]]
+    gemm_slow = any(o["op"] in GEMM_OPS for o in slow[:2])
+    cast_slow = any(o["op"] in CAST_OPS for o in slow[:2])
+    why, fix = "", ""
+    if p["device"].startswith("cpu") and dtype is not None:
+        from ampbench.measure.cpu import half_math_claim
+
+        hw = p.get("cpu_half_hardware") or {}
+        claim = half_math_claim(hw, p.get("cpu_flops_per_cycle"))
+        mine = next((c for c in claim.split("; ") if c.startswith(dtype)), claim)
+        why = f"this CPU: {mine}"
+        if gemm_slow and "emulated" in mine:
+            other = "bf16" if dtype == "fp16" else "fp16"
+            alt = next((c for c in claim.split("; ") if c.startswith(other) and "emulated" not in c), None)
+            why += f": its {dtype} matmuls/convolutions have no fast kernel, which a GPU's Tensor Cores do have"
+            fix = (f"on this CPU use fp32 or the {other} modes ({alt})" if alt else "on this CPU use fp32") + \
+                  "; this slowdown says nothing about a GPU"
+    elif gemm_slow:
+        why = "the matmuls/convolutions themselves got slower: no fast half-precision kernel for these shapes"
+        fix = "see the tensorcore findings (dimensions that are multiples of 8) and the Tensor Core kernel share"
+    if cast_slow and not fix:
+        fix = "autocast re-casts the fp32 weights every step: master-*/pure-* keep half weights (no per-step casts)"
+    if p.get("fallbacks"):
+        why = (why + "; " if why else "") + "kernel fallbacks in use: " + "; ".join(p["fallbacks"])
+    return [Finding("warning", "profile", f"{name} is {ratio:.2f}x slower than fp32 here ({said})",
+                    f"per step, the ops that got slower: {_moved(v['ops'], True)}" + (f". {why}" if why else ""),
+                    fix, data)]
+
+
 def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
-    out = []
+    out = versus_fp32_findings(p)
     share = p["share"]
     ms = p["step_ms"]
     if p["launch_bound"]:

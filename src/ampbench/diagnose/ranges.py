@@ -130,9 +130,9 @@ def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None) -> list
     o = r["overall"]
     s = r["recommended_scale"]
     settled_txt = ""
-    if settled:
-        settled_txt = (f"; dynamic scaling (amp-fp16, from 2^16) settled at {settled['scale']:g} after "
-                       f"{settled['steps']} steps, {settled['skipped_steps']} skipped")
+    if settled:  # growth needs growth_interval (2000) clean steps: in a short run the scale only backs off
+        settled_txt = (f"; amp-fp16's dynamic scaler (from 2^16) was at {settled['scale']:g} after {settled['steps']} "
+                       f"steps ({settled['skipped_steps']} skipped for overflow)")
     data = {"recommended_scale": s, "overall": o, "dynamic": settled}
     if o["fp16_underflow"] > 0.01:
         out.append(Finding(
@@ -162,7 +162,8 @@ def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None) -> list
 
 
 def dynamic_settle(wl: Workload, device: torch.device, batch_size: int, steps: int) -> dict[str, Any]:
-    """Where amp-fp16's dynamic loss scale (from 2^16) ends up after ``steps`` steps on this model."""
+    """Where amp-fp16's dynamic loss scale (from 2^16) is after ``steps`` steps on this model (it backs off on
+    overflow; it grows only after 2000 clean steps, so this is where it settles downwards)."""
     from ampbench.measure.step import build_step
 
     step = build_step(wl, "amp-fp16", batch_size, device, "dynamic")
