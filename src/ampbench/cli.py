@@ -112,7 +112,8 @@ def _parse_options(items: list[str] | None) -> dict[str, object]:
 
 
 def load_workload(workload: str | None, model: str | None, preset: str, data_dir: Path | None, seed: int,
-                  input_shape: str | None, num_classes: int | None, options: list[str] | None):
+                  input_shape: str | None, num_classes: int | None, options: list[str] | None,
+                  val_fraction: float | None = None):
     """A workload by name, or the user's ``--model`` (exactly one of the two)."""
     from ampbench.workloads import create_user_workload, create_workload
 
@@ -121,10 +122,10 @@ def load_workload(workload: str | None, model: str | None, preset: str, data_dir
     if model is not None:
         if options:
             raise AmpbenchError("--option applies to named workloads, not --model")
-        return create_user_workload(model, input_shape, num_classes, data_dir, preset, seed)
+        return create_user_workload(model, input_shape, num_classes, data_dir, preset, seed, val_fraction=val_fraction)
     if input_shape is not None or num_classes is not None:
         raise AmpbenchError("--input-shape/--num-classes apply to --model only")
-    return create_workload(workload, preset, data_dir, seed, **_parse_options(options))
+    return create_workload(workload, preset, data_dir, seed, val_fraction, **_parse_options(options))
 
 
 @app.command("train")
@@ -135,6 +136,8 @@ def train_cmd(
     epochs: Annotated[Optional[int], typer.Option(help="Epochs (default: the workload's).")] = None,  # noqa: UP045
     batch_size: Annotated[Optional[int], typer.Option(help="Batch size (default: the workload's).")] = None,  # noqa: UP045
     data_dir: Annotated[Optional[Path], typer.Option(help="Real data (format per workload).")] = None,  # noqa: UP045
+    val_fraction: Annotated[Optional[float], typer.Option(help="Share of --data-dir data held out for testing when it "  # noqa: UP045
+                                                      "comes as one split (default 0.2; tabular/text 0.1).")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option(help="Directory for checkpoint.pt, written each epoch.")] = None,  # noqa: UP045
     resume: Annotated[bool, typer.Option(help="Resume from --checkpoint DIR.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for init, data order and dropout.")] = 0,
@@ -158,7 +161,7 @@ def train_cmd(
     resolve(precision)  # fail fast on a bad name, before building data
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps)
-    wl = load_workload(workload, model, preset, data_dir, seed, input_shape, num_classes, option)
+    wl = load_workload(workload, model, preset, data_dir, seed, input_shape, num_classes, option, val_fraction)
     console.print(f"[bold]{wl.name}[/] ({wl.description}, preset {wl.preset}) in [bold cyan]{resolve(precision)}[/]")
     with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
@@ -211,6 +214,8 @@ def run_cmd(
     input_shape: Annotated[Opt[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,
     num_classes: Annotated[Opt[int], typer.Option(help="Classes of synthetic data for --model.")] = None,
     data_dir: Annotated[Opt[Path], typer.Option(help="Real data for the one workload (format per workload).")] = None,
+    val_fraction: Annotated[Opt[float], typer.Option(help="Share of --data-dir data held out for testing when it comes "
+                                                     "as one split (default 0.2; tabular/text 0.1).")] = None,
     option: Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,
     loss_scale: Annotated[Opt[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
@@ -256,6 +261,14 @@ def run_cmd(
     opts = _parse_options(option)
     if opts and model is not None:
         raise AmpbenchError("--option applies to named workloads, not --model")
+    if val_fraction is not None:
+        from ampbench.workloads import get_spec
+        from ampbench.workloads.registry import check_val_fraction
+
+        one = names[0] if names else None
+        check_val_fraction(val_fraction, data_dir, model is not None or (one is not None and ":" not in one
+                                                                         and get_spec(one).splits_real_data),
+                           one or "--model")
     wl_names, presets = with_presets(names, preset, str(dev))
     _check_workloads(names, presets, opts)
     if model is not None:
@@ -290,7 +303,8 @@ def run_cmd(
         device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
         batch_sizes=tuple(sizes), repeats=repeats, measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, input_shape=input_shape,
-        num_classes=num_classes, data_dir=str(data_dir) if data_dir else None, options=tuple(sorted(opts.items())),
+        num_classes=num_classes, data_dir=str(data_dir) if data_dir else None, val_fraction=val_fraction,
+        options=tuple(sorted(opts.items())),
         loss_scale=loss_scale, memory_budget=budget, memory_margin=memory_margin, maxbatch_limit=maxbatch_limit,
         seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
         extra={"isolate": isolate, "cell_timeout": cell_timeout},
@@ -473,6 +487,7 @@ def diagnose_cmd(
     input_shape: Annotated[Opt[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,
     num_classes: Annotated[Opt[int], typer.Option(help="Classes of synthetic data for --model.")] = None,
     data_dir: Annotated[Opt[Path], typer.Option(help="Real data (format per workload).")] = None,
+    val_fraction: Annotated[Opt[float], typer.Option(help="Share of --data-dir data held out for testing.")] = None,
     option: Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,
     json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
     trace: Annotated[Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
@@ -489,7 +504,7 @@ def diagnose_cmd(
     label = target or f"user:{model}"
 
     def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
-        return load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option)
+        return load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option, val_fraction)
 
     store = _open_store(db)
     if trace is None and "profile" in wanted:

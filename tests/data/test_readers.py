@@ -160,3 +160,50 @@ def test_tensor_batches_have_no_per_sample_python_and_cover_all():
     seen = torch.cat([y for _, y in data.batches(3, shuffle=True, generator=torch.Generator().manual_seed(0))])
     assert sorted(seen.tolist()) == list(range(10))
     assert data.num_batches(3) == 4 and data.num_batches(3, drop_last=True) == 3
+
+
+def test_corrupt_deflate_data_is_refused_with_the_file_name(tmp_path):
+    good = gzip.compress(b"\x00\x00\x08\x01" + struct.pack(">I", 4000) + b"\x07" * 4000)
+    broken = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    broken.write_bytes(good[:30] + bytes(b ^ 0xFF for b in good[30:60]) + good[60:])  # valid header, bad deflate stream
+    with pytest.raises(DataError, match="t10k-labels-idx1-ubyte.gz: cannot read .*corrupt or truncated"):
+        read_idx(broken)
+
+
+def test_csv_with_byte_order_mark_and_nan_cells(tmp_path):
+    p = tmp_path / "excel.csv"
+    p.write_bytes("\ufeffstore,temp,target\nA,10.5,3.0\nB,nan,4.0\nA,NaN,5.0\nB,12,6.0\n".encode())
+    t = read_csv_table(p)  # the BOM is not part of "store"; nan cells are missing numbers, not categories
+    assert t.cat_names == ["store"] and t.cont_names == ["temp"]
+    assert torch.isfinite(t.continuous).all() and t.continuous[1, 0] == t.continuous[2, 0]  # both the column mean
+    bad = tmp_path / "bad.csv"
+    bad.write_text("x,target\n1,2\n2,nan\n")
+    with pytest.raises(DataError, match="line 3 has 'nan'"):
+        read_csv_table(bad)
+
+
+@needs_mnist
+@pytest.mark.parametrize("n, fraction, n_test", [(1000, None, 200), (1000, 0.1, 100), (37, None, 7)])
+def test_a_small_single_split_trains_split_proportionally(tmp_path, n, fraction, n_test):
+    from ampbench.workloads import create_workload
+
+    x, y = load_mnist_dir(MNIST)["test"]
+    _write_idx(tmp_path / "t10k-images-idx3-ubyte", x[:n, 0].numpy())
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte", y[:n].numpy().astype(np.uint8))
+    wl = create_workload("mnist-cnn", "tiny", data_dir=tmp_path, val_fraction=fraction)
+    assert (len(wl.train_data), len(wl.test_data)) == (n - n_test, n_test)
+
+
+def test_val_fraction_is_checked(tmp_path):
+    from ampbench.errors import AmpbenchError
+    from ampbench.workloads import create_workload
+
+    _mnist_dir(tmp_path)
+    with pytest.raises(AmpbenchError, match="between 0 and 1"):
+        create_workload("mnist-cnn", "tiny", data_dir=tmp_path, val_fraction=1.5)
+    with pytest.raises(AmpbenchError, match="give --data-dir too"):
+        create_workload("mnist-cnn", "tiny", val_fraction=0.3)
+    with pytest.raises(AmpbenchError, match="bert does not hold out"):
+        create_workload("bert", "tiny", data_dir=tmp_path, val_fraction=0.3)
+    wl = create_workload("mnist-cnn", "tiny", data_dir=tmp_path, val_fraction=0.25)
+    assert (len(wl.train_data), len(wl.test_data)) == (15, 5)

@@ -43,9 +43,10 @@ def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
 
     seed = spec.seed if seed is None else seed
     if spec.model is not None:
-        return create_user_workload(spec.model, spec.input_shape, spec.num_classes, spec.data_dir, spec.preset, seed)
+        return create_user_workload(spec.model, spec.input_shape, spec.num_classes, spec.data_dir, spec.preset, seed,
+                                    val_fraction=spec.val_fraction)
     assert spec.workload is not None
-    return create_workload(spec.workload, spec.preset, spec.data_dir, seed, **dict(spec.options))
+    return create_workload(spec.workload, spec.preset, spec.data_dir, seed, spec.val_fraction, **dict(spec.options))
 
 
 def base_row(spec: CellSpec) -> dict[str, Any]:

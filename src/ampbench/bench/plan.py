@@ -55,6 +55,8 @@ class Settings:
     input_shape: str | None = None
     num_classes: int | None = None
     data_dir: str | None = None
+    val_fraction: float | None = None
+    """Share of --data-dir data held out for testing when it comes as one split (None: the workload's default)."""
     options: tuple[tuple[str, Any], ...] = ()
     loss_scale: str | None = None
     memory_budget: int | None = None
@@ -108,6 +110,8 @@ class CellSpec(Settings):
             d["first_measures"] = list(self.first_measures)
         if not self.closing:
             del d["closing"]
+        if self.val_fraction is None:  # keys of earlier runs stay what they were
+            del d["val_fraction"]
         return d
 
     @classmethod
@@ -140,6 +144,8 @@ class RunConfig(Settings):
         d.pop("extra")
         if self.repeats == 1:  # runs from before --repeats existed can still be resumed
             d.pop("repeats")
+        if self.val_fraction is None:
+            d.pop("val_fraction")
         return json.loads(json.dumps(d))  # tuples -> lists, as stored
 
     def cells(self) -> list[CellSpec]:

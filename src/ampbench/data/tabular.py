@@ -1,8 +1,9 @@
 """CSV tables for the tabular workload: categorical columns -> integer codes, numeric -> standardised floats.
 
 A column is categorical when any value is not a number, or when named in ``categorical``. The
-target column must be numeric (regression). Empty cells: categorical -> their own code, numeric ->
-the column mean.
+target column must be numeric (regression). Missing cells (empty, or NaN/NA/null/None as pandas
+writes them): categorical -> their own code, numeric -> the column mean. A UTF-8 byte-order mark
+(Excel's "CSV UTF-8") is read as such, not as part of the first column's name.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ class Table:
     cont_names: list[str]
 
 
+MISSING = frozenset({"", "nan", "na", "n/a", "null", "none", "<na>", "#n/a", "-nan"})
+"""Cells read as missing (compared lower-case, stripped): pandas' default na_values."""
+
+
+def _is_missing(s: str) -> bool:
+    return s.strip().lower() in MISSING
+
+
 def _is_number(s: str) -> bool:
     try:
         return math.isfinite(float(s))
@@ -37,7 +46,7 @@ def _is_number(s: str) -> bool:
 def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None) -> Table:
     path = Path(path)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise DataError(f"{path}: cannot read as CSV ({e})") from None
@@ -50,13 +59,16 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
         if len(r) != len(header):
             raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
     cols = {h: [r[j] for r in body] for j, h in enumerate(header)}
-    if not all(_is_number(v) for v in cols[target]):
-        raise DataError(f"{path}: target column {target!r} must be numeric (regression)")
+    bad = next((i for i, v in enumerate(cols[target], start=2) if not _is_number(v)), None)
+    if bad is not None:
+        raise DataError(f"{path}: target column {target!r} must be numeric (regression); line {bad} has "
+                        f"{cols[target][bad - 2]!r}")
     forced = set(categorical or [])
     unknown = forced - set(header)
     if unknown:
         raise DataError(f"{path}: categorical columns {sorted(unknown)} not in the header")
-    cat_names = [h for h in header if h != target and (h in forced or not all(_is_number(v) or v == "" for v in cols[h]))]
+    cat_names = [h for h in header if h != target and (h in forced or not all(_is_number(v) or _is_missing(v)
+                                                                              for v in cols[h]))]
     cont_names = [h for h in header if h != target and h not in cat_names]
     cats, cards = [], []
     for h in cat_names:
@@ -65,7 +77,7 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
         cards.append(len(vocab))
     conts = []
     for h in cont_names:
-        vals = [float(v) if v != "" else math.nan for v in cols[h]]
+        vals = [math.nan if _is_missing(v) else float(v) for v in cols[h]]
         finite = [v for v in vals if not math.isnan(v)]
         mean = sum(finite) / len(finite) if finite else 0.0
         std = math.sqrt(sum((v - mean) ** 2 for v in finite) / max(len(finite), 1)) or 1.0

@@ -1,7 +1,7 @@
 """Plain-text corpus for the LSTM language model: words split on whitespace, one <eos> per line.
 
 ``data_dir`` holds train.txt (required) and valid.txt / test.txt (optional; else the last 10% of
-train.txt is held out). Words outside the ``max_vocab`` most frequent become <unk>.
+train.txt, or ``held_out``, is held out). Words outside the ``max_vocab`` most frequent become <unk>.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _read_words(path: Path) -> list[str]:
     return words
 
 
-def load_corpus(data_dir: str | Path, max_vocab: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+def load_corpus(data_dir: str | Path, max_vocab: int, held_out: float = 0.1) -> tuple[dict[str, torch.Tensor], list[str]]:
     """({"train": ids, "test": ids}, vocabulary) as 1-D int64 token streams."""
     data_dir = Path(data_dir)
     train_path = data_dir / "train.txt"
@@ -42,7 +42,7 @@ def load_corpus(data_dir: str | Path, max_vocab: int) -> tuple[dict[str, torch.T
     if held is not None:
         test = _read_words(held)
     else:
-        cut = int(len(train) * 0.9)
+        cut = int(len(train) * (1.0 - held_out))
         train, test = train[:cut], train[cut:]
     counts = Counter(train)
     vocab = [UNK, EOS] + [w for w, _ in counts.most_common() if w not in (UNK, EOS)][: max_vocab - 2]

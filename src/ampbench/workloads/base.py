@@ -121,5 +121,18 @@ def image_prep(mean: float = 0.5, std: float = 0.25, size: int | None = None) ->
     return prep
 
 
+VAL_FRACTION = 0.2
+"""Share of a real dataset held out for testing when it comes as one split (``--val-fraction``)."""
+
+
+def held_out(n: int, fraction: float, where: object) -> int:
+    """How many of ``n`` samples to hold out: round(n x fraction), at least 1 each side."""
+    if n < 2:
+        from ampbench.data.errors import DataError
+
+        raise DataError(f"{where}: {n} sample(s) cannot be split into training and test data (need at least 2)")
+    return min(max(round(n * fraction), 1), n - 1)
+
+
 def split(x: tuple[torch.Tensor, ...] | torch.Tensor, y: torch.Tensor, n_test: int) -> tuple[TensorData, TensorData]:
     return TensorData((x,) if isinstance(x, torch.Tensor) else tuple(x), y).split_off(n_test)

@@ -174,10 +174,10 @@ def _windows(stream: torch.Tensor, seq: int) -> TensorData:
     data="plain-text corpus: train.txt [valid.txt|test.txt]",
     model=lambda preset: LSTMLanguageModel(*LSTM[preset][:5]),
 )
-def build_lstm_lm(preset: str, data_dir: Path | None, seed: int) -> Workload:
+def build_lstm_lm(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     vocab, embed, hidden, proj, layers, seq, batch = LSTM[preset]
     if data_dir is not None:
-        streams, words = load_corpus(data_dir, max_vocab=vocab)
+        streams, words = load_corpus(data_dir, max_vocab=vocab, held_out=val_fraction or 0.1)
         vocab = len(words)
         train, test = _windows(streams["train"], seq), _windows(streams["test"], seq)
     else:

@@ -30,7 +30,16 @@ class WorkloadSpec:
     """model(preset, **options) -> nn.Module (no data; builds on the meta device for shape checks)"""
 
     def options(self) -> list[str]:
-        return [p for p in inspect.signature(self.build).parameters if p not in ("preset", "data_dir", "seed")]
+        return [p for p in inspect.signature(self.build).parameters if p not in BUILD_ARGS]
+
+    @property
+    def splits_real_data(self) -> bool:
+        """Whether the build holds out a test split from --data-dir data that comes as one (``val_fraction``)."""
+        return "val_fraction" in inspect.signature(self.build).parameters
+
+
+BUILD_ARGS = ("preset", "data_dir", "seed", "val_fraction")
+"""What every build takes besides the workload's own options (``val_fraction`` where it applies)."""
 
 
 _WORKLOADS: dict[str, WorkloadSpec] = {}
@@ -78,20 +87,40 @@ def check_options(preset: str, spec_options: list[str], options: dict[str, Any],
         raise AmpbenchError(f"workload {name!r} has no option {', '.join(bad)} (options: {valid})")
 
 
+def check_val_fraction(val_fraction: float | None, data_dir: str | Path | None, splits: bool, name: str) -> None:
+    """--val-fraction is a share in (0, 1), for --data-dir data of a workload that holds out a split."""
+    if val_fraction is None:
+        return
+    if not 0.0 < val_fraction < 1.0:
+        raise AmpbenchError(f"--val-fraction {val_fraction:g}: give the share of the data held out for testing, "
+                            "between 0 and 1 (e.g. 0.2)")
+    if data_dir is None:
+        raise AmpbenchError("--val-fraction applies to real data: give --data-dir too")
+    if not splits:
+        raise AmpbenchError(f"--val-fraction: {name} does not hold out a test split from its --data-dir data")
+
+
 def create_workload(name: str, preset: str = "small", data_dir: str | Path | None = None, seed: int = 0,
-                    **options: Any) -> Workload:
-    """Build a registered workload (or an adapter: ``timm:<model>``, ``hf:<config>``)."""
+                    val_fraction: float | None = None, **options: Any) -> Workload:
+    """Build a registered workload (or an adapter: ``timm:<model>``, ``hf:<config>``).
+
+    ``val_fraction``: share of --data-dir data held out for testing when it comes as one split.
+    """
     if ":" in name:
         from ampbench.workloads.adapters import create_adapter_workload
 
+        check_val_fraction(val_fraction, data_dir, False, name)
         with seeded(seed):
             return create_adapter_workload(name, preset, data_dir, seed, **options)
     spec = get_spec(name)
     check_options(preset, spec.options(), options, name)
+    check_val_fraction(val_fraction, data_dir, spec.splits_real_data, name)
     if data_dir is not None:
         data_dir = Path(data_dir)
         if not data_dir.is_dir():
             raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+    if val_fraction is not None:
+        options["val_fraction"] = val_fraction
     with seeded(seed):  # the model's init depends on the seed only: every precision starts from the same weights
         return spec.build(preset=preset, data_dir=data_dir, seed=seed, **options)
 

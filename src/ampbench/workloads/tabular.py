@@ -11,7 +11,7 @@ from torch.nn import functional as F
 from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.data.tabular import read_csv_table
-from ampbench.workloads.base import RMSE, Workload, adam, split
+from ampbench.workloads.base import RMSE, Workload, adam, held_out, split
 from ampbench.workloads.registry import register_workload
 
 # Cardinalities (+1 for unknown) of the 22 categorical variables of fast.ai's Rossmann notebook
@@ -58,7 +58,8 @@ def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     data="CSV with a header; a numeric 'target' column (option target=NAME); non-numeric columns are categorical",
     model=lambda preset, target="target": TabularMLP(*TABULAR[preset][:3]),
 )
-def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "target") -> Workload:
+def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "target",
+                  val_fraction: float | None = None) -> Workload:
     cards, n_cont, layers, n = TABULAR[preset]
     if data_dir is not None:
         csvs = sorted(Path(data_dir).glob("*.csv"))
@@ -71,7 +72,7 @@ def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "
     else:
         g = torch.Generator().manual_seed(seed)
         cats, cont, y = synthetic.tabular(n, cards, n_cont, g)
-    train, test = split((cats, cont), y, max(n // 10, 1))
+    train, test = split((cats, cont), y, held_out(n, val_fraction or 0.1, csvs[0] if data_dir else "tabular-mlp"))
     return Workload(
         name="tabular-mlp", model=TabularMLP(cards, n_cont, layers), train_data=train, test_data=test,
         loss_fn=_mse, metric=RMSE, make_optimizer=adam(1e-3),

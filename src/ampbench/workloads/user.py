@@ -23,7 +23,7 @@ from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import PRESETS, Workload, adam, image_prep, split
-from ampbench.workloads.registry import seeded
+from ampbench.workloads.registry import check_val_fraction, seeded
 from ampbench.workloads.vision import classification_splits
 
 
@@ -77,14 +77,14 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
     return shape
 
 
-def _load_real(data_dir: Path) -> tuple[Any, Any]:
+def _load_real(data_dir: Path, val_fraction: float | None = None) -> tuple[Any, Any]:
     from ampbench.data.cifar import load_cifar10_dir
     from ampbench.data.idx import load_mnist_dir
 
     errors = []
     for loader in (load_mnist_dir, load_cifar10_dir):
         try:
-            return classification_splits(data_dir, loader, 2000)  # type: ignore[return-value]
+            return classification_splits(data_dir, loader, val_fraction)  # type: ignore[return-value]
         except DataError as e:
             errors.append(str(e))
     raise DataError(f"--data-dir {data_dir}: no MNIST IDX or CIFAR-10 files found ({'; '.join(errors)})")
@@ -92,9 +92,10 @@ def _load_real(data_dir: Path) -> tuple[Any, Any]:
 
 def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = None, num_classes: int | None = None,
                          data_dir: str | Path | None = None, preset: str = "small", seed: int = 0,
-                         batch_size: int | None = None) -> Workload:
+                         batch_size: int | None = None, val_fraction: float | None = None) -> Workload:
     if preset not in PRESETS:
         raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    check_val_fraction(val_fraction, data_dir, True, "--model")
     factory = load_factory(spec)
     try:
         with seeded(seed):
@@ -111,7 +112,7 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
         data_dir = Path(data_dir)
         if not data_dir.is_dir():
             raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
-        train, test = _load_real(data_dir)
+        train, test = _load_real(data_dir, val_fraction)
         real_shape = tuple(train.inputs[0].shape[1:])
         if shape is not None and shape != real_shape:
             raise AmpbenchError(f"--input-shape {','.join(map(str, shape))} does not match the data in {data_dir} "

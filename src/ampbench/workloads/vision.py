@@ -16,8 +16,10 @@ from ampbench.data.tensors import TensorData
 from ampbench.workloads.base import (
     BINARY_ACCURACY,
     PIXEL_ACCURACY,
+    VAL_FRACTION,
     Workload,
     adam,
+    held_out,
     image_prep,
     sgd,
     split,
@@ -28,26 +30,24 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the usual MNIST normalisation
 CIFAR_MEAN, CIFAR_STD = 0.4734, 0.2516
 
 
-def classification_splits(data_dir: Path | None, loader, n_test_if_single: int
+def classification_splits(data_dir: Path | None, loader, val_fraction: float | None = None
                           ) -> tuple[TensorData, TensorData] | None:
-    """Real train/test splits from ``loader(data_dir)``; a directory with only the test split is cut in two
-    (MNIST's t10k set: first 8,000 for training, last 2,000 for testing)."""
+    """Real train/test splits from ``loader(data_dir)``; a directory with only one split (MNIST's t10k
+    files, a few CIFAR batches) is cut in two: the last ``val_fraction`` (default 20%) for testing."""
     if data_dir is None:
         return None
     splits = loader(data_dir)
     if "train" in splits and "test" in splits:
         return TensorData(splits["train"][0], splits["train"][1]), TensorData(splits["test"][0], splits["test"][1])
     only = splits.get("train") or splits["test"]
-    if len(only[1]) <= n_test_if_single:
-        raise DataError(f"{data_dir}: a single split of {len(only[1])} samples is too small to hold out "
-                        f"{n_test_if_single} for testing")
-    return split(only[0], only[1], n_test_if_single)
+    return split(only[0], only[1], held_out(len(only[1]), val_fraction or VAL_FRACTION, data_dir))
 
 
 def image_classification_data(data_dir: Path | None, loader, shape: tuple[int, int, int], sizes: tuple[int, int],
-                              seed: int, classes: int = 10) -> tuple[TensorData, TensorData]:
+                              seed: int, classes: int = 10, val_fraction: float | None = None
+                              ) -> tuple[TensorData, TensorData]:
     """Real splits from ``data_dir`` when given, else seeded learnable synthetic images (n_train, n_test)."""
-    real = classification_splits(data_dir, loader, 2000)
+    real = classification_splits(data_dir, loader, val_fraction)
     if real is not None:
         return real
     n_train, n_test = sizes
@@ -82,11 +82,11 @@ def mnist_model(preset: str) -> nn.Module:
     "mnist-cnn",
     description="small CNN on MNIST: the batch-grows-with-fp16 experiment",
     paper="conv(1->420)-conv(420->1000)-Linear(49000->10), Adam 1e-3, batch 590 (fp32) / 1000 (fp16), 3 epochs",
-    data="MNIST/Fashion-MNIST IDX (.gz or raw); only t10k present -> 8k train / 2k test",
+    data="MNIST/Fashion-MNIST IDX (.gz or raw); one split only (e.g. t10k) -> 80/20 (--val-fraction)",
     model=lambda preset: mnist_model(preset),
 )
-def build_mnist(preset: str, data_dir: Path | None, seed: int) -> Workload:
-    real = image_classification_data(data_dir, load_mnist_dir, (1, 28, 28), seed=seed,
+def build_mnist(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
+    real = image_classification_data(data_dir, load_mnist_dir, (1, 28, 28), seed=seed, val_fraction=val_fraction,
                                      sizes={"tiny": (64, 32), "small": (8000, 2000), "paper": (60000, 10000)}[preset])
     batch, epochs = {"tiny": (16, 1), "small": (64, 4), "paper": (590, 3)}[preset]
     return Workload(
@@ -203,12 +203,13 @@ RESNEXT = {"tiny": dict(layers=(1, 1, 1, 1), groups=4, width_per_group=4, base=1
     "resnext",
     description="ResNeXt on 10-class 64x64 images (CIFAR-10 upsampled), the apex O0-O3 comparison",
     paper="ResNeXt-101 32x4d, CIFAR-10 upsampled to 64x64, SGD (lr 0.1, momentum 0.9, wd 5e-4), batch 256",
-    data="CIFAR-10 python pickle batches or binary .bin batches (upsampled to 64x64 on the device)",
+    data="CIFAR-10 python pickle batches or binary .bin batches (upsampled to 64x64 on the device); train or test "
+         "batches only -> 80/20 (--val-fraction)",
     model=lambda preset: ResNeXt(**RESNEXT[preset]),
 )
-def build_resnext(preset: str, data_dir: Path | None, seed: int) -> Workload:
+def build_resnext(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     size = {"tiny": 16, "small": 32, "paper": 64}[preset]
-    real = image_classification_data(data_dir, load_cifar10_dir, (3, 32, 32), seed=seed,
+    real = image_classification_data(data_dir, load_cifar10_dir, (3, 32, 32), seed=seed, val_fraction=val_fraction,
                                      sizes={"tiny": (32, 16), "small": (2048, 512), "paper": (50000, 10000)}[preset])
     return Workload(
         name="resnext", model=ResNeXt(**RESNEXT[preset]), train_data=real[0], test_data=real[1],
