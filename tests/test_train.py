@@ -152,3 +152,42 @@ def test_bad_resume_checkpoint(tmp_path):
     wl = create_workload("mnist-cnn", "tiny")
     with pytest.raises(AmpbenchError, match="not a readable checkpoint"):
         train(wl, TrainConfig(precision="fp32", checkpoint_dir=tmp_path, resume=True))
+
+
+def _train_cli(tmp_path, *extra):  # type: ignore[no-untyped-def]
+    return cli("train", "mnist-cnn", "--preset", "tiny", "--precision", "fp32", "--max-steps", "2",
+               "--checkpoint", str(tmp_path / "ck"), *extra)
+
+
+def test_resume_that_would_train_nothing_says_so(tmp_path):
+    assert _train_cli(tmp_path, "--epochs", "1").returncode == 0
+    r = _train_cli(tmp_path, "--epochs", "1", "--resume")
+    assert r.returncode == 2 and "already at epoch 1 of 1: nothing to train" in r.stderr
+    assert "final loss" not in r.stdout and len(r.stderr.strip().splitlines()) == 1
+    r = _train_cli(tmp_path, "--epochs", "2", "--resume")
+    assert r.returncode == 0 and "(resumed at epoch 1)" in r.stdout and "2 steps trained" in r.stdout
+
+
+def test_resume_from_another_preset_or_data_is_one_line(tmp_path):
+    assert _train_cli(tmp_path, "--epochs", "1").returncode == 0
+    ck = tmp_path / "ck"
+    r = cli("train", "mnist-cnn", "--preset", "small", "--precision", "fp32", "--checkpoint", str(ck), "--resume",
+            "--epochs", "2")
+    assert r.returncode == 2 and "was written for preset 'tiny', this run is 'small'" in r.stderr
+    state = torch.load(ck / "checkpoint.pt", weights_only=True)
+    del state["preset"], state["data"]  # a checkpoint without the labels: the size mismatch itself is caught
+    torch.save(state, ck / "checkpoint.pt")
+    r = cli("train", "mnist-cnn", "--preset", "small", "--precision", "fp32", "--checkpoint", str(ck), "--resume",
+            "--epochs", "2")
+    assert r.returncode == 2 and "does not fit this model and optimizer" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_outputs_are_checked_before_training(tmp_path):
+    existing = tmp_path / "file.txt"
+    existing.write_text("mine")
+    r = _train_cli(tmp_path, "--epochs", "1", "--checkpoint", str(existing))
+    assert r.returncode == 2 and "is a file: give a directory" in r.stderr and "epoch" not in r.stdout
+    assert existing.read_text() == "mine"
+    r = _train_cli(tmp_path, "--epochs", "1", "--json", str(tmp_path))
+    assert r.returncode == 2 and "is a directory: give a file path" in r.stderr and "epoch" not in r.stdout

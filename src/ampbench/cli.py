@@ -1,6 +1,11 @@
 """Command line: thin layer over the library (parse, validate, print).
 
-Every user error is one line on stderr and exit code 2, never a traceback.
+Every user error is one line on stderr and exit code 2, never a traceback. Text that comes from users or
+data (names, paths, reasons) is escaped before rich prints it: ``ampbench[timm]`` stays as written.
+
+Exit codes: 0 success (for ``run``: every cell ok, or a status that is a measurement -- oom, diverged,
+unsupported); 1 ``run`` finished but some cells errored (a crash, a timeout, data that failed while
+running); 2 bad input, found before any work started; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from rich.table import Table
 
 import ampbench
 from ampbench.errors import AmpbenchError
+from ampbench.paths import STDOUT, check_output_dir, check_output_file
 
 app = typer.Typer(
     name="ampbench",
@@ -26,6 +32,11 @@ app = typer.Typer(
 )
 console = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: wide tables, not 80 columns
 err_console = Console(stderr=True)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 cell', '2 cells'."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _version(value: bool) -> None:
@@ -161,8 +172,12 @@ def train_cmd(
     resolve(precision)  # fail fast on a bad name, before building data
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps)
+    if not resume:  # (with --resume the checkpoint must already be there: train() says so)
+        check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
+    check_output_file(json_out, "--json")
     wl = load_workload(workload, model, preset, data_dir, seed, input_shape, num_classes, option, val_fraction)
-    console.print(f"[bold]{wl.name}[/] ({wl.description}, preset {wl.preset}) in [bold cyan]{resolve(precision)}[/]")
+    console.print(f"[bold]{escape(wl.name)}[/] ({escape(wl.description)}, preset {wl.preset}) in "
+                  f"[bold cyan]{resolve(precision)}[/]")
     with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
         task = bar.add_task("train", total=None, epoch="-", info="")
@@ -176,13 +191,13 @@ def train_cmd(
     fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
     parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",
              f"test {m} {fmt(result.test_metric)}" if result.test_metric is not None else ""]
-    console.print(f"{result.precision} on {result.device}: {'  '.join(p for p in parts if p)}  "
-                  f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
-                  f"skipped steps {result.skipped_steps}")
+    resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
+    console.print(escape(f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
+                         f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
+                         f"{plural(result.steps_trained, 'step')} trained, skipped steps {result.skipped_steps}"))
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result.to_dict(), indent=2))
-        console.print(f"wrote {json_out}")
+        _write_text(json_out, json.dumps(result.to_dict(), indent=2))
+        console.print(f"wrote {escape(str(json_out))}")
 
 
 Opt = Optional  # typer needs Optional[...] on py3.10
@@ -238,6 +253,7 @@ def run_cmd(
         GPU_STEPS,
         GPU_WARMUP,
         RunConfig,
+        native_only_entries,
         parse_list,
         parse_measures,
         parse_precisions,
@@ -301,7 +317,8 @@ def run_cmd(
         LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
     config = RunConfig(
         device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
-        batch_sizes=tuple(sizes), repeats=repeats, measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
+        batch_sizes=tuple(sizes), repeats=repeats, native_only=native_only_entries(names, preset, precisions, str(dev)),
+        measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, input_shape=input_shape,
         num_classes=num_classes, data_dir=str(data_dir) if data_dir else None, val_fraction=val_fraction,
         options=tuple(sorted(opts.items())),
@@ -309,33 +326,43 @@ def run_cmd(
         seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
         extra={"isolate": isolate, "cell_timeout": cell_timeout},
     )
-    if model is not None:  # a bad --model (path, factory, shapes) fails now with one line, not once per cell
-        from ampbench.bench.runner import validate_user_model
+    check_output_file(json_out, "--json", "run.json")  # before the run, not after an hour of it
+    if report:
+        check_output_file(report_path, "--report-path", "report.html")
+    from ampbench.bench.runner import validate_inputs
 
-        validate_user_model(config)
+    validate_inputs(config)  # a bad --model, --data-dir or missing extra fails now with one line, not once per cell
     store = _open_store(db)
     cells = config.cells()
     closing = sum(c.closing for c in cells)
     extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
                    f" + {closing} closing fp32" if closing else "")
-    console.print(f"[bold]ampbench run[/]: {len(cells)} cells ({', '.join(config.precisions)}{extra_cells}) on "
-                  f"[bold]{dev}[/], measuring {','.join(measures)}; store {store.path}")
+    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{extra_cells}) "
+                  f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store.path))}")
+    for note in config.left_out():
+        console.print(f"[dim]{escape(note)}[/]")
     info, rows = _run_with_progress(run_bench, config, store, resume, label)
     for table in _results_tables(rows):
         console.print(table)
     bad = [r for r in rows if r["status"] != "ok"]
-    console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok; stored in {store.path} "
-                  "(ampbench results / export)")
+    errored = [r for r in rows if r["status"] == "error"]
+    console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok; stored in "
+                  f"{escape(str(store.path))} (ampbench results / export)")
     for advice in _advice(rows):
         console.print(advice)
     if json_out is not None:
         write_json(export_data(store, [info.run_id]), json_out)
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}")
     if report:
         from ampbench.report import write_report
 
         path = write_report(store, report_path, info.run_id)
-        console.print(f"report: [bold]{path}[/]")
+        console.print(f"report: [bold]{escape(str(path))}[/]")
+    if errored:  # exit code 1: the run finished, but cells errored (see the reasons); oom/diverged are measurements
+        err_console.print(f"[red]{plural(len(errored), 'cell')} errored[/]: " + escape("; ".join(
+            f"{r['workload']} {r['precision']}: {r.get('reason') or 'no reason'}" for r in errored[:3])
+            + (" ..." if len(errored) > 3 else "")), highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _advice(rows):  # type: ignore[no-untyped-def]
@@ -430,6 +457,9 @@ def results_cmd(
     rows = derive(store.rows(run_id, parse_list(workloads, "workloads") or None), store.hw())  # ratios need fp32
     if precs:
         rows = [r for r in rows if r["precision"] in precs]
+    if store.skipped_rows:
+        err_console.print(f"[yellow]warning:[/] {plural(store.skipped_rows, 'stored row')} with malformed values "
+                          "skipped (from an import before rows were validated)", highlight=False)
     if fmt == "json":
         from ampbench.store.exchange import clean_json
 
@@ -452,11 +482,13 @@ def export_cmd(
     """Write runs and rows as JSON, to move them to another machine (ampbench import)."""
     from ampbench.store import export_data, write_json
 
+    check_output_file(out, "--out", "results.json")
     store = _open_store(db)
     ids = [store.run(r).run_id for r in run] if run else None
     data = export_data(store, ids)
     write_json(data, out)
-    console.print(f"wrote {len(data['runs'])} runs, {len(data['rows'])} rows to {out}")
+    console.print(f"wrote {plural(len(data['runs']), 'run')}, {plural(len(data['rows']), 'row')} to "
+                  f"{escape(str(out))}")
 
 
 @app.command("import")
@@ -470,7 +502,7 @@ def import_cmd(
     store = _open_store(db)
     for f in files:
         runs, rows = import_file(store, f)
-        console.print(f"{f}: {runs} new runs, {rows} new rows")
+        console.print(f"{escape(str(f))}: {plural(runs, 'new run')}, {plural(rows, 'new row')}")
 
 
 @app.command("diagnose")
@@ -502,6 +534,8 @@ def diagnose_cmd(
 
     wanted = parse_checks(checks)
     label = target or f"user:{model}"
+    check_output_file(json_out, "--json", "diagnosis.json")
+    check_output_file(trace, "--trace", "trace.json")
 
     def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
         return load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option, val_fraction)
@@ -525,14 +559,13 @@ def diagnose_cmd(
     data = d.to_dict()
     data["created_at"] = utcnow()
     store.add_diagnosis(data)
-    console.print(f"{len(d.findings)} findings in {d.seconds:.1f} s on {escape(d.device_name)} ({d.device}); "
-                  f"stored in {store.path}")
+    console.print(f"{plural(len(d.findings), 'finding')} in {d.seconds:.1f} s on {escape(d.device_name)} "
+                  f"({d.device}); stored in {escape(str(store.path))}")
     if json_out is not None:
         from ampbench.store.exchange import clean_json
 
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(clean_json(data), indent=1, default=str))
-        console.print(f"wrote {json_out}")
+        _write_text(json_out, json.dumps(clean_json(data), indent=1, default=str))
+        console.print(f"wrote {escape(str(json_out))}")
 
 
 @app.command("report")
@@ -543,15 +576,21 @@ def report_cmd(
     out: Annotated[Opt[Path], typer.Option("--out", help="File to write (default: <db dir>/reports/RUN.EXT).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="html | md | csv.")] = "html",
 ) -> None:
-    """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload."""
-    from ampbench.report import FORMATS, write_report
+    """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload.
+    ``--out -`` writes it to standard output."""
+    from ampbench.report import FORMATS, build_report, write_report
 
     if run is not None and latest:
         raise AmpbenchError("give --run ID or --latest, not both")
     if fmt not in FORMATS:
         raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    path = write_report(_open_store(db), out, run, fmt)
-    console.print(f"report: [bold]{path}[/]")
+    check_output_file(out, "--out", f"report.{fmt}")
+    store = _open_store(db)
+    if out is not None and str(out) == STDOUT:
+        sys.stdout.write(build_report(store, run, fmt)[1])
+        return
+    path = write_report(store, out, run, fmt)
+    console.print(f"report: [bold]{escape(str(path))}[/]")
 
 
 @app.command("compare")
@@ -619,9 +658,11 @@ def hw_cmd(
             raise AmpbenchError(f"--sizes {sizes!r}: expected integers, e.g. 1024,4096") from None
         if any(n < 1 or n > 65536 for n in ns):
             raise AmpbenchError(f"--sizes must be between 1 and 65536, got {sizes}")
+    check_output_file(json_out, "--json", "hw.json")
+    store = _open_store(db)  # a bad --db fails now, not after the GEMM benchmark
     p = probe(dev, ns, run_gemm=gemm)
     env = p["env"]
-    table = Table(title=f"{p['device_name']} ({dev})", title_justify="left", show_header=False)
+    table = Table(title=f"{escape(p['device_name'])} ({dev})", title_justify="left", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
     if dev.type == "cuda":
@@ -661,21 +702,29 @@ def hw_cmd(
             frac = row["fraction_of_peak"]
             g.add_row(f"{row['size']:,}", row["math_mode"], f"{row['tflops']:.3f}", "-" if frac is None else f"{frac:.0%}")
         console.print(g)
-    store = _open_store(db)
     store.add_hw(p)
-    console.print(f"stored in {store.path}")
+    console.print(f"stored in {escape(str(store.path))}")
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(p, indent=1))
-        console.print(f"wrote {json_out}")
+        _write_text(json_out, json.dumps(p, indent=1))
+        console.print(f"wrote {escape(str(json_out))}")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Atomic: a .tmp next to the target, renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: AmpbenchError -> one line on stderr, exit code 2."""
     try:
-        app(args=argv, standalone_mode=False, prog_name="ampbench")
+        code = app(args=argv, standalone_mode=False, prog_name="ampbench")
+        if isinstance(code, int) and code:  # typer.Exit(N) inside a command comes back as N without standalone mode
+            sys.exit(code)
     except AmpbenchError as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -691,9 +740,9 @@ def main(argv: list[str] | None = None) -> None:
             msg = e.format_message()
             cmd = e.ctx.command_path if e.ctx else "ampbench"
             hint = f" (see: {cmd} --help)"
-            err_console.print(f"[red]error:[/] {msg}{hint}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/] {escape(msg + hint)}", highlight=False, soft_wrap=True)
             sys.exit(2)
         if isinstance(e, click.exceptions.ClickException):
-            err_console.print(f"[red]error:[/] {e.format_message()}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/] {escape(e.format_message())}", highlight=False, soft_wrap=True)
             sys.exit(e.exit_code)
         raise

@@ -54,6 +54,9 @@ class TrainConfig:
                 raise AmpbenchError(f"{name.replace('_', '-')} must be >= 1, got {v}")
         if self.resume and self.checkpoint_dir is None:
             raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
+        if self.checkpoint_dir is not None and Path(self.checkpoint_dir).exists() and not Path(self.checkpoint_dir).is_dir():
+            raise AmpbenchError(f"--checkpoint {self.checkpoint_dir} is a file: give a directory "
+                                f"({CHECKPOINT_NAME} is written inside it)")
 
 
 @dataclass
@@ -87,6 +90,8 @@ class TrainResult:
     train_seconds: float
     loss_scale: float
     resumed_from_epoch: int = 0
+    steps_trained: int = 0
+    """Optimizer steps this call ran (``steps`` counts the resumed run's earlier ones too)."""
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,18 +150,27 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             state = torch.load(ckpt_path, map_location=device, weights_only=True)
         except Exception as e:
             raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
-        if (state.get("workload"), state.get("precision")) != (workload.name, mp.name):
-            raise AmpbenchError(f"--resume: {ckpt_path} is from {state.get('workload')} / {state.get('precision')}, "
-                                f"not {workload.name} / {mp.name}")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        mp.load_state_dict(state["mp"])
-        torch.set_rng_state(state["rng"])
+        _check_resumable(state, ckpt_path, workload, mp.name)
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            mp.load_state_dict(state["mp"])
+            torch.set_rng_state(state["rng"])
+        except (RuntimeError, KeyError, ValueError, TypeError) as e:
+            raise AmpbenchError(f"--resume: {ckpt_path} does not fit this model and optimizer ("
+                                f"{str(e).strip().splitlines()[0][:160]}): was it written with another preset, "
+                                "--option or model?") from None
         start_epoch, history = int(state["epoch"]), list(state.get("history", []))
+        if start_epoch >= epochs:
+            raise AmpbenchError(f"--resume: {ckpt_path} is already at epoch {start_epoch} of {epochs}: nothing to "
+                                f"train; give --epochs N with N > {start_epoch} to train further")
 
     steps_per_epoch = train_data.num_batches(batch_size)
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
+    if steps_per_epoch < 1:
+        raise AmpbenchError(f"{workload.name}: the training split is empty; nothing to train")
+    steps_before = mp.totals["steps"]
     model.train()
     train_seconds, samples, loss = 0.0, 0, torch.zeros(())
     for epoch in range(start_epoch, epochs):
@@ -188,6 +202,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             ckpt_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = ckpt_path.with_suffix(".tmp")
             torch.save({"workload": workload.name, "precision": mp.name, "epoch": epoch + 1,
+                        "preset": workload.preset, "data": workload.description,
                         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "mp": mp.state_dict(),
                         "rng": torch.get_rng_state(), "history": history}, tmp)
             tmp.replace(ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
@@ -202,5 +217,19 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         metric_name=workload.metric.name if workload.metric else None, train_metric=train_metric,
         test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
         samples_per_s=samples / train_seconds if train_seconds else 0.0, train_seconds=train_seconds,
-        loss_scale=mp.scale, resumed_from_epoch=start_epoch, history=history,
+        loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
+        history=history,
     )
+
+
+def _check_resumable(state: Any, path: Path, workload: Workload, precision: str) -> None:
+    """The checkpoint is ampbench's, of this workload, precision, preset and data."""
+    if not isinstance(state, dict) or not {"model", "optimizer", "mp", "rng", "epoch"} <= set(state):
+        raise AmpbenchError(f"--resume: {path} is not an ampbench training checkpoint (written by ampbench train "
+                            "--checkpoint DIR)")
+    mine = {"workload": workload.name, "precision": precision, "preset": workload.preset, "data": workload.description}
+    for key, value in mine.items():
+        saved = state.get(key)
+        if saved is not None and saved != value:
+            hint = " (give the same --data-dir)" if key == "data" else ""
+            raise AmpbenchError(f"--resume: {path} was written for {key} {saved!r}, this run is {value!r}{hint}")

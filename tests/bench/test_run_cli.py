@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -59,7 +60,7 @@ def test_must_show_run_writes_rows_with_every_key(tmp_path: Path) -> None:
     assert cli("export", "--db", str(db), "--out", str(tmp_path / "x.json")).returncode == 0
     other = tmp_path / "other.db"
     imp = cli("import", str(tmp_path / "x.json"), str(out), "--db", str(other))
-    assert imp.returncode == 0 and "1 new runs, 2 new rows" in imp.stdout and "0 new runs, 0 new rows" in imp.stdout
+    assert imp.returncode == 0 and "1 new run, 2 new rows" in imp.stdout and "0 new runs, 0 new rows" in imp.stdout
     assert len(Store(other).rows()) == 2
 
 
@@ -163,3 +164,75 @@ def test_hw_on_cpu_says_what_half_precision_can_do(tmp_path: Path) -> None:
     probe = json.loads((tmp_path / "hw.json").read_text())
     assert probe["precisions"]["tf32"]["ok"] is False and len(probe["gemm"]) == 6
     assert len(Store(tmp_path / "r.db").hw()) == 1
+
+
+def _tiny_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli("run", "--model", f"{PLANTED}:ok", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
+               "--precisions", "fp32", "--steps", "2", "--warmup", "1", "--no-isolate", "--db", str(tmp_path / "r.db"),
+               *extra)
+
+
+@pytest.mark.parametrize("option", ["--json", "--report-path"])
+def test_outputs_are_checked_before_the_run(tmp_path: Path, option: str) -> None:
+    r = _tiny_run(tmp_path, option, str(tmp_path))
+    assert r.returncode == 2 and f"{option} {tmp_path} is a directory: give a file path" in r.stderr
+    assert "ampbench run" not in r.stdout and not (tmp_path / "r.db").exists()  # nothing ran, nothing stored
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_exit_codes_say_whether_cells_errored(tmp_path: Path) -> None:
+    ok = _tiny_run(tmp_path)
+    assert ok.returncode == 0 and "1 cell (fp32)" in ok.stdout  # and "1 cell", not "1 cells"
+    crashed = cli("run", "--model", f"{PLANTED}:crash", "--input-shape", "3,4,4", "--num-classes", "5", "--preset",
+                  "tiny", "--precisions", "fp32", "--steps", "2", "--warmup", "1", "--db", str(tmp_path / "c.db"),
+                  "--no-report")
+    assert crashed.returncode == 1, crashed.stdout + crashed.stderr
+    assert "1 cell errored" in crashed.stderr and "SIGSEGV" in crashed.stderr
+    diverged = cli("run", "--model", f"{PLANTED}:nan", "--input-shape", "3,4,4", "--num-classes", "5", "--preset",
+                   "tiny", "--precisions", "fp32", "--steps", "2", "--warmup", "1", "--db", str(tmp_path / "d.db"),
+                   "--no-report", "--no-isolate")
+    assert diverged.returncode == 0  # a diverged cell is a measurement, not a failure of the run
+
+
+def test_corrupt_data_is_bad_input_before_any_cell(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "t10k-images-idx3-ubyte.gz").write_bytes(b"not gzip")
+    (data / "t10k-labels-idx1-ubyte.gz").write_bytes(b"nope")
+    r = cli("run", "--workloads", "mnist-cnn", "--data-dir", str(data), "--precisions", "fp32", "--preset", "tiny",
+            "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and "t10k-images-idx3-ubyte.gz: cannot read" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "ampbench run" not in r.stdout
+
+
+def test_user_text_with_brackets_is_printed_as_written(tmp_path: Path) -> None:
+    """rich markup must not eat [bold] in a path or 'ampbench[timm]' in an error."""
+    odd = tmp_path / "[bold]models"
+    odd.mkdir()
+    model = odd / "m.py"
+    model.write_text(Path(PLANTED).read_text())
+    r = cli("run", "--model", f"{model}:ok", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
+            "--precisions", "fp32", "--steps", "2", "--warmup", "1", "--no-isolate", "--no-report",
+            "--db", str(odd / "r.db"))
+    assert r.returncode == 0, r.stderr
+    assert "[bold]models" in r.stdout
+    r = cli("run", "--workloads", "timm:resnet18", "--precisions", "fp32", "--db", str(tmp_path / "t.db"))
+    if importlib.util.find_spec("timm") is None:  # timm absent (CI): the install hint keeps its brackets
+        assert r.returncode == 2 and "pip install 'ampbench[timm]'" in r.stderr
+
+
+def test_report_to_stdout_and_export_to_a_directory(tmp_path: Path) -> None:
+    assert _tiny_run(tmp_path, "--no-report").returncode == 0
+    r = cli("report", "--db", str(tmp_path / "r.db"), "--format", "md", "--out", "-")
+    assert r.returncode == 0 and r.stdout.startswith("## ampbench results") and "report:" not in r.stdout
+    r = cli("export", "--db", str(tmp_path / "r.db"), "--out", str(tmp_path))
+    assert r.returncode == 2 and "is a directory: give a file path" in r.stderr and not list(tmp_path.glob("*.tmp"))
+
+
+def test_hw_checks_the_store_before_probing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not sqlite" * 100)
+    t = time.perf_counter()
+    r = cli("hw", "--db", str(bad))
+    assert r.returncode == 2 and "not a usable ampbench results store" in r.stderr
+    assert "GEMM" not in r.stdout and time.perf_counter() - t < 60

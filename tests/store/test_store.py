@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -224,3 +225,61 @@ def test_closing_baseline_becomes_drift_and_widens_every_speedups_noise() -> Non
     assert amp["speedup_vs_fp32"] == pytest.approx(1.5) and amp["speedup_vs_fp32_range"] is None
     assert amp["speedup_vs_fp32_noise"] == pytest.approx((0.03**2 + 0.04**2 + 0.4**2) ** 0.5)
     assert merge_repeats(rows) == rows
+
+
+def _export_with(tmp_path: Path, **bad: object) -> Path:
+    a, run = _store(tmp_path)
+    a.add(_row(run, "fp32", 100.0, measures=["throughput"]))
+    a.add(_row(run, "amp-bf16", 120.0, measures=["throughput"]))
+    data = export_data(a)
+    data["rows"][1].update(bad)
+    f = tmp_path / "x.json"
+    write_json(data, f)
+    return f
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ({"samples_per_s": "fast"}, "row 1 w/amp-bf16: samples_per_s must be a number, got 'fast'"),
+    ({"precision": "fp17"}, "precision 'fp17' is not a mode name"),
+    ({"status": "great"}, "status 'great' is not one of ok, oom"),
+    ({"batch_size": 8.5}, "batch_size must be an integer"),
+    ({"env": [1, 2]}, "env must be an object"),
+    ({"measures": "throughput"}, "measures must be a list of names"),
+    ({"run_id": ""}, "run_id must be a non-empty string"),
+])
+def test_import_refuses_a_badly_typed_row_and_writes_nothing(tmp_path: Path, bad: dict[str, object], msg: str) -> None:
+    f = _export_with(tmp_path, **bad)
+    b = Store(tmp_path / "other.db")
+    with pytest.raises(AmpbenchError, match=re.escape(msg)):
+        import_file(b, f)
+    assert b.runs() == [] and b.rows() == []  # nothing written, not even the run
+
+
+def test_readers_skip_a_malformed_stored_row_instead_of_crashing(tmp_path: Path) -> None:
+    """Rows stored before imports were validated: results, report and compare still work."""
+    s, run = _store(tmp_path)
+    s.add(_row(run, "fp32", 100.0, device="cpu"))
+    s.add(_row(run, "amp-bf16", "fast", device="cpu"))  # type: ignore[arg-type]  (what an old import let in)
+    reader = Store(tmp_path / "r.db")
+    assert [r["precision"] for r in reader.rows()] == ["fp32"] and reader.skipped_rows == 1
+    db = str(tmp_path / "r.db")
+    for args in (["results"], ["report", "--format", "md", "--out", "-"], ["compare"]):
+        r = subprocess.run([sys.executable, "-m", "ampbench", *args, "--db", db], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr)
+    assert "1 stored row with malformed values skipped" in subprocess.run(
+        [sys.executable, "-m", "ampbench", "results", "--db", db], capture_output=True, text=True).stderr
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    f = tmp_path / "app.db"
+    c = sqlite3.connect(f)
+    c.execute("CREATE TABLE users (name TEXT)")
+    c.execute("INSERT INTO users VALUES ('ada')")
+    c.commit()
+    c.close()
+    before = f.read_bytes()
+    with pytest.raises(AmpbenchError, match=r"app.db is an SQLite database of something else \(tables: users\)"):
+        Store(f)
+    assert f.read_bytes() == before  # no tables added, not even the journal mode changed
+    assert not (tmp_path / "app.db-wal").exists()

@@ -71,21 +71,33 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict
     return r
 
 
-def validate_user_model(config: RunConfig) -> None:
-    """Build the user's workload once (import, factory, a forward on 2 samples) and raise its AmpbenchError.
+def needs_validation(spec: CellSpec) -> bool:
+    """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
+    corrupt), an adapter (its extra missing). Registered workloads on synthetic data cannot be."""
+    return spec.model is not None or spec.data_dir is not None or ":" in (spec.workload or "")
+
+
+def validate_inputs(config: RunConfig) -> None:
+    """Build each workload that needs it once (import, factory, data read and checked, a forward on 2
+    samples for --model) and raise its AmpbenchError: bad input exits 2 before any cell runs.
 
     In a child process when cells are isolated: a model that crashes the interpreter must become a
     row of the run, not kill the run before it starts.
     """
-    spec = config.cells()[0]
-    if not config.extra.get("isolate", config.device.startswith("cuda")):
-        from ampbench.bench.cell import build_workload
+    seen = set()
+    for spec in config.cells():
+        target = (spec.workload, spec.model, spec.preset)
+        if target in seen or not needs_validation(spec):
+            continue
+        seen.add(target)
+        if not config.extra.get("isolate", config.device.startswith("cuda")):
+            from ampbench.bench.cell import build_workload
 
-        build_workload(spec)
-        return
-    r = run_isolated("validate", spec, config.extra.get("cell_timeout"))
-    if r.get("error"):
-        raise AmpbenchError(r["error"])
+            build_workload(spec)
+            continue
+        r = run_isolated("validate", spec, config.extra.get("cell_timeout"))
+        if r.get("error"):
+            raise AmpbenchError(r["error"])
 
 
 def find_resumable(store: Store, config: RunConfig) -> RunInfo:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -73,7 +74,8 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
         group = list(group)
         # CPU: show the exact split total (what "mem vs fp32" compares); the RSS peak is in the JSON/HTML
         cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
-        table = Table(title=f"{workload} ({preset}) on {dev}  [dim]run {run_id}[/]", title_justify="left")
+        table = Table(title=f"{escape(workload)} ({escape(preset)}) on {escape(dev)}  [dim]run {escape(run_id)}[/]",
+                      title_justify="left")
         for col, just in (("precision", "left"), ("status", "left"), ("batch", "right"), ("samples/s", "right"),
                           ("speedup", "right"), ("step p50 ms", "right"), ("memory (exact)" if cpu else "peak mem", "right"),
                           ("mem vs fp32", "right"), ("skipped", "right")):

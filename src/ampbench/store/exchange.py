@@ -11,7 +11,7 @@ from typing import Any
 
 from ampbench.errors import AmpbenchError
 from ampbench.store.derive import derive
-from ampbench.store.rows import DERIVED_KEYS, ROW_KEYS
+from ampbench.store.rows import DERIVED_KEYS, ROW_KEYS, row_problem
 from ampbench.store.sqlite import Store
 
 FORMAT = "ampbench-results"
@@ -65,10 +65,7 @@ def import_file(store: Store, path: Path) -> tuple[int, int]:
                             "write one with: ampbench export --out FILE)")
     if data.get("version", 0) > FORMAT_VERSION:
         raise AmpbenchError(f"import: {path} has format version {data['version']}; this ampbench reads <= {FORMAT_VERSION}")
-    missing = [i for i, r in enumerate(data.get("rows", [])) if not {"run_id", "cell_key", "workload", "precision",
-                                                                      "status"} <= set(r)]
-    if missing:
-        raise AmpbenchError(f"import: {path}: row {missing[0]} lacks run_id/cell_key/workload/precision/status")
+    _check_document(data, path)  # everything is checked before anything is written
     runs = store.import_runs(data.get("runs", []))
     known = {r.run_id for r in store.runs()}
     orphans = {r["run_id"] for r in data.get("rows", [])} - known
@@ -81,6 +78,27 @@ def import_file(store: Store, path: Path) -> tuple[int, int]:
     for probe in data.get("hw", []):
         store.add_hw(probe)
     return runs, rows
+
+
+def _check_document(data: dict[str, Any], path: Path) -> None:
+    """Refuse the whole file, naming the first bad entry, when a run, row or probe is not what ampbench writes."""
+    where = f"import: {path}"
+    for key in ("runs", "rows", "hw"):
+        if not isinstance(data.get(key, []), list):
+            raise AmpbenchError(f"{where}: \"{key}\" must be a list; nothing was imported")
+    for i, r in enumerate(data.get("runs", [])):
+        if not (isinstance(r, dict) and isinstance(r.get("run_id"), str) and r["run_id"]
+                and isinstance(r.get("created_at"), str) and isinstance(r.get("config", {}), dict)):
+            raise AmpbenchError(f"{where}: run {i} needs a run_id and created_at (strings) and a config object; "
+                                "nothing was imported")
+    for i, r in enumerate(data.get("rows", [])):
+        problem = row_problem(r)
+        if problem:
+            name = f"{r.get('workload')}/{r.get('precision')}" if isinstance(r, dict) else ""
+            raise AmpbenchError(f"{where}: row {i} {name}: {problem}; nothing was imported")
+    for i, h in enumerate(data.get("hw", [])):
+        if not (isinstance(h, dict) and isinstance(h.get("device_name"), str) and isinstance(h.get("gemm", []), list)):
+            raise AmpbenchError(f"{where}: hw probe {i} needs a device_name and a gemm list; nothing was imported")
 
 
 CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures")

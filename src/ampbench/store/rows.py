@@ -130,3 +130,62 @@ DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_range", "speedup_vs_fp32_noi
 def empty_row() -> dict[str, object]:
     """A row with every stored key present and null (measurements fill in what they measured)."""
     return {k: None for k in ROW_KEYS if k not in DERIVED_KEYS}
+
+
+# -- validation: what each stored key may hold ---------------------------------------------------------
+_STR = ("run_id", "cell_key", "workload", "precision", "status")
+"""Required, non-empty strings."""
+_OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode")
+_OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
+            "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
+            "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half")
+_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit")
+_OPT_DICT = ("env", "converge", "inference")
+_OPT_LIST = ("max_batch_trials",)
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def row_problem(row: object) -> str | None:
+    """What is wrong with a stored (or imported) row, in one phrase; None when every key holds what it should.
+
+    Readers rely on this: ``import`` refuses a file with such a row, and reading the store skips one.
+    """
+    from ampbench.precision import list_precisions
+
+    if not isinstance(row, dict):
+        return f"is a {type(row).__name__}, not an object"
+    for k in _STR:
+        if not isinstance(row.get(k), str) or not row[k]:
+            return f"{k} must be a non-empty string, got {row.get(k)!r}"
+    if row["status"] not in STATUSES:
+        return f"status {row['status']!r} is not one of {', '.join(STATUSES)}"
+    if row["precision"] not in list_precisions():
+        return f"precision {row['precision']!r} is not a mode name ({', '.join(list_precisions())})"
+    for k, v in row.items():
+        if v is None or k in _STR:
+            continue
+        if k in _OPT_STR and not isinstance(v, str):
+            return f"{k} must be a string, got {v!r}"
+        if k in _OPT_INT and not (_is_num(v) and float(v).is_integer()):
+            return f"{k} must be an integer, got {v!r}"
+        if k in _OPT_BOOL and not isinstance(v, bool):
+            return f"{k} must be true or false, got {v!r}"
+        if k in _OPT_DICT and not isinstance(v, dict):
+            return f"{k} must be an object, got {type(v).__name__}"
+        if k in _OPT_LIST and not isinstance(v, list):
+            return f"{k} must be a list, got {type(v).__name__}"
+        if k == "measures" and not (isinstance(v, list) and all(isinstance(m, str) for m in v)):
+            return f"measures must be a list of names, got {v!r}"
+        if k in ("samples_per_s_repeats", "speedup_vs_fp32_range") and not (
+                isinstance(v, list) and all(x is None or _is_num(x) for x in v)):
+            return f"{k} must be a list of numbers, got {v!r}"
+        numeric = k not in (_OPT_STR + _OPT_INT + _OPT_BOOL + _OPT_DICT + _OPT_LIST +
+                            ("measures", "samples_per_s_repeats", "speedup_vs_fp32_range", "converge_verdict"))
+        if numeric and k in ROW_KEYS and not _is_num(v):
+            return f"{k} must be a number, got {v!r}"
+    if row["status"] == "ok" and "throughput" in (row.get("measures") or []) and row.get("samples_per_s") is None:
+        return "an ok throughput row has no samples_per_s"
+    return None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.errors import AmpbenchError
+from ampbench.store.rows import row_problem
 
 DB_ENV = "AMPBENCH_DB"
 
@@ -73,6 +74,7 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+OUR_TABLES = {"runs", "results", "hw", "diagnoses"}
 
 
 def default_db_path() -> Path:
@@ -107,9 +109,12 @@ class Store:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_db_path()
+        self.skipped_rows = 0
+        """Stored rows that reading skipped because a key holds the wrong type (see rows.row_problem)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._refuse_foreign()  # before anything is written to the file (even the journal mode)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA busy_timeout=30000")
             self._conn.execute("PRAGMA foreign_keys=ON")
@@ -137,6 +142,15 @@ class Store:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+
+    def _refuse_foreign(self) -> None:
+        """Someone else's SQLite database: never add our tables to it, nor change its journal mode."""
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables - OUR_TABLES - {"sqlite_sequence"} or (version == 0 and tables):
+            self._conn.close()
+            raise AmpbenchError(f"--db {self.path} is an SQLite database of something else (tables: "
+                                f"{', '.join(sorted(tables))}); give a new file or an ampbench results store")
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -213,7 +227,17 @@ class Store:
             if values:
                 sql += f" AND {col} IN ({','.join('?' * len(values))})"
                 args.extend(values)
-        return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
+        out = []
+        for (text,) in self._conn.execute(sql + " ORDER BY id", args):
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError:
+                row = None
+            if row_problem(row) is None:
+                out.append(row)
+            else:  # (older imports were not validated): a reader never crashes on a stored row
+                self.skipped_rows += 1
+        return out
 
     # -- hardware probes -----------------------------------------------------------------------
     def add_hw(self, probe: dict[str, Any]) -> None:
