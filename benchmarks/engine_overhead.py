@@ -11,6 +11,11 @@ Reference loop per mode (the loop every tutorial shows):
                        since they skip autocast's per-op casts.
 Targets (issue #2): amp-* within 2% (ratio <= 1.02); master-*/pure-* <= 1.0 on a GPU.
 
+"ours" runs with the engine's defaults, so bf16/fp32 modes include the inf/NaN gradient check the hand
+loops do not have (``check_finite``: one fused pass over the gradients and, on a GPU, a host sync per
+step). Its own cost is measured apart: ours with the check vs ours without it, for the modes whose
+loss is not scaled (``--no-check-rows`` skips that).
+
     python benchmarks/engine_overhead.py --device cpu --out benchmarks/results/cpu/engine_overhead.json
 """
 
@@ -47,9 +52,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def ours_step_fn(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+def ours_step_fn(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                 check_finite: bool = True) -> Callable[[], None]:
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    mp = MixedPrecision(name)
+    mp = MixedPrecision(name, check_finite=check_finite)
     model, opt = mp.setup(model, opt)
 
     def step() -> None:
@@ -103,8 +109,9 @@ def time_block(step: Callable[[], None], n: int, device: torch.device) -> list[f
     return [(time.perf_counter() - t0) / n]
 
 
-def bench_mode(name: str, args: argparse.Namespace, device: torch.device, control: bool = False) -> dict[str, object]:
-    """Ours vs hand loop for one mode; ``control=True`` times the hand loop against itself (A/A)."""
+def _timed_pair(name: str, args: argparse.Namespace, device: torch.device, make_a: Callable[..., Callable[[], None]],
+                make_b: Callable[..., Callable[[], None]]) -> tuple[float, float]:
+    """Median seconds per step of loop A and loop B on twin models (same init, same data), alternating."""
     torch.manual_seed(0)
     base = make_model(args.width, args.depth).to(device)
     x = torch.randn(args.batch, args.width, device=device)
@@ -112,8 +119,7 @@ def bench_mode(name: str, args: argparse.Namespace, device: torch.device, contro
     ours_model, hand_model = (make_model(args.width, args.depth).to(device) for _ in range(2))
     ours_model.load_state_dict(base.state_dict())  # same init for both
     hand_model.load_state_dict(base.state_dict())
-    first = hand_step_fn if control else ours_step_fn
-    ours, hand = first(name, ours_model, x, y), hand_step_fn(name, hand_model, x, y)
+    ours, hand = make_a(name, ours_model, x, y), make_b(name, hand_model, x, y)
     for fn in (ours, hand):  # warm-up (allocator, autotune, lazy state)
         for _ in range(args.warmup):
             fn()
@@ -124,7 +130,12 @@ def bench_mode(name: str, args: argparse.Namespace, device: torch.device, contro
         pair = ((ours, t_ours), (hand, t_hand)) if r % 2 == 0 else ((hand, t_hand), (ours, t_ours))
         for fn, acc in pair:
             acc += time_block(fn, args.steps, device)
-    m_ours, m_hand = statistics.median(t_ours), statistics.median(t_hand)
+    return statistics.median(t_ours), statistics.median(t_hand)
+
+
+def bench_mode(name: str, args: argparse.Namespace, device: torch.device, control: bool = False) -> dict[str, object]:
+    """Ours vs hand loop for one mode; ``control=True`` times the hand loop against itself (A/A)."""
+    m_ours, m_hand = _timed_pair(name, args, device, hand_step_fn if control else ours_step_fn, hand_step_fn)
     return {
         "precision": f"A/A control ({name} hand loop vs itself)" if control else name,
         "reference": "plain fp32 loop" if not get(name).is_half else f"hand AMP loop ({get(name).compute_dtype})",
@@ -145,6 +156,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10, help="blocks per loop (alternating)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-control", action="store_true", help="skip the A/A noise-floor row")
+    p.add_argument("--no-check-rows", action="store_true", help="skip the check_finite on/off rows")
     p.add_argument("--out", default=None, help="write JSON results here")
     args = p.parse_args()
     device = torch.device(args.device)
@@ -159,6 +171,15 @@ def main() -> int:
         r = rows[-1]
         print(f"{r['precision']:<12} ours {r['ours_step_ms']:9.3f} ms  hand {r['hand_step_ms']:9.3f} ms  "
               f"ratio {r['ratio']:.3f}  (vs {r['reference']})", flush=True)
+    if not args.no_check_rows:  # what the inf/NaN check costs where nothing else checks the gradients
+        for name in [n for n in names if n in ("fp32", "amp-bf16", "master-bf16") and n not in skipped]:
+            on, off = _timed_pair(name, args, device, ours_step_fn,
+                                  lambda *a: ours_step_fn(*a, check_finite=False))
+            rows.append({"precision": f"{name}: check_finite on / off", "reference": "ours with check_finite=False",
+                         "ours_step_ms": round(on * 1e3, 4), "hand_step_ms": round(off * 1e3, 4),
+                         "ratio": round(on / off, 4)})
+            print(f"{name:<12} inf/NaN check on {on * 1e3:9.3f} ms  off {off * 1e3:9.3f} ms  ratio {on / off:.3f}",
+                  flush=True)
     if not args.no_control:  # the noise floor: the same hand loop timed against itself
         rows.append(bench_mode("fp32", args, device, control=True))
         print(f"A/A control: hand fp32 loop vs itself, ratio {rows[-1]['ratio']:.3f} "

@@ -59,3 +59,25 @@ def test_a_repeat_crosses_into_a_child_and_back() -> None:
     c = _config(repeats=2).cells()[3]
     assert c.repeat == 1
     assert CellSpec.from_dict(c.to_dict()) == c
+
+
+def test_the_default_cpu_suite_runs_its_gemm_bound_entry_in_native_modes_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """bert small shows what the CPU's half hardware can do; modes this CPU emulates are left out of it
+    (with the reason printed), on every CPU: which ones depends on the CPU's flags."""
+    from ampbench.bench.plan import native_only_entries, parse_precisions, with_presets
+    from ampbench.precision import support
+
+    hw = {"avx512_bf16": True, "amx_bf16": False, "avx512_fp16": False, "amx_fp16": False}
+    monkeypatch.setattr(support, "cpu_half_hardware", lambda: hw)
+    names, presets = with_presets([], None, "cpu")
+    assert ("bert", "small") in zip(names, presets) and ("bert", "tiny") in zip(names, presets)
+    config = _config(workloads=names, presets=presets, precisions=parse_precisions(None, "cpu"),
+                     native_only=native_only_entries([], None, None, "cpu"))
+    small = [c.precision for c in config.cells() if (c.workload, c.preset) == ("bert", "small") and not c.closing]
+    tiny = [c.precision for c in config.cells() if (c.workload, c.preset) == ("bert", "tiny") and not c.closing]
+    assert small == ["fp32", "amp-bf16", "master-bf16", "pure-bf16"] and "amp-fp16" in tiny
+    (note,) = config.left_out()
+    assert note.startswith("bert (small): amp-fp16, master-fp16, pure-fp16 left out: CPU") and "AVX512-FP16" in note
+    assert native_only_entries(["bert"], None, None, "cpu") == ()  # named workloads run every mode asked for
+    assert native_only_entries([], None, "fp32,amp-fp16", "cpu") == ()
+    assert "native_only" not in _config().identity()  # identities of earlier runs are unchanged

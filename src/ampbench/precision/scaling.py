@@ -14,7 +14,10 @@ Hidden cost (cf. GradScaler's docs): deciding whether a step overflowed reads ``
 host, a CPU-GPU sync once per optimizer step. GradScaler.step does the same read; we do it once more
 on a value already computed, so no extra GPU work is waited for. ``none`` with ``check_finite=False``
 never syncs; with the check (the default) it costs one fused pass over the gradients
-(``torch._amp_foreach_non_finite_check_and_unscale_`` at scale 1, through GradScaler) and that sync.
+(``torch._amp_foreach_non_finite_check_and_unscale_``, GradScaler's own kernel, at scale 1) and that
+sync. Without a scale to manage we call that kernel directly rather than through GradScaler, whose
+per-step bookkeeping costs ~0.1 ms of Python (measured on CPU: 140 µs for the fused check of a
+1M-parameter model, 450 µs through GradScaler with a 190 µs optimizer step).
 """
 
 from __future__ import annotations
@@ -118,6 +121,30 @@ class _HalfGradScaler(GradScaler):
         return super()._unscale_grads_(optimizer, inv_scale, found_inf, True)
 
 
+@torch.no_grad()
+def _check_nonfinite(optimizer: torch.optim.Optimizer) -> dict[torch.device, torch.Tensor]:
+    """Per device, a 1-element tensor that is 1 if any gradient the optimizer holds has an inf/NaN.
+
+    GradScaler's fused kernel at inv_scale 1.0 (multiplying by 1 changes nothing), grouped by device
+    and dtype as GradScaler groups them; no host sync here (reading the flags is the sync)."""
+    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if g.is_sparse:
+                g = g.coalesce()._values()
+            groups.setdefault((g.device, g.dtype), []).append(g)
+    found: dict[torch.device, torch.Tensor] = {}
+    for (device, _), grads in groups.items():
+        if device not in found:
+            found[device] = torch.zeros(1, dtype=torch.float32, device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found[device],
+                                                         torch.ones(1, dtype=torch.float32, device=device))
+    return found
+
+
 class LossScaler:
     """One optimizer's loss scaler (one per optimizer, as apex's ``num_losses``)."""
 
@@ -134,10 +161,12 @@ class LossScaler:
         self._hysteresis_left = config.hysteresis
         self._device_type = device_type
         self._half_grads = half_grads
+        self._found: dict[torch.device, torch.Tensor] = {}
+        """kind none: per device, whether the last unscale_ saw inf/NaN (filled by _check_nonfinite)."""
         self._grad_scaler = self._make_grad_scaler()
 
     def _make_grad_scaler(self) -> GradScaler | None:
-        if not self.check_finite:
+        if self.config.kind == "none":
             return None
         cls = _HalfGradScaler if self._half_grads else GradScaler
         return cls(
@@ -154,17 +183,18 @@ class LossScaler:
         return self.config.kind != "none"
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        # kind none with the check: GradScaler at scale 1.0 (x * 1.0 is exact), for its fused inf check
         return loss if self._grad_scaler is None else self._grad_scaler.scale(loss)
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         if self._grad_scaler is not None:
             self._grad_scaler.unscale_(optimizer)
+        elif self.check_finite:
+            self._found = _check_nonfinite(optimizer)
 
     def found_inf(self, optimizer: torch.optim.Optimizer) -> bool:
         """Whether the unscaled gradients held inf/NaN (a host sync; see module docstring)."""
         if self._grad_scaler is None:
-            return False
+            return bool(sum(v.item() for v in self._found.values()))
         per_device = self._grad_scaler._found_inf_per_device(optimizer)
         return bool(sum(v.item() for v in per_device.values()))
 
@@ -174,10 +204,13 @@ class LossScaler:
         Gradients must already be unscaled (call :meth:`unscale_` first).
         """
         self.steps += 1
-        if self._grad_scaler is None:
-            optimizer.step()
-            self.last_skipped = False
-            return True
+        if self._grad_scaler is None:  # kind none: the check alone (when on), no scale to update
+            overflow, self._found = self.found_inf(optimizer), {}
+            if not overflow:
+                optimizer.step()
+            self.last_skipped = overflow
+            self.skipped_steps += overflow
+            return not overflow
         overflow = self.found_inf(optimizer)
         self._grad_scaler.step(optimizer)  # skips optimizer.step() itself when found_inf
         new_scale = self._next_scale(overflow, step_index)
