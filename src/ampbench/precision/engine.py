@@ -288,7 +288,7 @@ class MixedPrecision:
         with self.recipe.backward_context():
             slot.scaler.scale_loss(loss).backward(**kwargs)
         for s in self._slots:  # every optimizer's half grads: a GAN's D loss also reaches G
-            if s.masters is not None:
+            if s.masters is not None and s.stage is not Stage.UNSCALED:  # (unscaled: its model grads are copies)
                 s.masters.grads_to_master()
         detached = loss.detach()
         slot.pending_loss = detached if slot.pending_loss is None else slot.pending_loss + detached
