@@ -12,9 +12,12 @@ $(STAMP): pyproject.toml scripts/bootstrap.sh
 
 setup: $(STAMP)
 
-# The main job: the default benchmark suite of the best device here (CUDA if present, else CPU), every
-# precision it supports side by side; rows go to out/results.db and out/run.json.
+# The main job: the device probe (half-precision hardware, peak, GEMM speed per dtype), then the default
+# benchmark suite of the best device here (CUDA if present, else CPU), every precision it supports side by
+# side; rows go to out/results.db and out/run.json. The probe lets the advice say what faster matmuls
+# alone would give each model (expected_speedup_vs_fp32).
 run: $(STAMP)
+	$(VENV)/bin/ampbench hw --db out/results.db
 	$(VENV)/bin/ampbench run --db out/results.db --json out/run.json
 
 lint: $(STAMP)

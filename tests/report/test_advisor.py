@@ -75,8 +75,10 @@ def test_cpu_claims_come_from_the_recorded_probe(flag: str, unit: str) -> None:
     hw = {"avx512_bf16": True, "amx_bf16": flag == "amx_bf16", "avx512_fp16": False, "amx_fp16": False}
     fpc = {"fp32": 64.0, "bf16": 1024.0 if flag == "amx_bf16" else 128.0, "fp16": 64.0}
     env = {"device": "cpu", "cpu_half_hardware": hw, "cpu_peak": {"flops_per_cycle": fpc}}
-    rows = [_row("fp32", 100.0, device="cpu", env=env, achieved_tflops=0.1, math_mode="fp32", device_name="CPU X"),
-            _row("amp-bf16", 101.0, device="cpu", env=env, achieved_tflops=0.1, math_mode="bf16", device_name="CPU X")]
+    rows = [_row("fp32", 100.0, device="cpu", env=env, achieved_tflops=0.1, math_mode="fp32", device_name="CPU X",
+                 conv_flops_share=0.0),
+            _row("amp-bf16", 101.0, device="cpu", env=env, achieved_tflops=0.1, math_mode="bf16", device_name="CPU X",
+                 conv_flops_share=0.0)]
     a = advise(derive(rows))
     assert a.recommended == "fp32" and f"this CPU has {unit}" in a.evidence and "without AMX" not in a.evidence
     assert f"bf16 matmuls run on {unit} (peak {fpc['bf16'] / 64:g}x fp32's)" in a.evidence
@@ -189,3 +191,20 @@ def test_a_measurably_faster_mode_beats_a_faster_looking_noisy_one() -> None:
             + _rep("pure-bf16", [848.0, 604.0, 870.0], 500))
     a = advise(derive(rows))
     assert a.recommended == "amp-bf16" and "faster than fp32 (repeats" in a.evidence
+
+
+def test_expected_speedup_only_where_a_gemm_benchmark_can_predict_it() -> None:
+    """Matmul models with a faster half GEMM: yes. Convolution models, or emulated (slower) half GEMMs: no
+    number (seen: 1.10x "expected" for a conv model measured at 2.5x; 0.02x for an fp16 CNN measured 0.16x)."""
+    hw = [{"device_name": "CPU X", "gemm": [{"size": 1024, "math_mode": "fp32", "tflops": 0.4}],
+           "gemm_vs_fp32": {"bf16": 4.0, "fp16": 0.01}}]
+
+    def rows(conv: float) -> list[dict[str, object]]:
+        kw = dict(device="cpu", device_name="CPU X", achieved_tflops=0.2, conv_flops_share=conv)
+        return [_row("fp32", 100.0, math_mode="fp32", **kw), _row("amp-bf16", 150.0, math_mode="bf16", **kw),
+                _row("amp-fp16", 20.0, math_mode="fp16", **kw)]
+
+    by = {r["precision"]: r for r in derive(rows(0.0), hw)}
+    assert by["amp-bf16"]["expected_speedup_vs_fp32"] == pytest.approx(1 / (0.5 + 0.5 / 4))  # g = 0.2 / 0.4
+    assert by["amp-fp16"]["expected_speedup_vs_fp32"] is None and by["fp32"]["expected_speedup_vs_fp32"] is None
+    assert all(r["expected_speedup_vs_fp32"] is None for r in derive(rows(0.6), hw))

@@ -21,7 +21,7 @@ from ampbench.bench.plan import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.measure import memory as mem
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
-from ampbench.measure.flops import count_flops, mfu
+from ampbench.measure.flops import count_flops_split, mfu
 from ampbench.measure.inference import inference_latency
 from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
@@ -175,7 +175,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with mem.saved_activations() as act:
         step()
     out["activation_bytes"] = act[0]
-    out["flops_per_step"] = count_flops(step)
+    out["flops_per_step"], out["conv_flops_share"] = count_flops_split(step)
     for _ in range(max(0, spec.warmup - 1)):
         step()
     skipped_before = step.mp.totals["skipped_steps"]

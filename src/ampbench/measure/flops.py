@@ -14,10 +14,18 @@ def count_flops(fn: Callable[[], object]) -> int:
 
     Elementwise ops are not counted (the convention of MFU: PaLM appendix B, nanoGPT's estimate_mfu).
     """
+    return count_flops_split(fn)[0]
+
+
+def count_flops_split(fn: Callable[[], object]) -> tuple[int, float | None]:
+    """(FLOPs, the share of them in convolutions) while ``fn`` runs. A GEMM micro-benchmark says how
+    fast matmuls run, not convolutions: the share tells which kind of model a FLOP count is."""
     counter = FlopCounterMode(display=False)
     with counter:
         fn()
-    return int(counter.get_total_flops())
+    total = int(counter.get_total_flops())
+    conv = sum(v for op, v in counter.get_flop_counts().get("Global", {}).items() if "convolution" in str(op))
+    return total, (conv / total if total else None)
 
 
 def mfu(flops_per_step: int | None, steps: int, seconds: float, device_name: str | None,

@@ -1,4 +1,4 @@
-"""What one result row holds: every key, documented (README's "Result rows" table is checked against this).
+"""What one result row holds: every key, documented (docs/benchmark.md's "Result rows" table is checked against this).
 
 A row is one benchmark cell = workload x precision x batch size, with the measurements asked for.
 Rows are plain JSON-able dicts so they travel between machines (export/import) unchanged. Keys that
@@ -80,6 +80,8 @@ ROW_KEYS: dict[str, str] = {
     "model_bytes_half": "state_dict tensor bytes with floating tensors in 16 bits.",
     # FLOPs / MFU
     "flops_per_step": "FLOPs of one training step (forward + backward) from torch.utils.flop_counter.",
+    "conv_flops_share": "Share of flops_per_step in convolutions (the rest: matmuls and attention). A GEMM "
+                        "micro-benchmark predicts matmuls, not convolutions (see expected_speedup_vs_fp32).",
     "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",
     "math_mode": "Math the GEMMs ran in: fp32, tf32, fp16 or bf16 (TF32 counted from the flags actually in force).",
     "peak_tflops": "Dense peak TFLOP/s for math_mode: a GPU's from ampbench's table (sources in measure/peaks.py); a "
@@ -115,8 +117,12 @@ ROW_KEYS: dict[str, str] = {
     "expected_speedup_vs_fp32": "What faster matmuls alone would give this mode (Amdahl): 1 / ((1 - g) + g / r), g = "
                                 "fp32's mfu_vs_measured (the share of its step the matmuls would take at the GEMM "
                                 "speed `ampbench hw` measured), r = that GEMM's measured speedup in this row's math "
-                                "(derived; null without an `ampbench hw` probe of the device). Explains a speedup "
-                                "far below the GEMM ratio: the rest of the step does not get faster.",
+                                "(derived; null without an `ampbench hw` probe of the device, when that GEMM is not "
+                                "faster than fp32's (emulated math is not predicted by square GEMMs), or when over "
+                                "10% of the FLOPs are convolutions (conv_flops_share: their half-precision speed is "
+                                "not a GEMM's). Explains a speedup far below the GEMM ratio: the rest of the step "
+                                "does not get faster under autocast; pure-*/master-* also halve the bytes of "
+                                "elementwise ops and can beat it.",
     "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
                         "a tolerance from fp32's seed-to-seed spread, and no divergence).",
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
