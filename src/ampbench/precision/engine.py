@@ -505,5 +505,8 @@ def _watch_loads(model: nn.Module, masters: list[MasterWeights]) -> None:
         names = {n for n, p in module._parameters.items() if p is not None and id(p) in tracked}
         if names:
             owned[id(module)] = names
-            module.register_load_state_dict_pre_hook(pre)
+            if hasattr(module, "register_load_state_dict_pre_hook"):
+                module.register_load_state_dict_pre_hook(pre)
+            else:  # torch < 2.5 has it under its private name only
+                module._register_load_state_dict_pre_hook(pre, with_module=True)
             module.register_load_state_dict_post_hook(post)
