@@ -21,7 +21,7 @@ from rich.table import Table
 
 import ampbench
 from ampbench.errors import AmpbenchError
-from ampbench.paths import STDOUT, check_output_dir, check_output_file
+from ampbench.paths import STDOUT, check_output_dir, check_output_file, write_text_atomic
 
 app = typer.Typer(
     name="ampbench",
@@ -196,7 +196,7 @@ def train_cmd(
                          f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
                          f"{plural(result.steps_trained, 'step')} trained, skipped steps {result.skipped_steps}"))
     if json_out is not None:
-        _write_text(json_out, json.dumps(result.to_dict(), indent=2))
+        write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2))
         console.print(f"wrote {escape(str(json_out))}")
 
 
@@ -564,7 +564,7 @@ def diagnose_cmd(
     if json_out is not None:
         from ampbench.store.exchange import clean_json
 
-        _write_text(json_out, json.dumps(clean_json(data), indent=1, default=str))
+        write_text_atomic(json_out, json.dumps(clean_json(data), indent=1, default=str))
         console.print(f"wrote {escape(str(json_out))}")
 
 
@@ -705,16 +705,8 @@ def hw_cmd(
     store.add_hw(p)
     console.print(f"stored in {escape(str(store.path))}")
     if json_out is not None:
-        _write_text(json_out, json.dumps(p, indent=1))
+        write_text_atomic(json_out, json.dumps(p, indent=1))
         console.print(f"wrote {escape(str(json_out))}")
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Atomic: a .tmp next to the target, renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,3 +44,11 @@ def check_output_dir(path: Path | None, option: str, holds: str) -> None:
     if path.exists() and not path.is_dir():
         raise AmpbenchError(f"{option} {path} is a file: give a directory ({holds} is written inside it)")
     _creatable_dir(path, option, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a ``.tmp`` beside it, renamed over it (atomic on POSIX)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ampbench.errors import AmpbenchError
+from ampbench.paths import write_text_atomic
 from ampbench.store import Store, derive, to_csv
 
 FORMATS = ("html", "md", "csv")
@@ -40,10 +41,7 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> 
 def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html") -> Path:
     run_id, text = build_report(store, run_id, fmt)
     path = out or default_report_path(store, run_id, fmt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, text)
     return path
 
 

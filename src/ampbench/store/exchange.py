@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.errors import AmpbenchError
+from ampbench.paths import write_text_atomic
 from ampbench.store.derive import derive
 from ampbench.store.rows import DERIVED_KEYS, ROW_KEYS, row_problem
 from ampbench.store.sqlite import Store
@@ -46,10 +47,7 @@ def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False))
 
 
 def import_file(store: Store, path: Path) -> tuple[int, int]:
