@@ -44,8 +44,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if cpu else "") + " --- |")
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
-            mem = "–" if not isinstance(saving, (int, float)) else (f"{saving:.0%} less" if saving >= 0 else
-                                                                       f"{-saving:.0%} more")
+            mem = ("–" if not isinstance(saving, (int, float)) else "same" if abs(saving) < 0.005 else
+                   f"{saving:.0%} less" if saving > 0 else f"{-saving:.0%} more")
             speedup = speedup_text(r)[0] if r.get("speedup_vs_fp32") is not None else "–"
             status = md_escape(r.get("status"))
             if r.get("status") != "ok":
