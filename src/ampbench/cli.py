@@ -277,14 +277,6 @@ def run_cmd(
     opts = _parse_options(option)
     if opts and model is not None:
         raise AmpbenchError("--option applies to named workloads, not --model")
-    if val_fraction is not None:
-        from ampbench.workloads import get_spec
-        from ampbench.workloads.registry import check_val_fraction
-
-        one = names[0] if names else None
-        check_val_fraction(val_fraction, data_dir, model is not None or (one is not None and ":" not in one
-                                                                         and get_spec(one).splits_real_data),
-                           one or "--model")
     wl_names, presets = with_presets(names, preset, str(dev))
     _check_workloads(names, presets, opts)
     if model is not None:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ampbench.errors import AmpbenchError
-from ampbench.precision import resolve
+from ampbench.precision import resolve, supported
 from ampbench.workloads.base import PRESETS
 
 MEASURES = ("throughput", "memory", "maxbatch", "converge", "inference")
@@ -195,8 +195,6 @@ class RunConfig(Settings):
         support note on this device (emulated half math) -- fp32 always."""
         if f"{workload}:{preset}" not in self.native_only:
             return self.precisions
-        from ampbench.precision import supported
-
         return tuple(p for p in self.precisions if p == BASELINE or not supported(p, self.device).note)
 
     def left_out(self) -> list[str]:
@@ -205,8 +203,6 @@ class RunConfig(Settings):
         for workload, preset in zip(self.workloads, self.presets):
             missing = [p for p in self.precisions if p not in self.precisions_of(workload, preset)]
             if missing:
-                from ampbench.precision import supported
-
                 out.append(f"{workload} ({preset}): {', '.join(missing)} left out: {supported(missing[0], self.device).note}"
                            f" (its matmuls would take minutes per step); ask for them with --workloads {workload} "
                            f"--preset {preset} --precisions ...")
@@ -234,7 +230,7 @@ def parse_measures(value: str | None) -> tuple[str, ...]:
 
 def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
     """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
-    from ampbench.precision import list_precisions, supported
+    from ampbench.precision import list_precisions
 
     names = parse_list(value, "precisions") if value is not None else [
         p for p in list_precisions() if supported(p, device).ok]

@@ -73,8 +73,10 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict
 
 def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
-    corrupt), an adapter (its extra missing). Registered workloads on synthetic data cannot be."""
-    return spec.model is not None or spec.data_dir is not None or ":" in (spec.workload or "")
+    corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
+    synthetic data cannot be."""
+    return (spec.model is not None or spec.data_dir is not None or spec.val_fraction is not None
+            or ":" in (spec.workload or ""))
 
 
 def validate_inputs(config: RunConfig) -> None:

@@ -40,6 +40,8 @@ class MasterWeights:
         self._adopt_groups(fp32_copies)
         self.pending: dict[int, torch.Tensor] = {}
         """id(model param) -> the full-precision value a load_state_dict just gave it (see module docstring)."""
+        self._shown: list[tuple[torch.Tensor, int]] = []
+        """The half gradient copies show_grads_on_model put on the model, with their version counters."""
         self._record()
 
     def __len__(self) -> int:
@@ -126,7 +128,7 @@ class MasterWeights:
         self._shown = [(p.grad, p.grad._version) for p, _ in pairs]
 
     def check_model_grads_untouched(self) -> None:
-        shown, self._shown = getattr(self, "_shown", []), []
+        shown, self._shown = self._shown, []
         written = any(g._version != v for g, v in shown)
         for p in self.model_params:
             p.grad = None

@@ -137,11 +137,12 @@ def _check_nonfinite(optimizer: torch.optim.Optimizer) -> dict[torch.device, tor
                 g = g.coalesce()._values()
             groups.setdefault((g.device, g.dtype), []).append(g)
     found: dict[torch.device, torch.Tensor] = {}
+    ones: dict[torch.device, torch.Tensor] = {}
     for (device, _), grads in groups.items():
         if device not in found:
             found[device] = torch.zeros(1, dtype=torch.float32, device=device)
-        torch._amp_foreach_non_finite_check_and_unscale_(grads, found[device],
-                                                         torch.ones(1, dtype=torch.float32, device=device))
+            ones[device] = torch.ones(1, dtype=torch.float32, device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found[device], ones[device])
     return found
 
 

@@ -162,7 +162,7 @@ def gemm_ratio(hw: list[dict[str, Any]], device_name: str | None, math_mode: str
     return None
 
 
-def expected_speedup(base: dict[str, Any], ratio: float | None) -> float | None:
+def expected_speedup(g: float | None, conv_share: float | None, ratio: float | None) -> float | None:
     """What the matmuls alone would give (Amdahl): 1 / ((1 - g) + g / r), with g = fp32's mfu_vs_measured,
     the share of fp32's step its matmuls would take at the GEMM speed ``ampbench hw`` measured, and r that
     GEMM's measured speedup in the row's math. The rest of the step (norms, softmax, casts, optimizer)
@@ -174,11 +174,9 @@ def expected_speedup(base: dict[str, Any], ratio: float | None) -> float | None:
     (conv_flops_share <= CONV_SHARE_MAX): bf16 convolutions gained 2.5x on a CPU whose bf16 GEMMs gain
     2.3x and whose fp32 convolutions run far below GEMM speed, where the formula said 1.10x. A wrong
     number is worse than none."""
-    g = base.get("mfu_vs_measured")
-    conv = base.get("conv_flops_share")
     if ratio is None or ratio <= 1.0 or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
         return None
-    if not isinstance(conv, (int, float)) or conv > CONV_SHARE_MAX:
+    if not isinstance(conv_share, (int, float)) or conv_share > CONV_SHARE_MAX:
         return None
     g = min(float(g), 1.0)
     return 1.0 / ((1.0 - g) + g / ratio)
@@ -193,9 +191,10 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         if r.get("precision") == BASELINE and r.get("status") == "ok":
             bases.setdefault(_group(r), r)
     hw = hw or []
-    measured = {}
-    for key, b in bases.items():
-        measured[key] = _ratio(b.get("achieved_tflops"), best_gemm_tflops(hw, b.get("device_name"), b.get("math_mode")))
+
+    def mfu_vs_measured(row: dict[str, Any]) -> float | None:
+        return _ratio(row.get("achieved_tflops"), best_gemm_tflops(hw, row.get("device_name"), row.get("math_mode")))
+
     out = []
     for r in rows:
         d = dict(r)
@@ -207,12 +206,10 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         mem = _ratio(compared_memory(r), compared_memory(base)) if ok else None
         d["memory_saving_vs_fp32"] = None if mem is None else 1.0 - mem
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
-        best = best_gemm_tflops(hw, r.get("device_name"), r.get("math_mode"))
-        d["mfu_vs_measured"] = _ratio(r.get("achieved_tflops"), best)
-        d["expected_speedup_vs_fp32"] = expected_speedup({"mfu_vs_measured": measured.get(_group(r)),
-                                                          "conv_flops_share": base.get("conv_flops_share") if base else None},
-                                                         gemm_ratio(hw, r.get("device_name"), r.get("math_mode"))) \
-            if base is not None and r.get("status") == "ok" else None
+        d["mfu_vs_measured"] = mfu_vs_measured(r)
+        d["expected_speedup_vs_fp32"] = expected_speedup(
+            mfu_vs_measured(base), base.get("conv_flops_share"), gemm_ratio(hw, r.get("device_name"), r.get("math_mode"))
+        ) if ok else None
         if r.get("status") == "ok":
             d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base)
         else:  # a cell that diverged while converge was measured has that verdict; others have none
