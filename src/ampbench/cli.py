@@ -83,11 +83,13 @@ def _list_workloads() -> None:
     for name in list_workloads():
         spec = get_spec(name)
         table.add_row(name, spec.description, spec.paper, spec.data, ", ".join(spec.options()) or "-")
-    table.add_row("timm:<model>", "any timm model (optional extra: ampbench[timm])", "-", "-", "-")
-    table.add_row("hf:<config>", "HF transformers sequence classifier from a config (extra: ampbench[hf])",
-                  "-", "-", "-")
-    table.add_row("--model F:fn", "your own model: file.py:factory or package.module:factory", "-",
-                  "MNIST IDX / CIFAR-10", "-")
+    table.add_row("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",
+                  "as --model: images", "timm.create_model arguments")
+    table.add_row("hf:<type>", "HF transformers from a config (hf:bert, hf:gpt2 --task lm), no download "
+                  "(extra: ampbench[hf])", "-", "as --model: text CSV, corpus", "config fields, tokenizer")
+    table.add_row("--model F:fn", "your own model, any shape: --input-shape, --vocab-size, --num-classes | "
+                  "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help)", "-",
+                  "MNIST IDX / CIFAR-10, text,label CSV (token models), train.txt (--task lm)", "tokenizer")
     console.print(table)
 
 
@@ -122,28 +124,91 @@ def _parse_options(items: list[str] | None) -> dict[str, object]:
     return out
 
 
-def load_workload(workload: str | None, model: str | None, preset: str, data_dir: Path | None, seed: int,
-                  input_shape: str | None, num_classes: int | None, options: list[str] | None,
-                  val_fraction: float | None = None):
+Opt = Optional  # typer needs Optional[...] on py3.10
+
+# What a --model (or an hf:/timm: adapter) is fed: the same options, checked the same way, for run, train, diagnose.
+ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory "
+                                            "(returns an nn.Module, or an ampbench.Workload).")]
+InputShapeOpt = Annotated[Opt[str], typer.Option(help="Per-sample input shape: 20 (features), 3,224,224 (an image), "
+                                                 "16,80 (a sequence of vectors), 128 with --vocab-size (token ids).")]
+VocabSizeOpt = Annotated[Opt[int], typer.Option(help="Token inputs: int64 ids in [0, V) (hf: default: the config's).")]
+NumClassesOpt = Annotated[Opt[int], typer.Option(help="Classification (the default task): output (batch, N) logits.")]
+NumOutputsOpt = Annotated[Opt[int], typer.Option(help="Regression: output (batch, K), MSE loss, RMSE metric.")]
+TaskOpt = Annotated[Opt[str], typer.Option(help="classify | regress | lm (output (batch, seq, vocab), next-token "
+                                           "targets; needs --vocab-size).")]
+BatchesOpt = Annotated[Opt[str], typer.Option(help="Your data: file.py:make_batch, make_batch(batch_size, generator) -> "
+                                              "(inputs, targets); inputs a tensor, tuple or dict.")]
+LossOpt = Annotated[Opt[str], typer.Option(help="Your loss: file.py:fn, fn(output, targets) -> scalar tensor.")]
+OptionOpt = Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE (hf: config "
+                                                   "fields; tokenizer=word|byte|bpe for a text CSV).")]
+
+MODEL_EXAMPLES = """
+
+Your model, any shape (synthetic learnable data unless --data-dir or --batches):
+
+  --model m.py:mlp --input-shape 20 --num-classes 2            (feature vectors)
+
+  --model m.py:cnn --input-shape 3,224,224 --num-classes 1000  (images)
+
+  --model m.py:encoder --input-shape 128 --vocab-size 30522 --num-classes 2   (token ids)
+
+  --model m.py:regressor --input-shape 16,80 --num-outputs 3   (regression, MSE)
+
+  --model m.py:gpt --input-shape 256 --vocab-size 50257 --task lm   (next-token LM)
+
+  --model m.py:two_tower --batches m.py:make_batch [--loss m.py:loss]   (any inputs)
+
+  --workloads hf:gpt2 --task lm -o n_layer=2   (HF transformers from a config, no download)
+"""
+
+
+def user_data(workload_names: list[str], model: str | None, input_shape: str | None, vocab_size: int | None,
+              num_classes: int | None, num_outputs: int | None, task: str | None, batches: str | None,
+              loss: str | None) -> dict[str, object]:
+    """The --model data options, refused with one line where they cannot apply (a registered workload)."""
+    from ampbench.workloads.tasks import DataSpec
+
+    data = DataSpec.of(input_shape, vocab_size, num_classes, num_outputs, task)
+    given = data.given()
+    registered = [w for w in workload_names if ":" not in w]
+    if model is None and given and (registered or not workload_names):
+        raise AmpbenchError(f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --model and the hf:/timm: "
+                            "adapters, not to "
+                            f"{', '.join(registered) or 'the default suite'} (their data are their own)")
+    if model is None and (batches or loss):
+        raise AmpbenchError("--batches/--loss apply to --model only")
+    if data.task is not None:
+        data.resolve("--task", need_shape=False)  # a bad --task or a contradiction fails before anything is built
+    return {"input_shape": input_shape, "vocab_size": vocab_size, "num_classes": num_classes,
+            "num_outputs": num_outputs, "task": task, "batches": batches, "loss": loss}
+
+
+def load_workload(workload: str | None, model: str | None, preset: str | None, data_dir: Path | None, seed: int,
+                  user: dict[str, object], options: list[str] | None, val_fraction: float | None = None):
     """A workload by name, or the user's ``--model`` (exactly one of the two)."""
     from ampbench.workloads import create_user_workload, create_workload
+    from ampbench.workloads.tasks import DataSpec
 
     if (workload is None) == (model is None):
         raise AmpbenchError("give a WORKLOAD name (see: ampbench list workloads) or --model file.py:factory, not both")
     if model is not None:
-        if options:
-            raise AmpbenchError("--option applies to named workloads, not --model")
-        return create_user_workload(model, input_shape, num_classes, data_dir, preset, seed, val_fraction=val_fraction)
-    if input_shape is not None or num_classes is not None:
-        raise AmpbenchError("--input-shape/--num-classes apply to --model only")
-    return create_workload(workload, preset, data_dir, seed, val_fraction, **_parse_options(options))
+        return create_user_workload(model, data_dir=data_dir, preset=preset, seed=seed, val_fraction=val_fraction,
+                                    options=_parse_options(options), **user)  # type: ignore[arg-type]
+    data = {k: v for k, v in user.items() if k not in ("batches", "loss")}
+    return create_workload(workload, preset or "small", data_dir, seed, val_fraction,  # type: ignore[arg-type]
+                           data=DataSpec.of(**data), **_parse_options(options))  # type: ignore[arg-type]
 
 
-@app.command("train")
+def _header(wl) -> str:  # type: ignore[no-untyped-def]
+    about = ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p)
+    return f"[bold]{escape(wl.name)}[/] ({escape(about)})"
+
+
+@app.command("train", epilog=MODEL_EXAMPLES)
 def train_cmd(
     workload: Annotated[Optional[str], typer.Argument(help="Workload name (ampbench list workloads).")] = None,  # noqa: UP045
     precision: Annotated[str, typer.Option("--precision", "-p", help="Precision mode or alias.")] = "amp-bf16",
-    preset: Annotated[str, typer.Option(help="tiny | small | paper.")] = "small",
+    preset: Annotated[Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Epochs (default: the workload's).")] = None,  # noqa: UP045
     batch_size: Annotated[Optional[int], typer.Option(help="Batch size (default: the workload's).")] = None,  # noqa: UP045
     data_dir: Annotated[Optional[Path], typer.Option(help="Real data (format per workload).")] = None,  # noqa: UP045
@@ -156,10 +221,15 @@ def train_cmd(
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,  # noqa: UP045
     loss_scale: Annotated[Optional[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,  # noqa: UP045
     max_steps: Annotated[Optional[int], typer.Option(help="Cap on steps per epoch (quick runs).")] = None,  # noqa: UP045
-    model: Annotated[Optional[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory.")] = None,  # noqa: UP045
-    input_shape: Annotated[Optional[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,  # noqa: UP045
-    num_classes: Annotated[Optional[int], typer.Option(help="Classes of synthetic data for --model.")] = None,  # noqa: UP045
-    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,  # noqa: UP045
+    model: ModelOpt = None,
+    input_shape: InputShapeOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    num_classes: NumClassesOpt = None,
+    num_outputs: NumOutputsOpt = None,
+    task: TaskOpt = None,
+    batches: BatchesOpt = None,
+    loss: LossOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -175,9 +245,10 @@ def train_cmd(
     if not resume:  # (with --resume the checkpoint must already be there: train() says so)
         check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
     check_output_file(json_out, "--json")
-    wl = load_workload(workload, model, preset, data_dir, seed, input_shape, num_classes, option, val_fraction)
-    console.print(f"[bold]{escape(wl.name)}[/] ({escape(wl.description)}, preset {wl.preset}) in "
-                  f"[bold cyan]{resolve(precision)}[/]")
+    user = user_data([workload] if workload else [], model, input_shape, vocab_size, num_classes, num_outputs, task,
+                     batches, loss)
+    wl = load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
+    console.print(f"{_header(wl)} in [bold cyan]{resolve(precision)}[/]")
     with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
         task = bar.add_task("train", total=None, epoch="-", info="")
@@ -200,8 +271,6 @@ def train_cmd(
         console.print(f"wrote {escape(str(json_out))}")
 
 
-Opt = Optional  # typer needs Optional[...] on py3.10
-
 
 def _open_store(db: Path | None):  # type: ignore[no-untyped-def]
     from ampbench.store import Store
@@ -209,7 +278,7 @@ def _open_store(db: Path | None):  # type: ignore[no-untyped-def]
     return Store(db)
 
 
-@app.command("run")
+@app.command("run", epilog=MODEL_EXAMPLES)
 def run_cmd(
     workloads: Annotated[Opt[str], typer.Option(help="Comma-separated workloads (default: the device's suite).")] = None,
     precisions: Annotated[Opt[str], typer.Option(help="Modes or aliases (default: all the device runs).")] = None,
@@ -225,13 +294,18 @@ def run_cmd(
     json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the run's rows as JSON (for ampbench import).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the last run with these options.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for model init and data (converge: first of --seeds seeds).")] = 0,
-    model: Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory.")] = None,
-    input_shape: Annotated[Opt[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,
-    num_classes: Annotated[Opt[int], typer.Option(help="Classes of synthetic data for --model.")] = None,
+    model: ModelOpt = None,
+    input_shape: InputShapeOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    num_classes: NumClassesOpt = None,
+    num_outputs: NumOutputsOpt = None,
+    task: TaskOpt = None,
+    batches: BatchesOpt = None,
+    loss: LossOpt = None,
     data_dir: Annotated[Opt[Path], typer.Option(help="Real data for the one workload (format per workload).")] = None,
     val_fraction: Annotated[Opt[float], typer.Option(help="Share of --data-dir data held out for testing when it comes "
                                                      "as one split (default 0.2; tabular/text 0.1).")] = None,
-    option: Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,
+    option: OptionOpt = None,
     loss_scale: Annotated[Opt[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
     memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
@@ -268,15 +342,12 @@ def run_cmd(
     names = parse_list(workloads, "workloads")
     if model is not None and names:
         raise AmpbenchError("give --workloads or --model, not both")
-    if model is None and (input_shape is not None or num_classes is not None):
-        raise AmpbenchError("--input-shape/--num-classes apply to --model only")
+    user = user_data(names, model, input_shape, vocab_size, num_classes, num_outputs, task, batches, loss)
     if data_dir is not None and model is None and len(names) != 1:
         raise AmpbenchError("--data-dir applies to one workload: give exactly one in --workloads (or use --model)")
     if data_dir is not None and not data_dir.is_dir():
         raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
     opts = _parse_options(option)
-    if opts and model is not None:
-        raise AmpbenchError("--option applies to named workloads, not --model")
     wl_names, presets = with_presets(names, preset, str(dev))
     _check_workloads(names, presets, opts)
     if model is not None:
@@ -311,8 +382,8 @@ def run_cmd(
         device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
         batch_sizes=tuple(sizes), repeats=repeats, native_only=native_only_entries(names, preset, precisions, str(dev)),
         measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
-        warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, input_shape=input_shape,
-        num_classes=num_classes, data_dir=str(data_dir) if data_dir else None, val_fraction=val_fraction,
+        warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, **user,  # type: ignore[arg-type]
+        data_dir=str(data_dir) if data_dir else None, val_fraction=val_fraction,
         options=tuple(sorted(opts.items())),
         loss_scale=loss_scale, memory_budget=budget, memory_margin=memory_margin, maxbatch_limit=maxbatch_limit,
         seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
@@ -497,22 +568,27 @@ def import_cmd(
         console.print(f"{escape(str(f))}: {plural(runs, 'new run')}, {plural(rows, 'new row')}")
 
 
-@app.command("diagnose")
+@app.command("diagnose", epilog=MODEL_EXAMPLES)
 def diagnose_cmd(
     target: Annotated[Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")] = None,
     precision: Annotated[str, typer.Option("--precision", "-p", help="Mode to diagnose (name or alias).")] = "amp-fp16",
     steps: Annotated[int, typer.Option(help="Training steps per check (NaN search, policy trials, profile).")] = 20,
     checks: Annotated[Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile.")] = None,
-    preset: Annotated[str, typer.Option(help="tiny | small | paper.")] = "small",
+    preset: Annotated[Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
     batch_size: Annotated[Opt[int], typer.Option(help="Batch size (default: the workload's).")] = None,
     device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for init and data.")] = 0,
-    model: Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory.")] = None,
-    input_shape: Annotated[Opt[str], typer.Option(help="C,H,W of synthetic inputs for --model.")] = None,
-    num_classes: Annotated[Opt[int], typer.Option(help="Classes of synthetic data for --model.")] = None,
+    model: ModelOpt = None,
+    input_shape: InputShapeOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    num_classes: NumClassesOpt = None,
+    num_outputs: NumOutputsOpt = None,
+    task: TaskOpt = None,
+    batches: BatchesOpt = None,
+    loss: LossOpt = None,
     data_dir: Annotated[Opt[Path], typer.Option(help="Real data (format per workload).")] = None,
     val_fraction: Annotated[Opt[float], typer.Option(help="Share of --data-dir data held out for testing.")] = None,
-    option: Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE.")] = None,
+    option: OptionOpt = None,
     json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
     trace: Annotated[Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
     db: Annotated[Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
@@ -525,19 +601,21 @@ def diagnose_cmd(
     from ampbench.store.sqlite import utcnow
 
     wanted = parse_checks(checks)
+    user = user_data([target] if target else [], model, input_shape, vocab_size, num_classes, num_outputs, task,
+                     batches, loss)
     label = target or f"user:{model}"
     check_output_file(json_out, "--json", "diagnosis.json")
     check_output_file(trace, "--trace", "trace.json")
 
     def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
-        return load_workload(target, model, preset, data_dir, seed, input_shape, num_classes, option, val_fraction)
+        return load_workload(target, model, preset, data_dir, seed, user, option, val_fraction)
 
     store = _open_store(db)
     if trace is None and "profile" in wanted:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        d = diagnose(build, precision, steps=steps, preset=preset, batch_size=batch_size, device=device, seed=seed,
+        d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device, seed=seed,
                      checks=wanted, trace=trace, name=label)
     console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
                   f"batch {d.batch_size}: {', '.join(wanted)}")

@@ -112,7 +112,7 @@ def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_siz
     n_batches = m_count = 0
     for inputs, targets in data.batches(batch_size):
         with mp.autocast():
-            out = model(*workload.prepare(inputs))
+            out = workload.call_model(model, inputs)
             loss_sum += workload.loss_fn(out, targets).double()
             if metric is not None:
                 s, c = metric.fn(out, targets)
@@ -182,7 +182,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
                 break
             optimizer.zero_grad(set_to_none=True)
             with mp.autocast():
-                loss = workload.loss_fn(model(*workload.prepare(inputs)), targets)
+                loss = workload.loss_fn(workload.call_model(model, inputs), targets)
             mp.backward(loss)
             mp.step(optimizer, max_grad_norm=config.max_grad_norm)
             epoch_samples += int(targets.shape[0])

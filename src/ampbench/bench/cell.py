@@ -39,14 +39,19 @@ class OverBudget(RuntimeError):
 
 
 def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
+    from ampbench.bench.plan import user_data_kwargs
     from ampbench.workloads import create_user_workload, create_workload
+    from ampbench.workloads.tasks import DataSpec
 
     seed = spec.seed if seed is None else seed
+    data = user_data_kwargs(spec)
     if spec.model is not None:
-        return create_user_workload(spec.model, spec.input_shape, spec.num_classes, spec.data_dir, spec.preset, seed,
-                                    val_fraction=spec.val_fraction)
+        return create_user_workload(spec.model, data_dir=spec.data_dir, preset=spec.preset, seed=seed,
+                                    val_fraction=spec.val_fraction, batches=spec.batches, loss=spec.loss,
+                                    options=dict(spec.options), **data)
     assert spec.workload is not None
-    return create_workload(spec.workload, spec.preset, spec.data_dir, seed, spec.val_fraction, **dict(spec.options))
+    return create_workload(spec.workload, spec.preset, spec.data_dir, seed, spec.val_fraction,
+                           data=DataSpec.of(**data), **dict(spec.options))
 
 
 def base_row(spec: CellSpec) -> dict[str, Any]:

@@ -59,7 +59,15 @@ class Settings:
     model: str | None = None
     """User factory ``file.py:fn`` / ``pkg.mod:fn`` (with input_shape/num_classes or data_dir)."""
     input_shape: str | None = None
+    """Per-sample input shape (with ``model`` or an hf:/timm: adapter), and what else the user said of the data:"""
     num_classes: int | None = None
+    vocab_size: int | None = None
+    num_outputs: int | None = None
+    task: str | None = None
+    batches: str | None = None
+    """``file.py:make_batch``: the user's data (with ``model``)."""
+    loss: str | None = None
+    """``file.py:fn``: the user's loss (with ``model``)."""
     data_dir: str | None = None
     val_fraction: float | None = None
     """Share of --data-dir data held out for testing when it comes as one split (None: the workload's default)."""
@@ -75,6 +83,16 @@ class Settings:
     converge_steps: int = 200
     inference_batch: int | None = None
     """Large inference batch (default: the training batch size)."""
+
+
+NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss")
+"""Settings that came after the first user-model cells: left out of a cell's key when unset."""
+
+
+def user_data_kwargs(settings: Settings) -> dict[str, Any]:
+    """What the user said of a --model's (or adapter's) data, as keywords of create_user_workload."""
+    return {"input_shape": settings.input_shape, "num_classes": settings.num_classes, "vocab_size": settings.vocab_size,
+            "num_outputs": settings.num_outputs, "task": settings.task}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,8 +134,9 @@ class CellSpec(Settings):
             d["first_measures"] = list(self.first_measures)
         if not self.closing:
             del d["closing"]
-        if self.val_fraction is None:  # keys of earlier runs stay what they were
-            del d["val_fraction"]
+        for name in ("val_fraction", *NEWER_USER_FIELDS):  # keys of earlier runs stay what they were
+            if d[name] is None:
+                del d[name]
         return d
 
     @classmethod

@@ -84,3 +84,65 @@ def tabular(n: int, cardinalities: list[int], n_cont: int, g: torch.Generator) -
         y += torch.randn(c, generator=g)[cats[:, j]] * 0.3
     y += cont @ (torch.randn(n_cont, generator=g) * 0.3) + 0.1 * torch.randn(n, generator=g)
     return cats, cont, y.unsqueeze(1)
+
+
+def class_features(n: int, classes: int, shape: tuple[int, ...], g: torch.Generator,
+                   noise: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 samples of any shape: a per-class template (unit normal) plus Gaussian noise; int64 labels (N,)."""
+    templates = torch.randn(classes, *shape, generator=g)
+    labels = torch.randint(0, classes, (n,), generator=g)
+    return templates[labels] + noise * torch.randn(n, *shape, generator=g), labels
+
+
+def regression_features(n: int, outputs: int, shape: tuple[int, ...], g: torch.Generator,
+                        noise: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 samples of any shape (unit normal) and targets (N, outputs) = a fixed linear map of them + noise.
+
+    The map is scaled so every target has unit variance before the noise: an untrained model's RMSE is ~1,
+    a good one's approaches ``noise``.
+    """
+    x = torch.randn(n, *shape, generator=g)
+    d = x[0].numel()
+    w = torch.randn(d, outputs, generator=g) / d ** 0.5
+    return x, x.flatten(1) @ w + noise * torch.randn(n, outputs, generator=g)
+
+
+def _check_vocab(vocab: int, needed: int, what: str) -> None:
+    if vocab < needed:
+        raise ValueError(f"a vocabulary of {vocab} tokens is too small for {what} (need at least {needed})")
+
+
+def class_tokens(n: int, shape: tuple[int, ...], vocab: int, classes: int, g: torch.Generator,
+                 marked: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
+    """int64 token ids in [1, vocab) of any shape; the class shows in how often tokens of its own band appear.
+
+    Class c favours ``band`` tokens starting at 1 + c x band (bands wrap around the vocabulary); id 0 is left
+    for padding. Labels (N,).
+    """
+    _check_vocab(vocab, classes + 1, f"{classes} classes")
+    band = max(1, min(10, (vocab - 1) // classes))
+    labels = torch.randint(0, classes, (n,), generator=g)
+    ids = torch.randint(1, vocab, (n, *shape), generator=g)
+    offset = torch.randint(0, band, (n, *shape), generator=g)
+    start = (labels * band).view(n, *([1] * len(shape)))
+    favoured = 1 + (start + offset) % (vocab - 1)
+    pick = torch.rand(n, *shape, generator=g) < marked
+    return torch.where(pick, favoured, ids), labels
+
+
+def regression_tokens(n: int, shape: tuple[int, ...], vocab: int, outputs: int, g: torch.Generator,
+                      noise: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """int64 token ids in [1, vocab); targets (N, outputs) = the mean of a per-token value table, standardised."""
+    _check_vocab(vocab, 2, "regression")
+    ids = torch.randint(1, vocab, (n, *shape), generator=g)
+    table = torch.randn(vocab, outputs, generator=g)
+    y = table[ids.flatten(1)].mean(dim=1)  # (N, outputs)
+    y = (y - y.mean(0)) / y.std(0).clamp_min(1e-6)
+    return ids, y + noise * torch.randn(n, outputs, generator=g)
+
+
+def lm_tokens(n: int, seq: int, vocab: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, next-token targets), each (N, seq), cut from one Markov token stream (:func:`markov_tokens`)."""
+    _check_vocab(vocab, 2, "a language model")
+    stream = markov_tokens(n * seq + 1, vocab, g)
+    return stream[:-1].view(n, seq), stream[1:].view(n, seq)

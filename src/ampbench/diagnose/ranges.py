@@ -85,7 +85,7 @@ def _fp32_grads(wl: Workload, device: torch.device, batch_size: int) -> tuple[nn
             handles.append(m.register_forward_hook(on_output(name)))
     try:
         model.zero_grad(set_to_none=True)
-        loss = wl.loss_fn(model(*wl.prepare(inputs)), targets)
+        loss = wl.loss_fn(wl.call_model(model, inputs), targets)
         loss.backward()
     finally:
         for h in handles:
@@ -196,7 +196,7 @@ def activation_ranges(wl: Workload, device: torch.device, batch_size: int) -> li
         if name and not list(m.children()):
             handles.append(m.register_forward_hook(hook(name, type(m).__name__)))
     try:
-        model(*wl.prepare(inputs))
+        wl.call_model(model, inputs)
     finally:
         for h in handles:
             h.remove()

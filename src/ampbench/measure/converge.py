@@ -55,7 +55,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
             for inputs, targets in data.batches(batch_size, shuffle=True, generator=g, drop_last=len(data) > batch_size):
                 optimizer.zero_grad(set_to_none=True)
                 with mp.autocast():
-                    loss = workload.loss_fn(model(*workload.prepare(inputs)), targets)
+                    loss = workload.loss_fn(workload.call_model(model, inputs), targets)
                 scales.append(mp.scale)
                 mp.backward(loss)
                 mp.step(optimizer)

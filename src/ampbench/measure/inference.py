@@ -26,7 +26,7 @@ def inference_latency(step: TrainStep, batch_sizes: list[int], iters: int, warmu
 
             def forward(inputs: tuple[torch.Tensor, ...] = inputs) -> None:
                 with mp.autocast():
-                    model(*wl.prepare(inputs))
+                    wl.call_model(model, inputs)
 
             first = time_once(forward, device)
             for _ in range(max(0, warmup - 1)):

@@ -70,7 +70,7 @@ class TrainStep:
         self.calls += 1
         self.optimizer.zero_grad(set_to_none=True)
         with self.mp.autocast():
-            loss = self.workload.loss_fn(self.model(*self.workload.prepare(inputs)), targets)
+            loss = self.workload.loss_fn(self.workload.call_model(self.model, inputs), targets)
         self.mp.backward(loss)
         if after_backward is not None:  # (measurement hook: gradients exist only between backward and step)
             after_backward()

@@ -1,5 +1,7 @@
-"""Optional adapters: ``timm:<model>`` (image classification) and ``hf:<config>`` (HF transformers, built
-from a config, no weight download). Absent packages give an error naming the extra to install."""
+"""Optional adapters: ``timm:<model>`` (image models) and ``hf:<model type or config>`` (HF transformers
+built from a config, no weight download: sequence classifiers, or causal LMs with ``--task lm``).
+Their data are a user model's (:mod:`ampbench.workloads.user`): token ids over the config's vocabulary
+for hf, images for timm. Absent packages give an error naming the extra to install."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn import functional as F
+from torch import nn
 
-from ampbench.data import synthetic
 from ampbench.errors import AmpbenchError
-from ampbench.workloads.base import PRESETS, Workload, adam, image_prep, split
+from ampbench.workloads.base import PRESETS, Workload, adam
+from ampbench.workloads.tasks import DataSpec
+from ampbench.workloads.user import build_module_workload
 
 
 def _import(module: str, extra: str):
@@ -25,52 +28,123 @@ def _import(module: str, extra: str):
         ) from None
 
 
-def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed: int, **options: Any) -> Workload:
+HF_SEQ = {"tiny": 16, "small": 64, "paper": 128}
+TIMM_SIZE = {"tiny": 32, "small": 64, "paper": 224}
+
+
+def _value(text: Any) -> Any:
+    """--option values for a config: int, float, true/false, else the string."""
+    if not isinstance(text, str):
+        return text
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed: int,
+                            data: DataSpec | None = None, val_fraction: float | None = None,
+                            batch_size: int | None = None, **options: Any) -> Workload:
+    """``timm:<model>`` / ``hf:<model type or config>``: the model from the library (random init, nothing
+    downloaded), the data as for ``--model`` (:class:`DataSpec`: synthetic, or ``--data-dir``). ``options``
+    (``--option``) set fields of the HF config / arguments of ``timm.create_model``."""
     kind, _, target = name.partition(":")
     if preset not in PRESETS:
         raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     if not target:
-        raise AmpbenchError(f"{name!r}: give a model after the colon, e.g. timm:resnet50 or hf:bert-base-uncased")
-    if data_dir is not None:
-        raise AmpbenchError(f"{kind}: adapters run on synthetic data; use --model with a Workload factory for real data")
-    g = torch.Generator().manual_seed(seed)
-    n = {"tiny": 32, "small": 1024, "paper": 8192}[preset]
+        raise AmpbenchError(f"{name!r}: give a model after the colon, e.g. timm:resnet50 or hf:bert")
+    data = data or DataSpec()
+    options = {k: _value(v) for k, v in options.items()}
+    tokenizer = options.pop("tokenizer", None)
     if kind == "timm":
-        timm = _import("timm", "timm")
+        model, data = _timm_model(target, preset, data, options)
+        optimizer = adam(1e-3)
+    elif kind == "hf":
+        model, data = _hf_model(target, preset, data, options)
+        optimizer = lambda p: torch.optim.AdamW(p, lr=1e-4)  # noqa: E731 (random init: a from-scratch rate)
+    else:
+        raise AmpbenchError(f"unknown adapter {kind!r} in {name!r}: use timm:<model> or hf:<config>")
+    wl = build_module_workload(model, name, data, data_dir=data_dir, preset=preset, seed=seed, batch_size=batch_size,
+                               val_fraction=val_fraction, options={"tokenizer": tokenizer} if tokenizer else {},
+                               make_optimizer=optimizer)
+    wl.description = f"{kind} {target}: " + wl.description.removeprefix("user model: ")
+    return wl
+
+
+def _timm_model(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
+    timm = _import("timm", "timm")
+    if data.tokens or data.task == "lm":
+        raise AmpbenchError(f"timm:{target} is an image model: drop --vocab-size/--task lm")
+    size = TIMM_SIZE[preset]
+    shape = data.input_shape or (3, size, size)
+    if len(shape) != 3:
+        raise AmpbenchError(f"--input-shape {','.join(map(str, shape))}: timm:{target} takes images C,H,W")
+    data = DataSpec(shape, None, data.num_classes if data.num_outputs is None else None, data.num_outputs, data.task)
+    data = data.resolve(f"timm:{target}", need_shape=False)
+    outputs = data.num_outputs if data.task == "regress" else (data.num_classes or 10)
+    data = DataSpec(shape, None, outputs if data.task == "classify" else None, data.num_outputs, data.task)
+    try:
+        model = timm.create_model(target, pretrained=False, num_classes=outputs, in_chans=shape[0], **options)
+    except Exception as e:
+        raise AmpbenchError(f"timm cannot build {target!r}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    return model, data
+
+
+class HFLogits(nn.Module):
+    """An HF model called with token ids only: returns ``.logits``; the attention mask is ``ids != pad``
+    where the model has a padding id (classification), none for causal LMs (no padding in LM data)."""
+
+    def __init__(self, inner: nn.Module, pad_id: int | None) -> None:
+        super().__init__()
+        self.inner = inner
+        self.pad_id = pad_id
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        mask = None if self.pad_id is None else (ids != self.pad_id).long()
+        return self.inner(input_ids=ids, attention_mask=mask).logits
+
+
+def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
+    transformers = _import("transformers", "hf")
+    try:  # a model type ("bert", "gpt2") builds its default config; else a local config path or cached name
+        config = transformers.AutoConfig.for_model(target)
+    except Exception:
         try:
-            model = timm.create_model(target, pretrained=False, num_classes=10)
+            config = transformers.AutoConfig.from_pretrained(target, local_files_only=True)
         except Exception as e:
-            raise AmpbenchError(f"timm cannot build {target!r}: {e}") from None
-        size = {"tiny": 32, "small": 64, "paper": 224}[preset]
-        x, y = synthetic.class_images(n, 10, (3, size, size), g)
-        train, test = split(x, y, n // 8)
-        return Workload(name=name, model=model, train_data=train, test_data=test, prepare=image_prep(),
-                        make_optimizer=adam(1e-3), batch_size={"tiny": 4, "small": 32, "paper": 64}[preset],
-                        preset=preset, description=f"timm {target}", **options)
-    if kind == "hf":
-        transformers = _import("transformers", "hf")
-        try:  # a model type ("bert") builds a default config; else a local config path or cached name
-            config = transformers.AutoConfig.for_model(target)
-        except Exception:
-            try:
-                config = transformers.AutoConfig.from_pretrained(target, local_files_only=True)
-            except Exception as e:
-                raise AmpbenchError(f"hf: no local config for {target!r} (no downloads at run time): {e}") from None
-        config.num_labels = 2
-        model = transformers.AutoModelForSequenceClassification.from_config(config)
-        seq = {"tiny": 16, "small": 64, "paper": 128}[preset]
-        ids, mask, y = synthetic.token_classification(n, seq, config.vocab_size, 2, g)
-        train, test = split((ids, mask), y, n // 8)
-
-        class _Logits(torch.nn.Module):
-            def __init__(self, inner: torch.nn.Module) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-                return self.inner(input_ids=ids, attention_mask=mask).logits
-
-        return Workload(name=name, model=_Logits(model), train_data=train, test_data=test, loss_fn=F.cross_entropy,
-                        make_optimizer=lambda p: torch.optim.AdamW(p, lr=2e-5), batch_size=8, preset=preset,
-                        description=f"HF {target}", **options)
-    raise AmpbenchError(f"unknown adapter {kind!r} in {name!r}: use timm:<model> or hf:<config>")
+            raise AmpbenchError(f"hf: no model type or local config {target!r} (nothing is downloaded at run time): "
+                                f"{str(e).splitlines()[0][:160]}") from None
+    for key, value in options.items():
+        if not hasattr(config, key):
+            raise AmpbenchError(f"hf:{target}: its {type(config).__name__} has no field {key!r} (--option {key}=...)")
+        setattr(config, key, value)
+    if data.vocab_size is not None:
+        config.vocab_size = data.vocab_size  # a smaller vocabulary than the config's: the user's choice
+    shape = data.input_shape or (HF_SEQ[preset],)
+    if len(shape) != 1:
+        raise AmpbenchError(f"--input-shape {','.join(map(str, shape))}: hf:{target} takes one sequence length, e.g. 128")
+    longest = next((getattr(config, k) for k in ("max_position_embeddings", "n_positions") if hasattr(config, k)), None)
+    if isinstance(longest, int) and shape[0] > longest:
+        raise AmpbenchError(f"--input-shape {shape[0]}: hf:{target} takes sequences of at most {longest} tokens")
+    data = DataSpec(shape, config.vocab_size, data.num_classes, data.num_outputs, data.task).resolve(
+        f"hf:{target}", need_shape=False)
+    try:
+        if data.task == "lm":
+            model = transformers.AutoModelForCausalLM.from_config(config)
+            pad = None
+        else:
+            config.num_labels = (data.num_classes or 2) if data.task == "classify" else data.num_outputs
+            if data.task == "regress":
+                config.problem_type = "regression"
+            if getattr(config, "pad_token_id", None) is None:
+                config.pad_token_id = 0  # (GPT-2 & co: the classifier reads the last non-padding token)
+            model = transformers.AutoModelForSequenceClassification.from_config(config)
+            pad = int(config.pad_token_id)
+    except Exception as e:
+        raise AmpbenchError(f"hf:{target}: transformers cannot build it for --task {data.task}: {type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:200]}") from None
+    if data.task == "classify" and data.num_classes is None:
+        data = DataSpec(shape, config.vocab_size, config.num_labels, None, "classify")
+    return HFLogits(model, pad), data

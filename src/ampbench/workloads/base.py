@@ -76,8 +76,8 @@ def _identity(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
 class Workload:
     """Everything needed to train and measure one experiment.
 
-    ``model(*prepare(inputs))`` gives the output; ``loss_fn(output, targets)`` the loss (computed in
-    fp32: half modes cast outputs to fp32 first). Data are whole-split tensors (:class:`TensorData`).
+    ``call_model(model, inputs)`` (``model(*prepare(inputs))``) gives the output; ``loss_fn(output, targets)``
+    the loss (computed in fp32: half modes cast outputs to fp32 first). Data are whole-split tensors (:class:`TensorData`).
     """
 
     name: str
@@ -89,6 +89,8 @@ class Workload:
     make_optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer] = field(default_factory=adam)
     prepare: Callable[[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]] = _identity
     """Per-batch input transform on the device (uint8 -> normalised float, upsampling)."""
+    input_names: tuple[str, ...] | None = None
+    """Keyword names of the inputs (a --batches dict): the model is called ``model(**dict(zip(names, inputs)))``."""
     batch_size: int = 32
     epochs: int = 1
     preset: str = "custom"
@@ -105,8 +107,20 @@ class Workload:
             raise AmpbenchError(f"Workload {self.name!r}: batch_size and epochs must be >= 1")
 
     def example_batch(self, batch_size: int = 2) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The first ``batch_size`` training samples, inputs prepared."""
         inputs, targets = next(self.train_data.subset(0, batch_size).batches(batch_size))
         return self.prepare(inputs), targets
+
+    def call_model(self, model: nn.Module, inputs: tuple[torch.Tensor, ...], prepared: bool = False) -> Any:
+        """The model's output for a batch's inputs: ``model(*prepare(inputs))``, or by keyword (``input_names``).
+
+        Every place that runs a workload's model goes through here, so a workload's calling convention is
+        defined once.
+        """
+        x = inputs if prepared else self.prepare(inputs)
+        if self.input_names is not None:
+            return model(**dict(zip(self.input_names, x)))
+        return model(*x)
 
 
 def image_prep(mean: float = 0.5, std: float = 0.25, size: int | None = None) -> Callable[..., tuple[torch.Tensor, ...]]:

@@ -157,7 +157,7 @@ def _lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out.float().flatten(0, 1), y.flatten())
 
 
-def _windows(stream: torch.Tensor, seq: int) -> TensorData:
+def windows(stream: torch.Tensor, seq: int) -> TensorData:
     n = (len(stream) - 1) // seq
     if n < 1:
         raise DataError(f"corpus of {len(stream)} tokens is shorter than one sequence of {seq}")
@@ -179,12 +179,12 @@ def build_lstm_lm(preset: str, data_dir: Path | None, seed: int, val_fraction: f
     if data_dir is not None:
         streams, words = load_corpus(data_dir, max_vocab=vocab, held_out=val_fraction or 0.1)
         vocab = len(words)
-        train, test = _windows(streams["train"], seq), _windows(streams["test"], seq)
+        train, test = windows(streams["train"], seq), windows(streams["test"], seq)
     else:
         g = torch.Generator().manual_seed(seed)
         n_tokens = {"tiny": 2000, "small": 200_000, "paper": 1_000_000}[preset]
         stream = synthetic.markov_tokens(n_tokens, vocab, g)
-        train, test = _windows(stream, seq).split_off(max(len(stream) // seq // 10, 1))
+        train, test = windows(stream, seq).split_off(max(len(stream) // seq // 10, 1))
     return Workload(
         name="lstm-lm", model=LSTMLanguageModel(vocab, embed, hidden, proj, layers), train_data=train,
         test_data=test, loss_fn=_lm_loss, metric=PERPLEXITY, make_optimizer=adam(1e-3), batch_size=batch,

@@ -101,17 +101,21 @@ def check_val_fraction(val_fraction: float | None, data_dir: str | Path | None, 
 
 
 def create_workload(name: str, preset: str = "small", data_dir: str | Path | None = None, seed: int = 0,
-                    val_fraction: float | None = None, **options: Any) -> Workload:
+                    val_fraction: float | None = None, data: Any = None, **options: Any) -> Workload:
     """Build a registered workload (or an adapter: ``timm:<model>``, ``hf:<config>``).
 
     ``val_fraction``: share of --data-dir data held out for testing when it comes as one split.
+    ``data``: an adapter's :class:`~ampbench.workloads.tasks.DataSpec` (what --input-shape, --task ... say).
     """
     if ":" in name:
         from ampbench.workloads.adapters import create_adapter_workload
 
-        check_val_fraction(val_fraction, data_dir, False, name)
+        check_val_fraction(val_fraction, data_dir, True, name)
         with seeded(seed):
-            return create_adapter_workload(name, preset, data_dir, seed, **options)
+            return create_adapter_workload(name, preset, data_dir, seed, data, val_fraction, **options)
+    if data is not None and data.given():
+        raise AmpbenchError(f"{', '.join(data.given())}: for --model and the hf:/timm: adapters, not for {name} "
+                            "(its data are its own; see ampbench list workloads)")
     spec = get_spec(name)
     check_options(preset, spec.options(), options, name)
     check_val_fraction(val_fraction, data_dir, spec.splits_real_data, name)

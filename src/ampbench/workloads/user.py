@@ -1,15 +1,19 @@
 """User workloads: ``--model path/to/file.py:factory`` or ``package.module:factory``.
 
-The factory returns an ``nn.Module`` (then ``input_shape``/``num_classes`` give synthetic
-classification data, or ``data_dir`` real MNIST/CIFAR-10 data) or a ready :class:`Workload`.
-Every failure is an :class:`AmpbenchError` naming what to fix.
+The factory returns an ``nn.Module`` or a ready :class:`Workload`. For a module, the data come from
+what the user says about them (:class:`~ampbench.workloads.tasks.DataSpec`: any per-sample shape, token
+ids, classification / regression / language modelling), from ``--data-dir`` (MNIST/CIFAR-10 images, a
+``text,label`` CSV for token models, a plain-text corpus for ``--task lm``), or from the user's own
+``--batches file.py:make_batch`` (any inputs: tensor, tuple or dict), with ``--loss file.py:fn`` optional.
+A factory that takes a ``preset`` argument gets ``--preset`` (so a Workload it returns can be sized by it).
+Every failure is an :class:`AmpbenchError` naming what to fix, found with one forward pass before training.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
+import inspect
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,11 +23,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from ampbench.data import synthetic
 from ampbench.data.errors import DataError
+from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
-from ampbench.workloads.base import PRESETS, Workload, adam, image_prep, split
+from ampbench.workloads import tasks
+from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
 from ampbench.workloads.registry import check_val_fraction, seeded
+from ampbench.workloads.tasks import DataSpec, show
 from ampbench.workloads.vision import classification_splits
 
 
@@ -32,52 +38,216 @@ def _where(e: BaseException) -> str:
     return f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
+def load_factory(spec: str, flag: str = "--model", what: str = "factory") -> Callable[..., Any]:
+    """The callable named by ``path/to/file.py:name`` or ``package.module:name`` (one-line errors)."""
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
-        raise AmpbenchError(f"--model {spec!r}: expected path/to/file.py:factory or package.module:factory")
+        raise AmpbenchError(f"{flag} {spec!r}: expected path/to/file.py:{what} or package.module:{what}")
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
         if not path.is_file():
-            raise AmpbenchError(f"--model {spec!r}: file {path} does not exist")
+            raise AmpbenchError(f"{flag} {spec!r}: file {path} does not exist")
         mod_name = f"ampbench_user_{abs(hash(path.resolve()))}"
         module_spec = importlib.util.spec_from_file_location(mod_name, path)
         if module_spec is None or module_spec.loader is None:
-            raise AmpbenchError(f"--model {spec!r}: cannot load {path} as a Python module")
+            raise AmpbenchError(f"{flag} {spec!r}: cannot load {path} as a Python module")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module
         try:
             module_spec.loader.exec_module(module)
         except Exception as e:
-            raise AmpbenchError(f"--model {spec!r}: importing {path} failed: {type(e).__name__}: {e}{_where(e)}") from None
+            raise AmpbenchError(f"{flag} {spec!r}: importing {path} failed: {type(e).__name__}: {e}{_where(e)}") from None
     else:
         try:
             module = importlib.import_module(target)
         except Exception as e:
-            raise AmpbenchError(f"--model {spec!r}: cannot import module {target!r}: {type(e).__name__}: {e}") from None
+            raise AmpbenchError(f"{flag} {spec!r}: cannot import module {target!r}: {type(e).__name__}: {e}") from None
     factory = getattr(module, attr, None)
     if factory is None:
         public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
-        raise AmpbenchError(f"--model {spec!r}: {target} has no attribute {attr!r} (callables there: "
+        raise AmpbenchError(f"{flag} {spec!r}: {target} has no attribute {attr!r} (callables there: "
                             f"{', '.join(public[:8]) or 'none'})")
     if not callable(factory):
-        raise AmpbenchError(f"--model {spec!r}: {attr} is not callable")
+        raise AmpbenchError(f"{flag} {spec!r}: {attr} is not callable")
     return factory
 
 
-def parse_shape(text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    parts = [p.strip() for p in re.split(r"[,x]", str(text))]
-    if not parts or not all(p.isdigit() for p in parts):
-        raise AmpbenchError(f"--input-shape {text!r}: expected integers like 1,28,28 (C,H,W)")
-    shape = tuple(int(p) for p in parts)
-    if any(s < 1 for s in shape):
-        raise AmpbenchError(f"--input-shape {text!r}: expected positive integers like 1,28,28 (C,H,W)")
-    return shape
+def _call_factory(factory: Callable[..., Any], spec: str, preset: str | None, seed: int) -> Any:
+    takes_preset = "preset" in _parameters(factory)
+    try:
+        with seeded(seed):
+            return factory(preset=preset or "small") if takes_preset else factory()
+    except AmpbenchError:
+        raise
+    except Exception as e:
+        raise AmpbenchError(f"--model {spec!r}: the factory raised {type(e).__name__}: {e}{_where(e)}") from None
 
 
-def _load_real(data_dir: Path, val_fraction: float | None = None) -> tuple[Any, Any]:
+def _parameters(fn: Callable[..., Any]) -> list[str]:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = None, num_classes: int | None = None,
+                         data_dir: str | Path | None = None, preset: str | None = None, seed: int = 0,
+                         batch_size: int | None = None, val_fraction: float | None = None, *,
+                         vocab_size: int | None = None, num_outputs: int | None = None, task: str | None = None,
+                         batches: str | None = None, loss: str | None = None,
+                         options: dict[str, Any] | None = None) -> Workload:
+    """The workload of ``--model spec`` (see the module docstring). ``preset`` None: "small" (and a factory
+    returning a Workload keeps its own sizes)."""
+    if preset is not None and preset not in PRESETS:
+        raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    check_val_fraction(val_fraction, data_dir, True, "--model")
+    data = DataSpec.of(input_shape, vocab_size, num_classes, num_outputs, task)
+    options = dict(options or {})
+    bad = sorted(set(options) - set(USER_OPTIONS))
+    if bad:
+        raise AmpbenchError(f"--model has no option {', '.join(bad)} (options: {', '.join(USER_OPTIONS)})")
+    if batches is not None and (data_dir is not None or data.input_shape is not None or data.vocab_size is not None):
+        raise AmpbenchError("--batches makes the data itself: drop --data-dir, --input-shape and --vocab-size")
+    factory = load_factory(spec)
+    made = _call_factory(factory, spec, preset, seed)
+    if isinstance(made, Workload):
+        given = data.given() + [f for f, v in (("--data-dir", data_dir), ("--batches", batches), ("--loss", loss)) if v]
+        if given:
+            raise AmpbenchError(f"--model {spec!r} returns a Workload (its own data and loss): drop {', '.join(given)}")
+        if preset is not None and "preset" not in _parameters(factory):
+            raise AmpbenchError(f"--preset {preset}: --model {spec!r} returns a Workload and takes no preset argument; "
+                                "define it as factory(preset) to size it per preset, or drop --preset")
+        if preset is not None and made.preset == "custom":
+            made.preset = preset
+        return made
+    if not isinstance(made, nn.Module):
+        raise AmpbenchError(f"--model {spec!r}: the factory returned {type(made).__name__}; "
+                            "return an nn.Module or an ampbench.Workload")
+    return build_module_workload(made, spec, data, data_dir=data_dir, preset=preset or "small", seed=seed,
+                                 batch_size=batch_size, val_fraction=val_fraction, batches=batches, loss=loss,
+                                 options=options)
+
+
+USER_OPTIONS = ("tokenizer",)
+"""--option keys a user model takes: tokenizer=word|byte|bpe for a text CSV in --data-dir."""
+
+
+def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_dir: str | Path | None = None,
+                          preset: str = "small", seed: int = 0, batch_size: int | None = None,
+                          val_fraction: float | None = None, batches: str | None = None, loss: str | None = None,
+                          options: dict[str, Any] | None = None, description: str | None = None,
+                          make_optimizer: Callable[..., torch.optim.Optimizer] | None = None) -> Workload:
+    """A module + what the user said about its data -> a checked Workload (also used by the hf:/timm: adapters)."""
+    batch = batch_size or tasks.BATCH[preset]
+    where = f"--model {spec!r}"
+    input_names: tuple[str, ...] | None = None
+    prepare = None
+    if batches is not None:
+        data = data.resolve(where, need_shape=False) if data.given() else DataSpec()  # (task None: from the targets)
+        train, test, input_names, made_by = _from_batches(batches, preset, seed, batch)
+        what = f"batches from {made_by}"
+    elif data_dir is not None:
+        data_dir = Path(data_dir)
+        if not data_dir.is_dir():
+            raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+        train, test, data, prepare, what = _real_data(data_dir, data, where, val_fraction, (options or {}))
+    else:
+        data = data.resolve(where)
+        train, test, prepare = tasks.synthesize(data, preset, seed, batch)
+        what = f"synthetic {data.describe()}"
+    objective = tasks.OBJECTIVES[data.task or "classify"]
+    loss_fn, metric = objective.loss_fn, objective.metric
+    if loss is not None:
+        loss_fn = load_factory(loss, "--loss", "fn")
+        metric = _loss_metric(loss_fn)
+    workload = Workload(
+        name=spec, model=model, train_data=train, test_data=test, loss_fn=loss_fn, metric=metric,
+        make_optimizer=make_optimizer or adam(1e-3), prepare=prepare or (lambda inputs: inputs),
+        input_names=input_names, batch_size=batch, epochs=tasks.EPOCHS[preset], preset=preset,
+        description=description or f"user model: {what}",
+    )
+    out, targets = _check_forward(workload, where, data.tokens, batches is not None)
+    if loss is None:
+        if batches is not None and data.task is None:
+            data = tasks.infer(out, targets, where)
+            workload.loss_fn, workload.metric = tasks.OBJECTIVES[data.task].loss_fn, tasks.OBJECTIVES[data.task].metric
+        tasks.check_output(out, data, targets, where)
+    _check_loss(workload, out, targets, where, loss is not None)
+    return workload
+
+
+def _loss_metric(loss_fn: Callable[..., torch.Tensor]) -> Metric:
+    """--loss: the metric is the user's loss itself (mean over the test set), lower is better."""
+
+    def fn(out: Any, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+        n = int(y.shape[0]) if isinstance(y, torch.Tensor) and y.dim() else 1
+        return loss_fn(out, y).detach().float() * n, n
+
+    return Metric("loss", fn, higher_is_better=False)
+
+
+def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None, options: dict[str, Any]
+               ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
+    """--data-dir for a user module: a text corpus (--task lm), a text,label CSV (token models) or images."""
+    if data.task == "lm" or (data_dir / "train.txt").is_file():
+        return _real_corpus(data_dir, data, where, val_fraction)
+    csvs = sorted(data_dir.glob("*.csv"))
+    if csvs:
+        return _real_text_csv(data_dir, data, where, val_fraction, options)
+    train, test = _load_images(data_dir, val_fraction)
+    real_shape = tuple(train.inputs[0].shape[1:])
+    if data.input_shape is not None and data.input_shape != real_shape:
+        raise AmpbenchError(f"--input-shape {show(data.input_shape)} does not match the data in {data_dir} "
+                            f"({show(real_shape)})")
+    if data.vocab_size is not None or data.num_outputs is not None or data.task not in (None, "classify"):
+        raise AmpbenchError(f"--data-dir {data_dir}: images are classification data; drop --vocab-size/--num-outputs/--task")
+    classes = int(train.targets.max()) + 1
+    if data.num_classes is not None and data.num_classes < classes:
+        raise AmpbenchError(f"--num-classes {data.num_classes}: the labels in {data_dir} go up to {classes - 1}")
+    data = DataSpec(real_shape, None, data.num_classes or classes, None, "classify")
+    return train, test, data, image_prep(), f"images from {data_dir}"
+
+
+def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None
+                 ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
+    from ampbench.data.text import load_corpus
+    from ampbench.workloads.nlp import windows
+
+    if data.task != "lm":
+        raise AmpbenchError(f"--data-dir {data_dir} holds a text corpus (train.txt): that is language-model data, "
+                            "give --task lm --vocab-size V --input-shape SEQ")
+    data = data.resolve(where, need_shape=False)
+    if data.input_shape is None:
+        raise AmpbenchError("--task lm with --data-dir: give --input-shape SEQ (the sequence length)")
+    assert data.vocab_size is not None
+    streams, words = load_corpus(data_dir, max_vocab=data.vocab_size, held_out=val_fraction or 0.1)
+    seq = data.input_shape[0]
+    train, test = windows(streams["train"], seq), windows(streams["test"], seq)
+    return train, test, data, None, f"{len(words):,}-word corpus {data_dir}, seq {seq}"
+
+
+def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None, options: dict[str, Any]
+                   ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
+    from ampbench.data.textcsv import load_text_classification
+
+    if data.vocab_size is None or data.task not in (None, "classify"):
+        raise AmpbenchError(f"--data-dir {data_dir} holds a text,label CSV: that is text classification for a token "
+                            "model; give --vocab-size V (the model's embedding size) and --input-shape SEQ")
+    if data.input_shape is None or len(data.input_shape) != 1:
+        raise AmpbenchError("text classification: give --input-shape SEQ (one sequence length, e.g. 128)")
+    text = load_text_classification(data_dir, seq_len=data.input_shape[0], vocab_size=data.vocab_size,
+                                    tokenizer=str(options.get("tokenizer", "word")), val_fraction=val_fraction)
+    classes = len(text.labels)
+    if data.num_classes is not None and data.num_classes < classes:
+        raise AmpbenchError(f"--num-classes {data.num_classes}: {data_dir} has {classes} labels "
+                            f"({', '.join(text.labels[:8])})")
+    data = DataSpec(data.input_shape, data.vocab_size, data.num_classes or classes, None, "classify")
+    train = TensorData((text.train_ids,), text.train_labels)
+    test = TensorData((text.test_ids,), text.test_labels)
+    return train, test, data, None, f"{text.describe()}"
+
+
+def _load_images(data_dir: Path, val_fraction: float | None = None) -> tuple[TensorData, TensorData]:
     from ampbench.data.cifar import load_cifar10_dir
     from ampbench.data.idx import load_mnist_dir
 
@@ -87,72 +257,101 @@ def _load_real(data_dir: Path, val_fraction: float | None = None) -> tuple[Any, 
             return classification_splits(data_dir, loader, val_fraction)  # type: ignore[return-value]
         except DataError as e:
             errors.append(str(e))
-    raise DataError(f"--data-dir {data_dir}: no MNIST IDX or CIFAR-10 files found ({'; '.join(errors)})")
+    raise DataError(f"--data-dir {data_dir}: no data found: no MNIST IDX or CIFAR-10 files ({'; '.join(errors)}), no "
+                    "text,label CSV (token models), no train.txt corpus (--task lm)")
 
 
-def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = None, num_classes: int | None = None,
-                         data_dir: str | Path | None = None, preset: str = "small", seed: int = 0,
-                         batch_size: int | None = None, val_fraction: float | None = None) -> Workload:
-    if preset not in PRESETS:
-        raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
-    check_val_fraction(val_fraction, data_dir, True, "--model")
-    factory = load_factory(spec)
-    try:
-        with seeded(seed):
-            made = factory()
-    except Exception as e:
-        raise AmpbenchError(f"--model {spec!r}: the factory raised {type(e).__name__}: {e}{_where(e)}") from None
-    if isinstance(made, Workload):
-        return made
-    if not isinstance(made, nn.Module):
-        raise AmpbenchError(f"--model {spec!r}: the factory returned {type(made).__name__}; "
-                            "return an nn.Module or an ampbench.Workload")
-    shape = parse_shape(input_shape) if not isinstance(input_shape, tuple) else input_shape
-    if data_dir is not None:
-        data_dir = Path(data_dir)
-        if not data_dir.is_dir():
-            raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
-        train, test = _load_real(data_dir, val_fraction)
-        real_shape = tuple(train.inputs[0].shape[1:])
-        if shape is not None and shape != real_shape:
-            raise AmpbenchError(f"--input-shape {','.join(map(str, shape))} does not match the data in {data_dir} "
-                                f"({','.join(map(str, real_shape))})")
-        shape = real_shape
-        num_classes = num_classes or int(train.targets.max()) + 1
+def _as_inputs(inputs: Any, batches: str, n: int) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...] | None]:
+    names: tuple[str, ...] | None = None
+    if isinstance(inputs, torch.Tensor):
+        tensors: tuple[Any, ...] = (inputs,)
+    elif isinstance(inputs, (tuple, list)):
+        tensors = tuple(inputs)
+    elif isinstance(inputs, dict):
+        names, tensors = tuple(str(k) for k in inputs), tuple(inputs.values())
     else:
-        if shape is None or num_classes is None:
-            raise AmpbenchError(f"--model {spec!r} returned an nn.Module: give --input-shape C,H,W and "
-                                "--num-classes N (synthetic data), or --data-dir with MNIST/CIFAR-10 files")
-        if num_classes < 2:
-            raise AmpbenchError(f"--num-classes {num_classes}: need at least 2")
-        n = {"tiny": 64, "small": 4096, "paper": 50000}[preset]
-        g = torch.Generator().manual_seed(seed)
-        if len(shape) != 3:
-            raise AmpbenchError(f"--input-shape {','.join(map(str, shape))}: synthetic images need C,H,W")
-        x, y = synthetic.class_images(n, num_classes, shape, g)  # type: ignore[arg-type]
-        train, test = split(x, y, n // 5)
-    workload = Workload(
-        name=spec, model=made, train_data=train, test_data=test, make_optimizer=adam(1e-3), prepare=image_prep(),
-        batch_size=batch_size or {"tiny": 8, "small": 64, "paper": 128}[preset],
-        epochs={"tiny": 1, "small": 3, "paper": 10}[preset], preset=preset, description=f"user model {spec}",
-    )
-    _check_forward(workload, spec, shape, num_classes)
-    return workload
+        raise AmpbenchError(f"--batches {batches!r}: inputs are {type(inputs).__name__}; return a tensor, a tuple or "
+                            "a dict of tensors")
+    for i, t in enumerate(tensors):
+        label = names[i] if names else f"input {i}"
+        if not isinstance(t, torch.Tensor):
+            raise AmpbenchError(f"--batches {batches!r}: {label} is {type(t).__name__}, not a tensor")
+        if t.dim() == 0 or t.shape[0] != n:
+            raise AmpbenchError(f"--batches {batches!r}: {label} has shape {tuple(t.shape)}; asked for a batch of {n}, "
+                                f"its first dimension must be {n}")
+    return tensors, names
 
 
-def _check_forward(workload: Workload, spec: str, shape: tuple[int, ...], num_classes: int) -> None:
+def _from_batches(batches: str, preset: str, seed: int, batch: int
+                  ) -> tuple[TensorData, TensorData, tuple[str, ...] | None, str]:
+    """Train/test splits made by the user's ``make_batch(batch_size, generator) -> (inputs, targets)``.
+
+    Called batch by batch with one seeded generator until the preset's sample count (fewer for big
+    samples); a fifth of the batches is held out for testing.
+    """
+    make_batch = load_factory(batches, "--batches", "make_batch")
+    g = torch.Generator().manual_seed(seed)
+    chunks: list[tuple[tuple[torch.Tensor, ...], torch.Tensor]] = []
+    names: tuple[str, ...] | None = None
+    n_total = None
+    while n_total is None or sum(len(c[1]) for c in chunks) < n_total:
+        try:
+            made = make_batch(batch, g)
+        except Exception as e:
+            raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}{_where(e)}") from None
+        if not isinstance(made, (tuple, list)) or len(made) != 2:
+            raise AmpbenchError(f"--batches {batches!r}: return (inputs, targets), got {type(made).__name__}")
+        tensors, these = _as_inputs(made[0], batches, batch)
+        targets = made[1]
+        if not isinstance(targets, torch.Tensor) or targets.dim() == 0 or targets.shape[0] != batch:
+            got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
+            raise AmpbenchError(f"--batches {batches!r}: targets {got}; return a tensor whose first dimension is the "
+                                f"batch size ({batch})")
+        if chunks and (these != names or len(tensors) != len(chunks[0][0])):
+            raise AmpbenchError(f"--batches {batches!r}: batches differ in their inputs' names or number")
+        names = these
+        chunks.append((tensors, targets))
+        if n_total is None:
+            per_sample = sum(t[0].numel() * t.element_size() for t in (*tensors, targets))
+            n_total = tasks.sample_count(preset, per_sample, batch)
+    try:
+        inputs = tuple(torch.cat([c[0][i] for c in chunks]) for i in range(len(chunks[0][0])))
+        targets = torch.cat([c[1] for c in chunks])
+    except RuntimeError as e:
+        raise AmpbenchError(f"--batches {batches!r}: batches differ in shape or dtype ({str(e).splitlines()[0]})") from None
+    n_test = max(len(chunks) // 5, 1) * batch
+    train, test = TensorData(inputs, targets).split_off(n_test)
+    return train, test, names, batches
+
+
+def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> tuple[Any, torch.Tensor]:
     """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training."""
-    inputs, _ = workload.example_batch(2)
+    inputs, targets = workload.example_batch(2)
+    shapes = ", ".join(f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs)
     try:
         with torch.no_grad():
-            out = workload.model(*inputs)
+            return workload.call_model(workload.model, inputs, prepared=True), targets
     except torch.OutOfMemoryError:
         raise  # not a shape problem: the harness records it as status oom
     except Exception as e:
-        msg = str(e).splitlines()[0][:200]
-        raise AmpbenchError(f"--model {spec!r}: forward on a batch of shape (2, {','.join(map(str, shape))}) failed: "
-                            f"{type(e).__name__}: {msg}. Check --input-shape") from None
-    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise AmpbenchError(f"--model {spec!r}: output {got} is not (batch, {num_classes}) logits; "
-                            "check --num-classes or return an ampbench.Workload with its own loss")
+        msg = str(e).splitlines()[0][:200] if str(e) else ""
+        fix = "check --batches" if made else "check --input-shape" + (" and --vocab-size" if tokens else "")
+        raise AmpbenchError(f"{where}: forward on a batch of shape {shapes} failed: {type(e).__name__}: {msg}. "
+                            f"{fix}") from None
+
+
+def _check_loss(workload: Workload, out: Any, targets: torch.Tensor, where: str, own_loss: bool) -> None:
+    try:
+        with torch.no_grad():
+            value = workload.loss_fn(out, targets)
+    except Exception as e:
+        msg = str(e).splitlines()[0][:200] if str(e) else ""
+        fix = "check --loss" if own_loss else "give --loss file.py:fn, or --task/--num-classes/--num-outputs"
+        raise AmpbenchError(f"{where}: the loss failed on the model's output {_shape_of(out)} and targets "
+                            f"{_shape_of(targets)}: {type(e).__name__}: {msg}. {fix}") from None
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise AmpbenchError(f"{where}: the loss returned {_shape_of(value)}, not a scalar tensor")
+
+
+def _shape_of(x: Any) -> str:
+    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
