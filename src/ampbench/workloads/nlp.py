@@ -84,14 +84,14 @@ def _span_loss(out: tuple[torch.Tensor, torch.Tensor], y: torch.Tensor) -> torch
 
 
 def bert_model(preset: str, size: str | None = None, task: str = "cls", seq_len: int | None = None,
-               vocab: int | None = None) -> Bert:
+               vocab: int | None = None, num_labels: int = 2) -> Bert:
     size = size or {"tiny": "tiny", "small": "small", "paper": "base"}[preset]
     if size not in BERT_SIZES:
         raise AmpbenchError(f"bert size {size!r}: choose one of {', '.join(BERT_SIZES)}")
     if task not in ("cls", "span"):
         raise AmpbenchError(f"bert task {task!r}: choose cls (classification) or span (SQuAD-style)")
     vocab = vocab or (BERT_VOCAB if preset == "paper" or size in ("base", "large") else 2048)
-    return Bert(*BERT_SIZES[size], vocab=vocab, task=task)
+    return Bert(*BERT_SIZES[size], vocab=vocab, task=task, num_labels=num_labels)
 
 
 @register_workload(
@@ -99,17 +99,19 @@ def bert_model(preset: str, size: str | None = None, task: str = "cls", seq_len:
     description="BERT encoder fine-tuning: classification (task=cls) or SQuAD-style spans (task=span)",
     paper="BERT-base (12x768, ~110M) seq 128; options size=large (24x1024, ~340M), task=span, seq_len=384/512; "
           "vocab 30522, AdamW 2e-5",
-    data="none yet (synthetic token classification / spans)",
-    model=lambda preset, size=None, task="cls", seq_len=None: bert_model(preset, size, task),
+    data="text,label CSV: train.csv [test.csv] or one .csv (task=cls; tokenizer=word|byte|bpe)",
+    model=lambda preset, size=None, task="cls", seq_len=None, tokenizer=None: bert_model(preset, size, task),
 )
 def build_bert(preset: str, data_dir: Path | None, seed: int, size: str | None = None, task: str = "cls",
-               seq_len: int | None = None) -> Workload:
-    if data_dir is not None:
-        raise DataError("bert has no real-data reader yet; run it without --data-dir")
-    model = bert_model(preset, size, task)
+               seq_len: int | None = None, tokenizer: str | None = None, val_fraction: float | None = None) -> Workload:
+    if tokenizer is not None and data_dir is None:
+        raise AmpbenchError("bert tokenizer=...: the tokenizer reads a text CSV; give --data-dir too")
     seq = int(seq_len or {"tiny": 16, "small": 64, "paper": 128 if task == "cls" else 384}[preset])
     if not 8 <= seq <= 512:
         raise AmpbenchError(f"bert seq_len {seq} must be between 8 and 512")
+    if data_dir is not None:
+        return _bert_on_text(preset, data_dir, size, task, seq, tokenizer or "word", val_fraction)
+    model = bert_model(preset, size, task)
     vocab = model.word.num_embeddings
     g = torch.Generator().manual_seed(seed)
     n = {"tiny": 32, "small": 2048, "paper": 8192}[preset]
@@ -125,6 +127,27 @@ def build_bert(preset: str, data_dir: Path | None, seed: int, size: str | None =
         make_optimizer=lambda p: torch.optim.AdamW(p, lr=2e-5 if preset == "paper" else 1e-4),
         batch_size={"tiny": 4, "small": 32, "paper": 32}[preset], epochs={"tiny": 1, "small": 2, "paper": 2}[preset],
         preset=preset, description=f"BERT-{size or preset} {task} seq {seq}",
+    )
+
+
+def _bert_on_text(preset: str, data_dir: Path, size: str | None, task: str, seq: int, tokenizer: str,
+                  val_fraction: float | None) -> Workload:
+    """BERT fine-tuning on a text,label CSV (:mod:`ampbench.data.textcsv`); the vocabulary is the model's."""
+    from ampbench.data.textcsv import PAD, load_text_classification
+
+    if task != "cls":
+        raise DataError("bert --data-dir reads text classification (a text,label CSV): use task=cls")
+    vocab = bert_model(preset, size, task).word.num_embeddings
+    text = load_text_classification(data_dir, seq_len=seq, vocab_size=vocab, tokenizer=tokenizer,
+                                    val_fraction=val_fraction)
+    model = bert_model(preset, size, task, num_labels=len(text.labels))
+    train = TensorData((text.train_ids, (text.train_ids != PAD).long()), text.train_labels)
+    test = TensorData((text.test_ids, (text.test_ids != PAD).long()), text.test_labels)
+    return Workload(
+        name="bert", model=model, train_data=train, test_data=test, metric=ACCURACY,
+        make_optimizer=lambda p: torch.optim.AdamW(p, lr=2e-5 if preset == "paper" else 1e-4),
+        batch_size={"tiny": 4, "small": 32, "paper": 32}[preset], epochs={"tiny": 1, "small": 2, "paper": 2}[preset],
+        preset=preset, description=f"BERT-{size or preset} on {text.describe()}",
     )
 
 

@@ -255,18 +255,26 @@ UNET = {"tiny": (8, 16, 16), "small": (16, 64, 256), "paper": (64, 256, 2000)}  
     "unet",
     description="UNet segmentation (4 down / 4 up levels) on images with one bright rectangle",
     paper="UNet 64-1024 channels (~31M parameters, as milesial/Pytorch-UNet), 3 -> 2 classes, 256x256",
-    data="none yet (synthetic segmentation)",
+    data="images/ + masks/ folders, pairs matched by name (.npy; .png with Pillow), sides divisible by 16",
     model=lambda preset: UNet(base=UNET[preset][0]),
 )
-def build_unet(preset: str, data_dir: Path | None, seed: int) -> Workload:
-    if data_dir is not None:
-        raise DataError("unet has no real-data reader yet; run it without --data-dir")
+def build_unet(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     base, size, n = UNET[preset]
-    g = torch.Generator().manual_seed(seed)
-    x, mask = synthetic.shapes_segmentation(n, size, 3, g)
-    train, test = split(x, mask, max(n // 5, 2))
+    if data_dir is not None:
+        from ampbench.data.segmentation import load_segmentation_dir
+
+        seg = load_segmentation_dir(data_dir, multiple_of=16)  # 4 poolings
+        channels, classes = seg.images.shape[1], seg.classes
+        train, test = split(seg.images, seg.masks, held_out(len(seg.masks), val_fraction or VAL_FRACTION, data_dir))
+        about = (f"UNet on {data_dir}: {len(seg.masks)} images {seg.images.shape[2]}x{seg.images.shape[3]}x{channels}, "
+                 f"{classes} classes")
+    else:
+        g = torch.Generator().manual_seed(seed)
+        x, mask = synthetic.shapes_segmentation(n, size, 3, g)
+        train, test = split(x, mask, max(n // 5, 2))
+        channels, classes, about = 3, 2, f"UNet {size}x{size}"
     return Workload(
-        name="unet", model=UNet(base=base), train_data=train, test_data=test, metric=PIXEL_ACCURACY,
+        name="unet", model=UNet(channels, classes, base=base), train_data=train, test_data=test, metric=PIXEL_ACCURACY,
         make_optimizer=adam(1e-3), prepare=image_prep(0.5, 0.25), batch_size={"tiny": 2, "small": 8, "paper": 16}[preset],
-        epochs={"tiny": 1, "small": 2, "paper": 5}[preset], preset=preset, description=f"UNet {size}x{size}",
+        epochs={"tiny": 1, "small": 2, "paper": 5}[preset], preset=preset, description=about,
     )
