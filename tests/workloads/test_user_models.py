@@ -1,0 +1,209 @@
+"""Your model, any shape: vector MLP, token transformer, regression, LM-shaped, --batches dict, --loss;
+through `run` (throughput, memory, converge), `train` (the metric improves) and `diagnose`, in fp32 and a
+half mode; one-line errors (exit 2) for every misuse, the same in run, train and diagnose."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ampbench.diagnose import diagnose
+from ampbench.errors import AmpbenchError
+from ampbench.train import TrainConfig, train
+from ampbench.workloads import create_user_workload, create_workload
+from ampbench.workloads.tasks import DataSpec
+
+M = str(Path(__file__).with_name("user_models.py"))
+
+# name: (factory, CLI data options, create_user_workload keywords, metric, higher is better)
+SHAPES = {
+    "vector-mlp": ("mlp", ["--input-shape", "20", "--num-classes", "3"], dict(input_shape="20", num_classes=3),
+                   "accuracy", True),
+    "token-transformer": ("token_transformer", ["--input-shape", "24", "--vocab-size", "300", "--num-classes", "2"],
+                          dict(input_shape="24", vocab_size=300, num_classes=2), "accuracy", True),
+    "regression": ("regressor", ["--input-shape", "16,8", "--num-outputs", "2"], dict(input_shape="16,8", num_outputs=2),
+                   "rmse", False),
+    "lm": ("causal_lm", ["--input-shape", "16", "--vocab-size", "64", "--task", "lm"],
+           dict(input_shape="16", vocab_size=64, task="lm"), "perplexity", False),
+    "batches-dict": ("two_inputs", ["--batches", f"{M}:make_batch"], dict(batches=f"{M}:make_batch"), "accuracy", True),
+}
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_must_show_run_measures_every_shape_in_fp32_and_bf16(shape: str, tmp_path: Path) -> None:
+    factory, args, _, metric, _ = SHAPES[shape]
+    out = tmp_path / "run.json"
+    r = cli("run", "--model", f"{M}:{factory}", *args, "--preset", "tiny", "--precisions", "fp32,amp-bf16",
+            "--measure", "throughput,memory,converge", "--steps", "3", "--warmup", "1", "--converge-steps", "8",
+            "--seeds", "1", "--no-isolate", "--no-report", "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [(x["precision"], x["status"]) for x in rows] == [("fp32", "ok"), ("amp-bf16", "ok")], rows
+    for row in rows:
+        assert row["workload"] == f"user:{M}:{factory}" and row["preset"] == "tiny"
+        assert row["samples_per_s"] > 0 and row["peak_allocated_bytes"] > 0
+        assert row["metric_name"] == metric and row["converge"] and row["converge_verdict"] is not None
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_must_show_train_improves_the_metric(shape: str) -> None:
+    factory, _, kw, metric, higher = SHAPES[shape]
+    before = train(create_user_workload(f"{M}:{factory}", preset="small", **kw),
+                   TrainConfig(precision="fp32", epochs=1, max_steps_per_epoch=1))
+    after = train(create_user_workload(f"{M}:{factory}", preset="small", **kw),
+                  TrainConfig(precision="amp-bf16", epochs=1, max_steps_per_epoch=80))
+    assert before.metric_name == after.metric_name == metric
+    assert before.test_metric is not None and after.test_metric is not None
+    gain = after.test_metric / before.test_metric if higher else before.test_metric / after.test_metric
+    assert gain > 1.08, (before.test_metric, after.test_metric)
+    assert after.skipped_steps == 0
+
+
+@pytest.mark.parametrize("shape", ["token-transformer", "lm", "batches-dict"])
+def test_must_show_diagnose_runs_on_user_models(shape: str) -> None:
+    factory, _, kw, _, _ = SHAPES[shape]
+    d = diagnose(lambda: create_user_workload(f"{M}:{factory}", preset="tiny", **kw), "amp-bf16", steps=3,
+                 preset="tiny", checks=("nonfinite", "gradients", "tensorcore"), name=factory)
+    assert d.findings and d.precision == "amp-bf16"
+
+
+def test_diagnose_cli_takes_the_same_options(tmp_path: Path) -> None:
+    r = cli("diagnose", "--model", f"{M}:causal_lm", "--input-shape", "16", "--vocab-size", "64", "--task", "lm",
+            "--preset", "tiny", "--steps", "2", "--checks", "nonfinite,tensorcore", "-p", "fp32", "--db",
+            str(tmp_path / "d.db"))
+    assert r.returncode == 0, r.stderr
+    assert "user:" in r.stdout and "finding" in r.stdout
+
+
+def test_batches_dict_is_called_by_keyword_and_the_task_is_inferred() -> None:
+    wl = create_user_workload(f"{M}:two_inputs", preset="tiny", batches=f"{M}:make_batch")
+    assert wl.input_names == ("feats", "ids") and wl.metric is not None and wl.metric.name == "accuracy"
+    assert len(wl.train_data) + len(wl.test_data) == 64  # the tiny preset's samples, in batches of 8
+    reg = create_user_workload(f"{M}:mlp", preset="tiny", batches=f"{M}:make_regression_batch", loss=f"{M}:l1_loss")
+    assert reg.metric is not None and reg.metric.name == "loss" and not reg.metric.higher_is_better
+    with pytest.raises(AmpbenchError, match=r"output \(2, 2\) is not \(2, 3\) predictions"):
+        create_user_workload(f"{M}:linear2", preset="tiny", batches=f"{M}:make_regression_batch")
+
+
+def test_synthetic_token_data_stay_in_the_vocabulary_and_learnable() -> None:
+    wl = create_user_workload(f"{M}:token_transformer", input_shape="24", vocab_size=300, num_classes=2, preset="tiny")
+    ids = wl.train_data.inputs[0]
+    assert ids.dtype == torch.int64 and ids.shape[1:] == (24,) and 1 <= int(ids.min()) and int(ids.max()) < 300
+    lm = create_user_workload(f"{M}:causal_lm", input_shape="16", vocab_size=64, task="lm", preset="tiny")
+    x, y = lm.train_data.inputs[0], lm.train_data.targets
+    assert torch.equal(x[:, 1:], y[:, :-1])  # next-token targets
+
+
+def test_presets_apply_to_user_workloads() -> None:
+    assert len(create_user_workload(f"{M}:mlp", input_shape="20", num_classes=3, preset="tiny").train_data) < \
+        len(create_user_workload(f"{M}:mlp", input_shape="20", num_classes=3, preset="small").train_data)
+    assert create_user_workload(f"{M}:sized", preset="paper").preset == "paper"
+    assert len(create_user_workload(f"{M}:sized", preset="tiny").train_data) == 16
+    assert create_user_workload(f"{M}:unsized").preset == "custom"
+    with pytest.raises(AmpbenchError, match="takes no preset argument"):
+        create_user_workload(f"{M}:unsized", preset="tiny")
+
+
+def test_train_header_names_the_data_and_preset() -> None:
+    r = cli("train", "--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "--preset", "tiny",
+            "-p", "fp32", "--max-steps", "2")
+    assert r.returncode == 0, r.stderr
+    assert "synthetic features 20 -> 3 classes, preset tiny" in r.stdout
+    r = cli("train", "--model", f"{M}:unsized", "-p", "fp32", "--max-steps", "2")
+    assert r.returncode == 0, r.stderr
+    assert "unsized (preset custom)" in r.stdout and "(," not in r.stdout
+
+
+BAD = [
+    (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "4"], "output (2, 3) is not (batch, 4) logits"),
+    (["--model", f"{M}:mlp", "--input-shape", "21", "--num-classes", "3"], "forward on a batch of shape (2, 21) failed"),
+    (["--model", f"{M}:mlp", "--input-shape", "20"], "give --num-classes N"),
+    (["--model", f"{M}:mlp", "--input-shape", "20", "--task", "lm"], "--task lm needs --vocab-size"),
+    (["--model", f"{M}:mlp", "--input-shape", "20", "--task", "rank"], "--task 'rank': choose one of"),
+    (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "--num-outputs", "1"], "not both"),
+    (["--model", f"{M}:causal_lm", "--input-shape", "16", "--vocab-size", "50", "--task", "lm"],
+     "is not (batch, 16, 50) next-token logits"),
+    (["--model", f"{M}:causal_lm", "--input-shape", "16,2", "--vocab-size", "64", "--task", "lm"],
+     "--task lm takes one sequence length"),
+    (["--model", f"{M}:token_transformer", "--input-shape", "24", "--vocab-size", "2", "--num-classes", "2"],
+     "too small for 2 classes"),
+    (["--model", f"{M}:two_inputs", "--batches", f"{M}:nope"], "has no attribute 'nope'"),
+    (["--model", f"{M}:two_inputs", "--batches", f"{M}:make_batch", "--input-shape", "8"], "--batches makes the data"),
+    (["--model", f"{M}:unsized", "--input-shape", "4"], "returns a Workload"),
+    (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "-o", "size=2"], "has no option size"),
+    (["--loss", f"{M}:l1_loss"], "apply to --model only"),
+]
+
+
+EVERY_COMMAND = BAD[:4] + BAD[-3:]  # the rest go through the same checks: train only, to keep CI fast
+
+
+@pytest.mark.parametrize("command", ["run", "train", "diagnose"])
+@pytest.mark.parametrize("args,expect", EVERY_COMMAND)
+def test_bad_user_input_one_line_exit_2_in_every_command(command: str, args: list[str], expect: str,
+                                                         tmp_path: Path) -> None:
+    extra = ["--db", str(tmp_path / "r.db")] if command != "train" else []
+    if command == "run" and args[0] == "--loss":
+        args = ["--workloads", "mnist-cnn", *args]
+    elif args[0] == "--loss":
+        args = ["mnist-cnn", *args]
+    r = cli(command, *args, "--preset", "tiny", *extra)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert expect in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("args,expect", [b for b in BAD if b not in EVERY_COMMAND])
+def test_bad_user_input_one_line_exit_2(args: list[str], expect: str) -> None:
+    r = cli("train", *args, "--preset", "tiny")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert expect in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_data_options_refused_for_registered_workloads() -> None:
+    with pytest.raises(AmpbenchError, match="for --model and the hf:/timm: adapters, not for mnist-cnn"):
+        create_workload("mnist-cnn", "tiny", data=DataSpec.of(input_shape="20"))
+    r = cli("run", "--workloads", "mnist-cnn", "--vocab-size", "10", "--preset", "tiny")
+    assert r.returncode == 2 and "--vocab-size applies to --model" in r.stderr
+
+
+def test_run_help_shows_one_example_per_shape() -> None:
+    r = cli("run", "--help")
+    assert r.returncode == 0
+    for text in ("--input-shape 20 --num-classes 2", "--input-shape 3,224,224", "--vocab-size 30522",
+                 "--num-outputs 3", "--task lm", "--batches m.py:make_batch"):
+        assert text in r.stdout, text
+
+
+needs_hf = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                              reason="transformers not installed (pip install 'ampbench[hf]')")
+
+
+@needs_hf
+def test_hf_causal_lm_and_classifier_take_token_inputs() -> None:
+    gpt = create_workload("hf:gpt2", "tiny", data=DataSpec.of(task="lm", vocab_size=128, input_shape="16"),
+                          n_layer=1, n_embd=32, n_head=2)
+    assert gpt.metric is not None and gpt.metric.name == "perplexity"
+    r = train(gpt, TrainConfig(precision="amp-bf16", epochs=1, max_steps_per_epoch=3))
+    assert r.test_metric is not None and r.skipped_steps == 0
+    bert = create_workload("hf:bert", "tiny", data=DataSpec.of(num_classes=3), num_hidden_layers=1, hidden_size=32,
+                           num_attention_heads=2, intermediate_size=64)
+    assert int(bert.train_data.inputs[0].max()) < 30522  # the config's vocabulary
+    out = bert.call_model(bert.model, bert.example_batch(2)[0], prepared=True)
+    assert out.shape == (2, 3)
+    with pytest.raises(AmpbenchError, match="has no field 'nonsense'"):
+        create_workload("hf:bert", "tiny", nonsense=1)
