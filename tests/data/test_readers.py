@@ -206,7 +206,7 @@ def test_val_fraction_is_checked(tmp_path):
         create_workload("mnist-cnn", "tiny", data_dir=tmp_path, val_fraction=1.5)
     with pytest.raises(AmpbenchError, match="give --data-dir too"):
         create_workload("mnist-cnn", "tiny", val_fraction=0.3)
-    with pytest.raises(AmpbenchError, match="bert does not hold out"):
-        create_workload("bert", "tiny", data_dir=tmp_path, val_fraction=0.3)
+    with pytest.raises(AmpbenchError, match="conv-dummy does not hold out"):
+        create_workload("conv-dummy", "tiny", data_dir=tmp_path, val_fraction=0.3)
     wl = create_workload("mnist-cnn", "tiny", data_dir=tmp_path, val_fraction=0.25)
     assert (len(wl.train_data), len(wl.test_data)) == (15, 5)

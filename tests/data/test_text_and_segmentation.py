@@ -15,15 +15,15 @@ import pytest
 import torch
 
 from ampbench.data.errors import DataError
-from ampbench.errors import AmpbenchError
 from ampbench.data.segmentation import load_segmentation_dir
 from ampbench.data.textcsv import CLS, PAD, UNK, load_text_classification, read_text_csv
+from ampbench.errors import AmpbenchError
 from ampbench.train import TrainConfig, train
 from ampbench.workloads import create_user_workload, create_workload
 
 M = str(Path(__file__).parents[1] / "workloads" / "user_models.py")
-POS, NEG = "love great happy awesome".split(), "hate awful sad terrible".split()
-FILLER = "the a today my this movie day was so really".split()
+POS, NEG = ["love", "great", "happy", "awesome"], ["hate", "awful", "sad", "terrible"]
+FILLER = ["the", "a", "today", "my", "this", "movie", "day", "was", "so", "really"]
 
 
 def write_tweets(path: Path, n: int = 120, label_col: str = "sentiment", seed: int = 0) -> Path:
