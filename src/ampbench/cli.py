@@ -158,7 +158,7 @@ Your model, any shape (synthetic learnable data unless --data-dir or --batches):
 
   --model m.py:two_tower --batches m.py:make_batch [--loss m.py:loss]   (any inputs)
 
-  --workloads hf:gpt2 --task lm -o n_layer=2   (HF transformers from a config, no download)
+  hf:gpt2 --task lm -o n_layer=2   (as the workload: HF transformers from a config, no download)
 """
 
 

@@ -145,6 +145,7 @@ BAD = [
     (["--model", f"{M}:two_inputs", "--batches", f"{M}:make_batch", "--input-shape", "8"], "--batches makes the data"),
     (["--model", f"{M}:unsized", "--input-shape", "4"], "returns a Workload"),
     (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "-o", "size=2"], "has no option size"),
+    (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "-o", "tokenizer=bpe"], "there is none"),
     (["--loss", f"{M}:l1_loss"], "apply to --model only"),
 ]
 

@@ -111,7 +111,8 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
     factory = load_factory(spec)
     made = _call_factory(factory, spec, preset, seed)
     if isinstance(made, Workload):
-        given = data.given() + [f for f, v in (("--data-dir", data_dir), ("--batches", batches), ("--loss", loss)) if v]
+        given = data.given() + [f for f, v in (("--data-dir", data_dir), ("--batches", batches), ("--loss", loss),
+                                               ("--option", options)) if v]
         if given:
             raise AmpbenchError(f"--model {spec!r} returns a Workload (its own data and loss): drop {', '.join(given)}")
         if preset is not None and "preset" not in _parameters(factory):
@@ -142,6 +143,8 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
     where = f"--model {spec!r}"
     input_names: tuple[str, ...] | None = None
     prepare = None
+    if (options or {}).get("tokenizer") is not None and (data_dir is None or not any(Path(data_dir).glob("*.csv"))):
+        raise AmpbenchError("--option tokenizer=...: the tokenizer reads a text,label CSV in --data-dir; there is none")
     if batches is not None:
         data = data.resolve(where, need_shape=False) if data.given() else DataSpec()  # (task None: from the targets)
         train, test, input_names, made_by = _from_batches(batches, preset, seed, batch)
