@@ -43,15 +43,21 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None) -> Table:
-    path = Path(path)
+def read_csv_rows(path: Path) -> list[list[str]]:
+    """Every row of a UTF-8 CSV (a byte-order mark is fine): a header and at least one data row."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise DataError(f"{path}: cannot read as CSV ({e})") from None
+        raise DataError(f"{path}: cannot read as UTF-8 CSV ({e})") from None
     if len(rows) < 2:
         raise DataError(f"{path}: needs a header row and at least one data row")
+    return rows
+
+
+def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None) -> Table:
+    path = Path(path)
+    rows = read_csv_rows(path)
     header, body = rows[0], rows[1:]
     if target not in header:
         raise DataError(f"{path}: no target column {target!r} (columns: {', '.join(header)})")

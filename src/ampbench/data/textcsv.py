@@ -15,7 +15,6 @@ Ids 0, 1, 2 are [PAD], [UNK], [CLS]; every sequence is [CLS] + tokens, truncated
 
 from __future__ import annotations
 
-import csv
 import importlib
 import re
 from collections import Counter
@@ -26,6 +25,7 @@ from pathlib import Path
 import torch
 
 from ampbench.data.errors import DataError
+from ampbench.data.tabular import read_csv_rows
 
 PAD, UNK, CLS = 0, 1, 2
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]")
@@ -53,13 +53,7 @@ class TextClassification:
 
 def read_text_csv(path: Path) -> tuple[list[str], list[str]]:
     """(texts, labels) of a CSV with a header naming a text and a label column."""
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise DataError(f"{path}: cannot read as UTF-8 CSV ({e})") from None
-    if len(rows) < 2:
-        raise DataError(f"{path}: needs a header row and at least one data row")
+    rows = read_csv_rows(path)
     header = [h.strip().lower() for h in rows[0]]
     label_col = next((c for c in LABEL_COLUMNS if c in header), None)
     if "text" not in header or label_col is None:
