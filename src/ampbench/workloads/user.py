@@ -140,7 +140,7 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
                           make_optimizer: Callable[..., torch.optim.Optimizer] | None = None) -> Workload:
     """A module + what the user said about its data -> a checked Workload (also used by the hf:/timm: adapters)."""
     batch = batch_size or tasks.BATCH[preset]
-    where = f"--model {spec!r}"
+    where = spec if spec.startswith(("hf:", "timm:")) else f"--model {spec!r}"
     input_names: tuple[str, ...] | None = None
     prepare = None
     if (options or {}).get("tokenizer") is not None and (data_dir is None or not any(Path(data_dir).glob("*.csv"))):
@@ -165,9 +165,9 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         metric = _loss_metric(loss_fn)
     workload = Workload(
         name=spec, model=model, train_data=train, test_data=test, loss_fn=loss_fn, metric=metric,
-        make_optimizer=make_optimizer or adam(1e-3), prepare=prepare or (lambda inputs: inputs),
-        input_names=input_names, batch_size=batch, epochs=tasks.EPOCHS[preset], preset=preset,
-        description=description or f"user model: {what}",
+        make_optimizer=make_optimizer or adam(1e-3), input_names=input_names, batch_size=batch,
+        epochs=tasks.EPOCHS[preset], preset=preset, description=description or f"user model: {what}",
+        **({"prepare": prepare} if prepare is not None else {}),
     )
     out, targets = _check_forward(workload, where, data.tokens, batches is not None)
     if loss is None:
