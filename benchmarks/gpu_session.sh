@@ -11,6 +11,8 @@
 #           continues with --resume when run again (finished cells are never lost)
 #   bench   benchmarks/engine_overhead.py and harness_overhead.py on cuda
 #   export  every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/
+#   fp8     (torchao wheel carried) BERT-large on the fp8 modes next to amp-bf16: throughput, memory,
+#           convergence; eager (torch.compile of fp8 cells is not built yet), said in the label
 #   compat  (if device time is left) the whole CPU test suite on that machine's torch and python
 #
 # Exit 3: a run stopped at BUDGET_S with cells left; call the same stage again to resume it.
@@ -21,10 +23,12 @@
 # typer >= 0.26 cannot parse options without pydantic, which that image lacks, and its typer
 # version is unknown: before the first call, here, `pip download --no-deps --only-binary=:all:
 # typer==0.25.1 -d .whl` and carry `.whl` (and `out`) in every call; the wheel is used only
-# where pydantic is missing.
+# where pydantic is missing. The fp8 stage needs torchao (absent there): `pip download --no-deps
+# --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 torchao==0.18.0 -d .whl`
+# (3.4 MB, cp310-abi3, no declared torch dependency; 0.18 needs torch >= 2.11, which that image has).
 set -uo pipefail
-STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|export|compat}
-case $STAGE in checks|paper|suite|bench|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|export|compat" >&2; exit 2 ;; esac
+STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|export|compat}
+case $STAGE in checks|paper|suite|bench|fp8|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|export|compat" >&2; exit 2 ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu
@@ -33,8 +37,11 @@ mkdir -p "$STATE"
 export PYTHONUNBUFFERED=1
 
 # -- setup: ampbench importable, with a typer that works without pydantic ----------------------
-if ls .whl/typer-*.whl >/dev/null 2>&1 && ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+WHEELS=()
+if ls .whl/typer-*.whl >/dev/null 2>&1 && ! python3 -c "import pydantic" 2>/dev/null; then WHEELS+=(.whl/typer-*.whl); fi
+if ls .whl/torchao-*.whl >/dev/null 2>&1 && ! python3 -c "import torchao" 2>/dev/null; then WHEELS+=(.whl/torchao-*.whl); fi
+if [ ${#WHEELS[@]} -gt 0 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${WHEELS[@]}" && export PYTHONPATH=/tmp/site
 fi
 bash scripts/bootstrap.sh >"$STATE/setup.log" 2>&1 || { cat "$STATE/setup.log"; exit 1; }
 AB=.venv/bin/ampbench
@@ -105,6 +112,12 @@ case $STAGE in
     $PY benchmarks/engine_overhead.py --device "$DEVICE" --out "$RESULTS/engine_overhead.json" | tee "$STATE/engine.log"
     timeout "$((BUDGET_S - 200))" $PY benchmarks/harness_overhead.py --device "$DEVICE" --steps 100 --rounds 7 \
       --out "$RESULTS/harness_overhead.json" | tee "$STATE/harness.log"
+    ;;
+  fp8)
+    $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(p())" || exit 2
+    run_resumable fp8 --workloads bert --preset small -o size=large --precisions fp32,amp-bf16,fp8-tensorwise,fp8-rowwise,fp8-rowwise-gw-hp \
+      --measure throughput,memory,converge --seeds 2 --converge-steps 150 \
+      --label "BERT-large seq 64, fp8 modes vs amp-bf16 (torchao, eager: no torch.compile)"
     ;;
   export)
     $AB export --db "$DB" --out "$RESULTS/runs.json"

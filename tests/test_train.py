@@ -109,7 +109,7 @@ def test_cli_user_model_on_real_mnist(user_file, tmp_path):
     (["--model", "{f}:CNN", "--input-shape", "3,32,32", "--num-classes", "10"], "forward on a batch of shape"),
     (["--model", "{f}:CNN", "--input-shape", "1,x,28", "--num-classes", "10"], "expected positive integers"),
     (["--model", "{f}:CNN"], "give --input-shape"),
-    (["mnist-cnn", "--precision", "fp8"], "unknown precision 'fp8'"),
+    (["mnist-cnn", "--precision", "fp9"], "unknown precision 'fp9'"),
     (["mnist-cnn", "--precision", "tf32", "--preset", "tiny"], "tf32 cannot run on cpu"),
     (["mnist-cnm"], "unknown workload"),
     (["mnist-cnn", "--preset", "huge"], "unknown preset"),

@@ -142,6 +142,30 @@ LossOpt = Annotated[Opt[str], typer.Option(help="Your loss: file.py:fn, fn(outpu
 OptionOpt = Annotated[Opt[list[str]], typer.Option("--option", "-o", help="Workload option KEY=VALUE (hf: config "
                                                    "fields; tokenizer=word|byte|bpe for a text CSV).")]
 
+Fp8SkipOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: Linear layers kept in bf16, name substrings, "
+                                               "comma-separated (e.g. head,lm_head).")]
+Fp8FilterOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: auto (multiple-of-16 dims and torchao's size "
+                                                "thresholds) or dims (only the multiple-of-16 rule).")]
+
+
+def fp8_options(precisions: list[str], skip: str | None, filter: str | None) -> dict[str, object]:
+    """--fp8-skip/--fp8-filter, refused unless an fp8 mode is asked for."""
+    from ampbench.precision import get
+    from ampbench.precision.fp8 import FILTERS
+
+    if skip is None and filter is None:
+        return {}
+    if not any(get(p).math_mode == "fp8" for p in precisions):
+        raise AmpbenchError("--fp8-skip/--fp8-filter apply to the fp8 modes (fp8-tensorwise, fp8-rowwise, "
+                            "fp8-rowwise-gw-hp); none is asked for")
+    if filter is not None and filter not in FILTERS:
+        raise AmpbenchError(f"--fp8-filter {filter!r}: choose one of {', '.join(FILTERS)}")
+    out: dict[str, object] = {"fp8_skip": tuple(x.strip() for x in (skip or "").split(",") if x.strip())}
+    if filter is not None:
+        out["fp8_filter"] = filter
+    return out
+
+
 MODEL_EXAMPLES = """
 
 Your model, any shape (synthetic learnable data unless --data-dir or --batches):
@@ -230,6 +254,8 @@ def train_cmd(
     batches: BatchesOpt = None,
     loss: LossOpt = None,
     option: OptionOpt = None,
+    fp8_skip: Fp8SkipOpt = None,
+    fp8_filter: Fp8FilterOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -241,7 +267,8 @@ def train_cmd(
 
     resolve(precision)  # fail fast on a bad name, before building data
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
-                         loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps)
+                         loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
+                         **fp8_options([precision], fp8_skip, fp8_filter))  # type: ignore[arg-type]
     if not resume:  # (with --resume the checkpoint must already be there: train() says so)
         check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
     check_output_file(json_out, "--json")
@@ -307,6 +334,8 @@ def run_cmd(
                                                      "as one split (default 0.2; tabular/text 0.1).")] = None,
     option: OptionOpt = None,
     loss_scale: Annotated[Opt[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,
+    fp8_skip: Fp8SkipOpt = None,
+    fp8_filter: Fp8FilterOpt = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
     memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
     maxbatch_limit: Annotated[int, typer.Option(help="Largest batch maxbatch tries.")] = 65536,
@@ -378,8 +407,10 @@ def run_cmd(
         from ampbench.precision.scaling import LossScaleConfig
 
         LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
+    modes = parse_precisions(precisions, str(dev))
     config = RunConfig(
-        device=str(dev), workloads=wl_names, presets=presets, precisions=parse_precisions(precisions, str(dev)),
+        device=str(dev), workloads=wl_names, presets=presets, precisions=modes,
+        **fp8_options(list(modes), fp8_skip, fp8_filter),  # type: ignore[arg-type]
         batch_sizes=tuple(sizes), repeats=repeats, native_only=native_only_entries(names, preset, precisions, str(dev)),
         measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, **user,  # type: ignore[arg-type]

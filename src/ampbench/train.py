@@ -37,6 +37,10 @@ class TrainConfig:
     """cpu / cuda[:N] (default: cuda when available)."""
     loss_scale: str | float | None = None
     """Override the mode's loss scaling (see MixedPrecision)."""
+    fp8_skip: tuple[str, ...] = ()
+    """fp8 modes: Linear layers (name substrings) kept in bf16."""
+    fp8_filter: str = "auto"
+    """fp8 modes: auto (dims and torchao's size thresholds) or dims (only the multiple-of-16 rule)."""
     max_grad_norm: float | None = None
     checkpoint_dir: Path | None = None
     """Write checkpoint.pt here at the end of every epoch."""
@@ -134,7 +138,9 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     torch.manual_seed(config.seed)
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
-    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device)
+    changed = config.fp8_skip or config.fp8_filter != "auto"  # (MixedPrecision refuses them for other modes)
+    fp8 = {"fp8_skip": config.fp8_skip, "fp8_filter": config.fp8_filter} if changed else {}
+    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, **fp8)
     model, optimizer = mp.setup(model, optimizer)
     workload.model = model
     train_data = workload.train_data.to(device)

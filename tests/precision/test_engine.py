@@ -85,7 +85,7 @@ def test_unsupported_mode_refused_not_replaced():
 
 def test_bad_constructor_arguments():
     with pytest.raises(AmpbenchError, match="unknown precision"):
-        MixedPrecision("fp8")
+        MixedPrecision("fp9")
     with pytest.raises(AmpbenchError, match="keep_fp32 applies"):
         MixedPrecision("amp-fp16", keep_fp32=["fc1"])
     model, opt = make_run()

@@ -12,6 +12,9 @@ EXPECTED = {
     "master-bf16": [],
     "pure-fp16": ["O3", "16-true"],
     "pure-bf16": ["bf16-true"],
+    "fp8-tensorwise": ["fp8"],
+    "fp8-rowwise": [],
+    "fp8-rowwise-gw-hp": [],
 }
 
 

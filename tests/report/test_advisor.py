@@ -208,3 +208,18 @@ def test_expected_speedup_only_where_a_gemm_benchmark_can_predict_it() -> None:
     assert by["amp-bf16"]["expected_speedup_vs_fp32"] == pytest.approx(1 / (0.5 + 0.5 / 4))  # g = 0.2 / 0.4
     assert by["amp-fp16"]["expected_speedup_vs_fp32"] is None and by["fp32"]["expected_speedup_vs_fp32"] is None
     assert all(r["expected_speedup_vs_fp32"] is None for r in derive(rows(0.6), hw))
+
+
+def test_fp8_is_never_recommended_without_its_convergence() -> None:
+    rows = [_row("fp32", 100.0), _row("amp-bf16", 200.0, 600, math_mode="bf16"),
+            _row("fp8-tensorwise", 300.0, 600, math_mode="fp8")]
+    a = advise(derive(rows))
+    assert a.recommended == "amp-bf16"
+    assert "fp8-tensorwise ran 1.50x faster but is not recommended: run --measure converge first" in a.evidence
+    checked = [_row("fp32", 100.0, verdict_losses=[1.0, 1.01, 0.99]),
+               _row("amp-bf16", 200.0, 600, verdict_losses=[1.0, 1.0, 1.01], math_mode="bf16"),
+               _row("fp8-tensorwise", 300.0, 600, verdict_losses=[1.0, 1.0, 1.0], math_mode="fp8")]
+    a = advise(derive(checked))
+    assert a.recommended == "fp8-tensorwise" and "1.50x the speed of the best bf16 mode (amp-bf16)" in a.evidence
+    diverging = [*checked[:2], _row("fp8-rowwise", 300.0, 600, verdict_losses=[3.0, 3.1, 3.2], math_mode="fp8")]
+    assert advise(derive(diverging)).recommended == "amp-bf16"

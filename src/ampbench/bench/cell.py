@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ampbench.bench.plan import CellSpec
+from ampbench.bench.plan import CellSpec, mp_options
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.measure import memory as mem
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
@@ -146,7 +146,7 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         from ampbench.measure.converge import converge
 
         conv = converge(lambda s: build_workload(spec, s), spec.precision, device, spec.converge_steps, spec.seeds,
-                        spec.batch_size, spec.seed, spec.loss_scale)
+                        spec.batch_size, spec.seed, spec.loss_scale, mp_options(spec))
         row["converge"] = conv
         finals = [x for x in conv["final_losses"] if math.isfinite(x)]
         row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
@@ -162,7 +162,8 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         ctx = step.mp.autocast() if step is not None else recipe.forward_context(device.type)
         with ctx:
             row["env"] = environment(device)
-    row["math_mode"] = math_mode_of(DTYPE_NAMES.get(recipe.compute_dtype, "fp32"), bool(row["env"]["tf32_matmul"]))
+    row["math_mode"] = math_mode_of(recipe.math_mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"),
+                                    bool(row["env"]["tf32_matmul"]))
 
 
 def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: torch.device,
@@ -173,7 +174,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     peaks.start(base_rss)
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
-        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale)
+        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, mp_options=mp_options(spec))
+    if step.mp.fp8_layers is not None:
+        out["fp8_layers"] = step.mp.fp8_layers.summary()
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     out["first_step_ms"] = time_once(step, device)
@@ -203,8 +206,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["cpu_rss_peak_bytes"] = peak["cpu_rss_peak"]
     out["nvml_used_bytes"] = process_gpu_memory(device) if device.type == "cuda" else None
     out["gpu_used_bytes"] = device_gpu_memory(device) if device.type == "cuda" else None
-    dtype = DTYPE_NAMES.get(get(spec.precision).compute_dtype, "fp32")
-    out["math_mode"] = math_mode_of(dtype, bool(out["env"]["tf32_matmul"]))
+    recipe = get(spec.precision)
+    out["math_mode"] = math_mode_of(recipe.math_mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"),
+                                    bool(out["env"]["tf32_matmul"]))
     out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
                    device.type))
     if math.isfinite(loss) and skipped_timed >= spec.steps:  # no-op steps are not training: their speed means nothing

@@ -73,6 +73,10 @@ class Settings:
     """Share of --data-dir data held out for testing when it comes as one split (None: the workload's default)."""
     options: tuple[tuple[str, Any], ...] = ()
     loss_scale: str | None = None
+    fp8_skip: tuple[str, ...] = ()
+    """fp8 modes: Linear layers (name substrings) kept in bf16."""
+    fp8_filter: str | None = None
+    """fp8 modes: auto (default: dims and torchao's size thresholds) or dims."""
     memory_budget: int | None = None
     """CPU: bytes a cell may grow by (over it = oom). GPU: cap below the card's memory."""
     memory_margin: float = 0.05
@@ -85,8 +89,17 @@ class Settings:
     """Large inference batch (default: the training batch size)."""
 
 
-NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss")
+NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss", "fp8_filter")
 """Settings that came after the first user-model cells: left out of a cell's key when unset."""
+
+
+def mp_options(settings: Settings) -> dict[str, Any]:
+    """MixedPrecision keywords beyond the mode's name (fp8 layer choice), for the cell's precision only."""
+    from ampbench.precision import get
+
+    if get(settings.precision if isinstance(settings, CellSpec) else "fp32").math_mode != "fp8":
+        return {}
+    return {"fp8_skip": settings.fp8_skip, "fp8_filter": settings.fp8_filter or "auto"}
 
 
 def user_data_kwargs(settings: Settings) -> dict[str, Any]:
@@ -128,6 +141,10 @@ class CellSpec(Settings):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["measures"], d["options"] = list(self.measures), [list(kv) for kv in self.options]
+        if self.fp8_skip:
+            d["fp8_skip"] = list(self.fp8_skip)
+        else:
+            del d["fp8_skip"]
         if self.repeat == 0:  # keys of runs without repeats stay what they were before repeats existed
             del d["repeat"], d["first_measures"]
         else:
@@ -146,6 +163,7 @@ class CellSpec(Settings):
         d["measures"] = tuple(d.get("measures", ()))
         d["first_measures"] = tuple(d.get("first_measures", ()))
         d["options"] = tuple((k, v) for k, v in d.get("options", ()))
+        d["fp8_skip"] = tuple(d.get("fp8_skip", ()))
         return cls(**d)
 
 
@@ -249,10 +267,11 @@ def parse_measures(value: str | None) -> tuple[str, ...]:
 
 def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
     """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
-    from ampbench.precision import list_precisions
+    from ampbench.precision import get, list_precisions
 
     names = parse_list(value, "precisions") if value is not None else [
-        p for p in list_precisions() if supported(p, device).ok]
+        p for p in list_precisions() if supported(p, device).ok
+        and (get(p).in_cpu_defaults or not device.startswith("cpu"))]
     out: list[str] = []
     for n in names:
         canonical = resolve(n)

@@ -36,12 +36,12 @@ def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[li
 
 
 def train_seed(workload: Workload, precision: str, device: torch.device, steps: int, batch_size: int, seed: int,
-               loss_scale: str | None = None) -> dict[str, Any]:
+               loss_scale: str | None = None, mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     from ampbench.train import evaluate
 
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
-    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device)
+    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)
     model.train()
     data = workload.train_data.to(device)
@@ -78,12 +78,13 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
 
 
 def converge(build: Callable[[int], Workload], precision: str, device: torch.device, steps: int, seeds: int,
-             batch_size: int | None, base_seed: int = 0, loss_scale: str | None = None) -> dict[str, Any]:
+             batch_size: int | None, base_seed: int = 0, loss_scale: str | None = None,
+             mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train ``seeds`` runs (seeds base_seed, base_seed+1, ...) of ``steps`` steps; curves and summaries."""
     runs = []
     for s in range(base_seed, base_seed + seeds):
         wl = build(s)
-        runs.append(train_seed(wl, precision, device, steps, batch_size or wl.batch_size, s, loss_scale))
+        runs.append(train_seed(wl, precision, device, steps, batch_size or wl.batch_size, s, loss_scale, mp_options))
     curve_steps, _ = _downsample(runs[0]["curve"]) if runs else ([], [])
     return {
         "steps": steps,

@@ -12,6 +12,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -95,11 +96,13 @@ class TrainStep:
 
 
 def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,
-               loss_scale: str | float | None = None, n_batches: int = 4, keep_fp32: list[str] | None = None) -> TrainStep:
-    """Move the workload's model to ``device``, set it up for ``precision``, stage batches there."""
+               loss_scale: str | float | None = None, n_batches: int = 4, keep_fp32: list[str] | None = None,
+               mp_options: dict[str, Any] | None = None) -> TrainStep:
+    """Move the workload's model to ``device``, set it up for ``precision``, stage batches there.
+    ``mp_options``: more MixedPrecision keywords (the fp8 modes' ``fp8_skip``/``fp8_filter``)."""
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
-    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or ())
+    mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)
     model.train()
     batches = device_batches(workload.train_data, batch_size, n_batches, device)

@@ -43,6 +43,10 @@ class Precision:
     """Whether ``convert_module`` casts the model to half (then ``keep_fp32`` applies)."""
     default_loss_scale: ClassVar[str] = "none"
     """Loss scaling used when the caller does not choose one: ``none``, ``dynamic`` ..."""
+    math_mode: ClassVar[str | None] = None
+    """The math the heavy ops run in, when not ``compute_dtype``'s (fp8 modes: "fp8", for the peak table)."""
+    in_cpu_defaults: ClassVar[bool] = True
+    """Whether ``ampbench run`` on CPU includes this mode when no --precisions are given (fp8: emulated there)."""
 
     # -- hooks -------------------------------------------------------------------------------
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:

@@ -139,9 +139,21 @@ class MixedPrecision:
         keep_fp32: Sequence[str | type[nn.Module]] = (),
         device: str | torch.device | None = None,
         check_finite: bool = True,
+        fp8_skip: Sequence[str] = (),
+        fp8_filter: str = "auto",
     ) -> None:
         self.recipe = get(precision)
         self.name = self.recipe.name
+        if isinstance(fp8_skip, str):
+            fp8_skip = [s for s in fp8_skip.split(",") if s]
+        if self.recipe.math_mode == "fp8":
+            from ampbench.precision.fp8 import FILTERS
+
+            if fp8_filter not in FILTERS:
+                raise AmpbenchError(f"fp8_filter {fp8_filter!r}: choose one of {', '.join(FILTERS)}")
+            self.recipe.skip, self.recipe.filter = tuple(fp8_skip), fp8_filter  # type: ignore[attr-defined]
+        elif fp8_skip or fp8_filter != "auto":
+            raise AmpbenchError(f"fp8_skip/fp8_filter apply to the fp8 modes, not {self.name!r}")
         try:
             self.loss_scale = LossScaleConfig.parse(loss_scale, default=self.recipe.default_loss_scale)
         except AmpbenchError as e:
@@ -163,6 +175,11 @@ class MixedPrecision:
 
     def __repr__(self) -> str:
         return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r})"
+
+    @property
+    def fp8_layers(self):  # type: ignore[no-untyped-def]
+        """fp8 modes after setup: which Linear layers became Float8Linear and why others did not (else None)."""
+        return getattr(self.recipe, "layers", None)
 
     # -- setup -------------------------------------------------------------------------------
     def supported(self, device: str | torch.device | None = None) -> Support:

@@ -82,6 +82,28 @@ def _cpu_support(recipe_name: str, tf32: bool, half: torch.dtype | None) -> Supp
     return Support(True, note=note)
 
 
+def _fp8_support(device: torch.device) -> Support:
+    from ampbench.precision.fp8 import torchao_problem
+
+    if device.type not in ("cpu", "cuda"):
+        return Support(False, f"device type {device.type!r} is not supported by ampbench; use cpu or cuda")
+    problem = torchao_problem()
+    if problem:
+        return Support(False, problem)
+    if device.type == "cpu":
+        return Support(True, note="fp8 matmuls run through torchao on CPU (emulated scaling, CPU scaled-mm): "
+                       "numerics like a GPU's, speed says nothing about one")
+    base = _cuda_support(device, False, torch.bfloat16)
+    if not base.ok:
+        return base
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    major, minor = torch.cuda.get_device_capability(index)
+    if (major, minor) < (8, 9):
+        return Support(False, f"fp8 Tensor Cores need compute capability >= 8.9 (Ada, Hopper or newer); "
+                       f"{torch.cuda.get_device_name(index)} is {major}.{minor}")
+    return Support(True)
+
+
 def _cuda_support(device: torch.device, tf32: bool, half: torch.dtype | None) -> Support:
     if not torch.cuda.is_available():
         return Support(False, "CUDA is not available (no NVIDIA GPU or a CPU-only torch build); use --device cpu")
@@ -114,6 +136,8 @@ def supported(name: str, device: str | torch.device = "cpu") -> Support:
     recipe = get(name)
     dev = torch.device(device)
     half = recipe.compute_dtype if recipe.is_half else None
+    if recipe.math_mode == "fp8":
+        return _fp8_support(dev)
     if dev.type == "cpu":
         return _cpu_support(recipe.name, recipe.tf32, half)
     if dev.type == "cuda":

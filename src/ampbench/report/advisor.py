@@ -11,7 +11,9 @@ parity with fp32 are candidates. Among them, in this order:
 
 Without an fp32 row, the fastest mode. A measurably faster mode wins over one that only looks
 faster (a 1.17x gain seen in every repeat over a 1.40x median whose repeats straddle 1.0).
-Without convergence data the label says "speed only, convergence not checked".
+Without convergence data the label says "speed only, convergence not checked". fp8 modes are never
+recommended on speed alone: only with their own parity verdict; the advice then gives fp8's speed next
+to the best bf16 mode's, and names a faster fp8 mode it left out for lack of convergence data.
 
 Noise blocks claims and never grants them: a noisy measurement can stop a mode from being called
 faster, but cannot make a slower mode acceptable or widen a tie (tried: letting noise widen ties
@@ -42,7 +44,8 @@ NOISE_SIGMAS = 2.0
 MIN_MEMORY_SAVING = 0.10
 LAUNCH_BOUND_MS = 5.0
 """GPU step times below this, with the half modes no faster, point at a launch-bound model."""
-PREFERENCE = ("amp-bf16", "amp-fp16", "master-bf16", "master-fp16", "pure-bf16", "pure-fp16", "tf32", "fp32")
+PREFERENCE = ("amp-bf16", "amp-fp16", "master-bf16", "master-fp16", "fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp",
+              "pure-bf16", "pure-fp16", "tf32", "fp32")
 """Tie-break order: autocast first (no model changes; bf16 needs no loss scaling), pure half last."""
 
 
@@ -170,6 +173,12 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
                 f"{r['precision']}: {r.get('converge_verdict')}" for r in ok) + ")", True, "nothing converged")
     else:
         pool = ok
+    # fp8 is never recommended on speed alone: its own convergence must have been measured (and matched fp32)
+    unchecked_fp8 = [r for r in pool if _is_fp8(r) and r.get("converge_verdict") != "parity"]
+    pool = [r for r in pool if r not in unchecked_fp8] or [r for r in ok if not _is_fp8(r)]
+    if not pool:
+        return Advice(workload, None, "only fp8 modes ran, without convergence data: run --measure converge first",
+                      checked, "nothing converged")
     label = "converges like fp32" if checked else "speed only, convergence not checked"
     if base is None or base not in pool:  # nothing to compare with: the fastest that ran
         best = _pick(pool, by_speed=True)
@@ -195,7 +204,27 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
             return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(base, others)}", checked, "no mode helps")
-    evidence = _evidence(best, base, checked)
+    evidence = _evidence(best, base, checked) + _fp8_notes(best, ok, unchecked_fp8)
     if not checked and best["precision"].startswith("pure-"):
         evidence += "; pure-* keeps no fp32 weights: check convergence (--measure converge) before switching"
     return Advice(workload, best["precision"], evidence, checked, label)
+
+
+def _is_fp8(r: dict[str, Any]) -> bool:
+    return str(r.get("precision", "")).startswith("fp8-")
+
+
+def _fp8_notes(best: dict[str, Any], ok: list[dict[str, Any]], unchecked: list[dict[str, Any]]) -> str:
+    """fp8 next to the best bf16 mode; fp8 modes left out for lack of convergence data."""
+    notes = []
+    bf16 = [r for r in ok if r.get("math_mode") == "bf16"]
+    if _is_fp8(best) and bf16:
+        top = max(bf16, key=_speed)
+        notes.append(f"{_fmt_ratio(_speed(best) / _speed(top))} the speed of the best bf16 mode ({top['precision']})")
+    faster = [r for r in unchecked if _speed(r) > _speed(best)]
+    if faster:
+        top = max(faster, key=_speed)
+        verdict = top.get("converge_verdict")
+        why = f"its convergence was {verdict}" if verdict else "run --measure converge first"
+        notes.append(f"{top['precision']} ran {_fmt_ratio(_speed(top) / _speed(best))} faster but is not recommended: {why}")
+    return "".join(f"; {n}" for n in notes)

@@ -83,7 +83,10 @@ ROW_KEYS: dict[str, str] = {
     "conv_flops_share": "Share of flops_per_step in convolutions (the rest: matmuls and attention). A GEMM "
                         "micro-benchmark predicts matmuls, not convolutions (see expected_speedup_vs_fp32).",
     "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",
-    "math_mode": "Math the GEMMs ran in: fp32, tf32, fp16 or bf16 (TF32 counted from the flags actually in force).",
+    "math_mode": "Math the GEMMs ran in: fp32, tf32, fp16, bf16 or fp8 (TF32 counted from the flags actually in force; "
+                 "fp8 modes: their converted Linear layers, the rest bf16).",
+    "fp8_layers": "fp8 modes: Linear layers converted to torchao Float8Linear out of all Linear layers, and why the "
+                  "others stayed bf16 (`3/5 converted; skipped: head (dims 10x64 not multiples of 16)`); null otherwise.",
     "peak_tflops": "Dense peak TFLOP/s for math_mode: a GPU's from ampbench's table (sources in measure/peaks.py); a "
                    "CPU's theoretical peak, cores x clock x FLOPs/cycle (env.cpu_peak says what it assumes; "
                    "measure/cpu.py).",
@@ -141,7 +144,8 @@ def empty_row() -> dict[str, object]:
 # -- validation: what each stored key may hold ---------------------------------------------------------
 _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
-_OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode")
+_OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
+            "fp8_layers")
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half")

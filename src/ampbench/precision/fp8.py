@@ -1,0 +1,179 @@
+"""fp8 training through torchao's float8 (``torchao.float8.convert_to_float8_training``).
+
+Each fp8 mode is the amp-bf16 recipe (autocast bf16, fp32 weights, no loss scaling) with the eligible
+``nn.Linear`` layers swapped for torchao's ``Float8Linear``: their matmuls (forward, grad input, grad
+weight) run on fp8 operands with per-tensor or per-row scales, everything else as in amp-bf16.
+
+- ``fp8-tensorwise``: one dynamic scale per tensor (e4m3 everywhere); torchao's default recipe and
+  its fastest on H100, the one whose FSDP2 all-gather can move fp8 weights. ``fp8`` is its alias.
+- ``fp8-rowwise``: one scale per row (finer, more robust to outliers; slower than tensorwise).
+- ``fp8-rowwise-gw-hp``: rowwise, with the grad-weight matmul kept in high precision (bf16): torchao's
+  most conservative recipe for convergence.
+
+Which layers: ours, not torchao's ``_auto_filter_for_recipe`` (experimental, private, and silent), so
+every skipped layer has a reason in the record: not an ``nn.Linear``; a weight dimension not a multiple
+of 16 (fp8 GEMM hardware requirement); named in ``fp8_skip`` (a substring of its name, like
+torchtitan's ``filter_fqns``); too small to gain (``filter="auto"``: torchao's H100 thresholds for the
+recipe; ``filter="dims"`` keeps only the hardware rule). torchao is an optional extra (``ampbench[fp8]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ampbench.errors import AmpbenchError
+from ampbench.precision.amp import _Autocast
+from ampbench.precision.registry import register
+
+TORCHAO_MIN = (0, 18)
+"""torchao 0.18 is the first with the three recipes by name; it needs torch >= 2.11."""
+TORCH_MIN_FOR_TORCHAO = (2, 11)
+FILTERS = ("auto", "dims")
+INSTALL = "pip install 'ampbench[fp8]' (torchao)"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.split("+")[0].split("."):
+        digits = "".join(c for c in part if c.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def torchao_problem() -> str | None:
+    """Why torchao's float8 training cannot be used here (None when it can)."""
+    if _version(torch.__version__)[:2] < TORCH_MIN_FOR_TORCHAO:
+        return f"torchao's float8 training needs torch >= 2.11; this is torch {torch.__version__}"
+    try:
+        torchao = importlib.import_module("torchao")
+        importlib.import_module("torchao.float8")
+    except Exception as e:  # ImportError, or a torchao built for another torch
+        return f"torchao is not importable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); {INSTALL}"
+    if _version(getattr(torchao, "__version__", "0"))[:2] < TORCHAO_MIN:
+        return f"torchao {torchao.__version__} is too old for the fp8 recipes (need >= 0.18); {INSTALL}"
+    return None
+
+
+def _too_small(recipe: str, out_features: int, in_features: int) -> bool:
+    """torchao's auto-filter thresholds (torchao/float8 README performance tables, H100): N = out, K = in."""
+    n, k = out_features, in_features
+    if recipe == "tensorwise":
+        return k <= 4096 and n <= 1024
+    return n <= 2048 or k <= 1024 or (n <= 4096 and k <= 2048)  # rowwise (and rowwise with hp grad weight)
+
+
+@dataclass
+class Fp8Layers:
+    """Which ``nn.Linear`` layers a model's fp8 conversion took, and why the others were left in bf16."""
+
+    converted: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.converted) + len(self.skipped)
+
+    def summary(self) -> str:
+        """'3/5 converted; skipped: head (dims 10x64 not multiples of 16), ...'."""
+        text = f"{len(self.converted)}/{self.total} converted"
+        if self.skipped:
+            reasons = [f"{n} ({why})" for n, why in list(self.skipped.items())[:6]]
+            more = f", +{len(self.skipped) - 6} more" if len(self.skipped) > 6 else ""
+            text += "; skipped: " + ", ".join(reasons) + more
+        return text
+
+
+def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter: str = "auto") -> Fp8Layers:
+    """Decide, per ``nn.Linear`` of ``model``, whether it becomes a Float8Linear."""
+    if filter not in FILTERS:
+        raise AmpbenchError(f"fp8 filter {filter!r}: choose auto (dims and torchao's size thresholds) or dims")
+    names = {n for n, _ in model.named_modules()}
+    unknown = [s for s in skip if not any(s in n for n in names)]
+    if unknown:
+        examples = ", ".join(sorted(names - {""})[:5])
+        raise AmpbenchError(f"--fp8-skip {', '.join(unknown)}: matches no layer name (e.g. {examples})")
+    plan = Fp8Layers()
+    for name, mod in model.named_modules():
+        if type(mod) is not nn.Linear:  # subclasses (and torchao's own) keep their behaviour
+            continue
+        n, k = mod.weight.shape
+        if any(s in name for s in skip):
+            plan.skipped[name] = "--fp8-skip"
+        elif n % 16 or k % 16:
+            plan.skipped[name] = f"dims {n}x{k} not multiples of 16"
+        elif filter == "auto" and _too_small(recipe, n, k):
+            plan.skipped[name] = f"{n}x{k} too small to gain (torchao's {recipe} threshold; --fp8-filter dims converts it)"
+        else:
+            plan.converted.append(name)
+    return plan
+
+
+def _cast_input_to_autocast_dtype(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Float8Linear casts its input to the autocast dtype only under CUDA autocast (it asks
+    ``torch.is_autocast_enabled()`` without a device); on CPU the input stayed fp32 and the
+    rowwise-with-hp-grad-weight backward failed on mixed dtypes. This makes CPU behave as CUDA."""
+    x = args[0] if args else None
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and torch.is_autocast_enabled("cpu") and x.device.type == "cpu":
+        dtype = torch.get_autocast_dtype("cpu")
+        if x.dtype != dtype:
+            return (x.to(dtype), *args[1:])
+    return None
+
+
+class _Fp8(_Autocast):
+    compute_dtype = torch.bfloat16
+    math_mode = "fp8"
+    in_cpu_defaults = False
+    fp8_recipe: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.skip: tuple[str, ...] = ()
+        self.filter = "auto"
+        self.layers: Fp8Layers | None = None
+
+    def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
+        problem = torchao_problem()
+        if problem:
+            raise AmpbenchError(f"{self.name}: {problem}")
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        plan = plan_layers(module, self.fp8_recipe, self.skip, self.filter)
+        chosen = set(plan.converted)
+        if chosen:
+            config = Float8LinearConfig.from_recipe_name(self.fp8_recipe)
+            convert_to_float8_training(module, module_filter_fn=lambda m, fqn: fqn in chosen, config=config)
+            for name, mod in module.named_modules():
+                if name in chosen:
+                    mod.register_forward_pre_hook(_cast_input_to_autocast_dtype)
+        self.layers = plan
+        return module
+
+
+@register
+class Fp8Tensorwise(_Fp8):
+    name = "fp8-tensorwise"
+    aliases = ("fp8",)
+    summary = "amp-bf16 with eligible Linear layers in fp8 (torchao, per-tensor scales; extra ampbench[fp8])"
+    fp8_recipe = "tensorwise"
+
+
+@register
+class Fp8Rowwise(_Fp8):
+    name = "fp8-rowwise"
+    summary = "amp-bf16 with eligible Linear layers in fp8 (torchao, per-row scales)"
+    fp8_recipe = "rowwise"
+
+
+@register
+class Fp8RowwiseGwHp(_Fp8):
+    name = "fp8-rowwise-gw-hp"
+    summary = "fp8-rowwise with the grad-weight matmul kept in bf16 (torchao's most conservative recipe)"
+    fp8_recipe = "rowwise_with_gw_hp"

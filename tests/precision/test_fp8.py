@@ -1,0 +1,148 @@
+"""fp8 modes over torchao's float8 training: which layers convert and why not, training tracks amp-bf16,
+checkpoint/resume, support and missing-torchao errors, the harness's fp8_layers and the advisor's fp8 rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from ampbench.errors import AmpbenchError
+from ampbench.precision import MixedPrecision, supported
+from ampbench.precision.fp8 import plan_layers, torchao_problem
+
+pytestmark = pytest.mark.skipif(torchao_problem() is not None, reason=f"{torchao_problem()}")
+FP8_MODES = ("fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp")
+M = str(Path(__file__).parents[1] / "workloads" / "user_models.py")
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(64, 128)
+        self.norm = nn.LayerNorm(128)
+        self.down = nn.Linear(128, 64)
+        self.head = nn.Linear(64, 10)  # 10 outputs: not a multiple of 16
+        self.big = nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.down(torch.relu(self.norm(self.up(x))))
+        return self.head(h + self.big(h))
+
+
+def _data(n: int = 8):
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(64, 10, generator=g)
+    xs = [torch.randn(32, 64, generator=g) for _ in range(n)]
+    return [(x, (x @ w).argmax(1)) for x in xs]
+
+
+def _train(precision: str, steps: int = 40, **kw) -> tuple[list[float], MixedPrecision, nn.Module]:
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mp = MixedPrecision(precision, **kw)
+    model, opt = mp.setup(model, opt)
+    losses = []
+    data = _data()
+    for i in range(steps):
+        x, y = data[i % len(data)]
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x).float(), y)
+        mp.backward(loss)
+        mp.step(opt)
+        losses.append(float(loss.detach()))
+    return losses, mp, model
+
+
+def test_which_layers_convert_and_why_not() -> None:
+    plan = plan_layers(Net(), "tensorwise", filter="dims")
+    assert plan.converted == ["up", "down", "big"] and plan.skipped == {"head": "dims 10x64 not multiples of 16"}
+    assert plan.summary() == "3/4 converted; skipped: head (dims 10x64 not multiples of 16)"
+    auto = plan_layers(Net(), "tensorwise")  # torchao's H100 size thresholds: these layers are too small to gain
+    assert auto.converted == [] and "too small to gain" in auto.skipped["up"]
+    assert plan_layers(Net(), "rowwise", skip=["do"], filter="dims").skipped["down"] == "--fp8-skip"
+    with pytest.raises(AmpbenchError, match="--fp8-skip nothing: matches no layer"):
+        plan_layers(Net(), "tensorwise", skip=["nothing"])
+
+
+@pytest.mark.parametrize("precision", FP8_MODES)
+def test_each_fp8_mode_trains_and_tracks_amp_bf16(precision: str) -> None:
+    ref, _, _ = _train("amp-bf16")
+    losses, mp, model = _train(precision, fp8_filter="dims")
+    assert type(model.up).__name__ == "Float8Linear" and type(model.head) is nn.Linear
+    assert mp.fp8_layers is not None and mp.fp8_layers.converted == ["up", "down", "big"]
+    assert model.up.weight.dtype == torch.float32  # fp32 weights, as amp-bf16
+    assert losses[-1] < 0.5 * losses[0]  # it learns
+    tail = sum(losses[-10:]) / 10
+    ref_tail = sum(ref[-10:]) / 10
+    assert abs(tail - ref_tail) <= 0.15 * ref_tail + 0.02, (tail, ref_tail)  # stated tolerance: 15% of the loss
+
+
+def test_fp8_options_are_refused_for_other_modes() -> None:
+    with pytest.raises(AmpbenchError, match="apply to the fp8 modes"):
+        MixedPrecision("amp-bf16", fp8_skip=["head"])
+    with pytest.raises(AmpbenchError, match="fp8_filter 'all'"):
+        MixedPrecision("fp8", fp8_filter="all")
+
+
+def test_support_and_missing_torchao(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert supported("fp8", "cpu").ok and "says nothing about" in supported("fp8", "cpu").note
+    if not torch.cuda.is_available():
+        assert "CUDA is not available" in supported("fp8-rowwise", "cuda").reason
+    monkeypatch.setitem(sys.modules, "torchao", None)  # import torchao -> ImportError
+    s = supported("fp8", "cpu")
+    assert not s.ok and "pip install 'ampbench[fp8]'" in s.reason
+    with pytest.raises(AmpbenchError, match=r"pip install 'ampbench\[fp8\]'"):
+        net = Net()
+        MixedPrecision("fp8").setup(net, torch.optim.SGD(net.parameters(), lr=0.1))
+
+
+@pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise-gw-hp"])
+def test_checkpoint_resume_in_fp8(precision: str, tmp_path: Path) -> None:
+    from ampbench.train import TrainConfig, train
+    from ampbench.workloads import create_user_workload
+
+    def wl():
+        return create_user_workload(f"{M}:token_transformer", input_shape="24", vocab_size=300, num_classes=2,
+                                    preset="tiny")
+
+    kw = dict(precision=precision, fp8_filter="dims", max_steps_per_epoch=3)
+    full = train(wl(), TrainConfig(epochs=2, **kw))
+    train(wl(), TrainConfig(epochs=1, checkpoint_dir=tmp_path, **kw))
+    resumed = train(wl(), TrainConfig(epochs=2, checkpoint_dir=tmp_path, resume=True, **kw))
+    assert resumed.resumed_from_epoch == 1 and resumed.final_loss == pytest.approx(full.final_loss, rel=1e-5)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, COLUMNS="200"))
+
+
+def test_run_records_fp8_layers_and_refuses_misuse(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    r = _cli("run", "--model", f"{M}:token_transformer", "--input-shape", "24", "--vocab-size", "300", "--num-classes",
+             "2", "--preset", "tiny", "--precisions", "amp-bf16,fp8", "--fp8-filter", "dims", "--fp8-skip", "linear2",
+             "--steps", "2", "--warmup", "1", "--no-isolate", "--no-report", "--db", str(tmp_path / "r.db"),
+             "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = {x["precision"]: x for x in json.loads(out.read_text())["rows"]}
+    assert rows["amp-bf16"]["fp8_layers"] is None and rows["fp8-tensorwise"]["math_mode"] == "fp8"
+    assert rows["fp8-tensorwise"]["fp8_layers"].startswith("1/3 converted; skipped: enc.layers.0.linear2 (--fp8-skip)")
+    bad = _cli("run", "--workloads", "mnist-cnn", "--preset", "tiny", "--precisions", "amp-bf16", "--fp8-skip", "fc",
+               "--db", str(tmp_path / "r.db"))
+    assert bad.returncode == 2 and "apply to the fp8 modes" in bad.stderr
+
+
+def test_default_cpu_precisions_leave_fp8_out() -> None:
+    from ampbench.bench.plan import parse_precisions
+
+    assert not any(p.startswith("fp8") for p in parse_precisions(None, "cpu"))
+    assert parse_precisions("fp8", "cpu") == ("fp8-tensorwise",)
