@@ -69,6 +69,7 @@ def test_which_layers_convert_and_why_not() -> None:
     auto = plan_layers(Net(), "tensorwise")  # torchao's H100 size thresholds: these layers are too small to gain
     assert auto.converted == [] and "too small to gain" in auto.skipped["up"]
     assert plan_layers(Net(), "rowwise", skip=["do"], filter="dims").skipped["down"] == "--fp8-skip"
+    assert plan_layers(nn.Linear(32, 32), "tensorwise", filter="dims").converted == []  # a root cannot be swapped
     with pytest.raises(AmpbenchError, match="--fp8-skip nothing: matches no layer"):
         plan_layers(Net(), "tensorwise", skip=["nothing"])
 

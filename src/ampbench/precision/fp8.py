@@ -20,6 +20,9 @@ recipe; ``filter="dims"`` keeps only the hardware rule). torchao is an optional 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import importlib.util
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -49,17 +52,40 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def torchao_problem() -> str | None:
-    """Why torchao's float8 training cannot be used here (None when it can)."""
+    """Why torchao's float8 training cannot be used here (None when it can), from the installed package's
+    metadata: no import, so listing modes and planning a run stay fast and quiet."""
     if _version(torch.__version__)[:2] < TORCH_MIN_FOR_TORCHAO:
         return f"torchao's float8 training needs torch >= 2.11; this is torch {torch.__version__}"
     try:
-        torchao = importlib.import_module("torchao")
-        importlib.import_module("torchao.float8")
-    except Exception as e:  # ImportError, or a torchao built for another torch
-        return f"torchao is not importable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); {INSTALL}"
-    if _version(getattr(torchao, "__version__", "0"))[:2] < TORCHAO_MIN:
-        return f"torchao {torchao.__version__} is too old for the fp8 recipes (need >= 0.18); {INSTALL}"
+        found = importlib.util.find_spec("torchao") is not None
+        version = importlib.metadata.version("torchao") if found else ""
+    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        found, version = False, ""
+    if not found:
+        return f"torchao is not installed; {INSTALL}"
+    if version and _version(version)[:2] < TORCHAO_MIN:
+        return f"torchao {version} is too old for the fp8 recipes (need >= 0.18); {INSTALL}"
     return None
+
+
+def import_float8() -> Any:
+    """``torchao.float8``, imported quietly: torchao logs a warning for each CUDA/CUTLASS extension it
+    cannot load (every CPU machine) and torch warns about a deprecated pytree registration in it."""
+    problem = torchao_problem()
+    if problem:
+        raise AmpbenchError(problem)
+    loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        return importlib.import_module("torchao.float8")
+    except Exception as e:  # a torchao built for another torch
+        raise AmpbenchError(f"torchao does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                            f"{INSTALL}") from None
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _too_small(recipe: str, out_features: int, in_features: int) -> bool:
@@ -105,7 +131,9 @@ def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter:
         if type(mod) is not nn.Linear:  # subclasses (and torchao's own) keep their behaviour
             continue
         n, k = mod.weight.shape
-        if any(s in name for s in skip):
+        if name == "":
+            plan.skipped["(the model)"] = "the model itself is one nn.Linear: wrap it in a module to convert it"
+        elif any(s in name for s in skip):
             plan.skipped[name] = "--fp8-skip"
         elif n % 16 or k % 16:
             plan.skipped[name] = f"dims {n}x{k} not multiples of 16"
@@ -140,16 +168,15 @@ class _Fp8(_Autocast):
         self.layers: Fp8Layers | None = None
 
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
-        problem = torchao_problem()
-        if problem:
-            raise AmpbenchError(f"{self.name}: {problem}")
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
+        try:
+            float8 = import_float8()
+        except AmpbenchError as e:
+            raise AmpbenchError(f"{self.name}: {e}") from None
         plan = plan_layers(module, self.fp8_recipe, self.skip, self.filter)
         chosen = set(plan.converted)
         if chosen:
-            config = Float8LinearConfig.from_recipe_name(self.fp8_recipe)
-            convert_to_float8_training(module, module_filter_fn=lambda m, fqn: fqn in chosen, config=config)
+            config = float8.Float8LinearConfig.from_recipe_name(self.fp8_recipe)
+            float8.convert_to_float8_training(module, module_filter_fn=lambda m, fqn: fqn in chosen, config=config)
             for name, mod in module.named_modules():
                 if name in chosen:
                     mod.register_forward_pre_hook(_cast_input_to_autocast_dtype)
