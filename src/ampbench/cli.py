@@ -604,7 +604,8 @@ def diagnose_cmd(
     target: Annotated[Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")] = None,
     precision: Annotated[str, typer.Option("--precision", "-p", help="Mode to diagnose (name or alias).")] = "amp-fp16",
     steps: Annotated[int, typer.Option(help="Training steps per check (NaN search, policy trials, profile).")] = 20,
-    checks: Annotated[Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile.")] = None,
+    checks: Annotated[Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile,fp8 "
+                                             "(fp8: the fp8 modes only).")] = None,
     preset: Annotated[Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
     batch_size: Annotated[Opt[int], typer.Option(help="Batch size (default: the workload's).")] = None,
     device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
@@ -620,6 +621,8 @@ def diagnose_cmd(
     data_dir: Annotated[Opt[Path], typer.Option(help="Real data (format per workload).")] = None,
     val_fraction: Annotated[Opt[float], typer.Option(help="Share of --data-dir data held out for testing.")] = None,
     option: OptionOpt = None,
+    fp8_skip: Fp8SkipOpt = None,
+    fp8_filter: Fp8FilterOpt = None,
     json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
     trace: Annotated[Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
     db: Annotated[Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
@@ -628,10 +631,13 @@ def diagnose_cmd(
     import json
 
     from ampbench.diagnose import diagnose, parse_checks
-    from ampbench.precision import resolve
+    from ampbench.precision import get, resolve
     from ampbench.store.sqlite import utcnow
 
     wanted = parse_checks(checks)
+    if checks is None and get(precision).math_mode != "fp8":
+        wanted = tuple(c for c in wanted if c != "fp8")
+    fp8 = fp8_options([precision], fp8_skip, fp8_filter)
     user = user_data([target] if target else [], model, input_shape, vocab_size, num_classes, num_outputs, task,
                      batches, loss)
     label = target or f"user:{model}"
@@ -647,7 +653,7 @@ def diagnose_cmd(
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
         d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device, seed=seed,
-                     checks=wanted, trace=trace, name=label)
+                     checks=wanted, trace=trace, name=label, mp_options=fp8 or None)
     console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
                   f"batch {d.batch_size}: {', '.join(wanted)}")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}

@@ -147,3 +147,27 @@ def test_default_cpu_precisions_leave_fp8_out() -> None:
 
     assert not any(p.startswith("fp8") for p in parse_precisions(None, "cpu"))
     assert parse_precisions("fp8", "cpu") == ("fp8-tensorwise",)
+
+
+def test_diagnose_finds_the_planted_outlier_layer() -> None:
+    from ampbench.diagnose import diagnose
+    from ampbench.workloads import create_user_workload
+
+    d = diagnose(lambda: create_user_workload(f"{M}:spiky", input_shape="32", num_classes=3, preset="tiny"), "fp8",
+                 steps=3, preset="tiny", checks=("fp8",), mp_options={"fp8_filter": "dims"})
+    warned = [f for f in d.findings if f.check == "fp8" and f.severity == "warning"]
+    assert [f.data["layer"] for f in warned] == ["spiky"], [f.title for f in d.findings]
+    assert "of its input values underflow to 0" in warned[0].title and "--fp8-skip spiky" in warned[0].fix
+    layers = {s["layer"]: s for s in d.details["fp8"]["layers"]}
+    assert layers["spiky"]["input"]["underflow"] > 0.5 and layers["calm"]["input"]["underflow"] == 0.0
+    assert all(s[k]["saturated"] == 0.0 for s in layers.values() for k in ("input", "weight", "grad_output"))
+    assert layers["spiky"]["formats"] == {"input": "e4m3fn", "weight": "e4m3fn", "grad_output": "e5m2"}
+
+
+def test_fp8_check_is_for_fp8_modes() -> None:
+    from ampbench.diagnose import diagnose
+
+    with pytest.raises(AmpbenchError, match="--checks fp8 diagnoses the fp8 modes"):
+        diagnose("tabular-mlp", "amp-bf16", steps=1, preset="tiny", checks=("fp8",))
+    r = _cli("diagnose", "tabular-mlp", "-p", "amp-bf16", "--preset", "tiny", "--checks", "fp8")
+    assert r.returncode == 2 and "--checks fp8 diagnoses the fp8 modes" in r.stderr

@@ -112,3 +112,25 @@ def unsized():
     x = torch.randn(16, 4)
     return Workload(name="unsized", model=nn.Linear(4, 2), train_data=TensorData((x,), (x[:, 0] > 0).long()),
                     batch_size=4)
+
+
+class Spiky(nn.Module):
+    """fp8 diagnosis plant: the input of `spiky` carries one huge feature (x 1e6), so a per-tensor scale
+    crushes every other value to 0 in fp8; `calm` sees well-scaled inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calm = nn.Linear(32, 64)
+        self.spiky = nn.Linear(64, 64)
+        self.head = nn.Linear(64, 3)
+        gain = torch.ones(64)
+        gain[0] = 1e6
+        self.register_buffer("gain", gain)
+
+    def forward(self, x):
+        h = torch.relu(self.calm(x)) * self.gain
+        return self.head(torch.relu(self.spiky(h)) * 1e-6)
+
+
+def spiky():
+    return Spiky()

@@ -22,7 +22,8 @@ from ampbench.diagnose.findings import Finding, ordered
 from ampbench.errors import AmpbenchError, suggest
 from ampbench.workloads.base import Workload
 
-CHECKS = ("nonfinite", "gradients", "activations", "policy", "tensorcore", "profile")
+CHECKS = ("nonfinite", "gradients", "activations", "policy", "tensorcore", "profile", "fp8")
+"""fp8 applies to the fp8 modes only (``checks=None``: every check that applies to the mode)."""
 
 
 @dataclass
@@ -71,15 +72,15 @@ def _first_build(target: str | Callable[[], Workload], preset: str, seed: int,
 
 def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", *, steps: int = 20,
              preset: str = "small", batch_size: int | None = None, device: str | None = None, seed: int = 0,
-             checks: tuple[str, ...] = CHECKS, trace: Path | None = None, name: str | None = None,
-             options: dict[str, Any] | None = None) -> Diagnosis:
+             checks: tuple[str, ...] | None = None, trace: Path | None = None, name: str | None = None,
+             options: dict[str, Any] | None = None, mp_options: dict[str, Any] | None = None) -> Diagnosis:
     """Run the checks on a workload (name) or a builder returning a fresh :class:`Workload` each call.
 
     The workload is built once; every check trains its own copy of the untouched model (same init, same
-    data), so the checks do not disturb each other.
+    data), so the checks do not disturb each other. ``mp_options``: the fp8 modes' fp8_skip/fp8_filter.
     A check that fails becomes an error finding; the others still run.
     """
-    from ampbench.diagnose import nonfinite, policy, profile, ranges, tensorcore
+    from ampbench.diagnose import fp8, nonfinite, policy, profile, ranges, tensorcore
     from ampbench.measure.env import device_name, resolve_device
     from ampbench.precision import get, resolve, supported
 
@@ -102,6 +103,11 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     bs = batch_size or first.batch_size
     label = name or (target if isinstance(target, str) else first.name)
     recipe = get(precision)
+    if checks is None:  # every check that applies to this mode
+        checks = tuple(c for c in CHECKS if c != "fp8" or recipe.math_mode == "fp8")
+    elif "fp8" in checks and recipe.math_mode != "fp8":
+        raise AmpbenchError(f"--checks fp8 diagnoses the fp8 modes (fp8-tensorwise, fp8-rowwise, fp8-rowwise-gw-hp), "
+                            f"not {precision}")
     half16 = "bf16" if recipe.compute_dtype == torch.bfloat16 else "fp16"
     findings: list[Finding] = []
     details: dict[str, Any] = {}
@@ -113,7 +119,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     for check in checks:
         try:
             if check == "nonfinite":
-                r = nonfinite.locate_nonfinite(build(), precision, dev, bs, steps)
+                r = nonfinite.locate_nonfinite(build(), precision, dev, bs, steps, mp_options=mp_options)
                 details[check] = r
                 findings += nonfinite.nonfinite_findings(r, precision)
             elif check == "gradients":
@@ -134,9 +140,13 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                 issues = tensorcore.lint_dims(build().model, bs)
                 details[check] = issues
                 findings += tensorcore.tensorcore_findings(issues, dev.type == "cuda")
+            elif check == "fp8":
+                r = fp8.fp8_layer_stats(build(), precision, dev, bs, steps, mp_options)
+                details[check] = r
+                findings += fp8.fp8_findings(r, precision)
             elif check == "profile":
                 p = profile.profile_steps(build(), precision, dev, bs, min(steps, 10), trace,
-                                          baseline=build() if precision != "fp32" else None)
+                                          baseline=build() if precision != "fp32" else None, mp_options=mp_options)
                 details[check] = p
                 findings += profile.profile_findings(p, recipe.is_half)
         except AmpbenchError:

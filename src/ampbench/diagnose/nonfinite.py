@@ -147,11 +147,11 @@ class NonFiniteLocator:
 
 
 def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
-                     loss_scale: str | None = None) -> dict[str, Any]:
+                     loss_scale: str | None = None, mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train up to ``steps`` steps in ``precision`` with the locator installed; stop at the first real problem."""
     from ampbench.measure.step import build_step
 
-    step = build_step(wl, precision, batch_size, device, loss_scale)
+    step = build_step(wl, precision, batch_size, device, loss_scale, mp_options=mp_options)
     loc = NonFiniteLocator(step.model)
     diverged = ""
     handled = 0

@@ -145,7 +145,8 @@ def versus_fp32(wl: Workload, device: torch.device, batch_size: int, steps: int,
 
 
 def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
-                  trace: Path | None, baseline: Workload | None = None) -> dict[str, Any]:
+                  trace: Path | None, baseline: Workload | None = None,
+                  mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Profile ``steps`` steps of ``wl`` in ``precision``; with ``baseline`` (a fresh build of the same
     workload) the same in fp32, to say where a half-precision step gains or loses its time."""
     from ampbench.measure import memory as mem
@@ -153,7 +154,7 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     from ampbench.measure.timing import time_steps
     from ampbench.precision.state import read_tf32
 
-    step = build_step(wl, precision, batch_size, device)
+    step = build_step(wl, precision, batch_size, device, mp_options=mp_options)
     for _ in range(3):
         step()
     census = _KernelCensus()
