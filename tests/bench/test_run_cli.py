@@ -162,7 +162,9 @@ def test_hw_on_cpu_says_what_half_precision_can_do(tmp_path: Path) -> None:
     for word in ("half-precision hardware", "avx512_bf16", "TF32 in force", "verdict", "GEMM micro-benchmark", "tf32"):
         assert word in r.stdout
     probe = json.loads((tmp_path / "hw.json").read_text())
-    assert probe["precisions"]["tf32"]["ok"] is False and len(probe["gemm"]) == 6
+    modes = {g["math_mode"] for g in probe["gemm"]}
+    assert probe["precisions"]["tf32"]["ok"] is False and len(probe["gemm"]) == 2 * len(modes)
+    assert {"fp32", "bf16", "fp16"} <= modes <= {"fp32", "bf16", "fp16", "fp8"}
     assert len(Store(tmp_path / "r.db").hw()) == 1
 
 

@@ -17,21 +17,44 @@ from ampbench.precision.support import cpu_half_hardware
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
 CPU_SIZES = (256, 512, 1024)  # an emulated fp16 GEMM at 2048 takes ~30 s a call
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+          "fp8": torch.float8_e4m3fn}
+
+
+def _matmul(n: int, math_mode: str, device: torch.device) -> Callable[[], object]:
+    """One n x n x n GEMM of ``math_mode``: torch.mm, or for fp8 ``torch._scaled_mm`` (e4m3 operands, the
+    second column-major as the fp8 kernels need, unit scales, bf16 out: the GEMM fp8 training runs)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
+    b = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
+    if math_mode != "fp8":
+        return lambda: torch.mm(a, b)
+    b = b.t().contiguous().t()
+    one = torch.ones((), device=device)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def fp8_gemm_runs(device: torch.device) -> bool:
+    """Whether ``torch._scaled_mm`` runs here (CUDA needs compute capability >= 8.9; CPU builds have one)."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        return False
+    try:
+        _matmul(16, "fp8", device)()
+        return True
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
 
 
 def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float = 0.2) -> float:
     """TFLOP/s of an n x n x n matmul (2n^3 FLOPs) on random normal data, after warm-up."""
-    g = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
-    b = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
+    mm = _matmul(n, math_mode, device)
     with tf32_scope(math_mode == "tf32"):
         t0 = time.perf_counter()
         for _ in range(3):  # warm-up; an emulated half GEMM on a CPU can take seconds: one call is enough then
-            torch.mm(a, b)
+            mm()
             if time.perf_counter() - t0 > min_seconds:
                 break
-        iters, seconds = _time_calls(lambda: torch.mm(a, b), device, min_seconds)
+        iters, seconds = _time_calls(mm, device, min_seconds)
     return 2.0 * n**3 * iters / seconds / 1e12
 
 
@@ -73,10 +96,11 @@ def gemm_speedups(gemm: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def gemm_modes(device: torch.device) -> list[str]:
+    fp8 = ["fp8"] if fp8_gemm_runs(device) else []
     if device.type == "cpu":
-        return ["fp32", "bf16", "fp16"]
+        return ["fp32", "bf16", "fp16", *fp8]
     major, _ = torch.cuda.get_device_capability(device)
-    return ["fp32", "tf32", "fp16", "bf16"] if major >= 8 else ["fp32", "fp16"]
+    return ["fp32", "tf32", "fp16", "bf16", *fp8] if major >= 8 else ["fp32", "fp16"]
 
 
 def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: bool = True) -> dict[str, Any]:
@@ -117,12 +141,12 @@ def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: 
     out["gemm"] = gemm
     if gemm:
         out["gemm_vs_fp32"] = gemm_speedups(gemm)
-        halves = {m: r for m, r in out["gemm_vs_fp32"].items() if m in ("fp16", "bf16")}
+        halves = {m: r for m, r in out["gemm_vs_fp32"].items() if m in ("fp16", "bf16", "fp8")}
         if halves:
             best = max(halves, key=lambda m: halves[m])
             said = ", ".join(f"{m} {r:.2f}x" for m, r in halves.items())
             out["verdict"] += (f". Measured GEMM vs fp32 at n={max(g['size'] for g in gemm)}: {said}: "
                                + (f"{best} is faster here" if halves[best] > 1.05 else
-                                  "half precision is not faster here"))
+                                  "no lower precision is faster here"))
     out["created_at"] = env.get("time") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return out
