@@ -151,15 +151,15 @@ Fp8FilterOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: auto (multiple-
 def fp8_options(precisions: list[str], skip: str | None, filter: str | None) -> dict[str, object]:
     """--fp8-skip/--fp8-filter, refused unless an fp8 mode is asked for."""
     from ampbench.precision import get
-    from ampbench.precision.fp8 import FILTERS
+    from ampbench.precision.fp8 import check_filter
 
     if skip is None and filter is None:
         return {}
     if not any(get(p).math_mode == "fp8" for p in precisions):
         raise AmpbenchError("--fp8-skip/--fp8-filter apply to the fp8 modes (fp8-tensorwise, fp8-rowwise, "
                             "fp8-rowwise-gw-hp); none is asked for")
-    if filter is not None and filter not in FILTERS:
-        raise AmpbenchError(f"--fp8-filter {filter!r}: choose one of {', '.join(FILTERS)}")
+    if filter is not None:
+        check_filter(filter, "--fp8-filter")
     out: dict[str, object] = {"fp8_skip": tuple(x.strip() for x in (skip or "").split(",") if x.strip())}
     if filter is not None:
         out["fp8_filter"] = filter
@@ -630,13 +630,11 @@ def diagnose_cmd(
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     import json
 
-    from ampbench.diagnose import diagnose, parse_checks
-    from ampbench.precision import get, resolve
+    from ampbench.diagnose import applicable_checks, diagnose, parse_checks
+    from ampbench.precision import resolve
     from ampbench.store.sqlite import utcnow
 
-    wanted = parse_checks(checks)
-    if checks is None and get(precision).math_mode != "fp8":
-        wanted = tuple(c for c in wanted if c != "fp8")
+    wanted = parse_checks(checks) if checks is not None else applicable_checks(precision)
     fp8 = fp8_options([precision], fp8_skip, fp8_filter)
     user = user_data([target] if target else [], model, input_shape, vocab_size, num_classes, num_outputs, task,
                      batches, loss)

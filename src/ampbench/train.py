@@ -138,9 +138,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     torch.manual_seed(config.seed)
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
-    changed = config.fp8_skip or config.fp8_filter != "auto"  # (MixedPrecision refuses them for other modes)
-    fp8 = {"fp8_skip": config.fp8_skip, "fp8_filter": config.fp8_filter} if changed else {}
-    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, **fp8)
+    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8_skip=config.fp8_skip,
+                        fp8_filter=config.fp8_filter)
     model, optimizer = mp.setup(model, optimizer)
     workload.model = model
     train_data = workload.train_data.to(device)

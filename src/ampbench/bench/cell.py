@@ -162,8 +162,12 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         ctx = step.mp.autocast() if step is not None else recipe.forward_context(device.type)
         with ctx:
             row["env"] = environment(device)
-    row["math_mode"] = math_mode_of(recipe.math_mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"),
-                                    bool(row["env"]["tf32_matmul"]))
+    row["math_mode"] = _math_mode(recipe, row["env"])
+
+
+def _math_mode(recipe: Any, env: dict[str, Any]) -> str:
+    """The math the GEMMs ran in: the recipe's (fp8) or its compute dtype's, tf32 when the flags were on."""
+    return math_mode_of(recipe.math_mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"), bool(env["tf32_matmul"]))
 
 
 def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: torch.device,
@@ -206,9 +210,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["cpu_rss_peak_bytes"] = peak["cpu_rss_peak"]
     out["nvml_used_bytes"] = process_gpu_memory(device) if device.type == "cuda" else None
     out["gpu_used_bytes"] = device_gpu_memory(device) if device.type == "cuda" else None
-    recipe = get(spec.precision)
-    out["math_mode"] = math_mode_of(recipe.math_mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"),
-                                    bool(out["env"]["tf32_matmul"]))
+    out["math_mode"] = _math_mode(get(spec.precision), out["env"])
     out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
                    device.type))
     if math.isfinite(loss) and skipped_timed >= spec.steps:  # no-op steps are not training: their speed means nothing

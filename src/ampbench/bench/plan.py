@@ -93,13 +93,13 @@ NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss", "fp
 """Settings that came after the first user-model cells: left out of a cell's key when unset."""
 
 
-def mp_options(settings: Settings) -> dict[str, Any]:
+def mp_options(spec: CellSpec) -> dict[str, Any]:
     """MixedPrecision keywords beyond the mode's name (fp8 layer choice), for the cell's precision only."""
     from ampbench.precision import get
 
-    if get(settings.precision if isinstance(settings, CellSpec) else "fp32").math_mode != "fp8":
+    if get(spec.precision).math_mode != "fp8":
         return {}
-    return {"fp8_skip": settings.fp8_skip, "fp8_filter": settings.fp8_filter or "auto"}
+    return {"fp8_skip": spec.fp8_skip, "fp8_filter": spec.fp8_filter or "auto"}
 
 
 def user_data_kwargs(settings: Settings) -> dict[str, Any]:

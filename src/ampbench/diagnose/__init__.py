@@ -44,6 +44,14 @@ class Diagnosis:
                 "findings": [f.to_dict() for f in self.findings], "details": self.details}
 
 
+def applicable_checks(precision: str) -> tuple[str, ...]:
+    """Every check that applies to ``precision`` (the default): fp8 only for the fp8 modes."""
+    from ampbench.precision import get
+
+    fp8 = get(precision).math_mode == "fp8"
+    return tuple(c for c in CHECKS if c != "fp8" or fp8)
+
+
 def parse_checks(value: str | None) -> tuple[str, ...]:
     if value is None:
         return CHECKS
@@ -103,8 +111,8 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     bs = batch_size or first.batch_size
     label = name or (target if isinstance(target, str) else first.name)
     recipe = get(precision)
-    if checks is None:  # every check that applies to this mode
-        checks = tuple(c for c in CHECKS if c != "fp8" or recipe.math_mode == "fp8")
+    if checks is None:
+        checks = applicable_checks(precision)
     elif "fp8" in checks and recipe.math_mode != "fp8":
         raise AmpbenchError(f"--checks fp8 diagnoses the fp8 modes (fp8-tensorwise, fp8-rowwise, fp8-rowwise-gw-hp), "
                             f"not {precision}")
@@ -157,4 +165,4 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                      time.perf_counter() - t0)
 
 
-__all__ = ["CHECKS", "Diagnosis", "Finding", "diagnose", "parse_checks"]
+__all__ = ["CHECKS", "Diagnosis", "Finding", "applicable_checks", "diagnose", "parse_checks"]

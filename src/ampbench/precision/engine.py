@@ -147,11 +147,9 @@ class MixedPrecision:
         if isinstance(fp8_skip, str):
             fp8_skip = [s for s in fp8_skip.split(",") if s]
         if self.recipe.math_mode == "fp8":
-            from ampbench.precision.fp8 import FILTERS
+            from ampbench.precision.fp8 import check_filter
 
-            if fp8_filter not in FILTERS:
-                raise AmpbenchError(f"fp8_filter {fp8_filter!r}: choose one of {', '.join(FILTERS)}")
-            self.recipe.skip, self.recipe.filter = tuple(fp8_skip), fp8_filter  # type: ignore[attr-defined]
+            self.recipe.skip, self.recipe.filter = tuple(fp8_skip), check_filter(fp8_filter)  # type: ignore[attr-defined]
         elif fp8_skip or fp8_filter != "auto":
             raise AmpbenchError(f"fp8_skip/fp8_filter apply to the fp8 modes, not {self.name!r}")
         try:

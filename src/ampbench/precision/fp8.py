@@ -41,6 +41,14 @@ FILTERS = ("auto", "dims")
 INSTALL = "pip install 'ampbench[fp8]' (torchao)"
 
 
+def check_filter(value: str, flag: str = "fp8_filter") -> str:
+    """``auto`` or ``dims``, else a one-line error."""
+    if value not in FILTERS:
+        raise AmpbenchError(f"{flag} {value!r}: choose auto (multiple-of-16 dims and torchao's size thresholds) "
+                            "or dims (only the multiple-of-16 rule)")
+    return value
+
+
 def _version(text: str) -> tuple[int, ...]:
     out = []
     for part in text.split("+")[0].split("."):
@@ -119,8 +127,7 @@ class Fp8Layers:
 
 def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter: str = "auto") -> Fp8Layers:
     """Decide, per ``nn.Linear`` of ``model``, whether it becomes a Float8Linear."""
-    if filter not in FILTERS:
-        raise AmpbenchError(f"fp8 filter {filter!r}: choose auto (dims and torchao's size thresholds) or dims")
+    check_filter(filter)
     names = {n for n, _ in model.named_modules()}
     unknown = [s for s in skip if not any(s in n for n in names)]
     if unknown:

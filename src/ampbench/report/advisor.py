@@ -174,8 +174,8 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
     else:
         pool = ok
     # fp8 is never recommended on speed alone: its own convergence must have been measured (and matched fp32)
-    unchecked_fp8 = [r for r in pool if _is_fp8(r) and r.get("converge_verdict") != "parity"]
-    pool = [r for r in pool if r not in unchecked_fp8] or [r for r in ok if not _is_fp8(r)]
+    unchecked_fp8 = [r for r in ok if _is_fp8(r) and r.get("converge_verdict") != "parity"]
+    pool = [r for r in pool if r not in unchecked_fp8]
     if not pool:
         return Advice(workload, None, "only fp8 modes ran, without convergence data: run --measure converge first",
                       checked, "nothing converged")

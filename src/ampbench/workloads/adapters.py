@@ -5,6 +5,7 @@ for hf, images for timm. Absent packages give an error naming the extra to insta
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from torch import nn
 
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import PRESETS, Workload, adam
-from ampbench.workloads.tasks import DataSpec
+from ampbench.workloads.tasks import DataSpec, show
 from ampbench.workloads.user import build_module_workload
 
 
@@ -80,11 +81,11 @@ def _timm_model(target: str, preset: str, data: DataSpec, options: dict[str, Any
     size = TIMM_SIZE[preset]
     shape = data.input_shape or (3, size, size)
     if len(shape) != 3:
-        raise AmpbenchError(f"--input-shape {','.join(map(str, shape))}: timm:{target} takes images C,H,W")
-    data = DataSpec(shape, None, data.num_classes if data.num_outputs is None else None, data.num_outputs, data.task)
-    data = data.resolve(f"timm:{target}", need_shape=False)
-    outputs = data.num_outputs if data.task == "regress" else (data.num_classes or 10)
-    data = DataSpec(shape, None, outputs if data.task == "classify" else None, data.num_outputs, data.task)
+        raise AmpbenchError(f"--input-shape {show(shape)}: timm:{target} takes images C,H,W")
+    data = dataclasses.replace(data, input_shape=shape).resolve(f"timm:{target}", need_shape=False)
+    if data.task == "classify" and data.num_classes is None:
+        data = dataclasses.replace(data, num_classes=10)
+    outputs = data.num_classes if data.task == "classify" else data.num_outputs
     try:
         model = timm.create_model(target, pretrained=False, num_classes=outputs, in_chans=shape[0], **options)
     except Exception as e:
@@ -124,7 +125,7 @@ def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any])
         config.vocab_size = data.vocab_size  # a smaller vocabulary than the config's: the user's choice
     shape = data.input_shape or (HF_SEQ[preset],)
     if len(shape) != 1:
-        raise AmpbenchError(f"--input-shape {','.join(map(str, shape))}: hf:{target} takes one sequence length, e.g. 128")
+        raise AmpbenchError(f"--input-shape {show(shape)}: hf:{target} takes one sequence length, e.g. 128")
     longest = next((getattr(config, k) for k in ("max_position_embeddings", "n_positions") if hasattr(config, k)), None)
     if isinstance(longest, int) and shape[0] > longest:
         raise AmpbenchError(f"--input-shape {shape[0]}: hf:{target} takes sequences of at most {longest} tokens")

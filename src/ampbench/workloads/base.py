@@ -52,6 +52,16 @@ def _binary_accuracy(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, 
     return ((out.squeeze(1) > 0).long() == y).sum(), int(y.numel())
 
 
+def mse_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Regression loss, in fp32 whatever the output dtype."""
+    return F.mse_loss(out.float(), y)
+
+
+def lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy: logits (B, T, V), targets (B, T), in fp32."""
+    return F.cross_entropy(out.float().flatten(0, -2), y.flatten())
+
+
 ACCURACY = Metric("accuracy", _accuracy)
 PIXEL_ACCURACY = Metric("pixel_accuracy", _pixel_accuracy)
 RMSE = Metric("rmse", _squared_error, finalize=math.sqrt, higher_is_better=False)

@@ -14,7 +14,7 @@ from ampbench.data.errors import DataError
 from ampbench.data.tensors import TensorData
 from ampbench.data.text import load_corpus
 from ampbench.errors import AmpbenchError
-from ampbench.workloads.base import ACCURACY, PERPLEXITY, SPAN_EXACT_MATCH, Workload, adam, split
+from ampbench.workloads.base import ACCURACY, PERPLEXITY, SPAN_EXACT_MATCH, Workload, adam, lm_loss, split
 from ampbench.workloads.registry import register_workload
 
 # -- bert ----------------------------------------------------------------------------------------
@@ -83,15 +83,25 @@ def _span_loss(out: tuple[torch.Tensor, torch.Tensor], y: torch.Tensor) -> torch
     return (F.cross_entropy(start.float(), y[:, 0]) + F.cross_entropy(end.float(), y[:, 1])) / 2
 
 
-def bert_model(preset: str, size: str | None = None, task: str = "cls", seq_len: int | None = None,
-               vocab: int | None = None, num_labels: int = 2) -> Bert:
+def bert_size(preset: str, size: str | None, task: str = "cls") -> str:
+    """The BERT size for ``preset`` (or the one asked for), checked along with ``task``."""
     size = size or {"tiny": "tiny", "small": "small", "paper": "base"}[preset]
     if size not in BERT_SIZES:
         raise AmpbenchError(f"bert size {size!r}: choose one of {', '.join(BERT_SIZES)}")
     if task not in ("cls", "span"):
         raise AmpbenchError(f"bert task {task!r}: choose cls (classification) or span (SQuAD-style)")
-    vocab = vocab or (BERT_VOCAB if preset == "paper" or size in ("base", "large") else 2048)
-    return Bert(*BERT_SIZES[size], vocab=vocab, task=task, num_labels=num_labels)
+    return size
+
+
+def bert_vocab(preset: str, size: str) -> int:
+    """WordPiece's 30522 for the real sizes and the paper preset; 2048 for the small test models."""
+    return BERT_VOCAB if preset == "paper" or size in ("base", "large") else 2048
+
+
+def bert_model(preset: str, size: str | None = None, task: str = "cls", seq_len: int | None = None,
+               vocab: int | None = None, num_labels: int = 2) -> Bert:
+    size = bert_size(preset, size, task)
+    return Bert(*BERT_SIZES[size], vocab=vocab or bert_vocab(preset, size), task=task, num_labels=num_labels)
 
 
 @register_workload(
@@ -110,44 +120,35 @@ def build_bert(preset: str, data_dir: Path | None, seed: int, size: str | None =
     if not 8 <= seq <= 512:
         raise AmpbenchError(f"bert seq_len {seq} must be between 8 and 512")
     if data_dir is not None:
-        return _bert_on_text(preset, data_dir, size, task, seq, tokenizer or "word", val_fraction)
-    model = bert_model(preset, size, task)
-    vocab = model.word.num_embeddings
-    g = torch.Generator().manual_seed(seed)
-    n = {"tiny": 32, "small": 2048, "paper": 8192}[preset]
-    if task == "cls":
-        ids, mask, y = synthetic.token_classification(n, seq, vocab, 2, g)
-        loss_fn, metric = F.cross_entropy, ACCURACY
+        from ampbench.data.textcsv import PAD, load_text_classification
+
+        if task != "cls":
+            raise DataError("bert --data-dir reads text classification (a text,label CSV): use task=cls")
+        # the vocabulary is the model's: read the text before building the model, which needs its labels
+        text = load_text_classification(data_dir, seq_len=seq, vocab_size=bert_vocab(preset, bert_size(preset, size)),
+                                        tokenizer=tokenizer or "word", val_fraction=val_fraction)
+        model = bert_model(preset, size, task, num_labels=len(text.labels))
+        train = TensorData((text.train_ids, (text.train_ids != PAD).long()), text.train_labels)
+        test = TensorData((text.test_ids, (text.test_ids != PAD).long()), text.test_labels)
+        loss_fn, metric, about = F.cross_entropy, ACCURACY, f"on {text.describe()}"
     else:
-        ids, mask, y = synthetic.token_spans(n, seq, vocab, g)
-        loss_fn, metric = _span_loss, SPAN_EXACT_MATCH
-    train, test = split((ids, mask), y, n // 8)
+        model = bert_model(preset, size, task)
+        vocab = model.word.num_embeddings
+        g = torch.Generator().manual_seed(seed)
+        n = {"tiny": 32, "small": 2048, "paper": 8192}[preset]
+        if task == "cls":
+            ids, mask, y = synthetic.token_classification(n, seq, vocab, 2, g)
+            loss_fn, metric = F.cross_entropy, ACCURACY
+        else:
+            ids, mask, y = synthetic.token_spans(n, seq, vocab, g)
+            loss_fn, metric = _span_loss, SPAN_EXACT_MATCH
+        train, test = split((ids, mask), y, n // 8)
+        about = f"{task} seq {seq}"
     return Workload(
         name="bert", model=model, train_data=train, test_data=test, loss_fn=loss_fn, metric=metric,
         make_optimizer=lambda p: torch.optim.AdamW(p, lr=2e-5 if preset == "paper" else 1e-4),
         batch_size={"tiny": 4, "small": 32, "paper": 32}[preset], epochs={"tiny": 1, "small": 2, "paper": 2}[preset],
-        preset=preset, description=f"BERT-{size or preset} {task} seq {seq}",
-    )
-
-
-def _bert_on_text(preset: str, data_dir: Path, size: str | None, task: str, seq: int, tokenizer: str,
-                  val_fraction: float | None) -> Workload:
-    """BERT fine-tuning on a text,label CSV (:mod:`ampbench.data.textcsv`); the vocabulary is the model's."""
-    from ampbench.data.textcsv import PAD, load_text_classification
-
-    if task != "cls":
-        raise DataError("bert --data-dir reads text classification (a text,label CSV): use task=cls")
-    vocab = bert_model(preset, size, task).word.num_embeddings
-    text = load_text_classification(data_dir, seq_len=seq, vocab_size=vocab, tokenizer=tokenizer,
-                                    val_fraction=val_fraction)
-    model = bert_model(preset, size, task, num_labels=len(text.labels))
-    train = TensorData((text.train_ids, (text.train_ids != PAD).long()), text.train_labels)
-    test = TensorData((text.test_ids, (text.test_ids != PAD).long()), text.test_labels)
-    return Workload(
-        name="bert", model=model, train_data=train, test_data=test, metric=ACCURACY,
-        make_optimizer=lambda p: torch.optim.AdamW(p, lr=2e-5 if preset == "paper" else 1e-4),
-        batch_size={"tiny": 4, "small": 32, "paper": 32}[preset], epochs={"tiny": 1, "small": 2, "paper": 2}[preset],
-        preset=preset, description=f"BERT-{size or preset} on {text.describe()}",
+        preset=preset, description=f"BERT-{size or preset} {about}",
     )
 
 
@@ -174,10 +175,6 @@ class LSTMLanguageModel(nn.Module):
         # (under amp-fp16 on CPU the engine gives nn.LSTM a kernel fallback: ampbench.precision.fallbacks)
         out = self.lstm(x)[0]  # (B, T, P)
         return self.decoder(self.drop(out))  # (B, T, V)
-
-
-def _lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(out.float().flatten(0, 1), y.flatten())
 
 
 def windows(stream: torch.Tensor, seq: int) -> TensorData:
@@ -210,7 +207,7 @@ def build_lstm_lm(preset: str, data_dir: Path | None, seed: int, val_fraction: f
         train, test = windows(stream, seq).split_off(max(len(stream) // seq // 10, 1))
     return Workload(
         name="lstm-lm", model=LSTMLanguageModel(vocab, embed, hidden, proj, layers), train_data=train,
-        test_data=test, loss_fn=_lm_loss, metric=PERPLEXITY, make_optimizer=adam(1e-3), batch_size=batch,
+        test_data=test, loss_fn=lm_loss, metric=PERPLEXITY, make_optimizer=adam(1e-3), batch_size=batch,
         epochs={"tiny": 1, "small": 2, "paper": 1}[preset], preset=preset,
         description=f"LSTM LM vocab {vocab}" + (" (corpus)" if data_dir else " (synthetic Markov text)"),
         notes={"perplexity_floor": math.log(4)},

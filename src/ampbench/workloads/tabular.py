@@ -6,12 +6,11 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.data.tabular import read_csv_table
-from ampbench.workloads.base import RMSE, Workload, adam, held_out, split
+from ampbench.workloads.base import RMSE, Workload, adam, held_out, mse_loss, split
 from ampbench.workloads.registry import register_workload
 
 # Cardinalities (+1 for unknown) of the 22 categorical variables of fast.ai's Rossmann notebook
@@ -46,10 +45,6 @@ class TabularMLP(nn.Module):
         return self.out(self.body(x))  # (B, 1)
 
 
-def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.mse_loss(out.float(), y)
-
-
 @register_workload(
     "tabular-mlp",
     description="Rossmann-style tabular regression: categorical embeddings + continuous features -> MLP",
@@ -75,7 +70,7 @@ def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "
     train, test = split((cats, cont), y, held_out(n, val_fraction or 0.1, csvs[0] if data_dir else "tabular-mlp"))
     return Workload(
         name="tabular-mlp", model=TabularMLP(cards, n_cont, layers), train_data=train, test_data=test,
-        loss_fn=_mse, metric=RMSE, make_optimizer=adam(1e-3),
+        loss_fn=mse_loss, metric=RMSE, make_optimizer=adam(1e-3),
         batch_size={"tiny": 16, "small": 512, "paper": 512}[preset], epochs={"tiny": 1, "small": 3, "paper": 10}[preset],
         preset=preset, description="tabular MLP" + (f" ({csvs[0].name})" if data_dir else " (synthetic)"),
     )

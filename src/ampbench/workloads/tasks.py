@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from ampbench.data import synthetic
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
-from ampbench.workloads.base import ACCURACY, PERPLEXITY, RMSE, Metric, image_prep, split
+from ampbench.workloads.base import ACCURACY, PERPLEXITY, RMSE, Metric, image_prep, lm_loss, mse_loss, split
 
 TASKS = ("classify", "regress", "lm")
 
@@ -133,15 +133,7 @@ class Objective:
     metric: Metric | None
 
 
-def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.mse_loss(out.float(), y)
-
-
-def lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(out.float().flatten(0, -2), y.flatten())
-
-
-OBJECTIVES = {"classify": Objective(F.cross_entropy, ACCURACY), "regress": Objective(_mse, RMSE),
+OBJECTIVES = {"classify": Objective(F.cross_entropy, ACCURACY), "regress": Objective(mse_loss, RMSE),
               "lm": Objective(lm_loss, PERPLEXITY)}
 
 
@@ -196,11 +188,11 @@ def infer(out: Any, targets: torch.Tensor, where: str) -> DataSpec:
             return DataSpec(num_classes=int(out.shape[1]), task="classify")
         if targets.dim() == 2 and out.dim() == 3:
             return DataSpec(input_shape=(int(targets.shape[1]),), vocab_size=int(out.shape[2]), task="lm")
-    raise AmpbenchError(f"{where}: cannot tell the loss from output {_shape(out)} and {targets.dtype} targets "
+    raise AmpbenchError(f"{where}: cannot tell the loss from output {shape_of(out)} and {targets.dtype} targets "
                         f"{tuple(targets.shape)}; give --loss file.py:fn (or --task classify|regress|lm)")
 
 
-def _shape(x: Any) -> str:
+def shape_of(x: Any) -> str:
     return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
 
 

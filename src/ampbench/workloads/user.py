@@ -29,7 +29,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.workloads import tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
 from ampbench.workloads.registry import check_val_fraction, seeded
-from ampbench.workloads.tasks import DataSpec, show
+from ampbench.workloads.tasks import DataSpec, shape_of, show
 from ampbench.workloads.vision import classification_splits
 
 
@@ -129,6 +129,8 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
                                  options=options)
 
 
+NO_CSV_FOR_TOKENIZER = "--option tokenizer=...: the tokenizer reads a text,label CSV in --data-dir; there is none"
+
 USER_OPTIONS = ("tokenizer",)
 """--option keys a user model takes: tokenizer=word|byte|bpe for a text CSV in --data-dir."""
 
@@ -143,8 +145,8 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
     where = spec if spec.startswith(("hf:", "timm:")) else f"--model {spec!r}"
     input_names: tuple[str, ...] | None = None
     prepare = None
-    if (options or {}).get("tokenizer") is not None and (data_dir is None or not any(Path(data_dir).glob("*.csv"))):
-        raise AmpbenchError("--option tokenizer=...: the tokenizer reads a text,label CSV in --data-dir; there is none")
+    if (options or {}).get("tokenizer") is not None and data_dir is None:
+        raise AmpbenchError(NO_CSV_FOR_TOKENIZER)
     if batches is not None:
         data = data.resolve(where, need_shape=False) if data.given() else DataSpec()  # (task None: from the targets)
         train, test, input_names, made_by = _from_batches(batches, preset, seed, batch)
@@ -193,10 +195,13 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
                ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
     """--data-dir for a user module: a text corpus (--task lm), a text,label CSV (token models) or images."""
     if data.task == "lm" or (data_dir / "train.txt").is_file():
+        if options.get("tokenizer") is not None:
+            raise AmpbenchError(NO_CSV_FOR_TOKENIZER)
         return _real_corpus(data_dir, data, where, val_fraction)
-    csvs = sorted(data_dir.glob("*.csv"))
-    if csvs:
+    if any(data_dir.glob("*.csv")):
         return _real_text_csv(data_dir, data, where, val_fraction, options)
+    if options.get("tokenizer") is not None:
+        raise AmpbenchError(NO_CSV_FOR_TOKENIZER)
     train, test = _load_images(data_dir, val_fraction)
     real_shape = tuple(train.inputs[0].shape[1:])
     if data.input_shape is not None and data.input_shape != real_shape:
@@ -247,7 +252,7 @@ def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: flo
     data = DataSpec(data.input_shape, data.vocab_size, data.num_classes or classes, None, "classify")
     train = TensorData((text.train_ids,), text.train_labels)
     test = TensorData((text.test_ids,), text.test_labels)
-    return train, test, data, None, f"{text.describe()}"
+    return train, test, data, None, text.describe()
 
 
 def _load_images(data_dir: Path, val_fraction: float | None = None) -> tuple[TensorData, TensorData]:
@@ -296,8 +301,8 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
     g = torch.Generator().manual_seed(seed)
     chunks: list[tuple[tuple[torch.Tensor, ...], torch.Tensor]] = []
     names: tuple[str, ...] | None = None
-    n_total = None
-    while n_total is None or sum(len(c[1]) for c in chunks) < n_total:
+    n_total, n_made = None, 0
+    while n_total is None or n_made < n_total:
         try:
             made = make_batch(batch, g)
         except Exception as e:
@@ -314,6 +319,7 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
             raise AmpbenchError(f"--batches {batches!r}: batches differ in their inputs' names or number")
         names = these
         chunks.append((tensors, targets))
+        n_made += batch
         if n_total is None:
             per_sample = sum(t[0].numel() * t.element_size() for t in (*tensors, targets))
             n_total = tasks.sample_count(preset, per_sample, batch)
@@ -350,11 +356,7 @@ def _check_loss(workload: Workload, out: Any, targets: torch.Tensor, where: str,
     except Exception as e:
         msg = str(e).splitlines()[0][:200] if str(e) else ""
         fix = "check --loss" if own_loss else "give --loss file.py:fn, or --task/--num-classes/--num-outputs"
-        raise AmpbenchError(f"{where}: the loss failed on the model's output {_shape_of(out)} and targets "
-                            f"{_shape_of(targets)}: {type(e).__name__}: {msg}. {fix}") from None
+        raise AmpbenchError(f"{where}: the loss failed on the model's output {shape_of(out)} and targets "
+                            f"{shape_of(targets)}: {type(e).__name__}: {msg}. {fix}") from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        raise AmpbenchError(f"{where}: the loss returned {_shape_of(value)}, not a scalar tensor")
-
-
-def _shape_of(x: Any) -> str:
-    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise AmpbenchError(f"{where}: the loss returned {shape_of(value)}, not a scalar tensor")
