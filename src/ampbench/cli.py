@@ -256,6 +256,8 @@ def train_cmd(
     option: OptionOpt = None,
     fp8_skip: Fp8SkipOpt = None,
     fp8_filter: Fp8FilterOpt = None,
+    compile: Annotated[str, typer.Option("--compile", help="off | on | max-autotune: train the torch.compile'd model "
+                                         "(the first step, which compiles, is timed apart).")] = "off",
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -268,6 +270,7 @@ def train_cmd(
     resolve(precision)  # fail fast on a bad name, before building data
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
+                         compile=compile.strip(),
                          **fp8_options([precision], fp8_skip, fp8_filter))  # type: ignore[arg-type]
     if not resume:  # (with --resume the checkpoint must already be there: train() says so)
         check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
@@ -290,6 +293,8 @@ def train_cmd(
     parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",
              f"test {m} {fmt(result.test_metric)}" if result.test_metric is not None else ""]
     resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
+    if result.compile_s is not None:
+        resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
     console.print(escape(f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
                          f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
                          f"{plural(result.steps_trained, 'step')} trained, skipped steps {result.skipped_steps}"))
@@ -336,6 +341,12 @@ def run_cmd(
     loss_scale: Annotated[Opt[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,
     fp8_skip: Fp8SkipOpt = None,
     fp8_filter: Fp8FilterOpt = None,
+    compile: Annotated[Opt[str], typer.Option("--compile", help="Execution axis: off,on,max-autotune (torch.compile; "
+                                              "default off). Each value runs every precision.")] = None,
+    memory_format: Annotated[Opt[str], typer.Option("--memory-format", help="Execution axis: contiguous,channels_last "
+                                                    "(models with (N,C,H,W) inputs; default contiguous).")] = None,
+    cuda_graphs: Annotated[Opt[str], typer.Option("--cuda-graphs", help="Execution axis: off,on (CUDA only; default "
+                                                  "off): the compiled forward/backward replayed as CUDA graphs.")] = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
     memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
     maxbatch_limit: Annotated[int, typer.Option(help="Largest batch maxbatch tries.")] = 65536,
@@ -363,6 +374,7 @@ def run_cmd(
         parse_size,
         with_presets,
     )
+    from ampbench.execution import executions, parse_axis
     from ampbench.measure.env import resolve_device
     from ampbench.store import export_data, write_json
 
@@ -408,10 +420,15 @@ def run_cmd(
 
         LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
     modes = parse_precisions(precisions, str(dev))
+    points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
+                        parse_axis(cuda_graphs, "cuda_graphs"))
+    for point in points:
+        point.check_device(str(dev))
     config = RunConfig(
         device=str(dev), workloads=wl_names, presets=presets, precisions=modes,
         **fp8_options(list(modes), fp8_skip, fp8_filter),  # type: ignore[arg-type]
-        batch_sizes=tuple(sizes), repeats=repeats, native_only=native_only_entries(names, preset, precisions, str(dev)),
+        batch_sizes=tuple(sizes), repeats=repeats, executions=points,
+        native_only=native_only_entries(names, preset, precisions, str(dev)),
         measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, **user,  # type: ignore[arg-type]
         data_dir=str(data_dir) if data_dir else None, val_fraction=val_fraction,
@@ -431,7 +448,8 @@ def run_cmd(
     closing = sum(c.closing for c in cells)
     extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
                    f" + {closing} closing fp32" if closing else "")
-    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{extra_cells}) "
+    axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
+    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{axes}{extra_cells}) "
                   f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store.path))}")
     for note in config.left_out():
         console.print(f"[dim]{escape(note)}[/]")
@@ -468,6 +486,9 @@ def _advice(rows):  # type: ignore[no-untyped-def]
         a = advise(group)
         pick = f"[bold green]{escape(a.recommended)}[/]" if a.recommended else "[bold red]no recommendation[/]"
         yield f"{escape(wl)} ({escape(preset)}): {pick} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
+        if a.combination is not None:
+            yield (f"{escape(wl)} ({escape(preset)}) fastest combination: [bold green]{escape(a.combination)}[/] "
+                   f"{escape(a.combination_evidence or '')}")
 
 
 def _check_workloads(names: list[str], presets: tuple[str, ...], opts: dict[str, object]) -> None:
@@ -498,6 +519,8 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
         def on_event(ev) -> None:  # type: ignore[no-untyped-def]
             s = ev.spec
             what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+            if not s.execution.is_default:
+                what += f" {s.execution.label}"
             if s.closing:
                 what += " [closing baseline]"
             elif config.repeats > 1 and "throughput" in config.measures:

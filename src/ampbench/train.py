@@ -16,6 +16,7 @@ import torch
 
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
+from ampbench.execution import Execution, finish_model
 from ampbench.measure.env import resolve_device
 from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
@@ -50,8 +51,11 @@ class TrainConfig:
     """Cap on optimizer steps per epoch (quick runs, CI)."""
     evaluate_train: bool = True
     """Also evaluate on the whole training split at the end (check_accuracy on both splits)."""
+    compile: str = "off"
+    """off | on | max-autotune: train the torch.compile'd model (ampbench.execution; evaluation stays eager)."""
 
     def __post_init__(self) -> None:
+        Execution(compile=self.compile)  # validates the value
         for name in ("epochs", "batch_size", "max_steps_per_epoch"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -96,6 +100,9 @@ class TrainResult:
     resumed_from_epoch: int = 0
     steps_trained: int = 0
     """Optimizer steps this call ran (``steps`` counts the resumed run's earlier ones too)."""
+    compile: str = "off"
+    compile_s: float | None = None
+    """Compiled runs: seconds of the first step (tracing and compiling included), left out of samples_per_s."""
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +148,9 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8_skip=config.fp8_skip,
                         fp8_filter=config.fp8_filter)
     model, optimizer = mp.setup(model, optimizer)
-    workload.model = model
+    workload.model = model  # (evaluation and checkpoints use the set-up model itself)
+    execution = Execution(compile=config.compile)
+    run = finish_model(model, execution)
     train_data = workload.train_data.to(device)
     test_data = workload.test_data.to(device) if workload.test_data is not None else None
 
@@ -178,6 +187,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     steps_before = mp.totals["steps"]
     model.train()
     train_seconds, samples, loss = 0.0, 0, torch.zeros(())
+    compile_s, compile_samples = None, 0
     for epoch in range(start_epoch, epochs):
         g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)  # order depends on (seed, epoch) only
         t0 = last_report = time.perf_counter()
@@ -185,12 +195,19 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         for step, (inputs, targets) in enumerate(train_data.batches(batch_size, shuffle=True, generator=g)):
             if step >= steps_per_epoch:
                 break
+            first = execution.compiled and compile_s is None
+            if first:
+                t_first = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             with mp.autocast():
-                loss = workload.loss_fn(workload.call_model(model, inputs), targets)
+                loss = workload.loss_fn(workload.call_model(run, inputs), targets)
             mp.backward(loss)
             mp.step(optimizer, max_grad_norm=config.max_grad_norm)
             epoch_samples += int(targets.shape[0])
+            if first:  # the compile happens in the first step: timed apart, not in samples_per_s
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                compile_s, compile_samples = time.perf_counter() - t_first, int(targets.shape[0])
             now = time.perf_counter()
             if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
                 last_report = now
@@ -221,10 +238,17 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         final_loss=float(loss.detach()) if history else float("nan"),
         metric_name=workload.metric.name if workload.metric else None, train_metric=train_metric,
         test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
-        samples_per_s=samples / train_seconds if train_seconds else 0.0, train_seconds=train_seconds,
+        samples_per_s=_rate(samples, train_seconds, compile_samples, compile_s or 0.0), train_seconds=train_seconds,
         loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
-        history=history,
+        compile=config.compile, compile_s=compile_s, history=history,
     )
+
+
+def _rate(samples: int, seconds: float, compile_samples: int, compile_s: float) -> float:
+    """Samples/s without the compiling first step (with it when that was the only step)."""
+    if samples > compile_samples and seconds > compile_s:
+        return (samples - compile_samples) / (seconds - compile_s)
+    return samples / seconds if seconds > 0 else 0.0
 
 
 def _check_resumable(state: Any, path: Path, workload: Workload, precision: str) -> None:

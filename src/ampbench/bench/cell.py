@@ -19,6 +19,7 @@ import torch
 
 from ampbench.bench.plan import CellSpec, mp_options
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
+from ampbench.execution import check_memory_format, compile_counts, graph_break_reasons
 from ampbench.measure import memory as mem
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
 from ampbench.measure.flops import count_flops_split, mfu
@@ -54,13 +55,20 @@ def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
                            data=DataSpec.of(**data), **dict(spec.options))
 
 
+def validate_cell_inputs(spec: CellSpec) -> None:
+    """Build the cell's workload (data read and checked, a --model's forward on 2 samples) and check that
+    its execution applies to it (channels-last needs 4-D inputs): an AmpbenchError says what is wrong."""
+    wl = build_workload(spec)
+    check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
+
+
 def base_row(spec: CellSpec) -> dict[str, Any]:
     """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
     row = empty_row()
     row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
                measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
                status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
-               closing_baseline=spec.closing)
+               closing_baseline=spec.closing, **spec.execution.to_row())
     return row
 
 
@@ -146,7 +154,7 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         from ampbench.measure.converge import converge
 
         conv = converge(lambda s: build_workload(spec, s), spec.precision, device, spec.converge_steps, spec.seeds,
-                        spec.batch_size, spec.seed, spec.loss_scale, mp_options(spec))
+                        spec.batch_size, spec.seed, spec.loss_scale, mp_options(spec), spec.execution)
         row["converge"] = conv
         finals = [x for x in conv["final_losses"] if math.isfinite(x)]
         row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
@@ -174,16 +182,22 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
                       base_rss: int | None) -> tuple[TrainStep, dict[str, Any]]:
     """Set up and time ``spec.steps`` steps after warm-up; peaks and the memory split."""
     out: dict[str, Any] = {}
+    execution = spec.execution
+    execution.check_device(spec.device)
+    check_memory_format(execution, wl.example_batch(2)[0], spec.label)
     peaks = mem.PeakMemory(device)
     peaks.start(base_rss)
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
-        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, mp_options=mp_options(spec))
+        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, mp_options=mp_options(spec),
+                          execution=execution)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
-    out["first_step_ms"] = time_once(step, device)
+    counts0 = compile_counts()
+    out["first_step_ms"] = time_once(step, device)  # compiled: tracing and compiling forward and backward happen here
+    counts1 = compile_counts()
     with mem.saved_activations() as act:
         step()
     out["activation_bytes"] = act[0]
@@ -191,8 +205,13 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     for _ in range(max(0, spec.warmup - 1)):
         step()
     skipped_before = step.mp.totals["skipped_steps"]
+    counts2 = compile_counts()
     timing = time_steps(step, spec.steps, device)
+    counts3 = compile_counts()
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
+    if execution.compiled:
+        out.update(_compile_keys(execution, out["first_step_ms"], counts1 - counts0, counts3 - counts0,
+                                 counts3 - counts1, counts3 - counts2))
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")
     out.update(timing.summary())
     out["timer"] = timing.timer
@@ -227,6 +246,19 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     return step, out
 
 
+def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:
+    """What torch.compile did in a cell: the first step's seconds (compile included), graphs compiled,
+    breaks, recompiles after the first step and inside the timed steps, whether Inductor's on-disk
+    cache served the compile (then compile_s is far below a cold compile's)."""
+    cache = None
+    if first.cache_hits or first.cache_misses:
+        cache = "hit" if not first.cache_misses else "miss" if not first.cache_hits else "partial"
+    return {"torch_compile": execution.torch_compile_text(), "compile_s": first_step_ms / 1e3,
+            "compile_cache": cache, "graphs_compiled": cell.graphs, "graph_breaks": cell.breaks,
+            "graph_break_reasons": graph_break_reasons() if cell.breaks else [],
+            "recompiles": after_first.graphs, "recompiles_timed": timed.graphs}
+
+
 def _max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
                throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> dict[str, Any]:
     from ampbench.measure.maxbatch import search_max_batch
@@ -256,7 +288,8 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         base_rss = _cpu_baseline(spec, wl, device)
         peaks = mem.PeakMemory(device)
         peaks.start(base_rss)
-        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, n_batches=1)
+        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, n_batches=1,
+                          mp_options=mp_options(spec), execution=spec.execution)
         for _ in range(spec.maxbatch_trial_steps):
             step()
         peak = peaks.peak()

@@ -83,11 +83,11 @@ def main(argv: list[str]) -> int:
 
         result = run_trial(spec, int(job["batch_size"]))
     elif job["kind"] == "validate":
-        from ampbench.bench.cell import build_workload
+        from ampbench.bench.cell import validate_cell_inputs
         from ampbench.errors import AmpbenchError
 
         try:
-            build_workload(spec)
+            validate_cell_inputs(spec)
             result = {"error": ""}
         except AmpbenchError as e:
             result = {"error": str(e)}

@@ -1,6 +1,7 @@
 """What a run measures: its options (:class:`RunConfig`) and the cells they expand to (:class:`CellSpec`).
 
-A cell is workload x precision x batch size, with the measurements asked for. Cells are plain,
+A cell is workload x precision x execution (compile, memory format, CUDA graphs) x batch size, with the
+measurements asked for. Cells are plain,
 JSON-able values: they cross into child processes unchanged, and their hash (``key``) is how
 ``--resume`` knows what is already done.
 """
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ampbench.errors import AmpbenchError
+from ampbench.execution import AXES, Execution
 from ampbench.precision import resolve, supported
 from ampbench.workloads.base import PRESETS
 
@@ -124,6 +126,16 @@ class CellSpec(Settings):
     """Repeats: the measures of repeat 0 (a repeat measures less, so its own fields cannot name repeat 0)."""
     closing: bool = False
     """The closing baseline: fp32 timed again after a workload's other modes (see RunConfig.cells)."""
+    compile: str = "off"
+    """Execution axes (ampbench.execution): off | on | max-autotune."""
+    memory_format: str = "contiguous"
+    """contiguous | channels_last."""
+    cuda_graphs: str = "off"
+    """off | on (CUDA)."""
+
+    @property
+    def execution(self) -> Execution:
+        return Execution(self.compile, self.memory_format, self.cuda_graphs)
 
     @property
     def label(self) -> str:
@@ -154,6 +166,9 @@ class CellSpec(Settings):
         for name in ("val_fraction", *NEWER_USER_FIELDS):  # keys of earlier runs stay what they were
             if d[name] is None:
                 del d[name]
+        for axis, values in AXES.items():  # (so do the keys of cells at the default execution)
+            if d[axis] == values[0]:
+                del d[axis]
         return d
 
     @classmethod
@@ -181,6 +196,8 @@ class RunConfig(Settings):
     """Throughput measurements per cell, interleaved with the other precisions (repeat r of every mode, then r+1)."""
     native_only: tuple[str, ...] = ()
     """'workload:preset' entries that run only fp32 and the modes the device has math hardware for."""
+    executions: tuple[Execution, ...] = (Execution(),)
+    """Points on the execution axes (--compile x --memory-format x --cuda-graphs), each with every precision."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Options that do not change results (isolation, timeouts): stored, not part of the identity."""
 
@@ -193,6 +210,8 @@ class RunConfig(Settings):
             d.pop("val_fraction")
         if not self.native_only:
             d.pop("native_only")
+        if self.executions == (Execution(),):  # runs from before the execution axes can still be resumed
+            d.pop("executions")
         return json.loads(json.dumps(d))  # tuples -> lists, as stored
 
     def cells(self) -> list[CellSpec]:
@@ -202,8 +221,12 @@ class RunConfig(Settings):
         repeat's speedup compares cells measured a few seconds apart (slow drift of the machine
         then cancels in the ratio). Repeats time throughput (and memory) only.
 
+        Every execution (compile, memory format, CUDA graphs) runs every precision, so each change is
+        measured alone and combined; within a repeat, executions run one after the other, the
+        default (eager) first.
+
         With one measurement per cell, fp32 is timed once more after the workload's other modes
-        (the closing baseline, A-B-A): every speedup divides by fp32, so a disturbed fp32 cell would
+        (the closing baseline, A-B-A, at the run's first execution): every speedup divides by fp32, so a disturbed fp32 cell would
         make every mode look faster; how far fp32 moved between its two measurements becomes part
         of every speedup's noise (``baseline_drift``).
         """
@@ -211,7 +234,8 @@ class RunConfig(Settings):
         targets = [(None, p) for p in self.presets[:1]] if self.model else list(zip(self.workloads, self.presets))
         timed = tuple(m for m in self.measures if m in REPEATED_MEASURES)
         repeats = self.repeats if "throughput" in timed else 1
-        closing = repeats == 1 and "throughput" in timed and BASELINE in self.precisions and len(self.precisions) > 1
+        closing = repeats == 1 and "throughput" in timed and BASELINE in self.precisions and (
+            len(self.precisions) > 1 or len(self.executions) > 1)
         again = {"measures": timed, "first_measures": self.measures}
         out = []
         for workload, preset in targets:
@@ -220,10 +244,12 @@ class RunConfig(Settings):
                 for r in range(repeats):
                     rep = {} if r == 0 else {"repeat": r, **again}
                     out.extend(CellSpec(**{**shared, **rep}, workload=workload, preset=preset, precision=precision,
-                                        batch_size=bs) for precision in precisions)
-                if closing and len(precisions) > 1:
+                                        batch_size=bs, **ex.to_row())
+                               for ex in self.executions for precision in precisions)
+                if closing and (len(precisions) > 1 or len(self.executions) > 1):
                     out.append(CellSpec(**{**shared, "repeat": 1, "closing": True, **again}, workload=workload,
-                                        preset=preset, precision=BASELINE, batch_size=bs))
+                                        preset=preset, precision=BASELINE, batch_size=bs,
+                                        **self.executions[0].to_row()))
         return out
 
 

@@ -74,9 +74,9 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict
 def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
     corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
-    synthetic data cannot be."""
+    synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs."""
     return (spec.model is not None or spec.data_dir is not None or spec.val_fraction is not None
-            or ":" in (spec.workload or ""))
+            or ":" in (spec.workload or "") or spec.memory_format != "contiguous")
 
 
 def validate_inputs(config: RunConfig) -> None:
@@ -88,14 +88,14 @@ def validate_inputs(config: RunConfig) -> None:
     """
     seen = set()
     for spec in config.cells():
-        target = (spec.workload, spec.model, spec.preset)
+        target = (spec.workload, spec.model, spec.preset, spec.memory_format)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)
         if not config.extra.get("isolate", config.device.startswith("cuda")):
-            from ampbench.bench.cell import build_workload
+            from ampbench.bench.cell import validate_cell_inputs
 
-            build_workload(spec)
+            validate_cell_inputs(spec)
             continue
         r = run_isolated("validate", spec, config.extra.get("cell_timeout"))
         if r.get("error"):

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ampbench.errors import TrainingDivergedError
+from ampbench.execution import Execution, finish_model, mark_step, prepare_model
 from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
 
@@ -36,14 +37,21 @@ def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[li
 
 
 def train_seed(workload: Workload, precision: str, device: torch.device, steps: int, batch_size: int, seed: int,
-               loss_scale: str | None = None, mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
+               loss_scale: str | None = None, mp_options: dict[str, Any] | None = None,
+               execution: Execution | None = None) -> dict[str, Any]:
+    """One seed's training (compiled / channels-last as ``execution`` says: a compiled cell's convergence
+    is the compiled model's own)."""
     from ampbench.train import evaluate
 
-    model = workload.model.to(device)
+    execution = execution or Execution()
+    model = prepare_model(workload.model.to(device), execution)
     optimizer = workload.make_optimizer(model.parameters())
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)
     model.train()
+    if execution.compiled:  # each seed's model is new: a clean dynamo state, never its recompile limit (eager fallback)
+        torch._dynamo.reset()
+    run = finish_model(model, execution)
     data = workload.train_data.to(device)
     g = torch.Generator().manual_seed(seed)
     losses: list[torch.Tensor] = []
@@ -54,8 +62,9 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
         while len(losses) < steps:
             for inputs, targets in data.batches(batch_size, shuffle=True, generator=g, drop_last=len(data) > batch_size):
                 optimizer.zero_grad(set_to_none=True)
+                mark_step(execution)
                 with mp.autocast():
-                    loss = workload.loss_fn(workload.call_model(model, inputs), targets)
+                    loss = workload.loss_fn(workload.call_model(run, inputs), targets)
                 scales.append(mp.scale)
                 mp.backward(loss)
                 mp.step(optimizer)
@@ -79,12 +88,13 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
 
 def converge(build: Callable[[int], Workload], precision: str, device: torch.device, steps: int, seeds: int,
              batch_size: int | None, base_seed: int = 0, loss_scale: str | None = None,
-             mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
+             mp_options: dict[str, Any] | None = None, execution: Execution | None = None) -> dict[str, Any]:
     """Train ``seeds`` runs (seeds base_seed, base_seed+1, ...) of ``steps`` steps; curves and summaries."""
     runs = []
     for s in range(base_seed, base_seed + seeds):
         wl = build(s)
-        runs.append(train_seed(wl, precision, device, steps, batch_size or wl.batch_size, s, loss_scale, mp_options))
+        runs.append(train_seed(wl, precision, device, steps, batch_size or wl.batch_size, s, loss_scale, mp_options,
+                               execution))
     curve_steps, _ = _downsample(runs[0]["curve"]) if runs else ([], [])
     return {
         "steps": steps,

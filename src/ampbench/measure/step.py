@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ampbench.data.tensors import TensorData
+from ampbench.execution import Execution, finish_model, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
 from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
@@ -63,12 +64,16 @@ class TrainStep:
     batches: list[Batch]
     device: torch.device
     batch_size: int
+    execution: Execution = field(default_factory=Execution)
+    """How the model runs: ``model`` is the compiled module when execution.compiled (``eager_model`` the set-up one)."""
+    eager_model: torch.nn.Module | None = field(default=None, repr=False)
     calls: int = 0
     last_loss: torch.Tensor | None = field(default=None, repr=False)
 
     def __call__(self, after_backward: Callable[[], None] | None = None) -> None:
         inputs, targets = self.batches[self.calls % len(self.batches)]
         self.calls += 1
+        mark_step(self.execution)
         self.optimizer.zero_grad(set_to_none=True)
         with self.mp.autocast():
             loss = self.workload.loss_fn(self.workload.call_model(self.model, inputs), targets)
@@ -97,13 +102,20 @@ class TrainStep:
 
 def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,
                loss_scale: str | float | None = None, n_batches: int = 4, keep_fp32: list[str] | None = None,
-               mp_options: dict[str, Any] | None = None) -> TrainStep:
+               mp_options: dict[str, Any] | None = None, execution: Execution | None = None) -> TrainStep:
     """Move the workload's model to ``device``, set it up for ``precision``, stage batches there.
-    ``mp_options``: more MixedPrecision keywords (the fp8 modes' ``fp8_skip``/``fp8_filter``)."""
-    model = workload.model.to(device)
+    ``mp_options``: more MixedPrecision keywords (the fp8 modes' ``fp8_skip``/``fp8_filter``).
+    ``execution``: channels-last and torch.compile (:mod:`ampbench.execution`; default eager). A
+    compiled step starts from a clean dynamo state (torch._dynamo.reset()): counters and caches of
+    earlier steps in this process do not carry over."""
+    execution = execution or Execution()
+    model = prepare_model(workload.model.to(device), execution)
     optimizer = workload.make_optimizer(model.parameters())
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)
     model.train()
+    if execution.compiled:
+        torch._dynamo.reset()
+    run = finish_model(model, execution)
     batches = device_batches(workload.train_data, batch_size, n_batches, device)
-    return TrainStep(workload, model, optimizer, mp, batches, device, batch_size)
+    return TrainStep(workload, run, optimizer, mp, batches, device, batch_size, execution, model)

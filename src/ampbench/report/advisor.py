@@ -29,11 +29,13 @@ expected to be near 1% (not yet measured), where the rule changes nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any
 
+from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
+from ampbench.report.combine import best_combination, several_executions
 from ampbench.store.derive import compared_memory
 
 TIE = 0.02
@@ -60,6 +62,11 @@ class Advice:
     label: str
     """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise",
     "nothing converged", "nothing ran"."""
+    combination: str | None = None
+    """With several executions (--compile, --memory-format, --cuda-graphs): the fastest converging
+    combination ("amp-bf16 + compile"), "fp32" when none is measurably faster than fp32 eager, "none"."""
+    combination_evidence: str | None = None
+    """Its speedup over fp32 eager, and what each change bought alone and on top of the other."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -158,7 +165,25 @@ def _why_nothing_helps(base: dict[str, Any], others: list[dict[str, Any]]) -> st
 
 
 def advise(rows: list[dict[str, Any]]) -> Advice:
-    """Advice for one workload from its rows (one run, one device; derived keys present)."""
+    """Advice for one workload from its rows (one run, one device; derived keys present).
+
+    The precision is chosen among the rows of one execution: eager (compile off, contiguous, no CUDA
+    graphs) when it ran, else the first the rows have (then the evidence names it). With several
+    executions, the advice also names the fastest converging combination (:mod:`ampbench.report.combine`)."""
+    executions = sorted({Execution.of(r) for r in rows}, key=lambda ex: (not ex.is_default, len(ex.changes())))
+    if len(executions) <= 1:
+        return _advise_precision(rows)
+    ref = executions[0]
+    a = _advise_precision([r for r in rows if Execution.of(r) == ref])
+    if not ref.is_default:
+        a = replace(a, evidence=f"(at {ref.label}) {a.evidence}")
+    if several_executions(rows):
+        c = best_combination(rows)
+        a = replace(a, combination=c.label, combination_evidence=c.evidence)
+    return a
+
+
+def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     workload = rows[0]["workload"] if rows else "?"
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0]
     if not ok:

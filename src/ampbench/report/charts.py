@@ -14,6 +14,8 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
+from ampbench.execution.options import display_name
+
 matplotlib.rcParams["svg.fonttype"] = "path"
 matplotlib.rcParams["svg.hashsalt"] = "ampbench"  # deterministic ids
 
@@ -47,7 +49,7 @@ def throughput_chart(rows: list[dict[str, Any]], title: str) -> str:
     whiskers from the slowest to the fastest repeat."""
     ok = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s")]
     fig, ax = _fig(height=0.45 * len(ok) + 1.0)
-    names = [r["precision"] for r in ok]
+    names = [display_name(r) for r in ok]
     vals = [r["samples_per_s"] for r in ok]
     ax.barh(names, vals, color=[_color(n) for n in names])
     ax.invert_yaxis()
@@ -73,7 +75,7 @@ def memory_chart(rows: list[dict[str, Any]], title: str) -> str:
     """Stacked bars of weights / grads / optimizer / activations (MiB), with the measured peaks as markers."""
     ok = [r for r in rows if r.get("status") == "ok" and r.get("peak_allocated_bytes") is not None]
     fig, ax = _fig(height=0.5 * len(ok) + 1.6)
-    names = [r["precision"] for r in ok]
+    names = [display_name(r) for r in ok]
     left = [0.0] * len(ok)
     for key, label, color in PARTS:
         vals = [(r.get(key) or 0) / 2**20 for r in ok]

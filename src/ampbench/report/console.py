@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ampbench.execution.options import Execution
 from ampbench.report.advisor import versus_fp32
 from ampbench.store.derive import compared_memory
 
@@ -60,6 +61,24 @@ def _saving(v: Any) -> Text:
     return Text(f"-{v:.0%}" if v > 0 else f"+{-v:.0%}", style="green" if v > 0.05 else "red" if v < -0.05 else "")
 
 
+def eager_speedup_text(row: dict[str, Any]) -> str:
+    """speedup_vs_fp32_eager: every change of the row against fp32 eager ("-" without that cell)."""
+    v = row.get("speedup_vs_fp32_eager")
+    return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
+
+
+def compile_note(row: dict[str, Any]) -> str:
+    """What torch.compile cost and met in a compiled row ("" for eager rows)."""
+    if not isinstance(row.get("compile_s"), (int, float)):
+        return ""
+    parts = [f"compile {row['compile_s']:.1f} s" + (f" (cache {row['compile_cache']})" if row.get("compile_cache") else "")]
+    if row.get("graph_breaks"):
+        parts.append(f"{row['graph_breaks']} graph break(s)")
+    if row.get("recompiles_timed"):
+        parts.append(f"{row['recompiles_timed']} recompile(s) in timed steps")
+    return ", ".join(parts)
+
+
 STATUS_STYLE = {"ok": "green", "oom": "magenta", "error": "red", "diverged": "red", "unsupported": "dim"}
 
 
@@ -76,9 +95,11 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
         cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
         table = Table(title=f"{escape(workload)} ({escape(preset)}) on {escape(dev)}  [dim]run {escape(run_id)}[/]",
                       title_justify="left")
-        for col, just in (("precision", "left"), ("status", "left"), ("batch", "right"), ("samples/s", "right"),
-                          ("speedup", "right"), ("step p50 ms", "right"), ("memory (exact)" if cpu else "peak mem", "right"),
-                          ("mem vs fp32", "right"), ("skipped", "right")):
+        axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
+        for col, just in (("precision", "left"), *((("execution", "left"),) if axes else ()), ("status", "left"),
+                          ("batch", "right"), ("samples/s", "right"), ("speedup", "right"),
+                          *((("vs fp32 eager", "right"),) if axes else ()), ("step p50 ms", "right"),
+                          ("memory (exact)" if cpu else "peak mem", "right"), ("mem vs fp32", "right"), ("skipped", "right")):
             table.add_column(col, justify=just, no_wrap=col in ("precision", "status"))  # type: ignore[arg-type]
         extra = []
         if any(r.get("max_batch") is not None for r in group):
@@ -93,9 +114,10 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
         for r in group:
             status = r.get("status") or "?"
             cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"),
+                                *([Text(Execution.of(r).label)] if axes else []),
                                 Text(status, style=STATUS_STYLE.get(status, "")),
                                 _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
-                                _speedup(r), _num(r.get("step_ms_p50"), ",.2f"),
+                                _speedup(r), *([eager_speedup_text(r)] if axes else []), _num(r.get("step_ms_p50"), ",.2f"),
                                 fmt_bytes(compared_memory(r)), _saving(r.get("memory_saving_vs_fp32")),
                                 _num(r.get("skipped_steps"), ",")]
             if "max batch" in extra:
@@ -110,7 +132,7 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
                 inf = r.get("inference") or {}
                 sizes = sorted(inf, key=int)
                 cells.append(" / ".join(_num(inf[s].get("p50_ms"), ",.2f") for s in sizes) or "-")
-            cells.append(Text(r.get("reason") or "", style="dim"))
+            cells.append(Text(r.get("reason") or compile_note(r), style="dim"))
             table.add_row(*cells)
         tables.append(table)
     return tables

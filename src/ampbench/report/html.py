@@ -11,11 +11,12 @@ import html
 from typing import Any
 
 import ampbench
+from ampbench.execution.options import Execution, display_name
 from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
-from ampbench.report.console import fmt_bytes, speedup_text
+from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -108,10 +109,12 @@ def _env_table(row: dict[str, Any]) -> str:
 
 
 def _advice_html(a: Advice) -> str:
+    combo = (f'<br><b>Fastest combination: {e(a.combination)}</b> — {e(a.combination_evidence)}'
+             if a.combination is not None else "")
     if a.recommended is None:
-        return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}</div>'
+        return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}{combo}</div>'
     return (f'<div class="advice"><b>Use {e(a.recommended)}</b> <span class="sub">({e(a.label)})</span><br>'
-            f"{e(a.evidence)}</div>")
+            f"{e(a.evidence)}{combo}</div>")
 
 
 def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
@@ -122,13 +125,15 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
     base = next((r for r in rows if r["precision"] == "fp32" and r.get("status") == "ok"), None)
     out.append(_env_table(base or first))
     ok = [r for r in rows if r.get("status") == "ok"]
+    axes = any(not Execution.of(r).is_default for r in rows)
     if ok:
         out.append("<h3>Training speed</h3>")
         out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
         out.append(_table(
-            ["precision", "samples/s", "speedup vs fp32", "step p50 ms", "step p90 ms", "first step ms",
-             "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
-            [[e(r["precision"]), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
+            ["precision", "samples/s", "speedup vs fp32", *(["vs fp32 eager", "compile"] if axes else []), "step p50 ms",
+             "step p90 ms", "first step ms", "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
+            [[e(display_name(r)), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
+              *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
               _num(r.get("data_ms_per_batch"), ",.2f"), _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"),
               _num(r.get("skipped_steps"), ",")]
@@ -146,17 +151,17 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                 ["precision", "peak RSS growth" if cpu else "peak allocated", "peak reserved",
                  "vs fp32 (split)" if cpu else "vs fp32", "weights", "grads",
                  "optimizer + masters", "activations", "model file fp32 / 16-bit"],
-                [[e(r["precision"]), fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
+                [[e(display_name(r)), fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
                   _saving(r.get("memory_saving_vs_fp32")), fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
                   fmt_bytes(r.get("optimizer_bytes")), fmt_bytes(r.get("activation_bytes")),
                   f"{fmt_bytes(r.get('model_bytes_fp32'))} / {fmt_bytes(r.get('model_bytes_half'))}"] for r in ok]))
         mb = [r for r in ok if r.get("max_batch")]
         if mb:
             out.append("<h3>Largest batch that fits</h3>")
-            out.append(_img(charts.bars([r["precision"] for r in mb], [float(r["max_batch"]) for r in mb],
+            out.append(_img(charts.bars([display_name(r) for r in mb], [float(r["max_batch"]) for r in mb],
                                         "largest batch (samples)", "Largest batch per precision"), "max batch chart"))
             out.append(_table(["precision", "max batch", "vs fp32", "samples/s at max batch"],
-                              [[e(r["precision"]), ("≥ " if r.get("max_batch_limit_hit") else "") + _num(r["max_batch"], ","),
+                              [[e(display_name(r)), ("≥ " if r.get("max_batch_limit_hit") else "") + _num(r["max_batch"], ","),
                                 _ratio(r.get("max_batch_ratio_vs_fp32")), _num(r.get("max_batch_samples_per_s"), ",.0f")]
                                for r in mb]))
         conv = [r for r in ok if r.get("converge")]
@@ -171,7 +176,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                 spread = (max(fl) - min(fl)) if len(fl) > 1 else 0.0
                 metric = [m for m in c.get("metrics") or [] if m is not None]
                 v = r.get("converge_verdict") or "–"
-                rows_c.append([e(r["precision"]), f"{sum(fl) / len(fl):.4f} ± {spread / 2:.4f}" if fl else "–",
+                rows_c.append([e(display_name(r)), f"{sum(fl) / len(fl):.4f} ± {spread / 2:.4f}" if fl else "–",
                                _num(sum(metric) / len(metric), ".4g") if metric else "–",
                                f'<span class="{"ok" if v in ("parity", "baseline") else "bad"}">{e(v)}</span>',
                                _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
@@ -183,7 +188,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append("<h3>Inference latency</h3>")
             sizes = sorted({s for r in inf for s in r["inference"]}, key=int)
             hdr = ["precision"] + [f"batch {e(s)}: p50 / p90 / p99 ms" for s in sizes]
-            out.append(_table(hdr, [[e(r["precision"])] + [
+            out.append(_table(hdr, [[e(display_name(r))] + [
                 " / ".join(_num(r["inference"].get(s, {}).get(k), ",.2f") for k in ("p50_ms", "p90_ms", "p99_ms"))
                 for s in sizes] for r in inf]))
     for diag in diagnoses or []:
@@ -197,7 +202,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
     if failed:
         out.append("<h3>Cells that did not run to the end</h3>")
         out.append(_table(["precision", "status", "reason"],
-                          [[e(r["precision"]), f'<span class="bad">{e(r["status"])}</span>', e(r.get("reason"))]
+                          [[e(display_name(r)), f'<span class="bad">{e(r["status"])}</span>', e(r.get("reason"))]
                            for r in failed], left=3))
     return "\n".join(out)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampbench.execution.options import Execution
 from ampbench.report.advisor import advise, workload_groups
-from ampbench.report.console import fmt_bytes, speedup_text
+from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
 from ampbench.store.derive import compared_memory
 
 
@@ -34,14 +35,21 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         use = f"**use {md_escape(a.recommended)}**" if a.recommended else "**no recommendation**"
         lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.evidence)}")
         lines.append("")
+        if a.combination is not None:
+            lines.append(f"**fastest combination: {md_escape(a.combination)}**: {md_escape(a.combination_evidence)}")
+            lines.append("")
+        axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         # "memory vs fp32" compares the column next to it: the allocator's peak on a GPU, the exact split
         # (weights + grads + optimizer state + activations) on a CPU, whose RSS peak gets its own column
         cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
         compared = "memory (exact split)" if cpu else "peak allocated"
         rss = " CPU RSS peak (approximate) |" if cpu else ""
-        lines.append(f"| precision | status | samples/s | speedup vs fp32 | step p50 ms | {compared} | memory vs fp32 |"
-                     f"{rss} converge |")
-        lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if cpu else "") + " --- |")
+        ex_head, ex_rule = (" execution |", " --- |") if axes else ("", "")
+        eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if axes else ("", "")
+        lines.append(f"| precision |{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | {compared} | "
+                     f"memory vs fp32 |{rss} converge |")
+        lines.append(f"| --- |{ex_rule} --- | ---: | ---: |{eager_rule} ---: | ---: | ---: |" + (" ---: |" if cpu else "")
+                     + " --- |")
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
             mem = ("–" if not isinstance(saving, (int, float)) else "same" if abs(saving) < 0.005 else
@@ -50,9 +58,13 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             status = md_escape(r.get("status"))
             if r.get("status") != "ok":
                 status += f": {md_escape(r.get('reason'))}"
+            elif compile_note(r):
+                status += f" ({md_escape(compile_note(r))})"
+            ex_cell = f" {md_escape(Execution.of(r).label)} |" if axes else ""
+            eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
-            lines.append(f"| {md_escape(r['precision'])} | {status} | {_f(r.get('samples_per_s'), ',.0f')} | "
-                         f"{speedup} | "
+            lines.append(f"| {md_escape(r['precision'])} |{ex_cell} {status} | {_f(r.get('samples_per_s'), ',.0f')} | "
+                         f"{speedup} |{eager_cell} "
                          f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(compared_memory(r))} | {mem} |{rss_cell} "
                          f"{md_escape(r.get('converge_verdict') or '–')} |")
         lines.append("")

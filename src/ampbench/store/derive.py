@@ -1,7 +1,10 @@
 """Keys that compare a row with its fp32 baseline, computed whenever rows are read.
 
-The baseline of a row is the ``ok`` fp32 row of the same run, workload, preset, batch size and
-device. Deriving at read time (not storing) keeps imported rows and resumed runs consistent.
+The baseline of a row is the ``ok`` fp32 row of the same run, workload, preset, batch size, device
+and execution (compile, memory format, CUDA graphs): ``*_vs_fp32`` is the precision's own gain.
+``speedup_vs_fp32_eager`` divides by the fp32 *eager* row (every execution axis at its default)
+instead: the gain of every change the row makes, against one baseline. Deriving at read time (not
+storing) keeps imported rows and resumed runs consistent.
 Repeats of a cell (``--repeats``) are stored as rows of their own, so that a killed run keeps
 every finished one; reading folds them into their cell's row first (:func:`merge_repeats`).
 """
@@ -12,6 +15,8 @@ import math
 import statistics
 from collections import defaultdict
 from typing import Any
+
+from ampbench.execution.options import Execution
 
 BASELINE = "fp32"
 CONVERGE_REL_FLOOR = 0.02
@@ -104,6 +109,10 @@ def compared_memory(row: dict[str, Any]) -> float | None:
 
 
 def _group(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (*_workload_group(row), Execution.of(row))
+
+
+def _workload_group(row: dict[str, Any]) -> tuple[Any, ...]:
     return row.get("run_id"), row.get("workload"), row.get("preset"), row.get("batch_size"), row.get("device_name")
 
 
@@ -201,6 +210,9 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         base = bases.get(_group(r))
         ok = r.get("status") == "ok" and base is not None
         d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
+        eager = bases.get((*_workload_group(r), Execution()))
+        d["speedup_vs_fp32_eager"] = (_ratio(r.get("samples_per_s"), eager.get("samples_per_s"))
+                                      if r.get("status") == "ok" and eager is not None else None)
         d["speedup_vs_fp32_range"] = speedup_range(r, base) if ok and r is not base else None
         d["speedup_vs_fp32_noise"] = speedup_noise(r, base) if ok and r is not base else None
         mem = _ratio(compared_memory(r), compared_memory(base)) if ok else None

@@ -1,6 +1,7 @@
 """What one result row holds: every key, documented (docs/benchmark.md's "Result rows" table is checked against this).
 
-A row is one benchmark cell = workload x precision x batch size, with the measurements asked for.
+A row is one benchmark cell = workload x precision x execution (compile, memory format, CUDA graphs) x
+batch size, with the measurements asked for.
 Rows are plain JSON-able dicts so they travel between machines (export/import) unchanged. Keys that
 compare a row with the fp32 row of the same run, workload, preset, batch size and device
 (``*_vs_fp32``, ``converge_verdict``) are derived when rows are read, never stored.
@@ -20,6 +21,9 @@ ROW_KEYS: dict[str, str] = {
     "preset": "Size preset: tiny, small, paper.",
     "precision": "Canonical precision mode name (aliases are resolved before running).",
     "batch_size": "Training batch size of the cell.",
+    "compile": "Execution axis: off (eager), on (torch.compile) or max-autotune. Rows from before the axis: off.",
+    "memory_format": "Execution axis: contiguous or channels_last (the model's weights and its 4-D inputs).",
+    "cuda_graphs": "Execution axis: off or on (CUDA: the compiled forward/backward replayed as CUDA graphs).",
     "measures": "Measurements asked for (throughput, memory, maxbatch, converge, inference).",
     "device": "Device the cell ran on (`cpu`, `cuda:0`).",
     "device_name": "GPU name from the driver, or the CPU model name.",
@@ -60,6 +64,19 @@ ROW_KEYS: dict[str, str] = {
     "final_loss": "Training loss of the last step (mean over seeds of the last 10% of steps when converge ran).",
     "metric_name": "Name of the workload metric (accuracy, perplexity, ...).",
     "metric": "Test metric after convergence training (null unless `converge` was measured).",
+    # torch.compile (compiled cells; null when eager)
+    "torch_compile": "The torch.compile call the cell's compile and cuda_graphs values mean, e.g. "
+                     "`torch.compile(mode=\"reduce-overhead\")` (table in ampbench/execution/options.py).",
+    "compile_s": "Seconds of the first step, in which dynamo traces and Inductor compiles forward and backward: the "
+                 "compile cost, measured apart and never in the timed steps (see compile_cache).",
+    "compile_cache": "hit, miss or partial: whether Inductor's on-disk FX-graph cache (from an earlier process) served "
+                     "the first step's compile. A hit makes compile_s far shorter than a cold compile.",
+    "graphs_compiled": "Graphs dynamo compiled in the cell (forward graphs; each graph break or recompile adds one).",
+    "graph_breaks": "Graph breaks dynamo met in the cell: each splits the model into graphs with eager Python between.",
+    "graph_break_reasons": "The most frequent graph-break reasons (first line each, with counts).",
+    "recompiles": "Graphs compiled after the first step (warm-up and timed steps): a guard failed, e.g. a new shape.",
+    "recompiles_timed": "Graphs compiled during the timed steps: their compile time is inside samples_per_s (a "
+                        "recompile per step means the model is recompiled at every call: a finding).",
     # memory
     "peak_allocated_bytes": "GPU: torch.cuda.max_memory_allocated during the cell (peaks reset first). "
                             "CPU: peak resident memory growth of the cell's process (see `cpu_rss_peak_bytes`).",
@@ -109,6 +126,10 @@ ROW_KEYS: dict[str, str] = {
            "limit (NVML), TF32 flags in force (matmul, cuDNN), TF32 override variables, hostname, CPU.",
     # derived when read
     "speedup_vs_fp32": "samples_per_s / the fp32 cell's samples_per_s (derived; null without an ok fp32 cell).",
+    "speedup_vs_fp32_eager": "samples_per_s / the fp32 eager cell's (compile off, contiguous, no CUDA graphs): the "
+                             "gain of the row's precision and execution changes together, against one baseline "
+                             "(derived; null without that cell). speedup_vs_fp32 compares with fp32 at the row's "
+                             "own execution: the precision's gain alone.",
     "speedup_vs_fp32_range": "[lowest, highest] of the per-repeat speedups (repeat r of this mode over repeat r of "
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
     "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32: the two cells' samples_per_s_noise and fp32's "
@@ -131,9 +152,9 @@ ROW_KEYS: dict[str, str] = {
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
 }
 
-DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_range", "speedup_vs_fp32_noise", "memory_saving_vs_fp32",
-                "max_batch_ratio_vs_fp32", "expected_speedup_vs_fp32", "mfu_vs_measured", "converge_verdict",
-                "converge_tolerance")
+DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "speedup_vs_fp32_range", "speedup_vs_fp32_noise",
+                "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32", "expected_speedup_vs_fp32", "mfu_vs_measured",
+                "converge_verdict", "converge_tolerance")
 
 
 def empty_row() -> dict[str, object]:
@@ -145,13 +166,14 @@ def empty_row() -> dict[str, object]:
 _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
-            "fp8_layers")
+            "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache")
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
-            "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half")
+            "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
+            "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed")
 _OPT_BOOL = ("closing_baseline", "max_batch_limit_hit")
 _OPT_DICT = ("env", "converge", "inference")
-_OPT_LIST = ("max_batch_trials",)
+_OPT_LIST = ("max_batch_trials", "graph_break_reasons")
 
 
 def _is_num(v: object) -> bool:
@@ -174,6 +196,11 @@ def row_problem(row: object) -> str | None:
         return f"status {row['status']!r} is not one of {', '.join(STATUSES)}"
     if row["precision"] not in list_precisions():
         return f"precision {row['precision']!r} is not a mode name ({', '.join(list_precisions())})"
+    from ampbench.execution import AXES
+
+    for axis, values in AXES.items():
+        if row.get(axis) is not None and row[axis] not in values:
+            return f"{axis} {row[axis]!r} is not one of {', '.join(values)}"
     for k, v in row.items():
         if v is None or k in _STR:
             continue

@@ -1,0 +1,193 @@
+"""Advice across the execution axes: the fastest combination of precision and execution (compile,
+memory format, CUDA graphs) that converges, and which single change buys most — every ratio against
+the same fp32 eager cell (``speedup_vs_fp32_eager``), so a gain is credited to the change that made it.
+
+A combination converges when its own row has the verdict parity (or is the fp32 baseline); a row
+whose convergence was not measured takes the verdict of the same precision at another execution of
+the group, and the advice says so (compile and channels-last change the order of floating-point
+operations, not the precision). When no row of the group measured convergence, the advice is on
+speed only, as the precision advisor's. fp8 rows need their own parity verdict.
+
+Noise rules are the precision advisor's: a gain counts when every repeat agrees, or when it exceeds
+``NOISE_SIGMAS`` x the noise of the ratio (both cells' block-to-block spread combined).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ampbench.execution.options import Execution
+from ampbench.store.derive import speedup_noise, speedup_range
+
+TIE = 0.02
+MIN_GAIN = 1.05
+NOISE_SIGMAS = 2.0
+
+
+@dataclass(frozen=True)
+class Combination:
+    """The fastest converging (precision, execution) of one workload, and what each change bought."""
+
+    precision: str | None
+    execution: Execution | None
+    speedup: float | None
+    """Over fp32 eager."""
+    evidence: str
+
+    @property
+    def label(self) -> str:
+        if self.precision is None or self.execution is None:
+            return "none"
+        return " + ".join([self.precision, *self.execution.changes()])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"combination": self.label, "precision": self.precision,
+                "execution": None if self.execution is None else self.execution.to_row(),
+                "speedup_vs_fp32_eager": self.speedup, "evidence": self.evidence}
+
+
+def _speed(r: dict[str, Any]) -> float:
+    v = r.get("samples_per_s")
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
+
+
+def _x(v: float) -> str:
+    return f"{v:.2f}x" if v < 10 else f"{v:.0f}x"
+
+
+def several_executions(rows: list[dict[str, Any]]) -> bool:
+    return len({Execution.of(r) for r in rows}) > 1
+
+
+def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, str]:
+    """Whether ``row`` is faster than ``base`` beyond the noise, and how that was judged."""
+    gain = _speed(row) / _speed(base)
+    rng = speedup_range(row, base)
+    if rng:
+        return rng[0] > 1.0 and gain >= MIN_GAIN, f"repeats {rng[0]:.2f}-{rng[1]:.2f}x"
+    noise = speedup_noise(row, base)
+    if noise is not None:
+        return gain >= MIN_GAIN and gain > 1.0 + NOISE_SIGMAS * noise, f"±{noise:.0%}"
+    return gain >= MIN_GAIN, "no noise estimate"
+
+
+def _converging(ok: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int], bool]:
+    """(rows that converge, ids of those whose verdict was taken from another execution, whether any verdict exists)."""
+    checked = any(r.get("converge_verdict") for r in ok)
+    if not checked:
+        return [r for r in ok if not str(r["precision"]).startswith("fp8-")], set(), False
+    verdicts: dict[str, set[str]] = {}
+    for r in ok:
+        if r.get("converge_verdict"):
+            verdicts.setdefault(r["precision"], set()).add(r["converge_verdict"])
+    good = {"parity", "baseline"}
+    out, inherited = [], set()
+    for r in ok:
+        v = r.get("converge_verdict")
+        if v in good:
+            out.append(r)
+        elif v is None and verdicts.get(r["precision"]) and verdicts[r["precision"]] <= good \
+                and not str(r["precision"]).startswith("fp8-"):
+            out.append(r)
+            inherited.add(id(r))
+    return out, inherited, True
+
+
+def best_combination(rows: list[dict[str, Any]]) -> Combination:
+    """One workload's rows (one run, one device, derived keys present) over several executions."""
+    ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0]
+    base = next((r for r in ok if r["precision"] == "fp32" and Execution.of(r).is_default), None)
+    if base is None:
+        return Combination(None, None, None, "no fp32 eager cell ran ok (compile off, contiguous, no CUDA graphs): "
+                           "nothing to compare the combinations with; add --compile off / the defaults to the run")
+    pool, inherited, checked = _converging(ok)
+    if not pool:
+        return Combination(None, None, None, "no combination converged like fp32")
+
+    def gain(r: dict[str, Any]) -> float:
+        return _speed(r) / _speed(base)
+
+    def changes(r: dict[str, Any]) -> int:
+        return (r["precision"] != "fp32") + len(Execution.of(r).changes())
+
+    top = max(gain(r) for r in pool)
+    best = min((r for r in pool if gain(r) >= top * (1 - TIE)), key=lambda r: (changes(r), -gain(r)))
+    faster, how = measurably_faster(best, base) if best is not base else (False, "")
+    if not faster:
+        if best is base:
+            return Combination("fp32", Execution(), 1.0, "no change and no combination is faster than fp32 eager"
+                               + _singles_text(ok, base))
+        return Combination("fp32", Execution(), 1.0, f"the fastest combination, {_label(best)}, measured "
+                           f"{_x(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun with "
+                           "--repeats 3 to settle it" + _singles_text(ok, base))
+    parts = [f"{_label(best)}: {_x(gain(best))} fp32 eager ({how})"]
+    if id(best) in inherited:
+        parts.append(f"convergence from {best['precision']} at another execution")
+    elif checked:
+        parts.append("converges like fp32")
+    else:
+        parts.append("speed only, convergence not checked")
+    on_top = _on_top(best, ok)
+    if on_top:
+        parts.append(on_top)
+    notes = _compile_notes(best)
+    return Combination(best["precision"], Execution.of(best), gain(best),
+                       "; ".join(parts) + _singles_text(ok, base) + notes)
+
+
+def _label(r: dict[str, Any]) -> str:
+    return " + ".join([r["precision"], *Execution.of(r).changes()])
+
+
+def _single_changes(ok: list[dict[str, Any]], base: dict[str, Any]) -> list[tuple[str, float]]:
+    """Each change alone against fp32 eager: a precision at the default execution, an execution axis in fp32."""
+    out = []
+    for r in ok:
+        ex = Execution.of(r)
+        if r is base:
+            continue
+        if ex.is_default and r["precision"] != "fp32":
+            out.append((r["precision"], _speed(r) / _speed(base)))
+        elif r["precision"] == "fp32" and len(ex.changes()) == 1:
+            out.append((ex.changes()[0], _speed(r) / _speed(base)))
+    return sorted(out, key=lambda kv: -kv[1])
+
+
+def _singles_text(ok: list[dict[str, Any]], base: dict[str, Any]) -> str:
+    singles = _single_changes(ok, base)
+    if not singles:
+        return ""
+    name, g = singles[0]
+    rest = ", ".join(f"{n} {_x(v)}" for n, v in singles[1:4])
+    return f"; the single change that buys most: {name} ({_x(g)} alone" + (f"; then {rest}" if rest else "") + ")"
+
+
+def _on_top(best: dict[str, Any], ok: list[dict[str, Any]]) -> str:
+    """For a combination of a precision and execution changes: what the precision adds on top of the
+    execution alone (same execution in fp32), and what the execution adds on top of the precision alone."""
+    ex = Execution.of(best)
+    if best["precision"] == "fp32" or ex.is_default:
+        return ""
+    same_ex_fp32 = next((r for r in ok if r["precision"] == "fp32" and Execution.of(r) == ex), None)
+    same_p_eager = next((r for r in ok if r["precision"] == best["precision"] and Execution.of(r).is_default), None)
+    parts = []
+    if same_ex_fp32 is not None:
+        parts.append(f"{best['precision']} adds {_x(_speed(best) / _speed(same_ex_fp32))} on top of {ex.label}")
+    if same_p_eager is not None:
+        parts.append(f"{ex.label} adds {_x(_speed(best) / _speed(same_p_eager))} on top of {best['precision']}")
+    return ", ".join(parts)
+
+
+def _compile_notes(r: dict[str, Any]) -> str:
+    notes = []
+    if r.get("graph_breaks"):
+        notes.append(f"torch.compile met {r['graph_breaks']} graph break(s): "
+                     + "; ".join(r.get("graph_break_reasons") or [])[:200])
+    if r.get("recompiles_timed"):
+        notes.append(f"recompiled {r['recompiles_timed']} time(s) inside the timed steps (compile time is in its speed)")
+    if isinstance(r.get("compile_s"), (int, float)):
+        cache = f", Inductor cache {r['compile_cache']}" if r.get("compile_cache") else ""
+        notes.append(f"compiling took {r['compile_s']:.1f} s{cache}")
+    return "".join(f"; {n}" for n in notes)
