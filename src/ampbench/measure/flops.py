@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from torch.utils.flop_counter import FlopCounterMode
@@ -21,7 +22,9 @@ def count_flops_split(fn: Callable[[], object]) -> tuple[int, float | None]:
     """(FLOPs, the share of them in convolutions) while ``fn`` runs. A GEMM micro-benchmark says how
     fast matmuls run, not convolutions: the share tells which kind of model a FLOP count is."""
     counter = FlopCounterMode(display=False)
-    with counter:
+    with counter, warnings.catch_warnings():
+        # the counter's module hooks are global: torch.compile warns they fire once more for its wrapper (no FLOPs)
+        warnings.filterwarnings("ignore", message=".*global hooks on modules.*")
         fn()
     total = int(counter.get_total_flops())
     conv = sum(v for op, v in counter.get_flop_counts().get("Global", {}).items() if "convolution" in str(op))

@@ -170,8 +170,8 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
     The precision is chosen among the rows of one execution: eager (compile off, contiguous, no CUDA
     graphs) when it ran, else the first the rows have (then the evidence names it). With several
     executions, the advice also names the fastest converging combination (:mod:`ampbench.report.combine`)."""
-    executions = sorted({Execution.of(r) for r in rows}, key=lambda ex: (not ex.is_default, len(ex.changes())))
-    if len(executions) <= 1:
+    executions = sorted({Execution.of(r) for r in rows}, key=lambda ex: (not ex.is_default, len(ex.changes()), ex.label))
+    if not executions:
         return _advise_precision(rows)
     ref = executions[0]
     a = _advise_precision([r for r in rows if Execution.of(r) == ref])

@@ -1,0 +1,69 @@
+"""Advice across execution axes: the fastest converging combination against fp32 eager, and what each
+change bought alone and on top of the other."""
+
+from __future__ import annotations
+
+from ampbench.report.advisor import advise
+from ampbench.report.markdown import render_markdown
+from ampbench.store import derive
+
+
+def _row(precision: str, sps: float, compile: str = "off", memory_format: str = "contiguous",
+         losses: list[float] | None = None, **kw: object) -> dict[str, object]:
+    r: dict[str, object] = {"run_id": "r", "cell_key": f"{precision}-{compile}-{memory_format}", "workload": "w",
+                            "preset": "small", "batch_size": 64, "device_name": "GPU", "device": "cuda:0",
+                            "precision": precision, "status": "ok", "reason": "", "samples_per_s": sps,
+                            "samples_per_s_noise": 0.01, "peak_allocated_bytes": 1000, "step_ms_p50": 50.0,
+                            "compile": compile, "memory_format": memory_format, "cuda_graphs": "off",
+                            "measures": ["throughput", "memory"] + (["converge"] if losses else [])}
+    if losses is not None:
+        r["converge"] = {"final_losses": losses, "diverged": [False] * len(losses)}
+    r.update(kw)
+    return r
+
+
+def test_fastest_combination_and_the_single_change_that_buys_most() -> None:
+    rows = [_row("fp32", 100.0), _row("fp32", 160.0, "on", compile_s=41.5, compile_cache="miss"),
+            _row("amp-bf16", 120.0), _row("amp-bf16", 190.0, "on", compile_s=39.0),
+            _row("fp32", 101.0, memory_format="channels_last")]
+    a = advise(derive(rows))
+    assert a.recommended == "amp-bf16"  # the precision advice is made among the eager rows
+    assert a.combination == "amp-bf16 + compile"
+    ev = a.combination_evidence or ""
+    assert ev.startswith("amp-bf16 + compile: 1.90x fp32 eager")
+    assert "speed only, convergence not checked" in ev
+    assert "amp-bf16 adds 1.19x on top of compile, compile adds 1.58x on top of amp-bf16" in ev
+    assert "the single change that buys most: compile (1.60x alone; then amp-bf16 1.20x, channels_last 1.01x)" in ev
+    assert "compiling took 39.0 s" in ev
+
+
+def test_a_combination_must_converge_and_may_take_its_precisions_verdict() -> None:
+    good, bad = [1.0, 1.01, 0.99], [2.0, 2.1, 2.2]
+    rows = [_row("fp32", 100.0, losses=good), _row("fp32", 150.0, "on"),
+            _row("pure-bf16", 130.0, losses=bad), _row("pure-bf16", 300.0, "on"),
+            _row("amp-bf16", 110.0, losses=good), _row("amp-bf16", 170.0, "on")]
+    a = advise(derive(rows))
+    assert a.combination == "amp-bf16 + compile"  # pure-bf16 + compile is faster, but pure-bf16 did not converge
+    assert "convergence from amp-bf16 at another execution" in (a.combination_evidence or "")
+
+
+def test_no_combination_beyond_the_noise_keeps_fp32_eager() -> None:
+    rows = [_row("fp32", 100.0, samples_per_s_noise=0.1), _row("fp32", 110.0, "on", samples_per_s_noise=0.1)]
+    a = advise(derive(rows))
+    assert a.combination == "fp32"
+    assert "within this measurement's noise" in (a.combination_evidence or "")
+
+
+def test_without_fp32_eager_nothing_is_credited() -> None:
+    a = advise(derive([_row("fp32", 150.0, "on"), _row("amp-bf16", 170.0, "on")]))
+    assert a.combination is None and a.evidence.startswith("(at compile) amp-bf16")  # one execution: no combination
+    a = advise(derive([_row("fp32", 150.0, "on"), _row("fp32", 120.0, memory_format="channels_last")]))
+    assert a.combination == "none" and "no fp32 eager cell" in (a.combination_evidence or "")
+
+
+def test_markdown_names_each_cells_execution() -> None:
+    md = render_markdown(derive([_row("fp32", 100.0), _row("fp32", 160.0, "on", compile_s=2.0),
+                                 _row("amp-bf16", 190.0, "on")]))
+    assert "| precision | execution | status |" in md and "| vs fp32 eager |" in md
+    assert "| fp32 | compile | ok (compile 2.0 s) |" in md
+    assert "**fastest combination: amp-bf16 + compile**" in md
