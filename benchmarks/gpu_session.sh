@@ -12,7 +12,9 @@
 #   bench   benchmarks/engine_overhead.py and harness_overhead.py on cuda
 #   export  every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/
 #   fp8     (torchao wheel carried) BERT-large on the fp8 modes next to amp-bf16: throughput, memory,
-#           convergence; eager (torch.compile of fp8 cells is not built yet), said in the label
+#           convergence; eager and torch.compile'd (torchao's fp8 is meant to be compiled)
+#   axes    one change at a time: resnext small and bert small in fp32/amp-bf16 x --compile off,on x
+#           --cuda-graphs off,on (resnext also x --memory-format contiguous,channels_last)
 #   compat  (if device time is left) the whole CPU test suite on that machine's torch and python
 #
 # Exit 3: a run stopped at BUDGET_S with cells left; call the same stage again to resume it.
@@ -27,8 +29,8 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 torchao==0.18.0 -d .whl`
 # (3.4 MB, cp310-abi3, no declared torch dependency; 0.18 needs torch >= 2.11, which that image has).
 set -uo pipefail
-STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|export|compat}
-case $STAGE in checks|paper|suite|bench|fp8|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|export|compat" >&2; exit 2 ;; esac
+STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|axes|export|compat}
+case $STAGE in checks|paper|suite|bench|fp8|axes|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|axes|export|compat" >&2; exit 2 ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu
@@ -116,8 +118,15 @@ case $STAGE in
   fp8)
     $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(p())" || exit 2
     run_resumable fp8 --workloads bert --preset small -o size=large --precisions fp32,amp-bf16,fp8-tensorwise,fp8-rowwise,fp8-rowwise-gw-hp \
-      --measure throughput,memory,converge --seeds 2 --converge-steps 150 \
-      --label "BERT-large seq 64, fp8 modes vs amp-bf16 (torchao, eager: no torch.compile)"
+      --measure throughput,memory,converge --seeds 2 --converge-steps 150 --compile off,on \
+      --label "BERT-large seq 64, fp8 modes vs amp-bf16 (torchao), eager and compiled"
+    ;;
+  axes)
+    run_resumable axes-resnext --workloads resnext --preset small --precisions fp32,amp-bf16 --compile off,on \
+      --cuda-graphs off,on --memory-format contiguous,channels_last --repeats 3 \
+      --label "resnext small: compile x CUDA graphs x channels-last, one change at a time" || exit $?
+    run_resumable axes-bert --workloads bert --preset small --precisions fp32,amp-bf16 --compile off,on \
+      --cuda-graphs off,on --repeats 3 --label "bert small: compile x CUDA graphs, one change at a time"
     ;;
   export)
     $AB export --db "$DB" --out "$RESULTS/runs.json"
