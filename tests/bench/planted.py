@@ -59,3 +59,39 @@ def gpu_hog() -> nn.Module:
 
 def crash() -> nn.Module:
     return _Crash()
+
+
+_TAG = {"calls": "0"}
+
+
+class _Recompiling(_Base):
+    """Reads a string that changes at every call: dynamo guards on its value (strings never become
+    dynamic) and recompiles at each step, until its recompile limit."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = super().forward(x)
+        return h * 2.0 if _TAG["calls"] == "never" else h
+
+
+def _count_call(module: nn.Module, args: object) -> None:  # outside the traced forward
+    _TAG["calls"] = str(int(_TAG["calls"]) + 1)
+
+
+class _Breaking(_Base):
+    """A data-dependent Python branch (.item()): a graph break at every call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = super().forward(x)
+        if h.sum().item() > 1e30:
+            h = h * 0.5
+        return h
+
+
+def recompiling() -> nn.Module:
+    m = _Recompiling()
+    m.fc.register_forward_pre_hook(_count_call)
+    return m
+
+
+def breaking() -> nn.Module:
+    return _Breaking()

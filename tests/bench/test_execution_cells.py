@@ -92,3 +92,20 @@ def test_axes_that_cannot_apply_are_one_line_and_exit_2(tmp_path: Path, args: li
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "r.db").exists() or not Store(tmp_path / "r.db").runs()  # refused before any cell ran
+
+
+def test_graph_breaks_and_recompiles_in_the_timed_steps_are_counted() -> None:
+    """The counters are not always zero: a planted graph break and a planted recompile per step are found."""
+    from ampbench.bench import run_cell
+    from ampbench.report.console import compile_note
+
+    spec = dict(workload=None, preset="tiny", precision="fp32", batch_size=4, device="cpu", measures=("throughput",),
+                steps=3, warmup=1, input_shape="3,4,4", num_classes=5, compile="on")
+    broken = run_cell(CellSpec(model=f"{PLANTED}:breaking", **spec))  # type: ignore[arg-type]
+    assert broken["status"] == "ok", broken["reason"]
+    assert broken["graph_breaks"] >= 1 and broken["graphs_compiled"] >= 1 and broken["recompiles_timed"] == 0
+    assert any("item" in r.lower() or "scalar" in r.lower() for r in broken["graph_break_reasons"]), broken
+    moving = run_cell(CellSpec(model=f"{PLANTED}:recompiling", **spec))  # type: ignore[arg-type]
+    assert moving["status"] == "ok", moving["reason"]
+    assert moving["recompiles_timed"] >= 1 and moving["recompiles"] >= moving["recompiles_timed"]
+    assert "recompile(s) in timed steps" in compile_note(moving)

@@ -95,3 +95,28 @@ def test_channels_last_reaches_weights_masters_and_inputs() -> None:
     master = next(m for m in mp.master_params() if m.dim() == 4)
     assert master.dtype == torch.float32 and master.is_contiguous(memory_format=torch.channels_last)
     assert seen == [True, True]
+
+
+def test_flop_counting_goes_around_the_compiled_model_and_a_fallback_is_seen() -> None:
+    """Dynamo stops running a frame's compiled code once it was called under a TorchDispatchMode (the FLOP
+    counter): the harness counts FLOPs through the eager model, and checks the steps after still ran compiled."""
+    from ampbench.measure.flops import count_flops_split
+    from ampbench.measure.step import build_step
+    from ampbench.workloads import create_workload
+
+    def step_of(compile: str):  # type: ignore[no-untyped-def]
+        wl = create_workload("tabular-mlp", "tiny", None, 0)
+        return build_step(wl, "amp-bf16", 8, torch.device("cpu"), execution=Execution(compile=compile))
+
+    eager = step_of("off")
+    eager(probe=True)
+    assert eager.ran_compiled is False
+    step = step_of("on")
+    step(probe=True)
+    assert step.ran_compiled is True
+    flops, _ = count_flops_split(lambda: step(eager=True))
+    step(probe=True)
+    assert flops > 0 and step.ran_compiled is True
+    count_flops_split(step)  # what the harness must not do
+    step(probe=True)
+    assert step.ran_compiled is False

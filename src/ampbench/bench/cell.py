@@ -201,7 +201,8 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with mem.saved_activations() as act:
         step()
     out["activation_bytes"] = act[0]
-    out["flops_per_step"], out["conv_flops_share"] = count_flops_split(step)
+    # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
+    out["flops_per_step"], out["conv_flops_share"] = count_flops_split(lambda: step(eager=True))
     for _ in range(max(0, spec.warmup - 1)):
         step()
     skipped_before = step.mp.totals["skipped_steps"]
@@ -210,6 +211,11 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     counts3 = compile_counts()
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
     if execution.compiled:
+        step(probe=True)  # one more step, after the timed ones: did they run compiled code?
+        if not step.ran_compiled:  # a compiled row that timed eager code would be a wrong number
+            raise AmpbenchError(f"torch.compile fell back to eager: the timed steps did not run the compiled model "
+                                f"({counts3.graphs - counts0.graphs} graphs compiled; dynamo's recompile limit, or a "
+                                "frame it skipped)")
         out.update(_compile_keys(execution, out["first_step_ms"], counts1 - counts0, counts3 - counts0,
                                  counts3 - counts1, counts3 - counts2))
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")

@@ -10,11 +10,25 @@ from ampbench.execution.apply import (
     compile_counts,
     finish_model,
     graph_break_reasons,
+    graph_ran_compiled,
     mark_step,
     prepare_model,
     takes_4d_input,
 )
 from ampbench.execution.options import AXES, Execution, executions, parse_axis
 
-__all__ = ["AXES", "CompileCounts", "Execution", "check_memory_format", "compile_counts", "executions", "finish_model",
-           "graph_break_reasons", "mark_step", "parse_axis", "prepare_model", "takes_4d_input"]
+__all__ = [
+    "AXES",
+    "CompileCounts",
+    "Execution",
+    "check_memory_format",
+    "compile_counts",
+    "executions",
+    "finish_model",
+    "graph_break_reasons",
+    "graph_ran_compiled",
+    "mark_step",
+    "parse_axis",
+    "prepare_model",
+    "takes_4d_input",
+]

@@ -111,3 +111,20 @@ def graph_break_reasons(limit: int = 3) -> list[str]:
 
     top = sorted(counters["graph_break"].items(), key=lambda kv: -kv[1])[:limit]
     return [f"{str(reason).strip().splitlines()[0][:160]} (x{n})" for reason, n in top]
+
+
+def graph_ran_compiled(loss: torch.Tensor) -> bool:
+    """Whether the autograd graph behind ``loss`` went through torch.compile'd code: AOT autograd puts a
+    ``CompiledFunctionBackward`` node in it for every compiled graph the forward ran. Dynamo falls back
+    to eager without an error (past its recompile limit, or for a frame once called under a
+    TorchDispatchMode such as the FLOP counter); a compiled cell checks it did not."""
+    seen, todo = set(), [loss.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__.startswith("CompiledFunction"):
+            return True
+        todo.extend(f for f, _ in fn.next_functions)
+    return False

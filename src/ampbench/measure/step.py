@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ampbench.data.tensors import TensorData
-from ampbench.execution import Execution, finish_model, mark_step, prepare_model
+from ampbench.execution import Execution, finish_model, graph_ran_compiled, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
 from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
@@ -69,14 +69,23 @@ class TrainStep:
     eager_model: torch.nn.Module | None = field(default=None, repr=False)
     calls: int = 0
     last_loss: torch.Tensor | None = field(default=None, repr=False)
+    ran_compiled: bool | None = None
+    """Set by a step called with ``probe=True``: whether its forward ran torch.compile'd code."""
 
-    def __call__(self, after_backward: Callable[[], None] | None = None) -> None:
+    def __call__(self, after_backward: Callable[[], None] | None = None, eager: bool = False, probe: bool = False) -> None:
+        """One step. ``eager``: through the set-up model itself, not its compiled wrapper (for a
+        TorchDispatchMode such as the FLOP counter: dynamo stops running a frame's compiled code once
+        it was called under one, so the timed steps would silently run eager)."""
         inputs, targets = self.batches[self.calls % len(self.batches)]
         self.calls += 1
-        mark_step(self.execution)
+        model = self.eager_model if eager and self.eager_model is not None else self.model
+        if model is self.model:
+            mark_step(self.execution)
         self.optimizer.zero_grad(set_to_none=True)
         with self.mp.autocast():
-            loss = self.workload.loss_fn(self.workload.call_model(self.model, inputs), targets)
+            loss = self.workload.loss_fn(self.workload.call_model(model, inputs), targets)
+        if probe:
+            self.ran_compiled = graph_ran_compiled(loss)
         self.mp.backward(loss)
         if after_backward is not None:  # (measurement hook: gradients exist only between backward and step)
             after_backward()

@@ -119,9 +119,10 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
         if best is base:
             return Combination("fp32", Execution(), 1.0, "no change and no combination is faster than fp32 eager"
                                + _singles_text(ok, base))
+        more = "more --repeats" if speedup_range(best, base) else "--repeats 3"
         return Combination("fp32", Execution(), 1.0, f"the fastest combination, {_label(best)}, measured "
                            f"{_x(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun with "
-                           "--repeats 3 to settle it" + _singles_text(ok, base))
+                           f"{more} to settle it" + _singles_text(ok, base))
     parts = [f"{_label(best)}: {_x(gain(best))} fp32 eager ({how})"]
     if id(best) in inherited:
         parts.append(f"convergence from {best['precision']} at another execution")
