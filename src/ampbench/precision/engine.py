@@ -24,9 +24,10 @@ in-place edits) are taken into the fp32 master weights before the next step.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -141,9 +142,22 @@ class MixedPrecision:
         check_finite: bool = True,
         fp8_skip: Sequence[str] = (),
         fp8_filter: str = "auto",
+        strategy: str | None = None,
+        grad_reduce_dtype: str | torch.dtype | None = None,
+        mesh: Any = None,
+        process_group: Any = None,
     ) -> None:
         self.recipe = get(precision)
         self.name = self.recipe.name
+        from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
+
+        self.strategy = check_strategy(strategy)
+        reduce = check_reduce_dtype(grad_reduce_dtype)
+        if reduce is not None and self.strategy is None:
+            raise AmpbenchError(f"grad_reduce_dtype applies to strategy ddp or fsdp, not to one device ({precision!r})")
+        self.layout = layout(self.strategy, self.recipe, reduce) if self.strategy else None
+        """What this (strategy, precision) pair does (ampbench.distributed.strategy); None on one device."""
+        self._mesh, self._process_group = mesh, process_group
         if isinstance(fp8_skip, str):
             fp8_skip = [s for s in fp8_skip.split(",") if s]
         if self.recipe.math_mode == "fp8":
@@ -172,7 +186,8 @@ class MixedPrecision:
         self._is_setup = False
 
     def __repr__(self) -> str:
-        return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r})"
+        strategy = f", strategy={self.strategy!r}" if self.strategy else ""
+        return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r}{strategy})"
 
     @property
     def fp8_layers(self):  # type: ignore[no-untyped-def]
@@ -217,22 +232,30 @@ class MixedPrecision:
         support = supported(self.name, self.device)
         if not support.ok:
             raise UnsupportedPrecisionError(f"{self.name} cannot run on {self.device}: {support.reason}")
+        if self.layout is not None:
+            from ampbench.distributed.wrap import require_process_group
+
+            require_process_group(f"MixedPrecision(strategy={self.strategy!r})")
+        with_masters = self.recipe.master_weights and (self.layout is None or self.layout.engine_masters)
 
         fp32_copies: dict[int, torch.Tensor] = {}
-        if self.recipe.master_weights:  # taken before the cast: masters start from the exact fp32 init
+        if with_masters:  # taken before the cast: masters start from the exact fp32 init
             fp32_copies = {
                 id(p): p.detach().clone().float() for p in model_params.values() if p.is_floating_point()
             }
-        self._convert(models)
+        if self.layout is None or self.layout.engine_casts:
+            self._convert(models)
         self.fallbacks = self.recipe.kernel_fallbacks(models, self.device)
         for note in self.fallbacks:
             warnings.warn(f"ampbench {self.name} on {self.device}: {note}", stacklevel=2)
+        wrapped = self._wrap(models, optimizers)
         for opt in optimizers:
-            masters = MasterWeights(opt, fp32_copies) if self.recipe.master_weights else None
+            masters = MasterWeights(opt, fp32_copies) if with_masters else None
             half_grads = any(
                 p.dtype in (torch.float16, torch.bfloat16) for g in opt.param_groups for p in g["params"]
             )
-            scaler = LossScaler(self.loss_scale, self.device.type, half_grads=half_grads, check_finite=self.check_finite)
+            scaler = LossScaler(self.loss_scale, self.device.type, half_grads=half_grads, check_finite=self.check_finite,
+                                process_group=self._process_group, distributed=self.strategy == "fsdp")
             if half_grads:
                 _warn_eps_underflow(opt)
             slot = _Slot(opt, scaler, masters)
@@ -244,7 +267,25 @@ class MixedPrecision:
                 _watch_loads(m, masters_of)
             setattr(m, _SETUP_ATTR, repr(self))
         self._is_setup = True
+        if self.strategy == "ddp":  # the DDP wrappers are what the caller trains
+            return (wrapped if isinstance(model, (list, tuple)) else wrapped[0]), optimizer  # type: ignore[return-value]
         return model, optimizer
+
+    def _wrap(self, models: list[nn.Module], optimizers: list[torch.optim.Optimizer]) -> list[nn.Module]:
+        """Strategies: DDP wrappers (after the casts, so buckets have the trained dtypes), or FSDP2 shards
+        in place (the optimizers rebound to the sharded parameters). One device: the models as they are."""
+        if self.layout is None:
+            return models
+        from ampbench.distributed import wrap
+
+        assert self.device is not None
+        if self.layout.strategy == "ddp":
+            return [wrap.wrap_ddp(m, self.layout, self.device, self._process_group) for m in models]
+        if len(models) > 1:
+            raise AmpbenchError("strategy fsdp takes one model per MixedPrecision (its optimizers are rebound to the "
+                                "sharded parameters)")
+        mesh = self._mesh if self._mesh is not None else wrap.default_mesh(self.device)
+        return [wrap.shard_and_rebind(models[0], optimizers, self.layout, mesh, self.keep_fp32)]
 
     def _convert(self, models: list[nn.Module]) -> None:
         names = [k for k in self.keep_fp32 if isinstance(k, str)]
@@ -387,6 +428,18 @@ class MixedPrecision:
             slot.masters.master_to_model()
         self.last_step = StepRecord(slot.steps, not stepped, used_scale, loss, grad_norm)
         return stepped
+
+    @contextlib.contextmanager
+    def direct_optimizer_steps(self) -> Iterator[None]:
+        """Let code that must call ``optimizer.step()`` itself do so (the guard is off inside): torch.distributed
+        .checkpoint initialises an empty optimizer's state with one zero-gradient, zero-lr step."""
+        for s in self._slots:
+            s.in_step = True
+        try:
+            yield
+        finally:
+            for s in self._slots:
+                s.in_step = False
 
     # -- introspection -------------------------------------------------------------------------
     @property

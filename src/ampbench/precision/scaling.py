@@ -135,6 +135,8 @@ def _check_nonfinite(optimizer: torch.optim.Optimizer) -> dict[torch.device, tor
                 continue
             if g.is_sparse:
                 g = g.coalesce()._values()
+            if hasattr(g, "to_local"):  # a DTensor (FSDP2): this rank's shard; the flags are agreed across ranks later
+                g = g.to_local()
             groups.setdefault((g.device, g.dtype), []).append(g)
     found: dict[torch.device, torch.Tensor] = {}
     ones: dict[torch.device, torch.Tensor] = {}
@@ -146,12 +148,23 @@ def _check_nonfinite(optimizer: torch.optim.Optimizer) -> dict[torch.device, tor
     return found
 
 
+def _collective_device(process_group: Any) -> torch.device:
+    import torch.distributed as dist
+
+    backend = dist.get_backend(process_group)
+    return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+
 class LossScaler:
     """One optimizer's loss scaler (one per optimizer, as apex's ``num_losses``)."""
 
     def __init__(self, config: LossScaleConfig, device_type: str, half_grads: bool = False,
-                 check_finite: bool = True) -> None:
+                 check_finite: bool = True, process_group: Any = None, distributed: bool = False) -> None:
+        """``distributed``: the gradients are sharded over ``process_group`` (FSDP): the found-inf flags are
+        all-reduced (MAX) before any decision, so every rank skips, keeps and rescales alike."""
         self.config = config
+        self._distributed = distributed
+        self._process_group = process_group
         self.check_finite = check_finite or config.kind != "none"
         """Whether steps with inf/NaN gradients are skipped (always when the loss is scaled)."""
         self.scale: float = config.init_scale if config.kind != "none" else 1.0
@@ -194,10 +207,22 @@ class LossScaler:
 
     def found_inf(self, optimizer: torch.optim.Optimizer) -> bool:
         """Whether the unscaled gradients held inf/NaN (a host sync; see module docstring)."""
-        if self._grad_scaler is None:
-            return bool(sum(v.item() for v in self._found.values()))
-        per_device = self._grad_scaler._found_inf_per_device(optimizer)
-        return bool(sum(v.item() for v in per_device.values()))
+        found = self._found if self._grad_scaler is None else self._grad_scaler._found_inf_per_device(optimizer)
+        if self._distributed:
+            self._agree(found)
+        return bool(sum(v.item() for v in found.values()))
+
+    def _agree(self, found: dict[torch.device, torch.Tensor]) -> None:
+        """Every rank's flag becomes the max over ranks, in place: GradScaler.step reads these same tensors
+        to skip optimizer.step(), so the skip agrees too. One flag per device this rank has gradients on
+        (a rank without any still takes part, with a zero flag: collectives must be called by all)."""
+        import torch.distributed as dist
+
+        flags = list(found.values()) or [torch.zeros(1, device=_collective_device(self._process_group))]
+        total = torch.cat([f.reshape(1).float() for f in flags]).max().reshape(1)
+        dist.all_reduce(total, op=dist.ReduceOp.MAX, group=self._process_group)
+        for f in found.values():
+            f.copy_(total.to(f.device, f.dtype).reshape(f.shape))
 
     def step(self, optimizer: torch.optim.Optimizer, step_index: int) -> bool:
         """Step ``optimizer`` unless its gradients overflowed; update the scale. Returns stepped.

@@ -1,0 +1,76 @@
+"""Save and resume a distributed run: model, optimizer and the engine's state (loss scaler, counters).
+
+fsdp: sharded model and optimizer state through torch.distributed.checkpoint (each rank writes its
+shards; resuming on the same world size reads them back in place), the engine's state beside it
+(``ampbench.pt``, written by rank 0: it is the same on every rank, the scaler decisions being
+agreed). ddp: every rank holds the same state, so rank 0 writes model, optimizer and engine state
+into ``ampbench.pt`` like a single-device run (the fp32 masters of master-* modes inside the
+engine's state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ampbench.errors import AmpbenchError
+
+ENGINE_FILE = "ampbench.pt"
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.module if hasattr(model, "module") and isinstance(model.module, nn.Module) else model
+
+
+def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, mp: Any,
+         extra: dict[str, Any] | None = None) -> None:
+    """Collective: every rank calls it. ``extra`` (plain values: epoch, step) is saved with the engine state."""
+    path = Path(path)
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    if rank == 0:
+        path.mkdir(parents=True, exist_ok=True)
+    engine = {"mp": mp.state_dict(), "strategy": mp.strategy, "world_size": dist.get_world_size(), **(extra or {})}
+    if mp.strategy == "fsdp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        with mp.direct_optimizer_steps():
+            model_sd, optim_sd = get_state_dict(model, optimizer)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
+    elif rank == 0:
+        engine.update(model=_unwrap(model).state_dict(), optimizer=optimizer.state_dict())
+    if rank == 0:
+        tmp = path / (ENGINE_FILE + ".tmp")
+        torch.save(engine, tmp)
+        tmp.replace(path / ENGINE_FILE)  # atomic: a kill mid-save keeps the previous file
+    dist.barrier()
+
+
+def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, mp: Any) -> dict[str, Any]:
+    """Collective: restore what :func:`save` wrote into a set-up model, optimizer and engine; returns the extras."""
+    path = Path(path)
+    file = path / ENGINE_FILE
+    if not file.exists():
+        raise AmpbenchError(f"no ampbench distributed checkpoint in {path} (missing {file.name})")
+    engine = torch.load(file, map_location="cpu", weights_only=True)
+    if engine.get("strategy") != mp.strategy or engine.get("world_size") != dist.get_world_size():
+        raise AmpbenchError(f"{path} was saved with strategy {engine.get('strategy')!r} on {engine.get('world_size')} "
+                            f"ranks; this run is {mp.strategy!r} on {dist.get_world_size()}: resume with the same ones")
+    if mp.strategy == "fsdp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        with mp.direct_optimizer_steps():  # (DCP fills an empty optimizer's state with a zero-lr step)
+            model_sd, optim_sd = get_state_dict(model, optimizer)
+            state = {"model": model_sd, "optim": optim_sd}
+            dcp.load(state, checkpoint_id=str(path))
+            set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    else:
+        _unwrap(model).load_state_dict(engine["model"])
+        optimizer.load_state_dict(engine["optimizer"])
+    mp.load_state_dict(engine["mp"])
+    return {k: v for k, v in engine.items() if k not in ("mp", "model", "optimizer", "strategy", "world_size")}

@@ -1,0 +1,114 @@
+"""Wrap a set-up model for its strategy: DistributedDataParallel, or FSDP2 ``fully_shard`` with the
+MixedPrecisionPolicy the (strategy, precision) layout says (:mod:`ampbench.distributed.strategy`).
+
+``fully_shard`` replaces every parameter by a new sharded (DTensor) parameter, so an optimizer built
+before it holds stale tensors; :func:`rebind_optimizer` points its param groups at the new ones
+(refused once it has state), so the usual order -- build model and optimizer, then ``mp.setup`` --
+works under FSDP too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ampbench.distributed.strategy import Layout
+from ampbench.errors import AmpbenchError, MisuseError
+
+
+def require_process_group(what: str) -> None:
+    if not (dist.is_available() and dist.is_initialized()):
+        raise AmpbenchError(f"{what} needs torch.distributed initialised: launch with torchrun (or ampbench run "
+                            "--nproc-per-node N) and call torch.distributed.init_process_group() before mp.setup()")
+
+
+def default_mesh(device: torch.device) -> Any:
+    """A 1-D mesh over every rank on ``device``'s type (gloo CPU meshes on a GPU box too, when asked)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (dist.get_world_size(),))
+
+
+def _param_slots(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
+    return {id(p): (m, n) for m in model.modules() for n, p in m._parameters.items() if p is not None}
+
+
+def rebind_optimizer(optimizer: torch.optim.Optimizer, slots: dict[int, tuple[nn.Module, str]]) -> None:
+    """Point ``optimizer``'s param groups at the parameters now in the slots (module, name) the old ones held."""
+    for group in optimizer.param_groups:
+        new = []
+        for p in group["params"]:
+            slot = slots.get(id(p))
+            if slot is None:
+                raise MisuseError("the optimizer holds a parameter that is not the model's: create it from "
+                                  "model.parameters() before mp.setup()")
+            module, name = slot
+            new.append(module._parameters[name])
+        group["params"] = new
+
+
+def wrap_ddp(model: nn.Module, layout: Layout, device: torch.device, process_group: Any = None) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
+    ddp = DistributedDataParallel(model, device_ids=ids, process_group=process_group)
+    if layout.reduce_dtype is not None and layout.reduce_dtype != layout.grad_dtype:
+        ddp.register_comm_hook(process_group, compress_hook(layout.reduce_dtype))
+    return ddp
+
+
+def compress_hook(dtype: torch.dtype) -> Any:
+    """A DDP comm hook all-reducing each bucket in ``dtype`` (the mean, cast back into the bucket).
+
+    Ours, not torch's ``bf16_compress_hook``: that one refuses any backend but NCCL by checking its own
+    function name, and CPU runs use gloo. The arithmetic is the same: divide by the world size, cast,
+    all-reduce (sum), cast back."""
+
+    def hook(process_group, bucket):  # type: ignore[no-untyped-def]  (DDP rejects annotations other than its own types)
+        group = process_group if process_group is not None else dist.group.WORLD
+        buffer = bucket.buffer()
+        compressed = buffer.div(dist.get_world_size(group)).to(dtype)
+        fut = dist.all_reduce(compressed, group=group, async_op=True).get_future()
+
+        def decompress(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+            buffer.copy_(f.value()[0])
+            return buffer
+
+        return fut.then(decompress)
+
+    return hook
+
+
+def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, keep_fp32: Sequence[str | type[nn.Module]] = ()) -> nn.Module:
+    """fully_shard the model (in place; its class becomes an FSDPModule): norm units first when the layout
+    says so, then the root. Returns the model."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from ampbench.precision.convert import resolve_keep_fp32
+
+    if layout.fsdp_norm_units:
+        for _, module in resolve_keep_fp32(model, keep_fp32, keep_norm=True):
+            if any(True for _ in module.parameters(recurse=True)):
+                fully_shard(module, mesh=mesh, mp_policy=MixedPrecisionPolicy(
+                    param_dtype=torch.float32, reduce_dtype=layout.reduce_dtype, output_dtype=layout.fsdp_param_dtype))
+    policy = MixedPrecisionPolicy(param_dtype=layout.fsdp_param_dtype, reduce_dtype=layout.reduce_dtype,
+                                  output_dtype=torch.float32 if layout.fsdp_param_dtype is not None else None)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def shard_and_rebind(model: nn.Module, optimizers: list[torch.optim.Optimizer], layout: Layout, mesh: Any,
+                     keep_fp32: Sequence[str | type[nn.Module]] = ()) -> nn.Module:
+    for opt in optimizers:
+        if opt.state:
+            raise MisuseError(f"{type(opt).__name__} already has state (it stepped before mp.setup): under fsdp the "
+                              "parameters are replaced by sharded ones; set up before the first step")
+    slots = _param_slots(model)
+    wrap_fsdp(model, layout, mesh, keep_fp32)
+    for opt in optimizers:
+        rebind_optimizer(opt, slots)
+    return model

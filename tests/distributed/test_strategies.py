@@ -1,0 +1,123 @@
+"""DDP and FSDP2 with every kind of recipe, 2 processes over gloo on this CPU (one torchrun launch for all
+scenarios: tests/distributed/worker.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ampbench import MixedPrecision
+from ampbench.distributed import layout
+from ampbench.errors import AmpbenchError
+from ampbench.precision import get
+
+WORKER = Path(__file__).with_name("worker.py")
+MODES = ("fp32", "amp-bf16", "master-bf16", "amp-fp16")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    out = tmp_path_factory.mktemp("dist")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                        "127.0.0.1", "--master-port", str(free_port()), str(WORKER), str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads((out / "rank0.json").read_text()), json.loads((out / "rank1.json").read_text())
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("precision", MODES)
+def test_ranks_hold_identical_weights_after_steps(ranks: tuple[dict[str, Any], dict[str, Any]], strategy: str,
+                                                  precision: str) -> None:
+    r0, r1 = ranks[0][f"{strategy}/{precision}"], ranks[1][f"{strategy}/{precision}"]
+    assert r0["params"] == r1["params"]
+    assert all(s["stepped"] for s in r0["steps"]) or precision == "amp-fp16"
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("precision, tol", [("fp32", 1e-6), ("amp-bf16", 0.05)])
+def test_two_ranks_train_like_one_process_on_both_batches(ranks: tuple[dict[str, Any], dict[str, Any]], strategy: str,
+                                                          precision: str, tol: float) -> None:
+    """The gradients are averaged over ranks: 2 x batch 8 trains like one process on batch 16 (fp32 to rounding)."""
+    r = ranks[0][f"{strategy}/{precision}"]
+    assert max(abs(a - b) for a, b in zip(r["params"], r["reference"])) < tol
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_fp16_overflow_on_one_rank_is_skipped_on_every_rank(ranks: tuple[dict[str, Any], dict[str, Any]],
+                                                            strategy: str) -> None:
+    """Rank 1 alone gets an inf gradient in a row of fc1.weight that FSDP shards onto rank 0: both ranks skip
+    that step and halve the scale, and their weights stay identical."""
+    s0, s1 = (ranks[i][f"{strategy}/amp-fp16"]["steps"] for i in (0, 1))
+    assert [(s["stepped"], s["scale"]) for s in s0] == [(s["stepped"], s["scale"]) for s in s1] == [
+        (True, 65536.0), (True, 65536.0), (False, 32768.0), (True, 32768.0), (True, 32768.0)]
+
+
+def test_a_nonfinite_gradient_in_one_shard_is_skipped_on_every_rank(ranks: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """amp-bf16 checks each rank's own gradient shard for inf/NaN: the planted inf lands in rank 0's shard only.
+    Agreed, both ranks skip that step; the control, without the agreement, splits them: rank 0 skips, rank 1
+    steps its half of every parameter -- a partial update the agreed run never makes."""
+    a0, a1 = ranks[0]["fsdp/amp-bf16/planted/agreed"], ranks[1]["fsdp/amp-bf16/planted/agreed"]
+    assert (a0["skipped"], a1["skipped"]) == (1, 1) and a0["params"] == a1["params"]
+    assert [s["stepped"] for s in a1["steps"]] == [True, True, False, True, True]
+    n0, n1 = ranks[0]["fsdp/amp-bf16/planted/not-agreed"], ranks[1]["fsdp/amp-bf16/planted/not-agreed"]
+    assert (n0["skipped"], n1["skipped"]) == (1, 0)
+    assert n0["params"] == n1["params"] != a0["params"]  # (one sharded model, half of it stepped)
+
+
+def test_dtypes_each_pair_trains_in(ranks: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    r = ranks[0]
+    # fsdp master-*: the sharded fp32 parameters are the masters, compute in bf16 (norm in fp32, half output)
+    assert r["fsdp/master-bf16"]["param_dtypes"] == ["float32"]
+    assert r["fsdp/master-bf16"]["seen"] == {"fc1_out": "bfloat16", "norm_out": "bfloat16"}
+    # ddp master-*: the model is bf16 (norm fp32) with fp32 masters in the optimizer, as on one device
+    assert r["ddp/master-bf16"]["param_dtypes"] == ["bfloat16", "float32"]
+    assert r["ddp/amp-fp16"]["seen"]["fc1_out"] == "float16" and r["fsdp/fp32"]["seen"]["fc1_out"] == "float32"
+    assert "all-reduced in bfloat16" in r["ddp/amp-bf16/reduce-bf16"]["layout"]
+    assert "reduce-scattered in bfloat16" in r["fsdp/amp-bf16/reduce-bf16"]["layout"]
+    for strategy in ("ddp", "fsdp"):
+        assert ranks[0][f"{strategy}/amp-bf16/reduce-bf16"]["params"] == ranks[1][f"{strategy}/amp-bf16/reduce-bf16"]["params"]
+
+
+@pytest.mark.parametrize("case", ["fsdp/master-bf16", "fsdp/amp-fp16", "ddp/master-bf16"])
+def test_a_resumed_run_reproduces_the_uninterrupted_losses(ranks: tuple[dict[str, Any], dict[str, Any]], case: str) -> None:
+    for rank in ranks:
+        r = rank[f"resume/{case}"]
+        assert [s["loss"] for s in r["resumed"]] == [s["loss"] for s in r["straight"]]
+        assert [s["scale"] for s in r["resumed"]] == [s["scale"] for s in r["straight"]]
+
+
+def test_pairs_are_described_and_bad_ones_refused() -> None:
+    assert layout("fsdp", get("master-fp16")).describe() == (
+        "FSDP2 over the master-fp16 recipe; sharded params fp32, all-gathered in float16; gradients reduce-scattered in "
+        "float32; norm layers fp32 units")
+    assert layout("fsdp", get("pure-bf16")).describe().startswith("FSDP2 over the pure-bf16 recipe; sharded params half")
+    with pytest.raises(AmpbenchError, match="compression applies to fp32 gradients"):
+        MixedPrecision("master-bf16", strategy="ddp", grad_reduce_dtype="fp16")
+    with pytest.raises(AmpbenchError, match="not supported yet"):
+        MixedPrecision("fp8-tensorwise", strategy="fsdp")
+    with pytest.raises(AmpbenchError, match="strategy='dpp': choose from ddp, fsdp"):
+        MixedPrecision("amp-bf16", strategy="dpp")
+    with pytest.raises(AmpbenchError, match="grad_reduce_dtype applies to strategy ddp or fsdp"):
+        MixedPrecision("amp-bf16", grad_reduce_dtype="bf16")
+
+
+def test_setup_without_a_process_group_says_how_to_launch() -> None:
+    import torch
+
+    model = torch.nn.Linear(4, 2)
+    mp = MixedPrecision("amp-bf16", strategy="ddp")
+    with pytest.raises(AmpbenchError, match="needs torch.distributed initialised: launch with torchrun"):
+        mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))

@@ -1,0 +1,164 @@
+"""Run by the tests under torchrun (2 processes, gloo, CPU): every scenario in one launch, results as JSON.
+
+    python -m torch.distributed.run --nproc-per-node 2 tests/distributed/worker.py OUT_DIR
+
+This is also what a user's own torchrun script looks like (docs/distributed.md): init the process
+group, build model and optimizer, ``mp.setup``, train with ``mp.autocast`` / ``mp.backward`` / ``mp.step``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ampbench import MixedPrecision
+from ampbench.distributed import checkpoint
+
+STEPS = 5
+BATCH = 8  # per rank
+PLANT_STEP = 2  # amp-fp16: rank 1 alone gets an inf gradient in one row of fc1.weight at this step
+
+
+class _InfOnRank1(torch.autograd.Function):
+    """Identity; in backward on rank 1 at the planted step, feature 0's gradient becomes inf: only row 0 of
+    fc1.weight's gradient is inf, a row that FSDP2 shards onto rank 0 -- rank 1's own shard stays finite."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, armed: bool) -> torch.Tensor:  # type: ignore[override]
+        ctx.armed = armed
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        if ctx.armed:
+            g = g.clone()
+            g[:, 0] = float("inf")
+        return g, None
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 4)
+        self.armed = False
+        self.seen: dict[str, str] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        self.seen["fc1_out"] = str(h.dtype).removeprefix("torch.")
+        h = _InfOnRank1.apply(h, self.armed)
+        h = self.norm(torch.relu(h))
+        self.seen["norm_out"] = str(h.dtype).removeprefix("torch.")
+        return self.fc2(h)  # (B, 4)
+
+
+def data(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(BATCH, 16, generator=g)
+    return x, (x[:, :4].sum(1) > 0).long() + 2 * (x[:, 4] > 0).long()
+
+
+def full_params(model: nn.Module) -> list[float]:
+    """Every parameter, gathered whole (DTensor shards included), flattened, in fp32."""
+    out = []
+    for p in model.parameters():
+        t = p.full_tensor() if hasattr(p, "full_tensor") else p
+        out.extend(t.detach().float().flatten().tolist())
+    return out
+
+
+def build(precision: str, strategy: str, **kw: Any) -> tuple[nn.Module, torch.optim.Optimizer, MixedPrecision, Net]:
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    mp = MixedPrecision(precision, strategy=strategy, device="cpu", **kw)
+    model, opt = mp.setup(net, opt)
+    return model, opt, mp, net
+
+
+def train(model: nn.Module, opt: torch.optim.Optimizer, mp: MixedPrecision, net: Net, rank: int, steps: range,
+          plant: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for step in steps:
+        x, y = data(step, rank)
+        net.armed = plant and rank == 1 and step == PLANT_STEP
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x).float(), y)
+        mp.backward(loss)
+        stepped = mp.step(opt)
+        out.append({"step": step, "loss": float(loss.detach()), "stepped": stepped, "scale": mp.scale})
+    return out
+
+
+def reference(precision: str, world: int) -> list[float]:
+    """The same training on one process over the ranks' batches concatenated (the mean loss, as DDP averages)."""
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    mp = MixedPrecision(precision, device="cpu")
+    model, opt = mp.setup(net, opt)
+    for step in range(STEPS):
+        xs, ys = zip(*(data(step, r) for r in range(world)))
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(torch.cat(xs)).float(), torch.cat(ys))
+        mp.backward(loss)
+        mp.step(opt)
+    return full_params(model)
+
+
+def main(out_dir: Path) -> None:
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results: dict[str, Any] = {}
+    for strategy in ("ddp", "fsdp"):
+        for precision in ("fp32", "amp-bf16", "master-bf16", "amp-fp16"):
+            model, opt, mp, net = build(precision, strategy)
+            fp16 = precision == "amp-fp16"
+            steps = train(model, opt, mp, net, rank, range(STEPS), plant=fp16)
+            params = [p for p in model.parameters()]
+            results[f"{strategy}/{precision}"] = {
+                "steps": steps, "params": full_params(model), "layout": mp.layout.describe() if mp.layout else None,
+                "param_dtypes": sorted({str(p.dtype).removeprefix("torch.") for p in params}),
+                "seen": dict(net.seen), "skipped": mp.totals["skipped_steps"],
+                "reference": reference(precision, world) if precision in ("fp32", "amp-bf16") and rank == 0 else None,
+            }
+    # bf16's inf check reads each rank's own shard: the planted inf is seen by rank 0 only, unless the flags are
+    # agreed; the control runs without the agreement (what it prevents: rank 1 steps, rank 0 skips)
+    for agree in (True, False):
+        model, opt, mp, net = build("amp-bf16", "fsdp")
+        mp.scaler_for(opt)._distributed = agree
+        steps = train(model, opt, mp, net, rank, range(STEPS), plant=True)
+        results[f"fsdp/amp-bf16/planted/{'agreed' if agree else 'not-agreed'}"] = {
+            "steps": steps, "params": full_params(model), "skipped": mp.totals["skipped_steps"]}
+    # compressed gradient all-reduce (DDP comm hook) and FSDP reduce dtype
+    for strategy in ("ddp", "fsdp"):
+        model, opt, mp, net = build("amp-bf16", strategy, grad_reduce_dtype="bf16")
+        steps = train(model, opt, mp, net, rank, range(STEPS))
+        results[f"{strategy}/amp-bf16/reduce-bf16"] = {"steps": steps, "params": full_params(model),
+                                                       "layout": mp.layout.describe() if mp.layout else None}
+    # checkpoint: train 3 steps, save, train on; a fresh run loads the checkpoint and trains the same steps
+    for strategy, precision in (("fsdp", "master-bf16"), ("fsdp", "amp-fp16"), ("ddp", "master-bf16")):
+        ckpt = out_dir / f"ckpt-{strategy}-{precision}"
+        model, opt, mp, net = build(precision, strategy)
+        train(model, opt, mp, net, rank, range(3))
+        checkpoint.save(ckpt, model, opt, mp, extra={"step": 3})
+        straight = train(model, opt, mp, net, rank, range(3, STEPS + 2))
+        model, opt, mp, net = build(precision, strategy)
+        extra = checkpoint.load(ckpt, model, opt, mp)
+        resumed = train(model, opt, mp, net, rank, range(extra["step"], STEPS + 2))
+        results[f"resume/{strategy}/{precision}"] = {"straight": straight, "resumed": resumed}
+    (out_dir / f"rank{rank}.json").write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
