@@ -347,6 +347,12 @@ def run_cmd(
                                                     "(models with (N,C,H,W) inputs; default contiguous).")] = None,
     cuda_graphs: Annotated[Opt[str], typer.Option("--cuda-graphs", help="Execution axis: off,on (CUDA only; default "
                                                   "off): the compiled forward/backward replayed as CUDA graphs.")] = None,
+    strategy: Annotated[Opt[str], typer.Option("--strategy", help="Distributed: ddp,fsdp (torch.distributed over "
+                                               "--nproc-per-node ranks; one-process cells run too, as the scaling "
+                                               "baseline).")] = None,
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks per distributed cell (torchrun).")] = 2,
+    grad_reduce_dtype: Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="Distributed: fp32,bf16,fp16 "
+                                                        "(the dtype gradients are reduced in; default: their own).")] = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
     memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
     maxbatch_limit: Annotated[int, typer.Option(help="Largest batch maxbatch tries.")] = 65536,
@@ -424,10 +430,12 @@ def run_cmd(
                         parse_axis(cuda_graphs, "cuda_graphs"))
     for point in points:
         point.check_device(str(dev))
+    strategies, reduce_dtypes = _distributed_options(strategy, nproc_per_node, grad_reduce_dtype, measures, dev)
     config = RunConfig(
         device=str(dev), workloads=wl_names, presets=presets, precisions=modes,
         **fp8_options(list(modes), fp8_skip, fp8_filter),  # type: ignore[arg-type]
-        batch_sizes=tuple(sizes), repeats=repeats, executions=points,
+        batch_sizes=tuple(sizes), repeats=repeats, executions=points, strategies=strategies,
+        nproc=nproc_per_node if strategy is not None else 1, grad_reduce_dtypes=reduce_dtypes,
         native_only=native_only_entries(names, preset, precisions, str(dev)),
         measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, **user,  # type: ignore[arg-type]
@@ -477,6 +485,41 @@ def run_cmd(
         raise typer.Exit(1)
 
 
+def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, measures: tuple[str, ...],
+                         dev: object) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
+    """--strategy / --nproc-per-node / --grad-reduce-dtype, checked before any cell runs."""
+    from ampbench.bench.plan import parse_list
+    from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
+
+    if strategy is None:
+        if reduce is not None:
+            raise AmpbenchError("--grad-reduce-dtype applies to distributed cells: give --strategy ddp,fsdp too")
+        return (None,), (None,)
+    names = parse_list(strategy, "strategy")
+    bad = [n for n in names if n not in STRATEGIES]
+    if bad:
+        raise AmpbenchError(f"--strategy {','.join(bad)}: choose from {', '.join(STRATEGIES)}")
+    if nproc < 2:
+        raise AmpbenchError(f"--nproc-per-node must be >= 2 with --strategy (got {nproc}): one process is the "
+                            "single-device cell every distributed cell is compared with, and it runs anyway")
+    import torch
+
+    if getattr(dev, "type", "cpu") == "cuda" and nproc > torch.cuda.device_count():
+        raise AmpbenchError(f"--nproc-per-node {nproc}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                            "one rank per device")
+    not_yet = [m for m in measures if m in ("maxbatch", "converge", "inference")]
+    if not_yet:
+        raise AmpbenchError(f"--measure {','.join(not_yet)} with --strategy: not yet measured across ranks; distributed "
+                            "cells measure throughput and memory (run those measures without --strategy)")
+    reduces: list[str | None] = [None]
+    if reduce is not None:
+        reduces = list(parse_list(reduce, "grad-reduce-dtype"))
+        wrong = [r for r in reduces if r not in REDUCE_DTYPES]
+        if wrong:
+            raise AmpbenchError(f"--grad-reduce-dtype {','.join(map(str, wrong))}: choose from {', '.join(REDUCE_DTYPES)}")
+    return (None, *dict.fromkeys(names)), tuple(dict.fromkeys(reduces))
+
+
 def _advice(rows):  # type: ignore[no-untyped-def]
     """One coloured line per workload: the advisor's pick and its evidence."""
     from ampbench.report.advisor import advise, workload_groups
@@ -519,6 +562,8 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
         def on_event(ev) -> None:  # type: ignore[no-untyped-def]
             s = ev.spec
             what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+            if s.strategy:
+                what += f" {s.strategy} x{s.nproc}" + (f" reduce {s.grad_reduce_dtype}" if s.grad_reduce_dtype else "")
             if not s.execution.is_default:
                 what += f" {s.execution.label}"
             if s.closing:

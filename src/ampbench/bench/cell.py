@@ -68,7 +68,8 @@ def base_row(spec: CellSpec) -> dict[str, Any]:
     row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
                measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
                status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
-               closing_baseline=spec.closing, **spec.execution.to_row())
+               closing_baseline=spec.closing, **spec.execution.to_row(), strategy=spec.strategy,
+               world_size=spec.nproc if spec.strategy else 1, grad_reduce_dtype=spec.grad_reduce_dtype)
     return row
 
 
@@ -193,6 +194,8 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
                           execution=execution)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
+    if step.mp.layout is not None:
+        out["comm_bytes_per_step"] = _comm_bytes(wl.model, step.mp)
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     counts0 = compile_counts()
@@ -250,6 +253,18 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
                          + (f"; likely cause: {hints[0]} (use master-* or a larger eps)" if hints else ""))
     _check_budget(spec, peak["cpu_rss_peak"] if device.type == "cpu" else peak["reserved"], "memory")
     return step, out
+
+
+def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
+    import torch.distributed as dist
+
+    from ampbench.distributed.comm import bytes_per_step
+    from ampbench.precision.convert import resolve_keep_fp32
+
+    norm = 0
+    if mp.layout.fsdp_norm_units:
+        norm = sum(p.numel() for _, m in resolve_keep_fp32(model, mp.keep_fp32, keep_norm=True) for p in m.parameters())
+    return bytes_per_step(mp.layout, model, dist.get_world_size(), norm)
 
 
 def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:

@@ -96,12 +96,15 @@ NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss", "fp
 
 
 def mp_options(spec: CellSpec) -> dict[str, Any]:
-    """MixedPrecision keywords beyond the mode's name (fp8 layer choice), for the cell's precision only."""
+    """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
     from ampbench.precision import get
 
-    if get(spec.precision).math_mode != "fp8":
-        return {}
-    return {"fp8_skip": spec.fp8_skip, "fp8_filter": spec.fp8_filter or "auto"}
+    out: dict[str, Any] = {}
+    if spec.strategy is not None:
+        out.update(strategy=spec.strategy, grad_reduce_dtype=spec.grad_reduce_dtype)
+    if get(spec.precision).math_mode == "fp8":
+        out.update(fp8_skip=spec.fp8_skip, fp8_filter=spec.fp8_filter or "auto")
+    return out
 
 
 def user_data_kwargs(settings: Settings) -> dict[str, Any]:
@@ -132,6 +135,12 @@ class CellSpec(Settings):
     """contiguous | channels_last."""
     cuda_graphs: str = "off"
     """off | on (CUDA)."""
+    strategy: str | None = None
+    """None (one process), ddp or fsdp (ampbench.distributed), over ``nproc`` processes launched by torchrun."""
+    nproc: int = 1
+    """Processes (ranks) of a distributed cell on this node."""
+    grad_reduce_dtype: str | None = None
+    """Distributed cells: the dtype gradients are reduced in (None: their own)."""
 
     @property
     def execution(self) -> Execution:
@@ -169,6 +178,8 @@ class CellSpec(Settings):
         for axis, values in AXES.items():  # (so do the keys of cells at the default execution)
             if d[axis] == values[0]:
                 del d[axis]
+        if self.strategy is None:  # and of single-process cells
+            del d["strategy"], d["nproc"], d["grad_reduce_dtype"]
         return d
 
     @classmethod
@@ -198,6 +209,11 @@ class RunConfig(Settings):
     """'workload:preset' entries that run only fp32 and the modes the device has math hardware for."""
     executions: tuple[Execution, ...] = (Execution(),)
     """Points on the execution axes (--compile x --memory-format x --cuda-graphs), each with every precision."""
+    strategies: tuple[str | None, ...] = (None,)
+    """None (one process: the world-size-1 baseline) and/or ddp, fsdp (--strategy, over --nproc-per-node ranks)."""
+    nproc: int = 1
+    grad_reduce_dtypes: tuple[str | None, ...] = (None,)
+    """Distributed cells: each gradient reduce dtype asked for (--grad-reduce-dtype; None: the gradients' own)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Options that do not change results (isolation, timeouts): stored, not part of the identity."""
 
@@ -212,6 +228,8 @@ class RunConfig(Settings):
             d.pop("native_only")
         if self.executions == (Execution(),):  # runs from before the execution axes can still be resumed
             d.pop("executions")
+        if self.strategies == (None,):
+            d.pop("strategies"), d.pop("nproc"), d.pop("grad_reduce_dtypes")
         return json.loads(json.dumps(d))  # tuples -> lists, as stored
 
     def cells(self) -> list[CellSpec]:
@@ -235,7 +253,7 @@ class RunConfig(Settings):
         timed = tuple(m for m in self.measures if m in REPEATED_MEASURES)
         repeats = self.repeats if "throughput" in timed else 1
         closing = repeats == 1 and "throughput" in timed and BASELINE in self.precisions and (
-            len(self.precisions) > 1 or len(self.executions) > 1)
+            len(self.precisions) > 1 or len(self.executions) > 1 or len(self.distributions()) > 1)
         again = {"measures": timed, "first_measures": self.measures}
         out = []
         for workload, preset in targets:
@@ -244,14 +262,24 @@ class RunConfig(Settings):
                 for r in range(repeats):
                     rep = {} if r == 0 else {"repeat": r, **again}
                     out.extend(CellSpec(**{**shared, **rep}, workload=workload, preset=preset, precision=precision,
-                                        batch_size=bs, **ex.to_row())
-                               for ex in self.executions for precision in precisions)
-                if closing and (len(precisions) > 1 or len(self.executions) > 1):
+                                        batch_size=bs, **ex.to_row(), **dist)
+                               for dist in self.distributions() for ex in self.executions for precision in precisions)
+                if closing and (len(precisions) > 1 or len(self.executions) > 1 or len(self.distributions()) > 1):
                     out.append(CellSpec(**{**shared, "repeat": 1, "closing": True, **again}, workload=workload,
                                         preset=preset, precision=BASELINE, batch_size=bs,
                                         **self.executions[0].to_row()))
         return out
 
+
+    def distributions(self) -> list[dict[str, Any]]:
+        """The strategy fields of the cells: one process first (the scaling baseline), then each strategy x reduce dtype."""
+        out: list[dict[str, Any]] = []
+        for strategy in self.strategies:
+            if strategy is None:
+                out.append({})
+            else:
+                out.extend({"strategy": strategy, "nproc": self.nproc, "grad_reduce_dtype": r} for r in self.grad_reduce_dtypes)
+        return out
 
     def precisions_of(self, workload: str | None, preset: str) -> tuple[str, ...]:
         """The modes a workload runs in: all of the run's, or for a native-only entry the ones without a

@@ -56,7 +56,12 @@ def inprocess_trial(spec: CellSpec, batch_size: int) -> Trial:
 
 
 def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict[str, Any]:
-    """One cell's row: in a child process when ``isolate`` (trials of maxbatch always are, on GPU)."""
+    """One cell's row: in a child process when ``isolate`` (trials of maxbatch always are, on GPU); a
+    distributed cell in ``nproc`` ranks started by torchrun (always isolated)."""
+    if spec.strategy is not None:
+        from ampbench.distributed.launch import run_distributed
+
+        return run_distributed(spec, timeout)
     if not isolate:
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
@@ -69,6 +74,20 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict
         row.update(status="oom" if killed_oom else "error", reason=r["_failed"], created_at=utcnow())
         return row
     return r
+
+
+def strategy_problem(spec: CellSpec) -> str | None:
+    """Why the cell's (strategy, precision) pair cannot run (e.g. fsdp with fp8), or None."""
+    if spec.strategy is None:
+        return None
+    from ampbench.distributed.strategy import check_reduce_dtype, layout
+    from ampbench.precision import get
+
+    try:
+        layout(spec.strategy, get(spec.precision), check_reduce_dtype(spec.grad_reduce_dtype))
+    except AmpbenchError as e:
+        return str(e)
+    return None
 
 
 def needs_validation(spec: CellSpec) -> bool:
@@ -132,10 +151,11 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
         if on_event:
             on_event(CellEvent("start", i, len(cells), spec))
         sup = supported(spec.precision, device)
-        if not sup.ok:  # no process needed to know this
+        pair = strategy_problem(spec)
+        if not sup.ok or pair:  # no process needed to know this
             row = base_row(spec)
-            row.update(status="unsupported", reason=sup.reason, device_name=device_name(device), created_at=utcnow(),
-                       wall_s=0.0)
+            row.update(status="unsupported", reason=pair or sup.reason, device_name=device_name(device),
+                       created_at=utcnow(), wall_s=0.0)
         else:
             row = execute(spec, isolate, timeout)
         row.update(run_id=info.run_id, cell_key=key)

@@ -113,6 +113,8 @@ def _bytes(tensors: Iterator[torch.Tensor]) -> int:
     for t in tensors:
         if t is None or not isinstance(t, torch.Tensor) or t.device.type == "meta":
             continue
+        if hasattr(t, "to_local"):  # a DTensor (FSDP2): the shard this rank holds
+            t = t.to_local()
         key = t.untyped_storage().data_ptr() if t.numel() else id(t)
         if key in seen:
             continue

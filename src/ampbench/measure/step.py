@@ -25,11 +25,12 @@ from ampbench.workloads.base import Workload
 Batch = tuple[tuple[torch.Tensor, ...], torch.Tensor]
 
 
-def device_batches(data: TensorData, batch_size: int, count: int, device: torch.device) -> list[Batch]:
-    """``count`` distinct batches of ``batch_size`` on ``device``; a split smaller than that is tiled."""
+def device_batches(data: TensorData, batch_size: int, count: int, device: torch.device, first: int = 0) -> list[Batch]:
+    """``count`` distinct batches of ``batch_size`` on ``device`` (from batch index ``first``: each rank of a
+    distributed step its own); a split smaller than that is tiled."""
     n = len(data)
     out = []
-    for i in range(count):
+    for i in range(first, first + count):
         idx = (torch.arange(batch_size) + i * batch_size) % n
         b = data.select(idx).to(device)
         out.append((b.inputs, b.targets))
@@ -115,16 +116,20 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
     """Move the workload's model to ``device``, set it up for ``precision``, stage batches there.
     ``mp_options``: more MixedPrecision keywords (the fp8 modes' ``fp8_skip``/``fp8_filter``).
     ``execution``: channels-last and torch.compile (:mod:`ampbench.execution`; default eager). A
-    compiled step starts from a clean dynamo state (torch._dynamo.reset()): counters and caches of
-    earlier steps in this process do not carry over."""
+    compiled step starts from a clean dynamo state (torch._dynamo.reset(), counters cleared): caches and
+    graph-break records of earlier steps in this process do not carry over."""
     execution = execution or Execution()
     model = prepare_model(workload.model.to(device), execution)
     optimizer = workload.make_optimizer(model.parameters())
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))
-    model, optimizer = mp.setup(model, optimizer)
+    model, optimizer = mp.setup(model, optimizer)  # (under ddp: the DDP wrapper)
     model.train()
     if execution.compiled:
+        from torch._dynamo.utils import counters
+
         torch._dynamo.reset()
+        counters.clear()  # (reset keeps them: graph-break reasons of earlier cells would be this cell's)
     run = finish_model(model, execution)
-    batches = device_batches(workload.train_data, batch_size, n_batches, device)
+    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    batches = device_batches(workload.train_data, batch_size, n_batches, device, first=rank * n_batches)
     return TrainStep(workload, run, optimizer, mp, batches, device, batch_size, execution, model)

@@ -109,7 +109,12 @@ def compared_memory(row: dict[str, Any]) -> float | None:
 
 
 def _group(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (*_workload_group(row), Execution.of(row))
+    return (*_workload_group(row), Execution.of(row), *_distribution(row))
+
+
+def _distribution(row: dict[str, Any]) -> tuple[Any, ...]:
+    """(strategy, world size, reduce dtype): a distributed row compares with fp32 under the same strategy."""
+    return row.get("strategy"), row.get("world_size") or 1, row.get("grad_reduce_dtype")
 
 
 def _workload_group(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -199,6 +204,10 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
     for r in rows:
         if r.get("precision") == BASELINE and r.get("status") == "ok":
             bases.setdefault(_group(r), r)
+    singles: dict[tuple[Any, ...], dict[str, Any]] = {}  # the world-size-1 cell of each precision and execution
+    for r in rows:
+        if not r.get("strategy") and r.get("status") == "ok" and isinstance(r.get("samples_per_s"), (int, float)):
+            singles.setdefault((*_workload_group(r), Execution.of(r), r.get("precision")), r)
     hw = hw or []
 
     def mfu_vs_measured(row: dict[str, Any]) -> float | None:
@@ -210,7 +219,10 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         base = bases.get(_group(r))
         ok = r.get("status") == "ok" and base is not None
         d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
-        eager = bases.get((*_workload_group(r), Execution()))
+        eager = bases.get((*_workload_group(r), Execution(), *_distribution(r)))
+        single = singles.get((*_workload_group(r), Execution.of(r), r.get("precision")))
+        d["scaling_efficiency"] = (_ratio(r.get("samples_per_s"), (r.get("world_size") or 1) * single["samples_per_s"])
+                                   if r.get("status") == "ok" and r.get("strategy") and single is not None else None)
         d["speedup_vs_fp32_eager"] = (_ratio(r.get("samples_per_s"), eager.get("samples_per_s"))
                                       if r.get("status") == "ok" and eager is not None else None)
         d["speedup_vs_fp32_range"] = speedup_range(r, base) if ok and r is not base else None

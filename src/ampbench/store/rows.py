@@ -24,6 +24,10 @@ ROW_KEYS: dict[str, str] = {
     "compile": "Execution axis: off (eager), on (torch.compile) or max-autotune. Rows from before the axis: off.",
     "memory_format": "Execution axis: contiguous or channels_last (the model's weights and its 4-D inputs).",
     "cuda_graphs": "Execution axis: off or on (CUDA: the compiled forward/backward replayed as CUDA graphs).",
+    "strategy": "null (one process), ddp or fsdp: the torch.distributed strategy the cell trained under "
+                "(ampbench.distributed.strategy says what each (strategy, precision) pair does).",
+    "world_size": "Processes (ranks) the cell trained on (1 for single-process cells).",
+    "grad_reduce_dtype": "Distributed cells: the dtype gradients were reduced in (--grad-reduce-dtype; null: their own).",
     "measures": "Measurements asked for (throughput, memory, maxbatch, converge, inference).",
     "device": "Device the cell ran on (`cpu`, `cuda:0`).",
     "device_name": "GPU name from the driver, or the CPU model name.",
@@ -64,6 +68,11 @@ ROW_KEYS: dict[str, str] = {
     "final_loss": "Training loss of the last step (mean over seeds of the last 10% of steps when converge ran).",
     "metric_name": "Name of the workload metric (accuracy, perplexity, ...).",
     "metric": "Test metric after convergence training (null unless `converge` was measured).",
+    # distributed cells (world_size > 1): samples_per_s is global (world size x the slowest rank), step times
+    # and mfu the slowest rank's, memory keys the max over ranks
+    "comm_bytes_per_step": "Bytes one rank sends per step for gradients (and FSDP's parameter all-gathers), counted from "
+                           "the dtypes and sizes for ring collectives (ampbench/distributed/comm.py): a floor.",
+    "ranks": "Each rank's own samples_per_s, step_ms_p50, peak_allocated_bytes and final_loss.",
     # torch.compile (compiled cells; null when eager)
     "torch_compile": "The torch.compile call the cell's compile and cuda_graphs values mean, e.g. "
                      "`torch.compile(mode=\"reduce-overhead\")` (table in ampbench/execution/options.py).",
@@ -130,6 +139,8 @@ ROW_KEYS: dict[str, str] = {
                              "gain of the row's precision and execution changes together, against one baseline "
                              "(derived; null without that cell). speedup_vs_fp32 compares with fp32 at the row's "
                              "own execution: the precision's gain alone.",
+    "scaling_efficiency": "Distributed rows: samples_per_s / (world_size x the single-process cell's samples_per_s), same "
+                          "precision and execution (derived; 1.0 = perfect scaling; null without that cell).",
     "speedup_vs_fp32_range": "[lowest, highest] of the per-repeat speedups (repeat r of this mode over repeat r of "
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
     "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32: the two cells' samples_per_s_noise and fp32's "
@@ -152,7 +163,8 @@ ROW_KEYS: dict[str, str] = {
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
 }
 
-DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "speedup_vs_fp32_range", "speedup_vs_fp32_noise",
+DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
+                "speedup_vs_fp32_noise",
                 "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32", "expected_speedup_vs_fp32", "mfu_vs_measured",
                 "converge_verdict", "converge_tolerance")
 
@@ -166,14 +178,15 @@ def empty_row() -> dict[str, object]:
 _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
-            "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache")
+            "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
+            "grad_reduce_dtype")
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
-            "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed")
+            "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step")
 _OPT_BOOL = ("closing_baseline", "max_batch_limit_hit")
 _OPT_DICT = ("env", "converge", "inference")
-_OPT_LIST = ("max_batch_trials", "graph_break_reasons")
+_OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks")
 
 
 def _is_num(v: object) -> bool:

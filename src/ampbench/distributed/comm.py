@@ -1,0 +1,37 @@
+"""Bytes one rank sends per training step, from the layout's dtypes and the parameters' sizes.
+
+Counted, not measured (DDP's reducer runs in C++, out of reach of Python hooks): the bandwidth-optimal
+ring algorithms NCCL and gloo use move, per rank,
+- all-reduce of S bytes: 2 (N - 1) / N x S (reduce-scatter, then all-gather);
+- all-gather or reduce-scatter of S bytes (the whole tensor): (N - 1) / N x S.
+DDP all-reduces every gradient once per step, in the reduce dtype. FSDP2 all-gathers the parameters in
+the param dtype for the forward, again for the backward for units resharded after forward (every unit
+but the root: here the normalisation units of master-*), and reduce-scatters the gradients in the reduce
+dtype. Buckets, padding and control messages are left out: a floor, exact for even shard sizes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ampbench.distributed.strategy import Layout
+
+
+def _size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def bytes_per_step(layout: Layout, model: nn.Module, world: int, norm_params: int = 0) -> int:
+    """Per rank, per optimizer step. ``model``: the model before sharding/wrapping (its trainable parameters'
+    sizes); ``norm_params``: how many of their elements sit in FSDP units of their own (resharded after forward)."""
+    if world <= 1:
+        return 0
+    numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    share = (world - 1) / world
+    reduce = layout.reduce_dtype or layout.grad_dtype
+    if layout.strategy == "ddp":
+        return int(2 * share * numel * _size(reduce))
+    gather_dtype = layout.fsdp_param_dtype or layout.grad_dtype
+    gathered = (numel - norm_params) * _size(gather_dtype) + 2 * norm_params * 4  # norm units: fp32, twice
+    return int(share * (gathered + numel * _size(reduce)))

@@ -1,0 +1,116 @@
+"""Run a distributed benchmark cell: torchrun (``torch.distributed.run``, torch's own launcher) starts
+``nproc`` ranks of :mod:`ampbench.distributed.cell_worker`; their rows merge into the cell's one row.
+
+Merged row: global samples/s = world size x the slowest rank's (the ranks step in lockstep), the step
+times and MFU of the slowest rank, memory keys the max over ranks (what must fit on every device), and
+``ranks`` with each rank's own figures. A rank that crashes, runs out of memory or times out turns the
+cell into a row with that status and the rank named; the other ranks' failures that follow from it
+(a collective whose peer died) are not taken for the cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ampbench.bench.plan import CellSpec
+
+MAX_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "cpu_rss_peak_bytes", "nvml_used_bytes", "gpu_used_bytes",
+            "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
+SLOWEST_KEYS = ("samples_per_s_noise", "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "first_step_ms",
+                "mfu", "timer")
+STATUS_ORDER = ("error", "oom", "diverged", "unsupported", "ok")
+_COLLECTIVE = re.compile(r"timed out|timeout|connection (reset|closed)|broken pipe|peer|DistBackendError|gloo|nccl",
+                         re.IGNORECASE)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _exit_of_ranks(stderr: str) -> dict[int, int]:
+    """torchrun's failure report: 'rank : K (local_rank: L)' followed by 'exitcode : X', per failed rank."""
+    out = {}
+    for m in re.finditer(r"rank\s*:\s*(\d+)\s*\(local_rank[^)]*\)\s*\n\s*exitcode\s*:\s*(-?\d+)", stderr):
+        out[int(m.group(1))] = int(m.group(2))
+    return out
+
+
+def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: int | None = None) -> dict[str, Any]:
+    """The cell's merged row (never raises: a failure is a status)."""
+    from ampbench.bench.cell import base_row
+    from ampbench.bench.child import _describe_exit, _die_with_parent
+    from ampbench.store.sqlite import utcnow
+
+    with tempfile.TemporaryDirectory(prefix="ampbench-dist-") as tmp:
+        job, out = Path(tmp) / "job.json", Path(tmp) / "out"
+        out.mkdir()
+        job.write_text(json.dumps({"spec": spec.to_dict(), "collective_timeout": timeout, "crash_rank": crash_rank}))
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc), "--master-addr",
+               "127.0.0.1", "--master-port", str(free_port()), "-m", "ampbench.distributed.cell_worker", str(job), str(out)]
+        env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        stderr, code = "", 0
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                                  preexec_fn=_die_with_parent)  # the launcher dies with us; its workers with it
+            stderr, code = proc.stderr, proc.returncode
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        ranks = {}
+        for f in out.glob("rank*.json"):
+            r = json.loads(f.read_text())
+            ranks[int(r["rank"])] = r
+    if len(ranks) == spec.nproc and all(r["status"] == "ok" for r in ranks.values()):
+        return merge(ranks)
+    row = base_row(spec)
+    row.update(created_at=utcnow(), world_size=spec.nproc)
+    if ranks:
+        row.update({k: v for k, v in ranks[min(ranks)].items() if k not in ("status", "reason", "rank")})
+    failed = {k: r for k, r in ranks.items() if r["status"] != "ok"}
+    missing = [k for k in range(spec.nproc) if k not in ranks]
+    exits = _exit_of_ranks(stderr)
+    if timed_out:
+        row.update(status="error", reason=f"timed out after {timeout:g} s (--cell-timeout); ranks without a row: "
+                                          f"{', '.join(map(str, missing)) or 'none'}")
+    elif missing:  # a rank that died without writing its row is the cause; the others' errors follow from it
+        k = next((k for k in missing if k in exits), missing[0])
+        how = _describe_exit(exits[k], "") if k in exits else f"no row (launcher exit code {code})"
+        killed = k in exits and exits[k] == -9
+        row.update(status="oom" if killed else "error", reason=f"rank {k}: {how.replace('child process', 'process')}")
+    else:
+        cause = sorted(failed.items(), key=lambda kv: (bool(_COLLECTIVE.search(kv[1]["reason"] or "")),
+                                                       STATUS_ORDER.index(kv[1]["status"]), kv[0]))[0]
+        row.update(status=cause[1]["status"], reason=f"rank {cause[0]}: {cause[1]['reason']}")
+    return row
+
+
+def merge(ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Every rank ran ok: one row for the cell (see the module docstring)."""
+    world = len(ranks)
+    rows = [ranks[k] for k in sorted(ranks)]
+    slowest = min(rows, key=lambda r: r.get("samples_per_s") or 0.0)
+    out = dict(rows[0])
+    out.pop("rank", None)
+    out.update({k: slowest.get(k) for k in SLOWEST_KEYS})
+    for k in ("samples_per_s", "achieved_tflops", "flops_per_step"):
+        v = slowest.get(k) if k != "flops_per_step" else rows[0].get(k)
+        out[k] = None if v is None else (v * world if k != "flops_per_step" else int(v * world))
+    for k in MAX_KEYS:
+        vals = [r.get(k) for r in rows if isinstance(r.get(k), (int, float))]
+        out[k] = max(vals) if vals else None
+    out["skipped_steps"] = max(r.get("skipped_steps") or 0 for r in rows)
+    out["world_size"] = world
+    out["ranks"] = [{"rank": r["rank"], "samples_per_s": r.get("samples_per_s"), "step_ms_p50": r.get("step_ms_p50"),
+                     "peak_allocated_bytes": r.get("peak_allocated_bytes"), "final_loss": r.get("final_loss")}
+                    for r in rows]
+    return out
