@@ -457,6 +457,8 @@ def run_cmd(
     extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
                    f" + {closing} closing fp32" if closing else "")
     axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
+    if strategy is not None:
+        axes += " x " + ", ".join(f"{s} x{config.nproc}" if s else "1 process" for s in config.strategies)
     console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{axes}{extra_cells}) "
                   f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store.path))}")
     for note in config.left_out():
@@ -499,9 +501,8 @@ def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, m
     bad = [n for n in names if n not in STRATEGIES]
     if bad:
         raise AmpbenchError(f"--strategy {','.join(bad)}: choose from {', '.join(STRATEGIES)}")
-    if nproc < 2:
-        raise AmpbenchError(f"--nproc-per-node must be >= 2 with --strategy (got {nproc}): one process is the "
-                            "single-device cell every distributed cell is compared with, and it runs anyway")
+    if nproc < 1:
+        raise AmpbenchError(f"--nproc-per-node must be >= 1 (got {nproc})")
     import torch
 
     if getattr(dev, "type", "cpu") == "cuda" and nproc > torch.cuda.device_count():
@@ -532,6 +533,8 @@ def _advice(rows):  # type: ignore[no-untyped-def]
         if a.combination is not None:
             yield (f"{escape(wl)} ({escape(preset)}) fastest combination: [bold green]{escape(a.combination)}[/] "
                    f"{escape(a.combination_evidence or '')}")
+        if a.distributed is not None:
+            yield f"{escape(wl)} ({escape(preset)}) distributed: {escape(a.distributed)}"
 
 
 def _check_workloads(names: list[str], presets: tuple[str, ...], opts: dict[str, object]) -> None:

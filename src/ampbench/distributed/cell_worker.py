@@ -10,22 +10,43 @@ so a rank whose peer died does not wait forever.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-from dataclasses import replace
-from datetime import timedelta
-from pathlib import Path
 
-import torch
-import torch.distributed as dist
 
-from ampbench.bench.child import _die_with_parent
-from ampbench.bench.plan import CellSpec
+def _die_with_launcher() -> None:
+    """Before the heavy imports (seconds): SIGKILL when the launcher dies; if it died already (before
+    prctl could watch it), exit now -- a rank nobody waits for must not live on."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read()
+    except OSError:
+        parent = b""
+    if b"torch.distributed.run" not in parent and b"torchrun" not in parent:
+        os._exit(1)
+
+
+_die_with_launcher()
+
+import json  # noqa: E402
+from dataclasses import replace  # noqa: E402
+from datetime import timedelta  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from ampbench.bench.plan import CellSpec  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    _die_with_parent()
     job = json.loads(Path(argv[0]).read_text())
     out_dir = Path(argv[1])
     spec = CellSpec.from_dict(job["spec"])

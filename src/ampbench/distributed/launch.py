@@ -83,7 +83,8 @@ def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: in
         row.update(status="error", reason=f"timed out after {timeout:g} s (--cell-timeout); ranks without a row: "
                                           f"{', '.join(map(str, missing)) or 'none'}")
     elif missing:  # a rank that died without writing its row is the cause; the others' errors follow from it
-        k = next((k for k in missing if k in exits), missing[0])
+        # the cause: a rank that died on its own, not one torchrun stopped (SIGTERM) after the first failure
+        k = min(missing, key=lambda k: (k not in exits, exits.get(k) == -15, k))
         how = _describe_exit(exits[k], "") if k in exits else f"no row (launcher exit code {code})"
         killed = k in exits and exits[k] == -9
         row.update(status="oom" if killed else "error", reason=f"rank {k}: {how.replace('child process', 'process')}")

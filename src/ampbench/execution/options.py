@@ -139,7 +139,18 @@ def executions(compile: tuple[str, ...], memory_format: tuple[str, ...], cuda_gr
     return tuple(Execution(c, m, g) for c in compile for m in memory_format for g in cuda_graphs)
 
 
+def strategy_label(row: dict[str, Any]) -> str:
+    """"" for a one-process row, else "ddp x2" / "fsdp x4 (bf16 reduce)"."""
+    if not row.get("strategy"):
+        return ""
+    reduce = f" ({row['grad_reduce_dtype']} reduce)" if row.get("grad_reduce_dtype") else ""
+    return f"{row['strategy']} x{row.get('world_size') or '?'}{reduce}"
+
+
 def display_name(row: dict[str, Any]) -> str:
-    """How reports name a row's cell: its precision, with the execution when not eager ("amp-bf16 · compile")."""
+    """How reports name a row's cell: its precision, with the execution when not eager and the strategy when
+    distributed ("amp-bf16 · compile", "master-bf16 · fsdp x2")."""
     ex = Execution.of(row)
-    return str(row.get("precision")) if ex.is_default else f"{row.get('precision')} · {ex.label}"
+    parts = [str(row.get("precision"))] + ([] if ex.is_default else [ex.label]) + (
+        [strategy_label(row)] if row.get("strategy") else [])
+    return " · ".join(parts)

@@ -36,6 +36,7 @@ from typing import Any
 from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.report.combine import best_combination, several_executions
+from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory
 
 TIE = 0.02
@@ -67,6 +68,8 @@ class Advice:
     combination ("amp-bf16 + compile"), "fp32" when none is measurably faster than fp32 eager, "none"."""
     combination_evidence: str | None = None
     """Its speedup over fp32 eager, and what each change bought alone and on top of the other."""
+    distributed: str | None = None
+    """With distributed cells (--strategy): the fastest across ranks, its scaling, the least memory per rank."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -170,6 +173,13 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
     The precision is chosen among the rows of one execution: eager (compile off, contiguous, no CUDA
     graphs) when it ran, else the first the rows have (then the evidence names it). With several
     executions, the advice also names the fastest converging combination (:mod:`ampbench.report.combine`)."""
+    summary = strategy_summary(rows)
+    single = [r for r in rows if not r.get("strategy")]  # precisions and executions: compared on one process
+    a = _advise_execution(single or rows)
+    return replace(a, distributed=summary) if summary else a
+
+
+def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
     executions = sorted({Execution.of(r) for r in rows}, key=lambda ex: (not ex.is_default, len(ex.changes()), ex.label))
     if not executions:
         return _advise_precision(rows)

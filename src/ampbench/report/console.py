@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ampbench.execution.options import Execution
+from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import versus_fp32
 from ampbench.store.derive import compared_memory
 
@@ -96,7 +96,9 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
         table = Table(title=f"{escape(workload)} ({escape(preset)}) on {escape(dev)}  [dim]run {escape(run_id)}[/]",
                       title_justify="left")
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
-        for col, just in (("precision", "left"), *((("execution", "left"),) if axes else ()), ("status", "left"),
+        dist = any(r.get("strategy") for r in group)
+        for col, just in (("precision", "left"), *((("execution", "left"),) if axes else ()),
+                          *((("strategy", "left"), ("scaling", "right")) if dist else ()), ("status", "left"),
                           ("batch", "right"), ("samples/s", "right"), ("speedup", "right"),
                           *((("vs fp32 eager", "right"),) if axes else ()), ("step p50 ms", "right"),
                           ("memory (exact)" if cpu else "peak mem", "right"), ("mem vs fp32", "right"), ("skipped", "right")):
@@ -115,6 +117,8 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
             status = r.get("status") or "?"
             cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"),
                                 *([Text(Execution.of(r).label)] if axes else []),
+                                *([Text(strategy_label(r) or "1 process"), _num(r.get("scaling_efficiency"), ".2f")]
+                                  if dist else []),
                                 Text(status, style=STATUS_STYLE.get(status, "")),
                                 _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
                                 _speedup(r), *([eager_speedup_text(r)] if axes else []), _num(r.get("step_ms_p50"), ",.2f"),

@@ -111,6 +111,8 @@ def _env_table(row: dict[str, Any]) -> str:
 def _advice_html(a: Advice) -> str:
     combo = (f'<br><b>Fastest combination: {e(a.combination)}</b> — {e(a.combination_evidence)}'
              if a.combination is not None else "")
+    if a.distributed is not None:
+        combo += f"<br><b>Distributed</b> — {e(a.distributed)}"
     if a.recommended is None:
         return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}{combo}</div>'
     return (f'<div class="advice"><b>Use {e(a.recommended)}</b> <span class="sub">({e(a.label)})</span><br>'

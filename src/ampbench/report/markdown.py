@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.execution.options import Execution
+from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
 from ampbench.store.derive import compared_memory
@@ -38,6 +38,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         if a.combination is not None:
             lines.append(f"**fastest combination: {md_escape(a.combination)}**: {md_escape(a.combination_evidence)}")
             lines.append("")
+        if a.distributed is not None:
+            lines.append(f"**distributed**: {md_escape(a.distributed)}")
+            lines.append("")
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         # "memory vs fp32" compares the column next to it: the allocator's peak on a GPU, the exact split
         # (weights + grads + optimizer state + activations) on a CPU, whose RSS peak gets its own column
@@ -45,6 +48,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         compared = "memory (exact split)" if cpu else "peak allocated"
         rss = " CPU RSS peak (approximate) |" if cpu else ""
         ex_head, ex_rule = (" execution |", " --- |") if axes else ("", "")
+        dist = any(r.get("strategy") for r in group)
+        if dist:
+            ex_head, ex_rule = ex_head + " strategy |", ex_rule + " --- |"
         eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if axes else ("", "")
         lines.append(f"| precision |{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | {compared} | "
                      f"memory vs fp32 |{rss} converge |")
@@ -61,6 +67,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             elif compile_note(r):
                 status += f" ({md_escape(compile_note(r))})"
             ex_cell = f" {md_escape(Execution.of(r).label)} |" if axes else ""
+            if r.get("strategy"):
+                ex_cell += f" {md_escape(strategy_label(r))} |"
+            elif dist:
+                ex_cell += " 1 process |"
             eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
             lines.append(f"| {md_escape(r['precision'])} |{ex_cell} {status} | {_f(r.get('samples_per_s'), ',.0f')} | "

@@ -1,0 +1,45 @@
+"""Advice across distributed strategies: the fastest (strategy, precision) cell, how well it scales, and
+which uses least memory per rank -- "fsdp master-bf16 uses 0.40x the memory per rank of ddp amp-bf16 at
+0.90x its speed". From measured rows only; memory per rank is the max over ranks (what must fit on each)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ampbench.execution.options import display_name
+from ampbench.store.derive import compared_memory
+
+
+def _speed(r: dict[str, Any]) -> float:
+    v = r.get("samples_per_s")
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
+
+
+def strategy_summary(rows: list[dict[str, Any]]) -> str | None:
+    """None without distributed rows; else one sentence comparing them (and the one-process cells)."""
+    dist = [r for r in rows if r.get("strategy") and r.get("status") == "ok" and _speed(r) > 0]
+    if not dist:
+        failed = [r for r in rows if r.get("strategy") and r.get("status") != "ok"]
+        if failed:
+            return "no distributed cell ran: " + "; ".join(f"{display_name(r)} {r['status']} ({r.get('reason')})"
+                                                            for r in failed[:3])
+        return None
+    fastest = max(dist, key=_speed)
+    parts = [f"fastest across ranks: {display_name(fastest)}, {_speed(fastest):,.0f} samples/s"]
+    eff = fastest.get("scaling_efficiency")
+    if isinstance(eff, (int, float)):
+        parts[-1] += f" (scaling efficiency {eff:.2f} vs its one-process cell)"
+    with_mem = [r for r in dist if compared_memory(r)]
+    if with_mem:
+        lean = min(with_mem, key=lambda r: compared_memory(r) or float("inf"))
+        if lean is not fastest and compared_memory(fastest):
+            parts.append(f"{display_name(lean)} uses {compared_memory(lean) / compared_memory(fastest):.2f}x the memory "
+                         f"per rank of {display_name(fastest)} at {_speed(lean) / _speed(fastest):.2f}x its speed")
+    comm = [r for r in dist if isinstance(r.get("comm_bytes_per_step"), (int, float)) and r["comm_bytes_per_step"] > 0]
+    if len({r.get("grad_reduce_dtype") for r in comm}) > 1:
+        least = min(comm, key=lambda r: r["comm_bytes_per_step"])
+        most = max(comm, key=lambda r: r["comm_bytes_per_step"])
+        parts.append(f"{display_name(least)} sends {least['comm_bytes_per_step'] / most['comm_bytes_per_step']:.2f}x the "
+                     f"bytes per step of {display_name(most)}")
+    return "; ".join(parts)

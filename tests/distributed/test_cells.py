@@ -1,0 +1,120 @@
+"""Distributed cells in `ampbench run` (2 ranks, gloo, CPU): rows with their keys, the bytes they send, a
+crashing rank as a status naming it, no orphan after kill -9, bad options refused up front."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ampbench.bench import CellSpec
+from ampbench.bench.runner import strategy_problem
+from ampbench.distributed.launch import run_distributed
+from ampbench.workloads import create_workload
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16", "--strategy",
+            "ddp,fsdp", "--grad-reduce-dtype", "fp32,bf16", "--nproc-per-node", "2", "--steps", "4", "--warmup", "1",
+            "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report")
+    assert r.returncode == 0, r.stderr
+    rows = {(x["precision"], x["strategy"], x["grad_reduce_dtype"]): x for x in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {(p, s, d) for p in ("fp32", "amp-bf16") for s, d in
+                         ((None, None), ("ddp", "fp32"), ("ddp", "bf16"), ("fsdp", "fp32"), ("fsdp", "bf16"))}
+    numel = sum(p.numel() for p in create_workload("tabular-mlp", "tiny", None, 0).model.parameters())
+    for (precision, strategy, reduce), row in rows.items():
+        assert row["status"] == "ok", row["reason"]
+        if strategy is None:
+            assert row["world_size"] == 1 and row["comm_bytes_per_step"] is None and row["scaling_efficiency"] is None
+            continue
+        assert row["world_size"] == 2 and len(row["ranks"]) == 2
+        slowest = min(x["samples_per_s"] for x in row["ranks"])
+        assert row["samples_per_s"] == pytest.approx(2 * slowest)
+        assert row["scaling_efficiency"] == pytest.approx(row["samples_per_s"] / (2 * rows[(precision, None, None)]["samples_per_s"]))
+        size = 4 if reduce == "fp32" else 2
+        if strategy == "ddp":  # ring all-reduce: 2 (N-1)/N x the gradient bytes
+            assert row["comm_bytes_per_step"] == numel * size
+        else:  # fp32 all-gather of the parameters + reduce-scatter of the gradients: (N-1)/N each
+            assert row["comm_bytes_per_step"] == (numel * 4 + numel * size) // 2
+    said = " ".join(r.stdout.split())
+    assert "x 1 process, ddp x2, fsdp x2" in said
+    assert "distributed: fastest across ranks:" in said and "sends 0.50x the bytes per step" in said
+
+
+def test_a_crashing_rank_is_a_status_that_names_it() -> None:
+    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None, device="cpu", steps=3,
+                    warmup=1, strategy="ddp", nproc=2)
+    row = run_distributed(spec, timeout=120, crash_rank=1)
+    assert row["status"] in ("oom", "error") and row["reason"].startswith("rank 1: process killed by SIGKILL"), row["reason"]
+    assert row["strategy"] == "ddp" and row["world_size"] == 2
+
+
+def _tagged(tag: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if tag.encode() in (d / "environ").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_no_orphan_rank_survives_a_kill_9_of_the_run(tmp_path: Path) -> None:
+    tag = f"AMPBENCH_ORPHAN_TEST={uuid.uuid4().hex}"
+    env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
+    # what `ampbench run` does for a distributed cell (runner.execute -> run_distributed), with a cell that runs long
+    driver = ("from ampbench.bench import CellSpec; from ampbench.distributed.launch import run_distributed; "
+              "run_distributed(CellSpec(workload='tabular-mlp', preset='tiny', precision='fp32', batch_size=None, "
+              "device='cpu', steps=10**6, warmup=1, strategy='ddp', nproc=2))")
+    run = subprocess.Popen([sys.executable, "-c", driver], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(_tagged(tag)) < 4:  # the run, torchrun and 2 ranks
+        time.sleep(0.5)
+    assert len(_tagged(tag)) >= 4, "the ranks never started"
+    time.sleep(10)  # the ranks past their imports, in the process group, training
+    assert len(_tagged(tag)) >= 4 and run.poll() is None
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and _tagged(tag):
+        time.sleep(0.5)
+    left = _tagged(tag)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"orphans left: {left}"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--strategy", "dpp"], "--strategy dpp: choose from ddp, fsdp"),
+    (["--strategy", "ddp", "--nproc-per-node", "0"], "--nproc-per-node must be >= 1"),
+    (["--strategy", "fsdp", "--measure", "throughput,converge"], "--measure converge with --strategy: not yet"),
+    (["--grad-reduce-dtype", "bf16"], "--grad-reduce-dtype applies to distributed cells"),
+    (["--strategy", "ddp", "--grad-reduce-dtype", "int8"], "--grad-reduce-dtype int8: choose from fp32, bf16, fp16"),
+])
+def test_bad_distributed_options_are_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
+    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--device", "cpu", "--db", str(tmp_path / "r.db"), *args)
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_unsupported_pairs_are_rows_with_the_reason() -> None:
+    spec = CellSpec(workload="bert", preset="tiny", precision="fp8-tensorwise", batch_size=None, device="cpu",
+                    strategy="fsdp", nproc=2)
+    assert "not supported yet" in (strategy_problem(spec) or "")
+    assert strategy_problem(CellSpec(workload="bert", preset="tiny", precision="master-bf16", batch_size=None,
+                                     device="cpu", strategy="fsdp", nproc=2)) is None
