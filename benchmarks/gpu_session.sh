@@ -13,6 +13,8 @@
 #   export  every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/
 #   fp8     (torchao wheel carried) BERT-large on the fp8 modes next to amp-bf16: throughput, memory,
 #           convergence; eager and torch.compile'd (torchao's fp8 is meant to be compiled)
+#   dist    DDP/FSDP2 sanity on one GPU (--nproc-per-node 1: the wrappers' and the engine's overhead,
+#           nccl) and, on a machine with 2+ GPUs, benchmarks/grad_reduce.py
 #   axes    one change at a time: resnext small and bert small in fp32/amp-bf16 x --compile off,on x
 #           --cuda-graphs off,on (resnext also x --memory-format contiguous,channels_last)
 #   compat  (if device time is left) the whole CPU test suite on that machine's torch and python
@@ -29,8 +31,8 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 torchao==0.18.0 -d .whl`
 # (3.4 MB, cp310-abi3, no declared torch dependency; 0.18 needs torch >= 2.11, which that image has).
 set -uo pipefail
-STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|axes|export|compat}
-case $STAGE in checks|paper|suite|bench|fp8|axes|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|axes|export|compat" >&2; exit 2 ;; esac
+STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|axes|dist|export|compat}
+case $STAGE in checks|paper|suite|bench|fp8|axes|dist|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|axes|dist|export|compat" >&2; exit 2 ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu
@@ -127,6 +129,13 @@ case $STAGE in
       --label "resnext small: compile x CUDA graphs x channels-last, one change at a time" || exit $?
     run_resumable axes-bert --workloads bert --preset small --precisions fp32,amp-bf16 --compile off,on \
       --cuda-graphs off,on --repeats 3 --label "bert small: compile x CUDA graphs, one change at a time"
+    ;;
+  dist)
+    run_resumable dist --workloads bert --preset small --precisions fp32,amp-bf16,master-bf16 --strategy ddp,fsdp \
+      --nproc-per-node 1 --repeats 3 --label "bert small: ddp/fsdp x1 (nccl) next to one process" || exit $?
+    if [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+      $PY benchmarks/grad_reduce.py --device "$DEVICE" --workload bert --preset small --out "$RESULTS/grad_reduce.json"
+    fi
     ;;
   export)
     $AB export --db "$DB" --out "$RESULTS/runs.json"

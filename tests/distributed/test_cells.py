@@ -43,7 +43,8 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
         assert row["world_size"] == 2 and len(row["ranks"]) == 2
         slowest = min(x["samples_per_s"] for x in row["ranks"])
         assert row["samples_per_s"] == pytest.approx(2 * slowest)
-        assert row["scaling_efficiency"] == pytest.approx(row["samples_per_s"] / (2 * rows[(precision, None, None)]["samples_per_s"]))
+        single = rows[(precision, None, None)]["samples_per_s"]
+        assert row["scaling_efficiency"] == pytest.approx(row["samples_per_s"] / (2 * single))
         size = 4 if reduce == "fp32" else 2
         if strategy == "ddp":  # ring all-reduce: 2 (N-1)/N x the gradient bytes
             assert row["comm_bytes_per_step"] == numel * size
