@@ -43,8 +43,7 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
         assert row["world_size"] == 2 and len(row["ranks"]) == 2
         slowest = min(x["samples_per_s"] for x in row["ranks"])
         assert row["samples_per_s"] == pytest.approx(2 * slowest)
-        single = rows[(precision, None, None)]["samples_per_s"]
-        assert row["scaling_efficiency"] == pytest.approx(row["samples_per_s"] / (2 * single))
+        assert row["scaling_efficiency"] is None  # CPU ranks share the cores (see test_scaling_efficiency_...)
         size = 4 if reduce == "fp32" else 2
         if strategy == "ddp":  # ring all-reduce: 2 (N-1)/N x the gradient bytes
             assert row["comm_bytes_per_step"] == numel * size
@@ -119,3 +118,16 @@ def test_unsupported_pairs_are_rows_with_the_reason() -> None:
     assert "not supported yet" in (strategy_problem(spec) or "")
     assert strategy_problem(CellSpec(workload="bert", preset="tiny", precision="master-bf16", batch_size=None,
                                      device="cpu", strategy="fsdp", nproc=2)) is None
+
+
+def test_scaling_efficiency_divides_by_world_size_times_the_one_process_cell_on_cuda() -> None:
+    from ampbench.store import derive
+
+    def row(strategy: str | None, sps: float, device: str = "cuda:0") -> dict[str, object]:
+        return {"run_id": "r", "workload": "w", "preset": "small", "batch_size": 8, "device_name": "GPU", "device": device,
+                "precision": "amp-bf16", "status": "ok", "samples_per_s": sps, "strategy": strategy,
+                "world_size": 4 if strategy else 1, "grad_reduce_dtype": None}
+
+    rows = derive([row(None, 100.0), row("ddp", 360.0), row("fsdp", 300.0)])
+    assert [r["scaling_efficiency"] for r in rows] == [None, pytest.approx(0.9), pytest.approx(0.75)]
+    assert derive([row(None, 100.0, "cpu"), row("ddp", 150.0, "cpu")])[1]["scaling_efficiency"] is None

@@ -221,8 +221,11 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
         eager = bases.get((*_workload_group(r), Execution(), *_distribution(r)))
         single = singles.get((*_workload_group(r), Execution.of(r), r.get("precision")))
+        # CUDA only: each rank has a device of its own there; CPU ranks share the machine's cores (world size 2 on
+        # 2 cores adds no compute: the one-process cell already used both), so the ratio would not be an efficiency
+        gpu = str(r.get("device") or "").startswith("cuda")
         d["scaling_efficiency"] = (_ratio(r.get("samples_per_s"), (r.get("world_size") or 1) * single["samples_per_s"])
-                                   if r.get("status") == "ok" and r.get("strategy") and single is not None else None)
+                                   if gpu and r.get("status") == "ok" and r.get("strategy") and single is not None else None)
         d["speedup_vs_fp32_eager"] = (_ratio(r.get("samples_per_s"), eager.get("samples_per_s"))
                                       if r.get("status") == "ok" and eager is not None else None)
         d["speedup_vs_fp32_range"] = speedup_range(r, base) if ok and r is not base else None

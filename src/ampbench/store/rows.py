@@ -139,8 +139,9 @@ ROW_KEYS: dict[str, str] = {
                              "gain of the row's precision and execution changes together, against one baseline "
                              "(derived; null without that cell). speedup_vs_fp32 compares with fp32 at the row's "
                              "own execution: the precision's gain alone.",
-    "scaling_efficiency": "Distributed rows: samples_per_s / (world_size x the single-process cell's samples_per_s), same "
-                          "precision and execution (derived; 1.0 = perfect scaling; null without that cell).",
+    "scaling_efficiency": "Distributed rows on CUDA: samples_per_s / (world_size x the single-process cell's "
+                          "samples_per_s), same precision and execution (derived; 1.0 = perfect scaling; null without "
+                          "that cell, and on CPU, where ranks share the cores the one-process cell already used).",
     "speedup_vs_fp32_range": "[lowest, highest] of the per-repeat speedups (repeat r of this mode over repeat r of "
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
     "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32: the two cells' samples_per_s_noise and fp32's "
