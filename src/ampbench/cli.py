@@ -508,10 +508,10 @@ def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, m
     if getattr(dev, "type", "cpu") == "cuda" and nproc > torch.cuda.device_count():
         raise AmpbenchError(f"--nproc-per-node {nproc}: this machine has {torch.cuda.device_count()} CUDA device(s), "
                             "one rank per device")
-    not_yet = [m for m in measures if m in ("maxbatch", "converge", "inference")]
+    not_yet = [m for m in measures if m in ("maxbatch", "inference")]
     if not_yet:
         raise AmpbenchError(f"--measure {','.join(not_yet)} with --strategy: not yet measured across ranks; distributed "
-                            "cells measure throughput and memory (run those measures without --strategy)")
+                            "cells measure throughput, memory and converge (run those measures without --strategy)")
     reduces: list[str | None] = [None]
     if reduce is not None:
         reduces = list(parse_list(reduce, "grad-reduce-dtype"))

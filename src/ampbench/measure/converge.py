@@ -53,7 +53,8 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
         torch._dynamo.reset()
     run = finish_model(model, execution)
     data = workload.train_data.to(device)
-    g = torch.Generator().manual_seed(seed)
+    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    g = torch.Generator().manual_seed(seed if rank == 0 else seed * 1000 + rank)  # distributed: each rank its own order
     losses: list[torch.Tensor] = []
     scales: list[float] = []
     diverged, reason = False, ""
