@@ -258,9 +258,15 @@ def train_cmd(
     fp8_filter: Fp8FilterOpt = None,
     compile: Annotated[str, typer.Option("--compile", help="off | on | max-autotune: train the torch.compile'd model "
                                          "(the first step, which compiles, is timed apart).")] = "off",
+    strategy: Annotated[Opt[str], typer.Option("--strategy", help="ddp | fsdp: train over --nproc-per-node ranks "
+                                               "(torchrun); --batch-size is per rank.")] = None,
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks with --strategy.")] = 2,
+    grad_reduce_dtype: Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="With --strategy: fp32 | bf16 | "
+                                                        "fp16 (default: the gradients' own dtype).")] = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
+    import os
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -268,15 +274,23 @@ def train_cmd(
     from ampbench.train import TrainConfig, train
 
     resolve(precision)  # fail fast on a bad name, before building data
+    if strategy is not None and nproc_per_node < 1:
+        raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
+    rank_worker = strategy is not None and "TORCHELASTIC_RUN_ID" in os.environ  # a rank torchrun started
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
-                         compile=compile.strip(),
+                         compile=compile.strip(), strategy=strategy, grad_reduce_dtype=grad_reduce_dtype,
                          **fp8_options([precision], fp8_skip, fp8_filter))  # type: ignore[arg-type]
     if not resume:  # (with --resume the checkpoint must already be there: train() says so)
         check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
     check_output_file(json_out, "--json")
     user = user_data([workload] if workload else [], model, input_shape, vocab_size, num_classes, num_outputs, task,
                      batches, loss)
+    if strategy is not None and not rank_worker:  # validated here, once; then torchrun starts the ranks
+        load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
+        raise typer.Exit(_launch_train_ranks(nproc_per_node, device))
+    if rank_worker:
+        _join_process_group(device)
     wl = load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
     console.print(f"{_header(wl)} in [bold cyan]{resolve(precision)}[/]")
     with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -295,13 +309,46 @@ def train_cmd(
     resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
     if result.compile_s is not None:
         resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
+    if result.strategy:
+        resumed += f" ({result.strategy} x{result.world_size}: samples/s of all ranks)"
     console.print(escape(f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
                          f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
                          f"{plural(result.steps_trained, 'step')} trained, skipped steps {result.skipped_steps}"))
-    if json_out is not None:
+    if json_out is not None and not console.quiet:  # (one rank writes it)
         write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2))
         console.print(f"wrote {escape(str(json_out))}")
 
+
+
+def _launch_train_ranks(nproc: int, device: str | None) -> int:
+    """`ampbench train --strategy S`: the same command in ``nproc`` ranks started by torchrun (rank 0 prints);
+    the launcher dies with this process and the ranks with the launcher. Returns torchrun's exit code."""
+    import os
+    import subprocess
+
+    from ampbench.bench.child import _die_with_parent
+    from ampbench.distributed.launch import free_port
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
+           "--master-port", str(free_port()), "-m", "ampbench", *sys.argv[1:]]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    return subprocess.run(cmd, env=env, preexec_fn=_die_with_parent).returncode
+
+
+def _join_process_group(device: str | None) -> None:
+    """A rank of `ampbench train --strategy`: its device, the process group; ranks other than 0 print nothing."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+    if cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    if dist.get_rank() != 0:
+        console.quiet = True
 
 
 def _open_store(db: Path | None):  # type: ignore[no-untyped-def]

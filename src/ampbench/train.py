@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
@@ -53,9 +54,20 @@ class TrainConfig:
     """Also evaluate on the whole training split at the end (check_accuracy on both splits)."""
     compile: str = "off"
     """off | on | max-autotune: train the torch.compile'd model (ampbench.execution; evaluation stays eager)."""
+    strategy: str | None = None
+    """ddp | fsdp: train over the ranks of torch.distributed (initialised by the caller, e.g. under torchrun);
+    batch_size is per rank, each rank takes its slice of every global batch."""
+    grad_reduce_dtype: str | None = None
 
     def __post_init__(self) -> None:
         Execution(compile=self.compile)  # validates the value
+        from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
+        from ampbench.precision import get
+
+        if check_strategy(self.strategy) is not None:
+            layout(self.strategy, get(self.precision), check_reduce_dtype(self.grad_reduce_dtype))  # type: ignore[arg-type]
+        elif self.grad_reduce_dtype is not None:
+            raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
         for name in ("epochs", "batch_size", "max_steps_per_epoch"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -101,6 +113,9 @@ class TrainResult:
     steps_trained: int = 0
     """Optimizer steps this call ran (``steps`` counts the resumed run's earlier ones too)."""
     compile: str = "off"
+    strategy: str | None = None
+    world_size: int = 1
+    """Ranks that trained (samples_per_s is global: all ranks together)."""
     compile_s: float | None = None
     """Compiled runs: seconds of the first step (tracing and compiling included), left out of samples_per_s."""
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -140,15 +155,18 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
           progress_every: float = 0.5) -> TrainResult:
     """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``."""
     device = resolve_device(config.device)
+    if config.strategy and device.type == "cuda":  # a rank: its own device (torch.cuda.set_device by the launcher's rank)
+        device = torch.device("cuda", torch.cuda.current_device())
     epochs = config.epochs or workload.epochs
     batch_size = config.batch_size or workload.batch_size
     torch.manual_seed(config.seed)
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8_skip=config.fp8_skip,
-                        fp8_filter=config.fp8_filter)
+                        fp8_filter=config.fp8_filter, strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
     model, optimizer = mp.setup(model, optimizer)
-    workload.model = model  # (evaluation and checkpoints use the set-up model itself)
+    world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
+    workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
     execution = Execution(compile=config.compile)
     run = finish_model(model, execution)
     train_data = workload.train_data.to(device)
@@ -156,7 +174,18 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
 
     start_epoch, history = 0, []
     ckpt_path = config.checkpoint_dir / CHECKPOINT_NAME if config.checkpoint_dir else None
-    if config.resume:
+    if config.resume and mp.strategy:
+        assert config.checkpoint_dir is not None
+        from ampbench.distributed import checkpoint as dcheckpoint
+
+        state = dcheckpoint.load(config.checkpoint_dir, model, optimizer, mp)
+        _check_resumable({**state, "model": 1, "optimizer": 1, "mp": 1}, config.checkpoint_dir, workload, mp.name)
+        torch.set_rng_state(state["rng"])
+        start_epoch, history = int(state["epoch"]), list(state.get("history", []))
+        if start_epoch >= epochs:
+            raise AmpbenchError(f"--resume: {config.checkpoint_dir} is already at epoch {start_epoch} of {epochs}: nothing "
+                                f"to train; give --epochs N with N > {start_epoch} to train further")
+    elif config.resume:
         assert ckpt_path is not None
         if not ckpt_path.exists():
             raise AmpbenchError(f"--resume: no checkpoint at {ckpt_path}")
@@ -179,7 +208,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             raise AmpbenchError(f"--resume: {ckpt_path} is already at epoch {start_epoch} of {epochs}: nothing to "
                                 f"train; give --epochs N with N > {start_epoch} to train further")
 
-    steps_per_epoch = train_data.num_batches(batch_size)
+    steps_per_epoch = train_data.num_batches(batch_size) if world == 1 else len(train_data) // (batch_size * world)
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
     if steps_per_epoch < 1:
@@ -192,9 +221,13 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)  # order depends on (seed, epoch) only
         t0 = last_report = time.perf_counter()
         epoch_samples = 0
-        for step, (inputs, targets) in enumerate(train_data.batches(batch_size, shuffle=True, generator=g)):
+        for step, (inputs, targets) in enumerate(train_data.batches(batch_size * world, shuffle=True, generator=g,
+                                                                    drop_last=world > 1)):
             if step >= steps_per_epoch:
                 break
+            if world > 1:  # every rank shuffles alike (same generator) and takes its slice of the global batch
+                part = slice(rank * batch_size, (rank + 1) * batch_size)
+                inputs, targets = tuple(t[part] for t in inputs), targets[part]
             first = execution.compiled and compile_s is None
             if first:
                 t_first = time.perf_counter()
@@ -203,11 +236,11 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
                 loss = workload.loss_fn(workload.call_model(run, inputs), targets)
             mp.backward(loss)
             mp.step(optimizer, max_grad_norm=config.max_grad_norm)
-            epoch_samples += int(targets.shape[0])
+            epoch_samples += int(targets.shape[0]) * world
             if first:  # the compile happens in the first step: timed apart, not in samples_per_s
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
-                compile_s, compile_samples = time.perf_counter() - t_first, int(targets.shape[0])
+                compile_s, compile_samples = time.perf_counter() - t_first, int(targets.shape[0]) * world
             now = time.perf_counter()
             if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
                 last_report = now
@@ -220,7 +253,13 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         samples += epoch_samples
         history.append({"epoch": epoch + 1, "loss": float(loss.detach()), "seconds": elapsed,
                         "skipped_steps": mp.totals["skipped_steps"], "loss_scale": mp.scale})
-        if ckpt_path is not None:
+        if config.checkpoint_dir is not None and mp.strategy:
+            from ampbench.distributed import checkpoint as dcheckpoint
+
+            dcheckpoint.save(config.checkpoint_dir, model, optimizer, mp, extra={
+                "workload": workload.name, "precision": mp.name, "epoch": epoch + 1, "preset": workload.preset,
+                "data": workload.description, "rng": torch.get_rng_state(), "history": history})
+        elif ckpt_path is not None:
             ckpt_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = ckpt_path.with_suffix(".tmp")
             torch.save({"workload": workload.name, "precision": mp.name, "epoch": epoch + 1,
@@ -240,7 +279,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
         samples_per_s=_rate(samples, train_seconds, compile_samples, compile_s or 0.0), train_seconds=train_seconds,
         loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
-        compile=config.compile, compile_s=compile_s, history=history,
+        compile=config.compile, strategy=mp.strategy, world_size=world, compile_s=compile_s, history=history,
     )
 
 

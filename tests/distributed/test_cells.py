@@ -143,3 +143,20 @@ def test_convergence_is_measured_across_ranks() -> None:
     conv = row["converge"]
     assert conv["seeds"] == [0, 1] and not any(conv["diverged"]) and len(conv["losses"][0]) == 20
     assert conv["losses"][0][-1] < conv["losses"][0][0]  # it learns
+
+
+def test_train_with_a_strategy_resumes_exactly(tmp_path: Path) -> None:
+    """ampbench train --strategy fsdp (2 ranks by torchrun): 3 epochs straight == 2 epochs, checkpoint, resume to 3."""
+    common = ["train", "mnist-cnn", "--preset", "tiny", "--max-steps", "3", "--strategy", "fsdp", "--precision", "amp-fp16",
+              "--device", "cpu"]
+    straight = cli(*common, "--epochs", "3", "--json", str(tmp_path / "s.json"))
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    first = cli(*common, "--epochs", "2", "--checkpoint", str(tmp_path / "ck"))
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (tmp_path / "ck" / "current" / "ampbench.pt").exists()
+    resumed = cli(*common, "--epochs", "3", "--checkpoint", str(tmp_path / "ck"), "--resume", "--json", str(tmp_path / "r.json"))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    a, b = json.loads((tmp_path / "s.json").read_text()), json.loads((tmp_path / "r.json").read_text())
+    assert (a["strategy"], a["world_size"]) == ("fsdp", 2) and b["resumed_from_epoch"] == 2
+    assert b["final_loss"] == a["final_loss"] and b["test_metric"] == a["test_metric"] and b["loss_scale"] == a["loss_scale"]
+    assert "fsdp x2: samples/s of all ranks" in " ".join(straight.stdout.split())

@@ -2,7 +2,7 @@
 
 fsdp: sharded model and optimizer state through torch.distributed.checkpoint (each rank writes its
 shards; resuming on the same world size reads them back in place), the engine's state beside it
-(``ampbench.pt``, written by rank 0: it is the same on every rank, the scaler decisions being
+(``ampbench.pt``, written by rank 0, all in ``path/current``: it is the same on every rank, the scaler decisions being
 agreed). ddp: every rank holds the same state, so rank 0 writes model, optimizer and engine state
 into ``ampbench.pt`` like a single-device run (the fp32 masters of master-* modes inside the
 engine's state).
@@ -26,13 +26,24 @@ def _unwrap(model: nn.Module) -> nn.Module:
     return model.module if hasattr(model, "module") and isinstance(model.module, nn.Module) else model
 
 
+CURRENT, NEXT, OLD = "current", ".next", ".old"
+
+
 def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, mp: Any,
          extra: dict[str, Any] | None = None) -> None:
-    """Collective: every rank calls it. ``extra`` (plain values: epoch, step) is saved with the engine state."""
-    path = Path(path)
+    """Collective: every rank calls it. ``extra`` (plain values: epoch, step) is saved with the engine state.
+
+    Written into ``path/.next`` and swapped into ``path/current`` by one rename once every rank is done,
+    so a kill mid-save keeps the previous checkpoint whole (DCP writes its shards in place)."""
+    import shutil
+
+    root = Path(path)
     rank = dist.get_rank() if dist.is_initialized() else 0
+    path = root / NEXT
     if rank == 0:
-        path.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+    dist.barrier()
     engine = {"mp": mp.state_dict(), "strategy": mp.strategy, "world_size": dist.get_world_size(), **(extra or {})}
     if mp.strategy == "fsdp":
         import torch.distributed.checkpoint as dcp
@@ -44,15 +55,21 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
     elif rank == 0:
         engine.update(model=_unwrap(model).state_dict(), optimizer=optimizer.state_dict())
     if rank == 0:
-        tmp = path / (ENGINE_FILE + ".tmp")
-        torch.save(engine, tmp)
-        tmp.replace(path / ENGINE_FILE)  # atomic: a kill mid-save keeps the previous file
+        torch.save(engine, path / ENGINE_FILE)
+    dist.barrier()  # every rank's shards are written
+    if rank == 0:
+        current, old = root / CURRENT, root / OLD
+        shutil.rmtree(old, ignore_errors=True)
+        if current.exists():
+            current.rename(old)
+        path.rename(current)
+        shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
 
 
 def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, mp: Any) -> dict[str, Any]:
     """Collective: restore what :func:`save` wrote into a set-up model, optimizer and engine; returns the extras."""
-    path = Path(path)
+    path = Path(path) / CURRENT
     file = path / ENGINE_FILE
     if not file.exists():
         raise AmpbenchError(f"no ampbench distributed checkpoint in {path} (missing {file.name})")
