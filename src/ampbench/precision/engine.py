@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision.master_weights import MasterWeights
 from ampbench.precision.registry import get
@@ -130,6 +131,11 @@ class MixedPrecision:
         check_finite: check every step's gradients for inf/NaN and skip the step if any (default). The fp16
             modes' scaler always checks; for the others this costs one fused pass over the gradients and,
             on a GPU, a host sync per step (like GradScaler's). ``False`` steps whatever the gradients hold.
+        strategy: ``None`` (one device), ``"ddp"`` or ``"fsdp"`` (FSDP2): setup wraps or shards the model for
+            torch.distributed; what each (strategy, precision) pair does: :mod:`ampbench.distributed.strategy`.
+        grad_reduce_dtype: with a strategy, the dtype gradients are reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``).
+        mesh, process_group: FSDP2's device mesh (default: every rank on this device type) and the group
+            the ranks agree on skipped steps over (default: the world).
     """
 
     def __init__(
@@ -149,8 +155,6 @@ class MixedPrecision:
     ) -> None:
         self.recipe = get(precision)
         self.name = self.recipe.name
-        from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
-
         self.strategy = check_strategy(strategy)
         reduce = check_reduce_dtype(grad_reduce_dtype)
         if reduce is not None and self.strategy is None:
