@@ -263,6 +263,11 @@ def train_cmd(
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks with --strategy.")] = 2,
     grad_reduce_dtype: Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="With --strategy: fp32 | bf16 | "
                                                         "fp16 (default: the gradients' own dtype).")] = None,
+    nnodes: Annotated[int, typer.Option("--nnodes", help="With --strategy: machines (run this command on each, "
+                                        "with its --node-rank and the same --rdzv-endpoint).")] = 1,
+    node_rank: Annotated[int, typer.Option("--node-rank", help="With --nnodes > 1: this machine's rank.")] = 0,
+    rdzv_endpoint: Annotated[Opt[str], typer.Option("--rdzv-endpoint", help="With --nnodes > 1: host:port of node "
+                                                    "0, the same on every machine (torchrun's static rendezvous).")] = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -276,6 +281,7 @@ def train_cmd(
     resolve(precision)  # fail fast on a bad name, before building data
     if strategy is not None and nproc_per_node < 1:
         raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
+    nodes = _nodes_args(strategy, nnodes, node_rank, rdzv_endpoint)
     rank_worker = strategy is not None and "TORCHELASTIC_RUN_ID" in os.environ  # a rank torchrun started
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
@@ -288,7 +294,7 @@ def train_cmd(
                      batches, loss)
     if strategy is not None and not rank_worker:  # validated here, once; then torchrun starts the ranks
         load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
-        raise typer.Exit(_launch_train_ranks(nproc_per_node, device))
+        raise typer.Exit(_launch_train_ranks(nproc_per_node, nodes))
     if rank_worker:
         _join_process_group(device)
     wl = load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
@@ -320,17 +326,36 @@ def train_cmd(
 
 
 
-def _launch_train_ranks(nproc: int, device: str | None) -> int:
-    """`ampbench train --strategy S`: the same command in ``nproc`` ranks started by torchrun (rank 0 prints);
-    the launcher dies with this process and the ranks with the launcher. Returns torchrun's exit code."""
+def _nodes_args(strategy: str | None, nnodes: int, node_rank: int, endpoint: str | None) -> list[str]:
+    """torchrun's arguments for the machines: one (a local rendezvous) or several (c10d at --rdzv-endpoint)."""
+    if nnodes == 1:
+        if node_rank != 0 or endpoint is not None:
+            raise AmpbenchError("--node-rank/--rdzv-endpoint apply with --nnodes > 1")
+        from ampbench.distributed.launch import free_port
+
+        return ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    if strategy is None:
+        raise AmpbenchError("--nnodes applies with --strategy ddp or fsdp")
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise AmpbenchError(f"--nnodes {nnodes} --node-rank {node_rank}: need nnodes >= 1 and 0 <= node-rank < nnodes")
+    host, _, port = (endpoint or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise AmpbenchError(f"--rdzv-endpoint {endpoint!r}: give HOST:PORT of node 0, the same on every machine")
+    # torchrun's static rendezvous: node-rank K holds global ranks K*nproc.. (c10d would ignore --node-rank and could
+    # put global rank 0, the one that prints and writes --json, on any machine)
+    return ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host, "--master-port", port]
+
+
+def _launch_train_ranks(nproc: int, nodes: list[str]) -> int:
+    """`ampbench train --strategy S`: the same command in ``nproc`` ranks per machine started by torchrun (global
+    rank 0 prints); the launcher dies with this process and the ranks with the launcher. Returns its exit code."""
     import os
     import subprocess
 
     from ampbench.bench.child import _die_with_parent
-    from ampbench.distributed.launch import free_port
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
-           "--master-port", str(free_port()), "-m", "ampbench", *sys.argv[1:]]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *nodes, "-m", "ampbench",
+           *sys.argv[1:]]
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     return subprocess.run(cmd, env=env, preexec_fn=_die_with_parent).returncode
 

@@ -35,7 +35,7 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
     assert set(rows) == {(p, s, d) for p in ("fp32", "amp-bf16") for s, d in
                          ((None, None), ("ddp", "fp32"), ("ddp", "bf16"), ("fsdp", "fp32"), ("fsdp", "bf16"))}
     numel = sum(p.numel() for p in create_workload("tabular-mlp", "tiny", None, 0).model.parameters())
-    for (precision, strategy, reduce), row in rows.items():
+    for (_, strategy, reduce), row in rows.items():
         assert row["status"] == "ok", row["reason"]
         if strategy is None:
             assert row["world_size"] == 1 and row["comm_bytes_per_step"] is None and row["scaling_efficiency"] is None
@@ -160,3 +160,34 @@ def test_train_with_a_strategy_resumes_exactly(tmp_path: Path) -> None:
     assert (a["strategy"], a["world_size"]) == ("fsdp", 2) and b["resumed_from_epoch"] == 2
     assert b["final_loss"] == a["final_loss"] and b["test_metric"] == a["test_metric"] and b["loss_scale"] == a["loss_scale"]
     assert "fsdp x2: samples/s of all ranks" in " ".join(straight.stdout.split())
+
+
+def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Path) -> None:
+    """--nnodes 2: the same command on each machine with its --node-rank (here both on this one, 1 rank each): one
+    world of 2 ranks; node 0 holds global rank 0, which alone prints and writes --json."""
+    from ampbench.distributed.launch import free_port
+
+    endpoint = f"127.0.0.1:{free_port()}"
+    common = [sys.executable, "-m", "ampbench", "train", "tabular-mlp", "--preset", "tiny", "--epochs", "1", "--strategy",
+              "ddp", "--precision", "amp-bf16", "--device", "cpu", "--nproc-per-node", "1", "--nnodes", "2",
+              "--rdzv-endpoint", endpoint]
+    other = subprocess.Popen([*common, "--node-rank", "1", "--json", str(tmp_path / "b.json")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    first = subprocess.run([*common, "--node-rank", "0", "--json", str(tmp_path / "a.json")], capture_output=True,
+                           text=True, timeout=300)
+    out1, _ = other.communicate(timeout=120)
+    assert first.returncode == 0 and other.returncode == 0, first.stderr[-2000:]
+    result = json.loads((tmp_path / "a.json").read_text())
+    assert (result["strategy"], result["world_size"]) == ("ddp", 2)
+    assert not (tmp_path / "b.json").exists() and "ddp x2" not in out1
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--strategy", "ddp", "--nnodes", "2"], "--rdzv-endpoint None: give HOST:PORT of node 0"),
+    (["--strategy", "ddp", "--node-rank", "1"], "--node-rank/--rdzv-endpoint apply with --nnodes > 1"),
+    (["--nnodes", "2", "--rdzv-endpoint", "h:1"], "--nnodes applies with --strategy ddp or fsdp"),
+    (["--strategy", "fsdp", "--precision", "fp8-tensorwise"], "not supported yet"),
+])
+def test_bad_train_strategy_options_are_one_line_and_exit_2(args: list[str], says: str) -> None:
+    r = cli("train", "tabular-mlp", "--preset", "tiny", "--device", "cpu", *args)
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
