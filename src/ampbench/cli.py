@@ -281,7 +281,10 @@ def train_cmd(
     resolve(precision)  # fail fast on a bad name, before building data
     if strategy is not None and nproc_per_node < 1:
         raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
-    nodes = _nodes_args(strategy, nnodes, node_rank, rdzv_endpoint)
+    from ampbench.distributed.launch import check_nodes, node_args
+
+    check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
+    nodes = node_args(nnodes, node_rank, rdzv_endpoint)
     rank_worker = strategy is not None and "TORCHELASTIC_RUN_ID" in os.environ  # a rank torchrun started
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
@@ -324,26 +327,6 @@ def train_cmd(
         write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2))
         console.print(f"wrote {escape(str(json_out))}")
 
-
-
-def _nodes_args(strategy: str | None, nnodes: int, node_rank: int, endpoint: str | None) -> list[str]:
-    """torchrun's arguments for the machines: one (a local rendezvous) or several (c10d at --rdzv-endpoint)."""
-    if nnodes == 1:
-        if node_rank != 0 or endpoint is not None:
-            raise AmpbenchError("--node-rank/--rdzv-endpoint apply with --nnodes > 1")
-        from ampbench.distributed.launch import free_port
-
-        return ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
-    if strategy is None:
-        raise AmpbenchError("--nnodes applies with --strategy ddp or fsdp")
-    if nnodes < 1 or not 0 <= node_rank < nnodes:
-        raise AmpbenchError(f"--nnodes {nnodes} --node-rank {node_rank}: need nnodes >= 1 and 0 <= node-rank < nnodes")
-    host, _, port = (endpoint or "").rpartition(":")
-    if not host or not port.isdigit():
-        raise AmpbenchError(f"--rdzv-endpoint {endpoint!r}: give HOST:PORT of node 0, the same on every machine")
-    # torchrun's static rendezvous: node-rank K holds global ranks K*nproc.. (c10d would ignore --node-rank and could
-    # put global rank 0, the one that prints and writes --json, on any machine)
-    return ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host, "--master-port", port]
 
 
 def _launch_train_ranks(nproc: int, nodes: list[str]) -> int:
@@ -425,6 +408,11 @@ def run_cmd(
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks per distributed cell (torchrun).")] = 2,
     grad_reduce_dtype: Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="Distributed: fp32,bf16,fp16 "
                                                         "(the dtype gradients are reduced in; default: their own).")] = None,
+    nnodes: Annotated[int, typer.Option("--nnodes", help="Distributed: machines (the same command on each, with its "
+                                        "--node-rank; node 0 stores the run, the others lend their ranks).")] = 1,
+    node_rank: Annotated[int, typer.Option("--node-rank", help="With --nnodes > 1: this machine's rank.")] = 0,
+    rdzv_endpoint: Annotated[Opt[str], typer.Option("--rdzv-endpoint", help="With --nnodes > 1: HOST:PORT of node 0 "
+                                                    "(cell i uses PORT + i).")] = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
     memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
     maxbatch_limit: Annotated[int, typer.Option(help="Largest batch maxbatch tries.")] = 65536,
@@ -503,11 +491,17 @@ def run_cmd(
     for point in points:
         point.check_device(str(dev))
     strategies, reduce_dtypes = _distributed_options(strategy, nproc_per_node, grad_reduce_dtype, measures, dev)
+    from ampbench.distributed.launch import check_nodes
+
+    check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
+    if nnodes > 1 and resume:
+        raise AmpbenchError("--resume with --nnodes > 1 is not supported: the other machines cannot know which cells node "
+                            "0 already stored; run again without --resume")
     config = RunConfig(
         device=str(dev), workloads=wl_names, presets=presets, precisions=modes,
         **fp8_options(list(modes), fp8_skip, fp8_filter),  # type: ignore[arg-type]
         batch_sizes=tuple(sizes), repeats=repeats, executions=points, strategies=strategies,
-        nproc=nproc_per_node if strategy is not None else 1, grad_reduce_dtypes=reduce_dtypes,
+        nproc=nproc_per_node if strategy is not None else 1, grad_reduce_dtypes=reduce_dtypes, nnodes=nnodes,
         native_only=native_only_entries(names, preset, precisions, str(dev)),
         measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
         warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, **user,  # type: ignore[arg-type]
@@ -515,14 +509,19 @@ def run_cmd(
         options=tuple(sorted(opts.items())),
         loss_scale=loss_scale, memory_budget=budget, memory_margin=memory_margin, maxbatch_limit=maxbatch_limit,
         seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
-        extra={"isolate": isolate, "cell_timeout": cell_timeout},
+        extra={"isolate": isolate, "cell_timeout": cell_timeout, "node_rank": node_rank, "endpoint": rdzv_endpoint},
     )
     check_output_file(json_out, "--json", "run.json")  # before the run, not after an hour of it
     if report:
         check_output_file(report_path, "--report-path", "report.html")
-    from ampbench.bench.runner import validate_inputs
+    from ampbench.bench.runner import lend_ranks, validate_inputs
 
     validate_inputs(config)  # a bad --model, --data-dir or missing extra fails now with one line, not once per cell
+    if node_rank > 0:  # this machine lends its ranks to node 0's run, which stores the rows
+        n = lend_ranks(config)
+        console.print(f"node {node_rank}: lent {nproc_per_node} rank(s) to {plural(n, 'distributed cell')} of node 0's "
+                      f"run at {escape(str(rdzv_endpoint))}; its rows are stored there")
+        return
     store = _open_store(db)
     cells = config.cells()
     closing = sum(c.closing for c in cells)
@@ -530,7 +529,7 @@ def run_cmd(
                    f" + {closing} closing fp32" if closing else "")
     axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
     if strategy is not None:
-        axes += " x " + ", ".join(f"{s} x{config.nproc}" if s else "1 process" for s in config.strategies)
+        axes += " x " + ", ".join(f"{s} x{config.nproc * config.nnodes}" if s else "1 process" for s in config.strategies)
     console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{axes}{extra_cells}) "
                   f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store.path))}")
     for note in config.left_out():
@@ -638,7 +637,7 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
             s = ev.spec
             what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
             if s.strategy:
-                what += f" {s.strategy} x{s.nproc}" + (f" reduce {s.grad_reduce_dtype}" if s.grad_reduce_dtype else "")
+                what += f" {s.strategy} x{s.world_size}" + (f" reduce {s.grad_reduce_dtype}" if s.grad_reduce_dtype else "")
             if not s.execution.is_default:
                 what += f" {s.execution.label}"
             if s.closing:

@@ -191,3 +191,27 @@ def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Pa
 def test_bad_train_strategy_options_are_one_line_and_exit_2(args: list[str], says: str) -> None:
     r = cli("train", "tabular-mlp", "--preset", "tiny", "--device", "cpu", *args)
     assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_run_over_two_machines_node_0_stores_the_rows(tmp_path: Path) -> None:
+    """ampbench run --nnodes 2 (two launchers on this one machine, 1 rank each): node 0 runs the one-process cells and
+    stores every row, with world size 2; node 1 lends its rank to each distributed cell and stores nothing."""
+    from ampbench.distributed.launch import free_port
+
+    common = ["run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--strategy", "ddp,fsdp",
+              "--nproc-per-node", "1", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--steps", "3",
+              "--warmup", "1", "--device", "cpu", "--no-report", "--cell-timeout", "120"]
+    other = subprocess.Popen([sys.executable, "-m", "ampbench", *common, "--node-rank", "1", "--db", str(tmp_path / "n1.db")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = cli(*common, "--node-rank", "0", "--db", str(tmp_path / "n0.db"), "--json", str(tmp_path / "a.json"))
+    out1, err1 = other.communicate(timeout=300)
+    assert first.returncode == 0 and other.returncode == 0, (first.stderr[-2000:], err1[-2000:])
+    rows = json.loads((tmp_path / "a.json").read_text())["rows"]
+    assert {(r["strategy"], r["world_size"], r["status"]) for r in rows} == {(None, 1, "ok"), ("ddp", 2, "ok"), ("fsdp", 2, "ok")}
+    assert "lent 1 rank(s) to 2 distributed cells" in " ".join(out1.split()) and not (tmp_path / "n1.db").exists()
+
+
+def test_resume_over_several_machines_is_refused(tmp_path: Path) -> None:
+    r = cli("run", "--workloads", "tabular-mlp", "--strategy", "ddp", "--nnodes", "2", "--rdzv-endpoint", "h:1", "--resume",
+            "--device", "cpu", "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and "--resume with --nnodes > 1 is not supported" in r.stderr

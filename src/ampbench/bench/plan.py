@@ -138,7 +138,13 @@ class CellSpec(Settings):
     strategy: str | None = None
     """None (one process), ddp or fsdp (ampbench.distributed), over ``nproc`` processes launched by torchrun."""
     nproc: int = 1
-    """Processes (ranks) of a distributed cell on this node."""
+    """Processes (ranks) of a distributed cell on each machine."""
+    nnodes: int = 1
+    """Machines a distributed cell's ranks span (world size = nnodes x nproc)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes if self.strategy else 1
     grad_reduce_dtype: str | None = None
     """Distributed cells: the dtype gradients are reduced in (None: their own)."""
 
@@ -180,6 +186,8 @@ class CellSpec(Settings):
                 del d[axis]
         if self.strategy is None:  # and of single-process cells
             del d["strategy"], d["nproc"], d["grad_reduce_dtype"]
+        if self.nnodes == 1:
+            del d["nnodes"]
         return d
 
     @classmethod
@@ -212,6 +220,8 @@ class RunConfig(Settings):
     strategies: tuple[str | None, ...] = (None,)
     """None (one process: the world-size-1 baseline) and/or ddp, fsdp (--strategy, over --nproc-per-node ranks)."""
     nproc: int = 1
+    nnodes: int = 1
+    """Machines the distributed cells span (--nnodes; node 0 runs the one-process cells and stores the rows)."""
     grad_reduce_dtypes: tuple[str | None, ...] = (None,)
     """Distributed cells: each gradient reduce dtype asked for (--grad-reduce-dtype; None: the gradients' own)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -230,6 +240,8 @@ class RunConfig(Settings):
             d.pop("executions")
         if self.strategies == (None,):
             d.pop("strategies"), d.pop("nproc"), d.pop("grad_reduce_dtypes")
+        if self.nnodes == 1:
+            d.pop("nnodes")
         return json.loads(json.dumps(d))  # tuples -> lists, as stored
 
     def cells(self) -> list[CellSpec]:
@@ -278,7 +290,8 @@ class RunConfig(Settings):
             if strategy is None:
                 out.append({})
             else:
-                out.extend({"strategy": strategy, "nproc": self.nproc, "grad_reduce_dtype": r} for r in self.grad_reduce_dtypes)
+                out.extend({"strategy": strategy, "nproc": self.nproc, "nnodes": self.nnodes, "grad_reduce_dtype": r}
+                           for r in self.grad_reduce_dtypes)
         return out
 
     def precisions_of(self, workload: str | None, preset: str) -> tuple[str, ...]:

@@ -55,13 +55,15 @@ def inprocess_trial(spec: CellSpec, batch_size: int) -> Trial:
     return Trial(batch_size, bool(r["fits"]), r.get("peak_bytes"), r.get("reason", ""), bool(r.get("failed", False)))
 
 
-def execute(spec: CellSpec, isolate: bool, timeout: float | None = None) -> dict[str, Any]:
+def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_rank: int = 0,
+            endpoint: str | None = None) -> dict[str, Any]:
     """One cell's row: in a child process when ``isolate`` (trials of maxbatch always are, on GPU); a
-    distributed cell in ``nproc`` ranks started by torchrun (always isolated)."""
+    distributed cell in ``nproc`` ranks started by torchrun (always isolated; ``node_rank``/``endpoint``
+    with several machines)."""
     if spec.strategy is not None:
         from ampbench.distributed.launch import run_distributed
 
-        return run_distributed(spec, timeout)
+        return run_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
     if not isolate:
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
@@ -121,6 +123,31 @@ def validate_inputs(config: RunConfig) -> None:
             raise AmpbenchError(r["error"])
 
 
+def cell_endpoint(config: RunConfig, cells: list[CellSpec], index: int) -> str | None:
+    """Several machines: the rendezvous endpoint of cell ``index``: node 0's port + the cell's ordinal among the
+    distributed cells, so a launcher still closing the previous cell's rendezvous is never joined by the next."""
+    endpoint = config.extra.get("endpoint")
+    if not endpoint or cells[index].strategy is None:
+        return None
+    host, _, port = str(endpoint).rpartition(":")
+    ordinal = sum(1 for c in cells[:index] if c.strategy is not None)
+    return f"{host}:{int(port) + ordinal}"
+
+
+def lend_ranks(config: RunConfig) -> int:
+    """Node K > 0 of a run over several machines: start this machine's ranks of every distributed cell, in the
+    plan's order, meeting node 0's at its endpoint; node 0 merges and stores the rows. Returns the cells joined."""
+    timeout = config.extra.get("cell_timeout")
+    node_rank = int(config.extra.get("node_rank") or 0)
+    joined = 0
+    cells = config.cells()
+    for i, spec in enumerate(cells):
+        if spec.strategy is not None and strategy_problem(spec) is None and supported(spec.precision, spec.device).ok:
+            execute(spec, True, timeout, node_rank=node_rank, endpoint=cell_endpoint(config, cells, i))
+            joined += 1
+    return joined
+
+
 def find_resumable(store: Store, config: RunConfig) -> RunInfo:
     for info in reversed(store.runs()):
         if info.config.get("identity") == config.identity():
@@ -157,7 +184,7 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
             row.update(status="unsupported", reason=pair or sup.reason, device_name=device_name(device),
                        created_at=utcnow(), wall_s=0.0)
         else:
-            row = execute(spec, isolate, timeout)
+            row = execute(spec, isolate, timeout, endpoint=cell_endpoint(config, cells, i))
         row.update(run_id=info.run_id, cell_key=key)
         store.add(row)
         if on_event:

@@ -45,8 +45,37 @@ def _exit_of_ranks(stderr: str) -> dict[int, int]:
     return out
 
 
-def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: int | None = None) -> dict[str, Any]:
-    """The cell's merged row (never raises: a failure is a status)."""
+def check_nodes(strategy: object, nnodes: int, node_rank: int, endpoint: str | None) -> None:
+    """--nnodes/--node-rank/--rdzv-endpoint make sense together, with a strategy (AmpbenchError: exit 2)."""
+    from ampbench.errors import AmpbenchError
+
+    if nnodes == 1:
+        if node_rank != 0 or endpoint is not None:
+            raise AmpbenchError("--node-rank/--rdzv-endpoint apply with --nnodes > 1")
+        return
+    if not strategy:
+        raise AmpbenchError("--nnodes applies with --strategy ddp or fsdp")
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise AmpbenchError(f"--nnodes {nnodes} --node-rank {node_rank}: need nnodes >= 1 and 0 <= node-rank < nnodes")
+    host, _, port = (endpoint or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise AmpbenchError(f"--rdzv-endpoint {endpoint!r}: give HOST:PORT of node 0, the same on every machine")
+
+
+def node_args(nnodes: int, node_rank: int, endpoint: str | None) -> list[str]:
+    """torchrun's rendezvous arguments: one machine (a fresh local port) or several (torchrun's static rendezvous
+    at node 0's HOST:PORT: node-rank K holds global ranks K x nproc ..., so global rank 0 is on node 0)."""
+    if nnodes == 1:
+        return ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    host, _, port = (endpoint or "").rpartition(":")
+    return ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host, "--master-port", port]
+
+
+def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: int | None = None,
+                    node_rank: int = 0, endpoint: str | None = None) -> dict[str, Any]:
+    """The cell's merged row (never raises: a failure is a status). Several machines: every node calls it for the
+    cell with its ``node_rank`` and node 0's ``endpoint``; each merges its own ranks' rows (their step times
+    include waiting for every other rank: the ranks step in lockstep), and node 0's row is the one stored."""
     from ampbench.bench.cell import base_row
     from ampbench.bench.child import _describe_exit, _die_with_parent
     from ampbench.store.sqlite import utcnow
@@ -55,8 +84,8 @@ def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: in
         job, out = Path(tmp) / "job.json", Path(tmp) / "out"
         out.mkdir()
         job.write_text(json.dumps({"spec": spec.to_dict(), "collective_timeout": timeout, "crash_rank": crash_rank}))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc), "--master-addr",
-               "127.0.0.1", "--master-port", str(free_port()), "-m", "ampbench.distributed.cell_worker", str(job), str(out)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
+               *node_args(spec.nnodes, node_rank, endpoint), "-m", "ampbench.distributed.cell_worker", str(job), str(out)]
         env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         stderr, code = "", 0
         try:
@@ -71,13 +100,13 @@ def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: in
             r = json.loads(f.read_text())
             ranks[int(r["rank"])] = r
     if len(ranks) == spec.nproc and all(r["status"] == "ok" for r in ranks.values()):
-        return merge(ranks)
+        return merge(ranks, spec.world_size)
     row = base_row(spec)
-    row.update(created_at=utcnow(), world_size=spec.nproc)
+    row.update(created_at=utcnow())
     if ranks:
         row.update({k: v for k, v in ranks[min(ranks)].items() if k not in ("status", "reason", "rank")})
     failed = {k: r for k, r in ranks.items() if r["status"] != "ok"}
-    missing = [k for k in range(spec.nproc) if k not in ranks]
+    missing = [k for k in range(node_rank * spec.nproc, (node_rank + 1) * spec.nproc) if k not in ranks]
     exits = _exit_of_ranks(stderr)
     if timed_out:
         row.update(status="error", reason=f"timed out after {timeout:g} s (--cell-timeout); ranks without a row: "
@@ -95,9 +124,10 @@ def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: in
     return row
 
 
-def merge(ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Every rank ran ok: one row for the cell (see the module docstring)."""
-    world = len(ranks)
+def merge(ranks: dict[int, dict[str, Any]], world: int | None = None) -> dict[str, Any]:
+    """Every rank of this machine ran ok: one row for the cell (see the module docstring). ``world``: every
+    machine's ranks (default: these)."""
+    world = world or len(ranks)
     rows = [ranks[k] for k in sorted(ranks)]
     slowest = min(rows, key=lambda r: r.get("samples_per_s") or 0.0)
     out = dict(rows[0])
