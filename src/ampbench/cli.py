@@ -579,10 +579,9 @@ def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, m
     if getattr(dev, "type", "cpu") == "cuda" and nproc > torch.cuda.device_count():
         raise AmpbenchError(f"--nproc-per-node {nproc}: this machine has {torch.cuda.device_count()} CUDA device(s), "
                             "one rank per device")
-    not_yet = [m for m in measures if m in ("maxbatch", "inference")]
-    if not_yet:
-        raise AmpbenchError(f"--measure {','.join(not_yet)} with --strategy: not yet measured across ranks; distributed "
-                            "cells measure throughput, memory and converge (run those measures without --strategy)")
+    if "maxbatch" in measures:
+        raise AmpbenchError("--measure maxbatch with --strategy: not yet measured across ranks; distributed cells measure "
+                            "throughput, memory, converge and inference (run maxbatch without --strategy)")
     reduces: list[str | None] = [None]
     if reduce is not None:
         reduces = list(parse_list(reduce, "grad-reduce-dtype"))

@@ -103,7 +103,8 @@ def test_no_orphan_rank_survives_a_kill_9_of_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, says", [
     (["--strategy", "dpp"], "--strategy dpp: choose from ddp, fsdp"),
     (["--strategy", "ddp", "--nproc-per-node", "0"], "--nproc-per-node must be >= 1"),
-    (["--strategy", "fsdp", "--measure", "throughput,inference"], "--measure inference with --strategy: not yet"),
+    (["--strategy", "fsdp", "--measure", "throughput,maxbatch", "--memory-budget", "1GiB"],
+     "--measure maxbatch with --strategy: not yet"),
     (["--grad-reduce-dtype", "bf16"], "--grad-reduce-dtype applies to distributed cells"),
     (["--strategy", "ddp", "--grad-reduce-dtype", "int8"], "--grad-reduce-dtype int8: choose from fp32, bf16, fp16"),
 ])
@@ -133,16 +134,18 @@ def test_scaling_efficiency_divides_by_world_size_times_the_one_process_cell_on_
     assert derive([row(None, 100.0, "cpu"), row("ddp", 150.0, "cpu")])[1]["scaling_efficiency"] is None
 
 
-def test_convergence_is_measured_across_ranks() -> None:
-    """converge in a distributed cell: every rank trains the seeds in its own data order; the row carries rank 0's curves."""
+def test_convergence_and_inference_are_measured_across_ranks() -> None:
+    """converge in a distributed cell: every rank trains the seeds in its own data order; the row carries rank 0's
+    curves, and rank 0's forward latency under the strategy (FSDP's all-gathers included)."""
     spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="master-bf16", batch_size=None, device="cpu",
-                    steps=3, warmup=1, strategy="fsdp", nproc=2, measures=("throughput", "converge"), converge_steps=20,
-                    seeds=2)
+                    steps=3, warmup=1, strategy="fsdp", nproc=2, measures=("throughput", "converge", "inference"),
+                    converge_steps=20, seeds=2)
     row = run_distributed(spec, timeout=300)
     assert row["status"] == "ok", row["reason"]
     conv = row["converge"]
     assert conv["seeds"] == [0, 1] and not any(conv["diverged"]) and len(conv["losses"][0]) == 20
     assert conv["losses"][0][-1] < conv["losses"][0][0]  # it learns
+    assert set(row["inference"]) == {"1", "16"} and row["inference"]["1"]["p50_ms"] > 0  # rank 0's forward latency
 
 
 def test_train_with_a_strategy_resumes_exactly(tmp_path: Path) -> None:
