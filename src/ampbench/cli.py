@@ -490,7 +490,7 @@ def run_cmd(
                         parse_axis(cuda_graphs, "cuda_graphs"))
     for point in points:
         point.check_device(str(dev))
-    strategies, reduce_dtypes = _distributed_options(strategy, nproc_per_node, grad_reduce_dtype, measures, dev)
+    strategies, reduce_dtypes = _distributed_options(strategy, nproc_per_node, grad_reduce_dtype, measures, dev, nnodes)
     from ampbench.distributed.launch import check_nodes
 
     check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
@@ -559,7 +559,7 @@ def run_cmd(
 
 
 def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, measures: tuple[str, ...],
-                         dev: object) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
+                         dev: object, nnodes: int = 1) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
     """--strategy / --nproc-per-node / --grad-reduce-dtype, checked before any cell runs."""
     from ampbench.bench.plan import parse_list
     from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
@@ -579,9 +579,9 @@ def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, m
     if getattr(dev, "type", "cpu") == "cuda" and nproc > torch.cuda.device_count():
         raise AmpbenchError(f"--nproc-per-node {nproc}: this machine has {torch.cuda.device_count()} CUDA device(s), "
                             "one rank per device")
-    if "maxbatch" in measures:
-        raise AmpbenchError("--measure maxbatch with --strategy: not yet measured across ranks; distributed cells measure "
-                            "throughput, memory, converge and inference (run maxbatch without --strategy)")
+    if "maxbatch" in measures and nnodes > 1:
+        raise AmpbenchError("--measure maxbatch with --nnodes > 1 is not supported: each machine would search on what its "
+                            "own ranks saw; run maxbatch on one machine")
     reduces: list[str | None] = [None]
     if reduce is not None:
         reduces = list(parse_list(reduce, "grad-reduce-dtype"))

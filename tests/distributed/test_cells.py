@@ -103,8 +103,8 @@ def test_no_orphan_rank_survives_a_kill_9_of_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, says", [
     (["--strategy", "dpp"], "--strategy dpp: choose from ddp, fsdp"),
     (["--strategy", "ddp", "--nproc-per-node", "0"], "--nproc-per-node must be >= 1"),
-    (["--strategy", "fsdp", "--measure", "throughput,maxbatch", "--memory-budget", "1GiB"],
-     "--measure maxbatch with --strategy: not yet"),
+    (["--strategy", "fsdp", "--measure", "throughput,maxbatch", "--memory-budget", "1GiB", "--nnodes", "2",
+      "--rdzv-endpoint", "h:1"], "--measure maxbatch with --nnodes > 1 is not supported"),
     (["--grad-reduce-dtype", "bf16"], "--grad-reduce-dtype applies to distributed cells"),
     (["--strategy", "ddp", "--grad-reduce-dtype", "int8"], "--grad-reduce-dtype int8: choose from fp32, bf16, fp16"),
 ])
@@ -218,3 +218,17 @@ def test_resume_over_several_machines_is_refused(tmp_path: Path) -> None:
     r = cli("run", "--workloads", "tabular-mlp", "--strategy", "ddp", "--nnodes", "2", "--rdzv-endpoint", "h:1", "--resume",
             "--device", "cpu", "--db", str(tmp_path / "r.db"))
     assert r.returncode == 2 and "--resume with --nnodes > 1 is not supported" in r.stderr
+
+
+def test_largest_batch_is_searched_across_ranks() -> None:
+    """maxbatch in a distributed cell: each trial a torchrun of its own, fitting when every rank fits."""
+    from ampbench.distributed.launch import run_cell_distributed
+
+    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="amp-bf16", batch_size=None, device="cpu", steps=3,
+                    warmup=1, strategy="ddp", nproc=2, measures=("throughput", "maxbatch"), memory_budget=2**30,
+                    maxbatch_limit=64)
+    row = run_cell_distributed(spec, timeout=300)
+    assert row["status"] == "ok", row["reason"]
+    assert row["measures"] == ["throughput", "maxbatch"] and row["max_batch"] == 64 and row["max_batch_limit_hit"]
+    assert [t[0] for t in row["max_batch_trials"]] == [16, 32, 64] and all(t[1] and t[2] > 0 for t in row["max_batch_trials"])
+    assert row["max_batch_samples_per_s"] > 0

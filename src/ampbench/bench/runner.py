@@ -61,9 +61,9 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
     distributed cell in ``nproc`` ranks started by torchrun (always isolated; ``node_rank``/``endpoint``
     with several machines)."""
     if spec.strategy is not None:
-        from ampbench.distributed.launch import run_distributed
+        from ampbench.distributed.launch import run_cell_distributed
 
-        return run_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
+        return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
     if not isolate:
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial

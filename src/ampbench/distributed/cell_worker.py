@@ -58,11 +58,14 @@ def main(argv: list[str]) -> int:
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo",
                             timeout=timedelta(seconds=float(job.get("collective_timeout") or 600)))
     rank = dist.get_rank()
-    from ampbench.bench.cell import run_cell
+    from ampbench.bench.cell import run_cell, run_trial
 
     if job.get("crash_rank") == rank:  # tests: a rank that dies mid-cell (SIGKILL, as the OOM killer would)
         os.kill(os.getpid(), 9)
-    row = run_cell(replace(spec, device=device))
+    if job.get("kind") == "trial":  # one max-batch trial at this batch size (per rank)
+        row = run_trial(replace(spec, device=device), int(job["batch_size"]))
+    else:
+        row = run_cell(replace(spec, device=device))
     row["rank"] = rank
     tmp = out_dir / f"rank{rank}.json.tmp"
     tmp.write_text(json.dumps(row))

@@ -71,34 +71,65 @@ def node_args(nnodes: int, node_rank: int, endpoint: str | None) -> list[str]:
     return ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host, "--master-port", port]
 
 
-def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: int | None = None,
-                    node_rank: int = 0, endpoint: str | None = None) -> dict[str, Any]:
-    """The cell's merged row (never raises: a failure is a status). Several machines: every node calls it for the
-    cell with its ``node_rank`` and node 0's ``endpoint``; each merges its own ranks' rows (their step times
-    include waiting for every other rank: the ranks step in lockstep), and node 0's row is the one stored."""
-    from ampbench.bench.cell import base_row
-    from ampbench.bench.child import _describe_exit, _die_with_parent
-    from ampbench.store.sqlite import utcnow
+def _launch(spec: CellSpec, job: dict[str, Any], timeout: float | None, node_rank: int,
+            endpoint: str | None) -> tuple[dict[int, dict[str, Any]], str, int, bool]:
+    """torchrun over the cell's ranks with ``job``: (this machine's rank rows, torchrun's stderr, exit code, timed out)."""
+    from ampbench.bench.child import _die_with_parent
 
     with tempfile.TemporaryDirectory(prefix="ampbench-dist-") as tmp:
-        job, out = Path(tmp) / "job.json", Path(tmp) / "out"
+        job_file, out = Path(tmp) / "job.json", Path(tmp) / "out"
         out.mkdir()
-        job.write_text(json.dumps({"spec": spec.to_dict(), "collective_timeout": timeout, "crash_rank": crash_rank}))
+        job_file.write_text(json.dumps({"spec": spec.to_dict(), "collective_timeout": timeout, **job}))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
-               *node_args(spec.nnodes, node_rank, endpoint), "-m", "ampbench.distributed.cell_worker", str(job), str(out)]
+               *node_args(spec.nnodes, node_rank, endpoint), "-m", "ampbench.distributed.cell_worker", str(job_file),
+               str(out)]
         env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        stderr, code = "", 0
+        stderr, code, timed_out = "", 0, False
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                                   preexec_fn=_die_with_parent)  # the launcher dies with us; its workers with it
             stderr, code = proc.stderr, proc.returncode
-            timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
         ranks = {}
         for f in out.glob("rank*.json"):
             r = json.loads(f.read_text())
             ranks[int(r["rank"])] = r
+    return ranks, stderr, code, timed_out
+
+
+def run_trial(spec: CellSpec, batch_size: int, timeout: float | None = None, node_rank: int = 0,
+              endpoint: str | None = None) -> Any:
+    """One max-batch trial across the ranks: it fits when every rank's fits (peak: the max over ranks); a rank killed
+    by the OS most likely ran out of host memory (a miss); any other failure stops the search."""
+    from ampbench.measure.maxbatch import Trial
+
+    ranks, stderr, code, timed_out = _launch(spec, {"kind": "trial", "batch_size": batch_size}, timeout, node_rank,
+                                             endpoint)
+    peaks = [r["peak_bytes"] for r in ranks.values() if isinstance(r.get("peak_bytes"), (int, float))]
+    peak = max(peaks) if peaks else None
+    if timed_out:
+        return Trial(batch_size, False, peak, f"trial timed out after {timeout:g} s", failed=True)
+    if len(ranks) < spec.nproc:
+        killed = any(x == -9 for x in _exit_of_ranks(stderr).values())
+        return Trial(batch_size, False, peak, f"a rank died (torchrun exit {code})", failed=not killed)
+    bad = sorted((k, r) for k, r in ranks.items() if not r.get("fits"))
+    if not bad:
+        return Trial(batch_size, True, peak)
+    k, r = bad[0]
+    return Trial(batch_size, False, peak, f"rank {k}: {r.get('reason', '')}", failed=bool(r.get("failed")))
+
+
+def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: int | None = None,
+                    node_rank: int = 0, endpoint: str | None = None) -> dict[str, Any]:
+    """The cell's merged row (never raises: a failure is a status). Several machines: every node calls it for the
+    cell with its ``node_rank`` and node 0's ``endpoint``; each merges its own ranks' rows (their step times
+    include waiting for every other rank: the ranks step in lockstep), and node 0's row is the one stored."""
+    from ampbench.bench.cell import base_row
+    from ampbench.bench.child import _describe_exit
+    from ampbench.store.sqlite import utcnow
+
+    ranks, stderr, code, timed_out = _launch(spec, {"crash_rank": crash_rank}, timeout, node_rank, endpoint)
     if len(ranks) == spec.nproc and all(r["status"] == "ok" for r in ranks.values()):
         return merge(ranks, spec.world_size)
     row = base_row(spec)
@@ -121,6 +152,34 @@ def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: in
         cause = sorted(failed.items(), key=lambda kv: (bool(_COLLECTIVE.search(kv[1]["reason"] or "")),
                                                        STATUS_ORDER.index(kv[1]["status"]), kv[0]))[0]
         row.update(status=cause[1]["status"], reason=f"rank {cause[0]}: {cause[1]['reason']}")
+    return row
+
+
+def run_cell_distributed(spec: CellSpec, timeout: float | None = None, node_rank: int = 0,
+                         endpoint: str | None = None) -> dict[str, Any]:
+    """A distributed cell with every measure: the cell's ranks measure the rest; the largest batch is searched
+    afterwards from here, each trial a torchrun of its own (:func:`run_trial`), then timed at that batch."""
+    from dataclasses import replace
+
+    from ampbench.measure.maxbatch import search_max_batch
+
+    if "maxbatch" not in spec.measures:
+        return run_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
+    rest = tuple(m for m in spec.measures if m != "maxbatch")
+    row = run_distributed(replace(spec, measures=rest), timeout, node_rank=node_rank, endpoint=endpoint)
+    row["measures"] = list(spec.measures)
+    if row["status"] != "ok" or not row.get("batch_size"):
+        return row
+    result = search_max_batch(lambda b: run_trial(spec, b, timeout, node_rank, endpoint),
+                              start=min(int(row["batch_size"]), spec.maxbatch_limit), limit=spec.maxbatch_limit)
+    row.update(max_batch=result.max_batch, max_batch_limit_hit=result.limit_hit,
+               max_batch_trials=[[t.batch_size, t.fits, t.peak_bytes] for t in result.trials])
+    if result.error:
+        row.update(status="error", reason=f"maxbatch trial failed: {result.error}")
+    elif result.max_batch:
+        at = run_distributed(replace(spec, batch_size=result.max_batch, measures=("throughput",)), timeout,
+                             node_rank=node_rank, endpoint=endpoint)
+        row["max_batch_samples_per_s"] = at.get("samples_per_s") if at["status"] == "ok" else None
     return row
 
 
