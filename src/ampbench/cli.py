@@ -350,6 +350,9 @@ def _join_process_group(device: str | None) -> None:
     import torch
     import torch.distributed as dist
 
+    from ampbench.distributed.cell_worker import _die_with_launcher
+
+    _die_with_launcher()  # no rank outlives its launcher
     local = int(os.environ.get("LOCAL_RANK", "0"))
     cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
     if cuda:

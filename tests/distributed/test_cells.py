@@ -51,6 +51,10 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
             assert row["comm_bytes_per_step"] == (numel * 4 + numel * size) // 2
     said = " ".join(r.stdout.split())
     assert "x 1 process, ddp x2, fsdp x2" in said
+    again = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16", "--strategy",
+                "ddp,fsdp", "--grad-reduce-dtype", "fp32,bf16", "--nproc-per-node", "2", "--steps", "4", "--warmup", "1",
+                "--device", "cpu", "--db", str(tmp_path / "r.db"), "--no-report", "--resume")
+    assert again.returncode == 0 and again.stdout.count("done before") == 11, again.stdout  # --resume: nothing left to run
     assert "distributed: fastest across ranks:" in said and "sends 0.50x the bytes per step" in said
 
 

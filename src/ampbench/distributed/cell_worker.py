@@ -33,7 +33,8 @@ def _die_with_launcher() -> None:
         os._exit(1)
 
 
-_die_with_launcher()
+if __name__ == "__main__":  # (as torchrun's worker; importing this module does nothing of the kind)
+    _die_with_launcher()
 
 import json  # noqa: E402
 from dataclasses import replace  # noqa: E402
