@@ -146,6 +146,12 @@ Fp8SkipOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: Linear layers kep
                                                "comma-separated (e.g. head,lm_head).")]
 Fp8FilterOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: auto (multiple-of-16 dims and torchao's size "
                                                 "thresholds) or dims (only the multiple-of-16 rule).")]
+NprocOpt = Annotated[int, typer.Option("--nproc-per-node", help="With --strategy: ranks per machine (torchrun).")]
+NnodesOpt = Annotated[int, typer.Option("--nnodes", help="With --strategy: machines (the same command on each, with its "
+                                        "--node-rank; node 0 prints and stores).")]
+NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="With --nnodes > 1: this machine's rank.")]
+RdzvOpt = Annotated[Opt[str], typer.Option("--rdzv-endpoint", help="With --nnodes > 1: HOST:PORT of node 0, the same "
+                                           "on every machine (torchrun's static rendezvous; run: cell i at PORT + i).")]
 
 
 def fp8_options(precisions: list[str], skip: str | None, filter: str | None) -> dict[str, object]:
@@ -260,14 +266,12 @@ def train_cmd(
                                          "(the first step, which compiles, is timed apart).")] = "off",
     strategy: Annotated[Opt[str], typer.Option("--strategy", help="ddp | fsdp: train over --nproc-per-node ranks "
                                                "(torchrun); --batch-size is per rank.")] = None,
-    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks with --strategy.")] = 2,
+    nproc_per_node: NprocOpt = 2,
     grad_reduce_dtype: Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="With --strategy: fp32 | bf16 | "
                                                         "fp16 (default: the gradients' own dtype).")] = None,
-    nnodes: Annotated[int, typer.Option("--nnodes", help="With --strategy: machines (run this command on each, "
-                                        "with its --node-rank and the same --rdzv-endpoint).")] = 1,
-    node_rank: Annotated[int, typer.Option("--node-rank", help="With --nnodes > 1: this machine's rank.")] = 0,
-    rdzv_endpoint: Annotated[Opt[str], typer.Option("--rdzv-endpoint", help="With --nnodes > 1: host:port of node "
-                                                    "0, the same on every machine (torchrun's static rendezvous).")] = None,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -408,14 +412,12 @@ def run_cmd(
     strategy: Annotated[Opt[str], typer.Option("--strategy", help="Distributed: ddp,fsdp (torch.distributed over "
                                                "--nproc-per-node ranks; one-process cells run too, as the scaling "
                                                "baseline).")] = None,
-    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks per distributed cell (torchrun).")] = 2,
+    nproc_per_node: NprocOpt = 2,
     grad_reduce_dtype: Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="Distributed: fp32,bf16,fp16 "
                                                         "(the dtype gradients are reduced in; default: their own).")] = None,
-    nnodes: Annotated[int, typer.Option("--nnodes", help="Distributed: machines (the same command on each, with its "
-                                        "--node-rank; node 0 stores the run, the others lend their ranks).")] = 1,
-    node_rank: Annotated[int, typer.Option("--node-rank", help="With --nnodes > 1: this machine's rank.")] = 0,
-    rdzv_endpoint: Annotated[Opt[str], typer.Option("--rdzv-endpoint", help="With --nnodes > 1: HOST:PORT of node 0 "
-                                                    "(cell i uses PORT + i).")] = None,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
     memory_budget: Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")] = None,
     memory_margin: Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")] = 0.05,
     maxbatch_limit: Annotated[int, typer.Option(help="Largest batch maxbatch tries.")] = 65536,
