@@ -66,6 +66,29 @@ def test_a_crashing_rank_is_a_status_that_names_it() -> None:
     assert row["strategy"] == "ddp" and row["world_size"] == 2
 
 
+def endpoint_ports(n: int) -> str:
+    """127.0.0.1:P with P .. P+n-1 all free, below Linux's ephemeral range (32768+): the ports of a run over several
+    machines are P + i, and an ephemeral port (any outgoing connection's, gloo's among them) could hold one of them."""
+    import random
+    import socket
+
+    for _ in range(200):
+        p = random.randrange(20000, 32000 - n)
+        socks = []
+        try:
+            for q in range(p, p + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", q))
+            return f"127.0.0.1:{p}"
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
 def _tagged(tag: str) -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():
@@ -172,9 +195,7 @@ def test_train_with_a_strategy_resumes_exactly(tmp_path: Path) -> None:
 def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Path) -> None:
     """--nnodes 2: the same command on each machine with its --node-rank (here both on this one, 1 rank each): one
     world of 2 ranks; node 0 holds global rank 0, which alone prints and writes --json."""
-    from ampbench.distributed.launch import free_port
-
-    endpoint = f"127.0.0.1:{free_port()}"
+    endpoint = endpoint_ports(1)
     common = [sys.executable, "-m", "ampbench", "train", "tabular-mlp", "--preset", "tiny", "--epochs", "1", "--strategy",
               "ddp", "--precision", "amp-bf16", "--device", "cpu", "--nproc-per-node", "1", "--nnodes", "2",
               "--rdzv-endpoint", endpoint]
@@ -182,8 +203,8 @@ def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Pa
                              stderr=subprocess.PIPE, text=True)
     first = subprocess.run([*common, "--node-rank", "0", "--json", str(tmp_path / "a.json")], capture_output=True,
                            text=True, timeout=300)
-    out1, _ = other.communicate(timeout=120)
-    assert first.returncode == 0 and other.returncode == 0, first.stderr[-2000:]
+    out1, err1 = other.communicate(timeout=120)
+    assert first.returncode == 0 and other.returncode == 0, (first.stderr[-2000:], err1[-2000:])
     result = json.loads((tmp_path / "a.json").read_text())
     assert (result["strategy"], result["world_size"]) == ("ddp", 2)
     assert not (tmp_path / "b.json").exists() and "ddp x2" not in out1
@@ -203,10 +224,8 @@ def test_bad_train_strategy_options_are_one_line_and_exit_2(args: list[str], say
 def test_run_over_two_machines_node_0_stores_the_rows(tmp_path: Path) -> None:
     """ampbench run --nnodes 2 (two launchers on this one machine, 1 rank each): node 0 runs the one-process cells and
     stores every row, with world size 2; node 1 lends its rank to each distributed cell and stores nothing."""
-    from ampbench.distributed.launch import free_port
-
     common = ["run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--strategy", "ddp,fsdp",
-              "--nproc-per-node", "1", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--steps", "3",
+              "--nproc-per-node", "1", "--nnodes", "2", "--rdzv-endpoint", endpoint_ports(2), "--steps", "3",
               "--warmup", "1", "--device", "cpu", "--no-report", "--cell-timeout", "120"]
     other = subprocess.Popen([sys.executable, "-m", "ampbench", *common, "--node-rank", "1", "--db", str(tmp_path / "n1.db")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
