@@ -4,7 +4,6 @@ scenarios: tests/distributed/worker.py)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,17 +13,12 @@ import pytest
 
 from ampbench import MixedPrecision
 from ampbench.distributed import layout
+from ampbench.distributed.launch import free_port
 from ampbench.errors import AmpbenchError
 from ampbench.precision import get
 
 WORKER = Path(__file__).with_name("worker.py")
 MODES = ("fp32", "amp-bf16", "master-bf16", "amp-fp16")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

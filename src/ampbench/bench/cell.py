@@ -57,8 +57,13 @@ def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
 
 def validate_cell_inputs(spec: CellSpec) -> None:
     """Build the cell's workload (data read and checked, a --model's forward on 2 samples) and check that
-    its execution applies to it (channels-last needs 4-D inputs): an AmpbenchError says what is wrong."""
-    wl = build_workload(spec)
+    its execution applies to it: an AmpbenchError says what is wrong."""
+    check_execution(spec, build_workload(spec))
+
+
+def check_execution(spec: CellSpec, wl: Workload) -> None:
+    """The cell's execution applies to this device and model (CUDA graphs need CUDA, channels-last 4-D inputs)."""
+    spec.execution.check_device(spec.device)
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
 
 
@@ -184,8 +189,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     """Set up and time ``spec.steps`` steps after warm-up; peaks and the memory split."""
     out: dict[str, Any] = {}
     execution = spec.execution
-    execution.check_device(spec.device)
-    check_memory_format(execution, wl.example_batch(2)[0], spec.label)
+    check_execution(spec, wl)
     peaks = mem.PeakMemory(device)
     peaks.start(base_rss)
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence

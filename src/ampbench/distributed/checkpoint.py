@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ampbench.distributed import current_rank
 from ampbench.errors import AmpbenchError
 
 ENGINE_FILE = "ampbench.pt"
@@ -38,7 +39,7 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
     import shutil
 
     root = Path(path)
-    rank = dist.get_rank() if dist.is_initialized() else 0
+    rank = current_rank()
     path = root / NEXT
     if rank == 0:
         shutil.rmtree(path, ignore_errors=True)

@@ -192,9 +192,13 @@ def merge(ranks: dict[int, dict[str, Any]], world: int | None = None) -> dict[st
     out = dict(rows[0])
     out.pop("rank", None)
     out.update({k: slowest.get(k) for k in SLOWEST_KEYS})
-    for k in ("samples_per_s", "achieved_tflops", "flops_per_step"):
-        v = slowest.get(k) if k != "flops_per_step" else rows[0].get(k)
-        out[k] = None if v is None else (v * world if k != "flops_per_step" else int(v * world))
+    def times_world(v: Any) -> Any:
+        return None if v is None else v * world
+
+    out["samples_per_s"] = times_world(slowest.get("samples_per_s"))
+    out["achieved_tflops"] = times_world(slowest.get("achieved_tflops"))
+    flops = times_world(rows[0].get("flops_per_step"))
+    out["flops_per_step"] = None if flops is None else int(flops)
     for k in MAX_KEYS:
         vals = [r.get(k) for r in rows if isinstance(r.get(k), (int, float))]
         out[k] = max(vals) if vals else None

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ampbench.distributed import current_rank
 from ampbench.errors import TrainingDivergedError
 from ampbench.execution import Execution, finish_model, mark_step, prepare_model
 from ampbench.precision import MixedPrecision
@@ -53,7 +54,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
         torch._dynamo.reset()
     run = finish_model(model, execution)
     data = workload.train_data.to(device)
-    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    rank = current_rank()
     g = torch.Generator().manual_seed(seed if rank == 0 else seed * 1000 + rank)  # distributed: each rank its own order
     losses: list[torch.Tensor] = []
     scales: list[float] = []

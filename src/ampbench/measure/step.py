@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ampbench.data.tensors import TensorData
+from ampbench.distributed import current_rank
 from ampbench.execution import Execution, finish_model, graph_ran_compiled, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
 from ampbench.precision import MixedPrecision
@@ -130,6 +131,6 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
         torch._dynamo.reset()
         counters.clear()  # (reset keeps them: graph-break reasons of earlier cells would be this cell's)
     run = finish_model(model, execution)
-    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    rank = current_rank()
     batches = device_batches(workload.train_data, batch_size, n_batches, device, first=rank * n_batches)
     return TrainStep(workload, run, optimizer, mp, batches, device, batch_size, execution, model)

@@ -35,7 +35,7 @@ from typing import Any
 
 from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
-from ampbench.report.combine import best_combination, several_executions
+from ampbench.report.combine import best_combination
 from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory
 
@@ -187,7 +187,7 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
     a = _advise_precision([r for r in rows if Execution.of(r) == ref])
     if not ref.is_default:
         a = replace(a, evidence=f"(at {ref.label}) {a.evidence}")
-    if several_executions(rows):
+    if len(executions) > 1:
         c = best_combination(rows)
         a = replace(a, combination=c.label, combination_evidence=c.evidence)
     return a

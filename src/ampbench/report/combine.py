@@ -57,10 +57,6 @@ def _x(v: float) -> str:
     return f"{v:.2f}x" if v < 10 else f"{v:.0f}x"
 
 
-def several_executions(rows: list[dict[str, Any]]) -> bool:
-    return len({Execution.of(r) for r in rows}) > 1
-
-
 def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, str]:
     """Whether ``row`` is faster than ``base`` beyond the noise, and how that was judged."""
     gain = _speed(row) / _speed(base)
