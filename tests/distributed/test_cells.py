@@ -17,6 +17,7 @@ import pytest
 from ampbench.bench import CellSpec
 from ampbench.bench.runner import strategy_problem
 from ampbench.distributed.launch import run_distributed
+from ampbench.precision.fp8 import torchao_problem
 from ampbench.workloads import create_workload
 
 
@@ -56,6 +57,21 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
                 "--device", "cpu", "--db", str(tmp_path / "r.db"), "--no-report", "--resume")
     assert again.returncode == 0 and again.stdout.count("done before") == 11, again.stdout  # --resume: nothing left to run
     assert "distributed: fastest across ranks:" in said and "sends 0.50x the bytes per step" in said
+
+
+@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+def test_an_fsdp_fp8_cell_counts_its_weights_all_gathered_in_fp8(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp8-tensorwise", "--fp8-filter",
+            "dims", "--strategy", "fsdp", "--nproc-per-node", "2", "--steps", "3", "--warmup", "1", "--measure",
+            "throughput", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report")
+    assert r.returncode == 0, r.stderr
+    row = next(x for x in json.loads(out.read_text())["rows"] if x["strategy"] == "fsdp")
+    assert row["status"] == "ok", row["reason"]
+    assert row["fp8_layers"].startswith("1/3 converted")  # body.4 (16x32); body.0 (32x14) and out (1x16) are not
+    numel = sum(p.numel() for p in create_workload("tabular-mlp", "tiny", None, 0).model.parameters())
+    fp8 = 16 * 32  # body.4's weight: all-gathered in 1 byte per element, the rest in fp32; gradients in fp32
+    assert row["comm_bytes_per_step"] == ((numel - fp8) * 4 + fp8 + numel * 4) // 2
 
 
 def test_a_crashing_rank_is_a_status_that_names_it() -> None:
@@ -141,9 +157,9 @@ def test_bad_distributed_options_are_one_line_and_exit_2(tmp_path: Path, args: l
 
 
 def test_unsupported_pairs_are_rows_with_the_reason() -> None:
-    spec = CellSpec(workload="bert", preset="tiny", precision="fp8-tensorwise", batch_size=None, device="cpu",
-                    strategy="fsdp", nproc=2)
-    assert "not supported yet" in (strategy_problem(spec) or "")
+    spec = CellSpec(workload="bert", preset="tiny", precision="master-bf16", batch_size=None, device="cpu",
+                    strategy="ddp", nproc=2, grad_reduce_dtype="fp16")
+    assert "compression applies to fp32 gradients" in (strategy_problem(spec) or "")
     assert strategy_problem(CellSpec(workload="bert", preset="tiny", precision="master-bf16", batch_size=None,
                                      device="cpu", strategy="fsdp", nproc=2)) is None
 
@@ -215,7 +231,8 @@ def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Pa
     (["--strategy", "ddp", "--nnodes", "2"], "--rdzv-endpoint None: give HOST:PORT of node 0"),
     (["--strategy", "ddp", "--node-rank", "1"], "--node-rank/--rdzv-endpoint apply with --nnodes > 1"),
     (["--nnodes", "2", "--rdzv-endpoint", "h:1"], "--nnodes applies with --strategy ddp or fsdp"),
-    (["--strategy", "fsdp", "--precision", "fp8-tensorwise"], "not supported yet"),
+    (["--strategy", "ddp", "--precision", "master-bf16", "--grad-reduce-dtype", "fp16"],
+     "compression applies to fp32 gradients"),
 ])
 def test_bad_train_strategy_options_are_one_line_and_exit_2(args: list[str], says: str) -> None:
     r = cli("train", "tabular-mlp", "--preset", "tiny", "--device", "cpu", *args)

@@ -8,8 +8,10 @@ group, build model and optimizer, ``mp.setup``, train with ``mp.autocast`` / ``m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from torch import nn
 
 from ampbench import MixedPrecision
 from ampbench.distributed import checkpoint
+from ampbench.precision.fp8 import torchao_problem
 
 STEPS = 5
 BATCH = 8  # per rank
@@ -97,12 +100,12 @@ def train(model: nn.Module, opt: torch.optim.Optimizer, mp: MixedPrecision, net:
     return out
 
 
-def reference(precision: str, world: int) -> list[float]:
+def reference(precision: str, world: int, **kw: Any) -> list[float]:
     """The same training on one process over the ranks' batches concatenated (the mean loss, as DDP averages)."""
     torch.manual_seed(0)
     net = Net()
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-    mp = MixedPrecision(precision, device="cpu")
+    mp = MixedPrecision(precision, device="cpu", **kw)
     model, opt = mp.setup(net, opt)
     for step in range(STEPS):
         xs, ys = zip(*(data(step, r) for r in range(world)))
@@ -112,6 +115,23 @@ def reference(precision: str, world: int) -> list[float]:
         mp.backward(loss)
         mp.step(opt)
     return full_params(model)
+
+
+@contextlib.contextmanager
+def gathered_bytes() -> Iterator[list[int]]:
+    """Bytes this rank contributes to each FSDP2 all-gather (its ``dist.all_gather_single`` inputs)."""
+    sent: list[int] = []
+    original = dist.all_gather_single
+
+    def counting(output: torch.Tensor, input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        sent.append(input.numel() * input.element_size())
+        return original(output, input, *args, **kwargs)
+
+    dist.all_gather_single = counting
+    try:
+        yield sent
+    finally:
+        dist.all_gather_single = original
 
 
 def main(out_dir: Path) -> None:
@@ -144,14 +164,32 @@ def main(out_dir: Path) -> None:
         steps = train(model, opt, mp, net, rank, range(STEPS))
         results[f"{strategy}/amp-bf16/reduce-bf16"] = {"steps": steps, "params": full_params(model),
                                                        "layout": mp.layout.describe() if mp.layout else None}
+    # fp8 under FSDP2 (fp8_filter dims: fc1, 32x16, converts; fc2's 4 rows do not): tensorwise all-gathers fc1's
+    # weight in fp8, rowwise in fp32 as amp-bf16 does; the bytes each rank puts into FSDP's all-gathers are counted
+    fp8 = torchao_problem() is None
+    for precision in ("amp-bf16", "fp8-tensorwise", "fp8-rowwise") if fp8 else ():
+        kw = {"fp8_filter": "dims"} if precision.startswith("fp8") else {}
+        model, opt, mp, net = build(precision, "fsdp", **kw)
+        with gathered_bytes() as sent:
+            steps = train(model, opt, mp, net, rank, range(STEPS))
+        results[f"fsdp/{precision}/gather"] = {
+            "steps": steps, "params": full_params(model), "layout": mp.layout.describe() if mp.layout else None,
+            "gathered_per_step": sum(sent) / STEPS, "fc1_weight": type(model.fc1.weight.to_local()).__name__,
+            "converted": mp.fp8_layers.converted if mp.fp8_layers else None,
+            "reference": reference(precision, world, **kw) if rank == 0 else None}
+    if fp8:  # the same per-rank math (each rank scales its own activations) with DDP's all-reduce
+        model, opt, mp, net = build("fp8-tensorwise", "ddp", fp8_filter="dims")
+        results["ddp/fp8-tensorwise"] = {"steps": train(model, opt, mp, net, rank, range(STEPS)),
+                                         "params": full_params(model)}
     # checkpoint: train 3 steps, save, train on; a fresh run loads the checkpoint and trains the same steps
-    for strategy, precision in (("fsdp", "master-bf16"), ("fsdp", "amp-fp16"), ("ddp", "master-bf16")):
+    cases = [("fsdp", "master-bf16", {}), ("fsdp", "amp-fp16", {}), ("ddp", "master-bf16", {})]
+    for strategy, precision, kw in cases + ([("fsdp", "fp8-tensorwise", {"fp8_filter": "dims"})] if fp8 else []):
         ckpt = out_dir / f"ckpt-{strategy}-{precision}"
-        model, opt, mp, net = build(precision, strategy)
+        model, opt, mp, net = build(precision, strategy, **kw)
         train(model, opt, mp, net, rank, range(3))
         checkpoint.save(ckpt, model, opt, mp, extra={"step": 3})
         straight = train(model, opt, mp, net, rank, range(3, STEPS + 2))
-        model, opt, mp, net = build(precision, strategy)
+        model, opt, mp, net = build(precision, strategy, **kw)
         extra = checkpoint.load(ckpt, model, opt, mp)
         resumed = train(model, opt, mp, net, rank, range(extra["step"], STEPS + 2))
         results[f"resume/{strategy}/{precision}"] = {"straight": straight, "resumed": resumed}

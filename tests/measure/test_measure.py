@@ -126,6 +126,20 @@ def test_state_bytes_and_activations_split() -> None:
     assert act[0] >= 2 * 32 * 100
 
 
+def test_wrapper_subclasses_count_the_storage_they_wrap() -> None:
+    """A wrapper tensor subclass (torchao's fp8 weights under FSDP2, its casts) has no storage of its own:
+    its bytes are its inner tensors', counted once however often they are wrapped or saved."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    a, b = torch.randn(64, 32), torch.randn(64, 32)
+    assert mem._bytes(iter([TwoTensor(a, b), a])) == 2 * 64 * 32 * 4
+    w = nn.Parameter(TwoTensor(torch.randn(8, 8), torch.randn(8, 8)))
+    with mem.saved_activations() as act:
+        (TwoTensor(a, a.clone()) * 2).sum()
+        y = TwoTensor(torch.randn(4, 8), torch.randn(4, 8)).requires_grad_() @ w
+    assert act[0] == 2 * 4 * 8 * 4 and y.shape == (4, 8)  # the input's two 4x8 fp32 inner tensors; w is a parameter
+
+
 def test_model_sizes() -> None:
     model = nn.Sequential(nn.Linear(10, 10), nn.BatchNorm1d(10))
     sizes = mem.model_sizes(model)

@@ -268,7 +268,10 @@ def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
     norm = 0
     if mp.layout.fsdp_norm_units:
         norm = sum(p.numel() for _, m in resolve_keep_fp32(model, mp.keep_fp32, keep_norm=True) for p in m.parameters())
-    return bytes_per_step(mp.layout, model, dist.get_world_size(), norm)
+    fp8 = 0
+    if mp.layout.fp8_all_gather and mp.fp8_layers is not None:
+        fp8 = sum(model.get_submodule(name).weight.numel() for name in mp.fp8_layers.converted)
+    return bytes_per_step(mp.layout, model, dist.get_world_size(), norm, fp8)
 
 
 def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:

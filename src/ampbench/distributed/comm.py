@@ -7,7 +7,9 @@ ring algorithms NCCL and gloo use move, per rank,
 DDP all-reduces every gradient once per step, in the reduce dtype. FSDP2 all-gathers the parameters in
 the param dtype for the forward, again for the backward for units resharded after forward (every unit
 but the root: here the normalisation units of master-*), and reduce-scatters the gradients in the reduce
-dtype. Buckets, padding and control messages are left out: a floor, exact for even shard sizes.
+dtype. FSDP fp8-tensorwise all-gathers the Float8Linear weights in fp8 (1 byte per element). Buckets,
+padding and control messages (the fp8 scales' amax all-reduce: one float per layer) are left out: a floor,
+exact for even shard sizes.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ def _size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def bytes_per_step(layout: Layout, model: nn.Module, world: int, norm_params: int = 0) -> int:
-    """Per rank, per optimizer step. ``model``: the model before sharding/wrapping (its trainable parameters'
-    sizes); ``norm_params``: how many of their elements sit in FSDP units of their own (resharded after forward)."""
+def bytes_per_step(layout: Layout, model: nn.Module, world: int, norm_params: int = 0, fp8_params: int = 0) -> int:
+    """Per rank, per optimizer step. ``model``: the model (its trainable parameters' global sizes);
+    ``norm_params``: how many of their elements sit in FSDP units of their own (resharded after forward);
+    ``fp8_params``: how many are all-gathered in fp8 (``layout.fp8_all_gather``: the Float8Linear weights)."""
     if world <= 1:
         return 0
     numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -33,5 +36,6 @@ def bytes_per_step(layout: Layout, model: nn.Module, world: int, norm_params: in
     if layout.strategy == "ddp":
         return int(2 * share * numel * _size(reduce))
     gather_dtype = layout.fsdp_param_dtype or layout.grad_dtype
-    gathered = (numel - norm_params) * _size(gather_dtype) + 2 * norm_params * 4  # norm units: fp32, twice
+    fp8 = fp8_params if layout.fp8_all_gather else 0
+    gathered = (numel - norm_params - fp8) * _size(gather_dtype) + 2 * norm_params * 4 + fp8  # norm units: fp32, twice
     return int(share * (gathered + numel * _size(reduce)))

@@ -20,7 +20,12 @@ fsdp      master-*            fp32 sharded parameters *are* the master weights (
                               fully_shard units with param_dtype fp32 and half outputs
 fsdp      pure-*              the model cast to half before sharding: half sharded parameters, gradients,
                               optimizer state and reduce-scatter (no fp32 anywhere, as on one device)
-fsdp      fp8-*               not supported yet (torchao's float8 all-gather for FSDP2 is not wired in)
+fsdp      fp8-*               as amp-* (fp32 sharded params, autocast bf16), the eligible Linear layers
+                              converted to Float8Linear before sharding; fp8-tensorwise all-gathers their
+                              weights in fp8 (torchao's ``enable_fsdp_float8_all_gather``: 1 byte per
+                              element instead of 4, cast on the shards with one amax all-reduce for all
+                              layers before each forward); rowwise recipes all-gather fp32 weights (their
+                              per-row scales are taken from the gathered weight)
 ========  ==================  ================================================================================
 
 Loss scaling, the inf/NaN check and skipped steps agree on every rank: under DDP the gradients are
@@ -60,6 +65,8 @@ class Layout:
     """The dtype gradients travel in (None: the gradients' own dtype)."""
     grad_dtype: torch.dtype = torch.float32
     """The dtype of the gradients the strategy reduces (before any compression)."""
+    fp8_all_gather: bool = False
+    """FSDP fp8-tensorwise: Float8Linear weights are all-gathered in fp8 (torchao's float8 all-gather)."""
 
     def describe(self) -> str:
         def name(d: torch.dtype | None) -> str:
@@ -71,6 +78,8 @@ class Layout:
                     + ("; fp32 masters on every rank" if self.engine_masters else ""))
         params = "half (cast before sharding)" if self.engine_casts and self.grad_dtype != torch.float32 else "fp32"
         gather = f", all-gathered in {name(self.fsdp_param_dtype)}" if self.fsdp_param_dtype else ""
+        if self.fp8_all_gather:
+            gather = ", fp8 Linear weights all-gathered in float8_e4m3fn"
         return (f"FSDP2 over the {self.precision} recipe; sharded params {params}{gather}; gradients reduce-scattered "
                 f"in {reduce}" + ("; norm layers fp32 units" if self.fsdp_norm_units else ""))
 
@@ -105,8 +114,8 @@ def layout(strategy: str, recipe: Precision, grad_reduce_dtype: torch.dtype | No
         return Layout("ddp", recipe.name, engine_casts=True, engine_masters=recipe.master_weights,
                       reduce_dtype=grad_reduce_dtype, grad_dtype=grad)
     if recipe.math_mode == "fp8":
-        raise AmpbenchError(f"strategy fsdp with {recipe.name}: not supported yet (torchao's float8 all-gather for FSDP2 "
-                            "is not wired into ampbench); use strategy ddp, or amp-bf16/master-bf16 with fsdp")
+        return Layout("fsdp", recipe.name, engine_casts=True, engine_masters=False, reduce_dtype=grad_reduce_dtype,
+                      fp8_all_gather=getattr(recipe, "fp8_recipe", None) == "tensorwise")
     if recipe.master_weights:
         return Layout("fsdp", recipe.name, engine_casts=False, engine_masters=False, fsdp_param_dtype=recipe.param_dtype,
                       fsdp_norm_units=True, reduce_dtype=grad_reduce_dtype or torch.float32, grad_dtype=torch.float32)

@@ -1,8 +1,9 @@
 """Wrap a set-up model for its strategy: DistributedDataParallel, or FSDP2 ``fully_shard`` with the
 MixedPrecisionPolicy the (strategy, precision) layout says (:mod:`ampbench.distributed.strategy`).
 
-``fully_shard`` replaces every parameter by a new sharded (DTensor) parameter, so an optimizer built
-before it holds stale tensors; :func:`rebind_optimizer` points its param groups at the new ones
+``fully_shard`` replaces every parameter by a new sharded (DTensor) parameter (and fp8's conversion,
+with the float8 all-gather, by a wrapped one), so an optimizer built before it holds stale tensors;
+:func:`rebind_optimizer` points its param groups at the parameters now under the names the old ones had
 (refused once it has state), so the usual order -- build model and optimizer, then ``mp.setup`` --
 works under FSDP too.
 """
@@ -33,21 +34,24 @@ def default_mesh(device: torch.device) -> Any:
     return init_device_mesh(device.type, (dist.get_world_size(),))
 
 
-def _param_slots(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
-    return {id(p): (m, n) for m in model.modules() for n, p in m._parameters.items() if p is not None}
+def param_names(model: nn.Module) -> dict[int, str]:
+    """Each parameter's (first) fully-qualified name: taken before any conversion or sharding, which keep names."""
+    names: dict[int, str] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), name)
+    return names
 
 
-def rebind_optimizer(optimizer: torch.optim.Optimizer, slots: dict[int, tuple[nn.Module, str]]) -> None:
-    """Point ``optimizer``'s param groups at the parameters now in the slots (module, name) the old ones held."""
+def rebind_optimizer(optimizer: torch.optim.Optimizer, model: nn.Module, names: dict[int, str]) -> None:
+    """Point ``optimizer``'s param groups at ``model``'s parameters now under the names the old ones had."""
     for group in optimizer.param_groups:
         new = []
         for p in group["params"]:
-            slot = slots.get(id(p))
-            if slot is None:
+            name = names.get(id(p))
+            if name is None:
                 raise MisuseError("the optimizer holds a parameter that is not the model's: create it from "
                                   "model.parameters() before mp.setup()")
-            module, name = slot
-            new.append(module._parameters[name])
+            new.append(model.get_parameter(name))
         group["params"] = new
 
 
@@ -98,17 +102,39 @@ def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, keep_fp32: Sequence[s
     policy = MixedPrecisionPolicy(param_dtype=layout.fsdp_param_dtype, reduce_dtype=layout.reduce_dtype,
                                   output_dtype=torch.float32 if layout.fsdp_param_dtype is not None else None)
     fully_shard(model, mesh=mesh, mp_policy=policy)
+    if layout.fp8_all_gather:
+        model.register_forward_pre_hook(_fp8_scales_hook(), prepend=True)  # before FSDP's own pre-forward (all-gather)
     return model
 
 
+def _fp8_scales_hook() -> Any:
+    """A forward pre-hook computing every fp8 weight's scale from the current shards in one amax all-reduce
+    (torchao's ``precompute_float8_dynamic_scale_for_fsdp``), so the all-gather that follows casts each shard
+    with the scale of the whole weight. Without it each layer all-reduces its own amax inside the all-gather.
+
+    torchao's docs call it after ``optimizer.step()``; ampbench calls it before each forward instead, so a
+    scale is never stale: weights loaded from a checkpoint, edited by hand or changed by an optimizer
+    stepped outside the engine are scaled from what they are now (the cost: one small all-reduce per forward,
+    also for evaluation forwards)."""
+    from ampbench.precision.fp8 import import_float8
+
+    precompute = import_float8().precompute_float8_dynamic_scale_for_fsdp
+
+    def hook(module: nn.Module, args: Any) -> None:
+        precompute(module)
+
+    return hook
+
+
 def shard_and_rebind(model: nn.Module, optimizers: list[torch.optim.Optimizer], layout: Layout, mesh: Any,
-                     keep_fp32: Sequence[str | type[nn.Module]] = ()) -> nn.Module:
+                     keep_fp32: Sequence[str | type[nn.Module]] = (), names: dict[int, str] | None = None) -> nn.Module:
+    """``names``: :func:`param_names` of the model as the optimizers were built on it (before a conversion)."""
     for opt in optimizers:
         if opt.state:
             raise MisuseError(f"{type(opt).__name__} already has state (it stepped before mp.setup): under fsdp the "
                               "parameters are replaced by sharded ones; set up before the first step")
-    slots = _param_slots(model)
+    names = param_names(model) if names is None else names
     wrap_fsdp(model, layout, mesh, keep_fp32)
     for opt in optimizers:
-        rebind_optimizer(opt, slots)
+        rebind_optimizer(opt, model, names)
     return model

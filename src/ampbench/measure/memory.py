@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import torch
 from torch import nn
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 
 def _vm_hwm() -> int | None:
@@ -107,19 +108,30 @@ def warm_runtime(precision: str, make_optimizer: Any) -> None:
         mp.step(opt)
 
 
+def _plain(t: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors that own storage behind ``t``: itself, a DTensor's local shard (FSDP2), or the inner
+    tensors of a wrapper subclass (torchao's fp8 weights and casts), which has no storage of its own."""
+    if hasattr(t, "to_local"):
+        t = t.to_local()
+    if is_traceable_wrapper_subclass(t):
+        names, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
+        inner = [getattr(t, n) for n in names]
+        return [x for i in inner if isinstance(i, torch.Tensor) for x in _plain(i)]
+    return [t]
+
+
 def _bytes(tensors: Iterator[torch.Tensor]) -> int:
     seen: set[int] = set()
     total = 0
-    for t in tensors:
-        if t is None or not isinstance(t, torch.Tensor) or t.device.type == "meta":
+    for outer in tensors:
+        if outer is None or not isinstance(outer, torch.Tensor) or outer.device.type == "meta":
             continue
-        if hasattr(t, "to_local"):  # a DTensor (FSDP2): the shard this rank holds
-            t = t.to_local()
-        key = t.untyped_storage().data_ptr() if t.numel() else id(t)
-        if key in seen:
-            continue
-        seen.add(key)
-        total += t.untyped_storage().nbytes()
+        for t in _plain(outer):
+            key = t.untyped_storage().data_ptr() if t.numel() else id(t)
+            if key in seen:
+                continue
+            seen.add(key)
+            total += t.untyped_storage().nbytes()
     return total
 
 
@@ -168,8 +180,9 @@ def saved_activations() -> Iterator[list[int]]:
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         if not isinstance(t, nn.Parameter) and t.device.type != "meta":
-            st = t.untyped_storage()
-            seen.setdefault(st.data_ptr(), st.nbytes())
+            for x in _plain(t):
+                st = x.untyped_storage()
+                seen.setdefault(st.data_ptr(), st.nbytes())
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

@@ -168,6 +168,7 @@ class MixedPrecision:
             from ampbench.precision.fp8 import check_filter
 
             self.recipe.skip, self.recipe.filter = tuple(fp8_skip), check_filter(fp8_filter)  # type: ignore[attr-defined]
+            self.recipe.fsdp_all_gather = bool(self.layout and self.layout.fp8_all_gather)  # type: ignore[attr-defined]
         elif fp8_skip or fp8_filter != "auto":
             raise AmpbenchError(f"fp8_skip/fp8_filter apply to the fp8 modes, not {self.name!r}")
         try:
@@ -247,12 +248,17 @@ class MixedPrecision:
             fp32_copies = {
                 id(p): p.detach().clone().float() for p in model_params.values() if p.is_floating_point()
             }
+        names = None  # fsdp: the optimizers' parameters by name, before a conversion (fp8) replaces any
+        if self.layout is not None and self.layout.strategy == "fsdp":
+            from ampbench.distributed.wrap import param_names
+
+            names = param_names(models[0])
         if self.layout is None or self.layout.engine_casts:
             self._convert(models)
         self.fallbacks = self.recipe.kernel_fallbacks(models, self.device)
         for note in self.fallbacks:
             warnings.warn(f"ampbench {self.name} on {self.device}: {note}", stacklevel=2)
-        wrapped = self._wrap(models, optimizers)
+        wrapped = self._wrap(models, optimizers, names)
         for opt in optimizers:
             masters = MasterWeights(opt, fp32_copies) if with_masters else None
             half_grads = any(
@@ -275,7 +281,8 @@ class MixedPrecision:
             return (wrapped if isinstance(model, (list, tuple)) else wrapped[0]), optimizer  # type: ignore[return-value]
         return model, optimizer
 
-    def _wrap(self, models: list[nn.Module], optimizers: list[torch.optim.Optimizer]) -> list[nn.Module]:
+    def _wrap(self, models: list[nn.Module], optimizers: list[torch.optim.Optimizer],
+              names: dict[int, str] | None = None) -> list[nn.Module]:
         """Strategies: DDP wrappers (after the casts, so buckets have the trained dtypes), or FSDP2 shards
         in place (the optimizers rebound to the sharded parameters). One device: the models as they are."""
         if self.layout is None:
@@ -289,7 +296,7 @@ class MixedPrecision:
             raise AmpbenchError("strategy fsdp takes one model per MixedPrecision (its optimizers are rebound to the "
                                 "sharded parameters)")
         mesh = self._mesh if self._mesh is not None else wrap.default_mesh(self.device)
-        return [wrap.shard_and_rebind(models[0], optimizers, self.layout, mesh, self.keep_fp32)]
+        return [wrap.shard_and_rebind(models[0], optimizers, self.layout, mesh, self.keep_fp32, names)]
 
     def _convert(self, models: list[nn.Module]) -> None:
         names = [k for k in self.keep_fp32 if isinstance(k, str)]

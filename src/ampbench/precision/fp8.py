@@ -19,6 +19,7 @@ recipe; ``filter="dims"`` keeps only the hardware rule). torchao is an optional 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -173,6 +174,8 @@ class _Fp8(_Autocast):
         self.skip: tuple[str, ...] = ()
         self.filter = "auto"
         self.layers: Fp8Layers | None = None
+        self.fsdp_all_gather = False
+        """Set by the engine under FSDP2 fp8-tensorwise: weights keep torchao's fp8 all-gather wrapper."""
 
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
         try:
@@ -183,6 +186,8 @@ class _Fp8(_Autocast):
         chosen = set(plan.converted)
         if chosen:
             config = float8.Float8LinearConfig.from_recipe_name(self.fp8_recipe)
+            if self.fsdp_all_gather:
+                config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
             float8.convert_to_float8_training(module, module_filter_fn=lambda m, fqn: fqn in chosen, config=config)
             for name, mod in module.named_modules():
                 if name in chosen:
