@@ -114,6 +114,16 @@ def _list_precisions() -> None:
     console.print(table)
 
 
+def _train_compile(value: str | None, precision: str, device: str) -> str:
+    """--compile as given; without it off, except fp8 on CUDA: on (torchao's float8 is built to be compiled)."""
+    from ampbench.bench.plan import fp8_compiles_by_default
+    from ampbench.measure.env import resolve_device
+
+    if value is not None:
+        return value.strip()
+    return "on" if fp8_compiles_by_default(False, str(resolve_device(device)), [precision]) else "off"
+
+
 def _parse_options(items: list[str] | None) -> dict[str, object]:
     out: dict[str, object] = {}
     for item in items or []:
@@ -262,8 +272,9 @@ def train_cmd(
     option: OptionOpt = None,
     fp8_skip: Fp8SkipOpt = None,
     fp8_filter: Fp8FilterOpt = None,
-    compile: Annotated[str, typer.Option("--compile", help="off | on | max-autotune: train the torch.compile'd model "
-                                         "(the first step, which compiles, is timed apart).")] = "off",
+    compile: Annotated[Opt[str], typer.Option("--compile", help="off | on | max-autotune: train the torch.compile'd "
+                                              "model (the first step, which compiles, is timed apart). Default off; "
+                                              "on for fp8 on CUDA.")] = None,
     strategy: Annotated[Opt[str], typer.Option("--strategy", help="ddp | fsdp: train over --nproc-per-node ranks "
                                                "(torchrun); --batch-size is per rank.")] = None,
     nproc_per_node: NprocOpt = 2,
@@ -283,6 +294,8 @@ def train_cmd(
     from ampbench.train import TrainConfig, train
 
     resolve(precision)  # fail fast on a bad name, before building data
+    auto_compile = compile is None
+    compile = _train_compile(compile, precision, device)
     if strategy is not None and nproc_per_node < 1:
         raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
     from ampbench.distributed.launch import check_nodes, node_args
@@ -306,6 +319,9 @@ def train_cmd(
         _join_process_group(device)
     wl = load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
     console.print(f"{_header(wl)} in [bold cyan]{resolve(precision)}[/]")
+    if auto_compile and compile == "on":
+        console.print("[dim]fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
+                      "--compile off trains it eager[/]")
     with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
         task = bar.add_task("train", total=None, epoch="-", info="")
@@ -438,6 +454,7 @@ def run_cmd(
         GPU_STEPS,
         GPU_WARMUP,
         RunConfig,
+        fp8_compiles_by_default,
         native_only_entries,
         parse_list,
         parse_measures,
@@ -506,6 +523,7 @@ def run_cmd(
         device=str(dev), workloads=wl_names, presets=presets, precisions=modes,
         **fp8_options(list(modes), fp8_skip, fp8_filter),  # type: ignore[arg-type]
         batch_sizes=tuple(sizes), repeats=repeats, executions=points, strategies=strategies,
+        fp8_compile=fp8_compiles_by_default(compile is not None, str(dev), modes),
         nproc=nproc_per_node if strategy is not None else 1, grad_reduce_dtypes=reduce_dtypes, nnodes=nnodes,
         native_only=native_only_entries(names, preset, precisions, str(dev)),
         measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
@@ -539,6 +557,9 @@ def run_cmd(
                   f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store.path))}")
     for note in config.left_out():
         console.print(f"[dim]{escape(note)}[/]")
+    if config.fp8_compile:
+        console.print("[dim]fp8 on CUDA: the fp8 cells run torch.compile'd (torchao's float8 is built to be compiled), "
+                      "beside compiled fp32 and amp-bf16 references; --compile off times fp8 eager[/]")
     info, rows = _run_with_progress(run_bench, config, store, resume, label)
     for table in _results_tables(rows):
         console.print(table)

@@ -81,3 +81,30 @@ def test_the_default_cpu_suite_runs_its_gemm_bound_entry_in_native_modes_only(mo
     assert native_only_entries(["bert"], None, None, "cpu") == ()  # named workloads run every mode asked for
     assert native_only_entries([], None, "fp32,amp-fp16", "cpu") == ()
     assert "native_only" not in _config().identity()  # identities of earlier runs are unchanged
+
+
+def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
+    from ampbench.bench.plan import fp8_compiles_by_default
+    from ampbench.execution import Execution
+
+    modes = ("fp32", "amp-fp16", "amp-bf16", "fp8-tensorwise", "fp8-rowwise")
+    assert fp8_compiles_by_default(False, "cuda:0", modes)
+    assert not fp8_compiles_by_default(True, "cuda:0", modes)  # --compile given: it says what runs
+    assert not fp8_compiles_by_default(False, "cpu", modes)  # emulated fp8: compiling it says nothing about a GPU
+    assert not fp8_compiles_by_default(False, "cuda:0", modes[:3])
+    config = _config(device="cuda:0", workloads=("bert",), presets=("tiny",), precisions=modes, fp8_compile=True,
+                     measures=("throughput", "converge"), executions=(Execution(), Execution(memory_format="channels_last")))
+    cells = [c for c in config.cells() if not c.closing]
+    order = [(c.precision, c.compile, c.memory_format, c.compiled_by_default) for c in cells]
+    for fmt in ("contiguous", "channels_last"):
+        eager = [p for p, comp, f, _ in order if f == fmt and comp == "off"]
+        compiled = [(p, auto) for p, comp, f, auto in order if f == fmt and comp == "on"]
+        assert eager == ["fp32", "amp-fp16", "amp-bf16"]  # fp8 never eager by default on CUDA
+        assert compiled == [("fp32", True), ("amp-bf16", True), ("fp8-tensorwise", True), ("fp8-rowwise", True)]
+    assert len({c.key() for c in cells}) == len(cells) == 14
+    explicit = _config(device="cuda:0", workloads=("bert",), presets=("tiny",), precisions=("fp32",),
+                       executions=(Execution(compile="on"),)).cells()[0]
+    auto = next(c for c in cells if c.precision == "fp32" and c.compiled_by_default and c.memory_format == "contiguous")
+    assert auto.key() != explicit.key() and auto.to_dict()["compiled_by_default"] is True
+    assert "compiled_by_default" not in explicit.to_dict()  # keys of earlier runs stay what they were
+    assert config.identity()["fp8_compile"] is True and "fp8_compile" not in _config().identity()

@@ -223,3 +223,21 @@ def test_fp8_is_never_recommended_without_its_convergence() -> None:
     assert a.recommended == "fp8-tensorwise" and "1.50x the speed of the best bf16 mode (amp-bf16)" in a.evidence
     diverging = [*checked[:2], _row("fp8-rowwise", 300.0, 600, verdict_losses=[3.0, 3.1, 3.2], math_mode="fp8")]
     assert advise(derive(diverging)).recommended == "amp-bf16"
+
+
+def test_fp8_compiled_by_default_is_advised_at_its_execution() -> None:
+    """fp8 on CUDA compiles by default: its rows exist only at compile, beside compiled fp32 and amp-bf16. The
+    precision advice (eager) says what fp8 did there, against the compiled bf16 mode, never eager rows."""
+    auto = {"compile": "on", "compiled_by_default": True}
+    rows = [_row("fp32", 100.0, verdict_losses=[1.0, 1.01, 0.99]),
+            _row("amp-bf16", 200.0, 600, verdict_losses=[1.0, 1.0, 1.01], math_mode="bf16"),
+            _row("fp32", 150.0, verdict_losses=[1.0, 1.01, 0.99], **auto),
+            _row("amp-bf16", 300.0, 600, verdict_losses=[1.0, 1.0, 1.01], math_mode="bf16", **auto),
+            _row("fp8-tensorwise", 450.0, 600, verdict_losses=[1.0, 1.0, 1.0], math_mode="fp8", **auto)]
+    a = advise(derive(rows))
+    assert a.recommended == "amp-bf16" and a.evidence.startswith("amp-bf16: 2.00x faster than fp32")
+    assert "fp8 ran at compile only: there, fp8-tensorwise (fp8-tensorwise: 3.00x faster than fp32" in a.evidence
+    assert "1.50x the speed of the best bf16 mode (amp-bf16)" in a.evidence  # 450 / 300, both compiled
+    unchecked = [*rows[:4], _row("fp8-tensorwise", 450.0, 600, math_mode="fp8", **auto)]  # (no converge data)
+    b = advise(derive(unchecked))
+    assert "fp8-tensorwise ran 1.50x faster but is not recommended: run --measure converge first" in b.evidence

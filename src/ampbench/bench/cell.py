@@ -74,7 +74,8 @@ def base_row(spec: CellSpec) -> dict[str, Any]:
                measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
                status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
                closing_baseline=spec.closing, **spec.execution.to_row(), strategy=spec.strategy,
-               world_size=spec.world_size, grad_reduce_dtype=spec.grad_reduce_dtype)
+               world_size=spec.world_size, grad_reduce_dtype=spec.grad_reduce_dtype,
+               compiled_by_default=spec.compiled_by_default or None)
     return row
 
 

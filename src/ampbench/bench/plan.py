@@ -91,6 +91,18 @@ class Settings:
     """Large inference batch (default: the training batch size)."""
 
 
+def fp8_compiles_by_default(compile_given: bool, device: str, precisions: tuple[str, ...] | list[str]) -> bool:
+    """fp8 on CUDA runs torch.compile'd unless --compile says otherwise: torchao's float8 is built to be
+    compiled (eager, each cast, amax and scale is a kernel of its own around the fp8 GEMM, which can make fp8
+    slower than bf16); on a CPU the fp8 modes are emulated and compiling them measures nothing about a GPU."""
+    from ampbench.precision import get
+
+    return not compile_given and device.startswith("cuda") and any(get(p).math_mode == "fp8" for p in precisions)
+
+
+FP8_REFERENCES = ("fp32", "amp-bf16")
+"""Compiled beside fp8 cells that compile by default: fp8's speedup and its comparison with bf16 at one execution."""
+
 NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss", "fp8_filter")
 """Settings that came after the first user-model cells: left out of a cell's key when unset."""
 
@@ -147,6 +159,9 @@ class CellSpec(Settings):
         return self.nproc * self.nnodes if self.strategy else 1
     grad_reduce_dtype: str | None = None
     """Distributed cells: the dtype gradients are reduced in (None: their own)."""
+    compiled_by_default: bool = False
+    """Compiled because the run asked for fp8 on CUDA without --compile (RunConfig.fp8_compile): an fp8 cell, or
+    the fp32/amp-bf16 reference compiled beside it."""
 
     @property
     def execution(self) -> Execution:
@@ -188,6 +203,8 @@ class CellSpec(Settings):
             del d["strategy"], d["nproc"], d["grad_reduce_dtype"]
         if self.nnodes == 1:
             del d["nnodes"]
+        if not self.compiled_by_default:
+            del d["compiled_by_default"]
         return d
 
     @classmethod
@@ -224,6 +241,10 @@ class RunConfig(Settings):
     """Machines the distributed cells span (--nnodes; node 0 runs the one-process cells and stores the rows)."""
     grad_reduce_dtypes: tuple[str | None, ...] = (None,)
     """Distributed cells: each gradient reduce dtype asked for (--grad-reduce-dtype; None: the gradients' own)."""
+    fp8_compile: bool = False
+    """fp8 on CUDA without --compile: the fp8 cells run compiled (torchao's float8 is built to be compiled: eager, its
+    casts and scales are separate kernels), each beside compiled fp32 and amp-bf16 references so every ratio still
+    compares one execution; the other modes run as the executions say."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Options that do not change results (isolation, timeouts): stored, not part of the identity."""
 
@@ -242,6 +263,8 @@ class RunConfig(Settings):
             d.pop("strategies"), d.pop("nproc"), d.pop("grad_reduce_dtypes")
         if self.nnodes == 1:
             d.pop("nnodes")
+        if not self.fp8_compile:
+            d.pop("fp8_compile")
         return json.loads(json.dumps(d))  # tuples -> lists, as stored
 
     def cells(self) -> list[CellSpec]:
@@ -274,14 +297,29 @@ class RunConfig(Settings):
                 for r in range(repeats):
                     rep = {} if r == 0 else {"repeat": r, **again}
                     out.extend(CellSpec(**{**shared, **rep}, workload=workload, preset=preset, precision=precision,
-                                        batch_size=bs, **ex.to_row(), **dist)
-                               for dist in self.distributions() for ex in self.executions for precision in precisions)
+                                        batch_size=bs, **ex.to_row(), **dist, compiled_by_default=auto)
+                               for dist in self.distributions() for ex, precision, auto in self.points(precisions))
                 if closing and (len(precisions) > 1 or len(self.executions) > 1 or len(self.distributions()) > 1):
                     out.append(CellSpec(**{**shared, "repeat": 1, "closing": True, **again}, workload=workload,
                                         preset=preset, precision=BASELINE, batch_size=bs,
                                         **self.executions[0].to_row()))
         return out
 
+
+    def points(self, precisions: tuple[str, ...]) -> list[tuple[Execution, str, bool]]:
+        """(execution, precision, compiled by default) of a workload's cells, execution by execution. With
+        ``fp8_compile`` the fp8 modes run at the execution compiled, after the others, next to compiled fp32
+        and amp-bf16 (when the run has them)."""
+        from ampbench.precision import get
+
+        fp8 = [p for p in precisions if self.fp8_compile and get(p).math_mode == "fp8"]
+        out = []
+        for ex in self.executions:
+            out.extend((ex, p, False) for p in precisions if p not in fp8)
+            if fp8:
+                compiled = replace(ex, compile="on")
+                out.extend((compiled, p, True) for p in precisions if p in fp8 or p in FP8_REFERENCES)
+        return out
 
     def distributions(self) -> list[dict[str, Any]]:
         """The strategy fields of the cells: one process first (the scaling baseline), then each strategy x reduce dtype."""

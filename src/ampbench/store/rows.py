@@ -24,6 +24,9 @@ ROW_KEYS: dict[str, str] = {
     "compile": "Execution axis: off (eager), on (torch.compile) or max-autotune. Rows from before the axis: off.",
     "memory_format": "Execution axis: contiguous or channels_last (the model's weights and its 4-D inputs).",
     "cuda_graphs": "Execution axis: off or on (CUDA: the compiled forward/backward replayed as CUDA graphs).",
+    "compiled_by_default": "True when the cell runs compiled without --compile: fp8 on CUDA compiles by default "
+                           "(torchao's float8 is built for torch.compile), beside compiled fp32 and amp-bf16 "
+                           "references; --compile off times fp8 eager. Null otherwise.",
     "strategy": "null (one process), ddp or fsdp: the torch.distributed strategy the cell trained under "
                 "(ampbench.distributed.strategy says what each (strategy, precision) pair does).",
     "world_size": "Processes (ranks) the cell trained on (1 for single-process cells).",
@@ -185,7 +188,7 @@ _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_bat
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
             "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step")
-_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit")
+_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default")
 _OPT_DICT = ("env", "converge", "inference")
 _OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks")
 
