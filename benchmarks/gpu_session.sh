@@ -14,7 +14,8 @@
 #   fp8     (torchao wheel carried) BERT-large on the fp8 modes next to amp-bf16: throughput, memory,
 #           convergence; eager and torch.compile'd (torchao's fp8 is meant to be compiled)
 #   dist    DDP/FSDP2 sanity on one GPU (--nproc-per-node 1: the wrappers' and the engine's overhead,
-#           nccl) and, on a machine with 2+ GPUs, benchmarks/grad_reduce.py
+#           nccl), fsdp x1 fp8-tensorwise when torchao is carried, and, on a machine with 2+ GPUs,
+#           benchmarks/grad_reduce.py
 #   axes    one change at a time: resnext small and bert small in fp32/amp-bf16 x --compile off,on x
 #           --cuda-graphs off,on (resnext also x --memory-format contiguous,channels_last)
 #   compat  (if device time is left) the whole CPU test suite on that machine's torch and python
@@ -133,6 +134,11 @@ case $STAGE in
   dist)
     run_resumable dist --workloads bert --preset small --precisions fp32,amp-bf16,master-bf16 --strategy ddp,fsdp \
       --nproc-per-node 1 --repeats 3 --label "bert small: ddp/fsdp x1 (nccl) next to one process" || exit $?
+    if $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(1 if p() else 0)"; then
+      run_resumable dist-fp8 --workloads bert --preset small -o size=large --precisions fp32,amp-bf16,fp8-tensorwise \
+        --strategy fsdp --nproc-per-node 1 --measure throughput,memory \
+        --label "BERT-large: fsdp x1 with fp8-tensorwise (fp8 all-gather path; compiled by default)" || exit $?
+    fi
     if [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
       $PY benchmarks/grad_reduce.py --device "$DEVICE" --workload bert --preset small --out "$RESULTS/grad_reduce.json"
     fi
