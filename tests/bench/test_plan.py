@@ -108,3 +108,13 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     assert auto.key() != explicit.key() and auto.to_dict()["compiled_by_default"] is True
     assert "compiled_by_default" not in explicit.to_dict()  # keys of earlier runs stay what they were
     assert config.identity()["fp8_compile"] is True and "fp8_compile" not in _config().identity()
+    from ampbench.bench.cell import base_row
+    from ampbench.report.console import compile_note
+    from ampbench.store.rows import row_problem
+
+    row, plain = base_row(auto), base_row(explicit)
+    assert row["compiled_by_default"] is True and plain["compiled_by_default"] is None
+    assert compile_note({**row, "compile_s": 12.5}) == "compile 12.5 s (fp8 on CUDA: compiled by default)"
+    row.update(run_id="r", cell_key=auto.key(), status="error", reason="boom")  # (validation of the new key)
+    assert row_problem(row) is None
+    assert "compiled_by_default" in (row_problem({**row, "compiled_by_default": "yes"}) or "")

@@ -71,7 +71,8 @@ def compile_note(row: dict[str, Any]) -> str:
     """What torch.compile cost and met in a compiled row ("" for eager rows)."""
     if not isinstance(row.get("compile_s"), (int, float)):
         return ""
-    parts = [f"compile {row['compile_s']:.1f} s" + (f" (cache {row['compile_cache']})" if row.get("compile_cache") else "")]
+    parts = [f"compile {row['compile_s']:.1f} s" + (f" (cache {row['compile_cache']})" if row.get("compile_cache") else "")
+             + (" (fp8 on CUDA: compiled by default)" if row.get("compiled_by_default") else "")]
     if row.get("graph_breaks"):
         parts.append(f"{row['graph_breaks']} graph break(s)")
     if row.get("recompiles_timed"):
