@@ -23,8 +23,8 @@ fsdp      pure-*              the model cast to half before sharding: half shard
 fsdp      fp8-*               as amp-* (fp32 sharded params, autocast bf16), the eligible Linear layers
                               converted to Float8Linear before sharding; fp8-tensorwise all-gathers their
                               weights in fp8 (torchao's ``enable_fsdp_float8_all_gather``: 1 byte per
-                              element instead of 4, cast on the shards with one amax all-reduce for all
-                              layers before each forward); rowwise recipes all-gather fp32 weights (their
+                              element instead of 4, each shard cast with the whole weight's amax, one
+                              float all-reduced per layer); rowwise recipes all-gather fp32 weights (their
                               per-row scales are taken from the gathered weight)
 ========  ==================  ================================================================================
 

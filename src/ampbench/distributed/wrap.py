@@ -102,28 +102,13 @@ def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, keep_fp32: Sequence[s
     policy = MixedPrecisionPolicy(param_dtype=layout.fsdp_param_dtype, reduce_dtype=layout.reduce_dtype,
                                   output_dtype=torch.float32 if layout.fsdp_param_dtype is not None else None)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    if layout.fp8_all_gather:
-        model.register_forward_pre_hook(_fp8_scales_hook(), prepend=True)  # before FSDP's own pre-forward (all-gather)
+    # fp8-tensorwise (layout.fp8_all_gather): the Float8Linear weights are torchao's fp8-cast wrappers, whose
+    # FSDP pre-all-gather casts each shard with the whole weight's amax (one all-reduce of one float per layer).
+    # torchao's precompute_float8_dynamic_scale_for_fsdp (one all-reduce for all layers) is left out on purpose:
+    # its scale must be recomputed after every change of the weights (a stale one clips them silently), and
+    # the tensor it stores breaks a whole-model torch.compile (torch 2.13 + torchao 0.18: FakeTensor error in the
+    # second compiled step), which fp8 on CUDA uses by default.
     return model
-
-
-def _fp8_scales_hook() -> Any:
-    """A forward pre-hook computing every fp8 weight's scale from the current shards in one amax all-reduce
-    (torchao's ``precompute_float8_dynamic_scale_for_fsdp``), so the all-gather that follows casts each shard
-    with the scale of the whole weight. Without it each layer all-reduces its own amax inside the all-gather.
-
-    torchao's docs call it after ``optimizer.step()``; ampbench calls it before each forward instead, so a
-    scale is never stale: weights loaded from a checkpoint, edited by hand or changed by an optimizer
-    stepped outside the engine are scaled from what they are now (the cost: one small all-reduce per forward,
-    also for evaluation forwards)."""
-    from ampbench.precision.fp8 import import_float8
-
-    precompute = import_float8().precompute_float8_dynamic_scale_for_fsdp
-
-    def hook(module: nn.Module, args: Any) -> None:
-        precompute(module)
-
-    return hook
 
 
 def shard_and_rebind(model: nn.Module, optimizers: list[torch.optim.Optimizer], layout: Layout, mesh: Any,
