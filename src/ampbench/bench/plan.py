@@ -305,7 +305,6 @@ class RunConfig(Settings):
                                         **self.executions[0].to_row()))
         return out
 
-
     def points(self, precisions: tuple[str, ...]) -> list[tuple[Execution, str, bool]]:
         """(execution, precision, compiled by default) of a workload's cells, execution by execution. With
         ``fp8_compile`` the fp8 modes run at the execution compiled, after the others, next to compiled fp32
