@@ -241,3 +241,12 @@ def test_fp8_compiled_by_default_is_advised_at_its_execution() -> None:
     unchecked = [*rows[:4], _row("fp8-tensorwise", 450.0, 600, math_mode="fp8", **auto)]  # (no converge data)
     b = advise(derive(unchecked))
     assert "fp8-tensorwise ran 1.50x faster but is not recommended: run --measure converge first" in b.evidence
+
+
+def test_a_converge_only_run_gives_its_verdicts_not_every_mode_failed() -> None:
+    rows = [_row("fp32", None, verdict_losses=[1.0, 1.01, 0.99]), _row("amp-bf16", None, verdict_losses=[1.0, 1.0, 1.01]),
+            _row("pure-fp16", None, verdict_losses=[3.0, 3.1, 3.2])]
+    a = advise(derive(rows))
+    assert a.recommended is None and a.label == "speed not measured" and a.convergence_checked
+    assert a.evidence == ("no speed measured (run --measure throughput to compare speed); convergence: fp32 baseline, "
+                          "amp-bf16 parity, pure-fp16 worse")

@@ -163,6 +163,7 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         conv = converge(lambda s: build_workload(spec, s), spec.precision, device, spec.converge_steps, spec.seeds,
                         spec.batch_size, spec.seed, spec.loss_scale, mp_options(spec), spec.execution)
         row["converge"] = conv
+        row["fp8_layers"] = row.get("fp8_layers") or conv.pop("fp8_layers")  # (a converge-only fp8 row says it too)
         finals = [x for x in conv["final_losses"] if math.isfinite(x)]
         row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
         metrics = [m for m in conv["metrics"] if m is not None]

@@ -85,7 +85,8 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
     if not diverged and workload.test_data is not None:
         test_loss, metric = evaluate(workload, workload.test_data.to(device), mp, max(batch_size, 256))
     return {"curve": curve, "scales": scales, "final_loss": final, "test_loss": test_loss, "metric": metric,
-            "skipped_steps": mp.totals["skipped_steps"], "diverged": diverged, "reason": reason}
+            "skipped_steps": mp.totals["skipped_steps"], "diverged": diverged, "reason": reason,
+            "fp8_layers": mp.fp8_layers.summary() if mp.fp8_layers is not None else None}
 
 
 def converge(build: Callable[[int], Workload], precision: str, device: torch.device, steps: int, seeds: int,
@@ -110,4 +111,5 @@ def converge(build: Callable[[int], Workload], precision: str, device: torch.dev
         "skipped_steps": [r["skipped_steps"] for r in runs],
         "diverged": [r["diverged"] for r in runs],
         "reasons": [r["reason"] for r in runs],
+        "fp8_layers": runs[0]["fp8_layers"] if runs else None,  # (the same model each seed: the same layers)
     }

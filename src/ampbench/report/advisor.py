@@ -62,7 +62,7 @@ class Advice:
     convergence_checked: bool
     label: str
     """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise",
-    "nothing converged", "nothing ran"."""
+    "nothing converged", "nothing ran", "speed not measured" (converge-only runs: the verdicts are the finding)."""
     combination: str | None = None
     """With several executions (--compile, --memory-format, --cuda-graphs): the fastest converging
     combination ("amp-bf16 + compile"), "fp32" when none is measurably faster than fp32 eager, "none"."""
@@ -202,6 +202,11 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
 def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     workload = rows[0]["workload"] if rows else "?"
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0]
+    unspeeded = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s") is None]
+    if not ok and unspeeded:  # e.g. --measure converge alone: no speed to recommend on, the verdicts are the finding
+        verdicts = ", ".join(f"{r['precision']} {r.get('converge_verdict') or 'not checked'}" for r in unspeeded)
+        return Advice(workload, None, f"no speed measured (run --measure throughput to compare speed); convergence: "
+                      f"{verdicts}", any(r.get("converge_verdict") for r in unspeeded), "speed not measured")
     if not ok:
         failed = "; ".join(f"{r['precision']} {r.get('status')} ({r.get('reason') or 'no reason'})" for r in rows)
         return Advice(workload, None, f"every mode failed: {failed}" if rows else "no results", False, "nothing ran")
