@@ -60,17 +60,14 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
-def test_an_fsdp_fp8_cell_compiles_and_counts_its_weights_all_gathered_in_fp8(tmp_path: Path) -> None:
+def test_an_fsdp_fp8_cell_compiles_and_counts_its_weights_all_gathered_in_fp8() -> None:
     """Compiled, as fp8 cells on CUDA are by default (torchao's precomputed fp8 scales broke this: not used)."""
-    out = tmp_path / "run.json"
-    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp8-tensorwise", "--fp8-filter",
-            "dims", "--strategy", "fsdp", "--nproc-per-node", "2", "--steps", "3", "--warmup", "1", "--measure",
-            "throughput", "--compile", "on", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json", str(out),
-            "--no-report")
-    assert r.returncode == 0, r.stderr
-    row = next(x for x in json.loads(out.read_text())["rows"] if x["strategy"] == "fsdp")
+    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="fp8-tensorwise", fp8_filter="dims",
+                    batch_size=None, device="cpu", steps=3, warmup=1, measures=("throughput",), strategy="fsdp",
+                    nproc=2, compile="on")
+    row = run_distributed(spec, timeout=300)
     assert row["status"] == "ok", row["reason"]
-    assert row["compile"] == "on" and row["torch_compile"]
+    assert row["compile"] == "on" and row["torch_compile"] and row["world_size"] == 2
     assert row["fp8_layers"].startswith("1/3 converted")  # body.4 (16x32); body.0 (32x14) and out (1x16) are not
     numel = sum(p.numel() for p in create_workload("tabular-mlp", "tiny", None, 0).model.parameters())
     fp8 = 16 * 32  # body.4's weight: all-gathered in 1 byte per element, the rest in fp32; gradients in fp32
