@@ -270,9 +270,7 @@ def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
     norm = 0
     if mp.layout.fsdp_norm_units:
         norm = sum(p.numel() for _, m in resolve_keep_fp32(model, mp.keep_fp32, keep_norm=True) for p in m.parameters())
-    fp8 = 0
-    if mp.layout.fp8_all_gather and mp.fp8_layers is not None:
-        fp8 = sum(model.get_submodule(name).weight.numel() for name in mp.fp8_layers.converted)
+    fp8 = sum(model.get_submodule(n).weight.numel() for n in mp.fp8_layers.converted) if mp.fp8_layers else 0
     return bytes_per_step(mp.layout, model, dist.get_world_size(), norm, fp8)
 
 

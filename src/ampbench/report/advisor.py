@@ -187,8 +187,8 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
     a = _advise_precision([r for r in rows if Execution.of(r) == ref])
     if not ref.is_default:
         a = replace(a, evidence=f"(at {ref.label}) {a.evidence}")
-    fp8_at = next((ex for ex in executions[1:] if not any(_is_fp8(r) for r in rows if Execution.of(r) == ref)
-                   and any(_is_fp8(r) for r in rows if Execution.of(r) == ex)), None)
+    fp8_executions = [ex for ex in executions if any(_is_fp8(r) and Execution.of(r) == ex for r in rows)]
+    fp8_at = fp8_executions[0] if fp8_executions and ref not in fp8_executions else None
     if fp8_at is not None:  # fp8 on CUDA compiles by default: its advice at the execution it ran at
         b = _advise_precision([r for r in rows if Execution.of(r) == fp8_at])
         a = replace(a, evidence=f"{a.evidence}; fp8 ran at {fp8_at.label} only: there, {b.recommended or 'no mode'} "
