@@ -179,9 +179,16 @@ def test_healthy_model_has_no_errors_and_a_failing_check_does_not_hide_others(mo
     assert FP16_MIN_SUBNORMAL == 2.0**-24
 
 
-def test_lstm_kernel_fallback_under_cpu_amp_fp16_is_said() -> None:
-    d = diagnose("lstm-lm", "amp-fp16", preset="tiny", checks=("tensorcore",))
-    (f,) = [f for f in d.findings if f.check == "fallback"]
-    assert f.severity == "warning" and "lstm: nn.LSTM runs torch's native fp16 kernel" in f.title
-    assert not [f for f in diagnose("lstm-lm", "amp-bf16", preset="tiny", checks=("tensorcore",)).findings
-                if f.check == "fallback"]
+def test_lstm_kernel_fallback_under_cpu_autocast_is_said() -> None:
+    """diagnose says when a fallback runs, exactly where this CPU needs one (fp16: every CPU; bf16: CPUs whose
+    oneDNN has no bf16 LSTM, e.g. AVX2-only)."""
+    from torch import nn
+
+    from ampbench.precision.fallbacks import autocast_kernel_works
+
+    for precision, half, name in (("amp-fp16", torch.float16, "fp16"), ("amp-bf16", torch.bfloat16, "bf16")):
+        d = diagnose("lstm-lm", precision, preset="tiny", checks=("tensorcore",))
+        said = [f for f in d.findings if f.check == "fallback"]
+        assert bool(said) == (not autocast_kernel_works(nn.LSTM, half))
+        for f in said:
+            assert f.severity == "warning" and f"lstm: nn.LSTM runs torch's native {name} kernel" in f.title

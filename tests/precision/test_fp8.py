@@ -136,13 +136,16 @@ def test_run_records_fp8_layers_and_refuses_misuse(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     rows = {x["precision"]: x for x in json.loads(out.read_text())["rows"]}
     assert rows["amp-bf16"]["fp8_layers"] is None and rows["fp8-tensorwise"]["math_mode"] == "fp8"
-    assert rows["fp8-tensorwise"]["fp8_layers"].startswith("1/3 converted; skipped: enc.layers.0.linear2 (--fp8-skip)")
+    # 4 Linears: attention's out_proj (a Linear subclass F.multi_head_attention_forward uses directly) is counted too
+    assert rows["fp8-tensorwise"]["fp8_layers"].startswith("1/4 converted; skipped: enc.layers.0.self_attn.out_proj "
+                                                           "(MultiheadAttention's output projection")
+    assert "enc.layers.0.linear2 (--fp8-skip)" in rows["fp8-tensorwise"]["fp8_layers"]
     conv = _cli("run", "--model", f"{M}:token_transformer", "--input-shape", "24", "--vocab-size", "300", "--num-classes",
                 "2", "--preset", "tiny", "--precisions", "fp8", "--fp8-filter", "dims", "--measure", "converge", "--seeds",
                 "1", "--converge-steps", "3", "--no-isolate", "--no-report", "--db", str(tmp_path / "r.db"), "--json", str(out))
     assert conv.returncode == 0, conv.stderr
     row = json.loads(out.read_text())["rows"][0]  # converge alone: the row still says which layers trained in fp8
-    assert row["fp8_layers"].startswith("2/3 converted") and "fp8_layers" not in row["converge"], row["fp8_layers"]
+    assert row["fp8_layers"].startswith("2/4 converted") and "fp8_layers" not in row["converge"], row["fp8_layers"]
     bad = _cli("run", "--workloads", "mnist-cnn", "--preset", "tiny", "--precisions", "amp-bf16", "--fp8-skip", "fc",
                "--db", str(tmp_path / "r.db"))
     assert bad.returncode == 2 and "apply to the fp8 modes" in bad.stderr

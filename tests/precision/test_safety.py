@@ -303,7 +303,7 @@ def test_incomplete_state_dict_says_what_is_missing(mutate, match):
         _state().load_state_dict([state])
 
 
-# -- LSTM under amp-fp16 on CPU -----------------------------------------------------------------------
+# -- LSTM under CPU autocast: a fallback exactly where this machine has no kernel ------------------------------
 class UserLSTM(nn.Module):
     def __init__(self, **kw) -> None:
         super().__init__()
@@ -315,20 +315,27 @@ class UserLSTM(nn.Module):
         return self.head(out[:, -1])
 
 
+@pytest.mark.parametrize("precision", ["amp-fp16", "amp-bf16"])
 @pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "proj_size": 8}, {"bidirectional": True}])
-def test_user_lstm_trains_under_amp_fp16_on_cpu(kw):
+def test_user_lstm_trains_under_cpu_autocast_on_any_cpu(kw, precision):
+    """The contract on every CPU: the LSTM runs in the mode's half dtype (oneDNN's kernel where this machine has
+    one, torch's native kernel through the fallback where it has not: AVX2-only CPUs for bf16, every CPU for fp16)."""
+    from ampbench.precision.fallbacks import autocast_kernel_works
+
     torch.manual_seed(0)
     ref = UserLSTM(**kw)
     model = copy.deepcopy(ref)
-    mp = MixedPrecision("amp-fp16")
+    mp = MixedPrecision(precision)
     model, opt = mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
-    assert mp.fallbacks and "lstm" in mp.fallbacks[0]
+    half = mp.recipe.compute_dtype
+    assert bool(mp.fallbacks) == (not autocast_kernel_works(nn.LSTM, half))
+    assert all("lstm" in f for f in mp.fallbacks)
     x, y = torch.randn(4, 7, 12), torch.tensor([0, 1, 2, 0])
     with mp.autocast():
         out = model(x)
         lstm_out = model.lstm(x)[0]
-    assert lstm_out.dtype == torch.float16  # the mode's math, not a silent fp32 run
-    torch.testing.assert_close(out.float(), ref(x), atol=2e-2, rtol=2e-2)
+    assert lstm_out.dtype == half  # the mode's math, not a silent fp32 run
+    torch.testing.assert_close(out.float(), ref(x), atol=5e-2, rtol=5e-2)
     with mp.autocast():
         loss = F.cross_entropy(model(x), y)
     mp.backward(loss)
@@ -336,6 +343,33 @@ def test_user_lstm_trains_under_amp_fp16_on_cpu(kw):
     assert model.lstm.weight_ih_l0.dtype == torch.float32
     out_fp32 = model.lstm(x)[0]  # outside autocast the module is plain nn.LSTM
     assert out_fp32.dtype == torch.float32
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_the_lstm_fallback_follows_the_kernel_probe(monkeypatch, works):
+    """Whatever this CPU has: where the probe finds oneDNN's bf16 LSTM missing the fallback is installed and trains
+    in bf16; where it finds it, nothing is changed."""
+    from ampbench.precision import fallbacks
+
+    monkeypatch.setattr(fallbacks, "autocast_kernel_works", lambda kind, dtype: works)
+    torch.manual_seed(0)
+    model = UserLSTM()
+    mp = MixedPrecision("amp-bf16")
+    model, opt = mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert bool(mp.fallbacks) == (not works)
+    if not works:
+        assert "native bf16 kernel" in mp.fallbacks[0]
+        with mp.autocast():
+            assert model.lstm(torch.randn(2, 3, 12))[0].dtype == torch.bfloat16
+
+
+def test_the_kernel_probe_is_tried_once_per_dtype():
+    from ampbench.precision.fallbacks import autocast_kernel_works
+
+    autocast_kernel_works(nn.LSTM, torch.bfloat16)
+    hits = autocast_kernel_works.cache_info().hits
+    autocast_kernel_works(nn.LSTM, torch.bfloat16)
+    assert autocast_kernel_works.cache_info().hits == hits + 1
 
 
 def test_lstm_initial_state_and_packed_sequences_under_the_fallback():

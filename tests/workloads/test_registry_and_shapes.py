@@ -102,9 +102,20 @@ def test_synthetic_data_is_seeded():
     assert torch.equal(a.inputs[0], b.inputs[0]) and not torch.equal(a.inputs[0], c.inputs[0])
 
 
-def test_lstm_lm_under_amp_fp16_on_cpu_uses_the_engine_fallback():
+@pytest.mark.parametrize("precision", ["amp-fp16", "amp-bf16"])
+def test_lstm_lm_under_cpu_autocast_uses_the_engine_fallback_where_the_kernel_is_missing(precision):
+    import warnings
+
+    from torch import nn
+
+    from ampbench.precision.fallbacks import autocast_kernel_works
+
     wl = create_workload("lstm-lm", "tiny", seed=0)
-    mp = MixedPrecision("amp-fp16")
-    with pytest.warns(UserWarning, match="native fp16 kernel"):
+    mp = MixedPrecision(precision)
+    missing = not autocast_kernel_works(nn.LSTM, mp.recipe.compute_dtype)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         mp.setup(wl.model, wl.make_optimizer(wl.model.parameters()))
-    assert [f.split(":")[0] for f in mp.fallbacks] == ["lstm"]
+    said = [str(w.message) for w in caught if "native" in str(w.message)]
+    assert [f.split(":")[0] for f in mp.fallbacks] == (["lstm"] if missing else [])
+    assert bool(said) == missing

@@ -207,7 +207,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     counts0 = compile_counts()
     out["first_step_ms"] = time_once(step, device)  # compiled: tracing and compiling forward and backward happen here
     counts1 = compile_counts()
-    with mem.saved_activations() as act:
+    with mem.saved_activations(step.eager_model or step.model) as act:
         step()
     out["activation_bytes"] = act[0]
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)

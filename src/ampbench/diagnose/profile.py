@@ -160,7 +160,7 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     census = _KernelCensus()
     with census:
         step()
-    with mem.saved_activations() as act:
+    with mem.saved_activations(step.eager_model or step.model) as act:
         step()
     timing = time_steps(step, steps, device)
     sb = step.state_bytes()  # after real steps: Adam's state exists (None if every step was skipped)

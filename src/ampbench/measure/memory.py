@@ -166,20 +166,53 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_param
     return StateBytes(weights, grads, _bytes(iter(opt_tensors)))
 
 
-@contextmanager
-def saved_activations() -> Iterator[list[int]]:
-    """Bytes autograd saves for backward inside the block (unique storages; parameters excluded).
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
 
-    ``with saved_activations() as out: loss = model(x)`` -> ``out[0]`` bytes. This is the activation
+
+def state_storages(model: nn.Module | None) -> set[int]:
+    """The storages (by address) behind a model's parameters and buffers, wrapper subclasses and DTensor
+    shards looked through: whatever autograd saves from these is the model's state, not an activation."""
+    if model is None:
+        return set()
+    out = set()
+    for t in [*model.parameters(), *model.buffers()]:
+        if t is None or t.device.type == "meta":
+            continue
+        for x in _plain(t):
+            if x.numel():
+                out.add(_storage_key(x))
+    return out
+
+
+def _is_state(t: torch.Tensor, state: set[int]) -> bool:
+    """A parameter, a view of one (``weight.t()``, which F.linear saves), or any tensor on a parameter's or
+    buffer's storage. The type test catches what is a parameter only while it runs (FSDP2's unsharded
+    weights, all-gathered in the forward and registered on the module for it)."""
+    if isinstance(t, nn.Parameter) or isinstance(getattr(t, "_base", None), nn.Parameter):
+        return True
+    return any(x.numel() and _storage_key(x) in state for x in _plain(t))
+
+
+@contextmanager
+def saved_activations(model: nn.Module | None = None) -> Iterator[list[int]]:
+    """Bytes autograd saves for backward inside the block: unique storages, the model's own state excluded.
+
+    ``with saved_activations(model) as out: loss = model(x)`` -> ``out[0]`` bytes. This is the activation
     memory mixed precision halves; weights and optimizer state are what it does not (in amp-*).
-    Under autocast the half copies of weights a GEMM saves count here too: they are memory the
-    step holds until backward.
+
+    What is the model's state is decided by storage identity, not by Python type: ``F.linear`` saves
+    ``weight.t()``, a plain tensor viewing the parameter's storage, which is already counted in
+    ``weights_bytes`` (counting it here too made every Linear's fp32 weights "activations"). Under
+    autocast the half copies of weights a GEMM saves are new storages: memory the step holds until
+    backward that fp32 does not, so they count here.
     """
+    state = state_storages(model)
     seen: dict[int, int] = {}
     result = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        if not isinstance(t, nn.Parameter) and t.device.type != "meta":
+        if t.device.type != "meta" and not _is_state(t, state):
             for x in _plain(t):
                 st = x.untyped_storage()
                 seen.setdefault(st.data_ptr(), st.nbytes())
@@ -191,17 +224,24 @@ def saved_activations() -> Iterator[list[int]]:
 
 
 def model_sizes(model: nn.Module) -> dict[str, int]:
-    """state_dict tensor bytes with floating tensors in fp32 and in 16-bit (the model file's size, headers aside)."""
+    """The model file's tensor bytes with floating tensors in fp32 and in 16-bit, counted as ``torch.save``
+    writes them: each storage once (tied weights -- an embedding shared with the LM head -- are one
+    tensor in the file, however many state_dict entries name it), headers aside."""
     fp32 = half = 0
-    for t in model.state_dict().values():
-        if not isinstance(t, torch.Tensor):
+    seen: set[int] = set()
+    for t in model.state_dict(keep_vars=True).values():
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             continue
-        if t.is_floating_point():
-            fp32 += t.numel() * 4
-            half += t.numel() * 2
-        else:
-            fp32 += t.numel() * t.element_size()
-            half += t.numel() * t.element_size()
+        for x in _plain(t):
+            st = x.untyped_storage()
+            key = st.data_ptr() if st.nbytes() else id(x)
+            if key in seen:
+                continue
+            seen.add(key)
+            elements = st.nbytes() // x.element_size()
+            size = x.element_size()
+            fp32 += elements * (4 if x.is_floating_point() else size)
+            half += elements * (2 if x.is_floating_point() else size)
     return {"model_bytes_fp32": fp32, "model_bytes_half": half}
 
 

@@ -21,12 +21,11 @@ class _Autocast(Precision):
             yield
 
     def kernel_fallbacks(self, models: Sequence[nn.Module], device: torch.device) -> list[str]:
-        if device.type != "cpu" or self.compute_dtype != torch.float16:
+        if device.type != "cpu":
             return []
-        from ampbench.precision.fallbacks import install_cpu_fp16_lstm
+        from ampbench.precision.fallbacks import cpu_autocast_fallbacks
 
-        return [f"{name}: nn.LSTM runs torch's native fp16 kernel (oneDNN has no fp16 LSTM under CPU autocast)"
-                for name in install_cpu_fp16_lstm(list(models))]
+        return cpu_autocast_fallbacks(list(models), self.compute_dtype)
 
 
 @register

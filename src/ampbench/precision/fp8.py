@@ -126,8 +126,20 @@ class Fp8Layers:
         return text
 
 
+def _attention_projections(model: nn.Module) -> dict[str, str]:
+    """Linear layers owned by an nn.MultiheadAttention (its ``out_proj``), by name -> the attention's class."""
+    out = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.MultiheadAttention):
+            for child, sub in mod.named_children():
+                if isinstance(sub, nn.Linear):
+                    out[f"{name}.{child}" if name else child] = type(mod).__name__
+    return out
+
+
 def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter: str = "auto") -> Fp8Layers:
-    """Decide, per ``nn.Linear`` of ``model``, whether it becomes a Float8Linear."""
+    """Decide, per ``nn.Linear`` of ``model`` (subclasses included: every one is converted or skipped with a
+    reason), whether it becomes a Float8Linear."""
     check_filter(filter)
     names = {n for n, _ in model.named_modules()}
     unknown = [s for s in skip if not any(s in n for n in names)]
@@ -135,11 +147,17 @@ def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter:
         examples = ", ".join(sorted(names - {""})[:5])
         raise AmpbenchError(f"--fp8-skip {', '.join(unknown)}: matches no layer name (e.g. {examples})")
     plan = Fp8Layers()
+    attention = _attention_projections(model)
     for name, mod in model.named_modules():
-        if type(mod) is not nn.Linear:  # subclasses (and torchao's own) keep their behaviour
+        if not isinstance(mod, nn.Linear):
             continue
         n, k = mod.weight.shape
-        if name == "":
+        if name in attention:
+            plan.skipped[name] = (f"{attention[name]}'s output projection: its weight is used by "
+                                  "F.multi_head_attention_forward directly, never through the layer's forward")
+        elif type(mod) is not nn.Linear:  # subclasses (and torchao's own) keep their behaviour
+            plan.skipped[name] = f"a subclass of nn.Linear ({type(mod).__name__}) with behaviour of its own"
+        elif name == "":
             plan.skipped["(the model)"] = "the model itself is one nn.Linear: wrap it in a module to convert it"
         elif any(s in name for s in skip):
             plan.skipped[name] = "--fp8-skip"
