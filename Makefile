@@ -24,8 +24,12 @@ lint: $(STAMP)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check src tests benchmarks; \
 	else echo "ruff not installed here: lint skipped"; fi
 
+# The CPU-kernel-sensitive tests (every workload x mode forward/backward, the engine contract, kernel fallbacks,
+# the oracle tests) run twice: natively, then as an AVX2-only CPU runs them (oneDNN and ATen capped at AVX2: no
+# AVX-512, bf16/fp16 emulated, no oneDNN bf16 LSTM), so a fresh clone passes on every CPU we have seen.
 test: $(STAMP) lint
 	$(PY) -m pytest -q
+	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m isa
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache src/*.egg-info

@@ -950,7 +950,8 @@ def hw_cmd(
     else:
         hw = p["cpu_half_hardware"]
         table.add_row("CPU", escape(env["cpu"]))
-        table.add_row("half-precision hardware", ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in hw.items()))
+        capped = f" (oneDNN capped at {env['cpu_isa_limit']} by ONEDNN_MAX_CPU_ISA)" if env.get("cpu_isa_limit") else ""
+        table.add_row("half-precision hardware", ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in hw.items()) + capped)
         table.add_row("versions", f"torch {env['torch']}, python {env['python']}, {env['torch_threads']} threads")
         peaks = p.get("peaks")
         table.add_row("theoretical peaks (TFLOP/s)",

@@ -179,6 +179,7 @@ def test_healthy_model_has_no_errors_and_a_failing_check_does_not_hide_others(mo
     assert FP16_MIN_SUBNORMAL == 2.0**-24
 
 
+@pytest.mark.isa
 def test_lstm_kernel_fallback_under_cpu_autocast_is_said() -> None:
     """diagnose says when a fallback runs, exactly where this CPU needs one (fp16: every CPU; bf16: CPUs whose
     oneDNN has no bf16 LSTM, e.g. AVX2-only)."""

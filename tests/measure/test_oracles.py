@@ -16,6 +16,7 @@ from ampbench.precision.fp8 import torchao_problem
 from tests import oracles, zoo
 
 CPU = torch.device("cpu")
+pytestmark = pytest.mark.isa  # run again under ONEDNN_MAX_CPU_ISA=AVX2 by make test
 
 
 def measured(kind: str, precision: str, wl=None):  # type: ignore[no-untyped-def]
@@ -132,3 +133,18 @@ def test_the_zoo_builds_what_it_says() -> None:
     assert sum(type(m) is nn.Linear for m in enc.modules()) == 5
     lm = zoo.build("tied-lm").model
     assert lm.lm_head.weight is lm.tok.weight
+
+
+def test_rows_say_which_kernels_the_cpu_ran() -> None:
+    """Every CPU row's env records oneDNN's ISA cap and ATen's kernel level: a figure measured under
+    ONEDNN_MAX_CPU_ISA=AVX2 is labelled as such (make test runs this file under that cap too)."""
+    import os
+
+    from ampbench.measure.env import environment
+
+    env = environment(CPU)
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or "").upper()
+    assert env["cpu_isa_limit"] == (cap if cap not in ("", "ALL", "DEFAULT") else None)
+    assert env["aten_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    if cap == "AVX2":
+        assert not any(env["cpu_half_hardware"].values())

@@ -9,6 +9,8 @@ from ampbench.precision import get, list_precisions, supported
 
 from ..conftest import batches, make_run
 
+pytestmark = pytest.mark.isa  # run again under ONEDNN_MAX_CPU_ISA=AVX2 by make test
+
 CPU_MODES = [n for n in list_precisions() if supported(n, "cpu").ok]
 
 

@@ -315,6 +315,7 @@ class UserLSTM(nn.Module):
         return self.head(out[:, -1])
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("precision", ["amp-fp16", "amp-bf16"])
 @pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "proj_size": 8}, {"bidirectional": True}])
 def test_user_lstm_trains_under_cpu_autocast_on_any_cpu(kw, precision):
@@ -372,6 +373,7 @@ def test_the_kernel_probe_is_tried_once_per_dtype():
     assert autocast_kernel_works.cache_info().hits == hits + 1
 
 
+@pytest.mark.isa
 def test_lstm_initial_state_and_packed_sequences_under_the_fallback():
     torch.manual_seed(0)
     lstm = nn.LSTM(6, 5, batch_first=True)

@@ -67,3 +67,24 @@ def test_fp32_refused_when_tf32_forced_by_env(monkeypatch):
     s = supported("fp32", "cuda")
     assert not s.ok and "NVIDIA_TF32_OVERRIDE" in s.reason
     assert supported("tf32", "cuda").ok
+
+
+@pytest.mark.parametrize(("cap", "bf16", "amx"), [(None, True, True), ("AVX2", False, False), ("avx512_core", False, False),
+                                                  ("AVX512_CORE_BF16", True, False), ("AVX10_1_512_AMX", True, True),
+                                                  ("ALL", True, True), ("NOT_AN_ISA", True, True)])
+def test_the_half_hardware_probe_honours_onednn_isa_cap(monkeypatch, cap, bf16, amx):
+    """ONEDNN_MAX_CPU_ISA=AVX2 makes an AMX Xeon compute bf16 as an AVX2 CPU does: the probe (and every claim built
+    on it: support notes, peaks, the advisor's expectations) says so."""
+    from ampbench.measure import cpu as cpu_mod
+
+    monkeypatch.setattr(support_mod, "cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16"}))
+    monkeypatch.setattr(cpu_mod, "cpu_flags", support_mod.cpu_flags)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    if cap is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    hw = support_mod.cpu_half_hardware()
+    assert hw["avx512_bf16"] is bf16 and hw["amx_bf16"] is amx and hw["avx512_fp16"] is False
+    assert ("slower than fp32" in supported("amp-bf16", "cpu").note) is not (bf16 or amx)
+    assert cpu_mod.fp32_flops_per_cycle()[1].startswith("AVX2") is (cap == "AVX2")  # no AVX-512 FMA under the cap

@@ -22,6 +22,7 @@ def _first_tensor(out):
     return out[0] if isinstance(out, tuple) else out
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("precision", CPU_MODES)
 @pytest.mark.parametrize("name", EXPECTED)
 def test_tiny_forward_backward_in_every_mode(name, precision):
@@ -102,6 +103,7 @@ def test_synthetic_data_is_seeded():
     assert torch.equal(a.inputs[0], b.inputs[0]) and not torch.equal(a.inputs[0], c.inputs[0])
 
 
+@pytest.mark.isa
 @pytest.mark.parametrize("precision", ["amp-fp16", "amp-bf16"])
 def test_lstm_lm_under_cpu_autocast_uses_the_engine_fallback_where_the_kernel_is_missing(precision):
     import warnings

@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 import torch
 
-from ampbench.precision.support import _cpuinfo, cpu_flags, cpu_half_hardware, cpu_name
+from ampbench.precision.support import _cpuinfo, cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable
 
 AMX_FLOPS_PER_CYCLE = 1024.0
 
@@ -91,7 +91,7 @@ def fp32_flops_per_cycle() -> tuple[float | None, str]:
     """fp32 FLOPs per cycle per core and the microarchitecture assumption behind it."""
     info, flags = _cpuinfo(), cpu_flags()
     vendor, family = info.get("vendor_id", ""), _int(info.get("cpu family"))
-    if "avx512f" in flags:
+    if usable("avx512f"):
         if vendor == "AuthenticAMD" and family == 25:
             return 32.0, "AMD Zen 4: AVX-512 on two 256-bit FMA pipes"
         if vendor == "AuthenticAMD":
@@ -104,14 +104,14 @@ def fp32_flops_per_cycle() -> tuple[float | None, str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _cpu_peak(threads: int) -> CpuPeak | None:
+def _cpu_peak(threads: int, limit: str | None) -> CpuPeak | None:
     fp32, arch = fp32_flops_per_cycle()
     ghz, clock_src = clock_ghz()
     if fp32 is None or ghz is None:
         return None
     hw = cpu_half_hardware()
     per: dict[str, float] = {"fp32": fp32}
-    units = {"fp32": "AVX-512 FMA" if fp32 == 64 or "avx512f" in cpu_flags() else "AVX2 FMA"}
+    units = {"fp32": "AVX-512 FMA" if usable("avx512f") else "AVX2 FMA"}
     for mode, amx, vec, vec_name in (("bf16", "amx_bf16", "avx512_bf16", "AVX512-BF16"),
                                      ("fp16", "amx_fp16", "avx512_fp16", "AVX512-FP16")):
         if hw[amx]:
@@ -128,7 +128,7 @@ def _cpu_peak(threads: int) -> CpuPeak | None:
 
 def cpu_peak() -> CpuPeak | None:
     """The theoretical peak of this CPU for the threads torch uses now (None when it cannot be estimated)."""
-    return _cpu_peak(torch.get_num_threads())
+    return _cpu_peak(torch.get_num_threads(), isa_limit())
 
 
 def half_hardware_summary(hw: dict[str, bool] | None = None) -> str:
@@ -158,4 +158,5 @@ def cpu_facts() -> dict[str, Any]:
     """What every CPU row's env records about the hardware (the same probe as ``ampbench hw``)."""
     peak = cpu_peak()
     return {"cpu": cpu_name(), "cpu_half_hardware": cpu_half_hardware(),
-            "cpu_peak": peak.to_dict() if peak is not None else None}
+            "cpu_peak": peak.to_dict() if peak is not None else None, "cpu_isa_limit": isa_limit(),
+            "aten_cpu_capability": torch.backends.cpu.get_cpu_capability()}
