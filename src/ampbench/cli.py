@@ -884,8 +884,7 @@ def compare_cmd(
     if not tables:
         raise AmpbenchError(f"no ok results to compare in {store.path} (import other machines' exports first)")
     for t in tables:
-        table = Table(title=f"{escape(t.workload)} ({t.preset}): samples/s relative to {escape(t.reference)}",
-                      title_justify="left")
+        table = Table(title=f"{escape(t.title)}: samples/s relative to {escape(t.reference)}", title_justify="left")
         table.add_column("device", style="bold")
         for p in t.precisions:
             table.add_column(p, justify="right")

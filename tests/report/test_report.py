@@ -12,10 +12,10 @@ import pytest
 
 from ampbench.report import build_report, write_report
 from ampbench.report.compare import compare_table
-from ampbench.store import Store
+from ampbench.store import Store, derive
 
 from .chromium import Chromium, find_chromium
-from .conftest import EVIL
+from .conftest import EVIL, _row
 
 CHROMIUM = find_chromium()
 
@@ -105,6 +105,30 @@ def test_compare_normalises_to_the_slowest_device(report_store: Store) -> None:
     assert t.cells[("NVIDIA A100-SXM4-80GB", "amp-fp16")].relative == pytest.approx(2900 / 1100)
     (t,) = compare_table(report_store.rows(), reference="NVIDIA A100-SXM4-80GB", workloads=["resnext"])
     assert t.cells[("Tesla V100-SXM2-16GB", "fp32")].relative == pytest.approx(0.4)
+
+
+def test_compare_sets_a_figure_only_beside_the_same_cell(tmp_path: Path) -> None:
+    """An fsdp x2 cell, a compiled cell and another batch size of the same workload and precision are other tables,
+    never in the place of the one-process eager cell (seen: a device's fp32 shown as its fsdp x2 cell's 1,462
+    samples/s while its one-process cell measured 67). Each table says which execution its figures are."""
+    a, b = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
+    rows = [_row("r1", "bert", "fp32", 67.0, device_name=a, created_at="2026-11-21T00:00:01+00:00"),
+            _row("r1", "bert", "fp32", 1462.0, device_name=a, strategy="fsdp", world_size=2,
+                 created_at="2026-11-21T00:00:02+00:00"),
+            _row("r1", "bert", "fp32", 90.0, device_name=a, compile="on", created_at="2026-11-21T00:00:03+00:00"),
+            _row("r1", "bert", "fp32", 150.0, device_name=a, batch_size=128, created_at="2026-11-21T00:00:04+00:00"),
+            _row("r2", "bert", "fp32", 134.0, device_name=b),
+            _row("r2", "bert", "fp32", 2900.0, device_name=b, strategy="fsdp", world_size=2)]
+    tables = {t.setting.describe(): t for t in compare_table(rows)}
+    assert sorted(tables) == ["batch 128, eager", "batch 64, compile", "batch 64, eager", "batch 64, eager, fsdp x2"]
+    eager = tables["batch 64, eager"]
+    assert eager.cells[(a, "fp32")].samples_per_s == 67.0 and eager.cells[(b, "fp32")].relative == pytest.approx(2.0)
+    fsdp = tables["batch 64, eager, fsdp x2"]
+    assert fsdp.cells[(a, "fp32")].samples_per_s == 1462.0 and fsdp.title == "bert (small), batch 64, eager, fsdp x2"
+    assert list(tables["batch 64, compile"].devices) == [a]
+    # the derived ratios and the advisor group by the same identity: fsdp fp32 is its own baseline
+    derived = {(r["samples_per_s"]): r for r in derive(rows)}
+    assert derived[1462.0]["speedup_vs_fp32"] == 1.0 and derived[90.0]["speedup_vs_fp32_eager"] == pytest.approx(90 / 67)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

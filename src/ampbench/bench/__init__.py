@@ -1,7 +1,21 @@
-"""Benchmark harness: plan cells, run each (in a child process when isolated), store every row at once."""
+"""Benchmark harness: plan cells, run each (in a child process when isolated), store every row at once.
 
-from ampbench.bench.cell import run_cell
-from ampbench.bench.plan import DEFAULT_MEASURES, MEASURES, CellSpec, RunConfig
-from ampbench.bench.runner import CellEvent, run
+Names are imported on first use (PEP 562): readers low in the stack (the store's derived ratios, reports) import
+:mod:`ampbench.bench.cells` -- the cell identity -- without pulling in the runner, which imports them.
+"""
 
-__all__ = ["DEFAULT_MEASURES", "MEASURES", "CellEvent", "CellSpec", "RunConfig", "run", "run_cell"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {"run_cell": "cell", "DEFAULT_MEASURES": "plan", "MEASURES": "plan", "CellSpec": "plan", "RunConfig": "plan",
+            "CellEvent": "runner", "run": "runner", "CellId": "cells"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"ampbench.bench.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'ampbench.bench' has no attribute {name!r}")

@@ -70,12 +70,9 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
 def base_row(spec: CellSpec) -> dict[str, Any]:
     """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
     row = empty_row()
-    row.update(workload=spec.label, preset=spec.preset, precision=spec.precision, batch_size=spec.batch_size,
-               measures=list(spec.measures), device=spec.device, steps=spec.steps, warmup=spec.warmup,
-               status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
-               closing_baseline=spec.closing, **spec.execution.to_row(), strategy=spec.strategy,
-               world_size=spec.world_size, grad_reduce_dtype=spec.grad_reduce_dtype,
-               compiled_by_default=spec.compiled_by_default or None)
+    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.steps,
+               warmup=spec.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
+               closing_baseline=spec.closing)
     return row
 
 

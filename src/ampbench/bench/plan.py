@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from ampbench.bench.cells import CellId
 from ampbench.errors import AmpbenchError
 from ampbench.execution import AXES, Execution
 from ampbench.precision import resolve, supported
@@ -170,6 +171,12 @@ class CellSpec(Settings):
     @property
     def label(self) -> str:
         return self.workload if self.workload is not None else f"user:{self.model}"
+
+    def cell_id(self) -> CellId:
+        """What this cell measures, apart from where and when (the identity its row carries; batch size None:
+        the workload's, which the row fills in once known)."""
+        return CellId(self.label, self.preset, self.precision, self.batch_size, self.execution, self.strategy,
+                      self.world_size, self.grad_reduce_dtype if self.strategy else None, self.compiled_by_default)
 
     def key(self) -> str:
         return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]

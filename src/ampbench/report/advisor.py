@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any
 
+from ampbench.bench.cells import CellId, measured_on
 from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.report.combine import best_combination
@@ -76,9 +77,11 @@ class Advice:
 
 
 def workload_groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Rows split into what one piece of advice is about: same workload, preset, batch size and device."""
+    """Rows split into what one piece of advice is about: one run on one device, one workload, preset and batch
+    size (the cell identity but the precision, execution and distribution, which :func:`advise` compares)."""
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        return r.get("workload") or "", r.get("preset") or "", r.get("batch_size") or 0, r.get("device_name") or ""
+        cell, (run, device) = CellId.of(r), measured_on(r)
+        return cell.workload, cell.preset, cell.batch_size or 0, device or "", run or ""
 
     return [list(g) for _, g in groupby(sorted(rows, key=key), key=key)]
 

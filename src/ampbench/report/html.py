@@ -251,7 +251,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
 def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> str:
     out = []
     for t in compare_table(rows, reference=reference):
-        out.append(f"<h3>{e(t.workload)} ({e(t.preset)}): throughput relative to {e(t.reference)}</h3>")
+        out.append(f"<h3>{e(t.title)}: throughput relative to {e(t.reference)}</h3>")
         body = []
         for gpu in t.devices:
             cells = []

@@ -1,9 +1,10 @@
 """Keys that compare a row with its fp32 baseline, computed whenever rows are read.
 
-The baseline of a row is the ``ok`` fp32 row of the same run, workload, preset, batch size, device
-and execution (compile, memory format, CUDA graphs): ``*_vs_fp32`` is the precision's own gain.
-``speedup_vs_fp32_eager`` divides by the fp32 *eager* row (every execution axis at its default)
-instead: the gain of every change the row makes, against one baseline. Deriving at read time (not
+The baseline of a row is the ``ok`` fp32 row of the same run and device whose cell identity
+(:class:`ampbench.bench.cells.CellId`: workload, preset, batch size, execution, distribution) is the row's
+with the precision fp32: ``*_vs_fp32`` is the precision's own gain. ``speedup_vs_fp32_eager`` divides by
+the fp32 *eager* row (every execution axis at its default) instead: the gain of every change the row
+makes, against one baseline. Deriving at read time (not
 storing) keeps imported rows and resumed runs consistent.
 Repeats of a cell (``--repeats``) are stored as rows of their own, so that a killed run keeps
 every finished one; reading folds them into their cell's row first (:func:`merge_repeats`).
@@ -16,7 +17,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from ampbench.execution.options import Execution
+from ampbench.bench.cells import CellId, measured_on
 
 BASELINE = "fp32"
 CONVERGE_REL_FLOOR = 0.02
@@ -108,17 +109,9 @@ def compared_memory(row: dict[str, Any]) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def _group(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (*_workload_group(row), Execution.of(row), *_distribution(row))
-
-
-def _distribution(row: dict[str, Any]) -> tuple[Any, ...]:
-    """(strategy, world size, reduce dtype): a distributed row compares with fp32 under the same strategy."""
-    return row.get("strategy"), row.get("world_size") or 1, row.get("grad_reduce_dtype")
-
-
-def _workload_group(row: dict[str, Any]) -> tuple[Any, ...]:
-    return row.get("run_id"), row.get("workload"), row.get("preset"), row.get("batch_size"), row.get("device_name")
+def _where(row: dict[str, Any], cell: CellId) -> tuple[Any, ...]:
+    """A stored measurement's place: (run, device) and the cell."""
+    return (*measured_on(row), cell)
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -200,14 +193,15 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
     """One row per cell (repeats merged), each with the *_vs_fp32 keys, mfu_vs_measured and the
     convergence verdict."""
     rows = merge_repeats(rows)
-    bases: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        if r.get("precision") == BASELINE and r.get("status") == "ok":
-            bases.setdefault(_group(r), r)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    bases: dict[tuple[Any, ...], dict[str, Any]] = {}  # the ok fp32 row of each (run, device, cell)
+    for r in ok:
+        if r.get("precision") == BASELINE:
+            bases.setdefault(_where(r, CellId.of(r)), r)
     singles: dict[tuple[Any, ...], dict[str, Any]] = {}  # the world-size-1 cell of each precision and execution
-    for r in rows:
-        if not r.get("strategy") and r.get("status") == "ok" and isinstance(r.get("samples_per_s"), (int, float)):
-            singles.setdefault((*_workload_group(r), Execution.of(r), r.get("precision")), r)
+    for r in ok:
+        if not r.get("strategy") and isinstance(r.get("samples_per_s"), (int, float)):
+            singles.setdefault(_where(r, CellId.of(r)), r)
     hw = hw or []
 
     def mfu_vs_measured(row: dict[str, Any]) -> float | None:
@@ -216,11 +210,12 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
     out = []
     for r in rows:
         d = dict(r)
-        base = bases.get(_group(r))
+        cell = CellId.of(r)
+        base = bases.get(_where(r, cell.baseline))
         ok = r.get("status") == "ok" and base is not None
         d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
-        eager = bases.get((*_workload_group(r), Execution(), *_distribution(r)))
-        single = singles.get((*_workload_group(r), Execution.of(r), r.get("precision")))
+        eager = bases.get(_where(r, cell.eager_baseline))
+        single = singles.get(_where(r, cell.single_process))
         # CUDA only: each rank has a device of its own there; CPU ranks share the machine's cores (world size 2 on
         # 2 cores adds no compute: the one-process cell already used both), so the ratio would not be an efficiency
         gpu = str(r.get("device") or "").startswith("cuda")
