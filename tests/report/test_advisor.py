@@ -174,7 +174,8 @@ def test_a_disturbed_baseline_cannot_make_every_mode_look_faster() -> None:
     rows[1]["closing_baseline"] = True
     a = advise(derive(rows))
     assert a.recommended == "amp-bf16" and a.evidence == (
-        "amp-bf16: 1.10x the speed of fp32 (within noise: ±48%), 50% less memory")
+        "amp-bf16: 1.10x the speed of fp32 (not claimed: fp32's own measurements disagree by 48%: the baseline was "
+        "disturbed), 50% less memory")
 
 
 def test_pure_half_without_convergence_data_comes_with_a_caution() -> None:
@@ -250,3 +251,49 @@ def test_a_converge_only_run_gives_its_verdicts_not_every_mode_failed() -> None:
     assert a.recommended is None and a.label == "speed not measured" and a.convergence_checked
     assert a.evidence == ("no speed measured (run --measure throughput to compare speed); convergence: fp32 baseline, "
                           "amp-bf16 parity, pure-fp16 worse")
+
+
+AVX2 = {"cpu_half_hardware": {"avx512_bf16": False, "amx_bf16": False, "avx512_fp16": False, "amx_fp16": False}}
+AMX = {"cpu_half_hardware": {"avx512_bf16": True, "amx_bf16": True, "avx512_fp16": False, "amx_fp16": False}}
+
+
+def _cpu(precision: str, sps: float, env: dict[str, object], math: str, **kw: object) -> dict[str, object]:
+    return _row(precision, sps, device="cpu", env=env, math_mode=math, samples_per_s_noise=0.02, **kw)
+
+
+def test_a_speedup_the_probe_says_cannot_be_is_not_claimed() -> None:
+    """AVX2-only EPYC under load (seen): master-bf16 "23x faster" and amp-bf16 "2.21x (repeats 1.41-2.21x)" while
+    bf16 is emulated there (hand loops interleaved: 0.3x). Such a gain is not claimed: the row says it is doubtful
+    and why, the advice keeps fp32 and says how to re-run."""
+    rows = derive([_cpu("fp32", 100.0, AVX2, "fp32", samples_per_s_repeats=[100.0, 104.0, 98.0]),
+                   _cpu("amp-bf16", 221.0, AVX2, "bf16", samples_per_s_repeats=[141.0, 221.0, 190.0]),
+                   _cpu("master-bf16", 2300.0, AVX2, "bf16", samples_per_s_repeats=[2300.0, 900.0, 1500.0])])
+    by = {r["precision"]: r for r in rows}
+    assert "contradicts the probe" in by["amp-bf16"]["speedup_vs_fp32_doubt"]
+    assert "bf16 math is emulated on this CPU" in by["master-bf16"]["speedup_vs_fp32_doubt"]
+    a = advise(rows)
+    assert a.recommended == "fp32" and a.label == "noisy"
+    assert "not claimed" in a.evidence and "idle machine" in a.evidence and "23x" in a.evidence
+    from ampbench.report.console import speedup_text
+
+    assert speedup_text(by["amp-bf16"]) == ("2.21x (1.41-2.12) (doubtful)", "same")
+
+
+def test_the_same_gain_on_bf16_hardware_is_claimed() -> None:
+    rows = derive([_cpu("fp32", 100.0, AMX, "fp32", samples_per_s_repeats=[100.0, 104.0, 98.0]),
+                   _cpu("amp-bf16", 221.0, AMX, "bf16", samples_per_s_repeats=[221.0, 230.0, 210.0])])
+    assert rows[1]["speedup_vs_fp32_doubt"] is None
+    a = advise(rows)
+    assert a.recommended == "amp-bf16" and a.evidence.startswith("amp-bf16: 2.21x faster than fp32")
+
+
+def test_a_gain_over_fp32_measurements_that_disagree_is_not_claimed() -> None:
+    """fp32 timed twice around the other modes, 40% apart: its baseline was disturbed, so a 1.6x gain against it
+    (beyond its noise estimate, which drift only widens in quadrature) is not claimed on a GPU either."""
+    rows = derive([_row("fp32", 100.0, baseline_drift=0.4, samples_per_s_noise=0.01),
+                   _row("amp-bf16", 160.0, samples_per_s_noise=0.01, math_mode="bf16")])
+    assert "disagree by 40%" in rows[1]["speedup_vs_fp32_doubt"]
+    assert advise(rows).recommended == "fp32"
+    steady = derive([_row("fp32", 100.0, baseline_drift=0.05, samples_per_s_noise=0.01),
+                     _row("amp-bf16", 160.0, samples_per_s_noise=0.01, math_mode="bf16")])
+    assert steady[1]["speedup_vs_fp32_doubt"] is None and advise(steady).recommended == "amp-bf16"

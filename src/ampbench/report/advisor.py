@@ -62,7 +62,8 @@ class Advice:
     """One sentence: why this mode (or why none helps)."""
     convergence_checked: bool
     label: str
-    """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise",
+    """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise", "noisy" (a gain
+    the probe says cannot be, or against fp32 measurements that disagree),
     "nothing converged", "nothing ran", "speed not measured" (converge-only runs: the verdicts are the finding)."""
     combination: str | None = None
     """With several executions (--compile, --memory-format, --cuda-graphs): the fastest converging
@@ -105,7 +106,12 @@ def _speed(r: dict[str, Any]) -> float:
 
 def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
     """For mode row ``r`` whose speed is ``gain`` x fp32's: (measurably faster, measurably slower, how
-    the noise was judged). Measurably = every repeat agrees, or beyond NOISE_SIGMAS x the noise."""
+    the noise was judged). Measurably = every repeat agrees, or beyond NOISE_SIGMAS x the noise; never
+    faster when the gain contradicts the device's probe or rests on fp32 measurements that disagree
+    (``speedup_vs_fp32_doubt``)."""
+    doubt = r.get("speedup_vs_fp32_doubt")
+    if doubt:
+        return False, False, str(doubt)
     rng = r.get("speedup_vs_fp32_range")
     if rng:
         return rng[0] > 1.0, rng[1] < 1.0, f"repeats ranged {rng[0]:.2f}-{rng[1]:.2f}x"
@@ -134,8 +140,10 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool) -> 
             if isinstance(exp, (int, float)):
                 parts.append(f"faster matmuls alone would give ~{_fmt_ratio(exp)} (ampbench hw's GEMM speedup over "
                              "this model's matmul share)")
-        else:  # not measurably faster: say the ratio, and that it is inside the noise when it is above 1
-            parts.append(f"{_fmt_ratio(sp)} the speed of fp32" + (f" (within noise: {how})" if sp >= 1 else ""))
+        else:  # not measurably faster: say the ratio, and that it is inside the noise (or doubtful) when above 1
+            doubt = r.get("speedup_vs_fp32_doubt")
+            parts.append(f"{_fmt_ratio(sp)} the speed of fp32" + (f" (not claimed: {doubt})" if doubt else
+                                                                   f" (within noise: {how})" if sp >= 1 else ""))
     saving = r.get("memory_saving_vs_fp32")
     if isinstance(saving, (int, float)) and r["precision"] != "fp32" and abs(saving) >= 0.01:
         parts.append(f"{saving:.0%} less memory" if saving > 0 else f"{-saving:.0%} more memory")
@@ -245,10 +253,13 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
             best = _pick(lean, by_speed=False)
         else:
             noisy = [r for r in others if gain(r) >= MIN_GAIN]
-            if noisy:  # a gain the measurement cannot tell from noise
+            if noisy:  # a gain the measurement cannot tell from noise (or that the probe says cannot be)
                 top = max(noisy, key=_speed)
                 how = versus_fp32(top, gain(top))[2]
                 more = "more --repeats" if top.get("speedup_vs_fp32_range") else "--repeats 3"
+                if top.get("speedup_vs_fp32_doubt"):
+                    return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain(top))} "
+                                  f"faster, not claimed: {how}; rerun with {more} on an idle machine", checked, "noisy")
                 return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")

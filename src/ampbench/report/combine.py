@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.execution.options import Execution
-from ampbench.store.derive import speedup_noise, speedup_range
+from ampbench.store.derive import speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
 MIN_GAIN = 1.05
@@ -60,6 +60,9 @@ def _x(v: float) -> str:
 def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, str]:
     """Whether ``row`` is faster than ``base`` beyond the noise, and how that was judged."""
     gain = _speed(row) / _speed(base)
+    doubt = speed_doubt(row, base)
+    if doubt:
+        return False, doubt
     rng = speedup_range(row, base)
     if rng:
         return rng[0] > 1.0 and gain >= MIN_GAIN, f"repeats {rng[0]:.2f}-{rng[1]:.2f}x"

@@ -45,6 +45,8 @@ def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
         drift = row.get("baseline_drift")
         return text + (f" (moved {drift:.0%})" if isinstance(drift, (int, float)) and drift >= 0.005 else ""), "same"
     faster, slower, _ = versus_fp32(row, v)
+    if row.get("speedup_vs_fp32_doubt"):
+        text += " (doubtful)"  # the note column says why
     return text, "faster" if faster and v >= 1.05 else "slower" if slower and v <= 0.95 else "same"
 
 
@@ -137,7 +139,8 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
                 inf = r.get("inference") or {}
                 sizes = sorted(inf, key=int)
                 cells.append(" / ".join(_num(inf[s].get("p50_ms"), ",.2f") for s in sizes) or "-")
-            cells.append(Text(r.get("reason") or compile_note(r), style="dim"))
+            cells.append(Text(r.get("reason") or "; ".join(n for n in (r.get("speedup_vs_fp32_doubt"), compile_note(r)) if n),
+                              style="dim"))
             table.add_row(*cells)
         tables.append(table)
     return tables

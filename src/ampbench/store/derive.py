@@ -94,6 +94,60 @@ def speedup_noise(row: dict[str, Any], base: dict[str, Any]) -> float | None:
     return math.hypot(*terms) if terms else None
 
 
+EMULATED_MAX_SPEEDUP = 1.25
+"""A mode whose math its device's probe says is emulated (a CPU without that dtype's instructions converts to fp32
+and back) cannot run this much faster than fp32: beyond it a measured gain is a disturbed measurement, not a
+speedup. Seen on an AVX2-only EPYC under load: "master-bf16 23x faster than fp32" and "amp-bf16 2.21x (repeats
+1.41-2.21x)" where hand loops measured interleaved gave amp-bf16/fp32 = 0.29-0.31."""
+BASELINE_DISAGREEMENT = 0.25
+"""fp32's own measurements of one cell (its closing baseline, its repeats) further apart than this: the baseline
+every speedup divides by was disturbed, so no gain is claimed against it."""
+
+
+def emulated_math(row: dict[str, Any]) -> str | None:
+    """Why a row's math is emulated on its device, from the probe its env recorded (None: native, or not known)."""
+    if not str(row.get("device") or "").startswith("cpu"):
+        return None
+    mode = row.get("math_mode")
+    if mode == "fp8":
+        return "fp8 math is emulated on a CPU"
+    hw = (row.get("env") or {}).get("cpu_half_hardware")
+    if mode not in ("bf16", "fp16") or not isinstance(hw, dict) or hw.get(f"avx512_{mode}") or hw.get(f"amx_{mode}"):
+        return None
+    return (f"{mode} math is emulated on this CPU (no AVX512-{mode.upper()} or AMX-{mode.upper()}: converted to fp32, "
+            "slower than fp32)")
+
+
+def baseline_disagreement(base: dict[str, Any]) -> float | None:
+    """How far apart fp32's own measurements of the cell are: its closing baseline's drift, or the spread of its
+    repeats (highest / lowest - 1). None with one measurement."""
+    terms = []
+    drift = base.get("baseline_drift")
+    if isinstance(drift, (int, float)) and math.isfinite(drift):
+        terms.append(float(drift))
+    reps = [v for v in base.get("samples_per_s_repeats") or [] if isinstance(v, (int, float)) and v > 0]
+    if len(reps) >= 2:
+        terms.append(max(reps) / min(reps) - 1.0)
+    return max(terms) if terms else None
+
+
+def speed_doubt(row: dict[str, Any], base: dict[str, Any] | None) -> str | None:
+    """Why a measured gain of ``row`` over fp32 row ``base`` cannot be claimed, whatever its noise estimate says:
+    it contradicts the device probe by a wide margin, or fp32's own measurements disagree. None otherwise."""
+    if base is None or row is base:
+        return None
+    gain = _ratio(row.get("samples_per_s"), base.get("samples_per_s"))
+    if gain is None or gain <= 1.0:
+        return None
+    emulated = emulated_math(row)
+    if emulated and gain > EMULATED_MAX_SPEEDUP:
+        return f"{gain:.2f}x contradicts the probe ({emulated}): the machine was disturbed while it ran"
+    spread = baseline_disagreement(base)
+    if spread is not None and spread > BASELINE_DISAGREEMENT:
+        return f"fp32's own measurements disagree by {spread:.0%}: the baseline was disturbed"
+    return None
+
+
 SPLIT_KEYS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
 
 
@@ -225,6 +279,7 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
                                       if r.get("status") == "ok" and eager is not None else None)
         d["speedup_vs_fp32_range"] = speedup_range(r, base) if ok and r is not base else None
         d["speedup_vs_fp32_noise"] = speedup_noise(r, base) if ok and r is not base else None
+        d["speedup_vs_fp32_doubt"] = speed_doubt(r, base) if ok else None
         mem = _ratio(compared_memory(r), compared_memory(base)) if ok else None
         d["memory_saving_vs_fp32"] = None if mem is None else 1.0 - mem
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None

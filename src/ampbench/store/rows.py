@@ -149,6 +149,11 @@ ROW_KEYS: dict[str, str] = {
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
     "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32: the two cells' samples_per_s_noise and fp32's "
                              "baseline_drift combined (root of the sum of squares) (derived).",
+    "speedup_vs_fp32_doubt": "Why a gain over fp32 is not claimed whatever its noise says (derived; null when none): "
+                             "the mode's math is emulated on this device by its probe (a CPU without that dtype's "
+                             "instructions) yet it measured over 1.25x fp32, or fp32's own measurements of the cell "
+                             "(closing baseline, repeats) disagree by over 25%. Re-run with --repeats 3 on an idle "
+                             "machine.",
     "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's on GPU; on CPU 1 - the exact split (weights + grads "
                              "+ optimizer + activations) / fp32's, the RSS peak being too approximate to compare "
                              "(derived).",
@@ -168,7 +173,7 @@ ROW_KEYS: dict[str, str] = {
 }
 
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
-                "speedup_vs_fp32_noise",
+                "speedup_vs_fp32_noise", "speedup_vs_fp32_doubt",
                 "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32", "expected_speedup_vs_fp32", "mfu_vs_measured",
                 "converge_verdict", "converge_tolerance")
 
@@ -183,7 +188,7 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
-            "grad_reduce_dtype")
+            "grad_reduce_dtype", "speedup_vs_fp32_doubt")
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
