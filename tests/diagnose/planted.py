@@ -121,6 +121,28 @@ class Hostile(nn.Module):
         return self.head(torch.relu(self.fc3(self.rms(self.scale(h)))))
 
 
+class NaiveSoftmax(nn.Module):
+    """exp(x) / sum(exp(x)) without subtracting the max: exp overflows fp16 for x > 11 (inf / inf = NaN); its output,
+    probabilities, is small. Keeping this module in fp32 is a fix that works."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = torch.exp(x)
+        return e / e.sum(dim=-1, keepdim=True)
+
+
+class Overflowing(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        with torch.no_grad():
+            self.fc1.weight.mul_(8.0)  # logits up to ~20: exp fits fp32, not fp16
+        self.soft = NaiveSoftmax()
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.soft(self.fc1(x)))
+
+
 def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, data: TensorData | None = None) -> Workload:
     """SGD with lr 0.1 / loss_scale: a tiny loss factor shrinks the gradients, not the fp32 updates."""
     data = data or _data()
@@ -167,3 +189,7 @@ def hostile() -> Workload:
 def launch_bound() -> Workload:
     model = nn.Sequential(*[m for _ in range(12) for m in (nn.Linear(8, 8), nn.ReLU())], nn.Linear(8, 4))
     return _wl("launch-bound", model, batch=2, data=_data(d=8))
+
+
+def overflowing() -> Workload:
+    return _wl("overflowing", Overflowing())

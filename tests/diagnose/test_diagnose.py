@@ -24,8 +24,30 @@ def test_activation_over_fp16_max_is_named() -> None:
     d = diagnose(planted.hot, "master-fp16", checks=("activations",))
     (f,) = [f for f in d.findings if f.severity == "error"]
     assert f.title.startswith("fc2 (Linear) outputs |x| up to") and "inf in fp16" in f.title
-    assert "keep_fp32=['fc2']" in f.fix and "bf16" in f.fix
     assert d.findings[0] is f  # the most important finding comes first
+    # keeping fc2 in fp32 cannot help (its output is cast back to fp16 and overflows again): tried, said, not offered
+    assert f.fix.startswith("verified: MixedPrecision('amp-bf16') (bf16 has fp32's range) trains like fp32 (loss")
+    assert "MixedPrecision('master-fp16', keep_fp32=['fc2']) did not (loss nan)" in f.fix
+    tried = d.details["fixes"]["tried"]["fc2"]
+    assert [t["matches"] for t in tried] == [False, True] and math.isnan(tried[0]["loss"])
+
+
+def test_a_fix_diagnose_offers_is_one_it_saw_work() -> None:
+    """Where keeping the module in fp32 does fix it (a naive softmax: exp overflows fp16 inside, its output is small),
+    that is the verified fix, and training with it, run apart, matches fp32 while plain master-fp16 does not."""
+    d = diagnose(planted.overflowing, "master-fp16", checks=("nonfinite",), steps=12)
+    f = next(f for f in d.findings if f.title.startswith("NaN/Inf first appears in the forward of soft"))
+    assert f.fix.startswith("verified: MixedPrecision('master-fp16', keep_fp32=['soft']) trains like fp32"), f.fix
+    assert "did not" not in f.fix
+
+    def build():  # type: ignore[no-untyped-def]
+        with seeded(0):
+            return planted.overflowing()
+
+    cpu = torch.device("cpu")
+    fp32 = trial_loss(build, "fp32", cpu, 32, 12)
+    assert math.isnan(trial_loss(build, "master-fp16", cpu, 32, 12))
+    assert abs(trial_loss(build, "master-fp16", cpu, 32, 12, keep=["soft"]) - fp32) <= 0.05 * fp32
 
 
 def test_forward_nonfinite_is_located_in_the_overflowing_layer() -> None:

@@ -89,6 +89,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     A check that fails becomes an error finding; the others still run.
     """
     from ampbench.diagnose import fp8, nonfinite, policy, profile, ranges, tensorcore
+    from ampbench.diagnose.fixes import FixChecker
     from ampbench.measure.env import device_name, resolve_device
     from ampbench.precision import get, resolve, supported
 
@@ -117,6 +118,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         raise AmpbenchError(f"--checks fp8 diagnoses the fp8 modes (fp8-tensorwise, fp8-rowwise, fp8-rowwise-gw-hp), "
                             f"not {precision}")
     half16 = "bf16" if recipe.compute_dtype == torch.bfloat16 else "fp16"
+    fixes = FixChecker(build, dev, bs, steps, precision)  # every module-level fix offered is one it tried
     findings: list[Finding] = []
     details: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -129,7 +131,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
             if check == "nonfinite":
                 r = nonfinite.locate_nonfinite(build(), precision, dev, bs, steps, mp_options=mp_options)
                 details[check] = r
-                findings += nonfinite.nonfinite_findings(r, precision)
+                findings += nonfinite.nonfinite_findings(r, precision, fixes.fix_text)
             elif check == "gradients":
                 r = ranges.gradient_ranges(build(), dev, bs)
                 settled = ranges.dynamic_settle(build(), dev, bs, steps)
@@ -139,11 +141,12 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
             elif check == "activations":
                 acts = ranges.activation_ranges(build(), dev, bs)
                 details[check] = acts
-                findings += ranges.activation_findings(acts)
+                findings += ranges.activation_findings(acts, fixes.fix_text)
             elif check == "policy":
                 pr = policy.find_policy(build, dev, bs, steps, precision=f"master-{half16}")
                 details[check] = pr.to_dict()
-                findings += policy.policy_findings(pr)
+                bf16 = half16 == "fp16" and supported("amp-bf16", dev).ok
+                findings += policy.policy_findings(pr, (lambda: fixes.mode_text("amp-bf16")) if bf16 else None)
             elif check == "tensorcore":
                 issues = tensorcore.lint_dims(build().model, bs)
                 details[check] = issues
@@ -161,6 +164,8 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
             raise
         except Exception as e:  # one broken check must not hide the others' findings
             findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
+    if fixes.record()["tried"]:
+        details["fixes"] = fixes.record()
     return Diagnosis(label, precision, str(dev), device_name(dev), bs, ordered(findings), details,
                      time.perf_counter() - t0)
 

@@ -189,24 +189,32 @@ def _fmt_range(r: dict[str, Any] | None) -> str:
     return f"{r['dtype']} {span}, {r['nan']} NaN, {r['inf']} Inf"
 
 
-def nonfinite_findings(r: dict[str, Any], precision: str) -> list[Finding]:
+def nonfinite_findings(r: dict[str, Any], precision: str, verify: Callable[..., str] | None = None) -> list[Finding]:
+    """``verify(module)``: the fix diagnose tried and saw work (:class:`ampbench.diagnose.fixes.FixChecker`); without
+    it the findings point at the module and offer no fix they have not tried."""
+    from ampbench.precision import get
+
+    half = get(precision).is_half
     out = []
     f, b = r["forward"], r["backward"]
     if f is not None:
+        if not half:
+            fix = f"NaN/Inf in {precision} itself: the bug is in {f['module']} (its inputs, weights or operations)"
+        else:
+            fix = verify(f["module"]) if verify is not None else "not verified: run ampbench diagnose to try fixes"
         out.append(Finding(
             "error", "nonfinite", f"NaN/Inf first appears in the forward of {f['module']} ({f['type']}) at step {f['step']}",
-            f"inputs: {_fmt_range(f['input'])}; outputs: {_fmt_range(f['output'])}",
-            f"keep it in fp32 (MixedPrecision('{precision}', keep_fp32=['{f['module']}'])) or use bf16; "
-            "if it is NaN in fp32 too, the bug is in that module", f))
+            f"inputs: {_fmt_range(f['input'])}; outputs: {_fmt_range(f['output'])}", fix, f))
     if b is not None:
         where = f"{b['module']}" + (f" (parameter {b['parameter']})" if b.get("parameter") else f" ({b.get('type')})")
         detail = (f"gradient coming in: {_fmt_range(b.get('grad_output'))}; going out: {_fmt_range(b.get('grad_input'))}"
                   if "grad_input" in b else f"gradient: {_fmt_range(b.get('grad'))}")
+        fix = "look at that module's backward (custom autograd functions, sqrt/log/div of values near 0)"
+        if half and verify is not None:
+            fix += "; " + verify(b["module"], False)
         out.append(Finding("error", "nonfinite",
                            f"NaN/Inf first appears in the backward of {where} at step {b['step']} "
-                           f"(loss scale {b['loss_scale']:g})", detail,
-                           "look at that module's backward (custom autograd functions, sqrt/log/div of values near 0); "
-                           "in fp16 keep it in fp32 or lower the loss scale", b))
+                           f"(loss scale {b['loss_scale']:g})", detail, fix, b))
     if r["diverged"]:
         out.append(Finding("error", "nonfinite", "the dynamic loss scale collapsed", r["diverged"],
                            "gradients overflow at every scale: find the module above, or use bf16"))

@@ -103,7 +103,8 @@ def find_policy(build: Callable[[], Workload], device: torch.device, batch_size:
     return PolicyResult(keep, ref, final, plain, len(log) + 1, len(cands), log)
 
 
-def policy_findings(r: PolicyResult) -> list[Finding]:
+def policy_findings(r: PolicyResult, otherwise: Callable[[], str] | None = None) -> list[Finding]:
+    """``otherwise()``: what was verified instead when no set of fp32 modules helps (amp-bf16's trial)."""
     data = r.to_dict()
     data.pop("log")
     if r.keep_fp32 == []:
@@ -112,8 +113,10 @@ def policy_findings(r: PolicyResult) -> list[Finding]:
     if r.keep_fp32 is None:
         return [Finding("error", "policy", "keeping modules in fp32 does not make master-fp16 match fp32",
                         f"fp32 loss {r.fp32_loss:.4g}; master-fp16 with every leaf module kept fp32: "
-                        f"{r.log[-1]['loss']:.4g}", "the problem is outside the modules (the loss, the model's own "
-                        "forward code, the optimizer: e.g. eps): use bf16 or look at the non-finite check", data)]
+                        f"{r.log[-1]['loss']:.4g} (a kept module's output is cast back to fp16, so an overflowing "
+                        "output overflows again)", "the problem crosses module boundaries, or is outside the modules "
+                        "(the loss, the model's own forward code, the optimizer: e.g. eps); "
+                        + (otherwise() if otherwise is not None else "see the non-finite and activations checks"), data)]
     names = ", ".join(repr(n) for n in r.keep_fp32)
     return [Finding("error" if not math.isfinite(r.plain_loss) else "warning", "policy",
                     f"master-fp16 needs {len(r.keep_fp32)} module(s) in fp32 to match fp32: {names}",

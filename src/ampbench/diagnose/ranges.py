@@ -204,19 +204,26 @@ def activation_ranges(wl: Workload, device: torch.device, batch_size: int) -> li
     return seen
 
 
-def activation_findings(acts: list[dict[str, Any]]) -> list[Finding]:
+def activation_findings(acts: list[dict[str, Any]], verify: Callable[[str], str] | None = None) -> list[Finding]:
+    """``verify(module)``: the fix diagnose tried and saw work for a module whose output overflows
+    (:class:`ampbench.diagnose.fixes.FixChecker`); without it no module-level fix is offered (keeping the module
+    in fp32 alone cannot help: its output is cast back to fp16)."""
     out = []
     for a in acts:
         if a["max_abs"] > FP16_MAX:
+            fix = verify(a["name"]) if verify is not None else (
+                "not verified: bf16 has fp32's range (keep_fp32 on this module alone casts its output back to fp16, "
+                "which overflows again)")
             out.append(Finding("error", "activations", f"{a['name']} ({a['type']}) outputs |x| up to {a['max_abs']:.3g}: "
-                               "inf in fp16", "fp16's largest value is 65504",
-                               f"keep it in fp32: MixedPrecision('master-fp16', keep_fp32=['{a['name']}']), or use bf16",
+                               "inf in fp16", "fp16's largest value is 65504", fix,
                                {"layer": a["name"], "max_abs": a["max_abs"]}))
         elif a["max_abs"] > FP16_MAX / ACTIVATION_MARGIN:
             out.append(Finding("warning", "activations", f"{a['name']} ({a['type']}) outputs |x| up to {a['max_abs']:.3g}, "
                                f"within {FP16_MAX / a['max_abs']:.1f}x of fp16's max",
                                "a larger batch, input or a few training steps can push it over 65504",
-                               f"keep_fp32=['{a['name']}'] or bf16", {"layer": a["name"], "max_abs": a["max_abs"]}))
+                               "bf16 has fp32's range (nothing overflows yet, so no fix could be verified; keeping this "
+                               "module in fp32 would not help: its output is cast back to fp16)",
+                               {"layer": a["name"], "max_abs": a["max_abs"]}))
     if not out and acts:
         top = max(acts, key=lambda a: a["max_abs"])
         out.append(Finding("info", "activations", f"activations fit fp16: largest |x| {top['max_abs']:.3g} in {top['name']}"))
