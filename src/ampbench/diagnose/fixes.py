@@ -107,8 +107,10 @@ class FixChecker:
         if good is None:
             return (f"no fix verified (fp32 loss {self.fp32_loss:.4g}; tried: {why or 'nothing applies to this mode'}): "
                     f"keep the modules that consume {module}'s output in fp32 together with it, or train in fp32")
-        text = f"verified: {good.fix} trains like fp32 (loss {good.loss:.4g} vs fp32 {self.fp32_loss:.4g} after {self.steps} steps)"
-        return text + (f"; {why}" if why else "")
+        return self._verified(good.fix, good.loss) + (f"; {why}" if why else "")
+
+    def _verified(self, fix: str, loss: float) -> str:
+        return f"verified: {fix} trains like fp32 (loss {loss:.4g} vs fp32 {self.fp32_loss:.4g} after {self.steps} steps)"
 
     def mode_text(self, precision: str) -> str:
         """Whether training all in ``precision`` matches fp32 (tried once, remembered with the others)."""
@@ -118,7 +120,7 @@ class FixChecker:
             self._done[key] = [Tried(f"MixedPrecision('{precision}')", precision, (), loss, self.matches(loss))]
         t = self._done[key][0]
         if t.matches:
-            return f"verified: {precision} trains like fp32 (loss {t.loss:.4g} vs fp32 {self.fp32_loss:.4g} after {self.steps} steps)"
+            return self._verified(precision, t.loss)
         return f"{precision} did not match fp32 either (loss {t.loss:.4g} vs {self.fp32_loss:.4g}): train in fp32"
 
     def record(self) -> dict[str, Any]:
