@@ -150,6 +150,26 @@ def main(out_dir: Path) -> None:
                 "seen": dict(net.seen), "skipped": mp.totals["skipped_steps"],
                 "reference": reference(precision, world) if precision in ("fp32", "amp-bf16") and rank == 0 else None,
             }
+    # DDP's gradient memory: its buckets (the .grad tensors are views into them), counted as DDP reports them
+    from ampbench.distributed.wrap import ddp_bucket_bytes
+    from ampbench.measure.memory import state_bytes
+
+    for precision in ("fp32", "master-bf16"):
+        model, opt, mp, net = build(precision, "ddp")
+        train(model, opt, mp, net, rank, range(2))
+        x, y = data(0, rank)
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x).float(), y)
+        mp.backward(loss)
+        grads = [p.grad for p in net.parameters() if p.grad is not None]
+        storages = {g.untyped_storage().data_ptr(): g.untyped_storage().nbytes() for g in grads}
+        buckets = ddp_bucket_bytes(model)
+        results[f"ddp/{precision}/grad-memory"] = {
+            "buckets": buckets, "param_bytes": sum(p.numel() * p.element_size() for p in net.parameters() if p.requires_grad),
+            "grad_storages": len(storages), "grad_storage_bytes": sum(storages.values()), "grads_seen": len(grads),
+            "reported": state_bytes(model, opt, mp.master_params(), buckets).grads}
+        mp.step(opt)
     # bf16's inf check reads each rank's own shard: the planted inf is seen by rank 0 only, unless the flags are
     # agreed; the control runs without the agreement (what it prevents: rank 1 steps, rank 0 skips)
     for agree in (True, False):

@@ -9,7 +9,9 @@ ddp       any                 the recipe as on one device (model cast, fp32 mast
                               DistributedDataParallel: gradients all-reduced in the dtype the model's
                               parameters have (fp32 for fp32/tf32/amp-*/fp8-*, half for master-*/pure-*, whose
                               grads are copied to the fp32 masters after the reduce); ``grad_reduce_dtype``
-                              bf16/fp16 compresses fp32 gradients for the all-reduce (a DDP comm hook)
+                              bf16/fp16 compresses fp32 gradients for the all-reduce (a DDP comm hook). The
+                              gradients are views into DDP's all-reduce buckets (``gradient_as_bucket_view``):
+                              one copy of them per rank, not two
 fsdp      fp32, tf32, amp-*   FSDP2 ``fully_shard``, fp32 sharded parameters, no param_dtype: amp-* autocasts
                               the forward as on one device; gradients reduce-scattered in fp32
                               (``grad_reduce_dtype`` sets MixedPrecisionPolicy.reduce_dtype)
@@ -74,8 +76,8 @@ class Layout:
 
         reduce = name(self.reduce_dtype or self.grad_dtype)
         if self.strategy == "ddp":
-            return (f"DDP over the {self.precision} recipe; gradients ({name(self.grad_dtype)}) all-reduced in {reduce}"
-                    + ("; fp32 masters on every rank" if self.engine_masters else ""))
+            return (f"DDP over the {self.precision} recipe; gradients ({name(self.grad_dtype)}, views into its buckets) "
+                    f"all-reduced in {reduce}" + ("; fp32 masters on every rank" if self.engine_masters else ""))
         params = "half (cast before sharding)" if self.engine_casts and self.grad_dtype != torch.float32 else "fp32"
         gather = f", all-gathered in {name(self.fsdp_param_dtype)}" if self.fsdp_param_dtype else ""
         if self.fp8_all_gather:

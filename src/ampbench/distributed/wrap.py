@@ -59,10 +59,25 @@ def wrap_ddp(model: nn.Module, layout: Layout, device: torch.device, process_gro
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
-    ddp = DistributedDataParallel(model, device_ids=ids, process_group=process_group)
+    # gradient_as_bucket_view: the gradients are views into the all-reduce buckets (DDP's own advice for memory):
+    # without it every rank holds the gradients twice, once as .grad and once in the buckets
+    ddp = DistributedDataParallel(model, device_ids=ids, process_group=process_group, gradient_as_bucket_view=True)
     if layout.reduce_dtype is not None and layout.reduce_dtype != layout.grad_dtype:
         ddp.register_comm_hook(process_group, compress_hook(layout.reduce_dtype))
     return ddp
+
+
+def ddp_bucket_bytes(model: nn.Module) -> int | None:
+    """Bytes of a DistributedDataParallel model's gradient buckets, as DDP reports them (None for other models).
+
+    Every dense gradient of a DDP model lives in these buckets (as views: ``gradient_as_bucket_view``), also when
+    the engine has moved a master-* mode's half gradients on to the fp32 masters and set ``.grad`` to None: the
+    buckets stay allocated. So they are a DDP rank's gradient memory, whatever ``.grad`` shows."""
+    logging_data = getattr(model, "_get_ddp_logging_data", None)
+    if logging_data is None:
+        return None
+    sizes = str(logging_data().get("bucket_sizes") or "")
+    return sum(int(x) for x in sizes.split(",") if x.strip().isdigit())
 
 
 def compress_hook(dtype: torch.dtype) -> Any:

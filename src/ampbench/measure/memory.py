@@ -145,8 +145,13 @@ class StateBytes:
         return {"weights_bytes": self.weights, "grads_bytes": self.grads, "optimizer_bytes": self.optimizer}
 
 
-def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_params: list[torch.Tensor]) -> StateBytes:
+def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_params: list[torch.Tensor],
+                grad_buckets: int | None = None) -> StateBytes:
     """Weights/buffers, gradients, optimizer state (+ fp32 master weights and their grads), in bytes.
+
+    ``grad_buckets``: bytes of buffers the gradients live in, as their owner reports them (a DDP model's
+    all-reduce buckets, :func:`ampbench.distributed.wrap.ddp_bucket_bytes`): then they are the gradients'
+    memory, whatever ``.grad`` shows at the moment it is read.
 
     Call between backward and step (the grads exist then), after a first step (Adam creates its
     state lazily). Optimizer state of master
@@ -154,7 +159,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_param
     """
     model_ids = {id(p) for p in model.parameters()}
     weights = module_bytes(model)
-    grads = _bytes(p.grad for p in model.parameters() if p.grad is not None)
+    grads = _bytes(p.grad for p in model.parameters() if p.grad is not None) if grad_buckets is None else grad_buckets
     opt_tensors: list[torch.Tensor] = []
     for state in optimizer.state.values():
         opt_tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor))  # step counters too: bytes are bytes

@@ -105,8 +105,11 @@ class TrainStep:
         totals = self.mp.totals
         if totals["steps"] - totals["skipped_steps"] <= 0:
             return None
+        from ampbench.distributed.wrap import ddp_bucket_bytes
+
         held: list[StateBytes] = []
-        self(after_backward=lambda: held.append(state_bytes(self.model, self.optimizer, self.mp.master_params())))
+        buckets = ddp_bucket_bytes(self.model)  # (DDP: its buckets hold the gradients)
+        self(after_backward=lambda: held.append(state_bytes(self.model, self.optimizer, self.mp.master_params(), buckets)))
         return held[0]
 
 
