@@ -42,3 +42,21 @@ def batches(n: int, seed: int = 1, batch: int = 32):
 @pytest.fixture
 def tiny_run():
     return make_run
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    """Run the ampbench command line in this process: (exit code, stdout, stderr). Bad input is checked here, in
+    the process, as fast as a function call; subprocess tests are kept for what only a real process shows."""
+    import contextlib
+    import io
+
+    from ampbench import cli as cli_mod
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli_mod.main(list(args))
+        except SystemExit as e:
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()

@@ -10,6 +10,7 @@ running); 2 bad input, found before any work started; 130 interrupted.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -382,10 +383,11 @@ def _join_process_group(device: str | None) -> None:
         console.quiet = True
 
 
-def _open_store(db: Path | None):  # type: ignore[no-untyped-def]
+def _open_store(db: Path | None, create: bool = True):  # type: ignore[no-untyped-def]
+    """The results store; ``create=False`` for commands that only read (a missing file is an error, not a new store)."""
     from ampbench.store import Store
 
-    return Store(db)
+    return Store(db, create=create)
 
 
 @app.command("run", epilog=MODEL_EXAMPLES)
@@ -707,7 +709,7 @@ def results_cmd(
         raise AmpbenchError(f"--format {fmt!r}: choose table, json or csv")
     if run is not None and all_runs:
         raise AmpbenchError("give --run ID or --all, not both")
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     run_id = None
     if not all_runs:
         info = store.run(run) if run is not None else store.latest_run()
@@ -744,7 +746,7 @@ def export_cmd(
     from ampbench.store import export_data, write_json
 
     check_output_file(out, "--out", "results.json")
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     ids = [store.run(r).run_id for r in run] if run else None
     data = export_data(store, ids)
     write_json(data, out)
@@ -857,7 +859,7 @@ def report_cmd(
     if fmt not in FORMATS:
         raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     check_output_file(out, "--out", f"report.{fmt}")
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     if out is not None and str(out) == STDOUT:
         sys.stdout.write(build_report(store, run, fmt)[1])
         return
@@ -878,7 +880,7 @@ def compare_cmd(
     from ampbench.report.compare import compare_table
     from ampbench.store.derive import merge_repeats
 
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
     tables = compare_table(merge_repeats(store.rows()), reference, parse_list(workloads, "workloads") or None, precs)
     if not tables:
@@ -992,6 +994,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except sqlite3.DatabaseError as e:  # a store damaged while in use (opening one checks it first)
+        err_console.print(f"[red]error:[/] the results store failed while in use: {escape(str(e))}; check it with "
+                          "`sqlite3 FILE 'PRAGMA integrity_check'`", highlight=False, soft_wrap=True)
+        sys.exit(2)
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(130)

@@ -283,3 +283,44 @@ def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> 
         Store(f)
     assert f.read_bytes() == before  # no tables added, not even the journal mode changed
     assert not (tmp_path / "app.db-wal").exists()
+
+
+def _damaged(tmp_path: Path) -> Path:
+    """A store whose header is valid and whose 6th page is damaged (what a disk error or a torn copy leaves)."""
+    s, run = _store(tmp_path)
+    for i in range(300):
+        s.add(_row(run, "fp32", 100.0 + i, cell_key=f"k{i}", reason="x" * 200))
+    s.close()
+    db = tmp_path / "r.db"
+    with open(db, "r+b") as f:
+        f.seek(4096 * 5)
+        f.write(b"\x07" * 16)
+    return db
+
+
+@pytest.mark.parametrize("args", [["results"], ["report", "--format", "md", "--out", "-"], ["compare"],
+                                  ["export", "--out", "OUT"], ["import", "FILE"],
+                                  ["run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32",
+                                   "--steps", "1", "--warmup", "1", "--no-isolate", "--no-report"]])
+def test_a_damaged_store_is_refused_in_one_line_and_left_untouched(tmp_path: Path, args: list[str]) -> None:
+    from tests.conftest import cli
+
+    db = _damaged(tmp_path)
+    export = tmp_path / "x.json"
+    write_json({"format": "ampbench-results", "version": 1, "runs": [], "rows": [], "hw": []}, export)
+    before = db.read_bytes()
+    args = [str(tmp_path / "out.json") if a == "OUT" else str(export) if a == "FILE" else a for a in args]
+    code, out, err = cli(*args, "--db", str(db))
+    assert code == 2 and err.count("\n") == 1 and "is damaged (SQLite's integrity check" in err, err
+    assert "Traceback" not in err and db.read_bytes() == before  # not a byte written into it
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("args", [["results"], ["report", "--out", "-"], ["compare"], ["export", "--out", "OUT"]])
+def test_commands_that_only_read_never_create_a_store(tmp_path: Path, args: list[str]) -> None:
+    from tests.conftest import cli
+
+    missing = tmp_path / "missing.db"
+    code, _, err = cli(*[str(tmp_path / "o.json") if a == "OUT" else a for a in args], "--db", str(missing))
+    assert code == 2 and "no results store there" in err and err.count("\n") == 1
+    assert not missing.exists() and not list(tmp_path.iterdir())

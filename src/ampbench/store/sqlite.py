@@ -107,13 +107,23 @@ class RunInfo:
 class Store:
     """Results of every run, in one SQLite file. Safe for several processes (WAL, busy timeout)."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
+        """``create=False`` (commands that only read): a missing file is an error, never a new empty store.
+
+        Before anything is read or written the file passes SQLite's own check (``PRAGMA quick_check``): a damaged
+        store (a valid header over a damaged page) is refused with one line, so no run writes into it and no
+        report is built from part of it."""
         self.path = Path(path) if path is not None else default_db_path()
         self.skipped_rows = 0
         """Stored rows that reading skipped because a key holds the wrong type (see rows.row_problem)."""
+        if not create and not self.path.is_file():
+            raise AmpbenchError(f"--db {self.path}: no results store there; run `ampbench run` or `ampbench import FILE` "
+                                "first, or give the store's path")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._check_integrity()
             self._refuse_foreign()  # before anything is written to the file (even the journal mode)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA busy_timeout=30000")
@@ -142,6 +152,17 @@ class Store:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+
+    def _check_integrity(self) -> None:
+        """SQLite's quick_check (every page's structure, not the row contents): refuse a damaged file untouched."""
+        try:
+            problems = [r[0] for r in self._conn.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as e:
+            problems = [str(e)]
+        if problems != ["ok"]:
+            self._conn.close()
+            raise AmpbenchError(f"--db {self.path} is damaged (SQLite's integrity check: {problems[0]}); nothing was "
+                                "read from or written to it: restore it from a backup or export, or give another --db")
 
     def _refuse_foreign(self) -> None:
         """Someone else's SQLite database: never add our tables to it, nor change its journal mode."""
