@@ -764,8 +764,11 @@ def import_cmd(
 
     store = _open_store(db)
     for f in files:
-        runs, rows = import_file(store, f)
-        console.print(f"{escape(str(f))}: {plural(runs, 'new run')}, {plural(rows, 'new row')}")
+        done = import_file(store, f)
+        kept = (f"; {plural(done.differing, 'stored row')} differ{'s' if done.differing == 1 else ''} from the file's "
+                "and {} kept as stored (import never overwrites: import into another --db to keep both)".format(
+                    "was" if done.differing == 1 else "were")) if done.differing else ""
+        console.print(escape(f"{f}: {plural(done.runs, 'new run')}, {plural(done.rows, 'new row')}{kept}"))
 
 
 @app.command("diagnose", epilog=MODEL_EXAMPLES)

@@ -12,6 +12,7 @@ import pytest
 from ampbench.errors import AmpbenchError
 from ampbench.store import DERIVED_KEYS, ROW_KEYS, SCHEMA_VERSION, Store, derive, export_data, import_file, to_csv, write_json
 from ampbench.store.derive import converge_verdict, merge_repeats
+from ampbench.store.exchange import Imported
 
 
 def _row(run_id: str, precision: str, sps: float | None, peak: int | None = 1000, status: str = "ok",
@@ -125,8 +126,8 @@ def test_export_import_roundtrip_between_stores(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "x.json").read_text())  # strict JSON: NaN written as null
     assert data["rows"][1]["samples_per_s"] is None and data["rows"][0]["speedup_vs_fp32"] == 1.0
     b = Store(tmp_path / "other.db")
-    assert import_file(b, tmp_path / "x.json") == (1, 2)
-    assert import_file(b, tmp_path / "x.json") == (0, 0)  # idempotent
+    assert import_file(b, tmp_path / "x.json") == Imported(1, 2, 0)
+    assert import_file(b, tmp_path / "x.json") == Imported(0, 0, 0)  # idempotent
     assert [r["precision"] for r in b.rows(run)] == ["fp32", "amp-bf16"]
     assert "speedup_vs_fp32" not in b.rows(run)[0]  # derived keys are not stored
     assert len(b.hw("dev")) == 1
@@ -198,7 +199,7 @@ def test_repeats_survive_export_and_import(tmp_path: Path) -> None:
     exported = json.loads(out.read_text())["rows"]
     assert len(exported) == 2
     other = Store(tmp_path / "other.db")
-    assert import_file(other, out) == (1, 2)
+    assert import_file(other, out) == Imported(1, 2, 0)
     again = {r["precision"]: r for r in derive(other.rows())}
     assert again["amp-bf16"]["speedup_vs_fp32_range"] == pytest.approx([130 / 120, 140 / 90])
     assert again["fp32"]["samples_per_s_repeats"] == [100.0, 90.0, 120.0]
@@ -234,7 +235,7 @@ def _export_with(tmp_path: Path, **bad: object) -> Path:
     data = export_data(a)
     data["rows"][1].update(bad)
     f = tmp_path / "x.json"
-    write_json(data, f)
+    f.write_text(json.dumps(data))  # (json's default writes NaN/Infinity, as a hand-made file may)
     return f
 
 
@@ -246,6 +247,12 @@ def _export_with(tmp_path: Path, **bad: object) -> Path:
     ({"env": [1, 2]}, "env must be an object"),
     ({"measures": "throughput"}, "measures must be a list of names"),
     ({"run_id": ""}, "run_id must be a non-empty string"),
+    ({"samples_per_s": -5}, "samples_per_s must be >= 0, got -5"),
+    ({"peak_allocated_bytes": -1}, "peak_allocated_bytes must be >= 0, got -1"),
+    ({"step_ms_p50": float("inf")}, "step_ms_p50 must be a finite number, got inf"),
+    ({"batch_size": 0}, "batch_size must be > 0, got 0"),
+    ({"samples_per_s_repeats": [100.0, -3.0]}, "samples_per_s_repeats must be >= 0, got -3.0"),
+    ({"mfu": float("nan")}, "mfu must be a finite number, got nan"),
 ])
 def test_import_refuses_a_badly_typed_row_and_writes_nothing(tmp_path: Path, bad: dict[str, object], msg: str) -> None:
     f = _export_with(tmp_path, **bad)
@@ -324,3 +331,28 @@ def test_commands_that_only_read_never_create_a_store(tmp_path: Path, args: list
     code, _, err = cli(*[str(tmp_path / "o.json") if a == "OUT" else a for a in args], "--db", str(missing))
     assert code == 2 and "no results store there" in err and err.count("\n") == 1
     assert not missing.exists() and not list(tmp_path.iterdir())
+
+
+def test_signed_and_diverged_values_still_import(tmp_path: Path) -> None:
+    """What can be negative or non-finite is: a user's loss, a metric, a mode using more memory than fp32."""
+    f = _export_with(tmp_path, final_loss=-0.5, metric=-1.0, memory_saving_vs_fp32=-0.06)
+    assert import_file(Store(tmp_path / "b.db"), f).rows == 2
+    nan = _export_with(tmp_path / "n", final_loss=float("nan")) if (tmp_path / "n").mkdir() is None else None
+    assert nan is not None and import_file(Store(tmp_path / "c.db"), nan).rows == 2
+
+
+def test_reimporting_changed_rows_says_they_differ_and_keeps_the_stored_ones(tmp_path: Path) -> None:
+    from tests.conftest import cli
+
+    f = _export_with(tmp_path)
+    db = tmp_path / "b.db"
+    assert cli("import", str(f), "--db", str(db))[0] == 0
+    data = json.loads(f.read_text())
+    data["rows"][0]["samples_per_s"] = 150.0  # someone's copy of the file, edited
+    f.write_text(json.dumps(data))
+    code, out, _ = cli("import", str(f), "--db", str(db))
+    assert code == 0 and "0 new rows; 1 stored row differs from the file's and was kept as stored" in " ".join(out.split())
+    assert {r["precision"]: r["samples_per_s"] for r in Store(db).rows()}["fp32"] == 100.0
+    assert cli("import", str(f), "--db", str(db))[0] == 0
+    _, again, _ = cli("import", str(tmp_path / "x.json"), "--db", str(db))
+    assert "differ" in again  # (still the edited file: still said)

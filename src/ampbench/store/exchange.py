@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,18 @@ def write_json(data: dict[str, Any], path: Path) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False))
 
 
-def import_file(store: Store, path: Path) -> tuple[int, int]:
-    """Add the runs and rows of an exported file; rows already present are left alone. (runs, rows) added."""
+@dataclass(frozen=True)
+class Imported:
+    """What ``import`` did: runs and rows added, and stored rows the file holds other values for (kept as stored)."""
+
+    runs: int
+    rows: int
+    differing: int = 0
+
+
+def import_file(store: Store, path: Path) -> Imported:
+    """Add the runs and rows of an exported file; rows already present are left alone (never overwritten) and
+    counted when the file's values differ from the stored ones."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -69,13 +80,25 @@ def import_file(store: Store, path: Path) -> tuple[int, int]:
     orphans = {r["run_id"] for r in data.get("rows", [])} - known
     if orphans:
         raise AmpbenchError(f"import: {path}: rows of runs not in the file: {', '.join(sorted(orphans))}")
-    rows = 0
+    rows = differing = 0
     for r in data.get("rows", []):
         stored = {k: v for k, v in r.items() if k in ROW_KEYS and k not in DERIVED_KEYS}
-        rows += store.add(stored)
+        if store.add(stored):
+            rows += 1
+        elif _differs(store.stored_row(stored["run_id"], stored["cell_key"]), stored):
+            differing += 1
     for probe in data.get("hw", []):
         store.add_hw(probe)
-    return runs, rows
+    return Imported(runs, rows, differing)
+
+
+def _differs(stored: dict[str, Any] | None, incoming: dict[str, Any]) -> bool:
+    """Whether a file's row says something else than the stored one (as exports write values: NaN as null;
+    a key absent and a key null are the same)."""
+    if stored is None:
+        return True
+    a, b = clean_json(stored), clean_json(incoming)
+    return any(a.get(k) != b.get(k) for k in set(a) | set(b))
 
 
 def _check_document(data: dict[str, Any], path: Path) -> None:
@@ -90,7 +113,7 @@ def _check_document(data: dict[str, Any], path: Path) -> None:
             raise AmpbenchError(f"{where}: run {i} needs a run_id and created_at (strings) and a config object; "
                                 "nothing was imported")
     for i, r in enumerate(data.get("rows", [])):
-        problem = row_problem(r)
+        problem = row_problem(r, strict=True)
         if problem:
             name = f"{r.get('workload')}/{r.get('precision')}" if isinstance(r, dict) else ""
             raise AmpbenchError(f"{where}: row {i} {name}: {problem}; nothing was imported")

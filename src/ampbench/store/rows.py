@@ -9,6 +9,8 @@ compare a row with the fp32 row of the same run, workload, preset, batch size an
 
 from __future__ import annotations
 
+import math
+
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
 """ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
 diverged (non-finite loss or the loss scale collapsed); unsupported (the device cannot run the mode)."""
@@ -198,14 +200,38 @@ _OPT_DICT = ("env", "converge", "inference")
 _OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks")
 
 
+_SIGNED = ("final_loss", "metric", "memory_saving_vs_fp32")
+"""Numbers that may be negative (a user's loss or metric; a mode that uses more memory than fp32). Every other
+number a row holds is a count, a size, a time, a rate or a ratio of them: >= 0."""
+_POSITIVE = ("batch_size", "world_size", "steps", "loss_scale")
+_NONFINITE_OK = ("final_loss", "metric")
+"""A diverged cell's loss (and a metric computed from it) is inf/NaN: that is its measurement."""
+
+
 def _is_num(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def row_problem(row: object) -> str | None:
+def _range_problem(k: str, v: object, strict: bool) -> str | None:
+    """Physically impossible values: negative, or zero where there must be something; with ``strict`` (files to
+    import, which exports write as strict JSON) also not finite."""
+    if not _is_num(v):
+        return None
+    x = float(v)  # type: ignore[arg-type]
+    if not math.isfinite(x):
+        return None if k in _NONFINITE_OK or not strict else f"{k} must be a finite number, got {v!r}"
+    if k in _POSITIVE and x <= 0:
+        return f"{k} must be > 0, got {v!r}"
+    if k not in _SIGNED and x < 0:
+        return f"{k} must be >= 0, got {v!r}"
+    return None
+
+
+def row_problem(row: object, strict: bool = False) -> str | None:
     """What is wrong with a stored (or imported) row, in one phrase; None when every key holds what it should.
 
-    Readers rely on this: ``import`` refuses a file with such a row, and reading the store skips one.
+    Readers rely on this: ``import`` refuses a file with such a row (``strict``: a number must also be finite, except
+    a diverged loss), and reading the store skips one (a stored NaN is what a cell measured: exports write it as null).
     """
     from ampbench.precision import list_precisions
 
@@ -238,13 +264,19 @@ def row_problem(row: object) -> str | None:
             return f"{k} must be a list, got {type(v).__name__}"
         if k == "measures" and not (isinstance(v, list) and all(isinstance(m, str) for m in v)):
             return f"measures must be a list of names, got {v!r}"
-        if k in ("samples_per_s_repeats", "speedup_vs_fp32_range") and not (
-                isinstance(v, list) and all(x is None or _is_num(x) for x in v)):
-            return f"{k} must be a list of numbers, got {v!r}"
+        if k in ("samples_per_s_repeats", "speedup_vs_fp32_range"):
+            if not (isinstance(v, list) and all(x is None or _is_num(x) for x in v)):
+                return f"{k} must be a list of numbers, got {v!r}"
+            bad = next((p for p in (_range_problem(k, x, strict) for x in v) if p), None)
+            if bad:
+                return bad
         numeric = k not in (_OPT_STR + _OPT_INT + _OPT_BOOL + _OPT_DICT + _OPT_LIST +
                             ("measures", "samples_per_s_repeats", "speedup_vs_fp32_range", "converge_verdict"))
         if numeric and k in ROW_KEYS and not _is_num(v):
             return f"{k} must be a number, got {v!r}"
+        problem = _range_problem(k, v, strict) if k in ROW_KEYS else None
+        if problem:
+            return problem
     if row["status"] == "ok" and "throughput" in (row.get("measures") or []) and row.get("samples_per_s") is None:
         return "an ok throughput row has no samples_per_s"
     return None

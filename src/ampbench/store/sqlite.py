@@ -161,6 +161,9 @@ class Store:
             problems = [str(e)]
         if problems != ["ok"]:
             self._conn.close()
+            if problems[0] == "file is not a database":
+                raise AmpbenchError(f"--db {self.path}: not a usable ampbench results store (not an SQLite database); "
+                                    "give an ampbench results store or a new file")
             raise AmpbenchError(f"--db {self.path} is damaged (SQLite's integrity check: {problems[0]}); nothing was "
                                 "read from or written to it: restore it from a backup or export, or give another --db")
 
@@ -233,6 +236,11 @@ class Store:
                  json.dumps(row, allow_nan=True)),
             )
             return cur.rowcount == 1
+
+    def stored_row(self, run_id: str, cell_key: str) -> dict[str, Any] | None:
+        """The row stored for one cell of one run, as written (None when there is none)."""
+        r = self._conn.execute("SELECT row FROM results WHERE run_id=? AND cell_key=?", (run_id, cell_key)).fetchone()
+        return None if r is None else json.loads(r[0])
 
     def cell_keys(self, run_id: str) -> set[str]:
         return {r[0] for r in self._conn.execute("SELECT cell_key FROM results WHERE run_id=?", (run_id,))}
