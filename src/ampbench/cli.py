@@ -142,7 +142,8 @@ ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py
                                             "(returns an nn.Module, or an ampbench.Workload).")]
 InputShapeOpt = Annotated[Opt[str], typer.Option(help="Per-sample input shape: 20 (features), 3,224,224 (an image), "
                                                  "16,80 (a sequence of vectors), 128 with --vocab-size (token ids).")]
-VocabSizeOpt = Annotated[Opt[int], typer.Option(help="Token inputs: int64 ids in [0, V) (hf: default: the config's).")]
+VocabSizeOpt = Annotated[Opt[int], typer.Option(help="Token inputs: int64 ids in [1, V), 0 left for padding (--task lm: "
+                                                "[0, V)); hf: default: the config's vocabulary.")]
 NumClassesOpt = Annotated[Opt[int], typer.Option(help="Classification (the default task): output (batch, N) logits.")]
 NumOutputsOpt = Annotated[Opt[int], typer.Option(help="Regression: output (batch, K), MSE loss, RMSE metric.")]
 TaskOpt = Annotated[Opt[str], typer.Option(help="classify | regress | lm (output (batch, seq, vocab), next-token "
@@ -218,8 +219,8 @@ def user_data(workload_names: list[str], model: str | None, input_shape: str | N
                             f"{', '.join(registered) or 'the default suite'} (their data are their own)")
     if model is None and (batches or loss):
         raise AmpbenchError("--batches/--loss apply to --model only")
-    if data.task is not None:
-        data.resolve("--task", need_shape=False)  # a bad --task or a contradiction fails before anything is built
+    if data.task is not None:  # a bad --task or a contradiction fails before anything is built (hf: configs have a vocabulary)
+        data.resolve("--task", need_shape=False, need_vocab=not any(w.startswith("hf:") for w in workload_names))
     return {"input_shape": input_shape, "vocab_size": vocab_size, "num_classes": num_classes,
             "num_outputs": num_outputs, "task": task, "batches": batches, "loss": loss}
 
@@ -359,7 +360,7 @@ def _launch_train_ranks(nproc: int, nodes: list[str]) -> int:
     from ampbench.bench.child import _die_with_parent
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *nodes, "-m", "ampbench",
-           *sys.argv[1:]]
+           *_invocation]
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     return subprocess.run(cmd, env=env, preexec_fn=_die_with_parent).returncode
 
@@ -447,6 +448,8 @@ def run_cmd(
     label: Annotated[Opt[str], typer.Option(help="Free-text label stored with the run.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     report_path: Annotated[Opt[Path], typer.Option("--report-path", help="Where (default: <db dir>/reports/RUN.html).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check everything (options, each workload built and "
+                                          "checked) and print the plan; run and store nothing.")] = False,
 ) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
     from ampbench.bench import run as run_bench
@@ -547,21 +550,19 @@ def run_cmd(
         console.print(f"node {node_rank}: lent {nproc_per_node} rank(s) to {plural(n, 'distributed cell')} of node 0's "
                       f"run at {escape(str(rdzv_endpoint))}; its rows are stored there")
         return
+    if dry_run:  # a store that exists is checked (never created, never written)
+        from ampbench.store import default_db_path
+
+        path = db if db is not None else default_db_path()
+        if path.exists():
+            _open_store(path, create=False).close()
+        _plan_header(config, points, dev, measures, path)
+        for spec in config.cells():
+            console.print(f"  {escape(_cell_text(spec, config))}", highlight=False)
+        console.print("dry run: nothing was run or stored")
+        return
     store = _open_store(db)
-    cells = config.cells()
-    closing = sum(c.closing for c in cells)
-    extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
-                   f" + {closing} closing fp32" if closing else "")
-    axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
-    if strategy is not None:
-        axes += " x " + ", ".join(f"{s} x{config.nproc * config.nnodes}" if s else "1 process" for s in config.strategies)
-    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{axes}{extra_cells}) "
-                  f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store.path))}")
-    for note in config.left_out():
-        console.print(f"[dim]{escape(note)}[/]")
-    if config.fp8_compile:
-        console.print("[dim]fp8 on CUDA: the fp8 cells run torch.compile'd (torchao's float8 is built to be compiled), "
-                      "beside compiled fp32 and amp-bf16 references; --compile off times fp8 eager[/]")
+    _plan_header(config, points, dev, measures, store.path)
     info, rows = _run_with_progress(run_bench, config, store, resume, label)
     for table in _results_tables(rows):
         console.print(table)
@@ -584,6 +585,37 @@ def run_cmd(
             f"{r['workload']} {r['precision']}: {r.get('reason') or 'no reason'}" for r in errored[:3])
             + (" ..." if len(errored) > 3 else "")), highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def _plan_header(config, points, dev, measures, store_path) -> None:  # type: ignore[no-untyped-def]
+    cells = config.cells()
+    closing = sum(c.closing for c in cells)
+    extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
+                   f" + {closing} closing fp32" if closing else "")
+    axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
+    if config.strategies != (None,):
+        axes += " x " + ", ".join(f"{s} x{config.nproc * config.nnodes}" if s else "1 process" for s in config.strategies)
+    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{axes}{extra_cells}) "
+                  f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store_path))}")
+    for note in config.left_out():
+        console.print(f"[dim]{escape(note)}[/]")
+    if config.fp8_compile:
+        console.print("[dim]fp8 on CUDA: the fp8 cells run torch.compile'd (torchao's float8 is built to be compiled), "
+                      "beside compiled fp32 and amp-bf16 references; --compile off times fp8 eager[/]")
+
+
+def _cell_text(s, config) -> str:  # type: ignore[no-untyped-def]
+    """One cell as the progress lines and the dry run name it (plain text: escape it before rich prints it)."""
+    what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+    if s.strategy:
+        what += f" {s.strategy} x{s.world_size}" + (f" reduce {s.grad_reduce_dtype}" if s.grad_reduce_dtype else "")
+    if not s.execution.is_default:
+        what += f" {s.execution.label}"
+    if s.closing:
+        what += " [closing baseline]"
+    elif config.repeats > 1 and "throughput" in config.measures:
+        what += f" [repeat {s.repeat + 1}/{config.repeats}]"
+    return what
 
 
 def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, measures: tuple[str, ...],
@@ -661,17 +693,7 @@ def _run_with_progress(run_bench, config, store, resume, label):  # type: ignore
         task = bar.add_task("starting", total=len(config.cells()))
 
         def on_event(ev) -> None:  # type: ignore[no-untyped-def]
-            s = ev.spec
-            what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
-            if s.strategy:
-                what += f" {s.strategy} x{s.world_size}" + (f" reduce {s.grad_reduce_dtype}" if s.grad_reduce_dtype else "")
-            if not s.execution.is_default:
-                what += f" {s.execution.label}"
-            if s.closing:
-                what += " [closing baseline]"
-            elif config.repeats > 1 and "throughput" in config.measures:
-                what += f" [repeat {s.repeat + 1}/{config.repeats}]"
-            what = escape(what)  # names, reasons and "[repeat ...]" are text, not rich markup
+            what = escape(_cell_text(ev.spec, config))  # names, reasons and "[repeat ...]" are text, not rich markup
             if ev.phase == "start":
                 bar.update(task, description=f"running {what}")
             elif ev.phase == "skip":
@@ -986,10 +1008,16 @@ def hw_cmd(
         console.print(f"wrote {escape(str(json_out))}")
 
 
+_invocation: list[str] = []
+"""The arguments of the command being run (``train --strategy`` runs the same command again in each rank)."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: AmpbenchError -> one line on stderr, exit code 2."""
+    global _invocation
+    _invocation = list(sys.argv[1:] if argv is None else argv)
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="ampbench")
+        code = app(args=_invocation, standalone_mode=False, prog_name="ampbench")
         if isinstance(code, int) and code:  # typer.Exit(N) inside a command comes back as N without standalone mode
             sys.exit(code)
     except AmpbenchError as e:

@@ -70,8 +70,9 @@ class DataSpec:
                  "num_outputs": "--num-outputs", "task": "--task"}
         return [flag for name, flag in flags.items() if getattr(self, name) is not None]
 
-    def resolve(self, where: str, need_shape: bool = True) -> DataSpec:
-        """The same spec with ``task`` filled in; one-line AmpbenchError for a contradiction or a gap."""
+    def resolve(self, where: str, need_shape: bool = True, need_vocab: bool = True) -> DataSpec:
+        """The same spec with ``task`` filled in; one-line AmpbenchError for a contradiction or a gap.
+        ``need_vocab=False``: an lm's vocabulary comes from elsewhere (an hf: config)."""
         task = self.task
         if task is not None and task not in TASKS:
             raise AmpbenchError(f"--task {task!r}: choose one of {', '.join(TASKS)}")
@@ -88,7 +89,7 @@ class DataSpec:
         if task == "lm":
             if self.num_classes is not None or self.num_outputs is not None:
                 raise AmpbenchError("--task lm predicts the next token over --vocab-size: drop --num-classes/--num-outputs")
-            if self.vocab_size is None:
+            if self.vocab_size is None and need_vocab:
                 raise AmpbenchError("--task lm needs --vocab-size V (the size of the model's next-token output)")
             if self.input_shape is not None and len(self.input_shape) != 1:
                 raise AmpbenchError(f"--input-shape {show(self.input_shape)}: --task lm takes one sequence length, e.g. 128")
