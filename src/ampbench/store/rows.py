@@ -106,9 +106,12 @@ ROW_KEYS: dict[str, str] = {
     "weights_bytes": "Bytes of the model's parameters and buffers as trained (half in master-*/pure-* modes).",
     "grads_bytes": "Bytes of the parameter gradients.",
     "optimizer_bytes": "Bytes of optimizer state (e.g. Adam's two moments) plus fp32 master weights and grads.",
-    "activation_bytes": "Bytes saved for backward in one forward pass (autograd saved tensors, unique storages).",
-    "model_bytes_fp32": "state_dict tensor bytes with floating tensors in fp32 (model size on disk).",
-    "model_bytes_half": "state_dict tensor bytes with floating tensors in 16 bits.",
+    "activation_bytes": "Bytes saved for backward in one training step's forward (autograd saved tensors, unique "
+                        "storages; the model's own parameters and buffers, and views of them, excluded by storage "
+                        "identity; half copies of weights autocast saves included).",
+    "model_bytes_fp32": "Tensor bytes torch.save writes for the state_dict with floating tensors in fp32 (the model "
+                        "file, headers aside): each storage once, so tied weights count once.",
+    "model_bytes_half": "The same with floating tensors in 16 bits.",
     # FLOPs / MFU
     "flops_per_step": "FLOPs of one training step (forward + backward) from torch.utils.flop_counter.",
     "conv_flops_share": "Share of flops_per_step in convolutions (the rest: matmuls and attention). A GEMM "
