@@ -152,8 +152,12 @@ def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], ex
     (["hw", "--sizes", "0"], "--sizes must be between 1 and 65536"),
 ])
 def test_bad_store_commands_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
-    r = cli(*args, "--db", str(tmp_path / "r.db"))
-    assert r.returncode == 2 and expect in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    from ampbench.store import Store
+    from tests.conftest import cli as in_process
+
+    Store(tmp_path / "r.db").close()  # an empty store (a missing one is another error: tests/store)
+    code, _, err = in_process(*args, "--db", str(tmp_path / "r.db"))
+    assert code == 2 and expect in err and len(err.strip().splitlines()) == 1
 
 
 def test_hw_on_cpu_says_what_half_precision_can_do(tmp_path: Path) -> None:
