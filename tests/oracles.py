@@ -29,7 +29,12 @@ def _state_addresses(model: nn.Module) -> set[int]:
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
+    """Plain tensors in a saved value; a wrapper tensor subclass (torchao's fp8 tensors) by its inner tensors."""
     if isinstance(value, torch.Tensor):
+        flatten = getattr(type(value), "__tensor_flatten__", None)
+        if flatten is not None and type(value) is not torch.Tensor and not isinstance(value, nn.Parameter):
+            names, _ = value.__tensor_flatten__()
+            return [t for n in names for t in _tensors(getattr(value, n))]
         return [value]
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in _tensors(v)]

@@ -23,13 +23,17 @@ def measured(kind: str, precision: str, wl=None):  # type: ignore[no-untyped-def
     from ampbench.bench.cell import throughput_memory
 
     wl = wl or zoo.build(kind)
+    fp8 = {"fp8_filter": "dims"} if precision.startswith("fp8") else {}  # (the zoo's layers are too small for "auto")
     spec = CellSpec(device="cpu", workload=f"zoo:{kind}", preset="tiny", precision=precision, batch_size=zoo.BATCH,
-                    steps=2, warmup=1)
+                    steps=2, warmup=1, **fp8)
     step, row = throughput_memory(wl, spec, zoo.BATCH, CPU, None)
     return wl, step, row
 
 
-@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-bf16"])
+FP8 = [] if torchao_problem() is not None else ["fp8-tensorwise"]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-bf16", *FP8])
 @pytest.mark.parametrize("kind", zoo.KINDS)
 def test_memory_split_and_flops_match_the_oracles(kind: str, precision: str) -> None:
     wl, step, row = measured(kind, precision)
@@ -57,8 +61,10 @@ def test_memory_split_and_flops_match_the_oracles(kind: str, precision: str) -> 
     sizes = model_sizes(fresh)
     assert sizes["model_bytes_fp32"] == oracles.torch_save_bytes(fresh)
     assert sizes["model_bytes_half"] == oracles.torch_save_bytes(fresh, torch.float16)
-    if kind == "mlp":  # the textbook count: three Linear layers, the first needs no input gradient
-        assert row["flops_per_step"] == oracles.linear_flops(zoo.BATCH, [(32, 64), (64, 64), (64, 2)])
+    if kind == "mlp":  # the textbook count: three Linear layers, the first needs no input gradient -- except that
+        # torchao's Float8Linear (fp8 modes) computes it anyway: its autograd Function always returns one (it runs)
+        assert row["flops_per_step"] == oracles.linear_flops(zoo.BATCH, [(32, 64), (64, 64), (64, 2)],
+                                                             first_needs_input_grad=precision.startswith("fp8"))
     if kind == "frozen":  # the frozen body runs forward only; the head's input needs no gradient (nothing before it trains)
         assert row["flops_per_step"] == 2 * zoo.BATCH * 32 * 64 + 2 * 2 * zoo.BATCH * 64 * 4
 
@@ -113,10 +119,8 @@ def test_fp8_layers_count_every_linear(kind: str) -> None:
     assert sorted([*layers.converted, *layers.skipped]) == sorted(linears)
     converted = [n for n, m in step.eager_model.named_modules() if type(m).__name__ == "Float8Linear"]
     assert sorted(converted) == sorted(layers.converted)
+    assert bool(converted) == (kind != "lstm")  # (dims: every multiple-of-16 Linear; the LSTM's 3-way head is not)
     assert row["fp8_layers"].startswith(f"{len(converted)}/{len(linears)} converted")
-    # the same matmuls as amp-bf16: fp8 changes the operands' format, not the FLOPs
-    _, _, bf16 = measured(kind, "amp-bf16")
-    assert row["flops_per_step"] == bf16["flops_per_step"]
 
 
 @pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
