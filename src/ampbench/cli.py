@@ -404,7 +404,8 @@ def run_cmd(
                                          "the advisor then needs every repeat to agree.")] = 1,
     device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
     db: Annotated[Opt[Path], typer.Option(help="Results store (default: $AMPBENCH_DB or the user data dir).")] = None,
-    json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the run's rows as JSON (for ampbench import).")] = None,
+    json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the run's rows as JSON (for ampbench import); with "
+                                                "--dry-run, the plan: each cell with its key.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the last run with these options.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for model init and data (converge: first of --seeds seeds).")] = 0,
     model: ModelOpt = None,
@@ -560,6 +561,12 @@ def run_cmd(
         for spec in config.cells():
             console.print(f"  {escape(_cell_text(spec, config))}", highlight=False)
         console.print("dry run: nothing was run or stored")
+        if json_out is not None:  # the plan, machine-readable: the run's identity and each cell with its key
+            import json
+
+            plan = {"identity": config.identity(), "cells": [{"key": c.key(), **c.to_dict()} for c in config.cells()]}
+            write_text_atomic(json_out, json.dumps(plan, indent=1))
+            console.print(f"wrote the plan to {escape(str(json_out))}")
         return
     store = _open_store(db)
     _plan_header(config, points, dev, measures, store.path)
