@@ -42,3 +42,31 @@ def test_unknown_name_lists_valid_names_and_aliases():
         assert name in msg
         for a in aliases:
             assert a in msg
+
+
+def test_recipes_own_their_facts_fp8_and_the_advisor_preference() -> None:
+    from ampbench.precision import Fp8Options, is_fp8, list_precisions, preference
+
+    assert [p for p in list_precisions() if is_fp8(p)] == ["fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp"]
+    assert is_fp8("fp8") and not is_fp8("bf16") and not is_fp8("fp17")  # aliases resolve; unknown names are not
+    assert sorted(list_precisions(), key=preference) == [
+        "amp-bf16", "amp-fp16", "master-bf16", "master-fp16", "fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp",
+        "pure-bf16", "pure-fp16", "tf32", "fp32"]
+    assert preference("fp17") > preference("fp32")
+    assert Fp8Options.from_strings(" head, lm_head ,", None) == Fp8Options(("head", "lm_head"), "auto")
+    with pytest.raises(AmpbenchError, match="--fp8-filter 'all': choose auto"):
+        Fp8Options.from_strings(None, "all")
+    with pytest.raises(AmpbenchError, match="fp8_filter 'x'"):
+        Fp8Options(filter="x")
+
+
+def test_fp8_recipes_are_built_with_their_options() -> None:
+    from ampbench import MixedPrecision
+    from ampbench.precision import Fp8Options, get
+
+    assert get("fp8").options == Fp8Options()
+    mp = MixedPrecision("fp8-rowwise", fp8=Fp8Options(("head",), "dims"))
+    assert mp.recipe.options == Fp8Options(("head",), "dims") and not mp.recipe.fsdp_all_gather
+    assert MixedPrecision("fp8", fp8_skip=["a"], fp8_filter="dims").recipe.options == Fp8Options(("a",), "dims")
+    with pytest.raises(AmpbenchError, match="apply to the fp8 modes, not 'amp-bf16'"):
+        MixedPrecision("amp-bf16", fp8=Fp8Options())

@@ -96,9 +96,9 @@ def fp8_compiles_by_default(compile_given: bool, device: str, precisions: tuple[
     """fp8 on CUDA runs torch.compile'd unless --compile says otherwise: torchao's float8 is built to be
     compiled (eager, each cast, amax and scale is a kernel of its own around the fp8 GEMM, which can make fp8
     slower than bf16); on a CPU the fp8 modes are emulated and compiling them measures nothing about a GPU."""
-    from ampbench.precision import get
+    from ampbench.precision import is_fp8
 
-    return not compile_given and device.startswith("cuda") and any(get(p).math_mode == "fp8" for p in precisions)
+    return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
 
 
 FP8_REFERENCES = ("fp32", "amp-bf16")
@@ -110,13 +110,13 @@ NEWER_USER_FIELDS = ("vocab_size", "num_outputs", "task", "batches", "loss", "fp
 
 def mp_options(spec: CellSpec) -> dict[str, Any]:
     """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
-    from ampbench.precision import get
+    from ampbench.precision import Fp8Options, is_fp8
 
     out: dict[str, Any] = {}
     if spec.strategy is not None:
         out.update(strategy=spec.strategy, grad_reduce_dtype=spec.grad_reduce_dtype)
-    if get(spec.precision).math_mode == "fp8":
-        out.update(fp8_skip=spec.fp8_skip, fp8_filter=spec.fp8_filter or "auto")
+    if is_fp8(spec.precision):
+        out["fp8"] = Fp8Options(spec.fp8_skip, spec.fp8_filter or "auto")
     return out
 
 
@@ -316,9 +316,9 @@ class RunConfig(Settings):
         """(execution, precision, compiled by default) of a workload's cells, execution by execution. With
         ``fp8_compile`` the fp8 modes run at the execution compiled, after the others, next to compiled fp32
         and amp-bf16 (when the run has them)."""
-        from ampbench.precision import get
+        from ampbench.precision import is_fp8
 
-        fp8 = [p for p in precisions if self.fp8_compile and get(p).math_mode == "fp8"]
+        fp8 = [p for p in precisions if self.fp8_compile and is_fp8(p)]
         out = []
         for ex in self.executions:
             out.extend((ex, p, False) for p in precisions if p not in fp8)

@@ -46,10 +46,9 @@ class Diagnosis:
 
 def applicable_checks(precision: str) -> tuple[str, ...]:
     """Every check that applies to ``precision`` (the default): fp8 only for the fp8 modes."""
-    from ampbench.precision import get
+    from ampbench.precision import is_fp8
 
-    fp8 = get(precision).math_mode == "fp8"
-    return tuple(c for c in CHECKS if c != "fp8" or fp8)
+    return tuple(c for c in CHECKS if c != "fp8" or is_fp8(precision))
 
 
 def parse_checks(value: str | None) -> tuple[str, ...]:
@@ -114,7 +113,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     recipe = get(precision)
     if checks is None:
         checks = applicable_checks(precision)
-    elif "fp8" in checks and recipe.math_mode != "fp8":
+    elif "fp8" in checks and not recipe.is_fp8:
         raise AmpbenchError(f"--checks fp8 diagnoses the fp8 modes (fp8-tensorwise, fp8-rowwise, fp8-rowwise-gw-hp), "
                             f"not {precision}")
     half16 = "bf16" if recipe.compute_dtype == torch.bfloat16 else "fp16"

@@ -115,7 +115,7 @@ def layout(strategy: str, recipe: Precision, grad_reduce_dtype: torch.dtype | No
                                 "fp32 gradients (fp32, tf32, amp-*)")
         return Layout("ddp", recipe.name, engine_casts=True, engine_masters=recipe.master_weights,
                       reduce_dtype=grad_reduce_dtype, grad_dtype=grad)
-    if recipe.math_mode == "fp8":
+    if recipe.is_fp8:
         return Layout("fsdp", recipe.name, engine_casts=True, engine_masters=False, reduce_dtype=grad_reduce_dtype,
                       fp8_all_gather=getattr(recipe, "fp8_recipe", None) == "tensorwise")
     if recipe.master_weights:

@@ -9,11 +9,13 @@ from ampbench.precision import fp32, amp, master, pure, fp8  # noqa: F401
 # isort: on
 from ampbench.precision.base import Precision
 from ampbench.precision.engine import MixedPrecision, StepRecord
-from ampbench.precision.registry import aliases_of, get, list_precisions, register, resolve
+from ampbench.precision.fp8 import Fp8Options
+from ampbench.precision.registry import aliases_of, get, is_fp8, list_precisions, preference, register, resolve
 from ampbench.precision.scaling import LossScaleConfig, LossScaler
 from ampbench.precision.support import Support, cpu_half_hardware, cpu_name, supported
 
 __all__ = [
+    "Fp8Options",
     "LossScaleConfig",
     "LossScaler",
     "MixedPrecision",
@@ -24,7 +26,9 @@ __all__ = [
     "cpu_half_hardware",
     "cpu_name",
     "get",
+    "is_fp8",
     "list_precisions",
+    "preference",
     "register",
     "resolve",
     "supported",

@@ -31,6 +31,7 @@ class _Autocast(Precision):
 @register
 class AmpFP16(_Autocast):
     name = "amp-fp16"
+    preference = 1
     aliases = ("O1", "16-mixed", "16", "amp")
     summary = "autocast fp16, fp32 weights, dynamic loss scaling"
     compute_dtype = torch.float16
@@ -40,6 +41,7 @@ class AmpFP16(_Autocast):
 @register
 class AmpBF16(_Autocast):
     name = "amp-bf16"
+    preference = 0
     aliases = ("bf16-mixed", "bf16")
     summary = "autocast bf16, fp32 weights, no loss scaling (bf16 has fp32's exponent range)"
     compute_dtype = torch.bfloat16

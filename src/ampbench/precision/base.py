@@ -47,6 +47,9 @@ class Precision:
     """The math the heavy ops run in, when not ``compute_dtype``'s (fp8 modes: "fp8", for the peak table)."""
     in_cpu_defaults: ClassVar[bool] = True
     """Whether ``ampbench run`` on CPU includes this mode when no --precisions are given (fp8: emulated there)."""
+    preference: ClassVar[int] = 100
+    """The advisor's tie-break among modes of equal speed and memory, lowest first: autocast first (no model
+    changes; bf16 needs no loss scaling), then master weights, fp8, pure half, fp32 last."""
 
     # -- hooks -------------------------------------------------------------------------------
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
@@ -69,6 +72,11 @@ class Precision:
         """Install fallbacks for ops ``device`` has no kernel for in this mode (see
         :mod:`ampbench.precision.fallbacks`); returns what was changed, for the record."""
         return []
+
+    @property
+    def is_fp8(self) -> bool:
+        """Whether the heavy math runs in fp8 (these modes take :class:`~ampbench.precision.fp8.Fp8Options`)."""
+        return self.math_mode == "fp8"
 
     @property
     def is_half(self) -> bool:

@@ -37,6 +37,7 @@ from torch import nn
 
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
+from ampbench.precision.fp8 import Fp8Options
 from ampbench.precision.master_weights import MasterWeights
 from ampbench.precision.registry import get
 from ampbench.precision.scaling import LossScaleConfig, LossScaler
@@ -146,6 +147,7 @@ class MixedPrecision:
         keep_fp32: Sequence[str | type[nn.Module]] = (),
         device: str | torch.device | None = None,
         check_finite: bool = True,
+        fp8: Fp8Options | None = None,
         fp8_skip: Sequence[str] = (),
         fp8_filter: str = "auto",
         strategy: str | None = None,
@@ -162,15 +164,13 @@ class MixedPrecision:
         self.layout = layout(self.strategy, self.recipe, reduce) if self.strategy else None
         """What this (strategy, precision) pair does (ampbench.distributed.strategy); None on one device."""
         self._mesh, self._process_group = mesh, process_group
-        if isinstance(fp8_skip, str):
-            fp8_skip = [s for s in fp8_skip.split(",") if s]
-        if self.recipe.math_mode == "fp8":
-            from ampbench.precision.fp8 import check_filter
-
-            self.recipe.skip, self.recipe.filter = tuple(fp8_skip), check_filter(fp8_filter)  # type: ignore[attr-defined]
-            self.recipe.fsdp_all_gather = bool(self.layout and self.layout.fp8_all_gather)  # type: ignore[attr-defined]
-        elif fp8_skip or fp8_filter != "auto":
-            raise AmpbenchError(f"fp8_skip/fp8_filter apply to the fp8 modes, not {self.name!r}")
+        if fp8 is None and (fp8_skip or fp8_filter != "auto"):  # (the keywords before Fp8Options)
+            fp8 = Fp8Options(tuple(fp8_skip) if not isinstance(fp8_skip, str) else (fp8_skip,), fp8_filter)
+        if self.recipe.is_fp8:  # the recipe built with its options (and FSDP2's fp8 all-gather when the layout has it)
+            self.recipe = get(precision, options=fp8 or Fp8Options(),
+                              fsdp_all_gather=bool(self.layout and self.layout.fp8_all_gather))
+        elif fp8 is not None:
+            raise AmpbenchError(f"fp8 options (fp8_skip/fp8_filter) apply to the fp8 modes, not {self.name!r}")
         try:
             self.loss_scale = LossScaleConfig.parse(loss_scale, default=self.recipe.default_loss_scale)
         except AmpbenchError as e:

@@ -50,6 +50,30 @@ def check_filter(value: str, flag: str = "fp8_filter") -> str:
     return value
 
 
+@dataclass(frozen=True)
+class Fp8Options:
+    """What an fp8 mode converts (the options the fp8 recipes are built with; checked at construction).
+
+    ``skip``: Linear layers kept in bf16, by a substring of their name (``--fp8-skip head,lm_head``).
+    ``filter``: ``auto`` (multiple-of-16 dims and torchao's size thresholds) or ``dims`` (the dims rule only).
+    """
+
+    skip: tuple[str, ...] = ()
+    filter: str = "auto"
+
+    def __post_init__(self) -> None:
+        skip = (self.skip,) if isinstance(self.skip, str) else tuple(self.skip)
+        object.__setattr__(self, "skip", tuple(x.strip() for s in skip for x in s.split(",") if x.strip()))
+        check_filter(self.filter)
+
+    @classmethod
+    def from_strings(cls, skip: str | None, filter: str | None) -> Fp8Options:
+        """``--fp8-skip a,b`` / ``--fp8-filter dims`` as the CLI gives them (None: the default)."""
+        if filter is not None:
+            check_filter(filter, "--fp8-filter")
+        return cls(tuple((skip or "").split(",")), filter or "auto")
+
+
 def _version(text: str) -> tuple[int, ...]:
     out = []
     for part in text.split("+")[0].split("."):
@@ -188,19 +212,18 @@ class _Fp8(_Autocast):
     in_cpu_defaults = False
     fp8_recipe: ClassVar[str]
 
-    def __init__(self) -> None:
-        self.skip: tuple[str, ...] = ()
-        self.filter = "auto"
+    def __init__(self, options: Fp8Options | None = None, fsdp_all_gather: bool = False) -> None:
+        self.options = options or Fp8Options()
         self.layers: Fp8Layers | None = None
-        self.fsdp_all_gather = False
-        """Set by the engine under FSDP2 fp8-tensorwise: weights keep torchao's fp8 all-gather wrapper."""
+        self.fsdp_all_gather = fsdp_all_gather
+        """FSDP2 fp8-tensorwise: the converted weights keep torchao's fp8 all-gather wrapper (the engine says)."""
 
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
         try:
             float8 = import_float8()
         except AmpbenchError as e:
             raise AmpbenchError(f"{self.name}: {e}") from None
-        plan = plan_layers(module, self.fp8_recipe, self.skip, self.filter)
+        plan = plan_layers(module, self.fp8_recipe, self.options.skip, self.options.filter)
         chosen = set(plan.converted)
         if chosen:
             config = float8.Float8LinearConfig.from_recipe_name(self.fp8_recipe)
@@ -217,6 +240,7 @@ class _Fp8(_Autocast):
 @register
 class Fp8Tensorwise(_Fp8):
     name = "fp8-tensorwise"
+    preference = 4
     aliases = ("fp8",)
     summary = "amp-bf16 with eligible Linear layers in fp8 (torchao, per-tensor scales; extra ampbench[fp8])"
     fp8_recipe = "tensorwise"
@@ -225,6 +249,7 @@ class Fp8Tensorwise(_Fp8):
 @register
 class Fp8Rowwise(_Fp8):
     name = "fp8-rowwise"
+    preference = 5
     summary = "amp-bf16 with eligible Linear layers in fp8 (torchao, per-row scales)"
     fp8_recipe = "rowwise"
 
@@ -232,5 +257,6 @@ class Fp8Rowwise(_Fp8):
 @register
 class Fp8RowwiseGwHp(_Fp8):
     name = "fp8-rowwise-gw-hp"
+    preference = 6
     summary = "fp8-rowwise with the grad-weight matmul kept in bf16 (torchao's most conservative recipe)"
     fp8_recipe = "rowwise_with_gw_hp"

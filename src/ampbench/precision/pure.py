@@ -28,6 +28,7 @@ class _Pure(Precision):
 @register
 class PureFP16(_Pure):
     name = "pure-fp16"
+    preference = 8
     aliases = ("O3", "16-true")
     summary = "everything fp16, no master copy, no loss scaling by default (may not converge)"
     param_dtype = compute_dtype = torch.float16
@@ -36,6 +37,7 @@ class PureFP16(_Pure):
 @register
 class PureBF16(_Pure):
     name = "pure-bf16"
+    preference = 7
     aliases = ("bf16-true",)
     summary = "everything bf16, no master copy (updates below bf16's resolution are lost)"
     param_dtype = compute_dtype = torch.bfloat16

@@ -46,6 +46,19 @@ def resolve(name: str) -> str:
     )
 
 
-def get(name: str) -> Precision:
-    """A fresh recipe instance for a name or alias."""
-    return _RECIPES[resolve(name)]()
+def get(name: str, **options: object) -> Precision:
+    """A fresh recipe instance for a name or alias; ``options``: the recipe's own (the fp8 modes take
+    ``options=Fp8Options(...)``)."""
+    return _RECIPES[resolve(name)](**options)
+
+
+def is_fp8(name: str) -> bool:
+    """Whether a mode (name or alias) computes in fp8; False for a name that is no mode (an imported row's)."""
+    key = str(name).strip().lower()
+    return key in _ALIASES and _RECIPES[_ALIASES[key]].math_mode == "fp8"
+
+
+def preference(name: str) -> int:
+    """The advisor's tie-break rank of a mode (lower: preferred); names that are no mode rank last."""
+    key = str(name).strip().lower()
+    return _RECIPES[_ALIASES[key]].preference if key in _ALIASES else 1000

@@ -165,7 +165,7 @@ def supported(name: str, device: str | torch.device = "cpu") -> Support:
     recipe = get(name)
     dev = torch.device(device)
     half = recipe.compute_dtype if recipe.is_half else None
-    if recipe.math_mode == "fp8":
+    if recipe.is_fp8:
         return _fp8_support(dev)
     if dev.type == "cpu":
         return _cpu_support(recipe.name, recipe.tf32, half)

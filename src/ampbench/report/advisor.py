@@ -4,7 +4,7 @@ Rule: only modes that ran (status ok) and, when convergence was measured, whose 
 parity with fp32 are candidates. Among them, in this order:
 
 1. modes measurably faster than fp32 by at least ``MIN_GAIN``: the fastest (modes within ``TIE``
-   of it are a tie, broken by lower memory, then by the simpler recipe, :data:`PREFERENCE`);
+   of it are a tie, broken by lower memory, then by the simpler recipe (each recipe's ``preference``);
 2. else modes saving at least ``MIN_MEMORY_SAVING`` of memory at no more than ``TIE`` loss of
    speed: the one using least memory (then the simpler recipe);
 3. else fp32, with why no mode helps, or that a gain was measured but is inside the noise.
@@ -36,6 +36,7 @@ from typing import Any
 from ampbench.bench.cells import CellId, measured_on
 from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
+from ampbench.precision import is_fp8, preference
 from ampbench.report.combine import best_combination
 from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory
@@ -48,9 +49,6 @@ NOISE_SIGMAS = 2.0
 MIN_MEMORY_SAVING = 0.10
 LAUNCH_BOUND_MS = 5.0
 """GPU step times below this, with the half modes no faster, point at a launch-bound model."""
-PREFERENCE = ("amp-bf16", "amp-fp16", "master-bf16", "master-fp16", "fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp",
-              "pure-bf16", "pure-fp16", "tf32", "fp32")
-"""Tie-break order: autocast first (no model changes; bf16 needs no loss scaling), pure half last."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,7 @@ def workload_groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def _pref(p: str) -> int:
-    return PREFERENCE.index(p) if p in PREFERENCE else len(PREFERENCE)
+    return preference(p)
 
 
 def _pick(rows: list[dict[str, Any]], by_speed: bool) -> dict[str, Any]:
@@ -271,7 +269,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
 
 
 def _is_fp8(r: dict[str, Any]) -> bool:
-    return str(r.get("precision", "")).startswith("fp8-")
+    return is_fp8(str(r.get("precision", "")))
 
 
 def _fp8_notes(best: dict[str, Any], ok: list[dict[str, Any]], unchecked: list[dict[str, Any]]) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.execution.options import Execution
+from ampbench.precision import is_fp8
 from ampbench.store.derive import speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
@@ -76,7 +77,7 @@ def _converging(ok: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int
     """(rows that converge, ids of those whose verdict was taken from another execution, whether any verdict exists)."""
     checked = any(r.get("converge_verdict") for r in ok)
     if not checked:
-        return [r for r in ok if not str(r["precision"]).startswith("fp8-")], set(), False
+        return [r for r in ok if not is_fp8(r["precision"])], set(), False
     verdicts: dict[str, set[str]] = {}
     for r in ok:
         if r.get("converge_verdict"):
@@ -88,7 +89,7 @@ def _converging(ok: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int
         if v in good:
             out.append(r)
         elif v is None and verdicts.get(r["precision"]) and verdicts[r["precision"]] <= good \
-                and not str(r["precision"]).startswith("fp8-"):
+                and not is_fp8(r["precision"]):
             out.append(r)
             inherited.add(id(r))
     return out, inherited, True
