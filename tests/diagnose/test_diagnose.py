@@ -11,7 +11,7 @@ from ampbench.diagnose import diagnose
 from ampbench.diagnose.policy import trial_loss
 from ampbench.diagnose.ranges import FP16_MIN_SUBNORMAL
 from ampbench.measure.step import build_step
-from ampbench.workloads.registry import seeded
+from ampbench.workloads.base import seeded
 
 from . import planted
 

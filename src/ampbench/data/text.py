@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from ampbench.data.errors import DataError
+from ampbench.data.tensors import TensorData
 
 UNK, EOS = "<unk>", "<eos>"
 
@@ -52,3 +53,13 @@ def load_corpus(data_dir: str | Path, max_vocab: int, held_out: float = 0.1) -> 
         return torch.tensor([index.get(w, 0) for w in words], dtype=torch.int64)
 
     return {"train": encode(train), "test": encode(test)}, vocab
+
+
+def windows(stream: torch.Tensor, seq: int) -> TensorData:
+    """A token stream cut into (inputs, next-token targets) sequences of ``seq`` tokens."""
+    n = (len(stream) - 1) // seq
+    if n < 1:
+        raise DataError(f"corpus of {len(stream)} tokens is shorter than one sequence of {seq}")
+    x = stream[: n * seq].view(n, seq)
+    y = stream[1: n * seq + 1].view(n, seq)
+    return TensorData((x,), y)

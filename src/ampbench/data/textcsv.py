@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from ampbench.data.errors import DataError
+from ampbench.data.splits import held_out
 from ampbench.data.tabular import read_csv_rows
 
 PAD, UNK, CLS = 0, 1, 2
@@ -122,8 +123,6 @@ def encode(texts: list[str], tokenize: Callable[[str], list[int]], seq_len: int)
 
 def load_text_classification(data_dir: str | Path, seq_len: int, vocab_size: int, tokenizer: str = "word",
                              val_fraction: float | None = None) -> TextClassification:
-    from ampbench.workloads.base import held_out
-
     data_dir = Path(data_dir)
     if tokenizer not in TOKENIZERS:
         raise DataError(f"tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")

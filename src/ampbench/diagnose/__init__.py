@@ -66,7 +66,7 @@ def parse_checks(value: str | None) -> tuple[str, ...]:
 def _first_build(target: str | Callable[[], Workload], preset: str, seed: int,
                  options: dict[str, Any]) -> Workload:
     from ampbench.workloads import create_workload
-    from ampbench.workloads.registry import seeded
+    from ampbench.workloads.base import seeded
 
     if isinstance(target, str):
         return create_workload(target, preset, None, seed, **options)

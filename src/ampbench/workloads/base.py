@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ampbench.data.splits import VAL_FRACTION, held_out, split  # noqa: F401 (workloads build their splits with these)
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
 
@@ -145,18 +147,9 @@ def image_prep(mean: float = 0.5, std: float = 0.25, size: int | None = None) ->
     return prep
 
 
-VAL_FRACTION = 0.2
-"""Share of a real dataset held out for testing when it comes as one split (``--val-fraction``)."""
-
-
-def held_out(n: int, fraction: float, where: object) -> int:
-    """How many of ``n`` samples to hold out: round(n x fraction), at least 1 each side."""
-    if n < 2:
-        from ampbench.data.errors import DataError
-
-        raise DataError(f"{where}: {n} sample(s) cannot be split into training and test data (need at least 2)")
-    return min(max(round(n * fraction), 1), n - 1)
-
-
-def split(x: tuple[torch.Tensor, ...] | torch.Tensor, y: torch.Tensor, n_test: int) -> tuple[TensorData, TensorData]:
-    return TensorData((x,) if isinstance(x, torch.Tensor) else tuple(x), y).split_off(n_test)
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed torch's global RNG for the block (model init), restoring the caller's RNG state after."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield

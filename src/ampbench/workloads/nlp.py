@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.data.tensors import TensorData
-from ampbench.data.text import load_corpus
+from ampbench.data.text import load_corpus, windows
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import ACCURACY, PERPLEXITY, SPAN_EXACT_MATCH, Workload, adam, lm_loss, split
 from ampbench.workloads.registry import register_workload
@@ -175,15 +175,6 @@ class LSTMLanguageModel(nn.Module):
         # (under amp-fp16 on CPU the engine gives nn.LSTM a kernel fallback: ampbench.precision.fallbacks)
         out = self.lstm(x)[0]  # (B, T, P)
         return self.decoder(self.drop(out))  # (B, T, V)
-
-
-def windows(stream: torch.Tensor, seq: int) -> TensorData:
-    n = (len(stream) - 1) // seq
-    if n < 1:
-        raise DataError(f"corpus of {len(stream)} tokens is shorter than one sequence of {seq}")
-    x = stream[: n * seq].view(n, seq)
-    y = stream[1: n * seq + 1].view(n, seq)
-    return TensorData((x,), y)
 
 
 @register_workload(

@@ -24,13 +24,12 @@ import torch
 from torch import nn
 
 from ampbench.data.errors import DataError
+from ampbench.data.splits import check_val_fraction, classification_splits
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
 from ampbench.workloads import tasks
-from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
-from ampbench.workloads.registry import check_val_fraction, seeded
+from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep, seeded
 from ampbench.workloads.tasks import DataSpec, shape_of, show
-from ampbench.workloads.vision import classification_splits
 
 
 def _where(e: BaseException) -> str:
@@ -218,8 +217,7 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
 
 def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None
                  ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
-    from ampbench.data.text import load_corpus
-    from ampbench.workloads.nlp import windows
+    from ampbench.data.text import load_corpus, windows
 
     if data.task != "lm":
         raise AmpbenchError(f"--data-dir {data_dir} holds a text corpus (train.txt): that is language-model data, "

@@ -12,6 +12,7 @@ from ampbench.data import synthetic
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
 from ampbench.data.idx import load_mnist_dir
+from ampbench.data.splits import classification_splits
 from ampbench.data.tensors import TensorData
 from ampbench.workloads.base import (
     BINARY_ACCURACY,
@@ -28,19 +29,6 @@ from ampbench.workloads.registry import register_workload
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the usual MNIST normalisation
 CIFAR_MEAN, CIFAR_STD = 0.4734, 0.2516
-
-
-def classification_splits(data_dir: Path | None, loader, val_fraction: float | None = None
-                          ) -> tuple[TensorData, TensorData] | None:
-    """Real train/test splits from ``loader(data_dir)``; a directory with only one split (MNIST's t10k
-    files, a few CIFAR batches) is cut in two: the last ``val_fraction`` (default 20%) for testing."""
-    if data_dir is None:
-        return None
-    splits = loader(data_dir)
-    if "train" in splits and "test" in splits:
-        return TensorData(splits["train"][0], splits["train"][1]), TensorData(splits["test"][0], splits["test"][1])
-    only = splits.get("train") or splits["test"]
-    return split(only[0], only[1], held_out(len(only[1]), val_fraction or VAL_FRACTION, data_dir))
 
 
 def image_classification_data(data_dir: Path | None, loader, shape: tuple[int, int, int], sizes: tuple[int, int],

@@ -1,0 +1,56 @@
+"""Build a workload: a registered one by name, an adapter (``timm:<model>``, ``hf:<config>``) or a user's model.
+
+The one place names become Workloads: the registry (:mod:`ampbench.workloads.registry`) only knows what is
+registered; this module imports the builders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ampbench.data.splits import check_val_fraction
+from ampbench.errors import AmpbenchError
+from ampbench.workloads.base import Workload, seeded
+from ampbench.workloads.registry import check_options, get_spec
+from ampbench.workloads.user import create_user_workload
+
+__all__ = ["create_model", "create_user_workload", "create_workload"]
+
+
+def create_workload(name: str, preset: str = "small", data_dir: str | Path | None = None, seed: int = 0,
+                    val_fraction: float | None = None, data: Any = None, **options: Any) -> Workload:
+    """Build a registered workload (or an adapter: ``timm:<model>``, ``hf:<config>``).
+
+    ``val_fraction``: share of --data-dir data held out for testing when it comes as one split.
+    ``data``: an adapter's :class:`~ampbench.workloads.tasks.DataSpec` (what --input-shape, --task ... say).
+    """
+    if ":" in name:
+        from ampbench.workloads.adapters import create_adapter_workload  # (imports the optional extras' names)
+
+        check_val_fraction(val_fraction, data_dir, True, name)
+        with seeded(seed):
+            return create_adapter_workload(name, preset, data_dir, seed, data, val_fraction, **options)
+    if data is not None and data.given():
+        raise AmpbenchError(f"{', '.join(data.given())}: for --model and the hf:/timm: adapters, not for {name} "
+                            "(its data are its own; see ampbench list workloads)")
+    spec = get_spec(name)
+    check_options(preset, spec.options(), options, name)
+    check_val_fraction(val_fraction, data_dir, spec.splits_real_data, name)
+    if data_dir is not None:
+        data_dir = Path(data_dir)
+        if not data_dir.is_dir():
+            raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+    if val_fraction is not None:
+        options["val_fraction"] = val_fraction
+    with seeded(seed):  # the model's init depends on the seed only: every precision starts from the same weights
+        return spec.build(preset=preset, data_dir=data_dir, seed=seed, **options)
+
+
+def create_model(name: str, preset: str = "small", **options: Any) -> nn.Module:
+    """Only the model of a registered workload (no data)."""
+    spec = get_spec(name)
+    check_options(preset, spec.options(), options, name)
+    return spec.model(preset, **options)
