@@ -288,7 +288,6 @@ def train_cmd(
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
-    import os
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -300,11 +299,10 @@ def train_cmd(
     compile = _train_compile(compile, precision, device)
     if strategy is not None and nproc_per_node < 1:
         raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
-    from ampbench.distributed.launch import check_nodes, node_args
+    from ampbench.launch import check_nodes, is_rank
 
     check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
-    nodes = node_args(nnodes, node_rank, rdzv_endpoint)
-    rank_worker = strategy is not None and "TORCHELASTIC_RUN_ID" in os.environ  # a rank torchrun started
+    rank_worker = strategy is not None and is_rank()  # a rank torchrun started
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
                          compile=compile.strip(), strategy=strategy, grad_reduce_dtype=grad_reduce_dtype,
@@ -316,7 +314,7 @@ def train_cmd(
                      batches, loss)
     if strategy is not None and not rank_worker:  # validated here, once; then torchrun starts the ranks
         load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
-        raise typer.Exit(_launch_train_ranks(nproc_per_node, nodes))
+        raise typer.Exit(_launch_train_ranks(nproc_per_node, nnodes, node_rank, rdzv_endpoint))
     if rank_worker:
         _join_process_group(device)
     wl = load_workload(workload, model, preset, data_dir, seed, user, option, val_fraction)
@@ -351,35 +349,23 @@ def train_cmd(
 
 
 
-def _launch_train_ranks(nproc: int, nodes: list[str]) -> int:
+def _launch_train_ranks(nproc: int, nnodes: int, node_rank: int, endpoint: str | None) -> int:
     """`ampbench train --strategy S`: the same command in ``nproc`` ranks per machine started by torchrun (global
     rank 0 prints); the launcher dies with this process and the ranks with the launcher. Returns its exit code."""
-    import os
-    import subprocess
+    from ampbench.launch import relaunch
 
-    from ampbench.bench.child import _die_with_parent
-
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *nodes, "-m", "ampbench",
-           *_invocation]
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    return subprocess.run(cmd, env=env, preexec_fn=_die_with_parent).returncode
+    return relaunch(_invocation, nproc, nnodes, node_rank, endpoint)
 
 
 def _join_process_group(device: str | None) -> None:
-    """A rank of `ampbench train --strategy`: its device, the process group; ranks other than 0 print nothing."""
-    import os
-
-    import torch
+    """A rank of `ampbench train --strategy`: dies with its launcher, joins the process group on its device; ranks
+    other than 0 print nothing."""
     import torch.distributed as dist
 
-    from ampbench.distributed.cell_worker import _die_with_launcher
+    from ampbench.launch import die_with_launcher, join_process_group
 
-    _die_with_launcher()  # no rank outlives its launcher
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
-    if cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
+    die_with_launcher()  # no rank outlives its launcher
+    join_process_group(device)
     if dist.get_rank() != 0:
         console.quiet = True
 
@@ -519,7 +505,7 @@ def run_cmd(
     for point in points:
         point.check_device(str(dev))
     strategies, reduce_dtypes = _distributed_options(strategy, nproc_per_node, grad_reduce_dtype, measures, dev, nnodes)
-    from ampbench.distributed.launch import check_nodes
+    from ampbench.launch import check_nodes
 
     check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
     if nnodes > 1 and resume:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ampbench.bench import CellSpec
+from ampbench.bench.ranks import run_distributed
 from ampbench.bench.runner import strategy_problem
-from ampbench.distributed.launch import run_distributed
 from ampbench.precision.fp8 import torchao_problem
 from ampbench.workloads import create_workload
 
@@ -122,7 +122,7 @@ def test_no_orphan_rank_survives_a_kill_9_of_the_run(tmp_path: Path) -> None:
     tag = f"AMPBENCH_ORPHAN_TEST={uuid.uuid4().hex}"
     env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
     # what `ampbench run` does for a distributed cell (runner.execute -> run_distributed), with a cell that runs long
-    driver = ("from ampbench.bench import CellSpec; from ampbench.distributed.launch import run_distributed; "
+    driver = ("from ampbench.bench import CellSpec; from ampbench.bench.ranks import run_distributed; "
               "run_distributed(CellSpec(workload='tabular-mlp', preset='tiny', precision='fp32', batch_size=None, "
               "device='cpu', steps=10**6, warmup=1, strategy='ddp', nproc=2))")
     run = subprocess.Popen([sys.executable, "-c", driver], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -263,7 +263,7 @@ def test_resume_over_several_machines_is_refused(tmp_path: Path) -> None:
 
 def test_largest_batch_is_searched_across_ranks() -> None:
     """maxbatch in a distributed cell: each trial a torchrun of its own, fitting when every rank fits."""
-    from ampbench.distributed.launch import run_cell_distributed
+    from ampbench.bench.ranks import run_cell_distributed
 
     spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="amp-bf16", batch_size=None, device="cpu", steps=3,
                     warmup=1, strategy="ddp", nproc=2, measures=("throughput", "maxbatch"), memory_budget=2**30,

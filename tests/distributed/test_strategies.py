@@ -13,8 +13,8 @@ import pytest
 
 from ampbench import MixedPrecision
 from ampbench.distributed import layout
-from ampbench.distributed.launch import free_port
 from ampbench.errors import AmpbenchError
+from ampbench.launch import free_port
 from ampbench.precision import get
 from ampbench.precision.fp8 import torchao_problem
 

@@ -149,7 +149,10 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
     recipe = get(spec.precision)
 
     if "maxbatch" in measures:  # first: the trials' processes must not share the GPU with this cell's model
-        row.update(_max_batch(spec, batch_size, maxbatch_trial, throughput_at))
+        keys, error = _max_batch(spec, batch_size, maxbatch_trial, throughput_at)
+        row.update(keys)
+        if error:  # (the trials so far stay in the row)
+            raise AmpbenchError(f"maxbatch trial failed: {error}")
     step: TrainStep | None = None
     if measures & {"throughput", "memory", "inference"}:
         step, measured = throughput_memory(wl, spec, batch_size, device, base_rss)
@@ -285,20 +288,14 @@ def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, a
 
 
 def _max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
-               throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> dict[str, Any]:
-    from ampbench.measure.maxbatch import search_max_batch
+               throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
+    """The search's row keys and the error that stopped it (the driver distributed cells use too)."""
+    from ampbench.measure.maxbatch import measure_max_batch
 
     if trial is None:
         raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
-    result = search_max_batch(lambda b: trial(spec, b), start=min(batch_size, spec.maxbatch_limit),
-                              limit=spec.maxbatch_limit)
-    out: dict[str, Any] = {"max_batch": result.max_batch, "max_batch_limit_hit": result.limit_hit,
-                           "max_batch_trials": [[t.batch_size, t.fits, t.peak_bytes] for t in result.trials]}
-    if result.error:
-        raise RuntimeError(f"maxbatch trial failed: {result.error}")
-    if result.max_batch and throughput_at is not None:
-        out["max_batch_samples_per_s"] = throughput_at(spec, result.max_batch).get("samples_per_s")
-    return out
+    return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.maxbatch_limit,
+                             (lambda b: throughput_at(spec, b).get("samples_per_s")) if throughput_at else None)
 
 
 def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:

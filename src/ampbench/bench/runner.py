@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from ampbench.bench.cell import base_row, run_cell
-from ampbench.bench.child import run_isolated
+from ampbench.bench.jobs import isolated_trial, job, trial_of
 from ampbench.bench.plan import CellSpec, RunConfig
 from ampbench.errors import AmpbenchError
+from ampbench.launch import ChildProcess, Inline
 from ampbench.measure.env import device_name
 from ampbench.measure.maxbatch import Trial
 from ampbench.precision import supported
@@ -35,24 +36,8 @@ class CellEvent:
     row: dict[str, Any] | None = None
 
 
-def isolated_trial(spec: CellSpec, batch_size: int, timeout: float | None = None) -> Trial:
-    r = run_isolated("trial", spec, timeout, batch_size=batch_size)
-    if "_failed" in r:
-        # a child killed by the OS mid-trial most likely ran out of host memory: a miss, not a failure
-        return Trial(batch_size, False, None, r["_failed"], failed=not r.get("_killed", False))
-    return Trial(batch_size, bool(r["fits"]), r.get("peak_bytes"), r.get("reason", ""), bool(r.get("failed", False)))
-
-
-def isolated_throughput_at(spec: CellSpec, batch_size: int, timeout: float | None = None) -> dict[str, Any]:
-    r = run_isolated("throughput", spec, timeout, batch_size=batch_size)
-    return {} if "_failed" in r else r
-
-
 def inprocess_trial(spec: CellSpec, batch_size: int) -> Trial:
-    from ampbench.bench.cell import run_trial
-
-    r = run_trial(spec, batch_size)
-    return Trial(batch_size, bool(r["fits"]), r.get("peak_bytes"), r.get("reason", ""), bool(r.get("failed", False)))
+    return trial_of(Inline().run(job("trial", spec, batch_size=batch_size)), batch_size)
 
 
 def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_rank: int = 0,
@@ -61,7 +46,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
     distributed cell in ``nproc`` ranks started by torchrun (always isolated; ``node_rank``/``endpoint``
     with several machines)."""
     if spec.strategy is not None:
-        from ampbench.distributed.launch import run_cell_distributed
+        from ampbench.bench.ranks import run_cell_distributed
 
         return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
     if not isolate:
@@ -69,7 +54,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial,
                         throughput_at=lambda s, b: run_cell(replace(s, batch_size=b, measures=("throughput",))))
-    r = run_isolated("cell", spec, timeout, trial_timeout=timeout)
+    r = ChildProcess(timeout).run(job("cell", spec, trial_timeout=timeout))
     if "_failed" in r:
         row = base_row(spec)
         killed_oom = r.get("_killed") and "SIGKILL" in r["_failed"]
@@ -118,7 +103,9 @@ def validate_inputs(config: RunConfig) -> None:
 
             validate_cell_inputs(spec)
             continue
-        r = run_isolated("validate", spec, config.extra.get("cell_timeout"))
+        r = ChildProcess(config.extra.get("cell_timeout")).run(job("validate", spec))
+        if r.get("_failed"):  # the interpreter died building it (a crashing model): its cells will say so
+            continue
         if r.get("error"):
             raise AmpbenchError(r["error"])
 

@@ -71,3 +71,16 @@ def search_max_batch(trial: Callable[[int], Trial], start: int = 1, limit: int =
         else:
             hi = mid
     return SearchResult(lo or None, False, trials)
+
+
+def measure_max_batch(trial: Callable[[int], Trial], start: int, limit: int,
+                      throughput_at: Callable[[int], float | None] | None = None) -> tuple[dict[str, object], str]:
+    """The row keys of a max-batch search (one process or across ranks: the same driver) and the error that
+    stopped it ("" when none): the search from ``min(start, limit)``, its trials, and the throughput at the
+    largest batch that fit (``throughput_at``, when given and the search found one)."""
+    result = search_max_batch(trial, start=min(start, limit), limit=limit)
+    keys: dict[str, object] = {"max_batch": result.max_batch, "max_batch_limit_hit": result.limit_hit,
+                               "max_batch_trials": [[t.batch_size, t.fits, t.peak_bytes] for t in result.trials]}
+    if not result.error and result.max_batch and throughput_at is not None:
+        keys["max_batch_samples_per_s"] = throughput_at(result.max_batch)
+    return keys, result.error

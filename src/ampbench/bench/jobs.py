@@ -1,0 +1,95 @@
+"""What a launched process runs for the harness (the targets of :class:`ampbench.launch.Job`): a cell, one
+max-batch trial, a throughput measurement at a batch size, a validation -- in a child process -- and a cell or a
+trial on one torchrun rank. Each takes the JSON payload the parent wrote and returns a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from ampbench.bench.plan import CellSpec
+from ampbench.launch import ChildProcess, Job
+from ampbench.measure.maxbatch import Trial
+
+HERE = "ampbench.bench.jobs"
+
+
+def job(kind: str, spec: CellSpec, **extra: Any) -> Job:
+    """The job running ``kind`` (a function of this module) for ``spec``."""
+    return Job(f"{HERE}:{kind}", {"spec": spec.to_dict(), **extra})
+
+
+def _spec(payload: dict[str, Any]) -> CellSpec:
+    return CellSpec.from_dict(payload["spec"])
+
+
+def trial_of(result: dict[str, Any], batch_size: int) -> Trial:
+    """A trial's result as the search reads it; a child killed by the OS mid-trial most likely ran out of host
+    memory (a miss), any other death stops the search."""
+    if "_failed" in result:
+        return Trial(batch_size, False, None, result["_failed"], failed=not result.get("_killed", False))
+    return Trial(batch_size, bool(result["fits"]), result.get("peak_bytes"), result.get("reason", ""),
+                 bool(result.get("failed", False)))
+
+
+def isolated_trial(spec: CellSpec, batch_size: int, timeout: float | None = None) -> Trial:
+    """One max-batch trial in a fresh process (a CUDA OOM cannot fragment the allocator for the next)."""
+    return trial_of(ChildProcess(timeout).run(job("trial", spec, batch_size=batch_size)), batch_size)
+
+
+def isolated_throughput_at(spec: CellSpec, batch_size: int, timeout: float | None = None) -> dict[str, Any]:
+    r = ChildProcess(timeout).run(job("throughput", spec, batch_size=batch_size))
+    return {} if "_failed" in r else r
+
+
+def cell(payload: dict[str, Any]) -> dict[str, Any]:
+    """A cell, in its own process; its max-batch trials each in a process of their own."""
+    from ampbench.bench.cell import run_cell
+
+    timeout = payload.get("trial_timeout")
+    return run_cell(_spec(payload), maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
+                    throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
+
+
+def trial(payload: dict[str, Any]) -> dict[str, Any]:
+    from ampbench.bench.cell import run_trial
+
+    return run_trial(_spec(payload), int(payload["batch_size"]))
+
+
+def throughput(payload: dict[str, Any]) -> dict[str, Any]:
+    from ampbench.bench.cell import run_cell
+
+    return run_cell(replace(_spec(payload), batch_size=int(payload["batch_size"]), measures=("throughput",)))
+
+
+def validate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ampbench.bench.cell import validate_cell_inputs
+    from ampbench.errors import AmpbenchError
+
+    try:
+        validate_cell_inputs(_spec(payload))
+    except AmpbenchError as e:
+        return {"error": str(e)}
+    return {"error": ""}
+
+
+def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
+    """A distributed cell on one rank (torchrun; the process group joined): measured like a one-process cell on
+    the rank's device, with its own batches."""
+    import torch.distributed as dist
+
+    from ampbench.bench.cell import run_cell
+
+    if payload.get("crash_rank") == dist.get_rank():  # tests: a rank that dies mid-cell (SIGKILL, as the OOM killer)
+        os.kill(os.getpid(), 9)
+    return run_cell(replace(_spec(payload), device=payload["device"]))
+
+
+def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
+    """One max-batch trial on one rank."""
+    from ampbench.bench.cell import run_trial
+
+    return run_trial(replace(_spec(payload), device=payload["device"]), int(payload["batch_size"]))

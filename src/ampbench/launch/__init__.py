@@ -1,0 +1,15 @@
+"""Everything that starts a process: a :class:`Job` (a function by import path and a JSON payload) runs
+:class:`Inline` (this process), in a :class:`ChildProcess` (an OOM, crash or hang becomes a result) or in
+torchrun ranks (:class:`Torchrun`); children and ranks die with their parent (:mod:`ampbench.launch.lifeline`).
+
+Launchers move JSON and never import what a job does: ``bench`` uses ``launch``, never the reverse.
+"""
+
+from ampbench.launch.job import Job
+from ampbench.launch.lifeline import describe_exit, die_with_launcher, die_with_parent
+from ampbench.launch.process import ChildProcess, Inline
+from ampbench.launch.rank import join_process_group
+from ampbench.launch.torchrun import RankResults, Torchrun, check_nodes, free_port, is_rank, node_args, relaunch
+
+__all__ = ["ChildProcess", "Inline", "Job", "RankResults", "Torchrun", "check_nodes", "describe_exit",
+           "die_with_launcher", "die_with_parent", "free_port", "is_rank", "join_process_group", "node_args", "relaunch"]

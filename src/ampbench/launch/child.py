@@ -1,0 +1,32 @@
+"""The child side of :class:`ampbench.launch.process.ChildProcess`: ``python -m ampbench.launch.child JOB OUT``.
+
+Asks the kernel to kill it when the parent dies (so a ``kill -9`` of the run leaves no orphan holding the
+GPU), runs the job, writes OUT atomically (a result half-written is never read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ampbench.launch.job import Job
+from ampbench.launch.lifeline import die_with_parent, parent_is_alive
+
+
+def main(argv: list[str]) -> int:
+    parent = os.getppid()
+    die_with_parent()
+    if not parent_is_alive(parent):  # the parent died before prctl took effect
+        return 1
+    job_path, out_path = Path(argv[0]), Path(argv[1])
+    result = Job.from_dict(json.loads(job_path.read_text())).call()
+    tmp = out_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,49 @@
+"""Run a job in a fresh child process: an OOM, a crash or a hang is a result, not a lost run.
+
+Parent: :class:`ChildProcess` writes the job as JSON, starts ``python -m ampbench.launch.child JOB OUT`` and
+reads OUT back. Child (:mod:`ampbench.launch.child`): dies with its parent, runs the job, writes OUT atomically.
+A child that dies or times out gives ``{"_failed": reason, "_killed": bool}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ampbench.launch.job import Job
+from ampbench.launch.lifeline import describe_exit
+
+
+@dataclass(frozen=True)
+class Inline:
+    """Run the job in this process (no isolation: a crash takes the caller with it)."""
+
+    def run(self, job: Job) -> dict[str, Any]:
+        return job.call()
+
+
+@dataclass(frozen=True)
+class ChildProcess:
+    """Run the job in a child process of its own, killed after ``timeout`` seconds."""
+
+    timeout: float | None = None
+
+    def run(self, job: Job) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="ampbench-") as tmp:
+            job_file, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
+            job_file.write_text(json.dumps(job.to_dict()))
+            env = dict(os.environ, PYTHONWARNINGS="ignore")
+            try:
+                proc = subprocess.run([sys.executable, "-m", "ampbench.launch.child", str(job_file), str(out)],
+                                      capture_output=True, text=True, timeout=self.timeout, env=env)
+            except subprocess.TimeoutExpired:
+                return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout)", "_killed": True}
+            if out.exists():
+                return json.loads(out.read_text())  # type: ignore[no-any-return]
+            return {"_failed": describe_exit(proc.returncode, proc.stderr), "_killed": proc.returncode < 0}

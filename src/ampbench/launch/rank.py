@@ -1,0 +1,56 @@
+"""One rank under torchrun: ``python -m ampbench.launch.rank JOB OUT_DIR`` (see :class:`~ampbench.launch.torchrun.Torchrun`).
+
+Dies with its launcher (before the heavy imports), joins the process group (nccl on CUDA, gloo on CPU, the job's
+collective timeout), runs the job on its device and writes ``rank{N}.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+if __name__ == "__main__":  # (as torchrun's worker; importing this module does nothing of the kind)
+    from ampbench.launch.lifeline import die_with_launcher
+
+    die_with_launcher()
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from ampbench.launch.job import Job
+
+
+def join_process_group(device: str | None = None, timeout_s: float | None = None) -> str:
+    """Set this rank's device (``cuda:LOCAL_RANK`` on CUDA) and join the process group; returns the device."""
+    import torch
+    import torch.distributed as dist
+
+    cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=float(timeout_s or 600)))
+    return f"cuda:{local}" if cuda else "cpu"
+
+
+def main(argv: list[str]) -> int:
+    import torch.distributed as dist
+
+    job = Job.from_dict(json.loads(Path(argv[0]).read_text()))
+    out_dir = Path(argv[1])
+    device = join_process_group(job.payload.get("device"), job.payload.get("collective_timeout"))
+    rank = dist.get_rank()
+    result = Job(job.target, {**job.payload, "device": device}).call()
+    result["rank"] = rank
+    tmp = out_dir / f"rank{rank}.json.tmp"
+    tmp.write_text(json.dumps(result))
+    tmp.replace(out_dir / f"rank{rank}.json")
+    with contextlib.suppress(Exception):  # a peer already gone: the result is written, nothing left to do here
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
