@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     device = resolve_device(args.device)
     precisions = tuple(args.precisions.split(","))
-    config = RunConfig(device=str(device), workloads=(args.workload,), presets=(args.preset,), precisions=precisions,
+    config = RunConfig.of(device=str(device), workloads=(args.workload,), presets=(args.preset,), precisions=precisions,
                        strategies=(None, "ddp"), nproc=args.nproc, grad_reduce_dtypes=("fp32", "bf16"),
                        steps=args.steps, warmup=3, repeats=args.repeats, extra={"isolate": True})
     with tempfile.TemporaryDirectory() as tmp:

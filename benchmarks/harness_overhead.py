@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         workload, _, preset = item.partition(":")
         for precision in precisions:
             ours, hand, plain = [], [], []
-            spec = CellSpec(workload=workload, model=None, preset=preset or "small", precision=precision,
+            spec = CellSpec.of(workload=workload, model=None, preset=preset or "small", precision=precision,
                             batch_size=None, device=str(device), measures=("throughput",), steps=args.steps,
                             warmup=args.warmup)
             for r in range(args.rounds):

@@ -24,7 +24,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ import torch
 from torch import nn
 
 from ampbench.bench.cell import build_workload
-from ampbench.bench.plan import CellSpec, RunConfig, mp_options
+from ampbench.bench.cells import CellSpec
+from ampbench.bench.config import RunConfig
 from ampbench.execution import Execution
 from ampbench.measure import memory as mem
 from ampbench.measure.step import build_step
@@ -48,20 +49,11 @@ WHY = ("activation_bytes counted the fp32 weight of every Linear layer whose inp
 
 
 def config_from_identity(identity: dict[str, Any]) -> RunConfig:
-    """The RunConfig a stored run identity was made from (lists back to tuples, executions to Execution)."""
-    known = {f.name: f for f in fields(RunConfig)}
-    kw: dict[str, Any] = {}
-    for k, v in identity.items():
-        if k not in known:
-            continue
-        if k == "executions":
-            v = tuple(Execution(**e) for e in v)
-        elif k == "options":
-            v = tuple((a, b) for a, b in v)
-        elif isinstance(v, list):
-            v = tuple(v)
-        kw[k] = v
-    return RunConfig(**kw)
+    """The RunConfig a stored run identity was made from (its executions back to Execution)."""
+    kw = dict(identity)
+    if "executions" in kw:
+        kw["executions"] = tuple(Execution(**e) for e in kw["executions"])
+    return RunConfig.of(device=kw.pop("device"), **kw)
 
 
 @contextmanager
@@ -86,8 +78,8 @@ def remeasure(spec: CellSpec, batch_size: int) -> dict[str, Any]:
     """The cell's exact memory figures with the current counters, and its activations with the old one."""
     wl = build_workload(spec)
     sizes = mem.model_sizes(wl.model)
-    step = build_step(wl, spec.precision, batch_size, torch.device(spec.device), spec.loss_scale,
-                      mp_options=mp_options(spec), execution=spec.execution)
+    step = build_step(wl, spec.precision, batch_size, torch.device(spec.device), spec.recipe.loss_scale,
+                      mp_options=spec.mp_options(), execution=spec.execution)
     step()  # the cell's first step (compiles a compiled cell)
     with mem.saved_activations(step.eager_model or step.model) as new:
         step()
@@ -124,7 +116,7 @@ def rederive(path: Path) -> list[str]:
         if r["run_id"] not in cells:
             config = config_from_identity(run["config"]["identity"])
             # native-only entries plan by this machine's hardware; a cell's key does not depend on it: plan them all
-            cells[r["run_id"]] = {c.key(): c for c in replace(config, native_only=()).cells()}
+            cells[r["run_id"]] = {c.key(): c for c in replace(config, targets=replace(config.targets, native_only=())).cells()}
         spec = cells[r["run_id"]].get(r.get("repeat_of") or r["cell_key"])
         if spec is None:
             notes.append(f"{name}: no cell of its run has key {r['cell_key']}, not re-derived")

@@ -117,7 +117,7 @@ def _list_precisions() -> None:
 
 def _train_compile(value: str | None, precision: str, device: str) -> str:
     """--compile as given; without it off, except fp8 on CUDA: on (torchao's float8 is built to be compiled)."""
-    from ampbench.bench.plan import fp8_compiles_by_default
+    from ampbench.bench.config import fp8_compiles_by_default
     from ampbench.measure.env import resolve_device
 
     if value is not None:
@@ -440,92 +440,23 @@ def run_cmd(
 ) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
     from ampbench.bench import run as run_bench
-    from ampbench.bench.plan import (
-        CPU_STEPS,
-        CPU_WARMUP,
-        GPU_STEPS,
-        GPU_WARMUP,
-        RunConfig,
-        fp8_compiles_by_default,
-        native_only_entries,
-        parse_list,
-        parse_measures,
-        parse_precisions,
-        parse_size,
-        with_presets,
-    )
-    from ampbench.execution import executions, parse_axis
-    from ampbench.measure.env import resolve_device
+    from ampbench.bench.config import RunConfig
     from ampbench.store import export_data, write_json
 
-    dev = resolve_device(device)
-    gpu = dev.type == "cuda"
-    names = parse_list(workloads, "workloads")
-    if model is not None and names:
-        raise AmpbenchError("give --workloads or --model, not both")
-    user = user_data(names, model, input_shape, vocab_size, num_classes, num_outputs, task, batches, loss)
-    if data_dir is not None and model is None and len(names) != 1:
-        raise AmpbenchError("--data-dir applies to one workload: give exactly one in --workloads (or use --model)")
-    if data_dir is not None and not data_dir.is_dir():
-        raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
-    opts = _parse_options(option)
-    wl_names, presets = with_presets(names, preset, str(dev))
-    _check_workloads(names, presets, opts)
-    if model is not None:
-        wl_names, presets = (), (preset or "small",)
-    measures = parse_measures(measure)
-    budget = parse_size(memory_budget, "memory-budget")
-    if "maxbatch" in measures and not gpu and budget is None:
-        raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "
-                            "a real out-of-memory would take the machine down")
-    for name, v, lo in (("steps", steps, 1), ("warmup", warmup, 1), ("seeds", seeds, 1), ("repeats", repeats, 1),
-                        ("converge-steps", converge_steps, 1), ("maxbatch-limit", maxbatch_limit, 1),
-                        ("inference-batch", inference_batch, 1)):
-        if v is not None and v < lo:
-            raise AmpbenchError(f"--{name} must be >= {lo}, got {v}")
-    if not 0.0 <= memory_margin < 1.0:
-        raise AmpbenchError(f"--memory-margin must be in [0, 1), got {memory_margin}")
-    if cell_timeout is not None and cell_timeout <= 0:
-        raise AmpbenchError(f"--cell-timeout must be > 0 seconds, got {cell_timeout}")
-    sizes: list[int | None] = [None]
-    if batch_size is not None:
-        try:
-            sizes = [int(b) for b in parse_list(batch_size, "batch-size")]
-        except ValueError:
-            raise AmpbenchError(f"--batch-size {batch_size!r}: expected integers, e.g. 64 or 64,128") from None
-        if any(b < 1 for b in sizes):  # type: ignore[operator]
-            raise AmpbenchError(f"--batch-size must be >= 1, got {batch_size}")
-    if loss_scale is not None:
-        from ampbench.precision.scaling import LossScaleConfig
-
-        LossScaleConfig.parse(loss_scale, default="dynamic")  # fail before running anything
-    modes = parse_precisions(precisions, str(dev))
-    points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
-                        parse_axis(cuda_graphs, "cuda_graphs"))
-    for point in points:
-        point.check_device(str(dev))
-    strategies, reduce_dtypes = _distributed_options(strategy, nproc_per_node, grad_reduce_dtype, measures, dev, nnodes)
-    from ampbench.launch import check_nodes
-
-    check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
+    config = RunConfig.from_strings(
+        device=device, workloads=workloads, precisions=precisions, preset=preset, batch_size=batch_size, steps=steps,
+        warmup=warmup, measure=measure, repeats=repeats, seed=seed, model=model, input_shape=input_shape,
+        vocab_size=vocab_size, num_classes=num_classes, num_outputs=num_outputs, task=task, batches=batches, loss=loss,
+        data_dir=data_dir, val_fraction=val_fraction, options=option, loss_scale=loss_scale, fp8_skip=fp8_skip,
+        fp8_filter=fp8_filter, compile=compile, memory_format=memory_format, cuda_graphs=cuda_graphs, strategy=strategy,
+        nproc_per_node=nproc_per_node, grad_reduce_dtype=grad_reduce_dtype, nnodes=nnodes, node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint, memory_budget=memory_budget, memory_margin=memory_margin,
+        maxbatch_limit=maxbatch_limit, seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
+        isolate=isolate, cell_timeout=cell_timeout)
     if nnodes > 1 and resume:
         raise AmpbenchError("--resume with --nnodes > 1 is not supported: the other machines cannot know which cells node "
                             "0 already stored; run again without --resume")
-    config = RunConfig(
-        device=str(dev), workloads=wl_names, presets=presets, precisions=modes,
-        **fp8_options(list(modes), fp8_skip, fp8_filter),  # type: ignore[arg-type]
-        batch_sizes=tuple(sizes), repeats=repeats, executions=points, strategies=strategies,
-        fp8_compile=fp8_compiles_by_default(compile is not None, str(dev), modes),
-        nproc=nproc_per_node if strategy is not None else 1, grad_reduce_dtypes=reduce_dtypes, nnodes=nnodes,
-        native_only=native_only_entries(names, preset, precisions, str(dev)),
-        measures=measures, steps=steps or (GPU_STEPS if gpu else CPU_STEPS),
-        warmup=warmup or (GPU_WARMUP if gpu else CPU_WARMUP), seed=seed, model=model, **user,  # type: ignore[arg-type]
-        data_dir=str(data_dir) if data_dir else None, val_fraction=val_fraction,
-        options=tuple(sorted(opts.items())),
-        loss_scale=loss_scale, memory_budget=budget, memory_margin=memory_margin, maxbatch_limit=maxbatch_limit,
-        seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
-        extra={"isolate": isolate, "cell_timeout": cell_timeout, "node_rank": node_rank, "endpoint": rdzv_endpoint},
-    )
+    dev, measures, points = config.device, config.measure.measures, config.axes.executions
     check_output_file(json_out, "--json", "run.json")  # before the run, not after an hour of it
     if report:
         check_output_file(report_path, "--report-path", "report.html")
@@ -583,16 +514,17 @@ def run_cmd(
 def _plan_header(config, points, dev, measures, store_path) -> None:  # type: ignore[no-untyped-def]
     cells = config.cells()
     closing = sum(c.closing for c in cells)
-    extra_cells = (f" x {config.repeats} repeats" if config.repeats > 1 and any(c.repeat for c in cells) else
+    extra_cells = (f" x {config.axes.repeats} repeats" if config.axes.repeats > 1 and any(c.repeat for c in cells) else
                    f" + {closing} closing fp32" if closing else "")
     axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
-    if config.strategies != (None,):
-        axes += " x " + ", ".join(f"{s} x{config.nproc * config.nnodes}" if s else "1 process" for s in config.strategies)
-    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.precisions)}{axes}{extra_cells}) "
+    if config.axes.strategies != (None,):
+        world = config.axes.nproc * config.axes.nnodes
+        axes += " x " + ", ".join(f"{s} x{world}" if s else "1 process" for s in config.axes.strategies)
+    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(config.axes.precisions)}{axes}{extra_cells}) "
                   f"on [bold]{dev}[/], measuring {','.join(measures)}; store {escape(str(store_path))}")
     for note in config.left_out():
         console.print(f"[dim]{escape(note)}[/]")
-    if config.fp8_compile:
+    if config.axes.fp8_compile:
         console.print("[dim]fp8 on CUDA: the fp8 cells run torch.compile'd (torchao's float8 is built to be compiled), "
                       "beside compiled fp32 and amp-bf16 references; --compile off times fp8 eager[/]")
 
@@ -601,47 +533,15 @@ def _cell_text(s, config) -> str:  # type: ignore[no-untyped-def]
     """One cell as the progress lines and the dry run name it (plain text: escape it before rich prints it)."""
     what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
     if s.strategy:
-        what += f" {s.strategy} x{s.world_size}" + (f" reduce {s.grad_reduce_dtype}" if s.grad_reduce_dtype else "")
+        reduce = s.distribution.grad_reduce_dtype
+        what += f" {s.strategy} x{s.world_size}" + (f" reduce {reduce}" if reduce else "")
     if not s.execution.is_default:
         what += f" {s.execution.label}"
     if s.closing:
         what += " [closing baseline]"
-    elif config.repeats > 1 and "throughput" in config.measures:
-        what += f" [repeat {s.repeat + 1}/{config.repeats}]"
+    elif config.axes.repeats > 1 and "throughput" in config.measure.measures:
+        what += f" [repeat {s.repeat + 1}/{config.axes.repeats}]"
     return what
-
-
-def _distributed_options(strategy: str | None, nproc: int, reduce: str | None, measures: tuple[str, ...],
-                         dev: object, nnodes: int = 1) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
-    """--strategy / --nproc-per-node / --grad-reduce-dtype, checked before any cell runs."""
-    from ampbench.bench.plan import parse_list
-    from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
-
-    if strategy is None:
-        if reduce is not None:
-            raise AmpbenchError("--grad-reduce-dtype applies to distributed cells: give --strategy ddp,fsdp too")
-        return (None,), (None,)
-    names = parse_list(strategy, "strategy")
-    bad = [n for n in names if n not in STRATEGIES]
-    if bad:
-        raise AmpbenchError(f"--strategy {','.join(bad)}: choose from {', '.join(STRATEGIES)}")
-    if nproc < 1:
-        raise AmpbenchError(f"--nproc-per-node must be >= 1 (got {nproc})")
-    import torch
-
-    if getattr(dev, "type", "cpu") == "cuda" and nproc > torch.cuda.device_count():
-        raise AmpbenchError(f"--nproc-per-node {nproc}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                            "one rank per device")
-    if "maxbatch" in measures and nnodes > 1:
-        raise AmpbenchError("--measure maxbatch with --nnodes > 1 is not supported: each machine would search on what its "
-                            "own ranks saw; run maxbatch on one machine")
-    reduces: list[str | None] = [None]
-    if reduce is not None:
-        reduces = list(parse_list(reduce, "grad-reduce-dtype"))
-        wrong = [r for r in reduces if r not in REDUCE_DTYPES]
-        if wrong:
-            raise AmpbenchError(f"--grad-reduce-dtype {','.join(map(str, wrong))}: choose from {', '.join(REDUCE_DTYPES)}")
-    return (None, *dict.fromkeys(names)), tuple(dict.fromkeys(reduces))
 
 
 def _advice(rows):  # type: ignore[no-untyped-def]
@@ -658,16 +558,6 @@ def _advice(rows):  # type: ignore[no-untyped-def]
                    f"{escape(a.combination_evidence or '')}")
         if a.distributed is not None:
             yield f"{escape(wl)} ({escape(preset)}) distributed: {escape(a.distributed)}"
-
-
-def _check_workloads(names: list[str], presets: tuple[str, ...], opts: dict[str, object]) -> None:
-    """Every named workload exists and takes the --option keys, before any cell runs."""
-    from ampbench.workloads import get_spec
-    from ampbench.workloads.registry import check_options
-
-    for n, p in zip(names, presets):
-        if ":" not in n:  # adapters check themselves when built
-            check_options(p, get_spec(n).options(), opts, n)
 
 
 def _results_tables(rows):  # type: ignore[no-untyped-def]
@@ -716,7 +606,7 @@ def results_cmd(
     """List stored results (with speedup / memory saving vs fp32)."""
     import json
 
-    from ampbench.bench.plan import parse_list
+    from ampbench.bench.config import parse_list
     from ampbench.precision import resolve
     from ampbench.store import derive, to_csv
 
@@ -893,7 +783,7 @@ def compare_cmd(
     reference: Annotated[Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
-    from ampbench.bench.plan import parse_list
+    from ampbench.bench.config import parse_list
     from ampbench.precision import resolve
     from ampbench.report.compare import compare_table
     from ampbench.store.derive import merge_repeats
@@ -936,7 +826,7 @@ def hw_cmd(
     """The device, what it supports and why not, TF32 flags, versions, peak TFLOP/s, and a GEMM benchmark."""
     import json
 
-    from ampbench.bench.plan import parse_list
+    from ampbench.bench.config import parse_list
     from ampbench.measure.env import resolve_device
     from ampbench.measure.hw import probe
 

@@ -16,7 +16,7 @@ def _spec(precision: str = "fp32", **kw: object) -> CellSpec:
     base = dict(workload=None, model=f"{PLANTED}:ok", preset="tiny", precision=precision, batch_size=4, device="cpu",
                 measures=("throughput", "memory"), steps=3, warmup=1, input_shape="3,4,4", num_classes=5)
     base.update(kw)
-    return CellSpec(**base)  # type: ignore[arg-type]
+    return CellSpec.of(**base)  # type: ignore[arg-type]
 
 
 def test_ok_cell_has_every_stored_key() -> None:
@@ -59,7 +59,7 @@ def test_a_run_with_planted_failures_keeps_every_other_cell(tmp_path: Path) -> N
     store = Store(tmp_path / "r.db")
     rows = []
     for model, precisions in (("ok", ("fp32", "tf32", "amp-bf16")), ("crash", ("fp32",)), ("nan", ("fp32",))):
-        cfg = RunConfig(device="cpu", presets=("tiny",), precisions=precisions, batch_sizes=(4,), steps=3, warmup=1,
+        cfg = RunConfig.of(device="cpu", presets=("tiny",), precisions=precisions, batch_sizes=(4,), steps=3, warmup=1,
                         model=f"{PLANTED}:{model}", input_shape="3,4,4", num_classes=5, extra={"isolate": True})
         rows += run(cfg, store)[1]
     got = {(r["workload"].rsplit(":", 1)[-1], r["precision"]): (r["status"], r["reason"]) for r in rows}

@@ -24,16 +24,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_default_cells_keep_their_keys() -> None:
     """Cells at the default execution hash as before the axes existed (old runs still resume)."""
-    spec = CellSpec(workload="mnist-cnn", preset="tiny", precision="fp32", batch_size=None, device="cpu")
+    spec = CellSpec.of(workload="mnist-cnn", preset="tiny", precision="fp32", batch_size=None, device="cpu")
     assert not {"compile", "memory_format", "cuda_graphs"} & set(spec.to_dict())
-    compiled = CellSpec(workload="mnist-cnn", preset="tiny", precision="fp32", batch_size=None, device="cpu", compile="on")
+    compiled = CellSpec.of(workload="mnist-cnn", preset="tiny", precision="fp32", batch_size=None, device="cpu", compile="on")
     assert compiled.to_dict()["compile"] == "on" and compiled.key() != spec.key()
-    assert "executions" not in RunConfig(device="cpu", precisions=("fp32",)).identity()
+    assert "executions" not in RunConfig.of(device="cpu", precisions=("fp32",)).identity()
 
 
 def test_every_combination_is_a_row_with_its_keys(tmp_path: Path) -> None:
     points = executions(("off", "on"), ("contiguous", "channels_last"), ("off",))
-    config = RunConfig(device="cpu", workloads=("mnist-cnn",), presets=("tiny",), precisions=("fp32", "amp-bf16"),
+    config = RunConfig.of(device="cpu", workloads=("mnist-cnn",), presets=("tiny",), precisions=("fp32", "amp-bf16"),
                        executions=points, steps=3, warmup=2, extra={"isolate": False})
     cells = config.cells()
     assert len(cells) == 9 and cells[-1].closing and cells[-1].execution == Execution()
@@ -58,7 +58,7 @@ def test_every_combination_is_a_row_with_its_keys(tmp_path: Path) -> None:
 
 
 def test_compiled_convergence_is_measured_on_the_compiled_model(tmp_path: Path) -> None:
-    config = RunConfig(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
                        executions=executions(("off", "on"), ("contiguous",), ("off",)), measures=("converge",),
                        converge_steps=6, seeds=2, extra={"isolate": False})
     _, rows = run(config, Store(tmp_path / "r.db"))
@@ -101,11 +101,11 @@ def test_graph_breaks_and_recompiles_in_the_timed_steps_are_counted() -> None:
 
     spec = dict(workload=None, preset="tiny", precision="fp32", batch_size=4, device="cpu", measures=("throughput",),
                 steps=3, warmup=1, input_shape="3,4,4", num_classes=5, compile="on")
-    broken = run_cell(CellSpec(model=f"{PLANTED}:breaking", **spec))  # type: ignore[arg-type]
+    broken = run_cell(CellSpec.of(model=f"{PLANTED}:breaking", **spec))  # type: ignore[arg-type]
     assert broken["status"] == "ok", broken["reason"]
     assert broken["graph_breaks"] >= 1 and broken["graphs_compiled"] >= 1 and broken["recompiles_timed"] == 0
     assert any("item" in r.lower() or "scalar" in r.lower() for r in broken["graph_break_reasons"]), broken
-    moving = run_cell(CellSpec(model=f"{PLANTED}:recompiling", **spec))  # type: ignore[arg-type]
+    moving = run_cell(CellSpec.of(model=f"{PLANTED}:recompiling", **spec))  # type: ignore[arg-type]
     assert moving["status"] == "ok", moving["reason"]
     assert moving["recompiles_timed"] >= 1 and moving["recompiles"] >= moving["recompiles_timed"]
     assert "recompile(s) in timed steps" in compile_note(moving)

@@ -16,7 +16,7 @@ def _spec(precision: str, **kw: object) -> CellSpec:
     base = dict(workload="mnist-cnn", model=None, preset="tiny", precision=precision, batch_size=None, device="cuda:0",
                 measures=("throughput", "memory", "inference"), steps=10, warmup=2)
     base.update(kw)
-    return CellSpec(**base)  # type: ignore[arg-type]
+    return CellSpec.of(**base)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp-fp16", "master-fp16"])

@@ -8,7 +8,7 @@ from ampbench.bench import RunConfig
 def _config(**kw: object) -> RunConfig:
     base = dict(device="cpu", workloads=("mnist-cnn", "bert"), presets=("tiny", "tiny"), precisions=("fp32", "amp-bf16"))
     base.update(kw)
-    return RunConfig(**base)  # type: ignore[arg-type]
+    return RunConfig.of(**base)  # type: ignore[arg-type]
 
 
 def test_repeats_interleave_precisions_and_time_throughput_only() -> None:
@@ -54,7 +54,7 @@ def test_one_measurement_per_cell_closes_each_workload_with_fp32_again() -> None
 
 
 def test_a_repeat_crosses_into_a_child_and_back() -> None:
-    from ampbench.bench.plan import CellSpec
+    from ampbench.bench.cells import CellSpec
 
     c = _config(repeats=2).cells()[3]
     assert c.repeat == 1
@@ -64,7 +64,8 @@ def test_a_repeat_crosses_into_a_child_and_back() -> None:
 def test_the_default_cpu_suite_runs_its_gemm_bound_entry_in_native_modes_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """bert small shows what the CPU's half hardware can do; modes this CPU emulates are left out of it
     (with the reason printed), on every CPU: which ones depends on the CPU's flags."""
-    from ampbench.bench.plan import native_only_entries, parse_precisions, with_presets
+    from ampbench.bench.config import parse_precisions
+    from ampbench.bench.suites import native_only_entries, with_presets
     from ampbench.precision import support
 
     hw = {"avx512_bf16": True, "amx_bf16": False, "avx512_fp16": False, "amx_fp16": False}
@@ -84,7 +85,7 @@ def test_the_default_cpu_suite_runs_its_gemm_bound_entry_in_native_modes_only(mo
 
 
 def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
-    from ampbench.bench.plan import fp8_compiles_by_default
+    from ampbench.bench.config import fp8_compiles_by_default
     from ampbench.execution import Execution
 
     modes = ("fp32", "amp-fp16", "amp-bf16", "fp8-tensorwise", "fp8-rowwise")
@@ -95,7 +96,7 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     config = _config(device="cuda:0", workloads=("bert",), presets=("tiny",), precisions=modes, fp8_compile=True,
                      measures=("throughput", "converge"), executions=(Execution(), Execution(memory_format="channels_last")))
     cells = [c for c in config.cells() if not c.closing]
-    order = [(c.precision, c.compile, c.memory_format, c.compiled_by_default) for c in cells]
+    order = [(c.precision, c.execution.compile, c.execution.memory_format, c.compiled_by_default) for c in cells]
     for fmt in ("contiguous", "channels_last"):
         eager = [p for p, comp, f, _ in order if f == fmt and comp == "off"]
         compiled = [(p, auto) for p, comp, f, auto in order if f == fmt and comp == "on"]
@@ -104,7 +105,8 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     assert len({c.key() for c in cells}) == len(cells) == 14
     explicit = _config(device="cuda:0", workloads=("bert",), presets=("tiny",), precisions=("fp32",),
                        executions=(Execution(compile="on"),)).cells()[0]
-    auto = next(c for c in cells if c.precision == "fp32" and c.compiled_by_default and c.memory_format == "contiguous")
+    auto = next(c for c in cells if c.precision == "fp32" and c.compiled_by_default
+                and c.execution.memory_format == "contiguous")
     assert auto.key() != explicit.key() and auto.to_dict()["compiled_by_default"] is True
     assert "compiled_by_default" not in explicit.to_dict()  # keys of earlier runs stay what they were
     assert config.identity()["fp8_compile"] is True and "fp8_compile" not in _config().identity()

@@ -62,7 +62,7 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
 @pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
 def test_an_fsdp_fp8_cell_compiles_and_counts_its_weights_all_gathered_in_fp8() -> None:
     """Compiled, as fp8 cells on CUDA are by default (torchao's precomputed fp8 scales broke this: not used)."""
-    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="fp8-tensorwise", fp8_filter="dims",
+    spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="fp8-tensorwise", fp8_filter="dims",
                     batch_size=None, device="cpu", steps=3, warmup=1, measures=("throughput",), strategy="fsdp",
                     nproc=2, compile="on")
     row = run_distributed(spec, timeout=300)
@@ -75,7 +75,7 @@ def test_an_fsdp_fp8_cell_compiles_and_counts_its_weights_all_gathered_in_fp8() 
 
 
 def test_a_crashing_rank_is_a_status_that_names_it() -> None:
-    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None, device="cpu", steps=3,
+    spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None, device="cpu", steps=3,
                     warmup=1, strategy="ddp", nproc=2)
     row = run_distributed(spec, timeout=120, crash_rank=1)
     assert row["status"] in ("oom", "error") and row["reason"].startswith("rank 1: process killed by SIGKILL"), row["reason"]
@@ -123,7 +123,7 @@ def test_no_orphan_rank_survives_a_kill_9_of_the_run(tmp_path: Path) -> None:
     env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
     # what `ampbench run` does for a distributed cell (runner.execute -> run_distributed), with a cell that runs long
     driver = ("from ampbench.bench import CellSpec; from ampbench.bench.ranks import run_distributed; "
-              "run_distributed(CellSpec(workload='tabular-mlp', preset='tiny', precision='fp32', batch_size=None, "
+              "run_distributed(CellSpec.of(workload='tabular-mlp', preset='tiny', precision='fp32', batch_size=None, "
               "device='cpu', steps=10**6, warmup=1, strategy='ddp', nproc=2))")
     run = subprocess.Popen([sys.executable, "-c", driver], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -157,10 +157,10 @@ def test_bad_distributed_options_are_one_line_and_exit_2(tmp_path: Path, args: l
 
 
 def test_unsupported_pairs_are_rows_with_the_reason() -> None:
-    spec = CellSpec(workload="bert", preset="tiny", precision="master-bf16", batch_size=None, device="cpu",
+    spec = CellSpec.of(workload="bert", preset="tiny", precision="master-bf16", batch_size=None, device="cpu",
                     strategy="ddp", nproc=2, grad_reduce_dtype="fp16")
     assert "compression applies to fp32 gradients" in (strategy_problem(spec) or "")
-    assert strategy_problem(CellSpec(workload="bert", preset="tiny", precision="master-bf16", batch_size=None,
+    assert strategy_problem(CellSpec.of(workload="bert", preset="tiny", precision="master-bf16", batch_size=None,
                                      device="cpu", strategy="fsdp", nproc=2)) is None
 
 
@@ -180,7 +180,7 @@ def test_scaling_efficiency_divides_by_world_size_times_the_one_process_cell_on_
 def test_convergence_and_inference_are_measured_across_ranks() -> None:
     """converge in a distributed cell: every rank trains the seeds in its own data order; the row carries rank 0's
     curves, and rank 0's forward latency under the strategy (FSDP's all-gathers included)."""
-    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="master-bf16", batch_size=None, device="cpu",
+    spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="master-bf16", batch_size=None, device="cpu",
                     steps=3, warmup=1, strategy="fsdp", nproc=2, measures=("throughput", "converge", "inference"),
                     converge_steps=20, seeds=2)
     row = run_distributed(spec, timeout=300)
@@ -265,7 +265,7 @@ def test_largest_batch_is_searched_across_ranks() -> None:
     """maxbatch in a distributed cell: each trial a torchrun of its own, fitting when every rank fits."""
     from ampbench.bench.ranks import run_cell_distributed
 
-    spec = CellSpec(workload="tabular-mlp", preset="tiny", precision="amp-bf16", batch_size=None, device="cpu", steps=3,
+    spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="amp-bf16", batch_size=None, device="cpu", steps=3,
                     warmup=1, strategy="ddp", nproc=2, measures=("throughput", "maxbatch"), memory_budget=2**30,
                     maxbatch_limit=64)
     row = run_cell_distributed(spec, timeout=300)

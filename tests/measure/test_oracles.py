@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ampbench.bench.plan import CellSpec
+from ampbench.bench.cells import CellSpec
 from ampbench.measure.memory import model_sizes
 from ampbench.precision.fp8 import torchao_problem
 from tests import oracles, zoo
@@ -24,7 +24,7 @@ def measured(kind: str, precision: str, wl=None):  # type: ignore[no-untyped-def
 
     wl = wl or zoo.build(kind)
     fp8 = {"fp8_filter": "dims"} if precision.startswith("fp8") else {}  # (the zoo's layers are too small for "auto")
-    spec = CellSpec(device="cpu", workload=f"zoo:{kind}", preset="tiny", precision=precision, batch_size=zoo.BATCH,
+    spec = CellSpec.of(device="cpu", workload=f"zoo:{kind}", preset="tiny", precision=precision, batch_size=zoo.BATCH,
                     steps=2, warmup=1, **fp8)
     step, row = throughput_memory(wl, spec, zoo.BATCH, CPU, None)
     return wl, step, row

@@ -152,7 +152,7 @@ def test_run_records_fp8_layers_and_refuses_misuse(tmp_path: Path) -> None:
 
 
 def test_default_cpu_precisions_leave_fp8_out() -> None:
-    from ampbench.bench.plan import parse_precisions
+    from ampbench.bench.config import parse_precisions
 
     assert not any(p.startswith("fp8") for p in parse_precisions(None, "cpu"))
     assert parse_precisions("fp8", "cpu") == ("fp8-tensorwise",)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ampbench.bench.plan import CellSpec, mp_options
+from ampbench.bench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, graph_break_reasons
 from ampbench.measure import memory as mem
@@ -40,19 +40,9 @@ class OverBudget(RuntimeError):
 
 
 def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
-    from ampbench.bench.plan import user_data_kwargs
-    from ampbench.workloads import create_user_workload, create_workload
-    from ampbench.workloads.tasks import DataSpec
+    from ampbench.workloads import build_target
 
-    seed = spec.seed if seed is None else seed
-    data = user_data_kwargs(spec)
-    if spec.model is not None:
-        return create_user_workload(spec.model, data_dir=spec.data_dir, preset=spec.preset, seed=seed,
-                                    val_fraction=spec.val_fraction, batches=spec.batches, loss=spec.loss,
-                                    options=dict(spec.options), **data)
-    assert spec.workload is not None
-    return create_workload(spec.workload, spec.preset, spec.data_dir, seed, spec.val_fraction,
-                           data=DataSpec.of(**data), **dict(spec.options))
+    return build_target(spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed if seed is None else seed)
 
 
 def validate_cell_inputs(spec: CellSpec) -> None:
@@ -70,8 +60,8 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
 def base_row(spec: CellSpec) -> dict[str, Any]:
     """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
     row = empty_row()
-    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.steps,
-               warmup=spec.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
+    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.measure.steps,
+               warmup=spec.measure.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
                closing_baseline=spec.closing)
     return row
 
@@ -132,8 +122,8 @@ def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | N
 
 
 def _check_budget(spec: CellSpec, peak: int | None, what: str) -> None:
-    if spec.memory_budget is not None and peak is not None and peak > spec.memory_budget:
-        raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {spec.memory_budget / 2**20:,.0f} MiB")
+    if spec.measure.memory_budget is not None and peak is not None and peak > spec.measure.memory_budget:
+        raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {spec.measure.memory_budget / 2**20:,.0f} MiB")
 
 
 def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
@@ -160,8 +150,9 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
     if "converge" in measures:
         from ampbench.measure.converge import converge
 
-        conv = converge(lambda s: build_workload(spec, s), spec.precision, device, spec.converge_steps, spec.seeds,
-                        spec.batch_size, spec.seed, spec.loss_scale, mp_options(spec), spec.execution)
+        m = spec.measure
+        conv = converge(lambda s: build_workload(spec, s), spec.precision, device, m.converge_steps, m.seeds,
+                        spec.batch_size, m.seed, spec.recipe.loss_scale, spec.mp_options(), spec.execution)
         row["converge"] = conv
         row["fp8_layers"] = row.get("fp8_layers") or conv.pop("fp8_layers")  # (a converge-only fp8 row says it too)
         finals = [x for x in conv["final_losses"] if math.isfinite(x)]
@@ -172,8 +163,8 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
             row.update(status="diverged", reason="every converge seed diverged: " + next(
                 (r for r in conv["reasons"] if r), "non-finite loss"))
     if "inference" in measures and step is not None and row["status"] != "diverged":
-        large = spec.inference_batch or batch_size
-        row["inference"] = inference_latency(step, sorted({1, large}), iters=max(spec.steps, 10))
+        large = spec.measure.inference_batch or batch_size
+        row["inference"] = inference_latency(step, sorted({1, large}), iters=max(spec.measure.steps, 10))
     if row.get("env") is None:
         ctx = step.mp.autocast() if step is not None else recipe.forward_context(device.type)
         with ctx:
@@ -188,7 +179,7 @@ def _math_mode(recipe: Any, env: dict[str, Any]) -> str:
 
 def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: torch.device,
                       base_rss: int | None) -> tuple[TrainStep, dict[str, Any]]:
-    """Set up and time ``spec.steps`` steps after warm-up; peaks and the memory split."""
+    """Set up and time ``spec.measure.steps`` steps after warm-up; peaks and the memory split."""
     out: dict[str, Any] = {}
     execution = spec.execution
     check_execution(spec, wl)
@@ -196,7 +187,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     peaks.start(base_rss)
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
-        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, mp_options=mp_options(spec),
+        step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, mp_options=spec.mp_options(),
                           execution=execution)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
@@ -212,11 +203,11 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["activation_bytes"] = act[0]
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
     out["flops_per_step"], out["conv_flops_share"] = count_flops_split(lambda: step(eager=True))
-    for _ in range(max(0, spec.warmup - 1)):
+    for _ in range(max(0, spec.measure.warmup - 1)):
         step()
     skipped_before = step.mp.totals["skipped_steps"]
     counts2 = compile_counts()
-    timing = time_steps(step, spec.steps, device)
+    timing = time_steps(step, spec.measure.steps, device)
     counts3 = compile_counts()
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
     if execution.compiled:
@@ -230,9 +221,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")
     out.update(timing.summary())
     out["timer"] = timing.timer
-    out["samples_per_s"] = batch_size * spec.steps / timing.total_s
+    out["samples_per_s"] = batch_size * spec.measure.steps / timing.total_s
     out["samples_per_s_noise"] = timing.throughput_noise()
-    out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.seed)
+    out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.measure.seed)
     out["final_loss"] = loss
     held = step.state_bytes()  # after the timed steps: the optimizer state exists once a step was not skipped
     if held is not None:
@@ -245,9 +236,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["nvml_used_bytes"] = process_gpu_memory(device) if device.type == "cuda" else None
     out["gpu_used_bytes"] = device_gpu_memory(device) if device.type == "cuda" else None
     out["math_mode"] = _math_mode(get(spec.precision), out["env"])
-    out.update(mfu(out["flops_per_step"], spec.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
+    out.update(mfu(out["flops_per_step"], spec.measure.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
                    device.type))
-    if math.isfinite(loss) and skipped_timed >= spec.steps:  # no-op steps are not training: their speed means nothing
+    if math.isfinite(loss) and skipped_timed >= spec.measure.steps:  # no-op steps are not training: their speed means nothing
         out["status"] = "diverged"
         out["reason"] = (f"every timed step was skipped for inf/NaN gradients ({out['skipped_steps']} skipped in "
                          f"{step.calls} steps, loss scale {step.mp.scale:g})")
@@ -294,7 +285,7 @@ def _max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int],
 
     if trial is None:
         raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
-    return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.maxbatch_limit,
+    return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.measure.maxbatch_limit,
                              (lambda b: throughput_at(spec, b).get("samples_per_s")) if throughput_at else None)
 
 
@@ -310,9 +301,9 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         base_rss = _cpu_baseline(spec, wl, device)
         peaks = mem.PeakMemory(device)
         peaks.start(base_rss)
-        step = build_step(wl, spec.precision, batch_size, device, spec.loss_scale, n_batches=1,
-                          mp_options=mp_options(spec), execution=spec.execution)
-        for _ in range(spec.maxbatch_trial_steps):
+        step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, n_batches=1,
+                          mp_options=spec.mp_options(), execution=spec.execution)
+        for _ in range(spec.measure.maxbatch_trial_steps):
             step()
         peak = peaks.peak()
         used = peak["reserved"] if device.type == "cuda" else peak["cpu_rss_peak"]
@@ -321,14 +312,14 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
             return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
         return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
     if device.type == "cuda":
-        limit = min(spec.memory_budget or torch.cuda.get_device_properties(device).total_memory,
+        limit = min(spec.measure.memory_budget or torch.cuda.get_device_properties(device).total_memory,
                     torch.cuda.get_device_properties(device).total_memory)
     else:
-        if spec.memory_budget is None:
+        if spec.measure.memory_budget is None:
             return {"fits": False, "failed": True, "peak_bytes": used,
                     "reason": "maxbatch on CPU needs --memory-budget"}
-        limit = spec.memory_budget
-    allowed = (1.0 - spec.memory_margin) * limit
+        limit = spec.measure.memory_budget
+    allowed = (1.0 - spec.measure.memory_margin) * limit
     fits = used is not None and used <= allowed
     return {"fits": fits, "peak_bytes": used,
             "reason": "" if fits else f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed"}

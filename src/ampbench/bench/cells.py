@@ -1,22 +1,278 @@
-"""What a benchmark cell measured, apart from where and when: THE identity rows are compared by.
+"""What a benchmark cell is: :class:`CellSpec` (everything that changes its measurement, and so its ``key``) and
+:class:`CellId` (what it measured apart from where and when: the identity every reader groups rows by).
 
 A cell is workload x preset x precision x batch size x execution (compile, memory format, CUDA graphs) x
-distribution (strategy, world size, gradient reduce dtype), plus whether it was compiled because fp8 on
-CUDA compiles by default. Two rows are the same cell, measured on two devices or in two runs, exactly when
-their :class:`CellId` is equal; a precision's baseline is its cell with the precision fp32. Planning writes
-these fields into every row (``CellSpec.cell_id().to_row()``), and every reader -- derived ratios, the
-advisor, reports, the cross-device comparison -- groups rows by this one definition, never by a key of its
-own (a comparison keyed on four fields put an FSDP x2 row where the one-process row belonged).
+distribution (strategy, world size, gradient reduce dtype), measured as its sections say: the data the user
+described (:class:`DataOptions`), the recipe's options (:class:`RecipeOptions`) and how to measure
+(:class:`MeasureSettings`). Cells are plain, JSON-able values: they cross into child processes unchanged (as
+the flat dict :meth:`CellSpec.to_dict` writes), and their hash (``key``) is what ``--resume`` skips and what a
+stored row is.
+
+Keys stay stable as the cell grows: every field says, in its metadata, when it is left out of a key (see
+:func:`flat`) -- a field added after keys were first stored is left out at its default, so the cells of old
+runs keep their keys (``tests/bench/golden``). The run's identity (``RunConfig.identity``) is made the same
+way, with its own rules (metadata ``run``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution, strategy_label
+from ampbench.workloads.options import DEFAULT, DataOptions
 
+# -- when a field is left out of a key (DEFAULT: while it holds its default) ------------------------------------
+
+
+def with_(other: str) -> str:
+    """Metadata value: left out while the sibling field ``other`` holds its default (nproc without a strategy)."""
+    return f"with:{other}"
+
+
+def _default(f: Field[Any]) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default  # type: ignore[misc]
+
+
+def _jsonable(v: Any) -> Any:
+    if is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _jsonable(getattr(v, f.name)) for f in fields(v)}
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def flat(obj: Any, kind: str) -> dict[str, Any]:
+    """``obj``'s fields as one flat JSON-able dict, sections (fields marked ``section``) flattened in, each field
+    left out as its ``kind`` metadata (``cell`` for keys, ``run`` for run identities) says."""
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if f.metadata.get("section"):
+            out.update(flat(v, kind))
+            continue
+        rule = f.metadata.get(kind)
+        if rule == DEFAULT and v == _default(f):
+            continue
+        if isinstance(rule, str) and rule.startswith("with:"):
+            other = next(g for g in fields(obj) if g.name == rule[5:])
+            if getattr(obj, other.name) == _default(other):
+                continue
+        out[f.name] = _jsonable(v)
+    return out
+
+
+SECTION = {"section": True}
+"""Metadata of a field holding a section of the cell (or run): flattened into its dict and its key."""
+
+
+def _from_flat(cls: type, d: Mapping[str, Any]) -> Any:
+    """The inverse of :func:`flat` for a dataclass with sections (unknown names ignored, absent ones at default)."""
+    kw: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.metadata.get("section"):
+            kw[f.name] = _from_flat(f.default_factory, d)  # type: ignore[arg-type]  (a section's factory is its class)
+        elif f.name in d:
+            v = d[f.name]
+            kw[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+    return cls(**kw)
+
+
+# -- the sections ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecipeOptions:
+    """What the precision recipes take beyond their name: the loss scaling, the fp8 modes' layer choice."""
+
+    loss_scale: str | None = None
+    """none | dynamic | hysteresis[:N] | static:V (None: the mode's default)."""
+    fp8_skip: tuple[str, ...] = field(default=(), metadata={"cell": DEFAULT})
+    """fp8 modes: Linear layers (name substrings) kept in bf16."""
+    fp8_filter: str | None = field(default=None, metadata={"cell": DEFAULT})
+    """fp8 modes: auto (default: dims and torchao's size thresholds) or dims."""
+
+    def __post_init__(self) -> None:
+        from ampbench.precision.fp8 import check_filter
+        from ampbench.precision.scaling import LossScaleConfig
+
+        if self.loss_scale is not None:
+            LossScaleConfig.parse(self.loss_scale, default="dynamic")
+        if self.fp8_filter is not None:
+            check_filter(self.fp8_filter, "--fp8-filter")
+
+    @property
+    def fp8(self) -> Any:
+        """The fp8 modes' :class:`~ampbench.precision.fp8.Fp8Options`."""
+        from ampbench.precision.fp8 import Fp8Options
+
+        return Fp8Options(self.fp8_skip, self.fp8_filter or "auto")
+
+    @property
+    def fp8_given(self) -> bool:
+        return bool(self.fp8_skip) or self.fp8_filter is not None
+
+
+MEASURES = ("throughput", "memory", "maxbatch", "converge", "inference")
+DEFAULT_MEASURES = ("throughput", "memory")
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How a cell is measured (checked at construction: one line naming the option)."""
+
+    measures: tuple[str, ...] = DEFAULT_MEASURES
+    steps: int = 20
+    warmup: int = 3
+    seed: int = 0
+    memory_budget: int | None = None
+    """CPU: bytes a cell may grow by (over it = oom). GPU: cap below the card's memory."""
+    memory_margin: float = 0.05
+    """maxbatch: a batch fits only if its peak stays below (1 - margin) x the memory limit."""
+    maxbatch_limit: int = 65536
+    maxbatch_trial_steps: int = 3
+    seeds: int = 3
+    converge_steps: int = 200
+    inference_batch: int | None = None
+    """Large inference batch (default: the training batch size)."""
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.measures if m not in MEASURES]
+        if bad:
+            raise AmpbenchError(f"--measure {','.join(bad)}: unknown measurement; choose from {','.join(MEASURES)}")
+        if self.memory_budget is not None and self.memory_budget <= 0:
+            raise AmpbenchError(f"--memory-budget must be > 0 bytes, got {self.memory_budget}")
+        for flag, v in (("steps", self.steps), ("warmup", self.warmup), ("seeds", self.seeds),
+                        ("converge-steps", self.converge_steps), ("maxbatch-limit", self.maxbatch_limit),
+                        ("inference-batch", self.inference_batch), ("maxbatch-trial-steps", self.maxbatch_trial_steps)):
+            if v is not None and v < 1:
+                raise AmpbenchError(f"--{flag} must be >= 1, got {v}")
+        if not 0.0 <= self.memory_margin < 1.0:
+            raise AmpbenchError(f"--memory-margin must be in [0, 1), got {self.memory_margin}")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Where a cell's ranks run: one process (no strategy), or ddp/fsdp over nproc ranks on each of nnodes machines."""
+
+    strategy: str | None = field(default=None, metadata={"cell": DEFAULT})
+    """None (one process), ddp or fsdp (ampbench.distributed), over ``nproc`` processes launched by torchrun."""
+    nproc: int = field(default=1, metadata={"cell": with_("strategy")})
+    """Processes (ranks) of a distributed cell on each machine."""
+    nnodes: int = field(default=1, metadata={"cell": DEFAULT})
+    """Machines a distributed cell's ranks span (world size = nnodes x nproc)."""
+    grad_reduce_dtype: str | None = field(default=None, metadata={"cell": with_("strategy")})
+    """Distributed cells: the dtype gradients are reduced in (None: their own)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes if self.strategy else 1
+
+
+# -- the cell -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class CellSpec:
+    """One cell. Everything here changes the measurement, so everything goes into ``key``."""
+
+    device: str
+    workload: str | None
+    """Registered workload or adapter (timm:..., hf:...); None with ``model``."""
+    model: str | None = None
+    """User factory ``file.py:fn`` / ``pkg.mod:fn``."""
+    preset: str
+    precision: str
+    batch_size: int | None
+    """None: the workload's batch size for the preset."""
+    data: DataOptions = field(default_factory=DataOptions, metadata=SECTION)
+    recipe: RecipeOptions = field(default_factory=RecipeOptions, metadata=SECTION)
+    measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
+    execution: Execution = field(default_factory=Execution, metadata=SECTION)
+    distribution: Distribution = field(default_factory=Distribution, metadata=SECTION)
+    repeat: int = field(default=0, metadata={"cell": DEFAULT})
+    """0 for the cell's measurement; 1.. for its repeats (``--repeats``), which time throughput only."""
+    first_measures: tuple[str, ...] = field(default=(), metadata={"cell": with_("repeat")})
+    """Repeats: the measures of repeat 0 (a repeat measures less, so its own fields cannot name repeat 0)."""
+    closing: bool = field(default=False, metadata={"cell": DEFAULT})
+    """The closing baseline: fp32 timed again after a workload's other modes (see RunConfig.cells)."""
+    compiled_by_default: bool = field(default=False, metadata={"cell": DEFAULT})
+    """Compiled because the run asked for fp8 on CUDA without --compile: an fp8 cell, or the fp32/amp-bf16
+    reference compiled beside it."""
+
+    @classmethod
+    def of(cls, **flat_fields: Any) -> CellSpec:
+        """A cell from its flat fields, as stored and as in its key (``steps=2``, ``strategy="ddp"``, ...)."""
+        return cls.from_dict(flat_fields)
+
+    # (the sections' fields most of the harness reads, by their flat names)
+    @property
+    def measures(self) -> tuple[str, ...]:
+        return self.measure.measures
+
+    @property
+    def strategy(self) -> str | None:
+        return self.distribution.strategy
+
+    @property
+    def world_size(self) -> int:
+        return self.distribution.world_size
+
+    @property
+    def label(self) -> str:
+        return self.workload if self.workload is not None else f"user:{self.model}"
+
+    def measuring(self, measures: tuple[str, ...], batch_size: int | None = None) -> CellSpec:
+        """The same cell measuring only ``measures`` (at ``batch_size`` when given: a max-batch search's throughput)."""
+        return replace(self, measure=replace(self.measure, measures=measures),
+                       batch_size=self.batch_size if batch_size is None else batch_size)
+
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return flat(self, "cell")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CellSpec:
+        return _from_flat(cls, d)  # type: ignore[no-any-return]
+
+    def with_flat(self, **changes: Any) -> CellSpec:
+        """The same cell with flat fields changed (``steps=1``, ``device="cuda:1"``, ``strategy=None``)."""
+        return CellSpec.from_dict({**self.to_full_dict(), **changes})
+
+    def to_full_dict(self) -> dict[str, Any]:
+        """Every field, none left out (what :meth:`from_dict` rebuilds exactly)."""
+        return flat(self, "")
+
+    def repeat_of(self) -> str | None:
+        """A repeat's link to its cell: the key of repeat 0 (None for repeat 0 itself)."""
+        if self.repeat == 0:
+            return None
+        first = replace(self, repeat=0, measure=replace(self.measure, measures=self.first_measures), first_measures=(),
+                        closing=False)
+        return first.key()
+
+    def cell_id(self) -> CellId:
+        """What this cell measures, apart from where and when (the identity its row carries; batch size None:
+        the workload's, which the row fills in once known)."""
+        d = self.distribution
+        return CellId(self.label, self.preset, self.precision, self.batch_size, self.execution, d.strategy,
+                      d.world_size, d.grad_reduce_dtype if d.strategy else None, self.compiled_by_default)
+
+    def mp_options(self) -> dict[str, Any]:
+        """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
+        from ampbench.precision import is_fp8
+
+        out: dict[str, Any] = {}
+        if self.strategy is not None:
+            out.update(strategy=self.strategy, grad_reduce_dtype=self.distribution.grad_reduce_dtype)
+        if is_fp8(self.precision):
+            out["fp8"] = self.recipe.fp8
+        return out
+
+
+# -- what readers group rows by ------------------------------------------------------------------------------------
 IDENTITY_KEYS = ("workload", "preset", "precision", "batch_size", "compile", "memory_format", "cuda_graphs", "strategy",
                  "world_size", "grad_reduce_dtype", "compiled_by_default")
 """The row keys that say which cell a row is (ROW_KEYS documents each)."""
@@ -24,7 +280,14 @@ IDENTITY_KEYS = ("workload", "preset", "precision", "batch_size", "compile", "me
 
 @dataclass(frozen=True)
 class CellId:
-    """One cell's identity. Rows from before an axis existed read as that axis's default."""
+    """What a cell measured, apart from where and when: THE identity rows are compared by.
+
+    Two rows are the same cell, measured on two devices or in two runs, exactly when their CellId is equal; a
+    precision's baseline is its cell with the precision fp32. Planning writes these fields into every row
+    (``CellSpec.cell_id().to_row()``), and every reader -- derived ratios, the advisor, reports, the cross-device
+    comparison -- groups rows by this one definition, never by a key of its own (a comparison keyed on four fields
+    put an FSDP x2 row where the one-process row belonged). Rows from before an axis existed read as its default.
+    """
 
     workload: str
     preset: str

@@ -9,7 +9,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from ampbench.bench.plan import CellSpec
+from ampbench.bench.cells import CellSpec
 from ampbench.launch import ChildProcess, Job
 from ampbench.measure.maxbatch import Trial
 
@@ -62,7 +62,7 @@ def trial(payload: dict[str, Any]) -> dict[str, Any]:
 def throughput(payload: dict[str, Any]) -> dict[str, Any]:
     from ampbench.bench.cell import run_cell
 
-    return run_cell(replace(_spec(payload), batch_size=int(payload["batch_size"]), measures=("throughput",)))
+    return run_cell(_spec(payload).measuring(("throughput",), int(payload["batch_size"])))
 
 
 def validate(payload: dict[str, Any]) -> dict[str, Any]:

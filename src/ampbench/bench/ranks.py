@@ -11,12 +11,11 @@ taken for the cause.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
 from ampbench.bench.cell import base_row
+from ampbench.bench.cells import CellSpec
 from ampbench.bench.jobs import job
-from ampbench.bench.plan import CellSpec
 from ampbench.launch import RankResults, Torchrun, describe_exit
 from ampbench.measure.maxbatch import Trial, measure_max_batch
 from ampbench.store.sqlite import utcnow
@@ -32,8 +31,8 @@ _COLLECTIVE = re.compile(r"timed out|timeout|connection (reset|closed)|broken pi
 
 def _launch(spec: CellSpec, kind: str, timeout: float | None, node_rank: int, endpoint: str | None,
             **extra: Any) -> RankResults:
-    return Torchrun(spec.nproc, spec.nnodes, node_rank, endpoint, timeout).run(job(kind, spec, device=spec.device,
-                                                                                   **extra))
+    d = spec.distribution
+    return Torchrun(d.nproc, d.nnodes, node_rank, endpoint, timeout).run(job(kind, spec, device=spec.device, **extra))
 
 
 def rank_trial(spec: CellSpec, batch_size: int, timeout: float | None = None, node_rank: int = 0,
@@ -45,7 +44,7 @@ def rank_trial(spec: CellSpec, batch_size: int, timeout: float | None = None, no
     peak = max(peaks) if peaks else None
     if res.timed_out:
         return Trial(batch_size, False, peak, f"trial timed out after {timeout:g} s", failed=True)
-    if len(res.ranks) < spec.nproc:
+    if len(res.ranks) < spec.distribution.nproc:
         killed = any(x == -9 for x in res.exits().values())
         return Trial(batch_size, False, peak, f"a rank died (torchrun exit {res.code})", failed=not killed)
     bad = sorted((k, r) for k, r in res.ranks.items() if not r.get("fits"))
@@ -62,14 +61,15 @@ def run_distributed(spec: CellSpec, timeout: float | None = None, crash_rank: in
     include waiting for every other rank: the ranks step in lockstep), and node 0's row is the one stored."""
     res = _launch(spec, "rank_cell", timeout, node_rank, endpoint, crash_rank=crash_rank)
     ranks = res.ranks
-    if len(ranks) == spec.nproc and all(r["status"] == "ok" for r in ranks.values()):
+    if len(ranks) == spec.distribution.nproc and all(r["status"] == "ok" for r in ranks.values()):
         return merge(ranks, spec.world_size)
     row = base_row(spec)
     row.update(created_at=utcnow())
     if ranks:
         row.update({k: v for k, v in ranks[min(ranks)].items() if k not in ("status", "reason", "rank")})
     failed = {k: r for k, r in ranks.items() if r["status"] != "ok"}
-    missing = [k for k in range(node_rank * spec.nproc, (node_rank + 1) * spec.nproc) if k not in ranks]
+    nproc = spec.distribution.nproc
+    missing = [k for k in range(node_rank * nproc, (node_rank + 1) * nproc) if k not in ranks]
     exits = res.exits()
     if res.timed_out:
         row.update(status="error", reason=f"timed out after {timeout:g} s (--cell-timeout); ranks without a row: "
@@ -94,18 +94,18 @@ def run_cell_distributed(spec: CellSpec, timeout: float | None = None, node_rank
     if "maxbatch" not in spec.measures:
         return run_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
     rest = tuple(m for m in spec.measures if m != "maxbatch")
-    row = run_distributed(replace(spec, measures=rest), timeout, node_rank=node_rank, endpoint=endpoint)
+    row = run_distributed(spec.measuring(rest), timeout, node_rank=node_rank, endpoint=endpoint)
     row["measures"] = list(spec.measures)
     if row["status"] != "ok" or not row.get("batch_size"):
         return row
 
     def throughput_at(b: int) -> float | None:
-        at = run_distributed(replace(spec, batch_size=b, measures=("throughput",)), timeout, node_rank=node_rank,
+        at = run_distributed(spec.measuring(("throughput",), b), timeout, node_rank=node_rank,
                              endpoint=endpoint)
         return at.get("samples_per_s") if at["status"] == "ok" else None
 
     keys, error = measure_max_batch(lambda b: rank_trial(spec, b, timeout, node_rank, endpoint),
-                                    int(row["batch_size"]), spec.maxbatch_limit, throughput_at)
+                                    int(row["batch_size"]), spec.measure.maxbatch_limit, throughput_at)
     row.update(keys)
     if error:
         row.update(status="error", reason=f"maxbatch trial failed: {error}")

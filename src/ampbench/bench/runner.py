@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ampbench.bench.cell import base_row, run_cell
+from ampbench.bench.cells import CellSpec
+from ampbench.bench.config import RunConfig
 from ampbench.bench.jobs import isolated_trial, job, trial_of
-from ampbench.bench.plan import CellSpec, RunConfig
 from ampbench.errors import AmpbenchError
 from ampbench.launch import ChildProcess, Inline
 from ampbench.measure.env import device_name
@@ -53,7 +54,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial,
-                        throughput_at=lambda s, b: run_cell(replace(s, batch_size=b, measures=("throughput",))))
+                        throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
     r = ChildProcess(timeout).run(job("cell", spec, trial_timeout=timeout))
     if "_failed" in r:
         row = base_row(spec)
@@ -71,7 +72,7 @@ def strategy_problem(spec: CellSpec) -> str | None:
     from ampbench.precision import get
 
     try:
-        layout(spec.strategy, get(spec.precision), check_reduce_dtype(spec.grad_reduce_dtype))
+        layout(spec.strategy, get(spec.precision), check_reduce_dtype(spec.distribution.grad_reduce_dtype))
     except AmpbenchError as e:
         return str(e)
     return None
@@ -81,8 +82,8 @@ def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
     corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
     synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs."""
-    return (spec.model is not None or spec.data_dir is not None or spec.val_fraction is not None
-            or ":" in (spec.workload or "") or spec.memory_format != "contiguous")
+    return (spec.model is not None or spec.data.data_dir is not None or spec.data.val_fraction is not None
+            or ":" in (spec.workload or "") or spec.execution.memory_format != "contiguous")
 
 
 def validate_inputs(config: RunConfig) -> None:
@@ -94,16 +95,16 @@ def validate_inputs(config: RunConfig) -> None:
     """
     seen = set()
     for spec in config.cells():
-        target = (spec.workload, spec.model, spec.preset, spec.memory_format)
+        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)
-        if not config.extra.get("isolate", config.device.startswith("cuda")):
+        if not config.launch.isolated(config.device):
             from ampbench.bench.cell import validate_cell_inputs
 
             validate_cell_inputs(spec)
             continue
-        r = ChildProcess(config.extra.get("cell_timeout")).run(job("validate", spec))
+        r = ChildProcess(config.launch.cell_timeout).run(job("validate", spec))
         if r.get("_failed"):  # the interpreter died building it (a crashing model): its cells will say so
             continue
         if r.get("error"):
@@ -113,7 +114,7 @@ def validate_inputs(config: RunConfig) -> None:
 def cell_endpoint(config: RunConfig, cells: list[CellSpec], index: int) -> str | None:
     """Several machines: the rendezvous endpoint of cell ``index``: node 0's port + the cell's ordinal among the
     distributed cells, so a launcher still closing the previous cell's rendezvous is never joined by the next."""
-    endpoint = config.extra.get("endpoint")
+    endpoint = config.launch.endpoint
     if not endpoint or cells[index].strategy is None:
         return None
     host, _, port = str(endpoint).rpartition(":")
@@ -124,8 +125,8 @@ def cell_endpoint(config: RunConfig, cells: list[CellSpec], index: int) -> str |
 def lend_ranks(config: RunConfig) -> int:
     """Node K > 0 of a run over several machines: start this machine's ranks of every distributed cell, in the
     plan's order, meeting node 0's at its endpoint; node 0 merges and stores the rows. Returns the cells joined."""
-    timeout = config.extra.get("cell_timeout")
-    node_rank = int(config.extra.get("node_rank") or 0)
+    timeout = config.launch.cell_timeout
+    node_rank = config.launch.node_rank
     joined = 0
     cells = config.cells()
     for i, spec in enumerate(cells):
@@ -146,13 +147,13 @@ def find_resumable(store: Store, config: RunConfig) -> RunInfo:
 def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | None = None,
         on_event: Callable[[CellEvent], None] | None = None) -> tuple[RunInfo, list[dict[str, Any]]]:
     """Run (or resume) ``config``; returns the run and its rows with derived keys (speedup_vs_fp32, ...)."""
-    isolate = bool(config.extra.get("isolate", config.device.startswith("cuda")))
-    timeout = config.extra.get("cell_timeout")
+    isolate = config.launch.isolated(config.device)
+    timeout = config.launch.cell_timeout
     device = torch.device(config.device)
     if resume:
         info = find_resumable(store, config)
     else:
-        info = store.create_run({"identity": config.identity(), "extra": config.extra}, device=config.device,
+        info = store.create_run({"identity": config.identity(), "extra": config.launch.to_dict()}, device=config.device,
                                 device_name=device_name(device), hostname=socket.gethostname(), label=label)
     cells = config.cells()
     done = store.cell_keys(info.run_id)

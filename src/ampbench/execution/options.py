@@ -24,7 +24,7 @@ syncs: not what users' AMP loops are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.errors import AmpbenchError, suggest
@@ -50,11 +50,12 @@ _TORCH_COMPILE: dict[tuple[str, str], dict[str, str] | None] = {
 class Execution:
     """One point on the execution axes. The default is eager, contiguous, no CUDA graphs."""
 
-    compile: str = "off"
+    # (a cell's key leaves an axis out at its default: cells of runs made before the axes existed keep their keys)
+    compile: str = field(default="off", metadata={"cell": "default"})
     """off | on (torch.compile, default mode) | max-autotune."""
-    memory_format: str = "contiguous"
+    memory_format: str = field(default="contiguous", metadata={"cell": "default"})
     """contiguous | channels_last (models taking 4-D (N, C, H, W) inputs: the model and those inputs)."""
-    cuda_graphs: str = "off"
+    cuda_graphs: str = field(default="off", metadata={"cell": "default"})
     """off | on (CUDA only: the compiled forward/backward replayed as CUDA graphs)."""
 
     def __post_init__(self) -> None:

@@ -73,6 +73,23 @@ class Fp8Options:
             check_filter(filter, "--fp8-filter")
         return cls(tuple((skip or "").split(",")), filter or "auto")
 
+    @classmethod
+    def for_modes(cls, precisions: Sequence[str], skip: str | None, filter: str | None) -> Fp8Options | None:
+        """The options given for these modes (None when none was given); refused unless an fp8 mode is among them."""
+        if skip is None and filter is None:
+            return None
+        check_applies(precisions, True)
+        return cls.from_strings(skip, filter)
+
+
+def check_applies(precisions: Sequence[str], given: bool) -> None:
+    """--fp8-skip/--fp8-filter apply to the fp8 modes only: one line when given without one."""
+    from ampbench.precision.registry import is_fp8
+
+    if given and not any(is_fp8(p) for p in precisions):
+        raise AmpbenchError("--fp8-skip/--fp8-filter apply to the fp8 modes (fp8-tensorwise, fp8-rowwise, "
+                            "fp8-rowwise-gw-hp); none is asked for")
+
 
 def _version(text: str) -> tuple[int, ...]:
     out = []

@@ -14,10 +14,12 @@ from torch import nn
 from ampbench.data.splits import check_val_fraction
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import Workload, seeded
+from ampbench.workloads.options import DataOptions
 from ampbench.workloads.registry import check_options, get_spec
+from ampbench.workloads.tasks import DataSpec
 from ampbench.workloads.user import create_user_workload
 
-__all__ = ["create_model", "create_user_workload", "create_workload"]
+__all__ = ["build_target", "create_model", "create_user_workload", "create_workload"]
 
 
 def create_workload(name: str, preset: str = "small", data_dir: str | Path | None = None, seed: int = 0,
@@ -54,3 +56,17 @@ def create_model(name: str, preset: str = "small", **options: Any) -> nn.Module:
     spec = get_spec(name)
     check_options(preset, spec.options(), options, name)
     return spec.model(preset, **options)
+
+
+def build_target(workload: str | None, model: str | None, preset: str | None, data: DataOptions,
+                 seed: int = 0) -> Workload:
+    """The workload of a target -- a registered name or adapter, or the user's ``--model`` (exactly one) -- with the
+    data options the user gave: the one path ``run``'s cells, ``train`` and ``diagnose`` build by."""
+    if (workload is None) == (model is None):
+        raise AmpbenchError("give a WORKLOAD name (see: ampbench list workloads) or --model file.py:factory, not both")
+    if model is not None:
+        return create_user_workload(model, data_dir=data.data_dir, preset=preset, seed=seed,
+                                    val_fraction=data.val_fraction, batches=data.batches, loss=data.loss,
+                                    options=dict(data.options), **data.described())
+    return create_workload(workload, preset or "small", data.data_dir, seed, data.val_fraction,  # type: ignore[arg-type]
+                           data=DataSpec.of(**data.described()), **dict(data.options))

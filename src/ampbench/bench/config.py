@@ -1,0 +1,465 @@
+"""What a run measures: :class:`RunConfig`, from typed sections, checked once at construction.
+
+Sections: the targets (registered workloads at their presets, or the user's model), the data the user described
+(:class:`~ampbench.bench.cells.DataOptions`), the recipes' options, how to measure, the axes (precisions, batch
+sizes, repeats, executions, strategies) and how to launch (kept out of the run's identity). Python code and the
+command line build the same object: :meth:`RunConfig.from_strings` parses what the CLI was given, and every check
+-- of one option or of options together -- lives in the sections' and the config's ``__post_init__``, so a config
+the CLI would refuse cannot be built at all. :meth:`RunConfig.cells` expands it into cells
+(:class:`~ampbench.bench.cells.CellSpec`); :meth:`RunConfig.identity` is what ``--resume`` matches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ampbench.bench.cells import (
+    DEFAULT,
+    DEFAULT_MEASURES,
+    MEASURES,
+    SECTION,
+    CellSpec,
+    DataOptions,
+    Distribution,
+    MeasureSettings,
+    RecipeOptions,
+    flat,
+    with_,
+)
+from ampbench.bench.suites import default_steps, native_only_entries, with_presets
+from ampbench.errors import AmpbenchError
+from ampbench.execution import Execution
+
+BASELINE = "fp32"
+REPEATED_MEASURES = ("throughput", "memory")
+"""What a repeat of a cell measures again (max batch, convergence and inference are measured once)."""
+FP8_REFERENCES = ("fp32", "amp-bf16")
+"""Compiled beside fp8 cells that compile by default: fp8's speedup and its comparison with bf16 at one execution."""
+
+
+# -- the run's own sections -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Targets:
+    """What is measured: registered workloads (or hf:/timm: adapters) at their presets, or the user's model."""
+
+    workloads: tuple[str, ...] = ()
+    """Registered names or adapters; empty with ``model``."""
+    presets: tuple[str, ...] = ()
+    """Preset per workload (same length as workloads; one with ``model``)."""
+    model: str | None = None
+    """User factory ``file.py:fn`` / ``pkg.mod:fn``."""
+    native_only: tuple[str, ...] = field(default=(), metadata={"run": DEFAULT})
+    """'workload:preset' entries that run only fp32 and the modes the device has math hardware for."""
+
+    def __post_init__(self) -> None:
+        from ampbench.bench.suites import check_preset
+
+        if self.model is not None and self.workloads:
+            raise AmpbenchError("give --workloads or --model, not both")
+        if len(self.presets) != (1 if self.model is not None else len(self.workloads)):
+            raise AmpbenchError("a preset per workload (one with --model)")
+        for p in self.presets:
+            check_preset(p)
+
+    @property
+    def pairs(self) -> list[tuple[str | None, str]]:
+        """(workload, preset) of each target; (None, preset) for the user's model."""
+        return [(None, self.presets[0])] if self.model is not None else list(zip(self.workloads, self.presets))
+
+    @property
+    def adapters(self) -> bool:
+        return any(":" in w for w in self.workloads)
+
+
+@dataclass(frozen=True)
+class Axes:
+    """What each target is measured over, every combination a cell: precisions x batch sizes x executions x
+    distributions, repeated ``repeats`` times."""
+
+    precisions: tuple[str, ...] = ()
+    batch_sizes: tuple[int | None, ...] = (None,)
+    repeats: int = field(default=1, metadata={"run": DEFAULT})
+    """Throughput measurements per cell, interleaved with the other precisions (repeat r of every mode, then r+1)."""
+    executions: tuple[Execution, ...] = field(default=(Execution(),), metadata={"run": DEFAULT})
+    """Points on the execution axes (--compile x --memory-format x --cuda-graphs), each with every precision."""
+    strategies: tuple[str | None, ...] = field(default=(None,), metadata={"run": DEFAULT})
+    """None (one process: the world-size-1 baseline) and/or ddp, fsdp (--strategy, over --nproc-per-node ranks)."""
+    nproc: int = field(default=1, metadata={"run": with_("strategies")})
+    nnodes: int = field(default=1, metadata={"run": DEFAULT})
+    """Machines the distributed cells span (--nnodes; node 0 runs the one-process cells and stores the rows)."""
+    grad_reduce_dtypes: tuple[str | None, ...] = field(default=(None,), metadata={"run": with_("strategies")})
+    """Distributed cells: each gradient reduce dtype asked for (--grad-reduce-dtype; None: the gradients' own)."""
+    fp8_compile: bool = field(default=False, metadata={"run": DEFAULT})
+    """fp8 on CUDA without --compile: the fp8 cells run compiled (torchao's float8 is built to be compiled: eager, its
+    casts and scales are separate kernels), each beside compiled fp32 and amp-bf16 references so every ratio still
+    compares one execution; the other modes run as the executions say."""
+
+    def __post_init__(self) -> None:
+        from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
+
+        if not self.precisions:
+            raise AmpbenchError("no precision to run: give --precisions")
+        if self.repeats < 1:
+            raise AmpbenchError(f"--repeats must be >= 1, got {self.repeats}")
+        if any(b is not None and b < 1 for b in self.batch_sizes):
+            raise AmpbenchError(f"--batch-size must be >= 1, got {','.join(str(b) for b in self.batch_sizes)}")
+        bad = [s for s in self.strategies if s is not None and s not in STRATEGIES]
+        if bad:
+            raise AmpbenchError(f"--strategy {','.join(map(str, bad))}: choose from {', '.join(STRATEGIES)}")
+        if self.nproc < 1:
+            raise AmpbenchError(f"--nproc-per-node must be >= 1 (got {self.nproc})")
+        if self.strategies == (None,) and self.grad_reduce_dtypes != (None,):
+            raise AmpbenchError("--grad-reduce-dtype applies to distributed cells: give --strategy ddp,fsdp too")
+        wrong = [r for r in self.grad_reduce_dtypes if r is not None and r not in REDUCE_DTYPES]
+        if wrong:
+            raise AmpbenchError(f"--grad-reduce-dtype {','.join(map(str, wrong))}: choose from {', '.join(REDUCE_DTYPES)}")
+
+    @property
+    def distributed(self) -> bool:
+        return self.strategies != (None,)
+
+    def distributions(self) -> list[Distribution]:
+        """The distributions of the cells: one process first (the scaling baseline), then each strategy x reduce dtype."""
+        out: list[Distribution] = []
+        for strategy in self.strategies:
+            if strategy is None:
+                out.append(Distribution())
+            else:
+                out.extend(Distribution(strategy, self.nproc, self.nnodes, r) for r in self.grad_reduce_dtypes)
+        return out
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How cells are started: not part of the run's identity (the same run, launched otherwise, resumes)."""
+
+    isolate: bool | None = None
+    """Each cell in a child process (None: on CUDA yes, on CPU no)."""
+    cell_timeout: float | None = None
+    """Seconds before an isolated cell is stopped (status error)."""
+    node_rank: int = 0
+    endpoint: str | None = None
+    """Several machines: node 0's HOST:PORT (cell i of the distributed cells at PORT + i)."""
+
+    def __post_init__(self) -> None:
+        if self.cell_timeout is not None and self.cell_timeout <= 0:
+            raise AmpbenchError(f"--cell-timeout must be > 0 seconds, got {self.cell_timeout}")
+
+    def isolated(self, device: str) -> bool:
+        return self.isolate if self.isolate is not None else device.startswith("cuda")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"isolate": self.isolate, "cell_timeout": self.cell_timeout, "node_rank": self.node_rank,
+                "endpoint": self.endpoint}
+
+
+# -- the run ----------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunConfig:
+    """The options of ``ampbench run``, checked (also the resume identity of a run, launch options aside)."""
+
+    device: str
+    targets: Targets = field(default_factory=Targets, metadata=SECTION)
+    data: DataOptions = field(default_factory=DataOptions, metadata=SECTION)
+    recipe: RecipeOptions = field(default_factory=RecipeOptions, metadata=SECTION)
+    measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
+    axes: Axes = field(default_factory=Axes, metadata=SECTION)
+    launch: LaunchOptions = field(default_factory=LaunchOptions, compare=False)
+
+    def __post_init__(self) -> None:
+        from ampbench.precision import resolve
+        from ampbench.precision.fp8 import check_applies
+
+        resolved = tuple(dict.fromkeys(resolve(p) for p in self.axes.precisions))
+        if resolved != self.axes.precisions:  # names and aliases -> canonical names, once each, fp32 first
+            object.__setattr__(self, "axes", replace(self.axes, precisions=tuple(sorted(resolved,
+                                                                                   key=lambda p: p != BASELINE))))
+        self._check_data()
+        if "maxbatch" in self.measure.measures and not self.device.startswith("cuda") and self.measure.memory_budget is None:
+            raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "
+                                "a real out-of-memory would take the machine down")
+        for point in self.axes.executions:
+            point.check_device(self.device)
+        check_applies(self.axes.precisions, self.recipe.fp8_given)
+        self._check_distributed()
+
+    def _check_data(self) -> None:
+        """The data options apply where they can: --model and the adapters describe their data, registered workloads
+        have their own; --batches/--loss need --model; --data-dir is one directory for one target."""
+        t, d = self.targets, self.data
+        d.check_targets(t.workloads, t.model)
+        if d.data_dir is not None:
+            if t.model is None and len(t.workloads) != 1:
+                raise AmpbenchError("--data-dir applies to one workload: give exactly one in --workloads (or use --model)")
+            if not Path(d.data_dir).is_dir():
+                raise AmpbenchError(f"--data-dir {d.data_dir} is not a directory")
+        self._check_workload_options()
+
+    def _check_workload_options(self) -> None:
+        """Every named workload exists and takes the -o keys (adapters check theirs when built)."""
+        from ampbench.workloads import get_spec
+        from ampbench.workloads.registry import check_options
+
+        for name, preset in zip(self.targets.workloads, self.targets.presets):
+            if ":" not in name:
+                check_options(preset, get_spec(name).options(), dict(self.data.options), name)
+
+    def _check_distributed(self) -> None:
+        from ampbench.launch import check_nodes
+
+        a, launch = self.axes, self.launch
+        if a.distributed and self.device.startswith("cuda"):
+            import torch
+
+            if a.nproc > torch.cuda.device_count():
+                raise AmpbenchError(f"--nproc-per-node {a.nproc}: this machine has {torch.cuda.device_count()} CUDA "
+                                    "device(s), one rank per device")
+        if a.distributed and "maxbatch" in self.measure.measures and a.nnodes > 1:
+            raise AmpbenchError("--measure maxbatch with --nnodes > 1 is not supported: each machine would search on "
+                                "what its own ranks saw; run maxbatch on one machine")
+        check_nodes([s for s in a.strategies if s] or None, a.nnodes, launch.node_rank, launch.endpoint)
+
+    @classmethod
+    def of(cls, *, device: str, extra: dict[str, Any] | None = None, **flat_fields: Any) -> RunConfig:
+        """A config from its flat fields, as its identity names them (``RunConfig.of(device="cpu", workloads=("bert",),
+        presets=("tiny",), precisions=("fp32",), steps=3)``); ``extra``: the launch options."""
+        from dataclasses import fields as dc_fields
+
+        from ampbench.bench.cells import _from_flat
+
+        sections = {f.name: f.default_factory for f in dc_fields(cls) if f.metadata.get("section")}
+        known = {g.name for t in sections.values() for g in dc_fields(t)}
+        unknown = sorted(set(flat_fields) - known)
+        if unknown:
+            raise TypeError(f"RunConfig.of() got unknown fields: {', '.join(unknown)}")
+        return cls(device=device, **{name: _from_flat(t, flat_fields) for name, t in sections.items()},
+                   launch=LaunchOptions(**(extra or {})))
+
+    # -- from the command line -----------------------------------------------------------------------------------------
+    @classmethod
+    def from_strings(cls, *, device: str | None = None, workloads: str | None = None, precisions: str | None = None,
+                     preset: str | None = None, batch_size: str | None = None, steps: int | None = None,
+                     warmup: int | None = None, measure: str | None = None, repeats: int = 1, seed: int = 0,
+                     model: str | None = None, input_shape: str | None = None, vocab_size: int | None = None,
+                     num_classes: int | None = None, num_outputs: int | None = None, task: str | None = None,
+                     batches: str | None = None, loss: str | None = None, data_dir: str | Path | None = None,
+                     val_fraction: float | None = None, options: Iterable[str] | None = None,
+                     loss_scale: str | None = None, fp8_skip: str | None = None, fp8_filter: str | None = None,
+                     compile: str | None = None, memory_format: str | None = None, cuda_graphs: str | None = None,
+                     strategy: str | None = None, nproc_per_node: int = 2, grad_reduce_dtype: str | None = None,
+                     nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
+                     memory_budget: str | None = None, memory_margin: float = 0.05, maxbatch_limit: int = 65536,
+                     seeds: int = 3, converge_steps: int = 200, inference_batch: int | None = None,
+                     isolate: bool | None = None, cell_timeout: float | None = None) -> RunConfig:
+        """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
+        by the sections and the config."""
+        from ampbench.execution import executions, parse_axis
+        from ampbench.measure.env import resolve_device
+
+        dev = str(resolve_device(device))
+        names = parse_list(workloads, "workloads")
+        if model is not None and names:
+            raise AmpbenchError("give --workloads or --model, not both")
+        data = DataOptions(input_shape, num_classes, vocab_size, num_outputs, task, batches, loss,
+                           None if data_dir is None else str(data_dir), val_fraction,
+                           tuple(sorted(parse_options(options).items())))
+        wl_names, presets = with_presets(names, preset, dev)
+        if model is not None:
+            wl_names, presets = (), (preset or "small",)
+        default_timed, default_warmup = default_steps(dev)
+        measured = MeasureSettings(parse_measures(measure), default_timed if steps is None else steps,
+                                   default_warmup if warmup is None else warmup, seed,
+                                   parse_size(memory_budget, "memory-budget"), memory_margin, maxbatch_limit,
+                                   seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
+        sizes = parse_batch_sizes(batch_size)
+        modes = parse_precisions(precisions, dev)
+        points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
+                            parse_axis(cuda_graphs, "cuda_graphs"))
+        strategies = (None, *dict.fromkeys(parse_list(strategy, "strategy"))) if strategy is not None else (None,)
+        reduces = tuple(dict.fromkeys(parse_list(grad_reduce_dtype, "grad-reduce-dtype"))) if grad_reduce_dtype else (None,)
+        return cls(
+            device=dev,
+            targets=Targets(wl_names, presets, model, native_only_entries(names, preset, precisions is not None, dev)),
+            data=data, recipe=RecipeOptions(loss_scale, tuple(x.strip() for x in (fp8_skip or "").split(",") if x.strip()),
+                                            fp8_filter),
+            measure=measured,
+            axes=Axes(modes, sizes, repeats, points, strategies, nproc_per_node if strategy is not None else 1, nnodes,
+                      reduces, fp8_compiles_by_default(compile is not None, dev, modes)),
+            launch=LaunchOptions(isolate, cell_timeout, node_rank, rdzv_endpoint))
+
+    # -- what it means ---------------------------------------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        """What ``--resume`` matches: every field but how cells are launched, left out as its ``run`` rule says (runs
+        from before an option existed can still be resumed)."""
+        d = flat(self, "run")
+        d.pop("launch", None)
+        return json.loads(json.dumps(d))
+
+    def cells(self) -> list[CellSpec]:
+        """Workload-major order: all precisions of a workload run next to each other (fp32 first).
+
+        With ``repeats`` > 1, repeat r of every precision runs before repeat r+1 of any, so each
+        repeat's speedup compares cells measured a few seconds apart (slow drift of the machine
+        then cancels in the ratio). Repeats time throughput (and memory) only.
+
+        Every execution (compile, memory format, CUDA graphs) runs every precision, so each change is
+        measured alone and combined; within a repeat, executions run one after the other, the
+        default (eager) first.
+
+        With one measurement per cell, fp32 is timed once more after the workload's other modes
+        (the closing baseline, A-B-A, at the run's first execution): every speedup divides by fp32, so a disturbed fp32
+        cell would make every mode look faster; how far fp32 moved between its two measurements becomes part
+        of every speedup's noise (``baseline_drift``).
+        """
+        a, m = self.axes, self.measure
+        timed = tuple(x for x in m.measures if x in REPEATED_MEASURES)
+        repeats = a.repeats if "throughput" in timed else 1
+        closing = repeats == 1 and "throughput" in timed and BASELINE in a.precisions and (
+            len(a.precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1)
+        base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
+                        batch_size=None, data=self.data, recipe=self.recipe, measure=m)
+        out = []
+        for workload, preset in self.targets.pairs:
+            precisions = self.precisions_of(workload, preset)
+            for bs in a.batch_sizes:
+                for r in range(repeats):
+                    cell = replace(base, workload=workload, preset=preset, batch_size=bs)
+                    if r:
+                        cell = replace(cell, repeat=r, measure=replace(m, measures=timed), first_measures=m.measures)
+                    out.extend(replace(cell, precision=precision, execution=ex, distribution=dist, compiled_by_default=auto)
+                               for dist in a.distributions() for ex, precision, auto in self.points(precisions))
+                if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1):
+                    out.append(replace(base, workload=workload, preset=preset, batch_size=bs, repeat=1, closing=True,
+                                       measure=replace(m, measures=timed), first_measures=m.measures,
+                                       execution=a.executions[0]))
+        return out
+
+    def points(self, precisions: tuple[str, ...]) -> list[tuple[Execution, str, bool]]:
+        """(execution, precision, compiled by default) of a workload's cells, execution by execution. With
+        ``fp8_compile`` the fp8 modes run at the execution compiled, after the others, next to compiled fp32
+        and amp-bf16 (when the run has them)."""
+        from ampbench.precision import is_fp8
+
+        fp8 = [p for p in precisions if self.axes.fp8_compile and is_fp8(p)]
+        out = []
+        for ex in self.axes.executions:
+            out.extend((ex, p, False) for p in precisions if p not in fp8)
+            if fp8:
+                compiled = replace(ex, compile="on")
+                out.extend((compiled, p, True) for p in precisions if p in fp8 or p in FP8_REFERENCES)
+        return out
+
+    def precisions_of(self, workload: str | None, preset: str) -> tuple[str, ...]:
+        """The modes a workload runs in: all of the run's, or for a native-only entry the ones without a
+        support note on this device (emulated half math) -- fp32 always."""
+        from ampbench.precision import supported
+
+        if f"{workload}:{preset}" not in self.targets.native_only:
+            return self.axes.precisions
+        return tuple(p for p in self.axes.precisions if p == BASELINE or not supported(p, self.device).note)
+
+    def left_out(self) -> list[str]:
+        """What native-only entries leave out, and why (printed with the run's header)."""
+        from ampbench.precision import supported
+
+        out = []
+        for workload, preset in zip(self.targets.workloads, self.targets.presets):
+            missing = [p for p in self.axes.precisions if p not in self.precisions_of(workload, preset)]
+            if missing:
+                out.append(f"{workload} ({preset}): {', '.join(missing)} left out: {supported(missing[0], self.device).note}"
+                           f" (its matmuls would take minutes per step); ask for them with --workloads {workload} "
+                           f"--preset {preset} --precisions ...")
+        return out
+
+
+# -- parsing what the command line gives -------------------------------------------------------------------------
+def parse_list(value: str | None, what: str) -> list[str]:
+    if value is None:
+        return []
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise AmpbenchError(f"--{what} is empty: give a comma-separated list")
+    return items
+
+
+def parse_options(items: Iterable[str] | None) -> dict[str, object]:
+    """``-o KEY=VALUE`` (repeatable) -> {key: value}; a value of digits is an int (as cell keys store it), else the
+    string; the last of a repeated key wins."""
+    out: dict[str, object] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise AmpbenchError(f"--option {item!r}: expected KEY=VALUE (e.g. --option task=span)")
+        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
+    return out
+
+
+def parse_measures(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return DEFAULT_MEASURES
+    items = parse_list(value, "measure")
+    bad = [m for m in items if m not in MEASURES]
+    if bad:
+        raise AmpbenchError(f"--measure {','.join(bad)}: unknown measurement; choose from {','.join(MEASURES)}")
+    return tuple(m for m in MEASURES if m in items)  # canonical order, no duplicates
+
+
+def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
+    """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
+    from ampbench.precision import get, list_precisions, resolve, supported
+
+    names = parse_list(value, "precisions") if value is not None else [
+        p for p in list_precisions() if supported(p, device).ok
+        and (get(p).in_cpu_defaults or not device.startswith("cpu"))]
+    out: list[str] = []
+    for n in names:
+        canonical = resolve(n)
+        if canonical not in out:
+            out.append(canonical)
+    return tuple(sorted(out, key=lambda p: p != BASELINE))
+
+
+def parse_size(value: str | None, what: str) -> int | None:
+    """'2GiB', '512MB', '1e9' -> bytes."""
+    if value is None:
+        return None
+    units = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+    v = value.strip().lower().replace(" ", "")
+    num = v.rstrip("kmgib")
+    unit = v[len(num):]
+    try:
+        n = float(num)
+    except ValueError:
+        n = -1.0
+    if unit not in units or n <= 0:
+        raise AmpbenchError(f"--{what} {value!r}: expected a size like 2GiB, 512MiB or 800MB")
+    return int(n * units[unit])
+
+
+def parse_batch_sizes(value: str | None) -> tuple[int | None, ...]:
+    if value is None:
+        return (None,)
+    try:
+        sizes = [int(b) for b in parse_list(value, "batch-size")]
+    except ValueError:
+        raise AmpbenchError(f"--batch-size {value!r}: expected integers, e.g. 64 or 64,128") from None
+    if any(b < 1 for b in sizes):
+        raise AmpbenchError(f"--batch-size must be >= 1, got {value}")
+    return tuple(sizes)
+
+
+def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterable[str]) -> bool:
+    """fp8 on CUDA runs torch.compile'd unless --compile says otherwise: torchao's float8 is built to be compiled
+    (eager, each cast, amax and scale is a kernel of its own around the fp8 GEMM, which can make fp8 slower than
+    bf16); on a CPU the fp8 modes are emulated and compiling them measures nothing about a GPU."""
+    from ampbench.precision import is_fp8
+
+    return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
+
+
+__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "parse_list", "parse_measures", "parse_options",
+           "parse_precisions", "parse_size"]
