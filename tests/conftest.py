@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 import torch
 from torch import nn
@@ -60,3 +62,9 @@ def cli(*args: str) -> tuple[int, str, str]:
         except SystemExit as e:
             code = int(e.code or 0)
     return code, out.getvalue(), err.getvalue()
+
+
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`cli` shaped like ``subprocess.run(...)``'s result, for tests written against a subprocess."""
+    code, out, err = cli(*args)
+    return subprocess.CompletedProcess(["ampbench", *args], code, out, err)

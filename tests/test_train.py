@@ -11,6 +11,7 @@ import torch
 from ampbench.errors import AmpbenchError
 from ampbench.train import TrainConfig, train
 from ampbench.workloads import create_user_workload, create_workload
+from tests.conftest import in_process
 
 MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
 needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason=f"{MNIST} not present")
@@ -119,7 +120,7 @@ def test_cli_user_model_on_real_mnist(user_file, tmp_path):
     (["bert", "-o", "task"], "expected KEY=VALUE"),
 ])
 def test_cli_bad_input_one_line_exit_2(args, expect, user_file):
-    r = cli("train", *[a.replace("{f}", str(user_file)) for a in args])
+    r = in_process("train", *[a.replace("{f}", str(user_file)) for a in args])
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert expect in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -128,7 +129,7 @@ def test_cli_bad_input_one_line_exit_2(args, expect, user_file):
 def test_corrupt_data_dir_is_one_line_error(tmp_path):
     (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(b"not gzip at all")
     (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(b"nope")
-    r = cli("train", "mnist-cnn", "--data-dir", str(tmp_path))
+    r = in_process("train", "mnist-cnn", "--data-dir", str(tmp_path))
     assert r.returncode == 2 and "t10k-images-idx3-ubyte.gz: cannot read" in r.stderr
     assert "Traceback" not in r.stderr
 

@@ -7,10 +7,10 @@ a rich progress bar with it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -19,7 +19,7 @@ from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, finish_model
 from ampbench.measure.env import resolve_device
-from ampbench.precision import MixedPrecision
+from ampbench.precision import Fp8Options, MixedPrecision
 from ampbench.workloads.base import Workload
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -39,10 +39,8 @@ class TrainConfig:
     """cpu / cuda[:N] (default: cuda when available)."""
     loss_scale: str | float | None = None
     """Override the mode's loss scaling (see MixedPrecision)."""
-    fp8_skip: tuple[str, ...] = ()
-    """fp8 modes: Linear layers (name substrings) kept in bf16."""
-    fp8_filter: str = "auto"
-    """fp8 modes: auto (dims and torchao's size thresholds) or dims (only the multiple-of-16 rule)."""
+    fp8: Fp8Options | None = None
+    """fp8 modes: which Linear layers convert (--fp8-skip, --fp8-filter; None: the recipe's default)."""
     max_grad_norm: float | None = None
     checkpoint_dir: Path | None = None
     """Write checkpoint.pt here at the end of every epoch."""
@@ -151,9 +149,20 @@ def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_siz
     return mean_loss, value
 
 
+class TrainLog(Protocol):
+    """Where :func:`train` logs each step and epoch (e.g. :class:`ampbench.tensorboard.TrainLogger`)."""
+
+    def step(self, global_step: int, scalars: Mapping[str, float]) -> None: ...
+
+    def epoch(self, epoch: int, scalars: Mapping[str, float | None]) -> None: ...
+
+
 def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progress], None] | None = None,
-          progress_every: float = 0.5) -> TrainResult:
-    """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``."""
+          progress_every: float = 0.5, log: TrainLog | None = None) -> TrainResult:
+    """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``.
+
+    ``log``: each step's loss, loss scale, found-inf, skipped steps and learning rate, and each epoch's loss,
+    samples/s, memory and test loss/metric (evaluated after every epoch when a log is given). Rank 0 logs."""
     device = resolve_device(config.device)
     if config.strategy and device.type == "cuda":  # a rank: its own device (torch.cuda.set_device by the launcher's rank)
         device = torch.device("cuda", torch.cuda.current_device())
@@ -162,8 +171,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     torch.manual_seed(config.seed)
     model = workload.model.to(device)
     optimizer = workload.make_optimizer(model.parameters())
-    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8_skip=config.fp8_skip,
-                        fp8_filter=config.fp8_filter, strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
+    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
+                        strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
     model, optimizer = mp.setup(model, optimizer)
     world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
     workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
@@ -236,6 +245,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
                 loss = workload.loss_fn(workload.call_model(run, inputs), targets)
             mp.backward(loss)
             mp.step(optimizer, max_grad_norm=config.max_grad_norm)
+            if log is not None and rank == 0 and mp.last_step is not None:
+                log.step(mp.totals["steps"], {**mp.last_step.scalars(), "lr": optimizer.param_groups[0]["lr"]})
             epoch_samples += int(targets.shape[0]) * world
             if first:  # the compile happens in the first step: timed apart, not in samples_per_s
                 if device.type == "cuda":
@@ -253,6 +264,10 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         samples += epoch_samples
         history.append({"epoch": epoch + 1, "loss": float(loss.detach()), "seconds": elapsed,
                         "skipped_steps": mp.totals["skipped_steps"], "loss_scale": mp.scale})
+        if log is not None:  # (every rank evaluates: under fsdp a forward is collective; rank 0 logs)
+            scalars = _epoch_scalars(workload, test_data, mp, batch_size, history[-1], epoch_samples, optimizer, device)
+            if rank == 0:
+                log.epoch(epoch + 1, scalars)
         if config.checkpoint_dir is not None and mp.strategy:
             from ampbench.distributed import checkpoint as dcheckpoint
 
@@ -281,6 +296,29 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
         compile=config.compile, strategy=mp.strategy, world_size=world, compile_s=compile_s, history=history,
     )
+
+
+def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPrecision, batch_size: int,
+                   done: dict[str, Any], samples: int, optimizer: torch.optim.Optimizer,
+                   device: torch.device) -> dict[str, float | None]:
+    """An epoch's log: its last loss, samples/s, loss scale, skipped steps, learning rate, memory (the CUDA
+    allocator's peak so far, or this process's resident memory on a CPU) and the test split's loss and metric."""
+    from ampbench.measure.memory import rss
+
+    out: dict[str, float | None] = {
+        "loss": done["loss"], "samples_per_s": samples / done["seconds"] if done["seconds"] > 0 else None,
+        "loss_scale": done["loss_scale"], "skipped_steps": done["skipped_steps"], "lr": optimizer.param_groups[0]["lr"],
+    }
+    if device.type == "cuda":
+        out["memory_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    else:
+        out["memory_rss_bytes"] = rss()
+    if test_data is not None:
+        test_loss, metric = evaluate(workload, test_data, mp, max(batch_size, 256))
+        out["test_loss"] = test_loss
+        if workload.metric is not None:
+            out[f"test_{workload.metric.name}"] = metric
+    return out
 
 
 def _rate(samples: int, seconds: float, compile_samples: int, compile_s: float) -> float:

@@ -14,6 +14,7 @@ import pytest
 from ampbench.bench import CellSpec, RunConfig, run
 from ampbench.execution import Execution, executions
 from ampbench.store import Store
+from tests.conftest import in_process
 
 PLANTED = str(Path(__file__).with_name("planted.py"))
 
@@ -88,7 +89,7 @@ def test_train_compile_times_the_compile_apart(tmp_path: Path) -> None:
     (["--workloads", "mnist-cnn", "--compile", "fast"], "--compile 'fast': choose from off, on, max-autotune"),
 ])
 def test_axes_that_cannot_apply_are_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
-    r = _cli("run", "--preset", "tiny", "--precisions", "fp32", "--device", "cpu", "--db", str(tmp_path / "r.db"), *args)
+    r = in_process("run", "--preset", "tiny", "--precisions", "fp32", "--device", "cpu", "--db", str(tmp_path / "r.db"), *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "r.db").exists() or not Store(tmp_path / "r.db").runs()  # refused before any cell ran

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ampbench.store import ROW_KEYS, Store
+from tests.conftest import in_process
 
 PLANTED = str(Path(__file__).with_name("planted.py"))
 REQUIRED = ("workload", "preset", "precision", "device", "device_name", "batch_size", "status", "reason",
@@ -138,7 +139,7 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     (["--loss-scale", "sometimes"], "loss_scale"),
 ])
 def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
-    r = cli("run", "--db", str(tmp_path / "r.db"), *args)
+    r = in_process("run", "--db", str(tmp_path / "r.db"), *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert expect in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

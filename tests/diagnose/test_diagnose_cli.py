@@ -10,6 +10,7 @@ import pytest
 
 from ampbench.report import build_report
 from ampbench.store import Store
+from tests.conftest import in_process
 
 PLANTED = str(Path(__file__).with_name("planted.py"))
 
@@ -44,7 +45,7 @@ def test_diagnose_user_model_from_the_command_line(tmp_path: Path) -> None:
     (["--model", "missing.py:f"], "missing.py"),
 ])
 def test_bad_targets_and_options_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
-    r = cli("diagnose", *args, "--db", str(tmp_path / "r.db"))
+    r = in_process("diagnose", *args, "--db", str(tmp_path / "r.db"))
     assert r.returncode == 2 and expect in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 

@@ -19,6 +19,7 @@ from ampbench.bench.ranks import run_distributed
 from ampbench.bench.runner import strategy_problem
 from ampbench.precision.fp8 import torchao_problem
 from ampbench.workloads import create_workload
+from tests.conftest import in_process
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -152,7 +153,8 @@ def test_no_orphan_rank_survives_a_kill_9_of_the_run(tmp_path: Path) -> None:
     (["--strategy", "ddp", "--grad-reduce-dtype", "int8"], "--grad-reduce-dtype int8: choose from fp32, bf16, fp16"),
 ])
 def test_bad_distributed_options_are_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
-    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--device", "cpu", "--db", str(tmp_path / "r.db"), *args)
+    r = in_process("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--device", "cpu", "--db",
+                   str(tmp_path / "r.db"), *args)
     assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
@@ -235,7 +237,7 @@ def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Pa
      "compression applies to fp32 gradients"),
 ])
 def test_bad_train_strategy_options_are_one_line_and_exit_2(args: list[str], says: str) -> None:
-    r = cli("train", "tabular-mlp", "--preset", "tiny", "--device", "cpu", *args)
+    r = in_process("train", "tabular-mlp", "--preset", "tiny", "--device", "cpu", *args)
     assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 

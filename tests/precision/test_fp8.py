@@ -115,7 +115,9 @@ def test_checkpoint_resume_in_fp8(precision: str, tmp_path: Path) -> None:
         return create_user_workload(f"{M}:token_transformer", input_shape="24", vocab_size=300, num_classes=2,
                                     preset="tiny")
 
-    kw = dict(precision=precision, fp8_filter="dims", max_steps_per_epoch=3)
+    from ampbench.precision import Fp8Options
+
+    kw = dict(precision=precision, fp8=Fp8Options(filter="dims"), max_steps_per_epoch=3)
     full = train(wl(), TrainConfig(epochs=2, **kw))
     train(wl(), TrainConfig(epochs=1, checkpoint_dir=tmp_path, **kw))
     resumed = train(wl(), TrainConfig(epochs=2, checkpoint_dir=tmp_path, resume=True, **kw))

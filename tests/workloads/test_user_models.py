@@ -19,6 +19,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.train import TrainConfig, train
 from ampbench.workloads import create_user_workload, create_workload
 from ampbench.workloads.tasks import DataSpec
+from tests.conftest import in_process
 
 M = str(Path(__file__).with_name("user_models.py"))
 
@@ -162,7 +163,7 @@ def test_bad_user_input_one_line_exit_2_in_every_command(command: str, args: lis
         args = ["--workloads", "mnist-cnn", *args]
     elif args[0] == "--loss":
         args = ["mnist-cnn", *args]
-    r = cli(command, *args, "--preset", "tiny", *extra)
+    r = in_process(command, *args, "--preset", "tiny", *extra)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert expect in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -170,7 +171,7 @@ def test_bad_user_input_one_line_exit_2_in_every_command(command: str, args: lis
 
 @pytest.mark.parametrize("args,expect", [b for b in BAD if b not in EVERY_COMMAND])
 def test_bad_user_input_one_line_exit_2(args: list[str], expect: str) -> None:
-    r = cli("train", *args, "--preset", "tiny")
+    r = in_process("train", *args, "--preset", "tiny")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert expect in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -179,7 +180,7 @@ def test_bad_user_input_one_line_exit_2(args: list[str], expect: str) -> None:
 def test_data_options_refused_for_registered_workloads() -> None:
     with pytest.raises(AmpbenchError, match="for --model and the hf:/timm: adapters, not for mnist-cnn"):
         create_workload("mnist-cnn", "tiny", data=DataSpec.of(input_shape="20"))
-    r = cli("run", "--workloads", "mnist-cnn", "--vocab-size", "10", "--preset", "tiny")
+    r = in_process("run", "--workloads", "mnist-cnn", "--vocab-size", "10", "--preset", "tiny")
     assert r.returncode == 2 and "--vocab-size applies to --model" in r.stderr
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ampbench import progress
 from ampbench.bench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, graph_break_reasons
@@ -129,6 +130,7 @@ def _check_budget(spec: CellSpec, peak: int | None, what: str) -> None:
 def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
              maxbatch_trial: Callable[[CellSpec, int], Any] | None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
+    progress.report("building the workload")
     wl = build_workload(spec)
     base_rss = _cpu_baseline(spec, wl, device)
     batch_size = spec.batch_size or wl.batch_size
@@ -185,6 +187,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     check_execution(spec, wl)
     peaks = mem.PeakMemory(device)
     peaks.start(base_rss)
+    progress.report("setting up the model")
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
         step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, mp_options=spec.mp_options(),
@@ -196,18 +199,23 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     counts0 = compile_counts()
+    progress.report("first step" + (" (compiling)" if execution.compiled else ""))
     out["first_step_ms"] = time_once(step, device)  # compiled: tracing and compiling forward and backward happen here
     counts1 = compile_counts()
+    progress.report("memory step (saved activations)")
     with mem.saved_activations(step.eager_model or step.model) as act:
         step()
     out["activation_bytes"] = act[0]
+    progress.report("FLOP count step")
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
     out["flops_per_step"], out["conv_flops_share"] = count_flops_split(lambda: step(eager=True))
-    for _ in range(max(0, spec.measure.warmup - 1)):
+    warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
+    for i in range(warm.n):
         step()
+        warm(i + 1)
     skipped_before = step.mp.totals["skipped_steps"]
     counts2 = compile_counts()
-    timing = time_steps(step, spec.measure.steps, device)
+    timing = time_steps(step, spec.measure.steps, device, on_step=progress.Steps("timed steps", spec.measure.steps))
     counts3 = compile_counts()
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
     if execution.compiled:
@@ -296,6 +304,7 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
     card's memory or --memory-budget; CPU: --memory-budget, required).
     """
     device = torch.device(spec.device)
+    progress.report("max batch", detail=f"trial at batch {batch_size}")
     try:
         wl = build_workload(spec)
         base_rss = _cpu_baseline(spec, wl, device)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ampbench import progress
 from ampbench.bench.cell import base_row, run_cell
 from ampbench.bench.cells import CellSpec
 from ampbench.bench.config import RunConfig
@@ -28,13 +29,15 @@ from ampbench.store.sqlite import RunInfo, Store, utcnow
 
 @dataclass
 class CellEvent:
-    """Progress callback payload: ``phase`` is "start", "skip" (already stored) or "done"."""
+    """Progress callback payload: ``phase`` is "start", "progress" (inside the cell: ``progress`` says what runs),
+    "skip" (already stored) or "done" (``row``)."""
 
     phase: str
     index: int
     total: int
     spec: CellSpec
     row: dict[str, Any] | None = None
+    progress: progress.Event | None = None
 
 
 def inprocess_trial(spec: CellSpec, batch_size: int) -> Trial:
@@ -172,7 +175,10 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
             row.update(status="unsupported", reason=pair or sup.reason, device_name=device_name(device),
                        created_at=utcnow(), wall_s=0.0)
         else:
-            row = execute(spec, isolate, timeout, endpoint=cell_endpoint(config, cells, i))
+            inside = None if on_event is None else (
+                lambda e, i=i, spec=spec: on_event(CellEvent("progress", i, len(cells), spec, progress=e)))
+            with progress.reporting_to(inside):  # in this process, or followed in its child process / ranks
+                row = execute(spec, isolate, timeout, endpoint=cell_endpoint(config, cells, i))
         row.update(run_id=info.run_id, cell_key=key)
         store.add(row)
         if on_event:

@@ -174,7 +174,8 @@ def dynamic_settle(wl: Workload, device: torch.device, batch_size: int, steps: i
 
 @torch.no_grad()
 def activation_ranges(wl: Workload, device: torch.device, batch_size: int) -> list[dict[str, Any]]:
-    """Per leaf module: max |output| in an fp32 forward pass (the largest activation fp16 must hold)."""
+    """Per leaf module: max |output| in an fp32 forward pass (the largest activation fp16 must hold) and the
+    log2 histogram of |output| (bins ``HIST_LO..HIST_HI``, as the gradients')."""
     from ampbench.measure.step import device_batches
 
     model = wl.model.to(device).float().eval()
@@ -186,9 +187,11 @@ def activation_ranges(wl: Workload, device: torch.device, batch_size: int) -> li
         def fn(module: nn.Module, args: Any, output: Any) -> None:
             outs = [output] if isinstance(output, torch.Tensor) else [o for o in output if isinstance(o, torch.Tensor)] \
                 if isinstance(output, (tuple, list)) else []
-            vals = [float(o.detach().abs().max()) for o in outs if o.is_floating_point() and o.numel()]
-            if vals:
-                seen.append({"name": name, "type": kind, "max_abs": max(vals)})
+            floats = [o.detach() for o in outs if o.is_floating_point() and o.numel()]
+            if floats:
+                hist, zeros = log2_histogram(torch.cat([o.flatten().float() for o in floats]))
+                seen.append({"name": name, "type": kind, "max_abs": max(float(o.abs().max()) for o in floats),
+                             "histogram": hist, "zeros": zeros})
 
         return fn
 

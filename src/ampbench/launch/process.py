@@ -12,12 +12,14 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ampbench.launch.job import Job
 from ampbench.launch.lifeline import describe_exit
+from ampbench.progress import Event, child_progress
 
 
 @dataclass(frozen=True)
@@ -30,18 +32,21 @@ class Inline:
 
 @dataclass(frozen=True)
 class ChildProcess:
-    """Run the job in a child process of its own, killed after ``timeout`` seconds."""
+    """Run the job in a child process of its own, killed after ``timeout`` seconds; its progress events
+    (:mod:`ampbench.progress`) reach ``on_progress`` in order while it runs."""
 
     timeout: float | None = None
+    on_progress: Callable[[Event], None] | None = field(default=None, compare=False)
 
     def run(self, job: Job) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="ampbench-") as tmp:
             job_file, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
             job_file.write_text(json.dumps(job.to_dict()))
-            env = dict(os.environ, PYTHONWARNINGS="ignore")
             try:
-                proc = subprocess.run([sys.executable, "-m", "ampbench.launch.child", str(job_file), str(out)],
-                                      capture_output=True, text=True, timeout=self.timeout, env=env)
+                with child_progress(Path(tmp), self.on_progress) as progress_env:
+                    env = dict(os.environ, PYTHONWARNINGS="ignore", **progress_env)
+                    proc = subprocess.run([sys.executable, "-m", "ampbench.launch.child", str(job_file), str(out)],
+                                          capture_output=True, text=True, timeout=self.timeout, env=env)
             except subprocess.TimeoutExpired:
                 return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout)", "_killed": True}
             if out.exists():

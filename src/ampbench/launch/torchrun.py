@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from ampbench.errors import AmpbenchError
 from ampbench.launch.job import Job
 from ampbench.launch.lifeline import die_with_parent
+from ampbench.progress import Event, child_progress
 
 
 def free_port() -> int:
@@ -78,13 +80,15 @@ class RankResults:
 @dataclass(frozen=True)
 class Torchrun:
     """Run a job in ``nproc`` ranks on this machine (of ``nnodes``), killed after ``timeout`` seconds; collectives
-    time out after the same (a rank whose peer died must not wait forever)."""
+    time out after the same (a rank whose peer died must not wait forever). Rank 0's progress events reach
+    ``on_progress``."""
 
     nproc: int
     nnodes: int = 1
     node_rank: int = 0
     endpoint: str | None = None
     timeout: float | None = None
+    on_progress: Callable[[Event], None] | None = field(default=None, compare=False)
 
     def run(self, job: Job) -> RankResults:
         with tempfile.TemporaryDirectory(prefix="ampbench-dist-") as tmp:
@@ -97,8 +101,10 @@ class Torchrun:
                    str(out)]
             result = RankResults()
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, env=_rank_env(),
-                                      preexec_fn=die_with_parent)  # the launcher dies with us; its ranks with it
+                with child_progress(Path(tmp), self.on_progress) as progress_env:
+                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
+                                          env=_rank_env(**progress_env),
+                                          preexec_fn=die_with_parent)  # the launcher dies with us; its ranks with it
                 result.stderr, result.code = proc.stderr, proc.returncode
             except subprocess.TimeoutExpired:
                 result.timed_out = True
@@ -108,8 +114,8 @@ class Torchrun:
         return result
 
 
-def _rank_env() -> dict[str, str]:
-    return dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+def _rank_env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **extra)
 
 
 def relaunch(args: list[str], nproc: int, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None) -> int:

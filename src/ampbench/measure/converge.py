@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ampbench import progress
 from ampbench.distributed import current_rank
 from ampbench.errors import TrainingDivergedError
 from ampbench.execution import Execution, finish_model, mark_step, prepare_model
@@ -39,9 +40,9 @@ def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[li
 
 def train_seed(workload: Workload, precision: str, device: torch.device, steps: int, batch_size: int, seed: int,
                loss_scale: str | None = None, mp_options: dict[str, Any] | None = None,
-               execution: Execution | None = None) -> dict[str, Any]:
+               execution: Execution | None = None, meter: Callable[[int], None] | None = None) -> dict[str, Any]:
     """One seed's training (compiled / channels-last as ``execution`` says: a compiled cell's convergence
-    is the compiled model's own)."""
+    is the compiled model's own); ``meter(i)`` after step i (progress)."""
     from ampbench.train import evaluate
 
     execution = execution or Execution()
@@ -71,6 +72,8 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
                 mp.backward(loss)
                 mp.step(optimizer)
                 losses.append(loss.detach().float())
+                if meter is not None:
+                    meter(len(losses))
                 if len(losses) >= steps:
                     break
     except TrainingDivergedError as e:
@@ -89,18 +92,29 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
             "fp8_layers": mp.fp8_layers.summary() if mp.fp8_layers is not None else None}
 
 
-def converge(build: Callable[[int], Workload], precision: str, device: torch.device, steps: int, seeds: int,
+def workload_length(workload: Workload, batch_size: int) -> int:
+    """The optimizer steps of the workload's own training: its epochs over its training split (full batches
+    when the split holds more than one)."""
+    data = workload.train_data
+    return workload.epochs * data.num_batches(batch_size, drop_last=len(data) > batch_size)
+
+
+def converge(build: Callable[[int], Workload], precision: str, device: torch.device, steps: int | None, seeds: int,
              batch_size: int | None, base_seed: int = 0, loss_scale: str | None = None,
              mp_options: dict[str, Any] | None = None, execution: Execution | None = None) -> dict[str, Any]:
-    """Train ``seeds`` runs (seeds base_seed, base_seed+1, ...) of ``steps`` steps; curves and summaries."""
-    runs = []
-    for s in range(base_seed, base_seed + seeds):
+    """Train ``seeds`` runs (seeds base_seed, base_seed+1, ...) of ``steps`` steps (None: the workload's own
+    length, :func:`workload_length`); curves and summaries, with the steps that ran."""
+    runs, steps_ran = [], steps
+    for k, s in enumerate(range(base_seed, base_seed + seeds)):
         wl = build(s)
-        runs.append(train_seed(wl, precision, device, steps, batch_size or wl.batch_size, s, loss_scale, mp_options,
-                               execution))
+        bs = batch_size or wl.batch_size
+        n = steps if steps is not None else workload_length(wl, bs)
+        meter = progress.Steps("convergence", n, detail=f"seed {k + 1}/{seeds}")
+        runs.append(train_seed(wl, precision, device, n, bs, s, loss_scale, mp_options, execution, meter))
+        steps_ran = n
     curve_steps, _ = _downsample(runs[0]["curve"]) if runs else ([], [])
     return {
-        "steps": steps,
+        "steps": steps_ran,
         "seeds": list(range(base_seed, base_seed + seeds)),
         "curve_steps": curve_steps,
         "losses": [_downsample(r["curve"])[1] for r in runs],

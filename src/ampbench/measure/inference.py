@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ampbench import progress
 from ampbench.measure.step import TrainStep, device_batches
 from ampbench.measure.timing import percentile, time_once, time_steps
 
@@ -28,6 +29,7 @@ def inference_latency(step: TrainStep, batch_sizes: list[int], iters: int, warmu
                 with mp.autocast():
                     wl.call_model(model, inputs)
 
+            progress.report("inference", detail=f"batch {bs}")
             first = time_once(forward, device)
             for _ in range(max(0, warmup - 1)):
                 forward()

@@ -7,6 +7,7 @@ per-step bookkeeping on the host does not count unless the GPU waited for it.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -58,8 +59,11 @@ class Timing:
         return statistics.stdev(rates) / statistics.fmean(rates)
 
 
-def time_steps(fn: Callable[[], object], n: int, device: torch.device) -> Timing:
-    """Run ``fn`` n times; per-call times and the total. GPU: CUDA events, one sync at the end."""
+def time_steps(fn: Callable[[], object], n: int, device: torch.device,
+               on_step: Callable[[int], None] | None = None) -> Timing:
+    """Run ``fn`` n times; per-call times and the total. GPU: CUDA events, one sync at the end. ``on_step(i)``
+    after call i (a progress meter: it must not synchronise; on the GPU it sees the host's pace, which the
+    queue keeps close to the device's)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
@@ -67,17 +71,22 @@ def time_steps(fn: Callable[[], object], n: int, device: torch.device) -> Timing
         for i in range(n):
             fn()
             events[i + 1].record()
+            if on_step is not None:
+                on_step(i + 1)
         events[-1].synchronize()  # the only host-device sync of the timed region
         ms = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
         return Timing(ms, events[0].elapsed_time(events[-1]) / 1e3, "cuda_events")
     ms = []
-    t_start = t = time.perf_counter()
-    for _ in range(n):
+    t = time.perf_counter()
+    for i in range(n):
         fn()
         now = time.perf_counter()
         ms.append((now - t) * 1e3)
+        if on_step is not None:
+            on_step(i + 1)
+            now = time.perf_counter()  # (the meter's own time is not the next step's)
         t = now
-    return Timing(ms, t - t_start, "perf_counter")
+    return Timing(ms, math.fsum(ms) / 1e3, "perf_counter")
 
 
 def time_once(fn: Callable[[], object], device: torch.device) -> float:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -69,6 +69,10 @@ class StepRecord:
     """Sum of the losses passed to backward() since the previous step (detached)."""
     grad_norm_tensor: torch.Tensor | None = field(default=None, repr=False)
     """Total gradient norm before clipping, when max_grad_norm was given."""
+    skipped_steps: int = 0
+    """Steps skipped so far on this optimizer, this one included."""
+    next_scale: float = 1.0
+    """Loss scale after this step's update (what the next backward() scales by)."""
 
     @property
     def loss(self) -> float | None:
@@ -77,6 +81,17 @@ class StepRecord:
     @property
     def grad_norm(self) -> float | None:
         return None if self.grad_norm_tensor is None else float(self.grad_norm_tensor)
+
+    def scalars(self) -> dict[str, float]:
+        """What a logger plots for this step, by tag: ``loss_scale`` (the scale after the step's update),
+        ``found_inf`` (1 when the gradients held inf/NaN and the step was skipped), ``skipped_steps`` (so far),
+        and ``loss`` / ``grad_norm`` when known (reading them is a host sync on a GPU)."""
+        out = {"loss_scale": self.next_scale, "found_inf": float(self.skipped), "skipped_steps": float(self.skipped_steps)}
+        if self.loss_tensor is not None:
+            out["loss"] = float(self.loss_tensor)
+        if self.grad_norm_tensor is not None:
+            out["grad_norm"] = float(self.grad_norm_tensor)
+        return out
 
 
 @dataclass
@@ -187,6 +202,8 @@ class MixedPrecision:
         self.fallbacks: list[str] = []
         """Kernel fallbacks installed at setup (ops this device has no kernel for in this mode)."""
         self.last_step: StepRecord | None = None
+        """What the last step() did (see :meth:`StepRecord.scalars` for a logger)."""
+        self._step_hooks: list[Callable[[StepRecord], None]] = []
         self._slots: list[_Slot] = []
         self._is_setup = False
 
@@ -437,8 +454,17 @@ class MixedPrecision:
                 slot.masters.drop_master_grads()
         if stepped and slot.masters is not None:
             slot.masters.master_to_model()
-        self.last_step = StepRecord(slot.steps, not stepped, used_scale, loss, grad_norm)
+        self.last_step = StepRecord(slot.steps, not stepped, used_scale, loss, grad_norm, slot.scaler.skipped_steps,
+                                    slot.scaler.scale)
+        for hook in list(self._step_hooks):
+            hook(self.last_step)
         return stepped
+
+    def on_step(self, hook: Callable[[StepRecord], None]) -> Callable[[], None]:
+        """Call ``hook(record)`` after every step() (a logger callback: ``record.scalars()`` holds the loss scale,
+        found-inf and skipped steps); returns a function that removes the hook."""
+        self._step_hooks.append(hook)
+        return lambda: self._step_hooks.remove(hook) if hook in self._step_hooks else None
 
     @contextlib.contextmanager
     def direct_optimizer_steps(self) -> Iterator[None]:

@@ -1,0 +1,55 @@
+"""``ampbench compare``: throughput across devices, one table per setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ampbench.cli import options as o
+from ampbench.cli.core import app, console, open_store
+from ampbench.errors import AmpbenchError
+
+
+@app.command("compare")
+def compare_cmd(
+    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
+    workloads: Annotated[o.Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
+    precision: Annotated[o.Opt[str], typer.Option("--precision", help="Only these modes (comma-separated).")] = None,
+    reference: Annotated[o.Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
+) -> None:
+    """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
+    from ampbench.bench.config import parse_list
+    from ampbench.precision import resolve
+    from ampbench.report.compare import compare_table
+    from ampbench.store.derive import merge_repeats
+
+    store = open_store(db, create=False)
+    precs = [resolve(p) for p in parse_list(precision, "precision")] or None
+    tables = compare_table(merge_repeats(store.rows()), reference, parse_list(workloads, "workloads") or None, precs)
+    if not tables:
+        raise AmpbenchError(f"no ok results to compare in {store.path} (import other machines' exports first)")
+    for t in tables:
+        table = Table(title=f"{escape(t.title)}: samples/s relative to {escape(t.reference)}", title_justify="left")
+        table.add_column("device", style="bold")
+        for p in t.precisions:
+            table.add_column(p, justify="right")
+        for d in t.devices:
+            cells = []
+            for p in t.precisions:
+                c = t.cells.get((d, p))
+                if c is None:
+                    cells.append("-")
+                else:
+                    rel = "" if c.relative is None else f"{c.relative:.2f}x "
+                    style = "green" if (c.relative or 1) > 1.05 else "red" if (c.relative or 1) < 0.95 else ""
+                    cells.append(f"[{style}]{rel}[/][dim]({c.samples_per_s:,.0f}/s)[/]" if style else
+                                 f"{rel}[dim]({c.samples_per_s:,.0f}/s)[/]")
+            table.add_row(escape(d), *cells)
+        console.print(table)
+        if len(t.devices) == 1:
+            console.print("[dim]only one device has results here: ampbench import other machines' exports to compare[/]")
+

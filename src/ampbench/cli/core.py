@@ -1,0 +1,107 @@
+"""The typer app, its consoles and ``main``: how every command ends.
+
+Every user error is one line on stderr and exit code 2, never a traceback. Text that comes from users or data
+(names, paths, reasons) is escaped before rich prints it: ``ampbench[timm]`` stays as written.
+
+Exit codes: 0 success (for ``run``: every cell ok, or a status that is a measurement -- oom, diverged,
+unsupported); 1 ``run`` finished but some cells errored (a crash, a timeout, data that failed while running); 2 bad
+input, found before any work started; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import ampbench
+from ampbench.errors import AmpbenchError
+
+app = typer.Typer(
+    name="ampbench",
+    help="Mixed precision training for PyTorch, measured: every precision mode side by side.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: wide tables, not 80 columns
+err_console = Console(stderr=True)
+
+_invocation: list[str] = []
+
+
+def invocation() -> list[str]:
+    """The arguments of the command being run (``train --strategy`` runs the same command again in each rank)."""
+    return list(_invocation)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 cell', '2 cells'."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def open_store(db: Path | None, create: bool = True) -> Any:
+    """The results store; ``create=False`` for commands that only read (a missing file is an error, not a new store)."""
+    from ampbench.store import Store
+
+    return Store(db, create=create)
+
+
+def _version(value: bool) -> None:
+    if value:
+        import torch
+
+        console.print(f"ampbench {ampbench.__version__} (torch {torch.__version__})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool],  # noqa: UP045 (typer needs Optional on py3.10)
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
+    """ampbench: how much faster, how much less memory, does it still converge, which mode to use."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: AmpbenchError -> one line on stderr, exit code 2."""
+    global _invocation
+    _invocation = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = app(args=_invocation, standalone_mode=False, prog_name="ampbench")
+        if isinstance(code, int) and code:  # typer.Exit(N) inside a command comes back as N without standalone mode
+            sys.exit(code)
+    except AmpbenchError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except sqlite3.DatabaseError as e:  # a store damaged while in use (opening one checks it first)
+        err_console.print(f"[red]error:[/] the results store failed while in use: {escape(str(e))}; check it with "
+                          "`sqlite3 FILE 'PRAGMA integrity_check'`", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+    except Exception as e:  # click usage errors (bad option, missing argument)
+        import click
+
+        if type(e).__name__ == "NoArgsIsHelpError":  # help was printed
+            sys.exit(0)
+        if isinstance(e, click.exceptions.UsageError):
+            msg = e.format_message()
+            cmd = e.ctx.command_path if e.ctx else "ampbench"
+            hint = f" (see: {cmd} --help)"
+            err_console.print(f"[red]error:[/] {escape(msg + hint)}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        if isinstance(e, click.exceptions.ClickException):
+            err_console.print(f"[red]error:[/] {escape(e.format_message())}", highlight=False, soft_wrap=True)
+            sys.exit(e.exit_code)
+        raise

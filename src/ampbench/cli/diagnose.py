@@ -1,0 +1,90 @@
+"""``ampbench diagnose``: why NaN, why the loss scale collapses, why no speedup or memory saving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ampbench.cli import options as o
+from ampbench.cli.core import app, console, open_store, plural
+from ampbench.paths import check_output_file, write_text_atomic
+
+
+@app.command("diagnose", epilog=o.MODEL_EXAMPLES)
+def diagnose_cmd(
+    target: Annotated[o.Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")] = None,
+    precision: Annotated[str, typer.Option("--precision", "-p", help="Mode to diagnose (name or alias).")] = "amp-fp16",
+    steps: Annotated[int, typer.Option(help="Training steps per check (NaN search, policy trials, profile).")] = 20,
+    checks: Annotated[o.Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile,fp8 "
+                                             "(fp8: the fp8 modes only).")] = None,
+    preset: Annotated[o.Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
+    batch_size: Annotated[o.Opt[int], typer.Option(help="Batch size (default: the workload's).")] = None,
+    device: Annotated[o.Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for init and data.")] = 0,
+    model: o.ModelOpt = None,
+    input_shape: o.InputShapeOpt = None,
+    vocab_size: o.VocabSizeOpt = None,
+    num_classes: o.NumClassesOpt = None,
+    num_outputs: o.NumOutputsOpt = None,
+    task: o.TaskOpt = None,
+    batches: o.BatchesOpt = None,
+    loss: o.LossOpt = None,
+    data_dir: Annotated[o.Opt[Path], typer.Option(help="Real data (format per workload).")] = None,
+    val_fraction: Annotated[o.Opt[float], typer.Option(help="Share of --data-dir data held out for testing.")] = None,
+    option: o.OptionOpt = None,
+    fp8_skip: o.Fp8SkipOpt = None,
+    fp8_filter: o.Fp8FilterOpt = None,
+    json_out: Annotated[o.Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
+    trace: Annotated[o.Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
+    db: Annotated[o.Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
+) -> None:
+    """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
+    import json
+
+    from ampbench.diagnose import applicable_checks, diagnose, parse_checks
+    from ampbench.precision import Fp8Options, resolve
+    from ampbench.store.sqlite import utcnow
+    from ampbench.workloads import build_target
+
+    wanted = parse_checks(checks) if checks is not None else applicable_checks(precision)
+    fp8 = Fp8Options.for_modes([precision], fp8_skip, fp8_filter)
+    data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
+                          option)
+    data.check_targets([target] if target else [], model)  # type: ignore[attr-defined]
+    label = target or f"user:{model}"
+    check_output_file(json_out, "--json", "diagnosis.json")
+    check_output_file(trace, "--trace", "trace.json")
+
+    def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
+        return build_target(target, model, preset, data, seed)  # type: ignore[arg-type]
+
+    store = open_store(db)
+    if trace is None and "profile" in wanted:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
+        trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
+    with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
+        d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device, seed=seed,
+                     checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
+    console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
+                  f"batch {d.batch_size}: {', '.join(wanted)}")
+    style = {"error": "bold red", "warning": "yellow", "info": "dim"}
+    for i, f in enumerate(d.findings, 1):
+        console.print(f"[{style.get(f.severity, '')}]{i:>2}. {f.severity.upper():<7}[/] {escape(f.title)}", highlight=False)
+        if f.detail:
+            console.print(f"             {escape(f.detail)}", style="dim", highlight=False)
+        if f.fix:
+            console.print(f"             [green]fix:[/] {escape(f.fix)}", highlight=False)
+    data = d.to_dict()
+    data["created_at"] = utcnow()
+    store.add_diagnosis(data)
+    console.print(f"{plural(len(d.findings), 'finding')} in {d.seconds:.1f} s on {escape(d.device_name)} "
+                  f"({d.device}); stored in {escape(str(store.path))}")
+    if json_out is not None:
+        from ampbench.store.exchange import clean_json
+
+        write_text_atomic(json_out, json.dumps(clean_json(data), indent=1, default=str))
+        console.print(f"wrote {escape(str(json_out))}")
+

@@ -1,0 +1,49 @@
+"""``ampbench export`` / ``ampbench import``: move results between machines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ampbench.cli import options as o
+from ampbench.cli.core import app, console, open_store, plural
+from ampbench.paths import check_output_file
+
+
+@app.command("export")
+def export_cmd(
+    out: Annotated[Path, typer.Option("--out", help="JSON file to write.")],
+    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[o.Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
+) -> None:
+    """Write runs and rows as JSON, to move them to another machine (ampbench import)."""
+    from ampbench.store import export_data, write_json
+
+    check_output_file(out, "--out", "results.json")
+    store = open_store(db, create=False)
+    ids = [store.run(r).run_id for r in run] if run else None
+    data = export_data(store, ids)
+    write_json(data, out)
+    console.print(f"wrote {plural(len(data['runs']), 'run')}, {plural(len(data['rows']), 'row')} to "
+                  f"{escape(str(out))}")
+
+
+@app.command("import")
+def import_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Files written by ampbench export or run --json.")],
+    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
+) -> None:
+    """Add exported results (e.g. from other GPUs) to the store; rows already there are kept as they are."""
+    from ampbench.store import import_file
+
+    store = open_store(db)
+    for f in files:
+        done = import_file(store, f)
+        kept = (f"; {plural(done.differing, 'stored row')} differ{'s' if done.differing == 1 else ''} from the file's "
+                "and {} kept as stored (import never overwrites: import into another --db to keep both)".format(
+                    "was" if done.differing == 1 else "were")) if done.differing else ""
+        console.print(escape(f"{f}: {plural(done.runs, 'new run')}, {plural(done.rows, 'new row')}{kept}"))
+

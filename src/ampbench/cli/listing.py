@@ -1,0 +1,69 @@
+"""``ampbench list``: precision modes (aliases, what each does, runs here?) and workloads."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ampbench.cli.core import app, console
+from ampbench.errors import AmpbenchError
+
+
+@app.command("list")
+def list_cmd(
+    what: Annotated[str, typer.Argument(help="What to list: precisions, workloads or all.")] = "all",
+) -> None:
+    """List precision modes (aliases, what each does) and workloads (presets, data, paper config)."""
+    choices = ("all", "precisions", "workloads")
+    if what not in choices:
+        raise AmpbenchError(f"cannot list {what!r}: choose one of {', '.join(choices)}")
+    if what in ("all", "precisions"):
+        _list_precisions()
+    if what in ("all", "workloads"):
+        _list_workloads()
+
+
+def _list_workloads() -> None:
+    from ampbench.workloads import PRESETS, get_spec, list_workloads
+
+    table = Table(title=f"Workloads (presets: {', '.join(PRESETS)})", title_justify="left")
+    table.add_column("name", style="bold cyan", no_wrap=True)
+    table.add_column("what it is", overflow="fold")
+    table.add_column("paper preset", overflow="fold")
+    table.add_column("--data-dir", overflow="fold")
+    table.add_column("options")
+    for name in list_workloads():
+        spec = get_spec(name)
+        table.add_row(name, spec.description, spec.paper, spec.data, ", ".join(spec.options()) or "-")
+    table.add_row("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",
+                  "as --model: images", "timm.create_model arguments")
+    table.add_row("hf:<type>", "HF transformers from a config (hf:bert, hf:gpt2 --task lm), no download "
+                  "(extra: ampbench[hf])", "-", "as --model: text CSV, corpus", "config fields, tokenizer")
+    table.add_row("--model F:fn", "your own model, any shape: --input-shape, --vocab-size, --num-classes | "
+                  "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help)", "-",
+                  "MNIST IDX / CIFAR-10, text,label CSV (token models), train.txt (--task lm)", "tokenizer")
+    console.print(table)
+
+
+def _list_precisions() -> None:
+    from ampbench.precision import get, list_precisions, supported
+    table = Table(title="Precision modes", title_justify="left")
+    table.add_column("name", style="bold cyan", no_wrap=True)
+    table.add_column("aliases", no_wrap=True)
+    table.add_column("loss scale", no_wrap=True)
+    table.add_column("what it does")
+    table.add_column("on this machine")
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for name in list_precisions():
+        recipe = get(name)
+        sup = supported(name, device)
+        here = f"[green]ok[/] ({device})" if sup.ok else f"[red]no[/]: {sup.reason}"
+        if sup.ok and sup.note:
+            here += f" [yellow]{sup.note}[/]"
+        table.add_row(name, ", ".join(recipe.aliases), recipe.default_loss_scale, recipe.summary, here)
+    console.print(table)
+

@@ -1,0 +1,141 @@
+"""What the commands print: the plan's header and its cells, live progress, result tables and advice lines.
+
+Library code returns data; this is where it becomes terminal text (escaped: names, paths and reasons are text,
+never rich markup).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rich.markup import escape
+
+from ampbench.cli.core import console, plural
+
+
+def workload_header(wl: Any) -> str:
+    about = ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p)
+    return f"[bold]{escape(wl.name)}[/] ({escape(about)})"
+
+
+def plan_header(config: Any, store_path: Any) -> None:
+    """``ampbench run: 9 cells (fp32, amp-bf16 x eager, channels_last + 1 closing fp32) on cpu, measuring ...``."""
+    cells = config.cells()
+    axes_, points = config.axes, config.axes.executions
+    closing = sum(c.closing for c in cells)
+    extra_cells = (f" x {axes_.repeats} repeats" if axes_.repeats > 1 and any(c.repeat for c in cells) else
+                   f" + {closing} closing fp32" if closing else "")
+    axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
+    if axes_.distributed:
+        world = axes_.nproc * axes_.nnodes
+        axes += " x " + ", ".join(f"{s} x{world}" if s else "1 process" for s in axes_.strategies)
+    console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(axes_.precisions)}{axes}{extra_cells}) "
+                  f"on [bold]{config.device}[/], measuring {','.join(config.measure.measures)}; store "
+                  f"{escape(str(store_path))}")
+    for note in config.left_out():
+        console.print(f"[dim]{escape(note)}[/]")
+    if axes_.fp8_compile:
+        console.print("[dim]fp8 on CUDA: the fp8 cells run torch.compile'd (torchao's float8 is built to be compiled), "
+                      "beside compiled fp32 and amp-bf16 references; --compile off times fp8 eager[/]")
+
+
+def cell_text(s: Any, config: Any) -> str:
+    """One cell as the progress lines and the dry run name it (plain text: escape it before rich prints it)."""
+    what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+    if s.strategy:
+        reduce = s.distribution.grad_reduce_dtype
+        what += f" {s.strategy} x{s.world_size}" + (f" reduce {reduce}" if reduce else "")
+    if not s.execution.is_default:
+        what += f" {s.execution.label}"
+    if s.closing:
+        what += " [closing baseline]"
+    elif config.axes.repeats > 1 and "throughput" in config.measure.measures:
+        what += f" [repeat {s.repeat + 1}/{config.axes.repeats}]"
+    return what
+
+
+def run_with_progress(config: Any, store: Any, resume: bool, label: str | None) -> tuple[Any, list[dict[str, Any]]]:
+    """:func:`ampbench.bench.run` with a live bar (the cell count, and inside the running cell what it measures,
+    step i/N and an ETA) and one line per finished cell. Not a terminal: plain lines, a progress line when the
+    measure changes or every ``PLAIN_EVERY`` seconds."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ampbench.bench import run
+    from ampbench.report.console import STATUS_STYLE
+
+    live = console.is_terminal
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not live) as bar:
+        task = bar.add_task("starting", total=len(config.cells()))
+        plain = _PlainProgress()
+
+        def on_event(ev: Any) -> None:
+            what = escape(cell_text(ev.spec, config))
+            if ev.phase == "start":
+                bar.update(task, description=f"running {what}")
+                if not live:
+                    console.print(f"  [dim]running {what}[/]", highlight=False)
+            elif ev.phase == "progress":
+                inside = escape(ev.progress.text())
+                bar.update(task, description=f"running {what}: [cyan]{inside}[/]")
+                if not live and plain.due(ev.progress):
+                    console.print(f"  [dim]  {inside}[/]", highlight=False)
+            elif ev.phase == "skip":
+                bar.advance(task)
+                bar.console.print(f"  [dim]done before: {what}[/]")
+            else:
+                bar.advance(task)
+                r = ev.row
+                st = r["status"]
+                detail = escape(f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and r.get("samples_per_s") else
+                                r.get("reason") or "")
+                bar.console.print(f"  [{STATUS_STYLE.get(st, '')}]{st:<11}[/] {what}  [dim]{detail}[/]",
+                                  highlight=False)
+
+        return run(config, store, resume=resume, label=label, on_event=on_event)  # type: ignore[no-any-return]
+
+
+PLAIN_EVERY = 10.0
+"""Seconds between progress lines of one measure when the output is not a terminal (a log file, CI)."""
+
+
+class _PlainProgress:
+    """When a plain progress line is due: the measure (or seed, or trial) changed, or PLAIN_EVERY seconds passed."""
+
+    def __init__(self) -> None:
+        self.last: tuple[str, str] | None = None
+        self.at = 0.0
+
+    def due(self, event: Any) -> bool:
+        import time
+
+        now = time.monotonic()
+        key = (event.what, event.detail)
+        if key != self.last or now - self.at >= PLAIN_EVERY or event.i == event.n:
+            self.last, self.at = key, now
+            return True
+        return False
+
+
+def results_tables(rows: list[dict[str, Any]]) -> None:
+    from ampbench.report.console import results_tables as tables
+
+    for table in tables(rows):
+        console.print(table)
+
+
+def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """One coloured line per workload: the advisor's pick and its evidence."""
+    from ampbench.report.advisor import advise, workload_groups
+
+    for group in workload_groups(rows):
+        wl, preset = group[0]["workload"], group[0].get("preset") or ""
+        a = advise(group)
+        pick = f"[bold green]{escape(a.recommended)}[/]" if a.recommended else "[bold red]no recommendation[/]"
+        yield f"{escape(wl)} ({escape(preset)}): {pick} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
+        if a.combination is not None:
+            yield (f"{escape(wl)} ({escape(preset)}) fastest combination: [bold green]{escape(a.combination)}[/] "
+                   f"{escape(a.combination_evidence or '')}")
+        if a.distributed is not None:
+            yield f"{escape(wl)} ({escape(preset)}) distributed: {escape(a.distributed)}"

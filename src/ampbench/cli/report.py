@@ -1,0 +1,41 @@
+"""``ampbench report``: one run as a self-contained HTML page, Markdown or CSV."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ampbench.cli import options as o
+from ampbench.cli.core import app, console, open_store
+from ampbench.errors import AmpbenchError
+from ampbench.paths import STDOUT, check_output_file
+
+
+@app.command("report")
+def report_cmd(
+    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[o.Opt[str], typer.Option("--run", help="Run id (or a unique prefix).")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="The latest run (the default).")] = False,
+    out: Annotated[o.Opt[Path], typer.Option("--out", help="File to write (default: <db dir>/reports/RUN.EXT).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="html | md | csv.")] = "html",
+) -> None:
+    """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload.
+    ``--out -`` writes it to standard output."""
+    from ampbench.report import FORMATS, build_report, write_report
+
+    if run is not None and latest:
+        raise AmpbenchError("give --run ID or --latest, not both")
+    if fmt not in FORMATS:
+        raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    check_output_file(out, "--out", f"report.{fmt}")
+    store = open_store(db, create=False)
+    if out is not None and str(out) == STDOUT:
+        sys.stdout.write(build_report(store, run, fmt)[1])
+        return
+    path = write_report(store, out, run, fmt)
+    console.print(f"report: [bold]{escape(str(path))}[/]")
+

@@ -1,0 +1,61 @@
+"""``ampbench results``: stored rows with their ratios vs fp32."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ampbench.cli import options as o
+from ampbench.cli.core import app, console, err_console, open_store, plural
+from ampbench.cli.render import results_tables
+from ampbench.errors import AmpbenchError
+
+
+@app.command("results")
+def results_cmd(
+    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[o.Opt[str], typer.Option("--run", help="Run id (or a unique prefix); default: the latest run.")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Rows of every run.")] = False,
+    workloads: Annotated[o.Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
+    precisions: Annotated[o.Opt[str], typer.Option(help="Only these modes (comma-separated).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv.")] = "table",
+) -> None:
+    """List stored results (with speedup / memory saving vs fp32)."""
+    import json
+
+    from ampbench.bench.config import parse_list
+    from ampbench.precision import resolve
+    from ampbench.store import derive, to_csv
+
+    if fmt not in ("table", "json", "csv"):
+        raise AmpbenchError(f"--format {fmt!r}: choose table, json or csv")
+    if run is not None and all_runs:
+        raise AmpbenchError("give --run ID or --all, not both")
+    store = open_store(db, create=False)
+    run_id = None
+    if not all_runs:
+        info = store.run(run) if run is not None else store.latest_run()
+        if info is None:
+            raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+        run_id = info.run_id
+    precs = [resolve(p) for p in parse_list(precisions, "precisions")] or None
+    rows = derive(store.rows(run_id, parse_list(workloads, "workloads") or None), store.hw())  # ratios need fp32
+    if precs:
+        rows = [r for r in rows if r["precision"] in precs]
+    if store.skipped_rows:
+        err_console.print(f"[yellow]warning:[/] {plural(store.skipped_rows, 'stored row')} with malformed values "
+                          "skipped (from an import before rows were validated)", highlight=False)
+    if fmt == "json":
+        from ampbench.store.exchange import clean_json
+
+        sys.stdout.write(json.dumps(clean_json(rows), indent=1) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(to_csv(rows))
+    else:
+        if not rows:
+            console.print("no rows match")
+        results_tables(rows)
+
