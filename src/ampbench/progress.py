@@ -44,7 +44,7 @@ class Event:
         if self.n is not None:
             head += f": step {self.i or 0}/{self.n}" if self.what != "max batch" else f": trial {self.i or 0}"
         if self.eta_s is not None and self.i != self.n:
-            head += f", ~{_duration(self.eta_s)} left"
+            head += f", ~{duration(self.eta_s)} left"
         return head
 
     @classmethod
@@ -52,7 +52,7 @@ class Event:
         return cls(str(d["what"]), d.get("i"), d.get("n"), str(d.get("detail") or ""), d.get("eta_s"))
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -115,7 +115,7 @@ class Steps:
     def __init__(self, what: str, n: int, detail: str = "", every: float = 0.25) -> None:
         self.what, self.n, self.detail, self.every = what, n, detail, every
         self.t0 = self.last = time.perf_counter()
-        self.on = listening()
+        self.on = listening() and n > 0
         if self.on:
             report(what, 0, n, detail)
 

@@ -112,7 +112,8 @@ def cell_dir(root: Path, row: Mapping[str, Any]) -> Path:
 
     cid = CellId.of(row)
     group = safe_name(f"{cid.workload}_{cid.preset}")
-    name = cid.precision + (f" {cid.setting.describe()}" if cid.setting.describe() != "eager" else "")
+    setting = cid.setting.describe(with_batch=False)
+    name = cid.precision + (f" b{cid.batch_size}" if cid.batch_size else "") + (f" {setting}" if setting != "eager" else "")
     if row.get("repeat"):
         name += f" repeat {row['repeat']}" + (" closing" if row.get("closing_baseline") else "")
     return root / safe_name(str(row.get("run_id") or "run")) / group / safe_name(name)
@@ -182,7 +183,7 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
 # -- diagnose -------------------------------------------------------------------------------------------------------
 def log2_histogram(w: Any, tag: str, counts: list[int], zeros: int, lo: int, step: int = 0) -> None:
     """A log2 |value| histogram (bin k = [2^(lo+k), 2^(lo+k+1))) as TensorBoard's raw histogram; exact zeros
-    (which have no log2) left out, counted in the tag's ``/zeros`` scalar."""
+    (which have no log2) left out, counted in the scalar ``zeros/<tag>``."""
     total = sum(counts)
     if total:
         nonzero = [i for i, c in enumerate(counts) if c]
@@ -192,7 +193,7 @@ def log2_histogram(w: Any, tag: str, counts: list[int], zeros: int, lo: int, ste
                             sum_squares=sum(c * x * x for c, x in zip(counts, centers)),
                             bucket_limits=[float(lo + i + 1) for i in range(len(counts))], bucket_counts=counts,
                             global_step=step)
-    w.add_scalar(f"{tag}/zeros", zeros, step)
+    w.add_scalar(f"zeros/{tag}", zeros, step)
 
 
 def write_diagnosis(path: Path | str, details: Mapping[str, Any]) -> Path:
@@ -204,8 +205,8 @@ def write_diagnosis(path: Path | str, details: Mapping[str, Any]) -> Path:
         g = details.get("gradients")
         if g:
             lo = int(g["bins_log2"][0]) if g.get("bins_log2") else HIST_LO
-            log2_histogram(w, "gradients/all_params (log2 |g|)", g["param_histogram"], g["param_zeros"], lo)
-            log2_histogram(w, "gradients/all_activation_grads (log2 |g|)", g["activation_grad_histogram"],
+            log2_histogram(w, "gradients/all_params", g["param_histogram"], g["param_zeros"], lo)
+            log2_histogram(w, "gradients/all_activation_grads", g["activation_grad_histogram"],
                            g["activation_grad_zeros"], lo)
             for p in g.get("params", []):
                 log2_histogram(w, f"gradients/params/{p['name']}", p["histogram"], p["zeros"], lo)

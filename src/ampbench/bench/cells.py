@@ -133,8 +133,11 @@ class MeasureSettings:
     """maxbatch: a batch fits only if its peak stays below (1 - margin) x the memory limit."""
     maxbatch_limit: int = 65536
     maxbatch_trial_steps: int = 3
-    seeds: int = 3
-    converge_steps: int = 200
+    seeds: int | None = 3
+    """converge: seeds per precision. In a run's settings None means "the preset's" (:func:`converge_work`)."""
+    converge_steps: int | None = 200
+    """converge: steps per seed; None in a cell: the workload's own length (its epochs over its training split).
+    In a run's settings None means "the preset's"."""
     inference_batch: int | None = None
     """Large inference batch (default: the training batch size)."""
 
@@ -151,6 +154,23 @@ class MeasureSettings:
                 raise AmpbenchError(f"--{flag} must be >= 1, got {v}")
         if not 0.0 <= self.memory_margin < 1.0:
             raise AmpbenchError(f"--memory-margin must be in [0, 1), got {self.memory_margin}")
+
+
+CONVERGE_BY_PRESET: dict[str, tuple[int | None, int]] = {"tiny": (30, 2), "small": (200, 3), "paper": (None, 3)}
+"""Convergence work when the run does not say (--converge-steps, --seeds): (steps per seed, seeds) by preset --
+tiny takes seconds, small what ampbench always ran, paper the workload's real length (None: its epochs)."""
+NOT_CONVERGING = (200, 3)
+"""What a cell that does not measure convergence carries (unused): the values its key has always held."""
+
+
+def converge_work(measure: MeasureSettings, preset: str) -> MeasureSettings:
+    """``measure`` with the convergence steps and seeds the run left open (None) filled in for ``preset``."""
+    if measure.converge_steps is not None and measure.seeds is not None:
+        return measure
+    steps, seeds = CONVERGE_BY_PRESET.get(preset, CONVERGE_BY_PRESET["small"]) if "converge" in measure.measures \
+        else NOT_CONVERGING
+    return replace(measure, converge_steps=steps if measure.converge_steps is None else measure.converge_steps,
+                   seeds=seeds if measure.seeds is None else measure.seeds)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ampbench.bench.cells import (
     Distribution,
     MeasureSettings,
     RecipeOptions,
+    converge_work,
     flat,
     with_,
 )
@@ -253,7 +254,7 @@ class RunConfig:
                      strategy: str | None = None, nproc_per_node: int = 2, grad_reduce_dtype: str | None = None,
                      nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                      memory_budget: str | None = None, memory_margin: float = 0.05, maxbatch_limit: int = 65536,
-                     seeds: int = 3, converge_steps: int = 200, inference_batch: int | None = None,
+                     seeds: int | None = None, converge_steps: int | None = None, inference_batch: int | None = None,
                      isolate: bool | None = None, cell_timeout: float | None = None) -> RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
@@ -297,6 +298,9 @@ class RunConfig:
         from before an option existed can still be resumed)."""
         d = flat(self, "run")
         d.pop("launch", None)
+        work = {(w.converge_steps, w.seeds) for w in (converge_work(self.measure, p) for p in self.targets.presets)}
+        if len(work) == 1:  # the convergence work the run does (as runs stored it before it followed the preset)
+            d["converge_steps"], d["seeds"] = work.pop()
         return json.loads(json.dumps(d))
 
     def cells(self) -> list[CellSpec]:
@@ -315,15 +319,16 @@ class RunConfig:
         cell would make every mode look faster; how far fp32 moved between its two measurements becomes part
         of every speedup's noise (``baseline_drift``).
         """
-        a, m = self.axes, self.measure
-        timed = tuple(x for x in m.measures if x in REPEATED_MEASURES)
+        a, run_measure = self.axes, self.measure
+        timed = tuple(x for x in run_measure.measures if x in REPEATED_MEASURES)
         repeats = a.repeats if "throughput" in timed else 1
         closing = repeats == 1 and "throughput" in timed and BASELINE in a.precisions and (
             len(a.precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1)
-        base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
-                        batch_size=None, data=self.data, recipe=self.recipe, measure=m)
         out = []
         for workload, preset in self.targets.pairs:
+            m = converge_work(run_measure, preset)  # (the preset's convergence work where the run left it open)
+            base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
+                            batch_size=None, data=self.data, recipe=self.recipe, measure=m)
             precisions = self.precisions_of(workload, preset)
             for bs in a.batch_sizes:
                 for r in range(repeats):

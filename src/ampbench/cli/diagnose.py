@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store, plural
+from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 
 
@@ -40,6 +41,7 @@ def diagnose_cmd(
     json_out: Annotated[o.Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
     trace: Annotated[o.Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
     db: Annotated[o.Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
+    tensorboard: o.TensorboardOpt = None,
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     import json
@@ -57,6 +59,13 @@ def diagnose_cmd(
     label = target or f"user:{model}"
     check_output_file(json_out, "--json", "diagnosis.json")
     check_output_file(trace, "--trace", "trace.json")
+    if tensorboard is not None:
+        from ampbench.tensorboard import open_dir
+
+        open_dir(tensorboard)
+        if not {"gradients", "activations"} & set(wanted):
+            raise AmpbenchError("--tensorboard writes the gradients and activations checks' histograms: add "
+                                "--checks gradients,activations (or leave --checks out)")
 
     def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
         return build_target(target, model, preset, data, seed)  # type: ignore[arg-type]
@@ -82,6 +91,11 @@ def diagnose_cmd(
     store.add_diagnosis(data)
     console.print(f"{plural(len(d.findings), 'finding')} in {d.seconds:.1f} s on {escape(d.device_name)} "
                   f"({d.device}); stored in {escape(str(store.path))}")
+    if tensorboard is not None:
+        from ampbench.tensorboard import safe_name, write_diagnosis
+
+        path = write_diagnosis(tensorboard / safe_name(f"{label} {d.precision} {utcnow().replace(':', '')}"), d.details)
+        console.print(f"TensorBoard histograms: {escape(str(path))} (tensorboard --logdir {escape(str(tensorboard))})")
     if json_out is not None:
         from ampbench.store.exchange import clean_json
 

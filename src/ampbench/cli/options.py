@@ -112,8 +112,10 @@ ReduceDtypesOpt = Annotated[Opt[str], typer.Option("--grad-reduce-dtype", help="
 MemoryBudgetOpt = Annotated[Opt[str], typer.Option(help="Memory a cell may use, e.g. 2GiB (over it: oom).")]
 MemoryMarginOpt = Annotated[float, typer.Option(help="maxbatch: peak must stay below (1-margin) x limit.")]
 MaxbatchLimitOpt = Annotated[int, typer.Option(help="Largest batch maxbatch tries.")]
-SeedsOpt = Annotated[int, typer.Option(help="converge: seeds per precision.")]
-ConvergeStepsOpt = Annotated[int, typer.Option(help="converge: training steps per seed.")]
+SeedsOpt = Annotated[Opt[int], typer.Option(help="converge: seeds per precision (default by preset: tiny 2, "
+                                             "small 3, paper 3).")]
+ConvergeStepsOpt = Annotated[Opt[int], typer.Option(help="converge: training steps per seed (default by preset: tiny "
+                                                     "30, small 200, paper the workload's epochs).")]
 InferenceBatchOpt = Annotated[Opt[int], typer.Option(help="inference: the large batch (default: the training batch).")]
 IsolateOpt = Annotated[bool, typer.Option(help="Run each cell in a child process (an OOM or crash becomes a row).")]
 CellTimeoutOpt = Annotated[Opt[float], typer.Option(help="Seconds before an isolated cell is stopped (status error).")]

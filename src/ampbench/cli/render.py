@@ -19,7 +19,7 @@ def workload_header(wl: Any) -> str:
     return f"[bold]{escape(wl.name)}[/] ({escape(about)})"
 
 
-def plan_header(config: Any, store_path: Any) -> None:
+def plan_header(config: Any, store_path: Any, estimate: Any = None) -> None:
     """``ampbench run: 9 cells (fp32, amp-bf16 x eager, channels_last + 1 closing fp32) on cpu, measuring ...``."""
     cells = config.cells()
     axes_, points = config.axes, config.axes.executions
@@ -33,6 +33,8 @@ def plan_header(config: Any, store_path: Any) -> None:
     console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(axes_.precisions)}{axes}{extra_cells}) "
                   f"on [bold]{config.device}[/], measuring {','.join(config.measure.measures)}; store "
                   f"{escape(str(store_path))}")
+    if estimate is not None:
+        console.print(f"[dim]{escape(estimate.text())}[/]")
     for note in config.left_out():
         console.print(f"[dim]{escape(note)}[/]")
     if axes_.fp8_compile:
@@ -55,15 +57,19 @@ def cell_text(s: Any, config: Any) -> str:
     return what
 
 
-def run_with_progress(config: Any, store: Any, resume: bool, label: str | None) -> tuple[Any, list[dict[str, Any]]]:
+def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
+                      tensorboard: Any = None) -> tuple[Any, list[dict[str, Any]]]:
     """:func:`ampbench.bench.run` with a live bar (the cell count, and inside the running cell what it measures,
     step i/N and an ETA) and one line per finished cell. Not a terminal: plain lines, a progress line when the
-    measure changes or every ``PLAIN_EVERY`` seconds."""
+    measure changes or every ``PLAIN_EVERY`` seconds. ``tensorboard``: a directory each finished cell is written
+    to as a TensorBoard run (and the run's ratios at its end)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ampbench.bench import run
     from ampbench.report.console import STATUS_STYLE
+    from ampbench.tensorboard import RunLogger
 
+    board = RunLogger(tensorboard) if tensorboard is not None else None
     live = console.is_terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not live) as bar:
@@ -87,13 +93,20 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None) 
             else:
                 bar.advance(task)
                 r = ev.row
+                if board is not None:
+                    board.cell(r)
                 st = r["status"]
                 detail = escape(f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and r.get("samples_per_s") else
                                 r.get("reason") or "")
                 bar.console.print(f"  [{STATUS_STYLE.get(st, '')}]{st:<11}[/] {what}  [dim]{detail}[/]",
                                   highlight=False)
 
-        return run(config, store, resume=resume, label=label, on_event=on_event)  # type: ignore[no-any-return]
+        info, rows = run(config, store, resume=resume, label=label, on_event=on_event)
+    if board is not None:
+        board.ratios(rows)
+        console.print(f"TensorBoard: {plural(len(board.written), 'cell')} written under {escape(str(tensorboard))} "
+                      f"(tensorboard --logdir {escape(str(tensorboard))})")
+    return info, rows
 
 
 PLAIN_EVERY = 10.0

@@ -13,6 +13,7 @@ from ampbench.cli.core import app, console, err_console, open_store, plural
 from ampbench.cli.render import advice_lines, cell_text, plan_header, results_tables, run_with_progress
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
+from ampbench.tensorboard import open_dir
 
 
 @app.command("run", epilog=o.MODEL_EXAMPLES)
@@ -28,10 +29,11 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
             cuda_graphs: o.CudaGraphsOpt = None, strategy: o.StrategiesOpt = None, nproc_per_node: o.NprocOpt = 2,
             grad_reduce_dtype: o.ReduceDtypesOpt = None, nnodes: o.NnodesOpt = 1, node_rank: o.NodeRankOpt = 0,
             rdzv_endpoint: o.RdzvOpt = None, memory_budget: o.MemoryBudgetOpt = None,
-            memory_margin: o.MemoryMarginOpt = 0.05, maxbatch_limit: o.MaxbatchLimitOpt = 65536, seeds: o.SeedsOpt = 3,
-            converge_steps: o.ConvergeStepsOpt = 200, inference_batch: o.InferenceBatchOpt = None,
+            memory_margin: o.MemoryMarginOpt = 0.05, maxbatch_limit: o.MaxbatchLimitOpt = 65536, seeds: o.SeedsOpt = None,
+            converge_steps: o.ConvergeStepsOpt = None, inference_batch: o.InferenceBatchOpt = None,
             isolate: o.IsolateOpt = True, cell_timeout: o.CellTimeoutOpt = None, label: o.LabelOpt = None,
-            report: o.ReportOpt = True, report_path: o.ReportPathOpt = None, dry_run: o.DryRunOpt = False) -> None:
+            report: o.ReportOpt = True, report_path: o.ReportPathOpt = None, dry_run: o.DryRunOpt = False,
+            tensorboard: o.TensorboardOpt = None) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
     from ampbench.bench.config import RunConfig
     from ampbench.bench.runner import lend_ranks, validate_inputs
@@ -58,13 +60,27 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
         console.print(f"node {node_rank}: lent {nproc_per_node} rank(s) to {plural(n, 'distributed cell')} of node 0's "
                       f"run at {escape(str(rdzv_endpoint))}; its rows are stored there")
         return
+    board = open_dir(tensorboard) if tensorboard is not None else None  # (refused now, not after the run)
     if dry_run:
         return _dry_run(config, db, json_out)
     store = open_store(db)
-    plan_header(config, store.path)
-    info, rows = run_with_progress(config, store, resume, label)
+    plan_header(config, store.path, _estimate(config, store if resume else None))
+    info, rows = run_with_progress(config, store, resume, label, board)
     results_tables(rows)
     _finish(store, info, rows, json_out, report_path if report else False)
+
+
+def _estimate(config: Any, store: Any = None) -> Any:
+    """How long the run (its cells not stored yet, with --resume) is expected to take, measured now (a few s)."""
+    from ampbench.bench.estimate import run_estimate
+    from ampbench.bench.runner import find_resumable
+
+    cells = None
+    if store is not None:
+        done = store.cell_keys(find_resumable(store, config).run_id)
+        cells = [c for c in config.cells() if c.key() not in done]
+    with console.status("estimating the run's length (one timed step per workload and precision)"):
+        return run_estimate(config, config.launch.isolated(config.device), cells)
 
 
 def _dry_run(config: Any, db: Path | None, json_out: Path | None) -> None:
@@ -76,7 +92,7 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None) -> None:
     path = db if db is not None else default_db_path()
     if path.exists():
         open_store(path, create=False).close()
-    plan_header(config, path)
+    plan_header(config, path, _estimate(config))
     for spec in config.cells():
         console.print(f"  {escape(cell_text(spec, config))}", highlight=False)
     console.print("dry run: nothing was run or stored")

@@ -54,6 +54,7 @@ def train_cmd(
     nnodes: o.NnodesOpt = 1,
     node_rank: o.NodeRankOpt = 0,
     rdzv_endpoint: o.RdzvOpt = None,
+    tensorboard: o.TensorboardOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -80,6 +81,10 @@ def train_cmd(
     if not resume:  # (with --resume the checkpoint must already be there: train() says so)
         check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
     check_output_file(json_out, "--json")
+    if tensorboard is not None:
+        from ampbench.tensorboard import open_dir
+
+        open_dir(tensorboard)
     data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                           option)
     data.check_targets([workload] if workload else [], model)  # type: ignore[attr-defined]
@@ -101,7 +106,16 @@ def train_cmd(
             bar.update(task, total=p.steps, completed=p.step, epoch=f"{p.epoch}/{p.epochs}",
                        info=f"loss {p.loss:.4f}  scale {p.scale:g}  {p.samples_per_s:,.0f} samples/s")
 
-        result = train(wl, config, on_progress)
+        log = None
+        if tensorboard is not None:
+            from ampbench.tensorboard import TrainLogger
+
+            log = TrainLogger(tensorboard)
+        try:
+            result = train(wl, config, on_progress, log=log)
+        finally:
+            if log is not None:
+                log.close()
     m = result.metric_name or "metric"
     fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
     parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",
@@ -114,6 +128,8 @@ def train_cmd(
     console.print(escape(f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
                          f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
                          f"{plural(result.steps_trained, 'step')} trained, skipped steps {result.skipped_steps}"))
+    if tensorboard is not None and not console.quiet:
+        console.print(f"TensorBoard: tensorboard --logdir {escape(str(tensorboard))}")
     if json_out is not None and not console.quiet:  # (one rank writes it)
         write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2))
         console.print(f"wrote {escape(str(json_out))}")

@@ -1,0 +1,147 @@
+"""How long a run will take, said before it starts: a quick measurement, then arithmetic over the plan.
+
+The measurement (:func:`measure_steps`, a job: in a child process when the run isolates its cells, so a model
+that crashes the interpreter cannot take the run with it and the run's own process never holds a GPU context the
+cells would see) builds each target once, and times one eager training
+step per precision at the target's batch after one warm-up step, within a budget of seconds (precisions past it
+are taken at the slowest time measured for the target). The plan's arithmetic (:func:`estimate`) counts the steps
+each cell runs (first, memory and FLOP steps, warm-up, timed steps; the convergence seeds; inference passes at
+a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
+measurement's own process took to start). Not counted, and said so: the max-batch search and compiling.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ampbench.bench.cells import CellSpec
+
+BUDGET_S = 15.0
+"""Seconds the measurement may take before it stops timing more precisions."""
+FORWARD_SHARE = 1 / 3
+"""An inference forward pass as a share of a training step (forward + backward ~ 3 forwards)."""
+
+
+def _target(spec: CellSpec) -> str:
+    return f"{spec.label}|{spec.preset}|{spec.batch_size}"
+
+
+def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
+    """A job: ``{"targets": {target: {"build_s", "steps": {precision: seconds}, "length": steps of the workload}}}``
+    for the cells in ``payload["cells"]`` (the first cell of each target names it)."""
+    import torch
+
+    from ampbench import progress
+    from ampbench.bench.cell import build_workload
+    from ampbench.measure.converge import workload_length
+    from ampbench.measure.step import build_step
+    from ampbench.measure.timing import time_once
+    from ampbench.precision import supported
+
+    t_start = time.perf_counter()
+    cells = [CellSpec.from_dict(d) for d in payload["cells"]]
+    out: dict[str, dict[str, Any]] = {}
+    for spec in cells:
+        target = _target(spec)
+        entry = out.setdefault(target, {"steps": {}})
+        device = torch.device(spec.device)
+        if spec.precision in entry["steps"] or not supported(spec.precision, device).ok:
+            continue
+        if time.perf_counter() - t_start > float(payload.get("budget_s", BUDGET_S)) and entry["steps"]:
+            continue
+        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
+        try:
+            t0 = time.perf_counter()
+            wl = build_workload(spec)
+            entry.setdefault("build_s", time.perf_counter() - t0)
+            batch = spec.batch_size or wl.batch_size
+            entry.setdefault("length", workload_length(wl, batch))
+            step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
+                              mp_options=spec.mp_options())
+            time_once(step, device)
+            entry["steps"][spec.precision] = time_once(step, device) / 1e3
+            del step, wl
+        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
+            continue
+    return {"targets": out, "work_s": time.perf_counter() - t_start}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    not_counted: tuple[str, ...] = field(default=())
+
+    def text(self) -> str:
+        from ampbench.progress import duration
+
+        rest = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
+        return f"expected to take ~{duration(self.seconds)} (estimate from one timed step per workload and precision{rest})"
+
+
+def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> float:
+    """One cell's expected seconds from its target's measured step times."""
+    times = target.get("steps") or {}
+    if not times:
+        return start_s
+    step_s = times.get(spec.precision, max(times.values()))
+    m = spec.measure
+    n = 0.0
+    if set(spec.measures) & {"throughput", "memory", "inference"}:
+        n += 3 + max(0, m.warmup - 1) + m.steps
+    if "converge" in spec.measures:
+        per_seed = m.converge_steps if m.converge_steps is not None else int(target.get("length") or 0)
+        n += (m.seeds or 1) * per_seed
+    if "inference" in spec.measures:
+        n += 2 * (max(m.steps, 10) + 3) * FORWARD_SHARE
+    builds = 1 + ((m.seeds or 1) if "converge" in spec.measures else 0)
+    return start_s + builds * float(target.get("build_s") or 0.0) + n * step_s
+
+
+def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float) -> Estimate | None:
+    """The plan's expected seconds (None when nothing could be measured)."""
+    targets = measured.get("targets") or {}
+    if not any(t.get("steps") for t in targets.values()):
+        return None
+    total = sum(cell_seconds(c, targets.get(_target(c), {}), start_s) for c in cells)
+    left = []
+    if any("maxbatch" in c.measures for c in cells):
+        left.append("the max-batch search")
+    if any(c.execution.compiled for c in cells):
+        left.append("compiling")
+    if any(c.strategy for c in cells):
+        left.append("starting ranks")
+    return Estimate(total if math.isfinite(total) else 0.0, tuple(left))
+
+
+ENV_OFF = "AMPBENCH_NO_ESTIMATE"
+"""Set (to anything but empty) to skip the estimate: the test suite runs hundreds of plans and times none."""
+
+
+def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None) -> Estimate | None:
+    """Measure and estimate ``config``'s run (or those of its ``cells`` still to run); None when it cannot be
+    measured or is switched off (``AMPBENCH_NO_ESTIMATE``). Isolated runs measure in a child process, as their
+    cells run (a model that crashes the interpreter must not take the run with it; on a GPU the run's own process
+    must hold no GPU context the cells would see), and that child's start-up is what each cell pays too."""
+    import os
+
+    from ampbench.launch import ChildProcess, Inline, Job
+
+    if os.environ.get(ENV_OFF):
+        return None
+    cells = config.cells() if cells is None else cells
+    if not cells:
+        return Estimate(0.0)
+    first: dict[str, dict[str, Any]] = {}
+    for c in cells:  # one eager one-process cell per (target, precision): what is timed
+        plain = c.with_flat(strategy=None, compile="off", cuda_graphs="off", repeat=0, closing=False)
+        first.setdefault(f"{_target(c)}|{c.precision}", plain.to_dict())
+    job = Job(f"{__name__}:measure_steps", {"cells": list(first.values()), "budget_s": BUDGET_S})
+    t0 = time.perf_counter()
+    r = (ChildProcess(timeout=BUDGET_S * 8) if isolate else Inline()).run(job)
+    if "_failed" in r:
+        return None
+    start_s = max(0.0, time.perf_counter() - t0 - float(r.get("work_s") or 0.0)) if isolate else 0.0
+    return estimate(cells, r, start_s)

@@ -1,0 +1,75 @@
+"""The run's length, said before it starts: the plan's arithmetic against a hand count, and a real estimate of a
+tiny run (its convergence work following the preset)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ampbench.bench import RunConfig
+from ampbench.bench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureSettings, converge_work
+from ampbench.bench.estimate import cell_seconds, estimate, run_estimate
+
+
+def test_the_plan_arithmetic_matches_a_hand_count() -> None:
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32", "amp-bf16"),
+                          measures=("throughput", "converge", "inference"), steps=10, warmup=3, seeds=2,
+                          converge_steps=50)
+    cells = config.cells()
+    assert [c.precision for c in cells] == ["fp32", "amp-bf16", "fp32"]  # (the closing baseline: throughput only)
+    target = {"steps": {"fp32": 0.01, "amp-bf16": 0.04}, "build_s": 0.5, "length": 7}
+    measured = {"targets": {"tabular-mlp|tiny|None": target}}
+    # by hand: (first + memory + FLOP steps) + (warmup - 1) + timed; 2 seeds x 50; inference 2 x (10 + 3) / 3
+    per_cell = {"fp32": 0.01 * (3 + 2 + 10 + 100 + 2 * 13 / 3) + 0.5 * 3,
+                "amp-bf16": 0.04 * (3 + 2 + 10 + 100 + 2 * 13 / 3) + 0.5 * 3}
+    closing = 0.01 * (3 + 2 + 10) + 0.5
+    assert cell_seconds(cells[0], target, 2.0) == pytest.approx(2.0 + per_cell["fp32"])
+    assert cell_seconds(cells[1], target, 2.0) == pytest.approx(2.0 + per_cell["amp-bf16"])
+    assert cell_seconds(cells[2], target, 2.0) == pytest.approx(2.0 + closing)
+    e = estimate(cells, measured, 2.0)
+    assert e is not None and e.seconds == pytest.approx(6.0 + per_cell["fp32"] + per_cell["amp-bf16"] + closing)
+    assert estimate(cells, {"targets": {}}, 2.0) is None  # nothing measured: nothing said
+
+
+def test_a_tiny_run_is_estimated_from_real_steps(with_estimate: None) -> None:
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
+                          measures=("throughput", "maxbatch"), steps=3, warmup=1, memory_budget=2**30)
+    e = run_estimate(config, isolate=False)
+    assert e is not None and 0 < e.seconds < 60
+    assert e.not_counted == ("the max-batch search",) and "not counted: the max-batch search" in e.text()
+    isolated = run_estimate(config, isolate=True)  # (measured in a child, whose start-up each cell pays too)
+    assert isolated is not None and isolated.seconds > e.seconds * 0.5
+
+
+def test_a_crashing_model_does_not_take_an_isolated_run_s_estimate_down(with_estimate: None, tmp_path) -> None:
+    (tmp_path / "crash.py").write_text("import os, torch\nclass M(torch.nn.Linear):\n    def forward(self, x):\n"
+                                       "        if self.training: os.kill(os.getpid(), 11)\n        return super().forward(x)\n"
+                                       "def build():\n    return M(4, 2)\n")
+    config = RunConfig.of(device="cpu", model=f"{tmp_path / 'crash.py'}:build", input_shape="4", num_classes=2,
+                          presets=("tiny",), precisions=("fp32",), steps=2, warmup=1)
+    assert run_estimate(config, isolate=True) is None  # (the child died: no estimate, and this process lives)
+
+
+def test_convergence_work_follows_the_preset_unless_given() -> None:
+    open_ = MeasureSettings(measures=("converge",), seeds=None, converge_steps=None)
+    for preset, (steps, seeds) in CONVERGE_BY_PRESET.items():
+        m = converge_work(open_, preset)
+        assert (m.converge_steps, m.seeds) == (steps, seeds)
+    given = converge_work(MeasureSettings(measures=("converge",), seeds=5, converge_steps=None), "tiny")
+    assert (given.converge_steps, given.seeds) == (30, 5)
+    idle = converge_work(MeasureSettings(measures=("throughput",), seeds=None, converge_steps=None), "tiny")
+    assert (idle.converge_steps, idle.seeds) == NOT_CONVERGING  # (keys of cells that do not converge: unchanged)
+
+
+def test_cells_and_identity_carry_the_preset_s_convergence_work() -> None:
+    tiny = RunConfig.from_strings(device="cpu", workloads="tabular-mlp", preset="tiny", precisions="fp32,amp-bf16",
+                                  measure="throughput,converge", repeats=2)
+    assert {(c.measure.converge_steps, c.measure.seeds) for c in tiny.cells()} == {(30, 2)}
+    first = {c.key() for c in tiny.cells() if not c.repeat}
+    assert {c.repeat_of() for c in tiny.cells() if c.repeat} <= first  # a repeat still names its cell
+    assert (tiny.identity()["converge_steps"], tiny.identity()["seeds"]) == (30, 2)
+    small = RunConfig.from_strings(device="cpu", workloads="tabular-mlp", preset="small", precisions="fp32",
+                                   measure="converge")
+    assert (small.identity()["converge_steps"], small.identity()["seeds"]) == (200, 3)  # as runs stored it before
+    paper = RunConfig.from_strings(device="cpu", workloads="tabular-mlp", preset="paper", precisions="fp32",
+                                   measure="converge")
+    assert [(c.measure.converge_steps, c.measure.seeds) for c in paper.cells()] == [(None, 3)]
