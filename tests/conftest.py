@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch import nn
 
-
 # The suite runs hundreds of plans: none of them is timed for the header's estimate, except in the tests of the
 # estimate itself (tests/bench/test_estimate.py, test_progress.py), which switch it back on.
 os.environ["AMPBENCH_NO_ESTIMATE"] = "1"
