@@ -181,7 +181,7 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
 
 
 # -- diagnose -------------------------------------------------------------------------------------------------------
-def log2_histogram(w: Any, tag: str, counts: list[int], zeros: int, lo: int, step: int = 0) -> None:
+def add_log2_histogram(w: Any, tag: str, counts: list[int], zeros: int, lo: int, step: int = 0) -> None:
     """A log2 |value| histogram (bin k = [2^(lo+k), 2^(lo+k+1))) as TensorBoard's raw histogram; exact zeros
     (which have no log2) left out, counted in the scalar ``zeros/<tag>``."""
     total = sum(counts)
@@ -205,13 +205,13 @@ def write_diagnosis(path: Path | str, details: Mapping[str, Any]) -> Path:
         g = details.get("gradients")
         if g:
             lo = int(g["bins_log2"][0]) if g.get("bins_log2") else HIST_LO
-            log2_histogram(w, "gradients/all_params", g["param_histogram"], g["param_zeros"], lo)
-            log2_histogram(w, "gradients/all_activation_grads", g["activation_grad_histogram"],
+            add_log2_histogram(w, "gradients/all_params", g["param_histogram"], g["param_zeros"], lo)
+            add_log2_histogram(w, "gradients/all_activation_grads", g["activation_grad_histogram"],
                            g["activation_grad_zeros"], lo)
             for p in g.get("params", []):
-                log2_histogram(w, f"gradients/params/{p['name']}", p["histogram"], p["zeros"], lo)
+                add_log2_histogram(w, f"gradients/params/{p['name']}", p["histogram"], p["zeros"], lo)
             for layer in g.get("layers", []):
-                log2_histogram(w, f"gradients/activation_grads/{layer['name']}", layer["histogram"], layer["zeros"], lo)
+                add_log2_histogram(w, f"gradients/activation_grads/{layer['name']}", layer["histogram"], layer["zeros"], lo)
             for k in ("max_abs", "recommended_scale", "fp16_underflow_at_recommended_scale"):
                 if _finite(g.get(k)):
                     w.add_scalar(f"gradients/{k}", g[k], 0)
@@ -219,7 +219,7 @@ def write_diagnosis(path: Path | str, details: Mapping[str, Any]) -> Path:
                 w.add_scalar(f"gradients/share/{k}", v, 0)
         for a in details.get("activations") or []:
             if "histogram" in a:
-                log2_histogram(w, f"activations/{a['name']}", a["histogram"], a["zeros"], HIST_LO)
+                add_log2_histogram(w, f"activations/{a['name']}", a["histogram"], a["zeros"], HIST_LO)
             w.add_scalar(f"activations/max_abs/{a['name']}", a["max_abs"], 0)
     finally:
         w.close()

@@ -6,6 +6,7 @@ never rich markup).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,8 +122,6 @@ class _PlainProgress:
         self.at = 0.0
 
     def due(self, event: Any) -> bool:
-        import time
-
         now = time.monotonic()
         key = (event.what, event.detail)
         if key != self.last or now - self.at >= PLAIN_EVERY or event.i == event.n:
