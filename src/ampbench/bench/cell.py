@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec
+from ampbench.bench.cells import CellSpec, base_row, first_line
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, graph_break_reasons
 from ampbench.measure import memory as mem
@@ -29,7 +29,6 @@ from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import time_once, time_steps
 from ampbench.precision import get, supported
-from ampbench.store.rows import empty_row
 from ampbench.store.sqlite import utcnow
 from ampbench.workloads.base import Workload
 
@@ -56,21 +55,6 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
     """The cell's execution applies to this device and model (CUDA graphs need CUDA, channels-last 4-D inputs)."""
     spec.execution.check_device(spec.device)
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
-
-
-def base_row(spec: CellSpec) -> dict[str, Any]:
-    """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
-    row = empty_row()
-    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.measure.steps,
-               warmup=spec.measure.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
-               closing_baseline=spec.closing)
-    return row
-
-
-def first_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()
-    text = msg[0] if msg else ""
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _is_oom(e: BaseException) -> bool:

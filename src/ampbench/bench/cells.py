@@ -210,6 +210,8 @@ class CellSpec:
     measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
     execution: Execution = field(default_factory=Execution, metadata=SECTION)
     distribution: Distribution = field(default_factory=Distribution, metadata=SECTION)
+    keras_backend: str | None = field(default=None, metadata={"cell": DEFAULT})
+    """None: a PyTorch cell. A Keras cell: the backend Keras runs on (torch, tensorflow, jax; ampbench.keras)."""
     repeat: int = field(default=0, metadata={"cell": DEFAULT})
     """0 for the cell's measurement; 1.. for its repeats (``--repeats``), which time throughput only."""
     first_measures: tuple[str, ...] = field(default=(), metadata={"cell": with_("repeat")})
@@ -278,7 +280,8 @@ class CellSpec:
         the workload's, which the row fills in once known)."""
         d = self.distribution
         return CellId(self.label, self.preset, self.precision, self.batch_size, self.execution, d.strategy,
-                      d.world_size, d.grad_reduce_dtype if d.strategy else None, self.compiled_by_default)
+                      d.world_size, d.grad_reduce_dtype if d.strategy else None, self.compiled_by_default,
+                      self.keras_backend)
 
     def mp_options(self) -> dict[str, Any]:
         """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
@@ -292,9 +295,27 @@ class CellSpec:
         return out
 
 
+# -- the row of a cell -------------------------------------------------------------------------------------------
+def base_row(spec: CellSpec) -> dict[str, Any]:
+    """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
+    from ampbench.store.rows import empty_row
+
+    row = empty_row()
+    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.measure.steps,
+               warmup=spec.measure.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
+               closing_baseline=spec.closing)
+    return row
+
+
+def first_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    text = msg[0] if msg else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 # -- what readers group rows by ------------------------------------------------------------------------------------
 IDENTITY_KEYS = ("workload", "preset", "precision", "batch_size", "compile", "memory_format", "cuda_graphs", "strategy",
-                 "world_size", "grad_reduce_dtype", "compiled_by_default")
+                 "world_size", "grad_reduce_dtype", "compiled_by_default", "keras_backend")
 """The row keys that say which cell a row is (ROW_KEYS documents each)."""
 
 
@@ -318,6 +339,8 @@ class CellId:
     world_size: int = 1
     grad_reduce_dtype: str | None = None
     compiled_by_default: bool = False
+    keras_backend: str | None = None
+    """None: PyTorch. A Keras cell's backend (the same model on two backends is two cells)."""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CellId:
@@ -327,14 +350,20 @@ class CellId:
                    execution=Execution.of(row), strategy=strategy,
                    world_size=int(row.get("world_size") or 1) if strategy else 1,
                    grad_reduce_dtype=row.get("grad_reduce_dtype") if strategy else None,
-                   compiled_by_default=bool(row.get("compiled_by_default")))
+                   compiled_by_default=bool(row.get("compiled_by_default")), keras_backend=row.get("keras_backend"))
 
     def to_row(self) -> dict[str, Any]:
         """The identity keys of a row (compiled_by_default null unless true, as rows have always stored it)."""
         return {"workload": self.workload, "preset": self.preset, "precision": self.precision,
                 "batch_size": self.batch_size, **self.execution.to_row(), "strategy": self.strategy,
                 "world_size": self.world_size, "grad_reduce_dtype": self.grad_reduce_dtype,
-                "compiled_by_default": self.compiled_by_default or None}
+                "compiled_by_default": self.compiled_by_default or None, "framework": self.framework,
+                "keras_backend": self.keras_backend}
+
+    @property
+    def framework(self) -> str:
+        """torch, or keras (on ``keras_backend``)."""
+        return "torch" if self.keras_backend is None else "keras"
 
     def but(self, **changes: Any) -> CellId:
         return replace(self, **changes)
@@ -362,6 +391,9 @@ class CellId:
     def describe(self, with_batch: bool = True) -> str:
         """How reports name a setting: 'batch 64, eager', 'batch 32, compile, fsdp x2 (bf16 reduce)'."""
         parts = [f"batch {self.batch_size}"] if with_batch and self.batch_size is not None else []
+        if self.keras_backend is not None:  # (Keras compiles its own train step: no PyTorch execution axis)
+            parts.append(f"keras on {self.keras_backend}")
+            return ", ".join(parts)
         parts.append(self.execution.label)
         if self.compiled_by_default:
             parts[-1] += " (fp8 on CUDA: compiled by default)"

@@ -55,9 +55,16 @@ class Targets:
     """User factory ``file.py:fn`` / ``pkg.mod:fn``."""
     native_only: tuple[str, ...] = field(default=(), metadata={"run": DEFAULT})
     """'workload:preset' entries that run only fp32 and the modes the device has math hardware for."""
+    keras_backend: str | None = field(default=None, metadata={"run": DEFAULT})
+    """The backend the Keras targets (keras-* workloads, a --model returning a keras.Model) run on; None when the run
+    has none. Resolved at construction: a Keras target without --keras-backend runs on torch."""
+    keras_model: bool = field(default=False, metadata={"run": DEFAULT})
+    """The --model is a Keras model (its file imports keras, or --keras-backend was given with it)."""
 
     def __post_init__(self) -> None:
         from ampbench.bench.suites import check_preset
+        from ampbench.keras.backends import DEFAULT_BACKEND, check_backend
+        from ampbench.keras.workloads import is_keras_workload
 
         if self.model is not None and self.workloads:
             raise AmpbenchError("give --workloads or --model, not both")
@@ -65,6 +72,21 @@ class Targets:
             raise AmpbenchError("a preset per workload (one with --model)")
         for p in self.presets:
             check_preset(p)
+        if self.keras_backend is not None:
+            check_backend(self.keras_backend)
+        keras = self.keras_model or any(is_keras_workload(w) for w in self.workloads)
+        if self.keras_backend is not None and not keras:
+            raise AmpbenchError(f"--keras-backend {self.keras_backend} applies to Keras models (the keras-* workloads, or "
+                                "a --model returning a keras.Model); these targets are PyTorch models")
+        if keras and self.keras_backend is None:
+            object.__setattr__(self, "keras_backend", DEFAULT_BACKEND)
+
+    def backend_of(self, workload: str | None) -> str | None:
+        """The Keras backend of a target (None: a PyTorch target)."""
+        from ampbench.keras.workloads import is_keras_workload
+
+        keras = self.keras_model if workload is None else is_keras_workload(workload)
+        return self.keras_backend if keras else None
 
     @property
     def pairs(self) -> list[tuple[str | None, str]]:
@@ -187,6 +209,30 @@ class RunConfig:
             point.check_device(self.device)
         check_applies(self.axes.precisions, self.recipe.fp8_given)
         self._check_distributed()
+        self._check_keras()
+
+    def _check_keras(self) -> None:
+        """A Keras target runs under Keras's own policies: the modes must have one, and the PyTorch-only options
+        (execution axes, strategies, loss-scale choice, real-data readers, workload options) are refused by name."""
+        from ampbench.keras.policy import check_precisions
+
+        t = self.targets
+        keras = [w for w in t.workloads if t.backend_of(w)] + (["--model"] if t.backend_of(None) and t.model else [])
+        if not keras:
+            return
+        what = f"{keras[0] if keras[0] != '--model' else f'--model {t.model}'} (a Keras model)"
+        check_precisions(self.axes.precisions, what)
+        torch_only = [flag for flag, given in (
+            ("--compile/--memory-format/--cuda-graphs", self.axes.executions != (Execution(),)),
+            ("--strategy", self.axes.distributed), ("--loss-scale", self.recipe.loss_scale is not None),
+            ("--data-dir", self.data.data_dir is not None), ("--option", bool(self.data.options))) if given]
+        if torch_only:
+            why = {"--compile/--memory-format/--cuda-graphs": "Keras compiles its own train step (jit_compile as the "
+                   "backend defaults)", "--strategy": "torch.distributed strategies wrap PyTorch modules",
+                   "--loss-scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
+                   "--data-dir": "the real-data readers feed PyTorch workloads", "--option": "workload options are "
+                   "PyTorch workloads'"}[torch_only[0]]
+            raise AmpbenchError(f"{torch_only[0]} is a PyTorch option: {why}; drop it for {what}")
 
     def _check_data(self) -> None:
         """The data options apply where they can: --model and the adapters describe their data, registered workloads
@@ -206,7 +252,7 @@ class RunConfig:
         from ampbench.workloads.registry import check_options
 
         for name, preset in zip(self.targets.workloads, self.targets.presets):
-            if ":" not in name:
+            if ":" not in name and not self.targets.backend_of(name):
                 check_options(preset, get_spec(name).options(), dict(self.data.options), name)
 
     def _check_distributed(self) -> None:
@@ -255,7 +301,8 @@ class RunConfig:
                      nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                      memory_budget: str | None = None, memory_margin: float = 0.05, maxbatch_limit: int = 65536,
                      seeds: int | None = None, converge_steps: int | None = None, inference_batch: int | None = None,
-                     isolate: bool | None = None, cell_timeout: float | None = None) -> RunConfig:
+                     isolate: bool | None = None, cell_timeout: float | None = None,
+                     keras_backend: str | None = None) -> RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
         from ampbench.execution import executions, parse_axis
@@ -284,7 +331,8 @@ class RunConfig:
         reduces = tuple(dict.fromkeys(parse_list(grad_reduce_dtype, "grad-reduce-dtype"))) if grad_reduce_dtype else (None,)
         return cls(
             device=dev,
-            targets=Targets(wl_names, presets, model, native_only_entries(names, preset, precisions is not None, dev)),
+            targets=Targets(wl_names, presets, model, native_only_entries(names, preset, precisions is not None, dev),
+                            keras_backend, model is not None and (keras_backend is not None or imports_keras(model))),
             data=data, recipe=RecipeOptions(loss_scale, tuple(x.strip() for x in (fp8_skip or "").split(",") if x.strip()),
                                             fp8_filter),
             measure=measured,
@@ -332,13 +380,15 @@ class RunConfig:
             precisions = self.precisions_of(workload, preset)
             for bs in a.batch_sizes:
                 for r in range(repeats):
-                    cell = replace(base, workload=workload, preset=preset, batch_size=bs)
+                    cell = replace(base, workload=workload, preset=preset, batch_size=bs,
+                                   keras_backend=self.targets.backend_of(workload))
                     if r:
                         cell = replace(cell, repeat=r, measure=replace(m, measures=timed), first_measures=m.measures)
                     out.extend(replace(cell, precision=precision, execution=ex, distribution=dist, compiled_by_default=auto)
                                for dist in a.distributions() for ex, precision, auto in self.points(precisions))
                 if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1):
                     out.append(replace(base, workload=workload, preset=preset, batch_size=bs, repeat=1, closing=True,
+                                       keras_backend=self.targets.backend_of(workload),
                                        measure=replace(m, measures=timed), first_measures=m.measures,
                                        execution=a.executions[0]))
         return out
@@ -382,6 +432,35 @@ class RunConfig:
 
 
 # -- parsing what the command line gives -------------------------------------------------------------------------
+def imports_keras(model: str) -> bool:
+    """Whether ``--model``'s file (or module) imports keras (or tf.keras): then its factory returns a Keras model,
+    measured in Keras cells. Read, not imported: a Keras backend must be chosen before keras is imported, in the
+    cell's own process."""
+    import ast
+    import importlib.util
+
+    target = model.rpartition(":")[0]
+    path: Path | None = Path(target) if target.endswith(".py") or "/" in target else None
+    if path is None:
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            return False
+        path = Path(found.origin) if found is not None and found.origin else None
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False  # (loading the factory will say what is wrong with the file)
+    for node in ast.walk(tree) if tree is not None else ():
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)] if isinstance(node, ast.ImportFrom) \
+            else [f"tensorflow.{node.attr}"] if isinstance(node, ast.Attribute) and node.attr == "keras" else []
+        if any(n == "keras" or n.startswith("keras.") or n.startswith("tensorflow.keras") or n == "tf_keras"
+               for n in names):
+            return True
+    return False
+
+
 def parse_list(value: str | None, what: str) -> list[str]:
     if value is None:
         return []

@@ -40,8 +40,7 @@ def isolated_trial(spec: CellSpec, batch_size: int, timeout: float | None = None
 
 
 def isolated_throughput_at(spec: CellSpec, batch_size: int, timeout: float | None = None) -> dict[str, Any]:
-    r = ChildProcess(timeout).run(job("throughput", spec, batch_size=batch_size))
-    return {} if "_failed" in r else r
+    return _ok(ChildProcess(timeout).run(job("throughput", spec, batch_size=batch_size)))
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
@@ -93,3 +92,36 @@ def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
     from ampbench.bench.cell import run_trial
 
     return run_trial(replace(_spec(payload), device=payload["device"]), int(payload["batch_size"]))
+
+
+# -- Keras cells (ampbench.keras): always in a process of their own, the backend chosen before keras is imported ----
+def keras_cell(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Keras cell; its max-batch trials each in a fresh process too."""
+    from ampbench.keras.cell import run_cell
+
+    timeout = payload.get("trial_timeout")
+    return run_cell(_spec(payload), maxbatch_trial=lambda s, b: trial_of(
+        ChildProcess(timeout).run(job("keras_trial", s, batch_size=b)), b),
+        throughput_at=lambda s, b: _ok(ChildProcess(timeout).run(job("keras_throughput", s, batch_size=b))))
+
+
+def _ok(result: dict[str, Any]) -> dict[str, Any]:
+    return {} if "_failed" in result else result
+
+
+def keras_trial(payload: dict[str, Any]) -> dict[str, Any]:
+    from ampbench.keras.cell import run_trial
+
+    return run_trial(_spec(payload), int(payload["batch_size"]))
+
+
+def keras_throughput(payload: dict[str, Any]) -> dict[str, Any]:
+    from ampbench.keras.cell import run_cell
+
+    return run_cell(_spec(payload).measuring(("throughput",), int(payload["batch_size"])))
+
+
+def keras_validate(payload: dict[str, Any]) -> dict[str, Any]:
+    from ampbench.keras.cell import validate
+
+    return validate(_spec(payload))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -53,12 +53,18 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         from ampbench.bench.ranks import run_cell_distributed
 
         return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
+    if spec.keras_backend is not None:  # a Keras cell: its backend is chosen before keras is imported, so its own process
+        return _failed_or_row(spec, ChildProcess(timeout).run(job("keras_cell", spec, trial_timeout=timeout)))
     if not isolate:
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial,
                         throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
-    r = ChildProcess(timeout).run(job("cell", spec, trial_timeout=timeout))
+    return _failed_or_row(spec, ChildProcess(timeout).run(job("cell", spec, trial_timeout=timeout)))
+
+
+def _failed_or_row(spec: CellSpec, r: dict[str, Any]) -> dict[str, Any]:
+    """The row a child process returned, or the row of a child that died (killed by the OS: oom)."""
     if "_failed" in r:
         row = base_row(spec)
         killed_oom = r.get("_killed") and "SIGKILL" in r["_failed"]
@@ -85,11 +91,12 @@ def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
     corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
     synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs."""
-    return (spec.model is not None or spec.data.data_dir is not None or spec.data.val_fraction is not None
+    return (spec.model is not None or spec.keras_backend is not None or spec.data.data_dir is not None
+            or spec.data.val_fraction is not None
             or ":" in (spec.workload or "") or spec.execution.memory_format != "contiguous")
 
 
-def validate_inputs(config: RunConfig) -> None:
+def validate_inputs(config: RunConfig) -> list[str]:
     """Build each workload that needs it once (import, factory, data read and checked, a forward on 2
     samples for --model) and raise its AmpbenchError: bad input exits 2 before any cell runs.
 
@@ -97,11 +104,15 @@ def validate_inputs(config: RunConfig) -> None:
     row of the run, not kill the run before it starts.
     """
     seen = set()
+    notes: list[str] = []
     for spec in config.cells():
-        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format)
+        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.keras_backend)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)
+        if spec.keras_backend is not None:  # built in its own process (its backend), under the run's loss-scaled policy
+            notes.extend(_validate_keras(config, spec))
+            continue
         if not config.launch.isolated(config.device):
             from ampbench.bench.cell import validate_cell_inputs
 
@@ -112,6 +123,27 @@ def validate_inputs(config: RunConfig) -> None:
             continue
         if r.get("error"):
             raise AmpbenchError(r["error"])
+    return notes
+
+
+def _validate_keras(config: RunConfig, spec: CellSpec) -> list[str]:
+    """Build a Keras target (its backend installed, its factory a keras.Model, a step on 2 samples) under the
+    policy of the run's most demanding mode (mixed_float16 when the run has amp-fp16: the float32-output check);
+    its warnings. An AmpbenchError for bad input."""
+    from ampbench.keras.backends import missing
+
+    problem = missing(spec.keras_backend or "")
+    if problem:
+        raise AmpbenchError(problem)
+    modes = config.precisions_of(spec.workload, spec.preset)
+    precision = next((p for p in ("amp-fp16", "amp-bf16") if p in modes), spec.precision)
+    probe = replace(spec, precision=precision, device="cpu")
+    r = ChildProcess(config.launch.cell_timeout).run(job("keras_validate", probe))
+    if r.get("_failed"):
+        return []
+    if r.get("error"):
+        raise AmpbenchError(r["error"])
+    return list(r.get("warnings") or [])
 
 
 def cell_endpoint(config: RunConfig, cells: list[CellSpec], index: int) -> str | None:

@@ -14,7 +14,9 @@ import typer
 Opt = Optional  # typer needs Optional[...] on py3.10
 
 ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory "
-                                            "(returns an nn.Module, or an ampbench.Workload).")]
+                                            "(returns an nn.Module, an ampbench.Workload or a keras.Model).")]
+KerasBackendOpt = Annotated[Opt[str], typer.Option("--keras-backend", help="Keras models (keras-* workloads, a --model "
+                                                   "returning a keras.Model): torch (default), tensorflow or jax.")]
 InputShapeOpt = Annotated[Opt[str], typer.Option(help="Per-sample input shape: 20 (features), 3,224,224 (an image), "
                                                  "16,80 (a sequence of vectors), 128 with --vocab-size (token ids).")]
 VocabSizeOpt = Annotated[Opt[int], typer.Option(help="Token inputs: int64 ids in [1, V), 0 left for padding (--task lm: "
@@ -63,6 +65,8 @@ Your model, any shape (synthetic learnable data unless --data-dir or --batches):
   --model m.py:gpt --input-shape 256 --vocab-size 50257 --task lm   (next-token LM)
 
   --model m.py:two_tower --batches m.py:make_batch [--loss m.py:loss]   (any inputs)
+
+  --model k.py:build --input-shape 32,32,3 --num-classes 10 --keras-backend tensorflow   (a Keras 3 model)
 
   hf:gpt2 --task lm -o n_layer=2   (as the workload: HF transformers from a config, no download)
 """

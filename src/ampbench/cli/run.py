@@ -33,7 +33,7 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
             converge_steps: o.ConvergeStepsOpt = None, inference_batch: o.InferenceBatchOpt = None,
             isolate: o.IsolateOpt = True, cell_timeout: o.CellTimeoutOpt = None, label: o.LabelOpt = None,
             report: o.ReportOpt = True, report_path: o.ReportPathOpt = None, dry_run: o.DryRunOpt = False,
-            tensorboard: o.TensorboardOpt = None) -> None:
+            tensorboard: o.TensorboardOpt = None, keras_backend: o.KerasBackendOpt = None) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
     from ampbench.bench.config import RunConfig
     from ampbench.bench.runner import lend_ranks, validate_inputs
@@ -47,14 +47,15 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
         nproc_per_node=nproc_per_node, grad_reduce_dtype=grad_reduce_dtype, nnodes=nnodes, node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint, memory_budget=memory_budget, memory_margin=memory_margin,
         maxbatch_limit=maxbatch_limit, seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
-        isolate=isolate, cell_timeout=cell_timeout)
+        isolate=isolate, cell_timeout=cell_timeout, keras_backend=keras_backend)
     if nnodes > 1 and resume:
         raise AmpbenchError("--resume with --nnodes > 1 is not supported: the other machines cannot know which cells node "
                             "0 already stored; run again without --resume")
     check_output_file(json_out, "--json", "run.json")  # before the run, not after an hour of it
     if report:
         check_output_file(report_path, "--report-path", "report.html")
-    validate_inputs(config)  # a bad --model, --data-dir or missing extra fails now with one line, not once per cell
+    for note in validate_inputs(config):  # a bad --model, --data-dir or missing extra fails now with one line
+        err_console.print(f"[yellow]warning:[/] {escape(note)}")
     if node_rank > 0:  # this machine lends its ranks to node 0's run, which stores the rows
         n = lend_ranks(config)
         console.print(f"node {node_rank}: lent {nproc_per_node} rank(s) to {plural(n, 'distributed cell')} of node 0's "

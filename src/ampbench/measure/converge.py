@@ -19,23 +19,9 @@ from ampbench import progress
 from ampbench.distributed import current_rank
 from ampbench.errors import TrainingDivergedError
 from ampbench.execution import Execution, finish_model, mark_step, prepare_model
+from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
 from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
-
-MAX_CURVE_POINTS = 200
-
-
-def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[list[int], list[float]]:
-    """(steps, values): windows averaged so a curve keeps at most ``points`` points (1-based step = window end)."""
-    if len(values) <= points:
-        return list(range(1, len(values) + 1)), values
-    w = math.ceil(len(values) / points)
-    steps, out = [], []
-    for i in range(0, len(values), w):
-        chunk = values[i:i + w]
-        steps.append(i + len(chunk))
-        out.append(sum(chunk) / len(chunk))
-    return steps, out
 
 
 def train_seed(workload: Workload, precision: str, device: torch.device, steps: int, batch_size: int, seed: int,
@@ -79,11 +65,10 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
     except TrainingDivergedError as e:
         diverged, reason = True, str(e)
     curve = torch.stack(losses).cpu().tolist() if losses else []
-    tail = curve[-max(1, len(curve) // 10):]
-    final = sum(tail) / len(tail) if tail else float("nan")
+    final = final_loss(curve)
     if not math.isfinite(final):
         diverged = True
-        reason = reason or f"loss became non-finite at step {next(i for i, v in enumerate(curve) if not math.isfinite(v)) + 1}"
+        reason = reason or first_nonfinite(curve)
     test_loss = metric = None
     if not diverged and workload.test_data is not None:
         test_loss, metric = evaluate(workload, workload.test_data.to(device), mp, max(batch_size, 256))
@@ -112,18 +97,4 @@ def converge(build: Callable[[int], Workload], precision: str, device: torch.dev
         meter = progress.Steps("convergence", n, detail=f"seed {k + 1}/{seeds}")
         runs.append(train_seed(wl, precision, device, n, bs, s, loss_scale, mp_options, execution, meter))
         steps_ran = n
-    curve_steps, _ = _downsample(runs[0]["curve"]) if runs else ([], [])
-    return {
-        "steps": steps_ran,
-        "seeds": list(range(base_seed, base_seed + seeds)),
-        "curve_steps": curve_steps,
-        "losses": [_downsample(r["curve"])[1] for r in runs],
-        "loss_scales": [_downsample(r["scales"])[1] for r in runs],
-        "final_losses": [r["final_loss"] for r in runs],
-        "test_losses": [r["test_loss"] for r in runs],
-        "metrics": [r["metric"] for r in runs],
-        "skipped_steps": [r["skipped_steps"] for r in runs],
-        "diverged": [r["diverged"] for r in runs],
-        "reasons": [r["reason"] for r in runs],
-        "fp8_layers": runs[0]["fp8_layers"] if runs else None,  # (the same model each seed: the same layers)
-    }
+    return summarize(runs, steps_ran, base_seed, seeds)

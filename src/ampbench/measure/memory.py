@@ -9,59 +9,16 @@ model's fp32 weights: growth = weights + everything training adds (data tensors 
 
 from __future__ import annotations
 
-import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
 import torch
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-
-def _vm_hwm() -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            m = re.search(r"VmHWM:\s+(\d+) kB", f.read())
-        return int(m.group(1)) * 1024 if m else None
-    except OSError:
-        return None
-
-
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def rss() -> int:
-    return int(psutil.Process().memory_info().rss)
-
-
-class _RssSampler:
-    """Fallback peak-RSS reader where VmHWM cannot be reset: samples every ``interval`` seconds."""
-
-    def __init__(self, interval: float = 0.002) -> None:
-        self.interval, self.peak = interval, rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        proc = psutil.Process()
-        while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, int(proc.memory_info().rss))
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return max(self.peak, rss())
+from ampbench.measure.host import RssPeak, rss  # noqa: F401  (rss: used by cells and train)
 
 
 class PeakMemory:
@@ -69,17 +26,14 @@ class PeakMemory:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._sampler: _RssSampler | None = None
-        self._base_rss = 0
+        self._host = RssPeak()
 
     def start(self, base_rss: int | None = None) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             return
-        self._base_rss = rss() if base_rss is None else base_rss
-        if not _reset_hwm() or _vm_hwm() is None:
-            self._sampler = _RssSampler()
+        self._host.start(base_rss)
 
     def peak(self) -> dict[str, int | None]:
         """{allocated, reserved, cpu_rss_peak}: bytes at the peak (CPU: growth over the baseline)."""
@@ -87,8 +41,7 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             return {"allocated": int(torch.cuda.max_memory_allocated(self.device)),
                     "reserved": int(torch.cuda.max_memory_reserved(self.device)), "cpu_rss_peak": None}
-        top = self._sampler.stop() if self._sampler is not None else (_vm_hwm() or rss())
-        grown = max(0, top - self._base_rss)
+        grown = self._host.growth()
         return {"allocated": grown, "reserved": grown, "cpu_rss_peak": grown}
 
 

@@ -32,7 +32,7 @@ class _Autocast(Precision):
 class AmpFP16(_Autocast):
     name = "amp-fp16"
     preference = 1
-    aliases = ("O1", "16-mixed", "16", "amp")
+    aliases = ("O1", "16-mixed", "16", "amp", "mixed_float16")
     summary = "autocast fp16, fp32 weights, dynamic loss scaling"
     compute_dtype = torch.float16
     default_loss_scale = "dynamic"
@@ -42,6 +42,6 @@ class AmpFP16(_Autocast):
 class AmpBF16(_Autocast):
     name = "amp-bf16"
     preference = 0
-    aliases = ("bf16-mixed", "bf16")
+    aliases = ("bf16-mixed", "bf16", "mixed_bfloat16")
     summary = "autocast bf16, fp32 weights, no loss scaling (bf16 has fp32's exponent range)"
     compute_dtype = torch.bfloat16

@@ -12,7 +12,7 @@ from ampbench.precision.registry import register
 class FP32(Precision):
     name = "fp32"
     preference = 10
-    aliases = ("O0", "32-true", "32")
+    aliases = ("O0", "32-true", "32", "float32")
     summary = "true IEEE fp32: TF32 disabled for matmul and cuDNN conv (the honest baseline)"
     param_dtype = compute_dtype = torch.float32
     tf32 = False

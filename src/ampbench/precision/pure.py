@@ -29,7 +29,7 @@ class _Pure(Precision):
 class PureFP16(_Pure):
     name = "pure-fp16"
     preference = 8
-    aliases = ("O3", "16-true")
+    aliases = ("O3", "16-true", "float16")
     summary = "everything fp16, no master copy, no loss scaling by default (may not converge)"
     param_dtype = compute_dtype = torch.float16
 
@@ -38,6 +38,6 @@ class PureFP16(_Pure):
 class PureBF16(_Pure):
     name = "pure-bf16"
     preference = 7
-    aliases = ("bf16-true",)
+    aliases = ("bf16-true", "bfloat16")
     summary = "everything bf16, no master copy (updates below bf16's resolution are lost)"
     param_dtype = compute_dtype = torch.bfloat16

@@ -12,6 +12,7 @@ from rich.text import Text
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import versus_fp32
 from ampbench.store.derive import compared_memory
+from ampbench.store.rows import framework_of
 
 
 def fmt_bytes(n: Any) -> str:
@@ -82,6 +83,13 @@ def compile_note(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _memory_text(row: dict[str, Any]) -> str:
+    """The compared memory; a Keras cell on a CPU has only its RSS growth (approximate), said so."""
+    text = fmt_bytes(compared_memory(row))
+    return text + " (rss)" if row.get("keras_backend") and text != "-" and str(row.get("device")).startswith("cpu") \
+        else text
+
+
 STATUS_STYLE = {"ok": "green", "oom": "magenta", "error": "red", "diverged": "red", "unsupported": "dim"}
 
 
@@ -100,11 +108,13 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
                       title_justify="left")
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)
-        for col, just in (("precision", "left"), *((("execution", "left"),) if axes else ()),
+        keras_cpu = cpu and any(r.get("keras_backend") for r in group)  # (Keras cells on a CPU: RSS growth only)
+        mem_head = "memory (rss)" if keras_cpu else "memory (exact)" if cpu else "peak mem"
+        for col, just in (("precision", "left"), ("framework", "left"), *((("execution", "left"),) if axes else ()),
                           *((("strategy", "left"), ("scaling", "right")) if dist else ()), ("status", "left"),
                           ("batch", "right"), ("samples/s", "right"), ("speedup", "right"),
                           *((("vs fp32 eager", "right"),) if axes else ()), ("step p50 ms", "right"),
-                          ("memory (exact)" if cpu else "peak mem", "right"), ("mem vs fp32", "right"), ("skipped", "right")):
+                          (mem_head, "right"), ("mem vs fp32", "right"), ("skipped", "right")):
             table.add_column(col, justify=just, no_wrap=col in ("precision", "status"))  # type: ignore[arg-type]
         extra = []
         if any(r.get("max_batch") is not None for r in group):
@@ -118,14 +128,14 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
         table.add_column("note", overflow="fold")
         for r in group:
             status = r.get("status") or "?"
-            cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"),
+            cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"), Text(framework_of(r)),
                                 *([Text(Execution.of(r).label)] if axes else []),
                                 *([Text(strategy_label(r) or "1 process"), _num(r.get("scaling_efficiency"), ".2f")]
                                   if dist else []),
                                 Text(status, style=STATUS_STYLE.get(status, "")),
                                 _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
                                 _speedup(r), *([eager_speedup_text(r)] if axes else []), _num(r.get("step_ms_p50"), ",.2f"),
-                                fmt_bytes(compared_memory(r)), _saving(r.get("memory_saving_vs_fp32")),
+                                _memory_text(r), _saving(r.get("memory_saving_vs_fp32")),
                                 _num(r.get("skipped_steps"), ",")]
             if "max batch" in extra:
                 mb = r.get("max_batch")

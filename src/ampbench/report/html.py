@@ -17,6 +17,7 @@ from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
+from ampbench.store.rows import framework_of
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -122,7 +123,7 @@ def _advice_html(a: Advice) -> str:
 def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                       diagnoses: list[dict[str, Any]] | None = None) -> str:
     first = rows[0]
-    title = f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'})"
+    title = f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'}) · {framework_of(first)}"
     out = [f'<h2 id="{anchor}">{e(title)}</h2>', _advice_html(advice)]
     base = next((r for r in rows if r["precision"] == "fp32" and r.get("status") == "ok"), None)
     out.append(_env_table(base or first))
@@ -132,9 +133,10 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
         out.append("<h3>Training speed</h3>")
         out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
         out.append(_table(
-            ["precision", "samples/s", "speedup vs fp32", *(["vs fp32 eager", "compile"] if axes else []), "step p50 ms",
+            ["precision", "framework", "samples/s", "speedup vs fp32", *(["vs fp32 eager", "compile"] if axes else []),
+             "step p50 ms",
              "step p90 ms", "first step ms", "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
-            [[e(display_name(r)), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
+            [[e(display_name(r)), e(framework_of(r)), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
               *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
               _num(r.get("data_ms_per_batch"), ",.2f"), _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"),

@@ -8,6 +8,7 @@ from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
 from ampbench.store.derive import compared_memory
+from ampbench.store.rows import framework_of
 
 
 def md_escape(value: Any) -> str:
@@ -52,9 +53,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         if dist:
             ex_head, ex_rule = ex_head + " strategy |", ex_rule + " --- |"
         eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if axes else ("", "")
-        lines.append(f"| precision |{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | {compared} | "
+        lines.append(f"| precision | framework |{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | "
+                     f"{compared} | "
                      f"memory vs fp32 |{rss} converge |")
-        lines.append(f"| --- |{ex_rule} --- | ---: | ---: |{eager_rule} ---: | ---: | ---: |" + (" ---: |" if cpu else "")
+        lines.append(f"| --- | --- |{ex_rule} --- | ---: | ---: |{eager_rule} ---: | ---: | ---: |" + (" ---: |" if cpu else "")
                      + " --- |")
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
@@ -73,7 +75,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                 ex_cell += " 1 process |"
             eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
-            lines.append(f"| {md_escape(r['precision'])} |{ex_cell} {status} | {_f(r.get('samples_per_s'), ',.0f')} | "
+            lines.append(f"| {md_escape(r['precision'])} | {framework_of(r)} |{ex_cell} {status} | "
+                         f"{_f(r.get('samples_per_s'), ',.0f')} | "
                          f"{speedup} |{eager_cell} "
                          f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(compared_memory(r))} | {mem} |{rss_cell} "
                          f"{md_escape(r.get('converge_verdict') or '–')} |")

@@ -155,8 +155,11 @@ def compared_memory(row: dict[str, Any]) -> float | None:
     """The memory a row is compared with fp32 by. GPU: the allocator's peak (exact, and what fills
     the card). CPU: the exact split (weights + grads + optimizer state + saved activations), because
     the RSS peak is approximate: seen here swinging from -100% to +97% vs fp32 for models whose
-    exact bytes differ by under 10%."""
+    exact bytes differ by under 10%. Keras cells on a CPU have only their RSS growth (tables say "rss")."""
     if str(row.get("device") or "").startswith("cpu"):
+        if row.get("keras_backend"):  # a Keras cell has no exact split (no autograd hooks): its RSS growth, labelled
+            v = row.get("cpu_rss_peak_bytes")
+            return float(v) if isinstance(v, (int, float)) else None
         parts = [row.get(k) for k in SPLIT_KEYS]
         return float(sum(parts)) if all(isinstance(v, (int, float)) for v in parts) else None  # type: ignore[arg-type]
     v = row.get("peak_allocated_bytes")

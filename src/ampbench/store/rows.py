@@ -10,6 +10,7 @@ compare a row with the fp32 row of the same run, workload, preset, batch size an
 from __future__ import annotations
 
 import math
+from typing import Any
 
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
 """ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
@@ -29,6 +30,24 @@ ROW_KEYS: dict[str, str] = {
     "compiled_by_default": "True when the cell runs compiled without --compile: fp8 on CUDA compiles by default "
                            "(torchao's float8 is built for torch.compile), beside compiled fp32 and amp-bf16 "
                            "references; --compile off times fp8 eager. Null otherwise.",
+    "framework": "torch (a PyTorch model under ampbench's recipes) or keras (a Keras 3 model under Keras's own dtype "
+                 "policy; see docs/keras.md). Rows from before the column: torch.",
+    "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
+                     "for PyTorch cells.",
+    "keras_version": "Keras cells: the Keras version.",
+    "backend_version": "Keras cells: the version of the backend's framework (TensorFlow, JAX or PyTorch).",
+    "keras_policy": "Keras cells: the dtype policy the model was built under (float32, mixed_float16, mixed_bfloat16, "
+                    "float16, bfloat16).",
+    "loss_scaled": "Keras cells: whether compile() wrapped the optimizer in a LossScaleOptimizer (mixed_float16 only); "
+                   "`loss_scale` is its final dynamic scale.",
+    "jit_compile": "Keras cells: the model's jit_compile after its first train step (Keras's per-backend default: XLA "
+                   "on TensorFlow/JAX where it applies).",
+    "keras_params": "Keras cells: the model's weight count (trainable and not).",
+    "keras_output_dtype": "Keras cells: the compute dtype of the model's last layer (float32 when pinned, as Keras's "
+                          "mixed precision guide asks).",
+    "memory_source": "Keras cells: where the memory peak was read (the backend's GPU tracker, or CPU RSS growth).",
+    "warnings": "Keras cells: warnings raised building or training the model (e.g. a float16 output layer under "
+                "mixed_float16), one line each.",
     "strategy": "null (one process), ddp or fsdp: the torch.distributed strategy the cell trained under "
                 "(ampbench.distributed.strategy says what each (strategy, precision) pair does).",
     "world_size": "Processes (ranks) the cell trained on (1 for single-process cells).",
@@ -183,6 +202,12 @@ DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency"
                 "converge_verdict", "converge_tolerance")
 
 
+def framework_of(row: dict[str, Any]) -> str:
+    """How tables name a row's framework: torch, or keras/<backend> (rows from before the column: torch)."""
+    backend = row.get("keras_backend")
+    return f"keras/{backend}" if backend else "torch"
+
+
 def empty_row() -> dict[str, object]:
     """A row with every stored key present and null (measurements fill in what they measured)."""
     return {k: None for k in ROW_KEYS if k not in DERIVED_KEYS}
@@ -193,14 +218,16 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
-            "grad_reduce_dtype", "speedup_vs_fp32_doubt")
+            "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "keras_backend", "keras_version",
+            "backend_version", "keras_policy", "jit_compile", "keras_output_dtype", "memory_source")
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
-            "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step")
-_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default")
+            "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step",
+            "keras_params")
+_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default", "loss_scaled")
 _OPT_DICT = ("env", "converge", "inference")
-_OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks")
+_OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks", "warnings")
 
 
 _SIGNED = ("final_loss", "metric", "memory_saving_vs_fp32")

@@ -1,0 +1,109 @@
+"""Which Keras backend a cell runs on: checked, installed, activated before ``import keras``.
+
+Keras 3 reads ``KERAS_BACKEND`` once, when it is first imported; a process that imported it with one backend
+cannot switch. Each Keras cell therefore runs in a process of its own that sets the backend first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from ampbench.errors import AmpbenchError, suggest
+
+BACKENDS = ("torch", "tensorflow", "jax")
+DEFAULT_BACKEND = "torch"
+"""The backend a Keras model runs on when the run does not say: PyTorch needs nothing beyond ampbench[keras]."""
+INSTALL = {
+    "torch": "pip install 'ampbench[keras]'",
+    "tensorflow": "pip install 'ampbench[keras]' tensorflow-cpu  (tensorflow[and-cuda] on a GPU)",
+    "jax": "pip install 'ampbench[keras]' jax  (jax[cuda12] on a GPU)",
+}
+
+
+def check_backend(name: str) -> str:
+    """``name`` if it is a Keras backend ampbench runs, else a one-line AmpbenchError listing them."""
+    if name not in BACKENDS:
+        raise AmpbenchError(f"--keras-backend {name!r}: unknown backend.{suggest(name, BACKENDS)} Choose one of "
+                            f"{', '.join(BACKENDS)}")
+    return name
+
+
+def missing(name: str) -> str | None:
+    """What is missing to run Keras on backend ``name`` (a one-line error naming the install), or None."""
+    check_backend(name)
+    lacking = [pkg for pkg in ("keras", name) if importlib.util.find_spec(pkg) is None]
+    if not lacking:
+        return None
+    return (f"--keras-backend {name}: {' and '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not installed; "
+            f"install with: {INSTALL[name]}")
+
+
+def check_installed(name: str) -> None:
+    problem = missing(name)
+    if problem:
+        raise AmpbenchError(problem)
+
+
+def activate(name: str) -> Any:
+    """Import keras on backend ``name`` (set before the import) and return the module."""
+    check_installed(name)
+    loaded = sys.modules.get("keras")
+    if loaded is not None:
+        current = loaded.backend.backend()
+        if current != name:
+            raise AmpbenchError(f"keras was already imported in this process with the {current} backend; a Keras "
+                                f"cell on {name} must run in a process of its own")
+        return loaded
+    os.environ["KERAS_BACKEND"] = name
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter would bury the row's output
+    import keras
+
+    return keras
+
+
+def versions(keras: Any) -> dict[str, str]:
+    """Keras's version and its backend's (the row's ``keras_version``, ``backend_version``)."""
+    backend = keras.backend.backend()
+    module = importlib.import_module(backend)
+    return {"keras_version": keras.__version__, "backend_version": str(getattr(module, "__version__", "?"))}
+
+
+# -- the backends' GPUs --------------------------------------------------------------------------------------------
+def gpu_available(backend: str) -> bool:
+    """Whether ``backend`` (imported) sees a GPU."""
+    if backend == "torch":
+        import torch
+
+        return bool(torch.cuda.is_available())
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return bool(tf.config.list_physical_devices("GPU"))
+    import jax
+
+    return any(d.platform == "gpu" for d in jax.devices())
+
+
+def set_tf32(backend: str, on: bool) -> dict[str, bool]:
+    """Switch TF32 Tensor Core math for float32 matmuls/convolutions on ``backend``, explicitly either way: the
+    backends' defaults differ (off on PyTorch's matmuls, on for TensorFlow and JAX), and an fp32 cell must be fp32.
+    Returns what is in force."""
+    if backend == "torch":
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+        return {"tf32_matmul": on, "tf32_cudnn": on}
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(on)
+        on_now = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+        return {"tf32_matmul": on_now, "tf32_cudnn": on_now}
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if on else "highest")
+    return {"tf32_matmul": on, "tf32_cudnn": on}

@@ -1,0 +1,424 @@
+"""One Keras cell measured in this process (a fresh one: the backend is chosen before keras is imported).
+
+Order, as a PyTorch cell's: the backend activated and the precision's dtype policy set (before any model exists);
+a warm-up model trained two steps (the backend's one-time costs: thread pools, the optimizer's first step) and the
+memory baseline taken; the workload built under the policy and compiled; the first step timed apart (tracing and
+compiling ``fit``'s train function); ``warmup - 1`` warm-up steps; ``steps`` timed steps; then peaks and what the
+variables hold. Throughput is timed on ``train_on_batch``, which runs the same compiled train function ``fit``
+does (``make_train_function``: XLA / tf.function / jit as Keras defaults per backend, recorded in ``jit_compile``)
+and returns the logs as numbers, so every timed step is finished when its timer stops.
+
+Failures become a status (oom on any backend's out-of-memory), never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ampbench import progress
+from ampbench.bench.cells import CellSpec, base_row, first_line
+from ampbench.errors import AmpbenchError
+from ampbench.keras import backends
+from ampbench.keras.memory import KerasPeak, baseline, gpu_total_bytes, is_oom, variable_bytes
+from ampbench.keras.policy import LOSS_SCALED, policy_of
+from ampbench.keras.workloads import KerasWorkload, build_workload, output_warning
+from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
+from ampbench.measure.stats import Timing, percentile
+from ampbench.store.sqlite import utcnow
+
+
+def _device_env(device: str) -> None:
+    """Show the backend only the cell's device: no GPU for a CPU cell (Keras would take one if it saw it),
+    GPU N alone for cuda:N; JAX/TF not grabbing the whole card up front (peaks must be the cell's)."""
+    if device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    elif ":" in device and device != "cuda:0":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        index = int(device.split(":")[1])
+        ids = visible.split(",") if visible else [str(i) for i in range(index + 1)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = ids[index]
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+
+
+def setup(spec: CellSpec) -> tuple[Any, str]:
+    """keras on the cell's backend and device, the precision's policy set; (keras, policy)."""
+    assert spec.keras_backend is not None
+    _device_env(spec.device)
+    keras = backends.activate(spec.keras_backend)
+    gpu = spec.device.startswith("cuda")
+    if gpu and not backends.gpu_available(spec.keras_backend):
+        raise AmpbenchError(f"the {spec.keras_backend} backend sees no GPU for {spec.device} (its CUDA build is not "
+                            "installed?); run on --device cpu or install the backend's GPU build")
+    policy = policy_of(spec.precision)
+    keras.mixed_precision.set_global_policy(policy)
+    return keras, policy
+
+
+def _warm_runtime(keras: Any, wl: KerasWorkload) -> None:
+    """Two steps of a one-layer model with the workload's optimizer, under the policy (paid before the baseline)."""
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Activation("linear", dtype="float32")])
+    model.compile(optimizer=wl.make_optimizer(keras), loss="mse")
+    x, y = np.zeros((2, 8), np.float32), np.zeros((2, 4), np.float32)
+    for _ in range(2):
+        model.train_on_batch(x, y)
+    del model
+    fresh_session(keras)
+
+
+def fresh_session(keras: Any) -> None:
+    """``keras.backend.clear_session()`` keeping the dtype policy: clearing Keras's global state resets the global
+    policy to float32, and a model built after it would silently train in float32."""
+    policy = keras.mixed_precision.global_policy()
+    keras.backend.clear_session()
+    keras.mixed_precision.set_global_policy(policy)
+
+
+class Trainer:
+    """A compiled model stepping through a fixed list of batches with ``train_on_batch``."""
+
+    def __init__(self, model: Any, batches: list[tuple[Any, Any]]) -> None:
+        self.model, self.batches = model, batches
+        self.calls = 0
+        self.last_loss = float("nan")
+        self.loss_scaled = type(model.optimizer).__name__ == "LossScaleOptimizer"
+
+    def __call__(self) -> None:
+        x, y = self.batches[self.calls % len(self.batches)]
+        logs = self.model.train_on_batch(x, y, return_dict=True)
+        self.calls += 1
+        self.last_loss = float(logs["loss"])
+
+    @property
+    def applied(self) -> int:
+        """Optimizer steps applied (a LossScaleOptimizer skips a step with inf/NaN gradients)."""
+        opt = self.model.optimizer
+        inner = opt.inner_optimizer if self.loss_scaled else opt
+        return int(np.asarray(inner.iterations))
+
+    @property
+    def scale(self) -> float:
+        return float(np.asarray(self.model.optimizer.dynamic_scale)) if self.loss_scaled else 1.0
+
+
+def _jit(model: Any) -> str:
+    return str(getattr(model, "jit_compile", "?"))
+
+
+def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
+             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Measure one Keras cell in this process; the row (status says how it ended)."""
+    row = base_row(spec)
+    row.update(framework="keras", keras_backend=spec.keras_backend)
+    t0 = time.perf_counter()
+    try:
+        keras, policy = setup(spec)
+        row.update(backends.versions(keras), keras_policy=policy, device_name=_device_name(spec))
+        row["status"] = "ok"
+        _measure(keras, spec, row, policy, maxbatch_trial, throughput_at)
+    except AmpbenchError as e:
+        row.update(status="error", reason=str(e))
+    except Exception as e:
+        if is_oom(e):
+            row.update(status="oom", reason=first_line(e))
+        else:
+            tb = traceback.extract_tb(e.__traceback__)
+            where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+            row.update(status="error", reason=first_line(e) + where)
+    row["wall_s"] = time.perf_counter() - t0
+    row["created_at"] = utcnow()
+    return row
+
+
+def _device_name(spec: CellSpec) -> str:
+    from ampbench.measure.env import device_name
+
+    if spec.device.startswith("cuda"):
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            return name.decode() if isinstance(name, bytes) else str(name)
+        except Exception:
+            pass
+    import torch
+
+    return device_name(torch.device("cpu")) if spec.device == "cpu" else spec.device
+
+
+def _env(keras: Any, spec: CellSpec, tf32: dict[str, bool]) -> dict[str, Any]:
+    """The row's environment: the keys a PyTorch row has where they apply, and the Keras backend's."""
+    import platform
+
+    import ampbench
+    from ampbench.measure.env import cpu_name
+
+    out = {"device": spec.device, "device_name": _device_name(spec), "ampbench": ampbench.__version__,
+           "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_name(),
+           "cpu_count": os.cpu_count(), **tf32, "framework": "keras", **backends.versions(keras),
+           "keras_backend": spec.keras_backend}
+    if spec.device == "cpu":
+        from ampbench.precision import cpu_half_hardware
+
+        out["cpu_half_hardware"] = cpu_half_hardware()
+    else:
+        out.update(_gpu_facts())
+    for var in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES"):
+        if os.environ.get(var) is not None:
+            out[var.lower()] = os.environ[var]
+    return out
+
+
+def _gpu_facts() -> dict[str, Any]:
+    """Compute capability, memory and driver of GPU 0 from NVML (no framework's CUDA context needed)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return {"capability": f"{major}.{minor}", "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                "driver": driver.decode() if isinstance(driver, bytes) else str(driver)}
+    except Exception:
+        return {}
+
+
+def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str,
+             maxbatch_trial: Callable[[CellSpec, int], Any] | None,
+             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
+    gpu = spec.device.startswith("cuda")
+    tf32 = backends.set_tf32(spec.keras_backend or "", spec.precision == "tf32") if gpu else \
+        {"tf32_matmul": False, "tf32_cudnn": False}
+    row["env"] = _env(keras, spec, tf32)
+    row["math_mode"] = _math_mode(spec.precision, tf32["tf32_matmul"])
+    measures = set(spec.measures)
+    progress.report("building the workload")
+    wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+    batch_size = spec.batch_size or wl.batch_size
+    row.update(batch_size=batch_size, metric_name=wl.metric_name)
+    if "maxbatch" in measures:
+        from ampbench.bench.cell import _max_batch
+
+        keys, error = _max_batch(spec, batch_size, maxbatch_trial, throughput_at)
+        row.update(keys)
+        if error:
+            raise AmpbenchError(f"maxbatch trial failed: {error}")
+    trainer = None
+    if measures & {"throughput", "memory", "inference"}:
+        trainer = _throughput_memory(keras, wl, spec, batch_size, gpu, row)
+    if "converge" in measures:
+        conv = converge(keras, spec, wl, batch_size)
+        row["converge"] = conv
+        finals = [x for x in conv["final_losses"] if math.isfinite(x)]
+        row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
+        metrics = [m for m in conv["metrics"] if m is not None]
+        row["metric"] = sum(metrics) / len(metrics) if metrics else None
+        row.setdefault("loss_scaled", spec.precision in LOSS_SCALED)
+        if all(conv["diverged"]) and row["status"] != "diverged":
+            row.update(status="diverged", reason="every converge seed diverged: " + next(
+                (r for r in conv["reasons"] if r), "non-finite loss"))
+    if "inference" in measures and trainer is not None and row["status"] != "diverged":
+        large = spec.measure.inference_batch or batch_size
+        row["inference"] = inference_latency(trainer.model, wl, sorted({1, large}), iters=max(spec.measure.steps, 10))
+
+
+def _math_mode(precision: str, tf32: bool) -> str:
+    dtype = {"amp-fp16": "fp16", "pure-fp16": "fp16", "amp-bf16": "bf16", "pure-bf16": "bf16"}.get(precision, "fp32")
+    return "tf32" if dtype == "fp32" and tf32 else dtype
+
+
+def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size: int, gpu: bool,
+                       row: dict[str, Any]) -> Trainer:
+    progress.report("setting up the model")
+    _warm_runtime(keras, wl)
+    peak = KerasPeak(spec.keras_backend or "", gpu)
+    base = baseline()
+    peak.start(base)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = wl.model(keras)
+    n_batches = min(4, max(1, len(wl.y_train) // batch_size))
+    trainer = Trainer(model, wl.batches(batch_size, n_batches))
+    row.update(loss_scaled=trainer.loss_scaled, jit_compile=None)
+    note = output_warning(model, row.get("keras_policy") or "")
+    if note:
+        row["warnings"] = [note]
+    progress.report("first step (tracing and compiling the train step)")
+    t = time.perf_counter()
+    trainer()
+    row["first_step_ms"] = (time.perf_counter() - t) * 1e3
+    row["jit_compile"] = _jit(model)
+    warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
+    for i in range(warm.n):
+        trainer()
+        warm(i + 1)
+    applied_before, calls_before = trainer.applied, trainer.calls
+    timed = progress.Steps("timed steps", spec.measure.steps)
+    ms: list[float] = []
+    start = time.perf_counter()
+    for i in range(spec.measure.steps):
+        s = time.perf_counter()
+        trainer()
+        ms.append((time.perf_counter() - s) * 1e3)
+        timed(i + 1)
+    total_s = time.perf_counter() - start
+    timing = Timing(ms, total_s, "perf_counter (train_on_batch returns numbers: each step finished)")
+    skipped_timed = (trainer.calls - calls_before) - (trainer.applied - applied_before)
+    row.update(timing.summary(), timer=timing.timer, samples_per_s=batch_size * spec.measure.steps / total_s,
+               samples_per_s_noise=timing.throughput_noise(), final_loss=trainer.last_loss,
+               skipped_steps=trainer.calls - trainer.applied, loss_scale=trainer.scale)
+    used = peak.peak()
+    row.update(peak_allocated_bytes=used, peak_reserved_bytes=used, cpu_rss_peak_bytes=None if gpu else used,
+               memory_source=peak.source)
+    row.update(weights_bytes=variable_bytes(model.weights),
+               optimizer_bytes=variable_bytes(_optimizer_state(model.optimizer)), grads_bytes=None)
+    n_params = int(sum(int(np.prod(v.shape)) for v in model.weights))
+    row.update(model_bytes_fp32=4 * n_params, model_bytes_half=2 * n_params, keras_params=n_params,
+               keras_output_dtype=str(getattr(model.layers[-1], "compute_dtype", "")) if model.layers else None)
+    loss = trainer.last_loss
+    if math.isfinite(loss) and skipped_timed >= spec.measure.steps:
+        row.update(status="diverged", reason=f"every timed step was skipped for inf/NaN gradients "
+                   f"({row['skipped_steps']} skipped in {trainer.calls} steps, loss scale {trainer.scale:g})")
+    if not math.isfinite(loss):
+        row.update(status="diverged", reason=f"training loss is {loss} after {trainer.calls} steps "
+                   f"({row['skipped_steps']} skipped, loss scale {trainer.scale:g})")
+    budget = spec.measure.memory_budget
+    if budget is not None and used > budget:
+        row.update(status="oom", reason=f"memory peak {used / 2**20:,.0f} MiB > --memory-budget {budget / 2**20:,.0f} MiB")
+    if caught:
+        row.setdefault("warnings", []).extend(str(w.message).splitlines()[0] for w in caught[:3])
+    return trainer
+
+
+def _optimizer_state(optimizer: Any) -> list[Any]:
+    """The optimizer's state variables (moments; a LossScaleOptimizer's scale and counter included), not its
+    iteration counters."""
+    return [v for v in optimizer.variables if "iteration" not in v.path]
+
+
+def inference_latency(model: Any, wl: KerasWorkload, batch_sizes: list[int], iters: int,
+                      warmup: int = 3) -> dict[str, dict[str, float]]:
+    """{str(batch): {p50_ms, p90_ms, p99_ms, samples_per_s, first_ms}} of ``predict_on_batch`` (returns numpy:
+    each call finished when timed)."""
+    out: dict[str, dict[str, float]] = {}
+    for bs in batch_sizes:
+        x, _ = wl.batches(bs, 1)[0]
+        progress.report("inference", detail=f"batch {bs}")
+        t = time.perf_counter()
+        model.predict_on_batch(x)
+        first = (time.perf_counter() - t) * 1e3
+        for _ in range(max(0, warmup - 1)):
+            model.predict_on_batch(x)
+        ms = []
+        start = time.perf_counter()
+        for _ in range(iters):
+            s = time.perf_counter()
+            model.predict_on_batch(x)
+            ms.append((time.perf_counter() - s) * 1e3)
+        total = time.perf_counter() - start
+        out[str(bs)] = {"p50_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90), "p99_ms": percentile(ms, 99),
+                        "samples_per_s": bs * iters / total, "first_ms": first}
+    return out
+
+
+# -- convergence ---------------------------------------------------------------------------------------------------
+def train_seed(keras: Any, spec: CellSpec, steps: int, batch_size: int, seed: int,
+               meter: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """One seed: the workload built with ``seed`` (weights and data), batches shuffled by it, ``steps`` steps."""
+    fresh_session(keras)
+    wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, seed)
+    model = wl.model(keras)
+    trainer = Trainer(model, wl.batches(batch_size, steps, np.random.default_rng(seed)))
+    curve: list[float] = []
+    scales: list[float] = []
+    for i in range(steps):
+        scales.append(trainer.scale)
+        trainer()
+        curve.append(trainer.last_loss)
+        if meter is not None:
+            meter(i + 1)
+        if not math.isfinite(trainer.last_loss):
+            break
+    final = final_loss(curve)
+    diverged, reason = not math.isfinite(final), ""
+    if diverged:
+        reason = first_nonfinite(curve) if any(not math.isfinite(v) for v in curve) else "non-finite loss"
+    test_loss = metric = None
+    if not diverged and wl.x_test is not None:
+        logs = model.evaluate(wl.x_test, wl.y_test, batch_size=max(batch_size, 256), verbose=0, return_dict=True)
+        test_loss = float(logs["loss"])
+        metric = float(logs[wl.metric_name]) if wl.metric_name in logs else None
+    return {"curve": curve, "scales": scales, "final_loss": final, "test_loss": test_loss, "metric": metric,
+            "skipped_steps": trainer.calls - trainer.applied, "diverged": diverged, "reason": reason}
+
+
+def converge(keras: Any, spec: CellSpec, wl: KerasWorkload, batch_size: int) -> dict[str, Any]:
+    """``seeds`` runs of ``converge_steps`` steps (None: the workload's epochs), as a PyTorch cell stores them."""
+    m = spec.measure
+    steps = m.converge_steps if m.converge_steps is not None else wl.epochs * wl.steps_per_epoch(batch_size)
+    seeds = m.seeds or 1
+    runs = []
+    for k, s in enumerate(range(m.seed, m.seed + seeds)):
+        meter = progress.Steps("convergence", steps, detail=f"seed {k + 1}/{seeds}")
+        runs.append(train_seed(keras, spec, steps, batch_size, s, meter))
+    return summarize(runs, steps, m.seed, seeds)
+
+
+# -- a max-batch trial and a validation (each in a fresh process) -------------------------------------------------
+def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
+    """``maxbatch_trial_steps`` steps at ``batch_size``: fits when nothing ran out of memory and the peak stays under
+    (1 - margin) x the limit (GPU: the card or --memory-budget; CPU: --memory-budget)."""
+    progress.report("max batch", detail=f"trial at batch {batch_size}")
+    gpu = spec.device.startswith("cuda")
+    try:
+        keras, _ = setup(spec)
+        wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+        _warm_runtime(keras, wl)
+        peak = KerasPeak(spec.keras_backend or "", gpu)
+        peak.start(baseline())
+        trainer = Trainer(wl.model(keras), wl.batches(batch_size, 1))
+        for _ in range(spec.measure.maxbatch_trial_steps):
+            trainer()
+        used = peak.peak()
+    except Exception as e:
+        if is_oom(e):
+            return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
+        return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
+    limit = spec.measure.memory_budget
+    if gpu:
+        total = gpu_total_bytes()
+        limit = min(x for x in (limit, total) if x is not None) if (limit or total) else None
+    if limit is None:
+        return {"fits": False, "failed": True, "peak_bytes": used, "reason": "maxbatch on CPU needs --memory-budget"}
+    allowed = (1.0 - spec.measure.memory_margin) * limit
+    fits = used <= allowed
+    return {"fits": fits, "peak_bytes": used,
+            "reason": "" if fits else f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed"}
+
+
+def validate(spec: CellSpec) -> dict[str, Any]:
+    """Build the cell's workload under its policy and run one step on 2 samples: {"error", "warnings"}."""
+    try:
+        keras, policy = setup(spec)
+        wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+        model = wl.model(keras)
+        x, y = wl.batches(2, 1)[0]
+        try:
+            model.train_on_batch(x, y)
+        except Exception as e:
+            raise AmpbenchError(f"{spec.label}: one training step on 2 samples failed: {first_line(e)} (check "
+                                "--input-shape, --num-classes/--num-outputs and the model's output)") from None
+        note = output_warning(model, policy)
+    except AmpbenchError as e:
+        return {"error": str(e), "warnings": []}
+    return {"error": "", "warnings": [f"{spec.label}: {note}"] if note else []}

@@ -1,0 +1,60 @@
+"""ampbench's precision names as Keras dtype policies (Keras's own recipes), and what has no Keras recipe.
+
+=========  ==================  ===============================================================================
+ampbench   Keras policy         what Keras does
+=========  ==================  ===============================================================================
+fp32       float32              everything float32; TF32 switched off explicitly (TensorFlow/JAX default it on)
+tf32       float32 + TF32       float32 variables and math, matmuls/convolutions on TF32 Tensor Cores (CC >= 8.0)
+amp-fp16   mixed_float16        float16 compute, float32 variables; compile() wraps the optimizer in a dynamic
+                                LossScaleOptimizer (starts at 2^15, halves on inf/NaN and skips the step)
+amp-bf16   mixed_bfloat16       bfloat16 compute, float32 variables, no loss scaling
+pure-fp16  float16              float16 compute and variables, no loss scaling
+pure-bf16  bfloat16             bfloat16 compute and variables
+=========  ==================  ===============================================================================
+
+master-* (a half model with float32 master copies) and the fp8 modes (torchao's float8 training) have no Keras
+policy: a Keras model asked for them is refused before anything runs. Keras's names (``mixed_float16``, ...) are
+accepted as aliases of ampbench's (the precision registry resolves them).
+"""
+
+from __future__ import annotations
+
+from ampbench.errors import AmpbenchError
+
+POLICIES = {"fp32": "float32", "tf32": "float32", "amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16",
+            "pure-fp16": "float16", "pure-bf16": "bfloat16"}
+"""ampbench precision -> the Keras dtype policy its cell sets before the model is built."""
+
+LOSS_SCALED = ("amp-fp16",)
+"""The modes whose optimizer Keras wraps in a LossScaleOptimizer (``mixed_float16``)."""
+
+
+def refusal(precision: str) -> str | None:
+    """Why ``precision`` (canonical) has no Keras recipe, or None when it has one."""
+    if precision in POLICIES:
+        return None
+    if precision.startswith("master-"):
+        return (f"{precision} is not a Keras recipe: Keras has no half model with float32 master copies; its "
+                f"mixed_* policies keep float32 variables and compute in half: use "
+                f"{precision.replace('master', 'amp')} ({POLICIES[precision.replace('master', 'amp')]})")
+    if precision.startswith("fp8"):
+        return (f"{precision} is not a Keras recipe: fp8 training runs through torchao's float8 layers, which a "
+                "Keras model does not have; measure fp8 on a PyTorch model")
+    return f"{precision} has no Keras policy (Keras runs {', '.join(POLICIES)})"
+
+
+def policy_of(precision: str) -> str:
+    """The Keras policy of ``precision`` (canonical); an AmpbenchError saying why for modes without one."""
+    why = refusal(precision)
+    if why:
+        raise AmpbenchError(why)
+    return POLICIES[precision]
+
+
+def check_precisions(precisions: tuple[str, ...] | list[str], what: str) -> None:
+    """Every mode has a Keras recipe (one line naming the first that has none, for ``what``: the Keras target)."""
+    for p in precisions:
+        why = refusal(p)
+        if why:
+            raise AmpbenchError(f"{what}: {why}")
+

@@ -1,0 +1,306 @@
+"""What a Keras cell trains: ``keras-conv-dummy`` (the published random-image Conv2D run) or the user's model.
+
+A :class:`KerasWorkload` holds numpy data and a ``build`` that makes the model under the dtype policy in force
+(the cell sets the policy first, so every layer the user did not pin takes it; layers pinned to float32 stay
+float32). An uncompiled model gets the loss and optimizer ampbench would use for its task; a model the factory
+compiled keeps its own (compiled under the policy, so ``mixed_float16`` wraps its optimizer in a
+LossScaleOptimizer as Keras always does).
+
+The user's data options are those of a PyTorch ``--model``: ``--input-shape`` (per sample, as the model takes it;
+default: the model's own ``Input`` shape), ``--num-classes`` / ``--num-outputs`` / ``--vocab-size``, and
+``--batches file.py:make_batch`` -- for Keras ``make_batch(batch_size, rng)`` with a ``numpy.random.Generator``,
+returning ``(inputs, targets)`` as numpy arrays. ``--loss file.py:fn`` is a Keras loss ``fn(y_true, y_pred)``.
+The synthetic data are the very tensors a PyTorch model gets for the same options (one seeded generator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ampbench.errors import AmpbenchError
+
+PRESETS = ("tiny", "small", "paper")
+
+
+@dataclass
+class KerasWorkload:
+    name: str
+    preset: str
+    build: Callable[[], Any]
+    """The keras.Model, built under the dtype policy in force (new weights each call, from Keras's seed)."""
+    x_train: Any
+    y_train: np.ndarray
+    x_test: Any | None
+    y_test: np.ndarray | None
+    loss: Any
+    """The loss an uncompiled model is compiled with (a Keras loss object or name)."""
+    metrics: list[Any]
+    make_optimizer: Callable[[Any], Any]
+    """make_optimizer(keras) -> a fresh optimizer."""
+    batch_size: int
+    epochs: int
+    metric_name: str | None
+    description: str
+    own_loss: bool = False
+    """The loss came from --loss (kept even when the factory compiled the model)."""
+
+    def model(self, keras: Any) -> Any:
+        """A fresh model, compiled: the factory's own compile kept, else ampbench's loss and optimizer."""
+        model = self.build()
+        if getattr(model, "optimizer", None) is None or self.own_loss:
+            model.compile(optimizer=self.make_optimizer(keras), loss=self.loss, metrics=self.metrics)
+        return model
+
+    def batches(self, batch_size: int, count: int, rng: np.random.Generator | None = None) -> list[tuple[Any, Any]]:
+        """``count`` training batches of ``batch_size`` (cycling over the split; shuffled with ``rng``)."""
+        n = len(self.y_train)
+        order = rng.permutation(n) if rng is not None else np.arange(n)
+        per_epoch = max(n // batch_size, 1)
+        out = []
+        for i in range(count):
+            if i % per_epoch == 0 and i and rng is not None:
+                order = rng.permutation(n)
+            start = (i % per_epoch) * batch_size
+            idx = order[start:start + batch_size]
+            if len(idx) < batch_size:  # a split smaller than the batch: repeat samples to fill it
+                idx = np.resize(order, batch_size)
+            out.append((_take(self.x_train, idx), self.y_train[idx]))
+        return out
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return max(len(self.y_train) // batch_size, 1)
+
+
+def _take(x: Any, idx: np.ndarray) -> Any:
+    return [a[idx] for a in x] if isinstance(x, (list, tuple)) else x[idx]
+
+
+def _adam(lr: float) -> Callable[[Any], Any]:
+    return lambda keras: keras.optimizers.Adam(learning_rate=lr)
+
+
+# -- keras-conv-dummy --------------------------------------------------------------------------------------------
+CONV_DUMMY = {"tiny": (16, 8, 32), "small": (64, 32, 200), "paper": (256, 128, 800)}
+"""size, channels, images per preset: the same as the PyTorch ``conv-dummy`` (tests check the two agree)."""
+CONV_DUMMY_BATCH = {"tiny": 8, "small": 50, "paper": 50}
+CONV_DUMMY_EPOCHS = {"tiny": 1, "small": 2, "paper": 10}
+
+
+def conv_dummy_model(keras: Any, size: int, channels: int) -> Any:
+    """The published notebook's model: Conv2D(128, 2) -> Conv2D(128, 1) -> Conv2D(128, 1) -> Flatten -> Dense(1)
+    -> Activation('sigmoid', dtype='float32') (the output kept in float32, as Keras's mixed precision guide says)."""
+    layers = keras.layers
+    inputs = keras.Input(shape=(size, size, 3))
+    x = layers.Conv2D(channels, 2)(inputs)
+    x = layers.Conv2D(channels, 1)(x)
+    x = layers.Conv2D(channels, 1)(x)
+    x = layers.Flatten()(x)
+    x = layers.Dense(1)(x)
+    outputs = layers.Activation("sigmoid", dtype="float32")(x)
+    return keras.Model(inputs, outputs, name="conv_dummy")
+
+
+def build_conv_dummy(keras: Any, preset: str, seed: int) -> KerasWorkload:
+    size, channels, n = CONV_DUMMY[preset]
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, size, size, 3), dtype=np.float32)  # np.random.random((800, 256, 256, 3)) in the notebook
+    y = rng.integers(0, 2, (n, 1)).astype(np.float32)
+    return KerasWorkload(
+        name="keras-conv-dummy", preset=preset, build=lambda: conv_dummy_model(keras, size, channels), x_train=x,
+        y_train=y, x_test=None, y_test=None, loss="binary_crossentropy", metrics=["accuracy"], make_optimizer=_adam(1e-3),
+        batch_size=CONV_DUMMY_BATCH[preset], epochs=CONV_DUMMY_EPOCHS[preset], metric_name="accuracy",
+        description="random images (nothing to learn: a speed and memory test)")
+
+
+@dataclass(frozen=True)
+class KerasWorkloadInfo:
+    name: str
+    description: str
+    paper: str
+    build: Callable[[Any, str, int], KerasWorkload]
+    """build(keras, preset, seed)"""
+    torch_twin: str | None = None
+    """The PyTorch workload of the same model and data (measured beside it: a framework column tells them apart)."""
+
+
+KERAS_WORKLOADS = {
+    "keras-conv-dummy": KerasWorkloadInfo(
+        "keras-conv-dummy",
+        "Keras: three Conv2D layers on uniform-random images (the published mixed_float16 notebook), on the "
+        "--keras-backend",
+        "800 random 256x256x3 images, binary labels; Conv2D(128,2)-Conv2D(128,1)-Conv2D(128,1)-Flatten-Dense(1)-"
+        "Activation('sigmoid', dtype='float32'); Adam, binary cross-entropy, 10 epochs, batch 50 (published on one "
+        "GPU: ~475 -> ~182 ms/step, 8.55 -> 3.57 GB)",
+        build_conv_dummy, torch_twin="conv-dummy"),
+}
+
+
+def is_keras_workload(name: str | None) -> bool:
+    return name in KERAS_WORKLOADS
+
+
+# -- the user's model ------------------------------------------------------------------------------------------------
+def check_keras_model(keras: Any, made: Any, spec: str) -> Any:
+    """``made`` if it is a keras.Model; a one-line AmpbenchError otherwise."""
+    if isinstance(made, keras.Model):
+        return made
+    kind = type(made).__module__.split(".")[0]
+    hint = (" (a torch.nn.Module is measured as a PyTorch model: drop --keras-backend)" if kind == "torch"
+            else "")
+    raise AmpbenchError(f"--model {spec!r}: the factory returned {type(made).__name__}, not a keras.Model{hint}")
+
+
+def _model_input_shape(model: Any) -> tuple[int, ...] | None:
+    shape = getattr(model, "input_shape", None) if getattr(model, "inputs", None) else None
+    if isinstance(shape, tuple) and len(shape) > 1 and all(isinstance(d, int) for d in shape[1:]):
+        return tuple(int(d) for d in shape[1:])
+    return None
+
+
+def _output_units(model: Any) -> int | None:
+    try:
+        shape = model.output_shape
+    except (AttributeError, ValueError):
+        return None
+    return int(shape[-1]) if isinstance(shape, tuple) and shape and isinstance(shape[-1], int) else None
+
+
+def _activation(model: Any) -> str:
+    layer = model.layers[-1] if getattr(model, "layers", None) else None
+    act = getattr(layer, "activation", None)
+    return getattr(act, "__name__", "") if act is not None else ""
+
+
+def default_loss(keras: Any, model: Any, task: str, num_classes: int | None, num_outputs: int | None,
+                 spec: str) -> tuple[Any, list[Any], str]:
+    """(loss, metrics, metric name) ampbench compiles an uncompiled model with, for its task and output."""
+    units = _output_units(model)
+    act = _activation(model)
+    if task == "regress":
+        if units is not None and units != num_outputs:
+            raise AmpbenchError(f"--model {spec!r}: output has {units} units; --num-outputs {num_outputs} needs "
+                                f"{num_outputs}")
+        return keras.losses.MeanSquaredError(), [keras.metrics.RootMeanSquaredError(name="rmse")], "rmse"
+    if units == 1 and num_classes == 2:
+        return keras.losses.BinaryCrossentropy(from_logits=act != "sigmoid"), ["accuracy"], "accuracy"
+    if units != num_classes:
+        raise AmpbenchError(f"--model {spec!r}: output has {units} units; --num-classes {num_classes} needs "
+                            f"{num_classes} (or 1 with a sigmoid for 2 classes)")
+    return (keras.losses.SparseCategoricalCrossentropy(from_logits=act != "softmax"), ["accuracy"], "accuracy")
+
+
+def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
+    """Train/test splits made by ``make_batch(batch_size, rng) -> (inputs, targets)`` (numpy), a fifth held out."""
+    from ampbench.workloads.tasks import sample_count
+    from ampbench.workloads.user import load_factory
+
+    make_batch = load_factory(batches, "--batches", "make_batch")
+    rng = np.random.default_rng(seed)
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    total = None
+    while total is None or len(ys) * batch < total:
+        try:
+            made = make_batch(batch, rng)
+        except Exception as e:
+            raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}") from None
+        if not isinstance(made, (tuple, list)) or len(made) != 2:
+            raise AmpbenchError(f"--batches {batches!r}: return (inputs, targets), got {type(made).__name__}")
+        x, y = np.asarray(made[0]), np.asarray(made[1])
+        if x.ndim == 0 or y.ndim == 0 or x.shape[0] != batch or y.shape[0] != batch:
+            raise AmpbenchError(f"--batches {batches!r}: inputs {x.shape} and targets {y.shape}; the first dimension of "
+                                f"both must be the batch size ({batch})")
+        xs.append(x)
+        ys.append(y)
+        if total is None:
+            total = sample_count(preset, x[0].nbytes + y[0].nbytes, batch)
+    try:
+        x_all, y_all = np.concatenate(xs), np.concatenate(ys)
+    except ValueError as e:
+        raise AmpbenchError(f"--batches {batches!r}: batches differ in shape ({e})") from None
+    n_test = max(len(xs) // 5, 1) * batch
+    return x_all[n_test:], y_all[n_test:], x_all[:n_test], y_all[:n_test]
+
+
+def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
+    """The synthetic data a PyTorch model gets for the same options, as numpy (images as floats, normalised)."""
+    from ampbench.workloads.tasks import synthesize
+
+    train, test, prepare = synthesize(data, preset, seed, batch)
+
+    def arrays(split: Any) -> tuple[Any, np.ndarray]:
+        inputs = prepare(split.inputs) if prepare is not None else split.inputs
+        x = [t.numpy() for t in inputs]
+        return (x[0] if len(x) == 1 else x), split.targets.numpy()
+
+    x_tr, y_tr = arrays(train)
+    x_te, y_te = arrays(test)
+    return x_tr, y_tr, x_te, y_te
+
+
+def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -> KerasWorkload:
+    """The workload of ``--model spec`` returning a keras.Model; ``options``: the cell's DataOptions."""
+    from ampbench.workloads.tasks import BATCH, EPOCHS, DataSpec
+    from ampbench.workloads.user import _call_factory, load_factory
+
+    if options.task == "lm":
+        raise AmpbenchError(f"--model {spec!r}: --task lm is not measured for Keras models yet; give --loss "
+                            "file.py:fn with --batches file.py:make_batch for a language model")
+    factory = load_factory(spec)
+    first = check_keras_model(keras, _call_factory(factory, spec, preset, seed), spec)
+    batch = BATCH[preset]
+    data = DataSpec.of(options.input_shape or _model_input_shape(first), options.vocab_size, options.num_classes,
+                       options.num_outputs, options.task)
+    if options.batches is not None:
+        x_tr, y_tr, x_te, y_te = _user_batches(options.batches, preset, seed, batch)
+        task = "regress" if np.issubdtype(y_tr.dtype, np.floating) and data.num_classes is None else "classify"
+        data = DataSpec(None, None, data.num_classes or (None if task == "regress" else int(y_tr.max()) + 1),
+                        data.num_outputs or (int(np.prod(y_tr.shape[1:])) if task == "regress" else None), task)
+    else:
+        data = data.resolve(f"--model {spec!r}")
+        x_tr, y_tr, x_te, y_te = _synthetic(data, preset, seed, batch)
+    if options.loss is not None:
+        loss, metrics, metric_name = load_factory(options.loss, "--loss", "fn"), [], None
+    else:
+        loss, metrics, metric_name = default_loss(keras, first, data.task or "classify", data.num_classes,
+                                                  data.num_outputs, spec)
+        if _output_units(first) == 1 and data.task == "classify":
+            y_tr, y_te = y_tr.reshape(-1, 1).astype(np.float32), y_te.reshape(-1, 1).astype(np.float32)
+    built = [first]
+
+    def build() -> Any:  # the first model is the one checked; later calls (convergence seeds) build anew
+        return built.pop() if built else check_keras_model(keras, _call_factory(factory, spec, preset, seed), spec)
+
+    return KerasWorkload(name=f"user:{spec}", preset=preset, build=build, x_train=x_tr, y_train=y_tr, x_test=x_te,
+                         y_test=y_te, loss=loss, metrics=metrics, make_optimizer=_adam(1e-3), batch_size=batch,
+                         epochs=EPOCHS[preset], metric_name=metric_name, description=data.describe()
+                         if options.batches is None else f"--batches {options.batches}", own_loss=options.loss is not None)
+
+
+def build_workload(keras: Any, workload: str | None, model: str | None, preset: str, options: Any,
+                   seed: int) -> KerasWorkload:
+    """The Keras workload of a cell (``keras.utils.set_random_seed(seed)`` first: the same weights each time)."""
+    keras.utils.set_random_seed(seed)
+    if model is not None:
+        return user_workload(keras, model, options, preset, seed)
+    if workload not in KERAS_WORKLOADS:
+        raise AmpbenchError(f"{workload!r} is not a Keras workload (Keras workloads: {', '.join(KERAS_WORKLOADS)})")
+    return KERAS_WORKLOADS[workload].build(keras, preset, seed)
+
+
+def output_warning(model: Any, policy: str) -> str | None:
+    """Keras's float32-output rule: under a mixed policy the model's last layer should compute in float32
+    (``dtype='float32'``), so the output and the loss are not computed in half. A one-line warning, or None."""
+    if not policy.startswith("mixed_") or not getattr(model, "layers", None):
+        return None
+    last = model.layers[-1]
+    dtype = str(getattr(last, "compute_dtype", "float32"))
+    if dtype in ("float16", "bfloat16"):
+        return (f"the output layer {last.name!r} computes in {dtype} under {policy}: give it dtype='float32' (e.g. "
+                "layers.Activation('sigmoid', dtype='float32')) so the output and the loss stay float32, as Keras's "
+                "mixed precision guide says")
+    return None
