@@ -306,6 +306,7 @@ class RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
         from ampbench.execution import executions, parse_axis
+        from ampbench.keras.workloads import is_keras_workload
         from ampbench.measure.env import resolve_device
 
         dev = str(resolve_device(device))
@@ -325,6 +326,12 @@ class RunConfig:
                                    seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
         sizes = parse_batch_sizes(batch_size)
         modes = parse_precisions(precisions, dev)
+        keras_run = keras_backend is not None or any(is_keras_workload(w) for w in wl_names) or (
+            model is not None and imports_keras(model))
+        if precisions is None and keras_run:  # the default modes of a run with a Keras target: those Keras has
+            from ampbench.keras.policy import POLICIES
+
+            modes = tuple(p for p in modes if p in POLICIES)
         points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
                             parse_axis(cuda_graphs, "cuda_graphs"))
         strategies = (None, *dict.fromkeys(parse_list(strategy, "strategy"))) if strategy is not None else (None,)

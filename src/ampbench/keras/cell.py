@@ -106,7 +106,11 @@ class Trainer:
 
     @property
     def scale(self) -> float:
-        return float(np.asarray(self.model.optimizer.dynamic_scale)) if self.loss_scaled else 1.0
+        if not self.loss_scaled:
+            return 1.0
+        opt = self.model.optimizer
+        scale = getattr(opt, "dynamic_scale", None)  # (its variables exist from the first step on)
+        return float(np.asarray(scale)) if scale is not None else float(opt.initial_scale)
 
 
 def _jit(model: Any) -> str:
@@ -421,4 +425,6 @@ def validate(spec: CellSpec) -> dict[str, Any]:
         note = output_warning(model, policy)
     except AmpbenchError as e:
         return {"error": str(e), "warnings": []}
-    return {"error": "", "warnings": [f"{spec.label}: {note}"] if note else []}
+    return {"error": "", "warnings": [f"{spec.label}: {note}"] if note else [], "policy": policy,
+            "optimizer": type(model.optimizer).__name__, "params": int(model.count_params()),
+            "layers": {layer.name: [str(layer.compute_dtype), str(layer.variable_dtype)] for layer in model.layers}}

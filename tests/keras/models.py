@@ -1,0 +1,23 @@
+"""Keras model factories the tests give to ``--model`` (the file imports keras: detected as a Keras model)."""
+
+import keras
+from keras import layers
+
+
+def mlp():
+    """A classifier whose output is pinned to float32, as Keras's mixed precision guide says."""
+    inputs = keras.Input((20,))
+    x = layers.Dense(32, activation="relu")(inputs)
+    x = layers.Dense(2)(x)
+    outputs = layers.Activation("softmax", dtype="float32")(x)
+    return keras.Model(inputs, outputs)
+
+
+def half_output():
+    """The output layer left in the policy's compute dtype (float16 under mixed_float16): warned about."""
+    inputs = keras.Input((20,))
+    return keras.Model(inputs, layers.Dense(2)(layers.Dense(16, activation="relu")(inputs)))
+
+
+def not_a_model():
+    return [1, 2, 3]

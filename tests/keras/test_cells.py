@@ -1,0 +1,114 @@
+"""Keras cells for real, on the torch and TensorFlow backends (JAX where installed): rows, policies, warnings.
+
+Each cell runs in a process of its own (the backend is chosen before keras is imported), as in a real run.
+"""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ampbench.bench.cells import CellSpec
+from ampbench.bench.jobs import job
+from ampbench.launch import ChildProcess
+from tests.conftest import cli
+
+HERE = Path(__file__).parent
+MODELS = HERE / "models.py"
+BACKENDS = [pytest.param(b, marks=pytest.mark.skipif(importlib.util.find_spec(b) is None or
+                                                     importlib.util.find_spec("keras") is None,
+                                                     reason=f"keras or {b} not installed"))
+            for b in ("torch", "tensorflow", "jax")]
+MLP_PARAMS = (20 * 32 + 32) + (32 * 2 + 2)
+"""The test MLP's weights, counted by hand from its layers (the oracle of keras_params and weights_bytes)."""
+
+
+def _validate(backend: str, precision: str, **flat: object) -> dict:
+    spec = CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:mlp", preset="tiny", precision=precision,
+                       batch_size=None, input_shape="20", num_classes=2, keras_backend=backend, **flat)
+    return ChildProcess(300).run(job("keras_validate", spec))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_policy_is_really_applied(backend):
+    seen = {p: _validate(backend, p) for p in ("fp32", "amp-fp16", "amp-bf16", "pure-bf16")}
+    for p, r in seen.items():
+        assert r["error"] == "", r
+        *hidden, pinned = r["layers"].items()
+        assert pinned[1] == ["float32", "float32"]  # the output Activation(dtype='float32') stays float32
+        compute = {"fp32": "float32", "amp-fp16": "float16", "amp-bf16": "bfloat16", "pure-bf16": "bfloat16"}[p]
+        variables = "bfloat16" if p == "pure-bf16" else "float32"
+        assert [d for name, d in hidden if name.startswith("dense")] == [[compute, variables]] * 2, (p, r["layers"])
+        assert (r["optimizer"] == "LossScaleOptimizer") == (p == "amp-fp16")
+        assert r["params"] == MLP_PARAMS
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_keras_file_benchmarked_from_the_cli(backend, tmp_path):
+    out = tmp_path / "run.json"
+    code, stdout, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:mlp", "--input-shape", "20",
+                            "--num-classes", "2", "--keras-backend", backend, "--precisions", "fp32,amp-fp16,amp-bf16",
+                            "--preset", "tiny", "--measure", "throughput,memory,converge,inference", "--steps", "4",
+                            "--warmup", "2", "--converge-steps", "30", "--seeds", "2", "--db", str(tmp_path / "r.db"),
+                            "--json", str(out), "--no-report")
+    assert code == 0, (stdout, err)
+    rows = {r["precision"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"fp32", "amp-fp16", "amp-bf16"}
+    for p, r in rows.items():
+        assert r["status"] == "ok", r["reason"]
+        assert (r["framework"], r["keras_backend"], r["keras_version"]) == ("keras", backend, "3.15.1")
+        assert r["keras_policy"] == {"fp32": "float32", "amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16"}[p]
+        assert r["loss_scaled"] is (p == "amp-fp16")
+        assert r["loss_scale"] == (2.0 ** 15 if p == "amp-fp16" else 1.0)  # (no overflow in 6 steps of this MLP)
+        assert r["keras_output_dtype"] == "float32" and r["memory_source"] == "cpu rss growth"
+        assert r["keras_params"] == MLP_PARAMS and r["weights_bytes"] == 4 * MLP_PARAMS  # float32 variables
+        # the throughput from the whole timed span agrees with the one from the per-step times (an independent sum)
+        assert r["samples_per_s"] == pytest.approx(r["batch_size"] * 1e3 / r["step_ms_mean"], rel=0.25)
+        assert r["skipped_steps"] == 0 and math.isfinite(r["final_loss"])
+        conv = r["converge"]
+        assert conv["steps"] == 30 and len(conv["final_losses"]) == 2 and not any(conv["diverged"])
+        assert all(0.0 <= m <= 1.0 for m in conv["metrics"])
+        assert r["converge_verdict"] in (("baseline",) if p == "fp32" else ("parity", "worse", "better"))
+        assert set(r["inference"]) == {"1", str(r["batch_size"])}
+    assert rows["amp-fp16"]["math_mode"] == "fp16" and rows["fp32"]["math_mode"] == "fp32"
+    assert "keras/" in stdout  # the framework column (keras/<backend>, cut to the terminal width)
+
+
+def test_keras_conv_dummy_is_the_torch_conv_dummy():
+    from ampbench.keras.workloads import CONV_DUMMY, CONV_DUMMY_BATCH, CONV_DUMMY_EPOCHS
+    from ampbench.workloads import build_target
+    from ampbench.workloads.options import DataOptions
+    from ampbench.workloads.vision import CONV_DUMMY as TORCH_CONV_DUMMY
+    from ampbench.workloads.vision import ConvDummy
+
+    assert CONV_DUMMY == TORCH_CONV_DUMMY
+    for preset in ("tiny", "small"):
+        wl = build_target("conv-dummy", None, preset, DataOptions(), 0)
+        assert (wl.batch_size, wl.epochs) == (CONV_DUMMY_BATCH[preset], CONV_DUMMY_EPOCHS[preset])
+    spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
+                       keras_backend="torch")
+    r = ChildProcess(300).run(job("keras_validate", spec))
+    assert r["params"] == sum(p.numel() for p in ConvDummy(*CONV_DUMMY["tiny"][:2]).parameters())
+
+
+def test_a_half_output_layer_is_warned_about(tmp_path):
+    code, out, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:half_output", "--input-shape", "20",
+                         "--num-classes", "2", "--precisions", "fp32,amp-fp16", "--dry-run", "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert "warning:" in err and "computes in float16 under mixed_float16: give it dtype='float32'" in err
+
+
+@pytest.mark.parametrize("model, extra, says", [
+    ("not_a_model", [], "the factory returned list, not a keras.Model"),
+    ("torch", ["--keras-backend", "torch"], "(a torch.nn.Module is measured as a PyTorch model: drop --keras-backend)"),
+    ("mlp", ["--num-classes", "3"], "output has 2 units; --num-classes 3 needs 3"),
+])
+def test_a_bad_keras_model_is_one_line_and_exit_2(model, extra, says, tmp_path):
+    target = f"{HERE / 'torch_models.py'}:mlp" if model == "torch" else f"{MODELS}:{model}"
+    args = ["--input-shape", "20", *(["--num-classes", "2"] if "--num-classes" not in extra else [])]
+    code, out, err = cli("run", "--device", "cpu", "--model", target, *args, *extra, "--precisions", "fp32",
+                         "--dry-run", "--db", str(tmp_path / "r.db"))
+    assert code == 2, (out, err)
+    assert says in err and err.count("\n") == 1

@@ -1,0 +1,78 @@
+"""Keras targets in a run's config: detection, the backend option, what is refused (in-process, no keras import)."""
+
+from pathlib import Path
+
+import pytest
+
+from ampbench.bench.config import RunConfig, imports_keras
+from ampbench.errors import AmpbenchError
+from ampbench.keras import backends
+from ampbench.keras.policy import POLICIES, policy_of, refusal
+from ampbench.precision import list_precisions, resolve
+from tests.conftest import cli
+
+HERE = Path(__file__).parent
+KERAS_MODEL = f"{HERE / 'models.py'}:mlp"
+TORCH_MODEL = f"{HERE / 'torch_models.py'}:mlp"
+
+
+def test_keras_names_are_aliases_of_the_same_recipes():
+    assert [resolve(n) for n in ("float32", "mixed_float16", "mixed_bfloat16", "float16", "bfloat16")] == \
+        ["fp32", "amp-fp16", "amp-bf16", "pure-fp16", "pure-bf16"]
+    assert {p: policy_of(p) for p in POLICIES}["amp-fp16"] == "mixed_float16"
+
+
+def test_every_mode_has_a_policy_or_a_reason():
+    for p in list_precisions():
+        assert (p in POLICIES) == (refusal(p) is None)
+    assert "amp-fp16 (mixed_float16)" in refusal("master-fp16")
+    assert "torchao" in refusal("fp8-rowwise")
+
+
+def test_a_keras_model_is_told_from_its_source():
+    assert imports_keras(KERAS_MODEL) and not imports_keras(TORCH_MODEL)
+    cells = RunConfig.from_strings(device="cpu", model=KERAS_MODEL, precisions="fp32,mixed_float16",
+                                   input_shape="20", num_classes=2).cells()
+    assert {c.keras_backend for c in cells} == {"torch"}  # (the default backend)
+    assert [c.precision for c in cells if not c.closing] == ["fp32", "amp-fp16"]
+    cells = RunConfig.from_strings(device="cpu", workloads="keras-conv-dummy,conv-dummy", preset="tiny",
+                                   precisions="fp32", keras_backend="tensorflow").cells()
+    assert {c.workload: c.keras_backend for c in cells} == {"keras-conv-dummy": "tensorflow", "conv-dummy": None}
+
+
+def test_the_backend_is_part_of_the_cell():
+    one, = [c for c in RunConfig.from_strings(device="cpu", workloads="keras-conv-dummy", preset="tiny",
+                                              precisions="fp32", keras_backend="torch").cells()]
+    two, = [c for c in RunConfig.from_strings(device="cpu", workloads="keras-conv-dummy", preset="tiny",
+                                              precisions="fp32", keras_backend="tensorflow").cells()]
+    assert one.key() != two.key() and one.cell_id() != two.cell_id()
+    assert one.cell_id().to_row()["framework"] == "keras"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--workloads", "keras-conv-dummy", "--keras-backend", "tensorflw"], "unknown backend. Did you mean 'tensorflow'?"),
+    (["--workloads", "conv-dummy", "--keras-backend", "tensorflow"], "applies to Keras models"),
+    (["--workloads", "keras-conv-dummy", "--precisions", "fp32,master-fp16"], "master-fp16 is not a Keras recipe"),
+    (["--workloads", "keras-conv-dummy", "--precisions", "fp8-tensorwise"], "fp8-tensorwise is not a Keras recipe"),
+    (["--workloads", "keras-conv-dummy", "--compile", "on"], "--compile/--memory-format/--cuda-graphs is a PyTorch option"),
+    (["--workloads", "keras-conv-dummy", "--strategy", "ddp"], "--strategy is a PyTorch option"),
+    (["--workloads", "keras-conv-dummy", "--loss-scale", "static:128"], "dynamic only"),
+    (["--model", KERAS_MODEL, "--input-shape", "20", "--num-classes", "2", "--precisions", "master-bf16"],
+     "master-bf16 is not a Keras recipe"),
+])
+def test_bad_keras_input_is_one_line_and_exit_2(args, says, tmp_path):
+    code, out, err = cli("run", "--device", "cpu", "--preset", "tiny", "--db", str(tmp_path / "r.db"), *args)
+    assert code == 2, (out, err)
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_missing_backend_names_the_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))
+    problem = backends.missing("jax")
+    assert problem == ("--keras-backend jax: jax is not installed; install with: pip install 'ampbench[keras]' jax  "
+                       "(jax[cuda12] on a GPU)")
+    with pytest.raises(AmpbenchError, match="jax is not installed"):
+        backends.check_installed("jax")
