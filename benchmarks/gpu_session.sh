@@ -18,6 +18,9 @@
 #           benchmarks/grad_reduce.py
 #   axes    one change at a time: resnext small and bert small in fp32/amp-bf16 x --compile off,on x
 #           --cuda-graphs off,on (resnext also x --memory-format contiguous,channels_last)
+#   keras   (keras wheels carried) keras-conv-dummy paper beside torch conv-dummy paper, fp32 vs
+#           mixed_float16 / amp-fp16, 3 interleaved repeats, on Keras's JAX backend (the image has JAX
+#           with CUDA and PyTorch, no TensorFlow), then on its torch backend
 #   compat  (if device time is left) the whole CPU test suite on that machine's torch and python
 #
 # Exit 3: a run stopped at BUDGET_S with cells left; call the same stage again to resume it.
@@ -31,9 +34,12 @@
 # where pydantic is missing. The fp8 stage needs torchao (absent there): `pip download --no-deps
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 torchao==0.18.0 -d .whl`
 # (3.4 MB, cp310-abi3, no declared torch dependency; 0.18 needs torch >= 2.11, which that image has).
+# The keras stage needs keras and the small packages it needs that the image lacks: `pip download --no-deps
+# --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
+# absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|axes|dist|export|compat}
-case $STAGE in checks|paper|suite|bench|fp8|axes|dist|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|axes|dist|export|compat" >&2; exit 2 ;; esac
+STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|axes|dist|keras|export|compat}
+case $STAGE in checks|paper|suite|bench|fp8|axes|dist|keras|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|axes|dist|keras|export|compat" >&2; exit 2 ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu
@@ -45,6 +51,11 @@ export PYTHONUNBUFFERED=1
 WHEELS=()
 if ls .whl/typer-*.whl >/dev/null 2>&1 && ! python3 -c "import pydantic" 2>/dev/null; then WHEELS+=(.whl/typer-*.whl); fi
 if ls .whl/torchao-*.whl >/dev/null 2>&1 && ! python3 -c "import torchao" 2>/dev/null; then WHEELS+=(.whl/torchao-*.whl); fi
+if ls .whl/keras-*.whl >/dev/null 2>&1 && ! python3 -c "import keras" 2>/dev/null; then
+  for w in .whl/keras-*.whl .whl/namex-*.whl .whl/optree-*.whl .whl/h5py-*.whl .whl/absl_py-*.whl; do
+    [ -e "$w" ] && WHEELS+=("$w")
+  done
+fi
 if [ ${#WHEELS[@]} -gt 0 ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${WHEELS[@]}" && export PYTHONPATH=/tmp/site
 fi
@@ -142,6 +153,14 @@ case $STAGE in
     if [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
       $PY benchmarks/grad_reduce.py --device "$DEVICE" --workload bert --preset small --out "$RESULTS/grad_reduce.json"
     fi
+    ;;
+  keras)
+    $PY -c "from ampbench.keras.backends import missing; import sys; p = missing('jax'); print(p or 'keras on jax: ok'); sys.exit(2 if p else 0)" || exit 2
+    run_resumable keras-jax --workloads conv-dummy,keras-conv-dummy --preset paper --precisions fp32,amp-fp16 \
+      --repeats 3 --keras-backend jax \
+      --label "conv-dummy paper: torch amp-fp16 vs Keras mixed_float16 on JAX (published: ~2.6x faster, ~2.4x less memory)" || exit $?
+    run_resumable keras-torch --workloads keras-conv-dummy --preset paper --precisions fp32,amp-fp16 --repeats 3 \
+      --keras-backend torch --label "keras-conv-dummy paper on Keras's torch backend"
     ;;
   export)
     $AB export --db "$DB" --out "$RESULTS/runs.json"

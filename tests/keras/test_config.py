@@ -76,3 +76,36 @@ def test_a_missing_backend_names_the_install(monkeypatch):
                        "(jax[cuda12] on a GPU)")
     with pytest.raises(AmpbenchError, match="jax is not installed"):
         backends.check_installed("jax")
+
+
+@pytest.mark.parametrize("command, args, says", [
+    ("train", ["keras-conv-dummy"], "train: keras-conv-dummy is a Keras model: train steps a PyTorch module"),
+    ("train", ["--model", KERAS_MODEL, "--input-shape", "20", "--num-classes", "2"], "--measure converge"),
+    ("diagnose", ["--model", KERAS_MODEL, "--input-shape", "20", "--num-classes", "2"], "diagnose hooks a PyTorch"),
+])
+def test_train_and_diagnose_say_why_they_take_no_keras_model(command, args, says):
+    code, out, err = cli(command, *args, "--device", "cpu")
+    assert code == 2 and says in err and err.count("\n") == 1, (out, err)
+
+
+def test_keras_workloads_are_listed():
+    code, out, _ = cli("list", "workloads")
+    assert code == 0 and "keras-conv-dummy" in out
+
+
+def test_ratios_compare_a_keras_row_with_fp32_on_its_own_backend():
+    from ampbench.bench.cells import CellSpec
+    from ampbench.store.derive import derive
+
+    def row(precision: str, backend: str | None, sps: float) -> dict:
+        spec = CellSpec.of(device="cpu", workload="keras-conv-dummy" if backend else "conv-dummy", preset="tiny",
+                           precision=precision, batch_size=8, keras_backend=backend)
+        r = spec.cell_id().to_row()
+        r.update(run_id="r", device="cpu", device_name="cpu", status="ok", samples_per_s=sps, repeat=0)
+        return r
+
+    rows = derive([row("fp32", "torch", 100.0), row("fp32", "tensorflow", 400.0), row("amp-fp16", "tensorflow", 200.0),
+                   row("amp-fp16", "torch", 50.0), row("fp32", None, 1000.0)])
+    got = {(r["keras_backend"], r["precision"]): r["speedup_vs_fp32"] for r in rows}
+    assert got[("tensorflow", "amp-fp16")] == pytest.approx(0.5) and got[("torch", "amp-fp16")] == pytest.approx(0.5)
+    assert {r["framework"] for r in rows} == {"keras", "torch"}

@@ -105,8 +105,9 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float) ->
     targets = measured.get("targets") or {}
     if not any(t.get("steps") for t in targets.values()):
         return None
-    total = sum(cell_seconds(c, targets.get(_target(c), {}), start_s) for c in cells)
-    left = []
+    keras = [c for c in cells if c.keras_backend is not None]  # (not timed here: each imports its backend anew)
+    total = sum(cell_seconds(c, targets.get(_target(c), {}), start_s) for c in cells if c.keras_backend is None)
+    left = [f"{len(keras)} Keras cell{'s' if len(keras) > 1 else ''}"] if keras else []
     if any("maxbatch" in c.measures for c in cells):
         left.append("the max-batch search")
     if any(c.execution.compiled for c in cells):
@@ -134,8 +135,12 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     cells = config.cells() if cells is None else cells
     if not cells:
         return Estimate(0.0)
+    if all(c.keras_backend is not None for c in cells):
+        return None
     first: dict[str, dict[str, Any]] = {}
     for c in cells:  # one eager one-process cell per (target, precision): what is timed
+        if c.keras_backend is not None:
+            continue
         plain = c.with_flat(strategy=None, compile="off", cuda_graphs="off", repeat=0, closing=False)
         first.setdefault(f"{_target(c)}|{c.precision}", plain.to_dict())
     job = Job(f"{__name__}:measure_steps", {"cells": list(first.values()), "budget_s": BUDGET_S})

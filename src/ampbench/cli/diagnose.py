@@ -47,10 +47,12 @@ def diagnose_cmd(
     import json
 
     from ampbench.diagnose import applicable_checks, diagnose, parse_checks
+    from ampbench.keras.workloads import refuse_keras
     from ampbench.precision import Fp8Options, resolve
     from ampbench.store.sqlite import utcnow
     from ampbench.workloads import build_target
 
+    refuse_keras("diagnose", target, model)
     wanted = parse_checks(checks) if checks is not None else applicable_checks(precision)
     fp8 = Fp8Options.for_modes([precision], fp8_skip, fp8_filter)
     data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,

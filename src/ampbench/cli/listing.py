@@ -37,12 +37,18 @@ def _list_workloads() -> None:
     for name in list_workloads():
         spec = get_spec(name)
         table.add_row(name, spec.description, spec.paper, spec.data, ", ".join(spec.options()) or "-")
+    from ampbench.keras.workloads import KERAS_WORKLOADS
+
+    for info in KERAS_WORKLOADS.values():
+        table.add_row(info.name, info.description + " (extra: ampbench[keras])", info.paper, "none (random by design)",
+                      "-")
     table.add_row("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",
                   "as --model: images", "timm.create_model arguments")
     table.add_row("hf:<type>", "HF transformers from a config (hf:bert, hf:gpt2 --task lm), no download "
                   "(extra: ampbench[hf])", "-", "as --model: text CSV, corpus", "config fields, tokenizer")
     table.add_row("--model F:fn", "your own model, any shape: --input-shape, --vocab-size, --num-classes | "
-                  "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help)", "-",
+                  "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help); a keras.Model runs "
+                  "under Keras's policies (--keras-backend)", "-",
                   "MNIST IDX / CIFAR-10, text,label CSV (token models), train.txt (--task lm)", "tokenizer")
     console.print(table)
 

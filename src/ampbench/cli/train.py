@@ -66,6 +66,9 @@ def train_cmd(
     from ampbench.workloads import build_target
 
     resolve(precision)  # fail fast on a bad name, before building data
+    from ampbench.keras.workloads import refuse_keras
+
+    refuse_keras("train", workload, model)
     auto_compile = compile is None
     compile = _train_compile(compile, precision, device)
     if strategy is not None and nproc_per_node < 1:

@@ -304,3 +304,24 @@ def output_warning(model: Any, policy: str) -> str | None:
                 "layers.Activation('sigmoid', dtype='float32')) so the output and the loss stay float32, as Keras's "
                 "mixed precision guide says")
     return None
+
+
+NOT_HERE = {
+    "train": "train steps a PyTorch module through ampbench's precision engine; a Keras model trains under its own "
+             "policy in Keras's fit: `ampbench run --model ... --measure converge` trains it over seeds against "
+             "float32 (loss curves, test metric, verdict)",
+    "diagnose": "diagnose hooks a PyTorch module's forward and backward (NaN locator, gradient ranges, Tensor Core "
+                "lint), which a Keras model on TensorFlow or JAX does not have; `ampbench run` measures it, and its "
+                "rows say the skipped steps and the final loss scale",
+}
+"""Why a command does not take a Keras model."""
+
+
+def refuse_keras(command: str, workload: str | None, model: str | None) -> None:
+    """A one-line AmpbenchError when ``command`` is given a Keras target (a keras-* workload, or a --model whose
+    file imports keras)."""
+    from ampbench.bench.config import imports_keras
+
+    if is_keras_workload(workload) or (model is not None and imports_keras(model)):
+        what = workload if is_keras_workload(workload) else f"--model {model}"
+        raise AmpbenchError(f"{command}: {what} is a Keras model: {NOT_HERE[command]}")
