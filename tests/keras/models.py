@@ -21,3 +21,11 @@ def half_output():
 
 def not_a_model():
     return [1, 2, 3]
+
+
+def overflow():
+    """A first layer whose outputs pass float16's 65504: under mixed_float16 the loss is inf/NaN from step 1."""
+    inputs = keras.Input((20,))
+    x = layers.Dense(16, kernel_initializer=keras.initializers.Constant(1e4))(inputs)
+    x = layers.Dense(2)(x)
+    return keras.Model(inputs, layers.Activation("softmax", dtype="float32")(x))

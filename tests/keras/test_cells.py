@@ -112,3 +112,19 @@ def test_a_bad_keras_model_is_one_line_and_exit_2(model, extra, says, tmp_path):
                          "--dry-run", "--db", str(tmp_path / "r.db"))
     assert code == 2, (out, err)
     assert says in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("precision, scaled", [("fp32", False), ("mixed_float16", True)])
+def test_train_a_keras_model(precision, scaled, tmp_path):
+    out = tmp_path / "train.json"
+    code, stdout, err = cli("train", "--model", f"{MODELS}:mlp", "--input-shape", "20", "--num-classes", "2",
+                            "-p", precision, "--preset", "small", "--epochs", "2", "--max-steps", "20", "--device", "cpu",
+                            "--json", str(out))
+    assert code == 0, (stdout, err)
+    r = json.loads(out.read_text())
+    # steps: 2 epochs x min(--max-steps 20, the split's batches): small = 4096 samples, a fifth held out, batch 64
+    assert r["steps"] == 2 * min(20, (4096 - 4096 // 5) // 64) and len(r["history"]) == 2
+    assert (r["framework"], r["keras_backend"], r["loss_scaled"]) == ("keras", "torch", scaled)
+    assert r["keras_policy"] == ("mixed_float16" if scaled else "float32")
+    assert r["loss_scale"] == (2.0 ** 15 if scaled else 1.0) and r["skipped_steps"] == 0
+    assert r["history"][1]["loss"] < r["history"][0]["loss"] and r["test_accuracy"] > 0.8  # it learned

@@ -79,12 +79,19 @@ def test_a_missing_backend_names_the_install(monkeypatch):
 
 
 @pytest.mark.parametrize("command, args, says", [
-    ("train", ["keras-conv-dummy"], "train: keras-conv-dummy is a Keras model: train steps a PyTorch module"),
-    ("train", ["--model", KERAS_MODEL, "--input-shape", "20", "--num-classes", "2"], "--measure converge"),
-    ("diagnose", ["--model", KERAS_MODEL, "--input-shape", "20", "--num-classes", "2"], "diagnose hooks a PyTorch"),
+    ("diagnose", ["keras-conv-dummy", "--checks", "profile"], "--checks profile: the profile check reads torch.profiler"),
+    ("diagnose", ["conv-dummy", "--keras-backend", "torch"], "--keras-backend torch applies to Keras models"),
+    ("train", ["keras-conv-dummy", "--compile", "on"], "--compile is a PyTorch option: Keras compiles its own train step"),
+    ("train", ["keras-conv-dummy", "--loss-scale", "static:8"], "--loss-scale is a PyTorch option"),
+    ("train", ["keras-conv-dummy", "--checkpoint", "ck"], "--checkpoint/--resume is a PyTorch option"),
+    ("train", ["keras-conv-dummy", "-p", "master-fp16"], "master-fp16 is not a Keras recipe"),
+    ("train", ["keras-conv-dummy", "-p", "tf32"], "--precision tf32: TF32 is an NVIDIA Tensor Core math mode"),
+    ("train", ["conv-dummy", "--keras-backend", "jax"], "--keras-backend jax applies to Keras models"),
+    ("train", ["keras-conv-dummy", "--keras-backend", "mxnet"], "--keras-backend 'mxnet': unknown backend"),
+    ("train", ["keras-conv-dummy", "--input-shape", "20"], "--input-shape applies to --model"),
 ])
-def test_train_and_diagnose_say_why_they_take_no_keras_model(command, args, says):
-    code, out, err = cli(command, *args, "--device", "cpu")
+def test_train_and_diagnose_say_what_they_take_of_a_keras_model(command, args, says, tmp_path):
+    code, out, err = cli(command, *args, "--device", "cpu", *(["--db", str(tmp_path / "r.db")] if command == "diagnose" else []))
     assert code == 2 and says in err and err.count("\n") == 1, (out, err)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -42,18 +42,24 @@ def diagnose_cmd(
     trace: Annotated[o.Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
     db: Annotated[o.Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
     tensorboard: o.TensorboardOpt = None,
+    keras_backend: o.KerasBackendOpt = None,
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     import json
 
     from ampbench.diagnose import applicable_checks, diagnose, parse_checks
-    from ampbench.keras.workloads import refuse_keras
+    from ampbench.keras.diagnose import KERAS_CHECKS
+    from ampbench.keras.workloads import keras_target
     from ampbench.precision import Fp8Options, resolve
     from ampbench.store.sqlite import utcnow
     from ampbench.workloads import build_target
 
-    refuse_keras("diagnose", target, model)
-    wanted = parse_checks(checks) if checks is not None else applicable_checks(precision)
+    backend = keras_target(target, model, keras_backend)
+    wanted = parse_checks(checks) if checks is not None else KERAS_CHECKS if backend else applicable_checks(precision)
+    if backend is not None:
+        _check_keras(target or f"--model {model}", resolve(precision), wanted, {
+            "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None, "--trace": trace is not None,
+            "--tensorboard": tensorboard is not None, "--data-dir/--option": data_dir is not None or bool(option)})
     fp8 = Fp8Options.for_modes([precision], fp8_skip, fp8_filter)
     data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                           option)
@@ -77,8 +83,12 @@ def diagnose_cmd(
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device, seed=seed,
-                     checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
+        if backend is not None:  # a Keras model: its checks, in a process of its own (its backend)
+            d = _diagnose_keras(backend, target, model, resolve(precision), preset, batch_size, device, seed, data,
+                                wanted, steps)
+        else:
+            d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device,
+                         seed=seed, checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
     console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
                   f"batch {d.batch_size}: {', '.join(wanted)}")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}
@@ -104,3 +114,51 @@ def diagnose_cmd(
         write_text_atomic(json_out, json.dumps(clean_json(data), indent=1, default=str))
         console.print(f"wrote {escape(str(json_out))}")
 
+
+
+KERAS_TORCH_ONLY = {"--fp8-skip/--fp8-filter": "fp8 runs through torchao's float8 layers",
+                    "--trace": "the profile check reads torch.profiler's kernels",
+                    "--tensorboard": "the histograms come from the PyTorch checks' hooks",
+                    "--data-dir/--option": "the real-data readers feed PyTorch workloads"}
+
+
+def _check_keras(what: str, precision: str, wanted: tuple[str, ...], given: dict[str, bool]) -> None:
+    """A Keras target's diagnose options: its checks only, a mode Keras has, no PyTorch-only option."""
+    from ampbench.keras.diagnose import check_checks
+    from ampbench.keras.policy import check_precisions
+
+    check_precisions([precision], f"{what} (a Keras model)")
+    check_checks(wanted, what)
+    for flag, on in given.items():
+        if on:
+            raise AmpbenchError(f"{flag} is a PyTorch option: {KERAS_TORCH_ONLY[flag]}; drop it for {what} (a Keras "
+                                "model)")
+
+
+def _diagnose_keras(backend: str, target: str | None, model: str | None, precision: str, preset: str | None,
+                    batch_size: int | None, device: str | None, seed: int, data: Any, wanted: tuple[str, ...],
+                    steps: int) -> Any:
+    """The Keras diagnosis (ampbench.keras.diagnose) in a child process, as a Diagnosis."""
+    from ampbench.bench.cells import CellSpec, MeasureSettings
+    from ampbench.diagnose import Diagnosis
+    from ampbench.diagnose.findings import Finding
+    from ampbench.keras.backends import check_installed
+    from ampbench.keras.diagnose import HERE
+    from ampbench.launch import ChildProcess, Job
+    from ampbench.measure.env import resolve_device
+    from ampbench.precision import supported
+
+    dev = str(resolve_device(device))
+    sup = supported(precision, dev)
+    if not sup.ok:
+        raise AmpbenchError(f"--precision {precision}: {sup.reason}")
+    check_installed(backend)
+    spec = CellSpec(device=dev, workload=target, model=model, preset=preset or "small", precision=precision,
+                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), keras_backend=backend)
+    r = ChildProcess().run(Job(f"{HERE}:diagnose_job", {"spec": spec.to_dict(), "checks": list(wanted), "steps": steps}))
+    if "_failed" in r:
+        raise AmpbenchError(f"diagnosing {spec.label} on Keras's {backend} backend failed: {r['_failed']}")
+    if r.get("error"):
+        raise AmpbenchError(r["error"])
+    findings = [Finding(**f) for f in r.pop("findings")]
+    return Diagnosis(findings=findings, **r)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, plural
+from ampbench.cli.core import app, console, err_console, plural
 from ampbench.cli.render import workload_header
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_dir, check_output_file, write_text_atomic
@@ -55,6 +55,7 @@ def train_cmd(
     node_rank: o.NodeRankOpt = 0,
     rdzv_endpoint: o.RdzvOpt = None,
     tensorboard: o.TensorboardOpt = None,
+    keras_backend: o.KerasBackendOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
@@ -66,9 +67,19 @@ def train_cmd(
     from ampbench.workloads import build_target
 
     resolve(precision)  # fail fast on a bad name, before building data
-    from ampbench.keras.workloads import refuse_keras
+    from ampbench.keras.workloads import keras_target
 
-    refuse_keras("train", workload, model)
+    backend = keras_target(workload, model, keras_backend)
+    if backend is not None:  # a Keras model: trained under Keras's policy, in a process of its own
+        data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir,
+                              val_fraction, option)
+        return _train_keras(backend, workload, model, precision, preset, epochs, batch_size, seed, device, max_steps,
+                            data, json_out, {
+                                "--loss-scale": loss_scale is not None, "--compile": compile is not None,
+                                "--strategy": strategy is not None, "--checkpoint/--resume": checkpoint is not None or resume,
+                                "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None,
+                                "--data-dir/--option": data_dir is not None or bool(option),
+                                "--tensorboard": tensorboard is not None})
     auto_compile = compile is None
     compile = _train_compile(compile, precision, device)
     if strategy is not None and nproc_per_node < 1:
@@ -169,3 +180,64 @@ def _join_process_group(device: str | None) -> None:
     if dist.get_rank() != 0:
         console.quiet = True
 
+
+
+def _train_keras(backend: str, workload: str | None, model: str | None, precision: str, preset: str | None,
+                 epochs: int | None, batch_size: int | None, seed: int, device: str | None, max_steps: int | None,
+                 data: Any, json_out: Path | None, torch_only: dict[str, bool]) -> None:
+    """``ampbench train`` of a Keras model: every check here, then the epochs in a child process (its backend)."""
+    import json
+
+    from ampbench.bench.cells import CellSpec, MeasureSettings
+    from ampbench.keras.backends import check_installed
+    from ampbench.keras.policy import check_precisions
+    from ampbench.keras.train import HERE, check_train_options
+    from ampbench.launch import ChildProcess, Job
+    from ampbench.measure.env import resolve_device
+    from ampbench.precision import resolve, supported
+
+    what = workload if workload is not None else f"--model {model}"
+    check_train_options(what, torch_only)
+    precision = resolve(precision)
+    check_precisions([precision], f"{what} (a Keras model)")
+    dev = str(resolve_device(device))
+    sup = supported(precision, dev)
+    if not sup.ok:
+        raise AmpbenchError(f"--precision {precision}: {sup.reason}")
+    for flag, v in (("--epochs", epochs), ("--batch-size", batch_size), ("--max-steps", max_steps)):
+        if v is not None and v < 1:
+            raise AmpbenchError(f"{flag} must be >= 1, got {v}")
+    data.check_targets([workload] if workload else [], model)
+    check_output_file(json_out, "--json")
+    check_installed(backend)
+    spec = CellSpec(device=dev, workload=workload, model=model, preset=preset or "small", precision=precision,
+                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), keras_backend=backend)
+    shown: list[str] = []
+
+    def on_progress(e: Any) -> None:
+        line = f"{e.what} {e.detail}".strip()
+        if line not in shown and not console.quiet:
+            shown.append(line)
+            console.print(escape(line))
+
+    console.print(f"[bold]{escape(what)}[/] (Keras on {backend}, preset {escape(spec.preset)}) in [bold cyan]{precision}[/]")
+    r = ChildProcess(on_progress=on_progress).run(Job(f"{HERE}:train_job", {"spec": spec.to_dict(), "epochs": epochs,
+                                                                           "max_steps": max_steps}))
+    if "_failed" in r:
+        err_console.print(f"[red]error:[/] training {escape(what)} failed: {escape(r['_failed'])}")
+        raise typer.Exit(1)
+    if r.get("error"):
+        raise AmpbenchError(r["error"])
+    for note in r.get("warnings") or []:
+        err_console.print(f"[yellow]warning:[/] {escape(note)}")
+    m = r.get("metric_name") or "metric"
+    fmt = (lambda v: f"{v:.2%}") if m == "accuracy" else (lambda v: f"{v:.4g}")
+    parts = [f"{split} {m} {fmt(r[key])}" for split, key in (("train", "train_metric"), ("test", "test_metric"))
+             if r.get(key) is not None]
+    console.print(escape(f"{precision} ({r['keras_policy']}) on {dev}, Keras on {backend}: {'  '.join(parts)}  final loss "
+                         f"{r['final_loss']:.4f}  {r['samples_per_s']:,.0f} samples/s (first step "
+                         f"{r['first_step_s']:.1f} s left out)  {plural(r['steps'], 'step')} trained, skipped steps "
+                         f"{r['skipped_steps']}, loss scale {r['loss_scale']:g}"))
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(r, indent=2))
+        console.print(f"wrote {escape(str(json_out))}")

@@ -9,6 +9,9 @@ fields added. Modules:
 - :mod:`~ampbench.keras.policy`    ampbench's precision names <-> Keras's dtype policies; what is refused and why
 - :mod:`~ampbench.keras.workloads` ``keras-conv-dummy`` and the user's ``--model`` factory returning a keras.Model
 - :mod:`~ampbench.keras.cell`      one cell measured: fit's train step timed, memory, inference, convergence
+- :mod:`~ampbench.keras.memory`    the backends' GPU memory trackers, RSS growth on a CPU, out-of-memory on any backend
+- :mod:`~ampbench.keras.train`     ``ampbench train`` of a Keras model (epochs under the policy, in its own process)
+- :mod:`~ampbench.keras.diagnose`  ``ampbench diagnose`` of a Keras model: the nonfinite, policy and tensorcore checks
 
 Nothing here imports keras at module import: the backend must be set first (:func:`backends.activate`).
 """

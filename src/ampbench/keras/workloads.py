@@ -306,22 +306,17 @@ def output_warning(model: Any, policy: str) -> str | None:
     return None
 
 
-NOT_HERE = {
-    "train": "train steps a PyTorch module through ampbench's precision engine; a Keras model trains under its own "
-             "policy in Keras's fit: `ampbench run --model ... --measure converge` trains it over seeds against "
-             "float32 (loss curves, test metric, verdict)",
-    "diagnose": "diagnose hooks a PyTorch module's forward and backward (NaN locator, gradient ranges, Tensor Core "
-                "lint), which a Keras model on TensorFlow or JAX does not have; `ampbench run` measures it, and its "
-                "rows say the skipped steps and the final loss scale",
-}
-"""Why a command does not take a Keras model."""
-
-
-def refuse_keras(command: str, workload: str | None, model: str | None) -> None:
-    """A one-line AmpbenchError when ``command`` is given a Keras target (a keras-* workload, or a --model whose
-    file imports keras)."""
+def keras_target(workload: str | None, model: str | None, backend: str | None) -> str | None:
+    """The Keras backend a command's target runs on (None: a PyTorch target). A keras-* workload, or a --model whose
+    file imports keras, is a Keras target; --keras-backend with a PyTorch target is one line."""
     from ampbench.bench.config import imports_keras
+    from ampbench.keras.backends import DEFAULT_BACKEND, check_backend
 
-    if is_keras_workload(workload) or (model is not None and imports_keras(model)):
-        what = workload if is_keras_workload(workload) else f"--model {model}"
-        raise AmpbenchError(f"{command}: {what} is a Keras model: {NOT_HERE[command]}")
+    if backend is not None:
+        check_backend(backend)
+    keras = is_keras_workload(workload) or (model is not None and (backend is not None or imports_keras(model)))
+    if backend is not None and not keras:
+        raise AmpbenchError(f"--keras-backend {backend} applies to Keras models (the keras-* workloads, or a --model "
+                            "returning a keras.Model); this target is a PyTorch model")
+    return (backend or DEFAULT_BACKEND) if keras else None
+

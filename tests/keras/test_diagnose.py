@@ -1,0 +1,66 @@
+"""``ampbench diagnose`` of a Keras model: the checks that apply, on made-up trajectories and for real."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ampbench.keras.diagnose import SEARCH_STEPS, nonfinite_findings
+from tests.conftest import cli
+
+MODELS = Path(__file__).with_name("models.py")
+
+
+def test_start_up_skips_are_the_scale_search_not_a_fault():
+    # 2 skipped steps at the start (scale 2^15 -> 2^13), then every step applied
+    applied = [0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+    f, = nonfinite_findings([0.7] * 10, [16384.0, 8192.0] + [8192.0] * 8, applied, "mixed_float16", True)
+    assert f.severity == "info" and "2 skipped in the scale's start-up search" in f.title and "8192" in f.title
+
+
+def test_skips_that_keep_coming_and_a_nan_loss_are_reported():
+    n = SEARCH_STEPS + 4
+    applied = list(range(1, SEARCH_STEPS + 1)) + [SEARCH_STEPS] * 4  # the last 4 steps skipped
+    losses = [0.5] * (n - 1) + [math.nan]
+    found = {f.severity: f for f in nonfinite_findings(losses, [1.0] * n, applied, "mixed_float16", True)}
+    assert set(found) == {"error", "warning"}
+    assert found["error"].data == {"step": n} and "4 of" in found["warning"].title
+    assert found["warning"].data["skipped_steps"] == list(range(SEARCH_STEPS + 1, n + 1))
+
+
+def _diagnose(model: str, tmp_path: Path, *extra: str) -> tuple[int, str, str, dict]:
+    out = tmp_path / "d.json"
+    code, stdout, err = cli("diagnose", "--model", f"{MODELS}:{model}", "--input-shape", "20", "--num-classes", "2",
+                            "--device", "cpu", "--steps", "6", "--preset", "tiny", "--db", str(tmp_path / "r.db"),
+                            "--json", str(out), *extra)
+    return code, stdout, err, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_a_half_output_layer_and_tensor_core_dims(tmp_path):
+    code, out, err, d = _diagnose("half_output", tmp_path)
+    assert code == 0, (out, err)
+    titles = [f["title"] for f in d["findings"]]
+    assert d["findings"][0]["severity"] == "warning" and "computes in float16 under mixed_float16" in titles[0]
+    assert "dense_1.input dim = 20 is not a multiple of 8" in titles  # the 20-feature input of the first Dense
+    assert any(t.startswith("no inf/NaN loss in 6 steps under mixed_float16") for t in titles)
+
+
+def test_a_float16_overflow_is_an_error_and_bf16_has_the_range(tmp_path):
+    code, out, err, d = _diagnose("overflow", tmp_path, "--checks", "nonfinite")
+    assert code == 0, (out, err)
+    first = d["findings"][0]
+    assert first["severity"] == "error" and first["data"] == {"step": 1} and "under mixed_float16" in first["title"]
+    code, out, err, d = _diagnose("overflow", tmp_path, "--checks", "nonfinite", "-p", "mixed_bfloat16")
+    assert code == 0 and [f["severity"] for f in d["findings"]] == ["info"], d
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--checks", "gradients"], "--checks gradients: the gradient-range check hooks a PyTorch module's backward"),
+    (["--trace", "t.json"], "--trace is a PyTorch option"),
+    (["-p", "master-fp16"], "master-fp16 is not a Keras recipe"),
+])
+def test_what_does_not_apply_to_a_keras_model_is_one_line(extra, says, tmp_path):
+    code, out, err = cli("diagnose", "--model", f"{MODELS}:mlp", "--input-shape", "20", "--num-classes", "2",
+                         "--device", "cpu", "--db", str(tmp_path / "r.db"), *extra)
+    assert code == 2 and says in err and err.count("\n") == 1, (out, err)
