@@ -29,3 +29,10 @@ def overflow():
     x = layers.Dense(16, kernel_initializer=keras.initializers.Constant(1e4))(inputs)
     x = layers.Dense(2)(x)
     return keras.Model(inputs, layers.Activation("softmax", dtype="float32")(x))
+
+
+def compiled():
+    """A factory that compiles its model itself (its optimizer and loss are kept)."""
+    model = mlp()
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model

@@ -128,3 +128,32 @@ def test_train_a_keras_model(precision, scaled, tmp_path):
     assert r["keras_policy"] == ("mixed_float16" if scaled else "float32")
     assert r["loss_scale"] == (2.0 ** 15 if scaled else 1.0) and r["skipped_steps"] == 0
     assert r["history"][1]["loss"] < r["history"][0]["loss"] and r["test_accuracy"] > 0.8  # it learned
+
+
+def test_a_max_batch_trial_fits_by_its_measured_peak():
+    spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
+                       keras_backend="torch", memory_budget=2**30, maxbatch_trial_steps=2)
+    roomy = ChildProcess(300).run(job("keras_trial", spec, batch_size=8))
+    assert roomy["fits"] is True and roomy["peak_bytes"] > 0, roomy
+    tight = ChildProcess(300).run(job("keras_trial", spec.with_flat(memory_budget=roomy["peak_bytes"] // 2),
+                                      batch_size=8))
+    assert tight["fits"] is False and not tight.get("failed") and "MiB allowed" in tight["reason"], tight
+
+
+def test_out_of_memory_is_told_apart_on_every_backend():
+    from ampbench.keras.memory import is_oom
+
+    class ResourceExhaustedError(Exception):
+        pass
+
+    assert is_oom(ResourceExhaustedError("OOM when allocating tensor with shape[50,128,255,255]"))
+    assert is_oom(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB"))
+    assert is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert not is_oom(ValueError("Input 0 of layer dense is incompatible with the layer"))
+
+
+def test_a_compiled_factory_keeps_its_own_optimizer():
+    spec = CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:compiled", preset="tiny", precision="fp32",
+                       batch_size=None, input_shape="20", num_classes=2, keras_backend="torch")
+    r = ChildProcess(300).run(job("keras_validate", spec))
+    assert r["error"] == "" and r["optimizer"] == "SGD", r
