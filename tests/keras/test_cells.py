@@ -157,3 +157,13 @@ def test_a_compiled_factory_keeps_its_own_optimizer():
                        batch_size=None, input_shape="20", num_classes=2, keras_backend="torch")
     r = ChildProcess(300).run(job("keras_validate", spec))
     assert r["error"] == "" and r["optimizer"] == "SGD", r
+
+
+@pytest.mark.parametrize("make, code_wanted, says", [
+    ("make_batch", 0, ""),
+    ("make_three", 2, "return (inputs, targets), got tuple"),
+])
+def test_keras_batches_from_the_users_make_batch(make, code_wanted, says, tmp_path):
+    code, out, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:mlp", "--batches", f"{MODELS}:{make}",
+                         "--precisions", "fp32", "--dry-run", "--db", str(tmp_path / "r.db"))
+    assert code == code_wanted and says in err, (out, err)

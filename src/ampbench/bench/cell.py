@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import torch
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec, base_row, first_line
+from ampbench.bench.cells import CellSpec, base_row, first_line, record_failure
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, graph_break_reasons
 from ampbench.measure import memory as mem
@@ -84,12 +83,7 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
     except AmpbenchError as e:
         row.update(status="error", reason=str(e))
     except Exception as e:
-        if _is_oom(e):
-            row.update(status="oom", reason=first_line(e))
-        else:
-            tb = traceback.extract_tb(e.__traceback__)
-            where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-            row.update(status="error", reason=first_line(e) + where)
+        record_failure(row, e, _is_oom(e))
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()

@@ -307,6 +307,19 @@ def base_row(spec: CellSpec) -> dict[str, Any]:
     return row
 
 
+def record_failure(row: dict[str, Any], e: BaseException, oom: bool) -> None:
+    """A cell's exception as its row's status: oom (``oom``: the framework said so), else error with the exception's
+    first line and where it was raised."""
+    if oom:
+        row.update(status="oom", reason=first_line(e))
+        return
+    import traceback
+
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    row.update(status="error", reason=first_line(e) + where)
+
+
 def first_line(e: BaseException) -> str:
     msg = str(e).strip().splitlines()
     text = msg[0] if msg else ""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec, base_row, first_line
+from ampbench.bench.cells import CellSpec, base_row, first_line, record_failure
 from ampbench.errors import AmpbenchError
 from ampbench.keras import backends
 from ampbench.keras.memory import KerasPeak, baseline, gpu_total_bytes, is_oom, variable_bytes
@@ -131,12 +130,7 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
     except AmpbenchError as e:
         row.update(status="error", reason=str(e))
     except Exception as e:
-        if is_oom(e):
-            row.update(status="oom", reason=first_line(e))
-        else:
-            tb = traceback.extract_tb(e.__traceback__)
-            where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-            row.update(status="error", reason=first_line(e) + where)
+        record_failure(row, e, is_oom(e))
     row["wall_s"] = time.perf_counter() - t0
     row["created_at"] = utcnow()
     return row

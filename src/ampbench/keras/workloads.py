@@ -196,7 +196,7 @@ def default_loss(keras: Any, model: Any, task: str, num_classes: int | None, num
 def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
     """Train/test splits made by ``make_batch(batch_size, rng) -> (inputs, targets)`` (numpy), a fifth held out."""
     from ampbench.workloads.tasks import sample_count
-    from ampbench.workloads.user import load_factory
+    from ampbench.workloads.user import call_make_batch, load_factory
 
     make_batch = load_factory(batches, "--batches", "make_batch")
     rng = np.random.default_rng(seed)
@@ -204,13 +204,8 @@ def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any
     ys: list[np.ndarray] = []
     total = None
     while total is None or len(ys) * batch < total:
-        try:
-            made = make_batch(batch, rng)
-        except Exception as e:
-            raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}") from None
-        if not isinstance(made, (tuple, list)) or len(made) != 2:
-            raise AmpbenchError(f"--batches {batches!r}: return (inputs, targets), got {type(made).__name__}")
-        x, y = np.asarray(made[0]), np.asarray(made[1])
+        inputs, targets = call_make_batch(make_batch, batches, batch, rng)
+        x, y = np.asarray(inputs), np.asarray(targets)
         if x.ndim == 0 or y.ndim == 0 or x.shape[0] != batch or y.shape[0] != batch:
             raise AmpbenchError(f"--batches {batches!r}: inputs {x.shape} and targets {y.shape}; the first dimension of "
                                 f"both must be the batch size ({batch})")

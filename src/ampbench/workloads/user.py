@@ -301,12 +301,7 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
     names: tuple[str, ...] | None = None
     n_total, n_made = None, 0
     while n_total is None or n_made < n_total:
-        try:
-            made = make_batch(batch, g)
-        except Exception as e:
-            raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}{_where(e)}") from None
-        if not isinstance(made, (tuple, list)) or len(made) != 2:
-            raise AmpbenchError(f"--batches {batches!r}: return (inputs, targets), got {type(made).__name__}")
+        made = call_make_batch(make_batch, batches, batch, g)
         tensors, these = _as_inputs(made[0], batches, batch)
         targets = made[1]
         if not isinstance(targets, torch.Tensor) or targets.dim() == 0 or targets.shape[0] != batch:
@@ -329,6 +324,18 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
     n_test = max(len(chunks) // 5, 1) * batch
     train, test = TensorData(inputs, targets).split_off(n_test)
     return train, test, names, batches
+
+
+def call_make_batch(make_batch: Callable[..., Any], batches: str, batch: int, rng: Any) -> tuple[Any, Any]:
+    """``make_batch(batch, rng)``'s (inputs, targets); one line when it raises or returns something else (PyTorch
+    models get a torch.Generator, Keras models a numpy Generator)."""
+    try:
+        made = make_batch(batch, rng)
+    except Exception as e:
+        raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}{_where(e)}") from None
+    if not isinstance(made, (tuple, list)) or len(made) != 2:
+        raise AmpbenchError(f"--batches {batches!r}: return (inputs, targets), got {type(made).__name__}")
+    return made[0], made[1]
 
 
 def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> tuple[Any, torch.Tensor]:
