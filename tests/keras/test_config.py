@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.bench.config import RunConfig, imports_keras
+from ampbench.bench.config import RunConfig
 from ampbench.errors import AmpbenchError
 from ampbench.keras import backends
 from ampbench.keras.policy import POLICIES, policy_of, refusal
+from ampbench.keras.workloads import imports_keras
 from ampbench.precision import list_precisions, resolve
 from tests.conftest import cli
 

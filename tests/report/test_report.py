@@ -58,7 +58,7 @@ def test_report_in_headless_chromium(report_store: Store, tmp_path: Path) -> Non
     v = page.values
     assert v["images"] >= 6 and v["tables"] >= 8 and v["scripts"] == 0
     assert v["title"] == "ampbench report — nightly <b>"
-    assert f"{EVIL} (small, batch 64)" in v["h2"]  # shown as text, not run
+    assert f"{EVIL} (small, batch 64) · torch" in v["h2"]  # shown as text, not run (and the framework named)
     assert v["width"] <= 1280  # no horizontal scrolling on a laptop-sized window
 
 
@@ -66,7 +66,7 @@ def test_markdown_summary(report_store: Store) -> None:
     _, md = build_report(report_store, report_store.latest_run_id, "md")  # type: ignore[attr-defined]
     assert "### resnext (small, batch 64) on NVIDIA A100-SXM4-80GB" in md
     assert "**use amp-fp16** (converges like fp32)" in md
-    assert "| amp-fp16 | ok | 2,900 | 2.90x |" in md
+    assert "| amp-fp16 | torch | ok | 2,900 | 2.90x |" in md
     assert "&lt;script&gt;" in md and "<script>" not in md
     assert "diverged: training loss is nan" in md
 

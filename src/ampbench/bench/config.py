@@ -306,7 +306,7 @@ class RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
         from ampbench.execution import executions, parse_axis
-        from ampbench.keras.workloads import is_keras_workload
+        from ampbench.keras.workloads import imports_keras, is_keras_workload
         from ampbench.measure.env import resolve_device
 
         dev = str(resolve_device(device))
@@ -439,35 +439,6 @@ class RunConfig:
 
 
 # -- parsing what the command line gives -------------------------------------------------------------------------
-def imports_keras(model: str) -> bool:
-    """Whether ``--model``'s file (or module) imports keras (or tf.keras): then its factory returns a Keras model,
-    measured in Keras cells. Read, not imported: a Keras backend must be chosen before keras is imported, in the
-    cell's own process."""
-    import ast
-    import importlib.util
-
-    target = model.rpartition(":")[0]
-    path: Path | None = Path(target) if target.endswith(".py") or "/" in target else None
-    if path is None:
-        try:
-            found = importlib.util.find_spec(target)
-        except (ImportError, ValueError):
-            return False
-        path = Path(found.origin) if found is not None and found.origin else None
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8")) if path is not None else None
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return False  # (loading the factory will say what is wrong with the file)
-    for node in ast.walk(tree) if tree is not None else ():
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)] if isinstance(node, ast.ImportFrom) \
-            else [f"tensorflow.{node.attr}"] if isinstance(node, ast.Attribute) and node.attr == "keras" else []
-        if any(n == "keras" or n.startswith("keras.") or n.startswith("tensorflow.keras") or n == "tf_keras"
-               for n in names):
-            return True
-    return False
-
-
 def parse_list(value: str | None, what: str) -> list[str]:
     if value is None:
         return []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -304,7 +305,6 @@ def output_warning(model: Any, policy: str) -> str | None:
 def keras_target(workload: str | None, model: str | None, backend: str | None) -> str | None:
     """The Keras backend a command's target runs on (None: a PyTorch target). A keras-* workload, or a --model whose
     file imports keras, is a Keras target; --keras-backend with a PyTorch target is one line."""
-    from ampbench.bench.config import imports_keras
     from ampbench.keras.backends import DEFAULT_BACKEND, check_backend
 
     if backend is not None:
@@ -315,3 +315,31 @@ def keras_target(workload: str | None, model: str | None, backend: str | None) -
                             "returning a keras.Model); this target is a PyTorch model")
     return (backend or DEFAULT_BACKEND) if keras else None
 
+
+def imports_keras(model: str) -> bool:
+    """Whether ``--model``'s file (or module) imports keras (or tf.keras): then its factory returns a Keras model,
+    measured in Keras cells. Read, not imported: a Keras backend must be chosen before keras is imported, in the
+    cell's own process."""
+    import ast
+    import importlib.util
+
+    target = model.rpartition(":")[0]
+    path: Path | None = Path(target) if target.endswith(".py") or "/" in target else None
+    if path is None:
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            return False
+        path = Path(found.origin) if found is not None and found.origin else None
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False  # (loading the factory will say what is wrong with the file)
+    for node in ast.walk(tree) if tree is not None else ():
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)] if isinstance(node, ast.ImportFrom) \
+            else [f"tensorflow.{node.attr}"] if isinstance(node, ast.Attribute) and node.attr == "keras" else []
+        if any(n == "keras" or n.startswith("keras.") or n.startswith("tensorflow.keras") or n == "tf_keras"
+               for n in names):
+            return True
+    return False
