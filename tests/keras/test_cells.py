@@ -28,7 +28,7 @@ MLP_PARAMS = (20 * 32 + 32) + (32 * 2 + 2)
 def _validate(backend: str, precision: str, **flat: object) -> dict:
     spec = CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:mlp", preset="tiny", precision=precision,
                        batch_size=None, input_shape="20", num_classes=2, keras_backend=backend, **flat)
-    return ChildProcess(300).run(job("keras_validate", spec))
+    return ChildProcess(300).run(job("validate", spec))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -89,7 +89,7 @@ def test_keras_conv_dummy_is_the_torch_conv_dummy():
         assert (wl.batch_size, wl.epochs) == (CONV_DUMMY_BATCH[preset], CONV_DUMMY_EPOCHS[preset])
     spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
                        keras_backend="torch")
-    r = ChildProcess(300).run(job("keras_validate", spec))
+    r = ChildProcess(300).run(job("validate", spec))
     assert r["params"] == sum(p.numel() for p in ConvDummy(*CONV_DUMMY["tiny"][:2]).parameters())
 
 
@@ -133,9 +133,9 @@ def test_train_a_keras_model(precision, scaled, tmp_path):
 def test_a_max_batch_trial_fits_by_its_measured_peak():
     spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
                        keras_backend="torch", memory_budget=2**30, maxbatch_trial_steps=2)
-    roomy = ChildProcess(300).run(job("keras_trial", spec, batch_size=8))
+    roomy = ChildProcess(300).run(job("trial", spec, batch_size=8))
     assert roomy["fits"] is True and roomy["peak_bytes"] > 0, roomy
-    tight = ChildProcess(300).run(job("keras_trial", spec.with_flat(memory_budget=roomy["peak_bytes"] // 2),
+    tight = ChildProcess(300).run(job("trial", spec.with_flat(memory_budget=roomy["peak_bytes"] // 2),
                                       batch_size=8))
     assert tight["fits"] is False and not tight.get("failed") and "MiB allowed" in tight["reason"], tight
 
@@ -155,7 +155,7 @@ def test_out_of_memory_is_told_apart_on_every_backend():
 def test_a_compiled_factory_keeps_its_own_optimizer():
     spec = CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:compiled", preset="tiny", precision="fp32",
                        batch_size=None, input_shape="20", num_classes=2, keras_backend="torch")
-    r = ChildProcess(300).run(job("keras_validate", spec))
+    r = ChildProcess(300).run(job("validate", spec))
     assert r["error"] == "" and r["optimizer"] == "SGD", r
 
 

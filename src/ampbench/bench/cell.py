@@ -119,7 +119,7 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
     recipe = get(spec.precision)
 
     if "maxbatch" in measures:  # first: the trials' processes must not share the GPU with this cell's model
-        keys, error = _max_batch(spec, batch_size, maxbatch_trial, throughput_at)
+        keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
         row.update(keys)
         if error:  # (the trials so far stay in the row)
             raise AmpbenchError(f"maxbatch trial failed: {error}")
@@ -264,9 +264,9 @@ def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, a
             "recompiles": after_first.graphs, "recompiles_timed": timed.graphs}
 
 
-def _max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
-               throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
-    """The search's row keys and the error that stopped it (the driver distributed cells use too)."""
+def search_cell_max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
+                          throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
+    """The search's row keys and the error that stopped it (the driver every framework's cells use)."""
     from ampbench.measure.maxbatch import measure_max_batch
 
     if trial is None:

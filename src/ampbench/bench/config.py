@@ -63,8 +63,7 @@ class Targets:
 
     def __post_init__(self) -> None:
         from ampbench.bench.suites import check_preset
-        from ampbench.keras.backends import DEFAULT_BACKEND, check_backend
-        from ampbench.keras.workloads import is_keras_workload
+        from ampbench.keras.workloads import is_keras_workload, resolve_backend
 
         if self.model is not None and self.workloads:
             raise AmpbenchError("give --workloads or --model, not both")
@@ -72,14 +71,9 @@ class Targets:
             raise AmpbenchError("a preset per workload (one with --model)")
         for p in self.presets:
             check_preset(p)
-        if self.keras_backend is not None:
-            check_backend(self.keras_backend)
         keras = self.keras_model or any(is_keras_workload(w) for w in self.workloads)
-        if self.keras_backend is not None and not keras:
-            raise AmpbenchError(f"--keras-backend {self.keras_backend} applies to Keras models (the keras-* workloads, or "
-                                "a --model returning a keras.Model); these targets are PyTorch models")
-        if keras and self.keras_backend is None:
-            object.__setattr__(self, "keras_backend", DEFAULT_BACKEND)
+        object.__setattr__(self, "keras_backend", resolve_backend(self.keras_backend, keras,
+                                                                  "these targets are PyTorch models"))
 
     def backend_of(self, workload: str | None) -> str | None:
         """The Keras backend of a target (None: a PyTorch target)."""
@@ -214,25 +208,18 @@ class RunConfig:
     def _check_keras(self) -> None:
         """A Keras target runs under Keras's own policies: the modes must have one, and the PyTorch-only options
         (execution axes, strategies, loss-scale choice, real-data readers, workload options) are refused by name."""
-        from ampbench.keras.policy import check_precisions
+        from ampbench.keras.policy import check_precisions, refuse_torch_only
 
         t = self.targets
-        keras = [w for w in t.workloads if t.backend_of(w)] + (["--model"] if t.backend_of(None) and t.model else [])
+        keras = [w for w in t.workloads if t.backend_of(w)] + ([f"--model {t.model}"] if t.model and t.backend_of(None)
+                                                                else [])
         if not keras:
             return
-        what = f"{keras[0] if keras[0] != '--model' else f'--model {t.model}'} (a Keras model)"
-        check_precisions(self.axes.precisions, what)
-        torch_only = [flag for flag, given in (
-            ("--compile/--memory-format/--cuda-graphs", self.axes.executions != (Execution(),)),
-            ("--strategy", self.axes.distributed), ("--loss-scale", self.recipe.loss_scale is not None),
-            ("--data-dir", self.data.data_dir is not None), ("--option", bool(self.data.options))) if given]
-        if torch_only:
-            why = {"--compile/--memory-format/--cuda-graphs": "Keras compiles its own train step (jit_compile as the "
-                   "backend defaults)", "--strategy": "torch.distributed strategies wrap PyTorch modules",
-                   "--loss-scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
-                   "--data-dir": "the real-data readers feed PyTorch workloads", "--option": "workload options are "
-                   "PyTorch workloads'"}[torch_only[0]]
-            raise AmpbenchError(f"{torch_only[0]} is a PyTorch option: {why}; drop it for {what}")
+        check_precisions(self.axes.precisions, f"{keras[0]} (a Keras model)")
+        refuse_torch_only(keras[0], {
+            "--compile/--memory-format/--cuda-graphs": self.axes.executions != (Execution(),),
+            "--strategy": self.axes.distributed, "--loss-scale": self.recipe.loss_scale is not None,
+            "--data-dir": self.data.data_dir is not None, "--option": bool(self.data.options)})
 
     def _check_data(self) -> None:
         """The data options apply where they can: --model and the adapters describe their data, registered workloads
@@ -326,8 +313,8 @@ class RunConfig:
                                    seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
         sizes = parse_batch_sizes(batch_size)
         modes = parse_precisions(precisions, dev)
-        keras_run = keras_backend is not None or any(is_keras_workload(w) for w in wl_names) or (
-            model is not None and imports_keras(model))
+        keras_model = model is not None and (keras_backend is not None or imports_keras(model))  # (the file read once)
+        keras_run = keras_model or any(is_keras_workload(w) for w in wl_names)
         if precisions is None and keras_run:  # the default modes of a run with a Keras target: those Keras has
             from ampbench.keras.policy import POLICIES
 
@@ -339,7 +326,7 @@ class RunConfig:
         return cls(
             device=dev,
             targets=Targets(wl_names, presets, model, native_only_entries(names, preset, precisions is not None, dev),
-                            keras_backend, model is not None and (keras_backend is not None or imports_keras(model))),
+                            keras_backend, keras_model),
             data=data, recipe=RecipeOptions(loss_scale, tuple(x.strip() for x in (fp8_skip or "").split(",") if x.strip()),
                                             fp8_filter),
             measure=measured,

@@ -43,33 +43,53 @@ def isolated_throughput_at(spec: CellSpec, batch_size: int, timeout: float | Non
     return _ok(ChildProcess(timeout).run(job("throughput", spec, batch_size=batch_size)))
 
 
+def _ok(result: dict[str, Any]) -> dict[str, Any]:
+    return {} if "_failed" in result else result
+
+
+def framework(spec: CellSpec) -> Any:
+    """The module that measures the cell in this process (``run_cell``, ``run_trial``): ampbench.bench.cell for
+    PyTorch, ampbench.keras.cell for a Keras cell (whose backend this process then imports)."""
+    if spec.keras_backend is not None:
+        from ampbench.keras import cell as keras_cell
+
+        return keras_cell
+    from ampbench.bench import cell as torch_cell
+
+    return torch_cell
+
+
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
     """A cell, in its own process; its max-batch trials each in a process of their own."""
-    from ampbench.bench.cell import run_cell
-
+    spec = _spec(payload)
     timeout = payload.get("trial_timeout")
-    return run_cell(_spec(payload), maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
-                    throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
+    return framework(spec).run_cell(spec, maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
+                                    throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
 
 
 def trial(payload: dict[str, Any]) -> dict[str, Any]:
-    from ampbench.bench.cell import run_trial
-
-    return run_trial(_spec(payload), int(payload["batch_size"]))
+    spec = _spec(payload)
+    return framework(spec).run_trial(spec, int(payload["batch_size"]))  # type: ignore[no-any-return]
 
 
 def throughput(payload: dict[str, Any]) -> dict[str, Any]:
-    from ampbench.bench.cell import run_cell
-
-    return run_cell(_spec(payload).measuring(("throughput",), int(payload["batch_size"])))
+    spec = _spec(payload)
+    return framework(spec).run_cell(spec.measuring(("throughput",), int(payload["batch_size"])))  # type: ignore[no-any-return]
 
 
 def validate(payload: dict[str, Any]) -> dict[str, Any]:
+    """The cell's inputs checked by building it: {"error": one line or ""} (a Keras cell adds its warnings, policy,
+    optimizer, weight count and layer dtypes)."""
     from ampbench.bench.cell import validate_cell_inputs
     from ampbench.errors import AmpbenchError
 
+    spec = _spec(payload)
+    if spec.keras_backend is not None:
+        from ampbench.keras.cell import validate as validate_keras
+
+        return validate_keras(spec)
     try:
-        validate_cell_inputs(_spec(payload))
+        validate_cell_inputs(spec)
     except AmpbenchError as e:
         return {"error": str(e)}
     return {"error": ""}
@@ -93,35 +113,3 @@ def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
 
     return run_trial(replace(_spec(payload), device=payload["device"]), int(payload["batch_size"]))
 
-
-# -- Keras cells (ampbench.keras): always in a process of their own, the backend chosen before keras is imported ----
-def keras_cell(payload: dict[str, Any]) -> dict[str, Any]:
-    """A Keras cell; its max-batch trials each in a fresh process too."""
-    from ampbench.keras.cell import run_cell
-
-    timeout = payload.get("trial_timeout")
-    return run_cell(_spec(payload), maxbatch_trial=lambda s, b: trial_of(
-        ChildProcess(timeout).run(job("keras_trial", s, batch_size=b)), b),
-        throughput_at=lambda s, b: _ok(ChildProcess(timeout).run(job("keras_throughput", s, batch_size=b))))
-
-
-def _ok(result: dict[str, Any]) -> dict[str, Any]:
-    return {} if "_failed" in result else result
-
-
-def keras_trial(payload: dict[str, Any]) -> dict[str, Any]:
-    from ampbench.keras.cell import run_trial
-
-    return run_trial(_spec(payload), int(payload["batch_size"]))
-
-
-def keras_throughput(payload: dict[str, Any]) -> dict[str, Any]:
-    from ampbench.keras.cell import run_cell
-
-    return run_cell(_spec(payload).measuring(("throughput",), int(payload["batch_size"])))
-
-
-def keras_validate(payload: dict[str, Any]) -> dict[str, Any]:
-    from ampbench.keras.cell import validate
-
-    return validate(_spec(payload))

@@ -53,9 +53,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         from ampbench.bench.ranks import run_cell_distributed
 
         return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
-    if spec.keras_backend is not None:  # a Keras cell: its backend is chosen before keras is imported, so its own process
-        return _failed_or_row(spec, ChildProcess(timeout).run(job("keras_cell", spec, trial_timeout=timeout)))
-    if not isolate:
+    if not isolate and spec.keras_backend is None:  # (a Keras cell imports its backend: always a process of its own)
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial,
@@ -138,7 +136,7 @@ def _validate_keras(config: RunConfig, spec: CellSpec) -> list[str]:
     modes = config.precisions_of(spec.workload, spec.preset)
     precision = next((p for p in ("amp-fp16", "amp-bf16") if p in modes), spec.precision)
     probe = replace(spec, precision=precision, device="cpu")
-    r = ChildProcess(config.launch.cell_timeout).run(job("keras_validate", probe))
+    r = ChildProcess(config.launch.cell_timeout).run(job("validate", probe))
     if r.get("_failed"):
         return []
     if r.get("error"):

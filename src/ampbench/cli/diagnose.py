@@ -56,13 +56,18 @@ def diagnose_cmd(
 
     backend = keras_target(target, model, keras_backend)
     wanted = parse_checks(checks) if checks is not None else KERAS_CHECKS if backend else applicable_checks(precision)
-    if backend is not None:
-        _check_keras(target or f"--model {model}", resolve(precision), wanted, {
-            "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None, "--trace": trace is not None,
-            "--tensorboard": tensorboard is not None, "--data-dir/--option": data_dir is not None or bool(option)})
-    fp8 = Fp8Options.for_modes([precision], fp8_skip, fp8_filter)
     data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                           option)
+    keras_spec = None
+    if backend is not None:  # a Keras model: its checks, in a process of its own (its backend)
+        from ampbench.keras.diagnose import check_checks
+        from ampbench.keras.workloads import command_spec
+
+        keras_spec = command_spec(backend, target, model, precision, preset, batch_size, device, seed, data, {
+            "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None, "--trace": trace is not None,
+            "--tensorboard": tensorboard is not None, "--data-dir/--option": data_dir is not None or bool(option)})
+        check_checks(wanted, target or f"--model {model}")
+    fp8 = Fp8Options.for_modes([precision], fp8_skip, fp8_filter)
     data.check_targets([target] if target else [], model)  # type: ignore[attr-defined]
     label = target or f"user:{model}"
     check_output_file(json_out, "--json", "diagnosis.json")
@@ -83,9 +88,8 @@ def diagnose_cmd(
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        if backend is not None:  # a Keras model: its checks, in a process of its own (its backend)
-            d = _diagnose_keras(backend, target, model, resolve(precision), preset, batch_size, device, seed, data,
-                                wanted, steps)
+        if keras_spec is not None:
+            d = _diagnose_keras(keras_spec, wanted, steps)
         else:
             d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device,
                          seed=seed, checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
@@ -116,48 +120,17 @@ def diagnose_cmd(
 
 
 
-KERAS_TORCH_ONLY = {"--fp8-skip/--fp8-filter": "fp8 runs through torchao's float8 layers",
-                    "--trace": "the profile check reads torch.profiler's kernels",
-                    "--tensorboard": "the histograms come from the PyTorch checks' hooks",
-                    "--data-dir/--option": "the real-data readers feed PyTorch workloads"}
 
-
-def _check_keras(what: str, precision: str, wanted: tuple[str, ...], given: dict[str, bool]) -> None:
-    """A Keras target's diagnose options: its checks only, a mode Keras has, no PyTorch-only option."""
-    from ampbench.keras.diagnose import check_checks
-    from ampbench.keras.policy import check_precisions
-
-    check_precisions([precision], f"{what} (a Keras model)")
-    check_checks(wanted, what)
-    for flag, on in given.items():
-        if on:
-            raise AmpbenchError(f"{flag} is a PyTorch option: {KERAS_TORCH_ONLY[flag]}; drop it for {what} (a Keras "
-                                "model)")
-
-
-def _diagnose_keras(backend: str, target: str | None, model: str | None, precision: str, preset: str | None,
-                    batch_size: int | None, device: str | None, seed: int, data: Any, wanted: tuple[str, ...],
-                    steps: int) -> Any:
-    """The Keras diagnosis (ampbench.keras.diagnose) in a child process, as a Diagnosis."""
-    from ampbench.bench.cells import CellSpec, MeasureSettings
+def _diagnose_keras(spec: Any, wanted: tuple[str, ...], steps: int) -> Any:
+    """The Keras diagnosis (ampbench.keras.diagnose) of ``spec`` in a child process, as a Diagnosis."""
     from ampbench.diagnose import Diagnosis
     from ampbench.diagnose.findings import Finding
-    from ampbench.keras.backends import check_installed
     from ampbench.keras.diagnose import HERE
     from ampbench.launch import ChildProcess, Job
-    from ampbench.measure.env import resolve_device
-    from ampbench.precision import supported
 
-    dev = str(resolve_device(device))
-    sup = supported(precision, dev)
-    if not sup.ok:
-        raise AmpbenchError(f"--precision {precision}: {sup.reason}")
-    check_installed(backend)
-    spec = CellSpec(device=dev, workload=target, model=model, preset=preset or "small", precision=precision,
-                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), keras_backend=backend)
     r = ChildProcess().run(Job(f"{HERE}:diagnose_job", {"spec": spec.to_dict(), "checks": list(wanted), "steps": steps}))
     if "_failed" in r:
-        raise AmpbenchError(f"diagnosing {spec.label} on Keras's {backend} backend failed: {r['_failed']}")
+        raise AmpbenchError(f"diagnosing {spec.label} on Keras's {spec.keras_backend} backend failed: {r['_failed']}")
     if r.get("error"):
         raise AmpbenchError(r["error"])
     findings = [Finding(**f) for f in r.pop("findings")]

@@ -188,30 +188,17 @@ def _train_keras(backend: str, workload: str | None, model: str | None, precisio
     """``ampbench train`` of a Keras model: every check here, then the epochs in a child process (its backend)."""
     import json
 
-    from ampbench.bench.cells import CellSpec, MeasureSettings
-    from ampbench.keras.backends import check_installed
-    from ampbench.keras.policy import check_precisions
-    from ampbench.keras.train import HERE, check_train_options
+    from ampbench.keras.train import HERE
+    from ampbench.keras.workloads import command_spec
     from ampbench.launch import ChildProcess, Job
-    from ampbench.measure.env import resolve_device
-    from ampbench.precision import resolve, supported
 
-    what = workload if workload is not None else f"--model {model}"
-    check_train_options(what, torch_only)
-    precision = resolve(precision)
-    check_precisions([precision], f"{what} (a Keras model)")
-    dev = str(resolve_device(device))
-    sup = supported(precision, dev)
-    if not sup.ok:
-        raise AmpbenchError(f"--precision {precision}: {sup.reason}")
+    spec = command_spec(backend, workload, model, precision, preset, batch_size, device, seed, data, torch_only)
+    what, precision, dev = workload or f"--model {model}", spec.precision, spec.device
     for flag, v in (("--epochs", epochs), ("--batch-size", batch_size), ("--max-steps", max_steps)):
         if v is not None and v < 1:
             raise AmpbenchError(f"{flag} must be >= 1, got {v}")
     data.check_targets([workload] if workload else [], model)
     check_output_file(json_out, "--json")
-    check_installed(backend)
-    spec = CellSpec(device=dev, workload=workload, model=model, preset=preset or "small", precision=precision,
-                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), keras_backend=backend)
     shown: list[str] = []
 
     def on_progress(e: Any) -> None:

@@ -19,15 +19,32 @@ def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
+class DimLint:
+    """Collects the GEMM dimensions that miss ``multiple`` (64 for a vocabulary-sized one): what a framework's lint
+    (PyTorch modules here, Keras layers in ampbench.keras.diagnose) feeds with its layers' sizes."""
+
+    def __init__(self, multiple: int = 8) -> None:
+        self.multiple = multiple
+        self.issues: list[dict[str, Any]] = []
+
+    def check(self, where: str, what: str, n: int, vocab: bool = False) -> None:
+        m = max(64, self.multiple) if vocab else self.multiple
+        if n % m:
+            self.issues.append({"layer": where, "dim": what, "value": int(n), "multiple": m,
+                                "padded": _round_up(int(n), m)})
+
+    def batch(self, batch_size: int | None) -> list[dict[str, Any]]:
+        """The issues, the batch size's last; the list."""
+        if batch_size is not None and batch_size % self.multiple:
+            self.issues.append({"layer": "(batch)", "dim": "batch_size", "value": batch_size, "multiple": self.multiple,
+                                "padded": _round_up(batch_size, self.multiple)})
+        return self.issues
+
+
 def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8) -> list[dict[str, Any]]:
     """Dimensions of Linear / Conv / Embedding / attention layers (and the batch) that miss ``multiple``."""
-    issues: list[dict[str, Any]] = []
-
-    def check(where: str, what: str, n: int, vocab: bool = False) -> None:
-        m = max(64, multiple) if vocab else multiple
-        if n % m:
-            issues.append({"layer": where, "dim": what, "value": n, "multiple": m, "padded": _round_up(n, m)})
-
+    lint = DimLint(multiple)
+    check = lint.check
     for name, mod in model.named_modules():
         if isinstance(mod, nn.Linear):
             check(name, "in_features", mod.in_features)
@@ -46,10 +63,7 @@ def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8
         elif isinstance(mod, (nn.LSTM, nn.GRU, nn.RNN)):
             check(name, "hidden_size", mod.hidden_size)
             check(name, "input_size", mod.input_size)
-    if batch_size is not None and batch_size % multiple:
-        issues.append({"layer": "(batch)", "dim": "batch_size", "value": batch_size, "multiple": multiple,
-                       "padded": _round_up(batch_size, multiple)})
-    return issues
+    return lint.batch(batch_size)
 
 
 def tensorcore_findings(issues: list[dict[str, Any]], on_gpu: bool) -> list[Finding]:

@@ -107,3 +107,21 @@ def set_tf32(backend: str, on: bool) -> dict[str, bool]:
 
     jax.config.update("jax_default_matmul_precision", "tensorfloat32" if on else "highest")
     return {"tf32_matmul": on, "tf32_cudnn": on}
+
+
+def gpu_facts() -> dict[str, Any]:
+    """The cell's GPU from NVML, without any framework's CUDA context: name, compute capability, memory, driver ({}
+    without NVML). NVML numbers GPUs physically: the cell's is the first of CUDA_VISIBLE_DEVICES."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+        h = pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit() else pynvml.nvmlDeviceGetHandleByUUID(first)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+        text = [pynvml.nvmlDeviceGetName(h), pynvml.nvmlSystemGetDriverVersion()]
+        name, driver = (t.decode() if isinstance(t, bytes) else str(t) for t in text)
+        return {"device_name": name, "capability": f"{major}.{minor}",
+                "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total), "driver": driver}
+    except Exception:
+        return {}

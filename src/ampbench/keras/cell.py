@@ -26,11 +26,12 @@ from ampbench import progress
 from ampbench.bench.cells import CellSpec, base_row, first_line, record_failure
 from ampbench.errors import AmpbenchError
 from ampbench.keras import backends
-from ampbench.keras.memory import KerasPeak, baseline, gpu_total_bytes, is_oom, variable_bytes
+from ampbench.keras.memory import KerasPeak, is_oom, variable_bytes
 from ampbench.keras.policy import LOSS_SCALED, policy_of
 from ampbench.keras.workloads import KerasWorkload, build_workload, output_warning
+from ampbench.measure.host import rss
 from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
-from ampbench.measure.stats import Timing, percentile
+from ampbench.measure.stats import latency_summary, time_host
 from ampbench.store.sqlite import utcnow
 
 
@@ -112,21 +113,17 @@ class Trainer:
         return float(np.asarray(scale)) if scale is not None else float(opt.initial_scale)
 
 
-def _jit(model: Any) -> str:
-    return str(getattr(model, "jit_compile", "?"))
-
-
 def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Measure one Keras cell in this process; the row (status says how it ended)."""
-    row = base_row(spec)
-    row.update(framework="keras", keras_backend=spec.keras_backend)
+    row = base_row(spec)  # (framework and keras_backend filled in from the cell's identity)
     t0 = time.perf_counter()
     try:
         keras, policy = setup(spec)
-        row.update(backends.versions(keras), keras_policy=policy, device_name=_device_name(spec))
+        facts = device_facts(spec)
+        row.update(backends.versions(keras), keras_policy=policy, device_name=facts["device_name"])
         row["status"] = "ok"
-        _measure(keras, spec, row, policy, maxbatch_trial, throughput_at)
+        _measure(keras, spec, row, policy, facts, maxbatch_trial, throughput_at)
     except AmpbenchError as e:
         row.update(status="error", reason=str(e))
     except Exception as e:
@@ -136,68 +133,40 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
     return row
 
 
-def _device_name(spec: CellSpec) -> str:
-    from ampbench.measure.env import device_name
-
+def device_facts(spec: CellSpec) -> dict[str, Any]:
+    """The cell's device: its name (the CPU's model name, or NVML's for the GPU) and, on a GPU, its capability, memory
+    and driver (:func:`ampbench.keras.backends.gpu_facts`)."""
     if spec.device.startswith("cuda"):
-        try:
-            import pynvml
+        return {"device_name": spec.device, **backends.gpu_facts()}
+    from ampbench.precision import cpu_half_hardware, cpu_name
 
-            pynvml.nvmlInit()
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-            return name.decode() if isinstance(name, bytes) else str(name)
-        except Exception:
-            pass
-    import torch
-
-    return device_name(torch.device("cpu")) if spec.device == "cpu" else spec.device
+    return {"device_name": cpu_name(), "cpu_half_hardware": cpu_half_hardware()}
 
 
-def _env(keras: Any, spec: CellSpec, tf32: dict[str, bool]) -> dict[str, Any]:
+def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[str, bool]) -> dict[str, Any]:
     """The row's environment: the keys a PyTorch row has where they apply, and the Keras backend's."""
     import platform
 
     import ampbench
-    from ampbench.measure.env import cpu_name
+    from ampbench.precision import cpu_name
 
-    out = {"device": spec.device, "device_name": _device_name(spec), "ampbench": ampbench.__version__,
-           "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_name(),
-           "cpu_count": os.cpu_count(), **tf32, "framework": "keras", **backends.versions(keras),
+    out = {"device": spec.device, "ampbench": ampbench.__version__, "python": platform.python_version(),
+           "platform": platform.platform(), "cpu": cpu_name(), "cpu_count": os.cpu_count(), **tf32, **facts,
+           "framework": "keras", "keras_version": row["keras_version"], "backend_version": row["backend_version"],
            "keras_backend": spec.keras_backend}
-    if spec.device == "cpu":
-        from ampbench.precision import cpu_half_hardware
-
-        out["cpu_half_hardware"] = cpu_half_hardware()
-    else:
-        out.update(_gpu_facts())
     for var in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES"):
         if os.environ.get(var) is not None:
             out[var.lower()] = os.environ[var]
     return out
 
 
-def _gpu_facts() -> dict[str, Any]:
-    """Compute capability, memory and driver of GPU 0 from NVML (no framework's CUDA context needed)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return {"capability": f"{major}.{minor}", "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                "driver": driver.decode() if isinstance(driver, bytes) else str(driver)}
-    except Exception:
-        return {}
-
-
-def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str,
+def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str, facts: dict[str, Any],
              maxbatch_trial: Callable[[CellSpec, int], Any] | None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
     gpu = spec.device.startswith("cuda")
     tf32 = backends.set_tf32(spec.keras_backend or "", spec.precision == "tf32") if gpu else \
         {"tf32_matmul": False, "tf32_cudnn": False}
-    row["env"] = _env(keras, spec, tf32)
+    row["env"] = _env(row, spec, facts, tf32)
     row["math_mode"] = _math_mode(spec.precision, tf32["tf32_matmul"])
     measures = set(spec.measures)
     progress.report("building the workload")
@@ -205,9 +174,9 @@ def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str,
     batch_size = spec.batch_size or wl.batch_size
     row.update(batch_size=batch_size, metric_name=wl.metric_name)
     if "maxbatch" in measures:
-        from ampbench.bench.cell import _max_batch
+        from ampbench.bench.cell import search_cell_max_batch
 
-        keys, error = _max_batch(spec, batch_size, maxbatch_trial, throughput_at)
+        keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
         row.update(keys)
         if error:
             raise AmpbenchError(f"maxbatch trial failed: {error}")
@@ -221,7 +190,8 @@ def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str,
         row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
         metrics = [m for m in conv["metrics"] if m is not None]
         row["metric"] = sum(metrics) / len(metrics) if metrics else None
-        row.setdefault("loss_scaled", spec.precision in LOSS_SCALED)
+        if row["loss_scaled"] is None:  # (a cell that only converged: what compile() does under the policy)
+            row["loss_scaled"] = spec.precision in LOSS_SCALED
         if all(conv["diverged"]) and row["status"] != "diverged":
             row.update(status="diverged", reason="every converge seed diverged: " + next(
                 (r for r in conv["reasons"] if r), "non-finite loss"))
@@ -240,14 +210,13 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     progress.report("setting up the model")
     _warm_runtime(keras, wl)
     peak = KerasPeak(spec.keras_backend or "", gpu)
-    base = baseline()
-    peak.start(base)
+    peak.start(rss())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = wl.model(keras)
     n_batches = min(4, max(1, len(wl.y_train) // batch_size))
     trainer = Trainer(model, wl.batches(batch_size, n_batches))
-    row.update(loss_scaled=trainer.loss_scaled, jit_compile=None)
+    row["loss_scaled"] = trainer.loss_scaled
     note = output_warning(model, row.get("keras_policy") or "")
     if note:
         row["warnings"] = [note]
@@ -255,24 +224,16 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     t = time.perf_counter()
     trainer()
     row["first_step_ms"] = (time.perf_counter() - t) * 1e3
-    row["jit_compile"] = _jit(model)
+    row["jit_compile"] = str(getattr(model, "jit_compile", "?"))
     warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
     for i in range(warm.n):
         trainer()
         warm(i + 1)
     applied_before, calls_before = trainer.applied, trainer.calls
-    timed = progress.Steps("timed steps", spec.measure.steps)
-    ms: list[float] = []
-    start = time.perf_counter()
-    for i in range(spec.measure.steps):
-        s = time.perf_counter()
-        trainer()
-        ms.append((time.perf_counter() - s) * 1e3)
-        timed(i + 1)
-    total_s = time.perf_counter() - start
-    timing = Timing(ms, total_s, "perf_counter (train_on_batch returns numbers: each step finished)")
+    # host clock per step: train_on_batch returns its logs as numbers, so each step has finished when it returns
+    timing = time_host(trainer, spec.measure.steps, progress.Steps("timed steps", spec.measure.steps))
     skipped_timed = (trainer.calls - calls_before) - (trainer.applied - applied_before)
-    row.update(timing.summary(), timer=timing.timer, samples_per_s=batch_size * spec.measure.steps / total_s,
+    row.update(timing.summary(), timer=timing.timer, samples_per_s=batch_size * spec.measure.steps / timing.total_s,
                samples_per_s_noise=timing.throughput_noise(), final_loss=trainer.last_loss,
                skipped_steps=trainer.calls - trainer.applied, loss_scale=trainer.scale)
     used = peak.peak()
@@ -294,7 +255,7 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     if budget is not None and used > budget:
         row.update(status="oom", reason=f"memory peak {used / 2**20:,.0f} MiB > --memory-budget {budget / 2**20:,.0f} MiB")
     if caught:
-        row.setdefault("warnings", []).extend(str(w.message).splitlines()[0] for w in caught[:3])
+        row["warnings"] = (row["warnings"] or []) + [str(w.message).splitlines()[0] for w in caught[:3]]
     return trainer
 
 
@@ -312,20 +273,12 @@ def inference_latency(model: Any, wl: KerasWorkload, batch_sizes: list[int], ite
     for bs in batch_sizes:
         x, _ = wl.batches(bs, 1)[0]
         progress.report("inference", detail=f"batch {bs}")
-        t = time.perf_counter()
-        model.predict_on_batch(x)
-        first = (time.perf_counter() - t) * 1e3
-        for _ in range(max(0, warmup - 1)):
+        def forward(x: Any = x) -> None:
             model.predict_on_batch(x)
-        ms = []
-        start = time.perf_counter()
-        for _ in range(iters):
-            s = time.perf_counter()
-            model.predict_on_batch(x)
-            ms.append((time.perf_counter() - s) * 1e3)
-        total = time.perf_counter() - start
-        out[str(bs)] = {"p50_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90), "p99_ms": percentile(ms, 99),
-                        "samples_per_s": bs * iters / total, "first_ms": first}
+
+        first = time_host(forward, 1).step_ms[0]
+        time_host(forward, max(0, warmup - 1))
+        out[str(bs)] = latency_summary(time_host(forward, iters), bs, first)
     return out
 
 
@@ -353,11 +306,15 @@ def train_seed(keras: Any, spec: CellSpec, steps: int, batch_size: int, seed: in
         reason = first_nonfinite(curve) if any(not math.isfinite(v) for v in curve) else "non-finite loss"
     test_loss = metric = None
     if not diverged and wl.x_test is not None:
-        logs = model.evaluate(wl.x_test, wl.y_test, batch_size=max(batch_size, 256), verbose=0, return_dict=True)
-        test_loss = float(logs["loss"])
-        metric = float(logs[wl.metric_name]) if wl.metric_name in logs else None
+        test_loss, metric = evaluate(model, wl.x_test, wl.y_test, batch_size, wl.metric_name)
     return {"curve": curve, "scales": scales, "final_loss": final, "test_loss": test_loss, "metric": metric,
             "skipped_steps": trainer.calls - trainer.applied, "diverged": diverged, "reason": reason}
+
+
+def evaluate(model: Any, x: Any, y: Any, batch_size: int, metric: str | None) -> tuple[float, float | None]:
+    """(loss, metric) of ``model`` over a split (Keras's evaluate, batches of at least 256)."""
+    logs = model.evaluate(x, y, batch_size=max(batch_size, 256), verbose=0, return_dict=True)
+    return float(logs["loss"]), (float(logs[metric]) if metric in logs else None)
 
 
 def converge(keras: Any, spec: CellSpec, wl: KerasWorkload, batch_size: int) -> dict[str, Any]:
@@ -383,7 +340,7 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
         _warm_runtime(keras, wl)
         peak = KerasPeak(spec.keras_backend or "", gpu)
-        peak.start(baseline())
+        peak.start(rss())
         trainer = Trainer(wl.model(keras), wl.batches(batch_size, 1))
         for _ in range(spec.measure.maxbatch_trial_steps):
             trainer()
@@ -394,7 +351,7 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
     limit = spec.measure.memory_budget
     if gpu:
-        total = gpu_total_bytes()
+        total = backends.gpu_facts().get("memory_total_bytes")
         limit = min(x for x in (limit, total) if x is not None) if (limit or total) else None
     if limit is None:
         return {"fits": False, "failed": True, "peak_bytes": used, "reason": "maxbatch on CPU needs --memory-budget"}

@@ -21,7 +21,7 @@ from typing import Any
 from ampbench import progress
 from ampbench.bench.cells import CellSpec
 from ampbench.diagnose.findings import Finding, ordered
-from ampbench.diagnose.tensorcore import VOCAB_MIN, _round_up, tensorcore_findings
+from ampbench.diagnose.tensorcore import VOCAB_MIN, DimLint, tensorcore_findings
 from ampbench.errors import AmpbenchError
 
 HERE = "ampbench.keras.diagnose"
@@ -53,7 +53,7 @@ def diagnose_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, Any]:
-    from ampbench.keras.cell import Trainer, _device_name, setup
+    from ampbench.keras.cell import Trainer, device_facts, setup
     from ampbench.keras.workloads import build_workload
 
     t0 = time.perf_counter()
@@ -84,7 +84,7 @@ def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, A
         details["nonfinite"] = {"losses": losses, "loss_scales": scales, "applied_steps": applied}
         findings += nonfinite_findings(losses, scales, applied, policy, trainer.loss_scaled)
     return {"target": spec.label, "precision": spec.precision, "device": spec.device,
-            "device_name": _device_name(spec), "batch_size": batch_size, "seconds": time.perf_counter() - t0,
+            "device_name": device_facts(spec)["device_name"], "batch_size": batch_size, "seconds": time.perf_counter() - t0,
             "findings": [f.to_dict() for f in ordered(findings)], "details": details}
 
 
@@ -152,13 +152,8 @@ def _layers(model: Any) -> list[Any]:
 
 def lint_dims(model: Any, batch_size: int | None = None, multiple: int = 8) -> list[dict[str, Any]]:
     """Keras layers' GEMM dimensions that miss ``multiple`` (64 for a vocabulary), from their built kernels."""
-    issues: list[dict[str, Any]] = []
-
-    def check(where: str, what: str, n: int, vocab: bool = False) -> None:
-        m = max(64, multiple) if vocab else multiple
-        if n % m:
-            issues.append({"layer": where, "dim": what, "value": int(n), "multiple": m, "padded": _round_up(int(n), m)})
-
+    lint = DimLint(multiple)
+    check = lint.check
     for layer in _layers(model):
         kind = type(layer).__name__
         kernel = getattr(layer, "kernel", None) if getattr(layer, "built", False) else None
@@ -177,7 +172,4 @@ def lint_dims(model: Any, batch_size: int | None = None, multiple: int = 8) -> l
             check(layer.name, "units", layer.units if hasattr(layer, "units") else layer.cell.units)
         elif kind == "MultiHeadAttention":
             check(layer.name, "key_dim", layer.key_dim)
-    if batch_size is not None and batch_size % multiple:
-        issues.append({"layer": "(batch)", "dim": "batch_size", "value": batch_size, "multiple": multiple,
-                       "padded": _round_up(batch_size, multiple)})
-    return issues
+    return lint.batch(batch_size)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.measure.host import RssPeak, rss
+from ampbench.measure.host import RssPeak
 
 
 class KerasPeak:
@@ -67,35 +67,12 @@ def _jax_stats() -> dict[str, Any]:
     return dict(gpu.memory_stats() or {})
 
 
-def baseline() -> int:
-    return rss()
-
-
-def gpu_total_bytes() -> int | None:
-    """The GPU's memory (NVML, else PyTorch): the max-batch search's limit."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total)
-    except Exception:
-        try:
-            import torch
-
-            return int(torch.cuda.get_device_properties(0).total_memory)
-        except Exception:
-            return None
-
-
 def variable_bytes(variables: Any) -> int:
     """Bytes the variables hold, each in its own dtype (float32 under mixed_*, half under float16/bfloat16)."""
     import numpy as np
 
-    total = 0
-    for v in variables:
-        total += int(np.prod(v.shape)) * np.dtype(str(v.dtype)).itemsize if str(v.dtype) != "bfloat16" else \
-            int(np.prod(v.shape)) * 2
-    return total
+    return sum(int(np.prod(v.shape)) * (2 if str(v.dtype) == "bfloat16" else np.dtype(str(v.dtype)).itemsize)
+               for v in variables)  # (numpy has no bfloat16 dtype of its own)
 
 
 def is_oom(e: BaseException) -> bool:

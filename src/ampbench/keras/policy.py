@@ -58,3 +58,27 @@ def check_precisions(precisions: tuple[str, ...] | list[str], what: str) -> None
         if why:
             raise AmpbenchError(f"{what}: {why}")
 
+
+_COMPILES = "Keras compiles its own train step (jit_compile as the backend defaults)"
+TORCH_ONLY = {
+    "--compile/--memory-format/--cuda-graphs": _COMPILES,
+    "--compile": _COMPILES,
+    "--strategy": "torch.distributed strategies wrap PyTorch modules",
+    "--loss-scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
+    "--data-dir": "the real-data readers feed PyTorch workloads",
+    "--option": "workload options are PyTorch workloads'",
+    "--data-dir/--option": "the real-data readers and workload options feed PyTorch workloads",
+    "--checkpoint/--resume": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
+    "--fp8-skip/--fp8-filter": "fp8 runs through torchao's float8 layers",
+    "--tensorboard": "ampbench's TensorBoard files follow the PyTorch engine's steps and hooks (use "
+                     "keras.callbacks.TensorBoard)",
+    "--trace": "the profile check reads torch.profiler's kernels",
+}
+"""The options of run, train and diagnose that mean nothing to a Keras model, and why."""
+
+
+def refuse_torch_only(what: str, given: dict[str, bool]) -> None:
+    """One line for the first PyTorch-only option given (``given``: flag -> given) with the Keras target ``what``."""
+    for flag, on in given.items():
+        if on:
+            raise AmpbenchError(f"{flag} is a PyTorch option: {TORCH_ONLY[flag]}; drop it for {what} (a Keras model)")

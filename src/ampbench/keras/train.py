@@ -31,7 +31,7 @@ def train_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str, Any]:
-    from ampbench.keras.cell import Trainer, setup
+    from ampbench.keras.cell import Trainer, evaluate, setup
     from ampbench.keras.workloads import build_workload, output_warning
 
     keras, policy = setup(spec)
@@ -64,10 +64,10 @@ def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str
     timed_steps = max(trainer.calls - 1, 1)
     samples_per_s = timed_steps * batch_size / max(train_s - first_step_s, 1e-9)
     progress.report("evaluating")
-    train_loss, train_metric = _evaluate(model, wl.x_train, wl.y_train, batch_size, wl.metric_name)
+    train_loss, train_metric = evaluate(model, wl.x_train, wl.y_train, batch_size, wl.metric_name)
     test_loss = test_metric = None
     if wl.x_test is not None:
-        test_loss, test_metric = _evaluate(model, wl.x_test, wl.y_test, batch_size, wl.metric_name)
+        test_loss, test_metric = evaluate(model, wl.x_test, wl.y_test, batch_size, wl.metric_name)
     out = {"workload": wl.name, "preset": spec.preset, "precision": spec.precision, "device": spec.device,
            "epochs": epochs, "batch_size": batch_size, "steps": trainer.calls, "steps_trained": trainer.calls,
            "skipped_steps": trainer.calls - trainer.applied, "final_loss": trainer.last_loss,
@@ -80,27 +80,3 @@ def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str
         out["train_accuracy"], out["test_accuracy"] = train_metric, test_metric
     return out
 
-
-def _evaluate(model: Any, x: Any, y: Any, batch_size: int, metric: str | None) -> tuple[float, float | None]:
-    logs = model.evaluate(x, y, batch_size=max(batch_size, 256), verbose=0, return_dict=True)
-    return float(logs["loss"]), (float(logs[metric]) if metric in logs else None)
-
-
-TORCH_ONLY_TRAIN = {
-    "--loss-scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
-    "--compile": "Keras compiles its own train step",
-    "--strategy": "torch.distributed strategies wrap PyTorch modules",
-    "--checkpoint/--resume": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
-    "--fp8-skip/--fp8-filter": "fp8 runs through torchao's float8 layers",
-    "--data-dir/--option": "the real-data readers feed PyTorch workloads",
-    "--tensorboard": "ampbench's TensorBoard logger follows the PyTorch engine's steps (use "
-                     "keras.callbacks.TensorBoard)",
-}
-
-
-def check_train_options(what: str, given: dict[str, bool]) -> None:
-    """One line for the first PyTorch-only ``train`` option given with a Keras model."""
-    for flag, on in given.items():
-        if on:
-            raise AmpbenchError(f"{flag} is a PyTorch option: {TORCH_ONLY_TRAIN[flag]}; drop it for {what} (a Keras "
-                                "model)")

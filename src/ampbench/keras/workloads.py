@@ -305,15 +305,45 @@ def output_warning(model: Any, policy: str) -> str | None:
 def keras_target(workload: str | None, model: str | None, backend: str | None) -> str | None:
     """The Keras backend a command's target runs on (None: a PyTorch target). A keras-* workload, or a --model whose
     file imports keras, is a Keras target; --keras-backend with a PyTorch target is one line."""
+    keras = is_keras_workload(workload) or (model is not None and (backend is not None or imports_keras(model)))
+    return resolve_backend(backend, keras, "this target is a PyTorch model")
+
+
+def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | None:
+    """The backend Keras targets run on: --keras-backend (checked) or the default; None when there is no Keras target
+    (then --keras-backend is one line ending in ``otherwise``)."""
     from ampbench.keras.backends import DEFAULT_BACKEND, check_backend
 
     if backend is not None:
         check_backend(backend)
-    keras = is_keras_workload(workload) or (model is not None and (backend is not None or imports_keras(model)))
-    if backend is not None and not keras:
-        raise AmpbenchError(f"--keras-backend {backend} applies to Keras models (the keras-* workloads, or a --model "
-                            "returning a keras.Model); this target is a PyTorch model")
+        if not keras:
+            raise AmpbenchError(f"--keras-backend {backend} applies to Keras models (the keras-* workloads, or a --model "
+                                f"returning a keras.Model); {otherwise}")
     return (backend or DEFAULT_BACKEND) if keras else None
+
+
+def command_spec(backend: str, workload: str | None, model: str | None, precision: str, preset: str | None,
+                 batch_size: int | None, device: str | None, seed: int, data: Any, torch_only: dict[str, bool]) -> Any:
+    """The cell a ``train`` or ``diagnose`` of a Keras target runs in its child process, checked first: no
+    PyTorch-only option (``torch_only``: flag -> given), a mode Keras has and the device runs, the backend installed.
+    One-line AmpbenchErrors."""
+    from ampbench.bench.cells import CellSpec, MeasureSettings
+    from ampbench.keras.backends import check_installed
+    from ampbench.keras.policy import check_precisions, refuse_torch_only
+    from ampbench.measure.env import resolve_device
+    from ampbench.precision import resolve, supported
+
+    what = workload if workload is not None else f"--model {model}"
+    refuse_torch_only(what, torch_only)
+    precision = resolve(precision)
+    check_precisions([precision], f"{what} (a Keras model)")
+    dev = str(resolve_device(device))
+    sup = supported(precision, dev)
+    if not sup.ok:
+        raise AmpbenchError(f"--precision {precision}: {sup.reason}")
+    check_installed(backend)
+    return CellSpec(device=dev, workload=workload, model=model, preset=preset or "small", precision=precision,
+                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), keras_backend=backend)
 
 
 def imports_keras(model: str) -> bool:

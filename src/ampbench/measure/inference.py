@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 
 from ampbench import progress
+from ampbench.measure.stats import latency_summary
 from ampbench.measure.step import TrainStep, device_batches
-from ampbench.measure.timing import percentile, time_once, time_steps
+from ampbench.measure.timing import time_once, time_steps
 
 
 @torch.inference_mode()
@@ -34,9 +35,7 @@ def inference_latency(step: TrainStep, batch_sizes: list[int], iters: int, warmu
             for _ in range(max(0, warmup - 1)):
                 forward()
             t = time_steps(forward, iters, device)
-            out[str(bs)] = {"p50_ms": percentile(t.step_ms, 50), "p90_ms": percentile(t.step_ms, 90),
-                            "p99_ms": percentile(t.step_ms, 99), "samples_per_s": bs * iters / t.total_s,
-                            "first_ms": first}
+            out[str(bs)] = latency_summary(t, bs, first)
     finally:
         model.train(was_training)
     return out

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -47,3 +50,26 @@ class Timing:
         size = len(self.step_ms) // k
         rates = [size / sum(self.step_ms[i * size:(i + 1) * size]) for i in range(k)]
         return statistics.stdev(rates) / statistics.fmean(rates)
+
+
+def time_host(fn: Callable[[], object], n: int, on_step: Callable[[int], None] | None = None) -> Timing:
+    """Run ``fn`` n times, each timed by the host's clock (for calls that have finished their work when they return:
+    a CPU step, a Keras ``train_on_batch`` returning its logs as numbers). ``on_step(i)`` after call i, its own time
+    kept out of the next step's."""
+    ms = []
+    t = time.perf_counter()
+    for i in range(n):
+        fn()
+        now = time.perf_counter()
+        ms.append((now - t) * 1e3)
+        if on_step is not None:
+            on_step(i + 1)
+            now = time.perf_counter()  # (the meter's own time is not the next step's)
+        t = now
+    return Timing(ms, math.fsum(ms) / 1e3, "perf_counter")
+
+
+def latency_summary(t: Timing, batch_size: int, first_ms: float) -> dict[str, float]:
+    """One inference batch size's entry: p50/p90/p99 ms, samples/s over the timed calls, the first call apart."""
+    return {"p50_ms": percentile(t.step_ms, 50), "p90_ms": percentile(t.step_ms, 90), "p99_ms": percentile(t.step_ms, 99),
+            "samples_per_s": batch_size * len(t.step_ms) / t.total_s, "first_ms": first_ms}

@@ -7,13 +7,12 @@ per-step bookkeeping on the host does not count unless the GPU waited for it.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
 import torch
 
-from ampbench.measure.stats import MIN_BLOCK_STEPS, NOISE_BLOCKS, Timing, percentile  # noqa: F401
+from ampbench.measure.stats import Timing, percentile, time_host  # noqa: F401  (percentile: imported from here too)
 
 
 def time_steps(fn: Callable[[], object], n: int, device: torch.device,
@@ -33,17 +32,7 @@ def time_steps(fn: Callable[[], object], n: int, device: torch.device,
         events[-1].synchronize()  # the only host-device sync of the timed region
         ms = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
         return Timing(ms, events[0].elapsed_time(events[-1]) / 1e3, "cuda_events")
-    ms = []
-    t = time.perf_counter()
-    for i in range(n):
-        fn()
-        now = time.perf_counter()
-        ms.append((now - t) * 1e3)
-        if on_step is not None:
-            on_step(i + 1)
-            now = time.perf_counter()  # (the meter's own time is not the next step's)
-        t = now
-    return Timing(ms, math.fsum(ms) / 1e3, "perf_counter")
+    return time_host(fn, n, on_step)
 
 
 def time_once(fn: Callable[[], object], device: torch.device) -> float:
