@@ -28,7 +28,7 @@ lint: $(STAMP)
 # the oracle tests) run twice: natively, then as an AVX2-only CPU runs them (oneDNN and ATen capped at AVX2: no
 # AVX-512, bf16/fp16 emulated, no oneDNN bf16 LSTM), so a fresh clone passes on every CPU we have seen.
 test: $(STAMP) lint
-	$(PY) -m pytest -q
+	COLUMNS=80 $(PY) -m pytest -q
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m isa
 
 clean:

@@ -3,6 +3,8 @@
 # command of a lent GPU machine (no network there; torch 2.11 and python 3.12 in its image).
 #
 #   bash benchmarks/gpu_session.sh STAGE      # run on the GPU machine, from the repo root
+#   bash benchmarks/gpu_session.sh --dry-run [STAGE|all]   # anywhere: print each stage's commands, run nothing
+#                                                          # (tests/test_gpu_session.py checks their arguments)
 #
 #   checks  ampbench hw (GEMM up to 8192) and the GPU tests
 #   paper   mnist-cnn paper: max batch fp32 vs amp-fp16 (8 GiB budget); conv-dummy paper: time +
@@ -38,16 +40,35 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGE=${1:?usage: gpu_session.sh checks|paper|suite|bench|fp8|axes|dist|keras|export|compat}
-case $STAGE in checks|paper|suite|bench|fp8|axes|dist|keras|export|compat) ;; *) echo "unknown stage $STAGE: checks|paper|suite|bench|fp8|axes|dist|keras|export|compat" >&2; exit 2 ;; esac
+STAGES="checks paper suite bench fp8 axes dist keras export compat"
+DRY=""
+if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
+STAGE=${1:-}
+if [ -z "$STAGE" ] && [ -n "$DRY" ]; then STAGE=all; fi
+[ -n "$STAGE" ] || { echo "usage: gpu_session.sh [--dry-run] ${STAGES// /|}" >&2; exit 2; }
+case " $STAGES " in *" $STAGE "*) ;; *) [ -n "$DRY" ] && [ "$STAGE" = all ] || { echo "unknown stage $STAGE: ${STAGES// /|}" >&2; exit 2; } ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu
 DB=$STATE/results.db
-mkdir -p "$STATE"
 export PYTHONUNBUFFERED=1
 
+# x CMD...: run it, or with --dry-run print it (shell-quoted, one line) and succeed
+x() {
+  if [ -n "$DRY" ]; then printf '%q ' "$@" | sed 's/ $//'; echo; return 0; fi
+  "$@"
+}
+# log FILE: tee into FILE (dry run: print only)
+log() { if [ -n "$DRY" ]; then cat; else tee "$1"; fi; }
+
+if [ -n "$DRY" ]; then
+  AB=ampbench; PY=python; GPU=dry-run; RESULTS=benchmarks/results/$GPU
+  SECONDS=0
+fi
+
 # -- setup: ampbench importable, with a typer that works without pydantic ----------------------
+if [ -z "$DRY" ]; then
+mkdir -p "$STATE"
 WHEELS=()
 if ls .whl/typer-*.whl >/dev/null 2>&1 && ! python3 -c "import pydantic" 2>/dev/null; then WHEELS+=(.whl/typer-*.whl); fi
 if ls .whl/torchao-*.whl >/dev/null 2>&1 && ! python3 -c "import torchao" 2>/dev/null; then WHEELS+=(.whl/torchao-*.whl); fi
@@ -77,12 +98,14 @@ pack() {
   return 0
 }
 trap pack EXIT
+fi
 
 # `ampbench run` that continues the last run with the same options (if one exists) and stops
 # itself when the stage has used BUDGET_S (counted from the script's start, so several runs in
 # one stage share it); calling the stage again resumes, so a stage may take several calls.
 run_resumable() {  # $1 = log name, rest = ampbench run options
   local name=$1 rc left; local log=$STATE/$name.log; shift
+  if [ -n "$DRY" ]; then x $AB run --device "$DEVICE" --db "$DB" --no-report --resume "$@"; return 0; fi
   left=$((BUDGET_S - SECONDS))
   if [ $left -lt 30 ]; then echo "$name: not started, the stage's budget is spent (exit 3); run this stage again"; return 3; fi
   timeout "$left" $AB run --device "$DEVICE" --db "$DB" --no-report --resume "$@" >>"$log" 2>&1
@@ -103,21 +126,22 @@ run_resumable() {  # $1 = log name, rest = ampbench run options
   return $rc
 }
 
-case $STAGE in
+stage() {
+case $1 in
   checks)
-    $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json" | tee "$STATE/hw.log"
-    $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py 2>&1 | tail -n 15
+    x $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json" | log "$STATE/hw.log"
+    x $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py 2>&1 | tail -n 15
     ;;
   compat)
     # the suite is written for a CPU-only machine (CI): hide the GPU so defaults pick the CPU, and
     # learn whether this torch/python pass it
-    CUDA_VISIBLE_DEVICES= timeout "$((BUDGET_S - SECONDS))" $PY -m pytest -q -p no:cacheprovider 2>&1 | tail -n 25
+    CUDA_VISIBLE_DEVICES= x timeout "$((BUDGET_S - SECONDS))" $PY -m pytest -q -p no:cacheprovider 2>&1 | tail -n 25
     ;;
   paper)
     # an 8 GiB budget stands in for the smaller card of the published result (on 80+ GiB the fp32
     # search alone would climb to ~20k samples of 4.5 GFLOP each); the ratio is what compares
     run_resumable mnist-maxbatch --workloads mnist-cnn --preset paper --measure maxbatch --precisions fp32,amp-fp16 \
-      --memory-budget 8GiB --label "mnist-cnn paper max batch, 8 GiB budget (published: 590 -> 1000)" || exit $?
+      --memory-budget 8GiB --label "mnist-cnn paper max batch, 8 GiB budget (published: 590 -> 1000)" || return $?
     run_resumable conv-dummy --workloads conv-dummy --preset paper --precisions fp32,amp-fp16 --repeats 3 \
       --label "conv-dummy paper (published: ~2.6x faster, ~2.4x less memory)"
     ;;
@@ -125,49 +149,62 @@ case $STAGE in
     run_resumable suite
     ;;
   bench)
-    $PY benchmarks/engine_overhead.py --device "$DEVICE" --out "$RESULTS/engine_overhead.json" | tee "$STATE/engine.log"
-    timeout "$((BUDGET_S - 200))" $PY benchmarks/harness_overhead.py --device "$DEVICE" --steps 100 --rounds 7 \
-      --out "$RESULTS/harness_overhead.json" | tee "$STATE/harness.log"
+    x $PY benchmarks/engine_overhead.py --device "$DEVICE" --out "$RESULTS/engine_overhead.json" | log "$STATE/engine.log"
+    x timeout "$((BUDGET_S - 200))" $PY benchmarks/harness_overhead.py --device "$DEVICE" --steps 100 --rounds 7 \
+      --out "$RESULTS/harness_overhead.json" | log "$STATE/harness.log"
     ;;
   fp8)
-    $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(p())" || exit 2
+    # --fp8-filter dims: under torchao's size thresholds (auto) BERT-large converts no Linear layer, and its rows
+    # would be amp-bf16's math (a warning and math_mode bf16 say so; dims converts every multiple-of-16 layer)
+    x $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(p())" || return 2
     run_resumable fp8 --workloads bert --preset small -o size=large --precisions fp32,amp-bf16,fp8-tensorwise,fp8-rowwise,fp8-rowwise-gw-hp \
-      --measure throughput,memory,converge --seeds 2 --converge-steps 150 --compile off,on \
+      --fp8-filter dims --measure throughput,memory,converge --seeds 2 --converge-steps 150 --compile off,on \
       --label "BERT-large seq 64, fp8 modes vs amp-bf16 (torchao), eager and compiled"
     ;;
   axes)
     run_resumable axes-resnext --workloads resnext --preset small --precisions fp32,amp-bf16 --compile off,on \
       --cuda-graphs off,on --memory-format contiguous,channels_last --repeats 3 \
-      --label "resnext small: compile x CUDA graphs x channels-last, one change at a time" || exit $?
+      --label "resnext small: compile x CUDA graphs x channels-last, one change at a time" || return $?
     run_resumable axes-bert --workloads bert --preset small --precisions fp32,amp-bf16 --compile off,on \
       --cuda-graphs off,on --repeats 3 --label "bert small: compile x CUDA graphs, one change at a time"
     ;;
   dist)
     run_resumable dist --workloads bert --preset small --precisions fp32,amp-bf16,master-bf16 --strategy ddp,fsdp \
-      --nproc-per-node 1 --repeats 3 --label "bert small: ddp/fsdp x1 (nccl) next to one process" || exit $?
-    if $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(1 if p() else 0)"; then
+      --nproc-per-node 1 --repeats 3 --label "bert small: ddp/fsdp x1 (nccl) next to one process" || return $?
+    if [ -n "$DRY" ] || $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(1 if p() else 0)"; then
       run_resumable dist-fp8 --workloads bert --preset small -o size=large --precisions fp32,amp-bf16,fp8-tensorwise \
-        --strategy fsdp --nproc-per-node 1 --measure throughput,memory \
-        --label "BERT-large: fsdp x1 with fp8-tensorwise (fp8 all-gather path; compiled by default)" || exit $?
+        --fp8-filter dims --strategy fsdp --nproc-per-node 1 --measure throughput,memory \
+        --label "BERT-large: fsdp x1 with fp8-tensorwise (fp8 all-gather path; compiled by default)" || return $?
     fi
-    if [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
-      $PY benchmarks/grad_reduce.py --device "$DEVICE" --workload bert --preset small --out "$RESULTS/grad_reduce.json"
+    if [ -n "$DRY" ] || [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+      x $PY benchmarks/grad_reduce.py --device "$DEVICE" --workload bert --preset small --out "$RESULTS/grad_reduce.json"
     fi
     ;;
   keras)
-    $PY -c "from ampbench.keras.backends import missing; import sys; p = missing('jax'); print(p or 'keras on jax: ok'); sys.exit(2 if p else 0)" || exit 2
+    x $PY -c "from ampbench.keras.backends import missing; import sys; p = missing('jax'); print(p or 'keras on jax: ok'); sys.exit(2 if p else 0)" || return 2
     run_resumable keras-jax --workloads conv-dummy,keras-conv-dummy --preset paper --precisions fp32,amp-fp16 \
       --repeats 3 --keras-backend jax \
-      --label "conv-dummy paper: torch amp-fp16 vs Keras mixed_float16 on JAX (published: ~2.6x faster, ~2.4x less memory)" || exit $?
+      --label "conv-dummy paper: torch amp-fp16 vs Keras mixed_float16 on JAX (published: ~2.6x faster, ~2.4x less memory)" || return $?
     run_resumable keras-torch --workloads keras-conv-dummy --preset paper --precisions fp32,amp-fp16 --repeats 3 \
       --keras-backend torch --label "keras-conv-dummy paper on Keras's torch backend"
     ;;
   export)
-    $AB export --db "$DB" --out "$RESULTS/runs.json"
-    for run in $($AB results --db "$DB" --all --format json | $PY -c "import json,sys; print(' '.join(sorted({r['run_id'] for r in json.load(sys.stdin)})))"); do
-      $AB report --db "$DB" --run "$run" --format md --out "$RESULTS/report-$run.md"
-      $AB report --db "$DB" --run "$run" --format html --out "$STATE/report-$run.html"
+    x $AB export --db "$DB" --out "$RESULTS/runs.json"
+    if [ -n "$DRY" ]; then runs=RUN; else
+      runs=$($AB results --db "$DB" --all --format json | $PY -c "import json,sys; print(' '.join(sorted({r['run_id'] for r in json.load(sys.stdin)})))")
+    fi
+    for run in $runs; do
+      x $AB report --db "$DB" --run "$run" --format md --out "$RESULTS/report-$run.md"
+      x $AB report --db "$DB" --run "$run" --format html --out "$STATE/report-$run.html"
     done
-    ls -la "$RESULTS"
+    [ -n "$DRY" ] || ls -la "$RESULTS"
     ;;
 esac
+}
+
+if [ "$STAGE" = all ]; then
+  for s in $STAGES; do echo "# stage $s"; stage "$s"; done
+else
+  [ -n "$DRY" ] && echo "# stage $STAGE"
+  stage "$STAGE"
+fi

@@ -26,6 +26,7 @@ import torch
 from ampbench.bench import CellSpec, run_cell
 from ampbench.measure.env import environment
 from ampbench.precision import MixedPrecision, get
+from ampbench.precision.state import tf32_scope
 from ampbench.workloads import create_workload
 
 
@@ -46,11 +47,14 @@ def hand_loop(workload: str, preset: str, precision: str, steps: int, warmup: in
         dtype = recipe.compute_dtype
 
         def step(x: tuple[torch.Tensor, ...], y: torch.Tensor) -> None:
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(device.type, dtype=dtype, enabled=recipe.is_half):
-                loss = wl.loss_fn(model(*wl.prepare(x)), y)
-            loss.backward()
-            opt.step()
+            # the mode's own math: cuDNN runs fp32 convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 is
+            # True), so an unscoped plain loop would time TF32 against ampbench's true-fp32 fp32 mode
+            with tf32_scope(recipe.tf32):
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast(device.type, dtype=dtype, enabled=recipe.is_half):
+                    loss = wl.loss_fn(model(*wl.prepare(x)), y)
+                loss.backward()
+                opt.step()
     else:
         mp = MixedPrecision(precision, device=device)
         model, opt = mp.setup(model, opt)

@@ -140,3 +140,69 @@ def gradscaler_skipped_steps(model: nn.Module, batches: list[tuple[Any, torch.Te
         scaler.update()
         skipped += scaler.get_scale() < before
     return skipped, scaler.get_scale()
+
+
+def textbook_flops(model: nn.Module, inputs: tuple[Any, ...], loss_fn: Any, targets: torch.Tensor) -> tuple[int, int]:
+    """(FLOPs, of which convolutions) of one training step, counted by hand per layer from module attributes
+    and the shapes a forward pass shows its hooks -- not from the ops torch dispatches.
+
+    2 x multiply-adds per product; backward = the weight's gradient (when the weight trains) + the input's
+    gradient (when the input needs one: not for data, nor for an RNN's zero initial state). Embeddings,
+    norms, activations and the loss count 0. Knows Conv*/ConvTranspose*, Linear, nn.MultiheadAttention
+    (self-attention), LSTM/GRU/RNN and tests/flop_zoo's Attention and Bilinear modules.
+    """
+    from tests import flop_zoo
+
+    totals = {"all": 0, "conv": 0}
+
+    def add(macs_fwd: int, weight_grad: bool, input_grad: bool, conv: bool = False) -> None:
+        flops = 2 * macs_fwd * (1 + int(weight_grad) + int(input_grad))
+        totals["all"] += flops
+        if conv:
+            totals["conv"] += flops
+
+    def hook(m: nn.Module, args: tuple[Any, ...], out: Any) -> None:
+        x = args[0]
+        if isinstance(m, nn.modules.conv._ConvNd):
+            per_point = (m.out_channels if m.transposed else m.in_channels) // m.groups
+            points = x.numel() // m.in_channels if m.transposed else out.numel() // m.out_channels
+            add(points * m.out_channels * per_point * int(torch.tensor(m.kernel_size).prod()) if not m.transposed
+                else points * m.in_channels * per_point * int(torch.tensor(m.kernel_size).prod()),
+                m.weight.requires_grad, x.requires_grad, conv=True)
+        elif isinstance(m, nn.Linear):
+            add(x.numel() // m.in_features * m.in_features * m.out_features, m.weight.requires_grad, x.requires_grad)
+        elif isinstance(m, flop_zoo.Attention):  # q·kᵀ and p·v over every head: B·T·T·d each; q, k, v all need grads
+            b, t, d = x.shape
+            add(2 * b * t * t * d, True, True)
+        elif isinstance(m, flop_zoo.Bilinear):
+            b, t, d = x.shape
+            add(b * t * t * d, True, x.requires_grad)  # mix (T, T) @ x
+            add(b * t * d * d, True, True)  # (.) @ w: its input depends on mix, which trains
+        elif isinstance(m, nn.MultiheadAttention):
+            b, t, e = x.shape  # batch_first self-attention
+            add(b * t * e * 3 * e, True, x.requires_grad)  # in_proj
+            add(2 * b * t * t * e, True, True)  # scores and weighted values: both operands need gradients
+            add(b * t * e * e, True, True)  # out_proj
+        elif isinstance(m, nn.RNNBase):
+            gates = {"LSTM": 4, "GRU": 3}.get(m.mode, 1)
+            batch = x.shape[0] if m.batch_first else x.shape[1]
+            tokens = x.numel() // m.input_size
+            dirs = 2 if m.bidirectional else 1
+            h = m.hidden_size
+            for layer in range(m.num_layers):
+                fan_in = m.input_size if layer == 0 else h * dirs
+                for _ in range(dirs):
+                    fwd = tokens * gates * h * (fan_in + h)
+                    grad_in = tokens * gates * h * fan_in if (layer > 0 or x.requires_grad) else 0
+                    grad_h = (tokens - batch) * gates * h * h  # the zero initial state needs no gradient
+                    totals["all"] += 2 * (2 * fwd + grad_in + grad_h)
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        out = model(*inputs)
+    finally:
+        for hd in handles:
+            hd.remove()
+    loss_fn(out, targets).backward()  # (the backward the counts describe; its gradients are not used)
+    model.zero_grad(set_to_none=True)
+    return totals["all"], totals["conv"]

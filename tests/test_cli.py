@@ -42,3 +42,74 @@ def test_main_exits_2_in_process(capsys):
     with pytest.raises(SystemExit) as e:
         main(["list", "gpus"])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize("command", [["results"], ["report", "--format", "md", "--out", "-"], ["compare"],
+                                     ["export", "--out", "x.json"]])
+def test_a_reader_on_an_empty_file_says_it_is_no_store_and_writes_nothing(command, tmp_path, monkeypatch):
+    from tests.conftest import cli
+
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    code, out, err = cli(*command, "--db", str(empty))
+    assert code == 2 and err.count("\n") == 1 and "not an ampbench results store (an empty file" in err, err
+    assert empty.stat().st_size == 0 and not (tmp_path / "x.json").exists()
+
+
+def test_ctrl_c_says_what_was_stored_and_how_to_finish(tmp_path, monkeypatch):
+    """Ctrl-C during a run: exit 130, the cells stored so far named, and the --resume command that finishes it."""
+    import shlex
+
+    from ampbench.bench import runner
+    from tests.conftest import cli
+
+    real, calls = runner.execute, []
+
+    def interrupted(*args, **kwargs):  # the second cell is interrupted
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "execute", interrupted)
+    db = tmp_path / "r.db"
+    args = ["run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16", "--steps", "2",
+            "--warmup", "1", "--no-isolate", "--no-report", "--db", str(db)]
+    code, out, err = cli(*args)
+    assert code == 130 and "interrupted: 1 cell of 3 stored in run" in err and err.count("\n") == 1, err
+    resume = err.split("finish the run with: ampbench ", 1)[1].strip()
+    assert shlex.split(resume) == [*args, "--resume"]
+    monkeypatch.setattr(runner, "execute", real)
+    code, out, err = cli(*shlex.split(resume))  # the printed command finishes the run
+    assert code == 0, err
+    from ampbench.store import Store
+
+    assert len(Store(db, create=False).rows()) == 3
+
+
+def test_both_spellings_of_the_precision_option_everywhere(tmp_path):
+    from ampbench.store import Store
+    from tests.conftest import cli
+    from tests.report.conftest import _row
+
+    store = Store(tmp_path / "r.db")
+    store.add(_row(store.create_run({"identity": {}}, device="cuda:0", device_name="GPU", hostname="h").run_id,
+                   "resnext", "fp32", 100.0))
+    db = ["--db", str(store.path)]
+    for command in (["run", "--dry-run", "--workloads", "tabular-mlp", "--preset", "tiny"], ["results", *db],
+                    ["compare", *db]):
+        for flag in ("--precision", "--precisions"):
+            code, out, err = cli(*command, flag, "no-such-mode")
+            assert code == 2 and "no-such-mode" in err and "No such option" not in err, (command, flag, err)
+    for command in (["train", "tabular-mlp"], ["diagnose", "tabular-mlp"]):
+        code, out, err = cli(*command, "--precisions", "no-such-mode")
+        assert code == 2 and "no-such-mode" in err and "No such option" not in err, err
+
+
+def test_help_shows_no_markup():
+    from tests.conftest import cli
+
+    for command in ("run", "train", "diagnose", "results", "report", "export", "import", "compare", "hw", "list"):
+        code, out, err = cli(command, "--help")
+        assert code == 0 and "``" not in out, command

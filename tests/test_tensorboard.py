@@ -95,6 +95,10 @@ def test_diagnose_writes_the_gradient_and_activation_histograms(tmp_path: Path) 
     assert h.num == sum(counts) and list(h.bucket) == counts  # bucket k: log2 |g| in [lo + k, lo + k + 1)
     assert list(h.bucket_limit) == [b + 1 for b in g["bins_log2"]]
     assert _scalars(ea, "zeros/gradients/all_params") == [(0, g["param_zeros"])]
+    # zeros/* is a count on every tag (was: a fraction on per-layer tags): every value is a zero or in a bin
+    for item, group in [*((p, "params") for p in g["params"]), *((x, "activation_grads") for x in g["layers"])]:
+        assert item["zeros"] + sum(item["histogram"]) == item["numel"]
+        assert _scalars(ea, f"zeros/gradients/{group}/{item['name']}") == [(0, item["zeros"])]
     layer = d["activations"][0]
     a = ea.Histograms(f"activations/{layer['name']}")[0].histogram_value  # type: ignore[attr-defined]
     assert list(a.bucket) == layer["histogram"]
@@ -116,3 +120,17 @@ def test_bad_directory_and_missing_extra_are_one_line(tmp_path: Path, monkeypatc
     assert code == 2 and "ampbench[tensorboard]" in err and err.count("\n") == 1
 
 
+
+
+def test_writing_event_files_imports_no_tensorflow(tmp_path: Path) -> None:
+    """torch's SummaryWriter imports TensorFlow when it is installed (seconds and ~480 MB in a PyTorch run): ours does
+    not, and what it writes reads back with tensorboard's own reader."""
+    import subprocess
+
+    code = ("import sys; from ampbench.tensorboard import RunLogger, TrainLogger, write_diagnosis; "
+            f"t = TrainLogger({str(tmp_path / 't')!r}); t.step(1, {{'loss': 2.5}}); t.epoch(0, {{'loss': 2.0}}); "
+            "t.close(); print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    ea = _read(tmp_path / "t")
+    assert _scalars(ea, "train/loss") == [(1, 2.5)] and _scalars(ea, "epoch/loss") == [(0, 2.0)]

@@ -192,3 +192,26 @@ def test_outputs_are_checked_before_training(tmp_path):
     assert existing.read_text() == "mine"
     r = _train_cli(tmp_path, "--epochs", "1", "--json", str(tmp_path))
     assert r.returncode == 2 and "is a directory: give a file path" in r.stderr and "epoch" not in r.stdout
+
+
+def test_resume_loads_the_rng_state_on_the_cpu_whatever_the_device(tmp_path, monkeypatch):
+    """On CUDA, torch.load(map_location=device) put the saved CPU RNG ByteTensor on the GPU, torch.set_rng_state
+    refused it and --resume always failed ("does not fit this model"). Emulated here: a loader that, like CUDA, turns
+    the RNG state into something set_rng_state refuses unless the checkpoint is mapped to the CPU."""
+    real = torch.load
+
+    def load(path, map_location=None, **kw):  # type: ignore[no-untyped-def]
+        state = real(path, map_location="cpu", **kw)
+        if map_location != "cpu":  # (what a map_location of the run's device does to the RNG state on CUDA)
+            state["rng"] = state["rng"].to(torch.int64)
+        return state
+
+    monkeypatch.setattr(torch, "load", load)
+    wl = create_workload("tabular-mlp", "tiny")
+    cfg = TrainConfig(precision="amp-bf16", epochs=1, checkpoint_dir=tmp_path, max_steps_per_epoch=2,
+                      evaluate_train=False)
+    train(wl, cfg)
+    r = train(create_workload("tabular-mlp", "tiny"), TrainConfig(precision="amp-bf16", epochs=2, checkpoint_dir=tmp_path,
+                                                                  resume=True, max_steps_per_epoch=2,
+                                                                  evaluate_train=False))
+    assert r.resumed_from_epoch == 1

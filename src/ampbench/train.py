@@ -199,7 +199,10 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         if not ckpt_path.exists():
             raise AmpbenchError(f"--resume: no checkpoint at {ckpt_path}")
         try:
-            state = torch.load(ckpt_path, map_location=device, weights_only=True)
+            # map_location cpu, as distributed/checkpoint.py: torch.set_rng_state takes a CPU ByteTensor only (mapped
+            # to CUDA it raised, and was reported as a checkpoint that "does not fit"); model, optimizer and mp states
+            # are copied onto their parameters' devices by their load_state_dict
+            state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
         except Exception as e:
             raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
         _check_resumable(state, ckpt_path, workload, mp.name)

@@ -98,3 +98,36 @@ def test_maxbatch_on_cpu_with_a_budget() -> None:
     assert row["max_batch"] == 256 and row["max_batch_limit_hit"] is True
     assert [t[0] for t in row["max_batch_trials"]] == [4, 8, 16, 32, 64, 128, 256]
     assert row["max_batch_samples_per_s"] == 1.0
+
+
+def test_the_memory_peak_is_the_steady_state_step_s_not_the_first_step_s() -> None:
+    """A model whose first forward allocates a 256 MiB temporary (as a compile's tracing or a CUDA graph's capture
+    does once): the cell's peak is restarted before the warm-up, so the row's peak is the training steps', not it."""
+    import torch
+    from torch import nn
+
+    from ampbench.bench.cell import throughput_memory
+    from ampbench.data.tensors import TensorData
+    from ampbench.workloads.base import Workload
+
+    class FirstCallHog(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(16, 4)
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            if self.calls == 1:
+                hog = torch.ones(64 * 2**20)  # 256 MiB, touched, then freed
+                x = x + hog[:1].sum() * 0
+                del hog
+            return self.fc(x)
+
+    g = torch.Generator().manual_seed(0)
+    data = TensorData((torch.randn(64, 16, generator=g),), torch.randint(0, 4, (64,), generator=g))
+    wl = Workload("hog", FirstCallHog(), data, data, batch_size=8)
+    spec = CellSpec.of(device="cpu", workload="hog", preset="tiny", precision="fp32", batch_size=8, steps=3, warmup=2)
+    _, row = throughput_memory(wl, spec, 8, torch.device("cpu"), None)
+    assert row["first_step_ms"] > 0 and wl.model.calls > 3
+    assert row["cpu_rss_peak_bytes"] < 128 * 2**20, row["cpu_rss_peak_bytes"]  # (the 256 MiB are not in it)

@@ -193,3 +193,8 @@ def launch_bound() -> Workload:
 
 def overflowing() -> Workload:
     return _wl("overflowing", Overflowing())
+
+
+def small_grad() -> Workload:
+    """Gradients around 2^-20: fp16 subnormals (some flushed) at loss scale 1, normal numbers at amp-fp16's 65536."""
+    return _wl("small-grad", TinyGrad(), loss_scale=1e-4)

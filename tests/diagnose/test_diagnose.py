@@ -68,8 +68,10 @@ def test_nan_injected_in_backward_is_located() -> None:
 def test_gradients_below_fp16_range_get_a_scale_that_learns() -> None:
     d = diagnose(planted.tiny_grad, "master-fp16", checks=("gradients",), steps=5)
     f = next(f for f in d.findings if f.check == "gradients")
-    assert f.severity == "error" and "below 2^-24" in f.title
     g = d.details["gradients"]
+    # judged at the dynamic scale master-fp16 uses (65536): still too small there
+    assert f.severity in ("warning", "error") and "at the loss scale in use (dynamic: 65536)" in f.title
+    assert "still underflow" in f.title and g["at_scale_in_use"]["fp16_underflow"] > 0.01
     assert g["overall"]["fp16_underflow"] + g["overall"]["zeros"] > 0.99 and g["overall"]["fp16_underflow"] > 0.5
     scale = g["recommended_scale"]
     assert scale >= 2**20 and g["max_abs"] * scale * 2 <= 65504
@@ -166,9 +168,16 @@ def test_launch_bound_tiny_model_is_explained() -> None:
         assert d.findings[0].title.startswith("launch-bound:")
 
 
-def test_a_big_model_is_not_called_launch_bound() -> None:
+def test_a_big_model_is_called_launch_bound_only_by_the_rule() -> None:
+    """A bigger model: the verdict is the rule applied to its measured batch scaling (a timing: on a loaded
+    2-core machine even a 1 ms step can scale by 1.3x), and the finding appears exactly when the verdict says so."""
+    from ampbench.diagnose.profile import LAUNCH_BOUND_SCALING
+
     d = diagnose("tabular-mlp", "fp32", preset="small", checks=("profile",), steps=5)
-    assert not any(f.title.startswith("launch-bound") for f in d.findings)
+    p = d.details["profile"]
+    assert isinstance(p["batch_scaling"], float) and p["batch_scaling"] > 0
+    assert p["launch_bound"] == (p["batch_scaling"] < LAUNCH_BOUND_SCALING)
+    assert any(f.title.startswith("launch-bound") for f in d.findings) == p["launch_bound"]
 
 
 def test_per_layer_policy_found_and_training_with_it_matches_fp32() -> None:
@@ -215,3 +224,44 @@ def test_lstm_kernel_fallback_under_cpu_autocast_is_said() -> None:
         assert bool(said) == (not autocast_kernel_works(nn.LSTM, half))
         for f in said:
             assert f.severity == "warning" and f"lstm: nn.LSTM runs torch's native {name} kernel" in f.title
+
+
+@pytest.mark.parametrize("precision", ["amp-fp16", "master-fp16"])
+def test_gradients_that_fit_at_the_scale_in_use_are_information(precision: str) -> None:
+    """65% of the true gradients are fp16 subnormals, but the dynamic scale in use (65536, nothing skipped) brings
+    them into range: the finding says so, at info, and offers no fix (the fix would be the configuration in use)."""
+    d = diagnose(planted.small_grad, precision, checks=("gradients",), steps=3)
+    g = d.details["gradients"]
+    assert g["overall"]["fp16_subnormal"] > 0.3 and g["dynamic"]["skipped_steps"] == 0
+    used = g["at_scale_in_use"]
+    assert used["scale"] == g["dynamic"]["scale"] == 65536.0 and used["fp16_underflow"] == 0.0
+    (f,) = [f for f in d.findings if f.check == "gradients"]
+    assert f.severity == "info" and not f.fix
+    assert f.title.startswith("gradients fit fp16 at the loss scale in use (dynamic: 65536)")
+
+
+def test_fp16_limits_are_what_ifs_in_bf16_and_a_warning_without_scaling() -> None:
+    bf16 = next(f for f in diagnose(planted.small_grad, "amp-bf16", checks=("gradients",), steps=2).findings
+                if f.check == "gradients")
+    assert bf16.severity == "info" and "need no loss scaling" in bf16.title
+    pure = next(f for f in diagnose(planted.small_grad, "pure-fp16", checks=("gradients",), steps=2).findings
+                if f.check == "gradients")
+    assert pure.severity == "warning" and "without loss scaling" in pure.title and "loss_scale=" in pure.fix
+
+
+def test_profile_memory_is_the_modes_steps_not_the_fp32_baseline_built_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory figures are read after this mode's timed steps: the fp32 baseline model built afterwards (planted
+    here as a 256 MiB allocation held by versus_fp32) is not in them (was: peaks never reset, read at the end)."""
+    from ampbench.diagnose import profile
+
+    held = []
+    real = profile.versus_fp32
+
+    def fp32_with_a_big_model(*args, **kwargs):  # type: ignore[no-untyped-def]
+        held.append(torch.ones(64 * 2**20))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(profile, "versus_fp32", fp32_with_a_big_model)
+    d = diagnose(planted.conv, "amp-bf16", checks=("profile",), steps=2)
+    m = d.details["profile"]["memory"]
+    assert held and m["peak_is"] == "RSS growth" and m["peak_bytes"] < 128 * 2**20, m

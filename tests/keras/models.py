@@ -46,3 +46,67 @@ def make_batch(batch_size, rng):
 
 def make_three(batch_size, rng):
     return 1, 2, 3
+
+
+def two_inputs():
+    """Two inputs by name (features and extra features), one float32 softmax output."""
+    a, b = keras.Input((8,), name="feats"), keras.Input((4,), name="extra")
+    x = layers.Concatenate()([layers.Dense(16, activation="relu")(a), layers.Dense(8, activation="relu")(b)])
+    return keras.Model([a, b], layers.Activation("softmax", dtype="float32")(layers.Dense(2)(x)))
+
+
+def _pair(batch_size, rng):
+    a = rng.standard_normal((batch_size, 8)).astype("float32")
+    b = rng.standard_normal((batch_size, 4)).astype("float32")
+    return a, b, ((a[:, 0] + b[:, 0]) > 0).astype("int64")
+
+
+def make_tuple(batch_size, rng):
+    a, b, y = _pair(batch_size, rng)
+    return (a, b), y
+
+
+def make_list(batch_size, rng):
+    a, b, y = _pair(batch_size, rng)
+    return [a, b], y
+
+
+def make_dict(batch_size, rng):
+    a, b, y = _pair(batch_size, rng)
+    return {"feats": a, "extra": b}, y
+
+
+def two_outputs():
+    """Two inputs, two named outputs (a class and a value), compiled with a loss per output."""
+    a, b = keras.Input((8,), name="feats"), keras.Input((4,), name="extra")
+    x = layers.Concatenate()([layers.Dense(16, activation="relu")(a), layers.Dense(8, activation="relu")(b)])
+    cls = layers.Activation("softmax", dtype="float32", name="cls")(layers.Dense(2)(x))
+    val = layers.Dense(1, dtype="float32", name="val")(x)
+    model = keras.Model([a, b], {"cls": cls, "val": val})
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss={"cls": "sparse_categorical_crossentropy", "val": "mse"})
+    return model
+
+
+def make_two_targets(batch_size, rng):
+    a, b, y = _pair(batch_size, rng)
+    return (a, b), {"cls": y, "val": a[:, :1] - b[:, :1]}
+
+
+def two_regressions():
+    """Two outputs of one kind, uncompiled: one --loss (mean squared error) applies to both."""
+    inputs = keras.Input((8,))
+    x = layers.Dense(16, activation="relu")(inputs)
+    return keras.Model(inputs, [layers.Dense(2, dtype="float32")(x), layers.Dense(1, dtype="float32")(x)])
+
+
+def make_two_values(batch_size, rng):
+    x = rng.standard_normal((batch_size, 8)).astype("float32")
+    return x, [x[:, :2] * 0.5, x[:, 2:3]]
+
+
+def mse(y_true, y_pred):
+    return keras.ops.mean(keras.ops.square(y_true - y_pred))
+
+
+def ragged(batch_size, rng):
+    return (rng.standard_normal((batch_size, 8)), rng.standard_normal((batch_size + 1, 4))), rng.integers(0, 2, batch_size)

@@ -128,6 +128,8 @@ def test_train_a_keras_model(precision, scaled, tmp_path):
     assert r["keras_policy"] == ("mixed_float16" if scaled else "float32")
     assert r["loss_scale"] == (2.0 ** 15 if scaled else 1.0) and r["skipped_steps"] == 0
     assert r["history"][1]["loss"] < r["history"][0]["loss"] and r["test_accuracy"] > 0.8  # it learned
+    for h in r["history"]:  # each epoch's loss printed as it ended
+        assert f"epoch {h['epoch']}/2 loss {h['loss']:.4f}  loss scale {h['loss_scale']:g}" in stdout
 
 
 def test_a_max_batch_trial_fits_by_its_measured_peak():
@@ -167,3 +169,82 @@ def test_keras_batches_from_the_users_make_batch(make, code_wanted, says, tmp_pa
     code, out, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:mlp", "--batches", f"{MODELS}:{make}",
                          "--precisions", "fp32", "--dry-run", "--db", str(tmp_path / "r.db"))
     assert code == code_wanted and says in err, (out, err)
+
+
+@pytest.mark.parametrize("backend", BACKENDS[:2])
+def test_a_two_input_model_is_measured_from_a_tuple_of_arrays(backend, tmp_path):
+    """make_batch returning ((a, b), y): every measure runs (was: numpy's 'inhomogeneous shape' in every cell)."""
+    out = tmp_path / "run.json"
+    code, stdout, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:two_inputs", "--batches",
+                            f"{MODELS}:make_tuple", "--keras-backend", backend, "--precisions", "fp32,amp-fp16",
+                            "--preset", "tiny", "--measure", "throughput,memory,converge,inference", "--steps", "3",
+                            "--warmup", "1", "--converge-steps", "6", "--seeds", "1", "--db", str(tmp_path / "r.db"),
+                            "--json", str(out), "--no-report")
+    assert code == 0, (stdout, err)
+    rows = {r["precision"]: r for r in json.loads(out.read_text())["rows"]}
+    params = (8 * 16 + 16) + (4 * 8 + 8) + (24 * 2 + 2)  # counted by hand from the layers
+    assert set(rows) == {"fp32", "amp-fp16"}
+    for r in rows.values():
+        assert r["status"] == "ok", r["reason"]
+        assert r["keras_params"] == params and math.isfinite(r["final_loss"])
+        assert r["converge"]["steps"] == 6 and set(r["inference"]) == {"1", str(r["batch_size"])}
+
+
+@pytest.mark.parametrize("model, make, extra", [
+    ("two_inputs", "make_list", []),
+    ("two_inputs", "make_dict", []),
+    ("two_outputs", "make_two_targets", []),  # a loss per output (the factory's compile)
+    ("two_regressions", "make_two_values", ["--loss", f"{MODELS}:mse"]),  # one loss for both outputs
+])
+def test_inputs_and_outputs_as_lists_and_dicts_train(model, make, extra, tmp_path):
+    out = tmp_path / "run.json"
+    code, stdout, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:{model}", "--batches", f"{MODELS}:{make}",
+                            *extra, "--precisions", "amp-bf16", "--preset", "tiny", "--measure", "throughput",
+                            "--steps", "2", "--warmup", "1", "--db", str(tmp_path / "r.db"), "--json", str(out),
+                            "--no-report")
+    assert code == 0, (stdout, err)
+    (r,) = json.loads(out.read_text())["rows"]
+    assert r["status"] == "ok" and math.isfinite(r["final_loss"]), r["reason"]
+
+
+@pytest.mark.parametrize("model, make, says", [
+    ("two_inputs", None, "the model has 2 inputs; give --batches file.py:make_batch"),
+    ("two_regressions", "make_two_values", "the model has 2 outputs; compile it in the factory"),
+    ("two_inputs", "ragged", "the first dimension of every array must be the batch size"),
+])
+def test_structures_that_cannot_be_measured_are_one_line(model, make, says, tmp_path):
+    args = ["--batches", f"{MODELS}:{make}"] if make else []
+    code, out, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:{model}", *args, "--precisions", "fp32",
+                         "--dry-run", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and says in err and err.count("\n") == 1, (out, err)
+
+
+def test_a_keras_model_built_in_another_module_is_a_keras_target(tmp_path):
+    """elsewhere.py never imports keras; the object its factory returns is a keras.Model: measured as one."""
+    from ampbench.bench import RunConfig
+    from ampbench.keras.workloads import imports_keras
+
+    target = f"{HERE / 'elsewhere.py'}:build"
+    assert not imports_keras(target)
+    cells = RunConfig.from_strings(device="cpu", model=target, precisions="fp32", input_shape="20", num_classes=2).cells()
+    assert {c.keras_backend for c in cells} == {"torch"}
+    out = tmp_path / "run.json"
+    code, stdout, err = cli("run", "--device", "cpu", "--model", target, "--input-shape", "20", "--num-classes", "2",
+                            "--precisions", "fp32", "--preset", "tiny", "--measure", "throughput", "--steps", "2",
+                            "--warmup", "1", "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report")
+    assert code == 0, (stdout, err)
+    (r,) = json.loads(out.read_text())["rows"]
+    assert r["status"] == "ok" and r["framework"] == "keras" and r["keras_params"] == MLP_PARAMS
+
+
+def test_a_keras_run_is_estimated(monkeypatch):
+    """A Keras-only run gets an estimate from its own backend's measurement (was: a spinner, then nothing)."""
+    from ampbench.bench import RunConfig
+    from ampbench.bench.estimate import ENV_OFF, run_estimate
+
+    monkeypatch.delenv(ENV_OFF, raising=False)
+    config = RunConfig.from_strings(device="cpu", model=f"{MODELS}:mlp", input_shape="20", num_classes=2,
+                                    precisions="fp32,amp-bf16", preset="tiny", measure="throughput", steps=3,
+                                    warmup=1)
+    e = run_estimate(config, isolate=True)
+    assert e is not None and e.seconds > 0 and "Keras" not in e.text()

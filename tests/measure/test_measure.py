@@ -115,6 +115,7 @@ def test_state_bytes_and_activations_split() -> None:
         with mem.saved_activations() as act, mp.autocast():
             loss = model(x).float().sum()
         mp.backward(loss)
+        mp.move_grads()  # (the half gradients into the fp32 masters, as the step would: the state it steps from)
         held.append(mem.state_bytes(model, opt, mp.master_params()))
         mp.step(opt)
     sb = held[-1]

@@ -152,3 +152,56 @@ def test_rows_say_which_kernels_the_cpu_ran() -> None:
     assert env["aten_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     if cap == "AVX2":
         assert not any(env["cpu_half_hardware"].values())
+
+
+def test_skipped_timed_steps_are_a_warning_on_an_ok_row() -> None:
+    """Some timed steps skipped for overflow (not all): the row stays ok and says how many, counted again by the
+    textbook GradScaler loop over the same batches (all steps minus those before the timed ones)."""
+    def big_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(out.float(), y) * 2.0**9
+
+    wl = zoo.build("mlp")
+    wl.loss_fn = big_loss
+    spec = CellSpec.of(device="cpu", workload="zoo:mlp", preset="tiny", precision="amp-fp16", batch_size=zoo.BATCH,
+                       steps=8, warmup=1)
+    from ampbench.bench.cell import throughput_memory
+
+    step, row = throughput_memory(wl, spec, zoo.BATCH, CPU, None)
+    batches = [(b[0], b[1]) for b in step.batches]
+    # before the timed steps: the first, the memory and the FLOP steps (warm-up 1 = none more)
+    before, _ = oracles.gradscaler_skipped_steps(zoo.build("mlp").model, batches, big_loss, 3)
+    through, _ = oracles.gradscaler_skipped_steps(zoo.build("mlp").model, batches, big_loss, 3 + 8)
+    assert 0 < through - before < 8 and row.get("status") != "diverged"
+    (w,) = row["warnings"]
+    assert w.startswith(f"{through - before} of the 8 timed steps were skipped for inf/NaN gradients")
+
+
+@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+def test_fp8_mfu_divides_by_the_peak_of_what_ran_in_fp8() -> None:
+    """The zoo MLP under fp8-tensorwise (dims rule): its first two Linears convert, the 64x2 head stays bf16. The
+    share of the FLOPs in fp8 is the converted layers' by hand, and the MFU peak mixes fp8's and bf16's by it."""
+    from ampbench.measure.flops import fp8_peak
+
+    _, step, row = measured("mlp", "fp8-tensorwise")
+    b = zoo.BATCH
+    fp8 = 3 * 2 * b * 32 * 64 + 3 * 2 * b * 64 * 64  # (Float8Linear computes the first layer's input gradient too)
+    assert step.mp.fp8_layers.converted == ["net.0", "net.2"]
+    assert row["fp8_flops_share"] == pytest.approx(fp8 / row["flops_per_step"])
+    assert row["math_mode"] == "fp8"
+    s = row["fp8_flops_share"]
+    assert fp8_peak("NVIDIA H100 80GB HBM3", "cuda", s) == pytest.approx(1 / (s / 1979.0 + (1 - s) / 989.5))
+    assert fp8_peak("NVIDIA H100 80GB HBM3", "cuda", 0.0) == 989.5
+
+
+@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+def test_an_fp8_row_where_nothing_converted_says_so_and_is_bf16s_math() -> None:
+    """torchao's size thresholds (--fp8-filter auto) convert none of the zoo's small layers: the row is amp-bf16's
+    math, labelled so, its MFU against bf16's peak (was: fp8 label, MFU halved)."""
+    from ampbench.bench.cell import throughput_memory
+
+    wl = zoo.build("mlp")
+    spec = CellSpec.of(device="cpu", workload="zoo:mlp", preset="tiny", precision="fp8-tensorwise",
+                       batch_size=zoo.BATCH, steps=2, warmup=1)
+    _, row = throughput_memory(wl, spec, zoo.BATCH, CPU, None)
+    assert row["fp8_flops_share"] == 0.0 and row["math_mode"] == "bf16"
+    assert any(w.startswith("no Linear layer was converted to fp8") for w in row["warnings"])

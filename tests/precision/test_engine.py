@@ -253,3 +253,31 @@ def test_tf32_scope_respects_the_new_api():
     finally:
         m.fp32_precision = saved
         m.fp32_precision = "none"  # back to "unset", so legacy reads work again
+
+
+def test_tf32_flags_use_the_new_api_without_a_warning_and_leave_the_process_as_found():
+    """torch >= 2.9: the legacy setters are deprecated (they warn on CUDA builds), and mixing the APIs makes legacy
+    reads raise. Scopes write fp32_precision for matmul, cuDNN conv and RNN alike, and restore what they found, so a
+    fresh process can still read the legacy flags afterwards."""
+    import subprocess
+    import sys
+
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("torch without the fp32_precision API")
+    code = """
+import warnings, torch
+warnings.simplefilter("error")
+from ampbench.precision.state import read_tf32, tf32_scope
+b = torch.backends
+found = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision)
+with tf32_scope(True):
+    assert read_tf32().matmul and read_tf32().cudnn and b.cudnn.rnn.fp32_precision == "tf32"
+    with tf32_scope(False):
+        assert not read_tf32().matmul and not read_tf32().cudnn and b.cudnn.rnn.fp32_precision == "ieee"
+    assert read_tf32().matmul
+assert (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision) == found
+print(b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]  # torch's defaults, legacy-readable again

@@ -182,3 +182,35 @@ def test_fp8_check_is_for_fp8_modes() -> None:
         diagnose("tabular-mlp", "amp-bf16", steps=1, preset="tiny", checks=("fp8",))
     r = _cli("diagnose", "tabular-mlp", "-p", "amp-bf16", "--preset", "tiny", "--checks", "fp8")
     assert r.returncode == 2 and "--checks fp8 diagnoses the fp8 modes" in r.stderr
+
+
+@pytest.mark.parametrize("precision", FP8_MODES)
+@pytest.mark.parametrize("batch", [33, 40, 7])
+def test_every_fp8_gemm_meets_cudas_multiple_of_16_rule_at_any_batch(precision: str, batch: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA's _scaled_mm needs mat1's columns and both of mat2's dims divisible by 16. The grad-weight GEMM's inner
+    dim is the token count: a max-batch trial at 33 or a batch of 7 used to crash on CUDA (the CPU kernel does not
+    check, so this counts the shapes of every call, with the config ampbench builds: pad_inner_dim)."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    mp = MixedPrecision(precision, fp8_filter="dims")
+    model, opt = mp.setup(model, opt)
+    assert all(m.config.pad_inner_dim for m in model.modules() if type(m).__name__ == "Float8Linear")
+    calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    real = torch._scaled_mm
+
+    def scaled_mm(a, b, *args, **kwargs):  # type: ignore[no-untyped-def]  # (torchao calls torch._scaled_mm by name)
+        calls.append((tuple(a.shape), tuple(b.shape)))
+        return real(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_scaled_mm", scaled_mm)
+    x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
+    with mp.autocast():
+        loss = nn.functional.cross_entropy(model(x).float(), y)
+    mp.backward(loss)
+    mp.step(opt)
+    # forward, grad-input and grad-weight GEMMs of the 3 converted layers (gw-hp keeps grad-weight in bf16)
+    assert len(calls) == 3 * (2 if precision == "fp8-rowwise-gw-hp" else 3)
+    bad = [(a, b) for a, b in calls if a[1] % 16 or b[0] % 16 or b[1] % 16]
+    assert not bad, bad

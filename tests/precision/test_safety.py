@@ -2,8 +2,9 @@
 
 - every mode (not only the fp16 ones) skips and counts a step whose gradients hold inf/NaN;
 - weights loaded into the model after setup() reach the fp32 master weights (master-* modes);
-- optimizer.step() instead of mp.step(), clipping the model's gradients after unscale_() in master
-  modes, a model cast after setup, tied weights half kept in fp32, incomplete checkpoints: errors;
+- optimizer.step() instead of mp.step(), clipping the model's gradients after backward() or unscale_() in
+  master modes, a model cast after setup (before its forward), tied weights half kept in fp32, incomplete
+  checkpoints: errors; a forward of an autocast mode outside mp.autocast(): a warning, once;
 - optimizer.add_param_group() after setup just works;
 - a user's nn.LSTM trains under amp-fp16 on CPU (oneDNN has no fp16 LSTM under autocast).
 """
@@ -173,6 +174,98 @@ def test_model_cast_after_setup_is_refused(cast):
     cast(model)  # (a forward after the cast fails by itself on the dtype; a device move would not)
     with pytest.raises(MisuseError, match="cast or moved after setup"):
         mp.step(opt)
+
+
+@pytest.mark.parametrize("precision, cast", [
+    ("amp-fp16", lambda m: m.half()),  # was: ValueError 'Attempting to unscale FP16 gradients' from GradScaler's code
+    ("master-bf16", lambda m: m.float()),  # was: 'mat1 and mat2 must have the same dtype' from the forward
+    ("master-bf16", lambda m: m.to(torch.float32)),
+    ("fp32", lambda m: m.half()),  # (would train fp16 weights without a word)
+    ("amp-bf16", lambda m: m.bfloat16()),
+])
+def test_a_model_cast_after_setup_is_refused_before_its_forward(precision, cast):
+    model, opt = make_run(opt="sgd")
+    mp = MixedPrecision(precision)
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    _step(mp, model, opt, x, y)  # (a good step first)
+    cast(model)
+    with pytest.raises(MisuseError, match="cast or moved after setup"), mp.autocast():
+        model(x)
+    with pytest.raises(MisuseError, match="cast or moved after setup"):  # (a forward outside mp.autocast() too)
+        model(x.to(next(model.parameters()).dtype))
+
+
+@pytest.mark.parametrize("precision", MASTER)
+def test_clipping_model_grads_right_after_backward_is_refused(precision):
+    """master-fp16: the model's gradients after mp.backward() are loss-scaled half copies; clipping them there (no
+    unscale_) clipped nothing the optimizer steps and the step went on (was: returned 0.0, stepped unclipped)."""
+    model, opt = make_run(opt="sgd")
+    mp = MixedPrecision(precision)
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    with mp.autocast():
+        loss = F.cross_entropy(model(x), y)
+    mp.backward(loss)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+    assert norm > 0  # the gradients are there to see (scaled by the loss scale) ...
+    before = [m.detach().clone() for m in mp.master_params()]
+    with pytest.raises(MisuseError, match=r"max_grad_norm"):  # ... but stepping after writing them is refused
+        mp.step(opt)
+    for a, b in zip(mp.master_params(), before):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("precision", MASTER)
+def test_reading_model_grads_after_backward_still_steps_the_same(precision):
+    """Reading the half gradients a backward left (a gradient-norm logger) changes nothing: the step equals one
+    that never looked, and micro-batches still accumulate in fp32."""
+    def run(look: bool) -> list[torch.Tensor]:
+        model, opt = make_run(opt="sgd", seed=1)
+        mp = MixedPrecision(precision)
+        model, opt = mp.setup(model, opt)
+        for x, y in batches(3):
+            with mp.autocast():
+                loss = F.cross_entropy(model(x), y)
+            mp.backward(loss / 2)
+            with mp.autocast():
+                mp.backward(F.cross_entropy(model(x), y) / 2)  # a second micro-batch
+            if look:
+                assert float(sum(p.grad.float().norm() for p in model.parameters() if p.grad is not None)) > 0
+            mp.step(opt)
+            opt.zero_grad()
+        return [m.detach().clone() for m in mp.master_params()]
+
+    for a, b in zip(run(False), run(True)):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("precision", ["amp-fp16", "amp-bf16"])
+def test_a_forward_outside_mp_autocast_is_warned_about_once(precision):
+    """amp-fp16 forward outside mp.autocast() trained in fp32 at loss scale 65536 without a word."""
+    model, opt = make_run(opt="sgd")
+    mp = MixedPrecision(precision)
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    with pytest.warns(UserWarning, match=r"forward ran outside mp.autocast\(\).*computed in fp32"):
+        mp.backward(F.cross_entropy(model(x), y))
+    mp.step(opt)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: the second time is silent, and a forward under autocast is too
+        mp.backward(F.cross_entropy(model(x), y))
+        mp.step(opt)
+        _step(mp, model, opt, x, y)
+    fresh, opt2 = make_run(opt="sgd")
+    mp2 = MixedPrecision(precision)
+    fresh, opt2 = mp2.setup(fresh, opt2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.autocast("cpu", dtype=mp2.recipe.compute_dtype):  # autocast entered by hand is autocast too
+            loss = F.cross_entropy(fresh(x), y)
+        mp2.backward(loss)
+        mp2.step(opt2)
 
 
 def test_load_with_assign_is_refused():

@@ -2,8 +2,9 @@
 
 Order inside a cell (throughput + memory): build the workload; reset memory peaks; move the model
 to the device and set it up; time the first step apart; one step counting the bytes autograd saves
-(activations) and one counting FLOPs; ``warmup - 1`` plain warm-up steps; ``steps`` timed steps;
-then read the memory peaks and what weights/grads/optimizer state hold.
+(activations) and one counting FLOPs; restart the peaks (steady-state steps from here); ``warmup - 1``
+plain warm-up steps; ``steps`` timed steps; then read the memory peaks and what weights/grads/optimizer
+state hold.
 """
 
 from __future__ import annotations
@@ -17,16 +18,16 @@ from typing import Any
 import torch
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec, base_row, first_line, record_failure
+from ampbench.bench.cells import CellSpec, base_row, first_line, judge_timed_steps, record_failure
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
-from ampbench.execution import check_memory_format, compile_counts, graph_break_reasons
+from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
-from ampbench.measure.flops import count_flops_split, mfu
+from ampbench.measure.flops import count_step, mfu
 from ampbench.measure.inference import inference_latency
 from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
-from ampbench.measure.timing import time_once, time_steps
+from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
 from ampbench.store.sqlite import utcnow
 from ampbench.workloads.base import Workload
@@ -56,10 +57,6 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
 
 
-def _is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e).lower())
-
-
 def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Measure one cell in this process. ``maxbatch_trial`` / ``throughput_at`` run the max-batch
@@ -73,7 +70,8 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
         if not sup.ok:
             raise UnsupportedPrecisionError(sup.reason)
         row["status"] = "ok"  # a measurement may still say diverged; an exception below says otherwise
-        _measure(spec, row, device, maxbatch_trial, throughput_at)
+        with on_device(device):  # (cuda:N: events and streams are the current device's)
+            _measure(spec, row, device, maxbatch_trial, throughput_at)
     except UnsupportedPrecisionError as e:
         row.update(status="unsupported", reason=str(e))
     except TrainingDivergedError as e:
@@ -83,9 +81,13 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
     except AmpbenchError as e:
         row.update(status="error", reason=str(e))
     except Exception as e:
-        record_failure(row, e, _is_oom(e))
+        record_failure(row, e, mem.is_oom(e))
     finally:
         if device.type == "cuda":
+            if spec.execution.compiled:  # (--no-isolate: the next cell in this process must not find this one's
+                from torch._dynamo import reset  # compiled graphs and CUDA-graph memory pools held in its peaks)
+
+                reset()
             torch.cuda.empty_cache()
     row["wall_s"] = time.perf_counter() - t0
     row["created_at"] = utcnow()
@@ -149,12 +151,14 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         ctx = step.mp.autocast() if step is not None else recipe.forward_context(device.type)
         with ctx:
             row["env"] = environment(device)
-    row["math_mode"] = _math_mode(recipe, row["env"])
+    row["math_mode"] = _math_mode(recipe, row["env"], row.get("fp8_flops_share"))
 
 
-def _math_mode(recipe: Any, env: dict[str, Any]) -> str:
-    """The math the GEMMs ran in: the recipe's (fp8) or its compute dtype's, tf32 when the flags were on."""
-    return math_mode_of(recipe.math_mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"), bool(env["tf32_matmul"]))
+def _math_mode(recipe: Any, env: dict[str, Any], fp8_share: float | None = None) -> str:
+    """The math the GEMMs ran in: the recipe's (fp8: unless no layer converted, then bf16's) or its compute dtype's,
+    tf32 when the flags were on."""
+    mode = recipe.math_mode if not (recipe.math_mode == "fp8" and fp8_share == 0) else None
+    return math_mode_of(mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"), bool(env["tf32_matmul"]))
 
 
 def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: torch.device,
@@ -186,7 +190,19 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["activation_bytes"] = act[0]
     progress.report("FLOP count step")
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
-    out["flops_per_step"], out["conv_flops_share"] = count_flops_split(lambda: step(eager=True))
+    flops = count_step(lambda: step(eager=True))
+    out["flops_per_step"], out["conv_flops_share"] = flops.total, flops.conv_share
+    fp8_share = None
+    if step.mp.fp8_layers is not None:  # what ran in fp8: the converted layers' share of the FLOPs
+        fp8_share = out["fp8_flops_share"] = flops.share_of(step.mp.fp8_layers.converted) or 0.0
+        if not step.mp.fp8_layers.converted:
+            out["warnings"] = [f"no Linear layer was converted to fp8 ({step.mp.fp8_layers.summary()}): every GEMM "
+                               "ran in bf16, so this row is amp-bf16's math (math_mode bf16; --fp8-filter dims converts "
+                               "layers below torchao's size thresholds)"]
+    # The peaks are a training step's in steady state: from here (warm-up and timed steps), the weights and optimizer
+    # state held now their floor. Not the first step's (compiling: tracing, autotuning, a CUDA graph's capture) nor
+    # the eager FLOP step's, which a compiled cell would otherwise report as its peak (compile's savings never shown).
+    peaks.restart()
     warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
     for i in range(warm.n):
         step()
@@ -202,6 +218,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
             raise AmpbenchError(f"torch.compile fell back to eager: the timed steps did not run the compiled model "
                                 f"({counts3.graphs - counts0.graphs} graphs compiled; dynamo's recompile limit, or a "
                                 "frame it skipped)")
+        skipped_graphs = cuda_graphs_problem(execution, counts3 - counts0)  # (nor a CUDA-graph row run without them)
+        if skipped_graphs:
+            raise AmpbenchError(skipped_graphs)
         out.update(_compile_keys(execution, out["first_step_ms"], counts1 - counts0, counts3 - counts0,
                                  counts3 - counts1, counts3 - counts2))
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")
@@ -219,21 +238,16 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     peak = peaks.peak()
     out["peak_allocated_bytes"], out["peak_reserved_bytes"] = peak["allocated"], peak["reserved"]
     out["cpu_rss_peak_bytes"] = peak["cpu_rss_peak"]
+    # what memory_saving_vs_fp32 compares: the split counted tensor by tensor on a CPU, the allocator's peak on CUDA
+    out["memory_source"] = "exact split" if device.type == "cpu" else "torch.cuda max_memory_allocated"
     out["nvml_used_bytes"] = process_gpu_memory(device) if device.type == "cuda" else None
     out["gpu_used_bytes"] = device_gpu_memory(device) if device.type == "cuda" else None
-    out["math_mode"] = _math_mode(get(spec.precision), out["env"])
+    out["math_mode"] = _math_mode(get(spec.precision), out["env"], fp8_share)
     out.update(mfu(out["flops_per_step"], spec.measure.steps, timing.total_s, out["env"]["device_name"], out["math_mode"],
-                   device.type))
-    if math.isfinite(loss) and skipped_timed >= spec.measure.steps:  # no-op steps are not training: their speed means nothing
-        out["status"] = "diverged"
-        out["reason"] = (f"every timed step was skipped for inf/NaN gradients ({out['skipped_steps']} skipped in "
-                         f"{step.calls} steps, loss scale {step.mp.scale:g})")
-    if not math.isfinite(loss):
-        out["status"] = "diverged"
-        hints = [str(w.message).split(":")[0] for w in caught if "eps" in str(w.message)]
-        out["reason"] = (f"training loss is {loss} after {step.calls} steps "
-                         f"({out['skipped_steps']} skipped, loss scale {step.mp.scale:g})"
-                         + (f"; likely cause: {hints[0]} (use master-* or a larger eps)" if hints else ""))
+                   device.type, fp8_share))
+    hints = [str(w.message).split(":")[0] for w in caught if "eps" in str(w.message)]
+    judge_timed_steps(out, loss, skipped_timed, spec.measure.steps, step.calls, step.mp.scale,
+                      f"{hints[0]} (use master-* or a larger eps)" if hints else "")
     _check_budget(spec, peak["cpu_rss_peak"] if device.type == "cpu" else peak["reserved"], "memory")
     return step, out
 
@@ -295,7 +309,7 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         peak = peaks.peak()
         used = peak["reserved"] if device.type == "cuda" else peak["cpu_rss_peak"]
     except Exception as e:
-        if _is_oom(e):
+        if mem.is_oom(e):
             return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
         return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
     if device.type == "cuda":

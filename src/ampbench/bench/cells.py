@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass, replace
 from typing import Any
@@ -318,6 +319,24 @@ def record_failure(row: dict[str, Any], e: BaseException, oom: bool) -> None:
     tb = traceback.extract_tb(e.__traceback__)
     where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
     row.update(status="error", reason=first_line(e) + where)
+
+
+def judge_timed_steps(row: dict[str, Any], loss: float, skipped_timed: int, timed: int, calls: int, scale: float,
+                      hint: str = "") -> None:
+    """What the timed steps say about the cell, for every framework: a non-finite loss, or every timed step skipped
+    for inf/NaN gradients, is ``diverged`` (their speed means nothing); some skipped timed steps are a warning on an
+    ok row (they did not train, yet samples/s counts them). ``row`` holds ``skipped_steps`` (all steps so far)."""
+    skipped = row.get("skipped_steps") or 0
+    if math.isfinite(loss) and skipped_timed >= timed:
+        row.update(status="diverged", reason=f"every timed step was skipped for inf/NaN gradients ({skipped} skipped "
+                                             f"in {calls} steps, loss scale {scale:g})")
+    elif not math.isfinite(loss):
+        row.update(status="diverged", reason=f"training loss is {loss} after {calls} steps ({skipped} skipped, loss "
+                                             f"scale {scale:g})" + (f"; likely cause: {hint}" if hint else ""))
+    elif skipped_timed > 0:
+        row["warnings"] = [*(row.get("warnings") or []), (
+            f"{skipped_timed} of the {timed} timed steps were skipped for inf/NaN gradients ({skipped} skipped in "
+            f"{calls} steps, loss scale {scale:g}): they did not train, yet samples/s counts them")]
 
 
 def first_line(e: BaseException) -> str:

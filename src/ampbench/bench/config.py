@@ -293,7 +293,7 @@ class RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
         from ampbench.execution import executions, parse_axis
-        from ampbench.keras.workloads import imports_keras, is_keras_workload
+        from ampbench.keras.workloads import is_keras_model, is_keras_workload
         from ampbench.measure.env import resolve_device
 
         dev = str(resolve_device(device))
@@ -313,7 +313,7 @@ class RunConfig:
                                    seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
         sizes = parse_batch_sizes(batch_size)
         modes = parse_precisions(precisions, dev)
-        keras_model = model is not None and (keras_backend is not None or imports_keras(model))  # (the file read once)
+        keras_model = model is not None and (keras_backend is not None or is_keras_model(model, preset or "small", seed))
         keras_run = keras_model or any(is_keras_workload(w) for w in wl_names)
         if precisions is None and keras_run:  # the default modes of a run with a Keras target: those Keras has
             from ampbench.keras.policy import POLICIES

@@ -8,6 +8,11 @@ are taken at the slowest time measured for the target). The plan's arithmetic (:
 each cell runs (first, memory and FLOP steps, warm-up, timed steps; the convergence seeds; inference passes at
 a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
 measurement's own process took to start). Not counted, and said so: the max-batch search and compiling.
+
+Keras cells are measured the same way by the Keras cell's own job (``ampbench.keras.cell:measure_steps``), in a
+fresh process per backend (as each Keras cell runs): the process start and the backend's import are paid by
+every Keras cell, and the first step of every model it builds (Keras traces and compiles its train function
+there) is counted apart from the steps after it.
 """
 
 from __future__ import annotations
@@ -82,11 +87,14 @@ class Estimate:
 
 
 def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> float:
-    """One cell's expected seconds from its target's measured step times."""
+    """One cell's expected seconds from its target's measured step times (``first``: the compiling first step of
+    each model built, where the framework compiles: Keras)."""
     times = target.get("steps") or {}
     if not times:
         return start_s
     step_s = times.get(spec.precision, max(times.values()))
+    firsts = target.get("first") or {}
+    first_s = firsts.get(spec.precision, max(firsts.values())) if firsts else 0.0
     m = spec.measure
     n = 0.0
     if set(spec.measures) & {"throughput", "memory", "inference"}:
@@ -97,17 +105,31 @@ def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> floa
     if "inference" in spec.measures:
         n += 2 * (max(m.steps, 10) + 3) * FORWARD_SHARE
     builds = 1 + ((m.seeds or 1) if "converge" in spec.measures else 0)
-    return start_s + builds * float(target.get("build_s") or 0.0) + n * step_s
+    return start_s + builds * (float(target.get("build_s") or 0.0) + first_s) + n * step_s
 
 
-def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float) -> Estimate | None:
-    """The plan's expected seconds (None when nothing could be measured)."""
+def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
+             keras: dict[str, dict[str, Any]] | None = None) -> Estimate | None:
+    """The plan's expected seconds (None when nothing could be measured). ``keras``: per backend, the Keras job's
+    measurement with ``start_s`` (a fresh process and the backend's import: what each Keras cell pays)."""
     targets = measured.get("targets") or {}
-    if not any(t.get("steps") for t in targets.values()):
+    keras = keras or {}
+    if not any(t.get("steps") for t in targets.values()) and not any(
+            t.get("steps") for k in keras.values() for t in (k.get("targets") or {}).values()):
         return None
-    keras = [c for c in cells if c.keras_backend is not None]  # (not timed here: each imports its backend anew)
-    total = sum(cell_seconds(c, targets.get(_target(c), {}), start_s) for c in cells if c.keras_backend is None)
-    left = [f"{len(keras)} Keras cell{'s' if len(keras) > 1 else ''}"] if keras else []
+    total = 0.0
+    unmeasured = 0
+    for c in cells:
+        if c.keras_backend is None:
+            total += cell_seconds(c, targets.get(_target(c), {}), start_s)
+            continue
+        k = keras.get(c.keras_backend) or {}
+        target = (k.get("targets") or {}).get(_target(c)) or {}
+        if not target.get("steps"):
+            unmeasured += 1
+            continue
+        total += cell_seconds(c, target, float(k.get("start_s") or 0.0))
+    left = [f"{unmeasured} Keras cell{'s' if unmeasured > 1 else ''} (not measured)"] if unmeasured else []
     if any("maxbatch" in c.measures for c in cells):
         left.append("the max-batch search")
     if any(c.execution.compiled for c in cells):
@@ -135,18 +157,30 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     cells = config.cells() if cells is None else cells
     if not cells:
         return Estimate(0.0)
-    if all(c.keras_backend is not None for c in cells):
-        return None
     first: dict[str, dict[str, Any]] = {}
+    keras_first: dict[str, dict[str, list[Any]]] = {}
     for c in cells:  # one eager one-process cell per (target, precision): what is timed
-        if c.keras_backend is not None:
-            continue
         plain = c.with_flat(strategy=None, compile="off", cuda_graphs="off", repeat=0, closing=False)
-        first.setdefault(f"{_target(c)}|{c.precision}", plain.to_dict())
-    job = Job(f"{__name__}:measure_steps", {"cells": list(first.values()), "budget_s": BUDGET_S})
-    t0 = time.perf_counter()
-    r = (ChildProcess(timeout=BUDGET_S * 8) if isolate else Inline()).run(job)
-    if "_failed" in r:
-        return None
-    start_s = max(0.0, time.perf_counter() - t0 - float(r.get("work_s") or 0.0)) if isolate else 0.0
-    return estimate(cells, r, start_s)
+        if c.keras_backend is not None:
+            keras_first.setdefault(c.keras_backend, {}).setdefault(f"{_target(c)}|{c.precision}",
+                                                                    [_target(c), plain.to_dict()])
+        else:
+            first.setdefault(f"{_target(c)}|{c.precision}", plain.to_dict())
+    r: dict[str, Any] = {"targets": {}}
+    start_s = 0.0
+    if first:
+        job = Job(f"{__name__}:measure_steps", {"cells": list(first.values()), "budget_s": BUDGET_S})
+        t0 = time.perf_counter()
+        r = (ChildProcess(timeout=BUDGET_S * 8) if isolate else Inline()).run(job)
+        if "_failed" in r:
+            return None
+        start_s = max(0.0, time.perf_counter() - t0 - float(r.get("work_s") or 0.0)) if isolate else 0.0
+    keras: dict[str, dict[str, Any]] = {}
+    for backend, pairs in keras_first.items():  # (always in a fresh process: the backend is chosen before the import)
+        job = Job("ampbench.keras.cell:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
+        t0 = time.perf_counter()
+        k = ChildProcess(timeout=BUDGET_S * 8).run(job)
+        if "_failed" not in k:
+            k["start_s"] = max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0))
+            keras[backend] = k
+    return estimate(cells, r, start_s, keras)

@@ -18,7 +18,8 @@ from ampbench.errors import AmpbenchError
 def compare_cmd(
     db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
     workloads: Annotated[o.Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
-    precision: Annotated[o.Opt[str], typer.Option("--precision", help="Only these modes (comma-separated).")] = None,
+    precision: Annotated[o.Opt[str], typer.Option("--precisions", "--precision",
+                                                  help="Only these modes (comma-separated).")] = None,
     reference: Annotated[o.Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""

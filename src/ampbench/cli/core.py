@@ -29,8 +29,18 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: wide tables, not 80 columns
-err_console = Console(stderr=True)
+class _Console(Console):
+    """Text is soft-wrapped (a message is one line at any width: a terminal wraps it for the eye, a log keeps it
+    whole); tables and other renderables are laid out to the width (results tables stack to fit it)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("soft_wrap", all(isinstance(o, str) for o in objects))
+        super().print(*objects, **kwargs)
+
+
+# Width: the terminal's, else COLUMNS, else 80 (rich's rule).
+console = _Console()
+err_console = _Console(stderr=True)
 
 _invocation: list[str] = []
 

@@ -17,7 +17,8 @@ from ampbench.paths import check_output_file, write_text_atomic
 @app.command("diagnose", epilog=o.MODEL_EXAMPLES)
 def diagnose_cmd(
     target: Annotated[o.Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")] = None,
-    precision: Annotated[str, typer.Option("--precision", "-p", help="Mode to diagnose (name or alias).")] = "amp-fp16",
+    precision: Annotated[str, typer.Option("--precision", "--precisions", "-p",
+                                           help="Mode to diagnose (name or alias).")] = "amp-fp16",
     steps: Annotated[int, typer.Option(help="Training steps per check (NaN search, policy trials, profile).")] = 20,
     checks: Annotated[o.Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile,fp8 "
                                              "(fp8: the fp8 modes only).")] = None,
@@ -54,7 +55,7 @@ def diagnose_cmd(
     from ampbench.store.sqlite import utcnow
     from ampbench.workloads import build_target
 
-    backend = keras_target(target, model, keras_backend)
+    backend = keras_target(target, model, keras_backend, preset, seed)
     wanted = parse_checks(checks) if checks is not None else KERAS_CHECKS if backend else applicable_checks(precision)
     data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                           option)

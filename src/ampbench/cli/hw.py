@@ -84,6 +84,8 @@ def hw_cmd(
             frac = row["fraction_of_peak"]
             g.add_row(f"{row['size']:,}", row["math_mode"], f"{row['tflops']:.3f}", "-" if frac is None else f"{frac:.0%}")
         console.print(g)
+    for note in p.get("notes") or []:
+        console.print(f"[dim]{escape(note)}[/]")
     store.add_hw(p)
     console.print(f"stored in {escape(str(store.path))}")
     if json_out is not None:

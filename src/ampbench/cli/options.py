@@ -86,7 +86,8 @@ def data_options(input_shape: str | None, vocab_size: int | None, num_classes: i
 
 # -- ampbench run ------------------------------------------------------------------------------------------------------
 WorkloadsOpt = Annotated[Opt[str], typer.Option(help="Comma-separated workloads (default: the device's suite).")]
-PrecisionsOpt = Annotated[Opt[str], typer.Option(help="Modes or aliases (default: all the device runs).")]
+PrecisionsOpt = Annotated[Opt[str], typer.Option("--precisions", "--precision", help="Modes or aliases (default: all "
+                                                 "the device runs).")]
 RunPresetOpt = Annotated[Opt[str], typer.Option("--preset", help="tiny | small | paper (default: small, or the suite's "
                                                 "own).")]
 BatchSizesOpt = Annotated[Opt[str], typer.Option("--batch-size", help="Batch size(s), comma-separated (default: the "

@@ -72,20 +72,24 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
 
     board = RunLogger(tensorboard) if tensorboard is not None else None
     live = console.is_terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not live) as bar:
+    budget = max(20, console.width - BAR_COLUMNS)  # the description's share of the line: the rest is the bar's
+    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=BAR_WIDTH), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True, disable=not live) as bar:
         task = bar.add_task("starting", total=len(config.cells()))
         plain = _PlainProgress()
 
         def on_event(ev: Any) -> None:
             what = escape(cell_text(ev.spec, config))
             if ev.phase == "start":
-                bar.update(task, description=f"running {what}")
+                bar.update(task, description=escape(progress_line(cell_text(ev.spec, config), "", budget)))
                 if not live:
                     console.print(f"  [dim]running {what}[/]", highlight=False)
             elif ev.phase == "progress":
-                inside = escape(ev.progress.text())
-                bar.update(task, description=f"running {what}: [cyan]{inside}[/]")
+                text = ev.progress.text()
+                inside = escape(text)
+                line = progress_line(cell_text(ev.spec, config), text, budget)
+                shown = text if line.endswith(text) else line  # (the measure's part in cyan)
+                bar.update(task, description=f"{escape(line[:len(line) - len(shown)])}[cyan]{escape(shown)}[/]")
                 if not live and plain.due(ev.progress):
                     console.print(f"  [dim]  {inside}[/]", highlight=False)
             elif ev.phase == "skip":
@@ -108,6 +112,33 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
         console.print(f"TensorBoard: {plural(len(board.written), 'cell')} written under {escape(str(tensorboard))} "
                       f"(tensorboard --logdir {escape(str(tensorboard))})")
     return info, rows
+
+
+BAR_WIDTH = 10
+BAR_COLUMNS = BAR_WIDTH + 24
+"""What the live line gives the bar, the done/total count and the elapsed time (with the spaces between)."""
+
+
+def progress_line(what: str, inside: str, budget: int) -> str:
+    """``running <cell>: <what the cell measures, step i/N, ~ETA left>`` in ``budget`` characters: the cell's name is
+    shortened first (from its middle), so the step count and the ETA at the end always show; then "running"
+    goes; a measure longer than the line keeps its end (the ETA)."""
+    full = f"running {what}: {inside}" if inside else f"running {what}"
+    if len(full) <= budget:
+        return full
+    if not inside:
+        return _middle(f"running {what}", budget)
+    room = budget - len(inside) - 2
+    if room >= 12:
+        return f"{_middle(what, room)}: {inside}"
+    return inside if len(inside) <= budget else "…" + inside[-(budget - 1):]
+
+
+def _middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = max(1, width - 1)
+    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:] if keep // 2 else text[:keep] + "…"
 
 
 PLAIN_EVERY = 10.0
@@ -133,7 +164,7 @@ class _PlainProgress:
 def results_tables(rows: list[dict[str, Any]]) -> None:
     from ampbench.report.console import results_tables as tables
 
-    for table in tables(rows):
+    for table in tables(rows, console.width):
         console.print(table)
 
 

@@ -24,7 +24,7 @@ def report_cmd(
     fmt: Annotated[str, typer.Option("--format", help="html | md | csv.")] = "html",
 ) -> None:
     """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload.
-    ``--out -`` writes it to standard output."""
+    --out - writes it to standard output."""
     from ampbench.report import FORMATS, build_report, write_report
 
     if run is not None and latest:

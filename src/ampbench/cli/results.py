@@ -20,7 +20,8 @@ def results_cmd(
     run: Annotated[o.Opt[str], typer.Option("--run", help="Run id (or a unique prefix); default: the latest run.")] = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Rows of every run.")] = False,
     workloads: Annotated[o.Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
-    precisions: Annotated[o.Opt[str], typer.Option(help="Only these modes (comma-separated).")] = None,
+    precisions: Annotated[o.Opt[str], typer.Option("--precisions", "--precision",
+                                                   help="Only these modes (comma-separated).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv.")] = "table",
 ) -> None:
     """List stored results (with speedup / memory saving vs fp32)."""

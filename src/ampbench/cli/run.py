@@ -66,9 +66,34 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
         return _dry_run(config, db, json_out)
     store = open_store(db)
     plan_header(config, store.path, _estimate(config, store if resume else None))
-    info, rows = run_with_progress(config, store, resume, label, board)
+    try:
+        info, rows = run_with_progress(config, store, resume, label, board)
+    except KeyboardInterrupt:
+        _interrupted(config, store)
     results_tables(rows)
     _finish(store, info, rows, json_out, report_path if report else False)
+
+
+def _interrupted(config: Any, store: Any) -> None:
+    """Ctrl-C during a run: what was stored (every finished cell is) and the command that finishes the run; exit 130."""
+    import shlex
+
+    from ampbench.bench.runner import find_resumable
+    from ampbench.cli.core import invocation
+
+    try:
+        run_id = find_resumable(store, config).run_id
+        stored = sum(1 for c in config.cells() if c.key() in store.cell_keys(run_id))
+    except AmpbenchError:  # (interrupted before the run was created)
+        err_console.print("interrupted before any cell ran: nothing was stored")
+        raise typer.Exit(130) from None
+    args = invocation()
+    if "--resume" not in args:
+        args.append("--resume")
+    err_console.print(f"interrupted: {plural(stored, 'cell')} of {len(config.cells())} stored in run {escape(run_id)} "
+                      f"({escape(str(store.path))}); finish the run with: ampbench {escape(shlex.join(args))}",
+                      highlight=False)
+    raise typer.Exit(130) from None
 
 
 def _estimate(config: Any, store: Any = None) -> Any:

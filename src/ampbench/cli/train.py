@@ -18,7 +18,7 @@ from ampbench.paths import check_output_dir, check_output_file, write_text_atomi
 @app.command("train", epilog=o.MODEL_EXAMPLES)
 def train_cmd(
     workload: Annotated[Optional[str], typer.Argument(help="Workload name (ampbench list workloads).")] = None,  # noqa: UP045
-    precision: Annotated[str, typer.Option("--precision", "-p", help="Precision mode or alias.")] = "amp-bf16",
+    precision: Annotated[str, typer.Option("--precision", "--precisions", "-p", help="Precision mode or alias.")] = "amp-bf16",
     preset: Annotated[o.Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Epochs (default: the workload's).")] = None,  # noqa: UP045
     batch_size: Annotated[Optional[int], typer.Option(help="Batch size (default: the workload's).")] = None,  # noqa: UP045
@@ -69,7 +69,7 @@ def train_cmd(
     resolve(precision)  # fail fast on a bad name, before building data
     from ampbench.keras.workloads import keras_target
 
-    backend = keras_target(workload, model, keras_backend)
+    backend = keras_target(workload, model, keras_backend, preset, seed)
     if backend is not None:  # a Keras model: trained under Keras's policy, in a process of its own
         data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir,
                               val_fraction, option)

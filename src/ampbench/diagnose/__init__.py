@@ -132,11 +132,14 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                 details[check] = r
                 findings += nonfinite.nonfinite_findings(r, precision, fixes.fix_text)
             elif check == "gradients":
-                r = ranges.gradient_ranges(build(), dev, bs)
                 settled = ranges.dynamic_settle(build(), dev, bs, steps)
+                scaling = recipe.default_loss_scale  # what the diagnosed mode trains with
+                in_use = (settled["scale"] if scaling == "dynamic" else
+                          float(scaling.split(":", 1)[1]) if scaling.startswith("static:") else None)
+                r = ranges.gradient_ranges(build(), dev, bs, in_use if half16 == "fp16" and recipe.is_half else None)
                 r["dynamic"] = settled
                 details[check] = r
-                findings += ranges.gradient_findings(r, settled)
+                findings += ranges.gradient_findings(r, settled, half16 if recipe.is_half else None, scaling)
             elif check == "activations":
                 acts = ranges.activation_ranges(build(), dev, bs)
                 details[check] = acts

@@ -154,6 +154,8 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     from ampbench.measure.timing import time_steps
     from ampbench.precision.state import read_tf32
 
+    peaks = mem.PeakMemory(device)
+    peaks.start()  # (the peak of this mode's steps only: read before the 2x batch, the profiler and the fp32 baseline)
     step = build_step(wl, precision, batch_size, device, mp_options=mp_options)
     for _ in range(3):
         step()
@@ -163,6 +165,7 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     with mem.saved_activations(step.eager_model or step.model) as act:
         step()
     timing = time_steps(step, steps, device)
+    peak = peaks.peak()
     sb = step.state_bytes()  # after real steps: Adam's state exists (None if every step was skipped)
     step_ms = timing.summary()["step_ms_p50"]
     scaling = _batch_scaling(step, wl, batch_size, steps)
@@ -190,7 +193,8 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         "share": {k: v / total for k, v in by_class.items()}, "gemm_dtypes": dict(census.gemm_dtypes),
         "tensor_core_kernels": tc_kernels if gpu else None, "gemm_kernels": gemm_kernels if gpu else None,
         "memory": {**(sb.as_row() if sb is not None else {}), "activation_bytes": act[0],
-                   "static_share": static / max(static + act[0], 1) if static is not None else None},
+                   "static_share": static / max(static + act[0], 1) if static is not None else None,
+                   "peak_bytes": peak["allocated"], "peak_is": "allocator peak" if gpu else "RSS growth"},
         "tf32": {"matmul": read_tf32().matmul, "cudnn": read_tf32().cudnn}, "trace": str(trace) if trace else None,
         "precision": precision, "device": str(device), "fallbacks": list(step.mp.fallbacks),
         "cpu_half_hardware": None, "cpu_flops_per_cycle": None,
@@ -204,9 +208,8 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         out["cpu_flops_per_cycle"] = peak.flops_per_cycle if peak else None
     if baseline is not None:
         out["vs_fp32"] = versus_fp32(baseline, device, batch_size, steps, step_ms, _op_ms_per_step(prof, gpu, steps))
-    if gpu:
-        out["memory"]["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
-        out["memory"]["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+    if gpu:  # (read after this mode's timed steps: the 2x batch, the profiler and the fp32 baseline came later)
+        out["memory"]["allocated_bytes"], out["memory"]["reserved_bytes"] = peak["allocated"], peak["reserved"]
     out["launch_share"] = census.ops * out["dispatch_us"] / 1e3 / max(step_ms, 1e-9)
     out["batch_scaling"] = scaling
     out["launch_bound"] = scaling < LAUNCH_BOUND_SCALING if scaling is not None else out["launch_share"] >= LAUNCH_BOUND_SHARE

@@ -93,7 +93,14 @@ def _fp32_grads(wl: Workload, device: torch.device, batch_size: int) -> tuple[nn
     return model, act_grads
 
 
-def gradient_ranges(wl: Workload, device: torch.device, batch_size: int) -> dict[str, Any]:
+def scaled_fractions(values: torch.Tensor, scale: float) -> dict[str, float]:
+    """fp16's shares of ``values`` (true gradients, float64) once multiplied by a loss scale ``scale``."""
+    return {k: v for k, v in fractions(values * scale).items() if k.startswith("fp16_")}
+
+
+def gradient_ranges(wl: Workload, device: torch.device, batch_size: int, in_use_scale: float | None = None) -> dict[str, Any]:
+    """True gradients (fp32, loss scale 1) against fp16/bf16; ``in_use_scale``: the loss scale the diagnosed
+    configuration trains at, whose fp16 shares are added as ``at_scale_in_use``."""
     model, act_grads = _fp32_grads(wl, device, batch_size)
     params = []
     all_grads = []
@@ -103,13 +110,14 @@ def gradient_ranges(wl: Workload, device: torch.device, batch_size: int) -> dict
         g = p.grad.detach()
         all_grads.append(g.flatten())
         hist, zeros = log2_histogram(g)
+        # (shares first: "zeros" is then the count of exact zeros, as for the whole-model histograms)
         params.append({"name": name, "numel": g.numel(), "max_abs": float(g.abs().max()),
-                       "histogram": hist, "zeros": zeros, **fractions(g)})
+                       **fractions(g), "histogram": hist, "zeros": zeros})
     layers = []
     for name, g in act_grads.items():
         hist, zeros = log2_histogram(g)
-        layers.append({"name": name, "numel": g.numel(), "max_abs": float(g.abs().max()), "histogram": hist,
-                       "zeros": zeros, **fractions(g)})
+        layers.append({"name": name, "numel": g.numel(), "max_abs": float(g.abs().max()), **fractions(g),
+                       "histogram": hist, "zeros": zeros})
     flat = torch.cat(all_grads) if all_grads else torch.zeros(1)
     acts = torch.cat([g.flatten() for g in act_grads.values()]) if act_grads else torch.zeros(1)
     max_abs = max(float(flat.abs().max()), float(acts.abs().max()))
@@ -122,10 +130,17 @@ def gradient_ranges(wl: Workload, device: torch.device, batch_size: int) -> dict
     return {"bins_log2": list(range(HIST_LO, HIST_HI)), "param_histogram": hist_p, "param_zeros": zeros_p,
             "activation_grad_histogram": hist_a, "activation_grad_zeros": zeros_a,
             "params": params, "layers": layers, "max_abs": max_abs, "overall": fractions(both),
-            "recommended_scale": scale, "fp16_underflow_at_recommended_scale": under_at_scale}
+            "recommended_scale": scale, "fp16_underflow_at_recommended_scale": under_at_scale,
+            "at_scale_in_use": None if in_use_scale is None else {"scale": in_use_scale,
+                                                                  **scaled_fractions(both, in_use_scale)}}
 
 
-def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None) -> list[Finding]:
+def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None, half: str | None = "fp16",
+                      scaling: str = "none") -> list[Finding]:
+    """Findings about the true gradients for the diagnosed configuration: ``half`` is its 16-bit format (None for
+    fp32), ``scaling`` its loss scaling ("dynamic", "static:S" or "none"). A finding whose fix is what the
+    configuration already does is information, not a warning: with a loss scale in use, underflow is judged at
+    that scale (``r['at_scale_in_use']``)."""
     out = []
     o = r["overall"]
     s = r["recommended_scale"]
@@ -133,8 +148,30 @@ def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None) -> list
     if settled:  # growth needs growth_interval (2000) clean steps: in a short run the scale only backs off
         settled_txt = (f"; amp-fp16's dynamic scaler (from 2^16) was at {settled['scale']:g} after {settled['steps']} "
                        f"steps ({settled['skipped_steps']} skipped for overflow)")
-    data = {"recommended_scale": s, "overall": o, "dynamic": settled}
-    if o["fp16_underflow"] > 0.01:
+    data = {"recommended_scale": s, "overall": o, "dynamic": settled, "at_scale_in_use": r.get("at_scale_in_use")}
+    used = r.get("at_scale_in_use") if half == "fp16" and scaling != "none" else None
+    if half != "fp16":  # bf16 has fp32's exponent range; fp32 needs nothing: fp16's limits are what-ifs here
+        what = "bf16 has fp32's exponent range" if half == "bf16" else "fp32 stores them as they are"
+        out.append(Finding("info", "gradients", f"gradients need no loss scaling here ({what}); in fp16 "
+                           f"{o['fp16_underflow']:.0%} would underflow and {o['fp16_subnormal']:.0%} be subnormals "
+                           f"without scaling", f"largest |g| {r['max_abs']:.3g}; an fp16 mode would need a loss scale "
+                           f"of about {s:g}{settled_txt}", "", data))
+    elif used is not None and used["fp16_underflow"] <= 0.01 and used["fp16_subnormal"] <= 0.05:
+        out.append(Finding("info", "gradients", f"gradients fit fp16 at the loss scale in use ({scaling}: "
+                           f"{used['scale']:g}): {used['fp16_underflow']:.1%} underflow, {used['fp16_subnormal']:.0%} "
+                           f"subnormal", f"without scaling {o['fp16_underflow']:.0%} would underflow and "
+                           f"{o['fp16_subnormal']:.0%} be subnormals; largest |g| {r['max_abs']:.3g}; recommended "
+                           f"static scale {s:g}{settled_txt}", "", data))
+    elif used is not None:  # scaling is on, and not enough at the scale it uses
+        under = used["fp16_underflow"]
+        fix = (f"a larger scale: loss_scale='static:{s:g}' (the largest gradient still fits fp16 at it)"
+               if s > used["scale"] else "bf16 (fp32's exponent range): a larger scale would overflow the largest gradient")
+        out.append(Finding("error" if under > 0.2 else "warning", "gradients",
+                           f"at the loss scale in use ({scaling}: {used['scale']:g}) {under:.0%} of gradient values "
+                           f"still underflow in fp16 and {used['fp16_subnormal']:.0%} are subnormals",
+                           f"largest |g| {r['max_abs']:.3g}; at scale {s:g}, {r['fp16_underflow_at_recommended_scale']:.1%}"
+                           f" would still underflow{settled_txt}", fix, data))
+    elif o["fp16_underflow"] > 0.01:
         out.append(Finding(
             "error" if o["fp16_underflow"] > 0.2 else "warning", "gradients",
             f"{o['fp16_underflow']:.0%} of gradient values are below 2^-24 and become 0 in fp16 without loss scaling",

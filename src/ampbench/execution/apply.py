@@ -86,10 +86,14 @@ class CompileCounts:
     cache_hits: int = 0
     """Inductor FX-graph cache hits (a compile served from the on-disk cache of an earlier process)."""
     cache_misses: int = 0
+    cudagraph_skips: int = 0
+    """Graphs Inductor compiled for CUDA graphs but ran without them (CPU tensors in the graph, mutated inputs,
+    dynamic shapes, ...: torch/_inductor/cudagraph_utils.py log_cudagraph_skip_and_bump_counter)."""
 
     def __sub__(self, other: CompileCounts) -> CompileCounts:
         return CompileCounts(self.graphs - other.graphs, self.breaks - other.breaks,
-                             self.cache_hits - other.cache_hits, self.cache_misses - other.cache_misses)
+                             self.cache_hits - other.cache_hits, self.cache_misses - other.cache_misses,
+                             self.cudagraph_skips - other.cudagraph_skips)
 
 
 def compile_counts() -> CompileCounts:
@@ -102,7 +106,18 @@ def compile_counts() -> CompileCounts:
         breaks=int(sum(counters["graph_break"].values())),
         cache_hits=int(counters["inductor"].get("fxgraph_cache_hit", 0)),
         cache_misses=int(counters["inductor"].get("fxgraph_cache_miss", 0)),
+        cudagraph_skips=int(counters["inductor"].get("cudagraph_skips", 0)),
     )
+
+
+def cuda_graphs_problem(execution: Execution, counts: CompileCounts) -> str | None:
+    """Why a cell that asked for CUDA graphs cannot be reported as one: Inductor skipped them (silently: it runs
+    those graphs without CUDA graphs and only bumps a counter), so the row's cuda_graphs=on would be wrong."""
+    if execution.cuda_graphs != "on" or counts.cudagraph_skips <= 0:
+        return None
+    return (f"CUDA graphs were skipped: Inductor ran {counts.cudagraph_skips} compiled graph(s) of this cell without "
+            "them (a CPU tensor in the graph, an input mutated in place, dynamic shapes...; TORCH_LOGS=cudagraphs "
+            "says which): timed as cuda_graphs=on it would be a wrong number; run it with --cuda-graphs off")
 
 
 def graph_break_reasons(limit: int = 3) -> list[str]:

@@ -92,10 +92,9 @@ def set_tf32(backend: str, on: bool) -> dict[str, bool]:
     backends' defaults differ (off on PyTorch's matmuls, on for TensorFlow and JAX), and an fp32 cell must be fp32.
     Returns what is in force."""
     if backend == "torch":
-        import torch
+        from ampbench.precision.state import set_tf32 as set_torch_tf32  # (the fp32_precision API where torch has it)
 
-        torch.backends.cuda.matmul.allow_tf32 = on
-        torch.backends.cudnn.allow_tf32 = on
+        set_torch_tf32(on)
         return {"tf32_matmul": on, "tf32_cudnn": on}
     if backend == "tensorflow":
         import tensorflow as tf

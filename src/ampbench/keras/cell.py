@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec, base_row, first_line, record_failure
+from ampbench.bench.cells import CellSpec, base_row, first_line, judge_timed_steps, record_failure
 from ampbench.errors import AmpbenchError
 from ampbench.keras import backends
 from ampbench.keras.memory import KerasPeak, is_oom, variable_bytes
@@ -214,7 +214,7 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = wl.model(keras)
-    n_batches = min(4, max(1, len(wl.y_train) // batch_size))
+    n_batches = min(4, max(1, wl.n_train // batch_size))
     trainer = Trainer(model, wl.batches(batch_size, n_batches))
     row["loss_scaled"] = trainer.loss_scaled
     note = output_warning(model, row.get("keras_policy") or "")
@@ -244,13 +244,7 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     n_params = int(sum(int(np.prod(v.shape)) for v in model.weights))
     row.update(model_bytes_fp32=4 * n_params, model_bytes_half=2 * n_params, keras_params=n_params,
                keras_output_dtype=str(getattr(model.layers[-1], "compute_dtype", "")) if model.layers else None)
-    loss = trainer.last_loss
-    if math.isfinite(loss) and skipped_timed >= spec.measure.steps:
-        row.update(status="diverged", reason=f"every timed step was skipped for inf/NaN gradients "
-                   f"({row['skipped_steps']} skipped in {trainer.calls} steps, loss scale {trainer.scale:g})")
-    if not math.isfinite(loss):
-        row.update(status="diverged", reason=f"training loss is {loss} after {trainer.calls} steps "
-                   f"({row['skipped_steps']} skipped, loss scale {trainer.scale:g})")
+    judge_timed_steps(row, trainer.last_loss, skipped_timed, spec.measure.steps, trainer.calls, trainer.scale)
     budget = spec.measure.memory_budget
     if budget is not None and used > budget:
         row.update(status="oom", reason=f"memory peak {used / 2**20:,.0f} MiB > --memory-budget {budget / 2**20:,.0f} MiB")
@@ -324,9 +318,48 @@ def converge(keras: Any, spec: CellSpec, wl: KerasWorkload, batch_size: int) -> 
     seeds = m.seeds or 1
     runs = []
     for k, s in enumerate(range(m.seed, m.seed + seeds)):
-        meter = progress.Steps("convergence", steps, detail=f"seed {k + 1}/{seeds}")
+        meter = progress.Steps("convergence", steps, detail=f"seed {k + 1}/{seeds}", first_apart=True)  # (compiles)
         runs.append(train_seed(keras, spec, steps, batch_size, s, meter))
     return summarize(runs, steps, m.seed, seeds)
+
+
+# -- the run's estimate (in a fresh process per backend) ------------------------------------------------------------
+def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
+    """A job: the estimate's measurement of Keras cells on one backend (``payload["cells"]``: [target, cell] pairs,
+    every cell on that backend). Per target: building the workload (``build_s``), the workload's convergence
+    length, and per precision the first step (tracing and compiling: ``first_s``) and a step after it (``steps``);
+    ``import_s``: importing keras on the backend, which every Keras cell's fresh process pays."""
+    t_start = time.perf_counter()
+    pairs = [(target, CellSpec.from_dict(d)) for target, d in payload["cells"]]
+    budget = float(payload.get("budget_s", 15.0))
+    out: dict[str, dict[str, Any]] = {}
+    _device_env(pairs[0][1].device)
+    t = time.perf_counter()
+    keras = backends.activate(pairs[0][1].keras_backend or "")
+    import_s = time.perf_counter() - t
+    for target, spec in pairs:
+        entry = out.setdefault(target, {"steps": {}, "first": {}})
+        if time.perf_counter() - t_start > budget and entry["steps"]:
+            continue
+        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
+        try:
+            keras.mixed_precision.set_global_policy(policy_of(spec.precision))
+            fresh_session(keras)
+            t0 = time.perf_counter()
+            wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+            entry.setdefault("build_s", time.perf_counter() - t0)
+            batch = spec.batch_size or wl.batch_size
+            entry.setdefault("length", wl.epochs * wl.steps_per_epoch(batch))
+            trainer = Trainer(wl.model(keras), wl.batches(batch, 2))
+            t1 = time.perf_counter()
+            trainer()
+            t2 = time.perf_counter()
+            trainer()
+            entry["first"][spec.precision] = t2 - t1
+            entry["steps"][spec.precision] = time.perf_counter() - t2
+        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
+            continue
+    return {"targets": out, "import_s": import_s, "work_s": time.perf_counter() - t_start - import_s}
 
 
 # -- a max-batch trial and a validation (each in a fresh process) -------------------------------------------------

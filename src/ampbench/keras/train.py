@@ -58,6 +58,9 @@ def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str
             meter(i + 1)
         history.append({"epoch": epoch, "loss": sum(losses) / len(losses), "loss_scale": trainer.scale,
                         "skipped_steps": trainer.calls - trainer.applied})
+        h = history[-1]  # (the command prints it as the epoch ends, as a PyTorch train does)
+        progress.report(f"epoch {epoch}/{epochs}", detail=f"loss {h['loss']:.4f}  loss scale {h['loss_scale']:g}  "
+                        f"skipped steps {h['skipped_steps']}")
         if not math.isfinite(trainer.last_loss):
             break
     train_s = time.perf_counter() - t_start

@@ -9,12 +9,17 @@ LossScaleOptimizer as Keras always does).
 The user's data options are those of a PyTorch ``--model``: ``--input-shape`` (per sample, as the model takes it;
 default: the model's own ``Input`` shape), ``--num-classes`` / ``--num-outputs`` / ``--vocab-size``, and
 ``--batches file.py:make_batch`` -- for Keras ``make_batch(batch_size, rng)`` with a ``numpy.random.Generator``,
-returning ``(inputs, targets)`` as numpy arrays. ``--loss file.py:fn`` is a Keras loss ``fn(y_true, y_pred)``.
+returning ``(inputs, targets)``: each an array, a tuple/list of arrays (a model with several inputs or outputs,
+in the order of ``model.inputs`` / ``model.outputs``) or a dict of arrays by input/output name.
+``--loss file.py:fn`` is a Keras loss ``fn(y_true, y_pred)`` (one loss: applied to every output of a model with
+several); a factory that compiles its model keeps its losses (one per output).
 The synthetic data are the very tensors a PyTorch model gets for the same options (one seeded generator).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +39,10 @@ class KerasWorkload:
     build: Callable[[], Any]
     """The keras.Model, built under the dtype policy in force (new weights each call, from Keras's seed)."""
     x_train: Any
-    y_train: np.ndarray
+    y_train: Any
+    """Arrays, or a list / dict of them (several inputs or outputs): see :func:`take`."""
     x_test: Any | None
-    y_test: np.ndarray | None
+    y_test: Any | None
     loss: Any
     """The loss an uncompiled model is compiled with (a Keras loss object or name)."""
     metrics: list[Any]
@@ -58,7 +64,7 @@ class KerasWorkload:
 
     def batches(self, batch_size: int, count: int, rng: np.random.Generator | None = None) -> list[tuple[Any, Any]]:
         """``count`` training batches of ``batch_size`` (cycling over the split; shuffled with ``rng``)."""
-        n = len(self.y_train)
+        n = self.n_train
         order = rng.permutation(n) if rng is not None else np.arange(n)
         per_epoch = max(n // batch_size, 1)
         out = []
@@ -69,15 +75,87 @@ class KerasWorkload:
             idx = order[start:start + batch_size]
             if len(idx) < batch_size:  # a split smaller than the batch: repeat samples to fill it
                 idx = np.resize(order, batch_size)
-            out.append((_take(self.x_train, idx), self.y_train[idx]))
+            out.append((take(self.x_train, idx), take(self.y_train, idx)))
         return out
 
+    @property
+    def n_train(self) -> int:
+        return samples(self.y_train)
+
     def steps_per_epoch(self, batch_size: int) -> int:
-        return max(len(self.y_train) // batch_size, 1)
+        return max(self.n_train // batch_size, 1)
 
 
-def _take(x: Any, idx: np.ndarray) -> Any:
-    return [a[idx] for a in x] if isinstance(x, (list, tuple)) else x[idx]
+# -- data of any structure: an array, a list of arrays (several inputs/outputs), a dict of them by name ----------
+def tree_map(x: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` on every array of ``x``: tuples become lists (Keras matches a list to ``model.inputs``)."""
+    if isinstance(x, dict):
+        return {k: tree_map(v, fn) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [tree_map(v, fn) for v in x]
+    return fn(x)
+
+
+def leaves(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [a for v in x.values() for a in leaves(v)]
+    if isinstance(x, (list, tuple)):
+        return [a for v in x for a in leaves(v)]
+    return [x]
+
+
+def take(x: Any, idx: np.ndarray) -> Any:
+    """The samples ``idx`` of every array of ``x``."""
+    return tree_map(x, lambda a: a[idx])
+
+
+def samples(x: Any) -> int:
+    return int(leaves(x)[0].shape[0])
+
+
+def is_nested(x: Any) -> bool:
+    return isinstance(x, (dict, list, tuple))
+
+
+def _structure(x: Any) -> Any:
+    """What can be compared between two batches: dict keys, list lengths, array shapes after the batch dim."""
+    if isinstance(x, dict):
+        return ("dict", tuple(sorted((k, _structure(v)) for k, v in x.items())))
+    if isinstance(x, (list, tuple)):
+        return ("list", tuple(_structure(v) for v in x))
+    return tuple(x.shape[1:])
+
+
+def _as_arrays(x: Any, what: str, spec: str, batch: int) -> Any:
+    """``x`` with every leaf a numpy array whose first dimension is the batch; a one-line error otherwise."""
+    def one(a: Any) -> np.ndarray:
+        try:
+            arr = np.asarray(a)
+        except ValueError as e:  # a ragged nest numpy cannot stack
+            raise AmpbenchError(f"--batches {spec!r}: {what} is not an array, a tuple/list of arrays or a dict of "
+                                f"arrays ({e})") from None
+        if arr.dtype == object or arr.ndim == 0 or arr.shape[0] != batch:
+            raise AmpbenchError(f"--batches {spec!r}: {what} has an array of shape {arr.shape}; the first dimension "
+                                f"of every array must be the batch size ({batch}) (give several inputs or outputs as a "
+                                "tuple/list or a dict of arrays)")
+        return arr
+
+    if (isinstance(x, dict) and not x) or (isinstance(x, (list, tuple)) and not x):
+        raise AmpbenchError(f"--batches {spec!r}: {what} is empty")
+    return tree_map(x, one)
+
+
+def _concat(parts: list[Any]) -> Any:
+    first = parts[0]
+    if isinstance(first, dict):
+        return {k: _concat([p[k] for p in parts]) for k in first}
+    if isinstance(first, list):
+        return [_concat([p[i] for p in parts]) for i in range(len(first))]
+    return np.concatenate(parts)
+
+
+def _cut(x: Any, start: int, stop: int | None) -> Any:
+    return tree_map(x, lambda a: a[start:stop])
 
 
 def _adam(lr: float) -> Callable[[Any], Any]:
@@ -194,32 +272,30 @@ def default_loss(keras: Any, model: Any, task: str, num_classes: int | None, num
     return (keras.losses.SparseCategoricalCrossentropy(from_logits=act != "softmax"), ["accuracy"], "accuracy")
 
 
-def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
-    """Train/test splits made by ``make_batch(batch_size, rng) -> (inputs, targets)`` (numpy), a fifth held out."""
+def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any, Any, Any, Any]:
+    """Train/test splits made by ``make_batch(batch_size, rng) -> (inputs, targets)`` (numpy arrays, or tuples/lists
+    or dicts of them), a fifth held out."""
     from ampbench.workloads.tasks import sample_count
     from ampbench.workloads.user import call_make_batch, load_factory
 
     make_batch = load_factory(batches, "--batches", "make_batch")
     rng = np.random.default_rng(seed)
-    xs: list[np.ndarray] = []
-    ys: list[np.ndarray] = []
+    xs: list[Any] = []
+    ys: list[Any] = []
     total = None
     while total is None or len(ys) * batch < total:
         inputs, targets = call_make_batch(make_batch, batches, batch, rng)
-        x, y = np.asarray(inputs), np.asarray(targets)
-        if x.ndim == 0 or y.ndim == 0 or x.shape[0] != batch or y.shape[0] != batch:
-            raise AmpbenchError(f"--batches {batches!r}: inputs {x.shape} and targets {y.shape}; the first dimension of "
-                                f"both must be the batch size ({batch})")
+        x, y = _as_arrays(inputs, "inputs", batches, batch), _as_arrays(targets, "targets", batches, batch)
+        if xs and (_structure(x), _structure(y)) != (_structure(xs[0]), _structure(ys[0])):
+            raise AmpbenchError(f"--batches {batches!r}: batches differ in structure or shape (each call must return "
+                                "the same arrays, names and shapes but the batch size)")
         xs.append(x)
         ys.append(y)
         if total is None:
-            total = sample_count(preset, x[0].nbytes + y[0].nbytes, batch)
-    try:
-        x_all, y_all = np.concatenate(xs), np.concatenate(ys)
-    except ValueError as e:
-        raise AmpbenchError(f"--batches {batches!r}: batches differ in shape ({e})") from None
+            total = sample_count(preset, sum(a[0].nbytes for a in leaves(x) + leaves(y)), batch)
+    x_all, y_all = _concat(xs), _concat(ys)
     n_test = max(len(xs) // 5, 1) * batch
-    return x_all[n_test:], y_all[n_test:], x_all[:n_test], y_all[:n_test]
+    return _cut(x_all, n_test, None), _cut(y_all, n_test, None), _cut(x_all, 0, n_test), _cut(y_all, 0, n_test)
 
 
 def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
@@ -249,22 +325,41 @@ def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -
     factory = load_factory(spec)
     first = check_keras_model(keras, _call_factory(factory, spec, preset, seed), spec)
     batch = BATCH[preset]
+    inputs, outputs = len(getattr(first, "inputs", None) or [0]), len(getattr(first, "outputs", None) or [0])
+    compiled = getattr(first, "optimizer", None) is not None
+    if options.batches is None and inputs > 1:
+        raise AmpbenchError(f"--model {spec!r}: the model has {inputs} inputs; give --batches file.py:make_batch "
+                            "returning them as a tuple/list or a dict by input name (synthetic data is made for one input)")
+    if outputs > 1 and not compiled and options.loss is None:
+        raise AmpbenchError(f"--model {spec!r}: the model has {outputs} outputs; compile it in the factory with a loss "
+                            "per output, or give --loss file.py:fn (one loss, applied to every output)")
+    if outputs > 1 and options.batches is None:
+        raise AmpbenchError(f"--model {spec!r}: the model has {outputs} outputs; give --batches file.py:make_batch "
+                            "returning their targets as a tuple/list or a dict by output name")
     data = DataSpec.of(options.input_shape or _model_input_shape(first), options.vocab_size, options.num_classes,
                        options.num_outputs, options.task)
     if options.batches is not None:
         x_tr, y_tr, x_te, y_te = _user_batches(options.batches, preset, seed, batch)
-        task = "regress" if np.issubdtype(y_tr.dtype, np.floating) and data.num_classes is None else "classify"
-        data = DataSpec(None, None, data.num_classes or (None if task == "regress" else int(y_tr.max()) + 1),
-                        data.num_outputs or (int(np.prod(y_tr.shape[1:])) if task == "regress" else None), task)
+        if is_nested(y_tr):  # several outputs: the factory's compile or --loss says what each is
+            data = DataSpec(None, None, None, None, "custom")
+        else:
+            task = "regress" if np.issubdtype(y_tr.dtype, np.floating) and data.num_classes is None else "classify"
+            data = DataSpec(None, None, data.num_classes or (None if task == "regress" else int(y_tr.max()) + 1),
+                            data.num_outputs or (int(np.prod(y_tr.shape[1:])) if task == "regress" else None), task)
     else:
         data = data.resolve(f"--model {spec!r}")
         x_tr, y_tr, x_te, y_te = _synthetic(data, preset, seed, batch)
     if options.loss is not None:
         loss, metrics, metric_name = load_factory(options.loss, "--loss", "fn"), [], None
+    elif compiled and (outputs > 1 or is_nested(y_tr)):  # the factory's losses, one per output
+        loss, metrics, metric_name = None, [], None
+    elif is_nested(y_tr):
+        raise AmpbenchError(f"--batches {options.batches!r}: targets are a tuple/list or dict; compile the model in the "
+                            "factory with a loss per output, or give --loss file.py:fn")
     else:
         loss, metrics, metric_name = default_loss(keras, first, data.task or "classify", data.num_classes,
                                                   data.num_outputs, spec)
-        if _output_units(first) == 1 and data.task == "classify":
+        if _output_units(first) == 1 and data.task == "classify" and not is_nested(y_tr):
             y_tr, y_te = y_tr.reshape(-1, 1).astype(np.float32), y_te.reshape(-1, 1).astype(np.float32)
     built = [first]
 
@@ -302,11 +397,44 @@ def output_warning(model: Any, policy: str) -> str | None:
     return None
 
 
-def keras_target(workload: str | None, model: str | None, backend: str | None) -> str | None:
-    """The Keras backend a command's target runs on (None: a PyTorch target). A keras-* workload, or a --model whose
-    file imports keras, is a Keras target; --keras-backend with a PyTorch target is one line."""
-    keras = is_keras_workload(workload) or (model is not None and (backend is not None or imports_keras(model)))
+def keras_target(workload: str | None, model: str | None, backend: str | None, preset: str | None = None,
+                 seed: int = 0) -> str | None:
+    """The Keras backend a command's target runs on (None: a PyTorch target). A keras-* workload, or a --model that
+    is a Keras model (:func:`is_keras_model`), is a Keras target; --keras-backend with a PyTorch target is one line."""
+    keras = is_keras_workload(workload) or (model is not None and (backend is not None or is_keras_model(model, preset,
+                                                                                                          seed)))
     return resolve_backend(backend, keras, "this target is a PyTorch model")
+
+
+def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
+    """Whether ``--model``'s factory makes a Keras model: its file imports keras (read, not run), or else the object
+    its factory returns is one (a model built in another module). The factory is then called in this process, with
+    keras (if the code imports it) loaded on the torch backend: this process only recognises the target, a Keras
+    cell picks its own backend in a fresh process. A PyTorch factory's module is kept for the build that follows
+    (``workloads.user.made_by``), so it is not built twice."""
+    if imports_keras(model):
+        return True
+    from ampbench.workloads.user import _MADE, made_by
+
+    preset_backend = os.environ.get("KERAS_BACKEND")
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "torch"  # (read by keras at import only: restored below)
+    try:
+        made = made_by(model, preset, seed)
+    finally:
+        if preset_backend is None:
+            os.environ.pop("KERAS_BACKEND", None)
+        else:
+            os.environ["KERAS_BACKEND"] = preset_backend
+    if is_keras_object(made):
+        _MADE.pop((model, preset, seed), None)  # (a Keras cell builds its own, in its own process)
+        return True
+    return False
+
+
+def is_keras_object(obj: Any) -> bool:
+    """Whether ``obj`` is a keras.Model, known by its class (keras itself not imported here)."""
+    return any(c.__name__ == "Model" and c.__module__.split(".")[0] in ("keras", "tf_keras") for c in type(obj).__mro__)
 
 
 def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | None:

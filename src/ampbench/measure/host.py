@@ -67,6 +67,13 @@ class RssPeak:
         if not _reset_hwm() or _vm_hwm() is None:
             self._sampler = _RssSampler()
 
+    def restart(self) -> None:
+        """Forget the high-water mark so far (the baseline stays): the peak from here on."""
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
+        self.start(self._base)
+
     def growth(self) -> int:
         """Bytes the peak RSS grew by over the baseline (>= 0)."""
         top = self._sampler.stop() if self._sampler is not None else (_vm_hwm() or rss())

@@ -3,6 +3,7 @@ micro-benchmark (measured TFLOP/s per math mode and % of the table's dense peak)
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,7 @@ import torch
 
 from ampbench.measure.env import environment
 from ampbench.measure.peaks import find_peak, tensor_core_generation
+from ampbench.measure.timing import on_device
 from ampbench.precision import list_precisions, supported
 from ampbench.precision.state import tf32_scope
 from ampbench.precision.support import cpu_half_hardware
@@ -45,17 +47,49 @@ def fp8_gemm_runs(device: torch.device) -> bool:
         return False
 
 
+REPLAY_FLOPS = 2.0**36
+"""GPU: the GEMMs one timed launch replays are at least this many FLOPs (~69 GFLOP: ~70 us at 1,000 TFLOP/s)."""
+MAX_REPLAY_GEMMS = 64
+
+
+def gemms_per_replay(n: int) -> int:
+    """How many n x n x n GEMMs one CUDA-graph replay runs: a 1024^3 bf16 GEMM takes ~3 us on an H100, less than one
+    Python launch (~5-10 us), so GEMMs launched one by one time the launch rate, not the GEMM; a replay of K GEMMs
+    is one launch for K of them (32 at n = 1024, 1 from n = 4096)."""
+    return int(max(1, min(MAX_REPLAY_GEMMS, math.ceil(REPLAY_FLOPS / (2.0 * n**3)))))
+
+
+def _replayed(mm: Callable[[], object], n: int, device: torch.device) -> tuple[Callable[[], object], int]:
+    """(a call, the GEMMs it runs): on CUDA a captured graph of :func:`gemms_per_replay` GEMMs (its replay), on a CPU
+    the GEMM itself (a CPU GEMM at these sizes is far longer than a call's overhead)."""
+    if device.type != "cuda":
+        return mm, 1
+    k = gemms_per_replay(n)
+    side = torch.cuda.Stream(device)  # warm-up on a side stream before the capture (torch.cuda.graph's docs)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            mm()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(k):
+            mm()
+    return graph.replay, k
+
+
 def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float = 0.2) -> float:
-    """TFLOP/s of an n x n x n matmul (2n^3 FLOPs) on random normal data, after warm-up."""
-    mm = _matmul(n, math_mode, device)
-    with tf32_scope(math_mode == "tf32"):
+    """TFLOP/s of an n x n x n matmul (2n^3 FLOPs) on random normal data, after warm-up (GPU: replays of a CUDA graph
+    of several GEMMs, so the GEMMs and not their launches are timed)."""
+    with on_device(device), tf32_scope(math_mode == "tf32"):
+        fn, per_call = _replayed(_matmul(n, math_mode, device), n, device)
         t0 = time.perf_counter()
         for _ in range(3):  # warm-up; an emulated half GEMM on a CPU can take seconds: one call is enough then
-            mm()
+            fn()
             if time.perf_counter() - t0 > min_seconds:
                 break
-        iters, seconds = _time_calls(mm, device, min_seconds)
-    return 2.0 * n**3 * iters / seconds / 1e12
+        iters, seconds = _time_calls(fn, device, min_seconds)
+    return 2.0 * n**3 * per_call * iters / seconds / 1e12
 
 
 def _time_calls(fn: Callable[[], object], device: torch.device, min_seconds: float,
@@ -63,8 +97,8 @@ def _time_calls(fn: Callable[[], object], device: torch.device, min_seconds: flo
     """(calls, seconds) of back-to-back calls lasting at least ``min_seconds``.
 
     GPU: the calls are queued between two CUDA events with no sync inside, doubling the count
-    until the span is long enough (a sync per call would add ~10 us to a 1024^3 half GEMM that
-    takes ~3 us on a Hopper card). CPU: perf_counter around calls until the time is up.
+    until the span is long enough (a call is a graph replay of several GEMMs: see :func:`_replayed`).
+    CPU: perf_counter around calls until the time is up.
     """
     if device.type == "cuda":
         iters = 1
@@ -105,6 +139,11 @@ def gemm_modes(device: torch.device) -> list[str]:
 
 def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: bool = True) -> dict[str, Any]:
     """Facts about ``device`` plus the GEMM benchmark (one entry per math mode x size)."""
+    with on_device(device):
+        return _probe(device, sizes, run_gemm)
+
+
+def _probe(device: torch.device, sizes: tuple[int, ...] | None, run_gemm: bool) -> dict[str, Any]:
     env = environment(device)
     out: dict[str, Any] = {"device": str(device), "device_name": env["device_name"], "env": env}
     modes = {}
@@ -134,6 +173,10 @@ def probe(device: torch.device, sizes: tuple[int, ...] | None = None, run_gemm: 
         peaks = out.get("peaks") or {}
         for n in sizes or (GPU_SIZES if device.type == "cuda" else CPU_SIZES):
             for mode in gemm_modes(device):
+                if mode == "fp8" and n % 16:  # torch._scaled_mm needs every dim divisible by 16 on CUDA
+                    out.setdefault("notes", []).append(f"fp8 GEMM not run at n={n}: fp8 GEMMs need sizes that are "
+                                                       "multiples of 16")
+                    continue
                 tf = gemm_tflops(n, mode, device)
                 top = peaks.get(mode)
                 gemm.append({"size": n, "math_mode": mode, "tflops": tf, "peak_tflops": top,

@@ -20,6 +20,20 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ampbench.measure.host import RssPeak, rss  # noqa: F401  (rss: used by cells and train)
 
+OOM_MARKS = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed", "cufft_alloc_failed",
+             "cusolver_status_alloc_failed", "cusparse_status_alloc_failed")
+"""How running out of GPU memory reads: torch's caching allocator raises OutOfMemoryError ("CUDA out of memory"),
+but a library allocating its own workspace when the allocator has given everything away fails with its status
+(cuBLAS's CUBLAS_STATUS_ALLOC_FAILED from cublasCreate/cublasLt workspaces, cuDNN's CUDNN_STATUS_ALLOC_FAILED;
+torch raises these as RuntimeError with the status in the message): a max-batch trial that hits them did not fit."""
+
+
+def is_oom(e: BaseException) -> bool:
+    """Whether ``e`` says the device ran out of memory (a max-batch trial's miss, a cell's status oom)."""
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    return isinstance(e, RuntimeError) and any(m in str(e).lower() for m in OOM_MARKS)
+
 
 class PeakMemory:
     """Peak memory from :meth:`start` on. GPU: allocator peaks; CPU: RSS high-water mark."""
@@ -34,6 +48,15 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             return
         self._host.start(base_rss)
+
+    def restart(self) -> None:
+        """The peak from here on, what is held now (weights, optimizer state) its floor: the allocator's peak set to
+        what is allocated now (``reset_peak_memory_stats``), the RSS high-water mark reset over the same baseline."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        self._host.restart()
 
     def peak(self) -> dict[str, int | None]:
         """{allocated, reserved, cpu_rss_peak}: bytes at the peak (CPU: growth over the baseline)."""

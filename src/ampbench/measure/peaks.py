@@ -9,6 +9,7 @@ here. Boost clocks; a power- or clock-capped card reaches less (``ampbench hw`` 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 class GpuPeak:
     name: str
     match: tuple[str, ...]
-    """Lower-case substrings of torch.cuda.get_device_name() that identify the card (all must occur)."""
+    """Lower-case words of torch.cuda.get_device_name() that identify the card (each must occur as whole words:
+    "l4" is not in "NVIDIA L40", nor "t4" in "NVIDIA T400")."""
     tflops: dict[str, float]
     """math mode (fp32, tf32, fp16, bf16, fp8) -> dense peak TFLOP/s"""
     source: str
@@ -63,11 +65,17 @@ def find_peak(device_name: str | None) -> GpuPeak | None:
     """The table entry for a device name as the driver reports it ("NVIDIA H100 80GB HBM3"), or None."""
     if not device_name:
         return None
-    low = device_name.lower()
+    words = re.findall(r"[a-z0-9]+", device_name.lower())
     for entry in GPU_PEAKS:
-        if all(m in low for m in entry.match):
+        if all(_has_words(words, m.split()) for m in entry.match):
             return entry
     return None
+
+
+def _has_words(words: list[str], wanted: list[str]) -> bool:
+    """Whether ``wanted`` occurs in ``words`` as consecutive whole words."""
+    n = len(wanted)
+    return any(words[i:i + n] == wanted for i in range(len(words) - n + 1))
 
 
 def peak_tflops(device_name: str | None, math_mode: str | None, device_type: str = "cuda") -> float | None:

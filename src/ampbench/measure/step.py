@@ -109,7 +109,11 @@ class TrainStep:
 
         held: list[StateBytes] = []
         buckets = ddp_bucket_bytes(self.model)  # (DDP: its buckets hold the gradients)
-        self(after_backward=lambda: held.append(state_bytes(self.model, self.optimizer, self.mp.master_params(), buckets)))
+        def read() -> None:  # (master-* modes: as the optimizer steps, the half gradients moved to the fp32 masters)
+            self.mp.move_grads(self.optimizer)
+            held.append(state_bytes(self.model, self.optimizer, self.mp.master_params(), buckets))
+
+        self(after_backward=read)
         return held[0]
 
 

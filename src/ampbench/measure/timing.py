@@ -7,12 +7,23 @@ per-step bookkeeping on the host does not count unless the GPU waited for it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ampbench.measure.stats import Timing, percentile, time_host  # noqa: F401  (percentile: imported from here too)
+
+
+def on_device(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """``device`` as the current CUDA device inside (a no-op off CUDA). ``torch.cuda.Event.record()`` records on the
+    *current* device's stream (torch.cuda.Event docs: "Uses torch.cuda.current_stream() if no stream is specified"),
+    and a one-process run never called set_device: with --device cuda:1, events were recorded on GPU 0's idle stream
+    and timed the host's enqueueing. Every timing of a cell, of ``hw`` and of inference runs inside this."""
+    # ("cuda" without an index is the current device already)
+    return torch.cuda.device(device) if device.type == "cuda" and device.index is not None else contextlib.nullcontext()
 
 
 def time_steps(fn: Callable[[], object], n: int, device: torch.device,
@@ -21,16 +32,17 @@ def time_steps(fn: Callable[[], object], n: int, device: torch.device,
     after call i (a progress meter: it must not synchronise; on the GPU it sees the host's pace, which the
     queue keeps close to the device's)."""
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-        events[0].record()
-        for i in range(n):
-            fn()
-            events[i + 1].record()
-            if on_step is not None:
-                on_step(i + 1)
-        events[-1].synchronize()  # the only host-device sync of the timed region
-        ms = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
+        with on_device(device):
+            torch.cuda.synchronize(device)
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+            events[0].record()
+            for i in range(n):
+                fn()
+                events[i + 1].record()
+                if on_step is not None:
+                    on_step(i + 1)
+            events[-1].synchronize()  # the only host-device sync of the timed region
+            ms = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
         return Timing(ms, events[0].elapsed_time(events[-1]) / 1e3, "cuda_events")
     return time_host(fn, n, on_step)
 

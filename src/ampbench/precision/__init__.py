@@ -10,7 +10,16 @@ from ampbench.precision import fp32, amp, master, pure, fp8  # noqa: F401
 from ampbench.precision.base import Precision
 from ampbench.precision.engine import MixedPrecision, StepRecord
 from ampbench.precision.fp8 import Fp8Options
-from ampbench.precision.registry import aliases_of, get, is_fp8, list_precisions, preference, register, resolve
+from ampbench.precision.registry import (
+                                         advised_only_with_verdict,
+                                         aliases_of,
+                                         get,
+                                         is_fp8,
+                                         list_precisions,
+                                         preference,
+                                         register,
+                                         resolve,
+)
 from ampbench.precision.scaling import LossScaleConfig, LossScaler
 from ampbench.precision.support import Support, cpu_half_hardware, cpu_name, supported
 
@@ -22,6 +31,7 @@ __all__ = [
     "Precision",
     "StepRecord",
     "Support",
+    "advised_only_with_verdict",
     "aliases_of",
     "cpu_half_hardware",
     "cpu_name",

@@ -14,6 +14,8 @@ from ampbench.precision.state import tf32_scope
 
 
 class _Autocast(Precision):
+    autocasts = True
+
     @contextlib.contextmanager
     def forward_context(self, device_type: str) -> Iterator[None]:
         # Ops autocast leaves in fp32 (reductions, losses, norms) run as true fp32, not TF32.

@@ -47,6 +47,12 @@ class Precision:
     """The math the heavy ops run in, when not ``compute_dtype``'s (fp8 modes: "fp8", for the peak table)."""
     in_cpu_defaults: ClassVar[bool] = True
     """Whether ``ampbench run`` on CPU includes this mode when no --precisions are given (fp8: emulated there)."""
+    autocasts: ClassVar[bool] = False
+    """Whether the half math comes from autocast (``forward_context``): a forward outside ``mp.autocast()`` then
+    runs in fp32 (the engine warns)."""
+    advised_only_with_verdict: ClassVar[bool] = False
+    """Whether the advisor recommends this mode only with its own convergence verdict (parity with fp32), never on
+    speed or memory alone: modes that change the numerics beyond autocast's (pure half keeps no fp32 weights, fp8)."""
     preference: ClassVar[int] = 100
     """The advisor's tie-break among modes of equal speed and memory, lowest first: autocast first (no model
     changes; bf16 needs no loss scaling), then master weights, fp8, pure half, fp32 last."""

@@ -17,9 +17,13 @@ Several ``backward`` calls before one ``step`` are gradient accumulation: unscal
 Every mode checks the gradients for inf/NaN before stepping (``check_finite``; the fp16 modes' loss
 scaler does it anyway): a non-finite step is skipped and counted, never stepped into the weights.
 Misuse that would silently train wrong raises :class:`MisuseError` with the fix: ``optimizer.step()``
-called instead of ``mp.step()``, the model cast or moved after setup, model gradients clipped after
-``unscale_()`` in master modes. Weights loaded into the model after setup (``load_state_dict``,
-in-place edits) are taken into the fp32 master weights before the next step.
+called instead of ``mp.step()``, the model cast or moved after setup (checked by a forward pre-hook and at
+``backward``, before a forward in the wrong dtype can fail or train in it), model gradients
+written between ``backward`` and ``step`` in master modes (clipping the loss-scaled half copies, or the
+read-only copies ``unscale_()`` shows). A forward of an autocast mode run outside ``mp.autocast()`` (it
+would compute in fp32, at the fp16 modes' loss scale) is warned about once: the model may enter autocast
+itself. Weights loaded into the model after setup (``load_state_dict``, in-place edits) are taken into the
+fp32 master weights before the next step.
 """
 
 from __future__ import annotations
@@ -106,6 +110,9 @@ class _Slot:
     pending_loss: torch.Tensor | None = None
     in_step: bool = False
     """True while mp.step() runs the optimizer: any other optimizer.step() call is a misuse."""
+    where: tuple[torch.Tensor, torch.dtype, torch.device] | None = None
+    """Without master weights: a trained parameter with its dtype and device at setup (a model cast or moved
+    after setup is refused)."""
 
 
 def _as_list(obj: Any, kind: type, what: str) -> list[Any]:
@@ -206,6 +213,9 @@ class MixedPrecision:
         self._step_hooks: list[Callable[[StepRecord], None]] = []
         self._slots: list[_Slot] = []
         self._is_setup = False
+        self._forward_autocast: bool | None = None
+        """Autocast recipes: whether autocast was on when the model's last forward started (a forward pre-hook)."""
+        self._warned_autocast = False
 
     def __repr__(self) -> str:
         strategy = f", strategy={self.strategy!r}" if self.strategy else ""
@@ -286,12 +296,16 @@ class MixedPrecision:
             if half_grads:
                 _warn_eps_underflow(opt)
             slot = _Slot(opt, scaler, masters)
+            if masters is None:
+                first = next((p for g in opt.param_groups for p in g["params"] if p.is_floating_point()), None)
+                slot.where = None if first is None else (first, first.dtype, first.device)
             opt.register_step_pre_hook(_step_guard(slot))
             self._slots.append(slot)
         masters_of = [s.masters for s in self._slots if s.masters is not None]
         for m in models:
             if masters_of:
                 _watch_loads(m, masters_of)
+            m.register_forward_pre_hook(self._before_forward)
             setattr(m, _SETUP_ATTR, repr(self))
         self._is_setup = True
         if self.strategy == "ddp":  # the DDP wrappers are what the caller trains
@@ -339,6 +353,37 @@ class MixedPrecision:
         """Context for the forward pass (and the loss): autocast for amp-*, math-mode flags for all."""
         return self.recipe.forward_context(self._device_type())
 
+    def _check_unmoved(self) -> None:
+        for s in self._slots:
+            if s.masters is not None:
+                s.masters.check_where()
+            elif s.where is not None:
+                p, dtype, device = s.where
+                if (p.dtype, p.device) != (dtype, device):
+                    raise MisuseError(
+                        f"the model was cast or moved after setup() (its parameters are now {p.dtype} on {p.device}, "
+                        f"were {dtype} on {device}); model.half()/.float()/.to() change what {self.name} trains (and a "
+                        "half model's gradients cannot be unscaled). Move the model to its device before setup() and "
+                        "let MixedPrecision choose the dtypes"
+                    )
+
+    def _before_forward(self, module: nn.Module, args: Any) -> None:
+        """A forward pre-hook on every set-up model: the model was not cast or moved since setup (a forward in the
+        wrong dtype fails, or trains in it), and whether autocast is on (an autocast mode warns at backward)."""
+        self._check_unmoved()
+        if self.recipe.autocasts:
+            self._forward_autocast = torch.is_autocast_enabled(self._device_type())
+
+    def _warn_outside_autocast(self) -> None:
+        if self._forward_autocast is False and not self._warned_autocast:
+            self._warned_autocast = True
+            scale = (f", with its gradients scaled by {self._slots[0].scaler.scale:g}"
+                     if self._slots and self._slots[0].scaler.scale != 1 else "")
+            warnings.warn(
+                f"ampbench {self.name}: the model's forward ran outside mp.autocast() (autocast was off when it "
+                f"started), so it computed in fp32{scale}: run the forward and the loss under `with mp.autocast():` "
+                "(ignore this if the model enters autocast itself)", stacklevel=3)
+
     def _slot(self, optimizer: torch.optim.Optimizer | None, call: str) -> _Slot:
         if not self._is_setup:
             raise MisuseError(f"{call}() called before setup(): call model, optimizer = mp.setup(model, optimizer)")
@@ -366,14 +411,21 @@ class MixedPrecision:
             raise MisuseError(
                 "backward() after unscale_(): the gradients of this step were already unscaled; call step() first"
             )
+        self._check_unmoved()
+        if self.recipe.autocasts:
+            self._warn_outside_autocast()
         for s in self._slots:  # optimizer.add_param_group() since setup: the new half params get masters
             if s.masters is not None:
                 s.masters.adopt_new_groups()
+        for s in self._slots:  # an earlier micro-batch's half grads into the fp32 masters first: accumulation in fp32
+            if s.masters is not None and s.stage is not Stage.UNSCALED:  # (unscaled: its model grads are copies)
+                s.masters.check_left_grads()
+                s.masters.grads_to_master()
         with self.recipe.backward_context():
             slot.scaler.scale_loss(loss).backward(**kwargs)
-        for s in self._slots:  # every optimizer's half grads: a GAN's D loss also reaches G
-            if s.masters is not None and s.stage is not Stage.UNSCALED:  # (unscaled: its model grads are copies)
-                s.masters.grads_to_master()
+        for s in self._slots:  # every optimizer's half grads (a GAN's D loss also reaches G) stay until the step
+            if s.masters is not None and s.stage is not Stage.UNSCALED:
+                s.masters.mark_model_grads()
         detached = loss.detach()
         slot.pending_loss = detached if slot.pending_loss is None else slot.pending_loss + detached
         slot.stage = Stage.ACCUMULATING
@@ -385,6 +437,7 @@ class MixedPrecision:
             raise MisuseError("unscale_() before backward(): there are no gradients for this step yet")
         if slot.stage is Stage.UNSCALED:
             raise MisuseError("unscale_() was already called for this step; call step() next")
+        self._move_grads(slot)
         slot.scaler.unscale_(slot.optimizer)
         slot.stage = Stage.UNSCALED
         if slot.masters is not None:  # readable half copies; written ones are refused at step()
@@ -401,10 +454,28 @@ class MixedPrecision:
         if not max_norm > 0:
             raise AmpbenchError(f"max_norm must be > 0, got {max_norm!r}")
         if slot.stage is Stage.ACCUMULATING:
+            self._move_grads(slot)
             slot.scaler.unscale_(slot.optimizer)
             slot.stage = Stage.UNSCALED
         params = [p for g in slot.optimizer.param_groups for p in g["params"] if p.grad is not None]
         return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
+
+    def move_grads(self, optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Master modes: move the half gradients the last backward left on the model into the fp32 master gradients
+        now (``step``, ``unscale_`` and the next ``backward`` do it anyway): the state the optimizer steps from, e.g.
+        to measure it. Other modes: nothing to move."""
+        slot = self._slot(optimizer, "move_grads")
+        if slot.stage is Stage.ACCUMULATING:
+            self._move_grads(slot)
+
+    @staticmethod
+    def _move_grads(slot: _Slot) -> None:
+        """Master modes: the half gradients the backward left on the model into the fp32 masters (refused if written
+        in place since: they were loss-scaled copies the optimizer never steps)."""
+        if slot.masters is not None:
+            slot.masters.adopt_new_groups()
+            slot.masters.check_left_grads()
+            slot.masters.grads_to_master()
 
     def step(
         self, optimizer: torch.optim.Optimizer | None = None, max_grad_norm: float | None = None
@@ -429,11 +500,11 @@ class MixedPrecision:
         if slot.masters is not None:
             if slot.stage is Stage.UNSCALED:
                 slot.masters.check_model_grads_untouched()
-            if slot.masters.adopt_new_groups():
-                if slot.stage is Stage.UNSCALED:
+                if slot.masters.adopt_new_groups():
                     raise MisuseError("optimizer.add_param_group() between unscale_() and step(): add param groups "
                                       "before the step's backward()")
-                slot.masters.grads_to_master()  # the new parameters' gradients, still on the model
+            else:
+                self._move_grads(slot)  # (the new parameters' gradients too)
             slot.masters.sync_from_model()  # weights loaded or edited since the last step
         if slot.stage is Stage.ACCUMULATING:
             slot.scaler.unscale_(slot.optimizer)

@@ -226,6 +226,7 @@ def _cast_input_to_autocast_dtype(module: nn.Module, args: tuple[Any, ...]) -> t
 class _Fp8(_Autocast):
     compute_dtype = torch.bfloat16
     math_mode = "fp8"
+    advised_only_with_verdict = True  # never recommended on speed alone (fp8's scaling changes the numerics)
     in_cpu_defaults = False
     fp8_recipe: ClassVar[str]
 
@@ -243,7 +244,13 @@ class _Fp8(_Autocast):
         plan = plan_layers(module, self.fp8_recipe, self.options.skip, self.options.filter)
         chosen = set(plan.converted)
         if chosen:
-            config = float8.Float8LinearConfig.from_recipe_name(self.fp8_recipe)
+            # pad_inner_dim: CUDA's torch._scaled_mm needs mat1's columns and both of mat2's dims divisible by 16
+            # (aten/src/ATen/native/cuda/Blas.cpp, "mat1 shape ... must be divisible by 16"; torchao's
+            # Float8LinearConfig.pad_inner_dim docstring). The converted layers' N and K are (plan_layers' dims rule),
+            # but the grad-weight GEMM's inner dim is the token count M = batch x sequence: any batch, a max-batch
+            # trial at 33 or BERT's pooler would crash there. torchao zero-pads that inner dim (exact: zeros add
+            # nothing to the products), a copy of the operand only when it is not a multiple of 16.
+            config = dataclasses.replace(float8.Float8LinearConfig.from_recipe_name(self.fp8_recipe), pad_inner_dim=True)
             if self.fsdp_all_gather:
                 config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
             float8.convert_to_float8_training(module, module_filter_fn=lambda m, fqn: fqn in chosen, config=config)

@@ -2,9 +2,11 @@
 
 The optimizer's param groups are rewritten to hold fp32 copies of every half parameter; the half
 parameters stay in the model. Per step:
-  backward  -> half grads are moved into the fp32 master grads (accumulated in fp32 across
-               micro-batches; the half grads are freed)
-  step      -> the optimizer (and GradScaler's unscale / inf check) works on fp32 masters only
+  backward  -> the (scaled) half grads stay on the model until the step, or until the next backward
+               (micro-batches: they are moved into the fp32 master grads first, so accumulation is fp32);
+               written in place before the step (clipping without ``mp.unscale_()``) they are refused
+  step      -> half grads moved into the fp32 master grads (the half ones freed); the optimizer (and the
+               unscale / inf check) works on fp32 masters only
   after it  -> masters are copied back into the half model parameters; master grads are dropped
 The fp32 copies are taken *before* the model is cast, so masters start from the exact fp32 init.
 
@@ -42,6 +44,8 @@ class MasterWeights:
         """id(model param) -> the full-precision value a load_state_dict just gave it (see module docstring)."""
         self._shown: list[tuple[torch.Tensor, int]] = []
         """The half gradient copies show_grads_on_model put on the model, with their version counters."""
+        self._left: list[tuple[nn.Parameter, torch.Tensor, int]] = []
+        """The scaled half gradients a backward left on the model, with their version counters."""
         self._record()
 
     def __len__(self) -> int:
@@ -115,6 +119,35 @@ class MasterWeights:
         if acc_dst:
             torch._foreach_add_(acc_dst, [g.float() for g in acc_src])
 
+    def mark_model_grads(self) -> None:
+        """After a backward: remember the half gradients it left on the model (see :meth:`check_left_grads`)."""
+        self._left = [(p, p.grad, p.grad._version) for p in self.model_params if p.grad is not None]
+
+    def check_left_grads(self) -> None:
+        """The half gradients a backward left on the model were not written before they were moved: clipping
+        or scaling them in place (``clip_grad_norm_(model.parameters())`` right after ``mp.backward``) would act
+        on loss-scaled half copies the optimizer never steps."""
+        left, self._left = self._left, []
+        if any(p.grad is g and g._version != v for p, g, v in left):
+            raise MisuseError(
+                "the model's gradients were changed between mp.backward() and mp.step() (e.g. torch.nn.utils."
+                "clip_grad_norm_(model.parameters(), ...)); in master-* modes they are loss-scaled half copies and the "
+                "optimizer steps the fp32 master gradients. Clip with mp.step(optimizer, max_grad_norm=...) or "
+                "mp.clip_grad_norm_(max_norm)"
+            )
+
+    def check_where(self) -> None:
+        """The model was not cast or moved since setup (its first half parameter's dtype and device)."""
+        if self._where is not None:
+            first = self.model_params[0]
+            if (first.dtype, first.device) != self._where:
+                raise MisuseError(
+                    f"the model was cast or moved after setup() (its parameters are now {first.dtype} on "
+                    f"{first.device}, were {self._where[0]} on {self._where[1]}); model.to()/.half()/.float() "
+                    "bypass the fp32 master weights. Move the model to its device before setup() and let "
+                    "MixedPrecision cast it"
+                )
+
     @torch.no_grad()
     def show_grads_on_model(self) -> None:
         """After unscaling: half copies of the (unscaled) master grads on the model parameters, to read.
@@ -160,15 +193,7 @@ class MasterWeights:
         rounded (a half checkpoint of this very run loaded after ``mp.load_state_dict``): then the
         master already holds it, with more precision, and is kept.
         """
-        if self._where is not None:
-            first = self.model_params[0]
-            if (first.dtype, first.device) != self._where:
-                raise MisuseError(
-                    f"the model was cast or moved after setup() (its parameters are now {first.dtype} on "
-                    f"{first.device}, were {self._where[0]} on {self._where[1]}); model.to()/.half()/.float() "
-                    "bypass the fp32 master weights. Move the model to its device before setup() and let "
-                    "MixedPrecision cast it"
-                )
+        self.check_where()
         changed = [i for i, (p, v) in enumerate(zip(self.model_params, self._versions)) if p._version != v]
         pending, self.pending = self.pending, {}
         for i in changed:

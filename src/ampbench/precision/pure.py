@@ -19,6 +19,7 @@ from ampbench.precision.registry import register
 
 class _Pure(Precision):
     casts_model = True
+    advised_only_with_verdict = True  # no fp32 copy of the weights: updates below the half ulp are lost
 
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
         cast_model(module, self.param_dtype, keep_fp32, keep_norm=False)

@@ -58,6 +58,12 @@ def is_fp8(name: str) -> bool:
     return key in _ALIASES and _RECIPES[_ALIASES[key]].math_mode == "fp8"
 
 
+def advised_only_with_verdict(name: str) -> bool:
+    """Whether the advisor needs a mode's own convergence verdict before recommending it (pure-*, fp8)."""
+    key = str(name).strip().lower()
+    return key in _ALIASES and _RECIPES[_ALIASES[key]].advised_only_with_verdict
+
+
 def preference(name: str) -> int:
     """The advisor's tie-break rank of a mode (lower: preferred); names that are no mode rank last."""
     key = str(name).strip().lower()

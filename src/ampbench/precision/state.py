@@ -1,9 +1,11 @@
 """Global torch math-mode state (TF32 flags), set within a scope and restored afterwards.
 
 PyTorch has two APIs for TF32: the legacy booleans (``torch.backends.cuda.matmul.allow_tf32``,
-``torch.backends.cudnn.allow_tf32``) and, since 2.9, ``fp32_precision`` strings. Recent versions
-raise when code reads one after the other was set, so we detect which one the process is using and
-stay with it: ampbench never breaks a caller's later read of the flags.
+``torch.backends.cudnn.allow_tf32``) and, since 2.9, ``fp32_precision`` strings. The legacy setters are deprecated
+there (they warn on CUDA builds), and a legacy *read* after the new API was used raises ("you have used a mix of
+the legacy and new APIs"), while the new strings stay readable whatever set them (a legacy write shows in them).
+So where the new API exists it is the one read and written -- matmul, cuDNN convolutions and cuDNN RNNs together,
+so the three never disagree -- and the values found on entry are restored on exit; torch < 2.9 gets the booleans.
 """
 
 from __future__ import annotations
@@ -25,14 +27,6 @@ def _has_new_api() -> bool:
     )
 
 
-def _legacy_readable() -> bool:
-    try:
-        _ = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    except RuntimeError:  # the process set the new API: legacy reads are refused
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class TF32Flags:
     """TF32 settings in force: matmul (cuBLAS) and convolution (cuDNN)."""
@@ -46,36 +40,47 @@ class TF32Flags:
         return {"matmul": self.matmul, "cudnn": self.cudnn, "api": self.api, "override_env": env}
 
 
-def _new_api_objects() -> tuple[object, object]:
-    return torch.backends.cuda.matmul, torch.backends.cudnn.conv
+def _new_api_objects() -> tuple[object, ...]:
+    return torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn
 
 
 def read_tf32() -> TF32Flags:
     """The TF32 flags currently in force (does not change anything)."""
-    if _legacy_readable() or not _has_new_api():
+    if not _has_new_api():
         return TF32Flags(
             bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32), "legacy"
         )
-    matmul, conv = _new_api_objects()
+    matmul, conv, _ = _new_api_objects()
+    # "none" defers to the parent setting, whose default is ieee for matmul (tf32 for cuDNN: its default is on)
     return TF32Flags(matmul.fp32_precision == "tf32", conv.fp32_precision == "tf32", "fp32_precision")
+
+
+def set_tf32(enabled: bool) -> None:
+    """Allow (or forbid) TF32 for fp32 matmul and cuDNN from now on (a process of its own: a Keras cell)."""
+    if not _has_new_api():
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+        return
+    for obj in _new_api_objects():
+        obj.fp32_precision = "tf32" if enabled else "ieee"  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
 def tf32_scope(enabled: bool) -> Iterator[None]:
     """Allow (or forbid) TF32 for fp32 matmul and cuDNN conv inside the block; restore after."""
-    if _legacy_readable() or not _has_new_api():
+    if not _has_new_api():
         saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+        set_tf32(enabled)
         try:
             yield
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
         return
-    matmul, conv = _new_api_objects()
-    saved_new = (matmul.fp32_precision, conv.fp32_precision)
-    matmul.fp32_precision = conv.fp32_precision = "tf32" if enabled else "ieee"
+    objects = _new_api_objects()
+    saved_new = [o.fp32_precision for o in objects]  # type: ignore[attr-defined]
+    set_tf32(enabled)
     try:
         yield
     finally:
-        matmul.fp32_precision, conv.fp32_precision = saved_new
+        for o, v in zip(objects, saved_new):
+            o.fp32_precision = v  # type: ignore[attr-defined]

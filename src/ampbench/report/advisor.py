@@ -11,9 +11,10 @@ parity with fp32 are candidates. Among them, in this order:
 
 Without an fp32 row, the fastest mode. A measurably faster mode wins over one that only looks
 faster (a 1.17x gain seen in every repeat over a 1.40x median whose repeats straddle 1.0).
-Without convergence data the label says "speed only, convergence not checked". fp8 modes are never
-recommended on speed alone: only with their own parity verdict; the advice then gives fp8's speed next
-to the best bf16 mode's, and names a faster fp8 mode it left out for lack of convergence data.
+Without convergence data the label says "speed only, convergence not checked". Modes whose recipe says
+``advised_only_with_verdict`` (fp8, pure-*: numerics beyond autocast's) are never recommended on speed or
+memory alone: only with their own parity verdict; the advice then gives fp8's speed next to the best bf16
+mode's, and names a faster or leaner such mode it left out for lack of convergence data.
 
 Noise blocks claims and never grants them: a noisy measurement can stop a mode from being called
 faster, but cannot make a slower mode acceptable or widen a tie (tried: letting noise widen ties
@@ -36,7 +37,7 @@ from typing import Any
 from ampbench.bench.cells import CellId, measured_on
 from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
-from ampbench.precision import is_fp8, preference
+from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination
 from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory
@@ -228,12 +229,14 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                 f"{r['precision']}: {r.get('converge_verdict')}" for r in ok) + ")", True, "nothing converged")
     else:
         pool = ok
-    # fp8 is never recommended on speed alone: its own convergence must have been measured (and matched fp32)
-    unchecked_fp8 = [r for r in ok if _is_fp8(r) and r.get("converge_verdict") != "parity"]
-    pool = [r for r in pool if r not in unchecked_fp8]
+    # fp8 and pure-* are never recommended on speed or memory alone: their own convergence must have been measured
+    # (and matched fp32)
+    unchecked = [r for r in ok if advised_only_with_verdict(r["precision"]) and r.get("converge_verdict") != "parity"]
+    pool = [r for r in pool if r not in unchecked]
     if not pool:
-        return Advice(workload, None, "only fp8 modes ran, without convergence data: run --measure converge first",
-                      checked, "nothing converged")
+        names = ", ".join(sorted({r["precision"] for r in unchecked}))
+        return Advice(workload, None, f"only modes that need their own convergence verdict ran ({names}), without one: "
+                      "run --measure converge first", checked, "nothing converged")
     label = "converges like fp32" if checked else "speed only, convergence not checked"
     if base is None or base not in pool:  # nothing to compare with: the fastest that ran
         best = _pick(pool, by_speed=True)
@@ -262,9 +265,8 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
             return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(base, others)}", checked, "no mode helps")
-    evidence = _evidence(best, base, checked) + _fp8_notes(best, ok, unchecked_fp8)
-    if not checked and best["precision"].startswith("pure-"):
-        evidence += "; pure-* keeps no fp32 weights: check convergence (--measure converge) before switching"
+    evidence = _evidence(best, base, checked) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
+                                                                            not r.get("converge_verdict")])
     return Advice(workload, best["precision"], evidence, checked, label)
 
 
@@ -272,17 +274,21 @@ def _is_fp8(r: dict[str, Any]) -> bool:
     return is_fp8(str(r.get("precision", "")))
 
 
-def _fp8_notes(best: dict[str, Any], ok: list[dict[str, Any]], unchecked: list[dict[str, Any]]) -> str:
-    """fp8 next to the best bf16 mode; fp8 modes left out for lack of convergence data."""
+def _unchecked_notes(best: dict[str, Any], ok: list[dict[str, Any]], unchecked: list[dict[str, Any]]) -> str:
+    """fp8 next to the best bf16 mode; modes left out for lack of their own convergence verdict (fp8, pure-*)
+    that ran faster or used less memory than the one advised."""
     notes = []
     bf16 = [r for r in ok if r.get("math_mode") == "bf16"]
     if _is_fp8(best) and bf16:
         top = max(bf16, key=_speed)
         notes.append(f"{_fmt_ratio(_speed(best) / _speed(top))} the speed of the best bf16 mode ({top['precision']})")
-    faster = [r for r in unchecked if _speed(r) > _speed(best)]
-    if faster:
-        top = max(faster, key=_speed)
+    better = [r for r in unchecked if _speed(r) > _speed(best) or (compared_memory(r) or float("inf")) <
+              (compared_memory(best) or float("inf")) * (1 - MIN_MEMORY_SAVING)]
+    if better:
+        top = max(better, key=_speed)
         verdict = top.get("converge_verdict")
         why = f"its convergence was {verdict}" if verdict else "run --measure converge first"
-        notes.append(f"{top['precision']} ran {_fmt_ratio(_speed(top) / _speed(best))} faster but is not recommended: {why}")
+        what = (f"ran {_fmt_ratio(_speed(top) / _speed(best))} faster" if _speed(top) > _speed(best)
+                else "uses less memory")
+        notes.append(f"{top['precision']} {what} but is not recommended: {why}")
     return "".join(f"; {n}" for n in notes)

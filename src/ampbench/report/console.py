@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
@@ -11,7 +12,7 @@ from rich.text import Text
 
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import versus_fp32
-from ampbench.store.derive import compared_memory
+from ampbench.store.derive import compared_memory, memory_basis
 from ampbench.store.rows import framework_of
 
 
@@ -56,9 +57,9 @@ def _speedup(row: dict[str, Any]) -> Text:
     return Text(text, style={"faster": "green", "slower": "red"}.get(verdict, "yellow" if text != "-" else ""))
 
 
-def _saving(v: Any) -> Text:
+def _saving(v: Any, row: dict[str, Any] | None = None) -> Text:
     if not isinstance(v, (int, float)):
-        return Text("-")
+        return Text(saving_note(row or {}) or "-", style="dim")
     if abs(v) < 0.005:
         return Text("same")
     return Text(f"-{v:.0%}" if v > 0 else f"+{-v:.0%}", style="green" if v > 0.05 else "red" if v < -0.05 else "")
@@ -83,18 +84,84 @@ def compile_note(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _memory_text(row: dict[str, Any]) -> str:
-    """The compared memory; a Keras cell on a CPU has only its RSS growth (approximate), said so."""
+MEMORY_HEADS = {"exact": "memory (exact)", "rss": "memory (rss)", "peak": "peak mem"}
+
+
+def memory_head(rows: list[dict[str, Any]]) -> tuple[str, bool]:
+    """(column header, whether each figure needs its own label): one basis for every row is said in the header;
+    a table mixing them (exact split beside RSS growth) labels each figure."""
+    bases = {memory_basis(r) for r in rows}
+    return (MEMORY_HEADS[bases.pop()], False) if len(bases) == 1 else ("memory", True)
+
+
+def memory_text(row: dict[str, Any], label: bool = True) -> str:
+    """The compared memory, labelled with what it is: "(exact)", "(rss)" (approximate), "(peak)"."""
     text = fmt_bytes(compared_memory(row))
-    return text + " (rss)" if row.get("keras_backend") and text != "-" and str(row.get("device")).startswith("cpu") \
-        else text
+    return f"{text} ({memory_basis(row)})" if label and text != "-" else text
+
+
+def saving_note(row: dict[str, Any]) -> str:
+    """Why there is no memory saving for an RSS-based row, in two words (the note says the rest)."""
+    note = row.get("memory_saving_vs_fp32_note") or ""
+    return "" if not note else "within noise" if "within" in note else "noise unknown"
 
 
 STATUS_STYLE = {"ok": "green", "oom": "magenta", "error": "red", "diverged": "red", "unsupported": "dim"}
 
 
-def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
-    """One table per (workload, preset, batch size, device): a row per precision, ratios vs fp32."""
+@dataclass
+class Col:
+    """A table column: its header, its cells, and whether its text may wrap (notes) or must stay whole (numbers)."""
+
+    header: str
+    cells: list[Any]
+    justify: str = "right"
+    wraps: bool = False
+
+    def min_width(self) -> int:
+        """Narrowest this column can be: a whole cell (numbers are never cut), the header's longest word; a
+        wrapping column takes 24 (or its longest word)."""
+        words = [len(w) for w in self.header.split()] or [0]
+        texts = [c.plain if isinstance(c, Text) else str(c) for c in self.cells]
+        if self.wraps:
+            return max(max(words), min(24, max((len(t) for t in texts), default=0)),
+                       max((len(w) for t in texts for w in t.split()), default=0) if texts else 0)
+        return max(max(words), max((len(t) for t in texts), default=0))
+
+
+CELL_OVERHEAD = 3
+"""Columns a table cell takes beyond its text: padding on both sides and one border."""
+
+
+def stack_tables(title: str, key: Col, cols: list[Col], width: int) -> list[Table]:
+    """The columns as one table when they fit ``width``, else as several stacked tables each led by the ``key``
+    column (the precision), in the columns' order: at 80 columns a results table is two or three narrow tables,
+    headers wrapped at spaces, no number cut."""
+    groups: list[list[Col]] = [[]]
+    used = 1 + key.min_width() + CELL_OVERHEAD
+    for col in cols:
+        need = col.min_width() + CELL_OVERHEAD
+        if groups[-1] and used + need > width:
+            groups.append([])
+            used = 1 + key.min_width() + CELL_OVERHEAD
+        groups[-1].append(col)
+        used += need
+    tables = []
+    for i, group in enumerate(groups):
+        table = Table(title=title if i == 0 else None, title_justify="left")
+        for col in (key, *group):
+            # (no_wrap would cut the header too: cells are kept whole by min_width, headers wrap at their spaces)
+            table.add_column(col.header, justify=col.justify, overflow="fold",  # type: ignore[arg-type]
+                             min_width=None if col.wraps else col.min_width())
+        for r in range(len(key.cells)):
+            table.add_row(*(col.cells[r] for col in (key, *group)))
+        tables.append(table)
+    return tables
+
+
+def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
+    """One table per (workload, preset, batch size, device): a row per precision, ratios vs fp32; stacked into
+    several narrower tables when its columns do not fit ``width``."""
     tables = []
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -102,55 +169,50 @@ def results_tables(rows: list[dict[str, Any]]) -> list[Table]:
 
     for (workload, preset, dev, run_id), group in groupby(sorted(rows, key=key), key=key):
         group = list(group)
-        # CPU: show the exact split total (what "mem vs fp32" compares); the RSS peak is in the JSON/HTML
-        cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
-        table = Table(title=f"{escape(workload)} ({escape(preset)}) on {escape(dev)}  [dim]run {escape(run_id)}[/]",
-                      title_justify="left")
+        # what "mem vs fp32" compares, labelled (CPU PyTorch: the exact split; the RSS peak is in the JSON/HTML)
+        title = f"{escape(workload)} ({escape(preset)}) on {escape(dev)}  [dim]run {escape(run_id)}[/]"
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)
-        keras_cpu = cpu and any(r.get("keras_backend") for r in group)  # (Keras cells on a CPU: RSS growth only)
-        mem_head = "memory (rss)" if keras_cpu else "memory (exact)" if cpu else "peak mem"
-        for col, just in (("precision", "left"), ("framework", "left"), *((("execution", "left"),) if axes else ()),
-                          *((("strategy", "left"), ("scaling", "right")) if dist else ()), ("status", "left"),
-                          ("batch", "right"), ("samples/s", "right"), ("speedup", "right"),
-                          *((("vs fp32 eager", "right"),) if axes else ()), ("step p50 ms", "right"),
-                          (mem_head, "right"), ("mem vs fp32", "right"), ("skipped", "right")):
-            table.add_column(col, justify=just, no_wrap=col in ("precision", "status"))  # type: ignore[arg-type]
-        extra = []
+        mem_head, label_each = memory_head(group)
+        key_col = Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")
+        cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")]
+        if axes:
+            cols.append(Col("execution", [Text(Execution.of(r).label) for r in group], "left"))
+        if dist:
+            cols.append(Col("strategy", [Text(strategy_label(r) or "1 process") for r in group], "left"))
+            cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
+        status = [r.get("status") or "?" for r in group]
+        cols += [Col("status", [Text(st, style=STATUS_STYLE.get(st, "")) for st in status], "left"),
+                 Col("batch", [_num(r.get("batch_size"), ",") for r in group]),
+                 Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]),
+                 Col("speedup", [_speedup(r) for r in group])]
+        if axes:
+            cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
+        cols += [Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]),
+                 Col(mem_head, [memory_text(r, label_each) for r in group]),
+                 Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group]),
+                 Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group])]
         if any(r.get("max_batch") is not None for r in group):
-            extra.append("max batch")
-        if any(r.get("converge_verdict") for r in group):
-            extra.append("converge")
-        if any(r.get("inference") for r in group):
-            extra.append("infer p50 ms (b=1 / large)")
-        for col in extra:
-            table.add_column(col, justify="right")
-        table.add_column("note", overflow="fold")
-        for r in group:
-            status = r.get("status") or "?"
-            cells: list[Any] = [Text(r.get("precision") or "?", style="bold cyan"), Text(framework_of(r)),
-                                *([Text(Execution.of(r).label)] if axes else []),
-                                *([Text(strategy_label(r) or "1 process"), _num(r.get("scaling_efficiency"), ".2f")]
-                                  if dist else []),
-                                Text(status, style=STATUS_STYLE.get(status, "")),
-                                _num(r.get("batch_size"), ","), _num(r.get("samples_per_s"), ",.0f"),
-                                _speedup(r), *([eager_speedup_text(r)] if axes else []), _num(r.get("step_ms_p50"), ",.2f"),
-                                _memory_text(r), _saving(r.get("memory_saving_vs_fp32")),
-                                _num(r.get("skipped_steps"), ",")]
-            if "max batch" in extra:
-                mb = r.get("max_batch")
-                ratio = r.get("max_batch_ratio_vs_fp32")
+            cells = []
+            for r in group:
+                mb, ratio = r.get("max_batch"), r.get("max_batch_ratio_vs_fp32")
                 txt = "-" if mb is None else f"{'>=' if r.get('max_batch_limit_hit') else ''}{mb:,}"
                 cells.append(txt + (f" ({ratio:.2f}x)" if isinstance(ratio, float) and r["precision"] != "fp32" else ""))
-            if "converge" in extra:
-                v = r.get("converge_verdict") or "-"
-                cells.append(Text(v, style="green" if v in ("parity", "baseline") else "red"))
-            if extra and extra[-1].startswith("infer"):
+            cols.append(Col("max batch", cells))
+        if any(r.get("converge_verdict") for r in group):
+            verdicts = [r.get("converge_verdict") or "-" for r in group]
+            cols.append(Col("converge", [Text(v, style="green" if v in ("parity", "baseline") else "red")
+                                         for v in verdicts]))
+        if any(r.get("inference") for r in group):
+            cells = []
+            for r in group:
                 inf = r.get("inference") or {}
-                sizes = sorted(inf, key=int)
-                cells.append(" / ".join(_num(inf[s].get("p50_ms"), ",.2f") for s in sizes) or "-")
-            cells.append(Text(r.get("reason") or "; ".join(n for n in (r.get("speedup_vs_fp32_doubt"), compile_note(r)) if n),
-                              style="dim"))
-            table.add_row(*cells)
-        tables.append(table)
+                cells.append(" / ".join(_num(inf[s].get("p50_ms"), ",.2f") for s in sorted(inf, key=int)) or "-")
+            cols.append(Col("infer p50 ms (b=1 / large)", cells))
+        notes = [Text(r.get("reason") or "; ".join(n for n in (*(r.get("warnings") or []), r.get("speedup_vs_fp32_doubt"),
+                                                                compile_note(r), r.get("memory_saving_vs_fp32_note")) if n),
+                      style="dim") for r in group]
+        if any(n.plain for n in notes):
+            cols.append(Col("note", notes, "left", wraps=True))
+        tables += stack_tables(title, key_col, cols, width)
     return tables

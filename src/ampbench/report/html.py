@@ -16,7 +16,8 @@ from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
-from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
+from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, speedup_text
+from ampbench.store.derive import memory_basis
 from ampbench.store.rows import framework_of
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -64,9 +65,10 @@ def _speedup(row: dict[str, Any]) -> str:
     return f'<span class="{cls}">{e(text)}</span>'
 
 
-def _saving(v: Any) -> str:
+def _saving(v: Any, row: dict[str, Any] | None = None) -> str:
     if not isinstance(v, (int, float)):
-        return "–"
+        note = (row or {}).get("memory_saving_vs_fp32_note")
+        return f'– <span class="dim">({e(note)})</span>' if note else "–"
     return f'<span class="good">{v:.0%} less</span>' if v >= 0.005 else (
         f'<span class="bad">{-v:.0%} more</span>' if v <= -0.005 else "same")
 
@@ -101,7 +103,12 @@ def _env_table(row: dict[str, Any]) -> str:
             items.append(("theoretical peak TFLOP/s", ", ".join(f"{k} {v:.3g}" for k, v in peak["tflops"].items())
                           + f" ({peak.get('source')})"))
         items.append(("threads", env.get("torch_threads")))
-    items.append(("torch / ampbench / python", f"{env.get('torch')} / {env.get('ampbench')} / {env.get('python')}"))
+    if env.get("backend_version"):  # a framework over a backend (Keras): its version and its backend's, not torch's
+        items.append((f"{env.get('framework')} / backend / ampbench / python",
+                      f"{env.get('keras_version')} / {env.get('keras_backend')} {env.get('backend_version')} / "
+                      f"{env.get('ampbench')} / {env.get('python')}"))
+    else:
+        items.append(("torch / ampbench / python", f"{env.get('torch')} / {env.get('ampbench')} / {env.get('python')}"))
     over = env.get("tf32_override_env") or {}
     items.append(("TF32 flags in the fp32 baseline", f"matmul {env.get('tf32_matmul')}, cuDNN {env.get('tf32_cudnn')}"
                   + (f"; override env {over}" if over else "")))
@@ -147,16 +154,23 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append(_img(charts.memory_chart(ok, "Where the memory goes (bars) and the measured peak (mark)"),
                             "memory chart"))
             cpu = all(str(r.get("device", "")).startswith("cpu") for r in ok)
-            if cpu:
+            bases = {memory_basis(r) for r in ok}
+            if "exact" in bases:
                 out.append('<p class="sub">CPU: the peak is the growth of the process\'s resident memory (RSS), '
                            "approximate (the allocator reuses freed memory); the split into weights, grads, optimizer "
                            "state and activations is exact, and \u201cvs fp32\u201d compares its totals.</p>")
+            if "rss" in bases:
+                out.append('<p class="sub">RSS growth: this framework gives no tensor-level counts on a CPU, so the '
+                           "compared memory is the growth of the process's resident memory, approximate (the same "
+                           "model has read +36% and +202% vs fp32 in two runs). A saving is shown only when it clears "
+                           "the range of the cells' readings (--repeats 3); weights and optimizer state are exact "
+                           "(the model's variables).</p>")
             out.append(_table(
-                ["precision", "peak RSS growth" if cpu else "peak allocated", "peak reserved",
-                 "vs fp32 (split)" if cpu else "vs fp32", "weights", "grads",
-                 "optimizer + masters", "activations", "model file fp32 / 16-bit"],
-                [[e(display_name(r)), fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
-                  _saving(r.get("memory_saving_vs_fp32")), fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
+                ["precision", "compared memory", "vs fp32", "peak RSS growth" if cpu else "peak allocated",
+                 "peak reserved", "weights", "grads", "optimizer + masters", "activations", "model file fp32 / 16-bit"],
+                [[e(display_name(r)), e(memory_text(r)), _saving(r.get("memory_saving_vs_fp32"), r),
+                  fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
+                  fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
                   fmt_bytes(r.get("optimizer_bytes")), fmt_bytes(r.get("activation_bytes")),
                   f"{fmt_bytes(r.get('model_bytes_fp32'))} / {fmt_bytes(r.get('model_bytes_half'))}"] for r in ok]))
         mb = [r for r in ok if r.get("max_batch")]
@@ -202,6 +216,11 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                           [[f'<span class="{sev.get(f["severity"], "")}">{e(f["severity"])}</span>',
                             e(f["title"]) + (f'<br><span class="dim">{e(f["detail"])}</span>' if f.get("detail") else ""),
                             e(f.get("fix"))] for f in diag.get("findings", [])], left=3))
+    warned = [r for r in ok if r.get("warnings")]
+    if warned:
+        out.append("<h3>Warnings</h3>")
+        out.append(_table(["precision", "warning"], [[e(display_name(r)), e(w)] for r in warned for w in r["warnings"]],
+                          left=2))
     failed = [r for r in rows if r.get("status") != "ok"]
     if failed:
         out.append("<h3>Cells that did not run to the end</h3>")

@@ -6,8 +6,8 @@ from typing import Any
 
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
-from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, speedup_text
-from ampbench.store.derive import compared_memory
+from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, saving_note, speedup_text
+from ampbench.store.derive import memory_basis
 from ampbench.store.rows import framework_of
 
 
@@ -44,9 +44,12 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             lines.append("")
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         # "memory vs fp32" compares the column next to it: the allocator's peak on a GPU, the exact split
-        # (weights + grads + optimizer state + activations) on a CPU, whose RSS peak gets its own column
+        # (weights + grads + optimizer state + activations) on a CPU, whose RSS peak gets its own column; cells
+        # with only RSS growth (Keras on a CPU) say so in the header, or per figure when the table mixes them
         cpu = all(str(r.get("device") or "").startswith("cpu") for r in group)
-        compared = "memory (exact split)" if cpu else "peak allocated"
+        bases = {memory_basis(r) for r in group}
+        compared = {"exact": "memory (exact split)", "rss": "memory (RSS growth, approximate)",
+                    "peak": "peak allocated"}[next(iter(bases))] if len(bases) == 1 else "memory"
         rss = " CPU RSS peak (approximate) |" if cpu else ""
         ex_head, ex_rule = (" execution |", " --- |") if axes else ("", "")
         dist = any(r.get("strategy") for r in group)
@@ -60,14 +63,14 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                      + " --- |")
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
-            mem = ("–" if not isinstance(saving, (int, float)) else "same" if abs(saving) < 0.005 else
-                   f"{saving:.0%} less" if saving > 0 else f"{-saving:.0%} more")
+            mem = (f"– ({saving_note(r)})" if saving_note(r) else "–" if not isinstance(saving, (int, float))
+                   else "same" if abs(saving) < 0.005 else f"{saving:.0%} less" if saving > 0 else f"{-saving:.0%} more")
             speedup = speedup_text(r)[0] if r.get("speedup_vs_fp32") is not None else "–"
             status = md_escape(r.get("status"))
             if r.get("status") != "ok":
                 status += f": {md_escape(r.get('reason'))}"
-            elif compile_note(r):
-                status += f" ({md_escape(compile_note(r))})"
+            elif compile_note(r) or r.get("warnings"):
+                status += f" ({md_escape('; '.join(n for n in (compile_note(r), *(r.get('warnings') or [])) if n))})"
             ex_cell = f" {md_escape(Execution.of(r).label)} |" if axes else ""
             if r.get("strategy"):
                 ex_cell += f" {md_escape(strategy_label(r))} |"
@@ -78,7 +81,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             lines.append(f"| {md_escape(r['precision'])} | {framework_of(r)} |{ex_cell} {status} | "
                          f"{_f(r.get('samples_per_s'), ',.0f')} | "
                          f"{speedup} |{eager_cell} "
-                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {fmt_bytes(compared_memory(r))} | {mem} |{rss_cell} "
+                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} | {mem} |{rss_cell} "
                          f"{md_escape(r.get('converge_verdict') or '–')} |")
         lines.append("")
     lines.append("_Measured by ampbench; every figure is from the device named in its heading._")

@@ -122,7 +122,8 @@ def _check_document(data: dict[str, Any], path: Path) -> None:
             raise AmpbenchError(f"{where}: hw probe {i} needs a device_name and a gemm list; nothing was imported")
 
 
-CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures")
+CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures", "samples_per_s_repeats",
+              "cpu_rss_peak_bytes_repeats", "speedup_vs_fp32_range")
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:

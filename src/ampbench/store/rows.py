@@ -45,9 +45,14 @@ ROW_KEYS: dict[str, str] = {
     "keras_params": "Keras cells: the model's weight count (trainable and not).",
     "keras_output_dtype": "Keras cells: the compute dtype of the model's last layer (float32 when pinned, as Keras's "
                           "mixed precision guide asks).",
-    "memory_source": "Keras cells: where the memory peak was read (the backend's GPU tracker, or CPU RSS growth).",
-    "warnings": "Keras cells: warnings raised building or training the model (e.g. a float16 output layer under "
-                "mixed_float16), one line each.",
+    "memory_source": "Where the memory a row is compared by was read: `exact split` (CPU PyTorch cells: weights, "
+                     "grads, optimizer state and saved activations counted tensor by tensor), `cpu rss growth` (CPU "
+                     "cells without tensor counters, e.g. Keras: approximate), or the GPU tracker (`torch.cuda "
+                     "max_memory_allocated`, TensorFlow's or JAX's peak). Rows from before the key: exact split on "
+                     "CPU, the allocator on GPU. Tables label every memory figure by it (see `memory_basis`).",
+    "warnings": "What an ok cell measured that a reader should know, one line each: timed steps skipped for inf/NaN "
+                "gradients (every framework: they did not train, yet samples/s counts them); Keras cells: warnings "
+                "raised building or training the model (e.g. a float16 output layer under mixed_float16).",
     "strategy": "null (one process), ddp or fsdp: the torch.distributed strategy the cell trained under "
                 "(ampbench.distributed.strategy says what each (strategy, precision) pair does).",
     "world_size": "Processes (ranks) the cell trained on (1 for single-process cells).",
@@ -111,8 +116,10 @@ ROW_KEYS: dict[str, str] = {
     "recompiles_timed": "Graphs compiled during the timed steps: their compile time is inside samples_per_s (a "
                         "recompile per step means the model is recompiled at every call: a finding).",
     # memory
-    "peak_allocated_bytes": "GPU: torch.cuda.max_memory_allocated during the cell (peaks reset first). "
-                            "CPU: peak resident memory growth of the cell's process (see `cpu_rss_peak_bytes`).",
+    "peak_allocated_bytes": "GPU: torch.cuda.max_memory_allocated over the warm-up and timed steps (a training "
+                            "step in steady state: peaks restarted after the first, compiling, step and the "
+                            "counting steps, weights and optimizer state held). CPU: peak resident memory growth of "
+                            "the cell's process (see `cpu_rss_peak_bytes`).",
     "peak_reserved_bytes": "GPU: torch.cuda.max_memory_reserved (what the caching allocator held). CPU: same as allocated.",
     "nvml_used_bytes": "GPU: the process's memory as NVML reports it after the timed steps (CUDA context included; "
                        "what really limits the batch). Null without NVML, on CPU, or where NVML cannot see this "
@@ -120,7 +127,8 @@ ROW_KEYS: dict[str, str] = {
     "gpu_used_bytes": "GPU: memory in use on the whole device after the timed steps (cudaMemGetInfo: total - free; "
                       "CUDA context and other processes included; on a dedicated GPU, what limits the batch). "
                       "Null on CPU.",
-    "cpu_rss_peak_bytes": "CPU: peak RSS of the cell's process over its RSS with data loaded and the runtime warmed "
+    "cpu_rss_peak_bytes": "CPU: peak RSS over the warm-up and timed steps, of the cell's process over its RSS with "
+                          "data loaded and the runtime warmed "
                           "up, the model's fp32 weights counted in. Null on GPU.",
     "weights_bytes": "Bytes of the model's parameters and buffers as trained (half in master-*/pure-* modes).",
     "grads_bytes": "Bytes of the parameter gradients.",
@@ -132,17 +140,23 @@ ROW_KEYS: dict[str, str] = {
                         "file, headers aside): each storage once, so tied weights count once.",
     "model_bytes_half": "The same with floating tensors in 16 bits.",
     # FLOPs / MFU
-    "flops_per_step": "FLOPs of one training step (forward + backward) from torch.utils.flop_counter.",
+    "flops_per_step": "Model FLOPs of one training step (forward + backward): torch.utils.flop_counter with "
+                      "ampbench's formulas where torch's are wrong or missing (grouped/depthwise convolutions' "
+                      "backward, attention on CPU, LSTM/GRU kernels; attention backward without the flash kernels' "
+                      "recomputation); checked against a textbook count per layer kind.",
     "conv_flops_share": "Share of flops_per_step in convolutions (the rest: matmuls and attention). A GEMM "
                         "micro-benchmark predicts matmuls, not convolutions (see expected_speedup_vs_fp32).",
     "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",
     "math_mode": "Math the GEMMs ran in: fp32, tf32, fp16, bf16 or fp8 (TF32 counted from the flags actually in force; "
-                 "fp8 modes: their converted Linear layers, the rest bf16).",
+                 "fp8 modes: their converted Linear layers, the rest bf16; bf16 when no layer converted).",
     "fp8_layers": "fp8 modes: Linear layers converted to torchao Float8Linear out of all Linear layers, and why the "
                   "others stayed bf16 (`3/5 converted; skipped: head (dims 10x64 not multiples of 16)`); null otherwise.",
+    "fp8_flops_share": "fp8 modes: the share of flops_per_step in the converted Linear layers (their forward and "
+                       "backward GEMMs), what ran in fp8; 0 when none converted (a warning says so). Null otherwise.",
     "peak_tflops": "Dense peak TFLOP/s for math_mode: a GPU's from ampbench's table (sources in measure/peaks.py); a "
                    "CPU's theoretical peak, cores x clock x FLOPs/cycle (env.cpu_peak says what it assumes; "
-                   "measure/cpu.py).",
+                   "measure/cpu.py). fp8 modes: the fp8 and bf16 peaks mixed by fp8_flops_share (1 / (s / fp8 + "
+                   "(1 - s) / bf16): the converted layers' FLOPs at fp8's rate, the rest at bf16's).",
     "mfu": "achieved_tflops / peak_tflops (null when the GPU is not in the table).",
     "mfu_vs_measured": "achieved_tflops / the best GEMM TFLOP/s `ampbench hw` measured on this device for the same math "
                        "(derived; null until `ampbench hw` has stored a measurement for the device).",
@@ -179,8 +193,18 @@ ROW_KEYS: dict[str, str] = {
                              "(closing baseline, repeats) disagree by over 25%. Re-run with --repeats 3 on an idle "
                              "machine.",
     "memory_saving_vs_fp32": "1 - peak_allocated_bytes / fp32's on GPU; on CPU 1 - the exact split (weights + grads "
-                             "+ optimizer + activations) / fp32's, the RSS peak being too approximate to compare "
-                             "(derived).",
+                             "+ optimizer + activations) / fp32's, the RSS peak being too approximate to compare; "
+                             "cells with only RSS growth (Keras on CPU): 1 - the median reading / fp32's, only when "
+                             "the difference clears both cells' reading ranges, else null with "
+                             "memory_saving_vs_fp32_note (derived).",
+    "memory_saving_vs_fp32_note": "Why memory_saving_vs_fp32 is null for an RSS-based row (derived): one reading per "
+                                  "cell (its noise unmeasured; --repeats measures it), or a difference within the "
+                                  "range of the readings.",
+    "memory_basis": "What the compared memory is, from memory_source (derived): exact, rss (approximate) or peak "
+                    "(a GPU allocator's or tracker's).",
+    "cpu_rss_peak_bytes_repeats": "RSS-based rows with --repeats: cpu_rss_peak_bytes of each measurement of the cell, "
+                                  "in order (each repeat is a process of its own); their median is compared and "
+                                  "their range is the noise a saving must clear (derived when repeats are merged).",
     "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived).",
     "expected_speedup_vs_fp32": "What faster matmuls alone would give this mode (Amdahl): 1 / ((1 - g) + g / r), g = "
                                 "fp32's mfu_vs_measured (the share of its step the matmuls would take at the GEMM "
@@ -198,7 +222,8 @@ ROW_KEYS: dict[str, str] = {
 
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
                 "speedup_vs_fp32_noise", "speedup_vs_fp32_doubt",
-                "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32", "expected_speedup_vs_fp32", "mfu_vs_measured",
+                "memory_saving_vs_fp32", "memory_saving_vs_fp32_note", "memory_basis", "max_batch_ratio_vs_fp32",
+                "expected_speedup_vs_fp32", "mfu_vs_measured",
                 "converge_verdict", "converge_tolerance")
 
 
@@ -219,7 +244,8 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
             "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "keras_backend", "keras_version",
-            "backend_version", "keras_policy", "jit_compile", "keras_output_dtype", "memory_source")
+            "backend_version", "keras_policy", "jit_compile", "keras_output_dtype", "memory_source",
+            "memory_saving_vs_fp32_note", "memory_basis")
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
@@ -294,14 +320,15 @@ def row_problem(row: object, strict: bool = False) -> str | None:
             return f"{k} must be a list, got {type(v).__name__}"
         if k == "measures" and not (isinstance(v, list) and all(isinstance(m, str) for m in v)):
             return f"measures must be a list of names, got {v!r}"
-        if k in ("samples_per_s_repeats", "speedup_vs_fp32_range"):
+        if k in ("samples_per_s_repeats", "speedup_vs_fp32_range", "cpu_rss_peak_bytes_repeats"):
             if not (isinstance(v, list) and all(x is None or _is_num(x) for x in v)):
                 return f"{k} must be a list of numbers, got {v!r}"
             bad = next((p for p in (_range_problem(k, x, strict) for x in v) if p), None)
             if bad:
                 return bad
         numeric = k not in (_OPT_STR + _OPT_INT + _OPT_BOOL + _OPT_DICT + _OPT_LIST +
-                            ("measures", "samples_per_s_repeats", "speedup_vs_fp32_range", "converge_verdict"))
+                            ("measures", "samples_per_s_repeats", "speedup_vs_fp32_range", "cpu_rss_peak_bytes_repeats",
+                             "converge_verdict"))
         if numeric and k in ROW_KEYS and not _is_num(v):
             return f"{k} must be a number, got {v!r}"
         problem = _range_problem(k, v, strict) if k in ROW_KEYS else None

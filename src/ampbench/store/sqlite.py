@@ -124,7 +124,7 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             self._check_integrity()
-            self._refuse_foreign()  # before anything is written to the file (even the journal mode)
+            self._refuse_foreign(create)  # before anything is written to the file (even the journal mode)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA busy_timeout=30000")
             self._conn.execute("PRAGMA foreign_keys=ON")
@@ -167,10 +167,15 @@ class Store:
             raise AmpbenchError(f"--db {self.path} is damaged (SQLite's integrity check: {problems[0]}); nothing was "
                                 "read from or written to it: restore it from a backup or export, or give another --db")
 
-    def _refuse_foreign(self) -> None:
-        """Someone else's SQLite database: never add our tables to it, nor change its journal mode."""
+    def _refuse_foreign(self, create: bool = True) -> None:
+        """Someone else's SQLite database: never add our tables to it, nor change its journal mode. A reader
+        (``create=False``) never writes: an empty file (0 bytes, or a database with nothing in it) is no store."""
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not create and version == 0 and not tables:
+            self._conn.close()
+            raise AmpbenchError(f"--db {self.path}: not an ampbench results store (an empty file: nothing was ever "
+                                "stored in it); give the store `ampbench run` or `ampbench import` wrote")
         if tables - OUR_TABLES - {"sqlite_sequence"} or (version == 0 and tables):
             self._conn.close()
             raise AmpbenchError(f"--db {self.path} is an SQLite database of something else (tables: "

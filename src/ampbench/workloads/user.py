@@ -82,6 +82,19 @@ def _call_factory(factory: Callable[..., Any], spec: str, preset: str | None, se
         raise AmpbenchError(f"--model {spec!r}: the factory raised {type(e).__name__}: {e}{_where(e)}") from None
 
 
+_MADE: dict[tuple[str, str | None, int], Any] = {}
+"""What a factory made while its target was recognised (:func:`made_by`), kept for the one build that follows."""
+
+
+def made_by(spec: str, preset: str | None, seed: int, keep: bool = True) -> Any:
+    """The object ``--model spec``'s factory returns (seeded as a build is). With ``keep`` the next
+    :func:`create_user_workload` of the same (spec, preset, seed) uses it instead of calling the factory again."""
+    made = _call_factory(load_factory(spec), spec, preset, seed)
+    if keep:
+        _MADE[(spec, preset, seed)] = made
+    return made
+
+
 def _parameters(fn: Callable[..., Any]) -> list[str]:
     try:
         return list(inspect.signature(fn).parameters)
@@ -108,7 +121,7 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
     if batches is not None and (data_dir is not None or data.input_shape is not None or data.vocab_size is not None):
         raise AmpbenchError("--batches makes the data itself: drop --data-dir, --input-shape and --vocab-size")
     factory = load_factory(spec)
-    made = _call_factory(factory, spec, preset, seed)
+    made = _MADE.pop((spec, preset, seed)) if (spec, preset, seed) in _MADE else _call_factory(factory, spec, preset, seed)
     if isinstance(made, Workload):
         given = data.given() + [f for f, v in (("--data-dir", data_dir), ("--batches", batches), ("--loss", loss),
                                                ("--option", options)) if v]

@@ -1,0 +1,97 @@
+"""benchmarks/gpu_session.sh, dry-run on a CPU: every stage prints its commands, and each command's arguments are
+ones ampbench (or the benchmark script) takes -- a GPU session's minutes are not spent on a typo."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dry_run(stage: str = "all") -> list[list[str]]:
+    r = subprocess.run(["bash", "benchmarks/gpu_session.sh", "--dry-run", stage], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [shlex.split(line) for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_every_stage_prints_its_commands() -> None:
+    r = subprocess.run(["bash", "benchmarks/gpu_session.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    stages = re.findall(r"^# stage (\w+)$", r.stdout, re.M)
+    script = (ROOT / "benchmarks" / "gpu_session.sh").read_text()
+    assert stages == re.search(r'^STAGES="([^"]+)"', script, re.M).group(1).split()  # type: ignore[union-attr]
+    assert not (ROOT / "out" / "gpu" / "dry-run").exists()
+
+
+def _on_cpu(args: list[str], db: Path) -> list[str]:
+    """A GPU run's arguments as the CPU can check them: cpu for cuda, CUDA graphs off, a fresh store, a dry run."""
+    out, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--resume":
+            i += 1
+            continue
+        if a in ("--device", "--db", "--cuda-graphs") and i + 1 < len(args):
+            out += [a, {"--device": "cpu", "--db": str(db), "--cuda-graphs": "off"}[a]]
+            i += 2
+            continue
+        if a == "--keras-backend" and importlib.util.find_spec(args[i + 1]) is None:
+            out += [a, "torch"]  # (the backend is checked installed at parse time; this machine may not have jax)
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return [*out, "--dry-run"]
+
+
+def test_every_ampbench_run_of_the_session_parses(tmp_path: Path) -> None:
+    runs = [c[1:] for c in _dry_run() if c[:2] == ["ampbench", "run"]]
+    assert len(runs) >= 10
+    for args in runs:
+        code, out, err = cli(*_on_cpu(args, tmp_path / "r.db"))
+        assert code == 0, (args, err)
+    fp8 = [a for a in runs if "--precisions" in a and "fp8" in a[a.index("--precisions") + 1]]
+    assert fp8 and all(a[a.index("--fp8-filter") + 1] == "dims" for a in fp8)  # (auto converts none of BERT-large)
+
+
+def test_the_other_ampbench_commands_of_the_session_run(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
+                       "--warmup", "1", "--no-isolate", "--no-report", "--db", str(db))
+    assert code == 0, err
+    from ampbench.store import Store
+
+    run_id = Store(db, create=False).runs()[-1].run_id
+    others = [c[1:] for c in _dry_run() if c[0] == "ampbench" and c[1] != "run"]
+    assert {c[0] for c in others} == {"hw", "export", "report"}
+    for args in others:
+        args = [run_id if a == "RUN" else str(tmp_path / Path(a).name) if "/" in a and a != "out/gpu/results.db"
+                else a for a in args]
+        args = [str(db) if a == "out/gpu/results.db" else "cpu" if a == "cuda" else a for a in args]
+        if args[0] == "hw":
+            args.append("--no-gemm")
+        code, out, err = cli(*args)
+        assert code == 0, (args, err)
+
+
+@pytest.mark.parametrize("script", ["engine_overhead.py", "harness_overhead.py", "grad_reduce.py"])
+def test_the_benchmark_scripts_take_the_sessions_options(script: str) -> None:
+    calls = [c for c in _dry_run() if (len(c) > 1 and c[1] == f"benchmarks/{script}") or
+             (len(c) > 3 and c[3] == f"benchmarks/{script}")]
+    assert calls
+    helped = subprocess.run([sys.executable, f"benchmarks/{script}", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert helped.returncode == 0, helped.stderr
+    for call in calls:
+        for flag in (a for a in call if a.startswith("--")):
+            assert flag in helped.stdout, (script, flag)
