@@ -62,6 +62,12 @@ PLANS: dict[str, list[str]] = {
     "workload-options": ["--workloads", "bert", "--preset", "tiny", "-o", "seq_len=32", "-o", "task=span",
                          "--precisions", "fp32"],
     "user-model": ["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "2", "--precisions", "fp32,amp-bf16"],
+    # Keras targets (pinned before the framework seam: a Keras cell's key holds its backend as keras_backend)
+    "keras-beside-torch": ["--workloads", "conv-dummy,keras-conv-dummy", "--preset", "tiny", "--precisions",
+                           "fp32,amp-fp16", "--repeats", "2"],
+    "keras-model-backend": ["--model", "tests/doc_fixtures/my_keras.py:build", "--input-shape", "32,32,3", "--num-classes", "10",
+                            "--keras-backend", "tensorflow", "--precisions", "fp32,mixed_bfloat16", "--measure",
+                            "throughput,converge", "--seeds", "2"],
     "user-model-tokens": ["--model", f"{M}:encoder", "--input-shape", "16", "--vocab-size", "300", "--num-classes", "2",
                           "--preset", "tiny", "--precisions", "fp32,amp-bf16,master-bf16"],
     "user-model-regress": ["--model", f"{M}:reg", "--input-shape", "16,80", "--num-outputs", "3", "--precisions", "fp32"],

@@ -95,7 +95,7 @@ def _count(db: Path) -> int:
 def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     args = ["run", "--model", f"{PLANTED}:ok", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
-            "--precisions", "fp32,amp-bf16,master-bf16,pure-bf16", "--batch-size", "4", "--steps", "200",
+            "--precisions", "fp32,amp-bf16,pure-bf16", "--batch-size", "4", "--steps", "60",
             "--warmup", "1", "--db", str(db)]
     proc = subprocess.Popen([sys.executable, "-m", "ampbench", *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -105,14 +105,14 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     kept = Store(db).rows()
-    assert 1 <= len(kept) < 5, "the run should have been killed in the middle"
+    assert 1 <= len(kept) < 4, "the run should have been killed in the middle"
     assert all(r["status"] == "ok" for r in kept)
     assert Store(db).latest_run().finished_at is None
     r = cli(*args, "--resume")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("done before") == len(kept)
     rows = Store(db).rows()
-    assert sorted(x["precision"] for x in rows) == ["amp-bf16", "fp32", "fp32", "master-bf16", "pure-bf16"]  # + closing
+    assert sorted(x["precision"] for x in rows) == ["amp-bf16", "fp32", "fp32", "pure-bf16"]  # + closing
     assert {x["cell_key"]: x["created_at"] for x in kept}.items() <= {x["cell_key"]: x["created_at"] for x in rows}.items()
     assert len(Store(db).runs()) == 1 and Store(db).latest_run().finished_at is not None
 

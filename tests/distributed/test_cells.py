@@ -29,12 +29,14 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16", "--strategy",
+    # (one precision: every strategy x reduce dtype is a torchrun launch of two ranks, seconds each on CI's CPUs; the
+    # precision axis crosses the distribution axis in test_convergence_and_inference_are_measured_across_ranks)
+    r = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "amp-bf16", "--strategy",
             "ddp,fsdp", "--grad-reduce-dtype", "fp32,bf16", "--nproc-per-node", "2", "--steps", "4", "--warmup", "1",
             "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report")
     assert r.returncode == 0, r.stderr
     rows = {(x["precision"], x["strategy"], x["grad_reduce_dtype"]): x for x in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {(p, s, d) for p in ("fp32", "amp-bf16") for s, d in
+    assert set(rows) == {(p, s, d) for p in ("amp-bf16",) for s, d in
                          ((None, None), ("ddp", "fp32"), ("ddp", "bf16"), ("fsdp", "fp32"), ("fsdp", "bf16"))}
     numel = sum(p.numel() for p in create_workload("tabular-mlp", "tiny", None, 0).model.parameters())
     for (_, strategy, reduce), row in rows.items():
@@ -53,10 +55,10 @@ def test_run_with_strategies_writes_one_merged_row_per_cell(tmp_path: Path) -> N
             assert row["comm_bytes_per_step"] == (numel * 4 + numel * size) // 2
     said = " ".join(r.stdout.split())
     assert "x 1 process, ddp x2, fsdp x2" in said
-    again = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16", "--strategy",
+    again = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "amp-bf16", "--strategy",
                 "ddp,fsdp", "--grad-reduce-dtype", "fp32,bf16", "--nproc-per-node", "2", "--steps", "4", "--warmup", "1",
                 "--device", "cpu", "--db", str(tmp_path / "r.db"), "--no-report", "--resume")
-    assert again.returncode == 0 and again.stdout.count("done before") == 11, again.stdout  # --resume: nothing left to run
+    assert again.returncode == 0 and again.stdout.count("done before") == 5, again.stdout  # --resume: nothing left to run
     assert "distributed: fastest across ranks:" in said and "sends 0.50x the bytes per step" in said
 
 

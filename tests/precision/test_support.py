@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ampbench.precision import support as support_mod
+from ampbench import cpuinfo
 from ampbench.precision import supported
 
 
@@ -16,7 +16,7 @@ def test_cpu_runs_fp32_and_half(name):
 
 
 def test_cpu_note_without_bf16_instructions(monkeypatch):
-    monkeypatch.setattr(support_mod, "cpu_flags", lambda: frozenset({"avx2"}))
+    monkeypatch.setattr(cpuinfo, "cpu_flags", lambda: frozenset({"avx2"}))
     s = supported("amp-bf16", "cpu")
     assert s.ok and "slower than fp32" in s.note
     assert supported("fp32", "cpu").note == ""
@@ -77,14 +77,14 @@ def test_the_half_hardware_probe_honours_onednn_isa_cap(monkeypatch, cap, bf16, 
     on it: support notes, peaks, the advisor's expectations) says so."""
     from ampbench.measure import cpu as cpu_mod
 
-    monkeypatch.setattr(support_mod, "cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16"}))
-    monkeypatch.setattr(cpu_mod, "cpu_flags", support_mod.cpu_flags)
+    monkeypatch.setattr(cpuinfo, "cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16"}))
+    monkeypatch.setattr(cpu_mod, "cpu_flags", cpuinfo.cpu_flags)
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     if cap is None:
         monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     else:
         monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
-    hw = support_mod.cpu_half_hardware()
+    hw = cpuinfo.cpu_half_hardware()
     assert hw["avx512_bf16"] is bf16 and hw["amx_bf16"] is amx and hw["avx512_fp16"] is False
     assert ("slower than fp32" in supported("amp-bf16", "cpu").note) is not (bf16 or amx)
     assert cpu_mod.fp32_flops_per_cycle()[1].startswith("AVX2") is (cap == "AVX2")  # no AVX-512 FMA under the cap

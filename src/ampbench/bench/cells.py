@@ -96,12 +96,13 @@ class RecipeOptions:
     """fp8 modes: auto (default: dims and torchao's size thresholds) or dims."""
 
     def __post_init__(self) -> None:
-        from ampbench.precision.fp8 import check_filter
-        from ampbench.precision.scaling import LossScaleConfig
+        if self.loss_scale is not None:  # (imported here: a cell without these options needs no torch)
+            from ampbench.precision.scaling import LossScaleConfig
 
-        if self.loss_scale is not None:
             LossScaleConfig.parse(self.loss_scale, default="dynamic")
         if self.fp8_filter is not None:
+            from ampbench.precision.fp8 import check_filter
+
             check_filter(self.fp8_filter, "--fp8-filter")
 
     @property

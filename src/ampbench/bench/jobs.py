@@ -77,13 +77,24 @@ def throughput(payload: dict[str, Any]) -> dict[str, Any]:
     return framework(spec).run_cell(spec.measuring(("throughput",), int(payload["batch_size"])))  # type: ignore[no-any-return]
 
 
+def validate_job(specs: list[CellSpec]) -> Job:
+    """The job validating ``specs`` (one framework and backend: one process builds them all, in order)."""
+    return Job(f"{HERE}:validate", {"specs": [s.to_dict() for s in specs]})
+
+
 def validate(payload: dict[str, Any]) -> dict[str, Any]:
-    """The cell's inputs checked by building it: {"error": one line or ""} (a Keras cell adds its warnings, policy,
-    optimizer, weight count and layer dtypes)."""
+    """The cells' inputs checked by building them: {"error": one line or ""} for ``payload["spec"]``, or
+    {"results": [that, ...]} for ``payload["specs"]`` (a Keras cell adds its warnings, policy, optimizer, weight count
+    and layer dtypes)."""
+    if "specs" in payload:
+        return {"results": [_validate(CellSpec.from_dict(d)) for d in payload["specs"]]}
+    return _validate(_spec(payload))
+
+
+def _validate(spec: CellSpec) -> dict[str, Any]:
     from ampbench.bench.cell import validate_cell_inputs
     from ampbench.errors import AmpbenchError
 
-    spec = _spec(payload)
     if spec.keras_backend is not None:
         from ampbench.keras.cell import validate as validate_keras
 

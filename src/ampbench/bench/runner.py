@@ -17,7 +17,7 @@ from ampbench import progress
 from ampbench.bench.cell import base_row, run_cell
 from ampbench.bench.cells import CellSpec
 from ampbench.bench.config import RunConfig
-from ampbench.bench.jobs import isolated_trial, job, trial_of
+from ampbench.bench.jobs import isolated_trial, job, trial_of, validate_job
 from ampbench.errors import AmpbenchError
 from ampbench.launch import ChildProcess, Inline
 from ampbench.measure.env import device_name
@@ -103,13 +103,14 @@ def validate_inputs(config: RunConfig) -> list[str]:
     """
     seen = set()
     notes: list[str] = []
+    keras: dict[str, list[CellSpec]] = {}
     for spec in config.cells():
         target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.keras_backend)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)
-        if spec.keras_backend is not None:  # built in its own process (its backend), under the run's loss-scaled policy
-            notes.extend(_validate_keras(config, spec))
+        if spec.keras_backend is not None:  # built in a process of its backend, under the run's loss-scaled policy
+            keras.setdefault(spec.keras_backend, []).append(spec)
             continue
         if not config.launch.isolated(config.device):
             from ampbench.bench.cell import validate_cell_inputs
@@ -121,27 +122,33 @@ def validate_inputs(config: RunConfig) -> list[str]:
             continue
         if r.get("error"):
             raise AmpbenchError(r["error"])
+    for specs in keras.values():
+        notes.extend(_validate_keras(config, specs))
     return notes
 
 
-def _validate_keras(config: RunConfig, spec: CellSpec) -> list[str]:
-    """Build a Keras target (its backend installed, its factory a keras.Model, a step on 2 samples) under the
-    policy of the run's most demanding mode (mixed_float16 when the run has amp-fp16: the float32-output check);
-    its warnings. An AmpbenchError for bad input."""
+def _validate_keras(config: RunConfig, specs: list[CellSpec]) -> list[str]:
+    """Build the Keras targets of one backend (installed, each factory a keras.Model, a step on 2 samples), all in
+    one process of that backend (its import paid once), each under the policy of the run's most demanding mode
+    (mixed_float16 when the run has amp-fp16: the float32-output check); their warnings. An AmpbenchError for bad
+    input (the first target's, in the run's order)."""
     from ampbench.keras.backends import missing
 
-    problem = missing(spec.keras_backend or "")
+    problem = missing(specs[0].keras_backend or "")
     if problem:
         raise AmpbenchError(problem)
-    modes = config.precisions_of(spec.workload, spec.preset)
-    precision = next((p for p in ("amp-fp16", "amp-bf16") if p in modes), spec.precision)
-    probe = replace(spec, precision=precision, device="cpu")
-    r = ChildProcess(config.launch.cell_timeout).run(job("validate", probe))
+    probes = []
+    for spec in specs:
+        modes = config.precisions_of(spec.workload, spec.preset)
+        precision = next((p for p in ("amp-fp16", "amp-bf16") if p in modes), spec.precision)
+        probes.append(replace(spec, precision=precision, device="cpu"))
+    r = ChildProcess(config.launch.cell_timeout).run(validate_job(probes))
     if r.get("_failed"):
         return []
-    if r.get("error"):
-        raise AmpbenchError(r["error"])
-    return list(r.get("warnings") or [])
+    for one in r["results"]:
+        if one.get("error"):
+            raise AmpbenchError(one["error"])
+    return [w for one in r["results"] for w in one.get("warnings") or []]
 
 
 def cell_endpoint(config: RunConfig, cells: list[CellSpec], index: int) -> str | None:

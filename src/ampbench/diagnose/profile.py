@@ -200,8 +200,8 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         "cpu_half_hardware": None, "cpu_flops_per_cycle": None,
     }
     if not gpu:  # what the CPU's half math can do: the same probe as `ampbench hw`
+        from ampbench.cpuinfo import cpu_half_hardware
         from ampbench.measure.cpu import cpu_peak
-        from ampbench.precision.support import cpu_half_hardware
 
         peak = cpu_peak()
         out["cpu_half_hardware"] = cpu_half_hardware()

@@ -138,7 +138,7 @@ def device_facts(spec: CellSpec) -> dict[str, Any]:
     and driver (:func:`ampbench.keras.backends.gpu_facts`)."""
     if spec.device.startswith("cuda"):
         return {"device_name": spec.device, **backends.gpu_facts()}
-    from ampbench.precision import cpu_half_hardware, cpu_name
+    from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 
     return {"device_name": cpu_name(), "cpu_half_hardware": cpu_half_hardware()}
 
@@ -148,7 +148,7 @@ def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[
     import platform
 
     import ampbench
-    from ampbench.precision import cpu_name
+    from ampbench.cpuinfo import cpu_name
 
     out = {"device": spec.device, "ampbench": ampbench.__version__, "python": platform.python_version(),
            "platform": platform.platform(), "cpu": cpu_name(), "cpu_count": os.cpu_count(), **tf32, **facts,
@@ -398,6 +398,7 @@ def validate(spec: CellSpec) -> dict[str, Any]:
     """Build the cell's workload under its policy and run one step on 2 samples: {"error", "warnings"}."""
     try:
         keras, policy = setup(spec)
+        fresh_session(keras)  # (a process validates every target of its backend, one after another)
         wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
         model = wl.model(keras)
         x, y = wl.batches(2, 1)[0]

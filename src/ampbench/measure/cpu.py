@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 import torch
 
-from ampbench.precision.support import _cpuinfo, cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable
+from ampbench.cpuinfo import _cpuinfo, cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable
 
 AMX_FLOPS_PER_CYCLE = 1024.0
 

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 import ampbench
+from ampbench.cpuinfo import cpu_name
 from ampbench.precision.state import read_tf32
-from ampbench.precision.support import cpu_name
 
 
 def resolve_device(name: str | None) -> torch.device:

@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
+from ampbench.cpuinfo import cpu_half_hardware
 from ampbench.measure.env import environment
 from ampbench.measure.peaks import find_peak, tensor_core_generation
 from ampbench.measure.timing import on_device
 from ampbench.precision import list_precisions, supported
 from ampbench.precision.state import tf32_scope
-from ampbench.precision.support import cpu_half_hardware
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
 CPU_SIZES = (256, 512, 1024)  # an emulated fp16 GEMM at 2048 takes ~30 s a call

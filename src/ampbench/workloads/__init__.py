@@ -1,17 +1,19 @@
 """Workloads: the classic mixed-precision experiments as ready models + data, and user models.
 
-Importing this package registers every workload (one module per family).
+Names are imported on first use (:mod:`ampbench.lazy`); the first one looked up registers every workload
+(:mod:`~ampbench.workloads.factory` imports the families, one module each), so the registry lists them all. A module
+that needs only :mod:`~ampbench.workloads.options` (the cell identity) imports no workload, and no torch.
 """
 
-# Registration order is the order `ampbench list` shows.
-# isort: off
-from ampbench.workloads import vision, nlp, tabular  # noqa: F401
-# isort: on
-from ampbench.workloads.base import PRESETS, Metric, Workload
-from ampbench.workloads.factory import build_target, create_model, create_user_workload, create_workload
-from ampbench.workloads.options import DataOptions
-from ampbench.workloads.registry import get_spec, list_workloads
+from ampbench.lazy import exports
 
-__all__ = ["PRESETS", "DataOptions", "Metric", "Workload", "build_target", "create_model", "create_user_workload",
-           "create_workload",
-           "get_spec", "list_workloads"]
+
+def _register() -> None:
+    import ampbench.workloads.factory  # noqa: F401  (imports every family: each registers its workloads)
+
+
+_NAMES = {"PRESETS": "base", "Metric": "base", "Workload": "base", "DataOptions": "options", "get_spec": "registry",
+          "list_workloads": "registry", **{n: "factory" for n in ("build_target", "create_model", "create_user_workload",
+                                                                   "create_workload")}}
+__all__ = sorted(_NAMES)
+__getattr__, __dir__ = exports(__name__, _NAMES, before=_register)

@@ -1,0 +1,69 @@
+"""PyTorch models under ampbench's own precision recipes (the default framework: a target no other framework claims).
+
+- :mod:`~ampbench.frameworks.torch.cell`   one cell measured in this process (the engine, the measures, the row)
+- :mod:`~ampbench.frameworks.torch.train`  ``ampbench train`` of a PyTorch model (epochs, checkpoints, resume)
+
+The workloads themselves (:mod:`ampbench.workloads`), the precision engine (:mod:`ampbench.precision`), the
+execution axes and torch.distributed strategies are PyTorch's too; they are packages of their own because they are
+large, and nothing outside PyTorch's cells imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ampbench.frameworks.base import Options, WorkloadEntry
+
+
+@dataclass(frozen=True)
+class Torch:
+    name: str = "torch"
+    cell_module: str = "ampbench.frameworks.torch.cell"
+    own_process: bool = False
+    backends: tuple[str, ...] = ()
+
+    def owns_workload(self, workload: str) -> bool:
+        return True  # (asked last: what no other framework claims)
+
+    def owns_model(self, model: str, preset: str | None, seed: int, backend_given: bool) -> bool:
+        return True
+
+    def backend(self, given: str | None, owned: bool, otherwise: str) -> str | None:
+        return None
+
+    def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
+        return None  # (every mode and option is PyTorch's; RunConfig checks them against the device)
+
+    def precisions(self, modes: tuple[str, ...]) -> tuple[str, ...]:
+        return modes
+
+    def workloads(self) -> list[WorkloadEntry]:
+        from ampbench.workloads import get_spec, list_workloads
+
+        out = []
+        for name in list_workloads():
+            spec = get_spec(name)
+            out.append(WorkloadEntry(name, spec.description, spec.paper, spec.data, ", ".join(spec.options()) or "-"))
+        return out
+
+    def describe(self, backend: str | None) -> str:
+        return self.name
+
+    def setting(self, backend: str | None) -> str | None:
+        return None
+
+    def train_job(self) -> str | None:
+        return None
+
+    def diagnose_job(self) -> str | None:
+        return None
+
+    def diagnose_checks(self) -> tuple[str, ...] | None:
+        return None
+
+    def row_keys(self) -> dict[str, Any]:
+        return {}
+
+
+FRAMEWORK = Torch()
