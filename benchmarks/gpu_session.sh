@@ -181,7 +181,7 @@ case $1 in
     fi
     ;;
   keras)
-    x $PY -c "from ampbench.keras.backends import missing; import sys; p = missing('jax'); print(p or 'keras on jax: ok'); sys.exit(2 if p else 0)" || return 2
+    x $PY -c "from ampbench.frameworks.keras.backends import missing; import sys; p = missing('jax'); print(p or 'keras on jax: ok'); sys.exit(2 if p else 0)" || return 2
     run_resumable keras-jax --workloads conv-dummy,keras-conv-dummy --preset paper --precisions fp32,amp-fp16 \
       --repeats 3 --keras-backend jax \
       --label "conv-dummy paper: torch amp-fp16 vs Keras mixed_float16 on JAX (published: ~2.6x faster, ~2.4x less memory)" || return $?

@@ -23,7 +23,8 @@ import time
 
 import torch
 
-from ampbench.bench import CellSpec, run_cell
+from ampbench.cells import CellSpec
+from ampbench.frameworks.torch.cell import run_cell
 from ampbench.measure.env import environment
 from ampbench.precision import MixedPrecision, get
 from ampbench.precision.state import tf32_scope

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ampbench.bench.cell import build_workload
-from ampbench.bench.cells import CellSpec
+from ampbench.cells import CellSpec
+from ampbench.frameworks.torch.cell import build_workload
 from ampbench.measure.flops import count_flops_split
 from ampbench.measure.step import build_step
 from ampbench.store import DERIVED_KEYS, derive

@@ -31,10 +31,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ampbench.bench.cell import build_workload
-from ampbench.bench.cells import CellSpec
 from ampbench.bench.config import RunConfig
+from ampbench.cells import CellSpec
 from ampbench.execution import Execution
+from ampbench.frameworks.torch.cell import build_workload
 from ampbench.measure import memory as mem
 from ampbench.measure.step import build_step
 from ampbench.store import DERIVED_KEYS, derive

@@ -95,7 +95,7 @@ def test_each_layer_imports_only_what_is_below_it() -> None:
                                "ampbench.report", "ampbench.store", "ampbench.distributed"),
         "ampbench.data": ("ampbench.workloads", "ampbench.bench", "ampbench.cli", "ampbench.precision"),
         "ampbench.store": ("ampbench.cli", "ampbench.report", "ampbench.launch"),
-        "ampbench.report": ("ampbench.cli", "ampbench.launch", "ampbench.bench.runner", "ampbench.bench.cell"),
+        "ampbench.report": ("ampbench.cli", "ampbench.launch", "ampbench.bench.runner", "ampbench.frameworks.torch.cell"),
     }
     broken = {}
     for package, forbidden in rules.items():
@@ -122,3 +122,72 @@ def test_a_cell_loop_that_assumes_no_framework() -> None:
     later) comes from the job a launcher starts, not from the loop."""
     loop = {t for t in _edges("ampbench.bench.runner")}
     assert not any(t.startswith(("ampbench.precision.engine", "ampbench.measure.step", "ampbench.execution")) for t in loop)
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to (a package's ``__init__`` is its own package)."""
+    return module if (SRC.parent / module.replace(".", "/") / "__init__.py").exists() else module.rpartition(".")[0]
+
+
+def test_no_import_cycle_between_packages() -> None:
+    """Packages import one another one way only (a cycle hidden by function-level imports is still a cycle): the
+    cell identity (bench.cells) is below the store, evaluate lives in measure, ..."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for m in MODULES:
+        for t in _edges(m):
+            a, b = _package(m), _package(t)
+            if a != b and not b.startswith(a + ".") and not a.startswith(b + "."):
+                graph[a].add(b)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            v = todo.pop()
+            if v == goal:
+                return True
+            if v not in seen:
+                seen.add(v)
+                todo.extend(graph[v])
+        return False
+
+    cycles = sorted({tuple(sorted((a, b))) for a in list(graph) for b in graph[a] if reaches(b, a)})
+    assert not cycles, f"packages importing each other: {cycles}"
+
+
+FRAMEWORK_PACKAGES = ("ampbench.frameworks.torch", "ampbench.frameworks.keras")
+FRAMEWORK_ALLOWED = {
+    # the PyTorch trainer's command line: `ampbench train` of a PyTorch model runs in the command's process
+    ("ampbench.cli.train", "ampbench.frameworks.torch.train"),
+}
+
+
+def test_no_framework_is_named_outside_the_frameworks() -> None:
+    """Outside ``ampbench.frameworks``, nothing imports a framework's package (the registry and its interface are
+    what the harness, CLI, store and reports use), and no code asks whether a cell or target is Keras's."""
+    imported = sorted((m, t) for m in MODULES if not m.startswith("ampbench.frameworks") for t in _edges(m)
+                      if t.startswith(FRAMEWORK_PACKAGES) and (m, t) not in FRAMEWORK_ALLOWED)
+    assert not imported, f"framework packages imported outside ampbench.frameworks: {imported}"
+    named = []
+    for m, path in MODULES.items():
+        if m.startswith("ampbench.frameworks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("keras"):
+                named.append((m, node.attr))
+            if isinstance(node, ast.Name) and node.id.startswith(("keras", "is_keras")):
+                named.append((m, node.id))
+            if isinstance(node, ast.Compare) and "sys.modules" not in ast.unparse(node) and any(  # (a module loaded)
+                    isinstance(c, ast.Constant) and c.value in ("keras", "torch") for c in [node.left, *node.comparators]):
+                named.append((m, ast.unparse(node)))
+    assert not named, f"framework decisions outside ampbench.frameworks: {sorted(set(named))}"
+
+
+def test_the_frameworks_implement_the_interface() -> None:
+    from ampbench import frameworks
+    from ampbench.frameworks.base import Framework
+
+    for fw in frameworks.all_frameworks():
+        assert isinstance(fw, Framework), fw
+        wanted = [*Framework.__annotations__, *(n for n, v in vars(Framework).items() if callable(v) and not n.startswith("_"))]
+        missing = [name for name in wanted if not hasattr(fw, name)]
+        assert not missing, (fw.name, missing)

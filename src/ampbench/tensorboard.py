@@ -138,7 +138,7 @@ def _finite(v: Any) -> bool:
 
 # -- train ----------------------------------------------------------------------------------------------------------
 class TrainLogger:
-    """``ampbench train --tensorboard DIR``: called by :func:`ampbench.train.train` after each step and epoch."""
+    """``ampbench train --tensorboard DIR``: called by :func:`ampbench.frameworks.torch.train.train` after each step and epoch."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -176,7 +176,7 @@ RATIO_KEYS = ("speedup_vs_fp32", "memory_saving_vs_fp32", "max_batch_vs_fp32")
 
 def cell_dir(root: Path, row: Mapping[str, Any]) -> Path:
     """``root/<run id>/<workload>_<preset>/<cell>``: a workload's cells are sibling runs (their curves overlay)."""
-    from ampbench.bench.cells import CellId
+    from ampbench.cells import CellId
 
     cid = CellId.of(row)
     group = safe_name(f"{cid.workload}_{cid.preset}")

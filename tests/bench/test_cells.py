@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.bench import CellSpec, RunConfig, run, run_cell
+from ampbench.bench import CellSpec, RunConfig, run
+from ampbench.frameworks.torch.cell import run_cell
 from ampbench.store import DERIVED_KEYS, ROW_KEYS, Store
 
 PLANTED = str(Path(__file__).with_name("planted.py"))
@@ -106,8 +107,8 @@ def test_the_memory_peak_is_the_steady_state_step_s_not_the_first_step_s() -> No
     import torch
     from torch import nn
 
-    from ampbench.bench.cell import throughput_memory
     from ampbench.data.tensors import TensorData
+    from ampbench.frameworks.torch.cell import throughput_memory
     from ampbench.workloads.base import Workload
 
     class FirstCallHog(nn.Module):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ampbench.bench import RunConfig
-from ampbench.bench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureSettings, converge_work
 from ampbench.bench.estimate import cell_seconds, estimate, run_estimate
+from ampbench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureSettings, converge_work
 
 
 def test_the_plan_arithmetic_matches_a_hand_count() -> None:

@@ -54,7 +54,7 @@ def test_one_measurement_per_cell_closes_each_workload_with_fp32_again() -> None
 
 
 def test_a_repeat_crosses_into_a_child_and_back() -> None:
-    from ampbench.bench.cells import CellSpec
+    from ampbench.cells import CellSpec
 
     c = _config(repeats=2).cells()[3]
     assert c.repeat == 1
@@ -110,7 +110,7 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     assert auto.key() != explicit.key() and auto.to_dict()["compiled_by_default"] is True
     assert "compiled_by_default" not in explicit.to_dict()  # keys of earlier runs stay what they were
     assert config.identity()["fp8_compile"] is True and "fp8_compile" not in _config().identity()
-    from ampbench.bench.cell import base_row
+    from ampbench.frameworks.torch.cell import base_row
     from ampbench.report.console import compile_note
     from ampbench.store.rows import row_problem
 

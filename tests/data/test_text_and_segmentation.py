@@ -18,7 +18,7 @@ from ampbench.data.errors import DataError
 from ampbench.data.segmentation import load_segmentation_dir
 from ampbench.data.textcsv import CLS, PAD, UNK, load_text_classification, read_text_csv
 from ampbench.errors import AmpbenchError
-from ampbench.train import TrainConfig, train
+from ampbench.frameworks.torch.train import TrainConfig, train
 from ampbench.workloads import create_user_workload, create_workload
 
 M = str(Path(__file__).parents[1] / "workloads" / "user_models.py")

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ampbench.bench.cells import CellSpec
+from ampbench.cells import CellSpec
 from ampbench.measure.flops import count_flops_split
 from tests import flop_zoo, oracles
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.isa  # kernels differ by CPU (oneDNN's LSTM, flash atte
 
 
 def measured_row(kind: str, precision: str) -> tuple[dict, object]:  # type: ignore[type-arg]
-    from ampbench.bench.cell import throughput_memory
+    from ampbench.frameworks.torch.cell import throughput_memory
 
     wl = flop_zoo.build(kind)
     spec = CellSpec.of(device="cpu", workload=f"flopzoo:{kind}", preset="tiny", precision=precision,

@@ -21,7 +21,7 @@ def test_timing_runs_on_the_cells_device() -> None:
 
 def test_a_cell_measures_inside_its_device(monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.bench import CellSpec
-    from ampbench.bench import cell as cell_mod
+    from ampbench.frameworks.torch import cell as cell_mod
 
     seen: list[str] = []
 
@@ -78,7 +78,7 @@ def test_library_allocation_failures_are_out_of_memory(message: str, oom: bool) 
 
 def test_a_max_batch_trial_hitting_cublas_alloc_failure_is_a_miss(monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.bench import CellSpec
-    from ampbench.bench import cell as cell_mod
+    from ampbench.frameworks.torch import cell as cell_mod
 
     def failing(*args: object, **kwargs: object) -> None:
         raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")

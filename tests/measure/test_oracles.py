@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ampbench.bench.cells import CellSpec
+from ampbench.cells import CellSpec
 from ampbench.measure.memory import model_sizes
 from ampbench.precision.fp8 import torchao_problem
 from tests import oracles, zoo
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.isa  # run again under ONEDNN_MAX_CPU_ISA=AVX2 by make 
 
 
 def measured(kind: str, precision: str, wl=None):  # type: ignore[no-untyped-def]
-    from ampbench.bench.cell import throughput_memory
+    from ampbench.frameworks.torch.cell import throughput_memory
 
     wl = wl or zoo.build(kind)
     fp8 = {"fp8_filter": "dims"} if precision.startswith("fp8") else {}  # (the zoo's layers are too small for "auto")
@@ -164,7 +164,7 @@ def test_skipped_timed_steps_are_a_warning_on_an_ok_row() -> None:
     wl.loss_fn = big_loss
     spec = CellSpec.of(device="cpu", workload="zoo:mlp", preset="tiny", precision="amp-fp16", batch_size=zoo.BATCH,
                        steps=8, warmup=1)
-    from ampbench.bench.cell import throughput_memory
+    from ampbench.frameworks.torch.cell import throughput_memory
 
     step, row = throughput_memory(wl, spec, zoo.BATCH, CPU, None)
     batches = [(b[0], b[1]) for b in step.batches]
@@ -197,7 +197,7 @@ def test_fp8_mfu_divides_by_the_peak_of_what_ran_in_fp8() -> None:
 def test_an_fp8_row_where_nothing_converted_says_so_and_is_bf16s_math() -> None:
     """torchao's size thresholds (--fp8-filter auto) convert none of the zoo's small layers: the row is amp-bf16's
     math, labelled so, its MFU against bf16's peak (was: fp8 label, MFU halved)."""
-    from ampbench.bench.cell import throughput_memory
+    from ampbench.frameworks.torch.cell import throughput_memory
 
     wl = zoo.build("mlp")
     spec = CellSpec.of(device="cpu", workload="zoo:mlp", preset="tiny", precision="fp8-tensorwise",

@@ -108,7 +108,7 @@ def test_support_and_missing_torchao(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise-gw-hp"])
 def test_checkpoint_resume_in_fp8(precision: str, tmp_path: Path) -> None:
-    from ampbench.train import TrainConfig, train
+    from ampbench.frameworks.torch.train import TrainConfig, train
     from ampbench.workloads import create_user_workload
 
     def wl():

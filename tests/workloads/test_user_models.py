@@ -16,7 +16,7 @@ import torch
 
 from ampbench.diagnose import diagnose
 from ampbench.errors import AmpbenchError
-from ampbench.train import TrainConfig, train
+from ampbench.frameworks.torch.train import TrainConfig, train
 from ampbench.workloads import create_user_workload, create_workload
 from ampbench.workloads.tasks import DataSpec
 from tests.conftest import in_process

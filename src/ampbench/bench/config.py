@@ -1,12 +1,12 @@
 """What a run measures: :class:`RunConfig`, from typed sections, checked once at construction.
 
 Sections: the targets (registered workloads at their presets, or the user's model), the data the user described
-(:class:`~ampbench.bench.cells.DataOptions`), the recipes' options, how to measure, the axes (precisions, batch
+(:class:`~ampbench.cells.DataOptions`), the recipes' options, how to measure, the axes (precisions, batch
 sizes, repeats, executions, strategies) and how to launch (kept out of the run's identity). Python code and the
 command line build the same object: :meth:`RunConfig.from_strings` parses what the CLI was given, and every check
 -- of one option or of options together -- lives in the sections' and the config's ``__post_init__``, so a config
 the CLI would refuse cannot be built at all. :meth:`RunConfig.cells` expands it into cells
-(:class:`~ampbench.bench.cells.CellSpec`); :meth:`RunConfig.identity` is what ``--resume`` matches.
+(:class:`~ampbench.cells.CellSpec`); :meth:`RunConfig.identity` is what ``--resume`` matches.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ampbench.bench.cells import (
+from ampbench import frameworks
+from ampbench.bench.suites import default_steps, native_only_entries, with_presets
+from ampbench.cells import (
     DEFAULT,
     DEFAULT_MEASURES,
+    FRAMEWORK_ENTRIES,
     MEASURES,
     SECTION,
     CellSpec,
@@ -31,9 +34,9 @@ from ampbench.bench.cells import (
     flat,
     with_,
 )
-from ampbench.bench.suites import default_steps, native_only_entries, with_presets
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution
+from ampbench.frameworks import Options
 
 BASELINE = "fp32"
 REPEATED_MEASURES = ("throughput", "memory")
@@ -55,15 +58,14 @@ class Targets:
     """User factory ``file.py:fn`` / ``pkg.mod:fn``."""
     native_only: tuple[str, ...] = field(default=(), metadata={"run": DEFAULT})
     """'workload:preset' entries that run only fp32 and the modes the device has math hardware for."""
-    keras_backend: str | None = field(default=None, metadata={"run": DEFAULT})
-    """The backend the Keras targets (keras-* workloads, a --model returning a keras.Model) run on; None when the run
-    has none. Resolved at construction: a Keras target without --keras-backend runs on torch."""
-    keras_model: bool = field(default=False, metadata={"run": DEFAULT})
-    """The --model is a Keras model (its file imports keras, or --keras-backend was given with it)."""
+    backend: str | None = field(default=None, metadata={"run": FRAMEWORK_ENTRIES})
+    """The backend the targets of a framework with backends run on (the run's ``--<framework>-backend``); None when
+    the run has no such target. Resolved at construction: without the option, the framework's default."""
+    model_framework: str = field(default=frameworks.DEFAULT, metadata={"run": FRAMEWORK_ENTRIES})
+    """The framework of the --model (:func:`ampbench.frameworks.of_model`)."""
 
     def __post_init__(self) -> None:
         from ampbench.bench.suites import check_preset
-        from ampbench.keras.workloads import is_keras_workload, resolve_backend
 
         if self.model is not None and self.workloads:
             raise AmpbenchError("give --workloads or --model, not both")
@@ -71,16 +73,33 @@ class Targets:
             raise AmpbenchError("a preset per workload (one with --model)")
         for p in self.presets:
             check_preset(p)
-        keras = self.keras_model or any(is_keras_workload(w) for w in self.workloads)
-        object.__setattr__(self, "keras_backend", resolve_backend(self.keras_backend, keras,
-                                                                  "these targets are PyTorch models"))
+        owners = {self.framework_of(w).name for w, _ in self.pairs}
+        for fw in frameworks.all_frameworks():
+            if fw.backends:
+                resolved = fw.backend(self.backend, fw.name in owners, "these targets are PyTorch models")
+                if resolved is not None:
+                    object.__setattr__(self, "backend", resolved)
+
+    def framework_of(self, workload: str | None) -> frameworks.Framework:
+        """The framework of a target (``None``: the --model)."""
+        return frameworks.get(self.model_framework) if workload is None else frameworks.of_workload(workload)
 
     def backend_of(self, workload: str | None) -> str | None:
-        """The Keras backend of a target (None: a PyTorch target)."""
-        from ampbench.keras.workloads import is_keras_workload
+        """The backend of a target (None: its framework has none)."""
+        return self.backend if self.framework_of(workload).backends else None
 
-        keras = self.keras_model if workload is None else is_keras_workload(workload)
-        return self.keras_backend if keras else None
+    def entries(self) -> dict[str, Any]:
+        """What the frameworks add to the run's identity: ``<framework>_backend`` (and ``<framework>_model`` when the
+        --model is that framework's), as runs have always stored it."""
+        out: dict[str, Any] = {}
+        for fw in frameworks.all_frameworks():
+            if fw.name == frameworks.DEFAULT:
+                continue
+            if self.backend is not None and fw.backends and any(self.framework_of(w) is fw for w, _ in self.pairs):
+                out[frameworks.backend_key(fw.name)] = self.backend
+            if self.model_framework == fw.name:
+                out[f"{fw.name}_model"] = True
+        return out
 
     @property
     def pairs(self) -> list[tuple[str | None, str]]:
@@ -203,23 +222,22 @@ class RunConfig:
             point.check_device(self.device)
         check_applies(self.axes.precisions, self.recipe.fp8_given)
         self._check_distributed()
-        self._check_keras()
+        self._check_frameworks()
 
-    def _check_keras(self) -> None:
-        """A Keras target runs under Keras's own policies: the modes must have one, and the PyTorch-only options
-        (execution axes, strategies, loss-scale choice, real-data readers, workload options) are refused by name."""
-        from ampbench.keras.policy import check_precisions, refuse_torch_only
-
+    def _check_frameworks(self) -> None:
+        """A target of another framework runs under its own recipes: each checks the modes and refuses the options it
+        cannot take (execution axes, strategies, loss-scale choice, real-data readers, workload options) by name."""
         t = self.targets
-        keras = [w for w in t.workloads if t.backend_of(w)] + ([f"--model {t.model}"] if t.model and t.backend_of(None)
-                                                                else [])
-        if not keras:
-            return
-        check_precisions(self.axes.precisions, f"{keras[0]} (a Keras model)")
-        refuse_torch_only(keras[0], {
+        given = Options({
             "--compile/--memory-format/--cuda-graphs": self.axes.executions != (Execution(),),
             "--strategy": self.axes.distributed, "--loss-scale": self.recipe.loss_scale is not None,
             "--data-dir": self.data.data_dir is not None, "--option": bool(self.data.options)})
+        seen: set[str] = set()
+        for workload, _ in t.pairs:
+            fw = t.framework_of(workload)
+            if fw.name != frameworks.DEFAULT and fw.name not in seen:
+                seen.add(fw.name)
+                fw.check(workload if workload is not None else f"--model {t.model}", self.axes.precisions, given)
 
     def _check_data(self) -> None:
         """The data options apply where they can: --model and the adapters describe their data, registered workloads
@@ -239,7 +257,7 @@ class RunConfig:
         from ampbench.workloads.registry import check_options
 
         for name, preset in zip(self.targets.workloads, self.targets.presets):
-            if ":" not in name and not self.targets.backend_of(name):
+            if ":" not in name and self.targets.framework_of(name).name == frameworks.DEFAULT:
                 check_options(preset, get_spec(name).options(), dict(self.data.options), name)
 
     def _check_distributed(self) -> None:
@@ -263,7 +281,7 @@ class RunConfig:
         presets=("tiny",), precisions=("fp32",), steps=3)``); ``extra``: the launch options."""
         from dataclasses import fields as dc_fields
 
-        from ampbench.bench.cells import _from_flat
+        from ampbench.cells import _from_flat
 
         sections = {f.name: f.default_factory for f in dc_fields(cls) if f.metadata.get("section")}
         known = {g.name for t in sections.values() for g in dc_fields(t)}
@@ -289,11 +307,10 @@ class RunConfig:
                      memory_budget: str | None = None, memory_margin: float = 0.05, maxbatch_limit: int = 65536,
                      seeds: int | None = None, converge_steps: int | None = None, inference_batch: int | None = None,
                      isolate: bool | None = None, cell_timeout: float | None = None,
-                     keras_backend: str | None = None) -> RunConfig:
+                     backend: str | None = None) -> RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
         from ampbench.execution import executions, parse_axis
-        from ampbench.keras.workloads import is_keras_model, is_keras_workload
         from ampbench.measure.env import resolve_device
 
         dev = str(resolve_device(device))
@@ -313,12 +330,14 @@ class RunConfig:
                                    seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
         sizes = parse_batch_sizes(batch_size)
         modes = parse_precisions(precisions, dev)
-        keras_model = model is not None and (keras_backend is not None or is_keras_model(model, preset or "small", seed))
-        keras_run = keras_model or any(is_keras_workload(w) for w in wl_names)
-        if precisions is None and keras_run:  # the default modes of a run with a Keras target: those Keras has
-            from ampbench.keras.policy import POLICIES
-
-            modes = tuple(p for p in modes if p in POLICIES)
+        owners = [frameworks.of_workload(w) for w in wl_names]
+        model_framework = frameworks.DEFAULT
+        if model is not None:
+            model_framework = frameworks.of_model(model, preset or "small", seed, backend).name
+            owners.append(frameworks.get(model_framework))
+        if precisions is None:  # the default modes of a run with another framework's target: those it has
+            for fw in {f.name: f for f in owners if f.name != frameworks.DEFAULT}.values():
+                modes = fw.precisions(modes)
         points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
                             parse_axis(cuda_graphs, "cuda_graphs"))
         strategies = (None, *dict.fromkeys(parse_list(strategy, "strategy"))) if strategy is not None else (None,)
@@ -326,7 +345,7 @@ class RunConfig:
         return cls(
             device=dev,
             targets=Targets(wl_names, presets, model, native_only_entries(names, preset, precisions is not None, dev),
-                            keras_backend, keras_model),
+                            backend, model_framework),
             data=data, recipe=RecipeOptions(loss_scale, tuple(x.strip() for x in (fp8_skip or "").split(",") if x.strip()),
                                             fp8_filter),
             measure=measured,
@@ -339,6 +358,7 @@ class RunConfig:
         """What ``--resume`` matches: every field but how cells are launched, left out as its ``run`` rule says (runs
         from before an option existed can still be resumed)."""
         d = flat(self, "run")
+        d.update(self.targets.entries())
         d.pop("launch", None)
         work = {(w.converge_steps, w.seeds) for w in (converge_work(self.measure, p) for p in self.targets.presets)}
         if len(work) == 1:  # the convergence work the run does (as runs stored it before it followed the preset)
@@ -375,14 +395,16 @@ class RunConfig:
             for bs in a.batch_sizes:
                 for r in range(repeats):
                     cell = replace(base, workload=workload, preset=preset, batch_size=bs,
-                                   keras_backend=self.targets.backend_of(workload))
+                                   framework=self.targets.framework_of(workload).name,
+                                   backend=self.targets.backend_of(workload))
                     if r:
                         cell = replace(cell, repeat=r, measure=replace(m, measures=timed), first_measures=m.measures)
                     out.extend(replace(cell, precision=precision, execution=ex, distribution=dist, compiled_by_default=auto)
                                for dist in a.distributions() for ex, precision, auto in self.points(precisions))
                 if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1):
                     out.append(replace(base, workload=workload, preset=preset, batch_size=bs, repeat=1, closing=True,
-                                       keras_backend=self.targets.backend_of(workload),
+                                       framework=self.targets.framework_of(workload).name,
+                                       backend=self.targets.backend_of(workload),
                                        measure=replace(m, measures=timed), first_measures=m.measures,
                                        execution=a.executions[0]))
         return out

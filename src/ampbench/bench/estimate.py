@@ -9,10 +9,10 @@ each cell runs (first, memory and FLOP steps, warm-up, timed steps; the converge
 a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
 measurement's own process took to start). Not counted, and said so: the max-batch search and compiling.
 
-Keras cells are measured the same way by the Keras cell's own job (``ampbench.keras.cell:measure_steps``), in a
-fresh process per backend (as each Keras cell runs): the process start and the backend's import are paid by
-every Keras cell, and the first step of every model it builds (Keras traces and compiles its train function
-there) is counted apart from the steps after it.
+Each framework measures its own cells (its cell module's ``measure_steps`` job, :mod:`ampbench.frameworks`); a
+framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a
+fresh process per backend, whose start and import every such cell pays, and the first step of every model it builds
+(where the framework traces and compiles its train function) is counted apart from the steps after it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.bench.cells import CellSpec
+from ampbench import frameworks
+from ampbench.cells import CellSpec
 
 BUDGET_S = 15.0
 """Seconds the measurement may take before it stops timing more precisions."""
@@ -32,46 +33,6 @@ FORWARD_SHARE = 1 / 3
 
 def _target(spec: CellSpec) -> str:
     return f"{spec.label}|{spec.preset}|{spec.batch_size}"
-
-
-def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
-    """A job: ``{"targets": {target: {"build_s", "steps": {precision: seconds}, "length": steps of the workload}}}``
-    for the cells in ``payload["cells"]`` (the first cell of each target names it)."""
-    import torch
-
-    from ampbench import progress
-    from ampbench.bench.cell import build_workload
-    from ampbench.measure.converge import workload_length
-    from ampbench.measure.step import build_step
-    from ampbench.measure.timing import time_once
-    from ampbench.precision import supported
-
-    t_start = time.perf_counter()
-    cells = [CellSpec.from_dict(d) for d in payload["cells"]]
-    out: dict[str, dict[str, Any]] = {}
-    for spec in cells:
-        target = _target(spec)
-        entry = out.setdefault(target, {"steps": {}})
-        device = torch.device(spec.device)
-        if spec.precision in entry["steps"] or not supported(spec.precision, device).ok:
-            continue
-        if time.perf_counter() - t_start > float(payload.get("budget_s", BUDGET_S)) and entry["steps"]:
-            continue
-        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
-        try:
-            t0 = time.perf_counter()
-            wl = build_workload(spec)
-            entry.setdefault("build_s", time.perf_counter() - t0)
-            batch = spec.batch_size or wl.batch_size
-            entry.setdefault("length", workload_length(wl, batch))
-            step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
-                              mp_options=spec.mp_options())
-            time_once(step, device)
-            entry["steps"][spec.precision] = time_once(step, device) / 1e3
-            del step, wl
-        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
-            continue
-    return {"targets": out, "work_s": time.perf_counter() - t_start}
 
 
 @dataclass(frozen=True)
@@ -109,27 +70,29 @@ def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> floa
 
 
 def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
-             keras: dict[str, dict[str, Any]] | None = None) -> Estimate | None:
-    """The plan's expected seconds (None when nothing could be measured). ``keras``: per backend, the Keras job's
-    measurement with ``start_s`` (a fresh process and the backend's import: what each Keras cell pays)."""
+             own: dict[tuple[str, str | None], dict[str, Any]] | None = None) -> Estimate | None:
+    """The plan's expected seconds (None when nothing could be measured). ``measured``: the measurement of the cells
+    that run in the run's way (``start_s``: a child's start, when isolated); ``own``: per (framework, backend) whose
+    cells run in a process of their own, its measurement with ``start_s`` (a fresh process and the backend's import:
+    what each such cell pays)."""
     targets = measured.get("targets") or {}
-    keras = keras or {}
+    own = own or {}
     if not any(t.get("steps") for t in targets.values()) and not any(
-            t.get("steps") for k in keras.values() for t in (k.get("targets") or {}).values()):
+            t.get("steps") for k in own.values() for t in (k.get("targets") or {}).values()):
         return None
     total = 0.0
     unmeasured = 0
     for c in cells:
-        if c.keras_backend is None:
+        if (c.framework, c.backend) not in own and not frameworks.of_cell(c).own_process:
             total += cell_seconds(c, targets.get(_target(c), {}), start_s)
             continue
-        k = keras.get(c.keras_backend) or {}
+        k = own.get((c.framework, c.backend)) or {}
         target = (k.get("targets") or {}).get(_target(c)) or {}
         if not target.get("steps"):
             unmeasured += 1
             continue
         total += cell_seconds(c, target, float(k.get("start_s") or 0.0))
-    left = [f"{unmeasured} Keras cell{'s' if unmeasured > 1 else ''} (not measured)"] if unmeasured else []
+    left = [f"{unmeasured} cell{'s' if unmeasured > 1 else ''} of another framework (not measured)"] if unmeasured else []
     if any("maxbatch" in c.measures for c in cells):
         left.append("the max-batch search")
     if any(c.execution.compiled for c in cells):
@@ -157,30 +120,26 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     cells = config.cells() if cells is None else cells
     if not cells:
         return Estimate(0.0)
-    first: dict[str, dict[str, Any]] = {}
-    keras_first: dict[str, dict[str, list[Any]]] = {}
+    groups: dict[tuple[str, str | None], dict[str, list[Any]]] = {}
     for c in cells:  # one eager one-process cell per (target, precision): what is timed
         plain = c.with_flat(strategy=None, compile="off", cuda_graphs="off", repeat=0, closing=False)
-        if c.keras_backend is not None:
-            keras_first.setdefault(c.keras_backend, {}).setdefault(f"{_target(c)}|{c.precision}",
-                                                                    [_target(c), plain.to_dict()])
-        else:
-            first.setdefault(f"{_target(c)}|{c.precision}", plain.to_dict())
+        groups.setdefault((c.framework, c.backend), {}).setdefault(f"{_target(c)}|{c.precision}",
+                                                                   [_target(c), plain.to_dict()])
     r: dict[str, Any] = {"targets": {}}
     start_s = 0.0
-    if first:
-        job = Job(f"{__name__}:measure_steps", {"cells": list(first.values()), "budget_s": BUDGET_S})
+    own: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for (name, backend), pairs in groups.items():
+        fw = frameworks.get(name)
+        apart = isolate or fw.own_process  # (own_process: a fresh process, the backend chosen before the import)
+        job = Job(f"{fw.cell_module}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         t0 = time.perf_counter()
-        r = (ChildProcess(timeout=BUDGET_S * 8) if isolate else Inline()).run(job)
-        if "_failed" in r:
+        k = (ChildProcess(timeout=BUDGET_S * 8) if apart else Inline()).run(job)
+        took = max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0)) if apart else 0.0
+        if fw.own_process:
+            if "_failed" not in k:
+                own[(name, backend)] = {**k, "start_s": took}
+            continue
+        if "_failed" in k:
             return None
-        start_s = max(0.0, time.perf_counter() - t0 - float(r.get("work_s") or 0.0)) if isolate else 0.0
-    keras: dict[str, dict[str, Any]] = {}
-    for backend, pairs in keras_first.items():  # (always in a fresh process: the backend is chosen before the import)
-        job = Job("ampbench.keras.cell:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
-        t0 = time.perf_counter()
-        k = ChildProcess(timeout=BUDGET_S * 8).run(job)
-        if "_failed" not in k:
-            k["start_s"] = max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0))
-            keras[backend] = k
-    return estimate(cells, r, start_s, keras)
+        r, start_s = {"targets": {**r["targets"], **k["targets"]}}, took
+    return estimate(cells, r, start_s, own)

@@ -5,11 +5,13 @@ trial on one torchrun rank. Each takes the JSON payload the parent wrote and ret
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import replace
 from typing import Any
 
-from ampbench.bench.cells import CellSpec
+from ampbench import frameworks
+from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Job
 from ampbench.measure.maxbatch import Trial
 
@@ -48,15 +50,9 @@ def _ok(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def framework(spec: CellSpec) -> Any:
-    """The module that measures the cell in this process (``run_cell``, ``run_trial``): ampbench.bench.cell for
-    PyTorch, ampbench.keras.cell for a Keras cell (whose backend this process then imports)."""
-    if spec.keras_backend is not None:
-        from ampbench.keras import cell as keras_cell
-
-        return keras_cell
-    from ampbench.bench import cell as torch_cell
-
-    return torch_cell
+    """The module that measures the cell in this process (``run_cell``, ``run_trial``, ``validate``): its framework's
+    cell module (:mod:`ampbench.frameworks`), imported here, in the cell's process (a backend is chosen there)."""
+    return importlib.import_module(frameworks.of_cell(spec).cell_module)
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
@@ -92,18 +88,7 @@ def validate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(spec: CellSpec) -> dict[str, Any]:
-    from ampbench.bench.cell import validate_cell_inputs
-    from ampbench.errors import AmpbenchError
-
-    if spec.keras_backend is not None:
-        from ampbench.keras.cell import validate as validate_keras
-
-        return validate_keras(spec)
-    try:
-        validate_cell_inputs(spec)
-    except AmpbenchError as e:
-        return {"error": str(e)}
-    return {"error": ""}
+    return framework(spec).validate(spec)  # type: ignore[no-any-return]
 
 
 def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
@@ -111,16 +96,14 @@ def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
     the rank's device, with its own batches."""
     import torch.distributed as dist
 
-    from ampbench.bench.cell import run_cell
-
     if payload.get("crash_rank") == dist.get_rank():  # tests: a rank that dies mid-cell (SIGKILL, as the OOM killer)
         os.kill(os.getpid(), 9)
-    return run_cell(replace(_spec(payload), device=payload["device"]))
+    spec = replace(_spec(payload), device=payload["device"])
+    return framework(spec).run_cell(spec)  # type: ignore[no-any-return]
 
 
 def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
     """One max-batch trial on one rank."""
-    from ampbench.bench.cell import run_trial
-
-    return run_trial(replace(_spec(payload), device=payload["device"]), int(payload["batch_size"]))
+    spec = replace(_spec(payload), device=payload["device"])
+    return framework(spec).run_trial(spec, int(payload["batch_size"]))  # type: ignore[no-any-return]
 

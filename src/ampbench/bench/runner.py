@@ -13,11 +13,11 @@ from typing import Any
 
 import torch
 
-from ampbench import progress
-from ampbench.bench.cell import base_row, run_cell
-from ampbench.bench.cells import CellSpec
+from ampbench import frameworks, progress
 from ampbench.bench.config import RunConfig
-from ampbench.bench.jobs import isolated_trial, job, trial_of, validate_job
+from ampbench.bench.jobs import framework, isolated_trial, job, trial_of, validate_job
+from ampbench.bench.rows import base_row
+from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
 from ampbench.launch import ChildProcess, Inline
 from ampbench.measure.env import device_name
@@ -53,11 +53,12 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         from ampbench.bench.ranks import run_cell_distributed
 
         return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
-    if not isolate and spec.keras_backend is None:  # (a Keras cell imports its backend: always a process of its own)
+    if not isolate and not frameworks.of_cell(spec).own_process:  # (own_process: it imports a backend of its choice)
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
-        return run_cell(spec, maxbatch_trial=trial,
-                        throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
+        cells = framework(spec)
+        return cells.run_cell(spec, maxbatch_trial=trial,  # type: ignore[no-any-return]
+                              throughput_at=lambda s, b: cells.run_cell(s.measuring(("throughput",), b)))
     return _failed_or_row(spec, ChildProcess(timeout).run(job("cell", spec, trial_timeout=timeout)))
 
 
@@ -89,7 +90,7 @@ def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
     corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
     synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs."""
-    return (spec.model is not None or spec.keras_backend is not None or spec.data.data_dir is not None
+    return (spec.model is not None or frameworks.of_cell(spec).own_process or spec.data.data_dir is not None
             or spec.data.val_fraction is not None
             or ":" in (spec.workload or "") or spec.execution.memory_format != "contiguous")
 
@@ -103,38 +104,36 @@ def validate_inputs(config: RunConfig) -> list[str]:
     """
     seen = set()
     notes: list[str] = []
-    keras: dict[str, list[CellSpec]] = {}
+    own: dict[tuple[str, str | None], list[CellSpec]] = {}
     for spec in config.cells():
-        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.keras_backend)
+        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.framework, spec.backend)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)
-        if spec.keras_backend is not None:  # built in a process of its backend, under the run's loss-scaled policy
-            keras.setdefault(spec.keras_backend, []).append(spec)
+        if frameworks.of_cell(spec).own_process:  # built in a process of its backend, under the run's loss-scaled mode
+            own.setdefault((spec.framework, spec.backend), []).append(spec)
             continue
         if not config.launch.isolated(config.device):
-            from ampbench.bench.cell import validate_cell_inputs
-
-            validate_cell_inputs(spec)
+            r = framework(spec).validate(spec)
+            if r["error"]:
+                raise AmpbenchError(r["error"])
             continue
         r = ChildProcess(config.launch.cell_timeout).run(job("validate", spec))
         if r.get("_failed"):  # the interpreter died building it (a crashing model): its cells will say so
             continue
         if r.get("error"):
             raise AmpbenchError(r["error"])
-    for specs in keras.values():
-        notes.extend(_validate_keras(config, specs))
+    for specs in own.values():
+        notes.extend(_validate_in_own_process(config, specs))
     return notes
 
 
-def _validate_keras(config: RunConfig, specs: list[CellSpec]) -> list[str]:
-    """Build the Keras targets of one backend (installed, each factory a keras.Model, a step on 2 samples), all in
-    one process of that backend (its import paid once), each under the policy of the run's most demanding mode
-    (mixed_float16 when the run has amp-fp16: the float32-output check); their warnings. An AmpbenchError for bad
-    input (the first target's, in the run's order)."""
-    from ampbench.keras.backends import missing
-
-    problem = missing(specs[0].keras_backend or "")
+def _validate_in_own_process(config: RunConfig, specs: list[CellSpec]) -> list[str]:
+    """Build the targets of a framework that runs in a process of its own (its backend installed, each factory its
+    model, a step on 2 samples), all in one process of that backend (its import paid once), each under the run's
+    most demanding mode (amp-fp16 when the run has it: a float32-output check); their warnings. An AmpbenchError for
+    bad input (the first target's, in the run's order)."""
+    problem = frameworks.of_cell(specs[0]).missing(specs[0].backend)
     if problem:
         raise AmpbenchError(problem)
     probes = []

@@ -43,31 +43,27 @@ def diagnose_cmd(
     trace: Annotated[o.Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
     db: Annotated[o.Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
     tensorboard: o.TensorboardOpt = None,
-    keras_backend: o.KerasBackendOpt = None,
+    backend: o.BackendOpt = None,
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     import json
 
+    from ampbench import frameworks
     from ampbench.diagnose import applicable_checks, diagnose, parse_checks
-    from ampbench.keras.diagnose import KERAS_CHECKS
-    from ampbench.keras.workloads import keras_target
     from ampbench.precision import Fp8Options, resolve
     from ampbench.store.sqlite import utcnow
     from ampbench.workloads import build_target
 
-    backend = keras_target(target, model, keras_backend, preset, seed)
-    wanted = parse_checks(checks) if checks is not None else KERAS_CHECKS if backend else applicable_checks(precision)
+    fw, resolved = frameworks.of_command(target, model, backend, preset, seed)
+    wanted = parse_checks(checks) if checks is not None else fw.diagnose_checks() or applicable_checks(precision)
     data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                           option)
-    keras_spec = None
-    if backend is not None:  # a Keras model: its checks, in a process of its own (its backend)
-        from ampbench.keras.diagnose import check_checks
-        from ampbench.keras.workloads import command_spec
-
-        keras_spec = command_spec(backend, target, model, precision, preset, batch_size, device, seed, data, {
+    apart = None
+    if fw.diagnose_job() is not None:  # another framework's model: its checks, in a process of its own (its backend)
+        apart = fw.command_spec(resolved, target, model, precision, preset, batch_size, device, seed, data, {
             "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None, "--trace": trace is not None,
             "--tensorboard": tensorboard is not None, "--data-dir/--option": data_dir is not None or bool(option)})
-        check_checks(wanted, target or f"--model {model}")
+        fw.check_checks(wanted, target or f"--model {model}")
     fp8 = Fp8Options.for_modes([precision], fp8_skip, fp8_filter)
     data.check_targets([target] if target else [], model)  # type: ignore[attr-defined]
     label = target or f"user:{model}"
@@ -89,8 +85,8 @@ def diagnose_cmd(
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        if keras_spec is not None:
-            d = _diagnose_keras(keras_spec, wanted, steps)
+        if apart is not None:
+            d = _diagnose_apart(fw, apart, wanted, steps)
         else:
             d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device,
                          seed=seed, checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
@@ -122,16 +118,15 @@ def diagnose_cmd(
 
 
 
-def _diagnose_keras(spec: Any, wanted: tuple[str, ...], steps: int) -> Any:
-    """The Keras diagnosis (ampbench.keras.diagnose) of ``spec`` in a child process, as a Diagnosis."""
+def _diagnose_apart(fw: Any, spec: Any, wanted: tuple[str, ...], steps: int) -> Any:
+    """The diagnosis of another framework's model (its ``diagnose_job``) in a child process, as a Diagnosis."""
     from ampbench.diagnose import Diagnosis
     from ampbench.diagnose.findings import Finding
-    from ampbench.keras.diagnose import HERE
     from ampbench.launch import ChildProcess, Job
 
-    r = ChildProcess().run(Job(f"{HERE}:diagnose_job", {"spec": spec.to_dict(), "checks": list(wanted), "steps": steps}))
+    r = ChildProcess().run(Job(fw.diagnose_job(), {"spec": spec.to_dict(), "checks": list(wanted), "steps": steps}))
     if "_failed" in r:
-        raise AmpbenchError(f"diagnosing {spec.label} on Keras's {spec.keras_backend} backend failed: {r['_failed']}")
+        raise AmpbenchError(f"diagnosing {spec.label} ({fw.describe(spec.backend)}) failed: {r['_failed']}")
     if r.get("error"):
         raise AmpbenchError(r["error"])
     findings = [Finding(**f) for f in r.pop("findings")]

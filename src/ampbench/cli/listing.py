@@ -26,7 +26,8 @@ def list_cmd(
 
 
 def _list_workloads() -> None:
-    from ampbench.workloads import PRESETS, get_spec, list_workloads
+    from ampbench import frameworks
+    from ampbench.workloads import PRESETS
 
     table = Table(title=f"Workloads (presets: {', '.join(PRESETS)})", title_justify="left")
     table.add_column("name", style="bold cyan", no_wrap=True)
@@ -34,14 +35,9 @@ def _list_workloads() -> None:
     table.add_column("paper preset", overflow="fold")
     table.add_column("--data-dir", overflow="fold")
     table.add_column("options")
-    for name in list_workloads():
-        spec = get_spec(name)
-        table.add_row(name, spec.description, spec.paper, spec.data, ", ".join(spec.options()) or "-")
-    from ampbench.keras.workloads import KERAS_WORKLOADS
-
-    for info in KERAS_WORKLOADS.values():
-        table.add_row(info.name, info.description + " (extra: ampbench[keras])", info.paper, "none (random by design)",
-                      "-")
+    for fw in frameworks.all_frameworks():  # (each framework lists its own workloads)
+        for w in fw.workloads():
+            table.add_row(w.name, w.description, w.paper, w.data, w.options)
     table.add_row("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",
                   "as --model: images", "timm.create_model arguments")
     table.add_row("hf:<type>", "HF transformers from a config (hf:bert, hf:gpt2 --task lm), no download "

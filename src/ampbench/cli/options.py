@@ -7,7 +7,7 @@ way (:meth:`ampbench.workloads.DataOptions.check_targets`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -15,8 +15,19 @@ Opt = Optional  # typer needs Optional[...] on py3.10
 
 ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory "
                                             "(returns an nn.Module, an ampbench.Workload or a keras.Model).")]
-KerasBackendOpt = Annotated[Opt[str], typer.Option("--keras-backend", help="Keras models (keras-* workloads, a --model "
-                                                   "returning a keras.Model): torch (default), tensorflow or jax.")]
+
+
+def _backend_option() -> Any:
+    """``--<framework>-backend`` of every framework with backends (:mod:`ampbench.frameworks`): one parameter,
+    ``backend``, which each framework resolves for its own targets."""
+    from ampbench import frameworks
+
+    chosen = [fw for fw in frameworks.all_frameworks() if fw.backends]
+    return Annotated[Opt[str], typer.Option(*(f"--{fw.name}-backend" for fw in chosen),
+                                            help=" ".join(fw.backend_help for fw in chosen))]
+
+
+BackendOpt = _backend_option()
 InputShapeOpt = Annotated[Opt[str], typer.Option(help="Per-sample input shape: 20 (features), 3,224,224 (an image), "
                                                  "16,80 (a sequence of vectors), 128 with --vocab-size (token ids).")]
 VocabSizeOpt = Annotated[Opt[int], typer.Option(help="Token inputs: int64 ids in [1, V), 0 left for padding (--task lm: "

@@ -55,25 +55,25 @@ def train_cmd(
     node_rank: o.NodeRankOpt = 0,
     rdzv_endpoint: o.RdzvOpt = None,
     tensorboard: o.TensorboardOpt = None,
-    keras_backend: o.KerasBackendOpt = None,
+    backend: o.BackendOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     import json
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from ampbench.frameworks.torch.train import TrainConfig, train
     from ampbench.precision import Fp8Options, resolve
-    from ampbench.train import TrainConfig, train
     from ampbench.workloads import build_target
 
     resolve(precision)  # fail fast on a bad name, before building data
-    from ampbench.keras.workloads import keras_target
+    from ampbench import frameworks
 
-    backend = keras_target(workload, model, keras_backend, preset, seed)
-    if backend is not None:  # a Keras model: trained under Keras's policy, in a process of its own
+    fw, resolved = frameworks.of_command(workload, model, backend, preset, seed)
+    if fw.train_job() is not None:  # another framework's model: trained under its recipe, in a process of its own
         data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir,
                               val_fraction, option)
-        return _train_keras(backend, workload, model, precision, preset, epochs, batch_size, seed, device, max_steps,
+        return _train_apart(fw, resolved, workload, model, precision, preset, epochs, batch_size, seed, device, max_steps,
                             data, json_out, {
                                 "--loss-scale": loss_scale is not None, "--compile": compile is not None,
                                 "--strategy": strategy is not None, "--checkpoint/--resume": checkpoint is not None or resume,
@@ -182,18 +182,17 @@ def _join_process_group(device: str | None) -> None:
 
 
 
-def _train_keras(backend: str, workload: str | None, model: str | None, precision: str, preset: str | None,
-                 epochs: int | None, batch_size: int | None, seed: int, device: str | None, max_steps: int | None,
-                 data: Any, json_out: Path | None, torch_only: dict[str, bool]) -> None:
-    """``ampbench train`` of a Keras model: every check here, then the epochs in a child process (its backend)."""
+def _train_apart(fw: Any, backend: str | None, workload: str | None, model: str | None, precision: str,
+                 preset: str | None, epochs: int | None, batch_size: int | None, seed: int, device: str | None,
+                 max_steps: int | None, data: Any, json_out: Path | None, given: dict[str, bool]) -> None:
+    """``ampbench train`` of another framework's model: every check here, then the epochs in a child process (its
+    backend, its ``train_job``)."""
     import json
 
-    from ampbench.keras.train import HERE
-    from ampbench.keras.workloads import command_spec
     from ampbench.launch import ChildProcess, Job
 
-    spec = command_spec(backend, workload, model, precision, preset, batch_size, device, seed, data, torch_only)
-    what, precision, dev = workload or f"--model {model}", spec.precision, spec.device
+    spec = fw.command_spec(backend, workload, model, precision, preset, batch_size, device, seed, data, given)
+    what, precision = workload or f"--model {model}", spec.precision
     for flag, v in (("--epochs", epochs), ("--batch-size", batch_size), ("--max-steps", max_steps)):
         if v is not None and v < 1:
             raise AmpbenchError(f"{flag} must be >= 1, got {v}")
@@ -207,9 +206,10 @@ def _train_keras(backend: str, workload: str | None, model: str | None, precisio
             shown.append(line)
             console.print(escape(line))
 
-    console.print(f"[bold]{escape(what)}[/] (Keras on {backend}, preset {escape(spec.preset)}) in [bold cyan]{precision}[/]")
-    r = ChildProcess(on_progress=on_progress).run(Job(f"{HERE}:train_job", {"spec": spec.to_dict(), "epochs": epochs,
-                                                                           "max_steps": max_steps}))
+    console.print(f"[bold]{escape(what)}[/] ({escape(fw.describe(backend))}, preset {escape(spec.preset)}) in "
+                  f"[bold cyan]{precision}[/]")
+    r = ChildProcess(on_progress=on_progress).run(Job(fw.train_job(), {"spec": spec.to_dict(), "epochs": epochs,
+                                                                      "max_steps": max_steps}))
     if "_failed" in r:
         err_console.print(f"[red]error:[/] training {escape(what)} failed: {escape(r['_failed'])}")
         raise typer.Exit(1)
@@ -217,14 +217,7 @@ def _train_keras(backend: str, workload: str | None, model: str | None, precisio
         raise AmpbenchError(r["error"])
     for note in r.get("warnings") or []:
         err_console.print(f"[yellow]warning:[/] {escape(note)}")
-    m = r.get("metric_name") or "metric"
-    fmt = (lambda v: f"{v:.2%}") if m == "accuracy" else (lambda v: f"{v:.4g}")
-    parts = [f"{split} {m} {fmt(r[key])}" for split, key in (("train", "train_metric"), ("test", "test_metric"))
-             if r.get(key) is not None]
-    console.print(escape(f"{precision} ({r['keras_policy']}) on {dev}, Keras on {backend}: {'  '.join(parts)}  final loss "
-                         f"{r['final_loss']:.4f}  {r['samples_per_s']:,.0f} samples/s (first step "
-                         f"{r['first_step_s']:.1f} s left out)  {plural(r['steps'], 'step')} trained, skipped steps "
-                         f"{r['skipped_steps']}, loss scale {r['loss_scale']:g}"))
+    console.print(escape(r.pop("summary")))
     if json_out is not None:
         write_text_atomic(json_out, json.dumps(r, indent=2))
         console.print(f"wrote {escape(str(json_out))}")

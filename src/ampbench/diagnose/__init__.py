@@ -77,6 +77,86 @@ def _first_build(target: str | Callable[[], Workload], preset: str, seed: int,
     return wl
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckContext:
+    """What every check is given: a builder of fresh copies of the workload, the mode and its recipe, the device,
+    batch size and steps, the half dtype's name, the fix checker and the fp8 options, the profile's trace path."""
+
+    build: Callable[[], Workload]
+    precision: str
+    recipe: Any
+    dev: torch.device
+    bs: int
+    steps: int
+    half16: str
+    fixes: Any
+    mp_options: dict[str, Any] | None
+    trace: Path | None
+
+
+def _nonfinite(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import nonfinite
+
+    r = nonfinite.locate_nonfinite(c.build(), c.precision, c.dev, c.bs, c.steps, mp_options=c.mp_options)
+    return r, nonfinite.nonfinite_findings(r, c.precision, c.fixes.fix_text)
+
+
+def _gradients(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import ranges
+
+    settled = ranges.dynamic_settle(c.build(), c.dev, c.bs, c.steps)
+    scaling = c.recipe.default_loss_scale  # what the diagnosed mode trains with
+    in_use = (settled["scale"] if scaling == "dynamic" else
+              float(scaling.split(":", 1)[1]) if scaling.startswith("static:") else None)
+    r = ranges.gradient_ranges(c.build(), c.dev, c.bs, in_use if c.half16 == "fp16" and c.recipe.is_half else None)
+    r["dynamic"] = settled
+    return r, ranges.gradient_findings(r, settled, c.half16 if c.recipe.is_half else None, scaling)
+
+
+def _activations(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import ranges
+
+    acts = ranges.activation_ranges(c.build(), c.dev, c.bs)
+    return acts, ranges.activation_findings(acts, c.fixes.fix_text)
+
+
+def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import policy
+    from ampbench.precision import supported
+
+    pr = policy.find_policy(c.build, c.dev, c.bs, c.steps, precision=f"master-{c.half16}")
+    bf16 = c.half16 == "fp16" and supported("amp-bf16", c.dev).ok
+    return pr.to_dict(), policy.policy_findings(pr, (lambda: c.fixes.mode_text("amp-bf16")) if bf16 else None)
+
+
+def _tensorcore(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import tensorcore
+
+    issues = tensorcore.lint_dims(c.build().model, c.bs)
+    return issues, tensorcore.tensorcore_findings(issues, c.dev.type == "cuda")
+
+
+def _fp8(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import fp8
+
+    r = fp8.fp8_layer_stats(c.build(), c.precision, c.dev, c.bs, c.steps, c.mp_options)
+    return r, fp8.fp8_findings(r, c.precision)
+
+
+def _profile(c: CheckContext) -> tuple[Any, list[Finding]]:
+    from ampbench.diagnose import profile
+
+    p = profile.profile_steps(c.build(), c.precision, c.dev, c.bs, min(c.steps, 10), c.trace,
+                              baseline=c.build() if c.precision != "fp32" else None, mp_options=c.mp_options)
+    return p, profile.profile_findings(p, c.recipe.is_half)
+
+
+RUNNERS: dict[str, Callable[[CheckContext], tuple[Any, list[Finding]]]] = {
+    "nonfinite": _nonfinite, "gradients": _gradients, "activations": _activations, "policy": _policy,
+    "tensorcore": _tensorcore, "fp8": _fp8, "profile": _profile}
+"""The checks, by name: each takes the context and returns (its details, its findings). A check is one entry."""
+
+
 def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", *, steps: int = 20,
              preset: str = "small", batch_size: int | None = None, device: str | None = None, seed: int = 0,
              checks: tuple[str, ...] | None = None, trace: Path | None = None, name: str | None = None,
@@ -87,7 +167,6 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     data), so the checks do not disturb each other. ``mp_options``: the fp8 modes' fp8_skip/fp8_filter.
     A check that fails becomes an error finding; the others still run.
     """
-    from ampbench.diagnose import fp8, nonfinite, policy, profile, ranges, tensorcore
     from ampbench.diagnose.fixes import FixChecker
     from ampbench.measure.env import device_name, resolve_device
     from ampbench.precision import get, resolve, supported
@@ -125,43 +204,11 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         findings.append(Finding("warning", "fallback", f"kernel fallback in {precision} on {dev}: {note}",
                                 "the precision is honoured (the same math in the same dtype) on another kernel, which "
                                 "can be slower: speed here says nothing about a GPU", "", {"fallback": note}))
+    ctx = CheckContext(build, precision, recipe, dev, bs, steps, half16, fixes, mp_options, trace)
     for check in checks:
         try:
-            if check == "nonfinite":
-                r = nonfinite.locate_nonfinite(build(), precision, dev, bs, steps, mp_options=mp_options)
-                details[check] = r
-                findings += nonfinite.nonfinite_findings(r, precision, fixes.fix_text)
-            elif check == "gradients":
-                settled = ranges.dynamic_settle(build(), dev, bs, steps)
-                scaling = recipe.default_loss_scale  # what the diagnosed mode trains with
-                in_use = (settled["scale"] if scaling == "dynamic" else
-                          float(scaling.split(":", 1)[1]) if scaling.startswith("static:") else None)
-                r = ranges.gradient_ranges(build(), dev, bs, in_use if half16 == "fp16" and recipe.is_half else None)
-                r["dynamic"] = settled
-                details[check] = r
-                findings += ranges.gradient_findings(r, settled, half16 if recipe.is_half else None, scaling)
-            elif check == "activations":
-                acts = ranges.activation_ranges(build(), dev, bs)
-                details[check] = acts
-                findings += ranges.activation_findings(acts, fixes.fix_text)
-            elif check == "policy":
-                pr = policy.find_policy(build, dev, bs, steps, precision=f"master-{half16}")
-                details[check] = pr.to_dict()
-                bf16 = half16 == "fp16" and supported("amp-bf16", dev).ok
-                findings += policy.policy_findings(pr, (lambda: fixes.mode_text("amp-bf16")) if bf16 else None)
-            elif check == "tensorcore":
-                issues = tensorcore.lint_dims(build().model, bs)
-                details[check] = issues
-                findings += tensorcore.tensorcore_findings(issues, dev.type == "cuda")
-            elif check == "fp8":
-                r = fp8.fp8_layer_stats(build(), precision, dev, bs, steps, mp_options)
-                details[check] = r
-                findings += fp8.fp8_findings(r, precision)
-            elif check == "profile":
-                p = profile.profile_steps(build(), precision, dev, bs, min(steps, 10), trace,
-                                          baseline=build() if precision != "fp32" else None, mp_options=mp_options)
-                details[check] = p
-                findings += profile.profile_findings(p, recipe.is_half)
+            details[check], found = RUNNERS[check](ctx)
+            findings += found
         except AmpbenchError:
             raise
         except Exception as e:  # one broken check must not hide the others' findings

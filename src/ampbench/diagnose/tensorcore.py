@@ -21,7 +21,7 @@ def _round_up(n: int, m: int) -> int:
 
 class DimLint:
     """Collects the GEMM dimensions that miss ``multiple`` (64 for a vocabulary-sized one): what a framework's lint
-    (PyTorch modules here, Keras layers in ampbench.keras.diagnose) feeds with its layers' sizes."""
+    (PyTorch modules here, Keras layers in ampbench.frameworks.keras.diagnose) feeds with its layers' sizes."""
 
     def __init__(self, multiple: int = 8) -> None:
         self.multiple = multiple

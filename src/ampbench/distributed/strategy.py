@@ -39,11 +39,23 @@ policy: hysteresis, the scale floor's error).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from ampbench.errors import AmpbenchError, suggest
-from ampbench.precision.base import Precision
+
+
+class Recipe(Protocol):
+    """What a strategy needs to know of a precision recipe (:class:`ampbench.precision.base.Precision` is one)."""
+
+    name: str
+    param_dtype: torch.dtype
+    master_weights: bool
+    casts_model: bool
+
+    @property
+    def is_fp8(self) -> bool: ...
 
 STRATEGIES = ("ddp", "fsdp")
 REDUCE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -104,7 +116,7 @@ def check_reduce_dtype(value: str | torch.dtype | None) -> torch.dtype | None:
                         "own dtype)")
 
 
-def layout(strategy: str, recipe: Precision, grad_reduce_dtype: torch.dtype | None = None) -> Layout:
+def layout(strategy: str, recipe: Recipe, grad_reduce_dtype: torch.dtype | None = None) -> Layout:
     """The table above, for one pair. Raises for pairs that are not supported, saying why."""
     half = recipe.param_dtype if recipe.casts_model else None
     if strategy == "ddp":

@@ -102,15 +102,13 @@ def compress_hook(dtype: torch.dtype) -> Any:
     return hook
 
 
-def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, keep_fp32: Sequence[str | type[nn.Module]] = ()) -> nn.Module:
-    """fully_shard the model (in place; its class becomes an FSDPModule): norm units first when the layout
-    says so, then the root. Returns the model."""
+def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, fp32_units: Sequence[nn.Module] = ()) -> nn.Module:
+    """fully_shard the model (in place; its class becomes an FSDPModule): the fp32 units (the recipe's norms and
+    kept modules, resolved by the precision engine) first when the layout says so, then the root. Returns the model."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    from ampbench.precision.convert import resolve_keep_fp32
-
     if layout.fsdp_norm_units:
-        for _, module in resolve_keep_fp32(model, keep_fp32, keep_norm=True):
+        for module in fp32_units:
             if any(True for _ in module.parameters(recurse=True)):
                 fully_shard(module, mesh=mesh, mp_policy=MixedPrecisionPolicy(
                     param_dtype=torch.float32, reduce_dtype=layout.reduce_dtype, output_dtype=layout.fsdp_param_dtype))
@@ -127,14 +125,14 @@ def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, keep_fp32: Sequence[s
 
 
 def shard_and_rebind(model: nn.Module, optimizers: list[torch.optim.Optimizer], layout: Layout, mesh: Any,
-                     keep_fp32: Sequence[str | type[nn.Module]] = (), names: dict[int, str] | None = None) -> nn.Module:
+                     fp32_units: Sequence[nn.Module] = (), names: dict[int, str] | None = None) -> nn.Module:
     """``names``: :func:`param_names` of the model as the optimizers were built on it (before a conversion)."""
     for opt in optimizers:
         if opt.state:
             raise MisuseError(f"{type(opt).__name__} already has state (it stepped before mp.setup): under fsdp the "
                               "parameters are replaced by sharded ones; set up before the first step")
     names = param_names(model) if names is None else names
-    wrap_fsdp(model, layout, mesh, keep_fp32)
+    wrap_fsdp(model, layout, mesh, fp32_units)
     for opt in optimizers:
         rebind_optimizer(opt, model, names)
     return model

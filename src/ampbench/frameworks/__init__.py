@@ -21,7 +21,7 @@ FRAMEWORKS = {"torch": "ampbench.frameworks.torch", "keras": "ampbench.framework
 DEFAULT = next(iter(FRAMEWORKS))
 
 __all__ = ["DEFAULT", "FRAMEWORKS", "Framework", "Options", "WorkloadEntry", "all_frameworks", "backend_key", "get",
-           "of_cell", "of_model", "of_row", "of_workload", "row_keys"]
+           "of_cell", "of_command", "of_model", "of_row", "of_workload", "row_keys"]
 
 
 def get(name: str | None) -> Framework:
@@ -50,12 +50,25 @@ def of_workload(workload: str | None) -> Framework:
 
 
 def of_model(model: str, preset: str | None, seed: int, backend_given: str | None = None) -> Framework:
-    """The framework of a ``--model`` factory: the one whose backend option was given, or the first that recognises
-    the model (its file's imports, else the object its factory returns), else the default."""
+    """The framework of a ``--model`` factory: one with backends when a backend was given, or the first that
+    recognises the model (its file's imports, else the object its factory returns), else the default."""
     for fw in _others():
-        if fw.owns_model(model, preset, seed, backend_given == fw.name):
+        if fw.owns_model(model, preset, seed, backend_given is not None and bool(fw.backends)):
             return fw
     return get(DEFAULT)
+
+
+def of_command(workload: str | None, model: str | None, backend_given: str | None, preset: str | None,
+               seed: int) -> tuple[Framework, str | None]:
+    """(framework, backend) of a ``train`` or ``diagnose`` target; a backend given for a framework without the
+    target is one line."""
+    fw = of_model(model, preset, seed, backend_given) if model is not None else of_workload(workload)
+    backend = None
+    for other in all_frameworks():
+        if other.backends:
+            resolved = other.backend(backend_given, other is fw, "this target is a PyTorch model")
+            backend = resolved if other is fw else backend
+    return fw, backend
 
 
 def backend_key(framework: str) -> str:
@@ -73,11 +86,12 @@ def key_entries(framework: str, backend: str | None) -> dict[str, Any]:
 
 
 def from_entries(d: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(framework, backend) of a flat cell dict or a row: its ``framework`` entry, or the framework whose
-    ``<framework>_backend`` entry it holds (keys never held ``framework``), else the default."""
+    """(framework, backend) of a flat cell dict or a row: its ``framework`` entry (with ``<framework>_backend``, or
+    ``backend`` in a cell's full dict), or the framework whose ``<framework>_backend`` entry it holds (keys never held
+    ``framework``), else the default."""
     name = d.get("framework")
     if name in FRAMEWORKS:
-        return name, d.get(backend_key(name))
+        return name, d.get(backend_key(name), d.get("backend"))
     for other in FRAMEWORKS:
         if other != DEFAULT and d.get(backend_key(other)) is not None:
             return other, d[backend_key(other)]

@@ -47,6 +47,8 @@ class Framework(Protocol):
     """Its cells always run in a process of their own (a backend chosen before the framework is imported)."""
     backends: tuple[str, ...]
     """The backends it runs on (empty: none to choose); a cell's backend is stored as ``<name>_backend``."""
+    backend_help: str
+    """The help of its ``--<name>-backend`` option (frameworks with backends)."""
 
     def owns_workload(self, workload: str) -> bool:
         """Whether ``workload`` (a registered name) is one of this framework's."""
@@ -60,6 +62,10 @@ class Framework(Protocol):
     def backend(self, given: str | None, owned: bool, otherwise: str) -> str | None:
         """The backend its targets run on: ``given`` (checked) or its default; None when the command has no target of
         this framework (then a given backend is one line ending in ``otherwise``)."""
+        ...
+
+    def missing(self, backend: str | None) -> str | None:
+        """Why ``backend`` cannot run here (not installed: the extra to install), or None."""
         ...
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
@@ -89,6 +95,17 @@ class Framework(Protocol):
 
     def diagnose_job(self) -> str | None:
         """``module:function`` that diagnoses one of its models in a process of its own, or None (in-process)."""
+        ...
+
+    def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
+                     preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
+                     given: dict[str, bool]) -> Any:
+        """The cell a ``train`` or ``diagnose`` of one of its targets runs in its own process, checked first (the
+        options it cannot take: ``given``, flag -> given; the mode; the backend installed)."""
+        ...
+
+    def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
+        """One line for a diagnose check it cannot run on ``what``."""
         ...
 
     def diagnose_checks(self) -> tuple[str, ...] | None:

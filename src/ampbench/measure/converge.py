@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ampbench import progress
+from ampbench.data.tensors import TensorData
 from ampbench.distributed import current_rank
 from ampbench.errors import TrainingDivergedError
 from ampbench.execution import Execution, finish_model, mark_step, prepare_model
@@ -24,13 +25,35 @@ from ampbench.precision import MixedPrecision
 from ampbench.workloads.base import Workload
 
 
+@torch.no_grad()
+def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_size: int) -> tuple[float, float | None]:
+    """(mean loss, metric) over ``data`` in eval mode, under the mode's forward context."""
+    model, metric = workload.model, workload.metric
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=data.device)
+    m_sum = torch.zeros((), dtype=torch.float64, device=data.device)
+    n_batches = m_count = 0
+    for inputs, targets in data.batches(batch_size):
+        with mp.autocast():
+            out = workload.call_model(model, inputs)
+            loss_sum += workload.loss_fn(out, targets).double()
+            if metric is not None:
+                s, c = metric.fn(out, targets)
+                m_sum += s.double()
+                m_count += c
+        n_batches += 1
+    model.train(was_training)
+    mean_loss = float(loss_sum) / max(n_batches, 1)
+    value = metric.finalize(float(m_sum) / m_count) if metric is not None and m_count else None
+    return mean_loss, value
+
+
 def train_seed(workload: Workload, precision: str, device: torch.device, steps: int, batch_size: int, seed: int,
                loss_scale: str | None = None, mp_options: dict[str, Any] | None = None,
                execution: Execution | None = None, meter: Callable[[int], None] | None = None) -> dict[str, Any]:
     """One seed's training (compiled / channels-last as ``execution`` says: a compiled cell's convergence
     is the compiled model's own); ``meter(i)`` after step i (progress)."""
-    from ampbench.train import evaluate
-
     execution = execution or Execution()
     model = prepare_model(workload.model.to(device), execution)
     optimizer = workload.make_optimizer(model.parameters())

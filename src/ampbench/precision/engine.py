@@ -41,6 +41,7 @@ from torch import nn
 
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
+from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.fp8 import Fp8Options
 from ampbench.precision.master_weights import MasterWeights
 from ampbench.precision.registry import get
@@ -327,7 +328,9 @@ class MixedPrecision:
             raise AmpbenchError("strategy fsdp takes one model per MixedPrecision (its optimizers are rebound to the "
                                 "sharded parameters)")
         mesh = self._mesh if self._mesh is not None else wrap.default_mesh(self.device)
-        return [wrap.shard_and_rebind(models[0], optimizers, self.layout, mesh, self.keep_fp32, names)]
+        units = [m for _, m in resolve_keep_fp32(models[0], self.keep_fp32, keep_norm=True)] \
+            if self.layout.fsdp_norm_units else []
+        return [wrap.shard_and_rebind(models[0], optimizers, self.layout, mesh, units, names)]
 
     def _convert(self, models: list[nn.Module]) -> None:
         names = [k for k in self.keep_fp32 if isinstance(k, str)]

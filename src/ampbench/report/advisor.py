@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any
 
-from ampbench.bench.cells import CellId, measured_on
+from ampbench.cells import CellId, measured_on
 from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference

@@ -2,7 +2,7 @@
 
 Like the published GPU benchmark tables: one table per *setting* -- workload, preset, batch size, execution
 (compile, memory format, CUDA graphs) and distribution (strategy x world size) -- so that a figure is only ever
-set beside the same cell measured on another device (:class:`ampbench.bench.cells.CellId`: an FSDP x2 cell,
+set beside the same cell measured on another device (:class:`ampbench.cells.CellId`: an FSDP x2 cell,
 a compiled cell or another batch size is another table, never a replacement). Each device's latest ok result
 per precision, divided by the reference device's result in the same precision. The reference is the one
 named, else the slowest device in fp32 (so the table reads "times faster than the slowest").
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.bench.cells import CellId
+from ampbench.cells import CellId
 from ampbench.errors import AmpbenchError
 
 

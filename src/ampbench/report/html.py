@@ -104,8 +104,9 @@ def _env_table(row: dict[str, Any]) -> str:
                           + f" ({peak.get('source')})"))
         items.append(("threads", env.get("torch_threads")))
     if env.get("backend_version"):  # a framework over a backend (Keras): its version and its backend's, not torch's
+        fw = env.get("framework")
         items.append((f"{env.get('framework')} / backend / ampbench / python",
-                      f"{env.get('keras_version')} / {env.get('keras_backend')} {env.get('backend_version')} / "
+                      f"{env.get(f'{fw}_version')} / {env.get(f'{fw}_backend')} {env.get('backend_version')} / "
                       f"{env.get('ampbench')} / {env.get('python')}"))
     else:
         items.append(("torch / ampbench / python", f"{env.get('torch')} / {env.get('ampbench')} / {env.get('python')}"))

@@ -1,7 +1,7 @@
 """Keys that compare a row with its fp32 baseline, computed whenever rows are read.
 
 The baseline of a row is the ``ok`` fp32 row of the same run and device whose cell identity
-(:class:`ampbench.bench.cells.CellId`: workload, preset, batch size, execution, distribution) is the row's
+(:class:`ampbench.cells.CellId`: workload, preset, batch size, execution, distribution) is the row's
 with the precision fp32: ``*_vs_fp32`` is the precision's own gain. ``speedup_vs_fp32_eager`` divides by
 the fp32 *eager* row (every execution axis at its default) instead: the gain of every change the row
 makes, against one baseline. Deriving at read time (not
@@ -17,7 +17,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from ampbench.bench.cells import CellId, measured_on
+from ampbench.cells import CellId, measured_on
 
 BASELINE = "fp32"
 CONVERGE_REL_FLOOR = 0.02

@@ -228,9 +228,12 @@ DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency"
 
 
 def framework_of(row: dict[str, Any]) -> str:
-    """How tables name a row's framework: torch, or keras/<backend> (rows from before the column: torch)."""
-    backend = row.get("keras_backend")
-    return f"keras/{backend}" if backend else "torch"
+    """How tables name a row's framework: its framework's name for its backend (torch, keras/tensorflow; rows from
+    before the column: the default framework)."""
+    from ampbench import frameworks
+
+    name, backend = frameworks.of_row(row)
+    return frameworks.get(name).describe(backend)
 
 
 def empty_row() -> dict[str, object]:

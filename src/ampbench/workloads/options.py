@@ -3,7 +3,7 @@
 A plain value (no torch): the CLI builds it once, the run's config and every cell carry it, and
 :func:`ampbench.workloads.factory.build_target` turns a target and it into a Workload -- one path for ``run``,
 ``train`` and ``diagnose``. Field metadata say when a field is left out of a cell's key and a run's identity
-(:func:`ampbench.bench.cells.flat`): fields added after keys were first stored are left out at their default.
+(:func:`ampbench.cells.flat`): fields added after keys were first stored are left out at their default.
 """
 
 from __future__ import annotations

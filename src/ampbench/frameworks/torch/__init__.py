@@ -22,6 +22,7 @@ class Torch:
     cell_module: str = "ampbench.frameworks.torch.cell"
     own_process: bool = False
     backends: tuple[str, ...] = ()
+    backend_help: str = ""
 
     def owns_workload(self, workload: str) -> bool:
         return True  # (asked last: what no other framework claims)
@@ -31,6 +32,9 @@ class Torch:
 
     def backend(self, given: str | None, owned: bool, otherwise: str) -> str | None:
         return None
+
+    def missing(self, backend: str | None) -> str | None:
+        return None  # (ampbench's own dependency)
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
         return None  # (every mode and option is PyTorch's; RunConfig checks them against the device)
@@ -57,6 +61,14 @@ class Torch:
         return None
 
     def diagnose_job(self) -> str | None:
+        return None
+
+    def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
+                     preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
+                     given: dict[str, bool]) -> Any:
+        raise NotImplementedError("PyTorch's train and diagnose run in the command's process")
+
+    def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
         return None
 
     def diagnose_checks(self) -> tuple[str, ...] | None:

@@ -275,8 +275,8 @@ def default_loss(keras: Any, model: Any, task: str, num_classes: int | None, num
 def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any, Any, Any, Any]:
     """Train/test splits made by ``make_batch(batch_size, rng) -> (inputs, targets)`` (numpy arrays, or tuples/lists
     or dicts of them), a fifth held out."""
-    from ampbench.workloads.tasks import sample_count
-    from ampbench.workloads.user import call_make_batch, load_factory
+    from ampbench.workloads.dataspec import sample_count
+    from ampbench.workloads.factories import call_make_batch, load_factory
 
     make_batch = load_factory(batches, "--batches", "make_batch")
     rng = np.random.default_rng(seed)
@@ -316,8 +316,8 @@ def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.n
 
 def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -> KerasWorkload:
     """The workload of ``--model spec`` returning a keras.Model; ``options``: the cell's DataOptions."""
-    from ampbench.workloads.tasks import BATCH, EPOCHS, DataSpec
-    from ampbench.workloads.user import _call_factory, load_factory
+    from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec
+    from ampbench.workloads.factories import _call_factory, load_factory
 
     if options.task == "lm":
         raise AmpbenchError(f"--model {spec!r}: --task lm is not measured for Keras models yet; give --loss "
@@ -414,7 +414,7 @@ def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
     (``workloads.user.made_by``), so it is not built twice."""
     if imports_keras(model):
         return True
-    from ampbench.workloads.user import _MADE, made_by
+    from ampbench.workloads.factories import _MADE, made_by
 
     preset_backend = os.environ.get("KERAS_BACKEND")
     if "keras" not in sys.modules:
@@ -440,7 +440,7 @@ def is_keras_object(obj: Any) -> bool:
 def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | None:
     """The backend Keras targets run on: --keras-backend (checked) or the default; None when there is no Keras target
     (then --keras-backend is one line ending in ``otherwise``)."""
-    from ampbench.keras.backends import DEFAULT_BACKEND, check_backend
+    from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend
 
     if backend is not None:
         check_backend(backend)
@@ -455,9 +455,9 @@ def command_spec(backend: str, workload: str | None, model: str | None, precisio
     """The cell a ``train`` or ``diagnose`` of a Keras target runs in its child process, checked first: no
     PyTorch-only option (``torch_only``: flag -> given), a mode Keras has and the device runs, the backend installed.
     One-line AmpbenchErrors."""
-    from ampbench.bench.cells import CellSpec, MeasureSettings
-    from ampbench.keras.backends import check_installed
-    from ampbench.keras.policy import check_precisions, refuse_torch_only
+    from ampbench.cells import CellSpec, MeasureSettings
+    from ampbench.frameworks.keras.backends import check_installed
+    from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
     from ampbench.measure.env import resolve_device
     from ampbench.precision import resolve, supported
 
@@ -471,7 +471,7 @@ def command_spec(backend: str, workload: str | None, model: str | None, precisio
         raise AmpbenchError(f"--precision {precision}: {sup.reason}")
     check_installed(backend)
     return CellSpec(device=dev, workload=workload, model=model, preset=preset or "small", precision=precision,
-                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), keras_backend=backend)
+                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), framework="keras", backend=backend)
 
 
 def imports_keras(model: str) -> bool:

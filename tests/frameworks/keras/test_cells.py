@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.bench.cells import CellSpec
 from ampbench.bench.jobs import job, validate_job
+from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess
 from tests.conftest import cli
 
@@ -89,7 +89,7 @@ def test_a_keras_file_benchmarked_from_the_cli(backend, tmp_path):
 
 
 def test_keras_conv_dummy_is_the_torch_conv_dummy():
-    from ampbench.keras.workloads import CONV_DUMMY, CONV_DUMMY_BATCH, CONV_DUMMY_EPOCHS
+    from ampbench.frameworks.keras.workloads import CONV_DUMMY, CONV_DUMMY_BATCH, CONV_DUMMY_EPOCHS
     from ampbench.workloads import build_target
     from ampbench.workloads.options import DataOptions
     from ampbench.workloads.vision import CONV_DUMMY as TORCH_CONV_DUMMY
@@ -155,7 +155,7 @@ def test_a_max_batch_trial_fits_by_its_measured_peak():
 
 
 def test_out_of_memory_is_told_apart_on_every_backend():
-    from ampbench.keras.memory import is_oom
+    from ampbench.frameworks.keras.memory import is_oom
 
     class ResourceExhaustedError(Exception):
         pass
@@ -234,12 +234,12 @@ def test_structures_that_cannot_be_measured_are_one_line(model, make, says, tmp_
 def test_a_keras_model_built_in_another_module_is_a_keras_target(tmp_path):
     """elsewhere.py never imports keras; the object its factory returns is a keras.Model: measured as one."""
     from ampbench.bench import RunConfig
-    from ampbench.keras.workloads import imports_keras
+    from ampbench.frameworks.keras.workloads import imports_keras
 
     target = f"{HERE / 'elsewhere.py'}:build"
     assert not imports_keras(target)
     cells = RunConfig.from_strings(device="cpu", model=target, precisions="fp32", input_shape="20", num_classes=2).cells()
-    assert {c.keras_backend for c in cells} == {"torch"}
+    assert {c.backend for c in cells} == {"torch"}
     out = tmp_path / "run.json"
     code, stdout, err = cli("run", "--device", "cpu", "--model", target, "--input-shape", "20", "--num-classes", "2",
                             "--precisions", "fp32", "--preset", "tiny", "--measure", "throughput", "--steps", "2",

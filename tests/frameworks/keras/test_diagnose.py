@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.keras.diagnose import SEARCH_STEPS, nonfinite_findings
+from ampbench.frameworks.keras.diagnose import SEARCH_STEPS, nonfinite_findings
 from tests.conftest import cli
 
 MODELS = Path(__file__).with_name("models.py")

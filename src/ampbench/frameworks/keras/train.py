@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec
+from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
 
-HERE = "ampbench.keras.train"
+HERE = "ampbench.frameworks.keras.train"
 
 
 def train_job(payload: dict[str, Any]) -> dict[str, Any]:
@@ -31,8 +31,8 @@ def train_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str, Any]:
-    from ampbench.keras.cell import Trainer, evaluate, setup
-    from ampbench.keras.workloads import build_workload, output_warning
+    from ampbench.frameworks.keras.cell import Trainer, evaluate, setup
+    from ampbench.frameworks.keras.workloads import build_workload, output_warning
 
     keras, policy = setup(spec)
     wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
@@ -77,9 +77,23 @@ def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str
            "metric_name": wl.metric_name, "train_metric": train_metric, "test_metric": test_metric,
            "train_loss": train_loss, "test_loss": test_loss, "samples_per_s": samples_per_s, "train_seconds": train_s,
            "first_step_s": first_step_s, "loss_scale": trainer.scale, "history": history, "framework": "keras",
-           "keras_backend": spec.keras_backend, "keras_policy": policy, "loss_scaled": trainer.loss_scaled,
+           "keras_backend": spec.backend, "keras_policy": policy, "loss_scaled": trainer.loss_scaled,
            "warnings": [warning] if warning else []}
     if wl.metric_name == "accuracy":
         out["train_accuracy"], out["test_accuracy"] = train_metric, test_metric
+    out["summary"] = summary(out)
     return out
+
+
+def summary(r: dict[str, Any]) -> str:
+    """The one line ``ampbench train`` prints at the end of a Keras model's training."""
+    m = r.get("metric_name") or "metric"
+    fmt = (lambda v: f"{v:.2%}") if m == "accuracy" else (lambda v: f"{v:.4g}")
+    parts = [f"{split} {m} {fmt(r[key])}" for split, key in (("train", "train_metric"), ("test", "test_metric"))
+             if r.get(key) is not None]
+    steps = r["steps"]
+    return (f"{r['precision']} ({r['keras_policy']}) on {r['device']}, Keras on {r['keras_backend']}: "
+            f"{'  '.join(parts)}  final loss {r['final_loss']:.4f}  {r['samples_per_s']:,.0f} samples/s (first step "
+            f"{r['first_step_s']:.1f} s left out)  {steps} step{'' if steps == 1 else 's'} trained, skipped steps "
+            f"{r['skipped_steps']}, loss scale {r['loss_scale']:g}")
 

@@ -23,12 +23,21 @@ from typing import Any
 import numpy as np
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec, base_row, first_line, judge_timed_steps, record_failure
+from ampbench.bench.rows import (
+    base_row,
+    first_line,
+    judge_timed_steps,
+    record_failure,
+    search_cell_max_batch,
+    trial_failed,
+    trial_fits,
+)
+from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
-from ampbench.keras import backends
-from ampbench.keras.memory import KerasPeak, is_oom, variable_bytes
-from ampbench.keras.policy import LOSS_SCALED, policy_of
-from ampbench.keras.workloads import KerasWorkload, build_workload, output_warning
+from ampbench.frameworks.keras import backends
+from ampbench.frameworks.keras.memory import KerasPeak, is_oom, variable_bytes
+from ampbench.frameworks.keras.policy import LOSS_SCALED, policy_of
+from ampbench.frameworks.keras.workloads import KerasWorkload, build_workload, output_warning
 from ampbench.measure.host import rss
 from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
 from ampbench.measure.stats import latency_summary, time_host
@@ -51,12 +60,12 @@ def _device_env(device: str) -> None:
 
 def setup(spec: CellSpec) -> tuple[Any, str]:
     """keras on the cell's backend and device, the precision's policy set; (keras, policy)."""
-    assert spec.keras_backend is not None
+    assert spec.backend is not None
     _device_env(spec.device)
-    keras = backends.activate(spec.keras_backend)
+    keras = backends.activate(spec.backend)
     gpu = spec.device.startswith("cuda")
-    if gpu and not backends.gpu_available(spec.keras_backend):
-        raise AmpbenchError(f"the {spec.keras_backend} backend sees no GPU for {spec.device} (its CUDA build is not "
+    if gpu and not backends.gpu_available(spec.backend):
+        raise AmpbenchError(f"the {spec.backend} backend sees no GPU for {spec.device} (its CUDA build is not "
                             "installed?); run on --device cpu or install the backend's GPU build")
     policy = policy_of(spec.precision)
     keras.mixed_precision.set_global_policy(policy)
@@ -135,7 +144,7 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
 
 def device_facts(spec: CellSpec) -> dict[str, Any]:
     """The cell's device: its name (the CPU's model name, or NVML's for the GPU) and, on a GPU, its capability, memory
-    and driver (:func:`ampbench.keras.backends.gpu_facts`)."""
+    and driver (:func:`ampbench.frameworks.keras.backends.gpu_facts`)."""
     if spec.device.startswith("cuda"):
         return {"device_name": spec.device, **backends.gpu_facts()}
     from ampbench.cpuinfo import cpu_half_hardware, cpu_name
@@ -153,7 +162,7 @@ def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[
     out = {"device": spec.device, "ampbench": ampbench.__version__, "python": platform.python_version(),
            "platform": platform.platform(), "cpu": cpu_name(), "cpu_count": os.cpu_count(), **tf32, **facts,
            "framework": "keras", "keras_version": row["keras_version"], "backend_version": row["backend_version"],
-           "keras_backend": spec.keras_backend}
+           "keras_backend": spec.backend}
     for var in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES"):
         if os.environ.get(var) is not None:
             out[var.lower()] = os.environ[var]
@@ -164,7 +173,7 @@ def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str, facts
              maxbatch_trial: Callable[[CellSpec, int], Any] | None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
     gpu = spec.device.startswith("cuda")
-    tf32 = backends.set_tf32(spec.keras_backend or "", spec.precision == "tf32") if gpu else \
+    tf32 = backends.set_tf32(spec.backend or "", spec.precision == "tf32") if gpu else \
         {"tf32_matmul": False, "tf32_cudnn": False}
     row["env"] = _env(row, spec, facts, tf32)
     row["math_mode"] = _math_mode(spec.precision, tf32["tf32_matmul"])
@@ -174,8 +183,6 @@ def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str, facts
     batch_size = spec.batch_size or wl.batch_size
     row.update(batch_size=batch_size, metric_name=wl.metric_name)
     if "maxbatch" in measures:
-        from ampbench.bench.cell import search_cell_max_batch
-
         keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
         row.update(keys)
         if error:
@@ -209,7 +216,7 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
                        row: dict[str, Any]) -> Trainer:
     progress.report("setting up the model")
     _warm_runtime(keras, wl)
-    peak = KerasPeak(spec.keras_backend or "", gpu)
+    peak = KerasPeak(spec.backend or "", gpu)
     peak.start(rss())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -335,7 +342,7 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, dict[str, Any]] = {}
     _device_env(pairs[0][1].device)
     t = time.perf_counter()
-    keras = backends.activate(pairs[0][1].keras_backend or "")
+    keras = backends.activate(pairs[0][1].backend or "")
     import_s = time.perf_counter() - t
     for target, spec in pairs:
         entry = out.setdefault(target, {"steps": {}, "first": {}})
@@ -372,26 +379,15 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         keras, _ = setup(spec)
         wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
         _warm_runtime(keras, wl)
-        peak = KerasPeak(spec.keras_backend or "", gpu)
+        peak = KerasPeak(spec.backend or "", gpu)
         peak.start(rss())
         trainer = Trainer(wl.model(keras), wl.batches(batch_size, 1))
         for _ in range(spec.measure.maxbatch_trial_steps):
             trainer()
         used = peak.peak()
     except Exception as e:
-        if is_oom(e):
-            return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
-        return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
-    limit = spec.measure.memory_budget
-    if gpu:
-        total = backends.gpu_facts().get("memory_total_bytes")
-        limit = min(x for x in (limit, total) if x is not None) if (limit or total) else None
-    if limit is None:
-        return {"fits": False, "failed": True, "peak_bytes": used, "reason": "maxbatch on CPU needs --memory-budget"}
-    allowed = (1.0 - spec.measure.memory_margin) * limit
-    fits = used <= allowed
-    return {"fits": fits, "peak_bytes": used,
-            "reason": "" if fits else f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed"}
+        return trial_failed(e, is_oom(e))
+    return trial_fits(spec, used, backends.gpu_facts().get("memory_total_bytes") if gpu else None)
 
 
 def validate(spec: CellSpec) -> dict[str, Any]:

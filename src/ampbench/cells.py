@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from ampbench import frameworks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.workloads.options import DEFAULT, DataOptions
@@ -59,6 +59,8 @@ def flat(obj: Any, kind: str) -> dict[str, Any]:
         rule = f.metadata.get(kind)
         if rule == DEFAULT and v == _default(f):
             continue
+        if rule == FRAMEWORK_ENTRIES:  # (the caller adds what the framework puts in keys: frameworks.key_entries)
+            continue
         if isinstance(rule, str) and rule.startswith("with:"):
             other = next(g for g in fields(obj) if g.name == rule[5:])
             if getattr(obj, other.name) == _default(other):
@@ -66,6 +68,11 @@ def flat(obj: Any, kind: str) -> dict[str, Any]:
         out[f.name] = _jsonable(v)
     return out
 
+
+FRAMEWORK_ENTRIES = "framework entries"
+"""Metadata rule of the framework and backend fields: left out of the flat dict, whose owner adds
+:func:`ampbench.frameworks.key_entries` instead (``keras_backend`` for a Keras cell, nothing for a PyTorch one: the
+keys cells have always had)."""
 
 SECTION = {"section": True}
 """Metadata of a field holding a section of the cell (or run): flattened into its dict and its key."""
@@ -212,8 +219,10 @@ class CellSpec:
     measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
     execution: Execution = field(default_factory=Execution, metadata=SECTION)
     distribution: Distribution = field(default_factory=Distribution, metadata=SECTION)
-    keras_backend: str | None = field(default=None, metadata={"cell": DEFAULT})
-    """None: a PyTorch cell. A Keras cell: the backend Keras runs on (torch, tensorflow, jax; ampbench.keras)."""
+    framework: str = field(default=frameworks.DEFAULT, metadata={"cell": FRAMEWORK_ENTRIES})
+    """The framework that measures the cell (:mod:`ampbench.frameworks`)."""
+    backend: str | None = field(default=None, metadata={"cell": FRAMEWORK_ENTRIES})
+    """The framework's backend where it has several (None: it has none)."""
     repeat: int = field(default=0, metadata={"cell": DEFAULT})
     """0 for the cell's measurement; 1.. for its repeats (``--repeats``), which time throughput only."""
     first_measures: tuple[str, ...] = field(default=(), metadata={"cell": with_("repeat")})
@@ -255,11 +264,12 @@ class CellSpec:
         return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return flat(self, "cell")
+        return {**flat(self, "cell"), **frameworks.key_entries(self.framework, self.backend)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CellSpec:
-        return _from_flat(cls, d)  # type: ignore[no-any-return]
+        framework, backend = frameworks.from_entries(d)
+        return _from_flat(cls, {**d, "framework": framework, "backend": backend})  # type: ignore[no-any-return]
 
     def with_flat(self, **changes: Any) -> CellSpec:
         """The same cell with flat fields changed (``steps=1``, ``device="cuda:1"``, ``strategy=None``)."""
@@ -283,7 +293,7 @@ class CellSpec:
         d = self.distribution
         return CellId(self.label, self.preset, self.precision, self.batch_size, self.execution, d.strategy,
                       d.world_size, d.grad_reduce_dtype if d.strategy else None, self.compiled_by_default,
-                      self.keras_backend)
+                      self.framework, self.backend)
 
     def mp_options(self) -> dict[str, Any]:
         """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
@@ -297,59 +307,12 @@ class CellSpec:
         return out
 
 
-# -- the row of a cell -------------------------------------------------------------------------------------------
-def base_row(spec: CellSpec) -> dict[str, Any]:
-    """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
-    from ampbench.store.rows import empty_row
-
-    row = empty_row()
-    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.measure.steps,
-               warmup=spec.measure.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
-               closing_baseline=spec.closing)
-    return row
-
-
-def record_failure(row: dict[str, Any], e: BaseException, oom: bool) -> None:
-    """A cell's exception as its row's status: oom (``oom``: the framework said so), else error with the exception's
-    first line and where it was raised."""
-    if oom:
-        row.update(status="oom", reason=first_line(e))
-        return
-    import traceback
-
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-    row.update(status="error", reason=first_line(e) + where)
-
-
-def judge_timed_steps(row: dict[str, Any], loss: float, skipped_timed: int, timed: int, calls: int, scale: float,
-                      hint: str = "") -> None:
-    """What the timed steps say about the cell, for every framework: a non-finite loss, or every timed step skipped
-    for inf/NaN gradients, is ``diverged`` (their speed means nothing); some skipped timed steps are a warning on an
-    ok row (they did not train, yet samples/s counts them). ``row`` holds ``skipped_steps`` (all steps so far)."""
-    skipped = row.get("skipped_steps") or 0
-    if math.isfinite(loss) and skipped_timed >= timed:
-        row.update(status="diverged", reason=f"every timed step was skipped for inf/NaN gradients ({skipped} skipped "
-                                             f"in {calls} steps, loss scale {scale:g})")
-    elif not math.isfinite(loss):
-        row.update(status="diverged", reason=f"training loss is {loss} after {calls} steps ({skipped} skipped, loss "
-                                             f"scale {scale:g})" + (f"; likely cause: {hint}" if hint else ""))
-    elif skipped_timed > 0:
-        row["warnings"] = [*(row.get("warnings") or []), (
-            f"{skipped_timed} of the {timed} timed steps were skipped for inf/NaN gradients ({skipped} skipped in "
-            f"{calls} steps, loss scale {scale:g}): they did not train, yet samples/s counts them")]
-
-
-def first_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()
-    text = msg[0] if msg else ""
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
 # -- what readers group rows by ------------------------------------------------------------------------------------
 IDENTITY_KEYS = ("workload", "preset", "precision", "batch_size", "compile", "memory_format", "cuda_graphs", "strategy",
-                 "world_size", "grad_reduce_dtype", "compiled_by_default", "keras_backend")
-"""The row keys that say which cell a row is (ROW_KEYS documents each)."""
+                 "world_size", "grad_reduce_dtype", "compiled_by_default",
+                 *(frameworks.backend_key(f) for f in frameworks.FRAMEWORKS if f != frameworks.DEFAULT))
+"""The row keys that say which cell a row is (ROW_KEYS documents each): a framework's backend is stored as
+``<framework>_backend``."""
 
 
 @dataclass(frozen=True)
@@ -372,8 +335,9 @@ class CellId:
     world_size: int = 1
     grad_reduce_dtype: str | None = None
     compiled_by_default: bool = False
-    keras_backend: str | None = None
-    """None: PyTorch. A Keras cell's backend (the same model on two backends is two cells)."""
+    framework: str = frameworks.DEFAULT
+    backend: str | None = None
+    """The framework's backend (the same model on two backends is two cells)."""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CellId:
@@ -383,7 +347,7 @@ class CellId:
                    execution=Execution.of(row), strategy=strategy,
                    world_size=int(row.get("world_size") or 1) if strategy else 1,
                    grad_reduce_dtype=row.get("grad_reduce_dtype") if strategy else None,
-                   compiled_by_default=bool(row.get("compiled_by_default")), keras_backend=row.get("keras_backend"))
+                   compiled_by_default=bool(row.get("compiled_by_default")), **_framework_of(row))
 
     def to_row(self) -> dict[str, Any]:
         """The identity keys of a row (compiled_by_default null unless true, as rows have always stored it)."""
@@ -391,12 +355,8 @@ class CellId:
                 "batch_size": self.batch_size, **self.execution.to_row(), "strategy": self.strategy,
                 "world_size": self.world_size, "grad_reduce_dtype": self.grad_reduce_dtype,
                 "compiled_by_default": self.compiled_by_default or None, "framework": self.framework,
-                "keras_backend": self.keras_backend}
-
-    @property
-    def framework(self) -> str:
-        """torch, or keras (on ``keras_backend``)."""
-        return "torch" if self.keras_backend is None else "keras"
+                **{frameworks.backend_key(f): None for f in frameworks.FRAMEWORKS if f != frameworks.DEFAULT},
+                **frameworks.key_entries(self.framework, self.backend)}
 
     def but(self, **changes: Any) -> CellId:
         return replace(self, **changes)
@@ -424,8 +384,9 @@ class CellId:
     def describe(self, with_batch: bool = True) -> str:
         """How reports name a setting: 'batch 64, eager', 'batch 32, compile, fsdp x2 (bf16 reduce)'."""
         parts = [f"batch {self.batch_size}"] if with_batch and self.batch_size is not None else []
-        if self.keras_backend is not None:  # (Keras compiles its own train step: no PyTorch execution axis)
-            parts.append(f"keras on {self.keras_backend}")
+        setting = frameworks.get(self.framework).setting(self.backend)
+        if setting is not None:  # (a framework with its own execution: no PyTorch execution axis)
+            parts.append(setting)
             return ", ".join(parts)
         parts.append(self.execution.label)
         if self.compiled_by_default:
@@ -434,6 +395,11 @@ class CellId:
             parts.append(strategy_label({"strategy": self.strategy, "world_size": self.world_size,
                                          "grad_reduce_dtype": self.grad_reduce_dtype}))
         return ", ".join(parts)
+
+
+def _framework_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    framework, backend = frameworks.of_row(row)
+    return {"framework": framework, "backend": backend}
 
 
 def measured_on(row: Mapping[str, Any]) -> tuple[Any, Any]:

@@ -6,9 +6,9 @@ import pytest
 
 from ampbench.bench.config import RunConfig
 from ampbench.errors import AmpbenchError
-from ampbench.keras import backends
-from ampbench.keras.policy import POLICIES, policy_of, refusal
-from ampbench.keras.workloads import imports_keras
+from ampbench.frameworks.keras import backends
+from ampbench.frameworks.keras.policy import POLICIES, policy_of, refusal
+from ampbench.frameworks.keras.workloads import imports_keras
 from ampbench.precision import list_precisions, resolve
 from tests.conftest import cli
 
@@ -34,18 +34,19 @@ def test_a_keras_model_is_told_from_its_source():
     assert imports_keras(KERAS_MODEL) and not imports_keras(TORCH_MODEL)
     cells = RunConfig.from_strings(device="cpu", model=KERAS_MODEL, precisions="fp32,mixed_float16",
                                    input_shape="20", num_classes=2).cells()
-    assert {c.keras_backend for c in cells} == {"torch"}  # (the default backend)
+    assert {c.backend for c in cells} == {"torch"}  # (the default backend)
     assert [c.precision for c in cells if not c.closing] == ["fp32", "amp-fp16"]
     cells = RunConfig.from_strings(device="cpu", workloads="keras-conv-dummy,conv-dummy", preset="tiny",
-                                   precisions="fp32", keras_backend="tensorflow").cells()
-    assert {c.workload: c.keras_backend for c in cells} == {"keras-conv-dummy": "tensorflow", "conv-dummy": None}
+                                   precisions="fp32", backend="tensorflow").cells()
+    assert {c.workload: (c.framework, c.backend) for c in cells} == {"keras-conv-dummy": ("keras", "tensorflow"),
+                                                                     "conv-dummy": ("torch", None)}
 
 
 def test_the_backend_is_part_of_the_cell():
     one, = [c for c in RunConfig.from_strings(device="cpu", workloads="keras-conv-dummy", preset="tiny",
-                                              precisions="fp32", keras_backend="torch").cells()]
+                                              precisions="fp32", backend="torch").cells()]
     two, = [c for c in RunConfig.from_strings(device="cpu", workloads="keras-conv-dummy", preset="tiny",
-                                              precisions="fp32", keras_backend="tensorflow").cells()]
+                                              precisions="fp32", backend="tensorflow").cells()]
     assert one.key() != two.key() and one.cell_id() != two.cell_id()
     assert one.cell_id().to_row()["framework"] == "keras"
 
@@ -102,7 +103,7 @@ def test_keras_workloads_are_listed():
 
 
 def test_ratios_compare_a_keras_row_with_fp32_on_its_own_backend():
-    from ampbench.bench.cells import CellSpec
+    from ampbench.cells import CellSpec
     from ampbench.store.derive import derive
 
     def row(precision: str, backend: str | None, sps: float) -> dict:

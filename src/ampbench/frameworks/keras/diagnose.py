@@ -19,12 +19,12 @@ import time
 from typing import Any
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec
+from ampbench.cells import CellSpec
 from ampbench.diagnose.findings import Finding, ordered
 from ampbench.diagnose.tensorcore import VOCAB_MIN, DimLint, tensorcore_findings
 from ampbench.errors import AmpbenchError
 
-HERE = "ampbench.keras.diagnose"
+HERE = "ampbench.frameworks.keras.diagnose"
 KERAS_CHECKS = ("nonfinite", "policy", "tensorcore")
 NOT_FOR_KERAS = {
     "gradients": "the gradient-range check hooks a PyTorch module's backward",
@@ -53,8 +53,8 @@ def diagnose_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, Any]:
-    from ampbench.keras.cell import Trainer, device_facts, setup
-    from ampbench.keras.workloads import build_workload
+    from ampbench.frameworks.keras.cell import Trainer, device_facts, setup
+    from ampbench.frameworks.keras.workloads import build_workload
 
     t0 = time.perf_counter()
     keras, policy = setup(spec)
@@ -62,7 +62,7 @@ def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, A
     batch_size = spec.batch_size or wl.batch_size
     model = wl.model(keras)
     findings: list[Finding] = []
-    details: dict[str, Any] = {"keras_backend": spec.keras_backend, "keras_policy": policy}
+    details: dict[str, Any] = {"keras_backend": spec.backend, "keras_policy": policy}
     if "policy" in checks:
         findings += policy_findings(model, policy)
     if "tensorcore" in checks:

@@ -18,7 +18,15 @@ from typing import Any
 import torch
 
 from ampbench import progress
-from ampbench.bench.cells import CellSpec, base_row, first_line, judge_timed_steps, record_failure
+from ampbench.bench.rows import (
+    base_row,
+    judge_timed_steps,
+    record_failure,
+    search_cell_max_batch,
+    trial_failed,
+    trial_fits,
+)
+from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
@@ -49,6 +57,15 @@ def validate_cell_inputs(spec: CellSpec) -> None:
     """Build the cell's workload (data read and checked, a --model's forward on 2 samples) and check that
     its execution applies to it: an AmpbenchError says what is wrong."""
     check_execution(spec, build_workload(spec))
+
+
+def validate(spec: CellSpec) -> dict[str, Any]:
+    """The cell's inputs checked by building it (a job's answer): {"error": one line or ""}."""
+    try:
+        validate_cell_inputs(spec)
+    except AmpbenchError as e:
+        return {"error": str(e)}
+    return {"error": ""}
 
 
 def check_execution(spec: CellSpec, wl: Workload) -> None:
@@ -278,17 +295,6 @@ def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, a
             "recompiles": after_first.graphs, "recompiles_timed": timed.graphs}
 
 
-def search_cell_max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
-                          throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
-    """The search's row keys and the error that stopped it (the driver every framework's cells use)."""
-    from ampbench.measure.maxbatch import measure_max_batch
-
-    if trial is None:
-        raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
-    return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.measure.maxbatch_limit,
-                             (lambda b: throughput_at(spec, b).get("samples_per_s")) if throughput_at else None)
-
-
 def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
     """One max-batch trial (meant for a fresh process): ``maxbatch_trial_steps`` full steps at ``batch_size``.
 
@@ -309,18 +315,47 @@ def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
         peak = peaks.peak()
         used = peak["reserved"] if device.type == "cuda" else peak["cpu_rss_peak"]
     except Exception as e:
-        if mem.is_oom(e):
-            return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
-        return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
-    if device.type == "cuda":
-        limit = min(spec.measure.memory_budget or torch.cuda.get_device_properties(device).total_memory,
-                    torch.cuda.get_device_properties(device).total_memory)
-    else:
-        if spec.measure.memory_budget is None:
-            return {"fits": False, "failed": True, "peak_bytes": used,
-                    "reason": "maxbatch on CPU needs --memory-budget"}
-        limit = spec.measure.memory_budget
-    allowed = (1.0 - spec.measure.memory_margin) * limit
-    fits = used is not None and used <= allowed
-    return {"fits": fits, "peak_bytes": used,
-            "reason": "" if fits else f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed"}
+        return trial_failed(e, mem.is_oom(e))
+    total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
+    return trial_fits(spec, used, total)
+
+
+# -- the run's estimate ------------------------------------------------------------------------------------------
+def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
+    """A job (the run's estimate, :mod:`ampbench.bench.estimate`):
+    ``{"targets": {target: {"build_s", "steps": {precision: seconds}, "length": steps of the workload}}}``
+    for the [target, cell] pairs in ``payload["cells"]``."""
+    import time
+
+    from ampbench import progress
+    from ampbench.bench.estimate import BUDGET_S
+    from ampbench.measure.converge import workload_length
+    from ampbench.measure.step import build_step
+    from ampbench.measure.timing import time_once
+    from ampbench.precision import supported
+
+    t_start = time.perf_counter()
+    cells = [(target, CellSpec.from_dict(d)) for target, d in payload["cells"]]
+    out: dict[str, dict[str, Any]] = {}
+    for target, spec in cells:
+        entry = out.setdefault(target, {"steps": {}})
+        device = torch.device(spec.device)
+        if spec.precision in entry["steps"] or not supported(spec.precision, device).ok:
+            continue
+        if time.perf_counter() - t_start > float(payload.get("budget_s", BUDGET_S)) and entry["steps"]:
+            continue
+        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
+        try:
+            t0 = time.perf_counter()
+            wl = build_workload(spec)
+            entry.setdefault("build_s", time.perf_counter() - t0)
+            batch = spec.batch_size or wl.batch_size
+            entry.setdefault("length", workload_length(wl, batch))
+            step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
+                              mp_options=spec.mp_options())
+            time_once(step, device)
+            entry["steps"][spec.precision] = time_once(step, device) / 1e3
+            del step, wl
+        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
+            continue
+    return {"targets": out, "work_s": time.perf_counter() - t_start}

@@ -18,6 +18,7 @@ import torch.distributed as dist
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, finish_model
+from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.precision import Fp8Options, MixedPrecision
 from ampbench.workloads.base import Workload
@@ -123,30 +124,6 @@ class TrainResult:
         if self.metric_name == "accuracy":
             d["train_accuracy"], d["test_accuracy"] = self.train_metric, self.test_metric
         return d
-
-
-@torch.no_grad()
-def evaluate(workload: Workload, data: TensorData, mp: MixedPrecision, batch_size: int) -> tuple[float, float | None]:
-    """(mean loss, metric) over ``data`` in eval mode, under the mode's forward context."""
-    model, metric = workload.model, workload.metric
-    was_training = model.training
-    model.eval()
-    loss_sum = torch.zeros((), dtype=torch.float64, device=data.device)
-    m_sum = torch.zeros((), dtype=torch.float64, device=data.device)
-    n_batches = m_count = 0
-    for inputs, targets in data.batches(batch_size):
-        with mp.autocast():
-            out = workload.call_model(model, inputs)
-            loss_sum += workload.loss_fn(out, targets).double()
-            if metric is not None:
-                s, c = metric.fn(out, targets)
-                m_sum += s.double()
-                m_count += c
-        n_batches += 1
-    model.train(was_training)
-    mean_loss = float(loss_sum) / max(n_batches, 1)
-    value = metric.finalize(float(m_sum) / m_count) if metric is not None and m_count else None
-    return mean_loss, value
 
 
 class TrainLog(Protocol):

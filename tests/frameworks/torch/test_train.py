@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from ampbench.errors import AmpbenchError
-from ampbench.train import TrainConfig, train
+from ampbench.frameworks.torch.train import TrainConfig, train
 from ampbench.workloads import create_user_workload, create_workload
 from tests.conftest import in_process
 
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
+MNIST = Path(__file__).resolve().parents[4] / "shared" / "data" / "mnist"
 needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason=f"{MNIST} not present")
 
 

@@ -1,0 +1,94 @@
+"""A cell's row before and after it is measured, for every framework: the identity filled in, a failure as a status,
+and what the timed steps say (diverged, skipped steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ampbench.cells import CellSpec
+
+
+def base_row(spec: CellSpec) -> dict[str, Any]:
+    """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
+    from ampbench.store.rows import empty_row
+
+    row = empty_row()
+    row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.measure.steps,
+               warmup=spec.measure.warmup, status="error", reason="", repeat=spec.repeat, repeat_of=spec.repeat_of(),
+               closing_baseline=spec.closing)
+    return row
+
+
+def record_failure(row: dict[str, Any], e: BaseException, oom: bool) -> None:
+    """A cell's exception as its row's status: oom (``oom``: the framework said so), else error with the exception's
+    first line and where it was raised."""
+    if oom:
+        row.update(status="oom", reason=first_line(e))
+        return
+    import traceback
+
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    row.update(status="error", reason=first_line(e) + where)
+
+
+def judge_timed_steps(row: dict[str, Any], loss: float, skipped_timed: int, timed: int, calls: int, scale: float,
+                      hint: str = "") -> None:
+    """What the timed steps say about the cell, for every framework: a non-finite loss, or every timed step skipped
+    for inf/NaN gradients, is ``diverged`` (their speed means nothing); some skipped timed steps are a warning on an
+    ok row (they did not train, yet samples/s counts them). ``row`` holds ``skipped_steps`` (all steps so far)."""
+    skipped = row.get("skipped_steps") or 0
+    if math.isfinite(loss) and skipped_timed >= timed:
+        row.update(status="diverged", reason=f"every timed step was skipped for inf/NaN gradients ({skipped} skipped "
+                                             f"in {calls} steps, loss scale {scale:g})")
+    elif not math.isfinite(loss):
+        row.update(status="diverged", reason=f"training loss is {loss} after {calls} steps ({skipped} skipped, loss "
+                                             f"scale {scale:g})" + (f"; likely cause: {hint}" if hint else ""))
+    elif skipped_timed > 0:
+        row["warnings"] = [*(row.get("warnings") or []), (
+            f"{skipped_timed} of the {timed} timed steps were skipped for inf/NaN gradients ({skipped} skipped in "
+            f"{calls} steps, loss scale {scale:g}): they did not train, yet samples/s counts them")]
+
+
+def first_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    text = msg[0] if msg else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+# -- the max-batch search, for every framework ---------------------------------------------------------------------
+def search_cell_max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
+                          throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
+    """The search's row keys and the error that stopped it (the driver every framework's cells use)."""
+    from ampbench.errors import AmpbenchError
+    from ampbench.measure.maxbatch import measure_max_batch
+
+    if trial is None:
+        raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
+    return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.measure.maxbatch_limit,
+                             (lambda b: throughput_at(spec, b).get("samples_per_s")) if throughput_at else None)
+
+
+def trial_failed(e: BaseException, oom: bool) -> dict[str, Any]:
+    """A max-batch trial that raised: a miss when the framework says it ran out of memory, else a failed trial (the
+    search stops)."""
+    if oom:
+        return {"fits": False, "peak_bytes": None, "reason": first_line(e)}
+    return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
+
+
+def trial_fits(spec: CellSpec, used: int | None, device_total: int | None) -> dict[str, Any]:
+    """The fit rule of a max-batch trial, for every framework: a batch fits when its peak ``used`` stays under
+    (1 - margin) x the limit -- the smaller of --memory-budget and the GPU's memory (``device_total``; None on a CPU,
+    where --memory-budget is required)."""
+    limits = [x for x in (spec.measure.memory_budget, device_total) if x is not None]
+    if not limits:
+        return {"fits": False, "failed": True, "peak_bytes": used, "reason": "maxbatch on CPU needs --memory-budget"}
+    allowed = (1.0 - spec.measure.memory_margin) * min(limits)
+    fits = used is not None and used <= allowed
+    return {"fits": fits, "peak_bytes": used,
+            "reason": "" if fits else (f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed" if used is not None
+                                       else "no peak measured")}
