@@ -271,9 +271,9 @@ def test_largest_batch_is_searched_across_ranks() -> None:
 
     spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="amp-bf16", batch_size=None, device="cpu", steps=3,
                     warmup=1, strategy="ddp", nproc=2, measures=("throughput", "maxbatch"), memory_budget=2**30,
-                    maxbatch_limit=64)
+                    maxbatch_limit=32)  # (each trial is a torchrun of two ranks: seconds on CI's CPUs)
     row = run_cell_distributed(spec, timeout=300)
     assert row["status"] == "ok", row["reason"]
-    assert row["measures"] == ["throughput", "maxbatch"] and row["max_batch"] == 64 and row["max_batch_limit_hit"]
-    assert [t[0] for t in row["max_batch_trials"]] == [16, 32, 64] and all(t[1] and t[2] > 0 for t in row["max_batch_trials"])
+    assert row["measures"] == ["throughput", "maxbatch"] and row["max_batch"] == 32 and row["max_batch_limit_hit"]
+    assert [t[0] for t in row["max_batch_trials"]] == [16, 32] and all(t[1] and t[2] > 0 for t in row["max_batch_trials"])
     assert row["max_batch_samples_per_s"] > 0

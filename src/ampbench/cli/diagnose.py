@@ -16,16 +16,15 @@ from ampbench.paths import check_output_file, write_text_atomic
 
 @app.command("diagnose", epilog=o.MODEL_EXAMPLES)
 def diagnose_cmd(
-    target: Annotated[o.Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")] = None,
-    precision: Annotated[str, typer.Option("--precision", "--precisions", "-p",
-                                           help="Mode to diagnose (name or alias).")] = "amp-fp16",
+    target: o.WorkloadArg = None,
+    precision: o.mode_option("Mode to diagnose (name or alias).") = "amp-fp16",
     steps: Annotated[int, typer.Option(help="Training steps per check (NaN search, policy trials, profile).")] = 20,
     checks: Annotated[o.Opt[str], typer.Option(help="nonfinite,gradients,activations,policy,tensorcore,profile,fp8 "
                                              "(fp8: the fp8 modes only).")] = None,
-    preset: Annotated[o.Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
-    batch_size: Annotated[o.Opt[int], typer.Option(help="Batch size (default: the workload's).")] = None,
-    device: Annotated[o.Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for init and data.")] = 0,
+    preset: o.PresetOpt = None,
+    batch_size: o.BatchSizeOpt = None,
+    device: o.DeviceOpt = None,
+    seed: o.SeedOpt = 0,
     model: o.ModelOpt = None,
     input_shape: o.InputShapeOpt = None,
     vocab_size: o.VocabSizeOpt = None,
@@ -34,19 +33,18 @@ def diagnose_cmd(
     task: o.TaskOpt = None,
     batches: o.BatchesOpt = None,
     loss: o.LossOpt = None,
-    data_dir: Annotated[o.Opt[Path], typer.Option(help="Real data (format per workload).")] = None,
-    val_fraction: Annotated[o.Opt[float], typer.Option(help="Share of --data-dir data held out for testing.")] = None,
+    data_dir: o.DataDirOpt = None,
+    val_fraction: o.ValFractionOpt = None,
     option: o.OptionOpt = None,
     fp8_skip: o.Fp8SkipOpt = None,
     fp8_filter: o.Fp8FilterOpt = None,
-    json_out: Annotated[o.Opt[Path], typer.Option("--json", help="Write the diagnosis as JSON.")] = None,
+    json_out: o.json_option("the diagnosis") = None,
     trace: Annotated[o.Opt[Path], typer.Option(help="Chrome trace of the profiled steps (default: <db dir>/traces/).")] = None,
     db: Annotated[o.Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
     tensorboard: o.TensorboardOpt = None,
     backend: o.BackendOpt = None,
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
-    import json
 
     from ampbench import frameworks
     from ampbench.diagnose import applicable_checks, diagnose, parse_checks
@@ -90,6 +88,17 @@ def diagnose_cmd(
         else:
             d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device,
                          seed=seed, checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
+    _show_and_store(d, label, wanted, store, tensorboard, json_out)
+
+
+def _show_and_store(d: Any, label: str, wanted: tuple[str, ...], store: Any, tensorboard: Path | None,
+                    json_out: Path | None) -> None:
+    """The findings, most important first; the diagnosis stored (the HTML report shows it), its TensorBoard
+    histograms and its JSON file."""
+    import json
+
+    from ampbench.store.sqlite import utcnow
+
     console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
                   f"batch {d.batch_size}: {', '.join(wanted)}")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}
@@ -114,8 +123,6 @@ def diagnose_cmd(
 
         write_text_atomic(json_out, json.dumps(clean_json(data), indent=1, default=str))
         console.print(f"wrote {escape(str(json_out))}")
-
-
 
 
 def _diagnose_apart(fw: Any, spec: Any, wanted: tuple[str, ...], steps: int) -> Any:

@@ -49,6 +49,18 @@ DeviceOpt = Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default:
 SeedOpt = Annotated[int, typer.Option(help="Seed for model init and data.")]
 DbOpt = Annotated[Opt[Path], typer.Option(help="Results store (default: $AMPBENCH_DB or the user data dir).")]
 LossScaleOpt = Annotated[Opt[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")]
+BatchSizeOpt = Annotated[Opt[int], typer.Option(help="Batch size (default: the workload's).")]
+WorkloadArg = Annotated[Opt[str], typer.Argument(help="Workload name (ampbench list workloads); or use --model.")]
+
+
+def mode_option(default_help: str) -> Any:
+    """The one precision mode of train and diagnose (``--precision``, ``--precisions`` and ``-p`` all work)."""
+    return Annotated[str, typer.Option("--precision", "--precisions", "-p", help=default_help)]
+
+
+def json_option(what: str) -> Any:
+    """``--json FILE``: what the command writes there."""
+    return Annotated[Opt[Path], typer.Option("--json", help=f"Write {what} as JSON.")]
 
 Fp8SkipOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: Linear layers kept in bf16, name substrings, "
                                                "comma-separated (e.g. head,lm_head).")]

@@ -17,20 +17,19 @@ from ampbench.paths import check_output_dir, check_output_file, write_text_atomi
 
 @app.command("train", epilog=o.MODEL_EXAMPLES)
 def train_cmd(
-    workload: Annotated[Optional[str], typer.Argument(help="Workload name (ampbench list workloads).")] = None,  # noqa: UP045
-    precision: Annotated[str, typer.Option("--precision", "--precisions", "-p", help="Precision mode or alias.")] = "amp-bf16",
-    preset: Annotated[o.Opt[str], typer.Option(help="tiny | small | paper (default: small).")] = None,
+    workload: o.WorkloadArg = None,
+    precision: o.mode_option("Precision mode or alias.") = "amp-bf16",
+    preset: o.PresetOpt = None,
     epochs: Annotated[Optional[int], typer.Option(help="Epochs (default: the workload's).")] = None,  # noqa: UP045
-    batch_size: Annotated[Optional[int], typer.Option(help="Batch size (default: the workload's).")] = None,  # noqa: UP045
-    data_dir: Annotated[Optional[Path], typer.Option(help="Real data (format per workload).")] = None,  # noqa: UP045
-    val_fraction: Annotated[Optional[float], typer.Option(help="Share of --data-dir data held out for testing when it "  # noqa: UP045
-                                                      "comes as one split (default 0.2; tabular/text 0.1).")] = None,
+    batch_size: o.BatchSizeOpt = None,
+    data_dir: o.DataDirOpt = None,
+    val_fraction: o.ValFractionOpt = None,
     checkpoint: Annotated[Optional[Path], typer.Option(help="Directory for checkpoint.pt, written each epoch.")] = None,  # noqa: UP045
     resume: Annotated[bool, typer.Option(help="Resume from --checkpoint DIR.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for init, data order and dropout.")] = 0,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the final metrics as JSON.")] = None,  # noqa: UP045
-    device: Annotated[Optional[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,  # noqa: UP045
-    loss_scale: Annotated[Optional[str], typer.Option(help="none | dynamic | hysteresis[:N] | static:V.")] = None,  # noqa: UP045
+    json_out: o.json_option("the final metrics") = None,
+    device: o.DeviceOpt = None,
+    loss_scale: o.LossScaleOpt = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Cap on steps per epoch (quick runs).")] = None,  # noqa: UP045
     model: o.ModelOpt = None,
     input_shape: o.InputShapeOpt = None,
@@ -58,49 +57,35 @@ def train_cmd(
     backend: o.BackendOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
-    import json
-
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from ampbench.frameworks.torch.train import TrainConfig, train
-    from ampbench.precision import Fp8Options, resolve
+    from ampbench import frameworks
+    from ampbench.precision import resolve
     from ampbench.workloads import build_target
 
     resolve(precision)  # fail fast on a bad name, before building data
-    from ampbench import frameworks
-
     fw, resolved = frameworks.of_command(workload, model, backend, preset, seed)
+    data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
+                          option)
     if fw.train_job() is not None:  # another framework's model: trained under its recipe, in a process of its own
-        data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir,
-                              val_fraction, option)
         return _train_apart(fw, resolved, workload, model, precision, preset, epochs, batch_size, seed, device, max_steps,
                             data, json_out, {
-                                "--loss-scale": loss_scale is not None, "--compile": compile is not None,
-                                "--strategy": strategy is not None, "--checkpoint/--resume": checkpoint is not None or resume,
-                                "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None,
-                                "--data-dir/--option": data_dir is not None or bool(option),
-                                "--tensorboard": tensorboard is not None})
+            "--loss-scale": loss_scale is not None, "--compile": compile is not None, "--strategy": strategy is not None,
+            "--checkpoint/--resume": checkpoint is not None or resume, "--tensorboard": tensorboard is not None,
+            "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None,
+            "--data-dir/--option": data_dir is not None or bool(option)})
+    from ampbench.frameworks.torch.train import TrainConfig
+    from ampbench.launch import check_nodes, is_rank
+    from ampbench.precision import Fp8Options
     auto_compile = compile is None
     compile = _train_compile(compile, precision, device)
     if strategy is not None and nproc_per_node < 1:
         raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
-    from ampbench.launch import check_nodes, is_rank
-
     check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
     rank_worker = strategy is not None and is_rank()  # a rank torchrun started
     config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
                          loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
                          compile=compile.strip(), strategy=strategy, grad_reduce_dtype=grad_reduce_dtype,
                          fp8=Fp8Options.for_modes([precision], fp8_skip, fp8_filter))
-    if not resume:  # (with --resume the checkpoint must already be there: train() says so)
-        check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
-    check_output_file(json_out, "--json")
-    if tensorboard is not None:
-        from ampbench.tensorboard import open_dir
-
-        open_dir(tensorboard)
-    data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
-                          option)
+    _check_outputs(checkpoint if not resume else None, json_out, tensorboard)  # (--resume: train() checks it exists)
     data.check_targets([workload] if workload else [], model)  # type: ignore[attr-defined]
     if strategy is not None and not rank_worker:  # validated here, once; then torchrun starts the ranks
         build_target(workload, model, preset, data, seed)  # type: ignore[arg-type]
@@ -108,10 +93,32 @@ def train_cmd(
     if rank_worker:
         _join_process_group(device)
     wl = build_target(workload, model, preset, data, seed)  # type: ignore[arg-type]
-    console.print(f"{workload_header(wl)} in [bold cyan]{resolve(precision)}[/]")
-    if auto_compile and compile == "on":
+    result = _train_here(wl, config, tensorboard, compiled_by_default=auto_compile and compile == "on")
+    _print_result(result, tensorboard, json_out)
+
+
+def _check_outputs(checkpoint: Path | None, json_out: Path | None, tensorboard: Path | None) -> None:
+    """The files and directories the training will write, checked before it starts (one line each)."""
+    check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
+    check_output_file(json_out, "--json")
+    if tensorboard is not None:
+        from ampbench.tensorboard import open_dir
+
+        open_dir(tensorboard)
+
+
+def _train_here(wl: Any, config: Any, tensorboard: Path | None, compiled_by_default: bool) -> Any:
+    """Train ``wl`` in this process with a progress bar (and TensorBoard scalars when asked)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ampbench.frameworks.torch.train import train
+    from ampbench.precision import resolve
+
+    console.print(f"{workload_header(wl)} in [bold cyan]{resolve(config.precision)}[/]")
+    if compiled_by_default:
         console.print("[dim]fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
                       "--compile off trains it eager[/]")
+
     with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
         task = bar.add_task("train", total=None, epoch="-", info="")
@@ -130,6 +137,13 @@ def train_cmd(
         finally:
             if log is not None:
                 log.close()
+    return result
+
+
+def _print_result(result: Any, tensorboard: Path | None, json_out: Path | None) -> None:
+    """The trained model's line (metrics, loss, speed, steps), the TensorBoard hint and the JSON file."""
+    import json
+
     m = result.metric_name or "metric"
     fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
     parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",

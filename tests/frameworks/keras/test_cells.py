@@ -188,35 +188,46 @@ def test_a_two_input_model_is_measured_from_a_tuple_of_arrays(backend, tmp_path)
     """make_batch returning ((a, b), y): every measure runs (was: numpy's 'inhomogeneous shape' in every cell)."""
     out = tmp_path / "run.json"
     code, stdout, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:two_inputs", "--batches",
-                            f"{MODELS}:make_tuple", "--keras-backend", backend, "--precisions", "fp32,amp-fp16",
+                            f"{MODELS}:make_tuple", "--keras-backend", backend, "--precisions", "amp-fp16",
                             "--preset", "tiny", "--measure", "throughput,memory,converge,inference", "--steps", "3",
                             "--warmup", "1", "--converge-steps", "6", "--seeds", "1", "--db", str(tmp_path / "r.db"),
                             "--json", str(out), "--no-report")
     assert code == 0, (stdout, err)
     rows = {r["precision"]: r for r in json.loads(out.read_text())["rows"]}
     params = (8 * 16 + 16) + (4 * 8 + 8) + (24 * 2 + 2)  # counted by hand from the layers
-    assert set(rows) == {"fp32", "amp-fp16"}
+    assert set(rows) == {"amp-fp16"}
     for r in rows.values():
         assert r["status"] == "ok", r["reason"]
         assert r["keras_params"] == params and math.isfinite(r["final_loss"])
         assert r["converge"]["steps"] == 6 and set(r["inference"]) == {"1", str(r["batch_size"])}
 
 
-@pytest.mark.parametrize("model, make, extra", [
-    ("two_inputs", "make_list", []),
-    ("two_inputs", "make_dict", []),
-    ("two_outputs", "make_two_targets", []),  # a loss per output (the factory's compile)
-    ("two_regressions", "make_two_values", ["--loss", f"{MODELS}:mse"]),  # one loss for both outputs
-])
-def test_inputs_and_outputs_as_lists_and_dicts_train(model, make, extra, tmp_path):
-    out = tmp_path / "run.json"
-    code, stdout, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:{model}", "--batches", f"{MODELS}:{make}",
-                            *extra, "--precisions", "amp-bf16", "--preset", "tiny", "--measure", "throughput",
-                            "--steps", "2", "--warmup", "1", "--db", str(tmp_path / "r.db"), "--json", str(out),
-                            "--no-report")
-    assert code == 0, (stdout, err)
-    (r,) = json.loads(out.read_text())["rows"]
-    assert r["status"] == "ok" and math.isfinite(r["final_loss"]), r["reason"]
+STRUCTURES = [
+    ("two_inputs", "make_list", {}),
+    ("two_inputs", "make_dict", {}),
+    ("two_outputs", "make_two_targets", {}),  # a loss per output (the factory's compile)
+    ("two_regressions", "make_two_values", {"loss": f"{MODELS}:mse"}),  # one loss for both outputs
+]
+
+
+def run_cells(payload: dict) -> dict:
+    """A job: several Keras cells one after another in this process (each structure's cell, as a run's own process
+    would measure it; one backend import for all of them)."""
+    from ampbench.bench.jobs import cell
+
+    return {"rows": [cell({"spec": d}) for d in payload["specs"]]}
+
+
+def test_inputs_and_outputs_as_lists_and_dicts_train():
+    from ampbench.launch import Job
+
+    specs = [CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:{model}", batches=f"{MODELS}:{make}", **extra,
+                         preset="tiny", precision="amp-bf16", batch_size=None, keras_backend="torch", steps=2, warmup=1,
+                         measures=("throughput",)) for model, make, extra in STRUCTURES]
+    r = ChildProcess(600).run(Job(f"{__name__}:run_cells", {"specs": [s.to_dict() for s in specs]}))
+    assert "_failed" not in r, r
+    for (model, make, _), row in zip(STRUCTURES, r["rows"], strict=True):
+        assert row["status"] == "ok" and math.isfinite(row["final_loss"]), (model, make, row["reason"])
 
 
 @pytest.mark.parametrize("model, make, says", [
