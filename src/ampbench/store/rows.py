@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ampbench import frameworks
+
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
 """ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
 diverged (non-finite loss or the loss scale collapsed); unsupported (the device cannot run the mode)."""
@@ -32,19 +34,7 @@ ROW_KEYS: dict[str, str] = {
                            "references; --compile off times fp8 eager. Null otherwise.",
     "framework": "torch (a PyTorch model under ampbench's recipes) or keras (a Keras 3 model under Keras's own dtype "
                  "policy; see docs/keras.md). Rows from before the column: torch.",
-    "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
-                     "for PyTorch cells.",
-    "keras_version": "Keras cells: the Keras version.",
-    "backend_version": "Keras cells: the version of the backend's framework (TensorFlow, JAX or PyTorch).",
-    "keras_policy": "Keras cells: the dtype policy the model was built under (float32, mixed_float16, mixed_bfloat16, "
-                    "float16, bfloat16).",
-    "loss_scaled": "Keras cells: whether compile() wrapped the optimizer in a LossScaleOptimizer (mixed_float16 only); "
-                   "`loss_scale` is its final dynamic scale.",
-    "jit_compile": "Keras cells: the model's jit_compile after its first train step (Keras's per-backend default: XLA "
-                   "on TensorFlow/JAX where it applies).",
-    "keras_params": "Keras cells: the model's weight count (trainable and not).",
-    "keras_output_dtype": "Keras cells: the compute dtype of the model's last layer (float32 when pinned, as Keras's "
-                          "mixed precision guide asks).",
+    **frameworks.row_keys(),  # (the keys only one framework's rows fill, documented by that framework)
     "memory_source": "Where the memory a row is compared by was read: `exact split` (CPU PyTorch cells: weights, "
                      "grads, optimizer state and saved activations counted tensor by tensor), `cpu rss growth` (CPU "
                      "cells without tensor counters, e.g. Keras: approximate), or the GPU tracker (`torch.cuda "

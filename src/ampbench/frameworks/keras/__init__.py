@@ -31,12 +31,12 @@ ROW_KEYS = {
     "keras_policy": "Keras cells: the dtype policy the model was built under (float32, mixed_float16, mixed_bfloat16, "
                     "float16, bfloat16).",
     "loss_scaled": "Keras cells: whether compile() wrapped the optimizer in a LossScaleOptimizer (mixed_float16 only); "
-                   "PyTorch rows say it through loss_scale.",
+                   "`loss_scale` is its final dynamic scale.",
     "jit_compile": "Keras cells: the model's jit_compile after its first train step (Keras's per-backend default: XLA "
-                   "on TensorFlow and JAX, eager on torch).",
+                   "on TensorFlow/JAX where it applies).",
     "keras_params": "Keras cells: the model's weight count (trainable and not).",
     "keras_output_dtype": "Keras cells: the compute dtype of the model's last layer (float32 when pinned, as Keras's "
-                          "guide says the output must be under mixed_float16).",
+                          "mixed precision guide asks).",
 }
 """The row keys only Keras cells fill (the store's ROW_KEYS include them through the framework registry)."""
 
