@@ -27,8 +27,11 @@ lint: $(STAMP)
 # The CPU-kernel-sensitive tests (every workload x mode forward/backward, the engine contract, kernel fallbacks,
 # the oracle tests) run twice: natively, then as an AVX2-only CPU runs them (oneDNN and ATen capped at AVX2: no
 # AVX-512, bf16/fp16 emulated, no oneDNN bf16 LSTM), so a fresh clone passes on every CPU we have seen.
+# Two pytest workers where pytest-xdist is installed (dev installs it; most tests wait on child processes importing
+# torch, so two workers take ~2/3 of the time even on 2 cores); one process elsewhere (the GPU machine's image).
+WORKERS ?= 2
 test: $(STAMP) lint
-	COLUMNS=80 $(PY) -m pytest -q
+	COLUMNS=80 $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(WORKERS) --dist worksteal")
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m isa
 
 clean:
