@@ -398,7 +398,7 @@ class CellId:
 
 
 def _framework_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    framework, backend = frameworks.of_row(row)
+    framework, backend = frameworks.from_entries(row)
     return {"framework": framework, "backend": backend}
 
 

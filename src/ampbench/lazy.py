@@ -16,15 +16,16 @@ def exports(package: str, names: dict[str, str],
             before: Callable[[], None] | None = None) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``: ``names`` maps each public name to the submodule that defines it
     (relative to the package); ``before`` runs once before the first name is looked up (e.g. registrations)."""
-    done: list[bool] = []
+    pending = before
 
     def __getattr__(name: str) -> Any:
+        nonlocal pending
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        if before is not None and not done:
-            done.append(True)
-            before()
+        if pending is not None:
+            run, pending = pending, None
+            run()
         value = getattr(importlib.import_module(f"{package}.{module}"), name)
         setattr(sys.modules[package], name, value)  # (looked up once)
         return value

@@ -56,6 +56,19 @@ def test_every_mode_skips_a_step_with_nonfinite_gradients(precision, bad):
     assert str(opt.state_dict()) == str(state)
 
 
+def backward_once(precision: str, **options: object) -> tuple[torch.nn.Module, torch.optim.Optimizer, MixedPrecision]:
+    """A model set up under ``precision`` (SGD) after one scaled backward of one batch: (model, optimizer, mp)."""
+    model, opt = make_run(opt="sgd")
+    mp = MixedPrecision(precision, **options)  # type: ignore[arg-type]
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    opt.zero_grad()
+    with mp.autocast():
+        loss = F.cross_entropy(model(x), y)
+    mp.backward(loss)
+    return model, opt, mp
+
+
 @pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "pure-bf16"])
 def test_check_finite_off_steps_whatever_the_gradients_hold(precision):
     model, opt = make_run(opt="sgd", lr=0.05)
@@ -164,13 +177,7 @@ def test_resume_in_either_order_keeps_the_exact_masters(order, tmp_path):
 
 @pytest.mark.parametrize("cast", [lambda m: m.float(), lambda m: m.to(torch.float64)])
 def test_model_cast_after_setup_is_refused(cast):
-    model, opt = make_run(opt="sgd")
-    mp = MixedPrecision("master-bf16")
-    model, opt = mp.setup(model, opt)
-    x, y = batches(1)[0]
-    with mp.autocast():
-        loss = F.cross_entropy(model(x), y)
-    mp.backward(loss)
+    model, opt, mp = backward_once("master-bf16")
     cast(model)  # (a forward after the cast fails by itself on the dtype; a device move would not)
     with pytest.raises(MisuseError, match="cast or moved after setup"):
         mp.step(opt)
@@ -200,13 +207,7 @@ def test_a_model_cast_after_setup_is_refused_before_its_forward(precision, cast)
 def test_clipping_model_grads_right_after_backward_is_refused(precision):
     """master-fp16: the model's gradients after mp.backward() are loss-scaled half copies; clipping them there (no
     unscale_) clipped nothing the optimizer steps and the step went on (was: returned 0.0, stepped unclipped)."""
-    model, opt = make_run(opt="sgd")
-    mp = MixedPrecision(precision)
-    model, opt = mp.setup(model, opt)
-    x, y = batches(1)[0]
-    with mp.autocast():
-        loss = F.cross_entropy(model(x), y)
-    mp.backward(loss)
+    model, opt, mp = backward_once(precision)
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
     assert norm > 0  # the gradients are there to see (scaled by the loss scale) ...
     before = [m.detach().clone() for m in mp.master_params()]
@@ -279,14 +280,7 @@ def test_load_with_assign_is_refused():
 # -- misuse ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("precision", CPU_MODES)
 def test_optimizer_step_instead_of_mp_step_is_refused(precision):
-    model, opt = make_run(opt="sgd")
-    mp = MixedPrecision(precision)
-    model, opt = mp.setup(model, opt)
-    x, y = batches(1)[0]
-    opt.zero_grad()
-    with mp.autocast():
-        loss = F.cross_entropy(model(x), y)
-    mp.backward(loss)
+    model, opt, mp = backward_once(precision)
     before = [m.detach().clone() for m in mp.master_params()]
     with pytest.raises(MisuseError, match=r"call mp.step\(optimizer\)"):
         opt.step()
@@ -297,13 +291,7 @@ def test_optimizer_step_instead_of_mp_step_is_refused(precision):
 
 @pytest.mark.parametrize("precision", MASTER)
 def test_clipping_model_grads_after_unscale_is_refused(precision):
-    model, opt = make_run(opt="sgd")
-    mp = MixedPrecision(precision, loss_scale="static:1024")
-    model, opt = mp.setup(model, opt)
-    x, y = batches(1)[0]
-    with mp.autocast():
-        loss = F.cross_entropy(model(x), y)
-    mp.backward(loss)
+    model, opt, mp = backward_once(precision, loss_scale="static:1024")
     mp.unscale_(opt)
     # the model's gradients are visible (half copies of the unscaled fp32 master gradients) ...
     torch.testing.assert_close(model.fc1.weight.grad.float(), mp.master_params()[0].grad, rtol=1e-2, atol=1e-4)
@@ -314,13 +302,7 @@ def test_clipping_model_grads_after_unscale_is_refused(precision):
 
 @pytest.mark.parametrize("precision", ["amp-fp16", *MASTER])
 def test_mp_clip_grad_norm_clips_what_the_optimizer_steps(precision):
-    model, opt = make_run(opt="sgd")
-    mp = MixedPrecision(precision)
-    model, opt = mp.setup(model, opt)
-    x, y = batches(1)[0]
-    with mp.autocast():
-        loss = F.cross_entropy(model(x), y)
-    mp.backward(loss)
+    model, opt, mp = backward_once(precision)
     norm = mp.clip_grad_norm_(1e-3)
     assert norm > 1e-3
     stepped = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]

@@ -74,11 +74,8 @@ class Targets:
         for p in self.presets:
             check_preset(p)
         owners = {self.framework_of(w).name for w, _ in self.pairs}
-        for fw in frameworks.all_frameworks():
-            if fw.backends:
-                resolved = fw.backend(self.backend, fw.name in owners, "these targets are PyTorch models")
-                if resolved is not None:
-                    object.__setattr__(self, "backend", resolved)
+        object.__setattr__(self, "backend", frameworks.resolve_backend(self.backend, owners,
+                                                                       "these targets are PyTorch models"))
 
     def framework_of(self, workload: str | None) -> frameworks.Framework:
         """The framework of a target (``None``: the --model)."""

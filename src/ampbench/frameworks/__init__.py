@@ -20,8 +20,23 @@ FRAMEWORKS = {"torch": "ampbench.frameworks.torch", "keras": "ampbench.framework
 """name -> package; the first is the default (a target no other framework claims is a PyTorch model)."""
 DEFAULT = next(iter(FRAMEWORKS))
 
-__all__ = ["DEFAULT", "FRAMEWORKS", "Framework", "Options", "WorkloadEntry", "all_frameworks", "backend_key", "get",
-           "of_cell", "of_command", "of_model", "of_row", "of_workload", "row_keys"]
+__all__ = [
+    "DEFAULT",
+    "FRAMEWORKS",
+    "Framework",
+    "Options",
+    "WorkloadEntry",
+    "all_frameworks",
+    "backend_key",
+    "from_entries",
+    "get",
+    "of_cell",
+    "of_command",
+    "of_model",
+    "of_workload",
+    "resolve_backend",
+    "row_keys",
+]
 
 
 def get(name: str | None) -> Framework:
@@ -63,12 +78,18 @@ def of_command(workload: str | None, model: str | None, backend_given: str | Non
     """(framework, backend) of a ``train`` or ``diagnose`` target; a backend given for a framework without the
     target is one line."""
     fw = of_model(model, preset, seed, backend_given) if model is not None else of_workload(workload)
+    return fw, resolve_backend(backend_given, {fw.name}, "this target is a PyTorch model")
+
+
+def resolve_backend(given: str | None, owners: set[str], otherwise: str) -> str | None:
+    """The backend the targets of ``owners`` (framework names) run on: each framework with backends resolves ``given``
+    for its own targets (its default when not given); a backend given where no such framework has a target is one
+    line ending in ``otherwise``."""
     backend = None
-    for other in all_frameworks():
-        if other.backends:
-            resolved = other.backend(backend_given, other is fw, "this target is a PyTorch model")
-            backend = resolved if other is fw else backend
-    return fw, backend
+    for fw in all_frameworks():
+        if fw.backends:
+            backend = fw.backend(given, fw.name in owners, otherwise) or backend
+    return backend
 
 
 def backend_key(framework: str) -> str:
@@ -86,9 +107,9 @@ def key_entries(framework: str, backend: str | None) -> dict[str, Any]:
 
 
 def from_entries(d: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(framework, backend) of a flat cell dict or a row: its ``framework`` entry (with ``<framework>_backend``, or
-    ``backend`` in a cell's full dict), or the framework whose ``<framework>_backend`` entry it holds (keys never held
-    ``framework``), else the default."""
+    """(framework, backend) of a flat cell dict or a stored row: its ``framework`` entry (with
+    ``<framework>_backend``, or ``backend`` in a cell's full dict), or the framework whose ``<framework>_backend``
+    entry it holds (keys never held ``framework``), else the default (rows from before the column)."""
     name = d.get("framework")
     if name in FRAMEWORKS:
         return name, d.get(backend_key(name), d.get("backend"))
@@ -96,11 +117,6 @@ def from_entries(d: Mapping[str, Any]) -> tuple[str, str | None]:
         if other != DEFAULT and d.get(backend_key(other)) is not None:
             return other, d[backend_key(other)]
     return DEFAULT, None
-
-
-def of_row(row: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(framework, backend) of a stored row (rows from before the column: the default framework)."""
-    return from_entries(row)
 
 
 def of_cell(spec: Any) -> Framework:

@@ -115,8 +115,3 @@ class Framework(Protocol):
     def row_keys(self) -> dict[str, str]:
         """The row keys only its rows fill, each with its documentation (merged into the store's ROW_KEYS)."""
         ...
-
-
-def payload_of(spec: Any, **extra: Any) -> dict[str, Any]:
-    """A job's payload for a cell (what the framework's job functions read)."""
-    return {"spec": spec.to_dict(), **extra}

@@ -222,7 +222,7 @@ def framework_of(row: dict[str, Any]) -> str:
     before the column: the default framework)."""
     from ampbench import frameworks
 
-    name, backend = frameworks.of_row(row)
+    name, backend = frameworks.from_entries(row)
     return frameworks.get(name).describe(backend)
 
 
