@@ -8,6 +8,7 @@ imported at run time.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -205,3 +206,123 @@ def test_every_command_function_stays_short() -> None:
             if command and node.end_lineno - node.lineno + 1 >= 80:  # type: ignore[attr-defined,operator]
                 long.append((m, node.name, node.end_lineno - node.lineno + 1))  # type: ignore[attr-defined,operator]
     assert not long, f"command functions of 80 lines or more: {long}"
+
+
+# -- function-level imports: only to defer a heavy package, and saying which -------------------------------------------
+
+HEAVY = ("torch", "numpy", "keras", "tensorflow", "jax", "torchao", "transformers", "timm", "tensorboard", "pynvml",
+         "matplotlib")
+HEAVY_SUBMODULES = ("torch._dynamo", "torch.distributed.checkpoint", "torch.distributed.fsdp", "torch.utils.flop_counter")
+LAZY_COMMENT = re.compile(r"#.*\blazy: ([\w., ]+)")
+
+
+def _lazy_names() -> dict[str, dict[str, str]]:
+    """package -> {name: module defining it} for the packages whose ``__init__`` imports names on first use (PEP 562)."""
+    import ampbench
+    import ampbench.bench
+    import ampbench.execution
+    import ampbench.workloads
+
+    lazy = {"ampbench": dict(ampbench._PUBLIC), "ampbench.bench": dict(ampbench.bench._EXPORTS)}
+    for pkg in (ampbench.execution, ampbench.workloads):
+        lazy[pkg.__name__] = {k: f"{pkg.__name__}.{v}" for k, v in pkg._NAMES.items()}
+    lazy["ampbench.workloads"]["*"] = "ampbench.workloads.factory"  # the first name looked up registers every family
+    return lazy
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom, lazy: dict[str, dict[str, str]]) -> list[str]:
+    """The modules an import statement loads (resolving relative imports and lazily exported names)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+    out = []
+    for a in node.names:
+        if f"{base}.{a.name}" in MODULES:
+            out.append(f"{base}.{a.name}")
+        elif a.name in lazy.get(base, {}):
+            out += [lazy[base][a.name], *([lazy[base]["*"]] if "*" in lazy[base] else [])]
+        else:
+            out.append(base)
+    return out
+
+
+def _module_level_imports(module: str, lazy: dict[str, dict[str, str]]) -> set[str]:
+    """What importing ``module`` runs: its module-level imports (``if TYPE_CHECKING:`` blocks excluded)."""
+    out: set[str] = set()
+
+    def walk(body: list[ast.stmt]) -> None:
+        for n in body:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.update(_targets(module, n, lazy))
+            elif isinstance(n, ast.If) and "TYPE_CHECKING" not in ast.unparse(n.test):
+                walk(n.body)
+                walk(n.orelse)
+            elif isinstance(n, ast.Try):
+                for block in (n.body, *(h.body for h in n.handlers), n.orelse, n.finalbody):
+                    walk(block)
+
+    walk(ast.parse(MODULES[module].read_text()).body)
+    return out
+
+
+def _heavy_closure(start: str, top: dict[str, set[str]]) -> set[str]:
+    """The heavy packages importing ``start`` loads (through ampbench modules' module-level imports and parents)."""
+    seen, todo, heavy = set(), [start], set()
+    while todo:
+        x = todo.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        todo += [p for p in (".".join(x.split(".")[:i]) for i in range(1, x.count(".") + 1)) if p in MODULES]
+        if x in MODULES:
+            todo += top[x]
+        else:
+            heavy.update(h for h in (*HEAVY, *HEAVY_SUBMODULES) if x == h or x.startswith(h + "."))
+    return heavy | ({"numpy"} if "torch" in heavy else set())  # (torch imports numpy)
+
+
+def test_function_level_imports_defer_a_heavy_package_and_say_which() -> None:
+    """An import inside a function is there to keep a heavy package (torch, numpy, keras, tensorflow, ...) out of a
+    module that does not need it at import time -- the CLI starts without torch, a Keras cell on TensorFlow runs
+    without it -- and its comment says which (``# lazy: torch``). Any other import belongs at the top of the module."""
+    lazy = _lazy_names()
+    top = {m: _module_level_imports(m, lazy) for m in MODULES}
+    own = {m: _heavy_closure(m, top) for m in MODULES}
+    needless, unsaid = [], []
+    for m, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                deferred = set().union(*(_heavy_closure(t, top) for t in _targets(m, node, lazy))) - own[m]
+                where = f"{m}:{node.lineno} {ast.unparse(node)}"
+                if not deferred:
+                    needless.append(where)
+                    continue
+                above = lines[node.lineno - 2].strip()
+                said = [LAZY_COMMENT.search(x) for x in (lines[node.lineno - 1], lines[node.end_lineno - 1],
+                                                          above if above.startswith("#") else "")]
+                named = {w.strip() for m_ in said if m_ for w in m_.group(1).split(",")}
+                if "torch" in deferred:
+                    deferred -= {"numpy"}  # (implied)
+                if named != deferred:
+                    unsaid.append(f"{where}: defers {sorted(deferred)}, says {sorted(named)}")
+    assert not needless, "function-level imports that defer no heavy package (move them up):\n" + "\n".join(needless)
+    assert not unsaid, "function-level imports whose `# lazy: ...` comment is missing or wrong:\n" + "\n".join(unsaid)
+
+
+def test_the_command_line_starts_without_torch() -> None:
+    """``ampbench --help`` and every bad-input error come back without importing torch or numpy (read in a fresh
+    interpreter)."""
+    import subprocess
+    import sys
+
+    code = "import sys, ampbench.cli; print(sorted(m for m in ('torch', 'numpy', 'keras') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -104,18 +104,18 @@ class RecipeOptions:
 
     def __post_init__(self) -> None:
         if self.loss_scale is not None:  # (imported here: a cell without these options needs no torch)
-            from ampbench.precision.scaling import LossScaleConfig
+            from ampbench.precision.scaling import LossScaleConfig  # lazy: torch
 
             LossScaleConfig.parse(self.loss_scale, default="dynamic")
         if self.fp8_filter is not None:
-            from ampbench.precision.fp8 import check_filter
+            from ampbench.precision.fp8 import check_filter  # lazy: torch
 
             check_filter(self.fp8_filter, "--fp8-filter")
 
     @property
     def fp8(self) -> Any:
         """The fp8 modes' :class:`~ampbench.precision.fp8.Fp8Options`."""
-        from ampbench.precision.fp8 import Fp8Options
+        from ampbench.precision.fp8 import Fp8Options  # lazy: torch
 
         return Fp8Options(self.fp8_skip, self.fp8_filter or "auto")
 
@@ -297,7 +297,7 @@ class CellSpec:
 
     def mp_options(self) -> dict[str, Any]:
         """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
-        from ampbench.precision import is_fp8
+        from ampbench.precision import is_fp8  # lazy: torch
 
         out: dict[str, Any] = {}
         if self.strategy is not None:

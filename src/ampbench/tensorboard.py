@@ -17,11 +17,15 @@ says so in one line, and refuses a DIR it cannot write, before any work starts.
 from __future__ import annotations
 
 import math
+import os
 import re
+import socket
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ampbench.cells import CellId
 from ampbench.errors import AmpbenchError
 
 EXTRA = "pip install 'ampbench[tensorboard]'"
@@ -30,8 +34,8 @@ EXTRA = "pip install 'ampbench[tensorboard]'"
 def require() -> None:
     """The tensorboard package is importable (AmpbenchError naming the extra otherwise)."""
     try:
-        import tensorboard  # noqa: F401
-        from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: F401
+        import tensorboard  # noqa: F401  (lazy: tensorboard)
+        from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: F401  (lazy: tensorboard)
     except ImportError:
         raise AmpbenchError(f"--tensorboard needs the tensorboard package: {EXTRA} (or pip install tensorboard)") from None
 
@@ -67,12 +71,8 @@ class EventWriter:
     _count = 0
 
     def __init__(self, logdir: Path | str) -> None:
-        import os
-        import socket
-        import time
-
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.summary.writer.record_writer import RecordWriter
+        from tensorboard.compat.proto.event_pb2 import Event  # lazy: tensorboard
+        from tensorboard.summary.writer.record_writer import RecordWriter  # lazy: tensorboard
 
         Path(logdir).mkdir(parents=True, exist_ok=True)
         EventWriter._count += 1
@@ -84,23 +84,21 @@ class EventWriter:
         self._file.write(event.SerializeToString())
 
     def _summary(self, value: Any, step: int) -> None:
-        import time
-
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.compat.proto.event_pb2 import Event  # lazy: tensorboard
+        from tensorboard.compat.proto.summary_pb2 import Summary  # lazy: tensorboard
 
         self._write(Event(wall_time=time.time(), step=int(step), summary=Summary(value=[value])))
 
     def add_scalar(self, tag: str, value: float, step: int = 0) -> None:
-        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.compat.proto.summary_pb2 import Summary  # lazy: tensorboard
 
         self._summary(Summary.Value(tag=tag, simple_value=float(value)), step)
 
     def add_text(self, tag: str, text: str, step: int = 0) -> None:
-        from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-        from tensorboard.compat.proto.tensor_pb2 import TensorProto
-        from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
-        from tensorboard.plugins.text.plugin_data_pb2 import TextPluginData
+        from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata  # lazy: tensorboard
+        from tensorboard.compat.proto.tensor_pb2 import TensorProto  # lazy: tensorboard
+        from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto  # lazy: tensorboard
+        from tensorboard.plugins.text.plugin_data_pb2 import TextPluginData  # lazy: tensorboard
 
         meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
             plugin_name="text", content=TextPluginData(version=0).SerializeToString()))
@@ -110,7 +108,7 @@ class EventWriter:
 
     def add_histogram_raw(self, tag: str, min: float, max: float, num: int, sum: float, sum_squares: float,
                           bucket_limits: list[float], bucket_counts: list[int], global_step: int = 0) -> None:
-        from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+        from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary  # lazy: tensorboard
 
         hist = HistogramProto(min=min, max=max, num=num, sum=sum, sum_squares=sum_squares, bucket_limit=bucket_limits,
                               bucket=bucket_counts)
@@ -176,7 +174,6 @@ RATIO_KEYS = ("speedup_vs_fp32", "memory_saving_vs_fp32", "max_batch_vs_fp32")
 
 def cell_dir(root: Path, row: Mapping[str, Any]) -> Path:
     """``root/<run id>/<workload>_<preset>/<cell>``: a workload's cells are sibling runs (their curves overlay)."""
-    from ampbench.cells import CellId
 
     cid = CellId.of(row)
     group = safe_name(f"{cid.workload}_{cid.preset}")
@@ -266,7 +263,7 @@ def add_log2_histogram(w: Any, tag: str, counts: list[int], zeros: int, lo: int,
 
 def write_diagnosis(path: Path | str, details: Mapping[str, Any]) -> Path:
     """The histograms of a diagnosis's ``gradients`` and ``activations`` details (what it stored)."""
-    from ampbench.diagnose.ranges import HIST_LO
+    from ampbench.diagnose.ranges import HIST_LO  # lazy: torch
 
     w = writer(path)
     try:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ampbench import frameworks
-from ampbench.bench.suites import default_steps, native_only_entries, with_presets
+from ampbench.bench.suites import check_preset, default_steps, native_only_entries, with_presets
 from ampbench.cells import (
     DEFAULT,
     DEFAULT_MEASURES,
@@ -30,13 +33,21 @@ from ampbench.cells import (
     Distribution,
     MeasureSettings,
     RecipeOptions,
+    _from_flat,
     converge_work,
     flat,
     with_,
 )
+from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
 from ampbench.errors import AmpbenchError
-from ampbench.execution import Execution
+from ampbench.execution import Execution, executions, parse_axis
 from ampbench.frameworks import Options
+from ampbench.launch import check_nodes
+from ampbench.measure.env import resolve_device
+from ampbench.precision import get, is_fp8, list_precisions, resolve, supported
+from ampbench.precision.fp8 import check_applies
+from ampbench.workloads import get_spec
+from ampbench.workloads.registry import check_options
 
 BASELINE = "fp32"
 REPEATED_MEASURES = ("throughput", "memory")
@@ -65,8 +76,6 @@ class Targets:
     """The framework of the --model (:func:`ampbench.frameworks.of_model`)."""
 
     def __post_init__(self) -> None:
-        from ampbench.bench.suites import check_preset
-
         if self.model is not None and self.workloads:
             raise AmpbenchError("give --workloads or --model, not both")
         if len(self.presets) != (1 if self.model is not None else len(self.workloads)):
@@ -132,8 +141,6 @@ class Axes:
     compares one execution; the other modes run as the executions say."""
 
     def __post_init__(self) -> None:
-        from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
-
         if not self.precisions:
             raise AmpbenchError("no precision to run: give --precisions")
         if self.repeats < 1:
@@ -204,9 +211,6 @@ class RunConfig:
     launch: LaunchOptions = field(default_factory=LaunchOptions, compare=False)
 
     def __post_init__(self) -> None:
-        from ampbench.precision import resolve
-        from ampbench.precision.fp8 import check_applies
-
         resolved = tuple(dict.fromkeys(resolve(p) for p in self.axes.precisions))
         if resolved != self.axes.precisions:  # names and aliases -> canonical names, once each, fp32 first
             object.__setattr__(self, "axes", replace(self.axes, precisions=tuple(sorted(resolved,
@@ -250,23 +254,16 @@ class RunConfig:
 
     def _check_workload_options(self) -> None:
         """Every named workload exists and takes the -o keys (adapters check theirs when built)."""
-        from ampbench.workloads import get_spec
-        from ampbench.workloads.registry import check_options
 
         for name, preset in zip(self.targets.workloads, self.targets.presets):
             if ":" not in name and self.targets.framework_of(name).name == frameworks.DEFAULT:
                 check_options(preset, get_spec(name).options(), dict(self.data.options), name)
 
     def _check_distributed(self) -> None:
-        from ampbench.launch import check_nodes
-
         a, launch = self.axes, self.launch
-        if a.distributed and self.device.startswith("cuda"):
-            import torch
-
-            if a.nproc > torch.cuda.device_count():
-                raise AmpbenchError(f"--nproc-per-node {a.nproc}: this machine has {torch.cuda.device_count()} CUDA "
-                                    "device(s), one rank per device")
+        if a.distributed and self.device.startswith("cuda") and a.nproc > torch.cuda.device_count():
+            raise AmpbenchError(f"--nproc-per-node {a.nproc}: this machine has {torch.cuda.device_count()} CUDA "
+                                "device(s), one rank per device")
         if a.distributed and "maxbatch" in self.measure.measures and a.nnodes > 1:
             raise AmpbenchError("--measure maxbatch with --nnodes > 1 is not supported: each machine would search on "
                                 "what its own ranks saw; run maxbatch on one machine")
@@ -276,9 +273,6 @@ class RunConfig:
     def of(cls, *, device: str, extra: dict[str, Any] | None = None, **flat_fields: Any) -> RunConfig:
         """A config from its flat fields, as its identity names them (``RunConfig.of(device="cpu", workloads=("bert",),
         presets=("tiny",), precisions=("fp32",), steps=3)``); ``extra``: the launch options."""
-        from dataclasses import fields as dc_fields
-
-        from ampbench.cells import _from_flat
 
         sections = {f.name: f.default_factory for f in dc_fields(cls) if f.metadata.get("section")}
         known = {g.name for t in sections.values() for g in dc_fields(t)}
@@ -307,8 +301,6 @@ class RunConfig:
                      backend: str | None = None) -> RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
-        from ampbench.execution import executions, parse_axis
-        from ampbench.measure.env import resolve_device
 
         dev = str(resolve_device(device))
         names = parse_list(workloads, "workloads")
@@ -410,7 +402,6 @@ class RunConfig:
         """(execution, precision, compiled by default) of a workload's cells, execution by execution. With
         ``fp8_compile`` the fp8 modes run at the execution compiled, after the others, next to compiled fp32
         and amp-bf16 (when the run has them)."""
-        from ampbench.precision import is_fp8
 
         fp8 = [p for p in precisions if self.axes.fp8_compile and is_fp8(p)]
         out = []
@@ -424,7 +415,6 @@ class RunConfig:
     def precisions_of(self, workload: str | None, preset: str) -> tuple[str, ...]:
         """The modes a workload runs in: all of the run's, or for a native-only entry the ones without a
         support note on this device (emulated half math) -- fp32 always."""
-        from ampbench.precision import supported
 
         if f"{workload}:{preset}" not in self.targets.native_only:
             return self.axes.precisions
@@ -432,7 +422,6 @@ class RunConfig:
 
     def left_out(self) -> list[str]:
         """What native-only entries leave out, and why (printed with the run's header)."""
-        from ampbench.precision import supported
 
         out = []
         for workload, preset in zip(self.targets.workloads, self.targets.presets):
@@ -478,7 +467,6 @@ def parse_measures(value: str | None) -> tuple[str, ...]:
 
 def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
     """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
-    from ampbench.precision import get, list_precisions, resolve, supported
 
     names = parse_list(value, "precisions") if value is not None else [
         p for p in list_precisions() if supported(p, device).ok
@@ -524,7 +512,6 @@ def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterab
     """fp8 on CUDA runs torch.compile'd unless --compile says otherwise: torchao's float8 is built to be compiled
     (eager, each cast, amax and scale is a kernel of its own around the fp8 GEMM, which can make fp8 slower than
     bf16); on a CPU the fp8 modes are emulated and compiling them measures nothing about a GPU."""
-    from ampbench.precision import is_fp8
 
     return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
 

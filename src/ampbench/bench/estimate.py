@@ -18,12 +18,15 @@ fresh process per backend, whose start and import every such cell pays, and the 
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench import frameworks
 from ampbench.cells import CellSpec
+from ampbench.launch import ChildProcess, Inline, Job
+from ampbench.progress import duration
 
 BUDGET_S = 15.0
 """Seconds the measurement may take before it stops timing more precisions."""
@@ -41,8 +44,6 @@ class Estimate:
     not_counted: tuple[str, ...] = field(default=())
 
     def text(self) -> str:
-        from ampbench.progress import duration
-
         rest = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
         return f"expected to take ~{duration(self.seconds)} (estimate from one timed step per workload and precision{rest})"
 
@@ -111,9 +112,6 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     measured or is switched off (``AMPBENCH_NO_ESTIMATE``). Isolated runs measure in a child process, as their
     cells run (a model that crashes the interpreter must not take the run with it; on a GPU the run's own process
     must hold no GPU context the cells would see), and that child's start-up is what each cell pays too."""
-    import os
-
-    from ampbench.launch import ChildProcess, Inline, Job
 
     if os.environ.get(ENV_OFF):
         return None

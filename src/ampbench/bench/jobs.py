@@ -94,7 +94,7 @@ def _validate(spec: CellSpec) -> dict[str, Any]:
 def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
     """A distributed cell on one rank (torchrun; the process group joined): measured like a one-process cell on
     the rank's device, with its own batches."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch
 
     if payload.get("crash_rank") == dist.get_rank():  # tests: a rank that dies mid-cell (SIGKILL, as the OOM killer)
         os.kill(os.getpid(), 9)

@@ -5,15 +5,18 @@ and what the timed steps say (diverged, skipped steps).
 from __future__ import annotations
 
 import math
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 from ampbench.cells import CellSpec
+from ampbench.errors import AmpbenchError
+from ampbench.measure.maxbatch import measure_max_batch
+from ampbench.store.rows import empty_row
 
 
 def base_row(spec: CellSpec) -> dict[str, Any]:
     """The row of a cell before it is measured: identity filled in, status error until something says otherwise."""
-    from ampbench.store.rows import empty_row
 
     row = empty_row()
     row.update(**spec.cell_id().to_row(), measures=list(spec.measures), device=spec.device, steps=spec.measure.steps,
@@ -28,7 +31,6 @@ def record_failure(row: dict[str, Any], e: BaseException, oom: bool) -> None:
     if oom:
         row.update(status="oom", reason=first_line(e))
         return
-    import traceback
 
     tb = traceback.extract_tb(e.__traceback__)
     where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
@@ -63,8 +65,6 @@ def first_line(e: BaseException) -> str:
 def search_cell_max_batch(spec: CellSpec, batch_size: int, trial: Callable[[CellSpec, int], Any] | None,
                           throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
     """The search's row keys and the error that stopped it (the driver every framework's cells use)."""
-    from ampbench.errors import AmpbenchError
-    from ampbench.measure.maxbatch import measure_max_batch
 
     if trial is None:
         raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")

@@ -16,13 +16,15 @@ import torch
 from ampbench import frameworks, progress
 from ampbench.bench.config import RunConfig
 from ampbench.bench.jobs import framework, isolated_trial, job, trial_of, validate_job
+from ampbench.bench.ranks import run_cell_distributed
 from ampbench.bench.rows import base_row
 from ampbench.cells import CellSpec
+from ampbench.distributed.strategy import check_reduce_dtype, layout
 from ampbench.errors import AmpbenchError
 from ampbench.launch import ChildProcess, Inline
 from ampbench.measure.env import device_name
 from ampbench.measure.maxbatch import Trial
-from ampbench.precision import supported
+from ampbench.precision import get, supported
 from ampbench.store.derive import derive
 from ampbench.store.sqlite import RunInfo, Store, utcnow
 
@@ -50,8 +52,6 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
     distributed cell in ``nproc`` ranks started by torchrun (always isolated; ``node_rank``/``endpoint``
     with several machines)."""
     if spec.strategy is not None:
-        from ampbench.bench.ranks import run_cell_distributed
-
         return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
     if not isolate and not frameworks.of_cell(spec).own_process:  # (own_process: it imports a backend of its choice)
         gpu = spec.device.startswith("cuda")
@@ -76,8 +76,6 @@ def strategy_problem(spec: CellSpec) -> str | None:
     """Why the cell's (strategy, precision) pair cannot run (e.g. fsdp with fp8), or None."""
     if spec.strategy is None:
         return None
-    from ampbench.distributed.strategy import check_reduce_dtype, layout
-    from ampbench.precision import get
 
     try:
         layout(spec.strategy, get(spec.precision), check_reduce_dtype(spec.distribution.grad_reduce_dtype))

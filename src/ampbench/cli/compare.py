@@ -12,6 +12,8 @@ from rich.table import Table
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
 from ampbench.errors import AmpbenchError
+from ampbench.report.compare import compare_table
+from ampbench.store.derive import merge_repeats
 
 
 @app.command("compare")
@@ -23,10 +25,8 @@ def compare_cmd(
     reference: Annotated[o.Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
-    from ampbench.bench.config import parse_list
-    from ampbench.precision import resolve
-    from ampbench.report.compare import compare_table
-    from ampbench.store.derive import merge_repeats
+    from ampbench.bench.config import parse_list  # lazy: torch
+    from ampbench.precision import resolve  # lazy: torch
 
     store = open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None

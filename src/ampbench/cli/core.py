@@ -15,12 +15,14 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 import ampbench
 from ampbench.errors import AmpbenchError
+from ampbench.store import Store
 
 app = typer.Typer(
     name="ampbench",
@@ -57,14 +59,13 @@ def plural(n: int, word: str) -> str:
 
 def open_store(db: Path | None, create: bool = True) -> Any:
     """The results store; ``create=False`` for commands that only read (a missing file is an error, not a new store)."""
-    from ampbench.store import Store
 
     return Store(db, create=create)
 
 
 def _version(value: bool) -> None:
     if value:
-        import torch
+        import torch  # lazy: torch
 
         console.print(f"ampbench {ampbench.__version__} (torch {torch.__version__})")
         raise typer.Exit()
@@ -101,8 +102,6 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print("aborted")
         sys.exit(130)
     except Exception as e:  # click usage errors (bad option, missing argument)
-        import click
-
         if type(e).__name__ == "NoArgsIsHelpError":  # help was printed
             sys.exit(0)
         if isinstance(e, click.exceptions.UsageError):

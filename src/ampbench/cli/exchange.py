@@ -11,6 +11,7 @@ from rich.markup import escape
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store, plural
 from ampbench.paths import check_output_file
+from ampbench.store import export_data, import_file, write_json
 
 
 @app.command("export")
@@ -20,7 +21,6 @@ def export_cmd(
     run: Annotated[o.Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
 ) -> None:
     """Write runs and rows as JSON, to move them to another machine (ampbench import)."""
-    from ampbench.store import export_data, write_json
 
     check_output_file(out, "--out", "results.json")
     store = open_store(db, create=False)
@@ -37,7 +37,6 @@ def import_cmd(
     db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
 ) -> None:
     """Add exported results (e.g. from other GPUs) to the store; rows already there are kept as they are."""
-    from ampbench.store import import_file
 
     store = open_store(db)
     for f in files:

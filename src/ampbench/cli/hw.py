@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -24,11 +25,10 @@ def hw_cmd(
     json_out: Annotated[o.Opt[Path], typer.Option("--json", help="Write the probe as JSON.")] = None,
 ) -> None:
     """The device, what it supports and why not, TF32 flags, versions, peak TFLOP/s, and a GEMM benchmark."""
-    import json
 
-    from ampbench.bench.config import parse_list
-    from ampbench.measure.env import resolve_device
-    from ampbench.measure.hw import probe
+    from ampbench.bench.config import parse_list  # lazy: torch
+    from ampbench.measure.env import resolve_device  # lazy: torch
+    from ampbench.measure.hw import probe  # lazy: torch
 
     dev = resolve_device(device)
     ns = None

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ampbench import frameworks
 from ampbench.cli.core import app, console
 from ampbench.errors import AmpbenchError
 
@@ -26,8 +27,7 @@ def list_cmd(
 
 
 def _list_workloads() -> None:
-    from ampbench import frameworks
-    from ampbench.workloads import PRESETS
+    from ampbench.workloads import PRESETS  # lazy: torch
 
     table = Table(title=f"Workloads (presets: {', '.join(PRESETS)})", title_justify="left")
     table.add_column("name", style="bold cyan", no_wrap=True)
@@ -50,14 +50,14 @@ def _list_workloads() -> None:
 
 
 def _list_precisions() -> None:
-    from ampbench.precision import get, list_precisions, supported
+    from ampbench.precision import get, list_precisions, supported  # lazy: torch
     table = Table(title="Precision modes", title_justify="left")
     table.add_column("name", style="bold cyan", no_wrap=True)
     table.add_column("aliases", no_wrap=True)
     table.add_column("loss scale", no_wrap=True)
     table.add_column("what it does")
     table.add_column("on this machine")
-    import torch
+    import torch  # lazy: torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     for name in list_precisions():

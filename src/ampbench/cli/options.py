@@ -11,6 +11,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ampbench import frameworks
+
 Opt = Optional  # typer needs Optional[...] on py3.10
 
 ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py:factory or pkg.mod:factory "
@@ -20,7 +22,6 @@ ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py
 def _backend_option() -> Any:
     """``--<framework>-backend`` of every framework with backends (:mod:`ampbench.frameworks`): one parameter,
     ``backend``, which each framework resolves for its own targets."""
-    from ampbench import frameworks
 
     chosen = [fw for fw in frameworks.all_frameworks() if fw.backends]
     return Annotated[Opt[str], typer.Option(*(f"--{fw.name}-backend" for fw in chosen),
@@ -93,18 +94,6 @@ Your model, any shape (synthetic learnable data unless --data-dir or --batches):
 
   hf:gpt2 --task lm -o n_layer=2   (as the workload: HF transformers from a config, no download)
 """
-
-
-def data_options(input_shape: str | None, vocab_size: int | None, num_classes: int | None, num_outputs: int | None,
-                 task: str | None, batches: str | None, loss: str | None, data_dir: Path | None,
-                 val_fraction: float | None, option: list[str] | None) -> object:
-    """The data options of a command, parsed (``-o KEY=VALUE`` included): one value for every command."""
-    from ampbench.bench.config import parse_options
-    from ampbench.workloads import DataOptions
-
-    return DataOptions(input_shape, num_classes, vocab_size, num_outputs, task, batches, loss,
-                       None if data_dir is None else str(data_dir), val_fraction,
-                       tuple(sorted(parse_options(option).items())))
 
 
 # -- ampbench run ------------------------------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ampbench.cli.core import console, plural
+from ampbench.tensorboard import RunLogger
 
 
 def workload_header(wl: Any) -> str:
@@ -64,11 +66,9 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
     step i/N and an ETA) and one line per finished cell. Not a terminal: plain lines, a progress line when the
     measure changes or every ``PLAIN_EVERY`` seconds. ``tensorboard``: a directory each finished cell is written
     to as a TensorBoard run (and the run's ratios at its end)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ampbench.bench import run
-    from ampbench.report.console import STATUS_STYLE
-    from ampbench.tensorboard import RunLogger
+    from ampbench.bench import run  # lazy: torch
+    from ampbench.report.console import STATUS_STYLE  # lazy: torch
 
     board = RunLogger(tensorboard) if tensorboard is not None else None
     live = console.is_terminal
@@ -162,7 +162,7 @@ class _PlainProgress:
 
 
 def results_tables(rows: list[dict[str, Any]]) -> None:
-    from ampbench.report.console import results_tables as tables
+    from ampbench.report.console import results_tables as tables  # lazy: torch
 
     for table in tables(rows, console.width):
         console.print(table)
@@ -170,7 +170,7 @@ def results_tables(rows: list[dict[str, Any]]) -> None:
 
 def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
     """One coloured line per workload: the advisor's pick and its evidence."""
-    from ampbench.report.advisor import advise, workload_groups
+    from ampbench.report.advisor import advise, workload_groups  # lazy: torch
 
     for group in workload_groups(rows):
         wl, preset = group[0]["workload"], group[0].get("preset") or ""

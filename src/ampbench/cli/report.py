@@ -13,6 +13,7 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
 from ampbench.errors import AmpbenchError
 from ampbench.paths import STDOUT, check_output_file
+from ampbench.report import FORMATS, build_report, write_report
 
 
 @app.command("report")
@@ -25,7 +26,6 @@ def report_cmd(
 ) -> None:
     """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload.
     --out - writes it to standard output."""
-    from ampbench.report import FORMATS, build_report, write_report
 
     if run is not None and latest:
         raise AmpbenchError("give --run ID or --latest, not both")

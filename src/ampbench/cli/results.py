@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,8 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, open_store, plural
 from ampbench.cli.render import results_tables
 from ampbench.errors import AmpbenchError
+from ampbench.store import derive, to_csv
+from ampbench.store.exchange import clean_json
 
 
 @app.command("results")
@@ -25,11 +28,9 @@ def results_cmd(
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv.")] = "table",
 ) -> None:
     """List stored results (with speedup / memory saving vs fp32)."""
-    import json
 
-    from ampbench.bench.config import parse_list
-    from ampbench.precision import resolve
-    from ampbench.store import derive, to_csv
+    from ampbench.bench.config import parse_list  # lazy: torch
+    from ampbench.precision import resolve  # lazy: torch
 
     if fmt not in ("table", "json", "csv"):
         raise AmpbenchError(f"--format {fmt!r}: choose table, json or csv")
@@ -50,8 +51,6 @@ def results_cmd(
         err_console.print(f"[yellow]warning:[/] {plural(store.skipped_rows, 'stored row')} with malformed values "
                           "skipped (from an import before rows were validated)", highlight=False)
     if fmt == "json":
-        from ampbench.store.exchange import clean_json
-
         sys.stdout.write(json.dumps(clean_json(rows), indent=1) + "\n")
     elif fmt == "csv":
         sys.stdout.write(to_csv(rows))

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.markup import escape
 
+from ampbench.bench.estimate import run_estimate
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, err_console, open_store, plural
+from ampbench.cli.core import app, console, err_console, invocation, open_store, plural
 from ampbench.cli.render import advice_lines, cell_text, plan_header, results_tables, run_with_progress
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
+from ampbench.report import write_report
+from ampbench.store import default_db_path, export_data, write_json
 from ampbench.tensorboard import open_dir
 
 
@@ -35,8 +40,8 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
             report: o.ReportOpt = True, report_path: o.ReportPathOpt = None, dry_run: o.DryRunOpt = False,
             tensorboard: o.TensorboardOpt = None, backend: o.BackendOpt = None) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
-    from ampbench.bench.config import RunConfig
-    from ampbench.bench.runner import lend_ranks, validate_inputs
+    from ampbench.bench.config import RunConfig  # lazy: torch
+    from ampbench.bench.runner import lend_ranks, validate_inputs  # lazy: torch
 
     config = RunConfig.from_strings(
         device=device, workloads=workloads, precisions=precisions, preset=preset, batch_size=batch_size, steps=steps,
@@ -76,10 +81,8 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
 
 def _interrupted(config: Any, store: Any) -> None:
     """Ctrl-C during a run: what was stored (every finished cell is) and the command that finishes the run; exit 130."""
-    import shlex
 
-    from ampbench.bench.runner import find_resumable
-    from ampbench.cli.core import invocation
+    from ampbench.bench.runner import find_resumable  # lazy: torch
 
     try:
         run_id = find_resumable(store, config).run_id
@@ -98,8 +101,7 @@ def _interrupted(config: Any, store: Any) -> None:
 
 def _estimate(config: Any, store: Any = None) -> Any:
     """How long the run (its cells not stored yet, with --resume) is expected to take, measured now (a few s)."""
-    from ampbench.bench.estimate import run_estimate
-    from ampbench.bench.runner import find_resumable
+    from ampbench.bench.runner import find_resumable  # lazy: torch
 
     cells = None
     if store is not None:
@@ -111,9 +113,6 @@ def _estimate(config: Any, store: Any = None) -> Any:
 
 def _dry_run(config: Any, db: Path | None, json_out: Path | None) -> None:
     """The plan, checked: a store that exists is checked (never created, never written)."""
-    import json
-
-    from ampbench.store import default_db_path
 
     path = db if db is not None else default_db_path()
     if path.exists():
@@ -131,7 +130,6 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None) -> None:
 def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | None, report: Path | bool | None) -> None:
     """The run's summary and advice, its JSON and report; exit code 1 when cells errored (oom/diverged are
     measurements)."""
-    from ampbench.store import export_data, write_json
 
     bad = [r for r in rows if r["status"] != "ok"]
     errored = [r for r in rows if r["status"] == "error"]
@@ -143,8 +141,6 @@ def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | 
         write_json(export_data(store, [info.run_id]), json_out)
         console.print(f"wrote {escape(str(json_out))}")
     if report is not False:
-        from ampbench.report import write_report
-
         path = write_report(store, report or None, info.run_id)  # type: ignore[arg-type]
         console.print(f"report: [bold]{escape(str(path))}[/]")
     if errored:

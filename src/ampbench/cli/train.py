@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, err_console, plural
+from ampbench.cli.core import app, console, err_console, invocation, plural
 from ampbench.cli.render import workload_header
 from ampbench.errors import AmpbenchError
-from ampbench.paths import check_output_dir, check_output_file, write_text_atomic
+from ampbench.launch import ChildProcess, Job, die_with_launcher, is_rank, join_process_group, relaunch
+from ampbench.paths import write_text_atomic
+from ampbench.tensorboard import TrainLogger
 
 
 @app.command("train", epilog=o.MODEL_EXAMPLES)
@@ -57,62 +61,49 @@ def train_cmd(
     backend: o.BackendOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
-    from ampbench import frameworks
-    from ampbench.precision import resolve
-    from ampbench.workloads import build_target
+    from ampbench.requests import Launch, Target, TrainRequest, data_options  # lazy: torch
 
-    resolve(precision)  # fail fast on a bad name, before building data
-    fw, resolved = frameworks.of_command(workload, model, backend, preset, seed)
-    data = o.data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
-                          option)
-    if fw.train_job() is not None:  # another framework's model: trained under its recipe, in a process of its own
-        return _train_apart(fw, resolved, workload, model, precision, preset, epochs, batch_size, seed, device, max_steps,
-                            data, json_out, {
-            "--loss-scale": loss_scale is not None, "--compile": compile is not None, "--strategy": strategy is not None,
-            "--checkpoint/--resume": checkpoint is not None or resume, "--tensorboard": tensorboard is not None,
-            "--fp8-skip/--fp8-filter": fp8_skip is not None or fp8_filter is not None,
-            "--data-dir/--option": data_dir is not None or bool(option)})
-    from ampbench.frameworks.torch.train import TrainConfig
-    from ampbench.launch import check_nodes, is_rank
-    from ampbench.precision import Fp8Options
-    auto_compile = compile is None
-    compile = _train_compile(compile, precision, device)
-    if strategy is not None and nproc_per_node < 1:
-        raise AmpbenchError(f"--nproc-per-node must be >= 1, got {nproc_per_node}")
-    check_nodes(strategy, nnodes, node_rank, rdzv_endpoint)
-    rank_worker = strategy is not None and is_rank()  # a rank torchrun started
-    config = TrainConfig(precision=precision, epochs=epochs, batch_size=batch_size, seed=seed, device=device,
-                         loss_scale=loss_scale, checkpoint_dir=checkpoint, resume=resume, max_steps_per_epoch=max_steps,
-                         compile=compile.strip(), strategy=strategy, grad_reduce_dtype=grad_reduce_dtype,
-                         fp8=Fp8Options.for_modes([precision], fp8_skip, fp8_filter))
-    _check_outputs(checkpoint if not resume else None, json_out, tensorboard)  # (--resume: train() checks it exists)
-    data.check_targets([workload] if workload else [], model)  # type: ignore[attr-defined]
-    if strategy is not None and not rank_worker:  # validated here, once; then torchrun starts the ranks
-        build_target(workload, model, preset, data, seed)  # type: ignore[arg-type]
-        raise typer.Exit(_launch_train_ranks(nproc_per_node, nnodes, node_rank, rdzv_endpoint))
+    data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
+                        option)
+    request = TrainRequest(
+        Target(workload, model, preset, seed, data, backend_given=backend), precision=precision, epochs=epochs,
+        batch_size=batch_size, max_steps=max_steps, device=device, json_out=json_out, checkpoint=checkpoint,
+        resume=resume, tensorboard=tensorboard, launch=Launch(strategy, nproc_per_node, nnodes, node_rank, rdzv_endpoint),
+        loss_scale=loss_scale, compile=compile, fp8_skip=fp8_skip, fp8_filter=fp8_filter,
+        grad_reduce_dtype=grad_reduce_dtype)
+    if request.apart_spec is not None:  # another framework's model: trained under its recipe, in a process of its own
+        return _train_apart(request)
+    _train_pytorch(request)
+
+
+def _train_pytorch(request: Any) -> None:
+    """A PyTorch target: trained here, or over the ranks torchrun starts (``--strategy``)."""
+    from ampbench.frameworks.torch.train import TrainConfig  # lazy: torch
+    from ampbench.workloads import build_target  # lazy: torch
+
+    t, launch = request.target, request.launch
+    compile = request.compile_mode
+    rank_worker = launch.given() and is_rank()  # a rank torchrun started
+    config = TrainConfig(precision=request.precision, epochs=request.epochs, batch_size=request.batch_size,
+                         seed=t.seed, device=request.device, loss_scale=request.loss_scale,
+                         checkpoint_dir=request.checkpoint, resume=request.resume,
+                         max_steps_per_epoch=request.max_steps, compile=compile, strategy=launch.strategy,
+                         grad_reduce_dtype=request.grad_reduce_dtype, fp8=request.fp8())
+    if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
+        build_target(t.workload, t.model, t.preset, t.data, t.seed)
+        raise typer.Exit(_launch_train_ranks(launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint))
     if rank_worker:
-        _join_process_group(device)
-    wl = build_target(workload, model, preset, data, seed)  # type: ignore[arg-type]
-    result = _train_here(wl, config, tensorboard, compiled_by_default=auto_compile and compile == "on")
-    _print_result(result, tensorboard, json_out)
-
-
-def _check_outputs(checkpoint: Path | None, json_out: Path | None, tensorboard: Path | None) -> None:
-    """The files and directories the training will write, checked before it starts (one line each)."""
-    check_output_dir(checkpoint, "--checkpoint", "checkpoint.pt")
-    check_output_file(json_out, "--json")
-    if tensorboard is not None:
-        from ampbench.tensorboard import open_dir
-
-        open_dir(tensorboard)
+        _join_process_group(request.device)
+    wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
+    result = _train_here(wl, config, request.tensorboard, compiled_by_default=request.compile is None and compile == "on")
+    _print_result(result, request.tensorboard, request.json_out)
 
 
 def _train_here(wl: Any, config: Any, tensorboard: Path | None, compiled_by_default: bool) -> Any:
     """Train ``wl`` in this process with a progress bar (and TensorBoard scalars when asked)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ampbench.frameworks.torch.train import train
-    from ampbench.precision import resolve
+    from ampbench.frameworks.torch.train import train  # lazy: torch
+    from ampbench.precision import resolve  # lazy: torch
 
     console.print(f"{workload_header(wl)} in [bold cyan]{resolve(config.precision)}[/]")
     if compiled_by_default:
@@ -129,8 +120,6 @@ def _train_here(wl: Any, config: Any, tensorboard: Path | None, compiled_by_defa
 
         log = None
         if tensorboard is not None:
-            from ampbench.tensorboard import TrainLogger
-
             log = TrainLogger(tensorboard)
         try:
             result = train(wl, config, on_progress, log=log)
@@ -142,7 +131,6 @@ def _train_here(wl: Any, config: Any, tensorboard: Path | None, compiled_by_defa
 
 def _print_result(result: Any, tensorboard: Path | None, json_out: Path | None) -> None:
     """The trained model's line (metrics, loss, speed, steps), the TensorBoard hint and the JSON file."""
-    import json
 
     m = result.metric_name or "metric"
     fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
@@ -163,21 +151,9 @@ def _print_result(result: Any, tensorboard: Path | None, json_out: Path | None) 
         console.print(f"wrote {escape(str(json_out))}")
 
 
-def _train_compile(value: str | None, precision: str, device: str) -> str:
-    """--compile as given; without it off, except fp8 on CUDA: on (torchao's float8 is built to be compiled)."""
-    from ampbench.bench.config import fp8_compiles_by_default
-    from ampbench.measure.env import resolve_device
-
-    if value is not None:
-        return value.strip()
-    return "on" if fp8_compiles_by_default(False, str(resolve_device(device)), [precision]) else "off"
-
-
 def _launch_train_ranks(nproc: int, nnodes: int, node_rank: int, endpoint: str | None) -> int:
     """`ampbench train --strategy S`: the same command in ``nproc`` ranks per machine started by torchrun (global
     rank 0 prints); the launcher dies with this process and the ranks with the launcher. Returns its exit code."""
-    from ampbench.cli.core import invocation
-    from ampbench.launch import relaunch
 
     return relaunch(invocation(), nproc, nnodes, node_rank, endpoint)
 
@@ -185,9 +161,7 @@ def _launch_train_ranks(nproc: int, nnodes: int, node_rank: int, endpoint: str |
 def _join_process_group(device: str | None) -> None:
     """A rank of `ampbench train --strategy`: dies with its launcher, joins the process group on its device; ranks
     other than 0 print nothing."""
-    import torch.distributed as dist
-
-    from ampbench.launch import die_with_launcher, join_process_group
+    import torch.distributed as dist  # lazy: torch
 
     die_with_launcher()  # no rank outlives its launcher
     join_process_group(device)
@@ -196,22 +170,11 @@ def _join_process_group(device: str | None) -> None:
 
 
 
-def _train_apart(fw: Any, backend: str | None, workload: str | None, model: str | None, precision: str,
-                 preset: str | None, epochs: int | None, batch_size: int | None, seed: int, device: str | None,
-                 max_steps: int | None, data: Any, json_out: Path | None, given: dict[str, bool]) -> None:
-    """``ampbench train`` of another framework's model: every check here, then the epochs in a child process (its
+def _train_apart(request: Any) -> None:
+    """``ampbench train`` of another framework's model (checked by the request): the epochs in a child process (its
     backend, its ``train_job``)."""
-    import json
-
-    from ampbench.launch import ChildProcess, Job
-
-    spec = fw.command_spec(backend, workload, model, precision, preset, batch_size, device, seed, data, given)
-    what, precision = workload or f"--model {model}", spec.precision
-    for flag, v in (("--epochs", epochs), ("--batch-size", batch_size), ("--max-steps", max_steps)):
-        if v is not None and v < 1:
-            raise AmpbenchError(f"{flag} must be >= 1, got {v}")
-    data.check_targets([workload] if workload else [], model)
-    check_output_file(json_out, "--json")
+    fw, spec, t = request.target.framework, request.apart_spec, request.target
+    what = t.workload or f"--model {t.model}"
     shown: list[str] = []
 
     def on_progress(e: Any) -> None:
@@ -220,10 +183,11 @@ def _train_apart(fw: Any, backend: str | None, workload: str | None, model: str 
             shown.append(line)
             console.print(escape(line))
 
-    console.print(f"[bold]{escape(what)}[/] ({escape(fw.describe(backend))}, preset {escape(spec.preset)}) in "
-                  f"[bold cyan]{precision}[/]")
-    r = ChildProcess(on_progress=on_progress).run(Job(fw.train_job(), {"spec": spec.to_dict(), "epochs": epochs,
-                                                                      "max_steps": max_steps}))
+    console.print(f"[bold]{escape(what)}[/] ({escape(fw.describe(t.backend))}, preset {escape(spec.preset)}) in "
+                  f"[bold cyan]{spec.precision}[/]")
+    r = ChildProcess(on_progress=on_progress).run(Job(fw.train_job(), {"spec": spec.to_dict(), "epochs": request.epochs,
+                                                                      "max_steps": request.max_steps}))
+    json_out = request.json_out
     if "_failed" in r:
         err_console.print(f"[red]error:[/] training {escape(what)} failed: {escape(r['_failed'])}")
         raise typer.Exit(1)

@@ -18,9 +18,14 @@ from typing import Any
 
 import torch
 
+from ampbench.diagnose import fp8, nonfinite, policy, profile, ranges, tensorcore
 from ampbench.diagnose.findings import Finding, ordered
+from ampbench.diagnose.fixes import FixChecker
 from ampbench.errors import AmpbenchError, suggest
-from ampbench.workloads.base import Workload
+from ampbench.measure.env import device_name, resolve_device
+from ampbench.precision import get, is_fp8, resolve, supported
+from ampbench.workloads import create_workload
+from ampbench.workloads.base import Workload, seeded
 
 CHECKS = ("nonfinite", "gradients", "activations", "policy", "tensorcore", "profile", "fp8")
 """fp8 applies to the fp8 modes only (``checks=None``: every check that applies to the mode)."""
@@ -46,7 +51,6 @@ class Diagnosis:
 
 def applicable_checks(precision: str) -> tuple[str, ...]:
     """Every check that applies to ``precision`` (the default): fp8 only for the fp8 modes."""
-    from ampbench.precision import is_fp8
 
     return tuple(c for c in CHECKS if c != "fp8" or is_fp8(precision))
 
@@ -65,8 +69,6 @@ def parse_checks(value: str | None) -> tuple[str, ...]:
 
 def _first_build(target: str | Callable[[], Workload], preset: str, seed: int,
                  options: dict[str, Any]) -> Workload:
-    from ampbench.workloads import create_workload
-    from ampbench.workloads.base import seeded
 
     if isinstance(target, str):
         return create_workload(target, preset, None, seed, **options)
@@ -95,15 +97,11 @@ class CheckContext:
 
 
 def _nonfinite(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import nonfinite
-
     r = nonfinite.locate_nonfinite(c.build(), c.precision, c.dev, c.bs, c.steps, mp_options=c.mp_options)
     return r, nonfinite.nonfinite_findings(r, c.precision, c.fixes.fix_text)
 
 
 def _gradients(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import ranges
-
     settled = ranges.dynamic_settle(c.build(), c.dev, c.bs, c.steps)
     scaling = c.recipe.default_loss_scale  # what the diagnosed mode trains with
     in_use = (settled["scale"] if scaling == "dynamic" else
@@ -114,38 +112,27 @@ def _gradients(c: CheckContext) -> tuple[Any, list[Finding]]:
 
 
 def _activations(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import ranges
-
     acts = ranges.activation_ranges(c.build(), c.dev, c.bs)
     return acts, ranges.activation_findings(acts, c.fixes.fix_text)
 
 
 def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import policy
-    from ampbench.precision import supported
-
     pr = policy.find_policy(c.build, c.dev, c.bs, c.steps, precision=f"master-{c.half16}")
     bf16 = c.half16 == "fp16" and supported("amp-bf16", c.dev).ok
     return pr.to_dict(), policy.policy_findings(pr, (lambda: c.fixes.mode_text("amp-bf16")) if bf16 else None)
 
 
 def _tensorcore(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import tensorcore
-
     issues = tensorcore.lint_dims(c.build().model, c.bs)
     return issues, tensorcore.tensorcore_findings(issues, c.dev.type == "cuda")
 
 
 def _fp8(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import fp8
-
     r = fp8.fp8_layer_stats(c.build(), c.precision, c.dev, c.bs, c.steps, c.mp_options)
     return r, fp8.fp8_findings(r, c.precision)
 
 
 def _profile(c: CheckContext) -> tuple[Any, list[Finding]]:
-    from ampbench.diagnose import profile
-
     p = profile.profile_steps(c.build(), c.precision, c.dev, c.bs, min(c.steps, 10), c.trace,
                               baseline=c.build() if c.precision != "fp32" else None, mp_options=c.mp_options)
     return p, profile.profile_findings(p, c.recipe.is_half)
@@ -167,9 +154,6 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     data), so the checks do not disturb each other. ``mp_options``: the fp8 modes' fp8_skip/fp8_filter.
     A check that fails becomes an error finding; the others still run.
     """
-    from ampbench.diagnose.fixes import FixChecker
-    from ampbench.measure.env import device_name, resolve_device
-    from ampbench.precision import get, resolve, supported
 
     precision = resolve(precision)
     dev = resolve_device(device)

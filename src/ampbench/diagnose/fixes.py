@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ampbench.diagnose.policy import REL_TOL, trial_loss
+from ampbench.precision import get, supported
 from ampbench.workloads.base import Workload
 
 
@@ -62,7 +63,6 @@ class FixChecker:
 
     def __init__(self, build: Callable[[], Workload], device: torch.device, batch_size: int, steps: int,
                  precision: str) -> None:
-        from ampbench.precision import get, supported
 
         self.build, self.device, self.batch_size, self.steps, self.precision = build, device, batch_size, steps, precision
         recipe = get(precision)

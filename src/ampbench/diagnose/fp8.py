@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ampbench.diagnose.findings import Finding
+from ampbench.measure.step import build_step
 from ampbench.workloads.base import Workload
 
 FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
@@ -109,7 +110,6 @@ class _LayerWatch:
 def fp8_layer_stats(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
                     mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train ``steps`` steps in the fp8 mode with every converted layer watched."""
-    from ampbench.measure.step import build_step
 
     step = build_step(wl, precision, batch_size, device, mp_options=mp_options)
     plan = step.mp.fp8_layers

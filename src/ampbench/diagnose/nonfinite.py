@@ -20,6 +20,8 @@ from torch import nn
 
 from ampbench.diagnose.findings import Finding
 from ampbench.errors import TrainingDivergedError
+from ampbench.measure.step import build_step
+from ampbench.precision import get
 from ampbench.workloads.base import Workload
 
 
@@ -149,7 +151,6 @@ class NonFiniteLocator:
 def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_size: int, steps: int,
                      loss_scale: str | None = None, mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train up to ``steps`` steps in ``precision`` with the locator installed; stop at the first real problem."""
-    from ampbench.measure.step import build_step
 
     step = build_step(wl, precision, batch_size, device, loss_scale, mp_options=mp_options)
     loc = NonFiniteLocator(step.model)
@@ -192,7 +193,6 @@ def _fmt_range(r: dict[str, Any] | None) -> str:
 def nonfinite_findings(r: dict[str, Any], precision: str, verify: Callable[..., str] | None = None) -> list[Finding]:
     """``verify(module)``: the fix diagnose tried and saw work (:class:`ampbench.diagnose.fixes.FixChecker`); without
     it the findings point at the module and offer no fix they have not tried."""
-    from ampbench.precision import get
 
     half = get(precision).is_half
     out = []

@@ -19,6 +19,7 @@ from torch import nn
 
 from ampbench.diagnose.findings import Finding
 from ampbench.errors import TrainingDivergedError
+from ampbench.measure.step import build_step
 from ampbench.precision.convert import NORM_TYPES
 from ampbench.workloads.base import Workload
 
@@ -50,7 +51,6 @@ def candidates(model: nn.Module) -> list[str]:
 def trial_loss(build: Callable[[], Workload], precision: str, device: torch.device, batch_size: int, steps: int,
                keep: list[str] | None = None) -> float:
     """Mean loss of the last fifth of ``steps`` steps (nan when anything went non-finite)."""
-    from ampbench.measure.step import build_step
 
     wl = build()
     try:

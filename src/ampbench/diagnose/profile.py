@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,9 +24,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ampbench.cpuinfo import cpu_half_hardware
 from ampbench.diagnose.findings import Finding
+from ampbench.measure import memory as mem
+from ampbench.measure.cpu import cpu_peak, half_math_claim
+from ampbench.measure.step import build_step, device_batches
+from ampbench.measure.timing import time_steps
+from ampbench.precision import get
+from ampbench.precision.state import read_tf32
 from ampbench.workloads.base import Workload
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
@@ -99,7 +108,6 @@ def dispatch_cost_us(device: torch.device, n: int = 2000) -> float:
 
 def _profiled(step: Any, steps: int, device: torch.device, trace: Path | None = None) -> Any:
     """torch.profiler over ``steps`` steps (already warm); the profile, its Chrome trace written to ``trace``."""
-    from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     prof = profile(activities=activities)
@@ -131,8 +139,6 @@ def _op_ms_per_step(prof: Any, gpu: bool, steps: int) -> dict[str, float]:
 def versus_fp32(wl: Workload, device: torch.device, batch_size: int, steps: int, step_ms: float,
                 op_ms: dict[str, float], top: int = 5) -> dict[str, Any]:
     """The same profile of fp32 on the same model and data: step times and the ops whose time moved most."""
-    from ampbench.measure.step import build_step
-    from ampbench.measure.timing import time_steps
 
     base = build_step(wl, "fp32", batch_size, device)
     for _ in range(3):
@@ -149,10 +155,6 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
                   mp_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Profile ``steps`` steps of ``wl`` in ``precision``; with ``baseline`` (a fresh build of the same
     workload) the same in fp32, to say where a half-precision step gains or loses its time."""
-    from ampbench.measure import memory as mem
-    from ampbench.measure.step import build_step
-    from ampbench.measure.timing import time_steps
-    from ampbench.precision.state import read_tf32
 
     peaks = mem.PeakMemory(device)
     peaks.start()  # (the peak of this mode's steps only: read before the 2x batch, the profiler and the fp32 baseline)
@@ -200,9 +202,6 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         "cpu_half_hardware": None, "cpu_flops_per_cycle": None,
     }
     if not gpu:  # what the CPU's half math can do: the same probe as `ampbench hw`
-        from ampbench.cpuinfo import cpu_half_hardware
-        from ampbench.measure.cpu import cpu_peak
-
         peak = cpu_peak()
         out["cpu_half_hardware"] = cpu_half_hardware()
         out["cpu_flops_per_cycle"] = peak.flops_per_cycle if peak else None
@@ -220,10 +219,6 @@ def _batch_scaling(step: Any, wl: Workload, batch_size: int, steps: int, rounds:
     """Step time at twice the batch / step time at the batch. ~1: per-op overhead sets the time (launch-bound);
     ~2: the arithmetic does. The two are timed in alternating rounds and the median of the per-round ratios
     is taken, so a clock or scheduling change mid-measurement moves both. None if 2x does not fit."""
-    import statistics
-
-    from ampbench.measure.step import device_batches
-    from ampbench.measure.timing import time_steps
 
     small = step.batches
     try:
@@ -250,7 +245,6 @@ def _moved(ops: list[dict[str, Any]], slower: bool) -> str:
 def versus_fp32_findings(p: dict[str, Any]) -> list[Finding]:
     """Why this mode is slower (or faster) than fp32 here: the ops whose time moved, and what the hardware
     does in this dtype (on CPU from the same probe as ``ampbench hw``)."""
-    from ampbench.precision import get
 
     v = p.get("vs_fp32")
     if not v:
@@ -271,8 +265,6 @@ def versus_fp32_findings(p: dict[str, Any]) -> list[Finding]:
     cast_slow = any(o["op"] in CAST_OPS for o in slow[:2])
     why, fix = "", ""
     if p["device"].startswith("cpu") and dtype is not None:
-        from ampbench.measure.cpu import half_math_claim
-
         hw = p.get("cpu_half_hardware") or {}
         claim = half_math_claim(hw, p.get("cpu_flops_per_cycle"))
         mine = next((c for c in claim.split("; ") if c.startswith(dtype)), claim)

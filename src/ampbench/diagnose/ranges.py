@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ampbench.diagnose.findings import Finding
+from ampbench.measure.step import build_step, device_batches
 from ampbench.workloads.base import Workload
 
 FP16_MAX = 65504.0
@@ -66,7 +67,6 @@ def recommended_scale(max_abs: float, margin: float = SCALE_MARGIN) -> float:
 
 def _fp32_grads(wl: Workload, device: torch.device, batch_size: int) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     """One fp32 forward/backward at loss scale 1; gradients w.r.t. each leaf module's output too."""
-    from ampbench.measure.step import device_batches
 
     model = wl.model.to(device).float().train()
     (inputs, targets), = device_batches(wl.train_data, batch_size, 1, device)
@@ -201,7 +201,6 @@ def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None, half: s
 def dynamic_settle(wl: Workload, device: torch.device, batch_size: int, steps: int) -> dict[str, Any]:
     """Where amp-fp16's dynamic loss scale (from 2^16) is after ``steps`` steps on this model (it backs off on
     overflow; it grows only after 2000 clean steps, so this is where it settles downwards)."""
-    from ampbench.measure.step import build_step
 
     step = build_step(wl, "amp-fp16", batch_size, device, "dynamic")
     for _ in range(steps):
@@ -213,7 +212,6 @@ def dynamic_settle(wl: Workload, device: torch.device, batch_size: int, steps: i
 def activation_ranges(wl: Workload, device: torch.device, batch_size: int) -> list[dict[str, Any]]:
     """Per leaf module: max |output| in an fp32 forward pass (the largest activation fp16 must hold) and the
     log2 histogram of |output| (bins ``HIST_LO..HIST_HI``, as the gradients')."""
-    from ampbench.measure.step import device_batches
 
     model = wl.model.to(device).float().eval()
     (inputs, _), = device_batches(wl.train_data, batch_size, 1, device)

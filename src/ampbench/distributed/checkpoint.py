@@ -10,6 +10,7 @@ engine's state).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,6 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
 
     Written into ``path/.next`` and swapped into ``path/current`` by one rename once every rank is done,
     so a kill mid-save keeps the previous checkpoint whole (DCP writes its shards in place)."""
-    import shutil
 
     root = Path(path)
     rank = current_rank()
@@ -47,8 +47,8 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
     dist.barrier()
     engine = {"mp": mp.state_dict(), "strategy": mp.strategy, "world_size": dist.get_world_size(), **(extra or {})}
     if mp.strategy == "fsdp":
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict
+        import torch.distributed.checkpoint as dcp  # lazy: torch.distributed.checkpoint
+        from torch.distributed.checkpoint.state_dict import get_state_dict  # lazy: torch.distributed.checkpoint
 
         with mp.direct_optimizer_steps():
             model_sd, optim_sd = get_state_dict(model, optimizer)
@@ -79,8 +79,8 @@ def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
         raise AmpbenchError(f"{path} was saved with strategy {engine.get('strategy')!r} on {engine.get('world_size')} "
                             f"ranks; this run is {mp.strategy!r} on {dist.get_world_size()}: resume with the same ones")
     if mp.strategy == "fsdp":
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        import torch.distributed.checkpoint as dcp  # lazy: torch.distributed.checkpoint
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # lazy: torch.distributed.checkpoint
 
         with mp.direct_optimizer_steps():  # (DCP fills an empty optimizer's state with a zero-lr step)
             model_sd, optim_sd = get_state_dict(model, optimizer)

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
 
 from ampbench.distributed.strategy import Layout
 from ampbench.errors import AmpbenchError, MisuseError
@@ -29,7 +31,6 @@ def require_process_group(what: str) -> None:
 
 def default_mesh(device: torch.device) -> Any:
     """A 1-D mesh over every rank on ``device``'s type (gloo CPU meshes on a GPU box too, when asked)."""
-    from torch.distributed.device_mesh import init_device_mesh
 
     return init_device_mesh(device.type, (dist.get_world_size(),))
 
@@ -56,8 +57,6 @@ def rebind_optimizer(optimizer: torch.optim.Optimizer, model: nn.Module, names: 
 
 
 def wrap_ddp(model: nn.Module, layout: Layout, device: torch.device, process_group: Any = None) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel
-
     ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
     # gradient_as_bucket_view: the gradients are views into the all-reduce buckets (DDP's own advice for memory):
     # without it every rank holds the gradients twice, once as .grad and once in the buckets
@@ -105,7 +104,7 @@ def compress_hook(dtype: torch.dtype) -> Any:
 def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, fp32_units: Sequence[nn.Module] = ()) -> nn.Module:
     """fully_shard the model (in place; its class becomes an FSDPModule): the fp32 units (the recipe's norms and
     kept modules, resolved by the precision engine) first when the layout says so, then the root. Returns the model."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # lazy: torch.distributed.fsdp
 
     if layout.fsdp_norm_units:
         for module in fp32_units:

@@ -99,7 +99,7 @@ class CompileCounts:
 def compile_counts() -> CompileCounts:
     # torch._dynamo.utils.counters is the only place dynamo reports these (torch.compiler has no public
     # counter API in 2.11-2.13); read defensively: a missing key is 0.
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters  # lazy: torch._dynamo
 
     return CompileCounts(
         graphs=int(counters["stats"].get("unique_graphs", 0)),
@@ -122,7 +122,7 @@ def cuda_graphs_problem(execution: Execution, counts: CompileCounts) -> str | No
 
 def graph_break_reasons(limit: int = 3) -> list[str]:
     """The most frequent graph-break reasons dynamo recorded in this process (first line each)."""
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters  # lazy: torch._dynamo
 
     top = sorted(counters["graph_break"].items(), key=lambda kv: -kv[1])[:limit]
     return [f"{str(reason).strip().splitlines()[0][:160]} (x{n})" for reason, n in top]

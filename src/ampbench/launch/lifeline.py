@@ -7,6 +7,7 @@ holding a GPU or ranks waiting on a collective. Best effort where prctl does not
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -18,7 +19,6 @@ def die_with_parent() -> None:
     """SIGKILL this process when its parent exits (for ``subprocess``'s ``preexec_fn`` too)."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

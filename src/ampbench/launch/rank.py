@@ -24,8 +24,8 @@ from ampbench.launch.job import Job
 
 def join_process_group(device: str | None = None, timeout_s: float | None = None) -> str:
     """Set this rank's device (``cuda:LOCAL_RANK`` on CUDA) and join the process group; returns the device."""
-    import torch
-    import torch.distributed as dist
+    import torch  # lazy: torch
+    import torch.distributed as dist  # lazy: torch
 
     cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -36,7 +36,7 @@ def join_process_group(device: str | None = None, timeout_s: float | None = None
 
 
 def main(argv: list[str]) -> int:
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch
 
     job = Job.from_dict(json.loads(Path(argv[0]).read_text()))
     out_dir = Path(argv[1])

@@ -12,12 +12,13 @@ import torch
 
 import ampbench
 from ampbench.cpuinfo import cpu_name
+from ampbench.errors import AmpbenchError
+from ampbench.measure.cpu import cpu_facts
 from ampbench.precision.state import read_tf32
 
 
 def resolve_device(name: str | None) -> torch.device:
     """``None`` -> cuda when present, else cpu. Raises AmpbenchError for names torch does not accept."""
-    from ampbench.errors import AmpbenchError
 
     if name is None:
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
@@ -46,7 +47,7 @@ def device_name(device: torch.device) -> str:
 def nvml_info(device: torch.device) -> dict[str, Any]:
     """Driver, clocks, power limit and this process's memory from NVML (nvidia-ml-py), when available."""
     try:
-        import pynvml  # nvidia-ml-py
+        import pynvml  # nvidia-ml-py; lazy: pynvml
     except ImportError:
         return {"nvml": "not installed (pip install nvidia-ml-py)"}
     try:
@@ -90,7 +91,7 @@ def _nvml_handle(pynvml: Any, device: torch.device) -> Any:
 def process_gpu_memory(device: torch.device) -> int | None:
     """Bytes NVML says this process holds on the GPU (CUDA context + allocator), or None."""
     try:
-        import pynvml
+        import pynvml  # lazy: pynvml
     except ImportError:
         return None
     try:
@@ -153,7 +154,5 @@ def environment(device: torch.device) -> dict[str, Any]:
         })
         env.update(nvml_info(device))
     else:
-        from ampbench.measure.cpu import cpu_facts
-
         env.update(cpu_facts())  # half-precision hardware and theoretical peak: the probe `ampbench hw` shows
     return env

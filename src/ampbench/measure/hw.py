@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ampbench.cpuinfo import cpu_half_hardware
+from ampbench.measure.cpu import cpu_peak, half_math_claim
 from ampbench.measure.env import environment
 from ampbench.measure.peaks import find_peak, tensor_core_generation
 from ampbench.measure.timing import on_device
@@ -160,8 +161,6 @@ def _probe(device: torch.device, sizes: tuple[int, ...] | None, run_gemm: bool) 
         out["verdict"] = (f"Tensor Cores: {out['tensor_cores']}" if cap[0] >= 7 else
                           "no Tensor Cores: fp16 saves memory but gives little speed")
     else:
-        from ampbench.measure.cpu import cpu_peak, half_math_claim
-
         hw = cpu_half_hardware()
         peak = cpu_peak()
         out.update(capability=None, tensor_cores=None, cpu_half_hardware=hw,

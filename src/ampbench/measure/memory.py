@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ampbench.measure.host import RssPeak, rss  # noqa: F401  (rss: used by cells and train)
+from ampbench.precision import MixedPrecision
 
 OOM_MARKS = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed", "cufft_alloc_failed",
              "cusolver_status_alloc_failed", "cusparse_status_alloc_failed")
@@ -72,7 +73,6 @@ def warm_runtime(precision: str, make_optimizer: Any) -> None:
     """Run one tiny training step in ``precision`` with the workload's optimizer type, so one-time
     runtime costs (thread pools, oneDNN, the optimizer's first-step imports: ~90 MiB for Adam on
     CPU) are paid before the CPU RSS baseline is taken, not charged to the first cell's model."""
-    from ampbench.precision import MixedPrecision
 
     model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
     mp = MixedPrecision(precision)

@@ -84,7 +84,7 @@ def peak_tflops(device_name: str | None, math_mode: str | None, device_type: str
     if math_mode is None:
         return None
     if device_type == "cpu":
-        from ampbench.measure.cpu import cpu_peak
+        from ampbench.measure.cpu import cpu_peak  # lazy: torch
 
         peak = cpu_peak()
         return None if peak is None else peak.tflops.get(math_mode)

@@ -18,6 +18,7 @@ import torch
 
 from ampbench.data.tensors import TensorData
 from ampbench.distributed import current_rank
+from ampbench.distributed.wrap import ddp_bucket_bytes
 from ampbench.execution import Execution, finish_model, graph_ran_compiled, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
 from ampbench.precision import MixedPrecision
@@ -105,7 +106,6 @@ class TrainStep:
         totals = self.mp.totals
         if totals["steps"] - totals["skipped_steps"] <= 0:
             return None
-        from ampbench.distributed.wrap import ddp_bucket_bytes
 
         held: list[StateBytes] = []
         buckets = ddp_bucket_bytes(self.model)  # (DDP: its buckets hold the gradients)
@@ -133,7 +133,7 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
     model, optimizer = mp.setup(model, optimizer)  # (under ddp: the DDP wrapper)
     model.train()
     if execution.compiled:
-        from torch._dynamo.utils import counters
+        from torch._dynamo.utils import counters  # lazy: torch._dynamo
 
         torch._dynamo.reset()
         counters.clear()  # (reset keeps them: graph-break reasons of earlier cells would be this cell's)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ampbench.precision.base import Precision
+from ampbench.precision.fallbacks import cpu_autocast_fallbacks
 from ampbench.precision.registry import register
 from ampbench.precision.state import tf32_scope
 
@@ -25,7 +26,6 @@ class _Autocast(Precision):
     def kernel_fallbacks(self, models: Sequence[nn.Module], device: torch.device) -> list[str]:
         if device.type != "cpu":
             return []
-        from ampbench.precision.fallbacks import cpu_autocast_fallbacks
 
         return cpu_autocast_fallbacks(list(models), self.compute_dtype)
 

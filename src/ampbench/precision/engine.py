@@ -39,7 +39,9 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from ampbench.distributed import wrap
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
+from ampbench.distributed.wrap import param_names, require_process_group
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.fp8 import Fp8Options
@@ -266,8 +268,6 @@ class MixedPrecision:
         if not support.ok:
             raise UnsupportedPrecisionError(f"{self.name} cannot run on {self.device}: {support.reason}")
         if self.layout is not None:
-            from ampbench.distributed.wrap import require_process_group
-
             require_process_group(f"MixedPrecision(strategy={self.strategy!r})")
         with_masters = self.recipe.master_weights and (self.layout is None or self.layout.engine_masters)
 
@@ -278,8 +278,6 @@ class MixedPrecision:
             }
         names = None  # fsdp: the optimizers' parameters by name, before a conversion (fp8) replaces any
         if self.layout is not None and self.layout.strategy == "fsdp":
-            from ampbench.distributed.wrap import param_names
-
             names = param_names(models[0])
         if self.layout is None or self.layout.engine_casts:
             self._convert(models)
@@ -319,7 +317,6 @@ class MixedPrecision:
         in place (the optimizers rebound to the sharded parameters). One device: the models as they are."""
         if self.layout is None:
             return models
-        from ampbench.distributed import wrap
 
         assert self.device is not None
         if self.layout.strategy == "ddp":

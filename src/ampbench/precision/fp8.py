@@ -33,7 +33,7 @@ from torch import nn
 
 from ampbench.errors import AmpbenchError
 from ampbench.precision.amp import _Autocast
-from ampbench.precision.registry import register
+from ampbench.precision.registry import is_fp8, register
 
 TORCHAO_MIN = (0, 18)
 """torchao 0.18 is the first with the three recipes by name; it needs torch >= 2.11."""
@@ -84,7 +84,6 @@ class Fp8Options:
 
 def check_applies(precisions: Sequence[str], given: bool) -> None:
     """--fp8-skip/--fp8-filter apply to the fp8 modes only: one line when given without one."""
-    from ampbench.precision.registry import is_fp8
 
     if given and not any(is_fp8(p) for p in precisions):
         raise AmpbenchError("--fp8-skip/--fp8-filter apply to the fp8 modes (fp8-tensorwise, fp8-rowwise, "

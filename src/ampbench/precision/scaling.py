@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import torch
+import torch.distributed as dist
 from torch.amp import GradScaler
 
 from ampbench.errors import AmpbenchError, TrainingDivergedError
@@ -149,8 +150,6 @@ def _check_nonfinite(optimizer: torch.optim.Optimizer) -> dict[torch.device, tor
 
 
 def _collective_device(process_group: Any) -> torch.device:
-    import torch.distributed as dist
-
     backend = dist.get_backend(process_group)
     return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
 
@@ -216,7 +215,6 @@ class LossScaler:
         """Every rank's flag becomes the max over ranks, in place: GradScaler.step reads these same tensors
         to skip optimizer.step(), so the skip agrees too. One flag per device this rank has gradients on
         (a rank without any still takes part, with a zero flag: collectives must be called by all)."""
-        import torch.distributed as dist
 
         flags = list(found.values()) or [torch.zeros(1, device=_collective_device(self._process_group))]
         total = torch.cat([f.reshape(1).float() for f in flags]).max().reshape(1)

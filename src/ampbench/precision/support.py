@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ampbench.cpuinfo import cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable  # noqa: F401  (re-exported)
+from ampbench.precision.fp8 import torchao_problem
 from ampbench.precision.registry import get
 from ampbench.precision.state import TF32_OVERRIDE_ENV
 
@@ -46,8 +47,6 @@ def _cpu_support(recipe_name: str, tf32: bool, half: torch.dtype | None) -> Supp
 
 
 def _fp8_support(device: torch.device) -> Support:
-    from ampbench.precision.fp8 import torchao_problem
-
     if device.type not in ("cpu", "cuda"):
         return Support(False, f"device type {device.type!r} is not supported by ampbench; use cpu or cuda")
     problem = torchao_problem()

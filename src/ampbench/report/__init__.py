@@ -28,10 +28,10 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> 
     if fmt == "csv":
         return info.run_id, to_csv(rows)
     if fmt == "md":
-        from ampbench.report.markdown import render_markdown
+        from ampbench.report.markdown import render_markdown  # lazy: torch
 
         return info.run_id, render_markdown(rows, info.to_dict())
-    from ampbench.report.html import render_html
+    from ampbench.report.html import render_html  # lazy: matplotlib, torch
 
     workloads = sorted({r["workload"] for r in rows})
     every_device = derive(store.rows(workloads=workloads), hw) if workloads else []

@@ -41,7 +41,7 @@ class CompareTable:
 
 
 def _order(p: str) -> int:
-    from ampbench.precision import list_precisions
+    from ampbench.precision import list_precisions  # lazy: torch
 
     names = list_precisions()
     return names.index(p) if p in names else len(names)

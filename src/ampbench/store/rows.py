@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from ampbench import frameworks
+from ampbench.execution import AXES
 
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
 """ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
@@ -220,7 +221,6 @@ DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency"
 def framework_of(row: dict[str, Any]) -> str:
     """How tables name a row's framework: its framework's name for its backend (torch, keras/tensorflow; rows from
     before the column: the default framework)."""
-    from ampbench import frameworks
 
     name, backend = frameworks.from_entries(row)
     return frameworks.get(name).describe(backend)
@@ -282,7 +282,7 @@ def row_problem(row: object, strict: bool = False) -> str | None:
     Readers rely on this: ``import`` refuses a file with such a row (``strict``: a number must also be finite, except
     a diverged loss), and reading the store skips one (a stored NaN is what a cell measured: exports write it as null).
     """
-    from ampbench.precision import list_precisions
+    from ampbench.precision import list_precisions  # lazy: torch
 
     if not isinstance(row, dict):
         return f"is a {type(row).__name__}, not an object"
@@ -293,7 +293,6 @@ def row_problem(row: object, strict: bool = False) -> str | None:
         return f"status {row['status']!r} is not one of {', '.join(STATUSES)}"
     if row["precision"] not in list_precisions():
         return f"precision {row['precision']!r} is not a mode name ({', '.join(list_precisions())})"
-    from ampbench.execution import AXES
 
     for axis, values in AXES.items():
         if row.get(axis) is not None and row[axis] not in values:

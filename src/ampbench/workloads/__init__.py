@@ -9,7 +9,7 @@ from ampbench.lazy import exports
 
 
 def _register() -> None:
-    import ampbench.workloads.factory  # noqa: F401  (imports every family: each registers its workloads)
+    import ampbench.workloads.factory  # noqa: F401  (imports every family: each registers its workloads; lazy: torch)
 
 
 _NAMES = {"PRESETS": "base", "Metric": "base", "Workload": "base", "DataOptions": "options", "get_spec": "registry",

@@ -24,7 +24,7 @@ def seeded_if_loaded(seed: int) -> Iterator[None]:
     if "torch" not in sys.modules:
         yield
         return
-    from ampbench.workloads.base import seeded
+    from ampbench.workloads.base import seeded  # lazy: torch
 
     with seeded(seed):
         yield

@@ -17,6 +17,7 @@ from ampbench.workloads import vision, nlp, tabular  # noqa: F401
 # isort: on
 from ampbench.data.splits import check_val_fraction
 from ampbench.errors import AmpbenchError
+from ampbench.workloads.adapters import create_adapter_workload
 from ampbench.workloads.base import Workload, seeded
 from ampbench.workloads.options import DataOptions
 from ampbench.workloads.registry import check_options, get_spec
@@ -34,8 +35,6 @@ def create_workload(name: str, preset: str = "small", data_dir: str | Path | Non
     ``data``: an adapter's :class:`~ampbench.workloads.tasks.DataSpec` (what --input-shape, --task ... say).
     """
     if ":" in name:
-        from ampbench.workloads.adapters import create_adapter_workload  # (imports the optional extras' names)
-
         check_val_fraction(val_fraction, data_dir, True, name)
         with seeded(seed):
             return create_adapter_workload(name, preset, data_dir, seed, data, val_fraction, **options)

@@ -13,6 +13,7 @@ from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.data.tensors import TensorData
 from ampbench.data.text import load_corpus, windows
+from ampbench.data.textcsv import PAD, load_text_classification
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import ACCURACY, PERPLEXITY, SPAN_EXACT_MATCH, Workload, adam, lm_loss, split
 from ampbench.workloads.registry import register_workload
@@ -120,8 +121,6 @@ def build_bert(preset: str, data_dir: Path | None, seed: int, size: str | None =
     if not 8 <= seq <= 512:
         raise AmpbenchError(f"bert seq_len {seq} must be between 8 and 512")
     if data_dir is not None:
-        from ampbench.data.textcsv import PAD, load_text_classification
-
         if task != "cls":
             raise DataError("bert --data-dir reads text classification (a text,label CSV): use task=cls")
         # the vocabulary is the model's: read the text before building the model, which needs its labels

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ampbench.errors import AmpbenchError
+
 DEFAULT = "default"
 """Key metadata: left out while the field holds its default (a field added after keys were first stored)."""
 
@@ -42,7 +44,7 @@ class DataOptions:
 
     def given(self) -> list[str]:
         """The data options set, as command-line flags."""
-        from ampbench.workloads.tasks import DataSpec
+        from ampbench.workloads.tasks import DataSpec  # lazy: torch
 
         return DataSpec.of(**self.described()).given()
 
@@ -50,8 +52,7 @@ class DataOptions:
         """These options apply to these targets: --model and the adapters describe their data, registered workloads
         (and the default suite) have their own; --batches/--loss need --model; a --task contradiction fails before
         anything is built (hf: configs have a vocabulary of their own). One-line AmpbenchError otherwise."""
-        from ampbench.errors import AmpbenchError
-        from ampbench.workloads.tasks import DataSpec
+        from ampbench.workloads.tasks import DataSpec  # lazy: torch
 
         data = DataSpec.of(**self.described())
         given = data.given()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -80,6 +81,30 @@ def synthesize(spec: DataSpec, preset: str, seed: int, batch_size: int
         raise AmpbenchError(f"--vocab-size {spec.vocab_size}: {e}") from None
     train, test = split(x, y, max(n // 5, 1))
     return train, test, prepare
+
+
+def write_synthetic(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job (:mod:`ampbench.launch`): :func:`synthesize` for ``payload["data"]`` (a resolved DataSpec's fields),
+    ``preset``, ``seed`` and ``batch``, with the inputs prepared as a model gets them, saved as numpy arrays to
+    ``payload["out"]`` (``.npz``: ``x_train_<i>``, ``y_train``, ``x_test_<i>``, ``y_test``).
+
+    Run in a process of its own by a framework whose cells must not import torch (a Keras cell on TensorFlow or
+    JAX): its model trains on exactly the values a PyTorch model gets for the same options. Returns ``{"inputs": n}``,
+    or ``{"error": line}`` for data the options cannot make."""
+    d = payload["data"]
+    spec = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
+                    d["num_classes"], d["num_outputs"], d["task"])
+    try:
+        train, test, prepare = synthesize(spec, payload["preset"], int(payload["seed"]), int(payload["batch"]))
+    except AmpbenchError as e:
+        return {"error": str(e)}
+    arrays: dict[str, Any] = {}
+    for name, part in (("train", train), ("test", test)):
+        inputs = prepare(part.inputs) if prepare is not None else part.inputs
+        arrays.update({f"x_{name}_{i}": t.numpy() for i, t in enumerate(inputs)})
+        arrays[f"y_{name}"] = part.targets.numpy()
+    np.savez(payload["out"], **arrays)
+    return {"inputs": len(train.inputs)}
 
 
 def infer(out: Any, targets: torch.Tensor, where: str) -> DataSpec:

@@ -18,9 +18,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
+from ampbench.data.idx import load_mnist_dir
 from ampbench.data.splits import check_val_fraction, classification_splits
 from ampbench.data.tensors import TensorData
+from ampbench.data.text import load_corpus, windows
+from ampbench.data.textcsv import load_text_classification
 from ampbench.errors import AmpbenchError
 from ampbench.workloads import tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
@@ -164,7 +168,6 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
 
 def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None
                  ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
-    from ampbench.data.text import load_corpus, windows
 
     if data.task != "lm":
         raise AmpbenchError(f"--data-dir {data_dir} holds a text corpus (train.txt): that is language-model data, "
@@ -181,7 +184,6 @@ def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float
 
 def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None, options: dict[str, Any]
                    ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
-    from ampbench.data.textcsv import load_text_classification
 
     if data.vocab_size is None or data.task not in (None, "classify"):
         raise AmpbenchError(f"--data-dir {data_dir} holds a text,label CSV: that is text classification for a token "
@@ -201,9 +203,6 @@ def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: flo
 
 
 def _load_images(data_dir: Path, val_fraction: float | None = None) -> tuple[TensorData, TensorData]:
-    from ampbench.data.cifar import load_cifar10_dir
-    from ampbench.data.idx import load_mnist_dir
-
     errors = []
     for loader in (load_mnist_dir, load_cifar10_dir):
         try:

@@ -12,6 +12,7 @@ from ampbench.data import synthetic
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
 from ampbench.data.idx import load_mnist_dir
+from ampbench.data.segmentation import load_segmentation_dir
 from ampbench.data.splits import classification_splits
 from ampbench.data.tensors import TensorData
 from ampbench.workloads.base import (
@@ -249,8 +250,6 @@ UNET = {"tiny": (8, 16, 16), "small": (16, 64, 256), "paper": (64, 256, 2000)}  
 def build_unet(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     base, size, n = UNET[preset]
     if data_dir is not None:
-        from ampbench.data.segmentation import load_segmentation_dir
-
         seg = load_segmentation_dir(data_dir, multiple_of=16)  # 4 poolings
         channels, classes = seg.images.shape[1], seg.classes
         train, test = split(seg.images, seg.masks, held_out(len(seg.masks), val_fraction or VAL_FRACTION, data_dir))

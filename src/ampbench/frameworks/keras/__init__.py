@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.frameworks.base import Options, WorkloadEntry
+from ampbench.frameworks.keras.backends import missing
+from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
 
 ROW_KEYS = {
     "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
@@ -51,38 +53,32 @@ class Keras:
                          "tensorflow or jax.")
 
     def owns_workload(self, workload: str) -> bool:
-        from ampbench.frameworks.keras.workloads import is_keras_workload
+        from ampbench.frameworks.keras.workloads import is_keras_workload  # lazy: numpy
 
         return is_keras_workload(workload)
 
     def owns_model(self, model: str, preset: str | None, seed: int, backend_given: bool) -> bool:
-        from ampbench.frameworks.keras.workloads import is_keras_model
+        from ampbench.frameworks.keras.workloads import is_keras_model  # lazy: numpy
 
         return backend_given or is_keras_model(model, preset, seed)
 
     def backend(self, given: str | None, owned: bool, otherwise: str) -> str | None:
-        from ampbench.frameworks.keras.workloads import resolve_backend
+        from ampbench.frameworks.keras.workloads import resolve_backend  # lazy: numpy
 
         return resolve_backend(given, owned, otherwise)
 
     def missing(self, backend: str | None) -> str | None:
-        from ampbench.frameworks.keras.backends import missing
-
         return missing(backend or "")
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
-        from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
-
         check_precisions(precisions, f"{what} (a Keras model)")
         refuse_torch_only(what, options.given)
 
     def precisions(self, modes: tuple[str, ...]) -> tuple[str, ...]:
-        from ampbench.frameworks.keras.policy import POLICIES
-
         return tuple(p for p in modes if p in POLICIES)
 
     def workloads(self) -> list[WorkloadEntry]:
-        from ampbench.frameworks.keras.workloads import KERAS_WORKLOADS
+        from ampbench.frameworks.keras.workloads import KERAS_WORKLOADS  # lazy: numpy
 
         return [WorkloadEntry(i.name, i.description + " (extra: ampbench[keras])", i.paper, "none (random by design)")
                 for i in KERAS_WORKLOADS.values()]
@@ -102,17 +98,17 @@ class Keras:
     def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
                      preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
                      given: dict[str, bool]) -> Any:
-        from ampbench.frameworks.keras.workloads import command_spec
+        from ampbench.frameworks.keras.workloads import command_spec  # lazy: numpy
 
         return command_spec(backend or "", workload, model, precision, preset, batch_size, device, seed, data, given)
 
     def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
-        from ampbench.frameworks.keras.diagnose import check_checks
+        from ampbench.frameworks.keras.diagnose import check_checks  # lazy: torch
 
         check_checks(wanted, what)
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
-        from ampbench.frameworks.keras.diagnose import KERAS_CHECKS
+        from ampbench.frameworks.keras.diagnose import KERAS_CHECKS  # lazy: torch
 
         return KERAS_CHECKS
 

@@ -59,7 +59,7 @@ def activate(name: str) -> Any:
         return loaded
     os.environ["KERAS_BACKEND"] = name
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter would bury the row's output
-    import keras
+    import keras  # lazy: keras
 
     return keras
 
@@ -75,14 +75,14 @@ def versions(keras: Any) -> dict[str, str]:
 def gpu_available(backend: str) -> bool:
     """Whether ``backend`` (imported) sees a GPU."""
     if backend == "torch":
-        import torch
+        import torch  # lazy: torch
 
         return bool(torch.cuda.is_available())
     if backend == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # lazy: tensorflow
 
         return bool(tf.config.list_physical_devices("GPU"))
-    import jax
+    import jax  # lazy: jax
 
     return any(d.platform == "gpu" for d in jax.devices())
 
@@ -92,17 +92,17 @@ def set_tf32(backend: str, on: bool) -> dict[str, bool]:
     backends' defaults differ (off on PyTorch's matmuls, on for TensorFlow and JAX), and an fp32 cell must be fp32.
     Returns what is in force."""
     if backend == "torch":
-        from ampbench.precision.state import set_tf32 as set_torch_tf32  # (the fp32_precision API where torch has it)
+        from ampbench.precision.state import set_tf32 as set_torch_tf32  # the fp32_precision API; lazy: torch
 
         set_torch_tf32(on)
         return {"tf32_matmul": on, "tf32_cudnn": on}
     if backend == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # lazy: tensorflow
 
         tf.config.experimental.enable_tensor_float_32_execution(on)
         on_now = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         return {"tf32_matmul": on_now, "tf32_cudnn": on_now}
-    import jax
+    import jax  # lazy: jax
 
     jax.config.update("jax_default_matmul_precision", "tensorfloat32" if on else "highest")
     return {"tf32_matmul": on, "tf32_cudnn": on}
@@ -112,7 +112,7 @@ def gpu_facts() -> dict[str, Any]:
     """The cell's GPU from NVML, without any framework's CUDA context: name, compute capability, memory, driver ({}
     without NVML). NVML numbers GPUs physically: the cell's is the first of CUDA_VISIBLE_DEVICES."""
     try:
-        import pynvml
+        import pynvml  # lazy: pynvml
 
         pynvml.nvmlInit()
         first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import time
 import warnings
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+import ampbench
 from ampbench import progress
 from ampbench.bench.rows import (
     base_row,
@@ -33,6 +35,7 @@ from ampbench.bench.rows import (
     trial_fits,
 )
 from ampbench.cells import CellSpec
+from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras import backends
 from ampbench.frameworks.keras.memory import KerasPeak, is_oom, variable_bytes
@@ -147,17 +150,12 @@ def device_facts(spec: CellSpec) -> dict[str, Any]:
     and driver (:func:`ampbench.frameworks.keras.backends.gpu_facts`)."""
     if spec.device.startswith("cuda"):
         return {"device_name": spec.device, **backends.gpu_facts()}
-    from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 
     return {"device_name": cpu_name(), "cpu_half_hardware": cpu_half_hardware()}
 
 
 def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[str, bool]) -> dict[str, Any]:
     """The row's environment: the keys a PyTorch row has where they apply, and the Keras backend's."""
-    import platform
-
-    import ampbench
-    from ampbench.cpuinfo import cpu_name
 
     out = {"device": spec.device, "ampbench": ampbench.__version__, "python": platform.python_version(),
            "platform": platform.platform(), "cpu": cpu_name(), "cpu_count": os.cpu_count(), **tf32, **facts,

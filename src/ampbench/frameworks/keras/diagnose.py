@@ -23,6 +23,8 @@ from ampbench.cells import CellSpec
 from ampbench.diagnose.findings import Finding, ordered
 from ampbench.diagnose.tensorcore import VOCAB_MIN, DimLint, tensorcore_findings
 from ampbench.errors import AmpbenchError
+from ampbench.frameworks.keras.cell import Trainer, device_facts, setup
+from ampbench.frameworks.keras.workloads import build_workload
 
 HERE = "ampbench.frameworks.keras.diagnose"
 KERAS_CHECKS = ("nonfinite", "policy", "tensorcore")
@@ -53,9 +55,6 @@ def diagnose_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, Any]:
-    from ampbench.frameworks.keras.cell import Trainer, device_facts, setup
-    from ampbench.frameworks.keras.workloads import build_workload
-
     t0 = time.perf_counter()
     keras, policy = setup(spec)
     wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)

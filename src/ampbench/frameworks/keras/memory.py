@@ -33,12 +33,12 @@ class KerasPeak:
         if not self.gpu:
             self._host.start(base_rss)
         elif self.backend == "torch":
-            import torch
+            import torch  # lazy: torch
 
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         elif self.backend == "tensorflow":
-            import tensorflow as tf
+            import tensorflow as tf  # lazy: tensorflow
 
             tf.config.experimental.reset_memory_stats("GPU:0")
         else:
@@ -49,19 +49,19 @@ class KerasPeak:
         if not self.gpu:
             return self._host.growth()
         if self.backend == "torch":
-            import torch
+            import torch  # lazy: torch
 
             torch.cuda.synchronize()
             return int(torch.cuda.max_memory_allocated())
         if self.backend == "tensorflow":
-            import tensorflow as tf
+            import tensorflow as tf  # lazy: tensorflow
 
             return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
         return int(_jax_stats().get("peak_bytes_in_use", 0))
 
 
 def _jax_stats() -> dict[str, Any]:
-    import jax
+    import jax  # lazy: jax
 
     gpu = next(d for d in jax.devices() if d.platform == "gpu")
     return dict(gpu.memory_stats() or {})
@@ -69,7 +69,7 @@ def _jax_stats() -> dict[str, Any]:
 
 def variable_bytes(variables: Any) -> int:
     """Bytes the variables hold, each in its own dtype (float32 under mixed_*, half under float16/bfloat16)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
     return sum(int(np.prod(v.shape)) * (2 if str(v.dtype) == "bfloat16" else np.dtype(str(v.dtype)).itemsize)
                for v in variables)  # (numpy has no bfloat16 dtype of its own)

@@ -17,6 +17,8 @@ import numpy as np
 from ampbench import progress
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
+from ampbench.frameworks.keras.cell import Trainer, evaluate, setup
+from ampbench.frameworks.keras.workloads import build_workload, output_warning
 
 HERE = "ampbench.frameworks.keras.train"
 
@@ -31,9 +33,6 @@ def train_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str, Any]:
-    from ampbench.frameworks.keras.cell import Trainer, evaluate, setup
-    from ampbench.frameworks.keras.workloads import build_workload, output_warning
-
     keras, policy = setup(spec)
     wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
     batch_size = spec.batch_size or wl.batch_size

@@ -18,8 +18,12 @@ The synthetic data are the very tensors a PyTorch model gets for the same option
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from ampbench.cells import CellSpec, MeasureSettings
 from ampbench.errors import AmpbenchError
+from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend, check_installed
+from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
+from ampbench.launch import ChildProcess, Job
+from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec, sample_count
+from ampbench.workloads.factories import _MADE, _call_factory, call_make_batch, load_factory, made_by
 
 PRESETS = ("tiny", "small", "paper")
 
@@ -275,8 +285,6 @@ def default_loss(keras: Any, model: Any, task: str, num_classes: int | None, num
 def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any, Any, Any, Any]:
     """Train/test splits made by ``make_batch(batch_size, rng) -> (inputs, targets)`` (numpy arrays, or tuples/lists
     or dicts of them), a fifth held out."""
-    from ampbench.workloads.dataspec import sample_count
-    from ampbench.workloads.factories import call_make_batch, load_factory
 
     make_batch = load_factory(batches, "--batches", "make_batch")
     rng = np.random.default_rng(seed)
@@ -299,25 +307,32 @@ def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any
 
 
 def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
-    """The synthetic data a PyTorch model gets for the same options, as numpy (images as floats, normalised)."""
-    from ampbench.workloads.tasks import synthesize
+    """The synthetic data a PyTorch model gets for the same options, as numpy (images as floats, normalised).
 
-    train, test, prepare = synthesize(data, preset, seed, batch)
+    Made by torch's generator in a short process of its own (:func:`ampbench.workloads.tasks.write_synthetic`) and
+    read back from a ``.npz``: the values are the PyTorch model's to the bit, and this cell's process (whose memory is
+    measured) never imports torch."""
+    with tempfile.TemporaryDirectory(prefix="ampbench-data-") as tmp:
+        out = Path(tmp) / "synthetic.npz"
+        payload = {"data": dataclasses.asdict(data), "preset": preset, "seed": seed, "batch": batch, "out": str(out)}
+        result = ChildProcess().run(Job("ampbench.workloads.tasks:write_synthetic", payload))
+        if "error" in result:
+            raise AmpbenchError(result["error"])
+        if "_failed" in result:
+            raise RuntimeError(f"making the synthetic data failed: {result['_failed']}")
+        with np.load(out) as f:
+            arrays = {k: f[k] for k in f.files}
+    n = int(result["inputs"])
 
-    def arrays(split: Any) -> tuple[Any, np.ndarray]:
-        inputs = prepare(split.inputs) if prepare is not None else split.inputs
-        x = [t.numpy() for t in inputs]
-        return (x[0] if len(x) == 1 else x), split.targets.numpy()
+    def inputs(name: str) -> Any:
+        x = [arrays[f"x_{name}_{i}"] for i in range(n)]
+        return x[0] if n == 1 else x
 
-    x_tr, y_tr = arrays(train)
-    x_te, y_te = arrays(test)
-    return x_tr, y_tr, x_te, y_te
+    return inputs("train"), arrays["y_train"], inputs("test"), arrays["y_test"]
 
 
 def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -> KerasWorkload:
     """The workload of ``--model spec`` returning a keras.Model; ``options``: the cell's DataOptions."""
-    from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec
-    from ampbench.workloads.factories import _call_factory, load_factory
 
     if options.task == "lm":
         raise AmpbenchError(f"--model {spec!r}: --task lm is not measured for Keras models yet; give --loss "
@@ -414,7 +429,6 @@ def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
     (``workloads.user.made_by``), so it is not built twice."""
     if imports_keras(model):
         return True
-    from ampbench.workloads.factories import _MADE, made_by
 
     preset_backend = os.environ.get("KERAS_BACKEND")
     if "keras" not in sys.modules:
@@ -440,7 +454,6 @@ def is_keras_object(obj: Any) -> bool:
 def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | None:
     """The backend Keras targets run on: --keras-backend (checked) or the default; None when there is no Keras target
     (then --keras-backend is one line ending in ``otherwise``)."""
-    from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend
 
     if backend is not None:
         check_backend(backend)
@@ -455,11 +468,8 @@ def command_spec(backend: str, workload: str | None, model: str | None, precisio
     """The cell a ``train`` or ``diagnose`` of a Keras target runs in its child process, checked first: no
     PyTorch-only option (``torch_only``: flag -> given), a mode Keras has and the device runs, the backend installed.
     One-line AmpbenchErrors."""
-    from ampbench.cells import CellSpec, MeasureSettings
-    from ampbench.frameworks.keras.backends import check_installed
-    from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
-    from ampbench.measure.env import resolve_device
-    from ampbench.precision import resolve, supported
+    from ampbench.measure.env import resolve_device  # lazy: torch
+    from ampbench.precision import resolve, supported  # lazy: torch
 
     what = workload if workload is not None else f"--model {model}"
     refuse_torch_only(what, torch_only)
@@ -478,8 +488,6 @@ def imports_keras(model: str) -> bool:
     """Whether ``--model``'s file (or module) imports keras (or tf.keras): then its factory returns a Keras model,
     measured in Keras cells. Read, not imported: a Keras backend must be chosen before keras is imported, in the
     cell's own process."""
-    import ast
-    import importlib.util
 
     target = model.rpartition(":")[0]
     path: Path | None = Path(target) if target.endswith(".py") or "/" in target else None

@@ -43,7 +43,7 @@ class Torch:
         return modes
 
     def workloads(self) -> list[WorkloadEntry]:
-        from ampbench.workloads import get_spec, list_workloads
+        from ampbench.workloads import get_spec, list_workloads  # lazy: torch
 
         out = []
         for name in list_workloads():

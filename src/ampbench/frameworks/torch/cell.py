@@ -16,8 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from ampbench import progress
+from ampbench.bench.estimate import BUDGET_S
 from ampbench.bench.rows import (
     base_row,
     judge_timed_steps,
@@ -27,9 +29,11 @@ from ampbench.bench.rows import (
     trial_fits,
 )
 from ampbench.cells import CellSpec
+from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
+from ampbench.measure.converge import converge, workload_length
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
 from ampbench.measure.flops import count_step, mfu
 from ampbench.measure.inference import inference_latency
@@ -37,7 +41,9 @@ from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
+from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.store.sqlite import utcnow
+from ampbench.workloads import build_target
 from ampbench.workloads.base import Workload
 
 DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
@@ -48,8 +54,6 @@ class OverBudget(RuntimeError):
 
 
 def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
-    from ampbench.workloads import build_target
-
     return build_target(spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed if seed is None else seed)
 
 
@@ -102,7 +106,8 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | No
     finally:
         if device.type == "cuda":
             if spec.execution.compiled:  # (--no-isolate: the next cell in this process must not find this one's
-                from torch._dynamo import reset  # compiled graphs and CUDA-graph memory pools held in its peaks)
+                # compiled graphs and CUDA-graph memory pools held in its peaks)
+                from torch._dynamo import reset  # lazy: torch._dynamo
 
                 reset()
             torch.cuda.empty_cache()
@@ -147,8 +152,6 @@ def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
         step, measured = throughput_memory(wl, spec, batch_size, device, base_rss)
         row.update(measured)
     if "converge" in measures:
-        from ampbench.measure.converge import converge
-
         m = spec.measure
         conv = converge(lambda s: build_workload(spec, s), spec.precision, device, m.converge_steps, m.seeds,
                         spec.batch_size, m.seed, spec.recipe.loss_scale, spec.mp_options(), spec.execution)
@@ -270,10 +273,6 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
 
 
 def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
-    import torch.distributed as dist
-
-    from ampbench.distributed.comm import bytes_per_step
-    from ampbench.precision.convert import resolve_keep_fp32
 
     norm = 0
     if mp.layout.fsdp_norm_units:
@@ -325,14 +324,6 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
     """A job (the run's estimate, :mod:`ampbench.bench.estimate`):
     ``{"targets": {target: {"build_s", "steps": {precision: seconds}, "length": steps of the workload}}}``
     for the [target, cell] pairs in ``payload["cells"]``."""
-    import time
-
-    from ampbench import progress
-    from ampbench.bench.estimate import BUDGET_S
-    from ampbench.measure.converge import workload_length
-    from ampbench.measure.step import build_step
-    from ampbench.measure.timing import time_once
-    from ampbench.precision import supported
 
     t_start = time.perf_counter()
     cells = [(target, CellSpec.from_dict(d)) for target, d in payload["cells"]]

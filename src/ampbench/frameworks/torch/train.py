@@ -14,13 +14,17 @@ from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from ampbench.data.tensors import TensorData
+from ampbench.distributed import checkpoint as dcheckpoint
+from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, finish_model
 from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
-from ampbench.precision import Fp8Options, MixedPrecision
+from ampbench.measure.memory import rss
+from ampbench.precision import Fp8Options, MixedPrecision, get
 from ampbench.workloads.base import Workload
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -60,8 +64,6 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         Execution(compile=self.compile)  # validates the value
-        from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
-        from ampbench.precision import get
 
         if check_strategy(self.strategy) is not None:
             layout(self.strategy, get(self.precision), check_reduce_dtype(self.grad_reduce_dtype))  # type: ignore[arg-type]
@@ -134,36 +136,11 @@ class TrainLog(Protocol):
     def epoch(self, epoch: int, scalars: Mapping[str, float | None]) -> None: ...
 
 
-def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progress], None] | None = None,
-          progress_every: float = 0.5, log: TrainLog | None = None) -> TrainResult:
-    """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``.
-
-    ``log``: each step's loss, loss scale, found-inf, skipped steps and learning rate, and each epoch's loss,
-    samples/s, memory and test loss/metric (evaluated after every epoch when a log is given). Rank 0 logs."""
-    device = resolve_device(config.device)
-    if config.strategy and device.type == "cuda":  # a rank: its own device (torch.cuda.set_device by the launcher's rank)
-        device = torch.device("cuda", torch.cuda.current_device())
-    epochs = config.epochs or workload.epochs
-    batch_size = config.batch_size or workload.batch_size
-    torch.manual_seed(config.seed)
-    model = workload.model.to(device)
-    optimizer = workload.make_optimizer(model.parameters())
-    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
-                        strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
-    model, optimizer = mp.setup(model, optimizer)
-    world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
-    workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
-    execution = Execution(compile=config.compile)
-    run = finish_model(model, execution)
-    train_data = workload.train_data.to(device)
-    test_data = workload.test_data.to(device) if workload.test_data is not None else None
-
-    start_epoch, history = 0, []
-    ckpt_path = config.checkpoint_dir / CHECKPOINT_NAME if config.checkpoint_dir else None
-    if config.resume and mp.strategy:
+def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model: nn.Module,
+            optimizer: torch.optim.Optimizer, mp: MixedPrecision, epochs: int) -> tuple[int, list[dict[str, Any]]]:
+    """``--resume``: model, optimizer, mixed-precision state and RNG from the checkpoint; (epoch reached, history)."""
+    if mp.strategy:
         assert config.checkpoint_dir is not None
-        from ampbench.distributed import checkpoint as dcheckpoint
-
         state = dcheckpoint.load(config.checkpoint_dir, model, optimizer, mp)
         _check_resumable({**state, "model": 1, "optimizer": 1, "mp": 1}, config.checkpoint_dir, workload, mp.name)
         torch.set_rng_state(state["rng"])
@@ -171,7 +148,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         if start_epoch >= epochs:
             raise AmpbenchError(f"--resume: {config.checkpoint_dir} is already at epoch {start_epoch} of {epochs}: nothing "
                                 f"to train; give --epochs N with N > {start_epoch} to train further")
-    elif config.resume:
+    else:
         assert ckpt_path is not None
         if not ckpt_path.exists():
             raise AmpbenchError(f"--resume: no checkpoint at {ckpt_path}")
@@ -196,7 +173,51 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         if start_epoch >= epochs:
             raise AmpbenchError(f"--resume: {ckpt_path} is already at epoch {start_epoch} of {epochs}: nothing to "
                                 f"train; give --epochs N with N > {start_epoch} to train further")
+    return start_epoch, history
 
+
+def _save(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model: nn.Module,
+          optimizer: torch.optim.Optimizer, mp: MixedPrecision, epoch: int, history: list[dict[str, Any]]) -> None:
+    """The checkpoint of an epoch (every rank's shards under a strategy, one file otherwise), if one is kept."""
+    about = {"workload": workload.name, "precision": mp.name, "epoch": epoch, "preset": workload.preset,
+             "data": workload.description}
+    if config.checkpoint_dir is not None and mp.strategy:
+        dcheckpoint.save(config.checkpoint_dir, model, optimizer, mp,
+                         extra={**about, "rng": torch.get_rng_state(), "history": history})
+    elif ckpt_path is not None:
+        ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt_path.with_suffix(".tmp")
+        torch.save({**about, "model": model.state_dict(), "optimizer": optimizer.state_dict(), "mp": mp.state_dict(),
+                    "rng": torch.get_rng_state(), "history": history}, tmp)
+        tmp.replace(ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+
+
+def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progress], None] | None = None,
+          progress_every: float = 0.5, log: TrainLog | None = None) -> TrainResult:
+    """Train ``workload`` as ``config`` says. Checkpoints load with ``torch.load(weights_only=True)``.
+
+    ``log``: each step's loss, loss scale, found-inf, skipped steps and learning rate, and each epoch's loss,
+    samples/s, memory and test loss/metric (evaluated after every epoch when a log is given). Rank 0 logs."""
+    device = resolve_device(config.device)
+    if config.strategy and device.type == "cuda":  # a rank: its own device (torch.cuda.set_device by the launcher's rank)
+        device = torch.device("cuda", torch.cuda.current_device())
+    epochs = config.epochs or workload.epochs
+    batch_size = config.batch_size or workload.batch_size
+    torch.manual_seed(config.seed)
+    model = workload.model.to(device)
+    optimizer = workload.make_optimizer(model.parameters())
+    mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
+                        strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
+    model, optimizer = mp.setup(model, optimizer)
+    world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
+    workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
+    execution = Execution(compile=config.compile)
+    run = finish_model(model, execution)
+    train_data = workload.train_data.to(device)
+    test_data = workload.test_data.to(device) if workload.test_data is not None else None
+
+    ckpt_path = config.checkpoint_dir / CHECKPOINT_NAME if config.checkpoint_dir else None
+    start_epoch, history = _resume(config, ckpt_path, workload, model, optimizer, mp, epochs) if config.resume else (0, [])
     steps_per_epoch = train_data.num_batches(batch_size) if world == 1 else len(train_data) // (batch_size * world)
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
@@ -248,20 +269,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             scalars = _epoch_scalars(workload, test_data, mp, batch_size, history[-1], epoch_samples, optimizer, device)
             if rank == 0:
                 log.epoch(epoch + 1, scalars)
-        if config.checkpoint_dir is not None and mp.strategy:
-            from ampbench.distributed import checkpoint as dcheckpoint
-
-            dcheckpoint.save(config.checkpoint_dir, model, optimizer, mp, extra={
-                "workload": workload.name, "precision": mp.name, "epoch": epoch + 1, "preset": workload.preset,
-                "data": workload.description, "rng": torch.get_rng_state(), "history": history})
-        elif ckpt_path is not None:
-            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = ckpt_path.with_suffix(".tmp")
-            torch.save({"workload": workload.name, "precision": mp.name, "epoch": epoch + 1,
-                        "preset": workload.preset, "data": workload.description,
-                        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "mp": mp.state_dict(),
-                        "rng": torch.get_rng_state(), "history": history}, tmp)
-            tmp.replace(ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+        _save(config, ckpt_path, workload, model, optimizer, mp, epoch + 1, history)
 
     eval_bs = max(batch_size, 256)
     train_loss, train_metric = evaluate(workload, train_data, mp, eval_bs) if config.evaluate_train else (None, None)
@@ -283,7 +291,6 @@ def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPr
                    device: torch.device) -> dict[str, float | None]:
     """An epoch's log: its last loss, samples/s, loss scale, skipped steps, learning rate, memory (the CUDA
     allocator's peak so far, or this process's resident memory on a CPU) and the test split's loss and metric."""
-    from ampbench.measure.memory import rss
 
     out: dict[str, float | None] = {
         "loss": done["loss"], "samples_per_s": samples / done["seconds"] if done["seconds"] > 0 else None,

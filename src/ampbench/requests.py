@@ -1,0 +1,204 @@
+"""What ``train`` and ``diagnose`` are asked to do, parsed and checked once, as ``run``'s :class:`RunConfig` is.
+
+:class:`Target` is the one workload (or the user's ``--model``) a command works on: its framework and backend
+(:func:`ampbench.frameworks.of_command`) and the data options, checked against it. :class:`TrainRequest` and
+:class:`DiagnoseRequest` add each command's options; every check -- of one option or of options together, and the
+files the command will write -- runs in ``__post_init__``, in the order the command line has always reported them,
+so a request the CLI would refuse cannot be built and the command function only dispatches and prints.
+
+A target of a framework whose work runs in a process of its own (a Keras model: ``train_job``/``diagnose_job``)
+gets its cell checked here too (``apart``: the framework's ``command_spec``, which refuses the options it cannot
+take); a PyTorch target is trained by :class:`ampbench.frameworks.torch.train.TrainConfig`, which checks what the PyTorch
+trainer's library callers give it too (epochs, batch size and steps >= 1, --compile, the strategy's layout): the
+command builds it before any data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ampbench import frameworks
+from ampbench.bench.config import fp8_compiles_by_default, parse_options
+from ampbench.diagnose import applicable_checks, parse_checks
+from ampbench.errors import AmpbenchError
+from ampbench.launch import check_nodes
+from ampbench.measure.env import resolve_device
+from ampbench.paths import check_output_dir, check_output_file
+from ampbench.precision import Fp8Options, resolve
+from ampbench.tensorboard import open_dir
+from ampbench.workloads import DataOptions
+
+
+def data_options(input_shape: str | None = None, vocab_size: int | None = None, num_classes: int | None = None,
+                 num_outputs: int | None = None, task: str | None = None, batches: str | None = None,
+                 loss: str | None = None, data_dir: Path | None = None, val_fraction: float | None = None,
+                 option: list[str] | None = None) -> DataOptions:
+    """The data options of a command, parsed (``-o KEY=VALUE`` included): one value for every command."""
+    return DataOptions(input_shape, num_classes, vocab_size, num_outputs, task, batches, loss,
+                       None if data_dir is None else str(data_dir), val_fraction,
+                       tuple(sorted(parse_options(option).items())))
+
+
+@dataclass(frozen=True)
+class Target:
+    """One registered workload (or adapter) or the user's ``--model``, with the data options that describe it."""
+
+    workload: str | None = None
+    model: str | None = None
+    preset: str | None = None
+    seed: int = 0
+    data: DataOptions = field(default_factory=DataOptions)
+    backend_given: str | None = None
+    """``--<framework>-backend`` as given (None: the framework's default, for a framework with backends)."""
+    framework: frameworks.Framework = field(init=False, repr=False, compare=False)
+    backend: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        fw, backend = frameworks.of_command(self.workload, self.model, self.backend_given, self.preset, self.seed)
+        object.__setattr__(self, "framework", fw)
+        object.__setattr__(self, "backend", backend)
+
+    def check_data(self) -> None:
+        """The data options apply to this target (one line otherwise)."""
+        self.data.check_targets([self.workload] if self.workload else [], self.model)
+
+    @property
+    def label(self) -> str:
+        return self.workload or f"user:{self.model}"
+
+    @property
+    def apart(self) -> bool:
+        """Its work runs in a process of its own (the framework's job), not in the command's process."""
+        return self.framework.train_job() is not None
+
+    def spec(self, precision: str, batch_size: int | None, device: str | None, given: dict[str, bool]) -> Any:
+        """The cell its framework runs apart, checked (the options it cannot take: ``given``, flag -> given)."""
+        return self.framework.command_spec(self.backend, self.workload, self.model, precision, self.preset, batch_size,
+                                           device, self.seed, self.data, given)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """``--strategy`` over ``--nproc-per-node`` ranks on ``--nnodes`` machines (torchrun); kept out of the results."""
+
+    strategy: str | None = None
+    nproc: int = 2
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy is not None and self.nproc < 1:
+            raise AmpbenchError(f"--nproc-per-node must be >= 1, got {self.nproc}")
+        check_nodes(self.strategy, self.nnodes, self.node_rank, self.rdzv_endpoint)
+
+    def given(self) -> bool:
+        return self.strategy is not None
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """``ampbench train``: one target trained in one precision mode, checked at construction."""
+
+    target: Target
+    precision: str = "amp-bf16"
+    epochs: int | None = None
+    batch_size: int | None = None
+    max_steps: int | None = None
+    device: str | None = None
+    json_out: Path | None = None
+    checkpoint: Path | None = None
+    resume: bool = False
+    tensorboard: Path | None = None
+    launch: Launch = field(default_factory=Launch)
+    loss_scale: str | None = None
+    compile: str | None = None
+    """--compile as given (None: off, or on for fp8 on CUDA: :attr:`compile_mode`)."""
+    fp8_skip: str | None = None
+    fp8_filter: str | None = None
+    grad_reduce_dtype: str | None = None
+    apart_spec: Any = field(init=False, default=None, repr=False, compare=False)
+    """The cell another framework's trainer runs (None: trained in this process)."""
+
+    def __post_init__(self) -> None:
+        resolve(self.precision)  # a bad name fails before any data is built
+        if self.target.apart:
+            for flag, v in (("--epochs", self.epochs), ("--batch-size", self.batch_size), ("--max-steps", self.max_steps)):
+                if v is not None and v < 1:
+                    raise AmpbenchError(f"{flag} must be >= 1, got {v}")
+            object.__setattr__(self, "apart_spec", self.target.spec(self.precision, self.batch_size, self.device, {
+                "--loss-scale": self.loss_scale is not None, "--compile": self.compile is not None,
+                "--strategy": self.launch.given(), "--checkpoint/--resume": self.checkpoint is not None or self.resume,
+                "--tensorboard": self.tensorboard is not None,
+                "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
+                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}))
+            self.target.check_data()
+            check_output_file(self.json_out, "--json")
+            return
+        _ = self.compile_mode  # (a bad --device fails here)
+        if self.resume and self.checkpoint is None:
+            raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
+        if self.grad_reduce_dtype is not None and not self.launch.given():
+            raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
+        self.fp8()  # (refused unless the mode is an fp8 one)
+        check_output_dir(self.checkpoint if not self.resume else None, "--checkpoint", "checkpoint.pt")
+        check_output_file(self.json_out, "--json")
+        if self.tensorboard is not None:
+            open_dir(self.tensorboard)
+        self.target.check_data()
+
+    @property
+    def compile_mode(self) -> str:
+        """--compile as given; without it off, except fp8 on CUDA: on (torchao's float8 is built to be compiled)."""
+        if self.compile is not None:
+            return self.compile.strip()
+        return "on" if fp8_compiles_by_default(False, str(resolve_device(self.device)), [self.precision]) else "off"
+
+    def fp8(self) -> Fp8Options | None:
+        return Fp8Options.for_modes([self.precision], self.fp8_skip, self.fp8_filter)
+
+
+@dataclass(frozen=True)
+class DiagnoseRequest:
+    """``ampbench diagnose``: one target's checks in one precision mode, checked at construction."""
+
+    target: Target
+    precision: str = "amp-fp16"
+    steps: int = 20
+    checks: str | None = None
+    """Comma-separated check names as given (None: every check that applies: :attr:`wanted`)."""
+    batch_size: int | None = None
+    device: str | None = None
+    fp8_skip: str | None = None
+    fp8_filter: str | None = None
+    json_out: Path | None = None
+    trace: Path | None = None
+    tensorboard: Path | None = None
+    wanted: tuple[str, ...] = field(init=False, default=())
+    apart_spec: Any = field(init=False, default=None, repr=False, compare=False)
+    """The cell another framework's diagnosis runs (None: diagnosed in this process)."""
+
+    def __post_init__(self) -> None:
+        fw = self.target.framework
+        object.__setattr__(self, "wanted", parse_checks(self.checks) if self.checks is not None else
+                           fw.diagnose_checks() or applicable_checks(self.precision))
+        if fw.diagnose_job() is not None:
+            object.__setattr__(self, "apart_spec", self.target.spec(self.precision, self.batch_size, self.device, {
+                "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
+                "--trace": self.trace is not None, "--tensorboard": self.tensorboard is not None,
+                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}))
+            fw.check_checks(self.wanted, self.target.workload or f"--model {self.target.model}")
+        self.fp8()
+        self.target.check_data()
+        check_output_file(self.json_out, "--json", "diagnosis.json")
+        check_output_file(self.trace, "--trace", "trace.json")
+        if self.tensorboard is not None:
+            open_dir(self.tensorboard)
+            if not {"gradients", "activations"} & set(self.wanted):
+                raise AmpbenchError("--tensorboard writes the gradients and activations checks' histograms: add "
+                                    "--checks gradients,activations (or leave --checks out)")
+
+    def fp8(self) -> Fp8Options | None:
+        return Fp8Options.for_modes([self.precision], self.fp8_skip, self.fp8_filter)

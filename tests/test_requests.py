@@ -1,0 +1,75 @@
+"""train's and diagnose's requests: parsed and checked at construction (in-process; the CLI's one-line errors are
+tests/bench/test_golden.py's)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ampbench.errors import AmpbenchError
+from ampbench.requests import DiagnoseRequest, Launch, Target, TrainRequest, data_options
+
+
+def test_a_target_knows_its_framework_and_backend() -> None:
+    t = Target("mnist-cnn", preset="tiny")
+    assert (t.framework.name, t.backend, t.label, t.apart) == ("torch", None, "mnist-cnn", False)
+    with pytest.raises(AmpbenchError, match="PyTorch model"):
+        Target("mnist-cnn", backend_given="jax")
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"precision": "amp-fp17"}, "amp-fp17"),
+    ({"resume": True}, "--resume needs --checkpoint"),
+    ({"grad_reduce_dtype": "bf16"}, "--grad-reduce-dtype applies to --strategy"),
+    ({"fp8_skip": "0"}, "fp8"),
+    ({"device": "tpu"}, "tpu"),
+])
+def test_a_train_request_refuses_bad_options(kwargs: dict, says: str) -> None:
+    with pytest.raises(AmpbenchError, match=says):
+        TrainRequest(Target("mnist-cnn", preset="tiny"), **kwargs)
+
+
+def test_a_train_request_checks_the_files_it_will_write(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(AmpbenchError, match="--json"):
+        TrainRequest(Target("mnist-cnn", preset="tiny"), json_out=tmp_path / "file" / "out.json")
+    with pytest.raises(AmpbenchError, match="--checkpoint"):
+        TrainRequest(Target("mnist-cnn", preset="tiny"), checkpoint=tmp_path / "file")
+    ok = TrainRequest(Target("mnist-cnn", preset="tiny"), json_out=tmp_path / "new" / "out.json", device="cpu")
+    assert (ok.apart_spec, ok.compile_mode, ok.fp8()) == (None, "off", None)
+
+
+def test_the_launch_and_the_data_options_are_checked() -> None:
+    with pytest.raises(AmpbenchError, match="--nproc-per-node must be >= 1"):
+        Launch("ddp", nproc=0)
+    with pytest.raises(AmpbenchError, match="--node-rank"):
+        Launch(None, node_rank=1)
+    with pytest.raises(AmpbenchError, match="--batches"):
+        TrainRequest(Target("mnist-cnn", preset="tiny", data=data_options(batches="x.py:make")))
+
+
+def test_a_diagnose_request_picks_the_checks_that_apply(tmp_path: Path) -> None:
+    r = DiagnoseRequest(Target("mnist-cnn", preset="tiny"), precision="amp-fp16")
+    assert "fp8" not in r.wanted and "nonfinite" in r.wanted and r.apart_spec is None
+    assert DiagnoseRequest(Target("mnist-cnn"), checks="policy, profile").wanted == ("policy", "profile")
+    with pytest.raises(AmpbenchError, match="--checks gradients,activations"):
+        DiagnoseRequest(Target("mnist-cnn"), checks="policy", tensorboard=tmp_path / "tb")
+    with pytest.raises(AmpbenchError, match="--trace"):
+        (tmp_path / "f").write_text("x")
+        DiagnoseRequest(Target("mnist-cnn"), checks="profile", trace=tmp_path / "f" / "t.json")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None or importlib.util.find_spec("tensorflow") is None,
+                    reason="keras or tensorflow not installed")
+def test_another_frameworks_target_gets_its_cell_checked_here() -> None:
+    r = TrainRequest(Target("keras-conv-dummy", preset="tiny"), precision="amp-bf16", epochs=1, device="cpu")
+    assert r.apart_spec is not None and (r.apart_spec.framework, r.apart_spec.backend) == ("keras", r.target.backend)
+    assert r.target.backend is not None  # (the framework's default backend)
+    with pytest.raises(AmpbenchError, match="--loss-scale"):
+        TrainRequest(Target("keras-conv-dummy", preset="tiny"), loss_scale="dynamic")
+    with pytest.raises(AmpbenchError, match="--epochs must be >= 1"):
+        TrainRequest(Target("keras-conv-dummy", preset="tiny"), epochs=0)
+    d = DiagnoseRequest(Target("keras-conv-dummy", preset="tiny", backend_given="tensorflow"), precision="amp-bf16")
+    assert d.apart_spec is not None and d.wanted
