@@ -123,6 +123,14 @@ def of_cell(spec: Any) -> Framework:
     return get(spec.framework)
 
 
+def row_types() -> dict[str, type]:
+    """What each framework's row keys hold (the store validates rows by it)."""
+    out: dict[str, type] = {}
+    for fw in all_frameworks():
+        out.update(fw.row_types())
+    return out
+
+
 def row_keys() -> dict[str, str]:
     """The row keys the frameworks add, each documented (the store's ROW_KEYS include them)."""
     out: dict[str, str] = {}

@@ -115,3 +115,7 @@ class Framework(Protocol):
     def row_keys(self) -> dict[str, str]:
         """The row keys only its rows fill, each with its documentation (merged into the store's ROW_KEYS)."""
         ...
+
+    def row_types(self) -> dict[str, type]:
+        """What each of its row keys holds when not null (str, int, bool, float): the store validates rows by it."""
+        ...

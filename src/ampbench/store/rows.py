@@ -236,15 +236,16 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
-            "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "keras_backend", "keras_version",
-            "backend_version", "keras_policy", "jit_compile", "keras_output_dtype", "memory_source",
-            "memory_saving_vs_fp32_note", "memory_basis")
+            "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source",
+            "memory_saving_vs_fp32_note", "memory_basis",
+            *(k for k, t in frameworks.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
             "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step",
-            "keras_params")
-_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default", "loss_scaled")
+            *(k for k, t in frameworks.row_types().items() if t is int))
+_OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default",
+             *(k for k, t in frameworks.row_types().items() if t is bool))
 _OPT_DICT = ("env", "converge", "inference")
 _OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks", "warnings")
 

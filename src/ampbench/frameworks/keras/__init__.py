@@ -41,6 +41,9 @@ ROW_KEYS = {
                           "mixed precision guide asks).",
 }
 """The row keys only Keras cells fill (the store's ROW_KEYS include them through the framework registry)."""
+ROW_TYPES = {**dict.fromkeys(("keras_backend", "keras_version", "backend_version", "keras_policy", "jit_compile",
+                              "keras_output_dtype"), str), "keras_params": int, "loss_scaled": bool}
+"""What each of them holds (the store's row validation reads it)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,9 @@ class Keras:
 
     def row_keys(self) -> dict[str, str]:
         return ROW_KEYS
+
+    def row_types(self) -> dict[str, type]:
+        return ROW_TYPES
 
 
 FRAMEWORK = Keras()

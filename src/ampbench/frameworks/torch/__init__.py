@@ -77,5 +77,8 @@ class Torch:
     def row_keys(self) -> dict[str, Any]:
         return {}
 
+    def row_types(self) -> dict[str, type]:
+        return {}
+
 
 FRAMEWORK = Torch()
