@@ -31,13 +31,17 @@ class TinyNet(nn.Module):
         return self.fc2(torch.relu(self.norm(self.bn(self.fc1(x)))))  # (B, d_out)
 
 
-def make_run(seed: int = 0, lr: float = 1e-2, opt: str = "adam"):
+def make_run(seed: int = 0, lr: float = 1e-2, opt: str = "adam", impl: str | None = None):
+    """TinyNet and an optimizer (``impl``: "fused", "foreach" or "forloop"; None: torch's default)."""
     torch.manual_seed(seed)
     model = TinyNet()
+    kw = {"fused": {"fused": True}, "foreach": {"foreach": True}, "forloop": {"foreach": False}, None: {}}[impl]
     if opt == "adam":
-        optimizer: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        optimizer: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=lr, **kw)
+    elif opt == "adamw":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, **kw)
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, **kw)
     return model, optimizer
 
 

@@ -61,6 +61,18 @@ def test_fp16_overflow_on_one_rank_is_skipped_on_every_rank(ranks: tuple[dict[st
         (True, 65536.0), (True, 65536.0), (False, 32768.0), (True, 32768.0), (True, 32768.0)]
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_with_a_fused_optimizer_ranks_agree_on_the_skip_without_a_host_read(
+        ranks: tuple[dict[str, Any], dict[str, Any]], strategy: str) -> None:
+    """The overflow planted on rank 1 is skipped on both ranks (FSDP: the flag all-reduced on the device; DDP: the
+    gradients are), counted by a dispatch mode: no host read in any of the steps, on either rank."""
+    r0, r1 = (ranks[i][f"{strategy}/amp-fp16/fused"] for i in (0, 1))
+    assert (r0["reads"], r1["reads"], r0["engine_reads"], r1["engine_reads"]) == (0, 0, 0, 0)
+    assert [(s["stepped"], s["scale"]) for s in r0["steps"]] == [(s["stepped"], s["scale"]) for s in r1["steps"]] == [
+        (True, 65536.0), (False, 32768.0), (True, 32768.0), (True, 32768.0)]
+    assert r0["params"] == r1["params"]
+
+
 def test_a_nonfinite_gradient_in_one_shard_is_skipped_on_every_rank(ranks: tuple[dict[str, Any], dict[str, Any]]) -> None:
     """amp-bf16 checks each rank's own gradient shard for inf/NaN: the planted inf lands in rank 0's shard only.
     Agreed, both ranks skip that step; the control, without the agreement, splits them: rank 0 skips, rank 1

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench import MixedPrecision
 from ampbench.distributed import checkpoint
@@ -76,17 +77,18 @@ def full_params(model: nn.Module) -> list[float]:
     return out
 
 
-def build(precision: str, strategy: str, **kw: Any) -> tuple[nn.Module, torch.optim.Optimizer, MixedPrecision, Net]:
+def build(precision: str, strategy: str, fused: bool = False,
+          **kw: Any) -> tuple[nn.Module, torch.optim.Optimizer, MixedPrecision, Net]:
     torch.manual_seed(0)
     net = Net()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2, **({"fused": True} if fused else {}))
     mp = MixedPrecision(precision, strategy=strategy, device="cpu", **kw)
     model, opt = mp.setup(net, opt)
     return model, opt, mp, net
 
 
 def train(model: nn.Module, opt: torch.optim.Optimizer, mp: MixedPrecision, net: Net, rank: int, steps: range,
-          plant: bool = False) -> list[dict[str, Any]]:
+          plant: bool = False, read: bool = True) -> list[dict[str, Any]]:
     out = []
     for step in steps:
         x, y = data(step, rank)
@@ -95,8 +97,10 @@ def train(model: nn.Module, opt: torch.optim.Optimizer, mp: MixedPrecision, net:
         with mp.autocast():
             loss = nn.functional.cross_entropy(model(x).float(), y)
         mp.backward(loss)
-        stepped = mp.step(opt)
-        out.append({"step": step, "loss": float(loss.detach()), "stepped": stepped, "scale": mp.scale})
+        record = mp.step(opt)
+        out.append({"step": step, "loss": loss.detach(), "stepped": record, "scale": record.next_scale_value})
+    for o in out if read else ():  # (read after the steps: a read in the loop would be a host sync per step)
+        o.update(loss=float(o["loss"]), stepped=bool(o["stepped"]), scale=float(o["scale"]))
     return out
 
 
@@ -115,6 +119,19 @@ def reference(precision: str, world: int, **kw: Any) -> list[float]:
         mp.backward(loss)
         mp.step(opt)
     return full_params(model)
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts device-to-host scalar reads (``aten._local_scalar_dense``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.reads += 1
+        return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
@@ -178,6 +195,17 @@ def main(out_dir: Path) -> None:
         steps = train(model, opt, mp, net, rank, range(STEPS), plant=True)
         results[f"fsdp/amp-bf16/planted/{'agreed' if agree else 'not-agreed'}"] = {
             "steps": steps, "params": full_params(model), "skipped": mp.totals["skipped_steps"]}
+    # a fused optimizer skips on the device: the overflow planted on rank 1 is agreed (all_reduce of the flag, FSDP)
+    # or all-reduced with the gradients (DDP) and skipped on both ranks without a host read in any step
+    for strategy in ("ddp", "fsdp"):
+        model, opt, mp, net = build("amp-fp16", strategy, fused=True)
+        train(model, opt, mp, net, rank, range(1))  # (warm-up: lazy state)
+        with SyncCounter() as counter:
+            steps = train(model, opt, mp, net, rank, range(1, STEPS), plant=True, read=False)
+        for o in steps:
+            o.update(loss=float(o["loss"]), stepped=bool(o["stepped"]), scale=float(o["scale"]))
+        results[f"{strategy}/amp-fp16/fused"] = {"reads": counter.reads, "engine_reads": mp.host_reads,
+                                                 "steps": steps, "params": full_params(model)}
     # compressed gradient all-reduce (DDP comm hook) and FSDP reduce dtype
     for strategy in ("ddp", "fsdp"):
         model, opt, mp, net = build("amp-bf16", strategy, grad_reduce_dtype="bf16")

@@ -286,7 +286,7 @@ def test_optimizer_step_instead_of_mp_step_is_refused(precision):
         opt.step()
     for a, b in zip(mp.master_params(), before):  # nothing was stepped
         assert torch.equal(a, b)
-    assert mp.step(opt) in (True, False)  # the right call still works afterwards
+    assert bool(mp.step(opt)) in (True, False)  # the right call still works afterwards
 
 
 @pytest.mark.parametrize("precision", MASTER)

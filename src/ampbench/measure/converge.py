@@ -22,6 +22,7 @@ from ampbench.errors import TrainingDivergedError
 from ampbench.execution import Execution, finish_model, mark_step, prepare_model
 from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
 from ampbench.precision import MixedPrecision
+from ampbench.precision.optimizers import fused_where_supported
 from ampbench.workloads.base import Workload
 
 
@@ -56,7 +57,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
     is the compiled model's own); ``meter(i)`` after step i (progress)."""
     execution = execution or Execution()
     model = prepare_model(workload.model.to(device), execution)
-    optimizer = workload.make_optimizer(model.parameters())
+    optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)
     model.train()
@@ -85,6 +86,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
                     meter(len(losses))
                 if len(losses) >= steps:
                     break
+        mp.check_divergence()  # (a fused optimizer's step reads nothing: a collapsed scale is told here at the latest)
     except TrainingDivergedError as e:
         diverged, reason = True, str(e)
     curve = torch.stack(losses).cpu().tolist() if losses else []

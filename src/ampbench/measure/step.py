@@ -22,6 +22,7 @@ from ampbench.distributed.wrap import ddp_bucket_bytes
 from ampbench.execution import Execution, finish_model, graph_ran_compiled, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
 from ampbench.precision import MixedPrecision
+from ampbench.precision.optimizers import fused_where_supported
 from ampbench.workloads.base import Workload
 
 Batch = tuple[tuple[torch.Tensor, ...], torch.Tensor]
@@ -128,7 +129,7 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
     graph-break records of earlier steps in this process do not carry over."""
     execution = execution or Execution()
     model = prepare_model(workload.model.to(device), execution)
-    optimizer = workload.make_optimizer(model.parameters())
+    optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)  # (under ddp: the DDP wrapper)
     model.train()

@@ -7,7 +7,7 @@
         with mp.autocast():
             loss = loss_fn(model(x), y)
         mp.backward(loss)                             # scaled backward
-        stepped = mp.step(optimizer, max_grad_norm=1.0)
+        mp.step(optimizer, max_grad_norm=1.0)         # true when it stepped (reading that syncs)
 
 Each optimizer moves through an explicit state machine (cf. torch.amp.GradScaler's OptState):
 READY --backward--> ACCUMULATING --unscale_--> UNSCALED --step--> READY. ``step`` from
@@ -15,7 +15,11 @@ ACCUMULATING unscales first. Calls in the wrong order raise :class:`MisuseError`
 Several ``backward`` calls before one ``step`` are gradient accumulation: unscaling happens once.
 
 Every mode checks the gradients for inf/NaN before stepping (``check_finite``; the fp16 modes' loss
-scaler does it anyway): a non-finite step is skipped and counted, never stepped into the weights.
+scaler does it anyway): a non-finite step is skipped and counted, never stepped into the weights. The
+check, the skip and the scale update stay on the device: with an optimizer that takes ``found_inf``
+(``fused=True`` Adam, AdamW, SGD, Adagrad) a steady-state step makes no host sync in any mode; with any
+other, one (whether to call its ``step()``). Counters and the scale are read when asked (``totals``,
+``scale``, a :class:`StepRecord`'s fields, ``state_dict``). See docs/precision.md, "Host syncs".
 Misuse that would silently train wrong raises :class:`MisuseError` with the fix: ``optimizer.step()``
 called instead of ``mp.step()``, the model cast or moved after setup (checked by a forward pre-hook and at
 ``backward``, before a forward in the wrong dtype can fail or train in it), model gradients
@@ -64,22 +68,48 @@ class Stage(enum.Enum):
 
 @dataclass
 class StepRecord:
-    """What happened at one optimizer step. ``loss`` reads the tensor lazily (a sync on GPU)."""
+    """What happened at one optimizer step, read on the host only when asked: ``skipped``, ``scale``,
+    ``skipped_steps``, ``next_scale``, ``loss`` and ``grad_norm`` each read a device value (a host sync on a GPU;
+    a hook that logs every 100th record syncs every 100 steps). True when the optimizer stepped."""
 
     step: int
     """1-based count of step() calls on this optimizer, skipped ones included."""
-    skipped: bool
-    """True when the gradients overflowed and the optimizer step was skipped."""
-    scale: float
-    """Loss scale the step's gradients were computed with (1.0 without scaling)."""
     loss_tensor: torch.Tensor | None = field(default=None, repr=False)
     """Sum of the losses passed to backward() since the previous step (detached)."""
     grad_norm_tensor: torch.Tensor | None = field(default=None, repr=False)
     """Total gradient norm before clipping, when max_grad_norm was given."""
-    skipped_steps: int = 0
-    """Steps skipped so far on this optimizer, this one included."""
-    next_scale: float = 1.0
-    """Loss scale after this step's update (what the next backward() scales by)."""
+    found_tensor: torch.Tensor | None = field(default=None, repr=False)
+    """1.0 when the gradients held inf/NaN and the step was skipped (None: not checked)."""
+    skipped_tensor: torch.Tensor | None = field(default=None, repr=False)
+    """Steps skipped so far on this optimizer, this one included (None: not checked)."""
+    scale_value: torch.Tensor | float = field(default=1.0, repr=False)
+    """Loss scale the step's gradients were computed with."""
+    next_scale_value: torch.Tensor | float = field(default=1.0, repr=False)
+    """Loss scale after this step's update."""
+
+    @property
+    def skipped(self) -> bool:
+        """True when the gradients overflowed and the optimizer step was skipped."""
+        return self.found_tensor is not None and bool(self.found_tensor)
+
+    def __bool__(self) -> bool:
+        """Whether the optimizer stepped (``if mp.step(opt):``; a host read on a GPU)."""
+        return not self.skipped
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped so far on this optimizer, this one included."""
+        return 0 if self.skipped_tensor is None else int(self.skipped_tensor)
+
+    @property
+    def scale(self) -> float:
+        """Loss scale the step's gradients were computed with (1.0 without scaling)."""
+        return float(self.scale_value)
+
+    @property
+    def next_scale(self) -> float:
+        """Loss scale after this step's update (what the next backward() scales by)."""
+        return float(self.next_scale_value)
 
     @property
     def loss(self) -> float | None:
@@ -479,10 +509,14 @@ class MixedPrecision:
 
     def step(
         self, optimizer: torch.optim.Optimizer | None = None, max_grad_norm: float | None = None
-    ) -> bool:
-        """Unscale, clip, step unless gradients overflowed, update the scale. Returns True if stepped.
+    ) -> StepRecord:
+        """Unscale, clip, step unless gradients overflowed, update the scale -- on the device: no host sync with an
+        optimizer that takes ``found_inf`` (fused Adam/AdamW/SGD/Adagrad), one with any other (whether to call its
+        step). Returns the step's record, true when the optimizer stepped (``if mp.step(opt):`` reads it).
 
-        Raises :class:`~ampbench.errors.TrainingDivergedError` when the dynamic scale falls below its floor.
+        Raises :class:`~ampbench.errors.TrainingDivergedError` when the dynamic scale fell below its floor: at that
+        step with a host-stepped optimizer, within ``DIVERGENCE_CHECK_EVERY`` steps (naming the step) otherwise, or
+        at :meth:`check_divergence`.
         """
         slot = self._slot(optimizer, "step")
         if slot.stage is Stage.READY:
@@ -512,24 +546,24 @@ class MixedPrecision:
         if max_grad_norm is not None:
             params = [p for g in slot.optimizer.param_groups for p in g["params"] if p.grad is not None]
             grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-        used_scale = slot.scaler.scale
+        used_scale = slot.scaler.current_scale()
         slot.steps += 1
         slot.stage = Stage.READY
         loss, slot.pending_loss = slot.pending_loss, None
         slot.in_step = True
         try:
-            stepped = slot.scaler.step(slot.optimizer, step_index=slot.steps)
+            after = slot.scaler.step(slot.optimizer, step_index=slot.steps)
         finally:
             slot.in_step = False
             if slot.masters is not None:
                 slot.masters.drop_master_grads()
-        if stepped and slot.masters is not None:
+        if slot.masters is not None:  # (after a skipped step the masters are unchanged: the copy rewrites the same values)
             slot.masters.master_to_model()
-        self.last_step = StepRecord(slot.steps, not stepped, used_scale, loss, grad_norm, slot.scaler.skipped_steps,
-                                    slot.scaler.scale)
+        self.last_step = StepRecord(slot.steps, loss, grad_norm, after.found if after else None,
+                                    after.skipped if after else None, used_scale, slot.scaler.current_scale())
         for hook in list(self._step_hooks):
             hook(self.last_step)
-        return stepped
+        return self.last_step
 
     def on_step(self, hook: Callable[[StepRecord], None]) -> Callable[[], None]:
         """Call ``hook(record)`` after every step() (a logger callback: ``record.scalars()`` holds the loss scale,
@@ -548,6 +582,17 @@ class MixedPrecision:
         finally:
             for s in self._slots:
                 s.in_step = False
+
+    def check_divergence(self) -> None:
+        """Raise :class:`~ampbench.errors.TrainingDivergedError` if a dynamic scale fell below its floor at some step
+        (one host read per optimizer; call it where a loop reads results anyway, e.g. after timed steps)."""
+        for s in self._slots:
+            s.scaler.check_divergence()
+
+    @property
+    def host_reads(self) -> int:
+        """Host reads of device values the steps made so far (0 per step with fused optimizers)."""
+        return sum(s.scaler.host_reads for s in self._slots)
 
     # -- introspection -------------------------------------------------------------------------
     @property

@@ -1,23 +1,29 @@
 """Loss scaling: none, static, dynamic, and dynamic with hysteresis.
 
 ``torch.amp.GradScaler`` does the tensor work (scaling the loss, unscaling gradients while checking
-for inf/NaN, skipping the optimizer step on overflow). What GradScaler lacks we add here, in Python,
-on the scale update only:
+for inf/NaN); the optimizer skips an overflowing step. What GradScaler lacks we add here, on the scale
+update only:
 - hysteresis: tolerate N overflowing steps before backing off (as Megatron-LM's DynamicGradScaler);
 - a maximum scale (default 2^24) and a minimum-scale floor that raises
   :class:`~ampbench.errors.TrainingDivergedError` instead of letting the scale decay to zero;
 - static scaling that still skips non-finite steps, and the same check without scaling (``none`` with
   ``check_finite``, the default: a bf16 or fp32 step with inf/NaN gradients is skipped, not applied);
-- counters (steps, skipped steps) and the scale as a Python float.
+- counters (steps, skipped steps), kept on the device with the scale.
 
-Hidden cost (cf. GradScaler's docs): deciding whether a step overflowed reads ``found_inf`` on the
-host, a CPU-GPU sync once per optimizer step. GradScaler.step does the same read; we do it once more
-on a value already computed, so no extra GPU work is waited for. ``none`` with ``check_finite=False``
-never syncs; with the check (the default) it costs one fused pass over the gradients
-(``torch._amp_foreach_non_finite_check_and_unscale_``, GradScaler's own kernel, at scale 1) and that
-sync. Without a scale to manage we call that kernel directly rather than through GradScaler, whose
-per-step bookkeeping costs ~0.1 ms of Python (measured on CPU: 140 µs for the fused check of a
-1M-parameter model, 450 µs through GradScaler with a 190 µs optimizer step).
+No host sync in a step (cf. GradScaler's docs, where ``step`` reads ``found_inf`` unless the optimizer is fused):
+the inf/NaN flag, the skipped-step count, the dynamic scale, its growth count, the hysteresis left and the step the
+scale fell below its floor all stay on the device (:class:`_DeviceState`, a handful of one-element tensors updated by
+GradScaler's own ``torch._amp_update_scale_`` plus a cap and a floor) and are read only when someone asks (``scale``,
+``skipped_steps``, ``state_dict``, a :class:`~ampbench.precision.engine.StepRecord`). An optimizer that takes
+``found_inf`` (torch's fused Adam, AdamW, SGD, Adagrad: :func:`steps_on_device`) skips an overflowing step inside its
+own kernel: such a step makes no host read, and a collapsed scale is told every ``DIVERGENCE_CHECK_EVERY`` steps (or
+when :meth:`LossScaler.check_divergence` is called). Any other optimizer needs the host to decide whether to call its
+``step()``: one read per step, which also tells a divergence at once -- build it with ``fused=True`` to drop it.
+``none`` with ``check_finite=False`` never checks; with the check (the default) it costs one fused pass over the
+gradients (``torch._amp_foreach_non_finite_check_and_unscale_``, GradScaler's own kernel, at scale 1). Without a scale
+to manage we call that kernel directly rather than through GradScaler, whose per-step bookkeeping costs ~0.1 ms of
+Python (measured on CPU: 140 µs for the fused check of a 1M-parameter model, 450 µs through GradScaler with a 190 µs
+optimizer step).
 """
 
 from __future__ import annotations
@@ -154,28 +160,68 @@ def _collective_device(process_group: Any) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
 
 
+_NEVER = 2**62
+"""``diverged_at`` while the scale has not fallen below its floor (a step index no run reaches)."""
+
+DIVERGENCE_CHECK_EVERY = 100
+"""Steps between reads of the divergence flag where nothing else reads the device (fused optimizers): a run whose
+scale fell below its floor raises :class:`TrainingDivergedError` at most this many steps later, naming the step."""
+
+
+def steps_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """The optimizer takes ``found_inf``/``grad_scale`` and skips an inf/NaN step inside its own kernel (torch's
+    fused Adam, AdamW, SGD, Adagrad): no host read decides the skip."""
+    return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
+
+
+@dataclass(frozen=True)
+class _DeviceState:
+    """One optimizer's scaling state on the device, replaced (never written in place) at every step, so a
+    :class:`StepRecord` can hold the tensors of its own step and read them later."""
+
+    found: torch.Tensor
+    """1.0 when the last step's gradients held inf/NaN (the step was skipped), else 0.0."""
+    skipped: torch.Tensor
+    """Steps skipped so far (float32: exact to 2^24 steps)."""
+    scale: torch.Tensor | None = None
+    """The dynamic scale (float32); None for a fixed one (read from the config)."""
+    growth: torch.Tensor | None = None
+    """Clean steps in a row (int32; GradScaler's growth tracker)."""
+    hysteresis: torch.Tensor | None = None
+    """Overflows still tolerated before backing off (int32)."""
+    diverged_at: torch.Tensor | None = None
+    """First step whose back-off fell below min_scale (int64; _NEVER while none has)."""
+
+
 class LossScaler:
-    """One optimizer's loss scaler (one per optimizer, as apex's ``num_losses``)."""
+    """One optimizer's loss scaler (one per optimizer, as apex's ``num_losses``).
+
+    Its state lives on the device (:class:`_DeviceState`) and is read on the host only when asked: ``scale``,
+    ``skipped_steps``, ``last_skipped``, ``state_dict()``. With an optimizer that steps on the device
+    (:func:`steps_on_device`) a step makes no host read at all; with any other optimizer it makes one (whether to
+    call ``optimizer.step()``), which also tells a divergence at once."""
 
     def __init__(self, config: LossScaleConfig, device_type: str, half_grads: bool = False,
                  check_finite: bool = True, process_group: Any = None, distributed: bool = False) -> None:
         """``distributed``: the gradients are sharded over ``process_group`` (FSDP): the found-inf flags are
-        all-reduced (MAX) before any decision, so every rank skips, keeps and rescales alike."""
+        all-reduced (MAX) on the device before any decision, so every rank skips, keeps and rescales alike."""
         self.config = config
         self._distributed = distributed
         self._process_group = process_group
         self.check_finite = check_finite or config.kind != "none"
         """Whether steps with inf/NaN gradients are skipped (always when the loss is scaled)."""
-        self.scale: float = config.init_scale if config.kind != "none" else 1.0
         self.steps = 0
-        self.skipped_steps = 0
-        self.last_skipped = False
-        self._growth_tracker = 0
-        self._hysteresis_left = config.hysteresis
+        """step() calls (a host count: no read)."""
+        self.host_reads = 0
+        """Host reads of device state the steps made (0 per step with an optimizer that steps on the device)."""
         self._device_type = device_type
         self._half_grads = half_grads
         self._found: dict[torch.device, torch.Tensor] = {}
         """kind none: per device, whether the last unscale_ saw inf/NaN (filled by _check_nonfinite)."""
+        self._host = {"scale": config.init_scale if config.kind != "none" else 1.0, "skipped_steps": 0,
+                      "growth_tracker": 0, "hysteresis_left": config.hysteresis}
+        """The state before the first step (and after a load): the device state starts from it."""
+        self._state: _DeviceState | None = None
         self._grad_scaler = self._make_grad_scaler()
 
     def _make_grad_scaler(self) -> GradScaler | None:
@@ -184,7 +230,7 @@ class LossScaler:
         cls = _HalfGradScaler if self._half_grads else GradScaler
         return cls(
             self._device_type,
-            init_scale=self.scale,
+            init_scale=self._host["scale"],
             growth_factor=self.config.growth_factor,
             backoff_factor=self.config.backoff_factor,
             growth_interval=self.config.growth_interval,
@@ -195,6 +241,47 @@ class LossScaler:
         """Whether the loss is scaled (static or dynamic)."""
         return self.config.kind != "none"
 
+    # -- read on the host, when asked -----------------------------------------------------------
+    @property
+    def scale(self) -> float:
+        """The scale the next backward() multiplies by (a host read on a GPU for a dynamic scale)."""
+        if self._state is None or self._state.scale is None:
+            return float(self._host["scale"])
+        return float(self._state.scale)
+
+    def current_scale(self) -> torch.Tensor | float:
+        """The scale now, without reading it: a device tensor for a dynamic scale after its first step (a
+        :class:`StepRecord` keeps it and reads it when asked), else a number."""
+        if self._state is None or self._state.scale is None:
+            return float(self._host["scale"])
+        return self._state.scale
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped so far (a host read on a GPU)."""
+        return int(self._host["skipped_steps"]) if self._state is None else int(self._state.skipped)
+
+    @property
+    def last_skipped(self) -> bool:
+        """Whether the last step was skipped (a host read on a GPU)."""
+        return self._state is not None and bool(self._state.found)
+
+    def check_divergence(self) -> None:
+        """Raise :class:`TrainingDivergedError` if the dynamic scale fell below its floor at some step (a host read
+        on a GPU). step() calls it every step with an optimizer that steps on the host (the read it makes anyway)
+        and every ``DIVERGENCE_CHECK_EVERY`` steps otherwise."""
+        st = self._state
+        if st is None or st.diverged_at is None:
+            return
+        at = int(st.diverged_at)
+        if at != _NEVER:
+            c = self.config
+            raise TrainingDivergedError(
+                f"training diverged: loss scale fell below {c.min_scale:g} at step {at} (gradients overflow even at "
+                f"scale {self.scale:g}; {self.skipped_steps} steps skipped so far). Look for NaN/Inf in the forward "
+                "pass or use bf16")
+
+    # -- per step -------------------------------------------------------------------------------
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
         return loss if self._grad_scaler is None else self._grad_scaler.scale(loss)
 
@@ -204,79 +291,134 @@ class LossScaler:
         elif self.check_finite:
             self._found = _check_nonfinite(optimizer)
 
-    def found_inf(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Whether the unscaled gradients held inf/NaN (a host sync; see module docstring)."""
-        found = self._found if self._grad_scaler is None else self._grad_scaler._found_inf_per_device(optimizer)
+    def _found_flag(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+        """The unscaled gradients' inf/NaN flag as one float32 tensor (1.0 or 0.0), agreed over ranks when
+        sharded; on the device, no host read."""
+        if self._grad_scaler is None:
+            found, self._found = self._found, {}
+        else:
+            found = self._grad_scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
         if self._distributed:
             self._agree(found)
-        return bool(sum(v.item() for v in found.values()))
+        flags = list(found.values())
+        if not flags:  # (no gradients at all: nothing to skip)
+            scale = None if self._grad_scaler is None else self._grad_scaler._scale
+            return torch.zeros((), device=scale.device if scale is not None else "cpu")
+        if len(flags) == 1:
+            return flags[0].reshape(())
+        first = flags[0].device
+        return torch.stack([f.reshape(()).to(first, non_blocking=True) for f in flags]).amax()
 
     def _agree(self, found: dict[torch.device, torch.Tensor]) -> None:
-        """Every rank's flag becomes the max over ranks, in place: GradScaler.step reads these same tensors
-        to skip optimizer.step(), so the skip agrees too. One flag per device this rank has gradients on
-        (a rank without any still takes part, with a zero flag: collectives must be called by all)."""
-
+        """Every rank's flag becomes the max over ranks, in place: the skip agrees too. One flag per device this
+        rank has gradients on (a rank without any still takes part, with a zero flag: collectives must be called
+        by all)."""
         flags = list(found.values()) or [torch.zeros(1, device=_collective_device(self._process_group))]
         total = torch.cat([f.reshape(1).float() for f in flags]).max().reshape(1)
         dist.all_reduce(total, op=dist.ReduceOp.MAX, group=self._process_group)
         for f in found.values():
             f.copy_(total.to(f.device, f.dtype).reshape(f.shape))
 
-    def step(self, optimizer: torch.optim.Optimizer, step_index: int) -> bool:
-        """Step ``optimizer`` unless its gradients overflowed; update the scale. Returns stepped.
+    def step(self, optimizer: torch.optim.Optimizer, step_index: int) -> _DeviceState | None:
+        """Step ``optimizer`` unless its gradients overflowed and update the scale, on the device; returns the
+        state after the step (None when nothing is checked: ``none`` without ``check_finite``).
 
-        Gradients must already be unscaled (call :meth:`unscale_` first).
-        """
+        Gradients must already be unscaled (call :meth:`unscale_` first)."""
         self.steps += 1
-        if self._grad_scaler is None:  # kind none: the check alone (when on), no scale to update
-            overflow, self._found = self.found_inf(optimizer), {}
-            if not overflow:
+        if not self.check_finite:
+            optimizer.step()
+            return None
+        found = self._found_flag(optimizer)
+        before = self._state or self._first_state(found.device)
+        after = self._update(before, found, step_index)
+        if steps_on_device(optimizer):
+            optimizer.grad_scale = None  # type: ignore[attr-defined]  (already unscaled)
+            optimizer.found_inf = found  # type: ignore[attr-defined]  (the kernel skips the update when 1)
+            try:
                 optimizer.step()
-            self.last_skipped = overflow
-            self.skipped_steps += overflow
-            return not overflow
-        overflow = self.found_inf(optimizer)
-        self._grad_scaler.step(optimizer)  # skips optimizer.step() itself when found_inf
-        new_scale = self._next_scale(overflow, step_index)
-        self._grad_scaler.update(new_scale)
-        self.last_skipped = overflow
-        if overflow:
-            self.skipped_steps += 1
-        return not overflow
+            finally:
+                del optimizer.grad_scale, optimizer.found_inf  # type: ignore[attr-defined]
+            self._commit(after)
+            if self.steps % DIVERGENCE_CHECK_EVERY == 0:
+                self.host_reads += 1
+                self.check_divergence()
+            return after
+        # One host read decides whether optimizer.step() runs (an optimizer that cannot skip by itself); it also
+        # carries the divergence flag, so a collapsed scale is told at this very step.
+        code = found if after.diverged_at is None else found + 2 * (after.diverged_at != _NEVER)
+        self.host_reads += 1
+        flags = int(code.item())
+        self._commit(after)
+        if flags & 2:
+            self.check_divergence()
+        if not flags & 1:
+            optimizer.step()
+        return after
 
-    def _next_scale(self, overflow: bool, step_index: int) -> float:
+    def _first_state(self, device: torch.device) -> _DeviceState:
+        h, dynamic = self._host, self.config.kind == "dynamic"
+        return _DeviceState(
+            found=torch.zeros((), device=device), skipped=torch.full((), float(h["skipped_steps"]), device=device),
+            scale=self._grad_scaler._scale.reshape(()).clone() if dynamic and self._grad_scaler is not None  # type: ignore[union-attr]
+            else None,
+            growth=torch.full((), int(h["growth_tracker"]), dtype=torch.int32, device=device) if dynamic else None,
+            hysteresis=torch.full((), int(h["hysteresis_left"]), dtype=torch.int32, device=device) if dynamic else None,
+            diverged_at=torch.full((), _NEVER, dtype=torch.int64, device=device) if dynamic else None)
+
+    @torch.no_grad()
+    def _update(self, st: _DeviceState, found: torch.Tensor, step_index: int) -> _DeviceState:
+        """The state after a step whose inf/NaN flag is ``found``, computed on the device with new tensors.
+
+        The scale rule (the host rule it replaces, unchanged): an overflow resets the growth count and uses up one
+        unit of hysteresis; with none left the scale is multiplied by ``backoff_factor`` -- unless that falls below
+        ``min_scale``: then the scale stays and ``diverged_at`` records the step. ``growth_interval`` clean steps
+        in a row multiply it by ``growth_factor`` (capped at ``max_scale``) and re-arm the hysteresis. With
+        hysteresis 1 (the default) this is GradScaler's own kernel (``torch._amp_update_scale_``) plus the cap and
+        the floor."""
+        skipped = st.skipped + found
+        if st.scale is None:  # none / static: the scale never changes
+            return replace(st, found=found, skipped=skipped)
         c = self.config
-        if c.kind != "dynamic":
-            return self.scale
-        if overflow:
-            self._growth_tracker = 0
-            self._hysteresis_left -= 1
-            if self._hysteresis_left <= 0:
-                new = self.scale * c.backoff_factor
-                if new < c.min_scale:
-                    raise TrainingDivergedError(
-                        f"training diverged: loss scale fell below {c.min_scale:g} at step {step_index} "
-                        f"(gradients overflow even at scale {self.scale:g}; {self.skipped_steps + 1} "
-                        "steps skipped so far). Look for NaN/Inf in the forward pass or use bf16"
-                    )
-                self.scale = new
+        assert st.growth is not None and st.hysteresis is not None and st.diverged_at is not None
+        if c.hysteresis == 1:
+            scale, growth = st.scale.clone(), st.growth.clone()
+            torch._amp_update_scale_(scale, growth, found, c.growth_factor, c.backoff_factor, c.growth_interval)
+            hysteresis = st.hysteresis
         else:
-            self._growth_tracker += 1
-            if self._growth_tracker == c.growth_interval:
-                self._growth_tracker = 0
-                self._hysteresis_left = c.hysteresis  # Megatron resets hysteresis when growing
-                self.scale = min(self.scale * c.growth_factor, c.max_scale)
-        return self.scale
+            bad = found > 0
+            left = torch.where(bad, st.hysteresis - 1, st.hysteresis)
+            count = torch.where(bad, 0, st.growth + 1)
+            grow = count >= c.growth_interval
+            back = bad & (left <= 0)
+            scale = torch.where(back, st.scale * c.backoff_factor, torch.where(grow, st.scale * c.growth_factor, st.scale))
+            growth = torch.where(grow, 0, count).to(torch.int32)
+            hysteresis = torch.where(grow, c.hysteresis, left).to(torch.int32)
+        scale = scale.clamp(max=c.max_scale)
+        below = scale < c.min_scale
+        diverged_at = torch.minimum(st.diverged_at, torch.where(below, step_index, _NEVER))
+        scale = torch.where(below, st.scale, scale)
+        return _DeviceState(found, skipped, scale, growth, hysteresis, diverged_at)
+
+    def _commit(self, after: _DeviceState) -> None:
+        """``after`` becomes the state; the GradScaler scales the next loss by its scale (a device copy) and is
+        ready for the next unscale_."""
+        self._state = after
+        if self._grad_scaler is not None:
+            self._grad_scaler.update(after.scale if after.scale is not None else self._host["scale"])
 
     # -- checkpointing ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """Plain numbers (host reads)."""
+        st = self._state
+        growth = self._host["growth_tracker"] if st is None or st.growth is None else int(st.growth)
+        left = self._host["hysteresis_left"] if st is None or st.hysteresis is None else int(st.hysteresis)
         return {
             "config": asdict(self.config),
             "scale": self.scale,
             "steps": self.steps,
             "skipped_steps": self.skipped_steps,
-            "growth_tracker": self._growth_tracker,
-            "hysteresis_left": self._hysteresis_left,
+            "growth_tracker": int(growth),
+            "hysteresis_left": int(left),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -286,9 +428,8 @@ class LossScaler:
                 f"checkpoint was saved with loss scaling {saved.kind!r}, this run uses {self.config.kind!r}; "
                 "construct MixedPrecision with the same loss_scale to resume"
             )
-        self.scale = float(state["scale"])
         self.steps = int(state["steps"])
-        self.skipped_steps = int(state["skipped_steps"])
-        self._growth_tracker = int(state["growth_tracker"])
-        self._hysteresis_left = int(state["hysteresis_left"])
-        self._grad_scaler = self._make_grad_scaler()  # its tensor scale starts at self.scale
+        self._host = {"scale": float(state["scale"]), "skipped_steps": int(state["skipped_steps"]),
+                      "growth_tracker": int(state["growth_tracker"]), "hysteresis_left": int(state["hysteresis_left"])}
+        self._state = None  # the next step starts the device state from these
+        self._grad_scaler = self._make_grad_scaler()  # its tensor scale starts at the loaded scale

@@ -85,6 +85,13 @@ ROW_KEYS: dict[str, str] = {
     "timer": "How steps were timed: `cuda_events` (GPU, synchronised at the ends) or `perf_counter` (CPU).",
     "skipped_steps": "Optimizer steps skipped for inf/NaN gradients (fp16 dynamic loss scaling), warm-up included.",
     "loss_scale": "Loss scale at the end of the cell (1.0 without scaling).",
+    "optimizer_impl": "Optimizer and implementation the steps ran, e.g. `AdamW (fused)`: the harness builds torch's "
+                      "Adam, AdamW, SGD and Adagrad fused where torch supports the device (their kernel skips an "
+                      "inf/NaN step itself: no host sync per step); `(foreach)` / `(for-loop)` otherwise. Rows from "
+                      "before the column: null (for-loop on CPU).",
+    "host_reads_per_step": "Host reads of device values ampbench's engine made per timed step: 0 with a fused optimizer "
+                           "in every mode, 1 with any other (whether to call its step()); what the model or optimizer "
+                           "read itself is not counted.",
     "final_loss": "Training loss of the last step (mean over seeds of the last 10% of steps when converge ran).",
     "metric_name": "Name of the workload metric (accuracy, perplexity, ...).",
     "metric": "Test metric after convergence training (null unless `converge` was measured).",
@@ -237,7 +244,7 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
             "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source",
-            "memory_saving_vs_fp32_note", "memory_basis",
+            "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl",
             *(k for k, t in frameworks.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",

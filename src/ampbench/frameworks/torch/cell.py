@@ -42,6 +42,7 @@ from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
 from ampbench.precision.convert import resolve_keep_fp32
+from ampbench.precision.optimizers import implementation
 from ampbench.store.sqlite import utcnow
 from ampbench.workloads import build_target
 from ampbench.workloads.base import Workload
@@ -227,10 +228,13 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     for i in range(warm.n):
         step()
         warm(i + 1)
-    skipped_before = step.mp.totals["skipped_steps"]
+    skipped_before, reads_before = step.mp.totals["skipped_steps"], step.mp.host_reads
     counts2 = compile_counts()
     timing = time_steps(step, spec.measure.steps, device, on_step=progress.Steps("timed steps", spec.measure.steps))
     counts3 = compile_counts()
+    out["host_reads_per_step"] = (step.mp.host_reads - reads_before) / spec.measure.steps
+    out["optimizer_impl"] = implementation(step.optimizer)
+    step.mp.check_divergence()  # (fused optimizers: no step read the flag; a collapsed scale is a diverged cell)
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
     if execution.compiled:
         step(probe=True)  # one more step, after the timed ones: did they run compiled code?

@@ -25,6 +25,7 @@ from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
 from ampbench.precision import Fp8Options, MixedPrecision, get
+from ampbench.precision.optimizers import fused_where_supported
 from ampbench.workloads.base import Workload
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -205,7 +206,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     batch_size = config.batch_size or workload.batch_size
     torch.manual_seed(config.seed)
     model = workload.model.to(device)
-    optimizer = workload.make_optimizer(model.parameters())
+    optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
                         strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
     model, optimizer = mp.setup(model, optimizer)

@@ -1,0 +1,223 @@
+"""No host sync in a steady-state step: counted with a TorchDispatchMode that counts ``aten._local_scalar_dense``
+(what ``.item()``, ``float(t)``, ``bool(t)`` dispatch to), per mode and optimizer kind.
+
+With an optimizer that takes ``found_inf`` (fused Adam/AdamW/SGD) the inf/NaN skip and the scale update stay on the
+device: 0 reads per step. Any other optimizer: exactly 1 (whether to call its step()). What was true before stays
+true: an inf step is skipped (weights and optimizer state unchanged) and counted when read; normal steps are bitwise
+those of torch.amp.GradScaler with the same fused optimizer; hysteresis and the floor work on the device.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ampbench import LossScaleConfig, MixedPrecision, TrainingDivergedError
+from ampbench.precision import scaling
+
+from ..conftest import batches, make_run
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts device-to-host scalar reads (the independent count: the engine's own ``host_reads`` is checked against
+    it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.reads += 1
+        return func(*args, **(kwargs or {}))
+
+
+MODES = ["fp32", "amp-bf16", "master-bf16", "amp-fp16", "master-fp16"]
+
+
+def _loop(precision: str, opt: str, impl: str | None, steps: int, warmup: int = 3, inf_at: int | None = None,
+          loss_scale=None):
+    model, optimizer = make_run(opt=opt, impl=impl)
+    mp = MixedPrecision(precision, loss_scale=loss_scale)
+    model, optimizer = mp.setup(model, optimizer)
+    data = batches(4)
+    counter = SyncCounter()
+    for i in range(warmup + steps):
+        x, y = data[i % len(data)]
+        if i == warmup:
+            counter.__enter__()
+            reads_before = mp.host_reads
+        optimizer.zero_grad(set_to_none=True)
+        with mp.autocast():
+            loss = F.cross_entropy(model(x), y)
+        mp.backward(loss * float("inf") if i == inf_at else loss)
+        mp.step(optimizer)
+    counter.__exit__(None, None, None)
+    return mp, model, optimizer, counter.reads, mp.host_reads - reads_before
+
+
+@pytest.mark.parametrize("precision", MODES)
+@pytest.mark.parametrize("opt", ["adamw", "sgd"])
+def test_a_step_with_a_fused_optimizer_makes_no_host_sync(precision: str, opt: str) -> None:
+    mp, *_, reads, engine_reads = _loop(precision, opt, "fused", steps=6)
+    assert reads == 0 and engine_reads == 0, (precision, opt, reads)
+    assert mp.totals["steps"] == 9  # (reading the counters afterwards is what syncs)
+
+
+def _optimizer_own_reads(opt: str, impl: str, steps: int) -> int:
+    """What the optimizer reads by itself (foreach/for-loop Adam reads its step counts), in a loop without ampbench."""
+    model, optimizer = make_run(opt=opt, impl=impl)
+    x, y = batches(1)[0]
+    for i in range(3 + steps):
+        if i == 3:
+            counter = SyncCounter().__enter__()
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    counter.__exit__(None, None, None)
+    return counter.reads
+
+
+@pytest.mark.parametrize("precision", MODES)
+@pytest.mark.parametrize(("opt", "impl"), [("adamw", "foreach"), ("sgd", "forloop")])
+def test_any_other_optimizer_makes_exactly_one_more(precision: str, opt: str, impl: str) -> None:
+    *_, reads, engine_reads = _loop(precision, opt, impl, steps=6)
+    assert reads - _optimizer_own_reads(opt, impl, 6) == 6 and engine_reads == 6, (precision, impl, reads)
+
+
+def test_a_mode_without_the_check_never_reads() -> None:
+    model, optimizer = make_run(opt="adamw", impl="fused")
+    mp = MixedPrecision("amp-bf16", check_finite=False)
+    model, optimizer = mp.setup(model, optimizer)
+    x, y = batches(1)[0]
+    with SyncCounter() as counter:
+        for _ in range(3):
+            optimizer.zero_grad()
+            with mp.autocast():
+                loss = F.cross_entropy(model(x), y)
+            mp.backward(loss)
+            mp.step(optimizer)
+    assert counter.reads == 0
+
+
+def test_hooks_read_only_what_they_ask_for() -> None:
+    """A hook that logs every 4th step reads every 4th step: the record's values are read lazily."""
+    model, optimizer = make_run(opt="adamw", impl="fused")
+    mp = MixedPrecision("amp-fp16")
+    model, optimizer = mp.setup(model, optimizer)
+    logged = []
+    mp.on_step(lambda r: logged.append(r.scalars()) if r.step % 4 == 0 else None)
+    x, y = batches(1)[0]
+    with SyncCounter() as counter:
+        for _ in range(8):
+            optimizer.zero_grad()
+            with mp.autocast():
+                loss = F.cross_entropy(model(x), y)
+            mp.backward(loss)
+            mp.step(optimizer)
+    assert len(logged) == 2 and counter.reads == 2 * 4  # loss_scale, found_inf, skipped_steps, loss
+    assert logged[0]["loss_scale"] == 2.0**16 and logged[0]["found_inf"] == 0.0
+
+
+@pytest.mark.parametrize(("precision", "loss_scale"), [("amp-fp16", None), ("master-fp16", None),
+                                                       ("amp-bf16", None), ("master-bf16", "static:8")])
+def test_an_inf_step_is_skipped_on_the_device_and_counted_when_read(precision: str, loss_scale) -> None:
+    model, optimizer = make_run(opt="adamw", impl="fused")
+    mp = MixedPrecision(precision, loss_scale=loss_scale)
+    model, optimizer = mp.setup(model, optimizer)
+    data = batches(3)
+    for i, (x, y) in enumerate(data):
+        if i == 2:
+            params = copy.deepcopy(model.state_dict())
+            masters = [m.detach().clone() for m in mp.master_params()]
+            state = copy.deepcopy(optimizer.state_dict())
+            scale = mp.scale
+        optimizer.zero_grad()
+        with mp.autocast():
+            loss = F.cross_entropy(model(x), y)
+        mp.backward(loss * float("inf") if i == 2 else loss)
+        record = mp.step(optimizer)
+    assert not record and record.skipped and record.skipped_steps == 1 and mp.totals["skipped_steps"] == 1
+    for k, v in model.named_parameters():
+        assert torch.equal(v, params[k]), k
+    for a, b in zip(mp.master_params(), masters):
+        assert torch.equal(a, b)
+    for idx, st in state["state"].items():
+        for k, v in st.items():
+            assert torch.equal(torch.as_tensor(optimizer.state_dict()["state"][idx][k]), torch.as_tensor(v)), (idx, k)
+    assert record.scale == scale and mp.scale == (scale / 2 if mp.loss_scale.kind == "dynamic" else scale)
+
+
+@pytest.mark.parametrize("opt", ["adamw", "sgd"])
+def test_normal_steps_are_bitwise_gradscalers_with_the_same_fused_optimizer(opt: str) -> None:
+    """Oracle: the hand loop (autocast + torch.amp.GradScaler + the same fused optimizer), steps with an inf among
+    them: same weights, same scales, bit for bit."""
+    ours_model, ours_opt = make_run(opt=opt, impl="fused")
+    ref_model, ref_opt = make_run(opt=opt, impl="fused")
+    mp = MixedPrecision("amp-fp16", loss_scale=LossScaleConfig(growth_interval=3))
+    ours_model, ours_opt = mp.setup(ours_model, ours_opt)
+    scaler = torch.amp.GradScaler("cpu", growth_interval=3)
+    ours_scales, ref_scales = [], []
+    for i, (x, y) in enumerate(batches(10)):
+        bad = float("inf") if i in (2, 6) else 1.0
+        ours_opt.zero_grad()
+        with mp.autocast():
+            loss = F.cross_entropy(ours_model(x), y)
+        mp.backward(loss * bad)
+        mp.step(ours_opt)
+        ours_scales.append(mp.scale)
+        ref_opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(ref_model(x), y)
+        scaler.scale(loss * bad).backward()
+        scaler.step(ref_opt)
+        scaler.update()
+        ref_scales.append(scaler.get_scale())
+    assert ours_scales == ref_scales and mp.totals["skipped_steps"] == 2
+    for a, b in zip(ours_model.parameters(), ref_model.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("impl", ["fused", "foreach"])
+def test_hysteresis_and_the_cap_work_on_the_device(impl: str) -> None:
+    model, optimizer = make_run(opt="adamw", impl=impl)
+    mp = MixedPrecision("amp-fp16", loss_scale=LossScaleConfig(init_scale=1024.0, hysteresis=3, growth_interval=2,
+                                                               max_scale=1024.0 * 4))
+    model, optimizer = mp.setup(model, optimizer)
+    x, y = batches(1)[0]
+    scales = []
+    for overflow in [True, True, True, True, False, False, True, False, False, False, False, False, False]:
+        optimizer.zero_grad()
+        with mp.autocast():
+            loss = F.cross_entropy(model(x), y)
+        mp.backward(loss * float("inf") if overflow else loss)
+        mp.step(optimizer)
+        scales.append(mp.scale)
+    # (the host rule of tests/precision/test_scaling.py: two overflows tolerated, then back-off; growth re-arms;
+    # growth stops at max_scale)
+    assert scales == [1024, 1024, 512, 256, 256, 512, 512, 512, 1024, 1024, 2048, 2048, 4096]
+    assert mp.totals["skipped_steps"] == 5
+
+
+def test_a_collapsed_scale_is_told_within_the_check_interval_naming_its_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scaling, "DIVERGENCE_CHECK_EVERY", 8)
+    model, optimizer = make_run(opt="adamw", impl="fused")
+    mp = MixedPrecision("amp-fp16", loss_scale=LossScaleConfig(init_scale=4.0, min_scale=1.0))
+    model, optimizer = mp.setup(model, optimizer)
+    x, y = batches(1)[0]
+    done = 0
+    with pytest.raises(TrainingDivergedError, match=r"loss scale fell below 1 at step 3 "):
+        for _ in range(20):
+            optimizer.zero_grad()
+            with mp.autocast():
+                loss = F.cross_entropy(model(x), y)
+            mp.backward(loss * float("inf"))
+            done += 1
+            mp.step(optimizer)
+    assert done == 8  # told at the first check, not at step 3 (no read in between)
+    with pytest.raises(TrainingDivergedError, match="at step 3 "):
+        mp.check_divergence()  # (and at once when asked)
