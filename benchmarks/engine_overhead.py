@@ -37,9 +37,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench import MixedPrecision, list_precisions, supported
+from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision import get
 from ampbench.precision.state import tf32_scope
 from ampbench.precision.support import cpu_half_hardware, cpu_name
@@ -69,22 +69,9 @@ def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
     return OPTIMIZERS[OPT["optimizer"]](model.parameters(), lr=1e-4, **IMPLS[OPT["impl"]])
 
 
-class SyncCounter(TorchDispatchMode):
-    """Counts device-to-host scalar reads (``aten._local_scalar_dense``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.reads += 1
-        return func(*args, **(kwargs or {}))
-
-
 def syncs_per_step(step: Callable[[], None], n: int = 10) -> float:
     """Host syncs per step of a warmed-up loop (untimed: the dispatch mode slows every op)."""
-    with SyncCounter() as counter:
+    with HostSyncCounter() as counter:
         for _ in range(n):
             step()
     return counter.reads / n

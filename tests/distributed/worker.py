@@ -18,10 +18,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench import MixedPrecision
 from ampbench.distributed import checkpoint
+from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision.fp8 import torchao_problem
 
 STEPS = 5
@@ -121,19 +121,6 @@ def reference(precision: str, world: int, **kw: Any) -> list[float]:
     return full_params(model)
 
 
-class SyncCounter(TorchDispatchMode):
-    """Counts device-to-host scalar reads (``aten._local_scalar_dense``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.reads += 1
-        return func(*args, **(kwargs or {}))
-
-
 @contextlib.contextmanager
 def gathered_bytes() -> Iterator[list[int]]:
     """Bytes this rank contributes to each FSDP2 all-gather (its ``dist.all_gather_single`` inputs)."""
@@ -200,7 +187,7 @@ def main(out_dir: Path) -> None:
     for strategy in ("ddp", "fsdp"):
         model, opt, mp, net = build("amp-fp16", strategy, fused=True)
         train(model, opt, mp, net, rank, range(1))  # (warm-up: lazy state)
-        with SyncCounter() as counter:
+        with HostSyncCounter() as counter:
             steps = train(model, opt, mp, net, rank, range(1, STEPS), plant=True, read=False)
         for o in steps:
             o.update(loss=float(o["loss"]), stepped=bool(o["stepped"]), scale=float(o["scale"]))

@@ -14,29 +14,29 @@ import copy
 import pytest
 import torch
 from torch.nn import functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench import LossScaleConfig, MixedPrecision, TrainingDivergedError
+from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision import scaling
 
 from ..conftest import batches, make_run
 
-
-class SyncCounter(TorchDispatchMode):
-    """Counts device-to-host scalar reads (the independent count: the engine's own ``host_reads`` is checked against
-    it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.reads += 1
-        return func(*args, **(kwargs or {}))
-
-
 MODES = ["fp32", "amp-bf16", "master-bf16", "amp-fp16", "master-fp16"]
+
+
+def _step(mp: MixedPrecision, model, optimizer, x, y, scale: float = 1.0):
+    optimizer.zero_grad(set_to_none=True)
+    with mp.autocast():
+        loss = F.cross_entropy(model(x), y)
+    mp.backward(loss * scale)
+    return mp.step(optimizer)
+
+
+def _set_up(precision: str, opt: str = "adamw", impl: str | None = "fused", **kw):
+    model, optimizer = make_run(opt=opt, impl=impl)
+    mp = MixedPrecision(precision, **kw)
+    model, optimizer = mp.setup(model, optimizer)
+    return mp, model, optimizer
 
 
 def _loop(precision: str, opt: str, impl: str | None, steps: int, warmup: int = 3, inf_at: int | None = None,
@@ -45,17 +45,13 @@ def _loop(precision: str, opt: str, impl: str | None, steps: int, warmup: int = 
     mp = MixedPrecision(precision, loss_scale=loss_scale)
     model, optimizer = mp.setup(model, optimizer)
     data = batches(4)
-    counter = SyncCounter()
+    counter = HostSyncCounter()
     for i in range(warmup + steps):
         x, y = data[i % len(data)]
         if i == warmup:
             counter.__enter__()
             reads_before = mp.host_reads
-        optimizer.zero_grad(set_to_none=True)
-        with mp.autocast():
-            loss = F.cross_entropy(model(x), y)
-        mp.backward(loss * float("inf") if i == inf_at else loss)
-        mp.step(optimizer)
+        _step(mp, model, optimizer, x, y, float("inf") if i == inf_at else 1.0)
     counter.__exit__(None, None, None)
     return mp, model, optimizer, counter.reads, mp.host_reads - reads_before
 
@@ -74,7 +70,7 @@ def _optimizer_own_reads(opt: str, impl: str, steps: int) -> int:
     x, y = batches(1)[0]
     for i in range(3 + steps):
         if i == 3:
-            counter = SyncCounter().__enter__()
+            counter = HostSyncCounter().__enter__()
         optimizer.zero_grad()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
@@ -90,35 +86,23 @@ def test_any_other_optimizer_makes_exactly_one_more(precision: str, opt: str, im
 
 
 def test_a_mode_without_the_check_never_reads() -> None:
-    model, optimizer = make_run(opt="adamw", impl="fused")
-    mp = MixedPrecision("amp-bf16", check_finite=False)
-    model, optimizer = mp.setup(model, optimizer)
+    mp, model, optimizer = _set_up("amp-bf16", check_finite=False)
     x, y = batches(1)[0]
-    with SyncCounter() as counter:
+    with HostSyncCounter() as counter:
         for _ in range(3):
-            optimizer.zero_grad()
-            with mp.autocast():
-                loss = F.cross_entropy(model(x), y)
-            mp.backward(loss)
-            mp.step(optimizer)
+            _step(mp, model, optimizer, x, y)
     assert counter.reads == 0
 
 
 def test_hooks_read_only_what_they_ask_for() -> None:
     """A hook that logs every 4th step reads every 4th step: the record's values are read lazily."""
-    model, optimizer = make_run(opt="adamw", impl="fused")
-    mp = MixedPrecision("amp-fp16")
-    model, optimizer = mp.setup(model, optimizer)
+    mp, model, optimizer = _set_up("amp-fp16")
     logged = []
     mp.on_step(lambda r: logged.append(r.scalars()) if r.step % 4 == 0 else None)
     x, y = batches(1)[0]
-    with SyncCounter() as counter:
+    with HostSyncCounter() as counter:
         for _ in range(8):
-            optimizer.zero_grad()
-            with mp.autocast():
-                loss = F.cross_entropy(model(x), y)
-            mp.backward(loss)
-            mp.step(optimizer)
+            _step(mp, model, optimizer, x, y)
     assert len(logged) == 2 and counter.reads == 2 * 4  # loss_scale, found_inf, skipped_steps, loss
     assert logged[0]["loss_scale"] == 2.0**16 and logged[0]["found_inf"] == 0.0
 
@@ -126,9 +110,7 @@ def test_hooks_read_only_what_they_ask_for() -> None:
 @pytest.mark.parametrize(("precision", "loss_scale"), [("amp-fp16", None), ("master-fp16", None),
                                                        ("amp-bf16", None), ("master-bf16", "static:8")])
 def test_an_inf_step_is_skipped_on_the_device_and_counted_when_read(precision: str, loss_scale) -> None:
-    model, optimizer = make_run(opt="adamw", impl="fused")
-    mp = MixedPrecision(precision, loss_scale=loss_scale)
-    model, optimizer = mp.setup(model, optimizer)
+    mp, model, optimizer = _set_up(precision, loss_scale=loss_scale)
     data = batches(3)
     for i, (x, y) in enumerate(data):
         if i == 2:
@@ -136,11 +118,7 @@ def test_an_inf_step_is_skipped_on_the_device_and_counted_when_read(precision: s
             masters = [m.detach().clone() for m in mp.master_params()]
             state = copy.deepcopy(optimizer.state_dict())
             scale = mp.scale
-        optimizer.zero_grad()
-        with mp.autocast():
-            loss = F.cross_entropy(model(x), y)
-        mp.backward(loss * float("inf") if i == 2 else loss)
-        record = mp.step(optimizer)
+        record = _step(mp, model, optimizer, x, y, float("inf") if i == 2 else 1.0)
     assert not record and record.skipped and record.skipped_steps == 1 and mp.totals["skipped_steps"] == 1
     for k, v in model.named_parameters():
         assert torch.equal(v, params[k]), k
@@ -184,18 +162,12 @@ def test_normal_steps_are_bitwise_gradscalers_with_the_same_fused_optimizer(opt:
 
 @pytest.mark.parametrize("impl", ["fused", "foreach"])
 def test_hysteresis_and_the_cap_work_on_the_device(impl: str) -> None:
-    model, optimizer = make_run(opt="adamw", impl=impl)
-    mp = MixedPrecision("amp-fp16", loss_scale=LossScaleConfig(init_scale=1024.0, hysteresis=3, growth_interval=2,
-                                                               max_scale=1024.0 * 4))
-    model, optimizer = mp.setup(model, optimizer)
+    mp, model, optimizer = _set_up("amp-fp16", impl=impl, loss_scale=LossScaleConfig(
+        init_scale=1024.0, hysteresis=3, growth_interval=2, max_scale=1024.0 * 4))
     x, y = batches(1)[0]
     scales = []
     for overflow in [True, True, True, True, False, False, True, False, False, False, False, False, False]:
-        optimizer.zero_grad()
-        with mp.autocast():
-            loss = F.cross_entropy(model(x), y)
-        mp.backward(loss * float("inf") if overflow else loss)
-        mp.step(optimizer)
+        _step(mp, model, optimizer, x, y, float("inf") if overflow else 1.0)
         scales.append(mp.scale)
     # (the host rule of tests/precision/test_scaling.py: two overflows tolerated, then back-off; growth re-arms;
     # growth stops at max_scale)
@@ -205,19 +177,13 @@ def test_hysteresis_and_the_cap_work_on_the_device(impl: str) -> None:
 
 def test_a_collapsed_scale_is_told_within_the_check_interval_naming_its_step(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scaling, "DIVERGENCE_CHECK_EVERY", 8)
-    model, optimizer = make_run(opt="adamw", impl="fused")
-    mp = MixedPrecision("amp-fp16", loss_scale=LossScaleConfig(init_scale=4.0, min_scale=1.0))
-    model, optimizer = mp.setup(model, optimizer)
+    mp, model, optimizer = _set_up("amp-fp16", loss_scale=LossScaleConfig(init_scale=4.0, min_scale=1.0))
     x, y = batches(1)[0]
     done = 0
     with pytest.raises(TrainingDivergedError, match=r"loss scale fell below 1 at step 3 "):
         for _ in range(20):
-            optimizer.zero_grad()
-            with mp.autocast():
-                loss = F.cross_entropy(model(x), y)
-            mp.backward(loss * float("inf"))
             done += 1
-            mp.step(optimizer)
+            _step(mp, model, optimizer, x, y, float("inf"))
     assert done == 8  # told at the first check, not at step 3 (no read in between)
     with pytest.raises(TrainingDivergedError, match="at step 3 "):
         mp.check_divergence()  # (and at once when asked)
