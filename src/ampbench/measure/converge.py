@@ -68,7 +68,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
     rank = current_rank()
     g = torch.Generator().manual_seed(seed if rank == 0 else seed * 1000 + rank)  # distributed: each rank its own order
     losses: list[torch.Tensor] = []
-    scales: list[float] = []
+    scales: list[torch.Tensor | float] = []  # (read after the loop: a read per step would be a host sync per step)
     diverged, reason = False, ""
     torch.manual_seed(seed)  # dropout
     try:
@@ -78,7 +78,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
                 mark_step(execution)
                 with mp.autocast():
                     loss = workload.loss_fn(workload.call_model(run, inputs), targets)
-                scales.append(mp.scale)
+                scales.append(mp.current_scale())
                 mp.backward(loss)
                 mp.step(optimizer)
                 losses.append(loss.detach().float())
@@ -97,7 +97,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
     test_loss = metric = None
     if not diverged and workload.test_data is not None:
         test_loss, metric = evaluate(workload, workload.test_data.to(device), mp, max(batch_size, 256))
-    return {"curve": curve, "scales": scales, "final_loss": final, "test_loss": test_loss, "metric": metric,
+    return {"curve": curve, "scales": [float(s) for s in scales], "final_loss": final, "test_loss": test_loss, "metric": metric,
             "skipped_steps": mp.totals["skipped_steps"], "diverged": diverged, "reason": reason,
             "fp8_layers": mp.fp8_layers.summary() if mp.fp8_layers is not None else None}
 

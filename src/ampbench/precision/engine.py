@@ -597,8 +597,13 @@ class MixedPrecision:
     # -- introspection -------------------------------------------------------------------------
     @property
     def scale(self) -> float:
-        """Current loss scale (of the only optimizer; see scaler_for() with several)."""
+        """Current loss scale (of the only optimizer; see scaler_for() with several): a host read on a GPU."""
         return self._slot(None, "scale").scaler.scale
+
+    def current_scale(self) -> torch.Tensor | float:
+        """The current loss scale without reading it (a device tensor once a dynamic scale has stepped): keep it and
+        read it later, e.g. a curve of scales read once after the loop."""
+        return self._slot(None, "current_scale").scaler.current_scale()
 
     def scaler_for(self, optimizer: torch.optim.Optimizer | None = None) -> LossScaler:
         return self._slot(optimizer, "scaler_for").scaler
