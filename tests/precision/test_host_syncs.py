@@ -21,7 +21,7 @@ from ampbench.precision import scaling
 
 from ..conftest import batches, make_run
 
-MODES = ["fp32", "amp-bf16", "master-bf16", "amp-fp16", "master-fp16"]
+MODES = ["fp32", "amp-bf16", "master-bf16", "pure-bf16", "amp-fp16", "master-fp16", "pure-fp16"]
 
 
 def _step(mp: MixedPrecision, model, optimizer, x, y, scale: float = 1.0):
@@ -78,8 +78,10 @@ def _optimizer_own_reads(opt: str, impl: str, steps: int) -> int:
     return counter.reads
 
 
-@pytest.mark.parametrize("precision", MODES)
-@pytest.mark.parametrize(("opt", "impl"), [("adamw", "foreach"), ("sgd", "forloop")])
+# (pure-fp16 with Adam skips every step -- eps 1e-8 is 0 in fp16 -- so the optimizer's own reads never happen: it is
+# counted with SGD)
+@pytest.mark.parametrize(("precision", "opt", "impl"), [
+    (p, o, i) for p in MODES for o, i in (("adamw", "foreach"), ("sgd", "forloop")) if (p, o) != ("pure-fp16", "adamw")])
 def test_any_other_optimizer_makes_exactly_one_more(precision: str, opt: str, impl: str) -> None:
     *_, reads, engine_reads = _loop(precision, opt, impl, steps=6)
     assert reads - _optimizer_own_reads(opt, impl, 6) == 6 and engine_reads == 6, (precision, impl, reads)
