@@ -309,13 +309,15 @@ def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any
 def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
     """The synthetic data a PyTorch model gets for the same options, as numpy (images as floats, normalised).
 
-    Made by torch's generator in a short process of its own (:func:`ampbench.workloads.tasks.write_synthetic`) and
-    read back from a ``.npz``: the values are the PyTorch model's to the bit, and this cell's process (whose memory is
-    measured) never imports torch."""
+    Made by torch's generator (:func:`ampbench.workloads.tasks.write_synthetic`) and read back from a ``.npz``: the
+    values are the PyTorch model's to the bit. On TensorFlow or JAX in a short process of its own, so this cell's
+    process (whose memory is measured) never imports torch; on Keras's torch backend, which has torch loaded
+    already, in this process."""
     with tempfile.TemporaryDirectory(prefix="ampbench-data-") as tmp:
         out = Path(tmp) / "synthetic.npz"
         payload = {"data": dataclasses.asdict(data), "preset": preset, "seed": seed, "batch": batch, "out": str(out)}
-        result = ChildProcess().run(Job("ampbench.workloads.tasks:write_synthetic", payload))
+        job = Job("ampbench.workloads.tasks:write_synthetic", payload)
+        result = job.call() if "torch" in sys.modules else ChildProcess().run(job)
         if "error" in result:
             raise AmpbenchError(result["error"])
         if "_failed" in result:
