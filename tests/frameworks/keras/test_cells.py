@@ -62,7 +62,7 @@ def test_a_keras_file_benchmarked_from_the_cli(backend, tmp_path):
     code, stdout, err = cli("run", "--device", "cpu", "--model", f"{MODELS}:mlp", "--input-shape", "20",
                             "--num-classes", "2", "--keras-backend", backend, "--precisions", precisions,
                             "--preset", "tiny", "--measure", measures, "--steps", "4",
-                            "--warmup", "2", "--converge-steps", "30", "--seeds", "2", "--db", str(tmp_path / "r.db"),
+                            "--warmup", "2", "--converge-steps", "12", "--seeds", "2", "--db", str(tmp_path / "r.db"),
                             "--json", str(out), "--no-report")
     assert code == 0, (stdout, err)
     rows = {r["precision"]: r for r in json.loads(out.read_text())["rows"]}
@@ -80,7 +80,7 @@ def test_a_keras_file_benchmarked_from_the_cli(backend, tmp_path):
         assert r["skipped_steps"] == 0 and math.isfinite(r["final_loss"])
         if "converge" in measures:
             conv = r["converge"]
-            assert conv["steps"] == 30 and len(conv["final_losses"]) == 2 and not any(conv["diverged"])
+            assert conv["steps"] == 12 and len(conv["final_losses"]) == 2 and not any(conv["diverged"])
             assert all(0.0 <= m <= 1.0 for m in conv["metrics"])
             assert r["converge_verdict"] in (("baseline",) if p == "fp32" else ("parity", "worse", "better"))
         assert set(r["inference"]) == {"1", str(r["batch_size"])}

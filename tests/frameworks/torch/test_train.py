@@ -24,7 +24,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 
 @needs_mnist
 def test_mnist_real_data_modes_agree():
-    """One epoch (125 steps) of the small preset on 8k real MNIST digits; tested on the held-out 2k.
+    """90 steps of the small preset's epoch (batch 64) on 8k real MNIST digits; tested on the held-out 2k.
 
     The full default run (4 epochs) is documented in README: 97.9-98.0% for all three modes.
     """
@@ -32,9 +32,9 @@ def test_mnist_real_data_modes_agree():
     for precision in ("fp32", "amp-bf16", "master-fp16"):
         wl = create_workload("mnist-cnn", "small", data_dir=MNIST)
         assert len(wl.train_data) == 8000 and len(wl.test_data) == 2000
-        r = train(wl, TrainConfig(precision=precision, epochs=1, evaluate_train=False))
+        r = train(wl, TrainConfig(precision=precision, epochs=1, evaluate_train=False, max_steps_per_epoch=90))
         acc[precision] = r.test_metric
-    assert min(acc.values()) >= 0.94, acc
+    assert min(acc.values()) >= 0.93, acc  # (0.946-0.947 on an AVX2 EPYC; the agreement below is the claim)
     assert max(acc.values()) - min(acc.values()) <= 0.01, acc
 
 
