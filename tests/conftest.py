@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (``make test``: two workers, work stealing), each worker starts with half of the slow tests:
     the scheduler hands out contiguous halves of this order and steals from the ends of the queues, so the run ends on
     short tests instead of one worker finishing a long one alone. Same order on every worker (xdist checks it)."""
-    if not (config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None)):
+    if not hasattr(config, "workerinput"):  # (only in an xdist worker: a serial run keeps the files' order)
         return
     slow = [i for i in items if i.nodeid.startswith(SLOW_FILES)]
     fast = [i for i in items if not i.nodeid.startswith(SLOW_FILES)]
