@@ -12,28 +12,6 @@ from torch import nn
 os.environ["AMPBENCH_NO_ESTIMATE"] = "1"
 
 
-SLOW_FILES = ("tests/distributed/test_cells.py", "tests/frameworks/keras/test_cells.py",
-              "tests/frameworks/keras/test_diagnose.py", "tests/frameworks/torch/test_train.py",
-              "tests/bench/test_run_cli.py", "tests/bench/test_cells.py", "tests/test_gpu_session.py",
-              "tests/workloads/test_user_models.py")
-"""Files whose tests start child processes for tens of seconds (measured with --durations on the 2-core CI box)."""
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``: two workers, work stealing), each worker starts with half of the slow tests:
-    the scheduler hands out contiguous halves of this order and steals from the ends of the queues, so the run ends on
-    short tests instead of one worker finishing a long one alone. Same order on every worker (xdist checks it)."""
-    if not hasattr(config, "workerinput"):  # (only in an xdist worker: a serial run keeps the files' order)
-        return
-    slow = [i for i in items if i.nodeid.startswith(SLOW_FILES)]
-    fast = [i for i in items if not i.nodeid.startswith(SLOW_FILES)]
-    half = len(items) // 2
-    first = slow[0::2]
-    first += fast[: max(0, half - len(first))]
-    rest = slow[1::2] + fast[max(0, half - len(slow[0::2])):]
-    items[:] = first + rest
-
-
 @pytest.fixture
 def with_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AMPBENCH_NO_ESTIMATE", raising=False)
