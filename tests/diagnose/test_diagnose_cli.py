@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ampbench.report import build_report
-from ampbench.store import Store
+from ampbench.store import SCHEMA_VERSION, Store
 from tests.conftest import in_process
 
 PLANTED = str(Path(__file__).with_name("planted.py"))
@@ -71,6 +71,8 @@ def test_store_migrates_a_version_1_file(tmp_path: Path) -> None:
     c.commit()
     c.close()
     s = Store(tmp_path / "old.db")
-    assert s.schema_version == 2 and [r.run_id for r in s.runs()] == ["r1"]
+    assert s.schema_version == SCHEMA_VERSION and [r.run_id for r in s.runs()] == ["r1"]
     s.add_diagnosis({"target": "w", "precision": "fp32", "device_name": "cpu", "findings": []})
     assert s.diagnoses("w")[0]["target"] == "w"
+    s.add_predictions([{"workload": "w", "precision": "fp32", "gpu": "a100-80gb", "batch_size": 8}])  # (version 3)
+    assert [p["gpu"] for p in s.predictions(["w"])] == ["a100-80gb"] and s.predictions(gpu="t4") == []

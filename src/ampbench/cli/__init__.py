@@ -8,7 +8,7 @@ declares the options several commands share; ``render`` prints; one module per c
 # isort: off
 # Registration order is the order `ampbench --help` lists the commands.
 from ampbench.cli.core import app, main
-from ampbench.cli import listing, train, run, results, exchange, diagnose, report, compare, hw  # noqa: F401
+from ampbench.cli import listing, train, run, predict, results, exchange, diagnose, report, compare, hw  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -53,4 +53,24 @@ def compare_cmd(
         console.print(table)
         if len(t.devices) == 1:
             console.print("[dim]only one device has results here: ampbench import other machines' exports to compare[/]")
+    _predicted(store, sorted({t.workload for t in tables}), precs)
+
+
+def _predicted(store: Any, workloads: list[str], precisions: list[str] | None) -> None:
+    """Stored predictions of the compared workloads, beside the GPU measurement of the same cell where there is one."""
+    from ampbench.report.predictions import table as predictions_table
+
+    lines = [p for p in predictions_table(store.predictions(workloads), merge_repeats(store.rows(workloads=workloads)))
+             if precisions is None or p["precision"] in precisions]
+    if not lines:
+        return
+    table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
+    for col in ("workload", "GPU", "batch", "mode", "predicted/s", "measured/s", "error"):
+        table.add_column(col, justify="left" if col in ("workload", "GPU", "mode") else "right", overflow="fold")
+    for p in lines:
+        table.add_row(escape(str(p["workload"])), escape(str(p["gpu"])), str(p["batch_size"]), p["precision"],
+                      f"{p['predicted_samples_per_s']:,.0f}",
+                      "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
+                      "-" if p["error"] is None else f"{p['error']:+.0%}")
+    console.print(table)
 

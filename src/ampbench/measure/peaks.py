@@ -28,6 +28,8 @@ class GpuPeak:
 GPU_PEAKS: tuple[GpuPeak, ...] = (
     GpuPeak("H200", ("h200",), {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5, "fp8": 1979.0},
             "NVIDIA H200 datasheet (SXM; sparse figures halved)"),
+    GpuPeak("B200", ("b200",), {"fp32": 80.0, "tf32": 1100.0, "fp16": 2250.0, "bf16": 2250.0, "fp8": 4500.0},
+            "NVIDIA HGX B200 datasheet, per GPU at 1000 W (sparse figures halved)"),
     GpuPeak("H100 NVL", ("h100", "nvl"), {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5, "fp8": 1670.5},
             "NVIDIA H100 datasheet, H100 NVL column (sparse figures halved)"),
     GpuPeak("H100 PCIe", ("h100", "pcie"), {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0},
@@ -59,6 +61,54 @@ GPU_PEAKS: tuple[GpuPeak, ...] = (
     GpuPeak("RTX 3080", ("rtx 3080",), {"fp32": 29.8, "tf32": 29.8, "fp16": 59.5, "bf16": 59.5},
             "NVIDIA Ampere GA102 whitepaper, Table 9 (fp32 accumulate)"),
 )
+
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """What ``ampbench predict`` needs of a GPU it does not have: its peaks (the :data:`GPU_PEAKS` entry ``peak``),
+    memory, bandwidth, SM count and compute capability, with where the numbers come from."""
+
+    key: str
+    """The name ``--gpu`` takes (lower case)."""
+    peak: str
+    """The :data:`GPU_PEAKS` entry that holds its dense peaks."""
+    memory_gib: float
+    bandwidth_gbs: float
+    """DRAM bandwidth, GB/s (10^9 bytes)."""
+    sms: int
+    capability: tuple[int, int]
+    source: str
+
+    @property
+    def tflops(self) -> dict[str, float]:
+        return next(p for p in GPU_PEAKS if p.name == self.peak).tflops
+
+    @property
+    def peak_source(self) -> str:
+        return next(p for p in GPU_PEAKS if p.name == self.peak).source
+
+
+GPU_SPECS: tuple[GpuSpec, ...] = (
+    GpuSpec("v100-16gb", "V100 SXM2", 16, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 16 GB)"),
+    GpuSpec("v100-32gb", "V100 SXM2", 32, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 32 GB)"),
+    GpuSpec("t4", "T4", 16, 320, 40, (7, 5), "NVIDIA T4 datasheet"),
+    GpuSpec("a10", "A10", 24, 600, 72, (8, 6), "NVIDIA A10 datasheet"),
+    GpuSpec("a100-40gb", "A100", 40, 1555, 108, (8, 0), "NVIDIA A100 datasheet (SXM4 40 GB)"),
+    GpuSpec("a100-80gb", "A100", 80, 2039, 108, (8, 0), "NVIDIA A100 datasheet (SXM4 80 GB)"),
+    GpuSpec("l4", "L4", 24, 300, 58, (8, 9), "NVIDIA L4 datasheet"),
+    GpuSpec("l40s", "L40S", 48, 864, 142, (8, 9), "NVIDIA L40S datasheet"),
+    GpuSpec("h100-sxm", "H100 SXM", 80, 3350, 132, (9, 0), "NVIDIA H100 datasheet, SXM column"),
+    GpuSpec("h100-pcie", "H100 PCIe", 80, 2000, 114, (9, 0), "NVIDIA H100 datasheet, PCIe column"),
+    GpuSpec("h200", "H200", 141, 4800, 132, (9, 0), "NVIDIA H200 datasheet (SXM)"),
+    GpuSpec("b200", "B200", 180, 8000, 148, (10, 0), "NVIDIA HGX B200 datasheet (per GPU)"),
+    GpuSpec("rtx-4090", "RTX 4090", 24, 1008, 128, (8, 9), "NVIDIA Ada GPU architecture whitepaper, Table 2"),
+)
+"""The GPUs ``ampbench predict --gpu`` knows (``--gpu-spec FILE.json`` describes any other)."""
+
+
+def gpu_spec(key: str) -> GpuSpec | None:
+    return next((g for g in GPU_SPECS if g.key == key.lower()), None)
 
 
 def find_peak(device_name: str | None) -> GpuPeak | None:

@@ -401,7 +401,7 @@ class MixedPrecision:
         """A forward pre-hook on every set-up model: the model was not cast or moved since setup (a forward in the
         wrong dtype fails, or trains in it), and whether autocast is on (an autocast mode warns at backward)."""
         self._check_unmoved()
-        if self.recipe.autocasts:
+        if self.recipe.autocasts and self._device_type() != "meta":  # (meta: a traced step, autocast emulated)
             self._forward_autocast = torch.is_autocast_enabled(self._device_type())
 
     def _warn_outside_autocast(self) -> None:

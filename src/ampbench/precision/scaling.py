@@ -343,6 +343,10 @@ class LossScaler:
                 self.host_reads += 1
                 self.check_divergence()
             return after
+        if found.device.type == "meta":  # a traced step (ampbench predict): no values to read, the step is taken
+            self._commit(after)
+            optimizer.step()
+            return after
         # One host read decides whether optimizer.step() runs (an optimizer that cannot skip by itself); it also
         # carries the divergence flag, so a collapsed scale is told at this very step.
         code = found if after.diverged_at is None else found + 2 * (after.diverged_at != _NEVER)

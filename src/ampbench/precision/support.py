@@ -98,6 +98,8 @@ def supported(name: str, device: str | torch.device = "cpu") -> Support:
     recipe = get(name)
     dev = torch.device(device)
     half = recipe.compute_dtype if recipe.is_half else None
+    if dev.type == "meta":  # shapes and dtypes only: ampbench predict traces a step there (nothing is computed)
+        return Support(True, note="meta tensors: a traced step, nothing computed (ampbench predict)")
     if recipe.is_fp8:
         return _fp8_support(dev)
     if dev.type == "cpu":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ampbench.errors import AmpbenchError
 from ampbench.paths import write_text_atomic
+from ampbench.report.predictions import attach as attach_predictions
 from ampbench.store import Store, derive, to_csv
 
 FORMATS = ("html", "md", "csv")
@@ -25,17 +26,19 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> 
         raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
     hw = store.hw()
     rows = derive(store.rows(info.run_id), hw)
+    workloads = sorted({r["workload"] for r in rows})
+    predictions = store.predictions(workloads) if workloads else []
+    rows = attach_predictions(rows, predictions)
     if fmt == "csv":
         return info.run_id, to_csv(rows)
     if fmt == "md":
         from ampbench.report.markdown import render_markdown  # lazy: torch
 
-        return info.run_id, render_markdown(rows, info.to_dict())
+        return info.run_id, render_markdown(rows, info.to_dict(), predictions)
     from ampbench.report.html import render_html  # lazy: matplotlib, torch
 
-    workloads = sorted({r["workload"] for r in rows})
     every_device = derive(store.rows(workloads=workloads), hw) if workloads else []
-    return info.run_id, render_html(rows, info.to_dict(), every_device, store.diagnoses())
+    return info.run_id, render_html(rows, info.to_dict(), every_device, store.diagnoses(), predictions)
 
 
 def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html") -> Path:

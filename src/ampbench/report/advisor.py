@@ -171,6 +171,8 @@ def _why_nothing_helps(base: dict[str, Any], others: list[dict[str, Any]]) -> st
                     f"{best['precision']} could gain ~{_fmt_ratio(best['expected_speedup_vs_fp32'])} at most "
                     f"(measured {_fmt_ratio(_speed(best) / max(_speed(base), 1e-12))})")
         return f"{why} (see ampbench hw for its GEMM speeds, ampbench diagnose --checks profile for where the time goes)"
+    if base.get("predicted_why"):  # a prediction of this cell on this GPU (ampbench predict): its breakdown says why
+        return f"no mode is more than {MIN_GAIN - 1:.0%} faster than fp32; predicted for fp32: {base['predicted_why']}"
     p50 = base.get("step_ms_p50")
     if isinstance(p50, (int, float)) and p50 < LAUNCH_BOUND_MS:
         return f"model too small: a {p50:.1f} ms step is launch-bound, so faster math does not shorten it"

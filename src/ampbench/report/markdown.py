@@ -7,6 +7,7 @@ from typing import Any
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, saving_note, speedup_text
+from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
 from ampbench.store.rows import framework_of
 
@@ -23,7 +24,8 @@ def _f(v: Any, spec: str) -> str:
     return "–" if not isinstance(v, (int, float)) else format(v, spec)
 
 
-def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = None) -> str:
+def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
+                    predictions: list[dict[str, Any]] | None = None) -> str:
     run = run or {}
     lines = [f"## ampbench results — run {md_escape(run.get('run_id', '?'))}", ""]
 
@@ -84,5 +86,15 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                          f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} | {mem} |{rss_cell} "
                          f"{md_escape(r.get('converge_verdict') or '–')} |")
         lines.append("")
-    lines.append("_Measured by ampbench; every figure is from the device named in its heading._")
+    predicted = predictions_table(predictions or [], rows)
+    if predicted:
+        from ampbench.report.html import PREDICTED_HEADERS, predicted_cells  # lazy: matplotlib
+
+        lines += ["### Predicted on GPUs (ampbench predict: a traced step priced on each GPU's datasheet; no GPU ran "
+                  "these)", "", "| " + " | ".join(PREDICTED_HEADERS) + " |",
+                  "|" + " --- |" * 4 + " ---: |" * (len(PREDICTED_HEADERS) - 5) + " --- |"]
+        lines += ["| " + " | ".join(md_escape(c) for c in predicted_cells(p)) + " |" for p in predicted]
+        lines.append("")
+    lines.append("_Measured by ampbench; every figure is from the device named in its heading (predictions: the GPU "
+                 "named in their row)._")
     return "\n".join(lines) + "\n"

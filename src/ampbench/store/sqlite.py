@@ -72,9 +72,22 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX diagnoses_by_workload ON diagnoses (workload, device_name);
     """,
+    # version 3: `ampbench predict` rows (predictions on a named GPU: never mixed with measured results)
+    """
+    CREATE TABLE predictions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        workload TEXT NOT NULL,
+        precision TEXT NOT NULL,
+        gpu TEXT NOT NULL,
+        batch_size INTEGER,
+        created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX predictions_by_workload ON predictions (workload, gpu);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-OUR_TABLES = {"runs", "results", "hw", "diagnoses"}
+OUR_TABLES = {"runs", "results", "hw", "diagnoses", "predictions"}
 
 
 def default_db_path() -> Path:
@@ -300,6 +313,27 @@ class Store:
             if v is not None:
                 sql += f" AND {col}=?"
                 args.append(v)
+        return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    # -- predictions -------------------------------------------------------------------------
+    def add_predictions(self, rows: list[dict[str, Any]]) -> None:
+        """``ampbench predict``'s rows, in one transaction (all of a command's rows or none)."""
+        with self._tx() as c:
+            for row in rows:
+                row = {**row, "created_at": row.get("created_at") or utcnow()}
+                c.execute("INSERT INTO predictions (workload, precision, gpu, batch_size, created_at, data) "
+                          "VALUES (?,?,?,?,?,?)", (row["workload"], row["precision"], row["gpu"], row.get("batch_size"),
+                                                   row["created_at"], json.dumps(row, allow_nan=True, default=str)))
+
+    def predictions(self, workloads: list[str] | None = None, gpu: str | None = None) -> list[dict[str, Any]]:
+        """Stored predictions, oldest first (optionally of these workloads, on one GPU)."""
+        sql, args = "SELECT data FROM predictions WHERE 1=1", []
+        if workloads is not None:
+            sql += f" AND workload IN ({','.join('?' * len(workloads))})"
+            args += workloads
+        if gpu is not None:
+            sql += " AND gpu=?"
+            args.append(gpu)
         return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
 
     # -- exchange ----------------------------------------------------------------------------

@@ -1,0 +1,151 @@
+"""Published single-GPU training results the predictions are checked against, with the models they ran, written
+here in plain PyTorch (no torchvision, no apex): ResNet-50 v1.5 and BERT-large pretraining at sequence 128.
+
+Sources: NVIDIA DeepLearningExamples, PyTorch, README "Training performance" tables, 1 GPU:
+- ``ConvNets/resnet50v1.5``: A100 80GB, batch 256, TF32 938 img/s, AMP 2470 img/s (AMP in channels-last, as the
+  README's commands run it; DALI data loading).
+- ``LanguageModeling/BERT``: pretraining phase 1 (sequence 128) on A100, TF32 317 seq/s, AMP 580 seq/s (LAMB; the
+  masked-LM head on the 20 masked positions of each sequence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ampbench.data.tensors import TensorData
+from ampbench.workloads.base import Workload
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    gpu: str
+    batch_size: int
+    baseline: str
+    """The precision the speedup is over (tf32)."""
+    samples_per_s: dict[str, float]
+    """precision -> published samples/s."""
+    channels_last: dict[str, bool]
+    source: str
+    build: Callable[[], Workload]
+
+    def speedup(self, precision: str) -> float:
+        return self.samples_per_s[precision] / self.samples_per_s[self.baseline]
+
+
+# ---- ResNet-50 v1.5 -----------------------------------------------------------------------------------------------
+class Bottleneck(nn.Module):
+    def __init__(self, cin: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = width * 4
+        self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)  # v1.5: stride here
+        self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + (x if self.down is None else self.down(x)))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 64
+        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(blocks):
+                layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
+                cin = width * 4
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(2048, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+
+
+def resnet50_workload() -> Workload:
+    model = ResNet50()
+    data = TensorData((torch.empty(256, 3, 224, 224),), torch.zeros(256, dtype=torch.long))
+    return Workload("resnet50-v1.5", model, data, loss_fn=F.cross_entropy,
+                    make_optimizer=lambda p: torch.optim.SGD(p, lr=0.256, momentum=0.875, weight_decay=3.05e-5),
+                    batch_size=256, preset="imagenet")
+
+
+# ---- BERT-large pretraining (sequence 128) ------------------------------------------------------------------------
+class BertLayer(nn.Module):
+    def __init__(self, d: int, heads: int, ffn: int, p: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln1, self.ln2 = nn.LayerNorm(d, eps=1e-12), nn.LayerNorm(d, eps=1e-12)
+        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / (d // self.heads) ** 0.5  # the README's unfused attention
+        ctx = torch.matmul(self.drop(torch.softmax(scores, dim=-1)), v).transpose(1, 2).reshape(b, s, d)
+        x = self.ln1(x + self.drop(self.proj(ctx)))
+        return self.ln2(x + self.drop(self.fc2(F.gelu(self.fc1(x)))))
+
+
+class BertPretraining(nn.Module):
+    def __init__(self, vocab: int = 30528, d: int = 1024, layers: int = 24, heads: int = 16, ffn: int = 4096,
+                 seq: int = 128, p: float = 0.1) -> None:
+        super().__init__()
+        self.tok, self.pos, self.typ = nn.Embedding(vocab, d), nn.Embedding(seq, d), nn.Embedding(2, d)
+        self.ln, self.drop = nn.LayerNorm(d, eps=1e-12), nn.Dropout(p)
+        self.layers = nn.ModuleList(BertLayer(d, heads, ffn, p) for _ in range(layers))
+        self.mlm_dense, self.mlm_ln = nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
+        self.mlm_bias = nn.Parameter(torch.zeros(vocab))
+        self.pool, self.nsp = nn.Linear(d, d), nn.Linear(d, 2)
+
+    def forward(self, ids: torch.Tensor, masked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        x = self.drop(self.ln(self.tok(ids) + self.pos(pos) + self.typ(torch.zeros_like(ids))))
+        for layer in self.layers:
+            x = layer(x)
+        h = torch.gather(x, 1, masked.unsqueeze(-1).expand(-1, -1, x.shape[-1]))  # the masked positions only
+        h = self.mlm_ln(F.gelu(self.mlm_dense(h)))
+        mlm = F.linear(h, self.tok.weight, self.mlm_bias)  # tied to the token embedding
+        nsp = self.nsp(torch.tanh(self.pool(x[:, 0])))
+        return mlm, nsp
+
+
+def _bert_loss(out: tuple[torch.Tensor, torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
+    mlm, nsp = out
+    return F.cross_entropy(mlm.float().flatten(0, 1), targets[:, :-1].flatten()) + F.cross_entropy(nsp.float(),
+                                                                                                   targets[:, -1])
+
+
+def bert_large_workload(batch: int = 64, seq: int = 128, masked: int = 20) -> Workload:
+    model = BertPretraining(seq=seq)
+    ids = torch.zeros(batch, seq, dtype=torch.long)
+    where = torch.zeros(batch, masked, dtype=torch.long)
+    data = TensorData((ids, where), torch.zeros(batch, masked + 1, dtype=torch.long))
+    return Workload("bert-large-pretraining", model, data, loss_fn=_bert_loss,
+                    make_optimizer=lambda p: torch.optim.AdamW(p, lr=6e-3, weight_decay=0.01),
+                    batch_size=batch, preset="seq128")
+
+
+REFERENCES: tuple[Reference, ...] = (
+    Reference("ResNet-50 v1.5", "a100-80gb", 256, "tf32", {"tf32": 938.0, "amp-fp16": 2470.0},
+              {"tf32": False, "amp-fp16": True},
+              "NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, training performance, A100 80GB, 1 GPU",
+              resnet50_workload),
+    Reference("BERT-large pretraining, seq 128", "a100-80gb", 64, "tf32", {"tf32": 317.0, "amp-fp16": 580.0},
+              {"tf32": False, "amp-fp16": False},
+              "NVIDIA DeepLearningExamples PyTorch LanguageModeling/BERT README, pre-training phase 1, A100, 1 GPU",
+              bert_large_workload),
+)

@@ -1,0 +1,151 @@
+"""``ampbench predict``'s rows: each target traced per precision on meta and priced on the named GPU.
+
+Rows are predictions, never measurements: each says so (``device: "predicted: <GPU>"``, ``source: "predicted"``) and
+carries the GPU's datasheet source. Precisions the GPU cannot run are rows with status ``unsupported`` and the reason,
+as ``run`` refuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ampbench.errors import AmpbenchError
+from ampbench.measure.peaks import GPU_SPECS, GpuSpec, gpu_spec
+from ampbench.precision import get
+from ampbench.predict.cost import memory, price
+from ampbench.predict.trace import build_meta, trace_step
+from ampbench.workloads.base import Workload
+
+
+def find_gpu(name: str | None, spec_file: Path | None) -> GpuSpec:
+    """``--gpu NAME`` (case-insensitive) or ``--gpu-spec FILE.json``; one line naming what is valid otherwise."""
+    if (name is None) == (spec_file is None):
+        raise AmpbenchError("give --gpu NAME or --gpu-spec FILE.json (one of them); names: "
+                            + ", ".join(g.key for g in GPU_SPECS))
+    if name is not None:
+        spec = gpu_spec(name)
+        if spec is None:
+            raise AmpbenchError(f"--gpu {name!r} is not known; use one of: {', '.join(g.key for g in GPU_SPECS)} "
+                                "(or --gpu-spec FILE.json for another GPU)")
+        return spec
+    return load_spec(spec_file)  # type: ignore[arg-type]
+
+
+SPEC_KEYS = ("name", "tflops", "memory_gib", "bandwidth_gbs", "sms", "capability")
+
+
+def load_spec(path: Path) -> GpuSpec:
+    """A GPU described in JSON: {"name", "tflops": {"fp32", "tf32"?, "fp16", "bf16"?, "fp8"?}, "memory_gib",
+    "bandwidth_gbs", "sms", "capability": "8.9", "source"?}."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise AmpbenchError(f"--gpu-spec {path}: cannot read it as JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise AmpbenchError(f"--gpu-spec {path}: a JSON object is needed with keys {', '.join(SPEC_KEYS)}")
+    missing = [k for k in SPEC_KEYS if k not in data]
+    if missing:
+        raise AmpbenchError(f"--gpu-spec {path}: missing {', '.join(missing)} (keys: {', '.join(SPEC_KEYS)})")
+    tflops = data["tflops"]
+    if not isinstance(tflops, dict) or "fp32" not in tflops or not all(
+            k in ("fp32", "tf32", "fp16", "bf16", "fp8") and isinstance(v, (int, float)) and v > 0 for k, v in tflops.items()):
+        raise AmpbenchError(f"--gpu-spec {path}: tflops must map fp32 (required), tf32, fp16, bf16, fp8 to dense peak "
+                            "TFLOP/s > 0")
+    try:
+        major, minor = (int(x) for x in str(data["capability"]).split("."))
+        memory_gib, bandwidth, sms = float(data["memory_gib"]), float(data["bandwidth_gbs"]), int(data["sms"])
+    except (TypeError, ValueError):
+        raise AmpbenchError(f"--gpu-spec {path}: capability is MAJOR.MINOR (\"8.9\"); memory_gib, bandwidth_gbs "
+                            "and sms are positive numbers") from None
+    if min(memory_gib, bandwidth, sms) <= 0:
+        raise AmpbenchError(f"--gpu-spec {path}: memory_gib, bandwidth_gbs and sms must be > 0")
+    return _FileSpec(str(data["name"]).lower(), str(data["name"]), memory_gib, bandwidth, sms, (major, minor),
+                     str(data.get("source") or f"--gpu-spec {path}"), {k: float(v) for k, v in tflops.items()})
+
+
+@dataclass(frozen=True)
+class _FileSpec(GpuSpec):
+    file_tflops: dict[str, float] | None = None
+
+    @property
+    def tflops(self) -> dict[str, float]:  # type: ignore[override]
+        return dict(self.file_tflops or {})
+
+    @property
+    def peak_source(self) -> str:
+        return self.source
+
+
+def refusal(gpu: GpuSpec, precision: str) -> str | None:
+    """Why ``gpu`` cannot run ``precision`` (as ``run`` would refuse it there), or None."""
+    recipe = get(precision)
+    cc = f"{gpu.capability[0]}.{gpu.capability[1]}"
+    if recipe.is_fp8:
+        if gpu.capability < (8, 9) or "fp8" not in gpu.tflops:
+            return f"fp8 Tensor Cores need compute capability >= 8.9 (Ada, Hopper or newer); {gpu.key} is {cc}"
+        return ("fp8 is not predicted yet: torchao's Float8Linear steps are not traced (run it on the GPU: "
+                "ampbench run --precisions " + recipe.name + ")")
+    if recipe.tf32 and (gpu.capability < (8, 0) or "tf32" not in gpu.tflops):
+        return f"TF32 needs compute capability >= 8.0; {gpu.key} is {cc}"
+    if recipe.is_half and recipe.compute_dtype == torch.bfloat16 and (gpu.capability < (8, 0) or "bf16" not in gpu.tflops):
+        return f"bf16 needs compute capability >= 8.0 (Ampere or newer); {gpu.key} is {cc}"
+    return None
+
+
+def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: GpuSpec,
+                   batch_size: int | None = None, channels_last: bool = False) -> list[dict[str, Any]]:
+    """One row per precision for the workload ``build()`` makes (built on meta: no memory)."""
+    rows: list[dict[str, Any]] = []
+    wl = build_meta(build)
+    batch = batch_size or wl.batch_size
+    baselines: dict[str, float] = {}
+    traces: dict[str, Any] = {}
+
+    def trace_of(precision: str) -> Any:
+        engine = "fp32" if get(precision).name == "tf32" else get(precision).name
+        if engine not in traces:
+            traces[engine] = trace_step(build_meta(build), engine, batch, channels_last=channels_last)
+        return traces[engine]
+
+    for base in ("fp32", "tf32"):
+        if refusal(gpu, base) is None:
+            baselines[base] = price(trace_of(base), gpu, tf32=base == "tf32").step_s
+    for precision in precisions:
+        name = get(precision).name
+        row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
+                               "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}",
+                               "workload": label, "precision": name, "batch_size": batch,
+                               "memory_format": "channels_last" if channels_last else "contiguous"}
+        why = refusal(gpu, name)
+        if why is not None:
+            rows.append({**row, "status": "unsupported", "reason": why})
+            continue
+        t0 = time.perf_counter()
+        try:
+            trace = trace_of(name)
+            cost = price(trace, gpu, tf32=get(name).tf32)
+            mem = memory(trace, gpu)
+        except AmpbenchError as e:
+            rows.append({**row, "status": "error", "reason": str(e)})
+            continue
+        peak = gpu.tflops.get(cost.math_mode) or gpu.tflops["fp32"]
+        row.update(
+            status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,
+            predicted_speedup_vs_fp32=baselines["fp32"] / cost.step_s if "fp32" in baselines else None,
+            predicted_speedup_vs_tf32=baselines["tf32"] / cost.step_s if "tf32" in baselines else None,
+            predicted_peak_bytes=mem.peak, predicted_weights_bytes=mem.weights, predicted_grads_bytes=mem.gradients,
+            predicted_optimizer_bytes=mem.optimizer, predicted_activation_bytes=mem.activations,
+            predicted_workspace_bytes=mem.workspace + mem.temporary, predicted_max_batch=mem.max_batch,
+            predicted_mfu=cost.flops / cost.step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
+            predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
+            flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
+            optimizer=trace.optimizer, notes=cost.notes, trace_s=time.perf_counter() - t0)
+        rows.append(row)
+    return rows

@@ -1,0 +1,90 @@
+"""Predictions (``ampbench predict``) in reports: beside the measurement of the same cell on the same GPU where the
+store holds one, and the "why no speedup" their breakdown gives.
+
+A prediction matches a measured row when the workload, precision and batch are the same and the row ran on a CUDA
+device whose driver name is the predicted GPU's card (:func:`ampbench.measure.peaks.find_peak`; the two A100 memory
+sizes are one card there, so a prediction names its memory size and the match says the card).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ampbench.measure.peaks import find_peak, gpu_spec
+
+
+def latest(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest prediction per (workload, gpu, batch, precision), in the order they were first made."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for p in predictions:
+        out[(p.get("workload"), p.get("gpu"), p.get("batch_size"), p.get("precision"))] = p
+    return list(out.values())
+
+
+def _card(gpu: str | None) -> str | None:
+    spec = gpu_spec(gpu or "")
+    return spec.peak if spec is not None else None
+
+
+def measured_for(pred: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest ok measured row of the predicted cell on the predicted GPU, or None."""
+    card = _card(pred.get("gpu"))
+    if card is None:
+        return None
+    found = None
+    for r in rows:
+        if (r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda")
+                and r.get("workload") == pred.get("workload") and r.get("precision") == pred.get("precision")
+                and r.get("batch_size") == pred.get("batch_size") and not r.get("strategy")):
+            peak = find_peak(r.get("device_name"))
+            if peak is not None and peak.name == card:
+                found = r
+    return found
+
+
+def why_no_speedup(pred: dict[str, Any]) -> str:
+    """What the predicted breakdown says limits the step, and what would help."""
+    bound = pred.get("predicted_bound")
+    split = pred.get("predicted_time_split") or {}
+    share = split.get(bound, 0.0) if isinstance(split, dict) else 0.0
+    if bound == "launch":
+        return (f"launch-bound ({share:.0%} of the predicted step is launch overhead): faster math does not shorten "
+                "it; try CUDA graphs or torch.compile (--cuda-graphs on, --compile on), or a larger batch")
+    if bound == "memory":
+        return (f"memory-bound ({share:.0%} of the predicted step moves bytes): a half model (master-*/pure-*) halves "
+                "the bytes, fused kernels (torch.compile) cut the passes over them")
+    return (f"compute-bound ({share:.0%} of the predicted step in math): half precision runs it on Tensor Cores; "
+            "keep matmul dimensions multiples of 8 (16 for fp8)")
+
+
+def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per latest ok prediction: predicted and (where stored) measured samples/s and speedup, the error."""
+    out = []
+    for p in latest(predictions):
+        if p.get("status") != "ok":
+            continue
+        m = measured_for(p, rows)
+        measured = m.get("samples_per_s") if m else None
+        pred = p.get("predicted_samples_per_s")
+        out.append({
+            "workload": p.get("workload"), "gpu": p.get("gpu"), "batch_size": p.get("batch_size"),
+            "precision": p.get("precision"), "predicted_samples_per_s": pred,
+            "measured_samples_per_s": measured, "measured_device": m.get("device_name") if m else None,
+            "error": (pred / measured - 1.0) if isinstance(measured, (int, float)) and measured and pred else None,
+            "predicted_speedup_vs_fp32": p.get("predicted_speedup_vs_fp32"),
+            "measured_speedup_vs_fp32": m.get("speedup_vs_fp32") if m else None,
+            "predicted_peak_bytes": p.get("predicted_peak_bytes"), "predicted_max_batch": p.get("predicted_max_batch"),
+            "predicted_bound": p.get("predicted_bound"),
+        })
+    return out
+
+
+def attach(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with ``predicted_why`` on each measured GPU row that has a prediction (the advisor's "why no
+    speedup" on a GPU reads it)."""
+    preds = [p for p in latest(predictions) if p.get("status") == "ok"]
+    out = []
+    for r in rows:
+        match = next((p for p in preds if measured_for(p, [r]) is r), None)
+        out.append({**r, "predicted_why": why_no_speedup(match)} if match is not None else r)
+    return out
