@@ -7,6 +7,9 @@
 #                                                          # (tests/test_gpu_session.py checks their arguments)
 #
 #   checks  ampbench hw (GEMM up to 8192) and the GPU tests
+#   predict ampbench predict on this GPU's spec (made first), then `ampbench run` on the same cells: the small
+#           suite and the plain-PyTorch ResNet-50 of the reference test (batch 128, channels-last); compare
+#           prints each prediction's error beside its measurement (docs/predict.md's GPU table comes from it)
 #   paper   mnist-cnn paper: max batch fp32 vs amp-fp16 (8 GiB budget); conv-dummy paper: time +
 #           memory, 3 interleaved repeats
 #   suite   the default GPU suite (`make run`'s job); stops itself before the command limit and
@@ -40,7 +43,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="checks paper suite bench fp8 axes dist keras export compat"
+STAGES="checks predict paper suite bench fp8 axes dist keras export compat"
 DRY=""
 if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
 STAGE=${1:-}
@@ -131,6 +134,25 @@ case $1 in
   checks)
     x $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json" | log "$STATE/hw.log"
     x $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py 2>&1 | tail -n 15
+    ;;
+  predict)
+    # the predictions are made before the measurements they are checked against, on this GPU's datasheet spec
+    if [ -n "$DRY" ]; then KEY=h100-sxm; else
+      KEY=$($PY -c "import torch; from ampbench.measure.peaks import spec_for_device as f; p = torch.cuda.get_device_properties(0); g = f(p.name, p.total_memory / 2**30); print(g.key if g else '')")
+    fi
+    [ -n "$KEY" ] || { echo "predict: no spec in measure/peaks.py for this GPU (add one, or use --gpu-spec)"; return 2; }
+    local wl=tabular-mlp,mnist-cnn,resnext,bert,unet modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16,pure-bf16
+    local rn50=(--model src/ampbench/predict/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
+                --batch-size 128 --precisions fp32,tf32,amp-fp16,amp-bf16)
+    x $AB predict --gpu "$KEY" --workloads "$wl" --preset small --precisions "$modes" --db "$DB" \
+      --json "$RESULTS/predict_suite.json" | log "$STATE/predict.log"
+    x $AB predict --gpu "$KEY" "${rn50[@]}" --channels-last --db "$DB" --json "$RESULTS/predict_resnet50.json" \
+      | log "$STATE/predict-rn50.log"
+    run_resumable predict-run --workloads "$wl" --preset small --precisions "$modes" --repeats 2 \
+      --label "the cells ampbench predict priced on $KEY, measured" || return $?
+    run_resumable predict-rn50 "${rn50[@]}" --memory-format channels_last --steps 30 \
+      --label "plain-PyTorch ResNet-50 (the reference test's) batch 128 channels-last, measured beside its prediction" || return $?
+    x $AB compare --db "$DB" | log "$STATE/predict-compare.log"
     ;;
   compat)
     # the suite is written for a CPU-only machine (CI): hide the GPU so defaults pick the CPU, and

@@ -103,6 +103,8 @@ def _with_test_options(args: list[str], db: str) -> list[str]:
         return args + ["--sizes", "64", "--db", db]
     if cmd in ("results", "report", "export", "import", "compare"):
         return args + ["--db", db]
+    if cmd == "predict":  # (traced on meta, nothing measured: the tiny preset only keeps the traces short)
+        return args + ([] if "--model" in args else ["--preset", "tiny"]) + ["--db", db]
     return args
 
 

@@ -73,10 +73,10 @@ def test_the_other_ampbench_commands_of_the_session_run(tmp_path: Path) -> None:
 
     run_id = Store(db, create=False).runs()[-1].run_id
     others = [c[1:] for c in _dry_run() if c[0] == "ampbench" and c[1] != "run"]
-    assert {c[0] for c in others} == {"hw", "export", "report"}
+    assert {c[0] for c in others} == {"hw", "predict", "compare", "export", "report"}
     for args in others:
-        args = [run_id if a == "RUN" else str(tmp_path / Path(a).name) if "/" in a and a != "out/gpu/results.db"
-                else a for a in args]
+        args = [run_id if a == "RUN" else str(tmp_path / Path(a).name)
+                if a.startswith(("benchmarks/results/", "out/gpu/")) and a != "out/gpu/results.db" else a for a in args]
         args = [str(db) if a == "out/gpu/results.db" else "cpu" if a == "cuda" else a for a in args]
         if args[0] == "hw":
             args.append("--no-gemm")

@@ -27,7 +27,7 @@ def _render(tables: list, width: int) -> str:
 def test_results_tables_fit_the_width_without_cutting_a_number(report_store: Store, width: int) -> None:
     rows = derive(report_store.rows(report_store.runs()[0].run_id))
     text = _render(results_tables(rows, width), width)
-    assert max(len(line) for line in text.splitlines()) <= width
+    assert max(len(line) for line in text.splitlines()) <= width and _whole_tables(text.splitlines(), width)
     assert "…" not in text and "..." not in text
     for r in rows:  # every figure whole, as its own cell prints it
         if r.get("samples_per_s"):
@@ -69,3 +69,37 @@ def test_one_line_messages_stay_one_line_at_any_width(columns: str | None, monke
     code, out, err = cli("run", "--workloads", "tabular-mlp,no-such-workload-with-a-long-name", "--preset", "tiny",
                          "--precisions", "fp32", "--db", str(tmp_path / "r.db"))
     assert code == 2 and err.count("\n") == 1 and len(err) > 100, err
+
+
+def _whole_tables(lines: list[str], width: int) -> bool:
+    """Every table line within ``width`` and ending on the table's right border (rich crops a too-wide table's
+    lines to the width: a cropped line ends mid-column)."""
+    table = [line.rstrip() for line in lines if line[:1] in "┏┃┡│└"]
+    return bool(table) and all(len(line) <= width and line[-1] in "┓┃┩│┘" for line in table)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_stacked_tables_never_exceed_the_width_when_headers_must_wrap(width: int) -> None:
+    """Columns whose headers are wider than their numbers ("peak memory" over "69.0 MiB"): rich's own collapse took
+    the key column below its minimum, then widened it back past the terminal (a table 83 wide at 80, cut)."""
+    from ampbench.report.console import Col, stack_tables
+
+    modes = ["fp32", "tf32", "amp-fp16", "master-bf16"]
+    cols = [Col("ms/step", ["2.74"] * 4), Col("samples/s", ["23,351"] * 4), Col("x fp32", ["1.00"] * 4),
+            Col("x tf32", ["0.44"] * 4), Col("peak memory", ["69.0 MiB"] * 4), Col("max batch", ["189,508"] * 4),
+            Col("MFU", ["3%"] * 4), Col("bound", ["compute"] * 4), Col("activations", ["22.2 MiB"] * 4)]
+    text = _render(stack_tables("t", Col("mode", modes, justify="left"), cols, width), width)
+    assert _whole_tables(text.splitlines(), width)
+    for cell in ("master-bf16", "23,351", "69.0 MiB", "189,508", "compute", "22.2 MiB"):
+        assert cell in text
+    for word in ("peak", "memory", "samples/s", "activations"):
+        assert word in text
+
+
+def test_ampbench_predict_at_80_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny", "--db",
+                         str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert _whole_tables([line for line in out.splitlines() if line[:1] in "┏┃┡│└"], 80)  # (messages: one line)
+    assert "master-bf16" in out and "samples/s" in out

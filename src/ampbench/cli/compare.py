@@ -13,6 +13,7 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
 from ampbench.errors import AmpbenchError
 from ampbench.report.compare import compare_table
+from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import merge_repeats
 
 
@@ -58,17 +59,16 @@ def compare_cmd(
 
 def _predicted(store: Any, workloads: list[str], precisions: list[str] | None) -> None:
     """Stored predictions of the compared workloads, beside the GPU measurement of the same cell where there is one."""
-    from ampbench.report.predictions import table as predictions_table
-
     lines = [p for p in predictions_table(store.predictions(workloads), merge_repeats(store.rows(workloads=workloads)))
              if precisions is None or p["precision"] in precisions]
     if not lines:
         return
     table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
-    for col in ("workload", "GPU", "batch", "mode", "predicted/s", "measured/s", "error"):
-        table.add_column(col, justify="left" if col in ("workload", "GPU", "mode") else "right", overflow="fold")
+    for col in ("workload", "GPU", "setting", "mode", "predicted/s", "measured/s", "error"):
+        table.add_column(col, justify="left" if col in ("workload", "GPU", "setting", "mode") else "right",
+                         overflow="fold")
     for p in lines:
-        table.add_row(escape(str(p["workload"])), escape(str(p["gpu"])), str(p["batch_size"]), p["precision"],
+        table.add_row(escape(f"{p['workload']} ({p['preset']})"), escape(str(p["gpu"])), escape(p["setting"]), p["precision"],
                       f"{p['predicted_samples_per_s']:,.0f}",
                       "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
                       "-" if p["error"] is None else f"{p['error']:+.0%}")

@@ -9,12 +9,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
+from ampbench.report.predictions import no_speedup_lines
 
 GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="The GPU: v100-16gb, v100-32gb, t4, a10, a100-40gb, "  # noqa: UP045
                    "a100-80gb, l4, l40s, h100-sxm, h100-pcie, h200, b200, rtx-4090 (case-insensitive).")]
@@ -33,7 +33,7 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
                 channels_last: ChannelsLastOpt = False, json_out: o.json_option("the predicted rows") = None,
                 db: o.DbOpt = None) -> None:
     """Predict each precision's step time, memory and max batch on a GPU you do not have (nothing runs on a GPU)."""
-    from ampbench.predict.run import find_gpu, predict_target  # lazy: torch
+    from ampbench.predict.run import find_gpu, predict_target  # lazy: torch, torch.utils.flop_counter
     from ampbench.requests import Target, data_options  # lazy: torch
     from ampbench.workloads import build_target  # lazy: torch
 
@@ -44,11 +44,13 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, None, None, option)
     if model is not None and workloads:
         raise AmpbenchError("give --workloads or --model, not both")
-    from ampbench.workloads.registry import list_workloads  # lazy: torch
+    from ampbench.bench.suites import with_presets  # lazy: torch
 
-    wanted = [w.strip() for w in (workloads or "").split(",") if w.strip()] or ([] if model else list_workloads())
-    targets = [Target(workload=w, preset=preset, seed=seed, data=data) for w in wanted] if not model else [
-        Target(model=model, preset=preset, seed=seed, data=data)]
+    # the cells `ampbench run` measures on a GPU: named workloads at --preset (default small), else the GPU suite
+    wanted = [w.strip() for w in (workloads or "").split(",") if w.strip()]
+    names_presets = list(zip(*with_presets(wanted, preset, "cuda"))) if not model else [(None, preset or "small")]
+    targets = [Target(workload=w, model=model if w is None else None, preset=p, seed=seed, data=data)
+               for w, p in names_presets]
     for t in targets:
         t.check_data()
         if t.apart:
@@ -57,19 +59,13 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
     rows: list[dict[str, Any]] = []
     for t in targets:
         def build(t: Any = t) -> Any:
-            return build_target(t.workload, t.model, preset, data, seed)
+            return build_target(t.workload, t.model, t.preset, data, seed)
         for size in sizes:
             with console.status(f"tracing {t.label} (meta tensors: nothing computed)"):
-                rows += predict_target(t.label, build, names, spec, size, channels_last)
+                rows += predict_target(t.label, build, names, spec, size, channels_last, preset=t.preset)
     _table(rows, spec)
-    from ampbench.report.predictions import why_no_speedup  # lazy: torch
-
-    slow: dict[tuple[str, Any, str], list[str]] = {}  # (workload, batch, why) -> modes predicted no faster than fp32
-    for r in rows:
-        if r["status"] == "ok" and r["precision"] != "fp32" and (r["predicted_speedup_vs_fp32"] or 0) < 1.1:
-            slow.setdefault((r["workload"], r["batch_size"], why_no_speedup(r)), []).append(r["precision"])
-    for (workload, batch, why), modes in slow.items():
-        console.print(f"  {escape(workload)} (batch {batch}): no speedup predicted for {', '.join(modes)}; {escape(why)}")
+    for line in no_speedup_lines(rows):
+        console.print(f"  {escape(line)}")
     store = open_store(db)
     store.add_predictions(rows)
     console.print(f"stored {len(rows)} predicted rows in {escape(str(store.path))} (ampbench report shows them beside "
@@ -102,36 +98,50 @@ def _batch_sizes(text: str | None) -> list[int | None]:
     return list(sizes)
 
 
-def _gib(n: Any) -> str:
-    return "-" if n is None else f"{n / 2**30:.2f}"
+def _x(v: Any) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _bytes(n: Any) -> str:
+    from ampbench.report.console import fmt_bytes  # lazy: torch
+
+    return fmt_bytes(n)
+
+
+# (header, cell of an ok row); the memory split (weights, grads, optimizer, activations) sums to the peak with the
+# workspace and the largest temporary
+_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("ms/step", lambda r: f"{r['predicted_step_ms']:,.2f}"),
+    ("samples/s", lambda r: f"{r['predicted_samples_per_s']:,.0f}"),
+    ("x fp32", lambda r: _x(r["predicted_speedup_vs_fp32"])),
+    ("x tf32", lambda r: _x(r["predicted_speedup_vs_tf32"])),
+    ("peak memory", lambda r: _bytes(r["predicted_peak_bytes"])),
+    ("max batch", lambda r: "-" if r["predicted_max_batch"] is None else f"{r['predicted_max_batch']:,}"),
+    ("MFU", lambda r: f"{r['predicted_mfu']:.0%}"),
+    ("bound", lambda r: r["predicted_bound"]),
+    ("weights", lambda r: _bytes(r["predicted_weights_bytes"])),
+    ("grads", lambda r: _bytes(r["predicted_grads_bytes"])),
+    ("optimizer", lambda r: _bytes(r["predicted_optimizer_bytes"])),
+    ("activations", lambda r: _bytes(r["predicted_activation_bytes"])),
+)
 
 
 def _table(rows: list[dict[str, Any]], spec: Any) -> None:
-    """One table per workload and batch; a refused precision is a row with its reason."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["workload"], r["batch_size"]), []).append(r)
-    tf32 = "tf32" in spec.tflops
-    for (workload, batch), group in groups.items():
-        table = Table(title=f"{escape(workload)}, batch {batch}: predicted on {escape(spec.key)} (no GPU ran it)")
-        cols = ["mode", "ms/step", "samples/s", "x fp32"] + (["x tf32"] if tf32 else []) + [
-            "peak GiB", "max batch", "MFU", "bound"]
-        for col in cols:
-            table.add_column(col, overflow="fold")
-        for r in group:
-            if r["status"] != "ok":
-                table.add_row(r["precision"], f"[yellow]{r['status']}[/]", *([""] * (len(cols) - 2)))
-                continue
+    """One table per workload and batch (stacked to fit the terminal, no number cut); a refused precision is a row
+    with its status, its reason printed below."""
+    from ampbench.report.console import Col, stack_tables  # lazy: torch
 
-            def x(v: Any) -> str:
-                return "-" if v is None else f"{v:.2f}"
-            cells = [r["precision"], f"{r['predicted_step_ms']:.2f}", f"{r['predicted_samples_per_s']:,.0f}",
-                     x(r["predicted_speedup_vs_fp32"])] + ([x(r["predicted_speedup_vs_tf32"])] if tf32 else []) + [
-                _gib(r["predicted_peak_bytes"]),
-                "-" if r["predicted_max_batch"] is None else f"{r['predicted_max_batch']:,}",
-                f"{r['predicted_mfu']:.0%}", r["predicted_bound"]]
-            table.add_row(*cells)
-        console.print(table)
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)
+    columns = [c for c in _COLUMNS if c[0] != "x tf32" or "tf32" in spec.tflops]
+    for (workload, preset, batch), group in groups.items():
+        key = Col("mode", [r["precision"] for r in group], justify="left")
+        cols = [Col(head, [cell(r) if r["status"] == "ok" else (r["status"] if i == 0 else "") for r in group])
+                for i, (head, cell) in enumerate(columns)]
+        title = f"{escape(workload)} ({escape(preset)}), batch {batch}: predicted on {escape(spec.key)} (no GPU ran it)"
+        for table in stack_tables(title, key, cols, console.width):
+            console.print(table)
         for r in group:
             if r["status"] != "ok":
                 console.print(f"  {r['precision']}: {escape(r.get('reason') or '')}")

@@ -111,6 +111,16 @@ def gpu_spec(key: str) -> GpuSpec | None:
     return next((g for g in GPU_SPECS if g.key == key.lower()), None)
 
 
+def spec_for_device(device_name: str | None, memory_gib: float | None = None) -> GpuSpec | None:
+    """The :data:`GPU_SPECS` entry of a device as the driver names it ("NVIDIA A100-SXM4-80GB"), the memory size
+    telling apart the specs of one card (a100-40gb / a100-80gb); None for a card with no spec."""
+    peak = find_peak(device_name)
+    specs = [g for g in GPU_SPECS if peak is not None and g.peak == peak.name]
+    if not specs:
+        return None
+    return min(specs, key=lambda g: abs(g.memory_gib - memory_gib) if memory_gib is not None else 0.0)
+
+
 def find_peak(device_name: str | None) -> GpuPeak | None:
     """The table entry for a device name as the driver reports it ("NVIDIA H100 80GB HBM3"), or None."""
     if not device_name:

@@ -2,10 +2,11 @@
 here in plain PyTorch (no torchvision, no apex): ResNet-50 v1.5 and BERT-large pretraining at sequence 128.
 
 Sources: NVIDIA DeepLearningExamples, PyTorch, README "Training performance" tables, 1 GPU:
-- ``ConvNets/resnet50v1.5``: A100 80GB, batch 256, TF32 938 img/s, AMP 2470 img/s (AMP in channels-last, as the
-  README's commands run it; DALI data loading).
-- ``LanguageModeling/BERT``: pretraining phase 1 (sequence 128) on A100, TF32 317 seq/s, AMP 580 seq/s (LAMB; the
-  masked-LM head on the 20 masked positions of each sequence).
+- ``ConvNets/resnet50v1.5``: DGX A100 80GB, TF32 938 img/s, AMP 2470 img/s; DGX-1 V100 16GB, FP32 367 img/s, AMP
+  1200 img/s. Batches and memory formats from the repository's ``ConvNets/configs.yml`` (what ``launch.py`` runs):
+  A100 256 for both; V100 112 in FP32, 256 in AMP; AMP in NHWC (channels-last) on both. DALI data loading.
+- ``LanguageModeling/BERT``: pretraining phase 1 (sequence 128) on A100, TF32 317 seq/s, AMP 580 seq/s, as quoted by
+  the predict issue (LAMB; the masked-LM head on the 20 masked positions of each sequence); batch 64 here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampbench.data.tensors import TensorData
+from ampbench.measure.peaks import gpu_spec
+from ampbench.predict.cost import price
+from ampbench.predict.trace import build_meta, trace_step
 from ampbench.workloads.base import Workload
 
 
@@ -25,9 +29,10 @@ from ampbench.workloads.base import Workload
 class Reference:
     name: str
     gpu: str
-    batch_size: int
+    batch_size: dict[str, int]
+    """precision -> the batch the published run used."""
     baseline: str
-    """The precision the speedup is over (tf32)."""
+    """The precision the speedup is over (tf32 on an A100, fp32 on a V100)."""
     samples_per_s: dict[str, float]
     """precision -> published samples/s."""
     channels_last: dict[str, bool]
@@ -139,13 +144,27 @@ def bert_large_workload(batch: int = 64, seq: int = 128, masked: int = 20) -> Wo
                     batch_size=batch, preset="seq128")
 
 
+_RN50_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, training performance, {}, 1 GPU; "
+                "batch and memory format: ConvNets/configs.yml")
 REFERENCES: tuple[Reference, ...] = (
-    Reference("ResNet-50 v1.5", "a100-80gb", 256, "tf32", {"tf32": 938.0, "amp-fp16": 2470.0},
-              {"tf32": False, "amp-fp16": True},
-              "NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, training performance, A100 80GB, 1 GPU",
-              resnet50_workload),
-    Reference("BERT-large pretraining, seq 128", "a100-80gb", 64, "tf32", {"tf32": 317.0, "amp-fp16": 580.0},
-              {"tf32": False, "amp-fp16": False},
-              "NVIDIA DeepLearningExamples PyTorch LanguageModeling/BERT README, pre-training phase 1, A100, 1 GPU",
-              bert_large_workload),
+    Reference("ResNet-50 v1.5", "a100-80gb", {"tf32": 256, "amp-fp16": 256}, "tf32", {"tf32": 938.0, "amp-fp16": 2470.0},
+              {"tf32": False, "amp-fp16": True}, _RN50_SOURCE.format("DGX A100 (A100 80GB)"), resnet50_workload),
+    Reference("ResNet-50 v1.5", "v100-16gb", {"fp32": 112, "amp-fp16": 256}, "fp32", {"fp32": 367.0, "amp-fp16": 1200.0},
+              {"fp32": False, "amp-fp16": True}, _RN50_SOURCE.format("DGX-1 (V100 16GB)"), resnet50_workload),
+    Reference("BERT-large pretraining, seq 128", "a100-80gb", {"tf32": 64, "amp-fp16": 64}, "tf32",
+              {"tf32": 317.0, "amp-fp16": 580.0}, {"tf32": False, "amp-fp16": False},
+              "NVIDIA DeepLearningExamples PyTorch LanguageModeling/BERT README, pre-training phase 1, A100, 1 GPU "
+              "(figures as quoted by the predict issue)", bert_large_workload),
 )
+
+
+def predicted(ref: Reference) -> dict[str, float]:
+    """Predicted samples/s per precision of ``ref``, each at its published batch and memory format on its GPU."""
+    gpu = gpu_spec(ref.gpu)
+    assert gpu is not None, ref.gpu  # (a table entry of ours)
+    out = {}
+    for precision, batch in ref.batch_size.items():
+        engine = "fp32" if precision == "tf32" else precision
+        trace = trace_step(build_meta(ref.build), engine, batch, channels_last=ref.channels_last[precision])
+        out[precision] = batch / price(trace, gpu, tf32=precision == "tf32").step_s
+    return out

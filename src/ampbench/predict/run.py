@@ -7,16 +7,20 @@ as ``run`` refuses them.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ampbench.cells import CellId
 from ampbench.errors import AmpbenchError
+from ampbench.execution.options import Execution
 from ampbench.measure.peaks import GPU_SPECS, GpuSpec, gpu_spec
 from ampbench.precision import get
 from ampbench.predict.cost import memory, price
@@ -92,26 +96,48 @@ def refusal(gpu: GpuSpec, precision: str) -> str | None:
             return f"fp8 Tensor Cores need compute capability >= 8.9 (Ada, Hopper or newer); {gpu.key} is {cc}"
         return ("fp8 is not predicted yet: torchao's Float8Linear steps are not traced (run it on the GPU: "
                 "ampbench run --precisions " + recipe.name + ")")
-    if recipe.tf32 and (gpu.capability < (8, 0) or "tf32" not in gpu.tflops):
+    if recipe.tf32 and gpu.capability < (8, 0):
         return f"TF32 needs compute capability >= 8.0; {gpu.key} is {cc}"
-    if recipe.is_half and recipe.compute_dtype == torch.bfloat16 and (gpu.capability < (8, 0) or "bf16" not in gpu.tflops):
+    half = "bf16" if recipe.is_half and recipe.compute_dtype == torch.bfloat16 else "fp16" if recipe.is_half else None
+    if half == "bf16" and gpu.capability < (8, 0):
         return f"bf16 needs compute capability >= 8.0 (Ampere or newer); {gpu.key} is {cc}"
+    math_mode = "tf32" if recipe.tf32 else half
+    if math_mode is not None and math_mode not in gpu.tflops:
+        return f"{gpu.key}'s spec has no {math_mode} peak (add tflops.{math_mode} to --gpu-spec)"
     return None
 
 
 def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: GpuSpec,
-                   batch_size: int | None = None, channels_last: bool = False) -> list[dict[str, Any]]:
-    """One row per precision for the workload ``build()`` makes (built on meta: no memory)."""
+                   batch_size: int | None = None, channels_last: bool = False,
+                   traces: dict[str, Any] | None = None, preset: str | None = None) -> list[dict[str, Any]]:
+    """One row per precision for the workload ``build()`` makes (built on meta: no memory). ``traces``: a dict the
+    traces are kept in, to price the same target on another GPU without tracing it again (the same batch).
+
+    Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
+    workload's label, ``preset`` -- the workload's own when None --, precision, batch and the eager execution at this
+    memory format), so a measurement pairs with it by that one definition."""
     rows: list[dict[str, Any]] = []
     wl = build_meta(build)
     batch = batch_size or wl.batch_size
+    execution = Execution(memory_format="channels_last" if channels_last else "contiguous")
     baselines: dict[str, float] = {}
-    traces: dict[str, Any] = {}
+    traces = {} if traces is None else traces
+
+    def fresh() -> Workload:
+        """The workload with a model of its own (a step's setup converts it): a copy of the meta model, cheap, where
+        the model can be copied; built again where it cannot."""
+        try:
+            return replace(wl, model=copy.deepcopy(wl.model))
+        except Exception:  # (a model holding something deepcopy refuses: a handle, a generator)
+            return build_meta(build)
 
     def trace_of(precision: str) -> Any:
         engine = "fp32" if get(precision).name == "tf32" else get(precision).name
         if engine not in traces:
-            traces[engine] = trace_step(build_meta(build), engine, batch, channels_last=channels_last)
+            with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
+                warnings.simplefilter("always")
+                traces[engine] = trace_step(fresh(), engine, batch, channels_last=channels_last)
+            traces[engine].notes.extend(dict.fromkeys(str(w.message) for w in caught))
         return traces[engine]
 
     for base in ("fp32", "tf32"):
@@ -119,10 +145,9 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
             baselines[base] = price(trace_of(base), gpu, tf32=base == "tf32").step_s
     for precision in precisions:
         name = get(precision).name
+        cell = CellId(workload=label, preset=preset or wl.preset, precision=name, batch_size=batch, execution=execution)
         row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
-                               "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}",
-                               "workload": label, "precision": name, "batch_size": batch,
-                               "memory_format": "channels_last" if channels_last else "contiguous"}
+                               "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}", **cell.to_row()}
         why = refusal(gpu, name)
         if why is not None:
             rows.append({**row, "status": "unsupported", "reason": why})
@@ -146,6 +171,6 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
             predicted_mfu=cost.flops / cost.step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
             predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
             flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
-            optimizer=trace.optimizer, notes=cost.notes, trace_s=time.perf_counter() - t0)
+            optimizer=trace.optimizer, notes=[*cost.notes, *trace.notes], trace_s=time.perf_counter() - t0)
         rows.append(row)
     return rows

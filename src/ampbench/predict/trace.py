@@ -21,8 +21,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
+from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping, sdpa_backward_flops, sdpa_forward_flops
 from ampbench.precision import MixedPrecision
+from ampbench.precision.optimizers import FUSABLE
 from ampbench.predict.cuda_autocast import CudaAutocast
 from ampbench.workloads.base import Workload
 
@@ -241,16 +243,21 @@ def _storages_bytes(tensors: Any) -> tuple[int, set[int]]:
 
 
 def build_meta(workload_factory: Any) -> Workload:
-    """A workload built with its tensors on the meta device (``workload_factory()``: the usual builder)."""
-    with torch.device(META):
-        return workload_factory()
+    """A workload built with its tensors on the meta device (``workload_factory()``: the usual builder): no memory,
+    no initialisation. A builder that reads values while it builds (synthetic data drawn token by token) cannot run
+    on meta: it is built on the CPU then (its model moved to meta when traced)."""
+    try:
+        with torch.device(META):
+            return workload_factory()
+    except (RuntimeError, NotImplementedError, AmpbenchError) as e:  # (a --model's check forward wraps the error)
+        if "meta" not in str(e):
+            raise
+    return workload_factory()
 
 
 def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = None,
                mp_options: dict[str, Any] | None = None, channels_last: bool = False) -> Trace:
     """Trace one steady-state training step of ``wl`` (built on meta: :func:`build_meta`) in ``precision``."""
-    from ampbench.precision.optimizers import FUSABLE
-
     model = wl.model.to(META)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -301,7 +308,7 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
         masters = mp.master_params()
         master_bytes, master_keys = _storages_bytes(masters) if masters else (0, set())
         state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        opt_bytes, opt_keys = _storages_bytes(t for t in state if t.dim() > 0 or t.numel() > 1)
+        opt_bytes, opt_keys = _storages_bytes(state)  # (step counters too, as a measured row counts them)
         buffers, buffer_keys = _storages_bytes(model.buffers())
         state_keys |= weight_keys | master_keys | opt_keys | buffer_keys
         with rec:

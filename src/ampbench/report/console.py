@@ -128,9 +128,29 @@ class Col:
                        max((len(w) for t in texts for w in t.split()), default=0) if texts else 0)
         return max(max(words), max((len(t) for t in texts), default=0))
 
+    def natural_width(self) -> int:
+        """Widest it needs: its header or its longest cell on one line."""
+        texts = [c.plain if isinstance(c, Text) else str(c) for c in self.cells]
+        return max(len(self.header), max((len(t) for t in texts), default=0))
+
 
 CELL_OVERHEAD = 3
 """Columns a table cell takes beyond its text: padding on both sides and one border."""
+
+
+def fitted_widths(cols: list[Col], width: int) -> list[int]:
+    """Each column's width in a table of ``width``: its natural width, less one at a time from the column with the
+    most room above its minimum (a wrapping header or note) until the table fits; never below a minimum."""
+    widths = [c.natural_width() for c in cols]
+    minimum = [c.min_width() for c in cols]
+    excess = 1 + sum(w + CELL_OVERHEAD for w in widths) - width
+    while excess > 0:
+        room, i = max((w - m, i) for i, (w, m) in enumerate(zip(widths, minimum)))
+        if room <= 0:
+            break
+        widths[i] -= 1
+        excess -= 1
+    return widths
 
 
 def stack_tables(title: str, key: Col, cols: list[Col], width: int) -> list[Table]:
@@ -149,10 +169,10 @@ def stack_tables(title: str, key: Col, cols: list[Col], width: int) -> list[Tabl
     tables = []
     for i, group in enumerate(groups):
         table = Table(title=title if i == 0 else None, title_justify="left")
-        for col in (key, *group):
-            # (no_wrap would cut the header too: cells are kept whole by min_width, headers wrap at their spaces)
-            table.add_column(col.header, justify=col.justify, overflow="fold",  # type: ignore[arg-type]
-                             min_width=None if col.wraps else col.min_width())
+        for col, w in zip((key, *group), fitted_widths([key, *group], width)):
+            # (widths decided here, not by rich: its collapse can take a column below its minimum and then widen it
+            # back past the terminal; no_wrap would cut the header too: headers wrap at their spaces)
+            table.add_column(col.header, justify=col.justify, overflow="fold", width=w)  # type: ignore[arg-type]
         for r in range(len(key.cells)):
             table.add_row(*(col.cells[r] for col in (key, *group)))
         tables.append(table)

@@ -1,23 +1,26 @@
 """Predictions (``ampbench predict``) in reports: beside the measurement of the same cell on the same GPU where the
 store holds one, and the "why no speedup" their breakdown gives.
 
-A prediction matches a measured row when the workload, precision and batch are the same and the row ran on a CUDA
-device whose driver name is the predicted GPU's card (:func:`ampbench.measure.peaks.find_peak`; the two A100 memory
-sizes are one card there, so a prediction names its memory size and the match says the card).
+A prediction matches a measured row when both are the same cell (:class:`~ampbench.cells.CellId`, the one
+definition every reader compares rows by: workload, preset, precision, batch, execution, one process) and the row ran
+on a CUDA device whose driver name is the predicted GPU's card (:func:`ampbench.measure.peaks.find_peak`; the two
+A100 memory sizes are one card there, so a prediction names its memory size and the match says the card). A
+prediction is of an eager step: a compiled or graph-replayed measurement is another cell, never its match.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ampbench.cells import CellId
 from ampbench.measure.peaks import find_peak, gpu_spec
 
 
 def latest(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest prediction per (workload, gpu, batch, precision), in the order they were first made."""
+    """The newest prediction per (cell, gpu), in the order they were first made."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for p in predictions:
-        out[(p.get("workload"), p.get("gpu"), p.get("batch_size"), p.get("precision"))] = p
+        out[(CellId.of(p), p.get("gpu"))] = p
     return list(out.values())
 
 
@@ -31,30 +34,46 @@ def measured_for(pred: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, 
     card = _card(pred.get("gpu"))
     if card is None:
         return None
+    cell = CellId.of(pred)
     found = None
     for r in rows:
-        if (r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda")
-                and r.get("workload") == pred.get("workload") and r.get("precision") == pred.get("precision")
-                and r.get("batch_size") == pred.get("batch_size") and not r.get("strategy")):
+        if r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda") and CellId.of(r) == cell:
             peak = find_peak(r.get("device_name"))
             if peak is not None and peak.name == card:
                 found = r
     return found
 
 
-def why_no_speedup(pred: dict[str, Any]) -> str:
-    """What the predicted breakdown says limits the step, and what would help."""
+def why_no_speedup(pred: dict[str, Any], share_text: str | None = None) -> str:
+    """What the predicted breakdown says limits the step, and what would help (``share_text``: the share of the step
+    to quote, e.g. "81-92%" for several modes; the prediction's own by default)."""
     bound = pred.get("predicted_bound")
-    split = pred.get("predicted_time_split") or {}
-    share = split.get(bound, 0.0) if isinstance(split, dict) else 0.0
+    if share_text is None:
+        split = pred.get("predicted_time_split") or {}
+        share_text = f"{split.get(bound, 0.0) if isinstance(split, dict) else 0.0:.0%}"
     if bound == "launch":
-        return (f"launch-bound ({share:.0%} of the predicted step is launch overhead): faster math does not shorten "
+        return (f"launch-bound ({share_text} of the predicted step is launch overhead): faster math does not shorten "
                 "it; try CUDA graphs or torch.compile (--cuda-graphs on, --compile on), or a larger batch")
     if bound == "memory":
-        return (f"memory-bound ({share:.0%} of the predicted step moves bytes): a half model (master-*/pure-*) halves "
-                "the bytes, fused kernels (torch.compile) cut the passes over them")
-    return (f"compute-bound ({share:.0%} of the predicted step in math): half precision runs it on Tensor Cores; "
+        return (f"memory-bound ({share_text} of the predicted step moves bytes): a half model (master-*/pure-*) "
+                "halves the bytes, fused kernels (torch.compile) cut the passes over them")
+    return (f"compute-bound ({share_text} of the predicted step in math): half precision runs it on Tensor Cores; "
             "keep matmul dimensions multiples of 8 (16 for fp8)")
+
+
+def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str]:
+    """One line per (workload, preset, batch, bound) naming the modes predicted less than ``below`` x fp32 and why."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("precision") != "fp32" and (r.get("predicted_speedup_vs_fp32") or 0) < below:
+            groups.setdefault((r["workload"], r.get("preset"), r["batch_size"], r["predicted_bound"]), []).append(r)
+    out = []
+    for (workload, preset, batch, bound), group in groups.items():
+        shares = sorted({round(100 * (r.get("predicted_time_split") or {}).get(bound, 0.0)) for r in group})
+        share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
+        out.append(f"{workload} ({preset}, batch {batch}): no speedup predicted for "
+                   f"{', '.join(r['precision'] for r in group)}; {why_no_speedup(group[0], share)}")
+    return out
 
 
 def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -67,7 +86,8 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
         measured = m.get("samples_per_s") if m else None
         pred = p.get("predicted_samples_per_s")
         out.append({
-            "workload": p.get("workload"), "gpu": p.get("gpu"), "batch_size": p.get("batch_size"),
+            "workload": p.get("workload"), "preset": p.get("preset"), "setting": CellId.of(p).describe(),
+            "gpu": p.get("gpu"), "batch_size": p.get("batch_size"),
             "precision": p.get("precision"), "predicted_samples_per_s": pred,
             "measured_samples_per_s": measured, "measured_device": m.get("device_name") if m else None,
             "error": (pred / measured - 1.0) if isinstance(measured, (int, float)) and measured and pred else None,

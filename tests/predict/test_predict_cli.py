@@ -1,0 +1,132 @@
+"""``ampbench predict``: every registered workload and a --model file on every GPU name; rows, store, report,
+refusals and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ampbench.measure.peaks import GPU_SPECS
+from ampbench.precision import list_precisions
+from ampbench.predict.run import predict_target, refusal
+from ampbench.store import Store
+from tests.conftest import cli
+
+FIXTURES = Path(__file__).resolve().parents[1] / "doc_fixtures"
+MODES = [p for p in list_precisions() if not p.startswith("fp8")]
+ROW_KEYS = {"gpu", "precision", "batch_size", "predicted_step_ms", "predicted_samples_per_s", "predicted_speedup_vs_fp32",
+            "predicted_speedup_vs_tf32", "predicted_peak_bytes", "predicted_weights_bytes", "predicted_grads_bytes",
+            "predicted_optimizer_bytes", "predicted_activation_bytes", "predicted_max_batch", "predicted_mfu",
+            "predicted_time_split", "predicted_op_split", "predicted_bound", "device", "source"}
+
+
+def _check_rows(rows: list[dict], gpu) -> None:
+    by = {r["precision"]: r for r in rows}
+    assert set(by) == set(MODES)
+    for name, r in by.items():
+        if r["status"] != "ok":
+            assert r["status"] == "unsupported" and r["reason"] == refusal(gpu, name)
+            continue
+        assert set(r) >= ROW_KEYS and r["device"] == f"predicted: {gpu.key}" and r["source"] == "predicted"
+        assert r["predicted_samples_per_s"] == pytest.approx(r["batch_size"] * 1e3 / r["predicted_step_ms"])
+        assert r["predicted_peak_bytes"] > r["predicted_weights_bytes"] > 0
+        split = ("weights", "grads", "optimizer", "activation", "workspace")  # (the peak is its split's sum)
+        assert r["predicted_peak_bytes"] == sum(r[f"predicted_{k}_bytes"] for k in split)
+        for base in ("fp32", "tf32"):  # (a speedup is the baseline's step over this one's)
+            if by[base]["status"] == "ok":
+                want = by[base]["predicted_step_ms"] / r["predicted_step_ms"]
+                assert r[f"predicted_speedup_vs_{base}"] == pytest.approx(want)
+        assert sum(r["predicted_op_split"].values()) == pytest.approx(1.0)
+        assert sum(r["predicted_time_split"].values()) == pytest.approx(1.0)
+        assert 0 < r["predicted_mfu"] < 1 and r["predicted_max_batch"] is not None
+    assert by["fp32"]["predicted_speedup_vs_fp32"] == pytest.approx(1.0)
+    assert (by["amp-bf16"]["status"] == "ok") == (gpu.capability >= (8, 0))
+
+
+@pytest.mark.parametrize("workload", ["mnist-cnn", "conv-dummy", "resnext", "unet", "bert", "lstm-lm", "tabular-mlp"])
+def test_every_registered_workload_on_every_gpu(workload: str) -> None:
+    from ampbench.workloads import build_target
+    from ampbench.workloads.options import DataOptions
+    from ampbench.workloads.registry import list_workloads
+
+    assert workload in list_workloads()
+    traced: dict = {}
+
+    def build():
+        return build_target(workload, None, "tiny", DataOptions(), 0)
+
+    for gpu in GPU_SPECS:  # (traces are per precision; pricing per GPU is arithmetic: one trace set, thirteen GPUs)
+        rows = predict_target(workload, build, MODES, gpu, None, traces=traced)
+        _check_rows(rows, gpu)
+
+
+def test_predict_a_model_file_from_the_cli_stores_rows_and_reports_them(tmp_path: Path) -> None:
+    db, out = tmp_path / "r.db", tmp_path / "p.json"
+    code, stdout, err = cli("predict", "--gpu", "A100-80GB", "--model", f"{FIXTURES}/my_net.py:build",
+                            "--input-shape", "3,32,32", "--num-classes", "10", "--batch-size", "32,64", "--precisions",
+                            "fp32,tf32,amp-bf16,fp8-tensorwise", "--db", str(db), "--json", str(out))
+    assert code == 0, err
+    rows = json.loads(out.read_text())
+    assert [(r["batch_size"], r["precision"]) for r in rows] == [(b, p) for b in (32, 64) for p in (
+        "fp32", "tf32", "amp-bf16", "fp8-tensorwise")]
+    assert rows[3]["status"] == "unsupported" and "compute capability >= 8.9" in rows[3]["reason"]
+    assert all(math.isfinite(r["predicted_step_ms"]) for r in rows if r["status"] == "ok")
+    assert "(no GPU ran it)" in stdout and "fp8-tensorwise: fp8 Tensor Cores need" in " ".join(stdout.split())
+    stored = Store(db).predictions()
+    assert len(stored) == 8 and {r["gpu"] for r in stored} == {"a100-80gb"}
+
+
+def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_path: Path) -> None:
+    """A GPU row imported from another machine and a prediction of the same cell: the report and compare show both,
+    with the prediction's error; the advisor's "why no speedup" quotes the predicted breakdown."""
+    from ampbench.report import build_report
+    from ampbench.report.predictions import attach, table
+
+    measured = [{"workload": "bert", "precision": p, "batch_size": 8, "status": "ok", "device": "cuda:0",
+                 "device_name": "NVIDIA A100-SXM4-80GB", "samples_per_s": s, "speedup_vs_fp32": s / 1000}
+                for p, s in (("fp32", 1000.0), ("amp-bf16", 1040.0))]
+    predicted = [{"workload": "bert", "precision": "amp-bf16", "batch_size": 8, "gpu": "a100-80gb", "status": "ok",
+                  "predicted_samples_per_s": 1300.0, "predicted_bound": "launch",
+                  "predicted_time_split": {"compute": 0.1, "memory": 0.1, "launch": 0.8}},
+                 {"workload": "bert", "precision": "fp32", "batch_size": 8, "gpu": "a100-80gb", "status": "ok",
+                  "predicted_samples_per_s": 1250.0, "predicted_bound": "launch",
+                  "predicted_time_split": {"compute": 0.1, "memory": 0.1, "launch": 0.8}}]
+    lines = {p["precision"]: p for p in table(predicted, measured)}
+    assert lines["amp-bf16"]["measured_samples_per_s"] == 1040.0
+    assert lines["amp-bf16"]["error"] == pytest.approx(1300 / 1040 - 1)
+    assert table(predicted, [{**measured[1], "device_name": "NVIDIA H100 80GB HBM3"}])[0]["measured_samples_per_s"] is None
+    for other_cell in ({"preset": "paper"}, {"compile": "on"}, {"memory_format": "channels_last"}, {"cuda_graphs": "on"},
+                       {"strategy": "ddp", "world_size": 2}, {"batch_size": 16}):  # (the same cell or no match)
+        assert table(predicted, [{**measured[1], **other_cell}])[0]["measured_samples_per_s"] is None, other_cell
+    fp32 = attach(measured, predicted)[0]
+    assert fp32["predicted_why"].startswith("launch-bound (80% of the predicted step")
+    from ampbench.report.advisor import _why_nothing_helps
+
+    assert "predicted for fp32: launch-bound" in _why_nothing_helps(fp32, [])
+    db = tmp_path / "r.db"
+    code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
+                       "--warmup", "1", "--no-isolate", "--no-report", "--db", str(db))
+    assert code == 0, err
+    code, _, err = cli("predict", "--gpu", "t4", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions",
+                       "fp32,amp-fp16", "--db", str(db))
+    assert code == 0, err
+    for fmt in ("html", "md"):
+        text = build_report(Store(db), fmt=fmt)[1]
+        assert "Predicted on GPUs" in text and "t4" in text
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: v100-16gb"),
+    ([], "give --gpu NAME or --gpu-spec FILE.json"),
+    (["--gpu", "t4", "--workloads", "mnist"], "unknown workload 'mnist'"),
+    (["--gpu", "t4", "--batch-size", "0"], "--batch-size '0': comma-separated integers >= 1"),
+    (["--gpu", "t4", "--precisions", "fp64"], "fp64"),
+    (["--gpu", "t4", "--workloads", "bert", "--model", "x.py:f"], "give --workloads or --model, not both"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, tmp_path: Path) -> None:
+    code, _, err = cli("predict", *args, "--db", str(tmp_path / "r.db"))
+    assert code == 2 and said in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
