@@ -214,6 +214,9 @@ class CellSpec:
     precision: str
     batch_size: int | None
     """None: the workload's batch size for the preset."""
+    optimizer_state: str | None = field(default=None, metadata={"cell": DEFAULT})
+    """The optimizer's state precision when it is not the mode's own (:mod:`ampbench.precision.optimizer_state`:
+    8bit, 4bit, fp8, bf16-sr); None: the optimizer as the workload builds it."""
     data: DataOptions = field(default_factory=DataOptions, metadata=SECTION)
     recipe: RecipeOptions = field(default_factory=RecipeOptions, metadata=SECTION)
     measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
@@ -293,7 +296,7 @@ class CellSpec:
         d = self.distribution
         return CellId(self.label, self.preset, self.precision, self.batch_size, self.execution, d.strategy,
                       d.world_size, d.grad_reduce_dtype if d.strategy else None, self.compiled_by_default,
-                      self.framework, self.backend)
+                      self.framework, self.backend, self.optimizer_state)
 
     def mp_options(self) -> dict[str, Any]:
         """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
@@ -304,12 +307,14 @@ class CellSpec:
             out.update(strategy=self.strategy, grad_reduce_dtype=self.distribution.grad_reduce_dtype)
         if is_fp8(self.precision):
             out["fp8"] = self.recipe.fp8
+        if self.optimizer_state is not None:
+            out["optimizer_state"] = self.optimizer_state
         return out
 
 
 # -- what readers group rows by ------------------------------------------------------------------------------------
 IDENTITY_KEYS = ("workload", "preset", "precision", "batch_size", "compile", "memory_format", "cuda_graphs", "strategy",
-                 "world_size", "grad_reduce_dtype", "compiled_by_default",
+                 "world_size", "grad_reduce_dtype", "compiled_by_default", "optimizer_state",
                  *(frameworks.backend_key(f) for f in frameworks.FRAMEWORKS if f != frameworks.DEFAULT))
 """The row keys that say which cell a row is (ROW_KEYS documents each): a framework's backend is stored as
 ``<framework>_backend``."""
@@ -338,6 +343,9 @@ class CellId:
     framework: str = frameworks.DEFAULT
     backend: str | None = None
     """The framework's backend (the same model on two backends is two cells)."""
+    optimizer_state: str | None = None
+    """The optimizer's state precision when not the mode's own (None: the optimizer as built; rows from before the
+    axis)."""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CellId:
@@ -347,14 +355,16 @@ class CellId:
                    execution=Execution.of(row), strategy=strategy,
                    world_size=int(row.get("world_size") or 1) if strategy else 1,
                    grad_reduce_dtype=row.get("grad_reduce_dtype") if strategy else None,
-                   compiled_by_default=bool(row.get("compiled_by_default")), **_framework_of(row))
+                   compiled_by_default=bool(row.get("compiled_by_default")), **_framework_of(row),
+                   optimizer_state=row.get("optimizer_state") or None)
 
     def to_row(self) -> dict[str, Any]:
         """The identity keys of a row (compiled_by_default null unless true, as rows have always stored it)."""
         return {"workload": self.workload, "preset": self.preset, "precision": self.precision,
                 "batch_size": self.batch_size, **self.execution.to_row(), "strategy": self.strategy,
                 "world_size": self.world_size, "grad_reduce_dtype": self.grad_reduce_dtype,
-                "compiled_by_default": self.compiled_by_default or None, "framework": self.framework,
+                "compiled_by_default": self.compiled_by_default or None, "optimizer_state": self.optimizer_state,
+                "framework": self.framework,
                 **{frameworks.backend_key(f): None for f in frameworks.FRAMEWORKS if f != frameworks.DEFAULT},
                 **frameworks.key_entries(self.framework, self.backend)}
 
@@ -363,13 +373,14 @@ class CellId:
 
     @property
     def baseline(self) -> CellId:
-        """The fp32 cell this cell's precision is compared with: the same everything else."""
-        return replace(self, precision="fp32")
+        """The fp32 cell this cell's precision is compared with: the same everything else, the optimizer as built
+        (a state precision is compared with fp32 and the workload's own optimizer: what it saves, its verdict)."""
+        return replace(self, precision="fp32", optimizer_state=None)
 
     @property
     def eager_baseline(self) -> CellId:
         """fp32 at the default execution (not compiled by default), same distribution: the baseline of every change."""
-        return replace(self, precision="fp32", execution=Execution(), compiled_by_default=False)
+        return replace(self, precision="fp32", execution=Execution(), compiled_by_default=False, optimizer_state=None)
 
     @property
     def single_process(self) -> CellId:
@@ -391,6 +402,8 @@ class CellId:
         parts.append(self.execution.label)
         if self.compiled_by_default:
             parts[-1] += " (fp8 on CUDA: compiled by default)"
+        if self.optimizer_state:
+            parts.append(f"{self.optimizer_state} optimizer states")
         if self.strategy:
             parts.append(strategy_label({"strategy": self.strategy, "world_size": self.world_size,
                                          "grad_reduce_dtype": self.grad_reduce_dtype}))

@@ -23,8 +23,11 @@ def test_cpu_note_without_bf16_instructions(monkeypatch):
 
 
 def test_unknown_device_type_refused():
-    s = supported("fp32", "meta")
+    s = supported("fp32", "xpu")
     assert not s.ok and "cpu or cuda" in s.reason
+    # meta: shapes and dtypes only, where ampbench predict traces a step (run refuses --device meta itself)
+    meta = supported("amp-bf16", "meta")
+    assert meta.ok and "nothing computed" in meta.note
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA answer")

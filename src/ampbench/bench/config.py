@@ -46,6 +46,11 @@ from ampbench.launch import check_nodes
 from ampbench.measure.env import resolve_device
 from ampbench.precision import get, is_fp8, list_precisions, resolve, supported
 from ampbench.precision.fp8 import check_applies
+from ampbench.precision.optimizer_state import check_name as check_state
+from ampbench.precision.optimizer_state import effective as effective_state
+from ampbench.precision.optimizer_state import missing as optimizer_state_missing
+from ampbench.precision.optimizer_state import natural as natural_state
+from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 
@@ -139,10 +144,16 @@ class Axes:
     """fp8 on CUDA without --compile: the fp8 cells run compiled (torchao's float8 is built to be compiled: eager, its
     casts and scales are separate kernels), each beside compiled fp32 and amp-bf16 references so every ratio still
     compares one execution; the other modes run as the executions say."""
+    optimizer_states: tuple[str | None, ...] = field(default=(None,), metadata={"run": DEFAULT})
+    """None (the optimizer as the workload builds it: every mode's baseline) and the states --optimizer-state asked
+    for, as given; each precision runs those that apply to it (:meth:`RunConfig.states_of`)."""
 
     def __post_init__(self) -> None:
         if not self.precisions:
             raise AmpbenchError("no precision to run: give --precisions")
+        for state in self.optimizer_states:
+            if state is not None:
+                check_state(state)
         if self.repeats < 1:
             raise AmpbenchError(f"--repeats must be >= 1, got {self.repeats}")
         if any(b is not None and b < 1 for b in self.batch_sizes):
@@ -224,6 +235,36 @@ class RunConfig:
         check_applies(self.axes.precisions, self.recipe.fp8_given)
         self._check_distributed()
         self._check_frameworks()
+        self._check_optimizer_states()
+
+    def _check_optimizer_states(self) -> None:
+        """Each state asked for applies to at least one of the run's modes (else one line: what it applies to);
+        torchao is there when one is measured."""
+        for state in self.given_states:
+            if not any(effective_state(p, state) is None or state_refusal(p, state, self.device) is None
+                       for p in self.axes.precisions):
+                why = state_refusal(self.axes.precisions[-1], state, self.device)
+                raise AmpbenchError(f"--optimizer-state {state} applies to none of --precisions "
+                                    f"{','.join(self.axes.precisions)}: {why}")
+        if any(s is not None for p in self.axes.precisions for s in self.states_of(p)):
+            problem = optimizer_state_missing()
+            if problem:
+                raise AmpbenchError(f"--optimizer-state {','.join(self.given_states)}: {problem}")
+
+    @property
+    def given_states(self) -> tuple[str, ...]:
+        """The states --optimizer-state asked for (none: the optimizers as built)."""
+        return tuple(s for s in self.axes.optimizer_states if s is not None)
+
+    def states_of(self, precision: str) -> tuple[str | None, ...]:
+        """The optimizer states ``precision`` runs in: the optimizer as built (None), then each state asked for that
+        is not the mode's own and applies to it (the others: :meth:`left_out`)."""
+        out: list[str | None] = [None]
+        for state in self.given_states:
+            s = effective_state(precision, state)
+            if s is not None and s not in out and state_refusal(precision, s, self.device) is None:
+                out.append(s)
+        return tuple(out)
 
     def _check_frameworks(self) -> None:
         """A target of another framework runs under its own recipes: each checks the modes and refuses the options it
@@ -232,7 +273,8 @@ class RunConfig:
         given = Options({
             "--compile/--memory-format/--cuda-graphs": self.axes.executions != (Execution(),),
             "--strategy": self.axes.distributed, "--loss-scale": self.recipe.loss_scale is not None,
-            "--data-dir": self.data.data_dir is not None, "--option": bool(self.data.options)})
+            "--data-dir": self.data.data_dir is not None, "--option": bool(self.data.options),
+            "--optimizer-state": bool(self.given_states)})
         seen: set[str] = set()
         for workload, _ in t.pairs:
             fw = t.framework_of(workload)
@@ -298,7 +340,7 @@ class RunConfig:
                      memory_budget: str | None = None, memory_margin: float = 0.05, maxbatch_limit: int = 65536,
                      seeds: int | None = None, converge_steps: int | None = None, inference_batch: int | None = None,
                      isolate: bool | None = None, cell_timeout: float | None = None,
-                     backend: str | None = None) -> RunConfig:
+                     backend: str | None = None, optimizer_state: str | None = None) -> RunConfig:
         """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
         by the sections and the config."""
 
@@ -339,7 +381,8 @@ class RunConfig:
                                             fp8_filter),
             measure=measured,
             axes=Axes(modes, sizes, repeats, points, strategies, nproc_per_node if strategy is not None else 1, nnodes,
-                      reduces, fp8_compiles_by_default(compile is not None, dev, modes)),
+                      reduces, fp8_compiles_by_default(compile is not None, dev, modes),
+                      (None, *dict.fromkeys(parse_list(optimizer_state, "optimizer-state")))),
             launch=LaunchOptions(isolate, cell_timeout, node_rank, rdzv_endpoint))
 
     # -- what it means ---------------------------------------------------------------------------------------------
@@ -373,8 +416,9 @@ class RunConfig:
         a, run_measure = self.axes, self.measure
         timed = tuple(x for x in run_measure.measures if x in REPEATED_MEASURES)
         repeats = a.repeats if "throughput" in timed else 1
+        states = len(a.optimizer_states) > 1
         closing = repeats == 1 and "throughput" in timed and BASELINE in a.precisions and (
-            len(a.precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1)
+            len(a.precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states)
         out = []
         for workload, preset in self.targets.pairs:
             m = converge_work(run_measure, preset)  # (the preset's convergence work where the run left it open)
@@ -388,9 +432,11 @@ class RunConfig:
                                    backend=self.targets.backend_of(workload))
                     if r:
                         cell = replace(cell, repeat=r, measure=replace(m, measures=timed), first_measures=m.measures)
-                    out.extend(replace(cell, precision=precision, execution=ex, distribution=dist, compiled_by_default=auto)
-                               for dist in a.distributions() for ex, precision, auto in self.points(precisions))
-                if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1):
+                    out.extend(replace(cell, precision=precision, execution=ex, distribution=dist, compiled_by_default=auto,
+                                       optimizer_state=state)
+                               for dist in a.distributions() for ex, precision, auto in self.points(precisions)
+                               for state in self.states_of(precision))
+                if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states):
                     out.append(replace(base, workload=workload, preset=preset, batch_size=bs, repeat=1, closing=True,
                                        framework=self.targets.framework_of(workload).name,
                                        backend=self.targets.backend_of(workload),
@@ -430,6 +476,11 @@ class RunConfig:
                 out.append(f"{workload} ({preset}): {', '.join(missing)} left out: {supported(missing[0], self.device).note}"
                            f" (its matmuls would take minutes per step); ask for them with --workloads {workload} "
                            f"--preset {preset} --precisions ...")
+        for state in self.given_states:  # the (mode, state) pairs that make no sense: one line per state
+            refused = [p for p in self.axes.precisions if state not in (natural_state(p), *self.states_of(p))]
+            if refused:
+                out.append(f"--optimizer-state {state} left out for {', '.join(refused)}: "
+                           f"{state_refusal(refused[0], state, self.device)}")
         return out
 
 

@@ -87,10 +87,12 @@ def strategy_problem(spec: CellSpec) -> str | None:
 def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
     corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
-    synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs."""
+    synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs. Cells with an optimizer state
+    precision: the workload's optimizer must be an Adam or AdamW."""
     return (spec.model is not None or frameworks.of_cell(spec).own_process or spec.data.data_dir is not None
             or spec.data.val_fraction is not None
-            or ":" in (spec.workload or "") or spec.execution.memory_format != "contiguous")
+            or ":" in (spec.workload or "") or spec.execution.memory_format != "contiguous"
+            or spec.optimizer_state is not None)
 
 
 def validate_inputs(config: RunConfig) -> list[str]:
@@ -104,7 +106,8 @@ def validate_inputs(config: RunConfig) -> list[str]:
     notes: list[str] = []
     own: dict[tuple[str, str | None], list[CellSpec]] = {}
     for spec in config.cells():
-        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.framework, spec.backend)
+        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.framework, spec.backend,
+                  spec.optimizer_state)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)

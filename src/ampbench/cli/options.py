@@ -67,6 +67,12 @@ Fp8SkipOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: Linear layers kep
                                                "comma-separated (e.g. head,lm_head).")]
 Fp8FilterOpt = Annotated[Opt[str], typer.Option(help="fp8 modes: auto (multiple-of-16 dims and torchao's size "
                                                 "thresholds) or dims (only the multiple-of-16 rule).")]
+OptimizerStateOpt = Annotated[Opt[str], typer.Option("--optimizer-state", help="Adam/AdamW state precision: fp32, "
+                             "bf16, bf16-sr (pure-bf16), 8bit, 4bit, fp8 (torchao; default: the optimizer as built, its "
+                             "states in the dtype of the weights it steps).")]
+OptimizerStatesOpt = Annotated[Opt[str], typer.Option("--optimizer-state", help="Axis: Adam/AdamW state precisions, "
+                              "comma-separated: fp32, bf16, bf16-sr, 8bit, 4bit, fp8 (torchao); each runs beside the "
+                              "optimizer as built, with every mode it applies to.")]
 NprocOpt = Annotated[int, typer.Option("--nproc-per-node", help="With --strategy: ranks per machine (torchrun).")]
 NnodesOpt = Annotated[int, typer.Option("--nnodes", help="With --strategy: machines (the same command on each, with its "
                                         "--node-rank; node 0 prints and stores).")]

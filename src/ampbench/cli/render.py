@@ -33,6 +33,8 @@ def plan_header(config: Any, store_path: Any, estimate: Any = None) -> None:
     if axes_.distributed:
         world = axes_.nproc * axes_.nnodes
         axes += " x " + ", ".join(f"{s} x{world}" if s else "1 process" for s in axes_.strategies)
+    if len(axes_.optimizer_states) > 1:
+        axes += " x optimizer states " + ", ".join(s or "as built" for s in axes_.optimizer_states)
     console.print(f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(axes_.precisions)}{axes}{extra_cells}) "
                   f"on [bold]{config.device}[/], measuring {','.join(config.measure.measures)}; store "
                   f"{escape(str(store_path))}")
@@ -53,6 +55,8 @@ def cell_text(s: Any, config: Any) -> str:
         what += f" {s.strategy} x{s.world_size}" + (f" reduce {reduce}" if reduce else "")
     if not s.execution.is_default:
         what += f" {s.execution.label}"
+    if s.optimizer_state:
+        what += f" {s.optimizer_state} optimizer states"
     if s.closing:
         what += " [closing baseline]"
     elif config.axes.repeats > 1 and "throughput" in config.measure.measures:

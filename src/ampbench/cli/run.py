@@ -38,7 +38,8 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
             converge_steps: o.ConvergeStepsOpt = None, inference_batch: o.InferenceBatchOpt = None,
             isolate: o.IsolateOpt = True, cell_timeout: o.CellTimeoutOpt = None, label: o.LabelOpt = None,
             report: o.ReportOpt = True, report_path: o.ReportPathOpt = None, dry_run: o.DryRunOpt = False,
-            tensorboard: o.TensorboardOpt = None, backend: o.BackendOpt = None) -> None:
+            tensorboard: o.TensorboardOpt = None, backend: o.BackendOpt = None,
+            optimizer_state: o.OptimizerStatesOpt = None) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""
     from ampbench.bench.config import RunConfig  # lazy: torch
     from ampbench.bench.runner import lend_ranks, validate_inputs  # lazy: torch
@@ -52,7 +53,7 @@ def run_cmd(workloads: o.WorkloadsOpt = None, precisions: o.PrecisionsOpt = None
         nproc_per_node=nproc_per_node, grad_reduce_dtype=grad_reduce_dtype, nnodes=nnodes, node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint, memory_budget=memory_budget, memory_margin=memory_margin,
         maxbatch_limit=maxbatch_limit, seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch,
-        isolate=isolate, cell_timeout=cell_timeout, backend=backend)
+        isolate=isolate, cell_timeout=cell_timeout, backend=backend, optimizer_state=optimizer_state)
     if nnodes > 1 and resume:
         raise AmpbenchError("--resume with --nnodes > 1 is not supported: the other machines cannot know which cells node "
                             "0 already stored; run again without --resume")

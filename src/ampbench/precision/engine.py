@@ -50,6 +50,9 @@ from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionErro
 from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.fp8 import Fp8Options
 from ampbench.precision.master_weights import MasterWeights
+from ampbench.precision.optimizer_state import convert as convert_optimizer
+from ampbench.precision.optimizer_state import effective as optimizer_state_of
+from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.registry import get
 from ampbench.precision.scaling import LossScaleConfig, LossScaler
 from ampbench.precision.support import Support, supported
@@ -192,6 +195,10 @@ class MixedPrecision:
         grad_reduce_dtype: with a strategy, the dtype gradients are reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``).
         mesh, process_group: FSDP2's device mesh (default: every rank on this device type) and the group
             the ranks agree on skipped steps over (default: the world).
+        optimizer_state: the precision of the optimizer's states: ``None`` (the optimizer as built: states in the
+            dtype of the weights it steps), ``"fp32"``, ``"bf16"``, ``"bf16-sr"``, ``"8bit"``, ``"4bit"``, ``"fp8"``
+            (:mod:`ampbench.precision.optimizer_state`: setup rebuilds a torch Adam/AdamW as torchao's, same
+            hyper-parameters, and returns it in place of the one given).
     """
 
     def __init__(
@@ -209,9 +216,15 @@ class MixedPrecision:
         grad_reduce_dtype: str | torch.dtype | None = None,
         mesh: Any = None,
         process_group: Any = None,
+        optimizer_state: str | None = None,
     ) -> None:
         self.recipe = get(precision)
         self.name = self.recipe.name
+        self.optimizer_state = optimizer_state_of(self.name, optimizer_state)
+        """The optimizer's state precision when it is not the mode's own (None: the optimizer as built)."""
+        why = state_refusal(self.name, self.optimizer_state)
+        if why:
+            raise AmpbenchError(f"Passed MixedPrecision({precision!r}, optimizer_state={optimizer_state!r}): {why}")
         self.strategy = check_strategy(strategy)
         reduce = check_reduce_dtype(grad_reduce_dtype)
         if reduce is not None and self.strategy is None:
@@ -252,7 +265,8 @@ class MixedPrecision:
 
     def __repr__(self) -> str:
         strategy = f", strategy={self.strategy!r}" if self.strategy else ""
-        return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r}{strategy})"
+        state = f", optimizer_state={self.optimizer_state!r}" if self.optimizer_state else ""
+        return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r}{strategy}{state})"
 
     @property
     def fp8_layers(self):  # type: ignore[no-untyped-def]
@@ -297,6 +311,12 @@ class MixedPrecision:
         support = supported(self.name, self.device)
         if not support.ok:
             raise UnsupportedPrecisionError(f"{self.name} cannot run on {self.device}: {support.reason}")
+        if self.optimizer_state is not None:  # first: the masters and the wrappers take the rebuilt optimizer
+            why = state_refusal(self.name, self.optimizer_state, self.device)
+            if why:
+                raise UnsupportedPrecisionError(why)
+            optimizers = [convert_optimizer(o, self.optimizer_state) for o in optimizers]
+            optimizer = optimizers if isinstance(optimizer, (list, tuple)) else optimizers[0]  # type: ignore[assignment]
         if self.layout is not None:
             require_process_group(f"MixedPrecision(strategy={self.strategy!r})")
         with_masters = self.recipe.master_weights and (self.layout is None or self.layout.engine_masters)

@@ -24,6 +24,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -100,27 +101,34 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def torchao_problem() -> str | None:
-    """Why torchao's float8 training cannot be used here (None when it can), from the installed package's
-    metadata: no import, so listing modes and planning a run stay fast and quiet."""
+def torchao_problem(what: str = "float8 training", install: str = INSTALL) -> str | None:
+    """Why torchao (for ``what``: its float8 training, its low-precision optimizers) cannot be used here (None when
+    it can), from the installed package's metadata: no import, so listing modes and planning a run stay fast and
+    quiet."""
     if _version(torch.__version__)[:2] < TORCH_MIN_FOR_TORCHAO:
-        return f"torchao's float8 training needs torch >= 2.11; this is torch {torch.__version__}"
+        return f"torchao's {what} needs torch >= 2.11; this is torch {torch.__version__}"
     try:
         found = importlib.util.find_spec("torchao") is not None
         version = importlib.metadata.version("torchao") if found else ""
     except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
         found, version = False, ""
     if not found:
-        return f"torchao is not installed; {INSTALL}"
+        return f"torchao is not installed; {install}"
     if version and _version(version)[:2] < TORCHAO_MIN:
-        return f"torchao {version} is too old for the fp8 recipes (need >= 0.18); {INSTALL}"
+        return f"torchao {version} is too old for its {what} here (need >= 0.18); {install}"
     return None
 
 
 def import_float8() -> Any:
-    """``torchao.float8``, imported quietly: torchao logs a warning for each CUDA/CUTLASS extension it
-    cannot load (every CPU machine) and torch warns about a deprecated pytree registration in it."""
-    problem = torchao_problem()
+    """``torchao.float8``, imported quietly (:func:`import_torchao`)."""
+    return import_torchao("torchao.float8")
+
+
+def import_torchao(module: str, what: str = "float8 training", install: str = INSTALL) -> Any:
+    """A torchao module, imported quietly: torchao logs a warning for each CUDA/CUTLASS extension it cannot load
+    (every CPU machine) and torch warns about a deprecated pytree registration in it. One line (an AmpbenchError)
+    when torchao is missing, too old or built for another torch."""
+    problem = torchao_problem(what, install)
     if problem:
         raise AmpbenchError(problem)
     loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
@@ -128,10 +136,12 @@ def import_float8() -> Any:
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        return importlib.import_module("torchao.float8")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.import_module(module)
     except Exception as e:  # a torchao built for another torch
         raise AmpbenchError(f"torchao does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
-                            f"{INSTALL}") from None
+                            f"{install}") from None
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)

@@ -85,6 +85,14 @@ ROW_KEYS: dict[str, str] = {
     "timer": "How steps were timed: `cuda_events` (GPU, synchronised at the ends) or `perf_counter` (CPU).",
     "skipped_steps": "Optimizer steps skipped for inf/NaN gradients (fp16 dynamic loss scaling), warm-up included.",
     "loss_scale": "Loss scale at the end of the cell (1.0 without scaling).",
+    "optimizer_state": "The optimizer's state precision when it is not the mode's own (`--optimizer-state`: 8bit, "
+                       "4bit, fp8, bf16-sr; torchao's Adam/AdamW with the workload's hyper-parameters); null: the "
+                       "optimizer as the workload builds it, its states in the dtype of the weights it steps (fp32; "
+                       "the half dtype under pure-*). Part of the cell's identity; ratios compare with fp32 and the "
+                       "optimizer as built.",
+    "optimizer_states": "What the optimizer's moment tensors were stored as after the timed steps, e.g. `8bit x24, "
+                        "fp32 x38` (torchao quantizes tensors of >= 4096 elements that divide into its blocks; the "
+                        "others stay plain).",
     "optimizer_impl": "Optimizer and implementation the steps ran, e.g. `AdamW (fused)`: the harness builds torch's "
                       "Adam, AdamW, SGD and Adagrad fused where torch supports the device (their kernel skips an "
                       "inf/NaN step itself: no host sync per step); `(foreach)` / `(for-loop)` otherwise. Rows from "
@@ -244,7 +252,7 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
             "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source",
-            "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl",
+            "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl", "optimizer_state", "optimizer_states",
             *(k for k, t in frameworks.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",

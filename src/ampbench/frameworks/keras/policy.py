@@ -73,6 +73,9 @@ TORCH_ONLY = {
     "--tensorboard": "ampbench's TensorBoard files follow the PyTorch engine's steps and hooks (use "
                      "keras.callbacks.TensorBoard)",
     "--trace": "the profile check reads torch.profiler's kernels",
+    "--optimizer-state": "Keras's optimizers keep their variables in float32 under the mixed policies (and take "
+                         "loss_scale_factor); it has no 8-bit, 4-bit or fp8 optimizer states (its float8 is for layers) "
+                         "and torchao's optimizers step PyTorch parameters",
 }
 """The options of run, train and diagnose that mean nothing to a Keras model, and why."""
 

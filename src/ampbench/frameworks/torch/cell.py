@@ -42,6 +42,8 @@ from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
 from ampbench.precision.convert import resolve_keep_fp32
+from ampbench.precision.optimizer_state import check_optimizer
+from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import implementation
 from ampbench.store.sqlite import utcnow
 from ampbench.workloads import build_target
@@ -74,9 +76,12 @@ def validate(spec: CellSpec) -> dict[str, Any]:
 
 
 def check_execution(spec: CellSpec, wl: Workload) -> None:
-    """The cell's execution applies to this device and model (CUDA graphs need CUDA, channels-last 4-D inputs)."""
+    """The cell's execution applies to this device and model (CUDA graphs need CUDA, channels-last 4-D inputs), and
+    its optimizer state to the workload's optimizer (torch's Adam/AdamW)."""
     spec.execution.check_device(spec.device)
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
+    if spec.optimizer_state is not None:
+        check_optimizer(wl.make_optimizer(wl.model.parameters()), spec.optimizer_state)
 
 
 def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
@@ -234,6 +239,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     counts3 = compile_counts()
     out["host_reads_per_step"] = (step.mp.host_reads - reads_before) / spec.measure.steps
     out["optimizer_impl"] = implementation(step.optimizer)
+    out["optimizer_states"] = describe_states(step.optimizer)
     step.mp.check_divergence()  # (fused optimizers: no step read the flag; a collapsed scale is a diverged cell)
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
     if execution.compiled:
