@@ -27,6 +27,7 @@ from ampbench.launch import check_nodes
 from ampbench.measure.env import resolve_device
 from ampbench.paths import check_output_dir, check_output_file
 from ampbench.precision import Fp8Options, resolve
+from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.tensorboard import open_dir
 from ampbench.workloads import DataOptions
 
@@ -119,6 +120,7 @@ class TrainRequest:
     fp8_skip: str | None = None
     fp8_filter: str | None = None
     grad_reduce_dtype: str | None = None
+    optimizer_state: str | None = None
     apart_spec: Any = field(init=False, default=None, repr=False, compare=False)
     """The cell another framework's trainer runs (None: trained in this process)."""
 
@@ -133,6 +135,7 @@ class TrainRequest:
                 "--strategy": self.launch.given(), "--checkpoint/--resume": self.checkpoint is not None or self.resume,
                 "--tensorboard": self.tensorboard is not None,
                 "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
+                "--optimizer-state": self.optimizer_state is not None,
                 "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}))
             self.target.check_data()
             check_output_file(self.json_out, "--json")
@@ -143,6 +146,7 @@ class TrainRequest:
         if self.grad_reduce_dtype is not None and not self.launch.given():
             raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
         self.fp8()  # (refused unless the mode is an fp8 one)
+        check_optimizer_state(self.precision, self.optimizer_state)
         check_output_dir(self.checkpoint if not self.resume else None, "--checkpoint", "checkpoint.pt")
         check_output_file(self.json_out, "--json")
         if self.tensorboard is not None:
@@ -176,6 +180,7 @@ class DiagnoseRequest:
     json_out: Path | None = None
     trace: Path | None = None
     tensorboard: Path | None = None
+    optimizer_state: str | None = None
     wanted: tuple[str, ...] = field(init=False, default=())
     apart_spec: Any = field(init=False, default=None, repr=False, compare=False)
     """The cell another framework's diagnosis runs (None: diagnosed in this process)."""
@@ -188,9 +193,11 @@ class DiagnoseRequest:
             object.__setattr__(self, "apart_spec", self.target.spec(self.precision, self.batch_size, self.device, {
                 "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
                 "--trace": self.trace is not None, "--tensorboard": self.tensorboard is not None,
+                "--optimizer-state": self.optimizer_state is not None,
                 "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}))
             fw.check_checks(self.wanted, self.target.workload or f"--model {self.target.model}")
         self.fp8()
+        check_optimizer_state(self.precision, self.optimizer_state)
         self.target.check_data()
         check_output_file(self.json_out, "--json", "diagnosis.json")
         check_output_file(self.trace, "--trace", "trace.json")
@@ -202,3 +209,9 @@ class DiagnoseRequest:
 
     def fp8(self) -> Fp8Options | None:
         return Fp8Options.for_modes([self.precision], self.fp8_skip, self.fp8_filter)
+
+    def mp_options(self) -> dict[str, Any] | None:
+        """The MixedPrecision keywords the checks that train build with (fp8 options, the optimizer's state)."""
+        fp8 = self.fp8()
+        out = {**({"fp8": fp8} if fp8 else {}), **({"optimizer_state": self.optimizer_state} if self.optimizer_state else {})}
+        return out or None

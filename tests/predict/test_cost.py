@@ -142,3 +142,14 @@ def test_a_device_name_finds_its_gpu_spec(name: str, memory: float, key: str | N
 
     spec = spec_for_device(name, memory)
     assert (spec.key if spec is not None else None) == key
+
+
+def test_torchao_s_update_is_priced_as_a_kernel_per_parameter_issued_from_python() -> None:
+    """On CUDA torchao compiles its update (fullgraph) per parameter: one kernel reading the parameter, its gradient
+    and its quantized states, writing the parameter and the states; the host calls it once per parameter."""
+    traced_loop = [Op("aten.lerp", "optimizer", 0, 10**9, 10**9, "fp32") for _ in range(40)]
+    t = _trace(traced_loop, weights_bytes=4 * 10**6, optimizer_bytes=2 * 10**6, torchao=True, stepped_params=10)
+    c = cost.price(t, A100, tf32=False)
+    moved = (2 * 4 * 10**6 + 2 * 10**6) + (4 * 10**6 + 2 * 10**6)
+    assert c.gpu_s == pytest.approx(moved / (2039e9 * cost.MEMORY_EFFICIENCY) + 10 * cost.LAUNCH_US * 1e-6)
+    assert c.host_s == pytest.approx(10 * cost.TORCHAO_STEP_US * 1e-6) and c.launches == 10

@@ -130,3 +130,38 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, tmp_path: 
     code, _, err = cli("predict", *args, "--db", str(tmp_path / "r.db"))
     assert code == 2 and said in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_predict_optimizer_states_rows_refusals_and_pairing(tmp_path: Path) -> None:
+    """Each precision gets a row per state asked for: priced where it applies (its optimizer bytes below the
+    optimizer's as built, every other part of the split the same), refused with the reason where it does not (fp8
+    states before compute capability 8.9, bf16-sr without bf16 weights); a state that is the mode's own is its
+    default row. A measured 8bit row pairs with the 8bit prediction only."""
+    from ampbench.precision.optimizer_state import missing
+    from ampbench.report.predictions import table
+
+    if missing():
+        pytest.skip(missing())
+    out = tmp_path / "p.json"
+    code, stdout, err = cli("predict", "--gpu", "t4", "--workloads", "bert", "--preset", "tiny", "--precisions",
+                            "fp32,pure-fp16", "--optimizer-state", "fp32,8bit,fp8,bf16-sr", "--db", str(tmp_path / "r.db"),
+                            "--json", str(out))
+    assert code == 0, err
+    rows = {(r["precision"], r["optimizer_state"]): r for r in json.loads(out.read_text())}
+    assert set(rows) == {(p, s) for p in ("fp32", "pure-fp16") for s in (None, "8bit", "fp8", "bf16-sr")} | {
+        ("pure-fp16", "fp32")}
+    for p in ("fp32", "pure-fp16"):
+        base, eight = rows[(p, None)], rows[(p, "8bit")]
+        assert eight["status"] == "ok" and eight["predicted_optimizer_bytes"] < base["predicted_optimizer_bytes"]
+        for k in ("weights", "grads", "activation"):
+            assert eight[f"predicted_{k}_bytes"] == base[f"predicted_{k}_bytes"]
+        assert "compute capability >= 8.9" in rows[(p, "fp8")]["reason"]
+        assert "it needs pure-bf16" in rows[(p, "bf16-sr")]["reason"]
+    assert "fp32 states need fp32 weights" in rows[("pure-fp16", "fp32")]["reason"]
+    assert "pure-fp16 8bit" in stdout
+    measured = [{**{k: rows[("fp32", s)][k] for k in ("workload", "preset", "precision", "batch_size", "optimizer_state")},
+                 "status": "ok", "device": "cuda:0", "device_name": "Tesla T4", "samples_per_s": 100.0} for s in ("8bit",)]
+    lines = {(p["precision"], p["setting"]): p for p in table(list(rows.values()), measured)}
+    batch = rows[("fp32", None)]["batch_size"]
+    assert lines[("fp32", f"batch {batch}, eager, 8bit optimizer states")]["measured_samples_per_s"] == 100.0
+    assert lines[("fp32", f"batch {batch}, eager")]["measured_samples_per_s"] is None

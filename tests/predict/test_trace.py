@@ -168,3 +168,42 @@ def test_a_builder_that_reads_values_is_built_on_the_cpu_and_traced_on_meta() ->
 
     t = trace_step(build_meta(reads), "fp32", 16)
     assert t.weights_bytes == 4 * (64 * 128 + 128 + 128 * 10 + 10) and math.isfinite(t.activation_bytes)
+
+
+@pytest.mark.parametrize("precision, state", [("amp-bf16", "8bit"), ("fp32", "4bit"), ("pure-bf16", "bf16-sr"),
+                                              ("master-bf16", "fp8")])
+def test_low_precision_optimizer_states_traced_on_meta_take_what_a_real_step_holds(precision: str, state: str,
+                                                                                     monkeypatch) -> None:
+    """Oracle: the same step with torchao's optimizer on this CPU (its update eager: the same tensors), its state
+    storage counted by ampbench run's counter (codes, scales and lookup tables of each quantized moment)."""
+    from ampbench.measure.memory import state_bytes
+    from ampbench.precision.optimizer_state import missing
+
+    if missing():
+        pytest.skip(missing())
+    monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
+
+    class Wide(nn.Module):  # (a 4096-element weight: quantized; the rest plain)
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 64), nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x)))
+
+    trace = trace_step(build_meta(lambda: _workload(Wide, (64,))), precision, 16,
+                       mp_options={"optimizer_state": state})
+    torch.manual_seed(0)
+    wl = _workload(Wide, (64,))
+    mp = MixedPrecision(precision, device="cpu", optimizer_state=state)
+    model, opt = mp.setup(wl.model, wl.make_optimizer(wl.model.parameters()))
+    for _ in range(2):
+        opt.zero_grad(set_to_none=True)
+        with mp.autocast():
+            loss = F.cross_entropy(model(wl.train_data.inputs[0]), wl.train_data.targets)
+        mp.backward(loss)
+        mp.step(opt)
+    held = state_bytes(model, opt, [])  # (the optimizer's states alone: masters are counted apart in both)
+    assert trace.torchao and not trace.fusable and trace.optimizer_bytes == held.optimizer
+    kind = "bf16" if state == "bf16-sr" else state
+    assert kind in (trace.optimizer_states or "")

@@ -48,6 +48,7 @@ def diagnose_cmd(
     db: Annotated[o.Opt[Path], typer.Option(help="Store the diagnosis here (the HTML report shows it).")] = None,
     tensorboard: o.TensorboardOpt = None,
     backend: o.BackendOpt = None,
+    optimizer_state: o.OptimizerStateOpt = None,
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     from ampbench.diagnose import diagnose  # lazy: torch
@@ -59,7 +60,8 @@ def diagnose_cmd(
                         option)
     r = DiagnoseRequest(Target(target, model, preset, seed, data, backend_given=backend), precision=precision,
                         steps=steps, checks=checks, batch_size=batch_size, device=device, fp8_skip=fp8_skip,
-                        fp8_filter=fp8_filter, json_out=json_out, trace=trace, tensorboard=tensorboard)
+                        fp8_filter=fp8_filter, json_out=json_out, trace=trace, tensorboard=tensorboard,
+                        optimizer_state=optimizer_state)
     t, wanted, label = r.target, r.wanted, r.target.label
 
     def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
@@ -73,9 +75,8 @@ def diagnose_cmd(
         if r.apart_spec is not None:  # another framework's model: its checks, in a process of its own (its backend)
             d = _diagnose_apart(t.framework, r.apart_spec, wanted, steps)
         else:
-            fp8 = r.fp8()
             d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device,
-                         seed=seed, checks=wanted, trace=trace, name=label, mp_options={"fp8": fp8} if fp8 else None)
+                         seed=seed, checks=wanted, trace=trace, name=label, mp_options=r.mp_options())
     _show_and_store(d, label, wanted, store, tensorboard, json_out)
 
 

@@ -31,7 +31,7 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
                 num_classes: o.NumClassesOpt = None, num_outputs: o.NumOutputsOpt = None, task: o.TaskOpt = None,
                 batches: o.BatchesOpt = None, loss: o.LossOpt = None, option: o.OptionOpt = None, seed: o.RunSeedOpt = 0,
                 channels_last: ChannelsLastOpt = False, json_out: o.json_option("the predicted rows") = None,
-                db: o.DbOpt = None) -> None:
+                db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None) -> None:
     """Predict each precision's step time, memory and max batch on a GPU you do not have (nothing runs on a GPU)."""
     from ampbench.predict.run import find_gpu, predict_target  # lazy: torch, torch.utils.flop_counter
     from ampbench.requests import Target, data_options  # lazy: torch
@@ -41,6 +41,7 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
     check_output_file(json_out, "--json", "predict.json")
     names = _precisions(precisions)
     sizes = _batch_sizes(batch_size)
+    states = _optimizer_states(optimizer_state, names)
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, None, None, option)
     if model is not None and workloads:
         raise AmpbenchError("give --workloads or --model, not both")
@@ -62,7 +63,8 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
             return build_target(t.workload, t.model, t.preset, data, seed)
         for size in sizes:
             with console.status(f"tracing {t.label} (meta tensors: nothing computed)"):
-                rows += predict_target(t.label, build, names, spec, size, channels_last, preset=t.preset)
+                rows += predict_target(t.label, build, names, spec, size, channels_last, preset=t.preset,
+                                       optimizer_states=states)
     _table(rows, spec)
     for line in no_speedup_lines(rows):
         console.print(f"  {escape(line)}")
@@ -84,6 +86,17 @@ def _precisions(text: str | None) -> list[str]:
     for part in (p.strip() for p in text.split(",") if p.strip()):
         out.append(resolve(part))
     return out
+
+
+def _optimizer_states(text: str | None, precisions: list[str]) -> tuple[str | None, ...]:
+    """--optimizer-state's states, checked (names; torchao installed when one is not a mode's own); None first."""
+    from ampbench.bench.config import parse_list  # lazy: torch
+    from ampbench.precision import optimizer_state  # lazy: torch
+
+    given = tuple(dict.fromkeys(optimizer_state.check_name(s) for s in parse_list(text, "optimizer-state")))
+    if any(optimizer_state.effective(p, s) is not None for p in precisions for s in given) and optimizer_state.missing():
+        raise AmpbenchError(f"--optimizer-state {text}: {optimizer_state.missing()}")
+    return (None, *given)
 
 
 def _batch_sizes(text: str | None) -> list[int | None]:
@@ -136,7 +149,8 @@ def _table(rows: list[dict[str, Any]], spec: Any) -> None:
         groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)
     columns = [c for c in _COLUMNS if c[0] != "x tf32" or "tf32" in spec.tflops]
     for (workload, preset, batch), group in groups.items():
-        key = Col("mode", [r["precision"] for r in group], justify="left")
+        key = Col("mode", [r["precision"] + (f" {r['optimizer_state']}" if r.get("optimizer_state") else "")
+                           for r in group], justify="left")
         cols = [Col(head, [cell(r) if r["status"] == "ok" else (r["status"] if i == 0 else "") for r in group])
                 for i, (head, cell) in enumerate(columns)]
         title = f"{escape(workload)} ({escape(preset)}), batch {batch}: predicted on {escape(spec.key)} (no GPU ran it)"
@@ -144,6 +158,7 @@ def _table(rows: list[dict[str, Any]], spec: Any) -> None:
             console.print(table)
         for r in group:
             if r["status"] != "ok":
-                console.print(f"  {r['precision']}: {escape(r.get('reason') or '')}")
+                state = f" {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
+                console.print(f"  {r['precision']}{state}: {escape(r.get('reason') or '')}")
     console.print(f"peaks: {escape(spec.peak_source)}; memory and bandwidth: {escape(spec.source)}. Method, constants "
                   "and the error on published results: docs/predict.md")

@@ -59,6 +59,7 @@ def train_cmd(
     rdzv_endpoint: o.RdzvOpt = None,
     tensorboard: o.TensorboardOpt = None,
     backend: o.BackendOpt = None,
+    optimizer_state: o.OptimizerStateOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
     from ampbench.requests import Launch, Target, TrainRequest, data_options  # lazy: torch
@@ -70,7 +71,7 @@ def train_cmd(
         batch_size=batch_size, max_steps=max_steps, device=device, json_out=json_out, checkpoint=checkpoint,
         resume=resume, tensorboard=tensorboard, launch=Launch(strategy, nproc_per_node, nnodes, node_rank, rdzv_endpoint),
         loss_scale=loss_scale, compile=compile, fp8_skip=fp8_skip, fp8_filter=fp8_filter,
-        grad_reduce_dtype=grad_reduce_dtype)
+        grad_reduce_dtype=grad_reduce_dtype, optimizer_state=optimizer_state)
     if request.apart_spec is not None:  # another framework's model: trained under its recipe, in a process of its own
         return _train_apart(request)
     _train_pytorch(request)
@@ -88,7 +89,8 @@ def _train_pytorch(request: Any) -> None:
                          seed=t.seed, device=request.device, loss_scale=request.loss_scale,
                          checkpoint_dir=request.checkpoint, resume=request.resume,
                          max_steps_per_epoch=request.max_steps, compile=compile, strategy=launch.strategy,
-                         grad_reduce_dtype=request.grad_reduce_dtype, fp8=request.fp8())
+                         grad_reduce_dtype=request.grad_reduce_dtype, fp8=request.fp8(),
+                         optimizer_state=request.optimizer_state)
     if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
         build_target(t.workload, t.model, t.preset, t.data, t.seed)
         raise typer.Exit(_launch_train_ranks(launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint))

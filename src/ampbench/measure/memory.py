@@ -84,7 +84,7 @@ def warm_runtime(precision: str, make_optimizer: Any) -> None:
         mp.step(opt)
 
 
-def _plain(t: torch.Tensor) -> list[torch.Tensor]:
+def storage_tensors(t: torch.Tensor) -> list[torch.Tensor]:
     """The tensors that own storage behind ``t``: itself, a DTensor's local shard (FSDP2), or the inner
     tensors of a wrapper subclass (torchao's fp8 weights and casts), which has no storage of its own."""
     if hasattr(t, "to_local"):
@@ -92,7 +92,7 @@ def _plain(t: torch.Tensor) -> list[torch.Tensor]:
     if is_traceable_wrapper_subclass(t):
         names, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
         inner = [getattr(t, n) for n in names]
-        return [x for i in inner if isinstance(i, torch.Tensor) for x in _plain(i)]
+        return [x for i in inner if isinstance(i, torch.Tensor) for x in storage_tensors(i)]
     return [t]
 
 
@@ -102,7 +102,7 @@ def _bytes(tensors: Iterator[torch.Tensor]) -> int:
     for outer in tensors:
         if outer is None or not isinstance(outer, torch.Tensor) or outer.device.type == "meta":
             continue
-        for t in _plain(outer):
+        for t in storage_tensors(outer):
             key = t.untyped_storage().data_ptr() if t.numel() else id(t)
             if key in seen:
                 continue
@@ -160,7 +160,7 @@ def state_storages(model: nn.Module | None) -> set[int]:
     for t in [*model.parameters(), *model.buffers()]:
         if t is None or t.device.type == "meta":
             continue
-        for x in _plain(t):
+        for x in storage_tensors(t):
             if x.numel():
                 out.add(_storage_key(x))
     return out
@@ -172,7 +172,7 @@ def _is_state(t: torch.Tensor, state: set[int]) -> bool:
     weights, all-gathered in the forward and registered on the module for it)."""
     if isinstance(t, nn.Parameter) or isinstance(getattr(t, "_base", None), nn.Parameter):
         return True
-    return any(x.numel() and _storage_key(x) in state for x in _plain(t))
+    return any(x.numel() and _storage_key(x) in state for x in storage_tensors(t))
 
 
 @contextmanager
@@ -194,7 +194,7 @@ def saved_activations(model: nn.Module | None = None) -> Iterator[list[int]]:
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         if t.device.type != "meta" and not _is_state(t, state):
-            for x in _plain(t):
+            for x in storage_tensors(t):
                 st = x.untyped_storage()
                 seen.setdefault(st.data_ptr(), st.nbytes())
         return t
@@ -213,7 +213,7 @@ def model_sizes(model: nn.Module) -> dict[str, int]:
     for t in model.state_dict(keep_vars=True).values():
         if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             continue
-        for x in _plain(t):
+        for x in storage_tensors(t):
             st = x.untyped_storage()
             key = st.data_ptr() if st.nbytes() else id(x)
             if key in seen:

@@ -27,9 +27,11 @@ smaller-than-fp32 choice for the second).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -93,6 +95,18 @@ def refusal(precision: str, state: str | None, device: str | torch.device | None
     return None
 
 
+def check(precision: str, state: str | None, flag: str = "--optimizer-state") -> None:
+    """One mode's state (``train``, ``diagnose``): a known state that applies to ``precision``, torchao installed when
+    it is not the mode's own; one line otherwise, before any data is built."""
+    if state is None:
+        return
+    why = refusal(precision, check_name(state, flag))
+    if why is None and effective(precision, state) is not None:
+        why = missing()
+    if why:
+        raise AmpbenchError(f"{flag} {state}: {why}")
+
+
 def missing() -> str | None:
     """Why torchao's low-precision optimizers cannot be used here (None when they can)."""
     return torchao_problem("low-precision optimizers", INSTALL)
@@ -135,18 +149,31 @@ def _eager_under_dispatch_modes(optimizer: torch.optim.Optimizer) -> torch.optim
     def step_(*args: Any, **kwargs: Any) -> Any:
         if not is_in_torch_dispatch_mode(include_infra_modes=False):
             return step(*args, **kwargs)
-        before = os.environ.get("TORCHDYNAMO_DISABLE")
-        os.environ["TORCHDYNAMO_DISABLE"] = "1"
-        try:
+        with compile_as_no_op():
             return step(*args, **kwargs)
-        finally:
-            if before is None:
-                del os.environ["TORCHDYNAMO_DISABLE"]
-            else:
-                os.environ["TORCHDYNAMO_DISABLE"] = before
 
     optimizer.step = step_  # type: ignore[method-assign]
     return optimizer
+
+
+@contextlib.contextmanager
+def compile_as_no_op() -> Iterator[None]:
+    """``torch.compile`` returns its function unchanged inside the block (``TORCHDYNAMO_DISABLE=1``, restored after):
+    torchao's update runs op by op."""
+    before = os.environ.get("TORCHDYNAMO_DISABLE")
+    os.environ["TORCHDYNAMO_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TORCHDYNAMO_DISABLE"]
+        else:
+            os.environ["TORCHDYNAMO_DISABLE"] = before
+
+
+def is_torchao(optimizer: torch.optim.Optimizer) -> bool:
+    """One of torchao's optimizers (what :func:`convert` builds)."""
+    return type(optimizer).__module__.startswith("torchao.")
 
 
 def check_optimizer(optimizer: torch.optim.Optimizer, state: str) -> None:

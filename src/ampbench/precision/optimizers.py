@@ -22,7 +22,7 @@ def implementation(optimizer: torch.optim.Optimizer) -> str:
     """``"AdamW (fused)"``, ``"SGD (foreach)"``, ``"Adam (for-loop)"``; a class torch has no such flags for: its
     name alone. ``foreach=None`` is torch's default: foreach when every parameter is on CUDA, else the for-loop."""
     name, d = type(optimizer).__name__, optimizer.defaults
-    if type(optimizer).__module__.startswith("torchao."):  # (ampbench.precision.optimizer_state)
+    if type(optimizer).__module__.startswith("torchao."):  # (ampbench.precision.optimizer_state.is_torchao)
         if getattr(optimizer, "bf16_stochastic_round", False):
             name = "AdamW" if getattr(optimizer, "is_adamw", True) else "Adam"
             return f"{name} with bf16 stochastic rounding (torchao)"

@@ -32,6 +32,9 @@ LAUNCH_US = 2.0
 HOST_US = {"forward": 10.0, "backward": 4.0, "step": 4.0, "optimizer": 4.0}
 """Host time per op, microseconds: Python and the dispatcher in the forward, the C++ autograd engine and optimizer
 loops after it. A step whose ops take less GPU time than this is launch-bound."""
+TORCHAO_STEP_US = 20.0
+"""Host time per parameter of torchao's low-precision Adam, microseconds: a Python loop calling a torch.compile'd
+update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
 FOREACH_TENSORS = 48
 """Tensors one multi-tensor-apply launch covers (torch's ``_foreach_*`` kernels; fused Adam takes 36 of 4 lists)."""
 WORKSPACE_BYTES = 32 * 2**20
@@ -134,14 +137,23 @@ def _fused_optimizer(trace: Trace, stepped_bytes: int) -> Op:
               stepped_bytes + trace.optimizer_bytes, "fp32", max(1, trace.stepped_params))
 
 
+def _torchao_optimizer(trace: Trace, stepped_bytes: int) -> Op:
+    """torchao's update as it runs on CUDA: compiled (fullgraph) into one kernel per parameter, which reads the
+    parameter, its gradient and its (quantized) states once and writes the parameter and the states."""
+    return Op("torchao.single_param_adam", "optimizer", 0, 2 * stepped_bytes + trace.optimizer_bytes,
+              stepped_bytes + trace.optimizer_bytes, "fp32", max(1, trace.stepped_params))
+
+
 def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
     """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions run as TF32)."""
     peaks = gpu.tflops
     ops = list(trace.ops)
     notes: list[str] = []
+    stepped = trace.master_bytes or trace.weights_bytes
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
-        stepped = trace.master_bytes or trace.weights_bytes
         ops = [o for o in ops if o.phase != "optimizer"] + [_fused_optimizer(trace, stepped)]
+    elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter
+        ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace, stepped)]
     costs: list[OpCost] = []
     for op in ops:
         cls = op_class(op)
@@ -157,11 +169,12 @@ def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
         if "batch_norm" in op.name:  # two passes over the batch: the statistics, then normalising (or dx's sums, then dx)
             extra_bytes += op.bytes_read
         memory = (op.bytes_read + op.bytes_written + extra_bytes) / (gpu.bandwidth_gbs * 1e9 * MEMORY_EFFICIENCY)
-        tensors_per_launch = 36 if op.name == "aten._fused_optimizer" else FOREACH_TENSORS
+        tensors_per_launch = {"aten._fused_optimizer": 36, "torchao.single_param_adam": 1}.get(op.name, FOREACH_TENSORS)
         launches = math.ceil(op.tensors / tensors_per_launch) if op.tensors > 1 else 1
         costs.append(OpCost(op, cls, compute, memory, launches))
     gpu_s = sum(c.gpu_s for c in costs)
-    host_s = sum(HOST_US.get(c.op.phase, 4.0) * 1e-6 for c in costs)
+    host_s = sum((TORCHAO_STEP_US * c.op.tensors if c.op.name == "torchao.single_param_adam"
+                  else HOST_US.get(c.op.phase, 4.0)) * 1e-6 for c in costs)
     step_s = max(gpu_s, host_s)
     by_bound: dict[str, float] = defaultdict(float)
     by_class: dict[str, float] = dict.fromkeys(OP_CLASSES, 0.0)

@@ -23,6 +23,8 @@ from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
 from ampbench.measure.peaks import GPU_SPECS, GpuSpec, gpu_spec
 from ampbench.precision import get
+from ampbench.precision.optimizer_state import effective as effective_state
+from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.cost import memory, price
 from ampbench.predict.trace import build_meta, trace_step
 from ampbench.workloads.base import Workload
@@ -107,15 +109,27 @@ def refusal(gpu: GpuSpec, precision: str) -> str | None:
     return None
 
 
+def state_refusal(gpu: GpuSpec, precision: str, state: str | None) -> str | None:
+    """Why ``precision`` cannot keep its optimizer's states in ``state`` on ``gpu`` (as ``run`` leaves it out there)."""
+    why = optimizer_state_refusal(precision, state)
+    if why is None and effective_state(precision, state) == "fp8" and gpu.capability < (8, 9):
+        why = (f"fp8 optimizer states need compute capability >= 8.9 (Ada, Hopper or newer); {gpu.key} is "
+               f"{gpu.capability[0]}.{gpu.capability[1]}")
+    return why
+
+
 def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: GpuSpec,
                    batch_size: int | None = None, channels_last: bool = False,
-                   traces: dict[str, Any] | None = None, preset: str | None = None) -> list[dict[str, Any]]:
-    """One row per precision for the workload ``build()`` makes (built on meta: no memory). ``traces``: a dict the
-    traces are kept in, to price the same target on another GPU without tracing it again (the same batch).
+                   traces: dict[Any, Any] | None = None, preset: str | None = None,
+                   optimizer_states: tuple[str | None, ...] = (None,)) -> list[dict[str, Any]]:
+    """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
+    ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
+    same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
+    row per state that is not its own (:mod:`ampbench.precision.optimizer_state`), refused ones with the reason.
 
     Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
-    workload's label, ``preset`` -- the workload's own when None --, precision, batch and the eager execution at this
-    memory format), so a measurement pairs with it by that one definition."""
+    workload's label, ``preset`` -- the workload's own when None --, precision, batch, the eager execution at this
+    memory format and the optimizer state), so a measurement pairs with it by that one definition."""
     rows: list[dict[str, Any]] = []
     wl = build_meta(build)
     batch = batch_size or wl.batch_size
@@ -131,46 +145,59 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         except Exception:  # (a model holding something deepcopy refuses: a handle, a generator)
             return build_meta(build)
 
-    def trace_of(precision: str) -> Any:
+    def trace_of(precision: str, state: str | None = None) -> Any:
         engine = "fp32" if get(precision).name == "tf32" else get(precision).name
-        if engine not in traces:
+        if (engine, state) not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
                 warnings.simplefilter("always")
-                traces[engine] = trace_step(fresh(), engine, batch, channels_last=channels_last)
-            traces[engine].notes.extend(dict.fromkeys(str(w.message) for w in caught))
-        return traces[engine]
+                traces[engine, state] = trace_step(fresh(), engine, batch, channels_last=channels_last,
+                                                   mp_options={"optimizer_state": state} if state else None)
+            traces[engine, state].notes.extend(dict.fromkeys(str(w.message) for w in caught))
+        return traces[engine, state]
 
     for base in ("fp32", "tf32"):
         if refusal(gpu, base) is None:
             baselines[base] = price(trace_of(base), gpu, tf32=base == "tf32").step_s
     for precision in precisions:
         name = get(precision).name
-        cell = CellId(workload=label, preset=preset or wl.preset, precision=name, batch_size=batch, execution=execution)
-        row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
-                               "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}", **cell.to_row()}
-        why = refusal(gpu, name)
-        if why is not None:
-            rows.append({**row, "status": "unsupported", "reason": why})
-            continue
-        t0 = time.perf_counter()
-        try:
-            trace = trace_of(name)
-            cost = price(trace, gpu, tf32=get(name).tf32)
-            mem = memory(trace, gpu)
-        except AmpbenchError as e:
-            rows.append({**row, "status": "error", "reason": str(e)})
-            continue
-        peak = gpu.tflops.get(cost.math_mode) or gpu.tflops["fp32"]
-        row.update(
-            status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,
-            predicted_speedup_vs_fp32=baselines["fp32"] / cost.step_s if "fp32" in baselines else None,
-            predicted_speedup_vs_tf32=baselines["tf32"] / cost.step_s if "tf32" in baselines else None,
-            predicted_peak_bytes=mem.peak, predicted_weights_bytes=mem.weights, predicted_grads_bytes=mem.gradients,
-            predicted_optimizer_bytes=mem.optimizer, predicted_activation_bytes=mem.activations,
-            predicted_workspace_bytes=mem.workspace + mem.temporary, predicted_max_batch=mem.max_batch,
-            predicted_mfu=cost.flops / cost.step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
-            predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
-            flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
-            optimizer=trace.optimizer, notes=[*cost.notes, *trace.notes], trace_s=time.perf_counter() - t0)
-        rows.append(row)
+        seen: set[str | None] = set()
+        for asked in (None, *optimizer_states):  # (a state that is the mode's own is its default row)
+            state = effective_state(name, asked)
+            if state not in seen:
+                seen.add(state)
+                rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu, baselines,
+                                         trace_of))
     return rows
+
+
+def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
+                 gpu: GpuSpec, baselines: dict[str, float], trace_of: Callable[..., Any]) -> dict[str, Any]:
+    """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
+    reason, or priced from its trace."""
+    cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
+                  optimizer_state=state)
+    row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
+                           "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}", **cell.to_row()}
+    why = refusal(gpu, name) or state_refusal(gpu, name, state)
+    if why is not None:
+        return {**row, "status": "unsupported", "reason": why}
+    t0 = time.perf_counter()
+    try:
+        trace = trace_of(name, state)
+        cost = price(trace, gpu, tf32=get(name).tf32)
+        mem = memory(trace, gpu)
+    except AmpbenchError as e:
+        return {**row, "status": "error", "reason": str(e)}
+    peak = gpu.tflops.get(cost.math_mode) or gpu.tflops["fp32"]
+    return {**row, **dict(
+        status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,
+        predicted_speedup_vs_fp32=baselines["fp32"] / cost.step_s if "fp32" in baselines else None,
+        predicted_speedup_vs_tf32=baselines["tf32"] / cost.step_s if "tf32" in baselines else None,
+        predicted_peak_bytes=mem.peak, predicted_weights_bytes=mem.weights, predicted_grads_bytes=mem.gradients,
+        predicted_optimizer_bytes=mem.optimizer, predicted_activation_bytes=mem.activations,
+        predicted_workspace_bytes=mem.workspace + mem.temporary, predicted_max_batch=mem.max_batch,
+        predicted_mfu=cost.flops / cost.step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
+        predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
+        flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
+        optimizer=trace.optimizer, predicted_optimizer_states=trace.optimizer_states,
+        notes=[*cost.notes, *trace.notes], trace_s=time.perf_counter() - t0)}

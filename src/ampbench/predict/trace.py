@@ -11,7 +11,9 @@ gradients, optimizer state and master copies by their storage, activations as th
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping, sdpa_backward_flops, sdpa_forward_flops
+from ampbench.measure.memory import storage_tensors
 from ampbench.precision import MixedPrecision
+from ampbench.precision.optimizer_state import compile_as_no_op, is_torchao
+from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import FUSABLE
 from ampbench.predict.cuda_autocast import CudaAutocast
 from ampbench.workloads.base import Workload
@@ -227,6 +232,10 @@ class Trace:
     state_tensors: int = 0
     stepped_params: int = 0
     """Tensors the optimizer steps (the fp32 masters in master-* modes)."""
+    torchao: bool = False
+    """torchao's low-precision optimizer (an --optimizer-state): its update compiled into a kernel per parameter."""
+    optimizer_states: str | None = None
+    """What its moment tensors are stored as (:func:`ampbench.precision.optimizer_state.describe`)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -235,10 +244,13 @@ def _storage_key(t: torch.Tensor) -> int:
 
 
 def _storages_bytes(tensors: Any) -> tuple[int, set[int]]:
+    """Bytes of the storages behind ``tensors``, each once (a wrapper subclass -- torchao's quantized optimizer
+    states -- by its inner tensors: codes, scales, lookup tables)."""
     seen: dict[int, int] = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor):
-            seen.setdefault(_storage_key(t), t.untyped_storage().nbytes())
+    for outer in tensors:
+        if isinstance(outer, torch.Tensor):
+            for t in storage_tensors(outer):
+                seen.setdefault(_storage_key(t), t.untyped_storage().nbytes())
     return sum(seen.values()), set(seen)
 
 
@@ -262,9 +274,9 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = wl.make_optimizer(model.parameters())
-    fusable = type(optimizer) in FUSABLE and not optimizer.defaults.get("differentiable")
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=META, **(mp_options or {}))
-    model, optimizer = mp.setup(model, optimizer)
+    model, optimizer = mp.setup(model, optimizer)  # (an optimizer_state: torchao's optimizer in its place)
+    fusable = type(optimizer) in FUSABLE and not optimizer.defaults.get("differentiable")
     model.train()
     n = len(wl.train_data)
     batch = wl.train_data.select(torch.arange(batch_size) % n)
@@ -302,7 +314,7 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
 
     pre = optimizer.register_step_pre_hook(lambda *_: setattr(rec, "phase", "optimizer"))
     post = optimizer.register_step_post_hook(lambda *_: setattr(rec, "phase", "step"))
-    try:
+    with compile_as_no_op(), _closing(pre, post):  # (torchao compiles its update; traced op by op instead)
         step(False)  # the optimizer's state is created here
         weights, weight_keys = _storages_bytes(model.parameters())
         masters = mp.master_params()
@@ -313,13 +325,20 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
         state_keys |= weight_keys | master_keys | opt_keys | buffer_keys
         with rec:
             step(True)
-    finally:
-        pre.remove()
-        post.remove()
     temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "backward")), default=0)
     return Trace(rec.ops, batch_size, weights + buffers, grads_at_peak[0], opt_bytes, master_bytes, sum(saved.values()),
                  temporary, type(optimizer).__name__, fusable, len(state),
-                 sum(len(g["params"]) for g in optimizer.param_groups))
+                 sum(len(g["params"]) for g in optimizer.param_groups), torchao=is_torchao(optimizer),
+                 optimizer_states=describe_states(optimizer))
+
+
+@contextlib.contextmanager
+def _closing(*hooks: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
 
 
 class _nothing:

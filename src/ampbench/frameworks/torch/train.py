@@ -25,6 +25,7 @@ from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
 from ampbench.precision import Fp8Options, MixedPrecision, get
+from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizers import fused_where_supported
 from ampbench.workloads.base import Workload
 
@@ -62,9 +63,12 @@ class TrainConfig:
     """ddp | fsdp: train over the ranks of torch.distributed (initialised by the caller, e.g. under torchrun);
     batch_size is per rank, each rank takes its slice of every global batch."""
     grad_reduce_dtype: str | None = None
+    optimizer_state: str | None = None
+    """The optimizer's state precision (None: the optimizer as built; :mod:`ampbench.precision.optimizer_state`)."""
 
     def __post_init__(self) -> None:
         Execution(compile=self.compile)  # validates the value
+        check_optimizer_state(self.precision, self.optimizer_state)
 
         if check_strategy(self.strategy) is not None:
             layout(self.strategy, get(self.precision), check_reduce_dtype(self.grad_reduce_dtype))  # type: ignore[arg-type]
@@ -143,7 +147,8 @@ def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, mod
     if mp.strategy:
         assert config.checkpoint_dir is not None
         state = dcheckpoint.load(config.checkpoint_dir, model, optimizer, mp)
-        _check_resumable({**state, "model": 1, "optimizer": 1, "mp": 1}, config.checkpoint_dir, workload, mp.name)
+        _check_resumable({**state, "model": 1, "optimizer": 1, "mp": 1}, config.checkpoint_dir, workload, mp.name,
+                         mp.optimizer_state)
         torch.set_rng_state(state["rng"])
         start_epoch, history = int(state["epoch"]), list(state.get("history", []))
         if start_epoch >= epochs:
@@ -159,8 +164,11 @@ def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, mod
             # are copied onto their parameters' devices by their load_state_dict
             state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
         except Exception as e:
+            if "torchao" in str(e):  # (torchao's state classes load once torchao.optim is imported: --optimizer-state)
+                raise AmpbenchError(f"--resume: {ckpt_path} holds torchao's low-precision optimizer states (written "
+                                    "with --optimizer-state): resume with the same --optimizer-state") from None
             raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
-        _check_resumable(state, ckpt_path, workload, mp.name)
+        _check_resumable(state, ckpt_path, workload, mp.name, mp.optimizer_state)
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -181,7 +189,7 @@ def _save(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model
           optimizer: torch.optim.Optimizer, mp: MixedPrecision, epoch: int, history: list[dict[str, Any]]) -> None:
     """The checkpoint of an epoch (every rank's shards under a strategy, one file otherwise), if one is kept."""
     about = {"workload": workload.name, "precision": mp.name, "epoch": epoch, "preset": workload.preset,
-             "data": workload.description}
+             "data": workload.description, "optimizer_state": mp.optimizer_state}
     if config.checkpoint_dir is not None and mp.strategy:
         dcheckpoint.save(config.checkpoint_dir, model, optimizer, mp,
                          extra={**about, "rng": torch.get_rng_state(), "history": history})
@@ -208,7 +216,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     model = workload.model.to(device)
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
-                        strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype)
+                        strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype,
+                        optimizer_state=config.optimizer_state)
     model, optimizer = mp.setup(model, optimizer)
     world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
     workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
@@ -316,8 +325,8 @@ def _rate(samples: int, seconds: float, compile_samples: int, compile_s: float) 
     return samples / seconds if seconds > 0 else 0.0
 
 
-def _check_resumable(state: Any, path: Path, workload: Workload, precision: str) -> None:
-    """The checkpoint is ampbench's, of this workload, precision, preset and data."""
+def _check_resumable(state: Any, path: Path, workload: Workload, precision: str, optimizer_state: str | None) -> None:
+    """The checkpoint is ampbench's, of this workload, precision, preset, data and optimizer-state precision."""
     if not isinstance(state, dict) or not {"model", "optimizer", "mp", "rng", "epoch"} <= set(state):
         raise AmpbenchError(f"--resume: {path} is not an ampbench training checkpoint (written by ampbench train "
                             "--checkpoint DIR)")
@@ -327,3 +336,8 @@ def _check_resumable(state: Any, path: Path, workload: Workload, precision: str)
         if saved is not None and saved != value:
             hint = " (give the same --data-dir)" if key == "data" else ""
             raise AmpbenchError(f"--resume: {path} was written for {key} {saved!r}, this run is {value!r}{hint}")
+    saved_state = state.get("optimizer_state")  # (None: the optimizer as built, and every checkpoint before the key)
+    if saved_state != optimizer_state:
+        flag = f"--optimizer-state {saved_state}" if saved_state else "no --optimizer-state"
+        raise AmpbenchError(f"--resume: {path} was written with optimizer states {saved_state or 'as built'}, this run "
+                            f"asks for {optimizer_state or 'the optimizer as built'}: resume with {flag}")
