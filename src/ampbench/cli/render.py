@@ -186,3 +186,5 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
                    f"{escape(a.combination_evidence or '')}")
         if a.distributed is not None:
             yield f"{escape(wl)} ({escape(preset)}) distributed: {escape(a.distributed)}"
+        if a.optimizer_states is not None:
+            yield f"{escape(wl)} ({escape(preset)}) {escape(a.optimizer_states)}"

@@ -149,9 +149,11 @@ def strategy_label(row: dict[str, Any]) -> str:
 
 
 def display_name(row: dict[str, Any]) -> str:
-    """How reports name a row's cell: its precision, with the execution when not eager and the strategy when
-    distributed ("amp-bf16 · compile", "master-bf16 · fsdp x2")."""
+    """How reports name a row's cell: its precision, with the execution when not eager, the strategy when
+    distributed and the optimizer's state precision when not as built ("amp-bf16 · compile", "master-bf16 · fsdp x2",
+    "amp-bf16 · 8bit optimizer states")."""
     ex = Execution.of(row)
     parts = [str(row.get("precision"))] + ([] if ex.is_default else [ex.label]) + (
-        [strategy_label(row)] if row.get("strategy") else [])
+        [strategy_label(row)] if row.get("strategy") else []) + (
+        [f"{row['optimizer_state']} optimizer states"] if row.get("optimizer_state") else [])
     return " · ".join(parts)

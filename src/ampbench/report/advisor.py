@@ -39,6 +39,7 @@ from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination
+from ampbench.report.optimizer_states import state_advice
 from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory
 
@@ -71,6 +72,9 @@ class Advice:
     """Its speedup over fp32 eager, and what each change bought alone and on top of the other."""
     distributed: str | None = None
     """With distributed cells (--strategy): the fastest across ranks, its scaling, the least memory per rank."""
+    optimizer_states: str | None = None
+    """With --optimizer-state cells: the leanest state with a parity verdict, for memory only
+    (:mod:`ampbench.report.optimizer_states`); the mode is chosen among the optimizers as built."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -187,7 +191,10 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
     executions, the advice also names the fastest converging combination (:mod:`ampbench.report.combine`)."""
     summary = strategy_summary(rows)
     single = [r for r in rows if not r.get("strategy")]  # precisions and executions: compared on one process
-    a = _advise_execution(single or rows)
+    built = [r for r in single if not r.get("optimizer_state")]  # (a state row is not its mode: advised apart)
+    a = _advise_execution(built or single or rows)
+    a = replace(a, optimizer_states=state_advice([r for r in single if Execution.of(r).is_default] or single,
+                                                 a.recommended))
     return replace(a, distributed=summary) if summary else a
 
 

@@ -201,6 +201,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
         if dist:
             cols.append(Col("strategy", [Text(strategy_label(r) or "1 process") for r in group], "left"))
             cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
+        if any(r.get("optimizer_state") for r in group):  # (--optimizer-state: which optimizer each row stepped with)
+            cols.append(Col("optimizer states", [Text(r.get("optimizer_state") or "as built") for r in group], "left"))
         status = [r.get("status") or "?" for r in group]
         cols += [Col("status", [Text(st, style=STATUS_STYLE.get(st, "")) for st in status], "left"),
                  Col("batch", [_num(r.get("batch_size"), ",") for r in group]),

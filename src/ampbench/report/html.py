@@ -123,6 +123,8 @@ def _advice_html(a: Advice) -> str:
              if a.combination is not None else "")
     if a.distributed is not None:
         combo += f"<br><b>Distributed</b> — {e(a.distributed)}"
+    if a.optimizer_states is not None:
+        combo += f"<br><b>Optimizer states</b> — {e(a.optimizer_states)}"
     if a.recommended is None:
         return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}{combo}</div>'
     return (f'<div class="advice"><b>Use {e(a.recommended)}</b> <span class="sub">({e(a.label)})</span><br>'

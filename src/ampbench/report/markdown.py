@@ -43,6 +43,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             lines.append("")
         if a.distributed is not None:
             lines.append(f"**distributed**: {md_escape(a.distributed)}")
+        if a.optimizer_states is not None:
+            lines.append(f"**{md_escape(a.optimizer_states.split(':', 1)[0])}**:{md_escape(a.optimizer_states.split(':', 1)[1])}")
             lines.append("")
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         # "memory vs fp32" compares the column next to it: the allocator's peak on a GPU, the exact split
@@ -80,7 +82,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                 ex_cell += " 1 process |"
             eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
-            lines.append(f"| {md_escape(r['precision'])} | {framework_of(r)} |{ex_cell} {status} | "
+            state = f" · {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
+            lines.append(f"| {md_escape(r['precision'] + state)} | {framework_of(r)} |{ex_cell} {status} | "
                          f"{_f(r.get('samples_per_s'), ',.0f')} | "
                          f"{speedup} |{eager_cell} "
                          f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} | {mem} |{rss_cell} "

@@ -250,7 +250,7 @@ def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[
     mean_ref = statistics.fmean(ref)
     spread = statistics.stdev(ref) if len(ref) > 1 else 0.0
     tol = max(CONVERGE_SPREAD_FACTOR * spread, CONVERGE_REL_FLOOR * abs(mean_ref), 1e-6)
-    if row.get("precision") == BASELINE:
+    if row.get("precision") == BASELINE and not row.get("optimizer_state"):  # (fp32 with 8bit states: judged)
         return "baseline", tol
     return ("parity" if statistics.fmean(mine) <= mean_ref + tol else "worse"), tol
 
