@@ -18,6 +18,9 @@
 #   export  every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/
 #   fp8     (torchao wheel carried) BERT-large on the fp8 modes next to amp-bf16: throughput, memory,
 #           convergence; eager and torch.compile'd (torchao's fp8 is meant to be compiled)
+#   optim   (torchao wheel carried) optimizer-state precision, torchao's memory table on a model of ours:
+#           BERT-large in amp-bf16 and master-bf16 with Adam states as built, 8bit, 4bit, fp8 (memory, time,
+#           max batch in a 16 GiB budget); bert small pure-bf16 with and without stochastic rounding, converged beside fp32
 #   dist    DDP/FSDP2 sanity on one GPU (--nproc-per-node 1: the wrappers' and the engine's overhead,
 #           nccl), fsdp x1 fp8-tensorwise when torchao is carried, and, on a machine with 2+ GPUs,
 #           benchmarks/grad_reduce.py
@@ -43,7 +46,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="checks predict paper suite bench fp8 axes dist keras export compat"
+STAGES="checks predict paper suite bench fp8 optim axes dist keras export compat"
 DRY=""
 if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
 STAGE=${1:-}
@@ -182,6 +185,16 @@ case $1 in
     run_resumable fp8 --workloads bert --preset small -o size=large --precisions fp32,amp-bf16,fp8-tensorwise,fp8-rowwise,fp8-rowwise-gw-hp \
       --fp8-filter dims --measure throughput,memory,converge --seeds 2 --converge-steps 150 --compile off,on \
       --label "BERT-large seq 64, fp8 modes vs amp-bf16 (torchao), eager and compiled"
+    ;;
+  optim)
+    # torchao's README: ViT-H fine-tune 12.23 GB fused AdamW -> 8.33 GB 8-bit -> 7.72 GB 4-bit; here BERT-large
+    x $PY -c "from ampbench.precision.optimizer_state import missing as m; import sys; p = m(); print(p or 'torchao optimizers: ok'); sys.exit(2 if p else 0)" || return 2
+    run_resumable optim --workloads bert --preset small -o size=large --precisions amp-bf16,master-bf16 \
+      --optimizer-state 8bit,4bit,fp8 --measure throughput,memory,maxbatch --memory-budget 16GiB --repeats 2 \
+      --label "BERT-large: Adam states as built, 8bit, 4bit, fp8 (torchao's memory table on a model of ours; max batch in a 16 GiB budget)" || return $?
+    run_resumable optim-sr --workloads bert --preset small --precisions fp32,master-bf16,pure-bf16 --optimizer-state bf16-sr \
+      --measure throughput,memory,converge --seeds 2 --converge-steps 300 \
+      --label "bert small: pure-bf16 with and without stochastic rounding, converged beside fp32 and master-bf16"
     ;;
   axes)
     run_resumable axes-resnext --workloads resnext --preset small --precisions fp32,amp-bf16 --compile off,on \

@@ -121,6 +121,8 @@ def test_documented_command_runs_as_written(sandbox: Path, monkeypatch: pytest.M
     monkeypatch.syspath_prepend(str(sandbox))  # my_pkg.models: an importable module
     if "../shared/data/mnist" in command and not MNIST.is_dir():
         pytest.skip("needs ../shared/data/mnist (the real MNIST test set), absent beside this checkout")
+    if "--optimizer-state" in command:  # torchao's update op by op: compiled, it takes 10-30 s per shape on a CPU
+        monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
     for one in command.split("; "):
         args = _with_test_options(shlex.split(one)[1:], str(sandbox / "results.db"))
         code, out, err = cli(*args)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ampbench.predict.references import REFERENCES, predicted
-from ampbench.predict.trace import build_meta, trace_step
+from ampbench.predict.trace import trace_step
+from ampbench.workloads.factory import build_meta
 
 _cache: dict[str, dict[str, float]] = {}
 

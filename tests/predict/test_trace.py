@@ -14,8 +14,9 @@ from ampbench.data.tensors import TensorData
 from ampbench.measure.flops import count_flops
 from ampbench.measure.memory import saved_activations
 from ampbench.precision import MixedPrecision
-from ampbench.predict.trace import build_meta, effective_bytes, trace_step
+from ampbench.predict.trace import effective_bytes, trace_step
 from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
 
 
 class Attn(nn.Module):

@@ -21,8 +21,9 @@ from torch import nn
 from ampbench.data.tensors import TensorData
 from ampbench.measure.peaks import gpu_spec
 from ampbench.predict.cost import price
-from ampbench.predict.trace import build_meta, trace_step
+from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from ampbench.precision import get
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.cost import memory, price
-from ampbench.predict.trace import build_meta, trace_step
+from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
 
 
 def find_gpu(name: str | None, spec_file: Path | None) -> GpuSpec:

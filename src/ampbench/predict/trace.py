@@ -23,7 +23,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping, sdpa_backward_flops, sdpa_forward_flops
 from ampbench.measure.memory import storage_tensors
 from ampbench.precision import MixedPrecision
@@ -252,19 +251,6 @@ def _storages_bytes(tensors: Any) -> tuple[int, set[int]]:
             for t in storage_tensors(outer):
                 seen.setdefault(_storage_key(t), t.untyped_storage().nbytes())
     return sum(seen.values()), set(seen)
-
-
-def build_meta(workload_factory: Any) -> Workload:
-    """A workload built with its tensors on the meta device (``workload_factory()``: the usual builder): no memory,
-    no initialisation. A builder that reads values while it builds (synthetic data drawn token by token) cannot run
-    on meta: it is built on the CPU then (its model moved to meta when traced)."""
-    try:
-        with torch.device(META):
-            return workload_factory()
-    except (RuntimeError, NotImplementedError, AmpbenchError) as e:  # (a --model's check forward wraps the error)
-        if "meta" not in str(e):
-            raise
-    return workload_factory()
 
 
 def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = None,

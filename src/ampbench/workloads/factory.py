@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 # Registration order is the order `ampbench list` shows (each family module registers its workloads on import).
@@ -73,3 +74,16 @@ def build_target(workload: str | None, model: str | None, preset: str | None, da
                                     options=dict(data.options), **data.described())
     return create_workload(workload, preset or "small", data.data_dir, seed, data.val_fraction,  # type: ignore[arg-type]
                            data=DataSpec.of(**data.described()), **dict(data.options))
+
+
+def build_meta(workload_factory: Any) -> Workload:
+    """A workload built with its tensors on the meta device (``workload_factory()``: the usual builder): no memory,
+    no initialisation (``ampbench predict`` traces it; a run checks its optimizer on it). A builder that reads values
+    while it builds (synthetic data drawn token by token) cannot run on meta: it is built on the CPU then."""
+    try:
+        with torch.device("meta"):
+            return workload_factory()  # type: ignore[no-any-return]
+    except (RuntimeError, NotImplementedError, AmpbenchError) as e:  # (a --model's check forward wraps the error)
+        if "meta" not in str(e):
+            raise
+    return workload_factory()  # type: ignore[no-any-return]

@@ -48,6 +48,7 @@ from ampbench.precision.optimizers import implementation
 from ampbench.store.sqlite import utcnow
 from ampbench.workloads import build_target
 from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
 
 DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 
@@ -62,8 +63,12 @@ def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
 
 def validate_cell_inputs(spec: CellSpec) -> None:
     """Build the cell's workload (data read and checked, a --model's forward on 2 samples) and check that
-    its execution applies to it: an AmpbenchError says what is wrong."""
-    check_execution(spec, build_workload(spec))
+    its execution applies to it: an AmpbenchError says what is wrong. A registered workload on synthetic data, eager
+    and contiguous, has only its optimizer to check (an --optimizer-state): built on meta (no memory, no init)."""
+    d = spec.data
+    plain = (spec.model is None and ":" not in (spec.workload or "") and d.data_dir is None and d.val_fraction is None
+             and spec.execution.memory_format == "contiguous")
+    check_execution(spec, build_meta(lambda: build_workload(spec)) if plain else build_workload(spec))
 
 
 def validate(spec: CellSpec) -> dict[str, Any]:
