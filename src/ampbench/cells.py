@@ -258,6 +258,15 @@ class CellSpec:
     def label(self) -> str:
         return self.workload if self.workload is not None else f"user:{self.model}"
 
+    @property
+    def inputs_need_a_build(self) -> bool:
+        """Its inputs can be wrong in ways only building the workload for real shows: a user model, real data
+        (missing, corrupt, a --val-fraction it cannot take), an adapter (its extra missing), channels-last (the model
+        must take 4-D inputs). A registered workload on synthetic data cannot be."""
+        d = self.data
+        return (self.model is not None or d.data_dir is not None or d.val_fraction is not None
+                or ":" in (self.workload or "") or self.execution.memory_format != "contiguous")
+
     def measuring(self, measures: tuple[str, ...], batch_size: int | None = None) -> CellSpec:
         """The same cell measuring only ``measures`` (at ``batch_size`` when given: a max-batch search's throughput)."""
         return replace(self, measure=replace(self.measure, measures=measures),

@@ -48,7 +48,7 @@ from ampbench.precision import get, is_fp8, list_precisions, resolve, supported
 from ampbench.precision.fp8 import check_applies
 from ampbench.precision.optimizer_state import check_name as check_state
 from ampbench.precision.optimizer_state import effective as effective_state
-from ampbench.precision.optimizer_state import missing as optimizer_state_missing
+from ampbench.precision.optimizer_state import missing_for as optimizer_state_missing
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.workloads import get_spec
@@ -246,10 +246,9 @@ class RunConfig:
                 why = state_refusal(self.axes.precisions[-1], state, self.device)
                 raise AmpbenchError(f"--optimizer-state {state} applies to none of --precisions "
                                     f"{','.join(self.axes.precisions)}: {why}")
-        if any(s is not None for p in self.axes.precisions for s in self.states_of(p)):
-            problem = optimizer_state_missing()
-            if problem:
-                raise AmpbenchError(f"--optimizer-state {','.join(self.given_states)}: {problem}")
+        problem = optimizer_state_missing(self.axes.precisions, self.given_states)
+        if problem:
+            raise AmpbenchError(f"--optimizer-state {','.join(self.given_states)}: {problem}")
 
     @property
     def given_states(self) -> tuple[str, ...]:

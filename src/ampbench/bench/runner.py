@@ -85,14 +85,10 @@ def strategy_problem(spec: CellSpec) -> str | None:
 
 
 def needs_validation(spec: CellSpec) -> bool:
-    """Cells whose inputs can be wrong in ways only building them shows: a user model, real data (missing,
-    corrupt, a --val-fraction it cannot take), an adapter (its extra missing). Registered workloads on
-    synthetic data cannot be. Cells in channels-last: the model must take 4-D inputs. Cells with an optimizer state
-    precision: the workload's optimizer must be an Adam or AdamW."""
-    return (spec.model is not None or frameworks.of_cell(spec).own_process or spec.data.data_dir is not None
-            or spec.data.val_fraction is not None
-            or ":" in (spec.workload or "") or spec.execution.memory_format != "contiguous"
-            or spec.optimizer_state is not None)
+    """Cells whose inputs must be checked before the run: those only a real build checks
+    (:attr:`CellSpec.inputs_need_a_build`), a framework's own process (its backend installed), and an optimizer state
+    precision (the workload's optimizer must be an Adam or AdamW: checked on a meta build)."""
+    return spec.inputs_need_a_build or frameworks.of_cell(spec).own_process or spec.optimizer_state is not None
 
 
 def validate_inputs(config: RunConfig) -> list[str]:

@@ -94,8 +94,9 @@ def _optimizer_states(text: str | None, precisions: list[str]) -> tuple[str | No
     from ampbench.precision import optimizer_state  # lazy: torch
 
     given = tuple(dict.fromkeys(optimizer_state.check_name(s) for s in parse_list(text, "optimizer-state")))
-    if any(optimizer_state.effective(p, s) is not None for p in precisions for s in given) and optimizer_state.missing():
-        raise AmpbenchError(f"--optimizer-state {text}: {optimizer_state.missing()}")
+    problem = optimizer_state.missing_for(precisions, given)
+    if problem:
+        raise AmpbenchError(f"--optimizer-state {text}: {problem}")
     return (None, *given)
 
 

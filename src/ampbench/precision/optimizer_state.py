@@ -31,7 +31,7 @@ import contextlib
 import functools
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -100,9 +100,7 @@ def check(precision: str, state: str | None, flag: str = "--optimizer-state") ->
     it is not the mode's own; one line otherwise, before any data is built."""
     if state is None:
         return
-    why = refusal(precision, check_name(state, flag))
-    if why is None and effective(precision, state) is not None:
-        why = missing()
+    why = refusal(precision, check_name(state, flag)) or missing_for([precision], [state])
     if why:
         raise AmpbenchError(f"{flag} {state}: {why}")
 
@@ -110,6 +108,15 @@ def check(precision: str, state: str | None, flag: str = "--optimizer-state") ->
 def missing() -> str | None:
     """Why torchao's low-precision optimizers cannot be used here (None when they can)."""
     return torchao_problem("low-precision optimizers", INSTALL)
+
+
+def missing_for(precisions: Iterable[str], states: Iterable[str | None]) -> str | None:
+    """:func:`missing` when one of ``states`` is not the own state of one of ``precisions`` (torchao would build it),
+    else None: a run, a prediction or a training asking only for states its modes have needs no torchao."""
+    states = list(states)
+    if any(effective(p, s) is not None for p in precisions for s in states):
+        return missing()
+    return None
 
 
 def convert(optimizer: torch.optim.Optimizer, state: str) -> torch.optim.Optimizer:
@@ -120,8 +127,8 @@ def convert(optimizer: torch.optim.Optimizer, state: str) -> torch.optim.Optimiz
     optim = import_torchao("torchao.optim", "low-precision optimizers", INSTALL)
     adamw = isinstance(optimizer, torch.optim.AdamW) or bool(optimizer.defaults.get("decoupled_weight_decay"))
     keys = ("lr", "betas", "eps", "weight_decay", "amsgrad")
-    groups = [{"params": g["params"], **{k: _plain(g[k]) for k in keys if k in g}} for g in optimizer.param_groups]
-    d = {k: _plain(optimizer.defaults[k]) for k in keys}
+    groups = [{"params": g["params"], **{k: _number(g[k]) for k in keys if k in g}} for g in optimizer.param_groups]
+    d = {k: _number(optimizer.defaults[k]) for k in keys}
     if state == "bf16-sr":  # (torchao's unquantized base: block size inf keeps every state plain, in bf16 here)
         from torchao.optim.adam import _AdamBase  # lazy: torchao (imported quietly above)
 
@@ -194,12 +201,12 @@ def check_optimizer(optimizer: torch.optim.Optimizer, state: str) -> None:
                                 f"without it or leave --optimizer-state out")
 
 
-def _plain(v: Any) -> Any:
+def _number(v: Any) -> Any:
     """A hyper-parameter as torchao takes it (a tensor lr or beta as its float)."""
     if isinstance(v, torch.Tensor):
         return float(v)
     if isinstance(v, tuple):
-        return tuple(_plain(x) for x in v)
+        return tuple(_number(x) for x in v)
     return v
 
 

@@ -25,7 +25,7 @@ def state_advice(rows: list[dict[str, Any]], recommended: str | None) -> str | N
     states = [r for r in rows if r.get("optimizer_state") and r.get("status") == "ok"]
     if not states:
         return None
-    own = {(r["precision"]): r for r in rows if not r.get("optimizer_state") and r.get("status") == "ok"}
+    own = {r["precision"]: r for r in rows if not r.get("optimizer_state") and r.get("status") == "ok"}
     pairs = [(r, own[r["precision"]]) for r in states if r["precision"] in own]
     if not pairs:
         return "optimizer states: no row of the same mode with its optimizer as built to compare with"

@@ -63,12 +63,9 @@ def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
 
 def validate_cell_inputs(spec: CellSpec) -> None:
     """Build the cell's workload (data read and checked, a --model's forward on 2 samples) and check that
-    its execution applies to it: an AmpbenchError says what is wrong. A registered workload on synthetic data, eager
-    and contiguous, has only its optimizer to check (an --optimizer-state): built on meta (no memory, no init)."""
-    d = spec.data
-    plain = (spec.model is None and ":" not in (spec.workload or "") and d.data_dir is None and d.val_fraction is None
-             and spec.execution.memory_format == "contiguous")
-    check_execution(spec, build_meta(lambda: build_workload(spec)) if plain else build_workload(spec))
+    its execution applies to it: an AmpbenchError says what is wrong. A cell whose inputs need no real build has only
+    its optimizer to check (an --optimizer-state): built on meta (no memory, no init)."""
+    check_execution(spec, build_workload(spec) if spec.inputs_need_a_build else build_meta(lambda: build_workload(spec)))
 
 
 def validate(spec: CellSpec) -> dict[str, Any]:
