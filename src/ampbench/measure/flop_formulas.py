@@ -76,7 +76,7 @@ def sdpa_backward_flops(grad_out: Any, query: Any, key: Any, value: Any, *args: 
     return 2 * 2 * (qk + pv)
 
 
-def _rnn_layer_flops(w_ih: torch.Tensor, w_hh: torch.Tensor, w_hr: torch.Tensor | None, tokens: int, batch: int,
+def rnn_layer_flops(w_ih: torch.Tensor, w_hh: torch.Tensor, w_hr: torch.Tensor | None, tokens: int, batch: int,
                      backward: bool, input_grad: bool, hx_grad: bool) -> int:
     """One layer and direction over ``tokens`` = steps x batch: the input matmul (gates x input), the
     recurrent matmul (gates x hidden) and LSTM's projection. Backward: the weight gradients (the forward's
@@ -101,7 +101,7 @@ def _tokens(x: torch.Tensor) -> int:
 def mkldnn_rnn_layer_flops(input: torch.Tensor, weight0: torch.Tensor, weight1: torch.Tensor, *args: Any,
                            out_val: Any = None, **kwargs: Any) -> int:
     """oneDNN's LSTM/GRU/RNN, one layer and direction per call; input (steps, batch, features)."""
-    return _rnn_layer_flops(weight0, weight1, None, _tokens(input), input.shape[1], False, False, False)
+    return rnn_layer_flops(weight0, weight1, None, _tokens(input), input.shape[1], False, False, False)
 
 
 @_raw
@@ -110,7 +110,7 @@ def mkldnn_rnn_layer_backward_flops(input: torch.Tensor, weight1: torch.Tensor, 
                                     out_val: Any = None, **kwargs: Any) -> int:
     # The kernel computes every gradient; the model needs the input's and the initial state's only where they
     # require one (visible here: dispatch sees the tensors autograd saved, their requires_grad intact).
-    return _rnn_layer_flops(weight1, weight2, None, _tokens(input), input.shape[1], True, input.requires_grad,
+    return rnn_layer_flops(weight1, weight2, None, _tokens(input), input.shape[1], True, input.requires_grad,
                             hx_.requires_grad)
 
 
@@ -135,7 +135,7 @@ def cudnn_rnn_flops(input: torch.Tensor, weight: Sequence[torch.Tensor], weight_
                     batch_first: bool, dropout: float, train: bool, bidirectional: bool, batch_sizes: Sequence[int],
                     *args: Any, out_val: Any = None, **kwargs: Any) -> int:
     tokens, batch = _tokens(input), _cudnn_batch(input, batch_first, batch_sizes)
-    return sum(_rnn_layer_flops(ih, hh, hr, tokens, batch, False, False, False)
+    return sum(rnn_layer_flops(ih, hh, hr, tokens, batch, False, False, False)
                for ih, hh, hr in _cudnn_layers(weight, weight_stride0))
 
 
@@ -152,7 +152,7 @@ def cudnn_rnn_backward_flops(input: torch.Tensor, weight: Sequence[torch.Tensor]
     total = 0
     for i, (ih, hh, hr) in enumerate(_cudnn_layers(weight, weight_stride0)):
         first = i < directions
-        total += _rnn_layer_flops(ih, hh, hr, tokens, batch, True, bool(output_mask[0]) or not first,
+        total += rnn_layer_flops(ih, hh, hr, tokens, batch, True, bool(output_mask[0]) or not first,
                                   bool(output_mask[1]))
     return total
 

@@ -9,7 +9,7 @@ model's fp32 weights: growth = weights + everything training adds (data tensors 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -96,14 +96,22 @@ def storage_tensors(t: torch.Tensor) -> list[torch.Tensor]:
     return [t]
 
 
-def _bytes(tensors: Iterator[torch.Tensor]) -> int:
+def storage_key(t: torch.Tensor) -> int:
+    """Which storage ``t`` lives on: its address; on the meta device (``ampbench predict``'s traced step), where
+    storages have no address, the storage object's identity (views and tied weights share it there too)."""
+    st = t.untyped_storage()
+    return int(st._cdata) if t.device.type == "meta" else int(st.data_ptr())
+
+
+def tensor_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
+    """Bytes of the storages behind ``tensors``, each once (a wrapper subclass by its inner tensors)."""
     seen: set[int] = set()
     total = 0
     for outer in tensors:
-        if outer is None or not isinstance(outer, torch.Tensor) or outer.device.type == "meta":
+        if outer is None or not isinstance(outer, torch.Tensor):
             continue
         for t in storage_tensors(outer):
-            key = t.untyped_storage().data_ptr() if t.numel() else id(t)
+            key = storage_key(t) if t.numel() or t.device.type == "meta" else id(t)
             if key in seen:
                 continue
             seen.add(key)
@@ -135,7 +143,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_param
     """
     model_ids = {id(p) for p in model.parameters()}
     weights = module_bytes(model)
-    grads = _bytes(p.grad for p in model.parameters() if p.grad is not None) if grad_buckets is None else grad_buckets
+    grads = tensor_bytes(p.grad for p in model.parameters() if p.grad is not None) if grad_buckets is None else grad_buckets
     opt_tensors: list[torch.Tensor] = []
     for state in optimizer.state.values():
         opt_tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor))  # step counters too: bytes are bytes
@@ -144,11 +152,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, master_param
             opt_tensors.append(p)
             if p.grad is not None:
                 opt_tensors.append(p.grad)
-    return StateBytes(weights, grads, _bytes(iter(opt_tensors)))
-
-
-def _storage_key(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+    return StateBytes(weights, grads, tensor_bytes(iter(opt_tensors)))
 
 
 def state_storages(model: nn.Module | None) -> set[int]:
@@ -158,11 +162,11 @@ def state_storages(model: nn.Module | None) -> set[int]:
         return set()
     out = set()
     for t in [*model.parameters(), *model.buffers()]:
-        if t is None or t.device.type == "meta":
+        if t is None:
             continue
         for x in storage_tensors(t):
             if x.numel():
-                out.add(_storage_key(x))
+                out.add(storage_key(x))
     return out
 
 
@@ -172,7 +176,7 @@ def _is_state(t: torch.Tensor, state: set[int]) -> bool:
     weights, all-gathered in the forward and registered on the module for it)."""
     if isinstance(t, nn.Parameter) or isinstance(getattr(t, "_base", None), nn.Parameter):
         return True
-    return any(x.numel() and _storage_key(x) in state for x in storage_tensors(t))
+    return any(x.numel() and storage_key(x) in state for x in storage_tensors(t))
 
 
 @contextmanager
@@ -193,10 +197,9 @@ def saved_activations(model: nn.Module | None = None) -> Iterator[list[int]]:
     result = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        if t.device.type != "meta" and not _is_state(t, state):
+        if not _is_state(t, state):
             for x in storage_tensors(t):
-                st = x.untyped_storage()
-                seen.setdefault(st.data_ptr(), st.nbytes())
+                seen.setdefault(storage_key(x), x.untyped_storage().nbytes())
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -228,4 +231,4 @@ def model_sizes(model: nn.Module) -> dict[str, int]:
 
 def module_bytes(model: nn.Module) -> int:
     """Bytes of a module's parameters and buffers (unique storages)."""
-    return _bytes(iter([*model.parameters(), *model.buffers()]))
+    return tensor_bytes(iter([*model.parameters(), *model.buffers()]))

@@ -37,12 +37,6 @@ TORCHAO_STEP_US = 20.0
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
 FOREACH_TENSORS = 48
 """Tensors one multi-tensor-apply launch covers (torch's ``_foreach_*`` kernels; fused Adam takes 36 of 4 lists)."""
-WORKSPACE_BYTES = 32 * 2**20
-"""cuBLAS workspace PyTorch keeps per stream (Hopper: 32 MiB), held beside the tensors."""
-CONTEXT_BYTES = 512 * 2**20
-"""CUDA context, cuBLAS and cuDNN handles: GPU memory the allocator cannot use."""
-ALLOCATOR_MARGIN = 0.90
-"""Share of the rest the caching allocator can fill before fragmentation fails an allocation."""
 
 MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward",
               "aten._cudnn_rnn", "aten._cudnn_rnn_backward", "aten.mkldnn_rnn_layer", "aten.mkldnn_rnn_layer_backward"}
@@ -130,18 +124,18 @@ def _math(op: Op, precision_tf32: bool) -> str:
     return "tf32" if precision_tf32 else "fp32"
 
 
-def _fused_optimizer(trace: Trace, stepped_bytes: int) -> Op:
+def _fused_optimizer(trace: Trace) -> Op:
     """The optimizer's update as the engine runs it on CUDA (torch's fused kernel): each parameter, its gradient and
     its state read once, the parameter and the state written once."""
-    return Op("aten._fused_optimizer", "optimizer", 0, 2 * stepped_bytes + trace.optimizer_bytes,
-              stepped_bytes + trace.optimizer_bytes, "fp32", max(1, trace.stepped_params))
+    return Op("aten._fused_optimizer", "optimizer", 0, 2 * trace.stepped_bytes + trace.state_bytes,
+              trace.stepped_bytes + trace.state_bytes, "fp32", max(1, trace.stepped_params))
 
 
-def _torchao_optimizer(trace: Trace, stepped_bytes: int) -> Op:
+def _torchao_optimizer(trace: Trace) -> Op:
     """torchao's update as it runs on CUDA: compiled (fullgraph) into one kernel per parameter, which reads the
     parameter, its gradient and its (quantized) states once and writes the parameter and the states."""
-    return Op("torchao.single_param_adam", "optimizer", 0, 2 * stepped_bytes + trace.optimizer_bytes,
-              stepped_bytes + trace.optimizer_bytes, "fp32", max(1, trace.stepped_params))
+    return Op("torchao.single_param_adam", "optimizer", 0, 2 * trace.stepped_bytes + trace.state_bytes,
+              trace.stepped_bytes + trace.state_bytes, "fp32", max(1, trace.stepped_params))
 
 
 def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
@@ -149,11 +143,10 @@ def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
     peaks = gpu.tflops
     ops = list(trace.ops)
     notes: list[str] = []
-    stepped = trace.master_bytes or trace.weights_bytes
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
-        ops = [o for o in ops if o.phase != "optimizer"] + [_fused_optimizer(trace, stepped)]
+        ops = [o for o in ops if o.phase != "optimizer"] + [_fused_optimizer(trace)]
     elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter
-        ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace, stepped)]
+        ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace)]
     costs: list[OpCost] = []
     for op in ops:
         cls = op_class(op)
@@ -193,28 +186,3 @@ def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
     math_mode = next(iter(half)) if half else ("tf32" if tf32 else "fp32")
     return StepCost(step_s, gpu_s, host_s, sum(o.flops for o in ops), math_mode, time_split, op_split, len(costs),
                     sum(c.launches for c in costs), notes)
-
-
-@dataclass(frozen=True)
-class MemoryCost:
-    weights: int
-    gradients: int
-    optimizer: int
-    """The optimizer's state plus the fp32 master copies of master-* modes."""
-    activations: int
-    temporary: int
-    workspace: int
-    peak: int
-    max_batch: int | None
-    """The largest batch whose peak fits the GPU's memory (activations and temporaries grow with the batch)."""
-
-
-def memory(trace: Trace, gpu: GpuSpec) -> MemoryCost:
-    fixed = trace.weights_bytes + trace.grads_bytes + trace.optimizer_bytes + trace.master_bytes + WORKSPACE_BYTES
-    per_batch = trace.activation_bytes + trace.largest_temporary_bytes
-    peak = fixed + per_batch
-    usable = (gpu.memory_gib * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN
-    per_sample = per_batch / trace.batch_size
-    max_batch = int((usable - fixed) // per_sample) if per_sample > 0 and usable > fixed else (0 if usable <= fixed else None)
-    return MemoryCost(trace.weights_bytes, trace.grads_bytes, trace.optimizer_bytes + trace.master_bytes,
-                      trace.activation_bytes, trace.largest_temporary_bytes, WORKSPACE_BYTES, peak, max_batch)

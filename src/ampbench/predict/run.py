@@ -25,8 +25,9 @@ from ampbench.measure.peaks import GPU_SPECS, GpuSpec, gpu_spec
 from ampbench.precision import get
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
-from ampbench.predict.cost import memory, price
-from ampbench.predict.trace import trace_step
+from ampbench.predict.cost import price
+from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
+from ampbench.predict.trace import UntraceableModel, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
@@ -146,15 +147,23 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         except Exception:  # (a model holding something deepcopy refuses: a handle, a generator)
             return build_meta(build)
 
-    def trace_of(precision: str, state: str | None = None) -> Any:
+    def trace_of(precision: str, state: str | None = None, at: int | None = None) -> Any:
+        """The traced step of ``precision`` (and optimizer state) at ``batch`` (or ``at``), traced once."""
         engine = "fp32" if get(precision).name == "tf32" else get(precision).name
-        if (engine, state) not in traces:
+        size = at or batch
+        if (engine, state, size) not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
                 warnings.simplefilter("always")
-                traces[engine, state] = trace_step(fresh(), engine, batch, channels_last=channels_last,
-                                                   mp_options={"optimizer_state": state} if state else None)
-            traces[engine, state].notes.extend(dict.fromkeys(str(w.message) for w in caught))
-        return traces[engine, state]
+                traces[engine, state, size] = trace_step(fresh(), engine, size, channels_last=channels_last,
+                                                         mp_options={"optimizer_state": state} if state else None)
+            traces[engine, state, size].notes.extend(dict.fromkeys(str(w.message) for w in caught))
+        return traces[engine, state, size]
+
+    def memory_of(precision: str, state: str | None = None) -> MemoryModel:
+        """Its memory from two traces: at the batch (at least :data:`MIN_TRACED_BATCH`) and at twice it (what grows
+        with the batch, and what does not)."""
+        small = max(batch, MIN_TRACED_BATCH)
+        return MemoryModel(trace_of(precision, state, small), trace_of(precision, state, 2 * small))
 
     for base in ("fp32", "tf32"):
         if refusal(gpu, base) is None:
@@ -167,38 +176,50 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
             if state not in seen:
                 seen.add(state)
                 rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu, baselines,
-                                         trace_of))
+                                         trace_of, memory_of))
     return rows
 
 
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
-                 gpu: GpuSpec, baselines: dict[str, float], trace_of: Callable[..., Any]) -> dict[str, Any]:
+                 gpu: GpuSpec, baselines: dict[str, float], trace_of: Callable[..., Any],
+                 memory_of: Callable[..., MemoryModel]) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
-    reason, or priced from its trace."""
+    reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
                   optimizer_state=state)
     row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
                            "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}", **cell.to_row()}
     why = refusal(gpu, name) or state_refusal(gpu, name, state)
     if why is not None:
-        return {**row, "status": "unsupported", "reason": why}
+        return {**row, "status": "unsupported", "reason": why, "trace_s": 0.0}
     t0 = time.perf_counter()
     try:
         trace = trace_of(name, state)
+        model = memory_of(name, state)
+        mem = model.cost(gpu, batch)
         cost = price(trace, gpu, tf32=get(name).tf32)
-        mem = memory(trace, gpu)
+    except UntraceableModel:
+        raise
     except AmpbenchError as e:
-        return {**row, "status": "error", "reason": str(e)}
+        return {**row, "status": "error", "reason": str(e), "trace_s": time.perf_counter() - t0}
+    traced_s = sum({id(t): t.seconds for t in (trace, model.trace, model.large)}.values())  # (the traces it was priced from)
+    memory_keys = dict(
+        predicted_peak_bytes=mem.peak, predicted_weights_bytes=mem.weights, predicted_grads_bytes=mem.gradients,
+        predicted_optimizer_bytes=mem.optimizer, predicted_activation_bytes=mem.activations,
+        predicted_temporary_bytes=mem.temporary, predicted_workspace_bytes=mem.workspace,
+        predicted_context_bytes=mem.context, predicted_usable_bytes=mem.usable, predicted_max_batch=mem.max_batch,
+        optimizer=trace.optimizer, predicted_optimizer_states=trace.optimizer_states)
+    if not mem.fits:
+        fits = "no batch fits" if not mem.max_batch else f"the largest batch that fits: {mem.max_batch:,}"
+        return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
+                "reason": f"predicted peak {mem.peak / 2**30:,.1f} GiB exceeds the {mem.usable / 2**30:,.1f} GiB the "
+                          f"allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.tflops.get(cost.math_mode) or gpu.tflops["fp32"]
-    return {**row, **dict(
+    return {**row, **memory_keys, **dict(
         status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,
         predicted_speedup_vs_fp32=baselines["fp32"] / cost.step_s if "fp32" in baselines else None,
         predicted_speedup_vs_tf32=baselines["tf32"] / cost.step_s if "tf32" in baselines else None,
-        predicted_peak_bytes=mem.peak, predicted_weights_bytes=mem.weights, predicted_grads_bytes=mem.gradients,
-        predicted_optimizer_bytes=mem.optimizer, predicted_activation_bytes=mem.activations,
-        predicted_workspace_bytes=mem.workspace + mem.temporary, predicted_max_batch=mem.max_batch,
         predicted_mfu=cost.flops / cost.step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
         predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
-        optimizer=trace.optimizer, predicted_optimizer_states=trace.optimizer_states,
-        notes=[*cost.notes, *trace.notes], trace_s=time.perf_counter() - t0)}
+        notes=[*cost.notes, *trace.notes], trace_s=traced_s)}

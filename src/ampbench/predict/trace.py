@@ -13,128 +13,62 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from ampbench.measure.flop_formulas import custom_mapping, sdpa_backward_flops, sdpa_forward_flops
-from ampbench.measure.memory import storage_tensors
+from ampbench.errors import AmpbenchError
+from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa_backward_flops, sdpa_forward_flops
+from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
 from ampbench.precision import MixedPrecision
 from ampbench.precision.optimizer_state import compile_as_no_op, is_torchao
 from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import FUSABLE
-from ampbench.predict.cuda_autocast import CudaAutocast
+from ampbench.predict.cuda_dispatch import (
+    CUDA_RULES,
+    FUSED_ATTENTION,
+    FUSED_ATTENTION_BACKWARD,
+    RNN_LAYER,
+    RNN_LAYER_BACKWARD,
+    AutocastRules,
+    CudaDispatch,
+)
 from ampbench.workloads.base import Workload
 
 META = torch.device("meta")
-
-# ---- attention as one fused op (what CUDA's SDPA kernels are) ----------------------------------------------------
-_LIB = torch.library.Library("ampbench_predict", "DEF")
-_LIB.define("fused_attention(Tensor q, Tensor k, Tensor v) -> Tensor")
-_LIB.define("fused_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out) -> (Tensor, Tensor, Tensor)")
-
-
-def _fwd_meta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return q.new_empty((*q.shape[:-1], v.shape[-1]))
-
-
-def _bwd_meta(grad: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-
-
-_LIB.define("fused_dropout(Tensor x, float p) -> (Tensor, Tensor)")
-_LIB.define("fused_dropout_backward(Tensor grad, Tensor mask, float scale) -> Tensor")
-
-
-def _dropout_meta(x: torch.Tensor, p: float) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.empty_like(x), torch.empty_like(x, dtype=torch.bool)
-
-
-def _dropout_bwd_meta(grad: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    return torch.empty_like(grad)
-
-
-_LIB.impl("fused_dropout", _dropout_meta, "Meta")
-_LIB.impl("fused_dropout_backward", _dropout_bwd_meta, "Meta")
-_LIB.impl("fused_attention", _fwd_meta, "Meta")
-_LIB.impl("fused_attention_backward", _bwd_meta, "Meta")
-FUSED_ATTENTION = torch.ops.ampbench_predict.fused_attention.default
-FUSED_ATTENTION_BACKWARD = torch.ops.ampbench_predict.fused_attention_backward.default
-
-
-class _Attention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        out = FUSED_ATTENTION(q, k, v)
-        ctx.save_for_backward(q, k, v, out)
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
-        q, k, v, out = ctx.saved_tensors
-        return FUSED_ATTENTION_BACKWARD(grad, q, k, v, out)
-
-
-class _Dropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, p: float) -> torch.Tensor:  # type: ignore[override]
-        out, mask = torch.ops.ampbench_predict.fused_dropout.default(x, p)
-        ctx.save_for_backward(mask)
-        ctx.scale = 1.0 / (1.0 - p)
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        (mask,) = ctx.saved_tensors
-        return torch.ops.ampbench_predict.fused_dropout_backward.default(grad, mask, ctx.scale), None
-
-
-class _CudaKernels(TorchFunctionMode):
-    """What CUDA runs as one kernel and the meta device decomposes: ``F.scaled_dot_product_attention`` (flash or
-    memory-efficient attention) and dropout in training (``native_dropout``: the output and a bool mask in one pass;
-    the meta device draws a mask, scales and multiplies in three)."""
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        name = getattr(func, "__name__", "")
-        kwargs = kwargs or {}
-        if name == "dropout":
-            p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
-            training = kwargs.get("training", args[2] if len(args) > 2 else True)
-            if training and 0 < p < 1 and not kwargs.get("inplace", False):
-                return _Dropout.apply(args[0], float(p))
-        if name == "scaled_dot_product_attention":
-            q, k, v = args[:3]
-            k = k.expand(*q.shape[:-2], *k.shape[-2:]) if k.dim() == q.dim() and k.shape[:-2] != q.shape[:-2] else k
-            v = v.expand(*q.shape[:-2], *v.shape[-2:]) if v.dim() == q.dim() and v.shape[:-2] != q.shape[:-2] else v
-            return _Attention.apply(q, k, v)
-        return func(*args, **kwargs)
-
 
 # ---- the recorded ops --------------------------------------------------------------------------------------------
 @dataclass
 class Op:
     name: str
-    """aten op (``aten.mm``) or ``ampbench_predict.fused_attention``."""
+    """aten op (``aten.mm``) or one of ours (``ampbench_predict.fused_attention``, ``ampbench_predict.rnn_layer``)."""
     phase: str
-    """forward, backward, optimizer or step (the engine's scaling and casts around the optimizer)."""
+    """forward, loss, backward, optimizer or step (the engine's scaling and casts around the optimizer)."""
     flops: int
     bytes_read: int
     bytes_written: int
     dtype: str
     """The dtype the op computes in (its first floating input's; fp32 when none)."""
     tensors: int = 1
-    """Tensors a multi-tensor (``_foreach_*``, fused optimizer) op covers: launches are counted from it."""
+    """Tensors a multi-tensor (``_foreach_*``, fused optimizer) op covers, directions of a fused RNN layer: launches
+    are counted from it."""
     gemm: tuple[int, int, int] | None = None
     """(M, N, K) of a matmul or a convolution's implicit GEMM."""
     nchw: bool = False
     """A 2-D convolution on NCHW tensors (cuDNN's Tensor Core kernels are NHWC: it converts them)."""
+    conv: tuple[int, ...] | None = None
+    """A convolution's (kernel h, kernel w, stride h, stride w, groups, C_in, C_out): what picks cuDNN's algorithm."""
+    causal: bool = False
+    """Fused attention with a causal mask (the kernels skip the masked half of the scores)."""
+    steps: int = 0
+    """A fused RNN layer's time steps (each a recurrent GEMM after the previous one)."""
 
 
 ZERO_COST = {"detach", "alias", "_local_scalar_dense", "empty", "empty_like", "new_empty", "new_empty_strided",
@@ -173,6 +107,33 @@ def _gemm_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int, i
     return None
 
 
+def _conv_shape(name: str, args: tuple[Any, ...]) -> tuple[int, ...] | None:
+    if name not in ("convolution", "convolution_backward"):
+        return None
+    x, w = (args[0], args[1]) if name == "convolution" else (args[1], args[2])
+    stride, groups = (args[3], args[8]) if name == "convolution" else (args[4], args[9])
+    if w.dim() != 4:
+        return None
+    return (w.shape[2], w.shape[3], stride[0], stride[-1], groups, x.shape[1], w.shape[0])
+
+
+def _rnn_flops(args: tuple[Any, ...], backward: bool) -> int:
+    """A fused RNN layer (all its directions): the input, recurrent and projection matmuls per step; backward their
+    weight gradients, the input's gradient where the layer's input needs one, the recurrent gradient of every step
+    (the initial state is traced as a leaf that needs none)."""
+    x, weights, directions = (args[0], args[3], args[5]) if not backward else (args[1], args[4], args[8])
+    per = len(weights) // directions
+    tokens, batch = x.shape[0] * x.shape[1], x.shape[1]
+    total = 0
+    for d in range(directions):
+        w = weights[d * per:(d + 1) * per]
+        mats = [t for t in w if t.dim() == 2]
+        proj = mats[2] if len(mats) > 2 else None
+        total += rnn_layer_flops(mats[0], mats[1], proj, tokens, batch, backward, bool(args[9]) if backward else False,
+                                  False)
+    return total
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self, flop_registry: dict[Any, Any]) -> None:
         super().__init__()
@@ -198,18 +159,23 @@ class _Recorder(TorchDispatchMode):
         written = sum(effective_bytes(t) for t in outs)
         floats = [t.dtype for t in ins if t.is_floating_point()]
         dtype = _DTYPES.get(floats[0], "fp32") if floats else "fp32"
+        causal, steps, tensors = False, 0, 1
         if func is FUSED_ATTENTION:
-            flops = sdpa_forward_flops(args[0].shape, args[1].shape, args[2].shape)
+            flops, causal = sdpa_forward_flops(args[0].shape, args[1].shape, args[2].shape), bool(args[4])
         elif func is FUSED_ATTENTION_BACKWARD:
-            flops = sdpa_backward_flops(None, args[1].shape, args[2].shape, args[3].shape)
+            flops, causal = sdpa_backward_flops(None, args[1].shape, args[2].shape, args[3].shape), bool(args[6])
+        elif func in (RNN_LAYER, RNN_LAYER_BACKWARD):
+            flops = _rnn_flops(args, func is RNN_LAYER_BACKWARD)
+            steps, tensors = (args[0] if func is RNN_LAYER else args[1]).shape[0], args[5 if func is RNN_LAYER else 8]
         else:
             fn = self._flops.get(func._overloadpacket)
             flops = int(fn(*args, **kwargs, out_val=out)) if fn is not None else 0
-        multi = name.startswith(("_foreach", "_fused", "_amp_foreach")) and isinstance(args[0], (list, tuple))
+        if name.startswith(("_foreach", "_fused", "_amp_foreach")) and isinstance(args[0], (list, tuple)):
+            tensors = len(args[0])
         nchw = (name in ("convolution", "convolution_backward") and args[0].dim() == 4
                 and not args[0].is_contiguous(memory_format=torch.channels_last))
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
-                           dtype, len(args[0]) if multi else 1, _gemm_shape(name, args, out), nchw))
+                           dtype, tensors, _gemm_shape(name, args, out), nchw, _conv_shape(name, args), causal, steps))
         return out
 
 
@@ -219,9 +185,13 @@ class Trace:
     ops: list[Op]
     batch_size: int
     weights_bytes: int
+    """Parameters and buffers, each storage once (tied weights are one)."""
     grads_bytes: int
+    """The gradients on the model where the optimizer steps from (master-* modes: moved to the fp32 masters)."""
     optimizer_bytes: int
+    """The optimizer's state; master-* modes: plus the fp32 master weights and their gradients (as ``run`` counts)."""
     master_bytes: int
+    """Of ``optimizer_bytes``: the fp32 master weights and their gradients."""
     activation_bytes: int
     largest_temporary_bytes: int
     optimizer: str
@@ -235,28 +205,97 @@ class Trace:
     """torchao's low-precision optimizer (an --optimizer-state): its update compiled into a kernel per parameter."""
     optimizer_states: str | None = None
     """What its moment tensors are stored as (:func:`ampbench.precision.optimizer_state.describe`)."""
+    backward_grads_bytes: int = 0
+    """The gradients the backward leaves on the model (master-* modes: the half ones, beside the masters' buffers)."""
+    stepped_bytes: int = 0
+    """The tensors the optimizer steps (the model's parameters; master-* modes: the fp32 masters)."""
+    state_bytes: int = 0
+    """The optimizer's own state (moments, step counters), without master copies."""
     notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    """How long the trace took here."""
+
+    @property
+    def held_bytes(self) -> int:
+        """What the step holds whatever the batch: weights, gradients as the backward leaves them, optimizer state and
+        master copies."""
+        return self.weights_bytes + max(self.grads_bytes, self.backward_grads_bytes) + self.optimizer_bytes
 
 
-def _storage_key(t: torch.Tensor) -> int:
-    return int(t.untyped_storage()._cdata)
+class UntraceableModel(AmpbenchError):
+    """The model reads a tensor's value while it runs (``.item()``, numpy, a data-dependent shape): a step on meta
+    tensors, which hold no values, cannot follow it."""
 
 
-def _storages_bytes(tensors: Any) -> tuple[int, set[int]]:
-    """Bytes of the storages behind ``tensors``, each once (a wrapper subclass -- torchao's quantized optimizer
-    states -- by its inner tensors: codes, scales, lookup tables)."""
-    seen: dict[int, int] = {}
-    for outer in tensors:
-        if isinstance(outer, torch.Tensor):
-            for t in storage_tensors(outer):
-                seen.setdefault(_storage_key(t), t.untyped_storage().nbytes())
-    return sum(seen.values()), set(seen)
+def to_meta(model: nn.Module) -> nn.Module:
+    """``model`` with its parameters and buffers on the meta device, each shared tensor still shared (``model.to
+    ("meta")`` makes one new parameter per module that holds it: an LM head tied to its embedding becomes two)."""
+    memo: dict[int, Any] = {}
+
+    def moved(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in memo:
+            meta = torch.empty_like(t, device=META)
+            memo[id(t)] = nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else meta
+        return memo[id(t)]
+
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for key, t in table.items():
+                if t is not None and t.device != META:
+                    table[key] = moved(t)
+    return model
+
+
+def meta_batch(wl: Workload, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """A batch of ``batch_size`` samples on meta, shaped and typed as the workload's data: nothing that grows with the
+    batch is made on the host."""
+    one = wl.train_data.subset(0, 1)
+    inputs = tuple(torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype, device=META) for t in one.inputs)
+    t = one.targets
+    return inputs, torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype, device=META)
 
 
 def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = None,
-               mp_options: dict[str, Any] | None = None, channels_last: bool = False) -> Trace:
-    """Trace one steady-state training step of ``wl`` (built on meta: :func:`build_meta`) in ``precision``."""
-    model = wl.model.to(META)
+               mp_options: dict[str, Any] | None = None, channels_last: bool = False,
+               rules: AutocastRules = CUDA_RULES, kernels: bool = True) -> Trace:
+    """Trace one steady-state training step of ``wl`` (built on meta: :func:`build_meta`) in ``precision``, as CUDA
+    runs it (``rules``, ``kernels``: :class:`~ampbench.predict.cuda_dispatch.CudaDispatch`; the CPU's rules and no
+    kernel choices for the oracle tests, which compare with a real CPU step)."""
+    t0 = time.perf_counter()
+    try:
+        trace = _trace(wl, precision, batch_size, loss_scale, mp_options, channels_last, rules, kernels)
+        trace.seconds = time.perf_counter() - t0
+        return trace
+    except (RuntimeError, NotImplementedError, TypeError) as e:
+        why = _value_read(e)
+        if why is None:
+            raise
+        raise UntraceableModel(f"{wl.name} cannot be predicted: {why} at {_where(e)} (predict runs the model on meta "
+                               "tensors, which hold no values; measure it with ampbench run)") from None
+
+
+def _value_read(e: BaseException) -> str | None:
+    text = str(e)
+    marks = {"item()": "it reads a tensor's value (.item())", "numpy": "it converts a tensor to numpy",
+             "data-dependent": "its shapes depend on tensor values", "meta tensors": "it reads a tensor's value",
+             "Cannot copy out of meta": "it copies a tensor to the host", "can't convert meta": "it converts a tensor to "
+             "a Python value", "Boolean value of Tensor": "it branches on a tensor's value"}
+    return next((why for mark, why in marks.items() if mark in text), None)
+
+
+def _where(e: BaseException) -> str:
+    """The innermost frame of the model's own code (not torch's, not ampbench's) where ``e`` was raised."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    own = [f for f in frames if "/torch/" not in f.filename and "/ampbench/" not in f.filename]
+    f = (own or frames)[-1]
+    return f"{f.filename}:{f.lineno} ({f.line or f.name})"
+
+
+def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_options: dict[str, Any] | None,
+           channels_last: bool, rules: AutocastRules, kernels: bool) -> Trace:
+    model = to_meta(wl.model)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = wl.make_optimizer(model.parameters())
@@ -264,58 +303,56 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
     model, optimizer = mp.setup(model, optimizer)  # (an optimizer_state: torchao's optimizer in its place)
     fusable = type(optimizer) in FUSABLE and not optimizer.defaults.get("differentiable")
     model.train()
-    n = len(wl.train_data)
-    batch = wl.train_data.select(torch.arange(batch_size) % n)
-    inputs = tuple(t.to(META) for t in batch.inputs)
+    inputs, targets = meta_batch(wl, batch_size)
     if channels_last:
         inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 and t.is_floating_point() else t
                        for t in inputs)
-    targets = batch.targets.to(META)
     counter = FlopCounterMode(display=False, custom_mapping=custom_mapping())
     rec = _Recorder(counter.flop_registry)
     autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
-    saved: dict[int, int] = {}
-    state_keys: set[int] = set()
+    held: list[Any] = []
+    backward_grads: list[int] = []
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        key = _storage_key(t)
-        if key not in state_keys:
-            saved.setdefault(key, t.untyped_storage().nbytes())
-        return t
-
-    grads_at_peak: list[int] = []
-
-    def step(record: bool) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        rec.phase = "forward"
-        with _CudaKernels(), (CudaAutocast(autocast_dtype) if autocast_dtype is not None else _nothing()), \
-                torch.autograd.graph.saved_tensors_hooks(pack if record else (lambda t: t), lambda t: t):
-            loss = wl.loss_fn(wl.call_model(model, inputs), targets)
-        rec.phase = "backward"
-        mp.backward(loss)
-        if record:
-            grads_at_peak.append(_storages_bytes(p.grad for p in model.parameters() if p.grad is not None)[0])
-        rec.phase = "step"
-        mp.step(optimizer)
+    def step(cuda: CudaDispatch, record: bool) -> list[int]:
+        # (the saved activations over the whole step, as `ampbench run` counts them: the loss scaling saves its scale)
+        with saved_activations(model) if record else contextlib.nullcontext([0]) as act:
+            optimizer.zero_grad(set_to_none=True)
+            rec.phase = "forward"
+            with cuda.autocast():
+                out = wl.call_model(model, inputs)
+                rec.phase = "loss"
+                loss = wl.loss_fn(out, targets)
+            rec.phase = "backward"
+            mp.backward(loss)
+            if record:  # the split as `ampbench run` reads it: between backward and step, master gradients moved
+                backward_grads.append(_grads(model))
+                mp.move_grads(optimizer)
+                held.append(state_bytes(model, optimizer, mp.master_params()))
+            rec.phase = "step"
+            mp.step(optimizer)
+        return act
 
     pre = optimizer.register_step_pre_hook(lambda *_: setattr(rec, "phase", "optimizer"))
     post = optimizer.register_step_post_hook(lambda *_: setattr(rec, "phase", "step"))
-    with compile_as_no_op(), _closing(pre, post):  # (torchao compiles its update; traced op by op instead)
-        step(False)  # the optimizer's state is created here
-        weights, weight_keys = _storages_bytes(model.parameters())
-        masters = mp.master_params()
-        master_bytes, master_keys = _storages_bytes(masters) if masters else (0, set())
-        state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        opt_bytes, opt_keys = _storages_bytes(state)  # (step counters too, as a measured row counts them)
-        buffers, buffer_keys = _storages_bytes(model.buffers())
-        state_keys |= weight_keys | master_keys | opt_keys | buffer_keys
+    with compile_as_no_op(), _closing(pre, post), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
+        step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         with rec:
-            step(True)
-    temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "backward")), default=0)
-    return Trace(rec.ops, batch_size, weights + buffers, grads_at_peak[0], opt_bytes, master_bytes, sum(saved.values()),
-                 temporary, type(optimizer).__name__, fusable, len(state),
-                 sum(len(g["params"]) for g in optimizer.param_groups), torchao=is_torchao(optimizer),
-                 optimizer_states=describe_states(optimizer))
+            act = step(cuda, True)
+    model_ids = {id(p) for p in model.parameters()}
+    masters = [m for m in mp.master_params() if id(m) not in model_ids]
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward")), default=0)
+    split = held[0]
+    return Trace(rec.ops, batch_size, split.weights, split.grads, split.optimizer,
+                 tensor_bytes([*masters, *(m.grad for m in masters)]), act[0], temporary, type(optimizer).__name__,
+                 fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
+                 optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
+                 stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state))
+
+
+def _grads(model: nn.Module) -> int:
+    return tensor_bytes(p.grad for p in model.parameters())
 
 
 @contextlib.contextmanager
@@ -325,11 +362,3 @@ def _closing(*hooks: Any) -> Iterator[None]:
     finally:
         for h in hooks:
             h.remove()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -1,0 +1,147 @@
+"""A traced step's GPU memory: the split ``ampbench run`` measures, the peak, and the largest batch that fits.
+
+The split (weights, gradients, optimizer state with master copies, saved activations) is the traced step's own, read
+as ``run`` reads a real one (:func:`ampbench.measure.memory.state_bytes`, :func:`~ampbench.measure.memory.
+saved_activations`); on the CPU it equals ``run``'s to the byte (``tests/predict/test_memory.py``). What only a GPU adds
+is named apart: the cuBLAS workspace, the CUDA context and library handles (outside the caching allocator), and the
+share of the rest the allocator can fill before fragmentation fails an allocation.
+
+The max batch comes from what grows with the batch only. Two traces at different batches give every batch-dependent
+quantity as ``fixed + per_sample x batch`` (exactly: a step's tensors are linear in the batch): the saved activations
+(whose fixed part -- autocast's half copies of the weights, kept for the backward -- must not be divided per sample)
+and each op's output (the peak's largest temporary is the largest of these lines at that batch).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from ampbench.measure.peaks import GpuSpec
+from ampbench.predict.trace import Trace
+
+WORKSPACE_BYTES = 32 * 2**20
+"""cuBLAS workspace PyTorch keeps per stream (Hopper: 32 MiB), held beside the tensors."""
+CONTEXT_BYTES = 512 * 2**20
+"""CUDA context, cuBLAS and cuDNN handles: GPU memory the allocator cannot use."""
+ALLOCATOR_MARGIN = 0.90
+"""Share of the rest the caching allocator can fill before fragmentation fails an allocation."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """``fixed + per_sample x batch`` bytes."""
+
+    fixed: float
+    per_sample: float
+
+    def at(self, batch: int) -> float:
+        return self.fixed + self.per_sample * batch
+
+    @staticmethod
+    def through(b1: int, y1: float, b2: int, y2: float) -> Line:
+        slope = max(0.0, (y2 - y1) / (b2 - b1))
+        return Line(y1 - slope * b1, slope)
+
+
+@dataclass(frozen=True)
+class MemoryCost:
+    weights: int
+    gradients: int
+    """The gradients where the optimizer steps from (master-* modes: on the fp32 masters, counted in ``optimizer``)."""
+    optimizer: int
+    """The optimizer's state plus, in master-* modes, the fp32 master weights and their gradients."""
+    activations: int
+    temporary: int
+    """The largest op output of the forward and backward, and, in master-* modes, the half gradients the backward
+    leaves before they move to the masters."""
+    workspace: int
+    """cuBLAS's workspace."""
+    peak: int
+    """weights + gradients + optimizer + activations + temporary + workspace."""
+    context: int
+    """CUDA context and handles: outside the allocator, not in ``peak``."""
+    usable: int
+    """What the caching allocator can fill: (GPU memory - context) x :data:`ALLOCATOR_MARGIN`."""
+    max_batch: int | None
+    """The largest batch whose peak fits ``usable`` (None: nothing grows with the batch)."""
+
+    @property
+    def fits(self) -> bool:
+        return self.peak <= self.usable
+
+
+class MemoryModel:
+    """The memory of a step as a function of its batch, from two traces at different batches (``small`` at the batch
+    asked for, ``large`` at another)."""
+
+    def __init__(self, small: Trace, large: Trace) -> None:
+        if small.batch_size == large.batch_size:
+            raise ValueError("two traces at different batch sizes are needed")
+        self.trace, self.large = small, large
+        b1, b2 = small.batch_size, large.batch_size
+        self.activations = Line.through(b1, small.activation_bytes, b2, large.activation_bytes)
+        self.temporaries = _envelope(_op_lines(small, large))
+        self.held = small.weights_bytes + small.grads_bytes + small.optimizer_bytes
+        self.in_flight = max(0, small.backward_grads_bytes - small.grads_bytes)
+
+    def temporary_at(self, batch: int) -> float:
+        return max((line.at(batch) for line in self.temporaries), default=0.0) + self.in_flight
+
+    def peak_at(self, batch: int) -> float:
+        return self.held + self.activations.at(batch) + self.temporary_at(batch) + WORKSPACE_BYTES
+
+    def max_batch(self, usable: float) -> int | None:
+        if self.activations.per_sample <= 0 and all(line.per_sample <= 0 for line in self.temporaries):
+            return None
+        if self.peak_at(1) > usable:
+            return 0
+        lo, hi = 1, 2
+        while self.peak_at(hi) <= usable:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:  # largest lo with peak(lo) <= usable
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.peak_at(mid) <= usable else (lo, mid)
+        return lo
+
+    def cost(self, gpu: GpuSpec, batch: int | None = None) -> MemoryCost:
+        """The memory at ``batch`` (default: the small trace's) on ``gpu``."""
+        t = self.trace
+        batch = batch or t.batch_size
+        usable = int((gpu.memory_gib * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN)
+        activations = t.activation_bytes if batch == t.batch_size else round(self.activations.at(batch))
+        temporary = round(self.temporary_at(batch))
+        peak = self.held + activations + temporary + WORKSPACE_BYTES
+        return MemoryCost(t.weights_bytes, t.grads_bytes, t.optimizer_bytes, activations, temporary, WORKSPACE_BYTES,
+                          peak, CONTEXT_BYTES, usable, self.max_batch(usable))
+
+
+MIN_TRACED_BATCH = 2
+"""The smallest batch the memory model traces (a batch of one can skip ops: a reduction over a dimension of one)."""
+
+
+def _op_lines(small: Trace, large: Trace) -> set[Line]:
+    """Each forward/backward op's output as a line in the batch: the two traces' ops paired in order by name (a
+    batch of 1 can skip an op -- a reduction over a dimension of one -- so the sequences are aligned, not zipped);
+    an op of the small trace with no partner grows in proportion to the batch."""
+    def outputs(trace: Trace) -> list[tuple[str, int]]:
+        return [(o.name, o.bytes_written) for o in trace.ops if o.phase in ("forward", "loss", "backward")]
+
+    a, b = outputs(small), outputs(large)
+    b1, b2 = small.batch_size, large.batch_size
+    lines: set[Line] = set()
+    paired: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, [n for n, _ in a], [n for n, _ in b], autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            lines.add(Line.through(b1, a[block.a + k][1], b2, b[block.b + k][1]))
+            paired.add(block.a + k)
+    lines |= {Line(0.0, size / b1) for i, (_, size) in enumerate(a) if i not in paired}
+    return lines
+
+
+def _envelope(lines: set[Line]) -> list[Line]:
+    """The lines that are the largest somewhere on batch >= 1 (the rest never set the maximum)."""
+    best_fixed = max(lines, key=lambda line: (line.at(1), line.per_sample), default=None)
+    return [line for line in lines if best_fixed is None or line.per_sample > best_fixed.per_sample
+            or line == best_fixed]

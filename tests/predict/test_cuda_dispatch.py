@@ -1,0 +1,256 @@
+"""The CUDA emulation of ``ampbench predict``'s trace (autocast's casts at every call depth, cuDNN's layouts, the fused
+kernels), each checked against an independent computation.
+
+Oracles: the dispatcher itself (which ops each device's autocast has a kernel for), the real ``torch.autocast("cpu")``
+(the same emulation given the CPU's lists must reproduce it op by op on a zoo of models, on real CPU tensors), and a
+real channels-last CPU step (every op's output layout)."""
+
+from __future__ import annotations
+
+import collections
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ampbench.precision.fallbacks import autocast_kernel_works
+from ampbench.predict.cuda_dispatch import CPU_RULES, CUDA_RULES, CudaDispatch, autocast_kernel_ops
+from ampbench.predict.trace import trace_step
+from ampbench.workloads.factory import build_meta
+from tests import flop_zoo, zoo
+
+
+@pytest.mark.parametrize("rules", [CPU_RULES, CUDA_RULES], ids=["cpu", "cuda"])
+def test_the_lists_hold_exactly_the_ops_autocast_has_kernels_for(rules) -> None:
+    """Oracle: the dispatcher (this CPU build of torch registers CUDA's autocast kernels too)."""
+    assert rules.ops == autocast_kernel_ops(rules.device)
+
+
+class _Ops(TorchDispatchMode):
+    """Every aten op with the dtypes and layouts of its outputs, per phase."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase = "forward"
+        self.ops: dict[str, list[tuple[str, tuple[str, ...]]]] = collections.defaultdict(list)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        self.ops[self.phase].append((str(func), tuple(str(o.dtype) for o in outs if isinstance(o, torch.Tensor))))
+        return out
+
+
+class _Decoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dec = nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.dec(x, x[:, :4]).mean(1))
+
+
+class _Upsample(nn.Module):
+    """F.interpolate, GroupNorm, SiLU, a 1x1 conv: composite functions and fp32-listed ops between half convs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.norm, self.out = nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.Conv2d(8, 3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.silu(self.norm(self.conv(x)))
+        return self.out(F.interpolate(h, scale_factor=2, mode="bilinear")).flatten(1)[:, :3]
+
+
+class _Einsum(nn.Module):
+    """einsum (a C++ composite of bmm), exp and a sum reduction, a cat of a half and an fp32 tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(12, 8) / 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.einsum("btd,dk->btk", x, self.w)
+        return torch.cat([h.exp().sum(1), x.mean(1)[:, :4]], dim=-1)
+
+
+EXTRA: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]], Callable[..., Any]]] = {
+    "decoder-layer": (_Decoder, lambda n: (torch.randn(n, 6, 16),), F.cross_entropy),
+    "upsample-groupnorm": (_Upsample, lambda n: (torch.randn(n, 3, 8, 8),), F.cross_entropy),
+    "einsum-exp-cat": (_Einsum, lambda n: (torch.randn(n, 5, 12),), F.cross_entropy),
+    "bce-with-logits": (lambda: nn.Sequential(nn.Linear(10, 16), nn.GELU(), nn.Linear(16, 3)), lambda n: (torch.randn(n, 10),),
+                        lambda out, y: F.binary_cross_entropy_with_logits(out, F.one_hot(y, 3).float())),
+    "mse": (lambda: nn.Sequential(nn.Conv1d(4, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(48, 3)),
+            lambda n: (torch.randn(n, 4, 8),), lambda out, y: F.mse_loss(out, F.one_hot(y, 3).float())),
+}
+
+
+def _case(kind: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], torch.Tensor, Callable[..., Any]]:
+    if kind in EXTRA:
+        make, inputs, loss = EXTRA[kind]
+        torch.manual_seed(0)
+        return make(), inputs(4), torch.randint(0, 3, (4,)), loss
+    which, name = kind.split(":", 1)
+    wl = (zoo if which == "zoo" else flop_zoo).build(name, n=4)
+    x, y = wl.train_data.inputs, wl.train_data.targets
+    return wl.model, x, y, lambda out, t: wl.loss_fn(out, t)
+
+
+ZOO = [f"zoo:{k}" for k in zoo.KINDS] + [f"flop:{k}" for k in flop_zoo.KINDS] + list(EXTRA)
+
+
+def _record(model: nn.Module, inputs: tuple[torch.Tensor, ...], targets: torch.Tensor, loss_fn: Callable[..., Any],
+            dtype: torch.dtype, emulate: bool) -> dict[str, list[Any]]:
+    model = copy.deepcopy(model)
+    rec = _Ops()
+    cuda = CudaDispatch(dtype, CPU_RULES, kernels=False) if emulate else None
+    with cuda or _nothing(), rec:
+        with (cuda.autocast() if cuda else torch.autocast("cpu", dtype)):
+            loss = loss_fn(model(*inputs), targets)
+        rec.phase = "backward"
+        loss.backward()
+    return rec.ops
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("kind", ZOO)
+def test_the_emulation_given_the_cpus_lists_reproduces_torch_autocast_cpu_op_by_op(kind: str) -> None:
+    """Oracle: ``torch.autocast("cpu", bfloat16)`` itself, on the same model and batch (real CPU tensors): every aten
+    op of the forward and the loss with its output dtypes, in order; the backward's as a multiset (the autograd
+    engine may order independent branches differently)."""
+    model, inputs, targets, loss_fn = _case(kind)
+    if any(isinstance(m, nn.LSTM) for m in model.modules()) and not autocast_kernel_works(nn.LSTM, torch.bfloat16):
+        pytest.skip("torch.autocast('cpu') cannot run an LSTM on this CPU (oneDNN has no bf16 LSTM without AVX-512)")
+    real = _record(model, inputs, targets, loss_fn, torch.bfloat16, emulate=False)
+    ours = _record(model, inputs, targets, loss_fn, torch.bfloat16, emulate=True)
+    assert ours["forward"] == real["forward"]
+    assert collections.Counter(ours["backward"]) == collections.Counter(real["backward"])
+    assert any("bfloat16" in d for _, dts in real["forward"] for d in dts)  # (autocast did something to compare)
+
+
+def test_the_emulation_leaves_real_autocast_as_it_was() -> None:
+    """The kernels are registered for the block only: after it, torch.autocast("cpu") runs its own again."""
+    x = torch.randn(4, 4)
+    with CudaDispatch(torch.float16, CUDA_RULES) as cuda, cuda.autocast():
+        pass
+    with torch.autocast("cpu", torch.bfloat16):
+        assert torch.mm(x, x).dtype == torch.bfloat16 and torch.exp(x.bfloat16()).dtype == torch.bfloat16
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def _dtypes(trace, name: str, phase: str = "forward") -> set[str]:
+    return {o.dtype for o in trace.ops if o.name == name and o.phase == phase}
+
+
+def test_cuda_rules_reach_inside_multihead_attention_and_the_encoder_layer() -> None:
+    """The issue's case: nn.MultiheadAttention (need_weights: projections, bmm, softmax) and TransformerEncoderLayer
+    (fused attention) dispatch through F.multi_head_attention_forward; CUDA autocast casts inside it."""
+    wl = build_meta(lambda: flop_zoo.build("mha"))
+    t = trace_step(wl, "amp-fp16", 8)
+    assert _dtypes(t, "aten.bmm") == {"fp16"} and _dtypes(t, "aten.addmm") <= {"fp16"}
+    assert _dtypes(t, "aten.bmm", "backward") == {"fp16"}
+    encoder = trace_step(build_meta(lambda: zoo.build("encoder")), "amp-bf16", 8)
+    assert _dtypes(encoder, "ampbench_predict.fused_attention") == {"bf16"}
+    assert not [o for o in encoder.ops if o.name in ("aten.bmm", "aten._softmax")]
+    assert _dtypes(encoder, "aten.native_layer_norm") == {"fp32"}  # (CUDA's fp32 list)
+
+
+def test_cuda_rules_differ_from_the_cpus_where_the_lists_do() -> None:
+    """exp and sum run in fp32 under CUDA autocast (not on the CPU); cross_entropy decomposes into log_softmax in fp32
+    and nll_loss; bmm in an einsum runs in half on both."""
+    wl = lambda: Workload_of(_Einsum(), (torch.zeros(8, 5, 12),))  # noqa: E731
+    cuda = trace_step(build_meta(wl), "amp-bf16", 8)
+    cpu = trace_step(build_meta(wl), "amp-bf16", 8, rules=CPU_RULES)
+    assert _dtypes(cuda, "aten.exp") == {"fp32"} and _dtypes(cpu, "aten.exp") == {"bf16"}
+    assert _dtypes(cuda, "aten.bmm") == _dtypes(cpu, "aten.bmm") == {"bf16"}
+    assert _dtypes(cuda, "aten._log_softmax", "loss") == {"fp32"}
+
+
+def Workload_of(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Any:
+    from ampbench.data.tensors import TensorData
+    from ampbench.workloads.base import Workload
+
+    n = inputs[0].shape[0]
+    return Workload("t", model, TensorData(inputs, torch.zeros(n, dtype=torch.long)), batch_size=n)
+
+
+class _Layouts(TorchDispatchMode):
+    """Every aten op with whether each of its 4-D outputs is channels-last, per phase."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase = "forward"
+        self.ops: dict[str, list[tuple[str, tuple[bool, ...]]]] = collections.defaultdict(list)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        formats = tuple(o.is_contiguous(memory_format=torch.channels_last) and not o.is_contiguous()
+                        for o in outs if isinstance(o, torch.Tensor) and o.dim() == 4 and o.shape[1] > 1
+                        and o.shape[2] * o.shape[3] > 1)
+        self.ops[self.phase].append((str(func), formats))
+        return out
+
+
+def _layouts(model: nn.Module, x: torch.Tensor, meta: bool) -> dict[str, list[Any]]:
+    from ampbench.predict.trace import to_meta
+
+    model = copy.deepcopy(model)
+    if meta:
+        model, x = to_meta(model), torch.empty_like(x, device="meta")
+    model = model.to(memory_format=torch.channels_last)
+    x = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    rec = _Layouts()
+    with CudaDispatch(None) if meta else _nothing(), rec:
+        loss = model(x).float().sum()
+        rec.phase = "backward"
+        loss.backward()
+    return rec.ops
+
+
+CONV_NETS = ["zoo:cnn-bn", "flop:dense-conv", "flop:grouped-conv", "flop:depthwise", "flop:dilated-strided",
+             "flop:transposed", "resnet-block"]
+
+
+@pytest.mark.parametrize("kind", CONV_NETS)
+def test_channels_last_is_carried_through_as_a_real_cpu_step_carries_it(kind: str) -> None:
+    """Oracle: the same model run for real on this CPU in channels-last (fp32): every op's 4-D outputs are
+    channels-last or not exactly as there -- convolutions (whose meta kernel alone returns NCHW), their backward,
+    norms, pooling, elementwise ops -- the forward in order, the backward as a multiset."""
+    if kind == "resnet-block":
+        from ampbench.predict.references import Bottleneck
+
+        torch.manual_seed(0)
+        model, x = nn.Sequential(Bottleneck(16, 8, 2), Bottleneck(32, 8, 1)), torch.randn(2, 16, 12, 12)
+    else:
+        model, inputs, _, _ = _case(kind)
+        x = inputs[0]
+    real = _layouts(model, x, meta=False)
+    traced = _layouts(model, x, meta=True)
+    assert traced["forward"] == real["forward"]
+    assert collections.Counter(traced["backward"]) == collections.Counter(real["backward"])
+    assert any(any(f) for _, f in real["forward"])  # (channels-last reached the convolutions' outputs)
+
+
+def test_group_norm_runs_nchw_off_the_cpu_as_cuda_does() -> None:
+    """GroupNorm is where CUDA and the CPU differ: ATen's group_norm (and its derivative) makes the input contiguous in
+    the input's format on the CPU only, NCHW elsewhere (``input.contiguous(input.device().is_cpu() ?
+    input.suggest_memory_format() : MemoryFormat::Contiguous)``): the traced step copies to NCHW before the norm."""
+    model, inputs, _, _ = _case("upsample-groupnorm")
+    real = _layouts(model, inputs[0], meta=False)["forward"]
+    traced = _layouts(model, inputs[0], meta=True)["forward"]
+    assert ("aten.native_group_norm.default", (True,)) in real
+    assert ("aten.native_group_norm.default", (False,)) in traced and ("aten.clone.default", (False,)) in traced

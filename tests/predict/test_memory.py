@@ -1,0 +1,205 @@
+"""The predicted memory: the split equals what ``ampbench run`` measures on a real CPU step, to the byte; the max batch
+comes from what grows with the batch; a batch that does not fit is ``oom``.
+
+Oracle for the split: the same workload trained for real on this CPU by ``run``'s own step (``measure.step.
+build_step``), its split read as ``run`` reads it (``TrainStep.state_bytes`` between backward and step, the saved
+activations by ``measure.memory.saved_activations``). The trace is given the CPU's autocast lists and no CUDA fused
+kernels, so both steps hold tensors of the same dtypes and layouts (the modes whose dtypes differ between the CPU and
+CUDA are the ones the CUDA trace changes on purpose: its own tests check those)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ampbench.data.tensors import TensorData
+from ampbench.measure.memory import saved_activations
+from ampbench.measure.peaks import gpu_spec
+from ampbench.measure.step import build_step
+from ampbench.predict.cuda_dispatch import CPU_RULES, onednn_lstm
+from ampbench.predict.memory import ALLOCATOR_MARGIN, CONTEXT_BYTES, WORKSPACE_BYTES, MemoryModel
+from ampbench.predict.run import predict_target
+from ampbench.predict.trace import trace_step
+from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
+from tests import flop_zoo, zoo
+
+BATCH = 8
+MODES = ["fp32", "amp-bf16", "master-bf16", "pure-bf16", "master-fp16"]
+
+
+class _Shared(nn.Module):
+    """One block applied twice (a shared module) and a buffer: each storage counted once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(16, 16), nn.GELU())
+        self.head = nn.Linear(16, 3)
+        self.register_buffer("scale", torch.ones(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block(self.block(x) * self.scale))
+
+
+def _gpt2() -> Workload:
+    """A small GPT-2 by transformers (its LM head tied to the token embedding), as ``--model hf:gpt2`` builds it."""
+    from ampbench.workloads.adapters import HFLogits
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=96, n_positions=16)
+    torch.manual_seed(0)
+    model = HFLogits(transformers.GPT2LMHeadModel(config), None)
+    ids = torch.randint(0, 96, (32, 13))
+    return Workload("hf:gpt2", model, TensorData((ids[:, :-1],), ids[:, 1:]), batch_size=BATCH,
+                    loss_fn=lambda out, y: F.cross_entropy(out.float().flatten(0, 1), y.flatten()))
+
+
+def _builder(kind: str):
+    which, name = kind.split(":", 1)
+    if which == "zoo":
+        return lambda: zoo.build(name, n=32)
+    if which == "flop":
+        return lambda: flop_zoo.build(name, n=32)
+    if name == "gpt2":
+        return _gpt2
+    return lambda: Workload("shared", _Shared(), TensorData((torch.randn(32, 16),), torch.zeros(32, dtype=torch.long)),
+                            batch_size=BATCH)
+
+
+KINDS = [f"zoo:{k}" for k in zoo.KINDS] + [f"flop:{k}" for k in flop_zoo.KINDS] + ["hf:gpt2", "own:shared-module"]
+
+
+class _Differences(TorchDispatchMode):
+    """What a real CPU step holds that a GPU's does not, so the comparison leaves it out: oneDNN's LSTM workspace (its
+    size is oneDNN's own; the meta kernel returns none), and a half input's normalisation statistics (the CPU keeps
+    LayerNorm/BatchNorm/GroupNorm means and inverse deviations in the half dtype, CUDA -- and the meta kernels -- in
+    fp32: 2 more bytes per statistic on the GPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workspaces: dict[int, int] = {}
+        self.norm_stats_bytes = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.mkldnn_rnn_layer.default:
+            self.workspaces[out[3].untyped_storage().data_ptr()] = out[3].untyped_storage().nbytes()
+        return out
+
+
+def _norm_stats(model: nn.Module, counter: _Differences) -> list[Any]:
+    """Forward hooks counting each normalisation call's statistics by hand (2 per normalised group)."""
+    def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+        x = inputs[0]
+        if x.dtype not in (torch.bfloat16, torch.float16):
+            return
+        if isinstance(module, nn.LayerNorm):
+            groups = x.numel() // math.prod(module.normalized_shape)
+        elif isinstance(module, nn.GroupNorm):
+            groups = x.shape[0] * module.num_groups
+        elif module.weight is None or module.weight.dtype == x.dtype:  # batch norm, one statistic per channel (a
+            groups = x.shape[1]  # half input to fp32 weights -- amp's -- keeps fp32 statistics on the CPU too)
+        else:
+            return
+        counter.norm_stats_bytes += 2 * groups * (4 - x.element_size())
+
+    kinds = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
+    return [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, kinds)]
+
+
+def _measured(kind: str, precision: str) -> tuple[int, int, int, int]:
+    """(weights, grads, optimizer, activations) of a real CPU step, as ``run`` measures them (the activations as a GPU
+    holds them: :class:`_Differences`)."""
+    wl = _builder(kind)()
+    step = build_step(wl, precision, BATCH, torch.device("cpu"))
+    step()
+    differences = _Differences()
+    hooks = _norm_stats(step.model, differences)
+    with saved_activations(step.eager_model or step.model) as act, differences:
+        step()
+    for h in hooks:
+        h.remove()
+    held = step.state_bytes()
+    for _ in range(5):  # (an fp16 scale may skip the first steps: the optimizer state exists once one stepped)
+        if held is not None:
+            break
+        step()
+        held = step.state_bytes()
+    assert held is not None
+    gpu_activations = act[0] - sum(differences.workspaces.values()) + differences.norm_stats_bytes
+    return held.weights, held.grads, held.optimizer, gpu_activations
+
+
+def _unlike(kind: str, precision: str) -> str | None:
+    """Why this CPU's step is not the one the meta trace can reproduce, or None."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision[-4:], torch.float32)
+    if kind == "flop:lstm" and not onednn_lstm(dtype):
+        return ("without oneDNN's LSTM for this dtype on this CPU, RNN.cpp decomposes a bidirectional LSTM with a "
+                "CPU-only branch (the whole sequence's input projection at once, per direction)")
+    return None
+
+
+@pytest.mark.parametrize("precision", MODES)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.isa
+def test_the_split_equals_what_run_measures_on_the_cpu_to_the_byte(kind: str, precision: str) -> None:
+    if _unlike(kind, precision):
+        pytest.skip(_unlike(kind, precision))
+    trace = trace_step(build_meta(_builder(kind)), precision, BATCH, rules=CPU_RULES)
+    assert (trace.weights_bytes, trace.grads_bytes, trace.optimizer_bytes, trace.activation_bytes) == _measured(
+        kind, precision)
+
+
+def test_tied_weights_are_counted_once_when_the_model_is_built_on_the_cpu() -> None:
+    """``.to("meta")`` unties an LM head from its embedding; the trace keeps them one tensor (a builder that reads values
+    is built on the CPU, then moved)."""
+    def on_cpu() -> Workload:
+        wl = _gpt2()
+        int(torch.ones(()).item())  # (reads a value: cannot be built on meta)
+        return wl
+
+    trace = trace_step(build_meta(on_cpu), "fp32", BATCH)
+    weights = sum(t.numel() * 4 for t in {id(t): t for t in [*_gpt2().model.parameters()]}.values())
+    buffers = sum(b.numel() * b.element_size() for b in _gpt2().model.buffers())
+    assert trace.weights_bytes == weights + buffers
+    inner = _gpt2().model.inner
+    assert inner.lm_head.weight is inner.transformer.wte.weight  # (the oracle counts the tied weight once)
+
+
+def _model(precision: str, batch: int, build=lambda: zoo.build("encoder", n=32)) -> MemoryModel:
+    wl = build_meta(build)
+    return MemoryModel(trace_step(wl, precision, batch), trace_step(build_meta(build), precision, 2 * batch))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-fp16"])
+def test_the_max_batch_is_the_same_whatever_batch_is_traced(precision: str) -> None:
+    """Fixed costs (autocast's half copies of the weights saved for the backward) are not divided per sample: predicted
+    at a batch of 1, 8 or 4096 (``predict_target``: the traces it prices memory from), the max batch on an A100 is the
+    same within 1%."""
+    gpu = gpu_spec("a100-80gb")
+    rows = [predict_target("encoder", lambda: zoo.build("encoder", n=32), [precision], gpu, b)[0] for b in (1, 8, 4096)]
+    found = [r["predicted_max_batch"] for r in rows]
+    assert max(found) / min(found) - 1 <= 0.01, found
+    m = _model(precision, 8)
+    assert m.peak_at(found[1]) <= m.cost(gpu).usable < m.peak_at(found[1] + 1)
+
+
+def test_the_memory_lines_and_the_peak_by_hand() -> None:
+    """Two traces give activations = fixed + per-sample x batch; the peak adds what is held, the largest temporary and
+    cuBLAS's workspace; usable memory is the GPU's less the context, times the allocator's margin."""
+    small, large = _model("amp-bf16", 8).trace, _model("amp-bf16", 8).large
+    m = MemoryModel(small, large)
+    per = (large.activation_bytes - small.activation_bytes) / 8
+    assert m.activations.per_sample == per and m.activations.fixed == small.activation_bytes - 8 * per
+    assert m.activations.fixed > 0  # (the half weights autocast saves: the same at any batch)
+    c = m.cost(gpu_spec("l4"))
+    assert c.usable == int((24 * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN)
+    assert c.peak == small.weights_bytes + small.grads_bytes + small.optimizer_bytes + small.activation_bytes + \
+        c.temporary + WORKSPACE_BYTES
+    assert c.temporary >= small.largest_temporary_bytes
