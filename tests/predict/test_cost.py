@@ -11,7 +11,8 @@ import pytest
 
 from ampbench.errors import AmpbenchError
 from ampbench.measure.peaks import GPU_PEAKS, GPU_SPECS, gpu_spec
-from ampbench.predict import cost
+from ampbench.predict import cost, kernels
+from ampbench.predict.kernels import Calibration, Conv
 from ampbench.predict.run import find_gpu, refusal
 from ampbench.predict.trace import Op, Trace
 
@@ -24,79 +25,162 @@ def _trace(ops: list[Op], **kw) -> Trace:
     return Trace(ops, **{**base, **kw})
 
 
-def test_gemm_efficiency_counts_tiles_and_waves() -> None:
-    # 4096^3 on 108 SMs: 32 x 32 = 1024 full tiles in ceil(1024 / 108) = 10 waves
-    assert cost.gemm_efficiency((4096, 4096, 4096), 108) == pytest.approx(0.80 * 1024 / 1080)
-    # one 64 x 64 tile (a quarter filled), K too short to split: one SM of 108 busy
-    assert cost.gemm_efficiency((64, 64, 256), 108) == pytest.approx(0.80 * 0.25 / 108)
-    # one tile with K = 8192: split in 16 chunks of 512
-    assert cost.gemm_efficiency((128, 128, 8192), 108) == pytest.approx(0.80 * 16 / 108)
+CAL = Calibration()  # (the priors: every test prices by hand with the same constants)
+BW = 2039e9 * CAL.hbm_efficiency  # A100 80GB (HBM2e, Ampere): the streaming bandwidth
+FIXED, LIGHT = CAL.kernel_us * 1e-6, CAL.light_kernel_us * 1e-6
 
 
-def test_a_large_half_gemm_is_compute_bound_at_the_tensor_core_peak() -> None:
-    m = n = k = 8192
-    op = Op("aten.mm", "forward", 2 * m * n * k, 2 * (m * k + k * n) * 2, m * n * 2, "fp16", gemm=(m, n, k))
-    c = cost.price(_trace([op]), A100, tf32=False)
-    compute = 2 * m * n * k / (312e12 * cost.gemm_efficiency((m, n, k), 108))
-    assert c.gpu_s == pytest.approx(compute + cost.LAUNCH_US * 1e-6)
-    assert c.step_s == c.gpu_s and c.bound == "compute" and c.math_mode == "fp16"
-    tf32 = cost.price(_trace([Op("aten.mm", "forward", op.flops, op.bytes_read * 2, op.bytes_written * 2, "fp32",
-                                 gemm=(m, n, k))]), A100, tf32=True)
-    assert tf32.math_mode == "tf32" and tf32.gpu_s - cost.LAUNCH_US * 1e-6 == pytest.approx(2 * compute)  # 156 vs 312
+def _price(ops: list[Op], tf32: bool = False, gpu=A100, **kw) -> cost.StepCost:
+    return cost.price(_trace(ops, **kw), gpu, tf32=tf32, cal=CAL)
+
+
+def test_a_gemm_runs_its_tiles_in_waves_over_the_sms() -> None:
+    """4096^3 in fp16 on 108 SMs: 128x128 tiles (the best shape), 32 x 32 = 1024 of them in ceil(1024 / 108) = 10
+    waves, each tile 2 x 128 x 128 x 4096 FLOPs at the per-SM Tensor Core rate times K / (K + k_half)."""
+    m = n = k = 4096
+    per_sm = 312e12 * CAL.tensor_gemm_efficiency / 108 * k / (k + CAL.k_half)
+    expected = 10 * 2 * 128 * 128 * k / per_sm
+    assert kernels.gemm_compute_s(A100, CAL, 1, m, n, k, "fp16") == pytest.approx(expected)
+    op = Op("aten.mm", "forward", 2 * m * n * k, 2 * 2 * m * k, 2 * m * n, "fp16", gemm=(1, m, n, k))
+    c = _price([op])
+    assert c.gpu_s == pytest.approx(expected + FIXED) and c.bound == "compute" and c.math_mode == "fp16"
+
+
+def test_a_small_gemm_is_split_along_k_and_tf32_is_never_slower_than_fp32() -> None:
+    # 128 x 128 x 8192: with 128x128 tiles one tile, split into min(108 // 1, 8192 // 256) = 32 chunks of 256 (one
+    # wave); with 64x64 tiles 4, split into min(27, 32) = 27 chunks; ...: the best of the shapes
+    per_sm = 19.5e12 * CAL.gemm_efficiency / 108
+    candidates = []
+    for tm, tn, eff in [(128, 128, 1.0), (128, 64, CAL.tile_128x64), (64, 128, CAL.tile_128x64),
+                        (64, 64, CAL.tile_64x64), (32, 32, CAL.tile_32x32)]:
+        tiles = (128 // tm) * (128 // tn)
+        split = min(108 // tiles, 8192 // 256)
+        chunk = 8192 / split
+        waves = math.ceil(tiles * split / 108)
+        candidates.append(waves * 2 * tm * tn * chunk / (per_sm * eff * chunk / (chunk + CAL.k_half)))
+    assert kernels.gemm_compute_s(A100, CAL, 1, 128, 128, 8192, "fp32") == pytest.approx(min(candidates))
+    for shape in [(1, 4096, 4096, 4096), (1, 8, 8, 8), (64, 96, 196, 196)]:
+        op = Op("aten.bmm", "forward", 2 * math.prod(shape), 10**6, 10**6, "fp32", gemm=shape)
+        assert _price([op], tf32=True).gpu_s <= _price([op], tf32=False).gpu_s
 
 
 def test_an_elementwise_op_is_priced_by_its_bytes() -> None:
     op = Op("aten.add", "forward", 0, 2 * 2**28, 2**28, "fp32")
-    c = cost.price(_trace([op]), A100, tf32=False)
-    assert c.gpu_s == pytest.approx(3 * 2**28 / (2039e9 * cost.MEMORY_EFFICIENCY) + cost.LAUNCH_US * 1e-6)
+    c = _price([op])
+    assert c.gpu_s == pytest.approx(3 * 2**28 / BW + LIGHT)
     assert c.bound == "memory" and c.op_split["elementwise"] == pytest.approx(1.0)
+    gddr = _price([op], gpu=gpu_spec("l4"))  # (GDDR memory: the other efficiency)
+    assert gddr.gpu_s == pytest.approx(3 * 2**28 / (300e9 * CAL.memory_efficiency) + LIGHT)
+
+
+def test_normalisation_and_softmax_pass_over_their_data_more_than_once() -> None:
+    """cuDNN-style batch norm (statistics, then normalising) and layer norm: norm_passes over read-once-write-once's
+    bytes; softmax (maximum, sum, output): softmax_passes."""
+    moved = 3 * 2**26
+    for name, passes in [("aten.native_batch_norm", CAL.norm_passes), ("aten.native_layer_norm", CAL.norm_passes),
+                         ("aten._softmax", CAL.softmax_passes), ("aten.native_batch_norm_backward", CAL.norm_passes)]:
+        c = _price([Op(name, "forward", 0, 2**27, 2**26, "fp32")])
+        assert c.gpu_s == pytest.approx(moved * passes / 2 / BW + LIGHT), name
 
 
 def test_many_tiny_ops_are_launch_bound_by_the_host() -> None:
     ops = [Op("aten.add", "forward", 0, 64, 32, "fp32") for _ in range(100)]
-    c = cost.price(_trace(ops), A100, tf32=False)
+    c = _price(ops)
     assert c.host_s == pytest.approx(100 * cost.HOST_US["forward"] * 1e-6) and c.step_s == c.host_s
     assert c.bound == "launch" and c.time_split["launch"] > 0.9 and c.notes[0].startswith("launch-bound")
 
 
 def test_a_fusable_optimizer_is_priced_as_torch_s_fused_kernel() -> None:
     traced_loop = [Op("aten.mul_", "optimizer", 0, 10**9, 10**9, "fp32") for _ in range(10)]
-    t = _trace(traced_loop, weights_bytes=4 * 10**6, optimizer_bytes=8 * 10**6, fusable=True, stepped_params=72)
-    c = cost.price(t, A100, tf32=False)
+    t = dict(stepped_bytes=4 * 10**6, state_bytes=8 * 10**6, fusable=True, stepped_params=72)
+    c = _price(traced_loop, **t)
     moved = (2 * 4 * 10**6 + 8 * 10**6) + (4 * 10**6 + 8 * 10**6)  # read p, g, state; write p, state
     launches = math.ceil(72 / 36)
-    assert c.gpu_s == pytest.approx(moved / (2039e9 * cost.MEMORY_EFFICIENCY) + launches * cost.LAUNCH_US * 1e-6)
+    assert c.gpu_s == pytest.approx(moved / BW + launches * LIGHT) and c.launches == launches
 
 
-def test_half_convolutions_on_nchw_pay_the_layout_conversion() -> None:
-    op = dict(name="aten.convolution", phase="forward", flops=10**6, bytes_read=10**8, bytes_written=10**8, dtype="fp16")
-    nchw = cost.price(_trace([Op(**op, nchw=True)]), A100, tf32=False)
-    nhwc = cost.price(_trace([Op(**op, nchw=False)]), A100, tf32=False)
-    fp32 = cost.price(_trace([Op(**{**op, "dtype": "fp32"}, nchw=True)]), A100, tf32=False)  # (no Tensor Cores)
-    per_byte = 1 / (2039e9 * cost.MEMORY_EFFICIENCY)
-    assert nchw.gpu_s - nhwc.gpu_s == pytest.approx(2 * 2 * 10**8 * per_byte)
-    assert fp32.gpu_s == pytest.approx(nhwc.gpu_s)
+def test_a_3x3_fp32_convolution_is_the_faster_of_implicit_gemm_and_winograd() -> None:
+    conv = Conv(32, 64, 28, 28, 64, 3, 3, 1, 1, 28, 28)
+    g, m, n, k = conv.gemm()
+    assert (g, m, n, k) == (1, 32 * 28 * 28, 64, 64 * 9)
+    io = 4 * (32 * 64 * 28 * 28 * 2) + 4 * 64 * k
+    implicit = max(kernels.gemm_compute_s(A100, CAL, 1, m, n, k, "fp32", CAL.conv_efficiency), io / BW) + FIXED
+    tiles = 32 * 7 * 7
+    transforms = 4 * (32 * 64 * 28 * 28 + 36 * tiles * 128 + 32 * 64 * 28 * 28)
+    winograd = max(kernels.gemm_compute_s(A100, CAL, 36, tiles, 64, 64, "fp32", CAL.winograd_efficiency),
+                   transforms / BW) + 3 * FIXED
+    assert kernels.conv_s(A100, CAL, conv, "fp32", 4) == pytest.approx(min(implicit, winograd))
+    # a 1x1 convolution is a GEMM (conv_efficiency was fitted on 3x3 windows); strided ones have no Winograd
+    pointwise = Conv(32, 64, 28, 28, 256, 1, 1, 1, 1, 28, 28)
+    assert kernels.implicit_efficiency(pointwise, "fp32", CAL) == 1.0
+    strided = Conv(32, 64, 28, 28, 64, 3, 3, 2, 1, 14, 14)
+    assert kernels.conv_s(A100, CAL, strided, "fp32", 4) == pytest.approx(
+        max(kernels.gemm_compute_s(A100, CAL, *strided.gemm(), "fp32", CAL.conv_efficiency),
+            (4 * (32 * 64 * 28 * 28 + 32 * 64 * 14 * 14) + 4 * 64 * 576) / BW) + FIXED)
 
 
-def test_memory_and_max_batch() -> None:
-    t = _trace([], batch_size=8, weights_bytes=10 * 2**20, grads_bytes=10 * 2**20, optimizer_bytes=20 * 2**20,
-               activation_bytes=8 * 2**20, largest_temporary_bytes=0)
-    m = cost.memory(t, A100)
-    fixed = 40 * 2**20 + cost.WORKSPACE_BYTES
-    assert m.peak == fixed + 8 * 2**20
-    usable = (80 * 2**30 - cost.CONTEXT_BYTES) * cost.ALLOCATOR_MARGIN
-    assert m.max_batch == int((usable - fixed) // 2**20)  # 1 MiB per sample
-    assert fixed + m.max_batch * 2**20 <= usable < fixed + (m.max_batch + 1) * 2**20
+def test_tensor_core_convolutions_on_nchw_pay_the_layout_conversion_and_tf32_never_loses_to_fp32() -> None:
+    conv = Conv(64, 256, 14, 14, 256, 3, 3, 1, 1, 14, 14)
+    io = 2 * (64 * 256 * 14 * 14 * 2) + 2 * 256 * 256 * 9
+    nchw, nhwc = kernels.conv_s(A100, CAL, conv, "fp16", 2, nchw=True), kernels.conv_s(A100, CAL, conv, "fp16", 2)
+    assert nchw - nhwc == pytest.approx(2 * io / BW + LIGHT)
+    rtx = gpu_spec("rtx-4090")  # (its TF32 peak equals fp32's: the NCHW conversion would make TF32 slower)
+    for gpu in (A100, rtx):
+        for c in (conv, Conv(8, 3, 224, 224, 64, 7, 7, 2, 1, 112, 112), Conv(8, 64, 56, 56, 64, 1, 1, 1, 1, 56, 56)):
+            assert kernels.conv_s(gpu, CAL, c, "tf32", 4, nchw=True) <= kernels.conv_s(gpu, CAL, c, "fp32", 4, nchw=True)
+    op = Op("aten.convolution_backward", "backward", 1, 10**6, 10**6, "fp16", conv=conv, products=2, nchw=False)
+    assert _price([op]).gpu_s == pytest.approx(2 * nhwc)  # (input and weight gradients: a forward's work each)
+
+
+def test_fused_attention_runs_at_its_share_of_the_peak_and_halves_causal_work() -> None:
+    flops = 4 * 8 * 16 * 1024 * 1024 * 64
+    op = Op("ampbench_predict.fused_attention", "forward", flops, 3 * 2 * 8 * 16 * 1024 * 64, 2 * 8 * 16 * 1024 * 64,
+            "bf16")
+    rate = 312e12 * CAL.tensor_gemm_efficiency * CAL.attention_efficiency
+    assert _price([op]).gpu_s == pytest.approx(flops / rate + FIXED)
+    causal = Op(**{**op.__dict__, "causal": True})
+    assert _price([causal]).gpu_s == pytest.approx(flops / 2 / rate + FIXED)
+
+
+def test_a_fused_rnn_layer_is_its_input_gemm_then_one_recurrent_gemm_per_step() -> None:
+    """cuDNN's LSTM layer (4 gates, hidden 256, input 128, 2 directions, 50 steps of batch 32): one GEMM over every
+    step at once, then 50 recurrent GEMMs one after another (each at least rnn_step_us); the backward twice the input
+    GEMM, the step chain once more, and the recurrent weights' gradient at once."""
+    rnn = (50, 32, 128, 1024, 256)
+    whole = kernels.gemm_compute_s(A100, CAL, 2, 50 * 32, 1024, 128, "fp16")
+    step = max(kernels.gemm_compute_s(A100, CAL, 2, 32, 1024, 256, "fp16"), CAL.rnn_step_us * 1e-6)
+    forward = Op("ampbench_predict.rnn_layer", "forward", 1, 10**3, 10**3, "fp16", tensors=2, rnn=rnn)
+    assert _price([forward]).gpu_s == pytest.approx(whole + 50 * step + FIXED)
+    backward = Op("ampbench_predict.rnn_layer_backward", "backward", 1, 10**3, 10**3, "fp16", tensors=2, rnn=rnn)
+    weights = kernels.gemm_compute_s(A100, CAL, 2, 1024, 256, 50 * 32, "fp16")
+    assert _price([backward]).gpu_s == pytest.approx(2 * whole + 50 * step + weights + FIXED)
+
+
+def test_power_capped_cards_sustain_less_than_boost_and_ga10x_ada_fp32_gemms_get_half_the_lanes() -> None:
+    l4, a100 = gpu_spec("l4"), A100
+    assert kernels.clock_factor(a100, CAL) == 1.0
+    assert kernels.clock_factor(l4, CAL) == pytest.approx((795 + CAL.clock_share * (2040 - 795)) / 2040)
+    assert kernels.peak_flops(l4, "fp32", CAL) == pytest.approx(30.3e12 * 0.5 * kernels.clock_factor(l4, CAL))
+    assert kernels.peak_flops(l4, "fp16", CAL) == pytest.approx(121e12 * kernels.clock_factor(l4, CAL))
+    assert kernels.peak_flops(a100, "fp32", CAL) == 19.5e12
+
+
+def test_the_committed_constants_say_what_was_fitted_on_what() -> None:
+    data = json.loads(kernels.CALIBRATION_FILE.read_text())
+    assert data["fitted_on"] == ["p4", "p100-16gb", "t4", "v100-32gb-pcie"]
+    assert set(data["fitted"]) | set(data["not_fitted"]) == set(Calibration.names())
+    assert kernels.calibration() == Calibration(**data["constants"])
 
 
 def test_every_gpu_has_its_peaks_memory_and_sources() -> None:
     names = {p.name for p in GPU_PEAKS}
-    assert [g.key for g in GPU_SPECS] == ["v100-16gb", "v100-32gb", "t4", "a10", "a100-40gb", "a100-80gb", "l4", "l40s",
-                                          "h100-sxm", "h100-pcie", "h200", "b200", "rtx-4090"]
+    assert {"p4", "p100-16gb", "v100-32gb-pcie", "a100-40gb-pcie", "a100-80gb-pcie", "h100-sxm", "l4", "t4"} <= {
+        g.key for g in GPU_SPECS}  # (every GPU of the measured references)
     for g in GPU_SPECS:
         assert g.peak in names and g.tflops["fp32"] > 0 and g.memory_gib > 0 and g.bandwidth_gbs > 0 and g.source
         assert ("fp8" in g.tflops) == (g.capability >= (8, 9))
         assert ("bf16" in g.tflops) == (g.capability >= (8, 0))
+        assert g.tdp_w and g.memory
     assert gpu_spec("H100-SXM") is gpu_spec("h100-sxm")  # case-insensitive
 
 
@@ -110,7 +194,7 @@ def test_refusals_per_gpu(gpu: str, precision: str, refused: str | None) -> None
 
 
 def test_gpu_names_and_spec_files(tmp_path: Path) -> None:
-    with pytest.raises(AmpbenchError, match="--gpu 'a200' is not known; use one of: v100-16gb"):
+    with pytest.raises(AmpbenchError, match="--gpu 'a200' is not known; use one of: p4, p100-16gb"):
         find_gpu("a200", None)
     with pytest.raises(AmpbenchError, match="give --gpu NAME or --gpu-spec"):
         find_gpu(None, None)
@@ -148,8 +232,7 @@ def test_torchao_s_update_is_priced_as_a_kernel_per_parameter_issued_from_python
     """On CUDA torchao compiles its update (fullgraph) per parameter: one kernel reading the parameter, its gradient
     and its quantized states, writing the parameter and the states; the host calls it once per parameter."""
     traced_loop = [Op("aten.lerp", "optimizer", 0, 10**9, 10**9, "fp32") for _ in range(40)]
-    t = _trace(traced_loop, weights_bytes=4 * 10**6, optimizer_bytes=2 * 10**6, torchao=True, stepped_params=10)
-    c = cost.price(t, A100, tf32=False)
+    c = _price(traced_loop, stepped_bytes=4 * 10**6, state_bytes=2 * 10**6, torchao=True, stepped_params=10)
     moved = (2 * 4 * 10**6 + 2 * 10**6) + (4 * 10**6 + 2 * 10**6)
-    assert c.gpu_s == pytest.approx(moved / (2039e9 * cost.MEMORY_EFFICIENCY) + 10 * cost.LAUNCH_US * 1e-6)
+    assert c.gpu_s == pytest.approx(moved / BW + 10 * LIGHT)
     assert c.host_s == pytest.approx(10 * cost.TORCHAO_STEP_US * 1e-6) and c.launches == 10

@@ -52,6 +52,10 @@ GPU_PEAKS: tuple[GpuPeak, ...] = (
             "NVIDIA V100 datasheet, SXM2 column"),
     GpuPeak("T4", ("t4",), {"fp32": 8.1, "fp16": 65.0},
             "NVIDIA T4 datasheet"),
+    GpuPeak("P100 PCIe", ("p100",), {"fp32": 9.3, "fp16": 18.7},
+            "NVIDIA Tesla P100 datasheet, PCIe column (fp16 at twice fp32, no Tensor Cores)"),
+    GpuPeak("P4", ("p4",), {"fp32": 5.5},
+            "NVIDIA Tesla P4 datasheet (no fast fp16: GP104 runs it at 1/64 of fp32)"),
     GpuPeak("RTX 4090", ("rtx 4090",), {"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2, "fp8": 330.3},
             "NVIDIA Ada GPU architecture whitepaper, Table 2 (fp32 accumulate)"),
     GpuPeak("RTX 4080", ("rtx 4080",), {"fp32": 48.7, "tf32": 48.7, "fp16": 97.5, "bf16": 97.5, "fp8": 194.9},
@@ -79,6 +83,13 @@ class GpuSpec:
     sms: int
     capability: tuple[int, int]
     source: str
+    tdp_w: float | None = None
+    """Board power (the datasheet's max TDP)."""
+    base_mhz: float | None = None
+    boost_mhz: float | None = None
+    """Base and boost clocks: a card whose board power caps its clocks (<= 75 W) sustains less than boost under load."""
+    memory: str | None = None
+    """DRAM kind (HBM2, HBM2e, HBM3, HBM3e, GDDR5, GDDR6, GDDR6X): how much of the bandwidth a kernel can stream."""
 
     @property
     def tflops(self) -> dict[str, float]:
@@ -90,19 +101,25 @@ class GpuSpec:
 
 
 GPU_SPECS: tuple[GpuSpec, ...] = (
-    GpuSpec("v100-16gb", "V100 SXM2", 16, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 16 GB)"),
-    GpuSpec("v100-32gb", "V100 SXM2", 32, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 32 GB)"),
-    GpuSpec("t4", "T4", 16, 320, 40, (7, 5), "NVIDIA T4 datasheet"),
-    GpuSpec("a10", "A10", 24, 600, 72, (8, 6), "NVIDIA A10 datasheet"),
-    GpuSpec("a100-40gb", "A100", 40, 1555, 108, (8, 0), "NVIDIA A100 datasheet (SXM4 40 GB)"),
-    GpuSpec("a100-80gb", "A100", 80, 2039, 108, (8, 0), "NVIDIA A100 datasheet (SXM4 80 GB)"),
-    GpuSpec("l4", "L4", 24, 300, 58, (8, 9), "NVIDIA L4 datasheet"),
-    GpuSpec("l40s", "L40S", 48, 864, 142, (8, 9), "NVIDIA L40S datasheet"),
-    GpuSpec("h100-sxm", "H100 SXM", 80, 3350, 132, (9, 0), "NVIDIA H100 datasheet, SXM column"),
-    GpuSpec("h100-pcie", "H100 PCIe", 80, 2000, 114, (9, 0), "NVIDIA H100 datasheet, PCIe column"),
-    GpuSpec("h200", "H200", 141, 4800, 132, (9, 0), "NVIDIA H200 datasheet (SXM)"),
-    GpuSpec("b200", "B200", 180, 8000, 148, (10, 0), "NVIDIA HGX B200 datasheet (per GPU)"),
-    GpuSpec("rtx-4090", "RTX 4090", 24, 1008, 128, (8, 9), "NVIDIA Ada GPU architecture whitepaper, Table 2"),
+    GpuSpec("p4", "P4", 8, 192, 20, (6, 1), "NVIDIA Tesla P4 datasheet; clocks: TechPowerUp GPU database", 75, 886, 1114, "GDDR5"),
+    GpuSpec("p100-16gb", "P100 PCIe", 16, 732, 56, (6, 0), "NVIDIA Tesla P100 datasheet (PCIe 16 GB)", 250, 1126, 1303, "HBM2"),
+    GpuSpec("v100-16gb", "V100 SXM2", 16, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 16 GB)", 300, 1290, 1530, "HBM2"),
+    GpuSpec("v100-32gb", "V100 SXM2", 32, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 32 GB)", 300, 1290, 1530, "HBM2"),
+    GpuSpec("v100-32gb-pcie", "V100 PCIe", 32, 900, 80, (7, 0), "NVIDIA V100 datasheet (PCIe 32 GB)", 250, 1230, 1380, "HBM2"),
+    GpuSpec("t4", "T4", 16, 320, 40, (7, 5), "NVIDIA T4 datasheet", 70, 585, 1590, "GDDR6"),
+    GpuSpec("a10", "A10", 24, 600, 72, (8, 6), "NVIDIA A10 datasheet", 150, 885, 1695, "GDDR6"),
+    GpuSpec("a100-40gb", "A100", 40, 1555, 108, (8, 0), "NVIDIA A100 datasheet (SXM4 40 GB)", 400, 1095, 1410, "HBM2"),
+    GpuSpec("a100-80gb", "A100", 80, 2039, 108, (8, 0), "NVIDIA A100 datasheet (SXM4 80 GB)", 400, 1275, 1410, "HBM2e"),
+    GpuSpec("a100-40gb-pcie", "A100", 40, 1555, 108, (8, 0), "NVIDIA A100 datasheet (PCIe 40 GB)", 250, 765, 1410, "HBM2"),
+    GpuSpec("a100-80gb-pcie", "A100", 80, 1935, 108, (8, 0), "NVIDIA A100 datasheet (PCIe 80 GB)", 300, 1065, 1410, "HBM2e"),
+    GpuSpec("l4", "L4", 24, 300, 58, (8, 9), "NVIDIA L4 datasheet", 72, 795, 2040, "GDDR6"),
+    GpuSpec("l40s", "L40S", 48, 864, 142, (8, 9), "NVIDIA L40S datasheet", 350, 1110, 2520, "GDDR6"),
+    GpuSpec("h100-sxm", "H100 SXM", 80, 3350, 132, (9, 0), "NVIDIA H100 datasheet, SXM column", 700, 1590, 1980, "HBM3"),
+    GpuSpec("h100-pcie", "H100 PCIe", 80, 2000, 114, (9, 0), "NVIDIA H100 datasheet, PCIe column", 350, 1125, 1755, "HBM2e"),
+    GpuSpec("h200", "H200", 141, 4800, 132, (9, 0), "NVIDIA H200 datasheet (SXM)", 700, 1590, 1980, "HBM3e"),
+    GpuSpec("b200", "B200", 180, 8000, 148, (10, 0), "NVIDIA HGX B200 datasheet (per GPU)", 1000, None, None, "HBM3e"),
+    GpuSpec("rtx-4090", "RTX 4090", 24, 1008, 128, (8, 9), "NVIDIA Ada GPU architecture whitepaper, Table 2", 450, 2235,
+            2520, "GDDR6X"),
 )
 """The GPUs ``ampbench predict --gpu`` knows (``--gpu-spec FILE.json`` describes any other)."""
 

@@ -1,51 +1,50 @@
-"""The cost model: a traced step's ops priced on a GPU's datasheet (roofline per op, plus launch costs).
+"""A traced step's time on a GPU: each op priced by the kernel model of its class (:mod:`ampbench.predict.kernels`,
+its constants fitted on measured kernels), and the host that issues them.
 
-Per op: ``time = max(FLOPs / (peak x efficiency), bytes / (bandwidth x MEMORY_EFFICIENCY)) + LAUNCH_US``, the peak
-being the math the op runs in on that GPU (a half op: the fp16/bf16 Tensor Core peak; an fp32 matmul: TF32 in the
-tf32 mode, fp32 otherwise). The host issues the ops too: an eager step takes at least ``HOST_US`` per op (Python
-module calls and the dispatcher in the forward, the autograd engine after), so a step is
-``max(sum of GPU times, sum of host times)``. Every constant below holds for every model and GPU; none was fitted to
-the references the tests check against (docs/predict.md gives each one's error).
+Per op class: matmuls as cuBLAS GEMMs (tiles, waves, split-K; Tensor Cores for half and TF32 math, which is never
+slower than fp32's kernels: cuBLAS and cuDNN may keep an fp32 kernel); 2-D convolutions as cuDNN's fastest of
+implicit GEMM and Winograd, their backward as one such product per gradient asked for (a Tensor Core convolution on
+NCHW tensors pays the conversion to the NHWC layout its kernels use); fused attention at
+``attention_efficiency`` of the GEMM peak (half the scores' work when causal); a fused RNN layer as its input GEMM and
+one recurrent GEMM per step; normalisations and softmax by their passes over the data; everything else by its bytes.
+Multi-tensor ops (``_foreach_*``, fused optimizers) launch a kernel per :data:`FOREACH_TENSORS` tensors.
+
+The host issues every op: an eager step takes at least ``HOST_US`` per op (Python module calls and the dispatcher in
+the forward, the autograd engine after), so a step is ``max(sum of GPU times, sum of host times)``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ampbench.measure.peaks import GpuSpec
+from ampbench.predict import kernels
+from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
 
-GEMM_EFFICIENCY = 0.80
-"""Share of the dense peak a large GEMM or convolution reaches (cuBLAS/cuDNN on big square-ish problems)."""
-ATTENTION_EFFICIENCY = 0.50
-"""Share of the peak fused attention reaches (flash/memory-efficient kernels: softmax and rescaling between GEMMs)."""
-MEMORY_EFFICIENCY = 0.75
-"""Share of the datasheet DRAM bandwidth an elementwise, normalisation or optimizer kernel reaches."""
-TILE = 128
-"""Output tile of a Tensor Core GEMM kernel (M and N): partial tiles and partial waves over the SMs are idle."""
-SPLIT_K_MIN = 512
-"""A GEMM with fewer tiles than SMs is split along K (cuBLAS's split-K) in chunks of at least this many."""
-LAUNCH_US = 2.0
-"""A kernel's fixed cost on the GPU (launch, ramp-up, tail), microseconds."""
-HOST_US = {"forward": 10.0, "backward": 4.0, "step": 4.0, "optimizer": 4.0}
+HOST_US = {"forward": 10.0, "loss": 10.0, "backward": 4.0, "step": 4.0, "optimizer": 4.0}
 """Host time per op, microseconds: Python and the dispatcher in the forward, the C++ autograd engine and optimizer
-loops after it. A step whose ops take less GPU time than this is launch-bound."""
+loops after it. A step whose ops take less GPU time than this is launch-bound. Not fitted (the references time GPU
+work)."""
 TORCHAO_STEP_US = 20.0
 """Host time per parameter of torchao's low-precision Adam, microseconds: a Python loop calling a torch.compile'd
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
 FOREACH_TENSORS = 48
 """Tensors one multi-tensor-apply launch covers (torch's ``_foreach_*`` kernels; fused Adam takes 36 of 4 lists)."""
+ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
 
 MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward",
-              "aten._cudnn_rnn", "aten._cudnn_rnn_backward", "aten.mkldnn_rnn_layer", "aten.mkldnn_rnn_layer_backward"}
+              "ampbench_predict.rnn_layer", "ampbench_predict.rnn_layer_backward"}
 ATTENTION_OPS = {"ampbench_predict.fused_attention", "ampbench_predict.fused_attention_backward"}
 NORM_OPS = {"aten.native_layer_norm", "aten.native_layer_norm_backward", "aten.native_batch_norm",
             "aten.native_batch_norm_backward", "aten._native_batch_norm_legit", "aten._native_batch_norm_legit_functional",
             "aten._native_batch_norm_legit_no_training", "aten.native_group_norm", "aten.native_group_norm_backward",
             "aten._fused_rms_norm", "aten._fused_rms_norm_backward", "aten.cudnn_batch_norm",
             "aten.cudnn_batch_norm_backward"}
+SOFTMAX_OPS = {"aten._softmax", "aten._log_softmax", "aten._softmax_backward_data", "aten._log_softmax_backward_data"}
 OP_CLASSES = ("matmul/conv", "attention", "normalisation", "elementwise", "optimizer")
 
 
@@ -61,40 +60,99 @@ def op_class(op: Op) -> str:
     return "elementwise"
 
 
-def gemm_efficiency(gemm: tuple[int, int, int] | None, sms: int) -> float:
-    """:data:`GEMM_EFFICIENCY` times the share of the GPU a GEMM of (M, N, K) keeps busy: its output in 128x128 tiles
-    (a partial tile computes its whole), the tiles in waves over the SMs (a partial wave leaves SMs idle), split
-    along K when there are fewer tiles than SMs."""
-    if gemm is None:
-        return GEMM_EFFICIENCY
-    m, n, k = gemm
-    tm, tn = math.ceil(m / TILE), math.ceil(n / TILE)
-    fill = (m / (tm * TILE)) * (n / (tn * TILE))
-    tiles = tm * tn
-    if tiles < sms:
-        tiles *= max(1, min(math.ceil(sms / tiles), k // SPLIT_K_MIN))
-    waves = math.ceil(tiles / sms)
-    return GEMM_EFFICIENCY * fill * tiles / (waves * sms)
+def math_of(op: Op, tf32: bool) -> str:
+    """The math an op's GEMMs run in: its dtype's, fp32 ones as TF32 where the mode allows it."""
+    if op.dtype in ("fp16", "bf16"):
+        return op.dtype
+    return "tf32" if tf32 else "fp32"
 
 
 @dataclass
 class OpCost:
     op: Op
     cls: str
+    gpu_s: float
     compute_s: float
-    memory_s: float
+    """Of ``gpu_s``: the time bound by arithmetic (0 for a memory-bound op)."""
+    fixed_s: float
+    """Of ``gpu_s``: the kernels' fixed costs."""
     launches: int
 
     @property
-    def gpu_s(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.launches * LAUNCH_US * 1e-6
+    def memory_s(self) -> float:
+        return max(0.0, self.gpu_s - self.compute_s - self.fixed_s)
 
-    @property
-    def bound(self) -> str:
-        busy = max(self.compute_s, self.memory_s)
-        if self.launches * LAUNCH_US * 1e-6 > busy:
-            return "launch"
-        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+def _gemm(gpu: GpuSpec, cal: Calibration, shape: tuple[int, int, int, int], math_mode: str, element: int,
+          efficiency: float = 1.0) -> tuple[float, float]:
+    """(time, compute part) of a GEMM; TF32 never slower than fp32's kernels."""
+    b, m, n, k = shape
+    total = kernels.gemm_s(gpu, cal, b, m, n, k, math_mode, element, efficiency)
+    compute = kernels.gemm_compute_s(gpu, cal, b, m, n, k, math_mode, efficiency)
+    if math_mode == "tf32":
+        fp32 = kernels.gemm_s(gpu, cal, b, m, n, k, "fp32", element, efficiency)
+        if fp32 < total:
+            return fp32, kernels.gemm_compute_s(gpu, cal, b, m, n, k, "fp32", efficiency)
+    return total, min(compute, total)
+
+
+def price_op(op: Op, gpu: GpuSpec, tf32: bool, cal: Calibration) -> OpCost:
+    """One op's GPU time on ``gpu``."""
+    cls = op_class(op)
+    fixed = cal.kernel_us * 1e-6
+    light = cal.light_kernel_us * 1e-6
+    moved = op.bytes_read + op.bytes_written
+    mode = math_of(op, tf32)
+    element = ELEMENT.get(op.dtype, 4)
+    if op.conv is not None and op.products:
+        t = op.products * kernels.conv_s(gpu, cal, op.conv, mode, element, op.nchw)
+        g, m, n, k = op.conv.gemm()
+        compute = op.products * kernels.gemm_compute_s(gpu, cal, g, m, n, k, mode,
+                                                       kernels.implicit_efficiency(op.conv, mode, cal))
+        return OpCost(op, cls, t, min(compute, t), op.products * fixed, op.products)
+    if op.name in ("ampbench_predict.rnn_layer", "ampbench_predict.rnn_layer_backward"):
+        return _rnn(op, gpu, cal, mode, element)
+    if op.gemm is not None and op.flops:
+        t, compute = _gemm(gpu, cal, op.gemm, mode, element)
+        products = 2 if op.name == "aten.convolution_backward" else 1
+        return OpCost(op, cls, products * t, products * compute, products * fixed, products)
+    if cls == "attention" and op.flops:
+        work = op.flops / (2 if op.causal else 1)
+        compute = work / (kernels.peak_flops(gpu, mode, cal) * cal.tensor_gemm_efficiency * cal.attention_efficiency)
+        t = max(compute, kernels.memory_s(gpu, cal, moved)) + fixed
+        return OpCost(op, cls, t, min(compute, t), fixed, 1)
+    launches = math.ceil(op.tensors / _per_launch(op)) if op.tensors > 1 else 1
+    if op.name in NORM_OPS:
+        t = kernels.reduction_s(gpu, cal, moved, "norm")
+    elif op.name in SOFTMAX_OPS:
+        t = kernels.reduction_s(gpu, cal, moved, "softmax")
+    else:
+        t = kernels.streaming_s(gpu, cal, moved)
+    return OpCost(op, cls, t + (launches - 1) * light, 0.0, launches * light, launches)
+
+
+def _per_launch(op: Op) -> int:
+    return {"aten._fused_optimizer": 36, "torchao.single_param_adam": 1}.get(op.name, FOREACH_TENSORS)
+
+
+def _rnn(op: Op, gpu: GpuSpec, cal: Calibration, mode: str, element: int) -> OpCost:
+    """A fused RNN layer (its directions as ``op.tensors``): the input GEMM over every step at once, then one
+    recurrent GEMM per step, each after the previous and taking at least ``rnn_step_us``. The backward: the input
+    GEMM's two gradients over every step, the recurrent gradient step by step, the recurrent weights' gradient at
+    once."""
+    assert op.rnn is not None
+    steps, batch, inputs, gates, recurrent = op.rnn
+    directions = max(1, op.tensors)
+    whole = kernels.gemm_compute_s(gpu, cal, directions, steps * batch, gates, inputs, mode)
+    one_step = max(kernels.gemm_compute_s(gpu, cal, directions, batch, gates, recurrent, mode), cal.rnn_step_us * 1e-6)
+    if op.name.endswith("backward"):
+        weights = kernels.gemm_compute_s(gpu, cal, directions, gates, recurrent, steps * batch, mode)
+        compute = 2 * whole + steps * one_step + weights
+    else:
+        compute = whole + steps * one_step
+    fixed = cal.kernel_us * 1e-6
+    t = max(compute, kernels.memory_s(gpu, cal, op.bytes_read + op.bytes_written)) + fixed
+    return OpCost(op, "matmul/conv", t, min(compute, t), fixed, directions)
 
 
 @dataclass
@@ -115,13 +173,10 @@ class StepCost:
 
     @property
     def bound(self) -> str:
+        """launch when the host issues the ops slower than the GPU runs them; else the largest share."""
+        if self.host_s > self.gpu_s:
+            return "launch"
         return max(self.time_split, key=lambda k: self.time_split[k])
-
-
-def _math(op: Op, precision_tf32: bool) -> str:
-    if op.dtype in ("fp16", "bf16"):
-        return op.dtype
-    return "tf32" if precision_tf32 else "fp32"
 
 
 def _fused_optimizer(trace: Trace) -> Op:
@@ -138,33 +193,21 @@ def _torchao_optimizer(trace: Trace) -> Op:
               trace.stepped_bytes + trace.state_bytes, "fp32", max(1, trace.stepped_params))
 
 
-def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
-    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions run as TF32)."""
-    peaks = gpu.tflops
+PHASES = ("forward", "loss", "backward", "step", "optimizer")
+
+
+def price(trace: Trace, gpu: GpuSpec, tf32: bool, phases: Collection[str] = PHASES,
+          cal: Calibration | None = None) -> StepCost:
+    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32); ``phases``: the parts
+    of the step priced (a forward-and-backward reference leaves the loss and the optimizer out)."""
+    cal = cal or calibration()
     ops = list(trace.ops)
-    notes: list[str] = []
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
         ops = [o for o in ops if o.phase != "optimizer"] + [_fused_optimizer(trace)]
     elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter
         ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace)]
-    costs: list[OpCost] = []
-    for op in ops:
-        cls = op_class(op)
-        compute = 0.0
-        extra_bytes = 0
-        if cls in ("matmul/conv", "attention") and op.flops:
-            math_mode = _math(op, tf32)
-            peak = peaks.get(math_mode) or peaks["fp32"]
-            eff = ATTENTION_EFFICIENCY if cls == "attention" else gemm_efficiency(op.gemm, gpu.sms)
-            compute = op.flops / (peak * 1e12 * max(eff, 1e-3))
-            if op.nchw and math_mode != "fp32":  # cuDNN's Tensor Core kernels are NHWC: NCHW tensors transposed in and out
-                extra_bytes = 2 * (op.bytes_read + op.bytes_written)
-        if "batch_norm" in op.name:  # two passes over the batch: the statistics, then normalising (or dx's sums, then dx)
-            extra_bytes += op.bytes_read
-        memory = (op.bytes_read + op.bytes_written + extra_bytes) / (gpu.bandwidth_gbs * 1e9 * MEMORY_EFFICIENCY)
-        tensors_per_launch = {"aten._fused_optimizer": 36, "torchao.single_param_adam": 1}.get(op.name, FOREACH_TENSORS)
-        launches = math.ceil(op.tensors / tensors_per_launch) if op.tensors > 1 else 1
-        costs.append(OpCost(op, cls, compute, memory, launches))
+    ops = [o for o in ops if o.phase in phases]
+    costs = [price_op(o, gpu, tf32, cal) for o in ops]
     gpu_s = sum(c.gpu_s for c in costs)
     host_s = sum((TORCHAO_STEP_US * c.op.tensors if c.op.name == "torchao.single_param_adam"
                   else HOST_US.get(c.op.phase, 4.0)) * 1e-6 for c in costs)
@@ -172,15 +215,16 @@ def price(trace: Trace, gpu: GpuSpec, tf32: bool) -> StepCost:
     by_bound: dict[str, float] = defaultdict(float)
     by_class: dict[str, float] = dict.fromkeys(OP_CLASSES, 0.0)
     for c in costs:
-        busy = max(c.compute_s, c.memory_s)
-        by_bound["compute" if c.compute_s >= c.memory_s and c.compute_s > 0 else "memory"] += busy
-        by_bound["launch"] += c.gpu_s - busy
+        by_bound["compute"] += c.compute_s
+        by_bound["memory"] += c.memory_s
+        by_bound["launch"] += c.fixed_s
         by_class[c.cls] += c.gpu_s
+    notes: list[str] = []
     if host_s > gpu_s:  # the GPU waits on the host: that wait is launch overhead too
         by_bound["launch"] += host_s - gpu_s
         notes.append(f"launch-bound: the host issues {len(costs)} ops in ~{host_s * 1e3:.2f} ms, the GPU runs them in "
                      f"~{gpu_s * 1e3:.2f} ms (CUDA graphs or torch.compile remove most of it)")
-    time_split = {k: by_bound.get(k, 0.0) / step_s for k in ("compute", "memory", "launch")}
+    time_split = {k: by_bound.get(k, 0.0) / step_s for k in ("compute", "memory", "launch")} if step_s else {}
     op_split = {k: v / gpu_s for k, v in by_class.items()} if gpu_s else by_class
     half = {o.dtype for o in ops if o.name in MATMUL_OPS and o.dtype in ("fp16", "bf16")}
     math_mode = next(iter(half)) if half else ("tf32" if tf32 else "fp32")

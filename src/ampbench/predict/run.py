@@ -74,8 +74,17 @@ def load_spec(path: Path) -> GpuSpec:
                             "and sms are positive numbers") from None
     if min(memory_gib, bandwidth, sms) <= 0:
         raise AmpbenchError(f"--gpu-spec {path}: memory_gib, bandwidth_gbs and sms must be > 0")
+    optional = {}
+    for key in ("tdp_w", "base_mhz", "boost_mhz"):
+        if key in data:
+            if not isinstance(data[key], (int, float)) or isinstance(data[key], bool) or data[key] <= 0:
+                raise AmpbenchError(f"--gpu-spec {path}: {key} must be a number > 0")
+            optional[key] = float(data[key])
+    if "memory" in data:
+        optional["memory"] = str(data["memory"])
     return _FileSpec(str(data["name"]).lower(), str(data["name"]), memory_gib, bandwidth, sms, (major, minor),
-                     str(data.get("source") or f"--gpu-spec {path}"), {k: float(v) for k, v in tflops.items()})
+                     str(data.get("source") or f"--gpu-spec {path}"), **optional,
+                     file_tflops={k: float(v) for k, v in tflops.items()})
 
 
 @dataclass(frozen=True)

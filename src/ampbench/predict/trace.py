@@ -40,6 +40,7 @@ from ampbench.predict.cuda_dispatch import (
     AutocastRules,
     CudaDispatch,
 )
+from ampbench.predict.kernels import Conv
 from ampbench.workloads.base import Workload
 
 META = torch.device("meta")
@@ -59,16 +60,19 @@ class Op:
     tensors: int = 1
     """Tensors a multi-tensor (``_foreach_*``, fused optimizer) op covers, directions of a fused RNN layer: launches
     are counted from it."""
-    gemm: tuple[int, int, int] | None = None
-    """(M, N, K) of a matmul or a convolution's implicit GEMM."""
+    gemm: tuple[int, int, int, int] | None = None
+    """(batch, M, N, K) of a matmul, or of a 1-D/3-D convolution's implicit GEMM (batch = groups)."""
     nchw: bool = False
     """A 2-D convolution on NCHW tensors (cuDNN's Tensor Core kernels are NHWC: it converts them)."""
-    conv: tuple[int, ...] | None = None
-    """A convolution's (kernel h, kernel w, stride h, stride w, groups, C_in, C_out): what picks cuDNN's algorithm."""
+    conv: Conv | None = None
+    """A 2-D convolution's shape (what picks cuDNN's algorithm)."""
+    products: int = 1
+    """Products a convolution op computes: 1 forward; backward, the input's and the weight's gradients asked for."""
     causal: bool = False
     """Fused attention with a causal mask (the kernels skip the masked half of the scores)."""
-    steps: int = 0
-    """A fused RNN layer's time steps (each a recurrent GEMM after the previous one)."""
+    rnn: tuple[int, int, int, int, int] | None = None
+    """A fused RNN layer: (steps, batch, input size, gates x hidden, recurrent input size) -- its input GEMM over every
+    step at once, then one recurrent GEMM per step, each after the previous; directions in ``tensors``."""
 
 
 ZERO_COST = {"detach", "alias", "_local_scalar_dense", "empty", "empty_like", "new_empty", "new_empty_strided",
@@ -93,28 +97,32 @@ def _is_view(func: Any) -> bool:
     return bool(schema.returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
-def _gemm_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int, int] | None:
+def _gemm_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int, int, int] | None:
     if name in ("mm", "addmm", "bmm", "baddbmm"):
         a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
-        batch = a.shape[0] if a.dim() == 3 else 1
-        return batch * a.shape[-2], b.shape[-1], a.shape[-1]
-    if name == "convolution" and isinstance(out, torch.Tensor):  # implicit GEMM: (N*P*Q) x C_out x (C_in/g*R*S)
-        w = args[1]
-        return out.shape[0] * math.prod(out.shape[2:]), w.shape[0], w.shape[1] * math.prod(w.shape[2:])
-    if name == "convolution_backward":
-        grad, w = args[0], args[2]
-        return grad.shape[0] * math.prod(grad.shape[2:]), w.shape[0], w.shape[1] * math.prod(w.shape[2:])
+        return (a.shape[0] if a.dim() == 3 else 1), a.shape[-2], b.shape[-1], a.shape[-1]
+    if name in ("convolution", "convolution_backward"):  # implicit GEMM: groups x (N*P*Q) x C_out/g x (C_in/g*R*S)
+        out_like, w, groups = (out, args[1], args[8]) if name == "convolution" else (args[0], args[2], args[9])
+        if isinstance(out_like, torch.Tensor):
+            return (groups, out_like.shape[0] * math.prod(out_like.shape[2:]), w.shape[0] // groups,
+                    w.shape[1] * math.prod(w.shape[2:]))
     return None
 
 
-def _conv_shape(name: str, args: tuple[Any, ...]) -> tuple[int, ...] | None:
+def _conv_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[Conv | None, int]:
+    """A 2-D convolution's shape and its products (forward: 1; backward: the gradients asked for of input and
+    weight)."""
     if name not in ("convolution", "convolution_backward"):
-        return None
-    x, w = (args[0], args[1]) if name == "convolution" else (args[1], args[2])
-    stride, groups = (args[3], args[8]) if name == "convolution" else (args[4], args[9])
-    if w.dim() != 4:
-        return None
-    return (w.shape[2], w.shape[3], stride[0], stride[-1], groups, x.shape[1], w.shape[0])
+        return None, 1
+    if name == "convolution":
+        x, w, y, stride, transposed, groups, products = args[0], args[1], out, args[3], args[6], args[8], 1
+    else:
+        y, x, w, stride, transposed, groups = args[0], args[1], args[2], args[4], args[7], args[9]
+        products = int(bool(args[10][0])) + int(bool(args[10][1]))
+    if w.dim() != 4 or transposed or not isinstance(y, torch.Tensor):
+        return None, products
+    return Conv(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], stride[0], groups,
+                y.shape[2], y.shape[3]), products
 
 
 def _rnn_flops(args: tuple[Any, ...], backward: bool) -> int:
@@ -159,14 +167,16 @@ class _Recorder(TorchDispatchMode):
         written = sum(effective_bytes(t) for t in outs)
         floats = [t.dtype for t in ins if t.is_floating_point()]
         dtype = _DTYPES.get(floats[0], "fp32") if floats else "fp32"
-        causal, steps, tensors = False, 0, 1
+        causal, rnn, tensors = False, None, 1
         if func is FUSED_ATTENTION:
             flops, causal = sdpa_forward_flops(args[0].shape, args[1].shape, args[2].shape), bool(args[4])
         elif func is FUSED_ATTENTION_BACKWARD:
             flops, causal = sdpa_backward_flops(None, args[1].shape, args[2].shape, args[3].shape), bool(args[6])
         elif func in (RNN_LAYER, RNN_LAYER_BACKWARD):
             flops = _rnn_flops(args, func is RNN_LAYER_BACKWARD)
-            steps, tensors = (args[0] if func is RNN_LAYER else args[1]).shape[0], args[5 if func is RNN_LAYER else 8]
+            x, weights = (args[0], args[3]) if func is RNN_LAYER else (args[1], args[4])
+            tensors = args[5 if func is RNN_LAYER else 8]
+            rnn = (x.shape[0], x.shape[1], x.shape[2], weights[1].shape[0], weights[1].shape[1])
         else:
             fn = self._flops.get(func._overloadpacket)
             flops = int(fn(*args, **kwargs, out_val=out)) if fn is not None else 0
@@ -174,8 +184,9 @@ class _Recorder(TorchDispatchMode):
             tensors = len(args[0])
         nchw = (name in ("convolution", "convolution_backward") and args[0].dim() == 4
                 and not args[0].is_contiguous(memory_format=torch.channels_last))
+        conv, products = _conv_shape(name, args, out)
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
-                           dtype, tensors, _gemm_shape(name, args, out), nchw, _conv_shape(name, args), causal, steps))
+                           dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn))
         return out
 
 

@@ -1,0 +1,232 @@
+"""The time of one GPU kernel, from the GPU's datasheet and a handful of constants fitted on measured kernels.
+
+Each op class has its own model, written from how the kernels work; the constants (:class:`Calibration`) are fitted
+on the measured kernels of P4, P100, T4 and V100 only (``benchmarks/kernel_references.py --fit``, which writes
+``calibration.json`` with what was fitted on what), and checked on A100, H100 and L4 (docs/predict.md).
+
+- **GEMM** (matmuls, linear layers, the GEMMs of a convolution, of attention and of an RNN): cuBLAS tiles the output
+  and runs the tiles in waves over the SMs; a partial tile computes its whole, a partial wave leaves SMs idle, a GEMM
+  with fewer tiles than SMs is split along K. The time is the best tile shape's (what cuBLAS's heuristics pick):
+  ``waves x tile work / (per-SM peak x tile efficiency x K/(K + k_half))``, or the bytes at the memory bandwidth when
+  that is longer, plus a fixed cost per kernel. The per-SM peak is the math's: Tensor Cores for tf32/fp16/bf16, the
+  fp32 lanes for fp32 -- on compute capability 8.6/8.9 half of those lanes are shared with integer math, which a
+  SIMT GEMM needs (GA102/AD102 whitepapers), so fp32 GEMMs get the other half.
+- **Convolution**: the best of implicit GEMM and, for 3x3 stride-1 dense fp32 layers, Winograd F(4x4, 3x3) (36
+  batched GEMMs of a quarter of the work plus its input/output transforms), as cuDNN's benchmark mode picks.
+- **Memory-bound ops** (elementwise, casts, reductions, optimizers): the bytes at the bandwidth times an efficiency.
+- **Normalisation and softmax**: memory-bound over more than one pass: the statistics (the maximum and the sum) are
+  read before the output is written.
+- **Clocks**: a card whose board power is at most 75 W (P4, T4, L4) cannot hold its boost clock under a dense kernel;
+  it sustains ``base + clock_share x (boost - base)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ampbench.measure.peaks import GpuSpec
+
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The constants of the kernel models. Defaults are priors; ``calibration.json`` holds the fitted values and says
+    which were fitted on what (the rest keep their prior, with the reason)."""
+
+    gemm_efficiency: float = 0.85
+    """Share of the per-SM fp32 peak a 128x128-tile SIMT GEMM reaches."""
+    tensor_gemm_efficiency: float = 0.80
+    """The same for Tensor Core GEMMs (tf32/fp16/bf16): no half-precision kernel is among the measured references, so
+    not fitted: cuBLAS reaches 70-85% of the dense Tensor Core peak on large GEMMs in NVIDIA's published results."""
+    tile_128x64: float = 0.9
+    tile_64x64: float = 0.7
+    tile_32x32: float = 0.4
+    """Efficiency of the smaller tiles relative to 128x128 (more loads per multiply-add)."""
+    k_half: float = 32.0
+    """The K at which a tile reaches half its efficiency (prologue and epilogue over a short K loop)."""
+    kernel_us: float = 5.0
+    """Fixed cost of a cuBLAS/cuDNN kernel (launch, ramp-up, tail), microseconds. Not fitted: every measured kernel
+    of the references takes 35 us or more, which says nothing about a few microseconds."""
+    light_kernel_us: float = 3.0
+    """The same for PyTorch's own elementwise and reduction kernels. Not fitted (as ``kernel_us``)."""
+    memory_efficiency: float = 0.75
+    """Share of the datasheet DRAM bandwidth a streaming kernel reaches (GDDR memory, and Pascal's HBM2)."""
+    hbm_efficiency: float = 0.9
+    """The same on HBM from Volta on (NVIDIA's Volta whitepaper: over 95% DRAM utilisation against Pascal's 76%)."""
+    norm_passes: float = 2.0
+    """Times a normalisation moves each element (its bytes over read-once-write-once's): a second read of the input
+    for the statistics, where the row is not kept on chip."""
+    softmax_passes: float = 2.0
+    winograd_efficiency: float = 0.6
+    """Share of the GEMM efficiency Winograd's batched GEMMs reach (fp32 3x3 stride-1 convolutions)."""
+    conv_efficiency: float = 0.8
+    """Share of the GEMM efficiency an implicit-GEMM convolution reaches (its im2col gathers)."""
+    clock_share: float = 0.2
+    """Power-capped cards (<= 75 W): the sustained clock's place between base (0) and boost (1)."""
+    attention_efficiency: float = 0.5
+    """Fused attention's share of the GEMM peak (softmax and rescaling between its GEMMs; flash/memory-efficient
+    kernels). Not fitted (no attention kernel is among the measured references)."""
+    rnn_step_us: float = 2.0
+    """A fused RNN layer's time per step at least (one recurrent GEMM after another). Not fitted."""
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+@cache
+def calibration() -> Calibration:
+    """The fitted constants (``calibration.json``), the priors where it has none."""
+    if not CALIBRATION_FILE.is_file():
+        return Calibration()
+    data = json.loads(CALIBRATION_FILE.read_text())
+    return Calibration(**{k: float(v) for k, v in data["constants"].items() if k in Calibration.names()})
+
+
+def save_calibration(cal: Calibration, provenance: dict[str, Any], path: Path = CALIBRATION_FILE) -> None:
+    path.write_text(json.dumps({"constants": asdict(cal), **provenance}, indent=1) + "\n")
+    calibration.cache_clear()
+
+
+# ---- the GPU -----------------------------------------------------------------------------------------------------
+def clock_factor(gpu: GpuSpec, cal: Calibration) -> float:
+    """Sustained clock over boost under a dense kernel: 1, but for cards whose board power caps it (<= 75 W)."""
+    if gpu.tdp_w is None or gpu.tdp_w > 75 or not gpu.base_mhz or not gpu.boost_mhz:
+        return 1.0
+    return (gpu.base_mhz + cal.clock_share * (gpu.boost_mhz - gpu.base_mhz)) / gpu.boost_mhz
+
+
+def simt_share(gpu: GpuSpec) -> float:
+    """Share of the datasheet fp32 rate a SIMT GEMM can use: half on GA10x/AD10x (compute capability 8.6, 8.7, 8.9),
+    whose SMs have 64 fp32 lanes and 64 lanes shared between fp32 and int32 (GA102 and Ada whitepapers); all
+    elsewhere."""
+    return 0.5 if gpu.capability in ((8, 6), (8, 7), (8, 9)) else 1.0
+
+
+def peak_flops(gpu: GpuSpec, math_mode: str, cal: Calibration) -> float:
+    """FLOP/s a GEMM in ``math_mode`` can reach at most on ``gpu`` (its clocks as sustained)."""
+    tflops = gpu.tflops
+    if math_mode == "fp32" or math_mode not in tflops:
+        return tflops["fp32"] * 1e12 * simt_share(gpu) * clock_factor(gpu, cal)
+    return tflops[math_mode] * 1e12 * clock_factor(gpu, cal)
+
+
+def clock_hz(gpu: GpuSpec, cal: Calibration) -> float:
+    boost = gpu.boost_mhz or 1500.0
+    return boost * 1e6 * clock_factor(gpu, cal)
+
+
+# ---- models ------------------------------------------------------------------------------------------------------
+TILES: tuple[tuple[int, int, str], ...] = ((128, 128, ""), (128, 64, "tile_128x64"), (64, 128, "tile_128x64"),
+                                           (64, 64, "tile_64x64"), (32, 32, "tile_32x32"))
+SPLIT_K_MIN = 256
+"""A GEMM with fewer tiles than SMs is split along K in chunks of at least this many."""
+
+
+def gemm_compute_s(gpu: GpuSpec, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str,
+                   efficiency: float = 1.0) -> float:
+    """The compute time of ``batch`` GEMMs of (m x k) @ (k x n): the best tile shape's waves."""
+    base = cal.gemm_efficiency if math_mode == "fp32" else cal.tensor_gemm_efficiency
+    per_sm = peak_flops(gpu, math_mode, cal) * base * efficiency / gpu.sms
+    best = math.inf
+    for tm, tn, name in TILES:
+        tile_eff = getattr(cal, name) if name else 1.0
+        tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
+        split = 1
+        if tiles < gpu.sms:
+            split = max(1, min(gpu.sms // tiles, k // SPLIT_K_MIN))
+        chunk = k / split
+        waves = math.ceil(tiles * split / gpu.sms)
+        tile_s = 2.0 * tm * tn * chunk / (per_sm * tile_eff * chunk / (chunk + cal.k_half))
+        best = min(best, waves * tile_s)
+    return best
+
+
+def memory_efficiency(gpu: GpuSpec, cal: Calibration) -> float:
+    hbm = (gpu.memory or "").startswith("HBM") and gpu.capability >= (7, 0)
+    return cal.hbm_efficiency if hbm else cal.memory_efficiency
+
+
+def memory_s(gpu: GpuSpec, cal: Calibration, nbytes: float) -> float:
+    return nbytes / (gpu.bandwidth_gbs * 1e9 * memory_efficiency(gpu, cal))
+
+
+def gemm_s(gpu: GpuSpec, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str, element: int,
+           efficiency: float = 1.0) -> float:
+    """A GEMM kernel: compute or its operands' bytes (each read once, the output written once), plus its fixed
+    cost."""
+    nbytes = element * batch * (m * k + k * n + m * n)
+    compute = gemm_compute_s(gpu, cal, batch, m, n, k, math_mode, efficiency)
+    return max(compute, memory_s(gpu, cal, nbytes)) + cal.kernel_us * 1e-6
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A 2-D convolution: batch, input channels, input height and width, output channels, kernel, stride, groups,
+    output height and width."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride: int
+    groups: int
+    p: int
+    q: int
+
+    def gemm(self) -> tuple[int, int, int, int]:
+        """(batch = groups, M, N, K) of its implicit GEMM."""
+        return self.groups, self.n * self.p * self.q, self.k // self.groups, self.c // self.groups * self.r * self.s
+
+
+def implicit_efficiency(conv: Conv, math_mode: str, cal: Calibration) -> float:
+    """An implicit-GEMM convolution's share of the GEMM efficiency: ``conv_efficiency`` for filters with a spatial
+    extent in fp32 (what it was fitted on: cuDNN's SIMT kernels gathering 3x3 windows); a 1x1 convolution is a GEMM,
+    and Tensor Core convolutions keep the GEMM's (unmeasured) prior."""
+    return cal.conv_efficiency if math_mode == "fp32" and conv.r * conv.s > 1 else 1.0
+
+
+def conv_s(gpu: GpuSpec, cal: Calibration, conv: Conv, math_mode: str, element: int, nchw: bool = False) -> float:
+    """The forward (or one backward product: the same work) of a convolution: the fastest of cuDNN's algorithm
+    families this model knows -- implicit GEMM, and Winograd for dense 3x3 stride-1 layers in fp32 (for tf32 too:
+    cuDNN may keep an fp32 algorithm when it is faster). ``nchw``: the tensors are NCHW, which Tensor Core kernels
+    convert to NHWC and back."""
+    g, m, n, k = conv.gemm()
+    io = element * (conv.n * conv.c * conv.h * conv.w + conv.n * conv.k * conv.p * conv.q) + element * conv.k * k
+    efficiency = implicit_efficiency(conv, math_mode, cal)
+    implicit = max(gemm_compute_s(gpu, cal, g, m, n, k, math_mode, efficiency), memory_s(gpu, cal, io)) \
+        + cal.kernel_us * 1e-6
+    if nchw and math_mode != "fp32":  # cuDNN's Tensor Core kernels are NHWC: NCHW tensors converted in and out
+        implicit += streaming_s(gpu, cal, 2 * io)
+    best = implicit
+    if math_mode == "tf32":  # (cuDNN keeps an fp32 algorithm where it is faster: TF32 is never slower than fp32)
+        best = min(best, conv_s(gpu, cal, conv, "fp32", element))
+    if math_mode == "fp32" and conv.groups == 1 and conv.r == conv.s == 3 and conv.stride == 1:
+        tiles = conv.n * math.ceil(conv.p / 4) * math.ceil(conv.q / 4)
+        batched = gemm_compute_s(gpu, cal, 36, tiles, conv.k, conv.c, "fp32", cal.winograd_efficiency)
+        transforms = 4 * (conv.n * conv.c * conv.h * conv.w + 36 * tiles * (conv.c + conv.k) + conv.n * conv.k * conv.p
+                          * conv.q)
+        winograd = max(batched, memory_s(gpu, cal, transforms)) + 3 * cal.kernel_us * 1e-6  # (transforms: 3 kernels)
+        best = min(best, winograd)
+    return best
+
+
+def streaming_s(gpu: GpuSpec, cal: Calibration, nbytes: float) -> float:
+    """An elementwise or other memory-bound kernel."""
+    return memory_s(gpu, cal, nbytes) + cal.light_kernel_us * 1e-6
+
+
+def reduction_s(gpu: GpuSpec, cal: Calibration, nbytes: float, kind: str) -> float:
+    """A normalisation (``kind`` "norm") or softmax: its bytes (read and written once: ``nbytes``) times its passes
+    over the data (the statistics or the maximum and sum read the input before the output is written)."""
+    passes = cal.norm_passes if kind == "norm" else cal.softmax_passes
+    return memory_s(gpu, cal, nbytes * passes / 2) + cal.light_kernel_us * 1e-6

@@ -1,0 +1,270 @@
+"""NeuSight's published GPU measurements (``references/neusight/``, MIT; its README says how each was taken), read
+as cases the kernel models price: one measured kernel each, with its GPU (a key of our catalogue), its op class and
+its shape.
+
+All of it is fp32 with TF32 off (PyTorch 2.1, CUDA 12.1, cuDNN 8.9.2, ``cudnn.benchmark``), CUDA-event timed.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ampbench.data.tensors import TensorData
+from ampbench.measure.peaks import GpuSpec, gpu_spec
+from ampbench.predict import kernels
+from ampbench.predict.kernels import Calibration, Conv
+from ampbench.workloads.base import Workload
+
+ROOT = Path(__file__).resolve().parents[3] / "references" / "neusight"
+"""The vendored copy (the repository's ``references/neusight``)."""
+
+DEVICES: dict[str, str] = {
+    "Tesla P4": "p4", "Tesla P100-PCIE-16GB": "p100-16gb", "Tesla T4": "t4", "Tesla V100-PCIE-32GB": "v100-32gb-pcie",
+    "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie", "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
+    "NVIDIA H100 80GB HBM3": "h100-sxm", "NVIDIA L4": "l4", "NVIDIA A100-SXM4-40GB": "a100-40gb",
+}
+"""NeuSight's device names (as the driver reports them) -> our catalogue's keys."""
+FOLDERS: dict[str, str] = {"Tesla_P4": "Tesla P4", "Tesla_P100-PCIE-16GB": "Tesla P100-PCIE-16GB",
+                           "Tesla_T4": "Tesla T4", "Tesla_V100-PCIE-32GB": "Tesla V100-PCIE-32GB",
+                           "NVIDIA_A100-PCIE-40GB": "NVIDIA A100-PCIE-40GB", "NVIDIA_A100_80GB_PCIe": "NVIDIA A100 80GB PCIe",
+                           "NVIDIA_H100_80GB_HBM3": "NVIDIA H100 80GB HBM3", "NVIDIA_L4": "NVIDIA L4",
+                           "NVIDIA_A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB"}
+
+FIT_GPUS = ("p4", "p100-16gb", "t4", "v100-32gb-pcie")
+"""The GPUs the constants are fitted on (the issue's protocol); every other GPU only checks them."""
+CHECK_GPUS = ("a100-40gb-pcie", "a100-80gb-pcie", "h100-sxm", "l4")
+OP_CLASSES = ("linear", "bmm", "conv", "elementwise", "layernorm", "softmax")
+BINARY = {"add", "mul", "div", "pow"}
+"""Elementwise ops of two tensors (the ``...u`` forms take a scalar)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    gpu: str
+    op_class: str
+    shape: str
+    measured_s: float
+    price: Callable[[GpuSpec, Calibration], float]
+
+    def predicted_s(self, cal: Calibration) -> float:
+        spec = gpu_spec(self.gpu)
+        assert spec is not None, self.gpu
+        return self.price(spec, cal)
+
+    def error(self, cal: Calibration) -> float:
+        """predicted / measured - 1."""
+        return self.predicted_s(cal) / self.measured_s - 1
+
+
+def _rows(root: Path, name: str) -> Iterator[dict[str, str]]:
+    with gzip.open(root / "kernels" / f"{name}.csv.gz", "rt") as f:
+        yield from csv.DictReader(f)
+
+
+def _gemm(b: int, m: int, n: int, k: int) -> Callable[[GpuSpec, Calibration], float]:
+    return lambda gpu, cal: kernels.gemm_s(gpu, cal, b, m, n, k, "fp32", 4)
+
+
+def _conv(conv: Conv) -> Callable[[GpuSpec, Calibration], float]:
+    return lambda gpu, cal: kernels.conv_s(gpu, cal, conv, "fp32", 4)
+
+
+def _stream(nbytes: int) -> Callable[[GpuSpec, Calibration], float]:
+    return lambda gpu, cal: kernels.streaming_s(gpu, cal, nbytes)
+
+
+def _reduce(nbytes: int, kind: str) -> Callable[[GpuSpec, Calibration], float]:
+    return lambda gpu, cal: kernels.reduction_s(gpu, cal, nbytes, kind)
+
+
+def kernel_cases(root: Path = ROOT) -> list[Case]:
+    """Every measured kernel on a GPU of our catalogue."""
+    cases: list[Case] = []
+    for name, op_class in (("linear", "linear"), ("bmm", "bmm")):
+        for r in _rows(root, name):
+            b, m, n, k = (int(r[x]) for x in "BMNK")
+            if name == "linear":  # nn.Linear on (B, M, K): one GEMM of (B*M) x K -> N
+                m, b = b * m, 1
+            cases.append(Case(DEVICES[r["Device"]], op_class, f"{b}x{m}x{n}x{k}", float(r["Latency"]) * 1e-3,
+                              _gemm(b, m, n, k)))
+    for r in _rows(root, "conv"):
+        n, c, k = int(r["B"]), int(r["Input_Channel"]), int(r["Output_Channel"])
+        size, kernel, stride, pad = int(r["Input_Size"]), int(r["Kernel_Szie"]), int(r["Stride"]), int(r["Padding"])
+        out = (size + 2 * pad - kernel) // stride + 1
+        conv = Conv(n, c, size, size, k, kernel, kernel, stride, 1, out, out)
+        cases.append(Case(DEVICES[r["Device"]], "conv", f"{n}x{c}x{size}->{k}", float(r["Latency"]) * 1e-3,
+                          _conv(conv)))
+    for r in _rows(root, "elem"):
+        elements = int(r["B"]) * int(r["H"])
+        tensors = 3 if r["OPName"] in BINARY else 2
+        cases.append(Case(DEVICES[r["Device"]], "elementwise", f"{r['OPName']} {r['B']}x{r['H']}",
+                          float(r["Latency"]) * 1e-3, _stream(4 * elements * tensors)))
+    for name, op_class, kind in (("ln", "layernorm", "norm"), ("softmax", "softmax", "softmax")):
+        for r in _rows(root, name):
+            elements = int(r["B"]) * int(r["H"])
+            cases.append(Case(DEVICES[r["Device"]], op_class, f"{r['B']}x{r['H']}", float(r["Latency"]) * 1e-3,
+                              _reduce(8 * elements, kind)))
+    return cases
+
+
+LEFT_OUT = {"switchxl4": "Switch Transformer (an encoder-decoder mixture of experts): its source builds it for "
+                         "conditional generation with a router; not rebuilt here",
+            "switch4": "as switchxl4"}
+"""Measured models the step references leave out, and why."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A measured training step (forward + backward of a Hugging Face model, fp32, no optimizer) or inference step."""
+
+    gpu: str
+    model: str
+    kind: str
+    """train or inf."""
+    seq: int
+    batch: int
+    forward_ms: float
+    backward_ms: float
+    total_ms: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} seq {self.seq} batch {self.batch}"
+
+
+def steps(root: Path = ROOT, kind: str = "train") -> list[Step]:
+    """The single-GPU steps of ``kind`` (train: ``<model>-train-<seq>-<batch>.json``; the 4-GPU ``-dp4``/``-tp4``/
+    ``-pp4`` runs and the ``-fusion`` inference runs left out)."""
+    out = []
+    for folder in sorted((root / "steps").iterdir()):
+        device = FOLDERS.get(folder.name)
+        if device is None or DEVICES.get(device) is None:
+            continue
+        for f in sorted(folder.glob(f"*-{kind}-*.json")):
+            parts = f.stem.split("-")
+            if len(parts) != 4 or parts[0] in LEFT_OUT:
+                continue
+            data = json.loads(f.read_text())
+            out.append(Step(DEVICES[device], parts[0], parts[1], int(parts[2]), int(parts[3]), data["fw_latency"],
+                            data["bwall_latency"], data["e2e_latency"]))
+    return out
+
+
+def model_config(name: str, root: Path = ROOT) -> dict[str, object]:
+    """The Hugging Face config a step's model was built from."""
+    return json.loads((root / "models" / f"{name}.json").read_text())
+
+
+def their_errors(root: Path = ROOT) -> dict[tuple[str, str, int], dict[str, float]]:
+    """NeuSight's own published |error| in % per (GPU, model, batch) of the training steps, per method (Roofline,
+    Habitat, Li et al., NeuSight)."""
+    out: dict[tuple[str, str, int], dict[str, float]] = {}
+    names = {"BERT-Large": "bert_large", "GPT2-Large": "gpt2_large", "GPT3-XL": "gpt3_xl", "OPT-1.3B": "opt_13",
+             "GPT3-2.7B": "gpt3_27", "SwitchTrans": "switchxl4"}
+    lines = (root / "their-errors" / "nvidia_train.csv").read_text().splitlines()
+    device = None
+    header: list[str] = []
+    batches: list[str] = []
+    for line in lines:
+        cells = line.split(",")
+        if len(cells) == 1 and cells[0].strip():
+            device = FOLDERS.get(cells[0].strip())
+        elif cells[0] == "Model":
+            header = []
+            for c in cells[1:]:
+                header.append(c or header[-1])
+        elif cells[0] == "Batch":
+            batches = cells[1:]
+        elif device and header and cells[0]:
+            for model, batch, value in zip(header, batches, cells[1:]):
+                if value and model in names:
+                    key = (DEVICES[device], names[model], int(batch))
+                    out.setdefault(key, {})[cells[0]] = float(value)
+    return out
+
+
+class _HFLogits(nn.Module):
+    """A Hugging Face LM returning its token logits (BERT's pretraining model: the masked-LM head's)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.inner(input_ids=ids)
+        return out.prediction_logits if hasattr(out, "prediction_logits") else out.logits
+
+
+def _token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.flatten(0, 1), ids.flatten())
+
+
+def step_workload(step: Step, root: Path = ROOT) -> Callable[[], Workload]:
+    """A builder of the workload a measured step ran, as its source's scripts build it: the Hugging Face model from
+    its config (``AutoModelForPreTraining`` for BERT, ``AutoModelForCausalLM`` otherwise; eager attention; dropout
+    on), token ids of shape (batch, seq), the logits' cross-entropy against the ids (not timed by the source: its
+    backward is). Needs transformers; nothing is downloaded."""
+    import transformers  # lazy: transformers (dev extra; the GPU image has it)
+
+    config = dict(model_config(step.model, root))
+    config.pop("architectures", None)
+    kind = config.pop("model_type")
+
+    def build() -> Workload:
+        cfg = transformers.AutoConfig.for_model(kind, **config)
+        cfg._attn_implementation = "eager"
+        auto = transformers.AutoModelForPreTraining if kind == "bert" else transformers.AutoModelForCausalLM
+        model = _HFLogits(auto.from_config(cfg, attn_implementation="eager"))
+        ids = torch.ones(step.batch, step.seq, dtype=torch.long)
+        return Workload(f"{step.model}-seq{step.seq}", model, TensorData((ids,), ids), loss_fn=_token_loss,
+                        make_optimizer=lambda p: torch.optim.SGD(p, lr=0.0), batch_size=step.batch, preset="neusight")
+
+    return build
+
+
+@dataclass(frozen=True)
+class StepError:
+    step: Step
+    predicted_ms: float
+    predicted_forward_ms: float
+    theirs: dict[str, float]
+    """NeuSight's published |error| in % for this row, per method."""
+
+    @property
+    def error(self) -> float:
+        return self.predicted_ms / self.step.total_ms - 1
+
+
+def step_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[StepError]:
+    """Each measured single-GPU training step (forward + backward, fp32, TF32 off) beside its prediction: the model
+    rebuilt from its config on meta, traced as the source ran it, priced without the loss's forward and the optimizer
+    (the source times neither)."""
+    from ampbench.predict.cost import price  # lazy: (cost imports this module's kernels' users)
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+
+    theirs = their_errors(root)
+    traces: dict[tuple[str, int, int], Any] = {}
+    out = []
+    for st in steps(root):
+        if gpus is not None and st.gpu not in gpus:
+            continue
+        key = (st.model, st.seq, st.batch)
+        if key not in traces:
+            traces[key] = trace_step(build_meta(step_workload(st, root)), "fp32", st.batch)
+        spec = gpu_spec(st.gpu)
+        assert spec is not None
+        total = price(traces[key], spec, tf32=False, phases=("forward", "backward")).step_s
+        forward = price(traces[key], spec, tf32=False, phases=("forward",)).step_s
+        out.append(StepError(st, total * 1e3, forward * 1e3, theirs.get((st.gpu, st.model, st.batch), {})))
+    return out
