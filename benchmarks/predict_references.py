@@ -1,41 +1,124 @@
-"""The error table of docs/predict.md: ``ampbench predict``'s method on the published single-GPU results it is checked
-against (NVIDIA DeepLearningExamples; predict/references.py), printed as Markdown. No GPU is used: the figures are
-predictions beside published measurements, the same on every machine.
+"""Every error table of docs/predict.md: ``ampbench predict``'s models beside published GPU measurements, printed as
+Markdown. No GPU is used: predictions beside published measurements, the same on every machine.
 
-    python benchmarks/predict_references.py [--json FILE]
+1. Kernels: NeuSight's fp32 kernels on 8 GPUs (benchmarks/kernel_references.py prints the same table; ``--fit`` there
+   refits the constants on P4/P100/T4/V100).
+2. Training steps: NeuSight's fp32 forward + backward of Hugging Face models on V100, A100, H100 and L4, beside the
+   error NeuSight itself published for each row.
+3. NVIDIA DeepLearningExamples' single-GPU TF32/FP32 and AMP results.
+
+    python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from ampbench.predict.references import REFERENCES, predicted
+from ampbench.measure.peaks import GPU_SPECS
+from ampbench.predict import bands, fit, neusight
+from ampbench.predict.kernels import calibration
+from ampbench.predict.references import REFERENCES, Reference, predicted
+from kernel_references import table as kernel_table  # (benchmarks/ is the script's directory)
+
+
+def step_table(errors: list[neusight.StepError]) -> list[str]:
+    lines = ["| GPU | model | seq | batch | measured ms | predicted ms | error | forward error | NeuSight's | roofline's |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for e in errors:
+        st = e.step
+        ns, roof = e.theirs.get("NeuSight"), e.theirs.get("Roofline")
+        lines.append(f"| {st.gpu} | {st.model} | {st.seq} | {st.batch} | {st.total_ms:,.1f} | {e.predicted_ms:,.1f} | "
+                     f"{e.error:+.0%} | {e.predicted_forward_ms / st.forward_ms - 1:+.0%} | "
+                     f"{'-' if ns is None else f'{ns:.1f}%'} | {'-' if roof is None else f'{roof:.1f}%'} |")
+    lines += ["", "| GPU | steps | median abs error | worst | goal (median <= 10%, worst <= 25%) | rows NeuSight beats | "
+              "rows the roofline beats |", "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for gpu in dict.fromkeys(e.step.gpu for e in errors):
+        es = [abs(x.error) for x in errors if x.step.gpu == gpu]
+        beaten = {m: sum(1 for x in errors if x.step.gpu == gpu and m in x.theirs and x.theirs[m] < 100 * abs(x.error))
+                  for m in ("NeuSight", "Roofline")}
+        median = sorted(es)[len(es) // 2] if len(es) % 2 else sum(sorted(es)[len(es) // 2 - 1:len(es) // 2 + 1]) / 2
+        met = "yes" if median <= 0.10 and max(es) <= 0.25 else "**no**"
+        lines.append(f"| {gpu} | {len(es)} | {median:.0%} | {max(es):.0%} | {met} | {beaten['NeuSight']} of {len(es)} | "
+                     f"{beaten['Roofline']} of {len(es)} |")
+    return lines
+
+
+def amp_table(predict: Callable[[Reference], dict[str, float]] = predicted) -> tuple[
+        list[str], list[float], list[dict[str, object]]]:
+    lines = ["| model | GPU | precision (batch) | published /s | predicted /s | error | published speedup | predicted "
+             "| error |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    errors, rows = [], []
+    for ref in REFERENCES:
+        p = predict(ref)
+        half = next(k for k in ref.samples_per_s if k != ref.baseline)
+        speed_pub, speed_pred = ref.speedup(half), p[half] / p[ref.baseline]
+        for precision, published in ref.samples_per_s.items():
+            err = p[precision] / published - 1
+            errors.append(abs(err))
+            speed = (f"{speed_pub:.2f}x | {speed_pred:.2f}x | {speed_pred / speed_pub - 1:+.0%}" if precision == half
+                     else " | | ")
+            layout = ", channels-last" if ref.channels_last[precision] else ""
+            lines.append(f"| {ref.name} | {ref.gpu} | {precision} ({ref.batch_size[precision]}{layout}) | "
+                         f"{published:,.0f} | {p[precision]:,.0f} | {err:+.0%} | {speed} |")
+            rows.append({"reference": ref.name, "gpu": ref.gpu, "precision": precision,
+                         "batch_size": ref.batch_size[precision], "published_samples_per_s": published,
+                         "predicted_samples_per_s": p[precision], "error": err, "source": ref.source})
+    return lines, errors, rows
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "predict.md"
+
+
+def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepError],
+               amp_lines: list[str]) -> dict[str, str]:
+    """docs/predict.md's tables by name (``<!-- table: NAME -->`` ... ``<!-- end: NAME -->`` there)."""
+    steps = step_table(step_errors)
+    split = steps.index("")
+    return {"kernels": "\n".join(kernel_table(kernel_errors)), "steps": "\n".join(steps[:split]),
+            "step-summary": "\n".join(steps[split + 1:]), "amp": "\n".join(amp_lines)}
+
+
+def with_tables(text: str, tables: dict[str, str]) -> str:
+    """``text`` with each marked table replaced by ``tables``' (the markers kept)."""
+    for name, table in tables.items():
+        start, end = f"<!-- table: {name} -->\n", f"\n<!-- end: {name} -->"
+        i, j = text.index(start) + len(start), text.index(end)
+        text = text[:i] + table + text[j:]
+    return text
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--write-bands", action="store_true", help="write predict/error_bands.json from these errors")
+    ap.add_argument("--docs", action="store_true", help="write the tables into docs/predict.md")
     args = ap.parse_args()
-    rows = []
-    print("| model | GPU | precision (batch) | published /s | predicted /s | error | published speedup | predicted | error |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for ref in REFERENCES:
-        p = predicted(ref)
-        half = next(k for k in ref.samples_per_s if k != ref.baseline)
-        speed_pub, speed_pred = ref.speedup(half), p[half] / p[ref.baseline]
-        for precision, published in ref.samples_per_s.items():
-            err = p[precision] / published - 1
-            speed = (f"{speed_pub:.2f}x | {speed_pred:.2f}x | {speed_pred / speed_pub - 1:+.0%}" if precision == half
-                     else " | | ")
-            print(f"| {ref.name} | {ref.gpu} | {precision} ({ref.batch_size[precision]}) | {published:,.0f} | "
-                  f"{p[precision]:,.0f} | {err:+.0%} | {speed} |")
-            rows.append({"reference": ref.name, "gpu": ref.gpu, "precision": precision,
-                         "batch_size": ref.batch_size[precision], "published_samples_per_s": published,
-                         "predicted_samples_per_s": p[precision], "error": err, "source": ref.source})
+    kernel_errors = fit.errors(neusight.kernel_cases(), calibration())
+    step_errors = neusight.step_errors()
+    lines, amp_errors, rows = amp_table()
+    tables = all_tables(kernel_errors, step_errors, lines)
+    print("## Kernels\n")
+    print(tables["kernels"])
+    print("\n## Training steps (fp32, forward + backward)\n")
+    print(tables["steps"] + "\n\n" + tables["step-summary"])
+    print("\n## Published AMP results (NVIDIA DeepLearningExamples)\n")
+    print(tables["amp"])
+    if args.docs:
+        DOCS.write_text(with_tables(DOCS.read_text(), tables))
+        print(f"\nwrote the tables into {DOCS}")
+    if args.write_bands:
+        specs = {g.key: g for g in GPU_SPECS}
+        bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS))
+        print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"kernels": [e.__dict__ for e in kernel_errors], "amp": rows,
+                                         "steps": [{"gpu": e.step.gpu, "model": e.step.model, "seq": e.step.seq,
+                                                    "batch": e.step.batch, "measured_ms": e.step.total_ms,
+                                                    "predicted_ms": e.predicted_ms, "theirs": e.theirs}
+                                                   for e in step_errors]}, indent=1))
 
 
 if __name__ == "__main__":

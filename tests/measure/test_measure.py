@@ -133,7 +133,7 @@ def test_wrapper_subclasses_count_the_storage_they_wrap() -> None:
     from torch.testing._internal.two_tensor import TwoTensor
 
     a, b = torch.randn(64, 32), torch.randn(64, 32)
-    assert mem._bytes(iter([TwoTensor(a, b), a])) == 2 * 64 * 32 * 4
+    assert mem.tensor_bytes([TwoTensor(a, b), a]) == 2 * 64 * 32 * 4
     w = nn.Parameter(TwoTensor(torch.randn(8, 8), torch.randn(8, 8)))
     with mem.saved_activations() as act:
         (TwoTensor(a, a.clone()) * 2).sum()

@@ -33,8 +33,10 @@ def _check_rows(rows: list[dict], gpu) -> None:
         assert set(r) >= ROW_KEYS and r["device"] == f"predicted: {gpu.key}" and r["source"] == "predicted"
         assert r["predicted_samples_per_s"] == pytest.approx(r["batch_size"] * 1e3 / r["predicted_step_ms"])
         assert r["predicted_peak_bytes"] > r["predicted_weights_bytes"] > 0
-        split = ("weights", "grads", "optimizer", "activation", "workspace")  # (the peak is its split's sum)
+        split = ("weights", "grads", "optimizer", "activation", "temporary", "workspace")  # (the peak: its split's sum)
         assert r["predicted_peak_bytes"] == sum(r[f"predicted_{k}_bytes"] for k in split)
+        assert r["predicted_peak_bytes"] <= r["predicted_usable_bytes"] and r["predicted_context_bytes"] > 0
+        assert 0 < r["predicted_error_pct"] < 100 and r["predicted_error_basis"] and r["trace_s"] > 0
         for base in ("fp32", "tf32"):  # (a speedup is the baseline's step over this one's)
             if by[base]["status"] == "ok":
                 want = by[base]["predicted_step_ms"] / r["predicted_step_ms"]
@@ -119,7 +121,7 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: v100-16gb"),
+    (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: p4, p100-16gb"),
     ([], "give --gpu NAME or --gpu-spec FILE.json"),
     (["--gpu", "t4", "--workloads", "mnist"], "unknown workload 'mnist'"),
     (["--gpu", "t4", "--batch-size", "0"], "--batch-size '0': comma-separated integers >= 1"),
@@ -165,3 +167,100 @@ def test_predict_optimizer_states_rows_refusals_and_pairing(tmp_path: Path) -> N
     batch = rows[("fp32", None)]["batch_size"]
     assert lines[("fp32", f"batch {batch}, eager, 8bit optimizer states")]["measured_samples_per_s"] == 100.0
     assert lines[("fp32", f"batch {batch}, eager")]["measured_samples_per_s"] is None
+
+
+def test_bad_stores_and_optimizers_are_refused_before_anything_is_traced(tmp_path: Path) -> None:
+    """--db a directory or a damaged file, and an SGD workload with --optimizer-state 8bit: one line, exit 2, at once
+    (no tracing output, nothing stored); train refuses the latter before its progress bar."""
+    (tmp_path / "dir.db").mkdir()
+    (tmp_path / "bad.db").write_text("not sqlite")
+    for db, said in ((tmp_path / "dir.db", "not a usable ampbench results store"),
+                     (tmp_path / "bad.db", "not a usable ampbench results store")):
+        code, out, err = cli("predict", "--gpu", "t4", "--workloads", "tabular-mlp", "--preset", "tiny", "--db", str(db))
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not out, err
+    db = tmp_path / "r.db"
+    code, out, err = cli("predict", "--gpu", "t4", "--workloads", "resnext", "--preset", "tiny", "--optimizer-state",
+                         "8bit", "--db", str(db))
+    assert code == 2 and "applies to torch.optim.Adam and AdamW" in err and "SGD" in err and not out, err
+    assert Store(db).predictions() == []
+    code, out, err = cli("train", "resnext", "--preset", "tiny", "--optimizer-state", "8bit")
+    assert code == 2 and "applies to torch.optim.Adam and AdamW" in err and "epoch" not in out, (out, err)
+
+
+def test_a_gpu_spec_with_a_fractional_sm_count_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "g.json"
+    f.write_text(json.dumps({"name": "X", "tflops": {"fp32": 20}, "memory_gib": 24, "bandwidth_gbs": 900, "sms": 60.5,
+                             "capability": "8.6"}))
+    code, _, err = cli("predict", "--gpu-spec", str(f), "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "sms is a whole number" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_model_that_reads_a_value_is_refused_in_one_line_naming_where(tmp_path: Path) -> None:
+    model = tmp_path / "reads.py"
+    model.write_text("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                     "        super().__init__()\n        self.l = nn.Linear(8, 4)\n\n    def forward(self, x):\n"
+                     "        if x.abs().max().item() > 100:\n            x = x / 100\n        return self.l(x)\n\n\n"
+                     "def build():\n    return M()\n")
+    code, out, err = cli("predict", "--gpu", "t4", "--model", f"{model}:build", "--input-shape", "8", "--num-classes",
+                         "4", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "cannot be predicted: it reads a tensor's value" in err and "reads.py:11" in err
+
+
+def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_that_fits() -> None:
+    from ampbench.measure.peaks import gpu_spec
+    from ampbench.workloads import build_target
+    from ampbench.workloads.options import DataOptions
+
+    def build():
+        return build_target("tabular-mlp", None, "tiny", DataOptions(), 0)
+
+    gpu = gpu_spec("t4")
+    fits = predict_target("tabular-mlp", build, ["fp32"], gpu, 64)[0]
+    big = fits["predicted_max_batch"] + 1
+    row = predict_target("tabular-mlp", build, ["fp32"], gpu, big)[0]
+    assert row["status"] == "oom" and "exceeds" in row["reason"] and f"{fits['predicted_max_batch']:,}" in row["reason"]
+    assert row["predicted_peak_bytes"] > row["predicted_usable_bytes"] >= 0
+    assert row["predicted_max_batch"] == fits["predicted_max_batch"] and "predicted_step_ms" not in row
+
+
+@pytest.mark.slow
+def test_a_billion_samples_are_answered_in_seconds_without_building_them(tmp_path: Path) -> None:
+    """Nothing that grows with the batch is made on the host: a batch of 10^9 is traced on meta, priced and called
+    oom with the largest batch that fits, in a process whose peak RSS stays under 1 GB."""
+    import subprocess
+    import sys
+    import time
+
+    script = ("import resource, sys; from ampbench.cli import main\n"
+              "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+              "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", script, "predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp",
+                        "--preset", "tiny", "--precisions", "fp32,amp-bf16", "--batch-size", "1000000000", "--db",
+                        str(tmp_path / "r.db"), "--json", str(tmp_path / "p.json")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    rss_kib = int(r.stdout.rsplit("RSS", 1)[1])
+    rows = json.loads((tmp_path / "p.json").read_text())
+    assert {row["status"] for row in rows} == {"oom"} and all(row["predicted_max_batch"] > 0 for row in rows)
+    assert rss_kib < 1024 * 1024 and time.perf_counter() - t0 < 60
+
+
+def test_bound_agrees_with_the_notes_and_advice_never_recommends_the_mode_in_use() -> None:
+    from ampbench.report.predictions import no_speedup_lines, why_no_speedup
+
+    rows = predict_target("tabular-mlp", lambda: __import__("ampbench.workloads", fromlist=["x"]).build_target(
+        "tabular-mlp", None, "tiny", __import__("ampbench.workloads.options", fromlist=["x"]).DataOptions(), 0),
+        ["fp32", "amp-bf16", "pure-bf16"], __import__("ampbench.measure.peaks", fromlist=["x"]).gpu_spec("a100-80gb"))
+    for r in rows:
+        assert (r["predicted_bound"] == "launch") == any(n.startswith("launch-bound") for n in r["notes"]), r
+    memory = {"predicted_bound": "memory", "predicted_time_split": {"memory": 0.8}}
+    assert "a half model (master-*/pure-*) halves" in why_no_speedup({**memory, "precision": "amp-bf16"})
+    for mode in ("master-bf16", "pure-fp16"):
+        assert "master-*/pure-*" not in why_no_speedup({**memory, "precision": mode})
+    compute = {"predicted_bound": "compute", "predicted_time_split": {"compute": 0.8}}
+    assert "half precision runs it" not in why_no_speedup({**compute, "precision": "amp-fp16"})
+    lines = no_speedup_lines([{"status": "ok", "workload": "w", "preset": "p", "batch_size": 8, "precision": "pure-bf16",
+                               "optimizer_state": "8bit", "predicted_speedup_vs_fp32": 0.9, **memory}])
+    assert "pure-bf16 (8bit optimizer states)" in lines[0] and "master-*/pure-*" not in lines[0]

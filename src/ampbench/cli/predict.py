@@ -16,8 +16,9 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report.predictions import no_speedup_lines
 
-GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="The GPU: v100-16gb, v100-32gb, t4, a10, a100-40gb, "  # noqa: UP045
-                   "a100-80gb, l4, l40s, h100-sxm, h100-pcie, h200, b200, rtx-4090 (case-insensitive).")]
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="The GPU: p4, p100-16gb, v100-16gb, v100-32gb, "  # noqa: UP045
+                   "v100-32gb-pcie, t4, a10, a100-40gb, a100-80gb, a100-40gb-pcie, a100-80gb-pcie, l4, l40s, h100-sxm, "
+                   "h100-pcie, h200, b200, rtx-4090 (case-insensitive).")]
 GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec", help="Another GPU, as JSON: name, tflops {fp32, "  # noqa: UP045
                        "tf32, fp16, bf16, fp8}, memory_gib, bandwidth_gbs, sms, capability.")]
 ChannelsLastOpt = Annotated[bool, typer.Option("--channels-last", help="Trace with channels-last inputs and "
@@ -33,12 +34,13 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
                 channels_last: ChannelsLastOpt = False, json_out: o.json_option("the predicted rows") = None,
                 db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None) -> None:
     """Predict each precision's step time, memory and max batch on a GPU you do not have (nothing runs on a GPU)."""
-    from ampbench.predict.run import find_gpu, predict_target  # lazy: torch, torch.utils.flop_counter
+    from ampbench.predict.run import check_target, find_gpu, predict_target  # lazy: torch, torch.utils.flop_counter
     from ampbench.requests import Target, data_options  # lazy: torch
     from ampbench.workloads import build_target  # lazy: torch
 
     spec = find_gpu(gpu, gpu_spec)
     check_output_file(json_out, "--json", "predict.json")
+    store = open_store(db)  # (a directory or a damaged file: one line, before anything is traced)
     names = _precisions(precisions)
     sizes = _batch_sizes(batch_size)
     states = _optimizer_states(optimizer_state, names)
@@ -57,10 +59,14 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
         if t.apart:
             raise AmpbenchError(f"predict traces PyTorch training steps; {t.label} is a {t.framework.name} target "
                                 "(measure it with ampbench run)")
+    def builder(t: Any) -> Any:
+        return lambda: build_target(t.workload, t.model, t.preset, data, seed)
+
+    for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
+        check_target(builder(t), names, states)
     rows: list[dict[str, Any]] = []
     for t in targets:
-        def build(t: Any = t) -> Any:
-            return build_target(t.workload, t.model, t.preset, data, seed)
+        build = builder(t)
         for size in sizes:
             with console.status(f"tracing {t.label} (meta tensors: nothing computed)"):
                 rows += predict_target(t.label, build, names, spec, size, channels_last, preset=t.preset,
@@ -68,7 +74,6 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
     _table(rows, spec)
     for line in no_speedup_lines(rows):
         console.print(f"  {escape(line)}")
-    store = open_store(db)
     store.add_predictions(rows)
     console.print(f"stored {len(rows)} predicted rows in {escape(str(store.path))} (ampbench report shows them beside "
                   "any measurement of the same cell on that GPU)")
@@ -129,6 +134,7 @@ _COLUMNS: tuple[tuple[str, Any], ...] = (
     ("samples/s", lambda r: f"{r['predicted_samples_per_s']:,.0f}"),
     ("x fp32", lambda r: _x(r["predicted_speedup_vs_fp32"])),
     ("x tf32", lambda r: _x(r["predicted_speedup_vs_tf32"])),
+    ("± error", lambda r: f"±{r['predicted_error_pct']}%"),
     ("peak memory", lambda r: _bytes(r["predicted_peak_bytes"])),
     ("max batch", lambda r: "-" if r["predicted_max_batch"] is None else f"{r['predicted_max_batch']:,}"),
     ("MFU", lambda r: f"{r['predicted_mfu']:.0%}"),
@@ -138,6 +144,16 @@ _COLUMNS: tuple[tuple[str, Any], ...] = (
     ("optimizer", lambda r: _bytes(r["predicted_optimizer_bytes"])),
     ("activations", lambda r: _bytes(r["predicted_activation_bytes"])),
 )
+
+
+_MEMORY_HEADS = {"peak memory", "max batch", "weights", "grads", "optimizer", "activations"}
+
+
+def _oom_cell(head: str, row: dict[str, Any]) -> str:
+    """An ``oom`` row: its memory figures (what did not fit, and the largest batch that does), no speed."""
+    if head == "ms/step":
+        return "oom"
+    return dict(_COLUMNS)[head](row) if head in _MEMORY_HEADS else ""
 
 
 def _table(rows: list[dict[str, Any]], spec: Any) -> None:
@@ -152,8 +168,8 @@ def _table(rows: list[dict[str, Any]], spec: Any) -> None:
     for (workload, preset, batch), group in groups.items():
         key = Col("mode", [r["precision"] + (f" {r['optimizer_state']}" if r.get("optimizer_state") else "")
                            for r in group], justify="left")
-        cols = [Col(head, [cell(r) if r["status"] == "ok" else (r["status"] if i == 0 else "") for r in group])
-                for i, (head, cell) in enumerate(columns)]
+        cols = [Col(head, [cell(r) if r["status"] == "ok" else (_oom_cell(head, r) if r["status"] == "oom" else (
+            r["status"] if i == 0 else "")) for r in group]) for i, (head, cell) in enumerate(columns)]
         title = f"{escape(workload)} ({escape(preset)}), batch {batch}: predicted on {escape(spec.key)} (no GPU ran it)"
         for table in stack_tables(title, key, cols, console.width):
             console.print(table)
@@ -161,5 +177,8 @@ def _table(rows: list[dict[str, Any]], spec: Any) -> None:
             if r["status"] != "ok":
                 state = f" {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
                 console.print(f"  {r['precision']}{state}: {escape(r.get('reason') or '')}")
+    bases = dict.fromkeys(r["predicted_error_basis"] for r in rows if r.get("predicted_error_basis"))
+    for basis in bases:
+        console.print(f"± error: the typical |error| of predictions like these ({escape(basis)})")
     console.print(f"peaks: {escape(spec.peak_source)}; memory and bandwidth: {escape(spec.source)}. Method, constants "
                   "and the error on published results: docs/predict.md")

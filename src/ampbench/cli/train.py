@@ -80,6 +80,7 @@ def train_cmd(
 def _train_pytorch(request: Any) -> None:
     """A PyTorch target: trained here, or over the ranks torchrun starts (``--strategy``)."""
     from ampbench.frameworks.torch.train import TrainConfig  # lazy: torch
+    from ampbench.precision.optimizer_state import check_built  # lazy: torch
     from ampbench.workloads import build_target  # lazy: torch
 
     t, launch = request.target, request.launch
@@ -97,6 +98,7 @@ def _train_pytorch(request: Any) -> None:
     if rank_worker:
         _join_process_group(request.device)
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
+    check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     result = _train_here(wl, config, request.tensorboard, compiled_by_default=request.compile is None and compile == "on")
     _print_result(result, request.tensorboard, request.json_out)
 

@@ -101,7 +101,8 @@ class GpuSpec:
 
 
 GPU_SPECS: tuple[GpuSpec, ...] = (
-    GpuSpec("p4", "P4", 8, 192, 20, (6, 1), "NVIDIA Tesla P4 datasheet; clocks: TechPowerUp GPU database", 75, 886, 1114, "GDDR5"),
+    GpuSpec("p4", "P4", 8, 192, 20, (6, 1), "NVIDIA Tesla P4 datasheet; clocks: TechPowerUp GPU database", 75, 886, 1114,
+            "GDDR5"),
     GpuSpec("p100-16gb", "P100 PCIe", 16, 732, 56, (6, 0), "NVIDIA Tesla P100 datasheet (PCIe 16 GB)", 250, 1126, 1303, "HBM2"),
     GpuSpec("v100-16gb", "V100 SXM2", 16, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 16 GB)", 300, 1290, 1530, "HBM2"),
     GpuSpec("v100-32gb", "V100 SXM2", 32, 900, 80, (7, 0), "NVIDIA V100 datasheet (SXM2 32 GB)", 300, 1290, 1530, "HBM2"),

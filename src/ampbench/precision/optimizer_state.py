@@ -201,6 +201,13 @@ def check_optimizer(optimizer: torch.optim.Optimizer, state: str) -> None:
                                 f"without it or leave --optimizer-state out")
 
 
+def check_built(make_optimizer: Any, params: Any, precision: str, state: str | None) -> None:
+    """The optimizer a workload builds (``make_optimizer(params)``; on meta parameters it costs nothing) can hold
+    ``state``'s moments, where ``state`` is not ``precision``'s own: one line otherwise, before any progress."""
+    if state is not None and effective(precision, state) is not None:
+        check_optimizer(make_optimizer(params), state)
+
+
 def _number(v: Any) -> Any:
     """A hyper-parameter as torchao takes it (a tensor lr or beta as its float)."""
     if isinstance(v, torch.Tensor):

@@ -9,8 +9,10 @@ NCHW tensors pays the conversion to the NHWC layout its kernels use); fused atte
 one recurrent GEMM per step; normalisations and softmax by their passes over the data; everything else by its bytes.
 Multi-tensor ops (``_foreach_*``, fused optimizers) launch a kernel per :data:`FOREACH_TENSORS` tensors.
 
-The host issues every op: an eager step takes at least ``HOST_US`` per op (Python module calls and the dispatcher in
-the forward, the autograd engine after), so a step is ``max(sum of GPU times, sum of host times)``.
+The host issues every op (``HOST_US``: Python module calls and the dispatcher in the forward, the autograd engine
+after) into the GPU's stream, which runs each once it is issued and the previous one is done: the step ends when the
+last op does. A forward whose ops the GPU runs faster than Python issues them waits on the host even where the
+backward does not; a step whose every op is shorter than its issue is launch-bound.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class OpCost:
     """Of ``gpu_s``: the kernels' fixed costs."""
     launches: int
 
+    def __post_init__(self) -> None:  # (the compute part of a faster algorithm than the one it was counted for)
+        self.fixed_s = min(self.fixed_s, self.gpu_s)
+        self.compute_s = max(0.0, min(self.compute_s, self.gpu_s - self.fixed_s))
+
     @property
     def memory_s(self) -> float:
         return max(0.0, self.gpu_s - self.compute_s - self.fixed_s)
@@ -129,6 +135,12 @@ def price_op(op: Op, gpu: GpuSpec, tf32: bool, cal: Calibration) -> OpCost:
     else:
         t = kernels.streaming_s(gpu, cal, moved)
     return OpCost(op, cls, t + (launches - 1) * light, 0.0, launches * light, launches)
+
+
+def _host_s(op: Op) -> float:
+    if op.name == "torchao.single_param_adam":
+        return TORCHAO_STEP_US * op.tensors * 1e-6
+    return HOST_US.get(op.phase, 4.0) * 1e-6
 
 
 def _per_launch(op: Op) -> int:
@@ -209,9 +221,12 @@ def price(trace: Trace, gpu: GpuSpec, tf32: bool, phases: Collection[str] = PHAS
     ops = [o for o in ops if o.phase in phases]
     costs = [price_op(o, gpu, tf32, cal) for o in ops]
     gpu_s = sum(c.gpu_s for c in costs)
-    host_s = sum((TORCHAO_STEP_US * c.op.tensors if c.op.name == "torchao.single_param_adam"
-                  else HOST_US.get(c.op.phase, 4.0)) * 1e-6 for c in costs)
-    step_s = max(gpu_s, host_s)
+    issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
+    for c in costs:
+        issued += _host_s(c.op)
+        done = max(done, issued) + c.gpu_s
+    host_s = issued
+    step_s = done
     by_bound: dict[str, float] = defaultdict(float)
     by_class: dict[str, float] = dict.fromkeys(OP_CLASSES, 0.0)
     for c in costs:
@@ -220,8 +235,9 @@ def price(trace: Trace, gpu: GpuSpec, tf32: bool, phases: Collection[str] = PHAS
         by_bound["launch"] += c.fixed_s
         by_class[c.cls] += c.gpu_s
     notes: list[str] = []
-    if host_s > gpu_s:  # the GPU waits on the host: that wait is launch overhead too
-        by_bound["launch"] += host_s - gpu_s
+    waited = step_s - gpu_s  # the GPU idle, waiting for the host to issue its next op: launch overhead too
+    by_bound["launch"] += waited
+    if host_s > gpu_s:
         notes.append(f"launch-bound: the host issues {len(costs)} ops in ~{host_s * 1e3:.2f} ms, the GPU runs them in "
                      f"~{gpu_s * 1e3:.2f} ms (CUDA graphs or torch.compile remove most of it)")
     time_split = {k: by_bound.get(k, 0.0) / step_s for k in ("compute", "memory", "launch")} if step_s else {}

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch._meta_registrations import meta_conv
 from torch.utils._pytree import tree_map
 
 KEY = torch._C.DispatchKey.AutocastCPU
@@ -342,8 +343,6 @@ def _conv_meta(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
                dilation: Any, transposed: bool, output_padding: Any, groups: int) -> torch.Tensor:
     """The meta convolution with cuDNN's output layout: channels-last when the input or the weight is
     (``cudnn_conv_suggest_memory_format``), NCHW otherwise (the meta kernel alone always returns NCHW)."""
-    from torch._meta_registrations import meta_conv
-
     out = meta_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     for fmt, dims in ((torch.channels_last, 4), (torch.channels_last_3d, 5)):
         if input.dim() == dims and ((input.is_contiguous(memory_format=fmt) and not input.is_contiguous())

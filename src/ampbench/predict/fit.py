@@ -31,7 +31,6 @@ FITTED: dict[str, tuple[tuple[float, ...], tuple[str, ...]]] = {
     "norm_passes": ((2.0, 2.5, 3.0, 3.5, 4.0), ("layernorm",)),
     "softmax_passes": ((2.0, 2.5, 3.0, 3.5, 4.0), ("softmax",)),
     "winograd_efficiency": ((0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.2), ("conv",)),
-    "conv_efficiency": ((0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), ("conv",)),
     "clock_share": ((0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0), ("linear", "bmm", "conv", "layernorm", "softmax")),
 }
 """The constants fitted, the values tried (refined around the best after the first rounds), and the op classes each
@@ -70,8 +69,10 @@ def _score(cases: list[Case], cal: Calibration) -> dict[tuple[str, str], float]:
     return {k: float(np.median(v) + 0.25 * np.percentile(v, 90)) for k, v in groups.items()}
 
 
-def fit(cases: list[Case], start: Calibration | None = None, rounds: int = 3) -> Calibration:
-    """The constants of :data:`FITTED` that price ``cases`` (the fitting GPUs' only) best."""
+def fit(cases: list[Case], start: Calibration | None = None, rounds: int = 12, refine: bool = False) -> Calibration:
+    """The constants of :data:`FITTED` that price ``cases`` (the fitting GPUs' only) best: a first round over each
+    constant's grid, then rounds refining around the best (x0.8 ... x1.25, three significant digits) until none moves
+    (``refine``: refining rounds only, from ``start``). The result is a fixed point: one more round changes nothing."""
     cal = start or Calibration()
     by_class: dict[str, list[Case]] = defaultdict(list)
     for c in cases:
@@ -83,9 +84,11 @@ def fit(cases: list[Case], start: Calibration | None = None, rounds: int = 3) ->
         return sum(values) / len(values)
 
     for r in range(rounds):
+        moved = False
         for name, (values, classes) in FITTED.items():
             current = getattr(cal, name)
-            tried = values if r == 0 else sorted({current * f for f in (0.8, 0.9, 1.1, 1.25)} | {current})
+            grid = r == 0 and not refine
+            tried = values if grid else sorted({_round(current * f) for f in (0.8, 0.9, 1.1, 1.25)} | {current})
             best_value, best_total = current, total(scores)
             for v in tried:
                 trial = dataclasses.replace(cal, **{name: v})
@@ -96,8 +99,16 @@ def fit(cases: list[Case], start: Calibration | None = None, rounds: int = 3) ->
                 t = total(s)
                 if t < best_total - 1e-9:
                     best_value, best_total = v, t
-            cal = dataclasses.replace(cal, **{name: best_value})
-            for cls in classes:
-                if cls in by_class:
-                    scores[cls] = _score(by_class[cls], cal)
+            if best_value != current:
+                moved = True
+                cal = dataclasses.replace(cal, **{name: best_value})
+                for cls in classes:
+                    if cls in by_class:
+                        scores[cls] = _score(by_class[cls], cal)
+        if not moved and r > 0:
+            break
     return cal
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.3g}")

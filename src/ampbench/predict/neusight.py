@@ -22,8 +22,11 @@ from torch import nn
 from ampbench.data.tensors import TensorData
 from ampbench.measure.peaks import GpuSpec, gpu_spec
 from ampbench.predict import kernels
+from ampbench.predict.cost import price
 from ampbench.predict.kernels import Calibration, Conv
+from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
 
 ROOT = Path(__file__).resolve().parents[3] / "references" / "neusight"
 """The vendored copy (the repository's ``references/neusight``)."""
@@ -249,10 +252,6 @@ def step_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[
     """Each measured single-GPU training step (forward + backward, fp32, TF32 off) beside its prediction: the model
     rebuilt from its config on meta, traced as the source ran it, priced without the loss's forward and the optimizer
     (the source times neither)."""
-    from ampbench.predict.cost import price  # lazy: (cost imports this module's kernels' users)
-    from ampbench.predict.trace import trace_step
-    from ampbench.workloads.factory import build_meta
-
     theirs = their_errors(root)
     traces: dict[tuple[str, int, int], Any] = {}
     out = []

@@ -23,8 +23,10 @@ from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
 from ampbench.measure.peaks import GPU_SPECS, GpuSpec, gpu_spec
 from ampbench.precision import get
+from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
+from ampbench.predict.bands import band
 from ampbench.predict.cost import price
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_step
@@ -66,6 +68,9 @@ def load_spec(path: Path) -> GpuSpec:
             k in ("fp32", "tf32", "fp16", "bf16", "fp8") and isinstance(v, (int, float)) and v > 0 for k, v in tflops.items()):
         raise AmpbenchError(f"--gpu-spec {path}: tflops must map fp32 (required), tf32, fp16, bf16, fp8 to dense peak "
                             "TFLOP/s > 0")
+    if not isinstance(data["sms"], int) or isinstance(data["sms"], bool):
+        raise AmpbenchError(f"--gpu-spec {path}: sms is a whole number of streaming multiprocessors (e.g. 108), got "
+                            f"{data['sms']!r}")
     try:
         major, minor = (int(x) for x in str(data["capability"]).split("."))
         memory_gib, bandwidth, sms = float(data["memory_gib"]), float(data["bandwidth_gbs"]), int(data["sms"])
@@ -129,6 +134,18 @@ def state_refusal(gpu: GpuSpec, precision: str, state: str | None) -> str | None
     return why
 
 
+def check_target(build: Callable[[], Workload], precisions: list[str],
+                 optimizer_states: tuple[str | None, ...] = (None,)) -> Workload:
+    """The workload ``build`` makes, on meta, checked before anything is traced: its optimizer can hold each optimizer
+    state asked for (torch's Adam/AdamW), as ``run`` checks it; one line otherwise."""
+    wl = build_meta(build)
+    for state in dict.fromkeys(s for s in optimizer_states if s is not None):
+        for precision in precisions:
+            if optimizer_state_refusal(get(precision).name, state) is None:
+                check_built(wl.make_optimizer, copy.deepcopy(wl.model).parameters(), get(precision).name, state)
+    return wl
+
+
 def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: GpuSpec,
                    batch_size: int | None = None, channels_last: bool = False,
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
@@ -142,7 +159,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
     workload's label, ``preset`` -- the workload's own when None --, precision, batch, the eager execution at this
     memory format and the optimizer state), so a measurement pairs with it by that one definition."""
     rows: list[dict[str, Any]] = []
-    wl = build_meta(build)
+    wl = check_target(build, precisions, optimizer_states)
     batch = batch_size or wl.batch_size
     execution = Execution(memory_format="channels_last" if channels_last else "contiguous")
     baselines: dict[str, float] = {}
@@ -224,7 +241,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                 "reason": f"predicted peak {mem.peak / 2**30:,.1f} GiB exceeds the {mem.usable / 2**30:,.1f} GiB the "
                           f"allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.tflops.get(cost.math_mode) or gpu.tflops["fp32"]
-    return {**row, **memory_keys, **dict(
+    trust = band(gpu, cost.op_split, cost.math_mode)
+    return {**row, **memory_keys, **trust.as_row(), **dict(
         status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,
         predicted_speedup_vs_fp32=baselines["fp32"] / cost.step_s if "fp32" in baselines else None,
         predicted_speedup_vs_tf32=baselines["tf32"] / cost.step_s if "tf32" in baselines else None,

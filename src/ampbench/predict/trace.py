@@ -2,11 +2,10 @@
 nothing computed.
 
 The step is the engine's own (:class:`~ampbench.precision.MixedPrecision` set up on ``meta``: its casts, master
-copies, scaling and optimizer), with CUDA's autocast rules (:mod:`ampbench.predict.cuda_autocast`) instead of the
-device's, and attention through one fused op, as CUDA runs ``scaled_dot_product_attention`` (flash or memory-
-efficient kernels: Q, K, V and the output read and written once, the scores never stored). Two steps run; the second
-is recorded (the first creates the optimizer's state). The memory split is read from the traced tensors: weights,
-gradients, optimizer state and master copies by their storage, activations as the storages autograd saves.
+copies, scaling and optimizer) as a CUDA GPU runs it (:mod:`ampbench.predict.cuda_dispatch`: CUDA autocast's rules at
+every call depth, cuDNN's layouts, the fused kernels), on a batch of meta inputs. Two steps run; the second is recorded
+(the first creates the optimizer's state). The memory split is read from the traced tensors as ``ampbench run`` reads a
+real step's (:mod:`ampbench.measure.memory`).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,8 +296,6 @@ def _value_read(e: BaseException) -> str | None:
 
 def _where(e: BaseException) -> str:
     """The innermost frame of the model's own code (not torch's, not ampbench's) where ``e`` was raised."""
-    import traceback
-
     frames = traceback.extract_tb(e.__traceback__)
     own = [f for f in frames if "/torch/" not in f.filename and "/ampbench/" not in f.filename]
     f = (own or frames)[-1]

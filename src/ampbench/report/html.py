@@ -280,7 +280,8 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
     return "\n".join(parts)
 
 
-PREDICTED_HEADERS = ["workload", "GPU", "setting", "precision", "predicted samples/s", "measured samples/s", "error",
+PREDICTED_HEADERS = ["workload", "GPU", "setting", "precision", "predicted samples/s", "± (references)",
+                     "measured samples/s", "error",
                      "predicted vs fp32", "measured vs fp32", "predicted peak", "predicted max batch", "bound"]
 
 
@@ -293,7 +294,9 @@ def predicted_cells(p: dict[str, Any]) -> list[str]:
         measured += f" ({p['measured_device']})"
     return [f"{p['workload']} ({p['preset']})" if p["preset"] else str(p["workload"]), str(p["gpu"]), str(p["setting"]),
             str(p["precision"]),
-            num(p["predicted_samples_per_s"], ",.0f"), measured, num(p["error"], "+.0%"),
+            num(p["predicted_samples_per_s"], ",.0f"),
+            "–" if p.get("predicted_error_pct") is None else f"±{p['predicted_error_pct']}%", measured,
+            num(p["error"], "+.0%"),
             num(p["predicted_speedup_vs_fp32"], ".2f"), num(p["measured_speedup_vs_fp32"], ".2f"),
             fmt_bytes(p["predicted_peak_bytes"]), num(p["predicted_max_batch"], ","), str(p["predicted_bound"])]
 

@@ -44,35 +44,54 @@ def measured_for(pred: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, 
     return found
 
 
+HALF_MODES = ("amp-", "master-", "pure-", "fp8")
+
+
 def why_no_speedup(pred: dict[str, Any], share_text: str | None = None) -> str:
     """What the predicted breakdown says limits the step, and what would help (``share_text``: the share of the step
-    to quote, e.g. "81-92%" for several modes; the prediction's own by default)."""
+    to quote, e.g. "81-92%" for several modes; the prediction's own by default). Never the mode the row runs: a half
+    model's memory-bound step is told of fused kernels, a half step's compute-bound one of its dimensions."""
     bound = pred.get("predicted_bound")
     if share_text is None:
         split = pred.get("predicted_time_split") or {}
         share_text = f"{split.get(bound, 0.0) if isinstance(split, dict) else 0.0:.0%}"
+    precision = str(pred.get("precision") or "")
     if bound == "launch":
         return (f"launch-bound ({share_text} of the predicted step is launch overhead): faster math does not shorten "
                 "it; try CUDA graphs or torch.compile (--cuda-graphs on, --compile on), or a larger batch")
     if bound == "memory":
-        return (f"memory-bound ({share_text} of the predicted step moves bytes): a half model (master-*/pure-*) "
-                "halves the bytes, fused kernels (torch.compile) cut the passes over them")
+        half_model = precision.startswith(("master-", "pure-"))
+        return (f"memory-bound ({share_text} of the predicted step moves bytes): "
+                + ("" if half_model else "a half model (master-*/pure-*) halves the bytes, ")
+                + "fused kernels (torch.compile) cut the passes over them")
+    if precision.startswith(HALF_MODES):
+        return (f"compute-bound ({share_text} of the predicted step in math) already on Tensor Cores: keep matmul "
+                "dimensions multiples of 8 (16 for fp8)")
     return (f"compute-bound ({share_text} of the predicted step in math): half precision runs it on Tensor Cores; "
             "keep matmul dimensions multiples of 8 (16 for fp8)")
 
 
+def _mode(row: dict[str, Any]) -> str:
+    """A row's mode as the advice names it: the precision, and the optimizer state where it is not the mode's own."""
+    state = row.get("optimizer_state")
+    return f"{row['precision']} ({state} optimizer states)" if state else str(row["precision"])
+
+
 def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str]:
-    """One line per (workload, preset, batch, bound) naming the modes predicted less than ``below`` x fp32 and why."""
+    """One line per (workload, preset, batch, bound, kind of mode) naming the modes predicted less than ``below`` x
+    fp32 (with their optimizer states) and why."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         if r.get("status") == "ok" and r.get("precision") != "fp32" and (r.get("predicted_speedup_vs_fp32") or 0) < below:
-            groups.setdefault((r["workload"], r.get("preset"), r["batch_size"], r["predicted_bound"]), []).append(r)
+            kind = str(r["precision"]).split("-")[0] if r["predicted_bound"] != "launch" else ""
+            groups.setdefault((r["workload"], r.get("preset"), r["batch_size"], r["predicted_bound"], kind),
+                              []).append(r)
     out = []
-    for (workload, preset, batch, bound), group in groups.items():
+    for (workload, preset, batch, bound, _), group in groups.items():
         shares = sorted({round(100 * (r.get("predicted_time_split") or {}).get(bound, 0.0)) for r in group})
         share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
         out.append(f"{workload} ({preset}, batch {batch}): no speedup predicted for "
-                   f"{', '.join(r['precision'] for r in group)}; {why_no_speedup(group[0], share)}")
+                   f"{', '.join(_mode(r) for r in group)}; {why_no_speedup(group[0], share)}")
     return out
 
 
@@ -94,7 +113,7 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
             "predicted_speedup_vs_fp32": p.get("predicted_speedup_vs_fp32"),
             "measured_speedup_vs_fp32": m.get("speedup_vs_fp32") if m else None,
             "predicted_peak_bytes": p.get("predicted_peak_bytes"), "predicted_max_batch": p.get("predicted_max_batch"),
-            "predicted_bound": p.get("predicted_bound"),
+            "predicted_bound": p.get("predicted_bound"), "predicted_error_pct": p.get("predicted_error_pct"),
         })
     return out
 

@@ -1,0 +1,131 @@
+"""How far to trust a prediction: the error measured on references of its kind, beside the figure.
+
+``error_bands.json`` (written by ``benchmarks/predict_references.py --write-bands`` from the references; a test checks
+it is current) holds the |error| of the kernel models per GPU generation and op class, and of whole training steps per
+generation. A prediction's band is its op mix weighted over the kernel errors of its GPU's generation (the nearest
+generation with references where its own has none), and never below what whole steps of that generation missed by;
+with Tensor Core math (tf32, fp16, bf16), never below what the published AMP/TF32 results missed by either (no
+half-precision kernel is among the measured references).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ampbench.measure.peaks import GpuSpec
+
+BANDS_FILE = Path(__file__).with_name("error_bands.json")
+
+GENERATIONS: tuple[tuple[tuple[int, int], str], ...] = (
+    ((6, 0), "Pascal"), ((7, 0), "Volta"), ((7, 5), "Turing"), ((8, 0), "Ampere (A100)"), ((8, 6), "Ampere (GA10x)"),
+    ((8, 9), "Ada"), ((9, 0), "Hopper"), ((10, 0), "Blackwell"))
+"""A compute capability's generation: the last entry at or below it."""
+
+KERNEL_CLASSES = {"matmul/conv": ("linear", "bmm", "conv"), "attention": ("linear", "bmm"),
+                  "normalisation": ("layernorm", "softmax"), "elementwise": ("elementwise",),
+                  "optimizer": ("elementwise",)}
+"""A step's op class -> the measured kernel classes that tell its error (fused attention: its GEMMs')."""
+
+
+def generation(capability: tuple[int, int]) -> str:
+    return [name for cc, name in GENERATIONS if cc <= capability][-1] if capability >= (6, 0) else "Pascal"
+
+
+@dataclass(frozen=True)
+class Band:
+    typical: float
+    """The expected |error| (a median, as a fraction)."""
+    basis: str
+
+    def as_row(self) -> dict[str, Any]:
+        return {"predicted_error_pct": round(100 * self.typical), "predicted_error_basis": self.basis}
+
+
+@cache
+def _table() -> dict[str, Any]:
+    return json.loads(BANDS_FILE.read_text()) if BANDS_FILE.is_file() else {"kernels": {}, "steps": {}, "amp": {}}
+
+
+def _nearest(table: dict[str, Any], gen: str) -> str | None:
+    """``gen`` if the table has it, else the nearest generation (by order) that it has."""
+    names = [name for _, name in GENERATIONS]
+    if gen in table:
+        return gen
+    have = [n for n in names if n in table]
+    if not have:
+        return None
+    i = names.index(gen)
+    return min(have, key=lambda n: (abs(names.index(n) - i), -names.index(n)))
+
+
+def band(gpu: GpuSpec, op_split: dict[str, float], math_mode: str) -> Band:
+    """The band of a prediction on ``gpu`` whose GPU time splits as ``op_split`` and whose GEMMs run in
+    ``math_mode``."""
+    table = _table()
+    gen = generation(gpu.capability)
+    parts, basis = [], []
+    kgen = _nearest(table["kernels"], gen)
+    if kgen is not None:
+        per_class = table["kernels"][kgen]
+        typical = 0.0
+        for cls, share in op_split.items():
+            values = [per_class[k]["median"] for k in KERNEL_CLASSES.get(cls, ("elementwise",)) if k in per_class]
+            typical += share * (sum(values) / len(values) if values else max(v["median"] for v in per_class.values()))
+        parts.append(typical)
+        gpus = ", ".join(table["kernels_gpus"][kgen])
+        basis.append(f"kernels of this op mix on {kgen} ({gpus}{', fitted on' if kgen in table['fitted_gens'] else ''}):"
+                     f" {typical:.0%}")
+    sgen = _nearest(table["steps"], gen)
+    if sgen is not None:
+        parts.append(table["steps"][sgen]["median"])
+        basis.append(f"fp32 training steps on {sgen}: median {table['steps'][sgen]['median']:.0%}, worst "
+                     f"{table['steps'][sgen]['worst']:.0%}")
+    if math_mode != "fp32" and table["amp"]:
+        parts.append(table["amp"]["median"])
+        basis.append(f"published AMP/TF32 results: median {table['amp']['median']:.0%}, worst {table['amp']['worst']:.0%}")
+    if gen != kgen:
+        basis.append(f"no reference on {gen}: {kgen}'s")
+    return Band(max(parts) if parts else 1.0, "; ".join(basis) or "no reference")
+
+
+def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
+            specs: dict[str, GpuSpec], fit_gpus: tuple[str, ...]) -> dict[str, Any]:
+    """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
+    published AMP/TF32 samples/s errors): the checked GPUs' errors where a generation has any, the fitting GPUs'
+    (in-sample: optimistic) where it has no other."""
+    by_gen: dict[str, dict[str, list[Any]]] = {}
+    for e in kernel_errors:
+        by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)
+    kernels, gpus_of, fitted_gens = {}, {}, []
+    for gen, classes in by_gen.items():
+        checked = {c: [e for e in es if e.gpu not in fit_gpus] for c, es in classes.items()}
+        use_fitted = not any(checked.values())
+        chosen = classes if use_fitted else {c: es for c, es in checked.items() if es}
+        kernels[gen] = {c: {"median": round(_weighted(es, "median"), 4), "p90": round(_weighted(es, "p90"), 4),
+                            "n": sum(e.n for e in es)} for c, es in chosen.items()}
+        gpus_of[gen] = sorted({e.gpu for es in chosen.values() for e in es})
+        if use_fitted:
+            fitted_gens.append(gen)
+    steps: dict[str, Any] = {}
+    for e in step_errors:
+        steps.setdefault(generation(specs[e.step.gpu].capability), []).append(abs(e.error))
+    step_table = {gen: {"median": round(sorted(v)[len(v) // 2], 4), "worst": round(max(v), 4), "n": len(v)}
+                  for gen, v in steps.items()}
+    amp = {"median": round(sorted(amp_errors)[len(amp_errors) // 2], 4), "worst": round(max(amp_errors), 4),
+           "n": len(amp_errors)} if amp_errors else {}
+    return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
+            "written_by": "benchmarks/predict_references.py --write-bands"}
+
+
+def _weighted(errors: list[Any], key: str) -> float:
+    total = sum(e.n for e in errors)
+    return sum(getattr(e, key) * e.n for e in errors) / total
+
+
+def save(table: dict[str, Any], path: Path = BANDS_FILE) -> None:
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    _table.cache_clear()
