@@ -84,10 +84,24 @@ def test_normalisation_and_softmax_pass_over_their_data_more_than_once() -> None
 
 
 def test_many_tiny_ops_are_launch_bound_by_the_host() -> None:
+    """The GPU runs each op once the host has issued it: 100 ops shorter than their issue end one op after the last
+    issue."""
     ops = [Op("aten.add", "forward", 0, 64, 32, "fp32") for _ in range(100)]
     c = _price(ops)
-    assert c.host_s == pytest.approx(100 * cost.HOST_US["forward"] * 1e-6) and c.step_s == c.host_s
+    one = 96 / BW + LIGHT
+    assert c.host_s == pytest.approx(100 * cost.HOST_US["forward"] * 1e-6) and c.step_s == pytest.approx(c.host_s + one)
     assert c.bound == "launch" and c.time_split["launch"] > 0.9 and c.notes[0].startswith("launch-bound")
+
+
+def test_a_host_bound_forward_does_not_hide_a_gpu_bound_backward() -> None:
+    """The stream, not the sums: a forward of 100 short ops (the GPU waits on Python) then a backward of one long
+    kernel take the forward's issue plus the long kernel, not max(host total, GPU total)."""
+    forward = [Op("aten.add", "forward", 0, 64, 32, "fp32") for _ in range(100)]
+    long = Op("aten.add", "backward", 0, 2**30, 2**30, "fp32")
+    c = _price([*forward, long])
+    kernel = 2**31 / BW + LIGHT
+    assert c.step_s == pytest.approx(100 * cost.HOST_US["forward"] * 1e-6 + cost.HOST_US["backward"] * 1e-6 + kernel)
+    assert c.step_s > max(c.host_s, c.gpu_s)
 
 
 def test_a_fusable_optimizer_is_priced_as_torch_s_fused_kernel() -> None:
