@@ -47,12 +47,40 @@
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
 STAGES="checks predict paper suite bench fp8 optim axes dist keras export compat"
+usage() {
+  cat <<'USAGE'
+usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU machine, from the repo root)
+       bash benchmarks/gpu_session.sh --dry-run [STAGE|all] (anywhere: print the stage's commands, run nothing)
+
+Each stage fits one 10-minute command (its long runs stop at BUDGET_S, 540 s; exit 3 then: call it again to
+resume). Times are what each was sized to, not yet measured on a GPU.
+
+  checks   ampbench hw (GEMMs up to 8192) and the GPU tests                                   ~3 min
+  predict  ampbench predict on this GPU's spec first, then ampbench run of the same cells (the small suite, the
+           reference ResNet-50 at batch 128 channels-last); compare prints each prediction's error         ~8 min
+  paper    mnist-cnn max batch fp32 vs amp-fp16 (8 GiB budget); conv-dummy time + memory, 3 repeats ~8 min
+  suite    the default GPU suite (make run's job); resumable over several calls                 ~9 min a call
+  bench    benchmarks/engine_overhead.py and harness_overhead.py on cuda                        ~6 min
+  fp8      BERT-large in the fp8 modes beside amp-bf16, eager and compiled (torchao wheel carried)  ~9 min
+  optim    optimizer-state precision: BERT-large states as built/8bit/4bit/fp8, pure-bf16 vs bf16-sr ~9 min
+  axes     one change at a time: --compile, --cuda-graphs, --memory-format on resnext and bert  ~9 min
+  dist     DDP/FSDP2 on one GPU (nccl), fsdp fp8; benchmarks/grad_reduce.py with 2+ GPUs        ~6 min
+  keras    keras-conv-dummy beside conv-dummy, fp32 vs mixed precision, JAX then torch backend  ~6 min
+  export   every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/ ~1 min
+  compat   (time left) the whole CPU test suite on that machine's torch and python           ~9 min
+
+--dry-run placeholders: RUN stands for each run id the store holds (export's reports); benchmarks/results/dry-run
+for benchmarks/results/<the GPU's name>; h100-sxm (predict's --gpu) for the spec key of the GPU it runs on; cuda
+for $DEVICE. State: out/gpu/ (results.db, logs), packed into $OUT/gpu-session.tgz when $OUT is set.
+USAGE
+}
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then usage; exit 0; fi
 DRY=""
 if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
 STAGE=${1:-}
 if [ -z "$STAGE" ] && [ -n "$DRY" ]; then STAGE=all; fi
-[ -n "$STAGE" ] || { echo "usage: gpu_session.sh [--dry-run] ${STAGES// /|}" >&2; exit 2; }
-case " $STAGES " in *" $STAGE "*) ;; *) [ -n "$DRY" ] && [ "$STAGE" = all ] || { echo "unknown stage $STAGE: ${STAGES// /|}" >&2; exit 2; } ;; esac
+[ -n "$STAGE" ] || { usage >&2; exit 2; }
+case " $STAGES " in *" $STAGE "*) ;; *) [ -n "$DRY" ] && [ "$STAGE" = all ] || { echo "unknown stage $STAGE: ${STAGES// /|} (--help says what each does)" >&2; exit 2; } ;; esac
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-540}          # stop a stage's long command before the 600 s command limit
 STATE=out/gpu

@@ -113,3 +113,16 @@ def test_help_shows_no_markup():
     for command in ("run", "train", "diagnose", "results", "report", "export", "import", "compare", "hw", "list"):
         code, out, err = cli(command, "--help")
         assert code == 0 and "``" not in out, command
+
+
+def test_api_errors_name_the_parameter_as_python_spells_it_and_the_cli_its_flag(tmp_path) -> None:
+    """MixedPrecision(optimizer_state="2bit") says optimizer_state='2bit'; the command line maps it to its flag."""
+    import ampbench
+    from ampbench.errors import AmpbenchError
+    from tests.conftest import cli
+
+    with pytest.raises(AmpbenchError) as e:
+        ampbench.MixedPrecision("amp-bf16", optimizer_state="2bit")
+    assert str(e.value).startswith("optimizer_state='2bit': choose from") and "--" not in str(e.value)
+    code, _, err = cli("train", "tabular-mlp", "--preset", "tiny", "--precision", "amp-bf16", "--optimizer-state", "2bit")
+    assert code == 2 and "--optimizer-state '2bit': choose from" in err and "optimizer_state=" not in err

@@ -98,3 +98,16 @@ def test_the_benchmark_scripts_take_the_sessions_options(script: str) -> None:
     for call in calls:
         for flag in (a for a in call if a.startswith("--")):
             assert flag in helped.stdout, (script, flag)
+
+
+def test_help_lists_every_stage_with_what_it_does_and_its_time() -> None:
+    """--help (not "unknown stage --help"): each stage, one line on what it measures and its time, the dry-run's
+    placeholders."""
+    r = subprocess.run(["bash", "benchmarks/gpu_session.sh", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "unknown stage" not in r.stderr
+    script = (ROOT / "benchmarks" / "gpu_session.sh").read_text()
+    blocks = {b.split()[0]: b for b in re.split(r"\n(?=  [a-z])", r.stdout) if b.startswith("  ")}
+    for stage in re.search(r'^STAGES="([^"]+)"', script, re.M).group(1).split():  # type: ignore[union-attr]
+        assert stage in blocks and re.search(r"~\d+ min", blocks[stage]), stage
+    assert "--dry-run placeholders: RUN stands for" in r.stdout

@@ -110,7 +110,7 @@ class RecipeOptions:
         if self.fp8_filter is not None:
             from ampbench.precision.fp8 import check_filter  # lazy: torch
 
-            check_filter(self.fp8_filter, "--fp8-filter")
+            check_filter(self.fp8_filter)
 
     @property
     def fp8(self) -> Any:

@@ -17,6 +17,19 @@ class AmpbenchError(ValueError):
     """Invalid input or misuse; the message tells how to fix it."""
 
 
+class ParameterError(AmpbenchError):
+    """A bad value of one parameter, said as the Python API spells it (``optimizer_state='2bit': choose from ...``);
+    the command line says it with its flag instead (:meth:`with_flag`: ``--optimizer-state 2bit: choose from ...``)."""
+
+    def __init__(self, param: str, value: object, detail: str) -> None:
+        self.param, self.value, self.detail = param, value, detail
+        super().__init__(f"{param}={value!r}: {detail}")
+
+    def with_flag(self, flag: str) -> str:
+        shown = ", ".join(map(str, self.value)) if isinstance(self.value, (list, tuple)) else repr(self.value)
+        return f"{flag} {shown}: {self.detail}"
+
+
 class UnsupportedPrecisionError(AmpbenchError):
     """The device cannot run the requested precision mode (never silently replaced by another)."""
 

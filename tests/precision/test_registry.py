@@ -54,9 +54,9 @@ def test_recipes_own_their_facts_fp8_and_the_advisor_preference() -> None:
         "pure-bf16", "pure-fp16", "tf32", "fp32"]
     assert preference("fp17") > preference("fp32")
     assert Fp8Options.from_strings(" head, lm_head ,", None) == Fp8Options(("head", "lm_head"), "auto")
-    with pytest.raises(AmpbenchError, match="--fp8-filter 'all': choose auto"):
+    with pytest.raises(AmpbenchError, match="fp8_filter='all': choose auto"):
         Fp8Options.from_strings(None, "all")
-    with pytest.raises(AmpbenchError, match="fp8_filter 'x'"):
+    with pytest.raises(AmpbenchError, match="fp8_filter='x'"):
         Fp8Options(filter="x")
 
 

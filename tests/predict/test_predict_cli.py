@@ -264,3 +264,21 @@ def test_bound_agrees_with_the_notes_and_advice_never_recommends_the_mode_in_use
     lines = no_speedup_lines([{"status": "ok", "workload": "w", "preset": "p", "batch_size": 8, "precision": "pure-bf16",
                                "optimizer_state": "8bit", "predicted_speedup_vs_fp32": 0.9, **memory}])
     assert "pure-bf16 (8bit optimizer states)" in lines[0] and "master-*/pure-*" not in lines[0]
+
+
+def test_a_store_holding_only_predictions_shows_them_and_says_so(tmp_path: Path) -> None:
+    """results, report and compare on a store predict wrote (nothing measured): the predictions, labelled predicted,
+    and "only predictions" -- not "no results yet: run ampbench run first"."""
+    db = tmp_path / "p.db"
+    code, _, err = cli("predict", "--gpu", "t4", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions",
+                       "fp32,amp-fp16", "--db", str(db))
+    assert code == 0, err
+    for args in (["results"], ["report", "--format", "md", "--out", "-"], ["compare"]):
+        code, out, err = cli(*args, "--db", str(db))
+        assert code == 0 and "no results" not in err, (args, err)
+        text = " ".join(out.split())
+        assert "only predictions here" in text and "no GPU ran these" in text and "amp-fp16" in text, args
+    code, out, err = cli("results", "--db", str(db), "--format", "json")
+    assert code == 0 and {r["source"] for r in json.loads(out)} == {"predicted"}
+    code, out, err = cli("report", "--db", str(db), "--out", str(tmp_path / "r.html"))
+    assert code == 0 and "only predictions here" in (tmp_path / "r.html").read_text()

@@ -103,3 +103,40 @@ def test_ampbench_predict_at_80_columns(tmp_path: Path, monkeypatch: pytest.Monk
     assert code == 0, err
     assert _whole_tables([line for line in out.splitlines() if line[:1] in "┏┃┡│└"], 80)  # (messages: one line)
     assert "master-bf16" in out and "samples/s" in out
+
+
+def test_every_part_of_a_stacked_table_repeats_the_columns_that_tell_its_rows_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --batch-size 8,16 the continuation tables of run and results carry precision and batch (not precision
+    alone: "fp32, fp32, master-bf16, master-bf16"); the advice is one line for the workload, not one per batch."""
+    monkeypatch.setenv("COLUMNS", "80")
+    db = tmp_path / "r.db"
+    code, out, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,master-bf16",
+                         "--batch-size", "8,16", "--steps", "2", "--warmup", "1", "--no-isolate", "--no-report",
+                         "--db", str(db))
+    assert code == 0, err
+    code, listed, err = cli("results", "--db", str(db))
+    assert code == 0, err
+    for text in (out, listed):
+        heads = [line for line in text.splitlines() if line.startswith("┃") and "precision" in line]
+        assert len(heads) >= 2 and all("batch" in h for h in heads), heads  # (each part: precision and batch)
+    advice = [line for line in out.splitlines() if re.match(r"tabular-mlp \(tiny\)( at batch [\d, ]+)?: ", line)]
+    assert len(advice) == 1 and "batch 8, 16" in advice[0], advice
+
+
+def test_compare_at_80_columns_never_wraps_a_precision_name_nor_cuts_a_figure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    db = tmp_path / "r.db"
+    code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--steps", "2", "--warmup", "1",
+                       "--no-isolate", "--no-report", "--db", str(db))
+    assert code == 0, err
+    code, out, err = cli("compare", "--db", str(db))
+    assert code == 0, err
+    from ampbench.store.derive import merge_repeats
+
+    rows = merge_repeats(Store(db).rows())  # (as compare reads them: repeats and the closing baseline merged)
+    assert _whole_tables([line for line in out.splitlines() if line[:1] in "┏┃┡│└"], 80)
+    for r in rows:
+        assert r["precision"] in out and f"({r['samples_per_s']:,.0f}/s)" in out, r["precision"]
+    assert "…" not in out

@@ -230,3 +230,22 @@ def test_timm_adapter_builds_with_the_image_data_options(monkeypatch: pytest.Mon
     assert create_workload("timm:tiny_net", "tiny").train_data.inputs[0].shape[1:] == (3, 32, 32)
     with pytest.raises(AmpbenchError, match="is an image model"):
         create_workload("timm:tiny_net", "tiny", data=DataSpec.of(vocab_size=10, input_shape="8", num_classes=2))
+
+
+def test_a_workload_factory_without_a_preset_is_refused_only_for_a_preset_the_user_gave(tmp_path) -> None:
+    """run and predict pass "small" when the user gave no --preset: that is the cell's label, not a preset asked
+    for; an explicit --preset is refused for a factory that takes none (as diagnose always did)."""
+    from tests.conftest import cli
+
+    f = tmp_path / "wf.py"
+    f.write_text("import torch\nfrom torch import nn\nfrom ampbench.data.tensors import TensorData\n"
+                 "from ampbench.workloads.base import Workload\n\n\ndef build():\n"
+                 "    return Workload('mine', nn.Sequential(nn.Linear(8, 4)), TensorData((torch.randn(64, 8),), "
+                 "torch.randint(0, 4, (64,))), batch_size=16)\n")
+    db = str(tmp_path / "r.db")
+    run = ["run", "--precisions", "fp32", "--steps", "2", "--warmup", "1", "--no-isolate", "--no-report"]
+    for args in (run, ["predict", "--gpu", "t4", "--precisions", "fp32"]):
+        code, _, err = cli(*args, "--model", f"{f}:build", "--db", db)
+        assert code == 0, (args, err)
+        code, _, err = cli(*args, "--model", f"{f}:build", "--preset", "small", "--db", db)
+        assert code == 2 and "takes no preset argument" in err and len(err.strip().splitlines()) == 1, (args, err)

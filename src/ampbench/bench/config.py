@@ -53,6 +53,7 @@ from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
+from ampbench.workloads.user import check_preset as check_model_preset
 
 BASELINE = "fp32"
 REPEATED_MEASURES = ("throughput", "memory")
@@ -365,6 +366,8 @@ class RunConfig:
         if model is not None:
             model_framework = frameworks.of_model(model, preset or "small", seed, backend).name
             owners.append(frameworks.get(model_framework))
+            if model_framework == frameworks.DEFAULT:
+                check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
         if precisions is None:  # the default modes of a run with another framework's target: those it has
             for fw in {f.name: f for f in owners if f.name != frameworks.DEFAULT}.values():
                 modes = fw.precisions(modes)

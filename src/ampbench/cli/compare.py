@@ -7,12 +7,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.cli.render import predicted_table
 from ampbench.errors import AmpbenchError
+from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
+from ampbench.report.console import Col, stack_tables
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import merge_repeats
 
@@ -31,46 +34,38 @@ def compare_cmd(
 
     store = open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
-    tables = compare_table(merge_repeats(store.rows()), reference, parse_list(workloads, "workloads") or None, precs)
+    wanted = parse_list(workloads, "workloads") or None
+    tables = compare_table(merge_repeats(store.rows()), reference, wanted, precs)
     if not tables:
+        if store.latest_run() is None and store.predictions(wanted):
+            console.print(ONLY_PREDICTIONS)
+            _predicted(store, wanted, precs)
+            return
         raise AmpbenchError(f"no ok results to compare in {store.path} (import other machines' exports first)")
     for t in tables:
-        table = Table(title=f"{escape(t.title)}: samples/s relative to {escape(t.reference)}", title_justify="left")
-        table.add_column("device", style="bold")
-        for p in t.precisions:
-            table.add_column(p, justify="right")
-        for d in t.devices:
-            cells = []
-            for p in t.precisions:
-                c = t.cells.get((d, p))
-                if c is None:
-                    cells.append("-")
-                else:
-                    rel = "" if c.relative is None else f"{c.relative:.2f}x "
-                    style = "green" if (c.relative or 1) > 1.05 else "red" if (c.relative or 1) < 0.95 else ""
-                    cells.append(f"[{style}]{rel}[/][dim]({c.samples_per_s:,.0f}/s)[/]" if style else
-                                 f"{rel}[dim]({c.samples_per_s:,.0f}/s)[/]")
-            table.add_row(escape(d), *cells)
-        console.print(table)
+        key = Col("device", [escape(d) for d in t.devices], justify="left", wraps=True)
+        cols = [Col(p, [_cell(t.cells.get((d, p))) for d in t.devices]) for p in t.precisions]
+        # (stacked to the terminal: no precision name wrapped, no figure cut)
+        for table in stack_tables(f"{escape(t.title)}: samples/s relative to {escape(t.reference)}", key, cols,
+                                  console.width):
+            console.print(table)
         if len(t.devices) == 1:
             console.print("[dim]only one device has results here: ampbench import other machines' exports to compare[/]")
     _predicted(store, sorted({t.workload for t in tables}), precs)
 
 
-def _predicted(store: Any, workloads: list[str], precisions: list[str] | None) -> None:
+def _predicted(store: Any, workloads: list[str] | None, precisions: list[str] | None) -> None:
     """Stored predictions of the compared workloads, beside the GPU measurement of the same cell where there is one."""
     lines = [p for p in predictions_table(store.predictions(workloads), merge_repeats(store.rows(workloads=workloads)))
              if precisions is None or p["precision"] in precisions]
-    if not lines:
-        return
-    table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
-    for col in ("workload", "GPU", "setting", "mode", "predicted/s", "measured/s", "error"):
-        table.add_column(col, justify="left" if col in ("workload", "GPU", "setting", "mode") else "right",
-                         overflow="fold")
-    for p in lines:
-        table.add_row(escape(f"{p['workload']} ({p['preset']})"), escape(str(p["gpu"])), escape(p["setting"]), p["precision"],
-                      f"{p['predicted_samples_per_s']:,.0f}",
-                      "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
-                      "-" if p["error"] is None else f"{p['error']:+.0%}")
-    console.print(table)
+    if lines:
+        console.print(predicted_table(lines))
 
+
+def _cell(c: Any) -> Text:
+    """A device's throughput in one mode: relative to the reference (green faster, red slower) and samples/s."""
+    if c is None:
+        return Text("-")
+    rel = "" if c.relative is None else f"{c.relative:.2f}x "
+    style = "green" if (c.relative or 1) > 1.05 else "red" if (c.relative or 1) < 0.95 else ""
+    return Text.assemble((rel, style), (f"({c.samples_per_s:,.0f}/s)", "dim"))

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import ampbench
-from ampbench.errors import AmpbenchError
+from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.store import Store
 
 app = typer.Typer(
@@ -81,6 +81,10 @@ def _root(
     """ampbench: how much faster, how much less memory, does it still converge, which mode to use."""
 
 
+FLAGS = {"optimizer_state": "--optimizer-state", "fp8_filter": "--fp8-filter", "fp8_skip": "--fp8-skip"}
+"""The Python API's parameter names as the command line spells them (:class:`~ampbench.errors.ParameterError`)."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: AmpbenchError -> one line on stderr, exit code 2."""
     global _invocation
@@ -90,7 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(code, int) and code:  # typer.Exit(N) inside a command comes back as N without standalone mode
             sys.exit(code)
     except AmpbenchError as e:
-        err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+        text = e.with_flag(FLAGS.get(e.param, "--" + e.param.replace("_", "-"))) if isinstance(e, ParameterError) \
+            else str(e)
+        err_console.print(f"[red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)

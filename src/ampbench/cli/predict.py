@@ -37,6 +37,7 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
     from ampbench.predict.run import check_target, find_gpu, predict_target  # lazy: torch, torch.utils.flop_counter
     from ampbench.requests import Target, data_options  # lazy: torch
     from ampbench.workloads import build_target  # lazy: torch
+    from ampbench.workloads.user import check_preset as check_model_preset  # lazy: torch
 
     spec = find_gpu(gpu, gpu_spec)
     check_output_file(json_out, "--json", "predict.json")
@@ -59,8 +60,11 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
         if t.apart:
             raise AmpbenchError(f"predict traces PyTorch training steps; {t.label} is a {t.framework.name} target "
                                 "(measure it with ampbench run)")
+    if model is not None:
+        check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
+
     def builder(t: Any) -> Any:
-        return lambda: build_target(t.workload, t.model, t.preset, data, seed)
+        return lambda: build_target(t.workload, t.model, t.preset, data, seed, preset_given=False)
 
     for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
         check_target(builder(t), names, states)

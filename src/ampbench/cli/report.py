@@ -36,6 +36,9 @@ def report_cmd(
     if out is not None and str(out) == STDOUT:
         sys.stdout.write(build_report(store, run, fmt)[1])
         return
+    if out is None and store.read_only:  # (the default place is beside the store)
+        raise AmpbenchError(f"--db {store.path} is read-only, and the report goes beside it by default: give --out FILE "
+                            "(or --out - to print it)")
     path = write_report(store, out, run, fmt)
     console.print(f"report: [bold]{escape(str(path))}[/]")
 

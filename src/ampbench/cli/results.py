@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, open_store, plural
-from ampbench.cli.render import results_tables
+from ampbench.cli.render import predicted_table, results_tables
 from ampbench.errors import AmpbenchError
+from ampbench.report import ONLY_PREDICTIONS
 from ampbench.store import derive, to_csv
 from ampbench.store.exchange import clean_json
 
@@ -41,7 +42,8 @@ def results_cmd(
     if not all_runs:
         info = store.run(run) if run is not None else store.latest_run()
         if info is None:
-            raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+            _only_predictions(store, fmt)
+            return
         run_id = info.run_id
     precs = [resolve(p) for p in parse_list(precisions, "precisions")] or None
     rows = derive(store.rows(run_id, parse_list(workloads, "workloads") or None), store.hw())  # ratios need fp32
@@ -59,3 +61,19 @@ def results_cmd(
             console.print("no rows match")
         results_tables(rows)
 
+
+
+def _only_predictions(store: Any, fmt: str) -> None:
+    """A store with predictions and no measured run: the predictions, labelled so (none at all: one line, exit 2)."""
+    from ampbench.report.predictions import table as predictions_table  # lazy: torch
+
+    predictions = store.predictions()
+    if not predictions:
+        raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(clean_json(predictions), indent=1) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(to_csv(predictions))
+    else:
+        console.print(ONLY_PREDICTIONS)
+        console.print(predicted_table(predictions_table(predictions, [])))

@@ -114,22 +114,27 @@ def _train_here(wl: Any, config: Any, tensorboard: Path | None, compiled_by_defa
         console.print("[dim]fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
                       "--compile off trains it eager[/]")
 
-    with Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False) as bar:
-        task = bar.add_task("train", total=None, epoch="-", info="")
+    bar = Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False)
+    task: list[Any] = []  # (the bar is drawn at the first step: every refusal before it prints alone)
 
-        def on_progress(p) -> None:  # type: ignore[no-untyped-def]
-            bar.update(task, total=p.steps, completed=p.step, epoch=f"{p.epoch}/{p.epochs}",
-                       info=f"loss {p.loss:.4f}  scale {p.scale:g}  {p.samples_per_s:,.0f} samples/s")
+    def on_progress(p) -> None:  # type: ignore[no-untyped-def]
+        if not task:
+            bar.start()
+            task.append(bar.add_task("train", total=p.steps, epoch="-", info=""))
+        bar.update(task[0], total=p.steps, completed=p.step, epoch=f"{p.epoch}/{p.epochs}",
+                   info=f"loss {p.loss:.4f}  scale {p.scale:g}  {p.samples_per_s:,.0f} samples/s")
 
-        log = None
-        if tensorboard is not None:
-            log = TrainLogger(tensorboard)
-        try:
-            result = train(wl, config, on_progress, log=log)
-        finally:
-            if log is not None:
-                log.close()
+    log = None
+    if tensorboard is not None:
+        log = TrainLogger(tensorboard)
+    try:
+        result = train(wl, config, on_progress, log=log)
+    finally:
+        if task:
+            bar.stop()
+        if log is not None:
+            log.close()
     return result
 
 

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ampbench.errors import AmpbenchError
+from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.precision.amp import _Autocast
 from ampbench.precision.registry import is_fp8, register
 
@@ -43,11 +43,11 @@ FILTERS = ("auto", "dims")
 INSTALL = "pip install 'ampbench[fp8]' (torchao)"
 
 
-def check_filter(value: str, flag: str = "fp8_filter") -> str:
-    """``auto`` or ``dims``, else a one-line error."""
+def check_filter(value: str) -> str:
+    """``auto`` or ``dims``, else a one-line error (``fp8_filter``; ``--fp8-filter`` on the command line)."""
     if value not in FILTERS:
-        raise AmpbenchError(f"{flag} {value!r}: choose auto (multiple-of-16 dims and torchao's size thresholds) "
-                            "or dims (only the multiple-of-16 rule)")
+        raise ParameterError("fp8_filter", value, "choose auto (multiple-of-16 dims and torchao's size thresholds) "
+                             "or dims (only the multiple-of-16 rule)")
     return value
 
 
@@ -71,7 +71,7 @@ class Fp8Options:
     def from_strings(cls, skip: str | None, filter: str | None) -> Fp8Options:
         """``--fp8-skip a,b`` / ``--fp8-filter dims`` as the CLI gives them (None: the default)."""
         if filter is not None:
-            check_filter(filter, "--fp8-filter")
+            check_filter(filter)
         return cls(tuple((skip or "").split(",")), filter or "auto")
 
     @classmethod
@@ -195,7 +195,7 @@ def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter:
     unknown = [s for s in skip if not any(s in n for n in names)]
     if unknown:
         examples = ", ".join(sorted(names - {""})[:5])
-        raise AmpbenchError(f"--fp8-skip {', '.join(unknown)}: matches no layer name (e.g. {examples})")
+        raise ParameterError("fp8_skip", unknown, f"matches no layer name (e.g. {examples})")
     plan = Fp8Layers()
     attention = _attention_projections(model)
     for name, mod in model.named_modules():

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
-from ampbench.errors import AmpbenchError, suggest
+from ampbench.errors import ParameterError, suggest
 from ampbench.precision.fp8 import import_torchao, torchao_problem
 from ampbench.precision.registry import get
 
@@ -49,10 +49,11 @@ _QUANTIZED = {"8bit": ("Adam8bit", "AdamW8bit"), "4bit": ("Adam4bit", "AdamW4bit
 _ADAMS = (torch.optim.Adam, torch.optim.AdamW)
 
 
-def check_name(state: str, flag: str = "--optimizer-state") -> str:
-    """One of :data:`STATES`, else one line naming them."""
+def check_name(state: str) -> str:
+    """One of :data:`STATES`, else one line naming them (the parameter as the caller spells it: ``optimizer_state``
+    in Python, ``--optimizer-state`` on the command line)."""
     if state not in STATES:
-        raise AmpbenchError(f"{flag} {state!r}: choose from {', '.join(STATES)}." + suggest(state, STATES))
+        raise ParameterError("optimizer_state", state, f"choose from {', '.join(STATES)}." + suggest(state, STATES))
     return state
 
 
@@ -95,14 +96,14 @@ def refusal(precision: str, state: str | None, device: str | torch.device | None
     return None
 
 
-def check(precision: str, state: str | None, flag: str = "--optimizer-state") -> None:
+def check(precision: str, state: str | None) -> None:
     """One mode's state (``train``, ``diagnose``): a known state that applies to ``precision``, torchao installed when
     it is not the mode's own; one line otherwise, before any data is built."""
     if state is None:
         return
-    why = refusal(precision, check_name(state, flag)) or missing_for([precision], [state])
+    why = refusal(precision, check_name(state)) or missing_for([precision], [state])
     if why:
-        raise AmpbenchError(f"{flag} {state}: {why}")
+        raise ParameterError("optimizer_state", state, why)
 
 
 def missing() -> str | None:
@@ -189,16 +190,16 @@ def check_optimizer(optimizer: torch.optim.Optimizer, state: str) -> None:
     cls = type(optimizer)
     if cls not in _ADAMS:
         where = "torch.optim" if cls.__module__.startswith("torch.optim.") else cls.__module__
-        raise AmpbenchError(f"--optimizer-state {state} applies to torch.optim.Adam and AdamW (torchao's "
-                            f"low-precision Adam); this workload's optimizer is {where}.{cls.__name__}: use "
-                            "the default optimizer state (leave --optimizer-state out)")
+        raise ParameterError("optimizer_state", state, f"applies to torch.optim.Adam and AdamW (torchao's "
+                             f"low-precision Adam); this workload's optimizer is {where}.{cls.__name__}: use the "
+                             "default optimizer state (leave the optimizer state out)")
     if optimizer.state:
-        raise AmpbenchError(f"--optimizer-state {state}: the optimizer has stepped already (it has state); build it "
-                            "fresh, then set up")
+        raise ParameterError("optimizer_state", state, "the optimizer has stepped already (it has state); build it "
+                             "fresh, then set up")
     for flag in ("maximize", "differentiable"):
         if any(g.get(flag) for g in optimizer.param_groups):
-            raise AmpbenchError(f"--optimizer-state {state}: torchao's Adam has no {flag}=True; build the optimizer "
-                                f"without it or leave --optimizer-state out")
+            raise ParameterError("optimizer_state", state, f"torchao's Adam has no {flag}=True; build the optimizer "
+                                 "without it or leave the optimizer state out")
 
 
 def check_built(make_optimizer: Any, params: Any, precision: str, state: str | None) -> None:

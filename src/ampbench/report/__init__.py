@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ampbench.errors import AmpbenchError
 from ampbench.paths import write_text_atomic
@@ -23,7 +24,10 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> 
         raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     info = store.run(run_id) if run_id is not None else store.latest_run()
     if info is None:
-        raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+        predictions = store.predictions()
+        if not predictions:
+            raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
+        return "predictions", _predictions_only(predictions, fmt)
     hw = store.hw()
     rows = derive(store.rows(info.run_id), hw)
     workloads = sorted({r["workload"] for r in rows})
@@ -41,6 +45,23 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> 
     return info.run_id, render_html(rows, info.to_dict(), every_device, store.diagnoses(), predictions)
 
 
+ONLY_PREDICTIONS = "only predictions here (ampbench predict): nothing was measured; ampbench run measures"
+
+
+def _predictions_only(predictions: list[dict[str, Any]], fmt: str) -> str:
+    """The report of a store holding predictions and no measured run: their own section, labelled predicted."""
+    if fmt == "csv":
+        return to_csv(predictions)
+    note = {"label": ONLY_PREDICTIONS, "run_id": "(none: predictions only)"}
+    if fmt == "md":
+        from ampbench.report.markdown import render_markdown  # lazy: torch
+
+        return render_markdown([], note, predictions)
+    from ampbench.report.html import render_html  # lazy: matplotlib, torch
+
+    return render_html([], note, [], [], predictions)
+
+
 def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html") -> Path:
     run_id, text = build_report(store, run_id, fmt)
     path = out or default_report_path(store, run_id, fmt)
@@ -48,4 +69,4 @@ def write_report(store: Store, out: Path | None = None, run_id: str | None = Non
     return path
 
 
-__all__ = ["FORMATS", "build_report", "default_report_path", "write_report"]
+__all__ = ["FORMATS", "ONLY_PREDICTIONS", "build_report", "default_report_path", "write_report"]

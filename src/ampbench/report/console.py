@@ -153,28 +153,31 @@ def fitted_widths(cols: list[Col], width: int) -> list[int]:
     return widths
 
 
-def stack_tables(title: str, key: Col, cols: list[Col], width: int) -> list[Table]:
+def stack_tables(title: str, key: Col | list[Col], cols: list[Col], width: int) -> list[Table]:
     """The columns as one table when they fit ``width``, else as several stacked tables each led by the ``key``
-    column (the precision), in the columns' order: at 80 columns a results table is two or three narrow tables,
-    headers wrapped at spaces, no number cut."""
+    column(s) -- every column that tells the rows apart (the precision; the optimizer state, batch, execution where
+    they vary) --, in the columns' order: at 80 columns a results table is two or three narrow tables, headers wrapped
+    at spaces, no number cut."""
+    keys = key if isinstance(key, list) else [key]
+    lead = 1 + sum(k.min_width() + CELL_OVERHEAD for k in keys)
     groups: list[list[Col]] = [[]]
-    used = 1 + key.min_width() + CELL_OVERHEAD
+    used = lead
     for col in cols:
         need = col.min_width() + CELL_OVERHEAD
         if groups[-1] and used + need > width:
             groups.append([])
-            used = 1 + key.min_width() + CELL_OVERHEAD
+            used = lead
         groups[-1].append(col)
         used += need
     tables = []
     for i, group in enumerate(groups):
         table = Table(title=title if i == 0 else None, title_justify="left")
-        for col, w in zip((key, *group), fitted_widths([key, *group], width)):
+        for col, w in zip((*keys, *group), fitted_widths([*keys, *group], width)):
             # (widths decided here, not by rich: its collapse can take a column below its minimum and then widen it
             # back past the terminal; no_wrap would cut the header too: headers wrap at their spaces)
             table.add_column(col.header, justify=col.justify, overflow="fold", width=w)  # type: ignore[arg-type]
-        for r in range(len(key.cells)):
-            table.add_row(*(col.cells[r] for col in (key, *group)))
+        for r in range(len(keys[0].cells)):
+            table.add_row(*(col.cells[r] for col in (*keys, *group)))
         tables.append(table)
     return tables
 
@@ -194,18 +197,25 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)
         mem_head, label_each = memory_head(group)
-        key_col = Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")
+        keys = [Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")]
         cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")]
-        if axes:
-            cols.append(Col("execution", [Text(Execution.of(r).label) for r in group], "left"))
+        # the columns that tell rows of one precision apart lead every part of a stacked table, beside the precision
+        apart = [Col("execution", [Text(Execution.of(r).label) for r in group], "left")] if axes else []
         if dist:
-            cols.append(Col("strategy", [Text(strategy_label(r) or "1 process") for r in group], "left"))
-            cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
+            apart.append(Col("strategy", [Text(strategy_label(r) or "1 process") for r in group], "left"))
         if any(r.get("optimizer_state") for r in group):  # (--optimizer-state: which optimizer each row stepped with)
-            cols.append(Col("optimizer states", [Text(r.get("optimizer_state") or "as built") for r in group], "left"))
+            apart.append(Col("optimizer states", [Text(r.get("optimizer_state") or "as built") for r in group], "left"))
+        batch = Col("batch", [_num(r.get("batch_size"), ",") for r in group])
+        if len({r.get("batch_size") for r in group}) > 1:
+            apart.append(batch)
+        varies = [c for c in apart if len({str(x) for x in c.cells}) > 1]
+        keys += varies
+        cols += [c for c in apart if c not in varies]
+        if dist:
+            cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
         status = [r.get("status") or "?" for r in group]
         cols += [Col("status", [Text(st, style=STATUS_STYLE.get(st, "")) for st in status], "left"),
-                 Col("batch", [_num(r.get("batch_size"), ",") for r in group]),
+                 *([] if batch in keys else [batch]),
                  Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]),
                  Col("speedup", [_speedup(r) for r in group])]
         if axes:
@@ -236,5 +246,5 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
                       style="dim") for r in group]
         if any(n.plain for n in notes):
             cols.append(Col("note", notes, "left", wraps=True))
-        tables += stack_tables(title, key_col, cols, width)
+        tables += stack_tables(title, keys, cols, width)
     return tables

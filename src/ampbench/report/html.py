@@ -254,7 +254,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
         f'{e(run.get("device_name") or (rows[0].get("device_name") if rows else ""))} · ampbench {e(ampbench.__version__)}</div>',
     ]
     if not rows:
-        parts.append("<p>No results in this run.</p>")
+        parts.append(f"<p>{e(run.get('label') or 'No results in this run.')}</p>")
     else:
         parts.append("<h2>Recommendations</h2>")
         parts.append(_table(["workload", "use", "evidence"],

@@ -28,6 +28,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                     predictions: list[dict[str, Any]] | None = None) -> str:
     run = run or {}
     lines = [f"## ampbench results — run {md_escape(run.get('run_id', '?'))}", ""]
+    if not rows and run.get("label"):
+        lines += [f"_{md_escape(run['label'])}_", ""]
 
     for group in workload_groups(rows):
         first = group[0]

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import uuid
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,6 +101,25 @@ def default_db_path() -> Path:
     return base / "ampbench" / "results.db"
 
 
+def _read_only(path: Path) -> str | None:
+    """Why ``path`` (or, for a new store, the directory it would be made in) cannot be written, or None. SQLite in WAL
+    mode also writes beside the file (its -wal and -shm), so the directory counts too."""
+    existing = path if path.exists() else next((p for p in path.parents if p.exists()), None)
+    if existing is None:
+        return None
+    folder = existing if existing.is_dir() else existing.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "on a read-only filesystem"
+    except OSError:
+        pass
+    if existing.is_file() and not os.access(existing, os.W_OK):
+        return "this user cannot write the file"
+    if not os.access(folder, os.W_OK):
+        return f"this user cannot write its directory {folder}"
+    return None
+
+
 def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -132,13 +154,23 @@ class Store:
         if not create and not self.path.is_file():
             raise AmpbenchError(f"--db {self.path}: no results store there; run `ampbench run` or `ampbench import FILE` "
                                 "first, or give the store's path")
+        read_only = _read_only(self.path)
+        if read_only and create:  # (a command that writes: refused before any work)
+            raise AmpbenchError(f"--db {self.path} is read-only ({read_only}): this command stores rows; copy the store "
+                                f"somewhere writable (cp {self.path} results.db) and give that --db")
+        self.read_only = bool(read_only)
+        """Opened for reading only (a store on a read-only filesystem, or a file this user cannot write)."""
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            if read_only:
+                self._conn = self._open_read_only()
+            else:
+                self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             self._check_integrity()
             self._refuse_foreign(create)  # before anything is written to the file (even the journal mode)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            if not read_only:
+                self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA busy_timeout=30000")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -147,8 +179,25 @@ class Store:
         except OSError as e:
             raise AmpbenchError(f"--db {self.path}: cannot open ({e.strerror or e})") from None
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A read-only store: opened immutable (SQLite may create no -wal/-shm beside it, and nothing changes it
+        meanwhile); with rows still in its write-ahead log (its writer did not close it), a private copy of both
+        is read instead, so those rows are not missed."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            self._copy_dir = tempfile.mkdtemp(prefix="ampbench-ro-")
+            weakref.finalize(self, shutil.rmtree, self._copy_dir, True)  # (also when the store is never closed)
+            copy = Path(self._copy_dir) / self.path.name
+            shutil.copyfile(self.path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            return sqlite3.connect(copy, timeout=30.0, isolation_level=None)
+        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=30.0,
+                               isolation_level=None)
+
     def close(self) -> None:
         self._conn.close()
+        if getattr(self, "_copy_dir", None):
+            shutil.rmtree(self._copy_dir, ignore_errors=True)
 
     def __enter__(self) -> Store:
         return self
@@ -201,6 +250,10 @@ class Store:
                                 f"({SCHEMA_VERSION}): upgrade ampbench")
         if version == SCHEMA_VERSION:
             return
+        if self.read_only:
+            raise AmpbenchError(f"--db {self.path} has schema version {version}, older than this ampbench's "
+                                f"({SCHEMA_VERSION}), and is read-only, so it cannot be upgraded: copy it somewhere "
+                                f"writable (cp {self.path} results.db) and give that --db")
         with self._tx() as c:
             version = c.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
             for v in range(version, SCHEMA_VERSION):  # statement by statement: executescript() would COMMIT

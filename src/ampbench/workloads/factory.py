@@ -63,15 +63,16 @@ def create_model(name: str, preset: str = "small", **options: Any) -> nn.Module:
 
 
 def build_target(workload: str | None, model: str | None, preset: str | None, data: DataOptions,
-                 seed: int = 0) -> Workload:
+                 seed: int = 0, preset_given: bool | None = None) -> Workload:
     """The workload of a target -- a registered name or adapter, or the user's ``--model`` (exactly one) -- with the
-    data options the user gave: the one path ``run``'s cells, ``train`` and ``diagnose`` build by."""
+    data options the user gave: the one path ``run``'s cells, ``train`` and ``diagnose`` build by. ``preset_given``:
+    see :func:`~ampbench.workloads.user.create_user_workload` (a cell's preset was checked when its run was planned)."""
     if (workload is None) == (model is None):
         raise AmpbenchError("give a WORKLOAD name (see: ampbench list workloads) or --model file.py:factory, not both")
     if model is not None:
         return create_user_workload(model, data_dir=data.data_dir, preset=preset, seed=seed,
                                     val_fraction=data.val_fraction, batches=data.batches, loss=data.loss,
-                                    options=dict(data.options), **data.described())
+                                    options=dict(data.options), preset_given=preset_given, **data.described())
     return create_workload(workload, preset or "small", data.data_dir, seed, data.val_fraction,  # type: ignore[arg-type]
                            data=DataSpec.of(**data.described()), **dict(data.options))
 

@@ -40,14 +40,31 @@ from ampbench.workloads.factories import (  # noqa: F401  (re-exported)
 from ampbench.workloads.tasks import DataSpec, shape_of, show
 
 
+def _no_preset(spec: str, preset: str | None) -> AmpbenchError:
+    return AmpbenchError(f"--preset {preset}: --model {spec!r} returns a Workload and takes no preset argument; define "
+                         "it as factory(preset) to size it per preset, or drop --preset")
+
+
+def check_preset(spec: str, preset: str | None, seed: int = 0) -> None:
+    """A preset the user gave (``preset`` not None) applies to ``--model spec``: a factory returning a Workload must
+    take it (what it made is kept for the build that follows). The harness then builds with ``preset_given=False``:
+    the preset it passes when the user gave none ("small") is only the cell's label."""
+    if preset is None:
+        return
+    factory = load_factory(spec)
+    if "preset" not in _parameters(factory) and isinstance(made_by(spec, preset, seed), Workload):
+        raise _no_preset(spec, preset)
+
+
 def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = None, num_classes: int | None = None,
                          data_dir: str | Path | None = None, preset: str | None = None, seed: int = 0,
                          batch_size: int | None = None, val_fraction: float | None = None, *,
                          vocab_size: int | None = None, num_outputs: int | None = None, task: str | None = None,
                          batches: str | None = None, loss: str | None = None,
-                         options: dict[str, Any] | None = None) -> Workload:
+                         options: dict[str, Any] | None = None, preset_given: bool | None = None) -> Workload:
     """The workload of ``--model spec`` (see the module docstring). ``preset`` None: "small" (and a factory
-    returning a Workload keeps its own sizes)."""
+    returning a Workload keeps its own sizes). ``preset_given``: whether the user gave ``preset`` (default: whether it
+    is not None); only a preset the user gave is refused for a factory that takes none (:func:`check_preset`)."""
     if preset is not None and preset not in PRESETS:
         raise AmpbenchError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     check_val_fraction(val_fraction, data_dir, True, "--model")
@@ -65,9 +82,8 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
                                                ("--option", options)) if v]
         if given:
             raise AmpbenchError(f"--model {spec!r} returns a Workload (its own data and loss): drop {', '.join(given)}")
-        if preset is not None and "preset" not in _parameters(factory):
-            raise AmpbenchError(f"--preset {preset}: --model {spec!r} returns a Workload and takes no preset argument; "
-                                "define it as factory(preset) to size it per preset, or drop --preset")
+        if (preset is not None if preset_given is None else preset_given) and "preset" not in _parameters(factory):
+            raise _no_preset(spec, preset)
         if preset is not None and made.preset == "custom":
             made.preset = preset
         return made

@@ -40,7 +40,7 @@ def test_train_checkpoints_the_states_and_resumes_only_with_the_same(tmp_path: P
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--precision", "amp-bf16", "--optimizer-state", "bf16-sr"], "--optimizer-state bf16-sr: bf16-sr rounds bf16"),
+    (["--precision", "amp-bf16", "--optimizer-state", "bf16-sr"], "--optimizer-state 'bf16-sr': bf16-sr rounds bf16"),
     (["--precision", "pure-bf16", "--optimizer-state", "fp32"], "fp32 states need fp32 weights (master-bf16"),
     (["--precision", "amp-bf16", "--optimizer-state", "7bit"], "--optimizer-state '7bit': choose from"),
 ])

@@ -58,7 +58,8 @@ class OverBudget(RuntimeError):
 
 
 def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
-    return build_target(spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed if seed is None else seed)
+    return build_target(spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed if seed is None else seed,
+                        preset_given=False)  # (a preset the user gave was checked when the run was planned)
 
 
 def validate_cell_inputs(spec: CellSpec) -> None:
