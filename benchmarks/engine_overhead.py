@@ -23,6 +23,15 @@ step). Its own cost is measured apart: ours with the check vs ours without it, f
 loss is not scaled (``--no-check-rows`` skips that).
 
     python benchmarks/engine_overhead.py --device cpu --out benchmarks/results/cpu/engine_overhead.json
+
+``--tiny`` (issue 44) measures the engine's own host time, on a model too small to compute (Linear 8-8-4, batch 4,
+one thread): microseconds per step each mode adds over the hand loop, the part of it that is the inf/NaN check
+(ours with ``check_finite=False`` where the loss is not scaled), an A/A control (the hand loop against a twin of
+itself), and per step of each loop the host syncs and the aten ops (every op dispatched, forward, backward and
+optimizer alike, named where the loops differ). Goals: adds <= 20 us (<= 30 us for amp-fp16, against a GradScaler
+loop); ops <= the hand loop's + the inf/NaN check's (tests/precision/test_engine_ops.py holds that).
+
+    python benchmarks/engine_overhead.py --tiny --out benchmarks/results/cpu/engine_overhead_tiny.json
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -181,6 +191,146 @@ def bench_mode(name: str, args: argparse.Namespace, device: torch.device, contro
     }
 
 
+TINY_GOAL_US = {"amp-fp16": 30.0}
+"""The most microseconds a step may add over the hand loop (issue 44); every other mode: TINY_DEFAULT_GOAL_US."""
+TINY_DEFAULT_GOAL_US = 20.0
+
+
+def tiny_model() -> nn.Module:
+    """Linear 8-8-4: its kernels take a few microseconds, so a step's time is the host's."""
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+
+
+def ops_per_step(step: Callable[[], None]) -> tuple[float, Counter[str]]:
+    """Host syncs and aten ops (by name) of one warmed-up step."""
+    with HostSyncCounter() as counter:
+        step()
+    return float(counter.reads), counter.ops
+
+
+def _tiny_loops(name: str, device: torch.device, check_rows: bool) -> dict[str, Callable[[], None]]:
+    """Twin models (same init), same data: the hand loop, ours, ours without the inf/NaN check (modes whose loss is
+    not scaled), and a second hand loop (the A/A control)."""
+    x = torch.randn(4, 8, device=device)
+    y = torch.randint(0, 4, (4,), device=device)
+
+    def twin() -> nn.Module:
+        torch.manual_seed(0)
+        return tiny_model().to(device)
+
+    loops = {"hand": hand_step_fn(name, twin(), x, y), "ours": ours_step_fn(name, twin(), x, y)}
+    if check_rows and get(name).default_loss_scale == "none":
+        loops["ours, no inf/NaN check"] = ours_step_fn(name, twin(), x, y, check_finite=False)
+    loops["hand (A/A twin)"] = hand_step_fn(name, twin(), x, y)
+    return loops
+
+
+def bench_tiny(name: str, args: argparse.Namespace, device: torch.device) -> dict[str, object]:
+    """Microseconds per step of each loop for one mode: blocks of ``--steps`` steps, the loops taking turns (each
+    block in a new order), ``--repeats`` blocks each; the median block of each loop, over ``--runs`` whole
+    measurements (the median run by engine cost)."""
+    runs: list[dict[str, float]] = []
+    for _ in range(args.runs):
+        loops = _tiny_loops(name, device, not args.no_check_rows)
+        for fn in loops.values():
+            for _ in range(args.warmup):
+                fn()
+        _sync(device)
+        blocks: dict[str, list[float]] = {k: [] for k in loops}
+        order = list(loops)
+        for r in range(args.repeats):
+            for k in order[r % len(order):] + order[:r % len(order)]:
+                blocks[k] += time_block(loops[k], args.steps, device)
+        runs.append({k: statistics.median(v) * 1e6 for k, v in blocks.items()})
+    adds = [run["ours"] - run["hand"] for run in runs]
+    run = runs[adds.index(statistics.median_low(adds))]
+    syncs_hand, ops_hand = ops_per_step(loops["hand"])
+    syncs_ours, ops_ours = ops_per_step(loops["ours"])
+    goal = TINY_GOAL_US.get(name, TINY_DEFAULT_GOAL_US)
+    row: dict[str, object] = {
+        "precision": name,
+        "reference": "plain fp32 loop" if not get(name).is_half else
+        f"autocast {get(name).compute_dtype}" + (" + GradScaler" if get(name).compute_dtype == torch.float16 else ""),
+        "hand_us": round(run["hand"], 1),
+        "ours_us": round(run["ours"], 1),
+        "adds_us": round(run["ours"] - run["hand"], 1),
+        "adds_us_runs": [round(a, 1) for a in adds],
+        "goal_us": goal,
+        "meets_goal": run["ours"] - run["hand"] <= goal,
+        "aa_us": round(run["hand (A/A twin)"] - run["hand"], 1),
+        "hand_syncs_per_step": syncs_hand,
+        "ours_syncs_per_step": syncs_ours,
+        "hand_ops_per_step": sum(ops_hand.values()),
+        "ours_ops_per_step": sum(ops_ours.values()),
+        "ops_only_ours": dict(sorted((ops_ours - ops_hand).items())),
+        "ops_only_hand": dict(sorted((ops_hand - ops_ours).items())),
+    }
+    if "ours, no inf/NaN check" in run:
+        row["check_us"] = round(run["ours"] - run["ours, no inf/NaN check"], 1)
+        row["adds_without_check_us"] = round(run["ours, no inf/NaN check"] - run["hand"], 1)
+    return row
+
+
+def main_tiny(args: argparse.Namespace, device: torch.device, names: list[str]) -> int:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (the host's time, not a thread pool's)
+    rows, skipped = [], {}
+    try:
+        for name in names:
+            s = supported(name, device)
+            if not s.ok:
+                skipped[name] = s.reason
+                continue
+            r = bench_tiny(name, args, device)
+            rows.append(r)
+            check = f"  (inf/NaN check {r['check_us']:+.1f}, rest {r['adds_without_check_us']:+.1f})" \
+                if "check_us" in r else ""
+            print(f"{name:<12} hand {r['hand_us']:7.1f} us  ours {r['ours_us']:7.1f} us  adds {r['adds_us']:+6.1f} us "
+                  f"(goal <= {r['goal_us']:g}: {'met' if r['meets_goal'] else 'MISSED'}){check}  A/A "
+                  f"{r['aa_us']:+.1f}  ops/step hand {r['hand_ops_per_step']} ours {r['ours_ops_per_step']}  "
+                  f"syncs/step hand {r['hand_syncs_per_step']:g} ours {r['ours_syncs_per_step']:g}", flush=True)
+            print(f"{'':<12} ops only ours: {r['ops_only_ours'] or '-'}; only hand: {r['ops_only_hand'] or '-'}",
+                  flush=True)
+    finally:
+        torch.set_num_threads(threads)
+    for name, why in skipped.items():
+        print(f"{name:<12} skipped: {why}")
+    if args.out:
+        _write(args, device, rows, skipped, threads=1, benchmark="engine_overhead_tiny")
+    return 0
+
+
+def _env(device: torch.device, threads: int) -> dict[str, object]:
+    return {
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
+        "cpu_half_hardware": cpu_half_hardware(),
+        "cpu_flags": cpu_isa_flags(),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "threads": threads,
+    }
+
+
+def _write(args: argparse.Namespace, device: torch.device, rows: list[dict[str, object]], skipped: dict[str, str],
+           threads: int, benchmark: str) -> None:
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump({"benchmark": benchmark, "env": _env(device, threads), "config": vars(args), "rows": rows,
+                   "skipped": skipped}, f, indent=2)
+    print(f"wrote {args.out}")
+
+
+def cpu_isa_flags() -> list[str]:
+    """The CPU's vector ISA flags that decide half-precision speed (from /proc/cpuinfo; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "amx_tile")
+    return [w for w in wanted if w in flags]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -197,10 +347,19 @@ def main() -> int:
     p.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adamw", help="what both loops step")
     p.add_argument("--impl", choices=sorted(IMPLS), default="fused", help="the optimizer's implementation")
     p.add_argument("--out", default=None, help="write JSON results here")
+    p.add_argument("--tiny", action="store_true",
+                   help="the engine's own host time: us per step added on Linear 8-8-4, batch 4, one thread, with "
+                        "ops and syncs per step (defaults then: --steps 1000 --repeats 12 --warmup 300)")
     args = p.parse_args()
     OPT.update(optimizer=args.optimizer, impl=args.impl)
     device = torch.device(args.device)
     names = list_precisions() if args.precisions == "all" else args.precisions.split(",")
+    if args.tiny:
+        given = set(sys.argv[1:])
+        for flag, value in (("--steps", 1000), ("--repeats", 12), ("--warmup", 300)):
+            if flag not in given and not any(a.startswith(flag + "=") for a in given):
+                setattr(args, flag[2:], value)
+        return main_tiny(args, device, names)
     rows, skipped = [], {}
     for name in names:
         s = supported(name, device)
@@ -227,19 +386,8 @@ def main() -> int:
               "(how far from 1.0 noise alone moves a ratio here)")
     for name, why in skipped.items():
         print(f"{name:<12} skipped: {why}")
-    env = {
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
-        "cpu_half_hardware": cpu_half_hardware(),
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-        "threads": torch.get_num_threads(),
-    }
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump({"benchmark": "engine_overhead", "env": env, "config": vars(args), "rows": rows,
-                       "skipped": skipped}, f, indent=2)
-        print(f"wrote {args.out}")
+        _write(args, device, rows, skipped, threads=torch.get_num_threads(), benchmark="engine_overhead")
     return 0
 
 

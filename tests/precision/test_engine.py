@@ -226,18 +226,22 @@ def test_load_state_dict_checks_precision():
 
 
 # -- global state ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("precision,inside", [("fp32", False), ("amp-bf16", False)])
-def test_tf32_flags_scoped_and_restored(precision, inside):
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-bf16"])
+def test_tf32_flags_scoped_and_restored_on_cuda_and_left_alone_elsewhere(precision):
+    """The TF32 flags are CUDA's (cuBLAS, cuDNN): a CUDA step's forward and backward contexts switch them off for
+    these modes and restore the user's setting after; off CUDA (the CPU run here) the contexts touch nothing."""
     model, opt, mp = _setup(precision)
     x, y = batches(1)[0]
     with tf32_scope(True):  # the user's setting
-        assert read_tf32().matmul
-        with mp.autocast():
-            assert read_tf32().matmul is inside and read_tf32().cudnn is inside
+        for ctx in (mp.recipe.forward_context("cuda"), mp.recipe.backward_context("cuda")):
+            with ctx:
+                assert not read_tf32().matmul and not read_tf32().cudnn
+            assert read_tf32().matmul and read_tf32().cudnn
+        with mp.autocast():  # (cpu)
+            assert read_tf32().matmul and read_tf32().cudnn
             loss = F.cross_entropy(model(x), y)
-        assert read_tf32().matmul and read_tf32().cudnn
         mp.backward(loss)
-        assert read_tf32().matmul
+        assert read_tf32().matmul and read_tf32().cudnn
 
 
 def test_tf32_scope_respects_the_new_api():

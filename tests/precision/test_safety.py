@@ -199,8 +199,49 @@ def test_a_model_cast_after_setup_is_refused_before_its_forward(precision, cast)
     cast(model)
     with pytest.raises(MisuseError, match="cast or moved after setup"), mp.autocast():
         model(x)
-    with pytest.raises(MisuseError, match="cast or moved after setup"):  # (a forward outside mp.autocast() too)
-        model(x.to(next(model.parameters()).dtype))
+    # a forward outside mp.autocast() in a run whose steps use it: refused at its backward, before anything is unscaled
+    # (in the modes that cast the model, before the forward: their cast hooks keep the check hook on every forward)
+    with pytest.raises(MisuseError, match="cast or moved after setup"):
+        out = model(x.to(next(model.parameters()).dtype))
+        mp.backward(F.cross_entropy(out.float(), y))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "master-bf16", "amp-bf16"])
+def test_a_model_cast_after_setup_is_refused_before_a_forward_run_outside_mp_autocast(precision):
+    """A loop that never enters mp.autocast() (fp32 code, or a model that enters autocast itself) keeps the forward
+    pre-hook: the forward itself is refused."""
+    model, opt = make_run(opt="sgd")
+    mp = MixedPrecision(precision)
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    for _ in range(2):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp-bf16"):
+            loss = F.cross_entropy(model(x), y)
+        mp.backward(loss)
+        mp.step(opt)
+    model.half()
+    with pytest.raises(MisuseError, match="cast or moved after setup"):
+        model(x.half())
+
+
+def test_the_forward_hook_is_only_there_while_forwards_run_outside_mp_autocast():
+    """The hook costs a forward Module._call_impl's slow path: a loop under mp.autocast() runs without it; a backward
+    after a forward outside it puts it back, so the next such forward is checked (and warned about)."""
+    model, opt = make_run(opt="sgd")
+    mp = MixedPrecision("amp-bf16")
+    model, opt = mp.setup(model, opt)
+    x, y = batches(1)[0]
+    assert len(model._forward_pre_hooks) == 1  # (set up: forwards are checked)
+    _step(mp, model, opt, x, y)
+    assert len(model._forward_pre_hooks) == 0
+    with pytest.warns(UserWarning, match="outside mp.autocast"):  # (unseen forward; the hook is back for the next)
+        mp.backward(F.cross_entropy(model(x), y))
+        mp.step(opt)
+        mp.backward(F.cross_entropy(model(x), y))
+    assert len(model._forward_pre_hooks) == 1
+    mp.step(opt)
+    _step(mp, model, opt, x, y)
+    assert len(model._forward_pre_hooks) == 0
 
 
 @pytest.mark.parametrize("precision", MASTER)

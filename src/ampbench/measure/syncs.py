@@ -7,6 +7,7 @@ is no counter for this in torch.profiler's summaries). It slows every op it sees
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
@@ -14,13 +15,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class HostSyncCounter(TorchDispatchMode):
-    """``with HostSyncCounter() as c: ...`` then ``c.reads``: device-to-host scalar reads made inside."""
+    """``with HostSyncCounter() as c: ...`` then ``c.reads``: device-to-host scalar reads made inside; ``c.ops``: every
+    aten op run inside (forward, backward and optimizer alike), by name, e.g. ``{"aten.addmm.default": 2, ...}``."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reads = 0
+        self.ops: Counter[str] = Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if func is torch.ops.aten._local_scalar_dense.default:
             self.reads += 1
+        self.ops[str(func)] += 1
         return func(*args, **(kwargs or {}))

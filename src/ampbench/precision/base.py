@@ -11,13 +11,15 @@ the hooks it changes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ampbench.precision.state import tf32_scope
+
+_NOTHING = contextlib.nullcontext()
 
 
 class Precision:
@@ -62,17 +64,14 @@ class Precision:
         """Cast the model for this mode (in place; parameter objects keep their identity)."""
         return module
 
-    @contextlib.contextmanager
-    def forward_context(self, device_type: str) -> Iterator[None]:
-        """Context for the forward pass: math-mode flags (and autocast, for AMP recipes)."""
-        with tf32_scope(self.tf32):
-            yield
+    def forward_context(self, device_type: str) -> contextlib.AbstractContextManager[None]:
+        """Context for the forward pass: math-mode flags (and autocast, for AMP recipes). The TF32 flags are CUDA's
+        (cuBLAS, cuDNN): elsewhere there is nothing to set."""
+        return tf32_scope(self.tf32) if device_type == "cuda" else _NOTHING
 
-    @contextlib.contextmanager
-    def backward_context(self) -> Iterator[None]:
+    def backward_context(self, device_type: str = "cuda") -> contextlib.AbstractContextManager[None]:
         """Context for the backward pass: the same math-mode flags as the forward pass."""
-        with tf32_scope(self.tf32):
-            yield
+        return tf32_scope(self.tf32) if device_type == "cuda" else _NOTHING
 
     def kernel_fallbacks(self, models: Sequence[nn.Module], device: torch.device) -> list[str]:
         """Install fallbacks for ops ``device`` has no kernel for in this mode (see

@@ -40,12 +40,15 @@ _HOOKS_ATTR = "_ampbench_cast_hooks"
 
 def cast_floating(obj: Any, dtype: torch.dtype) -> Any:
     """Cast every floating-point tensor inside ``obj`` (tensors, tuples, lists, dicts) to ``dtype``."""
+    kind = type(obj)
+    if kind is tuple:  # (the cast hooks' args: every forward of a half model goes through here)
+        return tuple([cast_floating(o, dtype) for o in obj])
     if isinstance(obj, torch.Tensor):
         return obj.to(dtype) if obj.is_floating_point() and obj.dtype != dtype else obj
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
-        return type(obj)(*(cast_floating(o, dtype) for o in obj))
+        return kind(*(cast_floating(o, dtype) for o in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(cast_floating(o, dtype) for o in obj)
+        return kind(cast_floating(o, dtype) for o in obj)
     if isinstance(obj, dict):
         return {k: cast_floating(v, dtype) for k, v in obj.items()}
     return obj
@@ -124,10 +127,12 @@ def _check_tied(model: nn.Module, kept: list[tuple[str, nn.Module]]) -> None:
             )
 
 
-def _make_pre_hook(dtype: torch.dtype) -> Callable[..., Any]:
+def _make_pre_hook(dtype: torch.dtype, remember: bool = False) -> Callable[..., Any]:
+    """Inputs cast to ``dtype``; ``remember``: the input dtype kept for the module's restore hook."""
     def pre_hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        module._ampbench_in_dtype = _first_floating_dtype((args, kwargs))  # type: ignore[assignment]
-        return cast_floating(args, dtype), cast_floating(kwargs, dtype)
+        if remember:  # (in the instance dict directly: nn.Module.__setattr__ costs microseconds)
+            module.__dict__["_ampbench_in_dtype"] = _first_floating_dtype((args, kwargs))
+        return cast_floating(args, dtype), (cast_floating(kwargs, dtype) if kwargs else kwargs)
 
     return pre_hook
 
@@ -168,7 +173,8 @@ def cast_model(
     ]
     for _, module in kept:
         module.float()
-        handles.append(module.register_forward_pre_hook(_make_pre_hook(torch.float32), with_kwargs=True))
+        handles.append(module.register_forward_pre_hook(_make_pre_hook(torch.float32, remember=True),
+                                                        with_kwargs=True))
         handles.append(module.register_forward_hook(_make_restore_hook(dtype)))
     setattr(model, _HOOKS_ATTR, handles)
     return kept

@@ -49,12 +49,13 @@ from ampbench.distributed.wrap import param_names, require_process_group
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.fp8 import Fp8Options
+from ampbench.precision.grad_mode import no_grad
 from ampbench.precision.master_weights import MasterWeights
 from ampbench.precision.optimizer_state import convert as convert_optimizer
 from ampbench.precision.optimizer_state import effective as optimizer_state_of
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.registry import get
-from ampbench.precision.scaling import LossScaleConfig, LossScaler
+from ampbench.precision.scaling import LossScaleConfig, LossScaler, skipped_tensor
 from ampbench.precision.support import Support, supported
 
 STATE_FORMAT = 1
@@ -69,7 +70,11 @@ class Stage(enum.Enum):
     UNSCALED = "unscaled"
 
 
-@dataclass
+_READY, _ACCUMULATING, _UNSCALED = Stage.READY, Stage.ACCUMULATING, Stage.UNSCALED
+"""(Module constants: an enum member's lookup costs ~70 ns, several times a step.)"""
+
+
+@dataclass(slots=True)
 class StepRecord:
     """What happened at one optimizer step, read on the host only when asked: ``skipped``, ``scale``,
     ``skipped_steps``, ``next_scale``, ``loss`` and ``grad_norm`` each read a device value (a host sync on a GPU;
@@ -77,14 +82,16 @@ class StepRecord:
 
     step: int
     """1-based count of step() calls on this optimizer, skipped ones included."""
-    loss_tensor: torch.Tensor | None = field(default=None, repr=False)
-    """Sum of the losses passed to backward() since the previous step (detached)."""
+    summed_loss: torch.Tensor | None = field(default=None, repr=False)
+    """The losses passed to backward() since the previous step (their sum; the loss itself, graph and all, for one
+    backward: detaching it costs an op every step, so :attr:`loss_tensor` detaches it when read)."""
     grad_norm_tensor: torch.Tensor | None = field(default=None, repr=False)
     """Total gradient norm before clipping, when max_grad_norm was given."""
     found_tensor: torch.Tensor | None = field(default=None, repr=False)
     """1.0 when the gradients held inf/NaN and the step was skipped (None: not checked)."""
-    skipped_tensor: torch.Tensor | None = field(default=None, repr=False)
-    """Steps skipped so far on this optimizer, this one included (None: not checked)."""
+    skipped_count: Any = field(default=None, repr=False)
+    """Steps skipped so far on this optimizer, this one included, as the scaler keeps it (None: not checked); read
+    :attr:`skipped_tensor` or :attr:`skipped_steps`."""
     scale_value: torch.Tensor | float = field(default=1.0, repr=False)
     """Loss scale the step's gradients were computed with."""
     next_scale_value: torch.Tensor | float = field(default=1.0, repr=False)
@@ -100,9 +107,14 @@ class StepRecord:
         return not self.skipped
 
     @property
+    def skipped_tensor(self) -> torch.Tensor | None:
+        """Steps skipped so far on this optimizer, this one included, on the device (None: not checked)."""
+        return None if self.skipped_count is None else skipped_tensor(self.skipped_count)
+
+    @property
     def skipped_steps(self) -> int:
         """Steps skipped so far on this optimizer, this one included."""
-        return 0 if self.skipped_tensor is None else int(self.skipped_tensor)
+        return 0 if self.skipped_count is None else int(skipped_tensor(self.skipped_count))
 
     @property
     def scale(self) -> float:
@@ -115,8 +127,13 @@ class StepRecord:
         return float(self.next_scale_value)
 
     @property
+    def loss_tensor(self) -> torch.Tensor | None:
+        """Sum of the losses passed to backward() since the previous step (detached; on the device)."""
+        return None if self.summed_loss is None else self.summed_loss.detach()
+
+    @property
     def loss(self) -> float | None:
-        return None if self.loss_tensor is None else float(self.loss_tensor)
+        return None if self.summed_loss is None else float(self.summed_loss)
 
     @property
     def grad_norm(self) -> float | None:
@@ -127,8 +144,8 @@ class StepRecord:
         ``found_inf`` (1 when the gradients held inf/NaN and the step was skipped), ``skipped_steps`` (so far),
         and ``loss`` / ``grad_norm`` when known (reading them is a host sync on a GPU)."""
         out = {"loss_scale": self.next_scale, "found_inf": float(self.skipped), "skipped_steps": float(self.skipped_steps)}
-        if self.loss_tensor is not None:
-            out["loss"] = float(self.loss_tensor)
+        if self.summed_loss is not None:
+            out["loss"] = float(self.summed_loss)
         if self.grad_norm_tensor is not None:
             out["grad_norm"] = float(self.grad_norm_tensor)
         return out
@@ -141,14 +158,14 @@ class _Slot:
     optimizer: torch.optim.Optimizer
     scaler: LossScaler
     masters: MasterWeights | None
-    stage: Stage = Stage.READY
+    stage: Stage = _READY
     steps: int = 0
     pending_loss: torch.Tensor | None = None
     in_step: bool = False
     """True while mp.step() runs the optimizer: any other optimizer.step() call is a misuse."""
     where: tuple[torch.Tensor, torch.dtype, torch.device] | None = None
-    """Without master weights: a trained parameter with its dtype and device at setup (a model cast or moved
-    after setup is refused)."""
+    """A parameter of the model (the half one in master modes) with its dtype and device at setup (a model cast or
+    moved after setup is refused)."""
 
 
 def _as_list(obj: Any, kind: type, what: str) -> list[Any]:
@@ -262,6 +279,19 @@ class MixedPrecision:
         self._forward_autocast: bool | None = None
         """Autocast recipes: whether autocast was on when the model's last forward started (a forward pre-hook)."""
         self._warned_autocast = False
+        # Made once at setup, read every step (the step's host time is the product: benchmarks/engine_overhead.py)
+        self._with_masters = False
+        """Some optimizer steps fp32 master weights."""
+        self._watched: list[tuple[torch.Tensor, torch.dtype, torch.device]] = []
+        """A parameter per optimizer with its dtype and device at setup (a model cast or moved since is refused)."""
+        self._autocast_probe: str | None = None
+        """Autocast recipes: the device type whose autocast state the forward pre-hook records."""
+        self._context_device: str | None = None
+        self._models: list[nn.Module] = []
+        self._probes: list[Any] = []
+        """The forward pre-hooks' handles while they are installed (see :meth:`_install_probe`)."""
+        self._context_entered = False
+        """mp.autocast() was entered since the last backward."""
 
     def __repr__(self) -> str:
         strategy = f", strategy={self.strategy!r}" if self.strategy else ""
@@ -345,17 +375,23 @@ class MixedPrecision:
             if half_grads:
                 _warn_eps_underflow(opt)
             slot = _Slot(opt, scaler, masters)
-            if masters is None:
-                first = next((p for g in opt.param_groups for p in g["params"] if p.is_floating_point()), None)
-                slot.where = None if first is None else (first, first.dtype, first.device)
+            held = masters.model_params if masters is not None and len(masters) else \
+                [p for g in opt.param_groups for p in g["params"]]
+            first = next((p for p in held if p.is_floating_point()), None)
+            slot.where = None if first is None else (first, first.dtype, first.device)
             opt.register_step_pre_hook(_step_guard(slot))
             self._slots.append(slot)
         masters_of = [s.masters for s in self._slots if s.masters is not None]
+        self._with_masters = bool(masters_of)
+        self._watched = [s.where for s in self._slots if s.where is not None]
+        self._autocast_probe = self.device.type if self.recipe.autocasts and self.device.type != "meta" else None
+        self._context_device = self.device.type
         for m in models:
             if masters_of:
                 _watch_loads(m, masters_of)
-            m.register_forward_pre_hook(self._before_forward)
             setattr(m, _SETUP_ATTR, repr(self))
+        self._models = models
+        self._install_probe()
         self._is_setup = True
         if self.strategy == "ddp":  # the DDP wrappers are what the caller trains
             return (wrapped if isinstance(model, (list, tuple)) else wrapped[0]), optimizer  # type: ignore[return-value]
@@ -400,29 +436,47 @@ class MixedPrecision:
         return self.device.type
 
     def autocast(self) -> AbstractContextManager[None]:
-        """Context for the forward pass (and the loss): autocast for amp-*, math-mode flags for all."""
-        return self.recipe.forward_context(self._device_type())
+        """Context for the forward pass (and the loss): autocast for amp-*, math-mode flags for all. Entering it
+        checks that the model was not cast or moved since setup."""
+        return _ForwardContext(self, self.recipe.forward_context(self._context_device or self._device_type()))
 
-    def _check_unmoved(self) -> None:
-        for s in self._slots:
-            if s.masters is not None:
-                s.masters.check_where()
-            elif s.where is not None:
-                p, dtype, device = s.where
-                if (p.dtype, p.device) != (dtype, device):
-                    raise MisuseError(
-                        f"the model was cast or moved after setup() (its parameters are now {p.dtype} on {p.device}, "
-                        f"were {dtype} on {device}); model.half()/.float()/.to() change what {self.name} trains (and a "
-                        "half model's gradients cannot be unscaled). Move the model to its device before setup() and "
-                        "let MixedPrecision choose the dtypes"
-                    )
+    def _install_probe(self) -> None:
+        """What a forward must be checked for -- the model cast or moved since setup, autocast off in an autocast
+        mode -- is checked by entering mp.autocast(), which a step's forward runs under. A forward pre-hook checks
+        forwards that run outside it: it is installed at setup and again whenever a backward follows a forward
+        that ran outside mp.autocast(), and removed when mp.autocast() is entered (a hook costs a forward ~7 us
+        of host time: Module._call_impl's slow path; see docs/precision.md, "What the engine costs a step") --
+        except in the modes that cast the model, whose cast hooks put every forward on that path anyway: there it
+        stays, and a forward of a model cast since setup is refused before it runs, in mp.autocast() or not."""
+        if not self._probes:
+            self._probes = [m.register_forward_pre_hook(self._before_forward) for m in self._models]
+
+    def _remove_probe(self) -> None:
+        for handle in self._probes:
+            handle.remove()
+        self._probes = []
+
+    def _refuse_moved(self, p: torch.Tensor, dtype: torch.dtype, device: torch.device) -> None:
+        if self._with_masters:
+            raise MisuseError(
+                f"the model was cast or moved after setup() (its parameters are now {p.dtype} on {p.device}, were "
+                f"{dtype} on {device}); model.to()/.half()/.float() bypass the fp32 master weights. Move the model to "
+                "its device before setup() and let MixedPrecision cast it")
+        raise MisuseError(
+            f"the model was cast or moved after setup() (its parameters are now {p.dtype} on {p.device}, "
+            f"were {dtype} on {device}); model.half()/.float()/.to() change what {self.name} trains (and a "
+            "half model's gradients cannot be unscaled). Move the model to its device before setup() and "
+            "let MixedPrecision choose the dtypes"
+        )
 
     def _before_forward(self, module: nn.Module, args: Any) -> None:
         """A forward pre-hook on every set-up model: the model was not cast or moved since setup (a forward in the
         wrong dtype fails, or trains in it), and whether autocast is on (an autocast mode warns at backward)."""
-        self._check_unmoved()
-        if self.recipe.autocasts and self._device_type() != "meta":  # (meta: a traced step, autocast emulated)
-            self._forward_autocast = torch.is_autocast_enabled(self._device_type())
+        for p, dtype, device in self._watched:
+            if p.dtype != dtype or p.device != device:
+                self._refuse_moved(p, dtype, device)
+        if self._autocast_probe is not None:  # (meta: a traced step, autocast emulated)
+            self._forward_autocast = torch.is_autocast_enabled(self._autocast_probe)
 
     def _warn_outside_autocast(self) -> None:
         if self._forward_autocast is False and not self._warned_autocast:
@@ -435,16 +489,17 @@ class MixedPrecision:
                 "(ignore this if the model enters autocast itself)", stacklevel=3)
 
     def _slot(self, optimizer: torch.optim.Optimizer | None, call: str) -> _Slot:
+        slots = self._slots
+        if optimizer is None and len(slots) == 1:
+            return slots[0]
         if not self._is_setup:
             raise MisuseError(f"{call}() called before setup(): call model, optimizer = mp.setup(model, optimizer)")
         if optimizer is None:
-            if len(self._slots) > 1:
-                raise MisuseError(
-                    f"{len(self._slots)} optimizers are set up: pass {call}(..., optimizer=opt) to say which "
-                    "one this loss belongs to (each has its own loss scaler)"
-                )
-            return self._slots[0]
-        for s in self._slots:
+            raise MisuseError(
+                f"{len(slots)} optimizers are set up: pass {call}(..., optimizer=opt) to say which "
+                "one this loss belongs to (each has its own loss scaler)"
+            )
+        for s in slots:
             if s.optimizer is optimizer:
                 return s
         raise MisuseError(f"{call}(): this {type(optimizer).__name__} was not passed to setup()")
@@ -457,39 +512,51 @@ class MixedPrecision:
         slot = self._slot(optimizer, "backward")
         if not isinstance(loss, torch.Tensor):
             raise AmpbenchError(f"backward() needs the loss tensor, got {type(loss).__name__}")
-        if slot.stage is Stage.UNSCALED:
+        if slot.stage is _UNSCALED:
             raise MisuseError(
                 "backward() after unscale_(): the gradients of this step were already unscaled; call step() first"
             )
-        self._check_unmoved()
-        if self.recipe.autocasts:
+        for p, dtype, device in self._watched:
+            if p.dtype != dtype or p.device != device:
+                self._refuse_moved(p, dtype, device)
+        if self._forward_autocast is False and not self._warned_autocast:
             self._warn_outside_autocast()
-        for s in self._slots:  # optimizer.add_param_group() since setup: the new half params get masters
-            if s.masters is not None:
-                s.masters.adopt_new_groups()
-        for s in self._slots:  # an earlier micro-batch's half grads into the fp32 masters first: accumulation in fp32
-            if s.masters is not None and s.stage is not Stage.UNSCALED:  # (unscaled: its model grads are copies)
-                s.masters.check_left_grads()
-                s.masters.grads_to_master()
-        with self.recipe.backward_context():
+        if not self._context_entered and not self._probes:  # (a forward outside mp.autocast(), unseen: probe the next)
+            self._install_probe()
+        self._context_entered = False
+        if self._with_masters:
+            for s in self._slots:  # optimizer.add_param_group() since setup: the new half params get masters
+                if s.masters is not None:
+                    s.masters.adopt_new_groups()
+            for s in self._slots:  # an earlier micro-batch's half grads into the fp32 masters first: fp32 accumulation
+                if s.masters is not None and s.stage is not _UNSCALED:  # (unscaled: its model grads are copies)
+                    s.masters.check_left_grads()
+                    s.masters.grads_to_master()
+        with self.recipe.backward_context(self._context_device):
             slot.scaler.scale_loss(loss).backward(**kwargs)
-        for s in self._slots:  # every optimizer's half grads (a GAN's D loss also reaches G) stay until the step
-            if s.masters is not None and s.stage is not Stage.UNSCALED:
-                s.masters.mark_model_grads()
-        detached = loss.detach()
-        slot.pending_loss = detached if slot.pending_loss is None else slot.pending_loss + detached
-        slot.stage = Stage.ACCUMULATING
+        if self._with_masters:
+            for s in self._slots:  # every optimizer's half grads (a GAN's D loss also reaches G) stay until the step
+                if s.masters is not None and s.stage is not _UNSCALED:
+                    s.masters.mark_model_grads()
+        # The loss is kept for the step's record: as it is for one backward (its graph was freed by it; detaching
+        # would cost an op a step), detached where the graph was kept (retain_graph, create_graph) or summed.
+        if slot.pending_loss is not None:
+            with no_grad():
+                slot.pending_loss = slot.pending_loss + loss
+        else:
+            slot.pending_loss = loss.detach() if kwargs else loss
+        slot.stage = _ACCUMULATING
 
     def unscale_(self, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Unscale this step's gradients now (to inspect or clip them yourself); step() won't redo it."""
         slot = self._slot(optimizer, "unscale_")
-        if slot.stage is Stage.READY:
+        if slot.stage is _READY:
             raise MisuseError("unscale_() before backward(): there are no gradients for this step yet")
-        if slot.stage is Stage.UNSCALED:
+        if slot.stage is _UNSCALED:
             raise MisuseError("unscale_() was already called for this step; call step() next")
         self._move_grads(slot)
         slot.scaler.unscale_(slot.optimizer)
-        slot.stage = Stage.UNSCALED
+        slot.stage = _UNSCALED
         if slot.masters is not None:  # readable half copies; written ones are refused at step()
             slot.masters.show_grads_on_model()
 
@@ -499,14 +566,14 @@ class MixedPrecision:
         """Clip the gradients the optimizer will step (the fp32 masters in master-* modes), unscaled
         first if needed; returns the total norm before clipping. Call between backward() and step()."""
         slot = self._slot(optimizer, "clip_grad_norm_")
-        if slot.stage is Stage.READY:
+        if slot.stage is _READY:
             raise MisuseError("clip_grad_norm_() before backward(): there are no gradients for this step yet")
         if not max_norm > 0:
             raise AmpbenchError(f"max_norm must be > 0, got {max_norm!r}")
-        if slot.stage is Stage.ACCUMULATING:
+        if slot.stage is _ACCUMULATING:
             self._move_grads(slot)
             slot.scaler.unscale_(slot.optimizer)
-            slot.stage = Stage.UNSCALED
+            slot.stage = _UNSCALED
         params = [p for g in slot.optimizer.param_groups for p in g["params"] if p.grad is not None]
         return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
 
@@ -515,7 +582,7 @@ class MixedPrecision:
         now (``step``, ``unscale_`` and the next ``backward`` do it anyway): the state the optimizer steps from, e.g.
         to measure it. Other modes: nothing to move."""
         slot = self._slot(optimizer, "move_grads")
-        if slot.stage is Stage.ACCUMULATING:
+        if slot.stage is _ACCUMULATING:
             self._move_grads(slot)
 
     @staticmethod
@@ -539,7 +606,7 @@ class MixedPrecision:
         at :meth:`check_divergence`.
         """
         slot = self._slot(optimizer, "step")
-        if slot.stage is Stage.READY:
+        if slot.stage is _READY:
             if slot.steps == 0:
                 raise MisuseError(
                     "step() called before any backward(): call mp.backward(loss) first "
@@ -552,7 +619,7 @@ class MixedPrecision:
         if max_grad_norm is not None and not max_grad_norm > 0:
             raise AmpbenchError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
         if slot.masters is not None:
-            if slot.stage is Stage.UNSCALED:
+            if slot.stage is _UNSCALED:
                 slot.masters.check_model_grads_untouched()
                 if slot.masters.adopt_new_groups():
                     raise MisuseError("optimizer.add_param_group() between unscale_() and step(): add param groups "
@@ -560,7 +627,7 @@ class MixedPrecision:
             else:
                 self._move_grads(slot)  # (the new parameters' gradients too)
             slot.masters.sync_from_model()  # weights loaded or edited since the last step
-        if slot.stage is Stage.ACCUMULATING:
+        if slot.stage is _ACCUMULATING:
             slot.scaler.unscale_(slot.optimizer)
         grad_norm = None
         if max_grad_norm is not None:
@@ -568,7 +635,7 @@ class MixedPrecision:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
         used_scale = slot.scaler.current_scale()
         slot.steps += 1
-        slot.stage = Stage.READY
+        slot.stage = _READY
         loss, slot.pending_loss = slot.pending_loss, None
         slot.in_step = True
         try:
@@ -678,7 +745,7 @@ class MixedPrecision:
                 if st["masters"] is None:
                     raise AmpbenchError("checkpoint holds no master weights for this optimizer")
                 slot.masters.load_state_dict(st["masters"])
-            slot.stage = Stage.READY
+            slot.stage = _READY
             slot.pending_loss = None
 
 
@@ -708,6 +775,32 @@ def _check_state(state: Any) -> None:
         if bad:
             raise AmpbenchError(f"MixedPrecision.load_state_dict(): optimizer {i}'s entry lacks or mistypes "
                                 f"{', '.join(bad)}: {how}")
+
+
+class _ForwardContext:
+    """mp.autocast(): the recipe's forward context, entered after the checks a forward needs (the model not cast or
+    moved since setup); a forward inside runs with autocast on, so the forward pre-hook that checks forwards run
+    outside it is removed (:meth:`MixedPrecision._install_probe`)."""
+
+    __slots__ = ("inner", "mp")
+
+    def __init__(self, mp: MixedPrecision, inner: AbstractContextManager[None]) -> None:
+        self.mp, self.inner = mp, inner
+
+    def __enter__(self) -> None:
+        mp = self.mp
+        for p, dtype, device in mp._watched:
+            if p.dtype != dtype or p.device != device:
+                mp._refuse_moved(p, dtype, device)
+        if mp._probes and not mp.recipe.casts_model:  # (a cast model has cast hooks: the slow path is paid anyway)
+            mp._remove_probe()
+        mp._context_entered = True
+        if mp._autocast_probe is not None:
+            mp._forward_autocast = True
+        self.inner.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.inner.__exit__(*exc)
 
 
 def _step_guard(slot: _Slot) -> Any:

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from ampbench.errors import AmpbenchError, MisuseError
+from ampbench.precision.grad_mode import no_grad
 
 
 class MasterWeights:
@@ -44,8 +45,12 @@ class MasterWeights:
         """id(model param) -> the full-precision value a load_state_dict just gave it (see module docstring)."""
         self._shown: list[tuple[torch.Tensor, int]] = []
         """The half gradient copies show_grads_on_model put on the model, with their version counters."""
-        self._left: list[tuple[nn.Parameter, torch.Tensor, int]] = []
-        """The scaled half gradients a backward left on the model, with their version counters."""
+        self._left: list[torch.Tensor] = []
+        """The scaled half gradients a backward left on the model ..."""
+        self._left_versions: list[int] = []
+        """... and their version counters then."""
+        self._buffers_made = False
+        """Every master has its fp32 gradient buffer (made at the first step that gave it a gradient)."""
         self._record()
 
     def __len__(self) -> int:
@@ -70,6 +75,7 @@ class MasterWeights:
                 self.model_params.append(p)
                 self.master_params.append(master)
                 self._buffers.append(None)
+                self._buffers_made = False
                 new_params.append(master)
             group["params"] = new_params
         self._groups_seen = len(opt.param_groups)
@@ -91,7 +97,8 @@ class MasterWeights:
         self._where = (first.dtype, first.device) if first is not None else None
 
     # -- per step -----------------------------------------------------------------------------
-    @torch.no_grad()
+    # Host time: a step's work on the parameters is a few foreach ops; the Python left per parameter is one list
+    # comprehension per pass (reading .grad or ._version) and the .grad attribute writes (benchmarks/engine_overhead.py)
     def grads_to_master(self) -> None:
         """Move the half gradients into the fp32 master gradients (adding to what is there).
 
@@ -99,6 +106,19 @@ class MasterWeights:
         ``optimizer.zero_grad()`` (set_to_none) costs no reallocation; copies are batched with
         ``torch._foreach_*`` (one kernel per dtype/device group instead of one per tensor).
         """
+        grads = [p.grad for p in self.model_params]
+        present = [g for g in grads if g is not None]
+        if not present:  # (the backward of a step's first micro-batch: nothing to move yet)
+            return
+        if self._buffers_made and len(present) == len(grads) and all([m.grad is None for m in self.master_params]):
+            # the usual step: every parameter got a gradient, the optimizer's zero_grad dropped the masters' ones
+            with no_grad():
+                torch._foreach_copy_(self._buffers, present)  # type: ignore[arg-type]
+            for m, buf in zip(self.master_params, self._buffers):
+                m.grad = buf
+            for p in self.model_params:
+                p.grad = None
+            return
         fresh_src, fresh_dst, acc_src, acc_dst = [], [], [], []
         for i, (p, m) in enumerate(zip(self.model_params, self.master_params)):
             if p.grad is None:
@@ -114,21 +134,25 @@ class MasterWeights:
                 acc_src.append(p.grad)
                 acc_dst.append(m.grad)
             p.grad = None
-        if fresh_dst:
-            torch._foreach_copy_(fresh_dst, fresh_src)
-        if acc_dst:
-            torch._foreach_add_(acc_dst, [g.float() for g in acc_src])
+        self._buffers_made = all([b is not None for b in self._buffers])
+        with no_grad():
+            if fresh_dst:
+                torch._foreach_copy_(fresh_dst, fresh_src)
+            if acc_dst:
+                torch._foreach_add_(acc_dst, [g.float() for g in acc_src])
 
     def mark_model_grads(self) -> None:
         """After a backward: remember the half gradients it left on the model (see :meth:`check_left_grads`)."""
-        self._left = [(p, p.grad, p.grad._version) for p in self.model_params if p.grad is not None]
+        self._left = [g for g in [p.grad for p in self.model_params] if g is not None]
+        self._left_versions = [g._version for g in self._left]
 
     def check_left_grads(self) -> None:
         """The half gradients a backward left on the model were not written before they were moved: clipping
         or scaling them in place (``clip_grad_norm_(model.parameters())`` right after ``mp.backward``) would act
-        on loss-scaled half copies the optimizer never steps."""
-        left, self._left = self._left, []
-        if any(p.grad is g and g._version != v for p, g, v in left):
+        on loss-scaled half copies the optimizer never steps. (A gradient replaced by another tensor is moved as
+        it is.)"""
+        left, versions, self._left, self._left_versions = self._left, self._left_versions, [], []
+        if [g._version for g in left] != versions:
             raise MisuseError(
                 "the model's gradients were changed between mp.backward() and mp.step() (e.g. torch.nn.utils."
                 "clip_grad_norm_(model.parameters(), ...)); in master-* modes they are loss-scaled half copies and the "
@@ -173,18 +197,17 @@ class MasterWeights:
                 "mp.step(optimizer, max_grad_norm=...)"
             )
 
-    @torch.no_grad()
     def master_to_model(self) -> None:
         """Copy the fp32 masters into the half model parameters (round to nearest)."""
         if self.model_params:
-            torch._foreach_copy_(self.model_params, self.master_params)
-        self._record()
+            with no_grad():
+                torch._foreach_copy_(self.model_params, self.master_params)
+        self._versions = [p._version for p in self.model_params]
 
     def drop_master_grads(self) -> None:
         for m in self.master_params:
             m.grad = None
 
-    @torch.no_grad()
     def sync_from_model(self) -> int:
         """Take into the masters what was written into the model since the last sync; the count of tensors.
 
@@ -194,17 +217,21 @@ class MasterWeights:
         master already holds it, with more precision, and is kept.
         """
         self.check_where()
-        changed = [i for i, (p, v) in enumerate(zip(self.model_params, self._versions)) if p._version != v]
+        versions = [p._version for p in self.model_params]
+        if versions == self._versions:  # (every step: nothing was written)
+            self.pending = {}
+            return 0
+        changed = [i for i, (v, w) in enumerate(zip(versions, self._versions)) if v != w]
         pending, self.pending = self.pending, {}
-        for i in changed:
-            p, m = self.model_params[i], self.master_params[i]
-            exact = pending.get(id(p))
-            if exact is not None and exact.shape == m.shape:
-                m.copy_(exact)
-            elif not torch.equal(m.to(p.dtype), p):
-                m.copy_(p)
-        if changed:
-            self._record()
+        with no_grad():
+            for i in changed:
+                p, m = self.model_params[i], self.master_params[i]
+                exact = pending.get(id(p))
+                if exact is not None and exact.shape == m.shape:
+                    m.copy_(exact)
+                elif not torch.equal(m.to(p.dtype), p):
+                    m.copy_(p)
+        self._record()
         return len(changed)
 
     # -- checkpointing ------------------------------------------------------------------------

@@ -29,14 +29,16 @@ optimizer step).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch.amp import GradScaler
 
 from ampbench.errors import AmpbenchError, TrainingDivergedError
+from ampbench.precision.grad_mode import no_grad
 
 ScaleKind = Literal["none", "static", "dynamic"]
 _KINDS = ("none", "static", "dynamic")
@@ -128,31 +130,55 @@ class _HalfGradScaler(GradScaler):
         return super()._unscale_grads_(optimizer, inv_scale, found_inf, True)
 
 
-@torch.no_grad()
-def _check_nonfinite(optimizer: torch.optim.Optimizer) -> dict[torch.device, torch.Tensor]:
-    """Per device, a 1-element tensor that is 1 if any gradient the optimizer holds has an inf/NaN.
+class _FiniteCheck:
+    """The inf/NaN check of one optimizer's gradients without a loss scale: GradScaler's fused kernel
+    (``torch._amp_foreach_non_finite_check_and_unscale_``) at inv_scale 1.0 (multiplying by 1 changes nothing), one
+    call per device and dtype, as GradScaler groups them. The grouping of the optimizer's parameters is made once and
+    remade only when its param groups change (``add_param_group``): a step lists the gradients in one comprehension
+    per group, no other Python work per parameter. No host sync here (reading the flag is the sync)."""
 
-    GradScaler's fused kernel at inv_scale 1.0 (multiplying by 1 changes nothing), grouped by device
-    and dtype as GradScaler groups them; no host sync here (reading the flags is the sync)."""
-    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
+    def __init__(self) -> None:
+        self._signature: list[int] = []
+        self._groups: list[tuple[torch.device, list[torch.Tensor], bool]] = []
+        self._ones: dict[torch.device, torch.Tensor] = {}
+
+    def _regroup(self, optimizer: torch.optim.Optimizer) -> None:
+        by: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                by.setdefault((p.device, p.dtype), []).append(p)
+        # (a DTensor parameter -- FSDP2 -- has DTensor gradients: this rank's shard is checked, the flags agreed later)
+        self._groups = [(device, params, any(hasattr(p, "to_local") for p in params))
+                        for (device, _), params in by.items()]
+        for device, _, _ in self._groups:
+            self._ones.setdefault(device, torch.ones((), dtype=torch.float32, device=device))
+
+    def __call__(self, optimizer: torch.optim.Optimizer,
+                 new_flag: Callable[[torch.device], torch.Tensor]) -> dict[torch.device, torch.Tensor]:
+        """Per device, a flag (a zeroed 0-dim float32 tensor from ``new_flag``) set to 1 if any gradient the optimizer
+        holds there has an inf/NaN."""
+        signature = [id(g["params"]) ^ len(g["params"]) for g in optimizer.param_groups]
+        if signature != self._signature:
+            self._regroup(optimizer)
+            self._signature = signature
+        found: dict[torch.device, torch.Tensor] = {}
+        for device, params, sharded in self._groups:
+            grads = [p.grad for p in params if p.grad is not None]
+            if not grads:
                 continue
-            if g.is_sparse:
-                g = g.coalesce()._values()
-            if hasattr(g, "to_local"):  # a DTensor (FSDP2): this rank's shard; the flags are agreed across ranks later
-                g = g.to_local()
-            groups.setdefault((g.device, g.dtype), []).append(g)
-    found: dict[torch.device, torch.Tensor] = {}
-    ones: dict[torch.device, torch.Tensor] = {}
-    for (device, _), grads in groups.items():
-        if device not in found:
-            found[device] = torch.zeros(1, dtype=torch.float32, device=device)
-            ones[device] = torch.ones(1, dtype=torch.float32, device=device)
-        torch._amp_foreach_non_finite_check_and_unscale_(grads, found[device], ones[device])
-    return found
+            if sharded:
+                grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+            flag = found.get(device)
+            if flag is None:
+                flag = found[device] = new_flag(device)
+            try:
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, self._ones[device])
+            except NotImplementedError:  # sparse gradients (nn.Embedding(sparse=True)): their values are checked
+                if not any(g.is_sparse for g in grads):
+                    raise
+                grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, self._ones[device])
+        return found
 
 
 def _collective_device(process_group: Any) -> torch.device:
@@ -174,15 +200,15 @@ def steps_on_device(optimizer: torch.optim.Optimizer) -> bool:
     return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
 
 
-@dataclass(frozen=True)
-class _DeviceState:
+class _DeviceState(NamedTuple):
     """One optimizer's scaling state on the device, replaced (never written in place) at every step, so a
-    :class:`StepRecord` can hold the tensors of its own step and read them later."""
+    :class:`StepRecord` can hold the tensors of its own step and read them later. (A named tuple: made every step,
+    it costs a fraction of a frozen dataclass's ``__init__``.)"""
 
     found: torch.Tensor
     """1.0 when the last step's gradients held inf/NaN (the step was skipped), else 0.0."""
-    skipped: torch.Tensor
-    """Steps skipped so far (float32: exact to 2^24 steps)."""
+    skipped: torch.Tensor | _Skipped
+    """Steps skipped so far (float32: exact to 2^24 steps); without a scale, summed from the flags when read."""
     scale: torch.Tensor | None = None
     """The dynamic scale (float32); None for a fixed one (read from the config)."""
     growth: torch.Tensor | None = None
@@ -191,6 +217,45 @@ class _DeviceState:
     """Overflows still tolerated before backing off (int32)."""
     diverged_at: torch.Tensor | None = None
     """First step whose back-off fell below min_scale (int64; _NEVER while none has)."""
+
+
+FLAG_BLOCK = 128
+"""Steps whose inf/NaN flags a :class:`_FlagBlock` makes at once."""
+
+
+class _FlagBlock:
+    """The inf/NaN flags of ``FLAG_BLOCK`` steps of the check without a scale, made at once -- one zeroed buffer and
+    its one-element views (``torch.zeros`` + ``unbind``: two ops a block, where a flag made every step costs an op a
+    step) -- and the steps skipped before them. The skipped count is summed from the buffer when read
+    (:class:`_Skipped`), not added up every step: on the device the check then costs a step its kernel alone (and
+    the optimizer's own handling of ``found_inf``). A flag is written once, by its step's check (and the ranks'
+    agreement): a :class:`StepRecord` holding it reads that step's value whenever it is read."""
+
+    __slots__ = ("base", "buffer", "flags", "used")
+
+    def __init__(self, base: torch.Tensor) -> None:
+        self.base = base
+        """Steps skipped before this block (0-dim float32, on the flags' device)."""
+        self.buffer = torch.zeros(FLAG_BLOCK, dtype=torch.float32, device=base.device)
+        self.flags = self.buffer.unbind()
+        self.used = 0
+
+
+class _Skipped:
+    """Steps skipped so far at flag ``index`` of ``block``, that step's included: summed when read."""
+
+    __slots__ = ("block", "index")
+
+    def __init__(self, block: _FlagBlock, index: int) -> None:
+        self.block, self.index = block, index
+
+    def tensor(self) -> torch.Tensor:
+        return self.block.base + self.block.buffer[: self.index + 1].sum()
+
+
+def skipped_tensor(skipped: torch.Tensor | _Skipped) -> torch.Tensor:
+    """A skipped-steps count as a tensor (summed now where it is kept as flags)."""
+    return skipped.tensor() if isinstance(skipped, _Skipped) else skipped
 
 
 class LossScaler:
@@ -217,7 +282,12 @@ class LossScaler:
         self._device_type = device_type
         self._half_grads = half_grads
         self._found: dict[torch.device, torch.Tensor] = {}
-        """kind none: per device, whether the last unscale_ saw inf/NaN (filled by _check_nonfinite)."""
+        """kind none: per device, whether the last unscale_ saw inf/NaN (filled by the finite check)."""
+        self._check_nonfinite = _FiniteCheck()
+        self._block: _FlagBlock | None = None
+        """kind none: the flags of this and the coming steps."""
+        self._step_flag: torch.Tensor | None = None
+        """kind none: the flag the check of this step was given (None before it)."""
         self._host = {"scale": config.init_scale if config.kind != "none" else 1.0, "skipped_steps": 0,
                       "growth_tracker": 0, "hysteresis_left": config.hysteresis}
         """The state before the first step (and after a load): the device state starts from it."""
@@ -259,7 +329,7 @@ class LossScaler:
     @property
     def skipped_steps(self) -> int:
         """Steps skipped so far (a host read on a GPU)."""
-        return int(self._host["skipped_steps"]) if self._state is None else int(self._state.skipped)
+        return int(self._host["skipped_steps"]) if self._state is None else int(skipped_tensor(self._state.skipped))
 
     @property
     def last_skipped(self) -> bool:
@@ -289,10 +359,30 @@ class LossScaler:
         if self._grad_scaler is not None:
             self._grad_scaler.unscale_(optimizer)
         elif self.check_finite:
-            self._found = _check_nonfinite(optimizer)
+            with no_grad():  # (a gradient that requires grad -- create_graph -- is checked, not recorded)
+                self._found = self._check_nonfinite(optimizer, self._next_flag)
+
+    def _next_flag(self, device: torch.device, own: bool = False) -> torch.Tensor:
+        """kind none: this step's zeroed inf/NaN flag on ``device``, from the flag block (a new tensor for a second
+        device; ``own``: the step's flag wherever the block was, the block moved to ``device`` if need be)."""
+        if self._step_flag is not None:
+            return torch.zeros((), dtype=torch.float32, device=device)
+        block = self._block
+        if block is None or block.used == FLAG_BLOCK or (own and block.base.device != device):
+            block = self._block = _FlagBlock(self._skipped_so_far(device))
+        elif block.base.device != device:
+            return torch.zeros((), dtype=torch.float32, device=device)
+        self._step_flag = flag = block.flags[block.used]
+        block.used += 1
+        return flag
+
+    def _skipped_so_far(self, device: torch.device) -> torch.Tensor:
+        if self._state is None:
+            return torch.full((), float(self._host["skipped_steps"]), dtype=torch.float32, device=device)
+        return skipped_tensor(self._state.skipped).to(device)
 
     def _found_flag(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
-        """The unscaled gradients' inf/NaN flag as one float32 tensor (1.0 or 0.0), agreed over ranks when
+        """The unscaled gradients' inf/NaN flag as one 0-dim float32 tensor (1.0 or 0.0), agreed over ranks when
         sharded; on the device, no host read."""
         if self._grad_scaler is None:
             found, self._found = self._found, {}
@@ -300,12 +390,13 @@ class LossScaler:
             found = self._grad_scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
         if self._distributed:
             self._agree(found)
-        flags = list(found.values())
-        if not flags:  # (no gradients at all: nothing to skip)
+        if len(found) == 1:  # (one device: the flag itself, 0-dim from the check and from GradScaler alike)
+            (flag,) = found.values()
+            return flag if flag.dim() == 0 else flag.reshape(())
+        if not found:  # (no gradients at all: nothing to skip)
             scale = None if self._grad_scaler is None else self._grad_scaler._scale
             return torch.zeros((), device=scale.device if scale is not None else "cpu")
-        if len(flags) == 1:
-            return flags[0].reshape(())
+        flags = list(found.values())
         first = flags[0].device
         return torch.stack([f.reshape(()).to(first, non_blocking=True) for f in flags]).amax()
 
@@ -328,9 +419,14 @@ class LossScaler:
         if not self.check_finite:
             optimizer.step()
             return None
-        found = self._found_flag(optimizer)
-        before = self._state or self._first_state(found.device)
-        after = self._update(before, found, step_index)
+        if self._step_flag is not None and len(self._found) == 1 and not self._distributed:
+            # none, one device (the usual step): the flag the check wrote is the step's, the count is the block's
+            self._found = {}
+            found, self._step_flag = self._step_flag, None
+            after = _DeviceState(found, _Skipped(self._block, self._block.used - 1))  # type: ignore[arg-type]
+        else:
+            found = self._found_flag(optimizer)
+            after = self._update(self._state or self._first_state(found.device), found, step_index)
         if steps_on_device(optimizer):
             optimizer.grad_scale = None  # type: ignore[attr-defined]  (already unscaled)
             optimizer.found_inf = found  # type: ignore[attr-defined]  (the kernel skips the update when 1)
@@ -369,7 +465,6 @@ class LossScaler:
             hysteresis=torch.full((), int(h["hysteresis_left"]), dtype=torch.int32, device=device) if dynamic else None,
             diverged_at=torch.full((), _NEVER, dtype=torch.int64, device=device) if dynamic else None)
 
-    @torch.no_grad()
     def _update(self, st: _DeviceState, found: torch.Tensor, step_index: int) -> _DeviceState:
         """The state after a step whose inf/NaN flag is ``found``, computed on the device with new tensors.
 
@@ -379,9 +474,18 @@ class LossScaler:
         in a row multiply it by ``growth_factor`` (capped at ``max_scale``) and re-arm the hysteresis. With
         hysteresis 1 (the default) this is GradScaler's own kernel (``torch._amp_update_scale_``) plus the cap and
         the floor."""
-        skipped = st.skipped + found
-        if st.scale is None:  # none / static: the scale never changes
-            return replace(st, found=found, skipped=skipped)
+        if self._grad_scaler is None:  # none: the flag is the block's (the count is summed from the block when read)
+            flag, self._step_flag = self._step_flag, None
+            if flag is None:  # (no gradient was checked, or only on another device than the block's)
+                flag = self._next_flag(found.device, own=True)
+                self._step_flag = None
+            if found is not flag:  # (flags of several devices, combined)
+                flag.copy_(found)
+            assert self._block is not None
+            return _DeviceState(flag, _Skipped(self._block, self._block.used - 1))
+        skipped = skipped_tensor(st.skipped) + found  # (none of these tensors requires grad: nothing is recorded)
+        if st.scale is None:  # static: the scale never changes
+            return _DeviceState(found, skipped)
         c = self.config
         assert st.growth is not None and st.hysteresis is not None and st.diverged_at is not None
         if c.hysteresis == 1:
@@ -436,4 +540,5 @@ class LossScaler:
         self._host = {"scale": float(state["scale"]), "skipped_steps": int(state["skipped_steps"]),
                       "growth_tracker": int(state["growth_tracker"]), "hysteresis_left": int(state["hysteresis_left"])}
         self._state = None  # the next step starts the device state from these
+        self._block, self._step_flag = None, None
         self._grad_scaler = self._make_grad_scaler()  # its tensor scale starts at the loaded scale

@@ -10,10 +10,10 @@ so the three never disagree -- and the values found on entry are restored on exi
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -21,6 +21,7 @@ import torch
 TF32_OVERRIDE_ENV = ("NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
 
 
+@functools.cache
 def _has_new_api() -> bool:
     return hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(
         getattr(torch.backends.cudnn, "conv", None), "fp32_precision"
@@ -40,6 +41,7 @@ class TF32Flags:
         return {"matmul": self.matmul, "cudnn": self.cudnn, "api": self.api, "override_env": env}
 
 
+@functools.cache
 def _new_api_objects() -> tuple[object, ...]:
     return torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn
 
@@ -65,22 +67,37 @@ def set_tf32(enabled: bool) -> None:
         obj.fp32_precision = "tf32" if enabled else "ieee"  # type: ignore[attr-defined]
 
 
-@contextlib.contextmanager
-def tf32_scope(enabled: bool) -> Iterator[None]:
-    """Allow (or forbid) TF32 for fp32 matmul and cuDNN conv inside the block; restore after."""
-    if not _has_new_api():
-        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        set_tf32(enabled)
-        try:
-            yield
-        finally:
+class tf32_scope:
+    """Allow (or forbid) TF32 for fp32 matmul and cuDNN conv inside the block; restore after. Nothing is written
+    where the flags already say so (a training step enters it twice: its cost is in every step)."""
+
+    __slots__ = ("_saved", "enabled")
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._saved: tuple[Any, ...] | None = None
+
+    def __enter__(self) -> None:
+        if not _has_new_api():
+            saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            if saved != (self.enabled, self.enabled):
+                self._saved = saved
+                set_tf32(self.enabled)
+            return
+        want = "tf32" if self.enabled else "ieee"
+        objects = _new_api_objects()
+        saved = tuple(o.fp32_precision for o in objects)  # type: ignore[attr-defined]
+        if saved != (want, want, want):
+            self._saved = saved
+            for o in objects:
+                o.fp32_precision = want  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        saved, self._saved = self._saved, None
+        if saved is None:
+            return
+        if not _has_new_api():
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-        return
-    objects = _new_api_objects()
-    saved_new = [o.fp32_precision for o in objects]  # type: ignore[attr-defined]
-    set_tf32(enabled)
-    try:
-        yield
-    finally:
-        for o, v in zip(objects, saved_new):
+            return
+        for o, v in zip(_new_api_objects(), saved):
             o.fp32_precision = v  # type: ignore[attr-defined]
