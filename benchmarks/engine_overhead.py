@@ -4,7 +4,7 @@ Same model, same data, same process; the two loops alternate in blocks so drift 
 thermal, other load) hits both alike. Reported: median step time of each and ours/hand ratio.
 
 Reference loop per mode (the loop every tutorial shows):
-  fp32 / tf32          plain fp32 loop (TF32 flags as the mode sets them)
+  fp32 / tf32          plain fp32 loop (TF32 flags as the mode sets them, on CUDA: they are cuBLAS's and cuDNN's)
   amp-fp16 / amp-bf16  autocast(dtype) (+ torch.amp.GradScaler for fp16)
   master-* / pure-*    the hand AMP loop of the same half dtype (autocast + GradScaler for fp16):
                        these modes should be at least as fast on a GPU for small-kernel models,
@@ -37,6 +37,7 @@ loop); ops <= the hand loop's + the inf/NaN check's (tests/precision/test_engine
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -108,8 +109,10 @@ def hand_step_fn(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor) 
     opt = make_optimizer(model)
     dev = x.device.type
     if not recipe.is_half:
+        scope = (lambda: tf32_scope(recipe.tf32)) if dev == "cuda" else contextlib.nullcontext  # (CUDA's flags)
+
         def step() -> None:
-            with tf32_scope(recipe.tf32):
+            with scope():
                 opt.zero_grad(set_to_none=True)
                 F.cross_entropy(model(x), y).backward()
                 opt.step()

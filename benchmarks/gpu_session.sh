@@ -14,7 +14,7 @@
 #           memory, 3 interleaved repeats
 #   suite   the default GPU suite (`make run`'s job); stops itself before the command limit and
 #           continues with --resume when run again (finished cells are never lost)
-#   bench   benchmarks/engine_overhead.py and harness_overhead.py on cuda
+#   bench   benchmarks/engine_overhead.py (the MLP, and --tiny: host time per step) and harness_overhead.py on cuda
 #   export  every run as JSON, the hw probe, Markdown/HTML reports -> benchmarks/results/<gpu>/
 #   fp8     (torchao wheel carried) BERT-large on the fp8 modes next to amp-bf16: throughput, memory,
 #           convergence; eager and torch.compile'd (torchao's fp8 is meant to be compiled)
@@ -60,7 +60,7 @@ resume). Times are what each was sized to, not yet measured on a GPU.
            reference ResNet-50 at batch 128 channels-last); compare prints each prediction's error         ~8 min
   paper    mnist-cnn max batch fp32 vs amp-fp16 (8 GiB budget); conv-dummy time + memory, 3 repeats ~8 min
   suite    the default GPU suite (make run's job); resumable over several calls                 ~9 min a call
-  bench    benchmarks/engine_overhead.py and harness_overhead.py on cuda                        ~6 min
+  bench    benchmarks/engine_overhead.py (and --tiny: host us per step) and harness_overhead.py  ~9 min
   fp8      BERT-large in the fp8 modes beside amp-bf16, eager and compiled (torchao wheel carried)  ~9 min
   optim    optimizer-state precision: BERT-large states as built/8bit/4bit/fp8, pure-bf16 vs bf16-sr ~9 min
   axes     one change at a time: --compile, --cuda-graphs, --memory-format on resnext and bert  ~9 min
@@ -203,6 +203,10 @@ case $1 in
     ;;
   bench)
     x $PY benchmarks/engine_overhead.py --device "$DEVICE" --out "$RESULTS/engine_overhead.json" | log "$STATE/engine.log"
+    # the engine's own host time per step (issue 44): what a launch-bound step on a GPU is made of
+    x $PY benchmarks/engine_overhead.py --tiny --device "$DEVICE" --runs 1 \
+      --precisions fp32,tf32,amp-bf16,amp-fp16,master-bf16,master-fp16,pure-bf16 \
+      --out "$RESULTS/engine_overhead_tiny.json" | log "$STATE/engine_tiny.log"
     x timeout "$((BUDGET_S - 200))" $PY benchmarks/harness_overhead.py --device "$DEVICE" --steps 100 --rounds 7 \
       --out "$RESULTS/harness_overhead.json" | log "$STATE/harness.log"
     ;;

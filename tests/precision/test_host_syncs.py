@@ -189,3 +189,30 @@ def test_a_collapsed_scale_is_told_within_the_check_interval_naming_its_step(mon
     assert done == 8  # told at the first check, not at step 3 (no read in between)
     with pytest.raises(TrainingDivergedError, match="at step 3 "):
         mp.check_divergence()  # (and at once when asked)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-bf16"])
+def test_skip_counts_kept_as_flag_blocks_stay_true_and_records_keep_their_step(
+        precision: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a scale the step's flag comes from a block made FLAG_BLOCK steps at a time and the skipped count is
+    summed when read (no op a step for either): across blocks, after a checkpoint, each record still reads its own
+    step, and the counts are the overflows so far. Oracle: the host's own list of which steps overflowed."""
+    monkeypatch.setattr(scaling, "FLAG_BLOCK", 4)
+    mp, model, optimizer = _set_up(precision)
+    bad = {1, 4, 5, 11, 12}
+    data = batches(1) * 15
+    records = []
+    for i, (x, y) in enumerate(data[:7]):
+        records.append(_step(mp, model, optimizer, x, y, float("inf") if i in bad else 1.0))
+    saved = mp.state_dict()
+    mp2, model2, optimizer2 = _set_up(precision)
+    model2.load_state_dict(model.state_dict())
+    optimizer2.load_state_dict(optimizer.state_dict())
+    mp2.load_state_dict(saved)
+    for i, (x, y) in enumerate(data[7:], start=7):
+        records.append(_step(mp2, model2, optimizer2, x, y, float("inf") if i in bad else 1.0))
+    assert [r.skipped for r in records] == [i in bad for i in range(15)]
+    assert [r.skipped_steps for r in records] == [sum(j in bad for j in range(i + 1)) for i in range(15)]
+    assert records[3].skipped_tensor is not None and float(records[3].skipped_tensor) == 1.0
+    assert mp.totals["skipped_steps"] == 3 and mp2.totals["skipped_steps"] == len(bad)
+    assert mp2.state_dict()["optimizers"][0]["scaler"]["skipped_steps"] == len(bad)

@@ -488,8 +488,8 @@ class LossScaler:
             return _DeviceState(found, skipped)
         c = self.config
         assert st.growth is not None and st.hysteresis is not None and st.diverged_at is not None
-        if c.hysteresis == 1:
-            scale, growth = st.scale.clone(), st.growth.clone()
+        if c.hysteresis == 1:  # (the growth count is updated in place: only its current value is ever read)
+            scale, growth = st.scale.clone(), st.growth
             torch._amp_update_scale_(scale, growth, found, c.growth_factor, c.backoff_factor, c.growth_interval)
             hysteresis = st.hysteresis
         else:
@@ -503,16 +503,18 @@ class LossScaler:
             hysteresis = torch.where(grow, c.hysteresis, left).to(torch.int32)
         scale = scale.clamp(max=c.max_scale)
         below = scale < c.min_scale
-        diverged_at = torch.minimum(st.diverged_at, torch.where(below, step_index, _NEVER))
+        diverged_at = torch.where(below, st.diverged_at.clamp(max=step_index), st.diverged_at)
         scale = torch.where(below, st.scale, scale)
         return _DeviceState(found, skipped, scale, growth, hysteresis, diverged_at)
 
     def _commit(self, after: _DeviceState) -> None:
-        """``after`` becomes the state; the GradScaler scales the next loss by its scale (a device copy) and is
-        ready for the next unscale_."""
+        """``after`` becomes the state; the GradScaler scales the next loss by its scale (the state's own tensor: no
+        one writes it in place, so a step's record keeps its value) and is ready for the next unscale_."""
         self._state = after
-        if self._grad_scaler is not None:
-            self._grad_scaler.update(after.scale if after.scale is not None else self._host["scale"])
+        if self._grad_scaler is not None:  # (what GradScaler.update(new_scale) does, without copying the scale in)
+            if after.scale is not None:
+                self._grad_scaler._scale = after.scale
+            self._grad_scaler._per_optimizer_states.clear()
 
     # -- checkpointing ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,118 @@
+"""The engine's ops per step (issue 44): on a model too small to compute, a step's time is its host's, and every aten
+op costs the host its dispatch (~1-4 us on a CPU). Counted with a TorchDispatchMode (every op: forward, backward,
+optimizer), a MixedPrecision step issues at most the hand-written loop's ops plus the inf/NaN check's, in every mode,
+so each microsecond taken out stays out. The hand loops are the ones every tutorial shows (and
+benchmarks/engine_overhead.py times): a plain fp32 loop; autocast (+ torch.amp.GradScaler for fp16).
+
+What the engine may add, by name:
+- the inf/NaN check of the modes whose loss is not scaled: GradScaler's fused check kernel, and the optimizer's own
+  undoing of its step count when handed ``found_inf`` (torch's fused Adam/AdamW);
+- master-* modes: the fp32 master copies (half gradients into the masters, masters into the model: one foreach copy
+  each), where the hand AMP loop casts every weight in every forward (more ops: the totals below hold);
+- fp16 modes whose loss is scaled (the hand loop checks too): ampbench's scale rule over GradScaler's -- unscaling
+  before the step (so gradients read after it are true), the step's scale kept for its record, the ceiling
+  (``max_scale``) and the floor that stops a collapsing scale and records the step (``min_scale``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ampbench import MixedPrecision
+from ampbench.measure.syncs import HostSyncCounter
+from ampbench.precision import get
+
+MODES = ["fp32", "amp-bf16", "amp-fp16", "master-bf16", "master-fp16", "pure-bf16", "pure-fp16"]
+
+CHECK = Counter({"aten._amp_foreach_non_finite_check_and_unscale_.default": 1, "aten._foreach_sub_.List": 1})
+MASTER_COPIES = Counter({"aten._foreach_copy_.default": 2})
+SCALE_RULE = Counter({
+    "aten.reciprocal.default": 1, "aten._to_copy.default": 2,  # unscale before the step (1/scale in fp64, as GradScaler)
+    "aten.clone.default": 1,  # the step's scale, kept for its record
+    "aten.clamp.default": 2, "aten.lt.Scalar": 1, "aten.where.self": 2,  # ceiling; floor and the step it was hit
+})
+SCALE_RULE_OPS = 7
+"""The scale rule's ops over the hand GradScaler loop's, net (GradScaler's own update costs the hand loop one)."""
+
+
+def _tiny() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+
+
+def _data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(4, 8, generator=g), torch.randint(0, 4, (4,), generator=g)
+
+
+def _ours(name: str) -> Callable[[], None]:
+    model = _tiny()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    mp = MixedPrecision(name)
+    model, opt = mp.setup(model, opt)
+    x, y = _data()
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with mp.autocast():
+            loss = F.cross_entropy(model(x), y)
+        mp.backward(loss)
+        mp.step(opt)
+
+    return step
+
+
+def _hand(name: str) -> Callable[[], None]:
+    recipe = get(name)
+    model = _tiny()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x, y = _data()
+    dtype = recipe.compute_dtype if recipe.is_half else None
+    scaler = torch.amp.GradScaler("cpu", enabled=dtype == torch.float16)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    return step
+
+
+def _count(step: Callable[[], None]) -> tuple[Counter[str], int]:
+    for _ in range(3):  # (past the first steps' lazy state)
+        step()
+    with HostSyncCounter() as counter:
+        step()
+    return counter.ops, counter.reads
+
+
+@pytest.mark.parametrize("name", MODES)
+def test_a_step_issues_the_hand_loops_ops_and_the_inf_nan_checks_only(name: str) -> None:
+    with pytest.warns() if name == "pure-fp16" else contextlib.nullcontext():  # (pure-fp16: AdamW's eps=1e-8 is 0 in fp16)
+        ours, reads = _count(_ours(name))
+    hand, hand_reads = _count(_hand(name))
+    scaled = get(name).default_loss_scale != "none"
+    allowed = (SCALE_RULE if scaled else CHECK) + (MASTER_COPIES if get(name).master_weights else Counter())
+    extra = ours - hand
+    assert not extra - allowed, f"{name}: ops the engine adds beyond the allowed ones: {dict(extra - allowed)}"
+    assert ours.total() <= hand.total() + (SCALE_RULE_OPS if scaled else CHECK.total()), \
+        (name, ours.total(), hand.total(), dict(extra), dict(hand - ours))
+    assert reads == hand_reads == 0  # (fused AdamW: the skip is decided on the device)
+
+
+def test_the_check_is_the_fp32_steps_only_addition() -> None:
+    """The floor of the unscaled modes, exactly: the hand fp32 loop's ops + the check kernel + the optimizer's
+    found_inf handling -- no flag allocated, no counter added up, no loss detached per step."""
+    ours, _ = _count(_ours("fp32"))
+    hand, _ = _count(_hand("fp32"))
+    assert ours - hand == CHECK and not hand - ours
