@@ -31,7 +31,7 @@ lint: $(STAMP)
 # torch, so two workers take ~2/3 of the time even on 2 cores); one process elsewhere (the GPU machine's image).
 WORKERS ?= 2
 test: $(STAMP) lint
-	COLUMNS=80 $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(WORKERS) --dist worksteal")
+	COLUMNS=80 $(PY) -m pytest -q --durations=12 $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(WORKERS) --dist worksteal")
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m isa
 
 clean:

@@ -15,7 +15,6 @@ from ampbench.cli.render import predicted_table
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
-from ampbench.report.console import Col, stack_tables
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import merge_repeats
 
@@ -31,6 +30,7 @@ def compare_cmd(
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
     from ampbench.bench.config import parse_list  # lazy: torch
     from ampbench.precision import resolve  # lazy: torch
+    from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
 
     store = open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ampbench.cli.core import console, plural
 from ampbench.tensorboard import RunLogger
@@ -209,8 +210,6 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
 def predicted_table(lines: list[dict[str, Any]]) -> Any:
     """Predictions (``report.predictions.table`` lines) as one console table, each beside the GPU measurement of the
     same cell where the store holds one."""
-    from rich.table import Table
-
     table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
     for col in ("workload", "GPU", "setting", "mode", "predicted/s", "±", "measured/s", "error"):
         table.add_column(col, justify="left" if col in ("workload", "GPU", "setting", "mode") else "right",

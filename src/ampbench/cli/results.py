@@ -14,6 +14,7 @@ from ampbench.cli.core import app, console, err_console, open_store, plural
 from ampbench.cli.render import predicted_table, results_tables
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
+from ampbench.report.predictions import table as predictions_table
 from ampbench.store import derive, to_csv
 from ampbench.store.exchange import clean_json
 
@@ -65,8 +66,6 @@ def results_cmd(
 
 def _only_predictions(store: Any, fmt: str) -> None:
     """A store with predictions and no measured run: the predictions, labelled so (none at all: one line, exit 2)."""
-    from ampbench.report.predictions import table as predictions_table  # lazy: torch
-
     predictions = store.predictions()
     if not predictions:
         raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
