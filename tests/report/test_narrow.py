@@ -121,7 +121,10 @@ def test_every_part_of_a_stacked_table_repeats_the_columns_that_tell_its_rows_ap
         heads = [line for line in text.splitlines() if line.startswith("┃") and "precision" in line]
         assert len(heads) >= 2 and all("batch" in h for h in heads), heads  # (each part: precision and batch)
     advice = [line for line in out.splitlines() if re.match(r"tabular-mlp \(tiny\)( at batch [\d, ]+)?: ", line)]
-    assert len(advice) == 1 and "batch 8, 16" in advice[0], advice
+    assert len(advice) == 1, advice
+    # (the same pick at both batches says them once; picks that differ -- a noisy baseline on a shared machine --
+    # are said per batch, still on the workload's one line)
+    assert "at batch 8, 16: " in advice[0] or ("batch 8: " in advice[0] and "batch 16: " in advice[0]), advice
 
 
 def test_compare_at_80_columns_never_wraps_a_precision_name_nor_cuts_a_figure(
