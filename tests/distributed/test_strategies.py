@@ -16,11 +16,15 @@ from ampbench.distributed import layout
 from ampbench.errors import AmpbenchError
 from ampbench.launch import free_port
 from ampbench.precision import get
-from ampbench.precision.fp8 import torchao_problem
+from ampbench.precision.support import supported
+
+FP8_PROBLEM = supported("fp8-tensorwise", "cpu").reason or None
+"""Why fp8 cannot run on this CPU (no torchao, or no fp8 matmul kernel: AVX2 and AVX-512 CPUs without FP16/AMX)."""
+
 
 WORKER = Path(__file__).with_name("worker.py")
 MODES = ("fp32", "amp-bf16", "master-bf16", "amp-fp16")
-NEEDS_TORCHAO = pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+NEEDS_TORCHAO = pytest.mark.skipif(FP8_PROBLEM is not None, reason=str(FP8_PROBLEM))
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,11 @@ from torch import nn
 from ampbench import MixedPrecision
 from ampbench.distributed import checkpoint
 from ampbench.measure.syncs import HostSyncCounter
-from ampbench.precision.fp8 import torchao_problem
+from ampbench.precision.support import supported
+
+FP8_PROBLEM = supported("fp8-tensorwise", "cpu").reason or None
+"""Why fp8 cannot run on this CPU (no torchao, or no fp8 matmul kernel: AVX2 and AVX-512 CPUs without FP16/AMX)."""
+
 
 STEPS = 5
 BATCH = 8  # per rank
@@ -201,7 +205,7 @@ def main(out_dir: Path) -> None:
                                                        "layout": mp.layout.describe() if mp.layout else None}
     # fp8 under FSDP2 (fp8_filter dims: fc1, 32x16, converts; fc2's 4 rows do not): tensorwise all-gathers fc1's
     # weight in fp8, rowwise in fp32 as amp-bf16 does; the bytes each rank puts into FSDP's all-gathers are counted
-    fp8 = torchao_problem() is None
+    fp8 = not FP8_PROBLEM
     for precision in ("amp-bf16", "fp8-tensorwise", "fp8-rowwise") if fp8 else ():
         kw = {"fp8_filter": "dims"} if precision.startswith("fp8") else {}
         model, opt, mp, net = build(precision, "fsdp", **kw)

@@ -12,8 +12,11 @@ from torch.nn import functional as F
 
 from ampbench.cells import CellSpec
 from ampbench.measure.memory import model_sizes
-from ampbench.precision.fp8 import torchao_problem
+from ampbench.precision.support import supported
 from tests import oracles, zoo
+
+FP8_PROBLEM = supported("fp8-tensorwise", "cpu").reason or None
+"""Why fp8 cannot run on this CPU (no torchao, or no fp8 matmul kernel: AVX2 and AVX-512 CPUs without FP16/AMX)."""
 
 CPU = torch.device("cpu")
 pytestmark = pytest.mark.isa  # run again under ONEDNN_MAX_CPU_ISA=AVX2 by make test
@@ -30,7 +33,7 @@ def measured(kind: str, precision: str, wl=None):  # type: ignore[no-untyped-def
     return wl, step, row
 
 
-FP8 = [] if torchao_problem() is not None else ["fp8-tensorwise"]
+FP8 = [] if FP8_PROBLEM is not None else ["fp8-tensorwise"]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-bf16", *FP8])
@@ -106,7 +109,7 @@ def test_skipped_steps_match_a_gradscaler_loop() -> None:
     assert row["loss_scale"] == scale
 
 
-@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+@pytest.mark.skipif(FP8_PROBLEM is not None, reason=str(FP8_PROBLEM))
 @pytest.mark.parametrize("kind", ["encoder", "tied-lm", "mlp", "lstm"])
 def test_fp8_layers_count_every_linear(kind: str) -> None:
     """Every nn.Linear (subclasses too: nn.MultiheadAttention's out_proj) is converted or skipped with a reason,
@@ -123,7 +126,7 @@ def test_fp8_layers_count_every_linear(kind: str) -> None:
     assert row["fp8_layers"].startswith(f"{len(converted)}/{len(linears)} converted")
 
 
-@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+@pytest.mark.skipif(FP8_PROBLEM is not None, reason=str(FP8_PROBLEM))
 def test_fp8_says_why_attention_out_proj_stays_bf16() -> None:
     _, step, _ = measured("encoder", "fp8-tensorwise")
     reasons = step.mp.fp8_layers.skipped
@@ -176,7 +179,7 @@ def test_skipped_timed_steps_are_a_warning_on_an_ok_row() -> None:
     assert w.startswith(f"{through - before} of the 8 timed steps were skipped for inf/NaN gradients")
 
 
-@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+@pytest.mark.skipif(FP8_PROBLEM is not None, reason=str(FP8_PROBLEM))
 def test_fp8_mfu_divides_by_the_peak_of_what_ran_in_fp8() -> None:
     """The zoo MLP under fp8-tensorwise (dims rule): its first two Linears convert, the 64x2 head stays bf16. The
     share of the FLOPs in fp8 is the converted layers' by hand, and the MFU peak mixes fp8's and bf16's by it."""
@@ -193,7 +196,7 @@ def test_fp8_mfu_divides_by_the_peak_of_what_ran_in_fp8() -> None:
     assert fp8_peak("NVIDIA H100 80GB HBM3", "cuda", 0.0) == 989.5
 
 
-@pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+@pytest.mark.skipif(FP8_PROBLEM is not None, reason=str(FP8_PROBLEM))
 def test_an_fp8_row_where_nothing_converted_says_so_and_is_bf16s_math() -> None:
     """torchao's size thresholds (--fp8-filter auto) convert none of the zoo's small layers: the row is amp-bf16's
     math, labelled so, its MFU against bf16's peak (was: fp8 label, MFU halved)."""

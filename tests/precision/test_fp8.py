@@ -15,9 +15,13 @@ from torch import nn
 
 from ampbench.errors import AmpbenchError
 from ampbench.precision import MixedPrecision, supported
-from ampbench.precision.fp8 import plan_layers, torchao_problem
+from ampbench.precision.fp8 import plan_layers
 
-pytestmark = pytest.mark.skipif(torchao_problem() is not None, reason=f"{torchao_problem()}")
+FP8_PROBLEM = supported("fp8-tensorwise", "cpu").reason or None
+"""Why fp8 cannot run on this CPU (no torchao, or no fp8 matmul kernel: AVX2 and AVX-512 CPUs without FP16/AMX)."""
+
+
+pytestmark = pytest.mark.skipif(FP8_PROBLEM is not None, reason=str(FP8_PROBLEM))
 FP8_MODES = ("fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp")
 M = str(Path(__file__).parents[1] / "workloads" / "user_models.py")
 

@@ -91,3 +91,28 @@ def test_the_half_hardware_probe_honours_onednn_isa_cap(monkeypatch, cap, bf16, 
     assert hw["avx512_bf16"] is bf16 and hw["amx_bf16"] is amx and hw["avx512_fp16"] is False
     assert ("slower than fp32" in supported("amp-bf16", "cpu").note) is not (bf16 or amx)
     assert cpu_mod.fp32_flops_per_cycle()[1].startswith("AVX2") is (cap == "AVX2")  # no AVX-512 FMA under the cap
+
+
+@pytest.mark.isa  # (make test runs it again under ONEDNN_MAX_CPU_ISA=AVX2: there the fp8 modes must be refused)
+def test_fp8_on_cpu_follows_the_cpu_s_fp8_matmul_kernel() -> None:
+    """oneDNN's fp8 matmul (CPU torch._scaled_mm) exists with AVX512-FP16 or AMX usable: the fp8 modes run where
+    the CPU flags (under the ISA cap) say so and are refused in one line, saying why and where to run them, where
+    not -- never a RuntimeError from the first fp8 layer. The oracle is the flags, not the probe."""
+    from ampbench.precision.fp8 import torchao_problem
+
+    if torchao_problem() is not None:
+        pytest.skip(str(torchao_problem()))
+    kernel = cpuinfo.usable("avx512_fp16") or cpuinfo.usable("amx_bf16")
+    for name in ("fp8-tensorwise", "fp8-rowwise"):
+        s = supported(name, "cpu")
+        assert s.ok == kernel, (name, s)
+        if not kernel:
+            assert "no fp8 matmul kernel" in s.reason and "compute capability >= 8.9" in s.reason
+            assert "\n" not in s.reason
+    if not kernel:
+        from ampbench.errors import AmpbenchError
+        from ampbench.precision import MixedPrecision
+
+        with pytest.raises(AmpbenchError, match="no fp8 matmul kernel"):
+            model = torch.nn.Linear(16, 16)
+            MixedPrecision("fp8-tensorwise", device="cpu").setup(model, torch.optim.SGD(model.parameters(), lr=0.1))

@@ -16,6 +16,7 @@ from ampbench.measure.env import environment
 from ampbench.measure.peaks import find_peak, tensor_core_generation
 from ampbench.measure.timing import on_device
 from ampbench.precision import list_precisions, supported
+from ampbench.precision.fp8 import cpu_scaled_mm_problem
 from ampbench.precision.state import tf32_scope
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
@@ -38,9 +39,12 @@ def _matmul(n: int, math_mode: str, device: torch.device) -> Callable[[], object
 
 
 def fp8_gemm_runs(device: torch.device) -> bool:
-    """Whether ``torch._scaled_mm`` runs here (CUDA needs compute capability >= 8.9; CPU builds have one)."""
+    """Whether ``torch._scaled_mm`` runs here (CUDA needs compute capability >= 8.9; a CPU, oneDNN's fp8 matmul:
+    AVX512-FP16 or AMX, see :func:`~ampbench.precision.fp8.cpu_scaled_mm_problem`)."""
     if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
         return False
+    if device.type == "cpu":
+        return cpu_scaled_mm_problem() is None
     try:
         _matmul(16, "fp8", device)()
         return True

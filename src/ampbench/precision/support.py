@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ampbench.cpuinfo import cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable  # noqa: F401  (re-exported)
-from ampbench.precision.fp8 import torchao_problem
+from ampbench.precision.fp8 import cpu_scaled_mm_problem, torchao_problem
 from ampbench.precision.registry import get
 from ampbench.precision.state import TF32_OVERRIDE_ENV
 
@@ -53,6 +53,9 @@ def _fp8_support(device: torch.device) -> Support:
     if problem:
         return Support(False, problem)
     if device.type == "cpu":
+        kernel = cpu_scaled_mm_problem()
+        if kernel:
+            return Support(False, kernel)
         return Support(True, note="fp8 matmuls run through torchao on CPU (emulated scaling, CPU scaled-mm): "
                        "numerics like a GPU's, speed says nothing about one")
     base = _cuda_support(device, False, torch.bfloat16)
