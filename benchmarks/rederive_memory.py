@@ -64,7 +64,7 @@ def old_saved_activations() -> Iterator[list[int]]:
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         if not isinstance(t, nn.Parameter) and t.device.type != "meta":
-            for x in mem._plain(t):
+            for x in mem.storage_tensors(t):
                 st = x.untyped_storage()
                 seen.setdefault(st.data_ptr(), st.nbytes())
         return t

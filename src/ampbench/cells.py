@@ -322,13 +322,6 @@ class CellSpec:
 
 
 # -- what readers group rows by ------------------------------------------------------------------------------------
-IDENTITY_KEYS = ("workload", "preset", "precision", "batch_size", "compile", "memory_format", "cuda_graphs", "strategy",
-                 "world_size", "grad_reduce_dtype", "compiled_by_default", "optimizer_state",
-                 *(frameworks.backend_key(f) for f in frameworks.FRAMEWORKS if f != frameworks.DEFAULT))
-"""The row keys that say which cell a row is (ROW_KEYS documents each): a framework's backend is stored as
-``<framework>_backend``."""
-
-
 @dataclass(frozen=True)
 class CellId:
     """What a cell measured, apart from where and when: THE identity rows are compared by.

@@ -251,12 +251,30 @@ def test_run_over_two_machines_node_0_stores_the_rows(tmp_path: Path) -> None:
     stores every row, with world size 2; node 1 lends its rank to each distributed cell and stores nothing."""
     common = ["run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--strategy", "ddp,fsdp",
               "--nproc-per-node", "1", "--nnodes", "2", "--rdzv-endpoint", endpoint_ports(2), "--steps", "3",
-              "--warmup", "1", "--device", "cpu", "--no-report", "--cell-timeout", "300"]
-    other = subprocess.Popen([sys.executable, "-m", "ampbench", *common, "--node-rank", "1", "--db", str(tmp_path / "n1.db")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = cli(*common, "--node-rank", "0", "--db", str(tmp_path / "n0.db"), "--json", str(tmp_path / "a.json"))
-    out1, err1 = other.communicate(timeout=300)
-    assert first.returncode == 0 and other.returncode == 0, (first.stderr[-2000:], err1[-2000:])
+              "--warmup", "1", "--device", "cpu", "--no-report", "--cell-timeout", "150"]
+    env = {**os.environ, "COLUMNS": "200"}
+    launch = [sys.executable, "-m", "ampbench", *common, "--node-rank"]
+    logs = [open(tmp_path / f"node{i}.{k}", "w+") for i in (0, 1) for k in ("out", "err")]  # noqa: SIM115
+    node0 = subprocess.Popen([*launch, "0", "--db", str(tmp_path / "n0.db"), "--json", str(tmp_path / "a.json")],
+                             stdout=logs[0], stderr=logs[1], text=True, env=env)
+    node1 = subprocess.Popen([*launch, "1", "--db", str(tmp_path / "n1.db")], stdout=logs[2], stderr=logs[3], text=True,
+                             env=env)
+    deadline = time.time() + 400  # (a node that failed ends the test at once, not after the others' cell timeouts)
+    while time.time() < deadline and (node0.poll() is None or node1.poll() is None):
+        if node0.poll() not in (None, 0) or node1.poll() not in (None, 0):
+            break
+        time.sleep(0.5)
+    for p in (node0, node1):
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    for f in logs:
+        f.seek(0)
+    err0, out1, err1 = logs[1].read(), logs[2].read(), logs[3].read()
+    for f in logs:
+        f.close()
+    assert node0.returncode == 0 and node1.returncode == 0, (node0.returncode, node1.returncode, err0[-2000:],
+                                                             out1[-1000:], err1[-2000:])
     rows = json.loads((tmp_path / "a.json").read_text())["rows"]
     assert {(r["strategy"], r["world_size"], r["status"]) for r in rows} == {(None, 1, "ok"), ("ddp", 2, "ok"), ("fsdp", 2, "ok")}
     assert "lent 1 rank(s) to 2 distributed cells" in " ".join(out1.split()) and not (tmp_path / "n1.db").exists()

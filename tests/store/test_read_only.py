@@ -32,7 +32,8 @@ def read_only_store(tmp_path: Path) -> Iterator[Path]:
         try:
             yield mnt / "r.db"
         finally:
-            subprocess.run(["umount", str(mnt)], capture_output=True)
+            gone = subprocess.run(["umount", str(mnt)], capture_output=True, text=True)
+        assert gone.returncode == 0, f"the store is still held open by a command that ended: {gone.stderr}"
         return
     if mounted:
         subprocess.run(["umount", str(mnt)], capture_output=True)
@@ -72,9 +73,36 @@ def test_damaged_is_said_of_a_real_integrity_failure_only(tmp_path: Path) -> Non
     assert code == 0, err
     data = bytearray(db.read_bytes())
     page = 4096
-    data[page + 100: page + 600] = b"\xff" * 500  # (a valid header over a damaged page)
+    data[page: page + 600] = b"\xff" * 600  # (the file's header valid, its second page's b-tree header damaged)
     db.write_bytes(bytes(data))
     for p in tmp_path.glob("r.db-*"):
         p.unlink()
     code, _, err = cli("results", "--db", str(db))
     assert code == 2 and ("damaged" in err or "not a usable" in err), err
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc/self/fd to list open files")
+def test_a_command_closes_the_store_it_opened(tmp_path: Path) -> None:
+    """Every command run in a process that goes on (the Python API, a notebook) closes its store, its write-ahead log
+    and shared memory when it ends, ok or not: nothing holds the file (an unmount of a read-only mount was refused
+    as busy)."""
+    db = tmp_path / "r.db"
+
+    def held() -> list[str]:
+        out = []
+        for fd in Path("/proc/self/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith(str(db)):
+                out.append(target)
+        return out
+
+    code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
+                       "--warmup", "1", "--no-isolate", "--no-report", "--db", str(db))
+    assert code == 0 and not held(), (err, held())
+    for args in (["results"], ["compare"], ["export", "--out", "-"], ["report", "--format", "md", "--out", "-"],
+                 ["results", "--run", "no-such-run"]):
+        cli(*args, "--db", str(db))
+        assert not held(), (args, held())

@@ -58,9 +58,15 @@ def plural(n: int, word: str) -> str:
 
 
 def open_store(db: Path | None, create: bool = True) -> Any:
-    """The results store; ``create=False`` for commands that only read (a missing file is an error, not a new store)."""
+    """The results store; ``create=False`` for commands that only read (a missing file is an error, not a new store).
+    Closed when the command ends (:func:`main`): a command run in a process that goes on (the Python API, tests, a
+    notebook) leaves no connection holding the file -- an unmount, a move or a delete of it is not refused as busy."""
+    store = Store(db, create=create)
+    _opened.append(store)
+    return store
 
-    return Store(db, create=create)
+
+_opened: list[Any] = []
 
 
 def _version(value: bool) -> None:
@@ -120,3 +126,6 @@ def main(argv: list[str] | None = None) -> None:
             err_console.print(f"[red]error:[/] {escape(e.format_message())}", highlight=False, soft_wrap=True)
             sys.exit(e.exit_code)
         raise
+    finally:
+        while _opened:  # (a store a command opened, closed however it ended)
+            _opened.pop().close()

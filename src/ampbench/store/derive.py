@@ -152,9 +152,6 @@ def speed_doubt(row: dict[str, Any], base: dict[str, Any] | None) -> str | None:
 
 SPLIT_KEYS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
 
-MEMORY_BASES = {"exact": "exact split", "rss": "RSS growth, approximate", "peak": "allocator peak"}
-"""What a row's compared memory is, by :func:`memory_basis`; the short key is what tables print beside a figure."""
-
 
 def memory_basis(row: dict[str, Any]) -> str:
     """What the memory a row is compared by is, read from its ``memory_source``: "exact" (the split of weights,

@@ -414,15 +414,6 @@ def output_warning(model: Any, policy: str) -> str | None:
     return None
 
 
-def keras_target(workload: str | None, model: str | None, backend: str | None, preset: str | None = None,
-                 seed: int = 0) -> str | None:
-    """The Keras backend a command's target runs on (None: a PyTorch target). A keras-* workload, or a --model that
-    is a Keras model (:func:`is_keras_model`), is a Keras target; --keras-backend with a PyTorch target is one line."""
-    keras = is_keras_workload(workload) or (model is not None and (backend is not None or is_keras_model(model, preset,
-                                                                                                          seed)))
-    return resolve_backend(backend, keras, "this target is a PyTorch model")
-
-
 def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
     """Whether ``--model``'s factory makes a Keras model: its file imports keras (read, not run), or else the object
     its factory returns is one (a model built in another module). The factory is then called in this process, with
