@@ -184,10 +184,10 @@ def test_no_framework_is_named_outside_the_frameworks() -> None:
 
 
 def test_the_frameworks_implement_the_interface() -> None:
-    from ampbench import frameworks
-    from ampbench.frameworks.base import Framework
+    from ampbench import seam
+    from ampbench.seam import Framework
 
-    for fw in frameworks.all_frameworks():
+    for fw in seam.all_frameworks():
         assert isinstance(fw, Framework), fw
         wanted = [*Framework.__annotations__, *(n for n, v in vars(Framework).items() if callable(v) and not n.startswith("_"))]
         missing = [name for name in wanted if not hasattr(fw, name)]

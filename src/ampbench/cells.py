@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.workloads.options import DEFAULT, DataOptions
@@ -59,7 +59,7 @@ def flat(obj: Any, kind: str) -> dict[str, Any]:
         rule = f.metadata.get(kind)
         if rule == DEFAULT and v == _default(f):
             continue
-        if rule == FRAMEWORK_ENTRIES:  # (the caller adds what the framework puts in keys: frameworks.key_entries)
+        if rule == FRAMEWORK_ENTRIES:  # (the caller adds what the framework puts in keys: seam.key_entries)
             continue
         if isinstance(rule, str) and rule.startswith("with:"):
             other = next(g for g in fields(obj) if g.name == rule[5:])
@@ -71,7 +71,7 @@ def flat(obj: Any, kind: str) -> dict[str, Any]:
 
 FRAMEWORK_ENTRIES = "framework entries"
 """Metadata rule of the framework and backend fields: left out of the flat dict, whose owner adds
-:func:`ampbench.frameworks.key_entries` instead (``keras_backend`` for a Keras cell, nothing for a PyTorch one: the
+:func:`ampbench.seam.key_entries` instead (``keras_backend`` for a Keras cell, nothing for a PyTorch one: the
 keys cells have always had)."""
 
 SECTION = {"section": True}
@@ -222,8 +222,8 @@ class CellSpec:
     measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
     execution: Execution = field(default_factory=Execution, metadata=SECTION)
     distribution: Distribution = field(default_factory=Distribution, metadata=SECTION)
-    framework: str = field(default=frameworks.DEFAULT, metadata={"cell": FRAMEWORK_ENTRIES})
-    """The framework that measures the cell (:mod:`ampbench.frameworks`)."""
+    framework: str = field(default=seam.DEFAULT, metadata={"cell": FRAMEWORK_ENTRIES})
+    """The framework that measures the cell (:mod:`ampbench.seam`)."""
     backend: str | None = field(default=None, metadata={"cell": FRAMEWORK_ENTRIES})
     """The framework's backend where it has several (None: it has none)."""
     repeat: int = field(default=0, metadata={"cell": DEFAULT})
@@ -276,11 +276,11 @@ class CellSpec:
         return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**flat(self, "cell"), **frameworks.key_entries(self.framework, self.backend)}
+        return {**flat(self, "cell"), **seam.key_entries(self.framework, self.backend)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CellSpec:
-        framework, backend = frameworks.from_entries(d)
+        framework, backend = seam.from_entries(d)
         return _from_flat(cls, {**d, "framework": framework, "backend": backend})  # type: ignore[no-any-return]
 
     def with_flat(self, **changes: Any) -> CellSpec:
@@ -342,7 +342,7 @@ class CellId:
     world_size: int = 1
     grad_reduce_dtype: str | None = None
     compiled_by_default: bool = False
-    framework: str = frameworks.DEFAULT
+    framework: str = seam.DEFAULT
     backend: str | None = None
     """The framework's backend (the same model on two backends is two cells)."""
     optimizer_state: str | None = None
@@ -367,8 +367,8 @@ class CellId:
                 "world_size": self.world_size, "grad_reduce_dtype": self.grad_reduce_dtype,
                 "compiled_by_default": self.compiled_by_default or None, "optimizer_state": self.optimizer_state,
                 "framework": self.framework,
-                **{frameworks.backend_key(f): None for f in frameworks.FRAMEWORKS if f != frameworks.DEFAULT},
-                **frameworks.key_entries(self.framework, self.backend)}
+                **{seam.backend_key(f): None for f in seam.FRAMEWORKS if f != seam.DEFAULT},
+                **seam.key_entries(self.framework, self.backend)}
 
     def but(self, **changes: Any) -> CellId:
         return replace(self, **changes)
@@ -397,7 +397,7 @@ class CellId:
     def describe(self, with_batch: bool = True) -> str:
         """How reports name a setting: 'batch 64, eager', 'batch 32, compile, fsdp x2 (bf16 reduce)'."""
         parts = [f"batch {self.batch_size}"] if with_batch and self.batch_size is not None else []
-        setting = frameworks.get(self.framework).setting(self.backend)
+        setting = seam.get(self.framework).setting(self.backend)
         if setting is not None:  # (a framework with its own execution: no PyTorch execution axis)
             parts.append(setting)
             return ", ".join(parts)
@@ -413,7 +413,7 @@ class CellId:
 
 
 def _framework_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    framework, backend = frameworks.from_entries(row)
+    framework, backend = seam.from_entries(row)
     return {"framework": framework, "backend": backend}
 
 

@@ -1,7 +1,7 @@
 """What ``train`` and ``diagnose`` are asked to do, parsed and checked once, as ``run``'s :class:`RunConfig` is.
 
 :class:`Target` is the one workload (or the user's ``--model``) a command works on: its framework and backend
-(:func:`ampbench.frameworks.of_command`) and the data options, checked against it. :class:`TrainRequest` and
+(:func:`ampbench.seam.of_command`) and the data options, checked against it. :class:`TrainRequest` and
 :class:`DiagnoseRequest` add each command's options; every check -- of one option or of options together, and the
 files the command will write -- runs in ``__post_init__``, in the order the command line has always reported them,
 so a request the CLI would refuse cannot be built and the command function only dispatches and prints.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.bench.config import fp8_compiles_by_default, parse_options
 from ampbench.diagnose import applicable_checks, parse_checks
 from ampbench.errors import AmpbenchError
@@ -53,11 +53,11 @@ class Target:
     data: DataOptions = field(default_factory=DataOptions)
     backend_given: str | None = None
     """``--<framework>-backend`` as given (None: the framework's default, for a framework with backends)."""
-    framework: frameworks.Framework = field(init=False, repr=False, compare=False)
+    framework: seam.Framework = field(init=False, repr=False, compare=False)
     backend: str | None = field(init=False)
 
     def __post_init__(self) -> None:
-        fw, backend = frameworks.of_command(self.workload, self.model, self.backend_given, self.preset, self.seed)
+        fw, backend = seam.of_command(self.workload, self.model, self.backend_given, self.preset, self.seed)
         object.__setattr__(self, "framework", fw)
         object.__setattr__(self, "backend", backend)
 

@@ -14,14 +14,14 @@ def test_every_row_key_and_status_is_documented() -> None:
 
 def test_every_framework_says_what_its_row_keys_hold_and_the_store_checks_it() -> None:
     """The store names no framework's columns: each framework types its own, and a row breaking the type is refused."""
-    from ampbench import frameworks
+    from ampbench import seam
     from ampbench.store.rows import row_problem
 
-    for fw in frameworks.all_frameworks():
+    for fw in seam.all_frameworks():
         assert set(fw.row_keys()) == set(fw.row_types()), fw.name
     good = {"run_id": "r", "cell_key": "k", "workload": "w", "precision": "fp32", "status": "error"}
     assert row_problem(good) is None
     samples = {str: 3, int: "three", bool: "yes", float: "x"}
-    for key, kind in frameworks.row_types().items():
+    for key, kind in seam.row_types().items():
         problem = row_problem({**good, key: samples[kind]})
         assert problem is not None and problem.startswith(key), (key, problem)

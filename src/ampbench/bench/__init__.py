@@ -2,7 +2,7 @@
 
 What a cell is (its spec and key, and the identity rows are grouped by) is :mod:`ampbench.cells`, below the store
 and the harness. Here: ``config`` what a run is (sections, checked once), ``jobs`` what launched processes run (each
-cell through its framework, :mod:`ampbench.frameworks`), ``rows`` a cell's row for every framework, ``ranks`` a
+cell through its framework, :mod:`ampbench.seam`), ``rows`` a cell's row for every framework, ``ranks`` a
 distributed cell, ``estimate`` the run's expected length, ``runner`` the loop over cells with resume and the store.
 
 Names are imported on first use (PEP 562).

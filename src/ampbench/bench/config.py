@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.bench.suites import check_preset, default_steps, native_only_entries, with_presets
 from ampbench.cells import (
     DEFAULT,
@@ -41,7 +41,6 @@ from ampbench.cells import (
 from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, executions, parse_axis
-from ampbench.frameworks import Options
 from ampbench.launch import check_nodes
 from ampbench.measure.env import resolve_device
 from ampbench.precision import get, is_fp8, list_precisions, resolve, supported
@@ -51,6 +50,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import missing_for as optimizer_state_missing
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
+from ampbench.seam import Options
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -78,8 +78,8 @@ class Targets:
     backend: str | None = field(default=None, metadata={"run": FRAMEWORK_ENTRIES})
     """The backend the targets of a framework with backends run on (the run's ``--<framework>-backend``); None when
     the run has no such target. Resolved at construction: without the option, the framework's default."""
-    model_framework: str = field(default=frameworks.DEFAULT, metadata={"run": FRAMEWORK_ENTRIES})
-    """The framework of the --model (:func:`ampbench.frameworks.of_model`)."""
+    model_framework: str = field(default=seam.DEFAULT, metadata={"run": FRAMEWORK_ENTRIES})
+    """The framework of the --model (:func:`ampbench.seam.of_model`)."""
 
     def __post_init__(self) -> None:
         if self.model is not None and self.workloads:
@@ -89,12 +89,12 @@ class Targets:
         for p in self.presets:
             check_preset(p)
         owners = {self.framework_of(w).name for w, _ in self.pairs}
-        object.__setattr__(self, "backend", frameworks.resolve_backend(self.backend, owners,
+        object.__setattr__(self, "backend", seam.resolve_backend(self.backend, owners,
                                                                        "these targets are PyTorch models"))
 
-    def framework_of(self, workload: str | None) -> frameworks.Framework:
+    def framework_of(self, workload: str | None) -> seam.Framework:
         """The framework of a target (``None``: the --model)."""
-        return frameworks.get(self.model_framework) if workload is None else frameworks.of_workload(workload)
+        return seam.get(self.model_framework) if workload is None else seam.of_workload(workload)
 
     def backend_of(self, workload: str | None) -> str | None:
         """The backend of a target (None: its framework has none)."""
@@ -104,11 +104,11 @@ class Targets:
         """What the frameworks add to the run's identity: ``<framework>_backend`` (and ``<framework>_model`` when the
         --model is that framework's), as runs have always stored it."""
         out: dict[str, Any] = {}
-        for fw in frameworks.all_frameworks():
-            if fw.name == frameworks.DEFAULT:
+        for fw in seam.all_frameworks():
+            if fw.name == seam.DEFAULT:
                 continue
             if self.backend is not None and fw.backends and any(self.framework_of(w) is fw for w, _ in self.pairs):
-                out[frameworks.backend_key(fw.name)] = self.backend
+                out[seam.backend_key(fw.name)] = self.backend
             if self.model_framework == fw.name:
                 out[f"{fw.name}_model"] = True
         return out
@@ -278,7 +278,7 @@ class RunConfig:
         seen: set[str] = set()
         for workload, _ in t.pairs:
             fw = t.framework_of(workload)
-            if fw.name != frameworks.DEFAULT and fw.name not in seen:
+            if fw.name != seam.DEFAULT and fw.name not in seen:
                 seen.add(fw.name)
                 fw.check(workload if workload is not None else f"--model {t.model}", self.axes.precisions, given)
 
@@ -298,7 +298,7 @@ class RunConfig:
         """Every named workload exists and takes the -o keys (adapters check theirs when built)."""
 
         for name, preset in zip(self.targets.workloads, self.targets.presets):
-            if ":" not in name and self.targets.framework_of(name).name == frameworks.DEFAULT:
+            if ":" not in name and self.targets.framework_of(name).name == seam.DEFAULT:
                 check_options(preset, get_spec(name).options(), dict(self.data.options), name)
 
     def _check_distributed(self) -> None:
@@ -361,15 +361,15 @@ class RunConfig:
                                    seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
         sizes = parse_batch_sizes(batch_size)
         modes = parse_precisions(precisions, dev)
-        owners = [frameworks.of_workload(w) for w in wl_names]
-        model_framework = frameworks.DEFAULT
+        owners = [seam.of_workload(w) for w in wl_names]
+        model_framework = seam.DEFAULT
         if model is not None:
-            model_framework = frameworks.of_model(model, preset or "small", seed, backend).name
-            owners.append(frameworks.get(model_framework))
-            if model_framework == frameworks.DEFAULT:
+            model_framework = seam.of_model(model, preset or "small", seed, backend).name
+            owners.append(seam.get(model_framework))
+            if model_framework == seam.DEFAULT:
                 check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
         if precisions is None:  # the default modes of a run with another framework's target: those it has
-            for fw in {f.name: f for f in owners if f.name != frameworks.DEFAULT}.values():
+            for fw in {f.name: f for f in owners if f.name != seam.DEFAULT}.values():
                 modes = fw.precisions(modes)
         points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
                             parse_axis(cuda_graphs, "cuda_graphs"))

@@ -9,7 +9,7 @@ each cell runs (first, memory and FLOP steps, warm-up, timed steps; the converge
 a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
 measurement's own process took to start). Not counted, and said so: the max-batch search and compiling.
 
-Each framework measures its own cells (its cell module's ``measure_steps`` job, :mod:`ampbench.frameworks`); a
+Each framework measures its own cells (its cell module's ``measure_steps`` job, :mod:`ampbench.seam`); a
 framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a
 fresh process per backend, whose start and import every such cell pays, and the first step of every model it builds
 (where the framework traces and compiles its train function) is counted apart from the steps after it.
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Inline, Job
 from ampbench.progress import duration
@@ -84,7 +84,7 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
     total = 0.0
     unmeasured = 0
     for c in cells:
-        if (c.framework, c.backend) not in own and not frameworks.of_cell(c).own_process:
+        if (c.framework, c.backend) not in own and not seam.of_cell(c).own_process:
             total += cell_seconds(c, targets.get(_target(c), {}), start_s)
             continue
         k = own.get((c.framework, c.backend)) or {}
@@ -127,7 +127,7 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     start_s = 0.0
     own: dict[tuple[str, str | None], dict[str, Any]] = {}
     for (name, backend), pairs in groups.items():
-        fw = frameworks.get(name)
+        fw = seam.get(name)
         apart = isolate or fw.own_process  # (own_process: a fresh process, the backend chosen before the import)
         job = Job(f"{fw.cell_module}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         t0 = time.perf_counter()

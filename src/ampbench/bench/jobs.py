@@ -10,7 +10,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Job
 from ampbench.measure.maxbatch import Trial
@@ -51,8 +51,8 @@ def _ok(result: dict[str, Any]) -> dict[str, Any]:
 
 def framework(spec: CellSpec) -> Any:
     """The module that measures the cell in this process (``run_cell``, ``run_trial``, ``validate``): its framework's
-    cell module (:mod:`ampbench.frameworks`), imported here, in the cell's process (a backend is chosen there)."""
-    return importlib.import_module(frameworks.of_cell(spec).cell_module)
+    cell module (:mod:`ampbench.seam`), imported here, in the cell's process (a backend is chosen there)."""
+    return importlib.import_module(seam.of_cell(spec).cell_module)
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ampbench import frameworks, progress
+from ampbench import progress, seam
 from ampbench.bench.config import RunConfig
 from ampbench.bench.jobs import framework, isolated_trial, job, trial_of, validate_job
 from ampbench.bench.ranks import run_cell_distributed
@@ -53,7 +53,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
     with several machines)."""
     if spec.strategy is not None:
         return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
-    if not isolate and not frameworks.of_cell(spec).own_process:  # (own_process: it imports a backend of its choice)
+    if not isolate and not seam.of_cell(spec).own_process:  # (own_process: it imports a backend of its choice)
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         cells = framework(spec)
@@ -88,7 +88,7 @@ def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs must be checked before the run: those only a real build checks
     (:attr:`CellSpec.inputs_need_a_build`), a framework's own process (its backend installed), and an optimizer state
     precision (the workload's optimizer must be an Adam or AdamW: checked on a meta build)."""
-    return spec.inputs_need_a_build or frameworks.of_cell(spec).own_process or spec.optimizer_state is not None
+    return spec.inputs_need_a_build or seam.of_cell(spec).own_process or spec.optimizer_state is not None
 
 
 def validate_inputs(config: RunConfig) -> list[str]:
@@ -107,7 +107,7 @@ def validate_inputs(config: RunConfig) -> list[str]:
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)
-        if frameworks.of_cell(spec).own_process:  # built in a process of its backend, under the run's loss-scaled mode
+        if seam.of_cell(spec).own_process:  # built in a process of its backend, under the run's loss-scaled mode
             own.setdefault((spec.framework, spec.backend), []).append(spec)
             continue
         if not config.launch.isolated(config.device):
@@ -130,7 +130,7 @@ def _validate_in_own_process(config: RunConfig, specs: list[CellSpec]) -> list[s
     model, a step on 2 samples), all in one process of that backend (its import paid once), each under the run's
     most demanding mode (amp-fp16 when the run has it: a float32-output check); their warnings. An AmpbenchError for
     bad input (the first target's, in the run's order)."""
-    problem = frameworks.of_cell(specs[0]).missing(specs[0].backend)
+    problem = seam.of_cell(specs[0]).missing(specs[0].backend)
     if problem:
         raise AmpbenchError(problem)
     probes = []

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.cli.core import app, console
 from ampbench.errors import AmpbenchError
 
@@ -35,7 +35,7 @@ def _list_workloads() -> None:
     table.add_column("paper preset", overflow="fold")
     table.add_column("--data-dir", overflow="fold")
     table.add_column("options")
-    for fw in frameworks.all_frameworks():  # (each framework lists its own workloads)
+    for fw in seam.all_frameworks():  # (each framework lists its own workloads)
         for w in fw.workloads():
             table.add_row(w.name, w.description, w.paper, w.data, w.options)
     table.add_row("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ampbench import frameworks
+from ampbench import seam
 
 Opt = Optional  # typer needs Optional[...] on py3.10
 
@@ -20,10 +20,10 @@ ModelOpt = Annotated[Opt[str], typer.Option("--model", help="Your model: file.py
 
 
 def _backend_option() -> Any:
-    """``--<framework>-backend`` of every framework with backends (:mod:`ampbench.frameworks`): one parameter,
+    """``--<framework>-backend`` of every framework with backends (:mod:`ampbench.seam`): one parameter,
     ``backend``, which each framework resolves for its own targets."""
 
-    chosen = [fw for fw in frameworks.all_frameworks() if fw.backends]
+    chosen = [fw for fw in seam.all_frameworks() if fw.backends]
     return Annotated[Opt[str], typer.Option(*(f"--{fw.name}-backend" for fw in chosen),
                                             help=" ".join(fw.backend_help for fw in chosen))]
 

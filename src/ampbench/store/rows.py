@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ampbench import frameworks
+from ampbench import seam
 from ampbench.execution import AXES
 
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
@@ -35,7 +35,7 @@ ROW_KEYS: dict[str, str] = {
                            "references; --compile off times fp8 eager. Null otherwise.",
     "framework": "torch (a PyTorch model under ampbench's recipes) or keras (a Keras 3 model under Keras's own dtype "
                  "policy; see docs/keras.md). Rows from before the column: torch.",
-    **frameworks.row_keys(),  # (the keys only one framework's rows fill, documented by that framework)
+    **seam.row_keys(),  # (the keys only one framework's rows fill, documented by that framework)
     "memory_source": "Where the memory a row is compared by was read: `exact split` (CPU PyTorch cells: weights, "
                      "grads, optimizer state and saved activations counted tensor by tensor), `cpu rss growth` (CPU "
                      "cells without tensor counters, e.g. Keras: approximate), or the GPU tracker (`torch.cuda "
@@ -237,8 +237,8 @@ def framework_of(row: dict[str, Any]) -> str:
     """How tables name a row's framework: its framework's name for its backend (torch, keras/tensorflow; rows from
     before the column: the default framework)."""
 
-    name, backend = frameworks.from_entries(row)
-    return frameworks.get(name).describe(backend)
+    name, backend = seam.from_entries(row)
+    return seam.get(name).describe(backend)
 
 
 def empty_row() -> dict[str, object]:
@@ -253,14 +253,14 @@ _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_a
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
             "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source",
             "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl", "optimizer_state", "optimizer_states",
-            *(k for k, t in frameworks.row_types().items() if t is str))
+            *(k for k, t in seam.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
             "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step",
-            *(k for k, t in frameworks.row_types().items() if t is int))
+            *(k for k, t in seam.row_types().items() if t is int))
 _OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default",
-             *(k for k, t in frameworks.row_types().items() if t is bool))
+             *(k for k, t in seam.row_types().items() if t is bool))
 _OPT_DICT = ("env", "converge", "inference")
 _OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks", "warnings")
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.frameworks.base import Options, WorkloadEntry
 from ampbench.frameworks.keras.backends import missing
 from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
+from ampbench.seam import Options, WorkloadEntry
 
 ROW_KEYS = {
     "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "

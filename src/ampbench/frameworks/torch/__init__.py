@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.frameworks.base import Options, WorkloadEntry
+from ampbench.seam import Options, WorkloadEntry
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,249 @@
+"""The framework seam: the :class:`Framework` interface every framework implements, and the registry that says which
+framework a target, a cell or a row belongs to.
+
+The harness (plan, runner, jobs, estimate), the CLI, the store and the reports never name a framework: they ask this
+registry and call the framework through its interface. It sits low (it imports no ampbench module): the
+implementations (``ampbench.frameworks.<name>``, one object ``FRAMEWORK`` each) are above the harness and import it
+freely; this module loads a framework's package by name, on first use, and nothing else imports one. Adding a
+framework is one package and one line in :data:`FRAMEWORKS` (docs/architecture.md, "Adding a framework"). Importing a
+framework package must be cheap: the framework itself (keras, a backend) is imported in the cell's process.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class WorkloadEntry:
+    """One line of ``ampbench list``: a workload a framework brings."""
+
+    name: str
+    description: str
+    paper: str
+    data: str
+    """What ``--data-dir`` accepts."""
+    options: str = "-"
+    """The workload's own options (``--option``)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a command was given, as a framework sees it: each option that some framework cannot take, by flag
+    (``--strategy``: given or not), so a framework can refuse what it cannot do in one line."""
+
+    given: dict[str, bool]
+
+
+@runtime_checkable
+class Framework(Protocol):
+    """A framework ampbench measures: recognise its targets, check a config, and name the modules that run its
+    cells, trials, validations, estimates, training and diagnosis (each in the process the launcher starts)."""
+
+    name: str
+    """The row's ``framework`` column (torch, keras)."""
+    cell_module: str
+    """Import path of the module a cell's process runs: ``run_cell(spec, maxbatch_trial=, throughput_at=)``,
+    ``run_trial(spec, batch_size)``, ``validate(spec) -> {"error": ...}`` and ``measure_steps(payload)``."""
+    own_process: bool
+    """Its cells always run in a process of their own (a backend chosen before the framework is imported)."""
+    backends: tuple[str, ...]
+    """The backends it runs on (empty: none to choose); a cell's backend is stored as ``<name>_backend``."""
+    backend_help: str
+    """The help of its ``--<name>-backend`` option (frameworks with backends)."""
+
+    def owns_workload(self, workload: str) -> bool:
+        """Whether ``workload`` (a registered name) is one of this framework's."""
+        ...
+
+    def owns_model(self, model: str, preset: str | None, seed: int, backend_given: bool) -> bool:
+        """Whether the ``--model`` factory ``model`` makes this framework's model (``backend_given``: the command
+        named a backend of this framework)."""
+        ...
+
+    def backend(self, given: str | None, owned: bool, otherwise: str) -> str | None:
+        """The backend its targets run on: ``given`` (checked) or its default; None when the command has no target of
+        this framework (then a given backend is one line ending in ``otherwise``)."""
+        ...
+
+    def missing(self, backend: str | None) -> str | None:
+        """Why ``backend`` cannot run here (not installed: the extra to install), or None."""
+        ...
+
+    def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
+        """One line (AmpbenchError) for a mode it has no recipe for, or an option it cannot take, for ``what``."""
+        ...
+
+    def precisions(self, modes: tuple[str, ...]) -> tuple[str, ...]:
+        """The default modes of a run with one of its targets: those of ``modes`` it has a recipe for."""
+        ...
+
+    def workloads(self) -> list[WorkloadEntry]:
+        """The workloads it brings, for ``ampbench list``."""
+        ...
+
+    def describe(self, backend: str | None) -> str:
+        """How tables name a cell of this framework on ``backend`` (torch, keras/tensorflow)."""
+        ...
+
+    def setting(self, backend: str | None) -> str | None:
+        """How a report names its cells' setting in place of PyTorch's execution axes, or None to show those."""
+        ...
+
+    def train_job(self) -> str | None:
+        """``module:function`` that trains one of its models in a process of its own (payload: the cell and
+        epochs/max_steps), or None when ``ampbench train`` runs in the command's process."""
+        ...
+
+    def diagnose_job(self) -> str | None:
+        """``module:function`` that diagnoses one of its models in a process of its own, or None (in-process)."""
+        ...
+
+    def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
+                     preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
+                     given: dict[str, bool]) -> Any:
+        """The cell a ``train`` or ``diagnose`` of one of its targets runs in its own process, checked first (the
+        options it cannot take: ``given``, flag -> given; the mode; the backend installed)."""
+        ...
+
+    def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
+        """One line for a diagnose check it cannot run on ``what``."""
+        ...
+
+    def diagnose_checks(self) -> tuple[str, ...] | None:
+        """The diagnose checks it runs (None: every check)."""
+        ...
+
+    def row_keys(self) -> dict[str, str]:
+        """The row keys only its rows fill, each with its documentation (merged into the store's ROW_KEYS)."""
+        ...
+
+    def row_types(self) -> dict[str, type]:
+        """What each of its row keys holds when not null (str, int, bool, float): the store validates rows by it."""
+        ...
+
+
+FRAMEWORKS = {"torch": "ampbench.frameworks.torch", "keras": "ampbench.frameworks.keras"}
+"""name -> package; the first is the default (a target no other framework claims is a PyTorch model)."""
+DEFAULT = next(iter(FRAMEWORKS))
+
+__all__ = [
+    "DEFAULT",
+    "FRAMEWORKS",
+    "Framework",
+    "Options",
+    "WorkloadEntry",
+    "all_frameworks",
+    "backend_key",
+    "from_entries",
+    "get",
+    "of_cell",
+    "of_command",
+    "of_model",
+    "of_workload",
+    "resolve_backend",
+    "row_keys",
+]
+
+
+def get(name: str | None) -> Framework:
+    """The framework called ``name`` (None: the default)."""
+    name = name or DEFAULT
+    if name not in FRAMEWORKS:
+        raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
+    return importlib.import_module(FRAMEWORKS[name]).FRAMEWORK  # type: ignore[no-any-return]
+
+
+def all_frameworks() -> list[Framework]:
+    return [get(name) for name in FRAMEWORKS]
+
+
+def _others() -> list[Framework]:
+    return [get(name) for name in FRAMEWORKS if name != DEFAULT]
+
+
+def of_workload(workload: str | None) -> Framework:
+    """The framework of a registered workload (or adapter); the default for anything no other framework claims."""
+    if workload is not None:
+        for fw in _others():
+            if fw.owns_workload(workload):
+                return fw
+    return get(DEFAULT)
+
+
+def of_model(model: str, preset: str | None, seed: int, backend_given: str | None = None) -> Framework:
+    """The framework of a ``--model`` factory: one with backends when a backend was given, or the first that
+    recognises the model (its file's imports, else the object its factory returns), else the default."""
+    for fw in _others():
+        if fw.owns_model(model, preset, seed, backend_given is not None and bool(fw.backends)):
+            return fw
+    return get(DEFAULT)
+
+
+def of_command(workload: str | None, model: str | None, backend_given: str | None, preset: str | None,
+               seed: int) -> tuple[Framework, str | None]:
+    """(framework, backend) of a ``train`` or ``diagnose`` target; a backend given for a framework without the
+    target is one line."""
+    fw = of_model(model, preset, seed, backend_given) if model is not None else of_workload(workload)
+    return fw, resolve_backend(backend_given, {fw.name}, "this target is a PyTorch model")
+
+
+def resolve_backend(given: str | None, owners: set[str], otherwise: str) -> str | None:
+    """The backend the targets of ``owners`` (framework names) run on: each framework with backends resolves ``given``
+    for its own targets (its default when not given); a backend given where no such framework has a target is one
+    line ending in ``otherwise``."""
+    backend = None
+    for fw in all_frameworks():
+        if fw.backends:
+            backend = fw.backend(given, fw.name in owners, otherwise) or backend
+    return backend
+
+
+def backend_key(framework: str) -> str:
+    """The key (and row column) a cell's backend is stored under: ``<framework>_backend`` (keras_backend), so stored
+    keys and rows read the same whatever framework is added."""
+    return f"{framework}_backend"
+
+
+def key_entries(framework: str, backend: str | None) -> dict[str, Any]:
+    """What a cell's framework adds to its key: nothing for the default framework; ``<framework>_backend`` for
+    another (the key a Keras cell has always had)."""
+    if framework == DEFAULT and backend is None:
+        return {}
+    return {backend_key(framework): backend}
+
+
+def from_entries(d: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(framework, backend) of a flat cell dict or a stored row: its ``framework`` entry (with
+    ``<framework>_backend``, or ``backend`` in a cell's full dict), or the framework whose ``<framework>_backend``
+    entry it holds (keys never held ``framework``), else the default (rows from before the column)."""
+    name = d.get("framework")
+    if name in FRAMEWORKS:
+        return name, d.get(backend_key(name), d.get("backend"))
+    for other in FRAMEWORKS:
+        if other != DEFAULT and d.get(backend_key(other)) is not None:
+            return other, d[backend_key(other)]
+    return DEFAULT, None
+
+
+def of_cell(spec: Any) -> Framework:
+    return get(spec.framework)
+
+
+def row_types() -> dict[str, type]:
+    """What each framework's row keys hold (the store validates rows by it)."""
+    out: dict[str, type] = {}
+    for fw in all_frameworks():
+        out.update(fw.row_types())
+    return out
+
+
+def row_keys() -> dict[str, str]:
+    """The row keys the frameworks add, each documented (the store's ROW_KEYS include them)."""
+    out: dict[str, str] = {}
+    for fw in all_frameworks():
+        out.update(fw.row_keys())
+    return out
