@@ -124,7 +124,8 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
     (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: p4, p100-16gb"),
     ([], "give --gpu NAME or --gpu-spec FILE.json"),
     (["--gpu", "t4", "--workloads", "mnist"], "unknown workload 'mnist'"),
-    (["--gpu", "t4", "--batch-size", "0"], "--batch-size '0': comma-separated integers >= 1"),
+    (["--gpu", "t4", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),  # (run's parser: the same words)
+    (["--gpu", "t4", "--batch-size", "8,x"], "--batch-size '8,x': expected integers, e.g. 64 or 64,128"),
     (["--gpu", "t4", "--precisions", "fp64"], "fp64"),
     (["--gpu", "t4", "--workloads", "bert", "--model", "x.py:f"], "give --workloads or --model, not both"),
 ])

@@ -248,3 +248,65 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
             cols.append(Col("note", notes, "left", wraps=True))
         tables += stack_tables(title, keys, cols, width)
     return tables
+
+
+# -- ampbench predict's tables -------------------------------------------------------------------------------------
+def _times(v: Any) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+# (header, cell of an ok row); the memory split (weights, grads, optimizer, activations) sums to the peak with the
+# workspace and the largest temporary
+PREDICTED_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("ms/step", lambda r: f"{r['predicted_step_ms']:,.2f}"),
+    ("samples/s", lambda r: f"{r['predicted_samples_per_s']:,.0f}"),
+    ("x fp32", lambda r: _times(r["predicted_speedup_vs_fp32"])),
+    ("x tf32", lambda r: _times(r["predicted_speedup_vs_tf32"])),
+    ("± error", lambda r: f"±{r['predicted_error_pct']}%"),
+    ("peak memory", lambda r: fmt_bytes(r["predicted_peak_bytes"])),
+    ("max batch", lambda r: "-" if r["predicted_max_batch"] is None else f"{r['predicted_max_batch']:,}"),
+    ("MFU", lambda r: f"{r['predicted_mfu']:.0%}"),
+    ("bound", lambda r: r["predicted_bound"]),
+    ("weights", lambda r: fmt_bytes(r["predicted_weights_bytes"])),
+    ("grads", lambda r: fmt_bytes(r["predicted_grads_bytes"])),
+    ("optimizer", lambda r: fmt_bytes(r["predicted_optimizer_bytes"])),
+    ("activations", lambda r: fmt_bytes(r["predicted_activation_bytes"])),
+)
+_PREDICTED_MEMORY = {"peak memory", "max batch", "weights", "grads", "optimizer", "activations"}
+
+
+def _predicted_cell(head: str, cell: Any, row: dict[str, Any], first: bool) -> str:
+    """An ok row's figure; an ``oom`` row's memory figures (what did not fit, and the largest batch that does), no
+    speed; a refused row its status, in the first column."""
+    if row["status"] == "ok":
+        return str(cell(row))
+    if row["status"] == "oom":
+        return "oom" if head == "ms/step" else (str(cell(row)) if head in _PREDICTED_MEMORY else "")
+    return row["status"] if first else ""
+
+
+def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[Table | str]:
+    """``ampbench predict``'s console output, in order: one table per workload and batch (stacked to fit ``width``,
+    no number cut), a refused precision a row with its status and its reason in a line below, then what the error
+    band and the GPU's figures are (lines are rich markup, escaped)."""
+    out: list[Table | str] = []
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)
+    columns = [c for c in PREDICTED_COLUMNS if c[0] != "x tf32" or "tf32" in gpu.tflops]
+    for (workload, preset, batch), group in groups.items():
+        key = Col("mode", [r["precision"] + (f" {r['optimizer_state']}" if r.get("optimizer_state") else "")
+                           for r in group], justify="left")
+        cols = [Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group])
+                for i, (head, cell) in enumerate(columns)]
+        title = f"{escape(workload)} ({escape(preset)}), batch {batch}: predicted on {escape(gpu.key)} (no GPU ran it)"
+        out += stack_tables(title, key, cols, width)
+        for r in group:
+            if r["status"] != "ok":
+                state = f" {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
+                out.append(f"  {escape(r['precision'])}{escape(state)}: {escape(r.get('reason') or '')}")
+    for basis in dict.fromkeys(r["predicted_error_basis"] for r in rows if r.get("predicted_error_basis")):
+        out.append(f"± error: the typical |error| of predictions like these ({escape(basis)})")
+    out.append(f"peaks: {escape(gpu.peak_source)}; memory and bandwidth: {escape(gpu.source)}. Method, constants and "
+               "the error on published results: docs/predict.md")
+    return out

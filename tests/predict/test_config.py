@@ -1,0 +1,47 @@
+"""ampbench.predict.config.PredictConfig: the predict command as a library -- every check at construction, before
+anything is traced; the rows it predicts are the command's (the CLI only prints and stores them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ampbench.errors import AmpbenchError
+from ampbench.predict import config as predict_config
+from ampbench.predict.config import PredictConfig
+from tests.conftest import cli
+
+
+def test_the_rows_are_the_command_s(tmp_path: Path) -> None:
+    config = PredictConfig.from_strings(gpu="a100-80gb", workloads="tabular-mlp", preset="tiny",
+                                        precisions="fp32,amp-bf16", batch_size="8,16")
+    assert [t.label for t in config.targets] == ["tabular-mlp"] and config.batch_sizes == (8, 16)
+    rows = config.predict()
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions",
+                       "fp32,amp-bf16", "--batch-size", "8,16", "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert code == 0, err
+    by_cli = json.loads(out.read_text())
+    keys = ("workload", "precision", "batch_size", "status", "predicted_step_ms", "predicted_peak_bytes")
+    assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in by_cli]
+    assert [(r["batch_size"], r["precision"]) for r in rows] == [(8, "fp32"), (8, "amp-bf16"), (16, "fp32"),
+                                                                   (16, "amp-bf16")]
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"gpu": "a200"}, "--gpu 'a200' is not known"),
+    ({"gpu": "t4", "precisions": ","}, "--precisions is empty"),
+    ({"gpu": "t4", "batch_size": "0"}, "--batch-size must be >= 1"),
+    ({"gpu": "t4", "workloads": "bert", "model": "x.py:f"}, "give --workloads or --model, not both"),
+    ({"gpu": "t4", "workloads": "nope"}, "unknown workload 'nope'"),
+])
+def test_bad_input_is_refused_at_construction_before_any_trace(kw: dict[str, str], said: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def traced(*a: object, **k: object) -> None:
+        raise AssertionError("traced before the checks")
+
+    monkeypatch.setattr(predict_config, "predict_target", traced)
+    with pytest.raises(AmpbenchError, match=said.replace("(", r"\(")):
+        PredictConfig.from_strings(**{"workloads": "tabular-mlp", "preset": "tiny", **kw})
