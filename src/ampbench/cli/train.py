@@ -14,7 +14,7 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, invocation, plural
 from ampbench.cli.render import workload_header
 from ampbench.errors import AmpbenchError
-from ampbench.launch import ChildProcess, Job, die_with_launcher, is_rank, join_process_group, relaunch
+from ampbench.launch import ChildProcess, Job, become_rank, is_rank, relaunch
 from ampbench.paths import write_text_atomic
 from ampbench.tensorboard import TrainLogger
 
@@ -94,9 +94,10 @@ def _train_pytorch(request: Any) -> None:
                          optimizer_state=request.optimizer_state)
     if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
         build_target(t.workload, t.model, t.preset, t.data, t.seed)
-        raise typer.Exit(_launch_train_ranks(launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint))
-    if rank_worker:
-        _join_process_group(request.device)
+        # the same command in launch.nproc ranks per machine (the launcher dies with this process, the ranks with it)
+        raise typer.Exit(relaunch(invocation(), launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint))
+    if rank_worker and become_rank(request.device) != 0:
+        console.quiet = True  # (rank 0 prints)
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     result = _train_here(wl, config, request.tensorboard, compiled_by_default=request.compile is None and compile == "on")
@@ -158,25 +159,6 @@ def _print_result(result: Any, tensorboard: Path | None, json_out: Path | None) 
     if json_out is not None and not console.quiet:  # (one rank writes it)
         write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2))
         console.print(f"wrote {escape(str(json_out))}")
-
-
-def _launch_train_ranks(nproc: int, nnodes: int, node_rank: int, endpoint: str | None) -> int:
-    """`ampbench train --strategy S`: the same command in ``nproc`` ranks per machine started by torchrun (global
-    rank 0 prints); the launcher dies with this process and the ranks with the launcher. Returns its exit code."""
-
-    return relaunch(invocation(), nproc, nnodes, node_rank, endpoint)
-
-
-def _join_process_group(device: str | None) -> None:
-    """A rank of `ampbench train --strategy`: dies with its launcher, joins the process group on its device; ranks
-    other than 0 print nothing."""
-    import torch.distributed as dist  # lazy: torch
-
-    die_with_launcher()  # no rank outlives its launcher
-    join_process_group(device)
-    if dist.get_rank() != 0:
-        console.quiet = True
-
 
 
 def _train_apart(request: Any) -> None:

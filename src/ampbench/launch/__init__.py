@@ -8,8 +8,23 @@ Launchers move JSON and never import what a job does: ``bench`` uses ``launch``,
 from ampbench.launch.job import Job
 from ampbench.launch.lifeline import describe_exit, die_with_launcher, die_with_parent
 from ampbench.launch.process import ChildProcess, Inline
-from ampbench.launch.rank import join_process_group
+from ampbench.launch.rank import become_rank, join_process_group
 from ampbench.launch.torchrun import RankResults, Torchrun, check_nodes, free_port, is_rank, node_args, relaunch
 
-__all__ = ["ChildProcess", "Inline", "Job", "RankResults", "Torchrun", "check_nodes", "describe_exit",
-           "die_with_launcher", "die_with_parent", "free_port", "is_rank", "join_process_group", "node_args", "relaunch"]
+__all__ = [
+           "ChildProcess",
+           "Inline",
+           "Job",
+           "RankResults",
+           "Torchrun",
+           "become_rank",
+           "check_nodes",
+           "describe_exit",
+           "die_with_launcher",
+           "die_with_parent",
+           "free_port",
+           "is_rank",
+           "join_process_group",
+           "node_args",
+           "relaunch",
+]

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from ampbench.launch.job import Job
+from ampbench.launch.lifeline import die_with_launcher
 
 
 def join_process_group(device: str | None = None, timeout_s: float | None = None) -> str:
@@ -33,6 +34,17 @@ def join_process_group(device: str | None = None, timeout_s: float | None = None
         torch.cuda.set_device(local)
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=float(timeout_s or 600)))
     return f"cuda:{local}" if cuda else "cpu"
+
+
+def become_rank(device: str | None = None) -> int:
+    """This process is a rank torchrun started to run a command again (``ampbench train --strategy``): it dies with
+    its launcher (no rank outlives it), joins the process group on its device and returns its global rank (the
+    command prints on rank 0 only)."""
+    import torch.distributed as dist  # lazy: torch
+
+    die_with_launcher()
+    join_process_group(device)
+    return int(dist.get_rank())
 
 
 def main(argv: list[str]) -> int:
