@@ -52,8 +52,8 @@ from torch.nn import functional as F
 from ampbench import MixedPrecision, list_precisions, supported
 from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision import get
-from ampbench.precision.state import tf32_scope
 from ampbench.precision.support import cpu_half_hardware, cpu_name
+from ampbench.precision.tf32_flags import tf32_scope
 
 
 def make_model(width: int, depth: int, classes: int = 10) -> nn.Module:

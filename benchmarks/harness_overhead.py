@@ -27,7 +27,7 @@ from ampbench.cells import CellSpec
 from ampbench.frameworks.torch.cell import run_cell
 from ampbench.measure.env import environment
 from ampbench.precision import MixedPrecision, get
-from ampbench.precision.state import tf32_scope
+from ampbench.precision.tf32_flags import tf32_scope
 from ampbench.workloads import create_workload
 
 

@@ -112,7 +112,7 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     assert config.identity()["fp8_compile"] is True and "fp8_compile" not in _config().identity()
     from ampbench.frameworks.torch.cell import base_row
     from ampbench.report.console import compile_note
-    from ampbench.store.rows import row_problem
+    from ampbench.store.row_keys import row_problem
 
     row, plain = base_row(auto), base_row(explicit)
     assert row["compiled_by_default"] is True and plain["compiled_by_default"] is None

@@ -60,7 +60,7 @@ def test_rows_from_before_the_axes_are_eager_and_reports_name_cells() -> None:
 
 
 def test_a_stored_or_imported_row_with_an_unknown_axis_value_is_refused() -> None:
-    from ampbench.store.rows import empty_row, row_problem
+    from ampbench.store.row_keys import empty_row, row_problem
 
     row = {**empty_row(), "run_id": "r", "cell_key": "k", "workload": "w", "precision": "fp32", "status": "ok",
            "compile": "on", "memory_format": "channels_last", "cuda_graphs": "off"}

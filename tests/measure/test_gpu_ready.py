@@ -136,7 +136,7 @@ def test_the_plain_torch_loop_of_harness_overhead_runs_the_modes_math(monkeypatc
     import importlib.util
     from pathlib import Path
 
-    from ampbench.precision.state import read_tf32, tf32_scope
+    from ampbench.precision.tf32_flags import read_tf32, tf32_scope
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "harness_overhead.py"
     spec = importlib.util.spec_from_file_location("harness_overhead", path)

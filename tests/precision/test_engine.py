@@ -8,7 +8,7 @@ from torch.nn import functional as F
 from ampbench import LossScaleConfig, MixedPrecision
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision import LossScaler
-from ampbench.precision.state import read_tf32, tf32_scope
+from ampbench.precision.tf32_flags import read_tf32, tf32_scope
 
 from ..conftest import TinyNet, batches, make_run
 
@@ -271,7 +271,7 @@ def test_tf32_flags_use_the_new_api_without_a_warning_and_leave_the_process_as_f
     code = """
 import warnings, torch
 warnings.simplefilter("error")
-from ampbench.precision.state import read_tf32, tf32_scope
+from ampbench.precision.tf32_flags import read_tf32, tf32_scope
 b = torch.backends
 found = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision)
 with tf32_scope(True):

@@ -15,7 +15,7 @@ def test_every_row_key_and_status_is_documented() -> None:
 def test_every_framework_says_what_its_row_keys_hold_and_the_store_checks_it() -> None:
     """The store names no framework's columns: each framework types its own, and a row breaking the type is refused."""
     from ampbench import seam
-    from ampbench.store.rows import row_problem
+    from ampbench.store.row_keys import row_problem
 
     for fw in seam.all_frameworks():
         assert set(fw.row_keys()) == set(fw.row_types()), fw.name

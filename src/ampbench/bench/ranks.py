@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ampbench.bench.cell_row import base_row
 from ampbench.bench.jobs import job
-from ampbench.bench.rows import base_row
 from ampbench.cells import CellSpec
 from ampbench.launch import RankResults, Torchrun, describe_exit
 from ampbench.measure.maxbatch import Trial, measure_max_batch

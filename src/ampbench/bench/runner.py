@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 from ampbench import progress, seam
+from ampbench.bench.cell_row import base_row
 from ampbench.bench.config import RunConfig
 from ampbench.bench.jobs import framework, isolated_trial, job, trial_of, validate_job
 from ampbench.bench.ranks import run_cell_distributed
-from ampbench.bench.rows import base_row
 from ampbench.cells import CellSpec
 from ampbench.distributed.strategy import check_reduce_dtype, layout
 from ampbench.errors import AmpbenchError

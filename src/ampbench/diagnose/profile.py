@@ -34,7 +34,7 @@ from ampbench.measure.cpu import cpu_peak, half_math_claim
 from ampbench.measure.step import build_step, device_batches
 from ampbench.measure.timing import time_steps
 from ampbench.precision import get
-from ampbench.precision.state import read_tf32
+from ampbench.precision.tf32_flags import read_tf32
 from ampbench.workloads.base import Workload
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",

@@ -14,7 +14,7 @@ import ampbench
 from ampbench.cpuinfo import cpu_name
 from ampbench.errors import AmpbenchError
 from ampbench.measure.cpu import cpu_facts
-from ampbench.precision.state import read_tf32
+from ampbench.precision.tf32_flags import read_tf32
 
 
 def resolve_device(name: str | None) -> torch.device:

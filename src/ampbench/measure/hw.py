@@ -17,7 +17,7 @@ from ampbench.measure.peaks import find_peak, tensor_core_generation
 from ampbench.measure.timing import on_device
 from ampbench.precision import list_precisions, supported
 from ampbench.precision.fp8 import cpu_scaled_mm_problem
-from ampbench.precision.state import tf32_scope
+from ampbench.precision.tf32_flags import tf32_scope
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
 CPU_SIZES = (256, 512, 1024)  # an emulated fp16 GEMM at 2048 takes ~30 s a call

@@ -12,7 +12,7 @@ from torch import nn
 from ampbench.precision.base import Precision
 from ampbench.precision.fallbacks import cpu_autocast_fallbacks
 from ampbench.precision.registry import register
-from ampbench.precision.state import tf32_scope
+from ampbench.precision.tf32_flags import tf32_scope
 
 
 class _Both:

@@ -17,7 +17,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from ampbench.precision.state import tf32_scope
+from ampbench.precision.tf32_flags import tf32_scope
 
 _NOTHING = contextlib.nullcontext()
 

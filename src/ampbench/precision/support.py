@@ -11,7 +11,7 @@ import torch
 from ampbench.cpuinfo import cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable  # noqa: F401  (re-exported)
 from ampbench.precision.fp8 import cpu_scaled_mm_problem, torchao_problem
 from ampbench.precision.registry import get
-from ampbench.precision.state import TF32_OVERRIDE_ENV
+from ampbench.precision.tf32_flags import TF32_OVERRIDE_ENV
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from rich.text import Text
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import versus_fp32
 from ampbench.store.derive import compared_memory, memory_basis
-from ampbench.store.rows import framework_of
+from ampbench.store.row_keys import framework_of
 
 
 def fmt_bytes(n: Any) -> str:

@@ -19,7 +19,7 @@ from ampbench.report.compare import compare_table
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, speedup_text
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
-from ampbench.store.rows import framework_of
+from ampbench.store.row_keys import framework_of
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 

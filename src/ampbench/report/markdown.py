@@ -9,7 +9,7 @@ from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, saving_note, speedup_text
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
-from ampbench.store.rows import framework_of
+from ampbench.store.row_keys import framework_of
 
 
 def md_escape(value: Any) -> str:

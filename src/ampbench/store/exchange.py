@@ -13,7 +13,7 @@ from typing import Any
 from ampbench.errors import AmpbenchError
 from ampbench.paths import write_text_atomic
 from ampbench.store.derive import derive
-from ampbench.store.rows import DERIVED_KEYS, ROW_KEYS, row_problem
+from ampbench.store.row_keys import DERIVED_KEYS, ROW_KEYS, row_problem
 from ampbench.store.sqlite import Store
 
 FORMAT = "ampbench-results"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.errors import AmpbenchError
-from ampbench.store.rows import row_problem
+from ampbench.store.row_keys import row_problem
 
 DB_ENV = "AMPBENCH_DB"
 

@@ -28,7 +28,8 @@ from ampbench.data.textcsv import load_text_classification
 from ampbench.errors import AmpbenchError
 from ampbench.workloads import tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
-from ampbench.workloads.factories import (  # noqa: F401  (re-exported)
+from ampbench.workloads.tasks import DataSpec, shape_of, show
+from ampbench.workloads.user_callables import (  # noqa: F401  (re-exported)
     _MADE,
     _call_factory,
     _parameters,
@@ -37,7 +38,6 @@ from ampbench.workloads.factories import (  # noqa: F401  (re-exported)
     load_factory,
     made_by,
 )
-from ampbench.workloads.tasks import DataSpec, shape_of, show
 
 
 def _no_preset(spec: str, preset: str | None) -> AmpbenchError:

@@ -92,7 +92,7 @@ def set_tf32(backend: str, on: bool) -> dict[str, bool]:
     backends' defaults differ (off on PyTorch's matmuls, on for TensorFlow and JAX), and an fp32 cell must be fp32.
     Returns what is in force."""
     if backend == "torch":
-        from ampbench.precision.state import set_tf32 as set_torch_tf32  # the fp32_precision API; lazy: torch
+        from ampbench.precision.tf32_flags import set_tf32 as set_torch_tf32  # the fp32_precision API; lazy: torch
 
         set_torch_tf32(on)
         return {"tf32_matmul": on, "tf32_cudnn": on}

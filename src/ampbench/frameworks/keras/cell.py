@@ -25,7 +25,7 @@ import numpy as np
 
 import ampbench
 from ampbench import progress
-from ampbench.bench.rows import (
+from ampbench.bench.cell_row import (
     base_row,
     first_line,
     judge_timed_steps,

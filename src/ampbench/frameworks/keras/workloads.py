@@ -37,7 +37,7 @@ from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend, c
 from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
 from ampbench.launch import ChildProcess, Job
 from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec, sample_count
-from ampbench.workloads.factories import _MADE, _call_factory, call_make_batch, load_factory, made_by
+from ampbench.workloads.user_callables import _MADE, _call_factory, call_make_batch, load_factory, made_by
 
 PRESETS = ("tiny", "small", "paper")
 

@@ -19,8 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ampbench import progress
-from ampbench.bench.estimate import BUDGET_S
-from ampbench.bench.rows import (
+from ampbench.bench.cell_row import (
     base_row,
     judge_timed_steps,
     record_failure,
@@ -28,6 +27,7 @@ from ampbench.bench.rows import (
     trial_failed,
     trial_fits,
 )
+from ampbench.bench.estimate import BUDGET_S
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError

@@ -12,7 +12,7 @@ from typing import Any
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
 from ampbench.measure.maxbatch import measure_max_batch
-from ampbench.store.rows import empty_row
+from ampbench.store.row_keys import empty_row
 
 
 def base_row(spec: CellSpec) -> dict[str, Any]:
