@@ -118,6 +118,13 @@ def test_the_cli_uses_public_names_only() -> None:
     assert not private, f"the CLI imports private names: {sorted(private)}"
 
 
+def test_no_module_imports_another_s_private_names() -> None:
+    """A name with a leading underscore is its module's own: another module that needs it gets a public name."""
+    private = sorted((c, m, n) for c in MODULES for m, n in IMPORTS[c]
+                     if m != c and n.startswith("_") and not n.startswith("__"))
+    assert not private, f"private names imported across modules: {private}"
+
+
 def test_a_cell_loop_that_assumes_no_framework() -> None:
     """The runner loops over cells, resumes and stores: what a cell runs (the PyTorch engine today, a Keras model
     later) comes from the job a launcher starts, not from the loop."""

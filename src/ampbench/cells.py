@@ -78,12 +78,12 @@ SECTION = {"section": True}
 """Metadata of a field holding a section of the cell (or run): flattened into its dict and its key."""
 
 
-def _from_flat(cls: type, d: Mapping[str, Any]) -> Any:
+def from_flat(cls: type, d: Mapping[str, Any]) -> Any:
     """The inverse of :func:`flat` for a dataclass with sections (unknown names ignored, absent ones at default)."""
     kw: dict[str, Any] = {}
     for f in fields(cls):
         if f.metadata.get("section"):
-            kw[f.name] = _from_flat(f.default_factory, d)  # type: ignore[arg-type]  (a section's factory is its class)
+            kw[f.name] = from_flat(f.default_factory, d)  # type: ignore[arg-type]  (a section's factory is its class)
         elif f.name in d:
             v = d[f.name]
             kw[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
@@ -281,7 +281,7 @@ class CellSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CellSpec:
         framework, backend = seam.from_entries(d)
-        return _from_flat(cls, {**d, "framework": framework, "backend": backend})  # type: ignore[no-any-return]
+        return from_flat(cls, {**d, "framework": framework, "backend": backend})  # type: ignore[no-any-return]
 
     def with_flat(self, **changes: Any) -> CellSpec:
         """The same cell with flat fields changed (``steps=1``, ``device="cuda:1"``, ``strategy=None``)."""

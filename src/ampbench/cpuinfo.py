@@ -12,7 +12,7 @@ import platform
 
 
 @functools.lru_cache(maxsize=1)
-def _cpuinfo() -> dict[str, str]:
+def cpuinfo_fields() -> dict[str, str]:
     """The first processor's fields from /proc/cpuinfo (empty where unavailable)."""
     info: dict[str, str] = {}
     try:
@@ -29,12 +29,12 @@ def _cpuinfo() -> dict[str, str]:
 
 def cpu_flags() -> frozenset[str]:
     """CPU feature flags (x86 "flags"; empty where unavailable)."""
-    return frozenset(_cpuinfo().get("flags", "").split())
+    return frozenset(cpuinfo_fields().get("flags", "").split())
 
 
 def cpu_name() -> str:
     """The CPU's model name ("Intel(R) Xeon(R) ..."), or the architecture when unknown."""
-    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+    return cpuinfo_fields().get("model name") or platform.processor() or platform.machine()
 
 
 ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")

@@ -261,8 +261,8 @@ def test_cpu_theoretical_peak_is_cores_x_clock_x_flops_per_cycle(monkeypatch: py
 
     def fake(flags: str, vendor: str = "GenuineIntel", family: str = "6") -> None:
         info = {"flags": flags, "vendor_id": vendor, "cpu family": family, "cpu MHz": "2000.000", "model name": "X"}
-        monkeypatch.setattr(cpuinfo, "_cpuinfo", lambda: info)
-        monkeypatch.setattr(cpu, "_cpuinfo", lambda: info)
+        monkeypatch.setattr(cpuinfo, "cpuinfo_fields", lambda: info)
+        monkeypatch.setattr(cpu, "cpuinfo_fields", lambda: info)
         monkeypatch.setattr(cpu, "clock_ghz", lambda: (2.0, "test clock"))
         monkeypatch.setattr(cpu, "cores_used", lambda: 4)
         cpu._cpu_peak.cache_clear()

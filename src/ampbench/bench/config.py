@@ -33,9 +33,9 @@ from ampbench.cells import (
     Distribution,
     MeasureSettings,
     RecipeOptions,
-    _from_flat,
     converge_work,
     flat,
+    from_flat,
     with_,
 )
 from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
@@ -321,7 +321,7 @@ class RunConfig:
         unknown = sorted(set(flat_fields) - known)
         if unknown:
             raise TypeError(f"RunConfig.of() got unknown fields: {', '.join(unknown)}")
-        return cls(device=device, **{name: _from_flat(t, flat_fields) for name, t in sections.items()},
+        return cls(device=device, **{name: from_flat(t, flat_fields) for name, t in sections.items()},
                    launch=LaunchOptions(**(extra or {})))
 
     # -- from the command line -----------------------------------------------------------------------------------------

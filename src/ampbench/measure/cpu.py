@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 import torch
 
-from ampbench.cpuinfo import _cpuinfo, cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable
+from ampbench.cpuinfo import cpu_flags, cpu_half_hardware, cpu_name, cpuinfo_fields, isa_limit, usable
 
 AMX_FLOPS_PER_CYCLE = 1024.0
 
@@ -69,7 +69,7 @@ def clock_ghz() -> tuple[float | None, str]:
             return int(f.read().strip()) / 1e6, "maximum clock (cpufreq)"
     except (OSError, ValueError):
         pass
-    mhz = _cpuinfo().get("cpu MHz")
+    mhz = cpuinfo_fields().get("cpu MHz")
     try:
         return float(mhz) / 1e3, ("nominal clock from /proc/cpuinfo (no cpufreq here, e.g. a virtual machine: "
                                   "turbo can run above it, so measured rates can exceed this peak)")
@@ -89,7 +89,7 @@ def cores_used() -> int:
 
 def fp32_flops_per_cycle() -> tuple[float | None, str]:
     """fp32 FLOPs per cycle per core and the microarchitecture assumption behind it."""
-    info, flags = _cpuinfo(), cpu_flags()
+    info, flags = cpuinfo_fields(), cpu_flags()
     vendor, family = info.get("vendor_id", ""), _int(info.get("cpu family"))
     if usable("avx512f"):
         if vendor == "AuthenticAMD" and family == 25:

@@ -39,7 +39,7 @@ class _Both:
             self.first.__exit__(*exc)
 
 
-class _Autocast(Precision):
+class AutocastRecipe(Precision):
     autocasts = True
 
     def forward_context(self, device_type: str) -> contextlib.AbstractContextManager[None]:
@@ -56,7 +56,7 @@ class _Autocast(Precision):
 
 
 @register
-class AmpFP16(_Autocast):
+class AmpFP16(AutocastRecipe):
     name = "amp-fp16"
     preference = 1
     aliases = ("O1", "16-mixed", "16", "amp", "mixed_float16")
@@ -66,7 +66,7 @@ class AmpFP16(_Autocast):
 
 
 @register
-class AmpBF16(_Autocast):
+class AmpBF16(AutocastRecipe):
     name = "amp-bf16"
     preference = 0
     aliases = ("bf16-mixed", "bf16", "mixed_bfloat16")

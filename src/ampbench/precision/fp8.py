@@ -35,7 +35,7 @@ from torch import nn
 
 from ampbench.cpuinfo import isa_limit, usable
 from ampbench.errors import AmpbenchError, ParameterError
-from ampbench.precision.amp import _Autocast
+from ampbench.precision.amp import AutocastRecipe
 from ampbench.precision.registry import is_fp8, register
 
 TORCHAO_MIN = (0, 18)
@@ -267,7 +267,7 @@ def _cast_input_to_autocast_dtype(module: nn.Module, args: tuple[Any, ...]) -> t
     return None
 
 
-class _Fp8(_Autocast):
+class _Fp8(AutocastRecipe):
     compute_dtype = torch.bfloat16
     math_mode = "fp8"
     advised_only_with_verdict = True  # never recommended on speed alone (fp8's scaling changes the numerics)

@@ -30,13 +30,13 @@ from ampbench.workloads import tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
 from ampbench.workloads.tasks import DataSpec, shape_of, show
 from ampbench.workloads.user_callables import (  # noqa: F401  (re-exported)
-    _MADE,
-    _call_factory,
-    _parameters,
-    _where,
+    MADE,
+    call_factory,
     call_make_batch,
     load_factory,
     made_by,
+    parameter_names,
+    raised_where,
 )
 
 
@@ -52,7 +52,7 @@ def check_preset(spec: str, preset: str | None, seed: int = 0) -> None:
     if preset is None:
         return
     factory = load_factory(spec)
-    if "preset" not in _parameters(factory) and isinstance(made_by(spec, preset, seed), Workload):
+    if "preset" not in parameter_names(factory) and isinstance(made_by(spec, preset, seed), Workload):
         raise _no_preset(spec, preset)
 
 
@@ -76,13 +76,13 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
     if batches is not None and (data_dir is not None or data.input_shape is not None or data.vocab_size is not None):
         raise AmpbenchError("--batches makes the data itself: drop --data-dir, --input-shape and --vocab-size")
     factory = load_factory(spec)
-    made = _MADE.pop((spec, preset, seed)) if (spec, preset, seed) in _MADE else _call_factory(factory, spec, preset, seed)
+    made = MADE.pop((spec, preset, seed)) if (spec, preset, seed) in MADE else call_factory(factory, spec, preset, seed)
     if isinstance(made, Workload):
         given = data.given() + [f for f, v in (("--data-dir", data_dir), ("--batches", batches), ("--loss", loss),
                                                ("--option", options)) if v]
         if given:
             raise AmpbenchError(f"--model {spec!r} returns a Workload (its own data and loss): drop {', '.join(given)}")
-        if (preset is not None if preset_given is None else preset_given) and "preset" not in _parameters(factory):
+        if (preset is not None if preset_given is None else preset_given) and "preset" not in parameter_names(factory):
             raise _no_preset(spec, preset)
         if preset is not None and made.preset == "custom":
             made.preset = preset

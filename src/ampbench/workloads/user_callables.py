@@ -30,7 +30,7 @@ def seeded_if_loaded(seed: int) -> Iterator[None]:
         yield
 
 
-def _where(e: BaseException) -> str:
+def raised_where(e: BaseException) -> str:
     frames = traceback.extract_tb(e.__traceback__)
     return f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
 
@@ -53,7 +53,7 @@ def load_factory(spec: str, flag: str = "--model", what: str = "factory") -> Cal
         try:
             module_spec.loader.exec_module(module)
         except Exception as e:
-            raise AmpbenchError(f"{flag} {spec!r}: importing {path} failed: {type(e).__name__}: {e}{_where(e)}") from None
+            raise AmpbenchError(f"{flag} {spec!r}: importing {path} failed: {type(e).__name__}: {e}{raised_where(e)}") from None
     else:
         try:
             module = importlib.import_module(target)
@@ -69,31 +69,31 @@ def load_factory(spec: str, flag: str = "--model", what: str = "factory") -> Cal
     return factory
 
 
-def _call_factory(factory: Callable[..., Any], spec: str, preset: str | None, seed: int) -> Any:
-    takes_preset = "preset" in _parameters(factory)
+def call_factory(factory: Callable[..., Any], spec: str, preset: str | None, seed: int) -> Any:
+    takes_preset = "preset" in parameter_names(factory)
     try:
         with seeded_if_loaded(seed):
             return factory(preset=preset or "small") if takes_preset else factory()
     except AmpbenchError:
         raise
     except Exception as e:
-        raise AmpbenchError(f"--model {spec!r}: the factory raised {type(e).__name__}: {e}{_where(e)}") from None
+        raise AmpbenchError(f"--model {spec!r}: the factory raised {type(e).__name__}: {e}{raised_where(e)}") from None
 
 
-_MADE: dict[tuple[str, str | None, int], Any] = {}
+MADE: dict[tuple[str, str | None, int], Any] = {}
 """What a factory made while its target was recognised (:func:`made_by`), kept for the one build that follows."""
 
 
 def made_by(spec: str, preset: str | None, seed: int, keep: bool = True) -> Any:
     """The object ``--model spec``'s factory returns (seeded as a build is). With ``keep`` the next
     :func:`create_user_workload` of the same (spec, preset, seed) uses it instead of calling the factory again."""
-    made = _call_factory(load_factory(spec), spec, preset, seed)
+    made = call_factory(load_factory(spec), spec, preset, seed)
     if keep:
-        _MADE[(spec, preset, seed)] = made
+        MADE[(spec, preset, seed)] = made
     return made
 
 
-def _parameters(fn: Callable[..., Any]) -> list[str]:
+def parameter_names(fn: Callable[..., Any]) -> list[str]:
     try:
         return list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -106,7 +106,7 @@ def call_make_batch(make_batch: Callable[..., Any], batches: str, batch: int, rn
     try:
         made = make_batch(batch, rng)
     except Exception as e:
-        raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}{_where(e)}") from None
+        raise AmpbenchError(f"--batches {batches!r} raised {type(e).__name__}: {e}{raised_where(e)}") from None
     if not isinstance(made, (tuple, list)) or len(made) != 2:
         raise AmpbenchError(f"--batches {batches!r}: return (inputs, targets), got {type(made).__name__}")
     return made[0], made[1]

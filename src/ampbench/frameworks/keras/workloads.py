@@ -37,7 +37,7 @@ from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend, c
 from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
 from ampbench.launch import ChildProcess, Job
 from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec, sample_count
-from ampbench.workloads.user_callables import _MADE, _call_factory, call_make_batch, load_factory, made_by
+from ampbench.workloads.user_callables import MADE, call_factory, call_make_batch, load_factory, made_by
 
 PRESETS = ("tiny", "small", "paper")
 
@@ -340,7 +340,7 @@ def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -
         raise AmpbenchError(f"--model {spec!r}: --task lm is not measured for Keras models yet; give --loss "
                             "file.py:fn with --batches file.py:make_batch for a language model")
     factory = load_factory(spec)
-    first = check_keras_model(keras, _call_factory(factory, spec, preset, seed), spec)
+    first = check_keras_model(keras, call_factory(factory, spec, preset, seed), spec)
     batch = BATCH[preset]
     inputs, outputs = len(getattr(first, "inputs", None) or [0]), len(getattr(first, "outputs", None) or [0])
     compiled = getattr(first, "optimizer", None) is not None
@@ -381,7 +381,7 @@ def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -
     built = [first]
 
     def build() -> Any:  # the first model is the one checked; later calls (convergence seeds) build anew
-        return built.pop() if built else check_keras_model(keras, _call_factory(factory, spec, preset, seed), spec)
+        return built.pop() if built else check_keras_model(keras, call_factory(factory, spec, preset, seed), spec)
 
     return KerasWorkload(name=f"user:{spec}", preset=preset, build=build, x_train=x_tr, y_train=y_tr, x_test=x_te,
                          y_test=y_te, loss=loss, metrics=metrics, make_optimizer=_adam(1e-3), batch_size=batch,
@@ -434,7 +434,7 @@ def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
         else:
             os.environ["KERAS_BACKEND"] = preset_backend
     if is_keras_object(made):
-        _MADE.pop((model, preset, seed), None)  # (a Keras cell builds its own, in its own process)
+        MADE.pop((model, preset, seed), None)  # (a Keras cell builds its own, in its own process)
         return True
     return False
 
