@@ -11,10 +11,10 @@ from rich.text import Text
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
-from ampbench.cli.render import predicted_table
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
+from ampbench.report.predictions import predicted_table
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import merge_repeats
 

@@ -7,12 +7,10 @@ never rich markup).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ampbench.cli.core import console, plural
 from ampbench.tensorboard import RunLogger
@@ -171,53 +169,3 @@ def results_tables(rows: list[dict[str, Any]]) -> None:
 
     for table in tables(rows, console.width):
         console.print(table)
-
-
-def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
-    """One coloured line per workload: the advisor's pick and its evidence; where the workload ran at several batch
-    sizes, the line says the pick per batch (once, where every batch gives the same)."""
-    from ampbench.report.advisor import advise, workload_groups  # lazy: torch
-
-    by_workload: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
-    for group in workload_groups(rows):
-        wl, preset = group[0]["workload"], group[0].get("preset") or ""
-        by_workload.setdefault((wl, preset), []).append((group[0].get("batch_size"), advise(group)))
-    for (wl, preset), advices in by_workload.items():
-        head = f"{escape(wl)} ({escape(preset)})"
-
-        def pick(a: Any) -> str:
-            return f"[bold green]{escape(a.recommended)}[/]" if a.recommended else "[bold red]no recommendation[/]"
-
-        said = {(a.recommended, a.label, a.evidence) for _, a in advices}
-        if len(said) == 1:
-            a = advices[0][1]
-            batches = "" if len(advices) == 1 else f" at batch {', '.join(str(b) for b, _ in advices)}"
-            yield f"{head}{batches}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
-        else:
-            yield f"{head}: " + "; ".join(f"batch {b}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
-                                          for b, a in advices)
-        for b, a in advices:
-            at = f" batch {b}" if len(advices) > 1 else ""
-            if a.combination is not None:
-                yield f"{head}{at} fastest combination: [bold green]{escape(a.combination)}[/] " \
-                      f"{escape(a.combination_evidence or '')}"
-            if a.distributed is not None:
-                yield f"{head}{at} distributed: {escape(a.distributed)}"
-            if a.optimizer_states is not None:
-                yield f"{head}{at} {escape(a.optimizer_states)}"
-
-
-def predicted_table(lines: list[dict[str, Any]]) -> Any:
-    """Predictions (``report.predictions.table`` lines) as one console table, each beside the GPU measurement of the
-    same cell where the store holds one."""
-    table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
-    for col in ("workload", "GPU", "setting", "mode", "predicted/s", "±", "measured/s", "error"):
-        table.add_column(col, justify="left" if col in ("workload", "GPU", "setting", "mode") else "right",
-                         overflow="fold", no_wrap=col == "mode")
-    for p in lines:
-        table.add_row(escape(f"{p['workload']} ({p['preset']})"), escape(str(p["gpu"])), escape(p["setting"]),
-                      p["precision"], f"{p['predicted_samples_per_s']:,.0f}",
-                      "-" if p.get("predicted_error_pct") is None else f"{p['predicted_error_pct']}%",
-                      "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
-                      "-" if p["error"] is None else f"{p['error']:+.0%}")
-    return table

@@ -13,7 +13,7 @@ from rich.markup import escape
 from ampbench.bench.estimate import run_estimate
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, invocation, open_store, plural
-from ampbench.cli.render import advice_lines, cell_text, plan_header, results_tables, run_with_progress
+from ampbench.cli.render import cell_text, plan_header, results_tables, run_with_progress
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report import write_report
@@ -136,6 +136,8 @@ def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | 
     errored = [r for r in rows if r["status"] == "error"]
     console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok; stored in "
                   f"{escape(str(store.path))} (ampbench results / export)")
+    from ampbench.report.console import advice_lines  # lazy: torch (the advisor's CPU facts)
+
     for advice in advice_lines(rows):
         console.print(advice)
     if json_out is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
@@ -11,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.execution.options import Execution, strategy_label
-from ampbench.report.advisor import versus_fp32
+from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.store.derive import compared_memory, memory_basis
 from ampbench.store.row_keys import framework_of
 
@@ -310,3 +311,36 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
     out.append(f"peaks: {escape(gpu.peak_source)}; memory and bandwidth: {escape(gpu.source)}. Method, constants and "
                "the error on published results: docs/predict.md")
     return out
+
+
+# -- the advisor's lines ---------------------------------------------------------------------------------------------
+def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """One coloured line per workload: the advisor's pick and its evidence; where the workload ran at several batch
+    sizes, the line says the pick per batch (once, where every batch gives the same)."""
+    by_workload: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
+    for group in workload_groups(rows):
+        wl, preset = group[0]["workload"], group[0].get("preset") or ""
+        by_workload.setdefault((wl, preset), []).append((group[0].get("batch_size"), advise(group)))
+    for (wl, preset), advices in by_workload.items():
+        head = f"{escape(wl)} ({escape(preset)})"
+
+        def pick(a: Any) -> str:
+            return f"[bold green]{escape(a.recommended)}[/]" if a.recommended else "[bold red]no recommendation[/]"
+
+        said = {(a.recommended, a.label, a.evidence) for _, a in advices}
+        if len(said) == 1:
+            a = advices[0][1]
+            batches = "" if len(advices) == 1 else f" at batch {', '.join(str(b) for b, _ in advices)}"
+            yield f"{head}{batches}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
+        else:
+            yield f"{head}: " + "; ".join(f"batch {b}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
+                                          for b, a in advices)
+        for b, a in advices:
+            at = f" batch {b}" if len(advices) > 1 else ""
+            if a.combination is not None:
+                yield f"{head}{at} fastest combination: [bold green]{escape(a.combination)}[/] " \
+                      f"{escape(a.combination_evidence or '')}"
+            if a.distributed is not None:
+                yield f"{head}{at} distributed: {escape(a.distributed)}"
+            if a.optimizer_states is not None:
+                yield f"{head}{at} {escape(a.optimizer_states)}"

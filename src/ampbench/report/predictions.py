@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from ampbench.cells import CellId
 from ampbench.measure.peaks import find_peak, gpu_spec
 
@@ -127,3 +130,19 @@ def attach(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> lis
         match = next((p for p in preds if measured_for(p, [r]) is r), None)
         out.append({**r, "predicted_why": why_no_speedup(match)} if match is not None else r)
     return out
+
+
+def predicted_table(lines: list[dict[str, Any]]) -> Any:
+    """Predictions (``report.predictions.table`` lines) as one console table, each beside the GPU measurement of the
+    same cell where the store holds one."""
+    table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
+    for col in ("workload", "GPU", "setting", "mode", "predicted/s", "±", "measured/s", "error"):
+        table.add_column(col, justify="left" if col in ("workload", "GPU", "setting", "mode") else "right",
+                         overflow="fold", no_wrap=col == "mode")
+    for p in lines:
+        table.add_row(escape(f"{p['workload']} ({p['preset']})"), escape(str(p["gpu"])), escape(p["setting"]),
+                      p["precision"], f"{p['predicted_samples_per_s']:,.0f}",
+                      "-" if p.get("predicted_error_pct") is None else f"{p['predicted_error_pct']}%",
+                      "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
+                      "-" if p["error"] is None else f"{p['error']:+.0%}")
+    return table
