@@ -51,9 +51,9 @@ def diagnose_cmd(
     optimizer_state: o.OptimizerStateOpt = None,
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
+    from ampbench.command_requests import DiagnoseRequest, Target, data_options  # lazy: torch
     from ampbench.diagnose import diagnose  # lazy: torch
     from ampbench.precision import resolve  # lazy: torch
-    from ampbench.requests import DiagnoseRequest, Target, data_options  # lazy: torch
     from ampbench.workloads import build_target  # lazy: torch
 
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,

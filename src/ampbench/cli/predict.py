@@ -33,9 +33,9 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
                 channels_last: ChannelsLastOpt = False, json_out: o.json_option("the predicted rows") = None,
                 db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None) -> None:
     """Predict each precision's step time, memory and max batch on a GPU you do not have (nothing runs on a GPU)."""
+    from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
     from ampbench.report.console import predicted_tables  # lazy: torch
-    from ampbench.requests import data_options  # lazy: torch
 
     check_output_file(json_out, "--json", "predict.json")
     store = open_store(db)  # (a directory or a damaged file: one line, before anything is traced)

@@ -62,7 +62,7 @@ def train_cmd(
     optimizer_state: o.OptimizerStateOpt = None,
 ) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""
-    from ampbench.requests import Launch, Target, TrainRequest, data_options  # lazy: torch
+    from ampbench.command_requests import Launch, Target, TrainRequest, data_options  # lazy: torch
 
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                         option)

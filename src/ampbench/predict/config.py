@@ -1,5 +1,5 @@
 """What ``ampbench predict`` is asked, parsed and checked once (as ``run``'s :class:`~ampbench.bench.config.RunConfig`
-is), and the predictions it makes: the targets (``run``'s :class:`~ampbench.requests.Target`, at the presets ``run``
+is), and the predictions it makes: the targets (``run``'s :class:`~ampbench.command_requests.Target`, at the presets ``run``
 gives them on a GPU), the axes (precisions, batch sizes, optimizer states, layout) and the GPU.
 
 Every check runs at construction, before anything is traced: the GPU, the options, each target's data, a target of a
@@ -18,11 +18,11 @@ from typing import Any
 
 from ampbench.bench.config import parse_batch_sizes, parse_list
 from ampbench.bench.suites import with_presets
+from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
 from ampbench.measure.peaks import GpuSpec
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.predict.run import check_target, find_gpu, predict_target
-from ampbench.requests import Target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 

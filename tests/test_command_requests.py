@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ampbench.command_requests import DiagnoseRequest, Launch, Target, TrainRequest, data_options
 from ampbench.errors import AmpbenchError
-from ampbench.requests import DiagnoseRequest, Launch, Target, TrainRequest, data_options
 
 
 def test_a_target_knows_its_framework_and_backend() -> None:
