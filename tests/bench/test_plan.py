@@ -110,7 +110,7 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     assert auto.key() != explicit.key() and auto.to_dict()["compiled_by_default"] is True
     assert "compiled_by_default" not in explicit.to_dict()  # keys of earlier runs stay what they were
     assert config.identity()["fp8_compile"] is True and "fp8_compile" not in _config().identity()
-    from ampbench.frameworks.torch.cell import base_row
+    from ampbench.bench.cell_row import base_row
     from ampbench.report.console import compile_note
     from ampbench.store.row_keys import row_problem
 

@@ -13,6 +13,7 @@ Failures become a status (oom on any backend's out-of-memory), never an exceptio
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -26,14 +27,12 @@ import numpy as np
 import ampbench
 from ampbench import progress
 from ampbench.bench.cell_row import (
-    base_row,
     first_line,
     judge_timed_steps,
-    record_failure,
-    search_cell_max_batch,
     trial_failed,
     trial_fits,
 )
+from ampbench.bench.scenario import CellVerbs, measure_cell
 from ampbench.cells import CellSpec
 from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 from ampbench.errors import AmpbenchError
@@ -44,7 +43,6 @@ from ampbench.frameworks.keras.workloads import KerasWorkload, build_workload, o
 from ampbench.measure.host import rss
 from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
 from ampbench.measure.stats import latency_summary, time_host
-from ampbench.store.sqlite import utcnow
 
 
 def _device_env(device: str) -> None:
@@ -127,22 +125,51 @@ class Trainer:
 
 def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Measure one Keras cell in this process; the row (status says how it ended)."""
-    row = base_row(spec)  # (framework and keras_backend filled in from the cell's identity)
-    t0 = time.perf_counter()
-    try:
-        keras, policy = setup(spec)
+    """Measure one Keras cell in this process (the scenario, :func:`ampbench.bench.scenario.measure_cell`, through
+    :class:`KerasCell`); the row (status says how it ended)."""
+    return measure_cell(spec, KerasCell(), maxbatch_trial, throughput_at)
+
+
+class KerasCell(CellVerbs):
+    """A Keras cell's verbs: the model under its policy on the cell's backend (this process's)."""
+
+    keras: Any = None
+    gpu: bool = False
+
+    def open(self, spec: CellSpec, row: dict[str, Any]) -> Any:
+        self.keras, policy = setup(spec)
         facts = device_facts(spec)
-        row.update(backends.versions(keras), keras_policy=policy, device_name=facts["device_name"])
-        row["status"] = "ok"
-        _measure(keras, spec, row, policy, facts, maxbatch_trial, throughput_at)
-    except AmpbenchError as e:
-        row.update(status="error", reason=str(e))
-    except Exception as e:
-        record_failure(row, e, is_oom(e))
-    row["wall_s"] = time.perf_counter() - t0
-    row["created_at"] = utcnow()
-    return row
+        row.update(backends.versions(self.keras), keras_policy=policy, device_name=facts["device_name"])
+        self.gpu = spec.device.startswith("cuda")
+        tf32 = backends.set_tf32(spec.backend or "", spec.precision == "tf32") if self.gpu else \
+            {"tf32_matmul": False, "tf32_cudnn": False}
+        row["env"] = _env(row, spec, facts, tf32)
+        row["math_mode"] = _math_mode(spec.precision, tf32["tf32_matmul"])
+        return contextlib.nullcontext()
+
+    def build(self, spec: CellSpec, row: dict[str, Any]) -> KerasWorkload:
+        return build_workload(self.keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+
+    def batch_size(self, workload: KerasWorkload) -> int:
+        return workload.batch_size
+
+    def metric_name(self, workload: KerasWorkload) -> str | None:
+        return workload.metric_name  # type: ignore[no-any-return]
+
+    def throughput_memory(self, workload: KerasWorkload, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> Any:
+        return _throughput_memory(self.keras, workload, spec, batch_size, self.gpu, row)
+
+    def converge(self, workload: KerasWorkload, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> dict[str, Any]:
+        conv = converge(self.keras, spec, workload, batch_size)
+        if row["loss_scaled"] is None:  # (a cell that only converged: what compile() does under the policy)
+            row["loss_scaled"] = spec.precision in LOSS_SCALED
+        return conv
+
+    def inference(self, trained: Any, workload: KerasWorkload, sizes: list[int], iters: int) -> dict[str, Any]:
+        return inference_latency(trained.model, workload, sizes, iters=iters)
+
+    def is_oom(self, e: BaseException) -> bool:
+        return is_oom(e)
 
 
 def device_facts(spec: CellSpec) -> dict[str, Any]:
@@ -165,44 +192,6 @@ def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[
         if os.environ.get(var) is not None:
             out[var.lower()] = os.environ[var]
     return out
-
-
-def _measure(keras: Any, spec: CellSpec, row: dict[str, Any], policy: str, facts: dict[str, Any],
-             maxbatch_trial: Callable[[CellSpec, int], Any] | None,
-             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
-    gpu = spec.device.startswith("cuda")
-    tf32 = backends.set_tf32(spec.backend or "", spec.precision == "tf32") if gpu else \
-        {"tf32_matmul": False, "tf32_cudnn": False}
-    row["env"] = _env(row, spec, facts, tf32)
-    row["math_mode"] = _math_mode(spec.precision, tf32["tf32_matmul"])
-    measures = set(spec.measures)
-    progress.report("building the workload")
-    wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
-    batch_size = spec.batch_size or wl.batch_size
-    row.update(batch_size=batch_size, metric_name=wl.metric_name)
-    if "maxbatch" in measures:
-        keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
-        row.update(keys)
-        if error:
-            raise AmpbenchError(f"maxbatch trial failed: {error}")
-    trainer = None
-    if measures & {"throughput", "memory", "inference"}:
-        trainer = _throughput_memory(keras, wl, spec, batch_size, gpu, row)
-    if "converge" in measures:
-        conv = converge(keras, spec, wl, batch_size)
-        row["converge"] = conv
-        finals = [x for x in conv["final_losses"] if math.isfinite(x)]
-        row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
-        metrics = [m for m in conv["metrics"] if m is not None]
-        row["metric"] = sum(metrics) / len(metrics) if metrics else None
-        if row["loss_scaled"] is None:  # (a cell that only converged: what compile() does under the policy)
-            row["loss_scaled"] = spec.precision in LOSS_SCALED
-        if all(conv["diverged"]) and row["status"] != "diverged":
-            row.update(status="diverged", reason="every converge seed diverged: " + next(
-                (r for r in conv["reasons"] if r), "non-finite loss"))
-    if "inference" in measures and trainer is not None and row["status"] != "diverged":
-        large = spec.measure.inference_batch or batch_size
-        row["inference"] = inference_latency(trainer.model, wl, sorted({1, large}), iters=max(spec.measure.steps, 10))
 
 
 def _math_mode(precision: str, tf32: bool) -> str:

@@ -9,7 +9,6 @@ state hold.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Callable
@@ -20,17 +19,15 @@ import torch.distributed as dist
 
 from ampbench import progress
 from ampbench.bench.cell_row import (
-    base_row,
     judge_timed_steps,
-    record_failure,
-    search_cell_max_batch,
     trial_failed,
     trial_fits,
 )
 from ampbench.bench.estimate import BUDGET_S
+from ampbench.bench.scenario import CellVerbs, OverBudget, measure_cell
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
-from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
+from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
 from ampbench.measure.converge import converge, workload_length
@@ -45,16 +42,11 @@ from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.optimizer_state import check_optimizer
 from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import implementation
-from ampbench.store.sqlite import utcnow
 from ampbench.workloads import build_target
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
 DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
-
-
-class OverBudget(RuntimeError):
-    """CPU: the cell grew past --memory-budget (recorded as status oom)."""
 
 
 def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
@@ -89,40 +81,73 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
 
 def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Measure one cell in this process. ``maxbatch_trial`` / ``throughput_at`` run the max-batch
-    search's trials and its final throughput (the harness passes child-process versions)."""
-    row = base_row(spec)
-    t0 = time.perf_counter()
-    device = torch.device(spec.device)
-    try:
-        row["device_name"] = device_name(device)
-        sup = supported(spec.precision, device)
+    """Measure one cell in this process (the scenario, :func:`ampbench.bench.scenario.measure_cell`, through
+    :class:`TorchCell`). ``maxbatch_trial`` / ``throughput_at`` run the max-batch search's trials and its final
+    throughput (the harness passes child-process versions)."""
+    return measure_cell(spec, TorchCell(spec), maxbatch_trial, throughput_at)
+
+
+class TorchCell(CellVerbs):
+    """A PyTorch cell's verbs: the model under ampbench's engine on the cell's device."""
+
+    def __init__(self, spec: CellSpec) -> None:
+        self.spec = spec
+        self.device = torch.device(spec.device)
+        self.base_rss: int | None = None
+
+    def open(self, spec: CellSpec, row: dict[str, Any]) -> Any:
+        row["device_name"] = device_name(self.device)
+        sup = supported(spec.precision, self.device)
         if not sup.ok:
             raise UnsupportedPrecisionError(sup.reason)
-        row["status"] = "ok"  # a measurement may still say diverged; an exception below says otherwise
-        with on_device(device):  # (cuda:N: events and streams are the current device's)
-            _measure(spec, row, device, maxbatch_trial, throughput_at)
-    except UnsupportedPrecisionError as e:
-        row.update(status="unsupported", reason=str(e))
-    except TrainingDivergedError as e:
-        row.update(status="diverged", reason=str(e))
-    except OverBudget as e:
-        row.update(status="oom", reason=str(e))
-    except AmpbenchError as e:
-        row.update(status="error", reason=str(e))
-    except Exception as e:
-        record_failure(row, e, mem.is_oom(e))
-    finally:
-        if device.type == "cuda":
-            if spec.execution.compiled:  # (--no-isolate: the next cell in this process must not find this one's
-                # compiled graphs and CUDA-graph memory pools held in its peaks)
+        return on_device(self.device)  # (cuda:N: events and streams are the current device's)
+
+    def build(self, spec: CellSpec, row: dict[str, Any]) -> Workload:
+        wl = build_workload(spec)
+        self.base_rss = _cpu_baseline(spec, wl, self.device)
+        row.update(mem.model_sizes(wl.model))
+        return wl
+
+    def batch_size(self, workload: Workload) -> int:
+        return workload.batch_size
+
+    def metric_name(self, workload: Workload) -> str | None:
+        return workload.metric.name if workload.metric else None
+
+    def throughput_memory(self, workload: Workload, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> TrainStep:
+        step, measured = throughput_memory(workload, spec, batch_size, self.device, self.base_rss)
+        row.update(measured)
+        return step
+
+    def converge(self, workload: Workload, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> dict[str, Any]:
+        m = spec.measure
+        conv = converge(lambda s: build_workload(spec, s), spec.precision, self.device, m.converge_steps, m.seeds,
+                        spec.batch_size, m.seed, spec.recipe.loss_scale, spec.mp_options(), spec.execution)
+        row["fp8_layers"] = row.get("fp8_layers") or conv.pop("fp8_layers")  # (a converge-only fp8 row says it too)
+        return conv
+
+    def inference(self, trained: TrainStep, workload: Workload, sizes: list[int], iters: int) -> dict[str, Any]:
+        return inference_latency(trained, sizes, iters=iters)
+
+    def finish(self, trained: TrainStep | None, row: dict[str, Any]) -> None:
+        recipe = get(self.spec.precision)
+        if row.get("env") is None:
+            ctx = trained.mp.autocast() if trained is not None else recipe.forward_context(self.device.type)
+            with ctx:
+                row["env"] = environment(self.device)
+        row["math_mode"] = _math_mode(recipe, row["env"], row.get("fp8_flops_share"))
+
+    def close(self) -> None:
+        if self.device.type == "cuda":
+            if self.spec.execution.compiled:  # (--no-isolate: the next cell in this process must not find this
+                # one's compiled graphs and CUDA-graph memory pools held in its peaks)
                 from torch._dynamo import reset  # lazy: torch._dynamo
 
                 reset()
             torch.cuda.empty_cache()
-    row["wall_s"] = time.perf_counter() - t0
-    row["created_at"] = utcnow()
-    return row
+
+    def is_oom(self, e: BaseException) -> bool:
+        return mem.is_oom(e)
 
 
 def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | None:
@@ -136,51 +161,6 @@ def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | N
 def _check_budget(spec: CellSpec, peak: int | None, what: str) -> None:
     if spec.measure.memory_budget is not None and peak is not None and peak > spec.measure.memory_budget:
         raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {spec.measure.memory_budget / 2**20:,.0f} MiB")
-
-
-def _measure(spec: CellSpec, row: dict[str, Any], device: torch.device,
-             maxbatch_trial: Callable[[CellSpec, int], Any] | None,
-             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
-    progress.report("building the workload")
-    wl = build_workload(spec)
-    base_rss = _cpu_baseline(spec, wl, device)
-    batch_size = spec.batch_size or wl.batch_size
-    row["batch_size"] = batch_size
-    row["metric_name"] = wl.metric.name if wl.metric else None
-    row.update(mem.model_sizes(wl.model))
-    measures = set(spec.measures)
-    recipe = get(spec.precision)
-
-    if "maxbatch" in measures:  # first: the trials' processes must not share the GPU with this cell's model
-        keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
-        row.update(keys)
-        if error:  # (the trials so far stay in the row)
-            raise AmpbenchError(f"maxbatch trial failed: {error}")
-    step: TrainStep | None = None
-    if measures & {"throughput", "memory", "inference"}:
-        step, measured = throughput_memory(wl, spec, batch_size, device, base_rss)
-        row.update(measured)
-    if "converge" in measures:
-        m = spec.measure
-        conv = converge(lambda s: build_workload(spec, s), spec.precision, device, m.converge_steps, m.seeds,
-                        spec.batch_size, m.seed, spec.recipe.loss_scale, spec.mp_options(), spec.execution)
-        row["converge"] = conv
-        row["fp8_layers"] = row.get("fp8_layers") or conv.pop("fp8_layers")  # (a converge-only fp8 row says it too)
-        finals = [x for x in conv["final_losses"] if math.isfinite(x)]
-        row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
-        metrics = [m for m in conv["metrics"] if m is not None]
-        row["metric"] = sum(metrics) / len(metrics) if metrics else None
-        if all(conv["diverged"]) and row["status"] != "diverged":  # (a throughput divergence already has its reason)
-            row.update(status="diverged", reason="every converge seed diverged: " + next(
-                (r for r in conv["reasons"] if r), "non-finite loss"))
-    if "inference" in measures and step is not None and row["status"] != "diverged":
-        large = spec.measure.inference_batch or batch_size
-        row["inference"] = inference_latency(step, sorted({1, large}), iters=max(spec.measure.steps, 10))
-    if row.get("env") is None:
-        ctx = step.mp.autocast() if step is not None else recipe.forward_context(device.type)
-        with ctx:
-            row["env"] = environment(device)
-    row["math_mode"] = _math_mode(recipe, row["env"], row.get("fp8_flops_share"))
 
 
 def _math_mode(recipe: Any, env: dict[str, Any], fp8_share: float | None = None) -> str:

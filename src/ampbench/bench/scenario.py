@@ -1,0 +1,129 @@
+"""One measurement scenario: a cell's sequence of measurements, written once for every framework.
+
+:func:`measure_cell` is what a cell's process runs, whatever the framework: the row's identity, the framework's
+setup (its device facts; a mode it cannot run refused), the workload built, the max-batch search first (its trials'
+processes must not share the device with this cell's model), throughput and memory, convergence over seeds (averaged
+here, a cell whose every seed diverged is ``diverged``), inference latency, the framework's closing facts -- and how
+each way a cell can end becomes its status (``unsupported``, ``diverged``, ``oom``, ``error``). A framework provides
+only the verbs (:class:`CellVerbs`): what building, a timed step, a convergence run or an inference pass is for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ampbench import progress
+from ampbench.bench.cell_row import base_row, record_failure, search_cell_max_batch
+from ampbench.cells import CellSpec
+from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
+from ampbench.store.sqlite import utcnow
+
+
+class OverBudget(RuntimeError):
+    """The cell's peak memory exceeded ``--memory-budget``: the row's status is ``oom``."""
+
+
+class CellVerbs:
+    """A framework's work for one cell, called by :func:`measure_cell` in the scenario's order. A framework overrides
+    the verbs it has; the defaults do nothing (``open``, ``finish``, ``close``) or say the measure is not available."""
+
+    def open(self, spec: CellSpec, row: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
+        """Set the cell's framework up and fill the device's facts in ``row``; raise to refuse the cell. Returns the
+        context the measurements run in (a CUDA device made current)."""
+        return contextlib.nullcontext()
+
+    def build(self, spec: CellSpec, row: dict[str, Any]) -> Any:
+        """The cell's workload (its model sizes into ``row`` where the framework counts them)."""
+        raise NotImplementedError
+
+    def batch_size(self, workload: Any) -> int:
+        """The workload's own batch size (``--batch-size`` overrides it)."""
+        raise NotImplementedError
+
+    def metric_name(self, workload: Any) -> str | None:
+        raise NotImplementedError
+
+    def throughput_memory(self, workload: Any, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> Any:
+        """Time the steps and measure the memory into ``row``; returns what :meth:`inference` runs (its model)."""
+        raise AmpbenchError("this framework does not measure throughput")
+
+    def converge(self, workload: Any, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> dict[str, Any]:
+        """The convergence runs (``final_losses``, ``metrics``, ``diverged``, ``reasons`` per seed)."""
+        raise AmpbenchError("this framework does not measure convergence")
+
+    def inference(self, trained: Any, workload: Any, sizes: list[int], iters: int) -> dict[str, Any]:
+        raise AmpbenchError("this framework does not measure inference")
+
+    def finish(self, trained: Any, row: dict[str, Any]) -> None:
+        """The row's closing facts (its environment, the math its GEMMs ran in) where ``open`` did not fill them."""
+
+    def close(self) -> None:
+        """Release what the cell held (run whether it ended well or not)."""
+
+    def is_oom(self, e: BaseException) -> bool:
+        """Whether an exception the measurements raised is the device running out of memory."""
+        return False
+
+
+def measure_cell(spec: CellSpec, verbs: CellVerbs, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
+                 throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Measure one cell in this process through ``verbs``; its row (the status says how it ended).
+    ``maxbatch_trial`` / ``throughput_at`` run the max-batch search's trials and its final throughput (the harness
+    passes child-process versions)."""
+    row = base_row(spec)
+    t0 = time.perf_counter()
+    try:
+        with verbs.open(spec, row):
+            row["status"] = "ok"  # a measurement may still say diverged; an exception below says otherwise
+            _measure(spec, verbs, row, maxbatch_trial, throughput_at)
+    except UnsupportedPrecisionError as e:
+        row.update(status="unsupported", reason=str(e))
+    except TrainingDivergedError as e:
+        row.update(status="diverged", reason=str(e))
+    except OverBudget as e:
+        row.update(status="oom", reason=str(e))
+    except AmpbenchError as e:
+        row.update(status="error", reason=str(e))
+    except Exception as e:
+        record_failure(row, e, verbs.is_oom(e))
+    finally:
+        verbs.close()
+    row["wall_s"] = time.perf_counter() - t0
+    row["created_at"] = utcnow()
+    return row
+
+
+def _measure(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
+             maxbatch_trial: Callable[[CellSpec, int], Any] | None,
+             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
+    progress.report("building the workload")
+    wl = verbs.build(spec, row)
+    batch_size = spec.batch_size or verbs.batch_size(wl)
+    row.update(batch_size=batch_size, metric_name=verbs.metric_name(wl))
+    measures = set(spec.measures)
+    if "maxbatch" in measures:  # first: the trials' processes must not share the device with this cell's model
+        keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
+        row.update(keys)
+        if error:  # (the trials so far stay in the row)
+            raise AmpbenchError(f"maxbatch trial failed: {error}")
+    trained = None
+    if measures & {"throughput", "memory", "inference"}:
+        trained = verbs.throughput_memory(wl, spec, batch_size, row)
+    if "converge" in measures:
+        conv = verbs.converge(wl, spec, batch_size, row)
+        row["converge"] = conv
+        finals = [x for x in conv["final_losses"] if math.isfinite(x)]
+        row["final_loss"] = sum(finals) / len(finals) if finals else float("nan")
+        metrics = [m for m in conv["metrics"] if m is not None]
+        row["metric"] = sum(metrics) / len(metrics) if metrics else None
+        if all(conv["diverged"]) and row["status"] != "diverged":  # (a throughput divergence already has its reason)
+            row.update(status="diverged", reason="every converge seed diverged: " + next(
+                (r for r in conv["reasons"] if r), "non-finite loss"))
+    if "inference" in measures and trained is not None and row["status"] != "diverged":
+        large = spec.measure.inference_batch or batch_size
+        row["inference"] = verbs.inference(trained, wl, sorted({1, large}), max(spec.measure.steps, 10))
+    verbs.finish(trained, row)
