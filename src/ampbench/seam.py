@@ -38,6 +38,19 @@ class Options:
     given: dict[str, bool]
 
 
+class CellRunner(Protocol):
+    """What measures a cell in the cell's own process (a framework's cell module): the scenario through the
+    framework's verbs, one max-batch trial, a validation build, the steps an estimate times."""
+
+    def run_cell(self, spec: Any, maxbatch_trial: Any = None, throughput_at: Any = None) -> dict[str, Any]: ...
+
+    def run_trial(self, spec: Any, batch_size: int) -> dict[str, Any]: ...
+
+    def validate(self, spec: Any) -> dict[str, Any]: ...
+
+    def measure_steps(self, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+
 @runtime_checkable
 class Framework(Protocol):
     """A framework ampbench measures: recognise its targets, check a config, and name the modules that run its
@@ -46,14 +59,18 @@ class Framework(Protocol):
     name: str
     """The row's ``framework`` column (torch, keras)."""
     cell_module: str
-    """Import path of the module a cell's process runs: ``run_cell(spec, maxbatch_trial=, throughput_at=)``,
-    ``run_trial(spec, batch_size)``, ``validate(spec) -> {"error": ...}`` and ``measure_steps(payload)``."""
+    """Import path of its :class:`CellRunner` module, for a job another process runs (a launched job names its
+    function by path: ``<cell_module>:measure_steps``); in the cell's own process :meth:`cells` gives it typed."""
     own_process: bool
     """Its cells always run in a process of their own (a backend chosen before the framework is imported)."""
     backends: tuple[str, ...]
     """The backends it runs on (empty: none to choose); a cell's backend is stored as ``<name>_backend``."""
     backend_help: str
     """The help of its ``--<name>-backend`` option (frameworks with backends)."""
+
+    def cells(self) -> CellRunner:
+        """Its cell module, imported now (in the cell's process: a backend is chosen before the framework loads)."""
+        ...
 
     def owns_workload(self, workload: str) -> bool:
         """Whether ``workload`` (a registered name) is one of this framework's."""
@@ -133,6 +150,7 @@ DEFAULT = next(iter(FRAMEWORKS))
 __all__ = [
     "DEFAULT",
     "FRAMEWORKS",
+    "CellRunner",
     "Framework",
     "Options",
     "WorkloadEntry",

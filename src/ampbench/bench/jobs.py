@@ -5,7 +5,6 @@ trial on one torchrun rank. Each takes the JSON payload the parent wrote and ret
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import replace
 from typing import Any
@@ -49,10 +48,10 @@ def _ok(result: dict[str, Any]) -> dict[str, Any]:
     return {} if "_failed" in result else result
 
 
-def framework(spec: CellSpec) -> Any:
-    """The module that measures the cell in this process (``run_cell``, ``run_trial``, ``validate``): its framework's
-    cell module (:mod:`ampbench.seam`), imported here, in the cell's process (a backend is chosen there)."""
-    return importlib.import_module(seam.of_cell(spec).cell_module)
+def framework(spec: CellSpec) -> seam.CellRunner:
+    """What measures the cell in this process (``run_cell``, ``run_trial``, ``validate``): its framework's cell
+    module (:meth:`ampbench.seam.Framework.cells`), imported here, in the cell's process (a backend is chosen there)."""
+    return seam.of_cell(spec).cells()
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
@@ -65,12 +64,12 @@ def cell(payload: dict[str, Any]) -> dict[str, Any]:
 
 def trial(payload: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(payload)
-    return framework(spec).run_trial(spec, int(payload["batch_size"]))  # type: ignore[no-any-return]
+    return framework(spec).run_trial(spec, int(payload["batch_size"]))
 
 
 def throughput(payload: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(payload)
-    return framework(spec).run_cell(spec.measuring(("throughput",), int(payload["batch_size"])))  # type: ignore[no-any-return]
+    return framework(spec).run_cell(spec.measuring(("throughput",), int(payload["batch_size"])))
 
 
 def validate_job(specs: list[CellSpec]) -> Job:
@@ -88,7 +87,7 @@ def validate(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(spec: CellSpec) -> dict[str, Any]:
-    return framework(spec).validate(spec)  # type: ignore[no-any-return]
+    return framework(spec).validate(spec)
 
 
 def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
@@ -99,11 +98,11 @@ def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
     if payload.get("crash_rank") == dist.get_rank():  # tests: a rank that dies mid-cell (SIGKILL, as the OOM killer)
         os.kill(os.getpid(), 9)
     spec = replace(_spec(payload), device=payload["device"])
-    return framework(spec).run_cell(spec)  # type: ignore[no-any-return]
+    return framework(spec).run_cell(spec)
 
 
 def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
     """One max-batch trial on one rank."""
     spec = replace(_spec(payload), device=payload["device"])
-    return framework(spec).run_trial(spec, int(payload["batch_size"]))  # type: ignore[no-any-return]
+    return framework(spec).run_trial(spec, int(payload["batch_size"]))
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ampbench.frameworks.keras.backends import missing
 from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
-from ampbench.seam import Options, WorkloadEntry
+from ampbench.seam import CellRunner, Options, WorkloadEntry
 
 ROW_KEYS = {
     "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
@@ -54,6 +54,11 @@ class Keras:
     backends: tuple[str, ...] = ("torch", "tensorflow", "jax")
     backend_help: str = ("Keras models (keras-* workloads, a --model returning a keras.Model): torch (default), "
                          "tensorflow or jax.")
+
+    def cells(self) -> CellRunner:
+        from ampbench.frameworks.keras import cell  # lazy: numpy
+
+        return cell  # type: ignore[return-value]  (a module, its functions the protocol's methods)
 
     def owns_workload(self, workload: str) -> bool:
         from ampbench.frameworks.keras.workloads import is_keras_workload  # lazy: numpy

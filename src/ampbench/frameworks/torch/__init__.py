@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.seam import Options, WorkloadEntry
+from ampbench.seam import CellRunner, Options, WorkloadEntry
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,11 @@ class Torch:
     own_process: bool = False
     backends: tuple[str, ...] = ()
     backend_help: str = ""
+
+    def cells(self) -> CellRunner:
+        from ampbench.frameworks.torch import cell  # lazy: torch, torch.utils.flop_counter
+
+        return cell  # type: ignore[return-value]  (a module, its functions the protocol's methods)
 
     def owns_workload(self, workload: str) -> bool:
         return True  # (asked last: what no other framework claims)
