@@ -50,6 +50,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import missing_for as optimizer_state_missing
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
+from ampbench.run_options import RunOptions
 from ampbench.seam import Options
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
@@ -326,66 +327,60 @@ class RunConfig:
 
     # -- from the command line -----------------------------------------------------------------------------------------
     @classmethod
-    def from_strings(cls, *, device: str | None = None, workloads: str | None = None, precisions: str | None = None,
-                     preset: str | None = None, batch_size: str | None = None, steps: int | None = None,
-                     warmup: int | None = None, measure: str | None = None, repeats: int = 1, seed: int = 0,
-                     model: str | None = None, input_shape: str | None = None, vocab_size: int | None = None,
-                     num_classes: int | None = None, num_outputs: int | None = None, task: str | None = None,
-                     batches: str | None = None, loss: str | None = None, data_dir: str | Path | None = None,
-                     val_fraction: float | None = None, options: Iterable[str] | None = None,
-                     loss_scale: str | None = None, fp8_skip: str | None = None, fp8_filter: str | None = None,
-                     compile: str | None = None, memory_format: str | None = None, cuda_graphs: str | None = None,
-                     strategy: str | None = None, nproc_per_node: int = 2, grad_reduce_dtype: str | None = None,
-                     nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
-                     memory_budget: str | None = None, memory_margin: float = 0.05, maxbatch_limit: int = 65536,
-                     seeds: int | None = None, converge_steps: int | None = None, inference_batch: int | None = None,
-                     isolate: bool | None = None, cell_timeout: float | None = None,
-                     backend: str | None = None, optimizer_state: str | None = None) -> RunConfig:
-        """The config the command line's strings say (``ampbench run``'s options, same names): parsed here, checked
-        by the sections and the config."""
+    def from_strings(cls, **options: Any) -> RunConfig:
+        """The config of ``ampbench run``'s options given as keywords, same names (:class:`RunOptions` fields)."""
+        return cls.from_options(RunOptions.of(**options))
 
-        dev = str(resolve_device(device))
-        names = parse_list(workloads, "workloads")
-        if model is not None and names:
+    @classmethod
+    def from_options(cls, options: RunOptions) -> RunConfig:
+        """The config the command line's options say: parsed here, checked by the sections and the config."""
+        t, m, r, x = options.targets, options.measure, options.recipe, options.torch
+        dev = str(resolve_device(m.device))
+        names = parse_list(t.workloads, "workloads")
+        if t.model is not None and names:
             raise AmpbenchError("give --workloads or --model, not both")
-        data = DataOptions(input_shape, num_classes, vocab_size, num_outputs, task, batches, loss,
-                           None if data_dir is None else str(data_dir), val_fraction,
-                           tuple(sorted(parse_options(options).items())))
-        wl_names, presets = with_presets(names, preset, dev)
-        if model is not None:
-            wl_names, presets = (), (preset or "small",)
+        d = options.data
+        data = DataOptions(d.input_shape, d.num_classes, d.vocab_size, d.num_outputs, d.task, d.batches, d.loss,
+                           None if d.data_dir is None else str(d.data_dir), d.val_fraction,
+                           tuple(sorted(parse_options(d.option).items())))
+        wl_names, presets = with_presets(names, t.preset, dev)
+        if t.model is not None:
+            wl_names, presets = (), (t.preset or "small",)
         default_timed, default_warmup = default_steps(dev)
-        measured = MeasureSettings(parse_measures(measure), default_timed if steps is None else steps,
-                                   default_warmup if warmup is None else warmup, seed,
-                                   parse_size(memory_budget, "memory-budget"), memory_margin, maxbatch_limit,
-                                   seeds=seeds, converge_steps=converge_steps, inference_batch=inference_batch)
-        sizes = parse_batch_sizes(batch_size)
-        modes = parse_precisions(precisions, dev)
+        measured = MeasureSettings(parse_measures(m.measure), default_timed if m.steps is None else m.steps,
+                                   default_warmup if m.warmup is None else m.warmup, m.seed,
+                                   parse_size(m.memory_budget, "memory-budget"), m.memory_margin, m.maxbatch_limit,
+                                   seeds=m.seeds, converge_steps=m.converge_steps, inference_batch=m.inference_batch)
+        sizes = parse_batch_sizes(m.batch_size)
+        modes = parse_precisions(r.precisions, dev)
         owners = [seam.of_workload(w) for w in wl_names]
         model_framework = seam.DEFAULT
-        if model is not None:
-            model_framework = seam.of_model(model, preset or "small", seed, backend).name
+        if t.model is not None:
+            model_framework = seam.of_model(t.model, t.preset or "small", m.seed, t.backend).name
             owners.append(seam.get(model_framework))
             if model_framework == seam.DEFAULT:
-                check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
-        if precisions is None:  # the default modes of a run with another framework's target: those it has
+                check_model_preset(t.model, t.preset, m.seed)  # (only a preset the user gave: "small" is just the label)
+        if r.precisions is None:  # the default modes of a run with another framework's target: those it has
             for fw in {f.name: f for f in owners if f.name != seam.DEFAULT}.values():
                 modes = fw.precisions(modes)
-        points = executions(parse_axis(compile, "compile"), parse_axis(memory_format, "memory_format"),
-                            parse_axis(cuda_graphs, "cuda_graphs"))
-        strategies = (None, *dict.fromkeys(parse_list(strategy, "strategy"))) if strategy is not None else (None,)
-        reduces = tuple(dict.fromkeys(parse_list(grad_reduce_dtype, "grad-reduce-dtype"))) if grad_reduce_dtype else (None,)
+        points = executions(parse_axis(x.compile, "compile"), parse_axis(x.memory_format, "memory_format"),
+                            parse_axis(x.cuda_graphs, "cuda_graphs"))
+        strategies = (None, *dict.fromkeys(parse_list(x.strategy, "strategy"))) if x.strategy is not None else (None,)
+        reduces = (tuple(dict.fromkeys(parse_list(x.grad_reduce_dtype, "grad-reduce-dtype"))) if x.grad_reduce_dtype
+                   else (None,))
         return cls(
             device=dev,
-            targets=Targets(wl_names, presets, model, native_only_entries(names, preset, precisions is not None, dev),
-                            backend, model_framework),
-            data=data, recipe=RecipeOptions(loss_scale, tuple(x.strip() for x in (fp8_skip or "").split(",") if x.strip()),
-                                            fp8_filter),
+            targets=Targets(wl_names, presets, t.model,
+                            native_only_entries(names, t.preset, r.precisions is not None, dev), t.backend,
+                            model_framework),
+            data=data,
+            recipe=RecipeOptions(r.loss_scale, tuple(s.strip() for s in (r.fp8_skip or "").split(",") if s.strip()),
+                                 r.fp8_filter),
             measure=measured,
-            axes=Axes(modes, sizes, repeats, points, strategies, nproc_per_node if strategy is not None else 1, nnodes,
-                      reduces, fp8_compiles_by_default(compile is not None, dev, modes),
-                      (None, *dict.fromkeys(parse_list(optimizer_state, "optimizer-state")))),
-            launch=LaunchOptions(isolate, cell_timeout, node_rank, rdzv_endpoint))
+            axes=Axes(modes, sizes, m.repeats, points, strategies, x.nproc_per_node if x.strategy is not None else 1,
+                      x.nnodes, reduces, fp8_compiles_by_default(x.compile is not None, dev, modes),
+                      (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state")))),
+            launch=LaunchOptions(options.launch.isolate, options.launch.cell_timeout, x.node_rank, x.rdzv_endpoint))
 
     # -- what it means ---------------------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:

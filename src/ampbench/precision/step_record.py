@@ -69,7 +69,7 @@ class StepRecord:
 
     @property
     def loss(self) -> float | None:
-        return None if self.summed_loss is None else float(self.summed_loss)
+        return None if self.summed_loss is None else float(self.summed_loss.detach())
 
     @property
     def grad_norm(self) -> float | None:
@@ -81,7 +81,7 @@ class StepRecord:
         and ``loss`` / ``grad_norm`` when known (reading them is a host sync on a GPU)."""
         out = {"loss_scale": self.next_scale, "found_inf": float(self.skipped), "skipped_steps": float(self.skipped_steps)}
         if self.summed_loss is not None:
-            out["loss"] = float(self.summed_loss)
+            out["loss"] = float(self.summed_loss.detach())
         if self.grad_norm_tensor is not None:
             out["grad_norm"] = float(self.grad_norm_tensor)
         return out

@@ -1,0 +1,205 @@
+"""The options of ``ampbench run``, each declared once: a dataclass field whose metadata holds its flags and help.
+
+The command line is derived from these fields (:func:`ampbench.cli.declared.command`: one typer option per field, in
+the order declared), and :meth:`ampbench.bench.config.RunConfig.from_options` parses the same object, so an option
+is written here and read there -- nowhere else. Options the other commands share (the data a ``--model`` is fed,
+``--device``, ``--db``) are these fields too: their command-line aliases are derived from them
+(:func:`ampbench.cli.declared.alias`).
+
+The sections follow who owns the option: the targets, the data, how to measure, the recipes, the PyTorch engine's
+execution and distribution axes (:class:`TorchOptions`: the PyTorch framework's; a target of another framework
+refuses them), how cells are launched, and what the command writes. Values are as the command line gives them
+(strings, numbers); parsing and every check is the config's. Torch-free: the command line starts without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ampbench import seam
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a field appears on the command line."""
+
+    help: str
+    names: tuple[str, ...] | Callable[[], tuple[tuple[str, ...], str]] = ()
+    """The flags (none: typer's own, ``--field-name``, and ``--no-field-name`` for a bool); or a function giving
+    (flags, help) when the command line is built (the registered frameworks' ``--<framework>-backend``)."""
+    cli_default: Any = ...
+    """The command line's default where it is not the library's (``...``: the field's)."""
+
+    def resolved(self) -> tuple[tuple[str, ...], str]:
+        if callable(self.names):
+            return self.names()
+        return self.names, self.help
+
+
+def opt(default: Any, help: str, *names: str, cli_default: Any = ...,
+        flags: Callable[[], tuple[tuple[str, ...], str]] | None = None) -> Any:
+    """A field that is a command-line option (``flags``: its flags and help known when the command line is built)."""
+    return field(default=default, metadata={"cli": Flag(help, flags or names, cli_default)})
+
+
+def flag_of(section: type, name: str) -> Flag:
+    (f,) = [f for f in fields(section) if f.name == name]
+    return f.metadata["cli"]
+
+
+def _backend_flags() -> tuple[tuple[str, ...], str]:
+    """``--<framework>-backend`` of every framework with backends: one option, which each framework resolves for its
+    own targets."""
+    chosen = [fw for fw in seam.all_frameworks() if fw.backends]
+    return tuple(f"--{fw.name}-backend" for fw in chosen), " ".join(fw.backend_help for fw in chosen)
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    PANEL: ClassVar[str] = "What to measure"
+
+    workloads: str | None = opt(None, "Comma-separated workloads (default: the device's suite).")
+    model: str | None = opt(None, "Your model: file.py:factory or pkg.mod:factory (returns an nn.Module, an "
+                                  "ampbench.Workload or a keras.Model).")
+    preset: str | None = opt(None, "tiny | small | paper (default: small, or the suite's own).")
+    backend: str | None = opt(None, "", flags=_backend_flags)
+
+
+@dataclass(frozen=True)
+class DataArgs:
+    """What a ``--model`` (or an hf:/timm: adapter) is fed: the same for run, train, diagnose and predict."""
+
+    PANEL: ClassVar[str] = "Your model's data"
+
+    input_shape: str | None = opt(None, "Per-sample input shape: 20 (features), 3,224,224 (an image), 16,80 (a "
+                                        "sequence of vectors), 128 with --vocab-size (token ids).")
+    vocab_size: int | None = opt(None, "Token inputs: int64 ids in [1, V), 0 left for padding (--task lm: [0, V)); "
+                                       "hf: default: the config's vocabulary.")
+    num_classes: int | None = opt(None, "Classification (the default task): output (batch, N) logits.")
+    num_outputs: int | None = opt(None, "Regression: output (batch, K), MSE loss, RMSE metric.")
+    task: str | None = opt(None, "classify | regress | lm (output (batch, seq, vocab), next-token targets; needs "
+                                 "--vocab-size).")
+    batches: str | None = opt(None, "Your data: file.py:make_batch, make_batch(batch_size, generator) -> (inputs, "
+                                    "targets); inputs a tensor, tuple or dict.")
+    loss: str | None = opt(None, "Your loss: file.py:fn, fn(output, targets) -> scalar tensor.")
+    data_dir: Path | None = opt(None, "Real data (format per workload).")
+    val_fraction: float | None = opt(None, "Share of --data-dir data held out for testing when it comes as one split "
+                                           "(default 0.2; tabular/text 0.1).")
+    option: list[str] | None = opt(None, "Workload option KEY=VALUE (hf: config fields; tokenizer=word|byte|bpe for a "
+                                         "text CSV).", "--option", "-o")
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    PANEL: ClassVar[str] = "How to measure"
+
+    device: str | None = opt(None, "cpu, cuda or cuda:N (default: cuda if present).")
+    measure: str | None = opt(None, "throughput,memory,maxbatch,converge,inference.")
+    batch_size: str | None = opt(None, "Batch size(s), comma-separated (default: the workload's).")
+    steps: int | None = opt(None, "Timed steps per cell (default: 20 on CPU, 50 on GPU).")
+    warmup: int | None = opt(None, "Untimed warm-up steps, >= 1 (default: 3 on CPU, 10 on GPU).")
+    repeats: int = opt(1, "Throughput measurements per cell, interleaved across precisions; the advisor then needs "
+                          "every repeat to agree.")
+    seed: int = opt(0, "Seed for model init and data (converge: first of --seeds seeds).")
+    memory_budget: str | None = opt(None, "Memory a cell may use, e.g. 2GiB (over it: oom).")
+    memory_margin: float = opt(0.05, "maxbatch: peak must stay below (1-margin) x limit.")
+    maxbatch_limit: int = opt(65536, "Largest batch maxbatch tries.")
+    seeds: int | None = opt(None, "converge: seeds per precision (default by preset: tiny 2, small 3, paper 3).")
+    converge_steps: int | None = opt(None, "converge: training steps per seed (default by preset: tiny 30, small "
+                                           "200, paper the workload's epochs).")
+    inference_batch: int | None = opt(None, "inference: the large batch (default: the training batch).")
+
+
+@dataclass(frozen=True)
+class RecipeArgs:
+    PANEL: ClassVar[str] = "Precisions"
+
+    precisions: str | None = opt(None, "Modes or aliases (default: all the device runs).", "--precisions",
+                                 "--precision")
+    loss_scale: str | None = opt(None, "none | dynamic | hysteresis[:N] | static:V.")
+    fp8_skip: str | None = opt(None, "fp8 modes: Linear layers kept in bf16, name substrings, comma-separated (e.g. "
+                                     "head,lm_head).")
+    fp8_filter: str | None = opt(None, "fp8 modes: auto (multiple-of-16 dims and torchao's size thresholds) or dims "
+                                       "(only the multiple-of-16 rule).")
+    optimizer_state: str | None = opt(None, "Axis: Adam/AdamW state precisions, comma-separated: fp32, bf16, bf16-sr, "
+                                            "8bit, 4bit, fp8 (torchao); each runs beside the optimizer as built, with "
+                                            "every mode it applies to.", "--optimizer-state")
+
+
+@dataclass(frozen=True)
+class TorchOptions:
+    """The PyTorch engine's execution and distribution axes (PyTorch targets only)."""
+
+    PANEL: ClassVar[str] = "PyTorch: execution and distribution"
+
+    compile: str | None = opt(None, "Execution axis: off,on,max-autotune (torch.compile; default off). Each value runs "
+                                    "every precision.")
+    memory_format: str | None = opt(None, "Execution axis: contiguous,channels_last (models with (N,C,H,W) inputs; "
+                                          "default contiguous).")
+    cuda_graphs: str | None = opt(None, "Execution axis: off,on (CUDA only; default off): the compiled "
+                                        "forward/backward replayed as CUDA graphs.")
+    strategy: str | None = opt(None, "Distributed: ddp,fsdp (torch.distributed over --nproc-per-node ranks; "
+                                     "one-process cells run too, as the scaling baseline).")
+    nproc_per_node: int = opt(2, "With --strategy: ranks per machine (torchrun).")
+    grad_reduce_dtype: str | None = opt(None, "Distributed: fp32,bf16,fp16 (the dtype gradients are reduced in; "
+                                              "default: their own).")
+    nnodes: int = opt(1, "With --strategy: machines (the same command on each, with its --node-rank; node 0 prints "
+                         "and stores).")
+    node_rank: int = opt(0, "With --nnodes > 1: this machine's rank.")
+    rdzv_endpoint: str | None = opt(None, "With --nnodes > 1: HOST:PORT of node 0, the same on every machine "
+                                          "(torchrun's static rendezvous; run: cell i at PORT + i).")
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    PANEL: ClassVar[str] = "How cells are launched"
+
+    isolate: bool | None = opt(None, "Run each cell in a child process (an OOM or crash becomes a row).",
+                               cli_default=True)
+    """None (library callers): on CUDA yes, on CPU no; the command line isolates by default."""
+    cell_timeout: float | None = opt(None, "Seconds before an isolated cell is stopped (status error).")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything ``ampbench run`` is told about what to measure, by section."""
+
+    targets: TargetOptions = field(default_factory=TargetOptions)
+    recipe: RecipeArgs = field(default_factory=RecipeArgs)
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
+    data: DataArgs = field(default_factory=DataArgs)
+    torch: TorchOptions = field(default_factory=TorchOptions)
+    launch: LaunchArgs = field(default_factory=LaunchArgs)
+
+    @classmethod
+    def of(cls, **values: Any) -> RunOptions:
+        """From flat keywords (each a field of one section, as on the command line); an unknown name is a TypeError."""
+        sections = {f.name: f.default_factory for f in fields(cls)}  # type: ignore[misc]
+        owner = {g.name: s for s, t in sections.items() for g in fields(t)}  # type: ignore[arg-type]
+        unknown = sorted(set(values) - set(owner))
+        if unknown:
+            raise TypeError(f"RunOptions.of() got unknown options: {', '.join(unknown)}")
+        return cls(**{s: t(**{k: v for k, v in values.items() if owner[k] == s})  # type: ignore[operator]
+                      for s, t in sections.items()})
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What ``ampbench run`` writes and how it reports (not what it measures)."""
+
+    PANEL: ClassVar[str] = "Output"
+
+    db: Path | None = opt(None, "Results store (default: $AMPBENCH_DB or the user data dir).")
+    json_out: Path | None = opt(None, "Write the run's rows as JSON (for ampbench import); with --dry-run, the plan: "
+                                      "each cell with its key.", "--json")
+    resume: bool = opt(False, "Continue the last run with these options.")
+    label: str | None = opt(None, "Free-text label stored with the run.")
+    report: bool = opt(True, "Write the HTML report at the end.")
+    report_path: Path | None = opt(None, "Where (default: <db dir>/reports/RUN.html).")
+    dry_run: bool = opt(False, "Check everything (options, each workload built and checked) and print the plan; run "
+                               "and store nothing.", "--dry-run")
+    tensorboard: Path | None = opt(None, "Write TensorBoard event files under DIR (needs ampbench[tensorboard]; "
+                                         "docs/tensorboard.md).", "--tensorboard")
