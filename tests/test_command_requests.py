@@ -14,7 +14,7 @@ from ampbench.errors import AmpbenchError
 
 def test_a_target_knows_its_framework_and_backend() -> None:
     t = Target("mnist-cnn", preset="tiny")
-    assert (t.framework.name, t.backend, t.label, t.apart) == ("torch", None, "mnist-cnn", False)
+    assert (t.framework.name, t.backend, t.label, t.what) == ("torch", None, "mnist-cnn", "mnist-cnn")
     with pytest.raises(AmpbenchError, match="PyTorch model"):
         Target("mnist-cnn", backend_given="jax")
 
@@ -38,7 +38,8 @@ def test_a_train_request_checks_the_files_it_will_write(tmp_path: Path) -> None:
     with pytest.raises(AmpbenchError, match="--checkpoint"):
         TrainRequest(Target("mnist-cnn", preset="tiny"), checkpoint=tmp_path / "file")
     ok = TrainRequest(Target("mnist-cnn", preset="tiny"), json_out=tmp_path / "new" / "out.json", device="cpu")
-    assert (ok.apart_spec, ok.compile_mode, ok.fp8()) == (None, "off", None)
+    assert (ok.compile_mode, ok.fp8()) == ("off", None)
+    assert (ok.plan.precision, ok.plan.device, ok.plan.compile) == ("amp-bf16", "cpu", "off")  # (torch: its TrainConfig)
 
 
 def test_the_launch_and_the_data_options_are_checked() -> None:
@@ -52,7 +53,7 @@ def test_the_launch_and_the_data_options_are_checked() -> None:
 
 def test_a_diagnose_request_picks_the_checks_that_apply(tmp_path: Path) -> None:
     r = DiagnoseRequest(Target("mnist-cnn", preset="tiny"), precision="amp-fp16")
-    assert "fp8" not in r.wanted and "nonfinite" in r.wanted and r.apart_spec is None
+    assert "fp8" not in r.wanted and "nonfinite" in r.wanted and r.plan is None
     assert DiagnoseRequest(Target("mnist-cnn"), checks="policy, profile").wanted == ("policy", "profile")
     with pytest.raises(AmpbenchError, match="--checks gradients,activations"):
         DiagnoseRequest(Target("mnist-cnn"), checks="policy", tensorboard=tmp_path / "tb")
@@ -65,11 +66,11 @@ def test_a_diagnose_request_picks_the_checks_that_apply(tmp_path: Path) -> None:
                     reason="keras or tensorflow not installed")
 def test_another_frameworks_target_gets_its_cell_checked_here() -> None:
     r = TrainRequest(Target("keras-conv-dummy", preset="tiny"), precision="amp-bf16", epochs=1, device="cpu")
-    assert r.apart_spec is not None and (r.apart_spec.framework, r.apart_spec.backend) == ("keras", r.target.backend)
+    assert r.plan is not None and (r.plan.framework, r.plan.backend) == ("keras", r.target.backend)  # (its cell)
     assert r.target.backend is not None  # (the framework's default backend)
     with pytest.raises(AmpbenchError, match="--loss-scale"):
         TrainRequest(Target("keras-conv-dummy", preset="tiny"), loss_scale="dynamic")
     with pytest.raises(AmpbenchError, match="--epochs must be >= 1"):
         TrainRequest(Target("keras-conv-dummy", preset="tiny"), epochs=0)
     d = DiagnoseRequest(Target("keras-conv-dummy", preset="tiny", backend_given="tensorflow"), precision="amp-bf16")
-    assert d.apart_spec is not None and d.wanted
+    assert d.plan is not None and d.wanted

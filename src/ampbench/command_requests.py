@@ -6,11 +6,10 @@
 files the command will write -- runs in ``__post_init__``, in the order the command line has always reported them,
 so a request the CLI would refuse cannot be built and the command function only dispatches and prints.
 
-A target of a framework whose work runs in a process of its own (a Keras model: ``train_job``/``diagnose_job``)
-gets its cell checked here too (``apart``: the framework's ``command_spec``, which refuses the options it cannot
-take); a PyTorch target is trained by :class:`ampbench.frameworks.torch.train.TrainConfig`, which checks what the PyTorch
-trainer's library callers give it too (epochs, batch size and steps >= 1, --compile, the strategy's layout): the
-command builds it before any data.
+What a request means to its target's framework is the framework's: its ``train_plan``/``diagnose_plan``
+(:mod:`ampbench.seam`) checks the options it cannot take and returns what its ``train``/``diagnose`` runs (a PyTorch
+target: the :class:`ampbench.frameworks.torch.train.TrainConfig`; a Keras one: the cell its child process runs), so
+the command has no branch per framework.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from ampbench.diagnose import applicable_checks, parse_checks
 from ampbench.errors import AmpbenchError
 from ampbench.launch import check_nodes
 from ampbench.measure.env import resolve_device
-from ampbench.paths import check_output_dir, check_output_file
+from ampbench.paths import check_output_file
 from ampbench.precision import Fp8Options, resolve
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.tensorboard import open_dir
@@ -70,14 +69,9 @@ class Target:
         return self.workload or f"user:{self.model}"
 
     @property
-    def apart(self) -> bool:
-        """Its work runs in a process of its own (the framework's job), not in the command's process."""
-        return self.framework.train_job() is not None
-
-    def spec(self, precision: str, batch_size: int | None, device: str | None, given: dict[str, bool]) -> Any:
-        """The cell its framework runs apart, checked (the options it cannot take: ``given``, flag -> given)."""
-        return self.framework.command_spec(self.backend, self.workload, self.model, precision, self.preset, batch_size,
-                                           device, self.seed, self.data, given)
+    def what(self) -> str:
+        """How an error line names it."""
+        return self.workload or f"--model {self.model}"
 
 
 @dataclass(frozen=True)
@@ -121,37 +115,25 @@ class TrainRequest:
     fp8_filter: str | None = None
     grad_reduce_dtype: str | None = None
     optimizer_state: str | None = None
-    apart_spec: Any = field(init=False, default=None, repr=False, compare=False)
-    """The cell another framework's trainer runs (None: trained in this process)."""
+    argv: tuple[str, ...] = ()
+    """The command line (``--strategy``: torchrun runs it again in each rank)."""
+    plan: Any = field(init=False, default=None, repr=False, compare=False)
+    """What the target's framework trains (its ``train_plan``, checked)."""
 
     def __post_init__(self) -> None:
         resolve(self.precision)  # a bad name fails before any data is built
-        if self.target.apart:
-            for flag, v in (("--epochs", self.epochs), ("--batch-size", self.batch_size), ("--max-steps", self.max_steps)):
-                if v is not None and v < 1:
-                    raise AmpbenchError(f"{flag} must be >= 1, got {v}")
-            object.__setattr__(self, "apart_spec", self.target.spec(self.precision, self.batch_size, self.device, {
-                "--loss-scale": self.loss_scale is not None, "--compile": self.compile is not None,
+        object.__setattr__(self, "plan", self.target.framework.train_plan(self))
+        check_output_file(self.json_out, "--json")
+        self.target.check_data()
+
+    def given(self) -> dict[str, bool]:
+        """The options some framework cannot take: flag -> given."""
+        return {"--loss-scale": self.loss_scale is not None, "--compile": self.compile is not None,
                 "--strategy": self.launch.given(), "--checkpoint/--resume": self.checkpoint is not None or self.resume,
                 "--tensorboard": self.tensorboard is not None,
                 "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
                 "--optimizer-state": self.optimizer_state is not None,
-                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}))
-            self.target.check_data()
-            check_output_file(self.json_out, "--json")
-            return
-        _ = self.compile_mode  # (a bad --device fails here)
-        if self.resume and self.checkpoint is None:
-            raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
-        if self.grad_reduce_dtype is not None and not self.launch.given():
-            raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
-        self.fp8()  # (refused unless the mode is an fp8 one)
-        check_optimizer_state(self.precision, self.optimizer_state)
-        check_output_dir(self.checkpoint if not self.resume else None, "--checkpoint", "checkpoint.pt")
-        check_output_file(self.json_out, "--json")
-        if self.tensorboard is not None:
-            open_dir(self.tensorboard)
-        self.target.check_data()
+                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}
 
     @property
     def compile_mode(self) -> str:
@@ -182,20 +164,14 @@ class DiagnoseRequest:
     tensorboard: Path | None = None
     optimizer_state: str | None = None
     wanted: tuple[str, ...] = field(init=False, default=())
-    apart_spec: Any = field(init=False, default=None, repr=False, compare=False)
-    """The cell another framework's diagnosis runs (None: diagnosed in this process)."""
+    plan: Any = field(init=False, default=None, repr=False, compare=False)
+    """What the target's framework diagnoses (its ``diagnose_plan``, checked)."""
 
     def __post_init__(self) -> None:
         fw = self.target.framework
         object.__setattr__(self, "wanted", parse_checks(self.checks) if self.checks is not None else
                            fw.diagnose_checks() or applicable_checks(self.precision))
-        if fw.diagnose_job() is not None:
-            object.__setattr__(self, "apart_spec", self.target.spec(self.precision, self.batch_size, self.device, {
-                "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
-                "--trace": self.trace is not None, "--tensorboard": self.tensorboard is not None,
-                "--optimizer-state": self.optimizer_state is not None,
-                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}))
-            fw.check_checks(self.wanted, self.target.workload or f"--model {self.target.model}")
+        object.__setattr__(self, "plan", fw.diagnose_plan(self))
         self.fp8()
         check_optimizer_state(self.precision, self.optimizer_state)
         self.target.check_data()
@@ -206,6 +182,13 @@ class DiagnoseRequest:
             if not {"gradients", "activations"} & set(self.wanted):
                 raise AmpbenchError("--tensorboard writes the gradients and activations checks' histograms: add "
                                     "--checks gradients,activations (or leave --checks out)")
+
+    def given(self) -> dict[str, bool]:
+        """The options some framework cannot take: flag -> given."""
+        return {"--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
+                "--trace": self.trace is not None, "--tensorboard": self.tensorboard is not None,
+                "--optimizer-state": self.optimizer_state is not None,
+                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}
 
     def fp8(self) -> Fp8Options | None:
         return Fp8Options.for_modes([self.precision], self.fp8_skip, self.fp8_filter)

@@ -51,10 +51,54 @@ class CellRunner(Protocol):
     def measure_steps(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
 
+class TrainView(Protocol):
+    """Where ``ampbench train`` shows a framework's training as it runs (the command's console; nothing in a
+    library call). Plain text: the view styles it."""
+
+    quiet: bool
+    """Set by a framework in a process that must not print (a torchrun rank other than 0)."""
+
+    def begin(self, name: str, about: str, precision: str) -> None:
+        """The target (``name``, what it is) and the mode, before the first step."""
+        ...
+
+    def note(self, text: str) -> None:
+        """A remark on how it trains (e.g. compiled by default)."""
+        ...
+
+    def step(self, epoch: str, step: int, steps: int, info: str) -> None:
+        """Step ``step`` of ``steps`` of an epoch (``epoch`` like "2/5"), ``info`` the loss, scale and speed."""
+        ...
+
+    def event(self, text: str) -> None:
+        """A line as training goes (an epoch's end, evaluating)."""
+        ...
+
+    def done(self) -> None:
+        """Training ended (the live display, if any, stops)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """What ``ampbench train`` prints and writes of a finished training."""
+
+    summary: str
+    """The result's line (metrics, final loss, samples/s, steps, skipped steps)."""
+    data: dict[str, Any]
+    """What ``--json`` writes."""
+    warnings: tuple[str, ...] = ()
+    exit_code: int | None = None
+    """Set when the training ran in other processes whose exit code is the command's (torchrun's ranks)."""
+    error: str | None = None
+    """Training failed where no one-line refusal could say so (its process died): the command exits 1."""
+
+
 @runtime_checkable
 class Framework(Protocol):
-    """A framework ampbench measures: recognise its targets, check a config, and name the modules that run its
-    cells, trials, validations, estimates, training and diagnosis (each in the process the launcher starts)."""
+    """A framework ampbench measures: recognise its targets, check a config, give its cell module (the verbs of
+    the measurement scenario), and train and diagnose one of its models (in the command's process or one of its
+    own: the framework's choice, invisible to the command)."""
 
     name: str
     """The row's ``framework`` column (torch, keras)."""
@@ -67,6 +111,8 @@ class Framework(Protocol):
     """The backends it runs on (empty: none to choose); a cell's backend is stored as ``<name>_backend``."""
     backend_help: str
     """The help of its ``--<name>-backend`` option (frameworks with backends)."""
+    predicted: bool
+    """``ampbench predict`` traces its training steps (PyTorch's: the step traced on meta as CUDA runs it)."""
 
     def cells(self) -> CellRunner:
         """Its cell module, imported now (in the cell's process: a backend is chosen before the framework loads)."""
@@ -110,24 +156,24 @@ class Framework(Protocol):
         """How a report names its cells' setting in place of PyTorch's execution axes, or None to show those."""
         ...
 
-    def train_job(self) -> str | None:
-        """``module:function`` that trains one of its models in a process of its own (payload: the cell and
-        epochs/max_steps), or None when ``ampbench train`` runs in the command's process."""
+    def train_plan(self, request: Any) -> Any:
+        """An ``ampbench train`` request (:class:`ampbench.command_requests.TrainRequest`) checked for this framework
+        -- the options it cannot take refused in one line -- before any data is built; returns what :meth:`train`
+        runs."""
         ...
 
-    def diagnose_job(self) -> str | None:
-        """``module:function`` that diagnoses one of its models in a process of its own, or None (in-process)."""
+    def train(self, request: Any, plan: Any, view: TrainView) -> TrainOutcome:
+        """Train the request's target by ``plan``, showing its progress on ``view``; the result as the command
+        prints and writes it."""
         ...
 
-    def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
-                     preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
-                     given: dict[str, bool]) -> Any:
-        """The cell a ``train`` or ``diagnose`` of one of its targets runs in its own process, checked first (the
-        options it cannot take: ``given``, flag -> given; the mode; the backend installed)."""
+    def diagnose_plan(self, request: Any) -> Any:
+        """An ``ampbench diagnose`` request checked for this framework (the checks it cannot run refused)."""
         ...
 
-    def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
-        """One line for a diagnose check it cannot run on ``what``."""
+    def diagnose(self, request: Any, plan: Any, trace: Any) -> Any:
+        """The request's diagnosis (:class:`ampbench.diagnose.Diagnosis`); ``trace``: where the profile check writes
+        its Chrome trace."""
         ...
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
@@ -153,6 +199,8 @@ __all__ = [
     "CellRunner",
     "Framework",
     "Options",
+    "TrainOutcome",
+    "TrainView",
     "WorkloadEntry",
     "all_frameworks",
     "backend_key",

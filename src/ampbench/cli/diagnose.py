@@ -11,8 +11,6 @@ from rich.markup import escape
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store, plural
-from ampbench.errors import AmpbenchError
-from ampbench.launch import ChildProcess, Job
 from ampbench.paths import write_text_atomic
 from ampbench.store.exchange import clean_json
 from ampbench.store.sqlite import utcnow
@@ -52,9 +50,7 @@ def diagnose_cmd(
 ) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     from ampbench.command_requests import DiagnoseRequest, Target, data_options  # lazy: torch
-    from ampbench.diagnose import diagnose  # lazy: torch
     from ampbench.precision import resolve  # lazy: torch
-    from ampbench.workloads import build_target  # lazy: torch
 
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, data_dir, val_fraction,
                         option)
@@ -62,21 +58,13 @@ def diagnose_cmd(
                         steps=steps, checks=checks, batch_size=batch_size, device=device, fp8_skip=fp8_skip,
                         fp8_filter=fp8_filter, json_out=json_out, trace=trace, tensorboard=tensorboard,
                         optimizer_state=optimizer_state)
-    t, wanted, label = r.target, r.wanted, r.target.label
-
-    def build():  # type: ignore[no-untyped-def]  (diagnose() calls it once, and validates everything first)
-        return build_target(t.workload, t.model, t.preset, t.data, t.seed)
-
+    wanted, label = r.wanted, r.target.label
     store = open_store(db)
     if trace is None and "profile" in wanted:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        if r.apart_spec is not None:  # another framework's model: its checks, in a process of its own (its backend)
-            d = _diagnose_apart(t.framework, r.apart_spec, wanted, steps)
-        else:
-            d = diagnose(build, precision, steps=steps, preset=preset or "small", batch_size=batch_size, device=device,
-                         seed=seed, checks=wanted, trace=trace, name=label, mp_options=r.mp_options())
+        d = r.target.framework.diagnose(r, r.plan, trace)
     _show_and_store(d, label, wanted, store, tensorboard, json_out)
 
 
@@ -105,17 +93,3 @@ def _show_and_store(d: Any, label: str, wanted: tuple[str, ...], store: Any, ten
     if json_out is not None:
         write_text_atomic(json_out, json.dumps(clean_json(data), indent=1, default=str))
         console.print(f"wrote {escape(str(json_out))}")
-
-
-def _diagnose_apart(fw: Any, spec: Any, wanted: tuple[str, ...], steps: int) -> Any:
-    """The diagnosis of another framework's model (its ``diagnose_job``) in a child process, as a Diagnosis."""
-    from ampbench.diagnose import Diagnosis  # lazy: torch
-    from ampbench.diagnose.findings import Finding  # lazy: torch
-
-    r = ChildProcess().run(Job(fw.diagnose_job(), {"spec": spec.to_dict(), "checks": list(wanted), "steps": steps}))
-    if "_failed" in r:
-        raise AmpbenchError(f"diagnosing {spec.label} ({fw.describe(spec.backend)}) failed: {r['_failed']}")
-    if r.get("error"):
-        raise AmpbenchError(r["error"])
-    findings = [Finding(**f) for f in r.pop("findings")]
-    return Diagnosis(findings=findings, **r)

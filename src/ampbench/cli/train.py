@@ -11,12 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, err_console, invocation, plural
-from ampbench.cli.render import workload_header
-from ampbench.errors import AmpbenchError
-from ampbench.launch import ChildProcess, Job, become_rank, is_rank, relaunch
+from ampbench.cli.core import app, console, err_console, invocation
 from ampbench.paths import write_text_atomic
-from ampbench.tensorboard import TrainLogger
 
 
 @app.command("train", epilog=o.MODEL_EXAMPLES)
@@ -71,122 +67,62 @@ def train_cmd(
         batch_size=batch_size, max_steps=max_steps, device=device, json_out=json_out, checkpoint=checkpoint,
         resume=resume, tensorboard=tensorboard, launch=Launch(strategy, nproc_per_node, nnodes, node_rank, rdzv_endpoint),
         loss_scale=loss_scale, compile=compile, fp8_skip=fp8_skip, fp8_filter=fp8_filter,
-        grad_reduce_dtype=grad_reduce_dtype, optimizer_state=optimizer_state)
-    if request.apart_spec is not None:  # another framework's model: trained under its recipe, in a process of its own
-        return _train_apart(request)
-    _train_pytorch(request)
+        grad_reduce_dtype=grad_reduce_dtype, optimizer_state=optimizer_state, argv=tuple(invocation()))
+    outcome = request.target.framework.train(request, request.plan, ConsoleView())
+    if outcome.exit_code is not None:  # (trained by torchrun's ranks: theirs is the command's exit code)
+        raise typer.Exit(outcome.exit_code)
+    _print_outcome(outcome, request.tensorboard, request.json_out)
 
 
-def _train_pytorch(request: Any) -> None:
-    """A PyTorch target: trained here, or over the ranks torchrun starts (``--strategy``)."""
-    from ampbench.frameworks.torch.train import TrainConfig  # lazy: torch
-    from ampbench.precision.optimizer_state import check_built  # lazy: torch
-    from ampbench.workloads import build_target  # lazy: torch
+class ConsoleView:
+    """The console's :class:`ampbench.seam.TrainView`: a progress bar drawn at the first step (every refusal before
+    it prints alone), lines as training goes."""
 
-    t, launch = request.target, request.launch
-    compile = request.compile_mode
-    rank_worker = launch.given() and is_rank()  # a rank torchrun started
-    config = TrainConfig(precision=request.precision, epochs=request.epochs, batch_size=request.batch_size,
-                         seed=t.seed, device=request.device, loss_scale=request.loss_scale,
-                         checkpoint_dir=request.checkpoint, resume=request.resume,
-                         max_steps_per_epoch=request.max_steps, compile=compile, strategy=launch.strategy,
-                         grad_reduce_dtype=request.grad_reduce_dtype, fp8=request.fp8(),
-                         optimizer_state=request.optimizer_state)
-    if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
-        build_target(t.workload, t.model, t.preset, t.data, t.seed)
-        # the same command in launch.nproc ranks per machine (the launcher dies with this process, the ranks with it)
-        raise typer.Exit(relaunch(invocation(), launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint))
-    if rank_worker and become_rank(request.device) != 0:
-        console.quiet = True  # (rank 0 prints)
-    wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
-    check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
-    result = _train_here(wl, config, request.tensorboard, compiled_by_default=request.compile is None and compile == "on")
-    _print_result(result, request.tensorboard, request.json_out)
+    def __init__(self) -> None:
+        self.bar = Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                            TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False)
+        self.task: list[Any] = []
 
+    @property
+    def quiet(self) -> bool:
+        return console.quiet
 
-def _train_here(wl: Any, config: Any, tensorboard: Path | None, compiled_by_default: bool) -> Any:
-    """Train ``wl`` in this process with a progress bar (and TensorBoard scalars when asked)."""
+    @quiet.setter
+    def quiet(self, value: bool) -> None:
+        console.quiet = value
 
-    from ampbench.frameworks.torch.train import train  # lazy: torch
-    from ampbench.precision import resolve  # lazy: torch
+    def begin(self, name: str, about: str, precision: str) -> None:
+        console.print(f"[bold]{escape(name)}[/] ({escape(about)}) in [bold cyan]{escape(precision)}[/]")
 
-    console.print(f"{workload_header(wl)} in [bold cyan]{resolve(config.precision)}[/]")
-    if compiled_by_default:
-        console.print("[dim]fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
-                      "--compile off trains it eager[/]")
+    def note(self, text: str) -> None:
+        console.print(f"[dim]{escape(text)}[/]")
 
-    bar = Progress(TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console, transient=False)
-    task: list[Any] = []  # (the bar is drawn at the first step: every refusal before it prints alone)
+    def step(self, epoch: str, step: int, steps: int, info: str) -> None:
+        if not self.task:
+            self.bar.start()
+            self.task.append(self.bar.add_task("train", total=steps, epoch="-", info=""))
+        self.bar.update(self.task[0], total=steps, completed=step, epoch=epoch, info=info)
 
-    def on_progress(p) -> None:  # type: ignore[no-untyped-def]
-        if not task:
-            bar.start()
-            task.append(bar.add_task("train", total=p.steps, epoch="-", info=""))
-        bar.update(task[0], total=p.steps, completed=p.step, epoch=f"{p.epoch}/{p.epochs}",
-                   info=f"loss {p.loss:.4f}  scale {p.scale:g}  {p.samples_per_s:,.0f} samples/s")
+    def event(self, text: str) -> None:
+        if not console.quiet:
+            console.print(escape(text))
 
-    log = None
-    if tensorboard is not None:
-        log = TrainLogger(tensorboard)
-    try:
-        result = train(wl, config, on_progress, log=log)
-    finally:
-        if task:
-            bar.stop()
-        if log is not None:
-            log.close()
-    return result
+    def done(self) -> None:
+        if self.task:
+            self.bar.stop()
 
 
-def _print_result(result: Any, tensorboard: Path | None, json_out: Path | None) -> None:
-    """The trained model's line (metrics, loss, speed, steps), the TensorBoard hint and the JSON file."""
-
-    m = result.metric_name or "metric"
-    fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
-    parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",
-             f"test {m} {fmt(result.test_metric)}" if result.test_metric is not None else ""]
-    resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
-    if result.compile_s is not None:
-        resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
-    if result.strategy:
-        resumed += f" ({result.strategy} x{result.world_size}: samples/s of all ranks)"
-    console.print(escape(f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
-                         f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
-                         f"{plural(result.steps_trained, 'step')} trained, skipped steps {result.skipped_steps}"))
+def _print_outcome(outcome: Any, tensorboard: Path | None, json_out: Path | None) -> None:
+    """The trained model's line, the TensorBoard hint and the JSON file (one rank writes it); a training whose
+    process died: its error, exit 1."""
+    if outcome.error:
+        err_console.print(f"[red]error:[/] {escape(outcome.error)}")
+        raise typer.Exit(1)
+    for note in outcome.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(note)}")
+    console.print(escape(outcome.summary))
     if tensorboard is not None and not console.quiet:
         console.print(f"TensorBoard: tensorboard --logdir {escape(str(tensorboard))}")
-    if json_out is not None and not console.quiet:  # (one rank writes it)
-        write_text_atomic(json_out, json.dumps(result.to_dict(), indent=2))
-        console.print(f"wrote {escape(str(json_out))}")
-
-
-def _train_apart(request: Any) -> None:
-    """``ampbench train`` of another framework's model (checked by the request): the epochs in a child process (its
-    backend, its ``train_job``)."""
-    fw, spec, t = request.target.framework, request.apart_spec, request.target
-    what = t.workload or f"--model {t.model}"
-    shown: list[str] = []
-
-    def on_progress(e: Any) -> None:
-        line = f"{e.what} {e.detail}".strip()
-        if line not in shown and not console.quiet:
-            shown.append(line)
-            console.print(escape(line))
-
-    console.print(f"[bold]{escape(what)}[/] ({escape(fw.describe(t.backend))}, preset {escape(spec.preset)}) in "
-                  f"[bold cyan]{spec.precision}[/]")
-    r = ChildProcess(on_progress=on_progress).run(Job(fw.train_job(), {"spec": spec.to_dict(), "epochs": request.epochs,
-                                                                      "max_steps": request.max_steps}))
-    json_out = request.json_out
-    if "_failed" in r:
-        err_console.print(f"[red]error:[/] training {escape(what)} failed: {escape(r['_failed'])}")
-        raise typer.Exit(1)
-    if r.get("error"):
-        raise AmpbenchError(r["error"])
-    for note in r.get("warnings") or []:
-        err_console.print(f"[yellow]warning:[/] {escape(note)}")
-    console.print(escape(r.pop("summary")))
-    if json_out is not None:
-        write_text_atomic(json_out, json.dumps(r, indent=2))
+    if json_out is not None and not console.quiet:
+        write_text_atomic(json_out, json.dumps(outcome.data, indent=2))
         console.print(f"wrote {escape(str(json_out))}")

@@ -74,7 +74,7 @@ class PredictConfig:
                         for w, p in names_presets)
         for t in targets:
             t.check_data()
-            if t.apart:
+            if not t.framework.predicted:
                 raise AmpbenchError(f"predict traces PyTorch training steps; {t.label} is a {t.framework.name} target "
                                     "(measure it with ampbench run)")
         if model is not None:

@@ -12,6 +12,7 @@ fields added. Modules:
 - :mod:`~ampbench.frameworks.keras.memory`    the backends' GPU memory trackers, RSS growth on a CPU, out-of-memory on any backend
 - :mod:`~ampbench.frameworks.keras.train`     ``ampbench train`` of a Keras model (epochs under the policy, in its own process)
 - :mod:`~ampbench.frameworks.keras.diagnose`  ``ampbench diagnose`` of a Keras model: the nonfinite, policy and tensorcore checks
+- :mod:`~ampbench.frameworks.keras.command`   the train and diagnose verbs: the request checked, its job in a child process
 
 Nothing here imports keras at module import: the backend must be set first (:func:`backends.activate`).
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from ampbench.frameworks.keras.backends import missing
 from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
-from ampbench.seam import CellRunner, Options, WorkloadEntry
+from ampbench.seam import CellRunner, Options, TrainOutcome, TrainView, WorkloadEntry
 
 ROW_KEYS = {
     "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
@@ -54,6 +55,7 @@ class Keras:
     backends: tuple[str, ...] = ("torch", "tensorflow", "jax")
     backend_help: str = ("Keras models (keras-* workloads, a --model returning a keras.Model): torch (default), "
                          "tensorflow or jax.")
+    predicted: bool = False
 
     def cells(self) -> CellRunner:
         from ampbench.frameworks.keras import cell  # lazy: numpy
@@ -97,23 +99,25 @@ class Keras:
     def setting(self, backend: str | None) -> str | None:
         return f"keras on {backend}"  # (Keras compiles its own train step: no PyTorch execution axis)
 
-    def train_job(self) -> str | None:
-        return "ampbench.frameworks.keras.train:train_job"
+    def train_plan(self, request: Any) -> Any:
+        from ampbench.frameworks.keras import command  # lazy: torch
 
-    def diagnose_job(self) -> str | None:
-        return "ampbench.frameworks.keras.diagnose:diagnose_job"
+        return command.train_plan(request)
 
-    def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
-                     preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
-                     given: dict[str, bool]) -> Any:
-        from ampbench.frameworks.keras.workloads import command_spec  # lazy: numpy
+    def train(self, request: Any, plan: Any, view: TrainView) -> TrainOutcome:
+        from ampbench.frameworks.keras import command  # lazy: torch
 
-        return command_spec(backend or "", workload, model, precision, preset, batch_size, device, seed, data, given)
+        return command.train(request, plan, view)
 
-    def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
-        from ampbench.frameworks.keras.diagnose import check_checks  # lazy: torch
+    def diagnose_plan(self, request: Any) -> Any:
+        from ampbench.frameworks.keras import command  # lazy: torch
 
-        check_checks(wanted, what)
+        return command.diagnose_plan(request)
+
+    def diagnose(self, request: Any, plan: Any, trace: Any) -> Any:
+        from ampbench.frameworks.keras import command  # lazy: torch
+
+        return command.diagnose(request, plan, trace)
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
         from ampbench.frameworks.keras.diagnose import KERAS_CHECKS  # lazy: torch

@@ -2,6 +2,8 @@
 
 - :mod:`~ampbench.frameworks.torch.cell`   one cell measured in this process (the engine, the measures, the row)
 - :mod:`~ampbench.frameworks.torch.train`  ``ampbench train`` of a PyTorch model (epochs, checkpoints, resume)
+- :mod:`~ampbench.frameworks.torch.command`  the train and diagnose verbs: the request checked, then trained here (or
+  in torchrun's ranks) or diagnosed
 
 The workloads themselves (:mod:`ampbench.workloads`), the precision engine (:mod:`ampbench.precision`), the
 execution axes and torch.distributed strategies are PyTorch's too; they are packages of their own because they are
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.seam import CellRunner, Options, WorkloadEntry
+from ampbench.seam import CellRunner, Options, TrainOutcome, TrainView, WorkloadEntry
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Torch:
     own_process: bool = False
     backends: tuple[str, ...] = ()
     backend_help: str = ""
+    predicted: bool = True
 
     def cells(self) -> CellRunner:
         from ampbench.frameworks.torch import cell  # lazy: torch, torch.utils.flop_counter
@@ -62,19 +65,25 @@ class Torch:
     def setting(self, backend: str | None) -> str | None:
         return None
 
-    def train_job(self) -> str | None:
-        return None
+    def train_plan(self, request: Any) -> Any:
+        from ampbench.frameworks.torch import command  # lazy: torch
 
-    def diagnose_job(self) -> str | None:
-        return None
+        return command.train_plan(request)
 
-    def command_spec(self, backend: str | None, workload: str | None, model: str | None, precision: str,
-                     preset: str | None, batch_size: int | None, device: str | None, seed: int, data: Any,
-                     given: dict[str, bool]) -> Any:
-        raise NotImplementedError("PyTorch's train and diagnose run in the command's process")
+    def train(self, request: Any, plan: Any, view: TrainView) -> TrainOutcome:
+        from ampbench.frameworks.torch import command  # lazy: torch
 
-    def check_checks(self, wanted: tuple[str, ...], what: str) -> None:
-        return None
+        return command.train(request, plan, view)
+
+    def diagnose_plan(self, request: Any) -> Any:
+        from ampbench.frameworks.torch import command  # lazy: torch
+
+        return command.diagnose_plan(request)
+
+    def diagnose(self, request: Any, plan: Any, trace: Any) -> Any:
+        from ampbench.frameworks.torch import command  # lazy: torch
+
+        return command.diagnose(request, plan, trace)
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
         return None

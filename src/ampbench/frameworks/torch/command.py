@@ -1,0 +1,109 @@
+"""``ampbench train`` and ``ampbench diagnose`` of a PyTorch model: the torch framework's verbs
+(:class:`ampbench.seam.Framework`), in the command's process -- or, for ``train --strategy``, in the ranks torchrun
+starts with the same command line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ampbench.command_requests import DiagnoseRequest, TrainRequest
+from ampbench.diagnose import diagnose as run_checks
+from ampbench.errors import AmpbenchError
+from ampbench.frameworks.torch.train import TrainConfig
+from ampbench.frameworks.torch.train import train as train_workload
+from ampbench.launch import become_rank, is_rank, relaunch
+from ampbench.paths import check_output_dir
+from ampbench.precision import resolve
+from ampbench.precision.optimizer_state import check as check_optimizer_state
+from ampbench.precision.optimizer_state import check_built
+from ampbench.seam import TrainOutcome, TrainView
+from ampbench.tensorboard import TrainLogger, open_dir
+from ampbench.workloads import build_target
+
+
+def train_plan(request: TrainRequest) -> Any:
+    """The :class:`~ampbench.frameworks.torch.train.TrainConfig` the request says, checked with the files it will
+    write (before any data is built)."""
+
+    compile = request.compile_mode  # (a bad --device fails here)
+    if request.resume and request.checkpoint is None:
+        raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
+    if request.grad_reduce_dtype is not None and not request.launch.given():
+        raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
+    fp8 = request.fp8()  # (refused unless the mode is an fp8 one)
+    check_optimizer_state(request.precision, request.optimizer_state)
+    check_output_dir(request.checkpoint if not request.resume else None, "--checkpoint", "checkpoint.pt")
+    if request.tensorboard is not None:
+        open_dir(request.tensorboard)
+    return TrainConfig(precision=request.precision, epochs=request.epochs, batch_size=request.batch_size,
+                       seed=request.target.seed, device=request.device, loss_scale=request.loss_scale,
+                       checkpoint_dir=request.checkpoint, resume=request.resume,
+                       max_steps_per_epoch=request.max_steps, compile=compile, strategy=request.launch.strategy,
+                       grad_reduce_dtype=request.grad_reduce_dtype, fp8=fp8, optimizer_state=request.optimizer_state)
+
+
+def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
+    """Train here, or (``--strategy``, in the command's own process) start torchrun's ranks running the same
+    command: its exit code is the outcome's."""
+    t, launch = request.target, request.launch
+    rank_worker = launch.given() and is_rank()  # a rank torchrun started
+    if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
+        build_target(t.workload, t.model, t.preset, t.data, t.seed)
+        # the same command in launch.nproc ranks per machine (the launcher dies with this process, the ranks with it)
+        code = relaunch(list(request.argv), launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint)
+        return TrainOutcome("", {}, exit_code=code)
+    if rank_worker and become_rank(request.device) != 0:
+        view.quiet = True  # (rank 0 prints)
+    wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
+    check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
+    view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), resolve(config.precision))
+    if request.compile is None and config.compile == "on":
+        view.note("fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
+                  "--compile off trains it eager")
+
+    def on_progress(p: Any) -> None:
+        view.step(f"{p.epoch}/{p.epochs}", p.step, p.steps,
+                  f"loss {p.loss:.4f}  scale {p.scale:g}  {p.samples_per_s:,.0f} samples/s")
+
+    log = TrainLogger(request.tensorboard) if request.tensorboard is not None else None
+    try:
+        result = train_workload(wl, config, on_progress, log=log)
+    finally:
+        view.done()
+        if log is not None:
+            log.close()
+    return TrainOutcome(summary(result), result.to_dict())
+
+
+def summary(result: Any) -> str:
+    """The trained model's line: metrics, loss, speed, steps."""
+    m = result.metric_name or "metric"
+    fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
+    parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",
+             f"test {m} {fmt(result.test_metric)}" if result.test_metric is not None else ""]
+    resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
+    if result.compile_s is not None:
+        resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
+    if result.strategy:
+        resumed += f" ({result.strategy} x{result.world_size}: samples/s of all ranks)"
+    steps = f"{result.steps_trained:,} step" + ("" if result.steps_trained == 1 else "s")
+    return (f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
+            f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
+            f"{steps} trained, skipped steps {result.skipped_steps}")
+
+
+def diagnose_plan(request: DiagnoseRequest) -> None:
+    return None  # (every check and option is PyTorch's: the request checked them)
+
+
+def diagnose(request: DiagnoseRequest, plan: None, trace: Path | None) -> Any:
+    t = request.target
+
+    def build():  # type: ignore[no-untyped-def]  (the checks call it once, and validate everything first)
+        return build_target(t.workload, t.model, t.preset, t.data, t.seed)
+
+    return run_checks(build, request.precision, steps=request.steps, preset=t.preset or "small",
+                      batch_size=request.batch_size, device=request.device, seed=t.seed, checks=request.wanted,
+                      trace=trace, name=t.label, mp_options=request.mp_options())
