@@ -20,6 +20,7 @@ from typing import Any
 
 from ampbench import seam
 from ampbench.bench.config import fp8_compiles_by_default, parse_options
+from ampbench.command_options import CommandTarget, DataArgs, DiagnoseSettings, TrainDistribution, TrainSettings
 from ampbench.diagnose import applicable_checks, parse_checks
 from ampbench.errors import AmpbenchError
 from ampbench.launch import check_nodes
@@ -39,6 +40,12 @@ def data_options(input_shape: str | None = None, vocab_size: int | None = None, 
     return DataOptions(input_shape, num_classes, vocab_size, num_outputs, task, batches, loss,
                        None if data_dir is None else str(data_dir), val_fraction,
                        tuple(sorted(parse_options(option).items())))
+
+
+def data_of(args: DataArgs) -> DataOptions:
+    """The data options as the command line declares them (:class:`ampbench.command_options.DataArgs`), parsed."""
+    return data_options(args.input_shape, args.vocab_size, args.num_classes, args.num_outputs, args.task, args.batches,
+                        args.loss, args.data_dir, args.val_fraction, args.option)
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,18 @@ class TrainRequest:
         check_output_file(self.json_out, "--json")
         self.target.check_data()
 
+    @classmethod
+    def of(cls, target: CommandTarget, data: DataArgs, s: TrainSettings, d: TrainDistribution,
+           argv: tuple[str, ...] = ()) -> TrainRequest:
+        """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
+        return cls(Target(target.workload, target.model, target.preset, target.seed, data_of(data), target.backend),
+                   precision=s.precision, epochs=s.epochs, batch_size=s.batch_size, max_steps=s.max_steps,
+                   device=s.device, json_out=s.json_out, checkpoint=s.checkpoint, resume=s.resume,
+                   tensorboard=s.tensorboard,
+                   launch=Launch(d.strategy, d.nproc_per_node, d.nnodes, d.node_rank, d.rdzv_endpoint),
+                   loss_scale=s.loss_scale, compile=s.compile, fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter,
+                   grad_reduce_dtype=d.grad_reduce_dtype, optimizer_state=s.optimizer_state, argv=argv)
+
     def given(self) -> dict[str, bool]:
         """The options some framework cannot take: flag -> given."""
         return {"--loss-scale": self.loss_scale is not None, "--compile": self.compile is not None,
@@ -182,6 +201,14 @@ class DiagnoseRequest:
             if not {"gradients", "activations"} & set(self.wanted):
                 raise AmpbenchError("--tensorboard writes the gradients and activations checks' histograms: add "
                                     "--checks gradients,activations (or leave --checks out)")
+
+    @classmethod
+    def of(cls, target: CommandTarget, data: DataArgs, s: DiagnoseSettings) -> DiagnoseRequest:
+        """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
+        return cls(Target(target.workload, target.model, target.preset, target.seed, data_of(data), target.backend),
+                   precision=s.precision, steps=s.steps, checks=s.checks, batch_size=s.batch_size, device=s.device,
+                   fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter, json_out=s.json_out, trace=s.trace,
+                   tensorboard=s.tensorboard, optimizer_state=s.optimizer_state)
 
     def given(self) -> dict[str, bool]:
         """The options some framework cannot take: flag -> given."""

@@ -50,7 +50,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import missing_for as optimizer_state_missing
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
-from ampbench.run_options import RunOptions
+from ampbench.command_options import RunOptions
 from ampbench.seam import Options
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options

@@ -1,4 +1,4 @@
-"""Typer options derived from the option dataclasses (:mod:`ampbench.run_options`): a field's type, default, flags
+"""Typer options derived from the option dataclasses (:mod:`ampbench.command_options`): a field's type, default, flags
 and help become its command-line option, so an option is declared once.
 
 typer reads a command's parameters from its signature; :func:`command` gives a function taking whole sections
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ampbench.run_options import Flag
+from ampbench.command_options import Flag
 
 
 def _cli_type(hint: Any, default: Any) -> Any:
@@ -40,7 +40,9 @@ def _parameters(section: type) -> list[inspect.Parameter]:
         default = f.default if flag.cli_default is ... else flag.cli_default
         names, help_ = flag.resolved()
         panel = getattr(section, "PANEL", None)  # (rich's help panels: the sections, titled)
-        annotation = Annotated[_cli_type(hints[f.name], default), typer.Option(*names, help=help_, rich_help_panel=panel)]
+        info = typer.Argument(help=help_) if flag.argument else \
+            typer.Option(*names, help=help_, rich_help_panel=panel)
+        annotation = Annotated[_cli_type(hints[f.name], default), info]
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
     return out
 

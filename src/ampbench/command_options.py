@@ -1,15 +1,17 @@
-"""The options of ``ampbench run``, each declared once: a dataclass field whose metadata holds its flags and help.
+"""The options of ``ampbench run``, ``train`` and ``diagnose``, each declared once: a dataclass field whose metadata
+holds its flags and help.
 
 The command line is derived from these fields (:func:`ampbench.cli.declared.command`: one typer option per field, in
-the order declared), and :meth:`ampbench.bench.config.RunConfig.from_options` parses the same object, so an option
-is written here and read there -- nowhere else. Options the other commands share (the data a ``--model`` is fed,
-``--device``, ``--db``) are these fields too: their command-line aliases are derived from them
-(:func:`ampbench.cli.declared.alias`).
+the order declared, one help panel per section), and the library reads the same objects
+(:meth:`ampbench.bench.config.RunConfig.from_options`, :meth:`ampbench.command_requests.TrainRequest.of`,
+:meth:`~ampbench.command_requests.DiagnoseRequest.of`), so an option is written here and read there -- nowhere else.
+An option two commands take is one field: the second section takes it with :func:`same`; a command that takes a few
+alone (``predict``) gets their aliases (:func:`ampbench.cli.declared.alias`).
 
 The sections follow who owns the option: the targets, the data, how to measure, the recipes, the PyTorch engine's
 execution and distribution axes (:class:`TorchOptions`: the PyTorch framework's; a target of another framework
 refuses them), how cells are launched, and what the command writes. Values are as the command line gives them
-(strings, numbers); parsing and every check is the config's. Torch-free: the command line starts without torch.
+(strings, numbers); parsing and every check is the library's. Torch-free: the command line starts without torch.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class Flag:
     (flags, help) when the command line is built (the registered frameworks' ``--<framework>-backend``)."""
     cli_default: Any = ...
     """The command line's default where it is not the library's (``...``: the field's)."""
+    argument: bool = False
+    """A positional argument, not an option."""
 
     def resolved(self) -> tuple[tuple[str, ...], str]:
         if callable(self.names):
@@ -40,9 +44,15 @@ class Flag:
 
 
 def opt(default: Any, help: str, *names: str, cli_default: Any = ...,
-        flags: Callable[[], tuple[tuple[str, ...], str]] | None = None) -> Any:
+        flags: Callable[[], tuple[tuple[str, ...], str]] | None = None, argument: bool = False) -> Any:
     """A field that is a command-line option (``flags``: its flags and help known when the command line is built)."""
-    return field(default=default, metadata={"cli": Flag(help, flags or names, cli_default)})
+    return field(default=default, metadata={"cli": Flag(help, flags or names, cli_default, argument)})
+
+
+def same(section: type, name: str) -> Any:
+    """The option ``section`` declares as ``name``, taken by another section (another command) as it is."""
+    (f,) = [f for f in fields(section) if f.name == name]
+    return field(default=f.default, metadata=f.metadata)
 
 
 def flag_of(section: type, name: str) -> Flag:
@@ -203,3 +213,73 @@ class RunOutput:
                                "and store nothing.", "--dry-run")
     tensorboard: Path | None = opt(None, "Write TensorBoard event files under DIR (needs ampbench[tensorboard]; "
                                          "docs/tensorboard.md).", "--tensorboard")
+
+
+# -- ampbench train and ampbench diagnose: one target each --------------------------------------------------------------
+@dataclass(frozen=True)
+class CommandTarget:
+    """The one workload (or ``--model``) a train or diagnose works on."""
+
+    PANEL: ClassVar[str] = "What to train or diagnose"
+
+    workload: str | None = opt(None, "Workload name (ampbench list workloads); or use --model.", argument=True)
+    model: str | None = same(TargetOptions, "model")
+    preset: str | None = opt(None, "tiny | small | paper (default: small).")
+    seed: int = opt(0, "Seed for model init, data order and dropout.")
+    backend: str | None = same(TargetOptions, "backend")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    PANEL: ClassVar[str] = "Training"
+
+    precision: str = opt("amp-bf16", "Precision mode or alias.", "--precision", "--precisions", "-p")
+    epochs: int | None = opt(None, "Epochs (default: the workload's).")
+    batch_size: int | None = opt(None, "Batch size (default: the workload's).")
+    max_steps: int | None = opt(None, "Cap on steps per epoch (quick runs).")
+    device: str | None = same(MeasureOptions, "device")
+    loss_scale: str | None = same(RecipeArgs, "loss_scale")
+    fp8_skip: str | None = same(RecipeArgs, "fp8_skip")
+    fp8_filter: str | None = same(RecipeArgs, "fp8_filter")
+    optimizer_state: str | None = opt(None, "Adam/AdamW state precision: fp32, bf16, bf16-sr (pure-bf16), 8bit, 4bit, "
+                                            "fp8 (torchao; default: the optimizer as built, its states in the dtype of "
+                                            "the weights it steps).", "--optimizer-state")
+    compile: str | None = opt(None, "off | on | max-autotune: train the torch.compile'd model (the first step, which "
+                                    "compiles, is timed apart). Default off; on for fp8 on CUDA.", "--compile")
+    checkpoint: Path | None = opt(None, "Directory for checkpoint.pt, written each epoch.")
+    resume: bool = opt(False, "Resume from --checkpoint DIR.")
+    json_out: Path | None = opt(None, "Write the final metrics as JSON.", "--json")
+    tensorboard: Path | None = same(RunOutput, "tensorboard")
+
+
+@dataclass(frozen=True)
+class TrainDistribution:
+    PANEL: ClassVar[str] = "Distributed (PyTorch)"
+
+    strategy: str | None = opt(None, "ddp | fsdp: train over --nproc-per-node ranks (torchrun); --batch-size is per "
+                                     "rank.", "--strategy")
+    nproc_per_node: int = same(TorchOptions, "nproc_per_node")
+    grad_reduce_dtype: str | None = opt(None, "With --strategy: fp32 | bf16 | fp16 (default: the gradients' own dtype).",
+                                        "--grad-reduce-dtype")
+    nnodes: int = same(TorchOptions, "nnodes")
+    node_rank: int = same(TorchOptions, "node_rank")
+    rdzv_endpoint: str | None = same(TorchOptions, "rdzv_endpoint")
+
+
+@dataclass(frozen=True)
+class DiagnoseSettings:
+    PANEL: ClassVar[str] = "Diagnosis"
+
+    precision: str = opt("amp-fp16", "Mode to diagnose (name or alias).", "--precision", "--precisions", "-p")
+    steps: int = opt(20, "Training steps per check (NaN search, policy trials, profile).")
+    checks: str | None = opt(None, "nonfinite,gradients,activations,policy,tensorcore,profile,fp8 (fp8: the fp8 modes "
+                                   "only).")
+    batch_size: int | None = same(TrainSettings, "batch_size")
+    device: str | None = same(MeasureOptions, "device")
+    fp8_skip: str | None = same(RecipeArgs, "fp8_skip")
+    fp8_filter: str | None = same(RecipeArgs, "fp8_filter")
+    optimizer_state: str | None = same(TrainSettings, "optimizer_state")
+    json_out: Path | None = opt(None, "Write the diagnosis as JSON.", "--json")
+    trace: Path | None = opt(None, "Chrome trace of the profiled steps (default: <db dir>/traces/).")
+    db: Path | None = opt(None, "Store the diagnosis here (the HTML report shows it).")
+    tensorboard: Path | None = same(RunOutput, "tensorboard")
