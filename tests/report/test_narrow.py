@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ampbench.cli.render import progress_line
 from ampbench.report.console import results_tables
+from ampbench.report.run_text import progress_line
 from ampbench.store import Store, derive
 from tests.conftest import cli
 

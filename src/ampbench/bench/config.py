@@ -38,6 +38,7 @@ from ampbench.cells import (
     from_flat,
     with_,
 )
+from ampbench.command_options import RunOptions
 from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, executions, parse_axis
@@ -50,7 +51,6 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import missing_for as optimizer_state_missing
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
-from ampbench.command_options import RunOptions
 from ampbench.seam import Options
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options

@@ -52,11 +52,6 @@ def invocation() -> list[str]:
     return list(_invocation)
 
 
-def plural(n: int, word: str) -> str:
-    """'1 cell', '2 cells'."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
 def open_store(db: Path | None, create: bool = True) -> Any:
     """The results store; ``create=False`` for commands that only read (a missing file is an error, not a new store).
     Closed when the command ends (:func:`main`): a command run in a process that goes on (the Python API, tests, a

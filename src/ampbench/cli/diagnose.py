@@ -10,9 +10,11 @@ from rich.markup import escape
 
 from ampbench.cli import declared
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, open_store, plural
+from ampbench.cli.core import app, console, open_store
 from ampbench.command_options import CommandTarget, DataArgs, DiagnoseSettings
 from ampbench.paths import write_text_atomic
+from ampbench.report.diagnosis import findings_lines
+from ampbench.report.run_text import plural
 from ampbench.store.exchange import clean_json
 from ampbench.store.sqlite import utcnow
 from ampbench.tensorboard import safe_name, write_diagnosis
@@ -42,15 +44,8 @@ def _show_and_store(d: Any, label: str, wanted: tuple[str, ...], store: Any, ten
     """The findings, most important first; the diagnosis stored (the HTML report shows it), its TensorBoard
     histograms and its JSON file."""
 
-    console.print(f"[bold]{escape(label)}[/] in [bold cyan]{d.precision}[/] on {escape(d.device_name)} ({d.device}), "
-                  f"batch {d.batch_size}: {', '.join(wanted)}")
-    style = {"error": "bold red", "warning": "yellow", "info": "dim"}
-    for i, f in enumerate(d.findings, 1):
-        console.print(f"[{style.get(f.severity, '')}]{i:>2}. {f.severity.upper():<7}[/] {escape(f.title)}", highlight=False)
-        if f.detail:
-            console.print(f"             {escape(f.detail)}", style="dim", highlight=False)
-        if f.fix:
-            console.print(f"             [green]fix:[/] {escape(f.fix)}", highlight=False)
+    for line in findings_lines(d, label, wanted):
+        console.print(line, highlight=False)
     data = d.to_dict()
     data["created_at"] = utcnow()
     store.add_diagnosis(data)

@@ -9,8 +9,9 @@ import typer
 from rich.markup import escape
 
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, open_store, plural
+from ampbench.cli.core import app, console, open_store
 from ampbench.paths import check_output_file
+from ampbench.report.run_text import plural
 from ampbench.store import export_data, import_file, write_json
 
 

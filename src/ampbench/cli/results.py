@@ -10,12 +10,13 @@ from typing import Annotated, Any
 import typer
 
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, err_console, open_store, plural
+from ampbench.cli.core import app, console, err_console, open_store
 from ampbench.cli.render import results_tables
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.predictions import predicted_table
 from ampbench.report.predictions import table as predictions_table
+from ampbench.report.run_text import plural
 from ampbench.store import derive, to_csv
 from ampbench.store.exchange import clean_json
 

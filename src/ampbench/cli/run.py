@@ -13,12 +13,13 @@ from rich.markup import escape
 from ampbench.bench.estimate import run_estimate
 from ampbench.cli import declared
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, err_console, invocation, open_store, plural
-from ampbench.cli.render import cell_text, plan_header, results_tables, run_with_progress
+from ampbench.cli.core import app, console, err_console, invocation, open_store
+from ampbench.cli.render import plan_header, results_tables, run_with_progress
 from ampbench.command_options import RunOptions, RunOutput
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report import write_report
+from ampbench.report.run_text import cell_text, plural
 from ampbench.store import default_db_path, export_data, write_json
 from ampbench.tensorboard import open_dir
 

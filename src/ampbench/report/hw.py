@@ -1,0 +1,57 @@
+"""``ampbench hw``'s tables: the device, what it supports and why not, TF32 flags, versions, peaks, and the GEMM
+micro-benchmark (rich renderables; the command prints them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+
+def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
+    """The probe ``p`` (:func:`ampbench.measure.hw.probe`) as tables and notes."""
+    env = p["env"]
+    table = Table(title=f"{escape(p['device_name'])} ({p['device']})", title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    if device_type == "cuda":
+        table.add_row("compute capability", p["capability"])
+        table.add_row("Tensor Cores", p["tensor_cores"])
+        table.add_row("versions", f"driver {env.get('driver', '?')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
+                                  f"torch {env['torch']}")
+        table.add_row("clocks / power", f"SM {env.get('sm_clock_mhz', '?')}/{env.get('sm_clock_max_mhz', '?')} MHz, "
+                                        f"power limit {env.get('power_limit_w', '?')} W")
+        peaks = p.get("peaks")
+        said = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) + f"  [dim]({p['peaks_source']})[/]" if peaks else ""
+        table.add_row("dense peaks (TFLOP/s)", said or "not in ampbench's table: MFU will use the measured GEMM peak")
+    else:
+        hw = p["cpu_half_hardware"]
+        table.add_row("CPU", escape(env["cpu"]))
+        capped = f" (oneDNN capped at {env['cpu_isa_limit']} by ONEDNN_MAX_CPU_ISA)" if env.get("cpu_isa_limit") else ""
+        table.add_row("half-precision hardware", ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in hw.items()) + capped)
+        table.add_row("versions", f"torch {env['torch']}, python {env['python']}, {env['torch_threads']} threads")
+        peaks = p.get("peaks")
+        table.add_row("theoretical peaks (TFLOP/s)",
+                      ", ".join(f"{k} {v:.3g}" for k, v in peaks.items()) + f"  [dim]({escape(p['peaks_source'])})[/]"
+                      if peaks else "not estimated (no AVX2/AVX-512 FMA, or the clock is unknown)")
+    table.add_row("TF32 in force", f"matmul {env['tf32_matmul']}, cuDNN {env['tf32_cudnn']}"
+                                   + (f", override env {env['tf32_override_env']}" if env["tf32_override_env"] else ""))
+    modes = p["precisions"]
+    lines = []
+    for name, m in modes.items():
+        why = m["reason"] or m["note"]
+        lines.append(f"{'[green]ok[/]' if m['ok'] else '[red]no[/]'} {name}" + (f": {why}" if why else ""))
+    table.add_row("precision modes", "\n".join(lines))
+    table.add_row("verdict", p["verdict"])
+    out: list[Any] = [table]
+    if p["gemm"]:
+        g = Table(title="GEMM micro-benchmark (random normal n x n @ n x n)", title_justify="left")
+        for col in ("n", "math", "TFLOP/s", "% of peak"):
+            g.add_column(col, justify="right")
+        for row in p["gemm"]:
+            frac = row["fraction_of_peak"]
+            g.add_row(f"{row['size']:,}", row["math_mode"], f"{row['tflops']:.3f}", "-" if frac is None else f"{frac:.0%}")
+        out.append(g)
+    out += [f"[dim]{escape(note)}[/]" for note in p.get("notes") or []]
+    return out

@@ -1,0 +1,106 @@
+"""What ``ampbench run`` says as it goes, as text: the plan's lines, each cell's name, the live progress line fitted to
+the terminal, and when a plain (not a terminal) progress line is due. Rich markup where styled; names, paths and
+reasons escaped. Torch-free: the command prints the plan before any cell runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.markup import escape
+
+
+def plural(n: int, word: str) -> str:
+    """'1 cell', '2 cells'."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def plan_lines(config: Any, store_path: Any, estimate: Any = None) -> list[str]:
+    """``ampbench run: 9 cells (fp32, amp-bf16 x eager, channels_last + 1 closing fp32) on cpu, measuring ...``, then
+    the estimate, what was left out of the plan and why, and how fp8 runs (rich markup, names escaped)."""
+    cells = config.cells()
+    axes_, points = config.axes, config.axes.executions
+    closing = sum(c.closing for c in cells)
+    extra_cells = (f" x {axes_.repeats} repeats" if axes_.repeats > 1 and any(c.repeat for c in cells) else
+                   f" + {closing} closing fp32" if closing else "")
+    axes = f" x {', '.join(p.label for p in points)}" if len(points) > 1 or not points[0].is_default else ""
+    if axes_.distributed:
+        world = axes_.nproc * axes_.nnodes
+        axes += " x " + ", ".join(f"{s} x{world}" if s else "1 process" for s in axes_.strategies)
+    if len(axes_.optimizer_states) > 1:
+        axes += " x optimizer states " + ", ".join(s or "as built" for s in axes_.optimizer_states)
+    out = [f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(axes_.precisions)}{axes}{extra_cells}) "
+           f"on [bold]{config.device}[/], measuring {','.join(config.measure.measures)}; store "
+           f"{escape(str(store_path))}"]
+    if estimate is not None:
+        out.append(f"[dim]{escape(estimate.text())}[/]")
+    out += [f"[dim]{escape(note)}[/]" for note in config.left_out()]
+    if axes_.fp8_compile:
+        out.append("[dim]fp8 on CUDA: the fp8 cells run torch.compile'd (torchao's float8 is built to be compiled), "
+                   "beside compiled fp32 and amp-bf16 references; --compile off times fp8 eager[/]")
+    return out
+
+
+def cell_text(s: Any, config: Any) -> str:
+    """One cell as the progress lines and the dry run name it (plain text: escape it before rich prints it)."""
+    what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+    if s.strategy:
+        reduce = s.distribution.grad_reduce_dtype
+        what += f" {s.strategy} x{s.world_size}" + (f" reduce {reduce}" if reduce else "")
+    if not s.execution.is_default:
+        what += f" {s.execution.label}"
+    if s.optimizer_state:
+        what += f" {s.optimizer_state} optimizer states"
+    if s.closing:
+        what += " [closing baseline]"
+    elif config.axes.repeats > 1 and "throughput" in config.measure.measures:
+        what += f" [repeat {s.repeat + 1}/{config.axes.repeats}]"
+    return what
+
+
+BAR_WIDTH = 10
+BAR_COLUMNS = BAR_WIDTH + 24
+"""What the live line gives the bar, the done/total count and the elapsed time (with the spaces between)."""
+
+
+def progress_line(what: str, inside: str, budget: int) -> str:
+    """``running <cell>: <what the cell measures, step i/N, ~ETA left>`` in ``budget`` characters: the cell's name is
+    shortened first (from its middle), so the step count and the ETA at the end always show; then "running"
+    goes; a measure longer than the line keeps its end (the ETA)."""
+    full = f"running {what}: {inside}" if inside else f"running {what}"
+    if len(full) <= budget:
+        return full
+    if not inside:
+        return _middle(f"running {what}", budget)
+    room = budget - len(inside) - 2
+    if room >= 12:
+        return f"{_middle(what, room)}: {inside}"
+    return inside if len(inside) <= budget else "…" + inside[-(budget - 1):]
+
+
+def _middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = max(1, width - 1)
+    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:] if keep // 2 else text[:keep] + "…"
+
+
+PLAIN_EVERY = 10.0
+"""Seconds between progress lines of one measure when the output is not a terminal (a log file, CI)."""
+
+
+class PlainProgress:
+    """When a plain progress line is due: the measure (or seed, or trial) changed, or PLAIN_EVERY seconds passed."""
+
+    def __init__(self) -> None:
+        self.last: tuple[str, str] | None = None
+        self.at = 0.0
+
+    def due(self, event: Any) -> bool:
+        now = time.monotonic()
+        key = (event.what, event.detail)
+        if key != self.last or now - self.at >= PLAIN_EVERY or event.i == event.n:
+            self.last, self.at = key, now
+            return True
+        return False
