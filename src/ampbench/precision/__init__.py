@@ -5,7 +5,7 @@ Importing this package registers every recipe (one module each).
 
 # Registration order is the order `ampbench list` shows.
 # isort: off
-from ampbench.precision import fp32, amp, master, pure, fp8  # noqa: F401
+from ampbench.precision import fp32, amp, master_recipes, pure, fp8  # noqa: F401
 # isort: on
 from ampbench.precision.base import Precision
 from ampbench.precision.engine import MixedPrecision, StepRecord
