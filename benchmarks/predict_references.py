@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ampbench.measure.peaks import GPU_SPECS
+from ampbench.measure.gpus import predictable
 from ampbench.predict import bands, fit, neusight
 from ampbench.predict.kernels import calibration
 from ampbench.predict.references import REFERENCES, Reference, predicted
@@ -110,7 +110,7 @@ def main() -> None:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
-        specs = {g.key: g for g in GPU_SPECS}
+        specs = {g.key: g for g in predictable()}
         bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:

@@ -90,18 +90,18 @@ def test_a_max_batch_trial_hitting_cublas_alloc_failure_is_a_miss(monkeypatch: p
     assert r["fits"] is False and not r.get("failed") and "CUBLAS_STATUS_ALLOC_FAILED" in r["reason"]
 
 
-@pytest.mark.parametrize("driver_name, table", [
-    ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"), ("NVIDIA L40", None), ("Tesla T4", "T4"), ("NVIDIA T400 4GB", None),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A10", "A10"), ("NVIDIA A10G", "A10G"), ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA GeForce RTX 4090", "RTX 4090"),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("NVIDIA H200", "H200"),
+@pytest.mark.parametrize("driver_name, key", [
+    ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"), ("NVIDIA L40", "l40"), ("Tesla T4", "t4"), ("NVIDIA T400 4GB", None),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A10", "a10"), ("NVIDIA A10G", "a10g"), ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+    ("Tesla V100-SXM2-16GB", "v100-16gb"), ("NVIDIA H200", "h200"),
 ])
-def test_peak_table_names_match_whole_words(driver_name: str, table: str | None) -> None:
+def test_peak_table_names_match_whole_words(driver_name: str, key: str | None) -> None:
     """"l4" inside "L40" and "t4" inside "T400" took those cards' peaks from another card."""
-    from ampbench.measure.peaks import find_peak
+    from ampbench.measure.gpus import for_device
 
-    entry = find_peak(driver_name)
-    assert (entry.name if entry else None) == table
+    entry = for_device(driver_name)
+    assert (entry.key if entry else None) == key
 
 
 def test_a_cuda_graph_cell_that_ran_without_graphs_is_refused() -> None:

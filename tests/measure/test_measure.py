@@ -6,8 +6,9 @@ from torch import nn
 
 from ampbench.measure import memory as mem
 from ampbench.measure.flops import count_flops, mfu
+from ampbench.measure.gpus import for_device
 from ampbench.measure.maxbatch import Trial, search_max_batch
-from ampbench.measure.peaks import find_peak, math_mode_of, peak_tflops, tensor_core_generation
+from ampbench.measure.peaks import math_mode_of, peak_tflops, tensor_core_generation
 from ampbench.measure.timing import Timing, percentile, time_steps
 from ampbench.precision import MixedPrecision
 
@@ -67,20 +68,21 @@ def test_throughput_noise_is_the_spread_of_block_throughputs() -> None:
     assert Timing([1.0] * 3, 0.003, "perf_counter").throughput_noise() is None  # fewer than 2 blocks of 2
 
 
-@pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
-                                        ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A10", "A10"),
-                                        ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla T4", "T4"),
-                                        ("NVIDIA H200", "H200"), ("NVIDIA L40S", "L40S"), ("NVIDIA L4", "L4"),
-                                        ("NVIDIA GeForce RTX 4090", "RTX 4090")])
-def test_peak_table_matches_driver_names(name: str, peak: str) -> None:
-    entry = find_peak(name)
-    assert entry is not None and entry.name == peak and entry.source
+@pytest.mark.parametrize("name, key", [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
+                                       ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A10", "a10"),
+                                       ("Tesla V100-SXM2-16GB", "v100-16gb"), ("Tesla T4", "t4"),
+                                       ("NVIDIA H200", "h200"), ("NVIDIA L40S", "l40s"), ("NVIDIA L4", "l4"),
+                                       ("NVIDIA GeForce RTX 4090", "rtx-4090")])
+def test_peak_table_matches_driver_names(name: str, key: str) -> None:
+    entry = for_device(name)
+    assert entry is not None and entry.key == key and entry.source
 
 
 def test_peak_values_and_math_modes() -> None:
     assert peak_tflops("NVIDIA A100-PCIE-40GB", "bf16") == 312.0
     assert peak_tflops("NVIDIA A100-PCIE-40GB", "tf32") == 156.0
     assert peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None  # no bf16 Tensor Cores on Volta
+    assert peak_tflops("NVIDIA GeForce GTX 1080 Ti", "fp16") == peak_tflops("NVIDIA GeForce GTX 1080 Ti", "fp32")  # fp32 math
     assert peak_tflops("Intel Xeon", "fp32") is None
     assert math_mode_of("fp32", tf32_matmul=True) == "tf32"
     assert math_mode_of("fp32", tf32_matmul=False) == "fp32"

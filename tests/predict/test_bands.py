@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ampbench.measure.peaks import gpu_spec
+from ampbench.measure.gpus import lookup
 from ampbench.predict import bands
 
 TABLE = {
@@ -23,18 +23,18 @@ def table(monkeypatch):
 
 def test_a_band_weighs_the_op_mix_over_its_generations_kernel_errors(table) -> None:
     split = {"matmul/conv": 0.5, "attention": 0.0, "normalisation": 0.25, "elementwise": 0.25, "optimizer": 0.0}
-    b = bands.band(gpu_spec("h100-sxm"), split, "fp32")
+    b = bands.band(lookup("h100-sxm"), split, "fp32")
     mix = 0.5 * (0.2 + 0.1 + 0.3) / 3 + 0.25 * (0.4 + 0.2) / 2 + 0.25 * 0.05
     assert mix == pytest.approx(0.1875)
     assert b.typical == pytest.approx(0.21)  # (never below the generation's whole-step median)
     assert "Hopper (h100-sxm): 19%" in b.basis and "median 21%, worst 33%" in b.basis
-    half = bands.band(gpu_spec("h100-sxm"), split, "bf16")
+    half = bands.band(lookup("h100-sxm"), split, "bf16")
     assert half.typical == 0.3 and "published AMP/TF32 results: median 30%" in half.basis
     assert b.as_row() == {"predicted_error_pct": 21, "predicted_error_basis": b.basis}
 
 
 def test_a_generation_without_references_takes_the_nearest_and_says_so(table) -> None:
-    b = bands.band(gpu_spec("t4"), {"elementwise": 1.0}, "fp32")  # Turing: none; the nearest is Volta (fitted on)
+    b = bands.band(lookup("t4"), {"elementwise": 1.0}, "fp32")  # Turing: none; the nearest is Volta (fitted on)
     # kernels: Volta's elementwise (1%); steps: only Hopper has any (21%): the larger
     assert b.typical == pytest.approx(0.21)
     assert "on Volta (v100-32gb-pcie, fitted on): 1%" in b.basis and "no reference on Turing: Volta's" in b.basis

@@ -19,8 +19,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench.data.tensors import TensorData
+from ampbench.measure.gpus import lookup
 from ampbench.measure.memory import saved_activations
-from ampbench.measure.peaks import gpu_spec
 from ampbench.measure.step import build_step
 from ampbench.predict.cuda_dispatch import CPU_RULES, onednn_lstm
 from ampbench.predict.memory import ALLOCATOR_MARGIN, CONTEXT_BYTES, WORKSPACE_BYTES, MemoryModel
@@ -185,7 +185,7 @@ def test_the_max_batch_is_the_same_whatever_batch_is_traced(precision: str) -> N
     """Fixed costs (autocast's half copies of the weights saved for the backward) are not divided per sample: predicted
     at a batch of 1, 8 or 4096 (``predict_target``: the traces it prices memory from), the max batch on an A100 is the
     same within 1%."""
-    gpu = gpu_spec("a100-80gb")
+    gpu = lookup("a100-80gb")
     rows = [predict_target("encoder", lambda: zoo.build("encoder", n=32), [precision], gpu, b)[0] for b in (1, 8, 4096)]
     found = [r["predicted_max_batch"] for r in rows]
     assert max(found) / min(found) - 1 <= 0.01, found
@@ -201,7 +201,7 @@ def test_the_memory_lines_and_the_peak_by_hand() -> None:
     per = (large.activation_bytes - small.activation_bytes) / 8
     assert m.activations.per_sample == per and m.activations.fixed == small.activation_bytes - 8 * per
     assert m.activations.fixed > 0  # (the half weights autocast saves: the same at any batch)
-    c = m.cost(gpu_spec("l4"))
+    c = m.cost(lookup("l4"))
     assert c.usable == int((24 * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN)
     assert c.peak == small.weights_bytes + small.grads_bytes + small.optimizer_bytes + small.activation_bytes + \
         c.temporary + WORKSPACE_BYTES

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.measure.peaks import GPU_SPECS
+from ampbench.measure.gpus import predictable
 from ampbench.precision import list_precisions
 from ampbench.predict.run import predict_target, refusal
 from ampbench.store import Store
@@ -60,7 +60,7 @@ def test_every_registered_workload_on_every_gpu(workload: str) -> None:
     def build():
         return build_target(workload, None, "tiny", DataOptions(), 0)
 
-    for gpu in GPU_SPECS:  # (traces are per precision; pricing per GPU is arithmetic: one trace set, thirteen GPUs)
+    for gpu in predictable():  # (traces are per precision; pricing per GPU is arithmetic: one trace set, thirteen GPUs)
         rows = predict_target(workload, build, MODES, gpu, None, traces=traced)
         _check_rows(rows, gpu)
 
@@ -209,14 +209,14 @@ def test_a_model_that_reads_a_value_is_refused_in_one_line_naming_where(tmp_path
 
 
 def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_that_fits() -> None:
-    from ampbench.measure.peaks import gpu_spec
+    from ampbench.measure.gpus import lookup
     from ampbench.workloads import build_target
     from ampbench.workloads.options import DataOptions
 
     def build():
         return build_target("tabular-mlp", None, "tiny", DataOptions(), 0)
 
-    gpu = gpu_spec("t4")
+    gpu = lookup("t4")
     fits = predict_target("tabular-mlp", build, ["fp32"], gpu, 64)[0]
     big = fits["predicted_max_batch"] + 1
     row = predict_target("tabular-mlp", build, ["fp32"], gpu, big)[0]
@@ -253,7 +253,7 @@ def test_bound_agrees_with_the_notes_and_advice_never_recommends_the_mode_in_use
 
     rows = predict_target("tabular-mlp", lambda: __import__("ampbench.workloads", fromlist=["x"]).build_target(
         "tabular-mlp", None, "tiny", __import__("ampbench.workloads.options", fromlist=["x"]).DataOptions(), 0),
-        ["fp32", "amp-bf16", "pure-bf16"], __import__("ampbench.measure.peaks", fromlist=["x"]).gpu_spec("a100-80gb"))
+        ["fp32", "amp-bf16", "pure-bf16"], __import__("ampbench.measure.gpus", fromlist=["x"]).lookup("a100-80gb"))
     for r in rows:
         assert (r["predicted_bound"] == "launch") == any(n.startswith("launch-bound") for n in r["notes"]), r
     memory = {"predicted_bound": "memory", "predicted_time_split": {"memory": 0.8}}

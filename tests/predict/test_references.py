@@ -158,12 +158,12 @@ def test_the_committed_error_bands_are_the_references_errors_now() -> None:
     """predict/error_bands.json is what benchmarks/predict_references.py --write-bands writes from the errors above."""
     import json
 
-    from ampbench.measure.peaks import GPU_SPECS
+    from ampbench.measure.gpus import predictable
     from ampbench.predict import bands
 
     amp = [abs(_predicted(r)[p] / published - 1) for r in REFERENCES for p, published in r.samples_per_s.items()]
     now = bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
-                        {g.key: g for g in GPU_SPECS}, neusight.FIT_GPUS)
+                        {g.key: g for g in predictable()}, neusight.FIT_GPUS)
     assert json.loads(json.dumps(now, sort_keys=True)) == json.loads(bands.BANDS_FILE.read_text())
 
 

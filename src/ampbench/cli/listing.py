@@ -10,20 +10,38 @@ from rich.table import Table
 from ampbench import seam
 from ampbench.cli.core import app, console
 from ampbench.errors import AmpbenchError
+from ampbench.measure.gpus import predictable
 
 
 @app.command("list")
 def list_cmd(
-    what: Annotated[str, typer.Argument(help="What to list: precisions, workloads or all.")] = "all",
+    what: Annotated[str, typer.Argument(help="What to list: precisions, workloads, gpus or all.")] = "all",
 ) -> None:
-    """List precision modes (aliases, what each does) and workloads (presets, data, paper config)."""
-    choices = ("all", "precisions", "workloads")
+    """List precision modes (aliases, what each does), workloads (presets, data, paper config) and the GPUs predict
+    knows."""
+    choices = ("all", "precisions", "workloads", "gpus")
     if what not in choices:
         raise AmpbenchError(f"cannot list {what!r}: choose one of {', '.join(choices)}")
     if what in ("all", "precisions"):
         _list_precisions()
     if what in ("all", "workloads"):
         _list_workloads()
+    if what in ("all", "gpus"):
+        _list_gpus()
+
+
+def _list_gpus() -> None:
+    table = Table(title="GPUs (dense peak TFLOP/s; half: Tensor Cores with fp32 accumulate; sources: ampbench/measure/"
+                  "gpus.csv)", title_justify="left")
+    for head in ("--gpu", "cc", "memory", "GB/s", "fp32", "tf32", "fp16", "bf16", "fp8", "TDP W", "NVLink GB/s"):
+        table.add_column(head, justify="left" if head == "--gpu" else "right", no_wrap=head == "--gpu")
+    for g in predictable():
+        peaks = [f"{g.tflops[m]:g}" if m in g.tflops else ("fp32 math" if m == "fp16" and not g.tensor_cores else "-")
+                 for m in ("fp32", "tf32", "fp16", "bf16", "fp8")]
+        table.add_row(g.key, f"{g.capability[0]}.{g.capability[1]}", f"{g.memory_gib:g} GB {g.memory or ''}",
+                      f"{g.bandwidth_gbs:,.0f}", *peaks, f"{g.tdp_w:g}" if g.tdp_w else "-",
+                      f"{g.nvlink_gbs:g}" if g.nvlink_gbs else "-")
+    console.print(table)
 
 
 def _list_workloads() -> None:

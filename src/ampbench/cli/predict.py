@@ -12,14 +12,16 @@ from rich.markup import escape
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.measure.gpus import predictable
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report.predictions import no_speedup_lines
 
-GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="The GPU: p4, p100-16gb, v100-16gb, v100-32gb, "  # noqa: UP045
-                   "v100-32gb-pcie, t4, a10, a100-40gb, a100-80gb, a100-40gb-pcie, a100-80gb-pcie, l4, l40s, h100-sxm, "
-                   "h100-pcie, h200, b200, rtx-4090 (case-insensitive).")]
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="The GPU(s), comma-separated, or all: "  # noqa: UP045
+                   + ", ".join(g.key for g in predictable()) + " (case-insensitive; ampbench list gpus).")]
 GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec", help="Another GPU, as JSON: name, tflops {fp32, "  # noqa: UP045
                        "tf32, fp16, bf16, fp8}, memory_gib, bandwidth_gbs, sms, capability.")]
+PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="Your USD per hour per GPU, as JSON "  # noqa: UP045
+                      "{\"a100-80gb\": 1.89, ...} or CSV lines gpu,usd_per_hour: adds the cost per million samples.")]
 ChannelsLastOpt = Annotated[bool, typer.Option("--channels-last", help="Trace with channels-last inputs and "
                             "weights (4-D inputs), as --memory-format channels_last runs.")]
 
@@ -31,22 +33,24 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
                 num_classes: o.NumClassesOpt = None, num_outputs: o.NumOutputsOpt = None, task: o.TaskOpt = None,
                 batches: o.BatchesOpt = None, loss: o.LossOpt = None, option: o.OptionOpt = None, seed: o.RunSeedOpt = 0,
                 channels_last: ChannelsLastOpt = False, json_out: o.json_option("the predicted rows") = None,
-                db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None) -> None:
-    """Predict each precision's step time, memory and max batch on a GPU you do not have (nothing runs on a GPU)."""
+                db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None, prices: PricesOpt = None) -> None:
+    """Predict each precision's step time, memory and max batch on GPUs you do not have (nothing runs on a GPU)."""
     from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
     from ampbench.report.console import predicted_tables  # lazy: torch
+    from ampbench.report.gpu_comparison import advice, comparison_tables  # lazy: torch
 
     check_output_file(json_out, "--json", "predict.json")
     store = open_store(db)  # (a directory or a damaged file: one line, before anything is traced)
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, None, None, option)
     config = PredictConfig.from_strings(gpu=gpu, gpu_spec=gpu_spec, workloads=workloads, model=model, preset=preset,
                                         precisions=precisions, batch_size=batch_size, optimizer_state=optimizer_state,
-                                        channels_last=channels_last, data=data, seed=seed)
+                                        channels_last=channels_last, data=data, seed=seed, prices=prices)
     rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
-    for part in predicted_tables(rows, config.gpu, console.width):
+    several = len(config.gpus) > 1
+    for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):
         console.print(part)
-    for line in no_speedup_lines(rows):
+    for line in [*no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
     store.add_predictions(rows)
     console.print(f"stored {len(rows)} predicted rows in {escape(str(store.path))} (ampbench report shows them beside "

@@ -13,7 +13,8 @@ import torch
 from ampbench.cpuinfo import cpu_half_hardware
 from ampbench.measure.cpu import cpu_peak, half_math_claim
 from ampbench.measure.env import environment
-from ampbench.measure.peaks import find_peak, tensor_core_generation
+from ampbench.measure.gpus import for_device
+from ampbench.measure.peaks import tensor_core_generation
 from ampbench.measure.timing import on_device
 from ampbench.precision import list_precisions, supported
 from ampbench.precision.fp8 import cpu_scaled_mm_problem
@@ -158,7 +159,7 @@ def _probe(device: torch.device, sizes: tuple[int, ...] | None, run_gemm: bool) 
     out["precisions"] = modes
     if device.type == "cuda":
         cap = torch.cuda.get_device_capability(device)
-        entry = find_peak(env["device_name"])
+        entry = for_device(env["device_name"])
         out.update(capability=f"{cap[0]}.{cap[1]}", tensor_cores=tensor_core_generation(cap),
                    peaks=dict(entry.tflops) if entry else None, peaks_source=entry.source if entry else None)
         out["half_can_be_faster"] = cap[0] >= 7

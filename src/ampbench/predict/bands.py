@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ampbench.measure.peaks import GpuSpec
+from ampbench.measure.gpus import Gpu
 
 BANDS_FILE = Path(__file__).with_name("error_bands.json")
 
@@ -62,7 +62,7 @@ def _nearest(table: dict[str, Any], gen: str) -> str | None:
     return min(have, key=lambda n: (abs(names.index(n) - i), -names.index(n)))
 
 
-def band(gpu: GpuSpec, op_split: dict[str, float], math_mode: str) -> Band:
+def band(gpu: Gpu, op_split: dict[str, float], math_mode: str) -> Band:
     """The band of a prediction on ``gpu`` whose GPU time splits as ``op_split`` and whose GEMMs run in
     ``math_mode``."""
     table = _table()
@@ -93,7 +93,7 @@ def band(gpu: GpuSpec, op_split: dict[str, float], math_mode: str) -> Band:
 
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
-            specs: dict[str, GpuSpec], fit_gpus: tuple[str, ...]) -> dict[str, Any]:
+            specs: dict[str, Gpu], fit_gpus: tuple[str, ...]) -> dict[str, Any]:
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
     published AMP/TF32 samples/s errors): the checked GPUs' errors where a generation has any, the fitting GPUs'
     (in-sample: optimistic) where it has no other."""

@@ -1,6 +1,7 @@
 """What ``ampbench predict`` is asked, parsed and checked once (as ``run``'s :class:`~ampbench.bench.config.RunConfig`
 is), and the predictions it makes: the targets (``run``'s :class:`~ampbench.command_requests.Target`, at the presets ``run``
-gives them on a GPU), the axes (precisions, batch sizes, optimizer states, layout) and the GPU.
+gives them on a GPU), the axes (precisions, batch sizes, optimizer states, layout), the GPUs (``--gpu a,b,c`` or
+``all``: each target traced once per batch and precision, priced on every GPU) and their prices (``--prices``).
 
 Every check runs at construction, before anything is traced: the GPU, the options, each target's data, a target of a
 framework that runs apart (predict traces PyTorch steps), the ``--model`` preset, each target built on meta and its
@@ -11,8 +12,9 @@ target x batch size (``ampbench.predict.run``).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,9 @@ from ampbench.bench.config import parse_batch_sizes, parse_list
 from ampbench.bench.suites import with_presets
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
-from ampbench.measure.peaks import GpuSpec
+from ampbench.measure.gpus import Gpu
 from ampbench.precision import list_precisions, optimizer_state, resolve
-from ampbench.predict.run import check_target, find_gpu, predict_target
+from ampbench.predict.run import check_target, find_gpus, predict_target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
@@ -48,19 +50,27 @@ def parse_optimizer_states(value: str | None, precisions: tuple[str, ...]) -> tu
 class PredictConfig:
     """A checked ``ampbench predict``: build it with :meth:`from_strings` (the command line's values)."""
 
-    gpu: GpuSpec
+    gpus: tuple[Gpu, ...]
     targets: tuple[Target, ...]
     precisions: tuple[str, ...]
     batch_sizes: tuple[int | None, ...] = (None,)
     optimizer_states: tuple[str | None, ...] = (None,)
     channels_last: bool = False
+    prices: dict[str, float] = field(default_factory=dict)
+    """USD per hour by GPU key (``--prices FILE``): the cost per million samples of each row on a priced GPU."""
+
+    @property
+    def gpu(self) -> Gpu:
+        """The first GPU (the only one, for one)."""
+        return self.gpus[0]
 
     @classmethod
     def from_strings(cls, *, gpu: str | None = None, gpu_spec: Path | None = None, workloads: str | None = None,
                      model: str | None = None, preset: str | None = None, precisions: str | None = None,
                      batch_size: str | None = None, optimizer_state: str | None = None, channels_last: bool = False,
-                     data: DataOptions | None = None, seed: int = 0) -> PredictConfig:
-        spec = find_gpu(gpu, gpu_spec)
+                     data: DataOptions | None = None, seed: int = 0, prices: Path | None = None) -> PredictConfig:
+        gpus = find_gpus(gpu, gpu_spec)
+        priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)
         sizes = parse_batch_sizes(batch_size)
         states = parse_optimizer_states(optimizer_state, names)
@@ -79,7 +89,7 @@ class PredictConfig:
                                     "(measure it with ampbench run)")
         if model is not None:
             check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
-        config = cls(spec, targets, names, sizes, states, channels_last)
+        config = cls(gpus, targets, names, sizes, states, channels_last, priced)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
         return config
@@ -97,7 +107,45 @@ class PredictConfig:
         for t in self.targets:
             build = self.builder(t)
             for size in self.batch_sizes:
+                traces: dict[Any, Any] = {}  # (traced once, priced on every GPU)
                 with tracing(t) if tracing is not None else contextlib.nullcontext():
-                    rows += predict_target(t.label, build, list(self.precisions), self.gpu, size, self.channels_last,
-                                           preset=t.preset, optimizer_states=self.optimizer_states)
+                    for gpu in self.gpus:
+                        rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
+                                               traces, preset=t.preset, optimizer_states=self.optimizer_states,
+                                               usd_per_hour=self.prices.get(gpu.key))
         return rows
+
+
+def load_prices(path: Path, gpus: tuple[Gpu, ...]) -> dict[str, float]:
+    """``--prices FILE``: the user's own USD per hour per GPU, as JSON (``{"a100-80gb": 1.89, ...}``) or CSV (``gpu,
+    usd_per_hour`` lines); every key a GPU of this prediction, every price > 0."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise AmpbenchError(f"--prices {path}: cannot read it ({e.strerror or e})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        rows = [line.split(",") for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        if rows and rows[0][0].strip().lower() in ("gpu", "key"):
+            rows = rows[1:]
+        if any(len(r) != 2 for r in rows):
+            raise AmpbenchError(f"--prices {path}: expected JSON {{\"gpu\": usd_per_hour}} or CSV lines gpu,usd_per_hour"
+                                ) from None
+        data = {r[0].strip(): r[1].strip() for r in rows}
+    if not isinstance(data, dict) or not data:
+        raise AmpbenchError(f"--prices {path}: expected JSON {{\"gpu\": usd_per_hour}} or CSV lines gpu,usd_per_hour")
+    keys = {g.key for g in gpus}
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        k = str(key).strip().lower()
+        if k not in keys:
+            raise AmpbenchError(f"--prices {path}: {key!r} is not a GPU of this prediction ({', '.join(sorted(keys))})")
+        try:
+            price = float(value)
+        except (TypeError, ValueError):
+            price = -1.0
+        if not price > 0 or price == float("inf"):
+            raise AmpbenchError(f"--prices {path}: {key}'s price must be a number of USD per hour > 0, got {value!r}")
+        out[k] = price
+    return out

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from ampbench.measure.peaks import GpuSpec
+from ampbench.measure.gpus import Gpu
 from ampbench.predict import kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
@@ -89,7 +89,7 @@ class OpCost:
         return max(0.0, self.gpu_s - self.compute_s - self.fixed_s)
 
 
-def _gemm(gpu: GpuSpec, cal: Calibration, shape: tuple[int, int, int, int], math_mode: str, element: int,
+def _gemm(gpu: Gpu, cal: Calibration, shape: tuple[int, int, int, int], math_mode: str, element: int,
           efficiency: float = 1.0) -> tuple[float, float]:
     """(time, compute part) of a GEMM; TF32 never slower than fp32's kernels."""
     b, m, n, k = shape
@@ -102,7 +102,7 @@ def _gemm(gpu: GpuSpec, cal: Calibration, shape: tuple[int, int, int, int], math
     return total, min(compute, total)
 
 
-def price_op(op: Op, gpu: GpuSpec, tf32: bool, cal: Calibration) -> OpCost:
+def price_op(op: Op, gpu: Gpu, tf32: bool, cal: Calibration) -> OpCost:
     """One op's GPU time on ``gpu``."""
     cls = op_class(op)
     fixed = cal.kernel_us * 1e-6
@@ -147,7 +147,7 @@ def _per_launch(op: Op) -> int:
     return {"aten._fused_optimizer": 36, "torchao.single_param_adam": 1}.get(op.name, FOREACH_TENSORS)
 
 
-def _rnn(op: Op, gpu: GpuSpec, cal: Calibration, mode: str, element: int) -> OpCost:
+def _rnn(op: Op, gpu: Gpu, cal: Calibration, mode: str, element: int) -> OpCost:
     """A fused RNN layer (its directions as ``op.tensors``): the input GEMM over every step at once, then one
     recurrent GEMM per step, each after the previous and taking at least ``rnn_step_us``. The backward: the input
     GEMM's two gradients over every step, the recurrent gradient step by step, the recurrent weights' gradient at
@@ -208,7 +208,7 @@ def _torchao_optimizer(trace: Trace) -> Op:
 PHASES = ("forward", "loss", "backward", "step", "optimizer")
 
 
-def price(trace: Trace, gpu: GpuSpec, tf32: bool, phases: Collection[str] = PHASES,
+def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
           cal: Calibration | None = None) -> StepCost:
     """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32); ``phases``: the parts
     of the step priced (a forward-and-backward reference leaves the loss and the optimizer out)."""

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ampbench.measure.peaks import GpuSpec
+from ampbench.measure.gpus import Gpu
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 
@@ -97,21 +97,21 @@ def save_calibration(cal: Calibration, provenance: dict[str, Any], path: Path = 
 
 
 # ---- the GPU -----------------------------------------------------------------------------------------------------
-def clock_factor(gpu: GpuSpec, cal: Calibration) -> float:
+def clock_factor(gpu: Gpu, cal: Calibration) -> float:
     """Sustained clock over boost under a dense kernel: 1, but for cards whose board power caps it (<= 75 W)."""
     if gpu.tdp_w is None or gpu.tdp_w > 75 or not gpu.base_mhz or not gpu.boost_mhz:
         return 1.0
     return (gpu.base_mhz + cal.clock_share * (gpu.boost_mhz - gpu.base_mhz)) / gpu.boost_mhz
 
 
-def simt_share(gpu: GpuSpec) -> float:
+def simt_share(gpu: Gpu) -> float:
     """Share of the datasheet fp32 rate a SIMT GEMM can use: half on GA10x/AD10x (compute capability 8.6, 8.7, 8.9),
     whose SMs have 64 fp32 lanes and 64 lanes shared between fp32 and int32 (GA102 and Ada whitepapers); all
     elsewhere."""
     return 0.5 if gpu.capability in ((8, 6), (8, 7), (8, 9)) else 1.0
 
 
-def peak_flops(gpu: GpuSpec, math_mode: str, cal: Calibration) -> float:
+def peak_flops(gpu: Gpu, math_mode: str, cal: Calibration) -> float:
     """FLOP/s a GEMM in ``math_mode`` can reach at most on ``gpu`` (its clocks as sustained)."""
     tflops = gpu.tflops
     if math_mode == "fp32" or math_mode not in tflops:
@@ -119,7 +119,7 @@ def peak_flops(gpu: GpuSpec, math_mode: str, cal: Calibration) -> float:
     return tflops[math_mode] * 1e12 * clock_factor(gpu, cal)
 
 
-def clock_hz(gpu: GpuSpec, cal: Calibration) -> float:
+def clock_hz(gpu: Gpu, cal: Calibration) -> float:
     boost = gpu.boost_mhz or 1500.0
     return boost * 1e6 * clock_factor(gpu, cal)
 
@@ -131,7 +131,7 @@ SPLIT_K_MIN = 256
 """A GEMM with fewer tiles than SMs is split along K in chunks of at least this many."""
 
 
-def gemm_compute_s(gpu: GpuSpec, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str,
+def gemm_compute_s(gpu: Gpu, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str,
                    efficiency: float = 1.0) -> float:
     """The compute time of ``batch`` GEMMs of (m x k) @ (k x n): the best tile shape's waves."""
     base = cal.gemm_efficiency if math_mode == "fp32" else cal.tensor_gemm_efficiency
@@ -150,16 +150,16 @@ def gemm_compute_s(gpu: GpuSpec, cal: Calibration, batch: int, m: int, n: int, k
     return best
 
 
-def memory_efficiency(gpu: GpuSpec, cal: Calibration) -> float:
+def memory_efficiency(gpu: Gpu, cal: Calibration) -> float:
     hbm = (gpu.memory or "").startswith("HBM") and gpu.capability >= (7, 0)
     return cal.hbm_efficiency if hbm else cal.memory_efficiency
 
 
-def memory_s(gpu: GpuSpec, cal: Calibration, nbytes: float) -> float:
+def memory_s(gpu: Gpu, cal: Calibration, nbytes: float) -> float:
     return nbytes / (gpu.bandwidth_gbs * 1e9 * memory_efficiency(gpu, cal))
 
 
-def gemm_s(gpu: GpuSpec, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str, element: int,
+def gemm_s(gpu: Gpu, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str, element: int,
            efficiency: float = 1.0) -> float:
     """A GEMM kernel: compute or its operands' bytes (each read once, the output written once), plus its fixed
     cost."""
@@ -197,7 +197,7 @@ def implicit_efficiency(conv: Conv, math_mode: str, cal: Calibration) -> float:
     return cal.conv_efficiency if math_mode == "fp32" and conv.r * conv.s > 1 else 1.0
 
 
-def conv_s(gpu: GpuSpec, cal: Calibration, conv: Conv, math_mode: str, element: int, nchw: bool = False) -> float:
+def conv_s(gpu: Gpu, cal: Calibration, conv: Conv, math_mode: str, element: int, nchw: bool = False) -> float:
     """The forward (or one backward product: the same work) of a convolution: the fastest of cuDNN's algorithm
     families this model knows -- implicit GEMM, and Winograd for dense 3x3 stride-1 layers in fp32 (for tf32 too:
     cuDNN may keep an fp32 algorithm when it is faster). ``nchw``: the tensors are NCHW, which Tensor Core kernels
@@ -222,12 +222,12 @@ def conv_s(gpu: GpuSpec, cal: Calibration, conv: Conv, math_mode: str, element: 
     return best
 
 
-def streaming_s(gpu: GpuSpec, cal: Calibration, nbytes: float) -> float:
+def streaming_s(gpu: Gpu, cal: Calibration, nbytes: float) -> float:
     """An elementwise or other memory-bound kernel."""
     return memory_s(gpu, cal, nbytes) + cal.light_kernel_us * 1e-6
 
 
-def reduction_s(gpu: GpuSpec, cal: Calibration, nbytes: float, kind: str) -> float:
+def reduction_s(gpu: Gpu, cal: Calibration, nbytes: float, kind: str) -> float:
     """A normalisation (``kind`` "norm") or softmax: its bytes (read and written once: ``nbytes``) times its passes
     over the data (the statistics or the maximum and sum read the input before the output is written)."""
     passes = cal.norm_passes if kind == "norm" else cal.softmax_passes

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from ampbench.measure.peaks import GpuSpec
+from ampbench.measure.gpus import Gpu
 from ampbench.predict.trace import Trace
 
 WORKSPACE_BYTES = 32 * 2**20
@@ -104,7 +104,7 @@ class MemoryModel:
             lo, hi = (mid, hi) if self.peak_at(mid) <= usable else (lo, mid)
         return lo
 
-    def cost(self, gpu: GpuSpec, batch: int | None = None) -> MemoryCost:
+    def cost(self, gpu: Gpu, batch: int | None = None) -> MemoryCost:
         """The memory at ``batch`` (default: the small trace's) on ``gpu``."""
         t = self.trace
         batch = batch or t.batch_size

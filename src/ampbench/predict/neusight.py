@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampbench.data.tensors import TensorData
-from ampbench.measure.peaks import GpuSpec, gpu_spec
+from ampbench.measure.gpus import Gpu, lookup
 from ampbench.predict import kernels
 from ampbench.predict.cost import price
 from ampbench.predict.kernels import Calibration, Conv
@@ -57,10 +57,10 @@ class Case:
     op_class: str
     shape: str
     measured_s: float
-    price: Callable[[GpuSpec, Calibration], float]
+    price: Callable[[Gpu, Calibration], float]
 
     def predicted_s(self, cal: Calibration) -> float:
-        spec = gpu_spec(self.gpu)
+        spec = lookup(self.gpu)
         assert spec is not None, self.gpu
         return self.price(spec, cal)
 
@@ -74,19 +74,19 @@ def _rows(root: Path, name: str) -> Iterator[dict[str, str]]:
         yield from csv.DictReader(f)
 
 
-def _gemm(b: int, m: int, n: int, k: int) -> Callable[[GpuSpec, Calibration], float]:
+def _gemm(b: int, m: int, n: int, k: int) -> Callable[[Gpu, Calibration], float]:
     return lambda gpu, cal: kernels.gemm_s(gpu, cal, b, m, n, k, "fp32", 4)
 
 
-def _conv(conv: Conv) -> Callable[[GpuSpec, Calibration], float]:
+def _conv(conv: Conv) -> Callable[[Gpu, Calibration], float]:
     return lambda gpu, cal: kernels.conv_s(gpu, cal, conv, "fp32", 4)
 
 
-def _stream(nbytes: int) -> Callable[[GpuSpec, Calibration], float]:
+def _stream(nbytes: int) -> Callable[[Gpu, Calibration], float]:
     return lambda gpu, cal: kernels.streaming_s(gpu, cal, nbytes)
 
 
-def _reduce(nbytes: int, kind: str) -> Callable[[GpuSpec, Calibration], float]:
+def _reduce(nbytes: int, kind: str) -> Callable[[Gpu, Calibration], float]:
     return lambda gpu, cal: kernels.reduction_s(gpu, cal, nbytes, kind)
 
 
@@ -261,7 +261,7 @@ def step_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[
         key = (st.model, st.seq, st.batch)
         if key not in traces:
             traces[key] = trace_step(build_meta(step_workload(st, root)), "fp32", st.batch)
-        spec = gpu_spec(st.gpu)
+        spec = lookup(st.gpu)
         assert spec is not None
         total = price(traces[key], spec, tf32=False, phases=("forward", "backward")).step_s
         forward = price(traces[key], spec, tf32=False, phases=("forward",)).step_s

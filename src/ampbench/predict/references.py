@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampbench.data.tensors import TensorData
-from ampbench.measure.peaks import gpu_spec
+from ampbench.measure.gpus import lookup
 from ampbench.predict.cost import price
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
@@ -162,7 +162,7 @@ REFERENCES: tuple[Reference, ...] = (
 
 def predicted(ref: Reference) -> dict[str, float]:
     """Predicted samples/s per precision of ``ref``, each at its published batch and memory format on its GPU."""
-    gpu = gpu_spec(ref.gpu)
+    gpu = lookup(ref.gpu)
     assert gpu is not None, ref.gpu  # (a table entry of ours)
     out = {}
     for precision, batch in ref.batch_size.items():

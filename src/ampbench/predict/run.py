@@ -12,7 +12,7 @@ import json
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import torch
 from ampbench.cells import CellId
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
-from ampbench.measure.peaks import GPU_SPECS, GpuSpec, gpu_spec
+from ampbench.measure.gpus import Gpu, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
@@ -34,24 +34,42 @@ from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
 
-def find_gpu(name: str | None, spec_file: Path | None) -> GpuSpec:
+def find_gpu(name: str | None, spec_file: Path | None) -> Gpu:
     """``--gpu NAME`` (case-insensitive) or ``--gpu-spec FILE.json``; one line naming what is valid otherwise."""
-    if (name is None) == (spec_file is None):
-        raise AmpbenchError("give --gpu NAME or --gpu-spec FILE.json (one of them); names: "
-                            + ", ".join(g.key for g in GPU_SPECS))
-    if name is not None:
-        spec = gpu_spec(name)
-        if spec is None:
-            raise AmpbenchError(f"--gpu {name!r} is not known; use one of: {', '.join(g.key for g in GPU_SPECS)} "
-                                "(or --gpu-spec FILE.json for another GPU)")
-        return spec
-    return load_spec(spec_file)  # type: ignore[arg-type]
+    gpus = find_gpus(name, spec_file)
+    if len(gpus) > 1:
+        raise AmpbenchError(f"--gpu {name}: one GPU here")
+    return gpus[0]
+
+
+def find_gpus(names: str | None, spec_file: Path | None) -> tuple[Gpu, ...]:
+    """``--gpu a,b,c`` (case-insensitive; ``all``: every GPU of the catalogue ``predict`` takes) and/or ``--gpu-spec
+    FILE.json``, in the order given; one line naming what is valid otherwise."""
+    keys = ", ".join(g.key for g in predictable())
+    if names is None and spec_file is None:
+        raise AmpbenchError(f"give --gpu NAME[,NAME...] (or all) or --gpu-spec FILE.json; names: {keys}")
+    out: list[Gpu] = []
+    for name in [n.strip() for n in (names or "").split(",") if n.strip()]:
+        if name.lower() == "all":
+            out += predictable()
+            continue
+        gpu = lookup(name)
+        if gpu is None or not gpu.predictable:
+            why = "is not known" if gpu is None else "has no published SM count and clocks (its peaks serve MFU only)"
+            raise AmpbenchError(f"--gpu {name!r} {why}; use one of: {keys}, or all (or --gpu-spec FILE.json for "
+                                "another GPU)")
+        out.append(gpu)
+    if names is not None and not out:
+        raise AmpbenchError(f"--gpu {names!r} names no GPU; use one of: {keys}, or all")
+    if spec_file is not None:
+        out.append(load_spec(spec_file))
+    return tuple(dict.fromkeys(out))
 
 
 SPEC_KEYS = ("name", "tflops", "memory_gib", "bandwidth_gbs", "sms", "capability")
 
 
-def load_spec(path: Path) -> GpuSpec:
+def load_spec(path: Path) -> Gpu:
     """A GPU described in JSON: {"name", "tflops": {"fp32", "tf32"?, "fp16", "bf16"?, "fp8"?}, "memory_gib",
     "bandwidth_gbs", "sms", "capability": "8.9", "source"?}."""
     try:
@@ -79,7 +97,7 @@ def load_spec(path: Path) -> GpuSpec:
                             "and sms are positive numbers") from None
     if min(memory_gib, bandwidth, sms) <= 0:
         raise AmpbenchError(f"--gpu-spec {path}: memory_gib, bandwidth_gbs and sms must be > 0")
-    optional = {}
+    optional: dict[str, float | str] = {}
     for key in ("tdp_w", "base_mhz", "boost_mhz"):
         if key in data:
             if not isinstance(data[key], (int, float)) or isinstance(data[key], bool) or data[key] <= 0:
@@ -87,25 +105,16 @@ def load_spec(path: Path) -> GpuSpec:
             optional[key] = float(data[key])
     if "memory" in data:
         optional["memory"] = str(data["memory"])
-    return _FileSpec(str(data["name"]).lower(), str(data["name"]), memory_gib, bandwidth, sms, (major, minor),
-                     str(data.get("source") or f"--gpu-spec {path}"), **optional,
-                     file_tflops={k: float(v) for k, v in tflops.items()})
+    name = str(data["name"])
+    return Gpu(key=name.lower(), name=name, match=(name.lower(),), architecture="from --gpu-spec",
+               capability=(major, minor), sms=sms, base_mhz=optional.get("base_mhz"),  # type: ignore[arg-type]
+               boost_mhz=optional.get("boost_mhz"), memory_gib=memory_gib, memory=optional.get("memory"),  # type: ignore[arg-type]
+               bandwidth_gbs=bandwidth, tdp_w=optional.get("tdp_w"), pcie_gen=None, nvlink_gbs=None,  # type: ignore[arg-type]
+               tflops={k: float(v) for k, v in tflops.items()}, fp16_native=None,
+               source=str(data.get("source") or f"--gpu-spec {path}"))
 
 
-@dataclass(frozen=True)
-class _FileSpec(GpuSpec):
-    file_tflops: dict[str, float] | None = None
-
-    @property
-    def tflops(self) -> dict[str, float]:  # type: ignore[override]
-        return dict(self.file_tflops or {})
-
-    @property
-    def peak_source(self) -> str:
-        return self.source
-
-
-def refusal(gpu: GpuSpec, precision: str) -> str | None:
+def refusal(gpu: Gpu, precision: str) -> str | None:
     """Why ``gpu`` cannot run ``precision`` (as ``run`` would refuse it there), or None."""
     recipe = get(precision)
     cc = f"{gpu.capability[0]}.{gpu.capability[1]}"
@@ -120,12 +129,12 @@ def refusal(gpu: GpuSpec, precision: str) -> str | None:
     if half == "bf16" and gpu.capability < (8, 0):
         return f"bf16 needs compute capability >= 8.0 (Ampere or newer); {gpu.key} is {cc}"
     math_mode = "tf32" if recipe.tf32 else half
-    if math_mode is not None and math_mode not in gpu.tflops:
+    if math_mode is not None and gpu.math_tflops(math_mode) is None:
         return f"{gpu.key}'s spec has no {math_mode} peak (add tflops.{math_mode} to --gpu-spec)"
     return None
 
 
-def state_refusal(gpu: GpuSpec, precision: str, state: str | None) -> str | None:
+def state_refusal(gpu: Gpu, precision: str, state: str | None) -> str | None:
     """Why ``precision`` cannot keep its optimizer's states in ``state`` on ``gpu`` (as ``run`` leaves it out there)."""
     why = optimizer_state_refusal(precision, state)
     if why is None and effective_state(precision, state) == "fp8" and gpu.capability < (8, 9):
@@ -146,10 +155,11 @@ def check_target(build: Callable[[], Workload], precisions: list[str],
     return wl
 
 
-def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: GpuSpec,
+def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: Gpu,
                    batch_size: int | None = None, channels_last: bool = False,
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
-                   optimizer_states: tuple[str | None, ...] = (None,)) -> list[dict[str, Any]]:
+                   optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None
+                   ) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
@@ -203,11 +213,27 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                 seen.add(state)
                 rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu, baselines,
                                          trace_of, memory_of))
+    for row in rows:
+        row.update(running_costs(row, gpu, usd_per_hour))
     return rows
 
 
+def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> dict[str, Any]:
+    """What a predicted sample costs to run: the energy at the board's rated power (TDP: an upper bound, the board
+    at its maximum; the GPU alone, not the host) and, with a price, the USD per million samples."""
+    rate = row.get("predicted_samples_per_s") if row.get("status") == "ok" else None
+    out: dict[str, Any] = {"gpu_tdp_w": gpu.tdp_w}
+    if rate and gpu.tdp_w:
+        out["predicted_joules_per_sample"] = gpu.tdp_w / rate
+    if usd_per_hour is not None:
+        out["usd_per_hour"] = usd_per_hour
+        if rate:
+            out["predicted_usd_per_million_samples"] = usd_per_hour / 3600.0 / rate * 1e6
+    return out
+
+
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
-                 gpu: GpuSpec, baselines: dict[str, float], trace_of: Callable[..., Any],
+                 gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
                  memory_of: Callable[..., MemoryModel]) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
     reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
@@ -240,7 +266,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
                 "reason": f"predicted peak {mem.peak / 2**30:,.1f} GiB exceeds the {mem.usable / 2**30:,.1f} GiB the "
                           f"allocator can fill on {gpu.key} ({fits})"}
-    peak = gpu.tflops.get(cost.math_mode) or gpu.tflops["fp32"]
+    peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
     trust = band(gpu, cost.op_split, cost.math_mode)
     return {**row, **memory_keys, **trust.as_row(), **dict(
         status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,

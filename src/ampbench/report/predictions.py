@@ -3,9 +3,10 @@ store holds one, and the "why no speedup" their breakdown gives.
 
 A prediction matches a measured row when both are the same cell (:class:`~ampbench.cells.CellId`, the one
 definition every reader compares rows by: workload, preset, precision, batch, execution, one process) and the row ran
-on a CUDA device whose driver name is the predicted GPU's card (:func:`ampbench.measure.peaks.find_peak`; the two
-A100 memory sizes are one card there, so a prediction names its memory size and the match says the card). A
-prediction is of an eager step: a compiled or graph-replayed measurement is another cell, never its match.
+on a CUDA device whose driver name is the predicted GPU's card (:func:`ampbench.measure.gpus.for_device`,
+:meth:`~ampbench.measure.gpus.Gpu.same_card`: the A100 memory sizes are one card there, so a prediction names its
+memory size and the match says the card). A prediction is of an eager step: a compiled or graph-replayed measurement
+is another cell, never its match.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ampbench.cells import CellId
-from ampbench.measure.peaks import find_peak, gpu_spec
+from ampbench.measure.gpus import for_device, lookup
 
 
 def latest(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -27,22 +28,17 @@ def latest(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _card(gpu: str | None) -> str | None:
-    spec = gpu_spec(gpu or "")
-    return spec.peak if spec is not None else None
-
-
 def measured_for(pred: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The newest ok measured row of the predicted cell on the predicted GPU, or None."""
-    card = _card(pred.get("gpu"))
+    card = lookup(pred.get("gpu") or "")
     if card is None:
         return None
     cell = CellId.of(pred)
     found = None
     for r in rows:
         if r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda") and CellId.of(r) == cell:
-            peak = find_peak(r.get("device_name"))
-            if peak is not None and peak.name == card:
+            gpu = for_device(r.get("device_name"))
+            if gpu is not None and gpu.same_card(card):
                 found = r
     return found
 
@@ -81,20 +77,36 @@ def _mode(row: dict[str, Any]) -> str:
 
 
 def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str]:
-    """One line per (workload, preset, batch, bound, kind of mode) naming the modes predicted less than ``below`` x
-    fp32 (with their optimizer states) and why."""
+    """One line per (workload, preset, batch, GPU, bound, kind of mode) naming the modes predicted less than ``below``
+    x fp32 (with their optimizer states) and why; on a GPU without Tensor Cores, what the half modes buy instead
+    (memory: their peak beside fp32's)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    fp32_peak: dict[tuple[Any, ...], Any] = {}
     for r in rows:
+        if r.get("status") == "ok" and r.get("precision") == "fp32" and not r.get("optimizer_state"):
+            fp32_peak[(r["workload"], r.get("preset"), r["batch_size"], r.get("gpu"))] = r.get("predicted_peak_bytes")
         if r.get("status") == "ok" and r.get("precision") != "fp32" and (r.get("predicted_speedup_vs_fp32") or 0) < below:
             kind = str(r["precision"]).split("-")[0] if r["predicted_bound"] != "launch" else ""
-            groups.setdefault((r["workload"], r.get("preset"), r["batch_size"], r["predicted_bound"], kind),
-                              []).append(r)
+            groups.setdefault((r["workload"], r.get("preset"), r["batch_size"], r.get("gpu"), r["predicted_bound"],
+                               kind), []).append(r)
+    several = len({r.get("gpu") for r in rows}) > 1
     out = []
-    for (workload, preset, batch, bound, _), group in groups.items():
+    for (workload, preset, batch, gpu, bound, kind), group in groups.items():
+        where = f"{workload} ({preset}, batch {batch}{f', {gpu}' if several else ''})"
+        card = lookup(str(gpu or ""))
+        if card is not None and not card.tensor_cores and kind in ("amp", "master", "pure"):
+            base = fp32_peak.get((workload, preset, batch, gpu))
+            peaks = ", ".join(f"{_mode(r)} {r['predicted_peak_bytes'] / 2**30:,.2f} GiB" for r in group)
+            memory = f" (peak memory: fp32 {base / 2**30:,.2f} GiB; {peaks})" if base else ""
+            out.append(f"{where}: {', '.join(_mode(r) for r in group)} buy memory, not speed, on {card.name}: no "
+                       f"Tensor Cores (compute capability {card.capability[0]}.{card.capability[1]}), so PyTorch's fp16 "
+                       f"GEMMs and convolutions run in fp32 math on fp16 storage; only memory-bound kernels gain"
+                       f"{memory}")
+            continue
         shares = sorted({round(100 * (r.get("predicted_time_split") or {}).get(bound, 0.0)) for r in group})
         share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
-        out.append(f"{workload} ({preset}, batch {batch}): no speedup predicted for "
-                   f"{', '.join(_mode(r) for r in group)}; {why_no_speedup(group[0], share)}")
+        out.append(f"{where}: no speedup predicted for {', '.join(_mode(r) for r in group)}; "
+                   f"{why_no_speedup(group[0], share)}")
     return out
 
 

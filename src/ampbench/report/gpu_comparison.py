@@ -1,0 +1,136 @@
+"""Which GPU gains what: predictions of one cell on several GPUs (``ampbench predict --gpu a,b,c`` or ``all``), the GPUs
+side by side as columns -- samples/s and the speedup over that GPU's own fp32, peak memory and the largest batch,
+energy per sample at the board's rated power, and with ``--prices`` the cost per million samples -- and the advisor's
+picks per precision: the fastest GPU, the cheapest per sample, the most energy-efficient.
+
+Rows are grouped by the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`) less the GPU, so the
+same model, batch and precision are compared and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from ampbench.report.console import Col, fmt_bytes, stack_tables
+
+Group = dict[str, dict[str, dict[str, Any]]]
+"""mode label -> GPU key -> its predicted row."""
+
+
+def _mode(r: dict[str, Any]) -> str:
+    return str(r["precision"]) + (f" {r['optimizer_state']}" if r.get("optimizer_state") else "")
+
+
+def compared(rows: list[dict[str, Any]]) -> tuple[list[str], dict[tuple[Any, ...], Group]]:
+    """The GPUs in the order first seen, and per (workload, preset, batch, setting) each mode's row per GPU."""
+    gpus: list[str] = []
+    groups: dict[tuple[Any, ...], Group] = {}
+    for r in rows:
+        gpu = str(r.get("gpu"))
+        if gpu not in gpus:
+            gpus.append(gpu)
+        key = (r["workload"], r.get("preset"), r.get("batch_size"), str(r.get("execution") or {}))
+        groups.setdefault(key, {}).setdefault(_mode(r), {})[gpu] = r
+    return gpus, groups
+
+
+def _ok(r: dict[str, Any] | None) -> bool:
+    return r is not None and r.get("status") == "ok"
+
+
+def _speed(r: dict[str, Any]) -> str:
+    x = r.get("predicted_speedup_vs_fp32")
+    return f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
+
+
+def _memory(r: dict[str, Any]) -> str:
+    batch = r.get("predicted_max_batch")
+    return fmt_bytes(r.get("predicted_peak_bytes")) + ("" if batch is None else f" / {batch:,}")
+
+
+def _energy(r: dict[str, Any]) -> str:
+    j = r.get("predicted_joules_per_sample")
+    return "-" if j is None else f"{j * 1e3:,.2f}"
+
+
+def _usd(r: dict[str, Any]) -> str:
+    usd = r.get("predicted_usd_per_million_samples")
+    return "-" if usd is None else f"{usd:,.3f}"
+
+
+FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], bool]], ...] = (
+    ("samples/s (x that GPU's fp32)", _speed, lambda r: r.get("status") == "ok"),
+    ("peak memory / max batch", _memory, lambda r: r.get("status") in ("ok", "oom")),
+    ("energy per sample at TDP, mJ", _energy, lambda r: r.get("status") == "ok"),
+    ("USD per million samples (--prices)", _usd, lambda r: r.get("status") == "ok"),
+)
+
+
+def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | str]:
+    """Per cell and figure, a table: the modes down, the GPUs across (stacked to fit ``width``); a mode a GPU cannot
+    run reads its status there (its reason is in the rows)."""
+    gpus, groups = compared(rows)
+    priced = any(r.get("usd_per_hour") is not None for r in rows)
+    out: list[Table | str] = []
+    for (workload, preset, batch, _), group in groups.items():
+        modes = list(group)
+        key = Col("mode", modes, justify="left")
+        for head, cell, shown in FIGURES:
+            if head.startswith("USD") and not priced:
+                continue
+            cols = []
+            for gpu in gpus:
+                texts = []
+                for m in modes:
+                    r = group[m].get(gpu)
+                    texts.append("" if r is None else cell(r) if shown(r) else str(r.get("status")))
+                cols.append(Col(gpu, texts))
+            title = f"{escape(str(workload))} ({escape(str(preset))}), batch {batch}: {head}, predicted per GPU"
+            out += stack_tables(title, key, cols, width)
+    out.append("energy: the board's rated power (TDP) over the predicted samples/s, an upper bound for the GPU alone; "
+               "x fp32: over the same GPU's fp32")
+    return out
+
+
+def _best(group: dict[str, dict[str, Any]], value: Callable[[dict[str, Any]], float | None],
+          low: bool) -> tuple[str, float] | None:
+    found = [(gpu, v) for gpu, r in group.items() if _ok(r) and (v := value(r)) is not None]
+    if len(found) < 2:
+        return None
+    return (min if low else max)(found, key=lambda gv: gv[1])
+
+
+def advice(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """Per cell and mode predicted on two GPUs or more: the fastest GPU, the cheapest per sample (priced GPUs) and
+    the most energy-efficient (plain text)."""
+    _, groups = compared(rows)
+    for (workload, preset, batch, _), group in groups.items():
+        for mode, per_gpu in group.items():
+            fastest = _best(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
+            if fastest is None:
+                continue
+            said = [f"fastest {fastest[0]} ({fastest[1]:,.0f} samples/s)"]
+            cheapest = _best(per_gpu, lambda r: r.get("predicted_usd_per_million_samples"), low=True)
+            if cheapest is not None:
+                said.append(f"cheapest per sample {cheapest[0]} (USD {cheapest[1]:,.3f} per million)")
+            frugal = _best(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
+            if frugal is not None:
+                said.append(f"most energy-efficient {frugal[0]} ({frugal[1] * 1e3:,.2f} mJ/sample at TDP)")
+            yield f"{workload} ({preset}, batch {batch}) {mode}: " + "; ".join(said)
+
+
+def markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The comparison as Markdown tables (the report's predictions section): per cell, samples/s (x fp32) by GPU."""
+    gpus, groups = compared(rows)
+    lines: list[str] = []
+    for (workload, preset, batch, _), group in groups.items():
+        lines += ["", f"**{workload} ({preset}), batch {batch}: samples/s (x that GPU's fp32), predicted per GPU**", "",
+                  "| mode | " + " | ".join(gpus) + " |", "| --- | " + " | ".join("---:" for _ in gpus) + " |"]
+        for mode, per_gpu in group.items():
+            cells = [(_speed(r) if _ok(r) else str(r.get("status"))) if (r := per_gpu.get(g)) else "" for g in gpus]
+            lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    return lines
