@@ -121,8 +121,10 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: p4, p100-16gb"),
-    ([], "give --gpu NAME or --gpu-spec FILE.json"),
+    (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: m4000, p4, quadro-p4000"),
+    (["--gpu", "t4,a200"], "--gpu 'a200' is not known"), (["--gpu", "a10g"], "--gpu 'a10g' has no published SM count"),
+    (["--gpu", " , "], "names no GPU"),
+    ([], "give --gpu NAME[,NAME...] (or all) or --gpu-spec FILE.json"),
     (["--gpu", "t4", "--workloads", "mnist"], "unknown workload 'mnist'"),
     (["--gpu", "t4", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),  # (run's parser: the same words)
     (["--gpu", "t4", "--batch-size", "8,x"], "--batch-size '8,x': expected integers, e.g. 64 or 64,128"),

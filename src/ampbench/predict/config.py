@@ -22,7 +22,7 @@ from ampbench.bench.config import parse_batch_sizes, parse_list
 from ampbench.bench.suites import with_presets
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
-from ampbench.measure.gpus import Gpu
+from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.predict.run import check_target, find_gpus, predict_target
 from ampbench.workloads import DataOptions, build_target
@@ -118,7 +118,7 @@ class PredictConfig:
 
 def load_prices(path: Path, gpus: tuple[Gpu, ...]) -> dict[str, float]:
     """``--prices FILE``: the user's own USD per hour per GPU, as JSON (``{"a100-80gb": 1.89, ...}``) or CSV (``gpu,
-    usd_per_hour`` lines); every key a GPU of this prediction, every price > 0."""
+    usd_per_hour`` lines); every key a known GPU (or this prediction's --gpu-spec), every price > 0."""
     try:
         text = Path(path).read_text()
     except OSError as e:
@@ -139,8 +139,9 @@ def load_prices(path: Path, gpus: tuple[Gpu, ...]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in data.items():
         k = str(key).strip().lower()
-        if k not in keys:
-            raise AmpbenchError(f"--prices {path}: {key!r} is not a GPU of this prediction ({', '.join(sorted(keys))})")
+        if k not in keys and lookup(k) is None:  # (a known GPU this prediction leaves out: its price is not needed)
+            raise AmpbenchError(f"--prices {path}: {key!r} is not a known GPU (ampbench list gpus; this prediction's: "
+                                f"{', '.join(sorted(keys))})")
         try:
             price = float(value)
         except (TypeError, ValueError):

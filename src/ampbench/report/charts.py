@@ -108,6 +108,31 @@ def bars(labels: list[str], values: list[float], xlabel: str, title: str, fmt: s
     return _to_uri(fig)
 
 
+def gpu_chart(gpus: list[str], modes: dict[str, dict[str, tuple[float, float | None]]], title: str) -> str:
+    """Predicted samples/s per precision per GPU (``modes``: mode -> GPU -> (samples/s, speedup over that GPU's
+    fp32)), grouped by GPU, each bar labelled with its speedup."""
+    fig, ax = _fig(height=0.35 * len(gpus) * max(1, len(modes)) + 1.2)
+    n = max(1, len(modes))
+    height = 0.8 / n
+    top = max((v for per in modes.values() for v, _ in per.values()), default=1.0)
+    for j, (mode, per) in enumerate(modes.items()):
+        ys = [i + (j - (n - 1) / 2) * height for i, g in enumerate(gpus) if g in per]
+        values = [per[g][0] for g in gpus if g in per]
+        ax.barh(ys, values, height=height * 0.9, color=_color(mode), label=mode)
+        for y, g in zip(ys, [g for g in gpus if g in per]):
+            x = per[g][1]
+            ax.text(per[g][0], y, f"  {per[g][0]:,.0f}" + (f" ({x:.2f}x)" if x is not None else ""), va="center",
+                    fontsize=7)
+    ax.set_yticks(range(len(gpus)), gpus)
+    ax.invert_yaxis()
+    ax.set_xlim(0, top * 1.45)
+    ax.set_xlabel("predicted samples/s (x that GPU's fp32)")
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(1.0, len(gpus))), frameon=False,
+              ncol=4)
+    return _to_uri(fig)
+
+
 def loss_curves(rows: list[dict[str, Any]], title: str) -> str | None:
     """Training loss per precision: mean over seeds with the min-max band."""
     conv = [r for r in rows if r.get("converge") and r["converge"].get("losses")]

@@ -54,7 +54,7 @@ def _memory(r: dict[str, Any]) -> str:
 
 def _energy(r: dict[str, Any]) -> str:
     j = r.get("predicted_joules_per_sample")
-    return "-" if j is None else f"{j * 1e3:,.2f}"
+    return "-" if j is None else f"{j * 1e3:.3g}"
 
 
 def _usd(r: dict[str, Any]) -> str:
@@ -97,40 +97,73 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
 
 
 def _best(group: dict[str, dict[str, Any]], value: Callable[[dict[str, Any]], float | None],
-          low: bool) -> tuple[str, float] | None:
-    found = [(gpu, v) for gpu, r in group.items() if _ok(r) and (v := value(r)) is not None]
+          low: bool) -> tuple[list[str], float] | None:
+    """The GPU(s) best by ``value``: every GPU within the predictions' error band of the best (their ``±error``:
+    a lead smaller than it is not a lead), with the best value; None with fewer than two GPUs to compare."""
+    found = [(gpu, v, r.get("predicted_error_pct") or 0) for gpu, r in group.items()
+             if _ok(r) and (v := value(r)) is not None]
     if len(found) < 2:
         return None
-    return (min if low else max)(found, key=lambda gv: gv[1])
+    best = (min if low else max)(found, key=lambda f: f[1])
+    band = max(f[2] for f in found) / 100
+    tied = [g for g, v, _ in found if (v <= best[1] * (1 + band) if low else v >= best[1] * (1 - band))]
+    return [best[0], *(g for g in tied if g != best[0])], best[1]
+
+
+def _said(what: str, best: tuple[list[str], float], figure: str, of: int) -> str:
+    gpus, _ = best
+    if len(gpus) == of:
+        return f"{what}: none beyond the error band ({figure} for the best)"
+    lead = gpus[0] + (f" (tied within the error band with {', '.join(gpus[1:])})" if len(gpus) > 1 else "")
+    return f"{what} {lead} ({figure})"
 
 
 def advice(rows: list[dict[str, Any]]) -> Iterator[str]:
     """Per cell and mode predicted on two GPUs or more: the fastest GPU, the cheapest per sample (priced GPUs) and
-    the most energy-efficient (plain text)."""
+    the most energy-efficient; GPUs within the predictions' error band of the best are named as tied (plain text)."""
     _, groups = compared(rows)
     for (workload, preset, batch, _), group in groups.items():
         for mode, per_gpu in group.items():
+            n = sum(1 for r in per_gpu.values() if _ok(r))
             fastest = _best(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
             if fastest is None:
                 continue
-            said = [f"fastest {fastest[0]} ({fastest[1]:,.0f} samples/s)"]
+            said = [_said("fastest", fastest, f"{fastest[1]:,.0f} samples/s", n)]
             cheapest = _best(per_gpu, lambda r: r.get("predicted_usd_per_million_samples"), low=True)
             if cheapest is not None:
-                said.append(f"cheapest per sample {cheapest[0]} (USD {cheapest[1]:,.3f} per million)")
+                priced = sum(1 for r in per_gpu.values() if _ok(r) and r.get("predicted_usd_per_million_samples"))
+                said.append(_said("cheapest per sample", cheapest, f"USD {cheapest[1]:,.3f} per million", priced))
             frugal = _best(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
             if frugal is not None:
-                said.append(f"most energy-efficient {frugal[0]} ({frugal[1] * 1e3:,.2f} mJ/sample at TDP)")
+                said.append(_said("most energy-efficient", frugal, f"{frugal[1] * 1e3:.3g} mJ/sample at TDP", n))
             yield f"{workload} ({preset}, batch {batch}) {mode}: " + "; ".join(said)
 
 
-def markdown(rows: list[dict[str, Any]]) -> list[str]:
-    """The comparison as Markdown tables (the report's predictions section): per cell, samples/s (x fp32) by GPU."""
-    gpus, groups = compared(rows)
-    lines: list[str] = []
+def compared_cells(predictions: list[dict[str, Any]]) -> list[tuple[str, list[str], Group]]:
+    """The cells predicted on two GPUs or more, each with its title and GPUs (for the reports)."""
+    gpus, groups = compared(predictions)
+    out = []
     for (workload, preset, batch, _), group in groups.items():
-        lines += ["", f"**{workload} ({preset}), batch {batch}: samples/s (x that GPU's fp32), predicted per GPU**", "",
-                  "| mode | " + " | ".join(gpus) + " |", "| --- | " + " | ".join("---:" for _ in gpus) + " |"]
+        present = [g for g in gpus if any(g in per for per in group.values())]
+        if len(present) > 1:
+            out.append((f"{workload} ({preset}), batch {batch}", present, group))
+    return out
+
+
+def markdown(predictions: list[dict[str, Any]], escape_md: Callable[[Any], str]) -> list[str]:
+    """The comparison as Markdown tables (the report's "Which GPU" section): per cell, samples/s (x fp32) by GPU."""
+    lines: list[str] = []
+    for title, gpus, group in compared_cells(predictions):
+        lines += ["", f"**{escape_md(title)}: samples/s (x that GPU's fp32), predicted per GPU**", "",
+                  "| mode | " + " | ".join(escape_md(g) for g in gpus) + " |",
+                  "| --- | " + " | ".join("---:" for _ in gpus) + " |"]
         for mode, per_gpu in group.items():
             cells = [(_speed(r) if _ok(r) else str(r.get("status"))) if (r := per_gpu.get(g)) else "" for g in gpus]
-            lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+            lines.append(f"| {escape_md(mode)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def chart_data(group: Group) -> dict[str, dict[str, tuple[float, float | None]]]:
+    """mode -> GPU -> (predicted samples/s, x that GPU's fp32), ok rows only."""
+    return {mode: {g: (r["predicted_samples_per_s"], r.get("predicted_speedup_vs_fp32")) for g, r in per.items()
+                   if _ok(r)} for mode, per in group.items()}

@@ -7,6 +7,8 @@ from typing import Any
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, saving_note, speedup_text
+from ampbench.report.gpu_comparison import markdown as gpu_markdown
+from ampbench.report.predictions import latest
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
 from ampbench.store.row_keys import framework_of
@@ -100,6 +102,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                   "|" + " --- |" * 4 + " ---: |" * (len(PREDICTED_HEADERS) - 5) + " --- |"]
         lines += ["| " + " | ".join(md_escape(c) for c in predicted_cells(p)) + " |" for p in predicted]
         lines.append("")
+    which = gpu_markdown(latest(predictions or []), md_escape)
+    if which:
+        lines += ["### Which GPU (ampbench predict --gpu a,b,c: the same cell priced on each GPU)", *which, ""]
     lines.append("_Measured by ampbench; every figure is from the device named in its heading (predictions: the GPU "
                  "named in their row)._")
     return "\n".join(lines) + "\n"

@@ -78,35 +78,44 @@ def _mode(row: dict[str, Any]) -> str:
 
 def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str]:
     """One line per (workload, preset, batch, GPU, bound, kind of mode) naming the modes predicted less than ``below``
-    x fp32 (with their optimizer states) and why; on a GPU without Tensor Cores, what the half modes buy instead
-    (memory: their peak beside fp32's)."""
+    x fp32 (with their optimizer states) and why; on a GPU without Tensor Cores one line per (workload, preset, batch,
+    GPU) saying what the half modes buy instead (memory: their peak beside fp32's)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     fp32_peak: dict[tuple[Any, ...], Any] = {}
     for r in rows:
+        cell = (r["workload"], r.get("preset"), r["batch_size"], r.get("gpu"))
         if r.get("status") == "ok" and r.get("precision") == "fp32" and not r.get("optimizer_state"):
-            fp32_peak[(r["workload"], r.get("preset"), r["batch_size"], r.get("gpu"))] = r.get("predicted_peak_bytes")
-        if r.get("status") == "ok" and r.get("precision") != "fp32" and (r.get("predicted_speedup_vs_fp32") or 0) < below:
-            kind = str(r["precision"]).split("-")[0] if r["predicted_bound"] != "launch" else ""
-            groups.setdefault((r["workload"], r.get("preset"), r["batch_size"], r.get("gpu"), r["predicted_bound"],
-                               kind), []).append(r)
+            fp32_peak[cell] = r.get("predicted_peak_bytes")
+        if r.get("status") != "ok" or r.get("precision") == "fp32":
+            continue
+        card = lookup(str(r.get("gpu") or ""))
+        kind = str(r["precision"]).split("-")[0]
+        if card is not None and not card.tensor_cores and kind in ("amp", "master", "pure"):
+            groups.setdefault((*cell, "no tensor cores", ""), []).append(r)
+        elif (r.get("predicted_speedup_vs_fp32") or 0) < below:
+            groups.setdefault((*cell, r["predicted_bound"], kind if r["predicted_bound"] != "launch" else ""),
+                              []).append(r)
     several = len({r.get("gpu") for r in rows}) > 1
     out = []
-    for (workload, preset, batch, gpu, bound, kind), group in groups.items():
+    for (workload, preset, batch, gpu, bound, _), group in groups.items():
         where = f"{workload} ({preset}, batch {batch}{f', {gpu}' if several else ''})"
-        card = lookup(str(gpu or ""))
-        if card is not None and not card.tensor_cores and kind in ("amp", "master", "pure"):
+        modes = ", ".join(_mode(r) for r in group)
+        if bound == "no tensor cores":
+            card = lookup(str(gpu))
+            assert card is not None
             base = fp32_peak.get((workload, preset, batch, gpu))
+            speed = ", ".join(f"{_mode(r)} {r['predicted_speedup_vs_fp32']:.2f}x" for r in group
+                              if r.get("predicted_speedup_vs_fp32") is not None)
             peaks = ", ".join(f"{_mode(r)} {r['predicted_peak_bytes'] / 2**30:,.2f} GiB" for r in group)
-            memory = f" (peak memory: fp32 {base / 2**30:,.2f} GiB; {peaks})" if base else ""
-            out.append(f"{where}: {', '.join(_mode(r) for r in group)} buy memory, not speed, on {card.name}: no "
+            memory = f"; peak memory fp32 {base / 2**30:,.2f} GiB, {peaks}" if base else ""
+            out.append(f"{where}: {modes} {'buys' if len(group) == 1 else 'buy'} memory, not speed, on {card.name}: no "
                        f"Tensor Cores (compute capability {card.capability[0]}.{card.capability[1]}), so PyTorch's fp16 "
-                       f"GEMMs and convolutions run in fp32 math on fp16 storage; only memory-bound kernels gain"
-                       f"{memory}")
+                       f"GEMMs and convolutions run in fp32 math on fp16 storage; only memory-bound kernels gain "
+                       f"({speed} of fp32's speed{memory})")
             continue
         shares = sorted({round(100 * (r.get("predicted_time_split") or {}).get(bound, 0.0)) for r in group})
         share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
-        out.append(f"{where}: no speedup predicted for {', '.join(_mode(r) for r in group)}; "
-                   f"{why_no_speedup(group[0], share)}")
+        out.append(f"{where}: no speedup predicted for {modes}; {why_no_speedup(group[0], share)}")
     return out
 
 
