@@ -169,9 +169,9 @@ case $1 in
   predict)
     # the predictions are made before the measurements they are checked against, on this GPU's datasheet spec
     if [ -n "$DRY" ]; then KEY=h100-sxm; else
-      KEY=$($PY -c "import torch; from ampbench.measure.peaks import spec_for_device as f; p = torch.cuda.get_device_properties(0); g = f(p.name, p.total_memory / 2**30); print(g.key if g else '')")
+      KEY=$($PY -c "import torch; from ampbench.measure.gpus import for_device as f; p = torch.cuda.get_device_properties(0); g = f(p.name, p.total_memory / 2**30); print(g.key if g and g.predictable else '')")
     fi
-    [ -n "$KEY" ] || { echo "predict: no spec in measure/peaks.py for this GPU (add one, or use --gpu-spec)"; return 2; }
+    [ -n "$KEY" ] || { echo "predict: this GPU is not in the catalogue (measure/gpus.csv: add its row, or use --gpu-spec)"; return 2; }
     local wl=tabular-mlp,mnist-cnn,resnext,bert,unet modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16,pure-bf16
     local rn50=(--model src/ampbench/predict/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
                 --batch-size 128 --precisions fp32,tf32,amp-fp16,amp-bf16)

@@ -26,7 +26,7 @@ def test_list_shows_every_precision_and_alias(capsys):
 
 
 @pytest.mark.parametrize("args,expect", [
-    (["list", "gpus"], "cannot list 'gpus'"),
+    (["list", "gpu"], "cannot list 'gpu': choose one of all, precisions, workloads, gpus"),
     (["--bogus"], "No such option"),
     (["nosuchcommand"], "No such command"),
 ])
@@ -40,7 +40,7 @@ def test_bad_input_is_one_line_exit_2(args, expect):
 
 def test_main_exits_2_in_process(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["list", "gpus"])
+        main(["list", "gpu"])
     assert e.value.code == 2
 
 

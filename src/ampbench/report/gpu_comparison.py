@@ -98,15 +98,16 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
 
 def _best(group: dict[str, dict[str, Any]], value: Callable[[dict[str, Any]], float | None],
           low: bool) -> tuple[list[str], float] | None:
-    """The GPU(s) best by ``value``: every GPU within the predictions' error band of the best (their ``±error``:
-    a lead smaller than it is not a lead), with the best value; None with fewer than two GPUs to compare."""
-    found = [(gpu, v, r.get("predicted_error_pct") or 0) for gpu, r in group.items()
+    """The GPU(s) best by ``value``, with the best value: the best and every GPU whose gap to it is inside the two
+    predictions' error bands together (each row's ``±error``; a ratio of two predictions can be off by both: a lead
+    smaller than that is not a lead); None with fewer than two GPUs to compare."""
+    found = [(gpu, v, (r.get("predicted_error_pct") or 0) / 100) for gpu, r in group.items()
              if _ok(r) and (v := value(r)) is not None]
     if len(found) < 2:
         return None
     best = (min if low else max)(found, key=lambda f: f[1])
-    band = max(f[2] for f in found) / 100
-    tied = [g for g, v, _ in found if (v <= best[1] * (1 + band) if low else v >= best[1] * (1 - band))]
+    tied = [g for g, v, band in found
+            if (v <= best[1] * (1 + best[2] + band) if low else v >= best[1] * (1 - best[2] - band))]
     return [best[0], *(g for g in tied if g != best[0])], best[1]
 
 

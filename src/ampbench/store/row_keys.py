@@ -159,7 +159,7 @@ ROW_KEYS: dict[str, str] = {
                   "others stayed bf16 (`3/5 converted; skipped: head (dims 10x64 not multiples of 16)`); null otherwise.",
     "fp8_flops_share": "fp8 modes: the share of flops_per_step in the converted Linear layers (their forward and "
                        "backward GEMMs), what ran in fp8; 0 when none converted (a warning says so). Null otherwise.",
-    "peak_tflops": "Dense peak TFLOP/s for math_mode: a GPU's from ampbench's table (sources in measure/peaks.py); a "
+    "peak_tflops": "Dense peak TFLOP/s for math_mode: a GPU's from ampbench's GPU catalogue (sources in measure/gpus.csv); a "
                    "CPU's theoretical peak, cores x clock x FLOPs/cycle (env.cpu_peak says what it assumes; "
                    "measure/cpu.py). fp8 modes: the fp8 and bf16 peaks mixed by fp8_flops_share (1 / (s / fp8 + "
                    "(1 - s) / bf16): the converted layers' FLOPs at fp8's rate, the rest at bf16's).",

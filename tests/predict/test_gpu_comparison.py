@@ -1,0 +1,136 @@
+"""``ampbench predict --gpu a,b,c`` / ``all``: one trace priced on every GPU, the GPUs side by side, energy at TDP and
+the cost per million samples (each recomputed here from the catalogue and the prices), the advisor's picks, the
+GPUs without Tensor Cores predicted as they run, and ``--prices`` refused in one line when wrong."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ampbench.errors import AmpbenchError
+from ampbench.measure.gpus import lookup, predictable
+from ampbench.predict.config import PredictConfig, load_prices
+from ampbench.report.gpu_comparison import advice, comparison_tables
+from ampbench.report.predictions import no_speedup_lines
+from ampbench.store import Store
+from tests.conftest import cli
+
+GPUS = ("t4", "a100-80gb", "gtx-1080-ti", "rtx-2080-ti")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    config = PredictConfig.from_strings(gpu=",".join(GPUS), workloads="tabular-mlp", preset="small", batch_size="8192",
+                                        precisions="fp32,amp-fp16,amp-bf16,master-fp16")
+    return config.predict()
+
+
+def test_each_gpu_gets_every_precision_priced_from_one_trace(rows: list[dict]) -> None:
+    assert [r["gpu"] for r in rows] == [g for g in GPUS for _ in range(4)]  # (in the order given)
+    for precision in ("fp32", "amp-fp16", "master-fp16"):
+        same = [r for r in rows if r["precision"] == precision]
+        assert all(r["status"] == "ok" for r in same)
+        assert len({r["flops_per_step"] for r in same}) == 1 and len({r["predicted_peak_bytes"] for r in same}) == 1
+    bf16 = {r["gpu"]: r["status"] for r in rows if r["precision"] == "amp-bf16"}
+    assert bf16 == {"t4": "unsupported", "a100-80gb": "ok", "gtx-1080-ti": "unsupported", "rtx-2080-ti": "unsupported"}
+
+
+def test_energy_per_sample_is_the_tdp_over_the_predicted_rate(rows: list[dict]) -> None:
+    for r in rows:
+        tdp = lookup(r["gpu"]).tdp_w
+        assert r["gpu_tdp_w"] == tdp
+        if r["status"] == "ok":
+            assert r["predicted_joules_per_sample"] == pytest.approx(tdp * r["predicted_step_ms"] / 1e3 / r["batch_size"])
+        else:
+            assert "predicted_joules_per_sample" not in r
+
+
+def test_without_tensor_cores_half_precision_buys_memory_not_speed(rows: list[dict]) -> None:
+    """GTX 1080 Ti (compute capability 6.1): fp16 GEMMs in fp32 math on fp16 storage. Its AMP speedup stays near 1
+    (only memory-bound kernels gain) and below the RTX 2080 Ti's (Tensor Cores); the memory saving is the same."""
+    by = {(r["gpu"], r["precision"]): r for r in rows}
+    pascal, turing = by["gtx-1080-ti", "amp-fp16"], by["rtx-2080-ti", "amp-fp16"]
+    assert pascal["predicted_math_mode"] == "fp16" and pascal["predicted_speedup_vs_fp32"] < 1.15
+    assert turing["predicted_speedup_vs_fp32"] > pascal["predicted_speedup_vs_fp32"] + 0.1
+    assert pascal["predicted_peak_bytes"] == turing["predicted_peak_bytes"] < by["gtx-1080-ti", "fp32"]["predicted_peak_bytes"]
+    # MFU against the fp32 peak: what PyTorch's fp16 GEMMs can reach there
+    assert pascal["predicted_mfu"] == pytest.approx(
+        pascal["flops_per_step"] / (pascal["predicted_step_ms"] / 1e3) / (lookup("gtx-1080-ti").tflops["fp32"] * 1e12))
+    lines = [line for line in no_speedup_lines(rows) if "gtx-1080-ti" in line]
+    assert len(lines) == 1 and "amp-fp16, master-fp16 buy memory, not speed" in lines[0]
+    assert "no Tensor Cores (compute capability 6.1)" in lines[0] and "peak memory fp32" in lines[0]
+    assert not any("buy memory" in line for line in no_speedup_lines(rows) if "rtx-2080-ti" in line)
+
+
+def test_the_advisor_names_the_fastest_and_the_most_frugal_gpu(rows: list[dict]) -> None:
+    said = {line.split(": ", 1)[0]: line for line in advice(rows)}
+    for precision in ("fp32", "amp-fp16", "master-fp16"):
+        ok = [r for r in rows if r["precision"] == precision]
+        fastest = max(ok, key=lambda r: r["predicted_samples_per_s"])["gpu"]
+        frugal = min(ok, key=lambda r: r["predicted_joules_per_sample"])["gpu"]
+        line = said[f"tabular-mlp (small, batch 8192) {precision}"]
+        assert f"fastest {fastest}" in line and f"most energy-efficient {frugal}" in line
+        assert "cheapest" not in line  # (no prices)
+    assert "tabular-mlp (small, batch 8192) amp-bf16" not in said  # (one GPU runs it: nothing to compare)
+
+
+def test_a_lead_inside_the_error_band_is_a_tie() -> None:
+    base = {"workload": "w", "preset": "tiny", "batch_size": 8, "precision": "fp32", "status": "ok",
+            "predicted_error_pct": 10, "predicted_joules_per_sample": 1.0}
+    rows = [{**base, "gpu": "a", "predicted_samples_per_s": 100.0}, {**base, "gpu": "b", "predicted_samples_per_s": 95.0},
+            {**base, "gpu": "c", "predicted_samples_per_s": 50.0}]
+    (line,) = advice(rows)
+    assert "fastest a (tied within the error band with b)" in line
+    rows[2]["predicted_samples_per_s"] = 99.0
+    (line,) = advice(rows)
+    assert "fastest: none beyond the error band" in line
+
+
+def test_prices_give_the_cost_per_million_samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prices = tmp_path / "prices.csv"
+    prices.write_text("gpu,usd_per_hour\nt4,0.35\nA100-80GB,1.89\nh100-sxm,4.0\n")  # (a GPU not predicted: ignored)
+    db = tmp_path / "r.db"
+    out = tmp_path / "p.json"
+    monkeypatch.setenv("COLUMNS", "80")
+    code, text, err = cli("predict", "--gpu", "t4,a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny",
+                          "--precisions", "fp32,amp-bf16", "--prices", str(prices), "--db", str(db), "--json", str(out))
+    assert code == 0, err
+    rows = json.loads(out.read_text())
+    for r in rows:
+        price = {"t4": 0.35, "a100-80gb": 1.89}[r["gpu"]]
+        assert r["usd_per_hour"] == price
+        if r["status"] == "ok":
+            assert r["predicted_usd_per_million_samples"] == pytest.approx(price / 3600 / r["predicted_samples_per_s"] * 1e6)
+    flat = " ".join(text.split())
+    assert "USD per million samples" in flat and "cheapest per sample" in flat and "a100-80gb" in flat
+    assert max(len(line) for line in text.splitlines() if "│" in line) <= 80  # (tables stacked to fit; text soft-wraps)
+    assert len(Store(db).predictions()) == len(rows) == 4
+
+
+@pytest.mark.parametrize("content, said", [
+    ('{"a200": 1.0}', "'a200' is not a known GPU"), ('{"t4": -1}', "t4's price must be a number of USD per hour > 0"),
+    ('{"t4": "cheap"}', "must be a number"), ("t4;0.35\n", "expected JSON"), ("[]", "expected JSON")])
+def test_bad_prices_are_one_line(tmp_path: Path, content: str, said: str) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(content)
+    with pytest.raises(AmpbenchError, match=said):
+        load_prices(f, (lookup("t4"),))
+    code, _, err = cli("predict", "--gpu", "t4", "--workloads", "tabular-mlp", "--prices", str(f),
+                       "--db", str(tmp_path / "r.db"))
+    assert code == 2 and said.split("'")[0] in err and len(err.strip().splitlines()) == 1
+
+
+def test_all_predicts_every_gpu_of_the_catalogue(tmp_path: Path) -> None:
+    config = PredictConfig.from_strings(gpu="all", workloads="tabular-mlp", preset="tiny", precisions="fp32")
+    assert config.gpus == predictable() and len(config.gpus) >= 35
+    rows = config.predict()
+    assert [r["gpu"] for r in rows] == [g.key for g in predictable()] and all(r["status"] == "ok" for r in rows)
+    console = Console(width=80, record=True, file=io.StringIO())
+    for part in comparison_tables(rows, 80):
+        console.print(part)
+    text = console.export_text()
+    assert all(g.key in text for g in predictable()) and max(len(line) for line in text.splitlines()) <= 80
