@@ -22,6 +22,8 @@ GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec", help="Another 
                        "tf32, fp16, bf16, fp8}, memory_gib, bandwidth_gbs, sms, capability.")]
 PricesOpt = Annotated[Optional[Path], typer.Option("--prices", help="Your USD per hour per GPU, as JSON "  # noqa: UP045
                       "{\"a100-80gb\": 1.89, ...} or CSV lines gpu,usd_per_hour: adds the cost per million samples.")]
+InferenceOpt = Annotated[bool, typer.Option("--inference", help="Predict the forward alone (eval mode, no autograd, "
+                         "the half modes' models in half): latency per batch, samples/s, memory, largest batch.")]
 ChannelsLastOpt = Annotated[bool, typer.Option("--channels-last", help="Trace with channels-last inputs and "
                             "weights (4-D inputs), as --memory-format channels_last runs.")]
 
@@ -33,7 +35,8 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
                 num_classes: o.NumClassesOpt = None, num_outputs: o.NumOutputsOpt = None, task: o.TaskOpt = None,
                 batches: o.BatchesOpt = None, loss: o.LossOpt = None, option: o.OptionOpt = None, seed: o.RunSeedOpt = 0,
                 channels_last: ChannelsLastOpt = False, json_out: o.json_option("the predicted rows") = None,
-                db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None, prices: PricesOpt = None) -> None:
+                db: o.DbOpt = None, optimizer_state: o.OptimizerStatesOpt = None, prices: PricesOpt = None,
+                inference: InferenceOpt = False) -> None:
     """Predict each precision's step time, memory and max batch on GPUs you do not have (nothing runs on a GPU)."""
     from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
@@ -45,7 +48,8 @@ def predict_cmd(gpu: GpuOpt = None, gpu_spec: GpuSpecOpt = None, workloads: o.Wo
     data = data_options(input_shape, vocab_size, num_classes, num_outputs, task, batches, loss, None, None, option)
     config = PredictConfig.from_strings(gpu=gpu, gpu_spec=gpu_spec, workloads=workloads, model=model, preset=preset,
                                         precisions=precisions, batch_size=batch_size, optimizer_state=optimizer_state,
-                                        channels_last=channels_last, data=data, seed=seed, prices=prices)
+                                        channels_last=channels_last, data=data, seed=seed, prices=prices,
+                                        inference=inference)
     rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
     several = len(config.gpus) > 1
     for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):

@@ -58,6 +58,8 @@ class PredictConfig:
     channels_last: bool = False
     prices: dict[str, float] = field(default_factory=dict)
     """USD per hour by GPU key (``--prices FILE``): the cost per million samples of each row on a priced GPU."""
+    inference: bool = False
+    """The forward alone (``--inference``): latency per batch, memory and the largest batch of inference."""
 
     @property
     def gpu(self) -> Gpu:
@@ -68,7 +70,8 @@ class PredictConfig:
     def from_strings(cls, *, gpu: str | None = None, gpu_spec: Path | None = None, workloads: str | None = None,
                      model: str | None = None, preset: str | None = None, precisions: str | None = None,
                      batch_size: str | None = None, optimizer_state: str | None = None, channels_last: bool = False,
-                     data: DataOptions | None = None, seed: int = 0, prices: Path | None = None) -> PredictConfig:
+                     data: DataOptions | None = None, seed: int = 0, prices: Path | None = None,
+                     inference: bool = False) -> PredictConfig:
         gpus = find_gpus(gpu, gpu_spec)
         priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)
@@ -89,7 +92,10 @@ class PredictConfig:
                                     "(measure it with ampbench run)")
         if model is not None:
             check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
-        config = cls(gpus, targets, names, sizes, states, channels_last, priced)
+        if inference and states != (None,):
+            raise AmpbenchError("--optimizer-state applies to training; --inference predicts the forward alone (no "
+                                "optimizer)")
+        config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
         return config
@@ -112,7 +118,7 @@ class PredictConfig:
                     for gpu in self.gpus:
                         rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
-                                               usd_per_hour=self.prices.get(gpu.key))
+                                               usd_per_hour=self.prices.get(gpu.key), inference=self.inference)
         return rows
 
 

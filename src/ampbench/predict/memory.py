@@ -81,7 +81,8 @@ class MemoryModel:
         self.trace, self.large = small, large
         b1, b2 = small.batch_size, large.batch_size
         self.activations = Line.through(b1, small.activation_bytes, b2, large.activation_bytes)
-        self.temporaries = _envelope(_op_lines(small, large))
+        # (an inference forward's peak already holds its largest outputs: they are among the tensors it follows)
+        self.temporaries: list[Line] = [] if small.inference else _envelope(_op_lines(small, large))
         self.held = small.weights_bytes + small.grads_bytes + small.optimizer_bytes
         self.in_flight = max(0, small.backward_grads_bytes - small.grads_bytes)
 

@@ -214,9 +214,10 @@ def _token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 def step_workload(step: Step, root: Path = ROOT) -> Callable[[], Workload]:
     """A builder of the workload a measured step ran, as its source's scripts build it: the Hugging Face model from
-    its config (``AutoModelForPreTraining`` for BERT, ``AutoModelForCausalLM`` otherwise; eager attention; dropout
-    on), token ids of shape (batch, seq), the logits' cross-entropy against the ids (not timed by the source: its
-    backward is). Needs transformers; nothing is downloaded."""
+    its config (``AutoModelForPreTraining`` for BERT -- ``AutoModelForSequenceClassification`` for its inference --,
+    ``AutoModelForCausalLM`` otherwise; eager attention; dropout on in training), token ids of shape (batch, seq), the
+    logits' cross-entropy against the ids (not timed by the source: its backward is). Needs transformers; nothing is
+    downloaded."""
     import transformers  # lazy: transformers (dev extra; the GPU image has it)
 
     config = dict(model_config(step.model, root))
@@ -226,7 +227,10 @@ def step_workload(step: Step, root: Path = ROOT) -> Callable[[], Workload]:
     def build() -> Workload:
         cfg = transformers.AutoConfig.for_model(kind, **config)
         cfg._attn_implementation = "eager"
-        auto = transformers.AutoModelForPreTraining if kind == "bert" else transformers.AutoModelForCausalLM
+        auto = transformers.AutoModelForCausalLM
+        if kind == "bert":  # (the source's inference runs BERT with a sequence classification head)
+            auto = transformers.AutoModelForSequenceClassification if step.kind == "inf" else \
+                transformers.AutoModelForPreTraining
         model = _HFLogits(auto.from_config(cfg, attn_implementation="eager"))
         ids = torch.ones(step.batch, step.seq, dtype=torch.long)
         return Workload(f"{step.model}-seq{step.seq}", model, TensorData((ids,), ids), loss_fn=_token_loss,

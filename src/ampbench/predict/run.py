@@ -29,7 +29,7 @@ from ampbench.precision.optimizer_state import refusal as optimizer_state_refusa
 from ampbench.predict.bands import band
 from ampbench.predict.cost import price
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
-from ampbench.predict.trace import UntraceableModel, trace_step
+from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
@@ -158,12 +158,14 @@ def check_target(build: Callable[[], Workload], precisions: list[str],
 def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: Gpu,
                    batch_size: int | None = None, channels_last: bool = False,
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
-                   optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None
-                   ) -> list[dict[str, Any]]:
+                   optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
+                   inference: bool = False) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
     row per state that is not its own (:mod:`ampbench.precision.optimizer_state`), refused ones with the reason.
+    ``inference``: the forward alone (:func:`~ampbench.predict.trace.trace_inference`: eval mode, no autograd, the
+    half modes' models in half), its latency per batch, memory and largest batch; no optimizer state.
 
     Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
     workload's label, ``preset`` -- the workload's own when None --, precision, batch, the eager execution at this
@@ -187,13 +189,15 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         """The traced step of ``precision`` (and optimizer state) at ``batch`` (or ``at``), traced once."""
         engine = "fp32" if get(precision).name == "tf32" else get(precision).name
         size = at or batch
-        if (engine, state, size) not in traces:
+        key = (engine, state, size, inference)
+        if key not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
                 warnings.simplefilter("always")
-                traces[engine, state, size] = trace_step(fresh(), engine, size, channels_last=channels_last,
-                                                         mp_options={"optimizer_state": state} if state else None)
-            traces[engine, state, size].notes.extend(dict.fromkeys(str(w.message) for w in caught))
-        return traces[engine, state, size]
+                traces[key] = trace_inference(fresh(), engine, size, channels_last=channels_last) if inference else \
+                    trace_step(fresh(), engine, size, channels_last=channels_last,
+                               mp_options={"optimizer_state": state} if state else None)
+            traces[key].notes.extend(dict.fromkeys(str(w.message) for w in caught))
+        return traces[key]
 
     def memory_of(precision: str, state: str | None = None) -> MemoryModel:
         """Its memory from two traces: at the batch (at least :data:`MIN_TRACED_BATCH`) and at twice it (what grows
@@ -207,7 +211,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
     for precision in precisions:
         name = get(precision).name
         seen: set[str | None] = set()
-        for asked in (None, *optimizer_states):  # (a state that is the mode's own is its default row)
+        for asked in (None, *(() if inference else optimizer_states)):  # (a state that is the mode's own: its default row)
             state = effective_state(name, asked)
             if state not in seen:
                 seen.add(state)
@@ -215,6 +219,8 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                                          trace_of, memory_of))
     for row in rows:
         row.update(running_costs(row, gpu, usd_per_hour))
+        if inference:
+            row["predicted_inference"] = True
     return rows
 
 

@@ -14,6 +14,7 @@ import contextlib
 import math
 import time
 import traceback
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,16 +144,36 @@ def _rnn_flops(args: tuple[Any, ...], backward: bool) -> int:
 
 
 class _Recorder(TorchDispatchMode):
-    def __init__(self, flop_registry: dict[Any, Any]) -> None:
+    def __init__(self, flop_registry: dict[Any, Any], track_live: bool = False) -> None:
         super().__init__()
         self.ops: list[Op] = []
         self.phase = "step"
         self._flops = flop_registry
+        self.track_live = track_live
+        """Follow the bytes of the tensors the ops make while they live (an inference forward: no tensor is saved for
+        a backward, each is freed when the last reference to it goes): :attr:`peak_live`."""
+        self.live = self.peak_live = 0
+
+    def _made(self, func: Any, out: Any) -> None:
+        """An op's new tensors (not views, not written in place) count while they live."""
+        if func._schema.arguments and func._schema.arguments[0].alias_info is not None:
+            return  # (in place, or out=)
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and not t._is_view():
+                size = t.untyped_storage().nbytes()
+                self.live += size
+                self.peak_live = max(self.peak_live, self.live)
+                weakref.finalize(t, self._freed, size)
+
+    def _freed(self, size: int) -> None:
+        self.live -= size
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
+        if self.track_live and not _is_view(func) and hasattr(func, "_schema"):
+            self._made(func, out)
         if name in ZERO_COST or _is_view(func):
             return out
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
@@ -225,6 +246,9 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     """How long the trace took here."""
+    inference: bool = False
+    """A forward alone, in eval mode without autograd (:func:`trace_inference`): ``activation_bytes`` is the peak of
+    the tensors the forward holds at once, the input batch included; no gradients, no optimizer."""
 
     @property
     def held_bytes(self) -> int:
@@ -283,6 +307,54 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
             raise
         raise UntraceableModel(f"{wl.name} cannot be predicted: {why} at {_where(e)} (predict runs the model on meta "
                                "tensors, which hold no values; measure it with ampbench run)") from None
+
+
+def trace_inference(wl: Workload, precision: str, batch_size: int, channels_last: bool = False,
+                    rules: AutocastRules = CUDA_RULES, kernels: bool = True) -> Trace:
+    """Trace one inference forward of ``wl`` (built on meta) in ``precision``, as CUDA runs it: the model set up by
+    the precision's recipe (pure-* and master-* models cast to half, as inference runs them; amp-* under autocast),
+    in eval mode (dropout off, batch norm on its running statistics), under ``torch.no_grad()``: no activation is
+    saved, each intermediate freed when its last reference goes. The loss is not computed."""
+    t0 = time.perf_counter()
+    try:
+        trace = _trace_inference(wl, precision, batch_size, channels_last, rules, kernels)
+        trace.seconds = time.perf_counter() - t0
+        return trace
+    except (RuntimeError, NotImplementedError, TypeError) as e:
+        why = _value_read(e)
+        if why is None:
+            raise
+        raise UntraceableModel(f"{wl.name} cannot be predicted: {why} at {_where(e)} (predict runs the model on meta "
+                               "tensors, which hold no values; measure it with ampbench run)") from None
+
+
+def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_last: bool, rules: AutocastRules,
+                     kernels: bool) -> Trace:
+    model = to_meta(wl.model)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    mp = MixedPrecision(precision, device=META, check_finite=False)
+    model, _ = mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.0))  # (the recipe's casts; no step is taken)
+    model.eval()
+    inputs, _ = meta_batch(wl, batch_size)
+    if channels_last:
+        inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 and t.is_floating_point() else t
+                       for t in inputs)
+    counter = FlopCounterMode(display=False, custom_mapping=custom_mapping())
+    rec = _Recorder(counter.flop_registry, track_live=True)
+    autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
+    with compile_as_no_op(), torch.no_grad(), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
+        with cuda.autocast():
+            wl.call_model(model, inputs)  # (a warm-up: lazy modules and caches made once, as in a steady state)
+        with rec, cuda.autocast():
+            rec.phase = "forward"
+            out = wl.call_model(model, inputs)
+            del out
+    weights = tensor_bytes([*model.parameters(), *model.buffers()])
+    batch_bytes = tensor_bytes(inputs)
+    temporary = max((o.bytes_written for o in rec.ops), default=0)
+    return Trace(rec.ops, batch_size, weights, 0, 0, 0, rec.peak_live + batch_bytes, temporary, "none", False,
+                 inference=True)
 
 
 def _value_read(e: BaseException) -> str | None:

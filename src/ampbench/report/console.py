@@ -300,7 +300,8 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
                            for r in group], justify="left")
         cols = [Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group])
                 for i, (head, cell) in enumerate(columns)]
-        title = f"{escape(workload)} ({escape(preset)}), batch {batch}: predicted on {escape(gpu.key)} (no GPU ran it)"
+        what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
+        title = f"{escape(workload)} ({escape(preset)}), batch {batch}: {what} on {escape(gpu.key)} (no GPU ran it)"
         out += stack_tables(title, key, cols, width)
         for r in group:
             if r["status"] != "ok":

@@ -33,7 +33,8 @@ def compared(rows: list[dict[str, Any]]) -> tuple[list[str], dict[tuple[Any, ...
         gpu = str(r.get("gpu"))
         if gpu not in gpus:
             gpus.append(gpu)
-        key = (r["workload"], r.get("preset"), r.get("batch_size"), str(r.get("execution") or {}))
+        batch = f"{r.get('batch_size')}{', inference' if r.get('predicted_inference') else ''}"
+        key = (r["workload"], r.get("preset"), batch, str(r.get("execution") or {}))
         groups.setdefault(key, {}).setdefault(_mode(r), {})[gpu] = r
     return gpus, groups
 

@@ -24,14 +24,14 @@ def latest(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest prediction per (cell, gpu), in the order they were first made."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for p in predictions:
-        out[(CellId.of(p), p.get("gpu"))] = p
+        out[(CellId.of(p), p.get("gpu"), bool(p.get("predicted_inference")))] = p
     return list(out.values())
 
 
 def measured_for(pred: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The newest ok measured row of the predicted cell on the predicted GPU, or None."""
     card = lookup(pred.get("gpu") or "")
-    if card is None:
+    if card is None or pred.get("predicted_inference"):  # (an inference prediction is of no training cell)
         return None
     cell = CellId.of(pred)
     found = None
@@ -129,7 +129,7 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
         measured = m.get("samples_per_s") if m else None
         pred = p.get("predicted_samples_per_s")
         out.append({
-            "workload": p.get("workload"), "preset": p.get("preset"), "setting": CellId.of(p).describe(),
+            "workload": p.get("workload"), "preset": p.get("preset"), "setting": CellId.of(p).describe() + (", inference" if p.get("predicted_inference") else ""),
             "gpu": p.get("gpu"), "batch_size": p.get("batch_size"),
             "precision": p.get("precision"), "predicted_samples_per_s": pred,
             "measured_samples_per_s": measured, "measured_device": m.get("device_name") if m else None,
