@@ -129,7 +129,8 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
         measured = m.get("samples_per_s") if m else None
         pred = p.get("predicted_samples_per_s")
         out.append({
-            "workload": p.get("workload"), "preset": p.get("preset"), "setting": CellId.of(p).describe() + (", inference" if p.get("predicted_inference") else ""),
+            "workload": p.get("workload"), "preset": p.get("preset"),
+            "setting": CellId.of(p).describe() + (", inference" if p.get("predicted_inference") else ""),
             "gpu": p.get("gpu"), "batch_size": p.get("batch_size"),
             "precision": p.get("precision"), "predicted_samples_per_s": pred,
             "measured_samples_per_s": measured, "measured_device": m.get("device_name") if m else None,
