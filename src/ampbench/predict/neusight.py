@@ -168,13 +168,13 @@ def model_config(name: str, root: Path = ROOT) -> dict[str, object]:
     return json.loads((root / "models" / f"{name}.json").read_text())
 
 
-def their_errors(root: Path = ROOT) -> dict[tuple[str, str, int], dict[str, float]]:
-    """NeuSight's own published |error| in % per (GPU, model, batch) of the training steps, per method (Roofline,
-    Habitat, Li et al., NeuSight)."""
+def their_errors(root: Path = ROOT, kind: str = "train") -> dict[tuple[str, str, int], dict[str, float]]:
+    """NeuSight's own published |error| in % per (GPU, model, batch) of the training steps (``kind`` inf: the
+    inference forwards), per method (Roofline, Habitat, Li et al., NeuSight)."""
     out: dict[tuple[str, str, int], dict[str, float]] = {}
     names = {"BERT-Large": "bert_large", "GPT2-Large": "gpt2_large", "GPT3-XL": "gpt3_xl", "OPT-1.3B": "opt_13",
              "GPT3-2.7B": "gpt3_27", "SwitchTrans": "switchxl4"}
-    lines = (root / "their-errors" / "nvidia_train.csv").read_text().splitlines()
+    lines = (root / "their-errors" / f"nvidia_{kind}.csv").read_text().splitlines()
     device = None
     header: list[str] = []
     batches: list[str] = []
