@@ -134,3 +134,22 @@ def test_all_predicts_every_gpu_of_the_catalogue(tmp_path: Path) -> None:
         console.print(part)
     text = console.export_text()
     assert all(g.key in text for g in predictable()) and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_the_reports_show_which_gpu(tmp_path: Path) -> None:
+    """The stored predictions of one cell on several GPUs: a "Which GPU" section, GPUs as columns (HTML with a chart,
+    Markdown with a table); one GPU alone has none."""
+    from ampbench.report import build_report
+
+    db = tmp_path / "r.db"
+    code, _, err = cli("predict", "--gpu", "t4,l4", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions",
+                       "fp32,amp-fp16", "--db", str(db))
+    assert code == 0, err
+    html = build_report(Store(db), fmt="html")[1]
+    md = build_report(Store(db), fmt="md")[1]
+    assert 'id="which-gpu"' in html and html.count('<img class="chart"') >= 1
+    section = md.split("### Which GPU", 1)[1]
+    assert "| mode | t4 | l4 |" in section and "| amp-fp16 |" in section
+    one = tmp_path / "one.db"
+    assert cli("predict", "--gpu", "t4", "--workloads", "tabular-mlp", "--preset", "tiny", "--db", str(one))[0] == 0
+    assert "Which GPU" not in build_report(Store(one), fmt="md")[1]

@@ -13,6 +13,7 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from ampbench.execution.options import display_name
 
@@ -126,10 +127,10 @@ def gpu_chart(gpus: list[str], modes: dict[str, dict[str, tuple[float, float | N
     ax.set_yticks(range(len(gpus)), gpus)
     ax.invert_yaxis()
     ax.set_xlim(0, top * 1.45)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("predicted samples/s (x that GPU's fp32)")
     ax.set_title(title, loc="left", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(1.0, len(gpus))), frameon=False,
-              ncol=4)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False, ncol=4)
     return _to_uri(fig)
 
 
