@@ -15,7 +15,7 @@ import math
 import time
 import traceback
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,17 +296,7 @@ def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = 
     """Trace one steady-state training step of ``wl`` (built on meta: :func:`build_meta`) in ``precision``, as CUDA
     runs it (``rules``, ``kernels``: :class:`~ampbench.predict.cuda_dispatch.CudaDispatch`; the CPU's rules and no
     kernel choices for the oracle tests, which compare with a real CPU step)."""
-    t0 = time.perf_counter()
-    try:
-        trace = _trace(wl, precision, batch_size, loss_scale, mp_options, channels_last, rules, kernels)
-        trace.seconds = time.perf_counter() - t0
-        return trace
-    except (RuntimeError, NotImplementedError, TypeError) as e:
-        why = _value_read(e)
-        if why is None:
-            raise
-        raise UntraceableModel(f"{wl.name} cannot be predicted: {why} at {_where(e)} (predict runs the model on meta "
-                               "tensors, which hold no values; measure it with ampbench run)") from None
+    return _timed(wl, lambda: _trace(wl, precision, batch_size, loss_scale, mp_options, channels_last, rules, kernels))
 
 
 def trace_inference(wl: Workload, precision: str, batch_size: int, channels_last: bool = False,
@@ -315,11 +305,16 @@ def trace_inference(wl: Workload, precision: str, batch_size: int, channels_last
     the precision's recipe (pure-* and master-* models cast to half, as inference runs them; amp-* under autocast),
     in eval mode (dropout off, batch norm on its running statistics), under ``torch.no_grad()``: no activation is
     saved, each intermediate freed when its last reference goes. The loss is not computed."""
+    return _timed(wl, lambda: _trace_inference(wl, precision, batch_size, channels_last, rules, kernels))
+
+
+def _timed(wl: Workload, trace: Callable[[], Trace]) -> Trace:
+    """``trace()`` timed; a model that reads a tensor's value while it runs: one line (:class:`UntraceableModel`)."""
     t0 = time.perf_counter()
     try:
-        trace = _trace_inference(wl, precision, batch_size, channels_last, rules, kernels)
-        trace.seconds = time.perf_counter() - t0
-        return trace
+        out = trace()
+        out.seconds = time.perf_counter() - t0
+        return out
     except (RuntimeError, NotImplementedError, TypeError) as e:
         why = _value_read(e)
         if why is None:
