@@ -1,12 +1,12 @@
-"""The options of ``ampbench run``, ``train`` and ``diagnose``, each declared once: a dataclass field whose metadata
+"""The options of ``ampbench run``, ``train``, ``diagnose`` and ``predict``, each declared once: a dataclass field whose metadata
 holds its flags and help.
 
 The command line is derived from these fields (:func:`ampbench.cli.declared.command`: one typer option per field, in
 the order declared, one help panel per section), and the library reads the same objects
 (:meth:`ampbench.bench.config.RunConfig.from_options`, :meth:`ampbench.command_requests.TrainRequest.of`,
 :meth:`~ampbench.command_requests.DiagnoseRequest.of`), so an option is written here and read there -- nowhere else.
-An option two commands take is one field: the second section takes it with :func:`same`; a command that takes a few
-alone (``predict``) gets their aliases (:func:`ampbench.cli.declared.alias`).
+An option two commands take is one field: the second section takes it with :func:`same` (``predict`` takes
+``run``'s targets and axes so).
 
 The sections follow who owns the option: the targets, the data, how to measure, the recipes, the PyTorch engine's
 execution and distribution axes (:class:`TorchOptions`: the PyTorch framework's; a target of another framework
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ampbench import seam
+from ampbench.measure.gpus import predictable
 
 
 @dataclass(frozen=True)
@@ -283,3 +284,67 @@ class DiagnoseSettings:
     trace: Path | None = opt(None, "Chrome trace of the profiled steps (default: <db dir>/traces/).")
     db: Path | None = opt(None, "Store the diagnosis here (the HTML report shows it).")
     tensorboard: Path | None = same(RunOutput, "tensorboard")
+
+
+# -- ampbench predict ---------------------------------------------------------------------------------------------------
+def _gpu_flags() -> tuple[tuple[str, ...], str]:
+    """``--gpu``'s help names the catalogue's GPUs (read when the command line is built)."""
+    return ("--gpu",), ("The GPU(s), comma-separated, or all: " + ", ".join(g.key for g in predictable())
+                        + " (case-insensitive; ampbench list gpus).")
+
+
+@dataclass(frozen=True)
+class PredictGpus:
+    PANEL: ClassVar[str] = "GPUs"
+
+    gpu: str | None = opt(None, "", flags=_gpu_flags)
+    gpu_spec: Path | None = opt(None, "Another GPU, as JSON: name, tflops {fp32, tf32, fp16, bf16, fp8}, memory_gib, "
+                                      "bandwidth_gbs, sms, capability.", "--gpu-spec")
+    prices: Path | None = opt(None, "Your USD per hour per GPU, as JSON {\"a100-80gb\": 1.89, ...} or CSV lines "
+                                    "gpu,usd_per_hour: adds the cost per million samples.", "--prices")
+
+
+@dataclass(frozen=True)
+class PredictTargets:
+    """What ``predict`` traces: ``run``'s targets and axes (the same flags, declared there)."""
+
+    PANEL: ClassVar[str] = "What to predict"
+
+    workloads: str | None = same(TargetOptions, "workloads")
+    model: str | None = same(TargetOptions, "model")
+    preset: str | None = same(TargetOptions, "preset")
+    precisions: str | None = same(RecipeArgs, "precisions")
+    batch_size: str | None = same(MeasureOptions, "batch_size")
+    optimizer_state: str | None = same(RecipeArgs, "optimizer_state")
+    seed: int = same(MeasureOptions, "seed")
+    inference: bool = opt(False, "Predict the forward alone (eval mode, no autograd, the half modes' models in half): "
+                                 "latency per batch, samples/s, memory, largest batch.", "--inference")
+    channels_last: bool = opt(False, "Trace with channels-last inputs and weights (4-D inputs), as --memory-format "
+                                     "channels_last runs.", "--channels-last")
+
+
+@dataclass(frozen=True)
+class PredictData:
+    """What a ``--model`` is fed (no real data: nothing is read, nothing computed)."""
+
+    PANEL: ClassVar[str] = "Your model's data"
+
+    input_shape: str | None = same(DataArgs, "input_shape")
+    vocab_size: int | None = same(DataArgs, "vocab_size")
+    num_classes: int | None = same(DataArgs, "num_classes")
+    num_outputs: int | None = same(DataArgs, "num_outputs")
+    task: str | None = same(DataArgs, "task")
+    batches: str | None = same(DataArgs, "batches")
+    loss: str | None = same(DataArgs, "loss")
+    option: list[str] | None = same(DataArgs, "option")
+
+
+@dataclass(frozen=True)
+class PredictOutput:
+    PANEL: ClassVar[str] = "Output"
+
+    db: Path | None = same(RunOutput, "db")
+    json_out: Path | None = opt(None, "Write the predicted rows as JSON.", "--json")
+    csv_out: Path | None = opt(None, "Write the GPUs side by side as CSV: a line per workload, batch and precision; per "
+                                     "GPU its status, samples/s, x fp32, peak bytes, max batch, J/sample, USD per "
+                                     "million samples.", "--csv")

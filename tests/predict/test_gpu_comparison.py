@@ -153,3 +153,24 @@ def test_the_reports_show_which_gpu(tmp_path: Path) -> None:
     one = tmp_path / "one.db"
     assert cli("predict", "--gpu", "t4", "--workloads", "tabular-mlp", "--preset", "tiny", "--db", str(one))[0] == 0
     assert "Which GPU" not in build_report(Store(one), fmt="md")[1]
+
+
+def test_csv_puts_the_gpus_side_by_side(tmp_path: Path) -> None:
+    import csv
+
+    out, js = tmp_path / "p.csv", tmp_path / "p.json"
+    code, _, err = cli("predict", "--gpu", "t4,a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny",
+                       "--precisions", "fp32,amp-bf16", "--csv", str(out), "--json", str(js), "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    table = list(csv.DictReader(out.read_text().splitlines()))
+    rows = {(r["gpu"], r["precision"]): r for r in json.loads(js.read_text())}
+    assert [line["mode"] for line in table] == ["fp32", "amp-bf16"]
+    for line in table:
+        for gpu in ("t4", "a100-80gb"):
+            r = rows[gpu, line["mode"]]
+            assert line[f"{gpu} status"] == r["status"]
+            if r["status"] == "ok":
+                assert float(line[f"{gpu} samples_per_s"]) == pytest.approx(r["predicted_samples_per_s"])
+                assert float(line[f"{gpu} joules_per_sample"]) == pytest.approx(r["predicted_joules_per_sample"])
+            else:
+                assert line[f"{gpu} samples_per_s"] == ""

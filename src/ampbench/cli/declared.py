@@ -3,7 +3,7 @@ and help become its command-line option, so an option is declared once.
 
 typer reads a command's parameters from its signature; :func:`command` gives a function taking whole sections
 (``options: RunOptions``) the flat signature typer needs -- one keyword per field, in the order declared -- and
-calls it with the sections built. :func:`alias` is one field's option for a command that takes it alone.
+calls it with the sections built.
 """
 
 from __future__ import annotations
@@ -45,12 +45,6 @@ def _parameters(section: type) -> list[inspect.Parameter]:
         annotation = Annotated[_cli_type(hints[f.name], default), info]
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
     return out
-
-
-def alias(section: type, name: str) -> Any:
-    """The ``Annotated`` option of one field (for a command that takes the option alone)."""
-    (p,) = [p for p in _parameters(section) if p.name == name]
-    return p.annotation
 
 
 def _sections_of(owner: type) -> list[tuple[str | None, type]]:

@@ -1,41 +1,14 @@
-"""Options several commands share, as ``Annotated`` aliases a command's parameters take.
-
-Those ``ampbench run`` has too are derived from its declared fields (:mod:`ampbench.command_options`, via
-:func:`ampbench.cli.declared.alias`): an option's flags and help are written once. What a ``--model`` (or an
-hf:/timm: adapter) is fed is the same for run, train, diagnose and predict, and checked the same way
-(:meth:`ampbench.workloads.DataOptions.check_targets`).
+"""What the commands' option declarations leave to the command line: ``Opt`` (typer needs ``Optional[...]`` on
+py3.10) for the few options a command declares itself, and the examples of ``--model`` the commands that take one
+show. Every option of run, train, diagnose and predict is declared once in :mod:`ampbench.command_options`; the
+command line derives them (:mod:`ampbench.cli.declared`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any, Optional
-
-import typer
-
-from ampbench.cli.declared import alias
-from ampbench.command_options import DataArgs, MeasureOptions, RecipeArgs, RunOutput, TargetOptions
+from typing import Optional
 
 Opt = Optional  # typer needs Optional[...] on py3.10
-
-ModelOpt = alias(TargetOptions, "model")
-InputShapeOpt = alias(DataArgs, "input_shape")
-VocabSizeOpt = alias(DataArgs, "vocab_size")
-NumClassesOpt = alias(DataArgs, "num_classes")
-NumOutputsOpt = alias(DataArgs, "num_outputs")
-TaskOpt = alias(DataArgs, "task")
-BatchesOpt = alias(DataArgs, "batches")
-LossOpt = alias(DataArgs, "loss")
-OptionOpt = alias(DataArgs, "option")
-DbOpt = alias(RunOutput, "db")
-
-
-def json_option(what: str) -> Any:
-    """``--json FILE``: what the command writes there."""
-    return Annotated[Opt[Path], typer.Option("--json", help=f"Write {what} as JSON.")]
-
-
-OptimizerStatesOpt = alias(RecipeArgs, "optimizer_state")
 
 MODEL_EXAMPLES = """
 
@@ -57,11 +30,3 @@ Your model, any shape (synthetic learnable data unless --data-dir or --batches):
 
   hf:gpt2 --task lm -o n_layer=2   (as the workload: HF transformers from a config, no download)
 """
-
-
-# -- ampbench run and predict (run's options are all derived: ampbench.command_options) ------------------------------------
-WorkloadsOpt = alias(TargetOptions, "workloads")
-PrecisionsOpt = alias(RecipeArgs, "precisions")
-RunPresetOpt = alias(TargetOptions, "preset")
-BatchSizesOpt = alias(MeasureOptions, "batch_size")
-RunSeedOpt = alias(MeasureOptions, "seed")

@@ -9,6 +9,8 @@ same model, batch and precision are compared and nothing else.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -169,3 +171,26 @@ def chart_data(group: Group) -> dict[str, dict[str, tuple[float, float | None]]]
     """mode -> GPU -> (predicted samples/s, x that GPU's fp32), ok rows only."""
     return {mode: {g: (r["predicted_samples_per_s"], r.get("predicted_speedup_vs_fp32")) for g, r in per.items()
                    if _ok(r)} for mode, per in group.items()}
+
+
+CSV_FIGURES = (("samples_per_s", "predicted_samples_per_s"), ("speedup_vs_fp32", "predicted_speedup_vs_fp32"),
+               ("peak_bytes", "predicted_peak_bytes"), ("max_batch", "predicted_max_batch"),
+               ("joules_per_sample", "predicted_joules_per_sample"),
+               ("usd_per_million_samples", "predicted_usd_per_million_samples"))
+
+
+def wide_csv(rows: list[dict[str, Any]]) -> str:
+    """The GPUs side by side as CSV: a line per cell and mode, per GPU its status and figures (``<gpu> samples_per_s``,
+    ...); empty where a GPU has no such row or figure."""
+    gpus, groups = compared(rows)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["workload", "preset", "batch", "mode", *(f"{g} {name}" for g in gpus for name in ("status", *dict(CSV_FIGURES)))])
+    for (workload, preset, batch, _), group in groups.items():
+        for mode, per_gpu in group.items():
+            cells: list[Any] = []
+            for g in gpus:
+                r = per_gpu.get(g) or {}
+                cells += [r.get("status", ""), *(("" if r.get(key) is None else r[key]) for _, key in CSV_FIGURES)]
+            w.writerow([workload, preset, batch, mode, *cells])
+    return buf.getvalue()
