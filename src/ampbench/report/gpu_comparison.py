@@ -46,8 +46,10 @@ def _ok(r: dict[str, Any] | None) -> bool:
 
 
 def _speed(r: dict[str, Any]) -> str:
-    x = r.get("predicted_speedup_vs_fp32")
-    return f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
+    """samples/s (x that GPU's fp32) ±the row's error band."""
+    x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
+    return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
+            + (f" ±{band}%" if band is not None else ""))
 
 
 def _memory(r: dict[str, Any]) -> str:
@@ -66,7 +68,7 @@ def _usd(r: dict[str, Any]) -> str:
 
 
 FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], bool]], ...] = (
-    ("samples/s (x that GPU's fp32)", _speed, lambda r: r.get("status") == "ok"),
+    ("samples/s (x that GPU's fp32) ±error", _speed, lambda r: r.get("status") == "ok"),
     ("peak memory / max batch", _memory, lambda r: r.get("status") in ("ok", "oom")),
     ("energy per sample at TDP, mJ", _energy, lambda r: r.get("status") == "ok"),
     ("USD per million samples (--prices)", _usd, lambda r: r.get("status") == "ok"),
@@ -94,8 +96,9 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
                 cols.append(Col(gpu, texts))
             title = f"{escape(str(workload))} ({escape(str(preset))}), batch {batch}: {head}, predicted per GPU"
             out += stack_tables(title, key, cols, width)
-    out.append("energy: the board's rated power (TDP) over the predicted samples/s, an upper bound for the GPU alone; "
-               "x fp32: over the same GPU's fp32")
+    out.append("±error: how far predictions like each row missed published measurements (docs/predict.md); a gap "
+               "between two GPUs smaller than both their errors is not a difference. energy: the board's rated power "
+               "(TDP) over the predicted samples/s, an upper bound for the GPU alone; x fp32: over the same GPU's fp32")
     return out
 
 
@@ -158,7 +161,7 @@ def markdown(predictions: list[dict[str, Any]], escape_md: Callable[[Any], str])
     """The comparison as Markdown tables (the report's "Which GPU" section): per cell, samples/s (x fp32) by GPU."""
     lines: list[str] = []
     for title, gpus, group in compared_cells(predictions):
-        lines += ["", f"**{escape_md(title)}: samples/s (x that GPU's fp32), predicted per GPU**", "",
+        lines += ["", f"**{escape_md(title)}: samples/s (x that GPU's fp32) ±error, predicted per GPU**", "",
                   "| mode | " + " | ".join(escape_md(g) for g in gpus) + " |",
                   "| --- | " + " | ".join("---:" for _ in gpus) + " |"]
         for mode, per_gpu in group.items():

@@ -302,6 +302,8 @@ def _gpu_cell(r: dict[str, Any] | None) -> str:
     parts = [f"{r['predicted_samples_per_s']:,.0f}/s"]
     if r.get("predicted_speedup_vs_fp32") is not None:
         parts[0] += f" ({r['predicted_speedup_vs_fp32']:.2f}x)"
+    if r.get("predicted_error_pct") is not None:
+        parts[0] += f" ±{r['predicted_error_pct']}%"
     parts.append(fmt_bytes(r.get("predicted_peak_bytes")))
     if r.get("predicted_joules_per_sample") is not None:
         parts.append(f"{r['predicted_joules_per_sample'] * 1e3:.3g} mJ/sample")
