@@ -121,7 +121,8 @@ def _said(what: str, best: tuple[list[str], float], figure: str, of: int) -> str
     gpus, _ = best
     if len(gpus) == of:
         return f"{what}: none beyond the error band ({figure} for the best)"
-    lead = gpus[0] + (f" (tied within the error band with {', '.join(gpus[1:])})" if len(gpus) > 1 else "")
+    others = gpus[1:4] + ([f"{len(gpus) - 4} more"] if len(gpus) > 4 else [])
+    lead = gpus[0] + (f" (tied within the error band with {', '.join(others)})" if len(gpus) > 1 else "")
     return f"{what} {lead} ({figure})"
 
 
