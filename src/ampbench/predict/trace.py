@@ -290,6 +290,20 @@ def meta_batch(wl: Workload, batch_size: int) -> tuple[tuple[torch.Tensor, ...],
     return inputs, torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype, device=META)
 
 
+def _meta_model(wl: Workload, channels_last: bool) -> nn.Module:
+    model = to_meta(wl.model)
+    return model.to(memory_format=torch.channels_last) if channels_last else model
+
+
+def _meta_inputs(wl: Workload, batch_size: int, channels_last: bool) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The meta batch; with ``channels_last``, its 4-D float inputs in that layout (as ``--memory-format`` runs)."""
+    inputs, targets = meta_batch(wl, batch_size)
+    if channels_last:
+        inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 and t.is_floating_point() else t
+                       for t in inputs)
+    return inputs, targets
+
+
 def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = None,
                mp_options: dict[str, Any] | None = None, channels_last: bool = False,
                rules: AutocastRules = CUDA_RULES, kernels: bool = True) -> Trace:
@@ -325,16 +339,11 @@ def _timed(wl: Workload, trace: Callable[[], Trace]) -> Trace:
 
 def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_last: bool, rules: AutocastRules,
                      kernels: bool) -> Trace:
-    model = to_meta(wl.model)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    model = _meta_model(wl, channels_last)
     mp = MixedPrecision(precision, device=META, check_finite=False)
     model, _ = mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.0))  # (the recipe's casts; no step is taken)
     model.eval()
-    inputs, _ = meta_batch(wl, batch_size)
-    if channels_last:
-        inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 and t.is_floating_point() else t
-                       for t in inputs)
+    inputs, _ = _meta_inputs(wl, batch_size, channels_last)
     counter = FlopCounterMode(display=False, custom_mapping=custom_mapping())
     rec = _Recorder(counter.flop_registry, track_live=True)
     autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
@@ -371,18 +380,13 @@ def _where(e: BaseException) -> str:
 
 def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_options: dict[str, Any] | None,
            channels_last: bool, rules: AutocastRules, kernels: bool) -> Trace:
-    model = to_meta(wl.model)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    model = _meta_model(wl, channels_last)
     optimizer = wl.make_optimizer(model.parameters())
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=META, **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)  # (an optimizer_state: torchao's optimizer in its place)
     fusable = type(optimizer) in FUSABLE and not optimizer.defaults.get("differentiable")
     model.train()
-    inputs, targets = meta_batch(wl, batch_size)
-    if channels_last:
-        inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 and t.is_floating_point() else t
-                       for t in inputs)
+    inputs, targets = _meta_inputs(wl, batch_size, channels_last)
     counter = FlopCounterMode(display=False, custom_mapping=custom_mapping())
     rec = _Recorder(counter.flop_registry)
     autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
