@@ -15,7 +15,7 @@ from torch import nn
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup
-from ampbench.predict import neusight
+from ampbench.predict import neusight, references
 from ampbench.predict.config import PredictConfig
 from ampbench.predict.cost import price
 from ampbench.predict.trace import trace_inference, trace_step
@@ -101,3 +101,21 @@ INFERENCE_MISSES = {  # (measured here; the kernel constants were fitted on P4, 
 def test_inference_forwards_median_within_15_percent(gpu: str) -> None:
     errors = sorted(abs(e) for e in _inference_errors()[gpu])
     assert statistics.median(errors) <= 0.15, (gpu, [f"{e:+.0%}" for e in _inference_errors()[gpu]])
+
+
+# ---- DeepLearningExamples' ResNet-50 inference tables (V100 16GB, T4; FP32 and mixed precision) ---------------------
+DLE_MISSES = {
+    ("t4", "fp32"): "+27% to +35%: predicted too slow (the T4's fp32 convolutions at batch 64-256)",
+    ("v100-16gb", "amp-fp16"): "-14% to -17%: predicted too fast (Tensor Core convolutions at the GEMM efficiency prior)",
+}
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, id="-".join(k), marks=pytest.mark.xfail(strict=True, reason=DLE_MISSES[k]))
+                                 if k in DLE_MISSES else pytest.param(k, id="-".join(k))
+                                 for k in references.INFERENCE_LATENCY_MS])
+def test_resnet50_inference_latency_within_15_percent_where_the_gpu_dominates(key: tuple[str, str]) -> None:
+    """Batches 64-256 (below 16 the published latency is the benchmark loop's 10-13 ms floor, not the GPU's)."""
+    gpu, precision = key
+    published = references.INFERENCE_LATENCY_MS[key]
+    errors = {b: references.predicted_inference_ms(gpu, precision, b) / published[b] - 1 for b in (64, 128, 256)}
+    assert all(abs(e) <= 0.15 for e in errors.values()), {b: f"{e:+.0%}" for b, e in errors.items()}

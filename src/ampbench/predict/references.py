@@ -22,7 +22,7 @@ from torch import nn
 from ampbench.data.tensors import TensorData
 from ampbench.measure.gpus import lookup
 from ampbench.predict.cost import price
-from ampbench.predict.trace import trace_step
+from ampbench.predict.trace import trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
@@ -170,3 +170,26 @@ def predicted(ref: Reference) -> dict[str, float]:
         trace = trace_step(build_meta(ref.build), engine, batch, channels_last=ref.channels_last[precision])
         out[precision] = batch / price(trace, gpu, tf32=precision == "tf32").step_s
     return out
+
+
+# ---- inference: ResNet-50 v1.5 forwards per batch ----------------------------------------------------------------
+INFERENCE_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, inference performance (pytorch-21.03 "
+                    "container), 'Latency Avg' per batch: NVIDIA DGX-1 (1x V100 16GB) and NVIDIA T4, FP32 and mixed "
+                    "precision (mixed precision in channels-last, as the repository's configs run AMP)")
+INFERENCE_LATENCY_MS: dict[tuple[str, str], dict[int, float]] = {
+    ("v100-16gb", "fp32"): {1: 10.37, 8: 11.5, 16: 16.07, 32: 29.37, 64: 55.4, 128: 109.26, 256: 214.48},
+    ("v100-16gb", "amp-fp16"): {1: 12.78, 8: 13.65, 16: 14.0, 32: 15.84, 64: 23.18, 128: 43.55, 256: 84.14},
+    ("t4", "fp32"): {1: 10.7, 8: 22.41, 16: 39.77, 32: 77.62, 64: 152.73, 128: 309.26, 256: 635.98},
+    ("t4", "amp-fp16"): {1: 12.96, 8: 12.82, 16: 15.8, 32: 29.54, 64: 57.41, 128: 114.24, 256: 225.95},
+}
+"""Published ResNet-50 inference latency (ms per batch). Below batch 16 the published figures sit on a floor of
+10-13 ms in both precisions, on both GPUs -- the benchmark loop's own time, not the GPU's (a forward of one image
+is about 2 ms of kernels): predictions, which leave the data pipeline out, are checked where the GPU dominates."""
+
+
+def predicted_inference_ms(gpu: str, precision: str, batch: int) -> float:
+    """Predicted latency of a ResNet-50 v1.5 inference forward at ``batch`` (channels-last for the half modes)."""
+    card = lookup(gpu)
+    assert card is not None, gpu
+    trace = trace_inference(build_meta(resnet50_workload), precision, batch, channels_last=precision != "fp32")
+    return price(trace, card, tf32=False).step_s * 1e3
