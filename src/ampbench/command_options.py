@@ -305,6 +305,19 @@ class PredictGpus:
 
 
 @dataclass(frozen=True)
+class PredictDistribution:
+    PANEL: ClassVar[str] = "Many GPUs"
+
+    gpus_per_node: int = opt(1, "GPUs per machine (with --strategy ddp; --batch-size is each GPU's).", "--gpus")
+    nodes: int = opt(1, "Machines (with --strategy ddp).", "--nodes")
+    strategy: str | None = opt(None, "ddp: the gradients all-reduced in DDP's buckets over the GPUs (fsdp: not "
+                                     "predicted yet).", "--strategy")
+    interconnect: str | None = opt(None, "The slowest link the all-reduce crosses: nvlink | pcie within a machine "
+                                         "(default nvlink where the GPU has it), infiniband | ethernet across machines "
+                                         "(default infiniband).", "--interconnect")
+
+
+@dataclass(frozen=True)
 class PredictTargets:
     """What ``predict`` traces: ``run``'s targets and axes (the same flags, declared there)."""
 

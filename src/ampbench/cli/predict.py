@@ -11,19 +11,20 @@ from rich.markup import escape
 from ampbench.cli import declared
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
-from ampbench.command_options import PredictData, PredictGpus, PredictOutput, PredictTargets
+from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report.predictions import no_speedup_lines
 
 
 @app.command("predict", epilog=o.MODEL_EXAMPLES)
 @declared.command
-def predict_cmd(gpus: PredictGpus, targets: PredictTargets, data: PredictData, output: PredictOutput) -> None:
+def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
+                output: PredictOutput) -> None:
     """Predict each precision's step time, memory and max batch on GPUs you do not have (nothing runs on a GPU)."""
     from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
     from ampbench.report.console import predicted_tables  # lazy: torch
-    from ampbench.report.gpu_comparison import advice, comparison_tables, wide_csv  # lazy: torch
+    from ampbench.report.gpu_comparison import advice, comparison_tables, ddp_lines, wide_csv  # lazy: torch
 
     json_out, csv_out = output.json_out, output.csv_out
     check_output_file(json_out, "--json", "predict.json")
@@ -31,14 +32,14 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, data: PredictData, o
     store = open_store(output.db)  # (a directory or a damaged file: one line, before anything is traced)
     d = data
     config = PredictConfig.from_strings(
-        gpu=gpus.gpu, gpu_spec=gpus.gpu_spec, prices=gpus.prices, **asdict(targets),
+        gpu=gpus.gpu, gpu_spec=gpus.gpu_spec, prices=gpus.prices, **asdict(targets), **asdict(spread),
         data=data_options(d.input_shape, d.vocab_size, d.num_classes, d.num_outputs, d.task, d.batches, d.loss, None,
                           None, d.option))
     rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
     several = len(config.gpus) > 1
     for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):
         console.print(part)
-    for line in [*no_speedup_lines(rows), *(advice(rows) if several else ())]:
+    for line in [*ddp_lines(rows), *no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
     store.add_predictions(rows)
     console.print(f"stored {len(rows)} predicted rows in {escape(str(store.path))} (ampbench report shows them beside "

@@ -24,6 +24,7 @@ from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
+from ampbench.predict.distributed import fabric
 from ampbench.predict.run import check_target, find_gpus, predict_target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -60,6 +61,11 @@ class PredictConfig:
     """USD per hour by GPU key (``--prices FILE``): the cost per million samples of each row on a priced GPU."""
     inference: bool = False
     """The forward alone (``--inference``): latency per batch, memory and the largest batch of inference."""
+    gpus_per_node: int = 1
+    nodes: int = 1
+    strategy: str | None = None
+    """ddp over ``gpus_per_node`` x ``nodes`` GPUs (the batch is each rank's), or None: one GPU."""
+    interconnect: str | None = None
 
     @property
     def gpu(self) -> Gpu:
@@ -71,7 +77,8 @@ class PredictConfig:
                      model: str | None = None, preset: str | None = None, precisions: str | None = None,
                      batch_size: str | None = None, optimizer_state: str | None = None, channels_last: bool = False,
                      data: DataOptions | None = None, seed: int = 0, prices: Path | None = None,
-                     inference: bool = False) -> PredictConfig:
+                     inference: bool = False, gpus_per_node: int = 1, nodes: int = 1, strategy: str | None = None,
+                     interconnect: str | None = None) -> PredictConfig:
         gpus = find_gpus(gpu, gpu_spec)
         priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)
@@ -95,7 +102,19 @@ class PredictConfig:
         if inference and states != (None,):
             raise AmpbenchError("--optimizer-state applies to training; --inference predicts the forward alone (no "
                                 "optimizer)")
-        config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference)
+        if strategy not in (None, "ddp"):
+            raise AmpbenchError(f"--strategy {strategy}: predict takes ddp (fsdp is not predicted yet: measure it with "
+                                "ampbench run --strategy fsdp)")
+        if (gpus_per_node * nodes > 1) != (strategy is not None):
+            raise AmpbenchError("--gpus/--nodes over one GPU need --strategy ddp, and --strategy needs more than one GPU "
+                                f"(got --gpus {gpus_per_node} --nodes {nodes}, --strategy {strategy})")
+        if strategy is not None and inference:
+            raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
+        for gpu in gpus:  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
+            if strategy is not None:
+                fabric(gpu, gpus_per_node, nodes, interconnect)
+        config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
+                     strategy, interconnect)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
         return config
@@ -118,7 +137,9 @@ class PredictConfig:
                     for gpu in self.gpus:
                         rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
-                                               usd_per_hour=self.prices.get(gpu.key), inference=self.inference)
+                                               usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
+                                               fab=fabric(gpu, self.gpus_per_node, self.nodes, self.interconnect)
+                                               if self.strategy else None)
         return rows
 
 

@@ -28,6 +28,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
 from ampbench.predict.cost import price
+from ampbench.predict.distributed import Fabric, ddp_cost
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
 from ampbench.workloads.base import Workload
@@ -159,7 +160,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                    batch_size: int | None = None, channels_last: bool = False,
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
                    optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
-                   inference: bool = False) -> list[dict[str, Any]]:
+                   inference: bool = False, fab: Fabric | None = None) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
@@ -207,7 +208,8 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
 
     for base in ("fp32", "tf32"):
         if refusal(gpu, base) is None:
-            baselines[base] = price(trace_of(base), gpu, tf32=base == "tf32").step_s
+            baselines[base] = ddp_cost(trace_of(base), gpu, base == "tf32", fab).step_s if fab is not None else \
+                price(trace_of(base), gpu, tf32=base == "tf32").step_s
     for precision in precisions:
         name = get(precision).name
         seen: set[str | None] = set()
@@ -216,7 +218,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
             if state not in seen:
                 seen.add(state)
                 rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu, baselines,
-                                         trace_of, memory_of))
+                                         trace_of, memory_of, fab))
     for row in rows:
         row.update(running_costs(row, gpu, usd_per_hour))
         if inference:
@@ -227,7 +229,9 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
 def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> dict[str, Any]:
     """What a predicted sample costs to run: the energy at the board's rated power (TDP: an upper bound, the board
     at its maximum; the GPU alone, not the host) and, with a price, the USD per million samples."""
-    rate = row.get("predicted_samples_per_s") if row.get("status") == "ok" else None
+    # (per GPU: a GPU's power and its price buy its own samples, whatever the number of GPUs)
+    rate = (row.get("predicted_samples_per_s_per_gpu") or row.get("predicted_samples_per_s")) \
+        if row.get("status") == "ok" else None
     out: dict[str, Any] = {"gpu_tdp_w": gpu.tdp_w}
     if rate and gpu.tdp_w:
         out["predicted_joules_per_sample"] = gpu.tdp_w / rate
@@ -240,7 +244,7 @@ def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> 
 
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
-                 memory_of: Callable[..., MemoryModel]) -> dict[str, Any]:
+                 memory_of: Callable[..., MemoryModel], fab: Fabric | None = None) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
     reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
@@ -274,11 +278,20 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                           f"allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
     trust = band(gpu, cost.op_split, cost.math_mode)
-    return {**row, **memory_keys, **trust.as_row(), **dict(
-        status="ok", predicted_step_ms=cost.step_s * 1e3, predicted_samples_per_s=batch / cost.step_s,
-        predicted_speedup_vs_fp32=baselines["fp32"] / cost.step_s if "fp32" in baselines else None,
-        predicted_speedup_vs_tf32=baselines["tf32"] / cost.step_s if "tf32" in baselines else None,
-        predicted_mfu=cost.flops / cost.step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
+    step_s, world, spread = cost.step_s, 1, {}
+    if fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
+        d = ddp_cost(trace, gpu, get(name).tf32, fab)
+        step_s, world = d.step_s, fab.world
+        spread = {"strategy": "ddp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
+                  "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
+                  "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
+                  "predicted_comm_share": d.exposed_s / step_s, "predicted_scaling_efficiency": d.scaling_efficiency,
+                  "predicted_samples_per_s_per_gpu": batch / step_s}
+    return {**row, **memory_keys, **trust.as_row(), **spread, **dict(
+        status="ok", predicted_step_ms=step_s * 1e3, predicted_samples_per_s=world * batch / step_s,
+        predicted_speedup_vs_fp32=baselines["fp32"] / step_s if "fp32" in baselines else None,
+        predicted_speedup_vs_tf32=baselines["tf32"] / step_s if "tf32" in baselines else None,
+        predicted_mfu=cost.flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
         predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
         notes=[*cost.notes, *trace.notes], trace_s=traced_s)}

@@ -301,6 +301,8 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
         cols = [Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group])
                 for i, (head, cell) in enumerate(columns)]
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
+        if group[0].get("strategy"):
+            what = f"{group[0]['strategy']} x{group[0]['world_size']} (batch per GPU; samples/s of all) " + what
         title = f"{escape(workload)} ({escape(preset)}), batch {batch}: {what} on {escape(gpu.key)} (no GPU ran it)"
         out += stack_tables(title, key, cols, width)
         for r in group:

@@ -36,6 +36,8 @@ def compared(rows: list[dict[str, Any]]) -> tuple[list[str], dict[tuple[Any, ...
         if gpu not in gpus:
             gpus.append(gpu)
         batch = f"{r.get('batch_size')}{', inference' if r.get('predicted_inference') else ''}"
+        if r.get("strategy"):
+            batch += f" per GPU, {r['strategy']} x{r['world_size']}"
         key = (r["workload"], r.get("preset"), batch, str(r.get("execution") or {}))
         groups.setdefault(key, {}).setdefault(_mode(r), {})[gpu] = r
     return gpus, groups
@@ -198,3 +200,19 @@ def wide_csv(rows: list[dict[str, Any]]) -> str:
                 cells += [r.get("status", ""), *(("" if r.get(key) is None else r[key]) for _, key in CSV_FIGURES)]
             w.writerow([workload, preset, batch, mode, *cells])
     return buf.getvalue()
+
+
+def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """Per GPU of a many-GPU prediction: the fabric, the all-reduce a step runs and what of it the backward does not
+    hide, the scaling efficiency per mode (plain text)."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("strategy") and r.get("status") == "ok":
+            by.setdefault(str(r["gpu"]), []).append(r)
+    for gpu, group in by.items():
+        r = group[0]
+        eff = ", ".join(f"{_mode(x)} {x['predicted_scaling_efficiency']:.2f}" for x in group)
+        yield (f"{gpu}: {r['strategy']} x{r['world_size']} ({r['gpus_per_node']} per machine x {r['nodes']}) over "
+               f"{r['interconnect']} (bus {r['predicted_bus_gbs']:,.0f} GB/s): the gradients' all-reduce "
+               f"{r['predicted_allreduce_ms']:,.2f} ms a step, {r['predicted_comm_ms']:,.2f} ms of it past the backward; "
+               f"scaling efficiency (one GPU's step / this step) {eff}")

@@ -92,6 +92,8 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
         kind = str(r["precision"]).split("-")[0]
         if card is not None and not card.tensor_cores and kind in ("amp", "master", "pure"):
             groups.setdefault((*cell, "no tensor cores", ""), []).append(r)
+        elif (r.get("predicted_speedup_vs_fp32") or 0) < below and (r.get("predicted_comm_share") or 0) >= 0.3:
+            groups.setdefault((*cell, "communication", ""), []).append(r)
         elif (r.get("predicted_speedup_vs_fp32") or 0) < below:
             groups.setdefault((*cell, r["predicted_bound"], kind if r["predicted_bound"] != "launch" else ""),
                               []).append(r)
@@ -112,6 +114,14 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
                        f"Tensor Cores (compute capability {card.capability[0]}.{card.capability[1]}), so PyTorch's fp16 "
                        f"GEMMs and convolutions run in fp32 math on fp16 storage; only memory-bound kernels gain "
                        f"({speed} of fp32's speed{memory})")
+            continue
+        if bound == "communication":
+            shares = sorted({round(100 * r["predicted_comm_share"]) for r in group})
+            share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
+            out.append(f"{where}: no speedup predicted for {modes}; communication-bound ({share} of "
+                       f"the step is the gradients' all-reduce the backward does not hide over {group[0]['interconnect']}"
+                       "): a faster interconnect, a larger batch per GPU, or half-precision gradients "
+                       "(--grad-reduce-dtype bf16 on run) shorten it")
             continue
         shares = sorted({round(100 * (r.get("predicted_time_split") or {}).get(bound, 0.0)) for r in group})
         share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"

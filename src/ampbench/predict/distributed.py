@@ -1,0 +1,123 @@
+"""A training step over many GPUs (``ampbench predict --gpus N [--nodes M] --strategy ddp``): each rank's step as one
+GPU runs it, plus the gradient all-reduce DDP cannot hide behind the backward.
+
+DDP (torch's defaults): the gradients, in their own dtype, are reduced in buckets of 25 MiB (the first 1 MiB), each
+launched when the backward has produced its gradients -- last layers first -- on one communication stream, with
+NCCL's ring: ``2 (n-1)/n x bytes / bus bandwidth`` plus ``2 (n-1)`` hops of latency. A bucket's gradients are taken
+to be ready as the backward has produced that share of all gradient bytes; what the last bucket's all-reduce (and any
+queue behind it) runs past the backward's end is the step's exposed communication.
+
+The fabric: within one machine NVLink (half the datasheet's both-directions figure per direction) or PCIe (x16 of the
+GPU's generation); across machines the network -- InfiniBand taken as one HDR 200 Gb/s NIC per GPU (25 GB/s, as a
+DGX has), Ethernet as one 100 GbE port per machine shared by its GPUs -- and the ring runs at its slowest link.
+NCCL reaches ``BUS_EFFICIENCY`` of a link (a prior, not fitted). FSDP is not predicted (refused in one line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ampbench.errors import AmpbenchError
+from ampbench.measure.gpus import Gpu
+from ampbench.predict.cost import price
+from ampbench.predict.trace import Trace
+
+INTERCONNECTS = ("nvlink", "pcie", "infiniband", "ethernet")
+BUS_EFFICIENCY = 0.8
+"""NCCL's ring all-reduce bus bandwidth over the link's per-direction peak (a prior: no measured collective fitted)."""
+HOP_US = {"nvlink": 5.0, "pcie": 8.0, "infiniband": 10.0, "ethernet": 30.0}
+"""Latency per ring step, microseconds (a prior)."""
+NIC_GBS = {"infiniband": 25.0, "ethernet": 12.5}
+"""InfiniBand: per GPU (one HDR 200 Gb/s NIC each); Ethernet: per machine (one 100 GbE port, shared)."""
+FIRST_BUCKET_BYTES = 2**20
+BUCKET_BYTES = 25 * 2**20
+"""DDP's defaults (``bucket_cap_mb=25``; its first bucket 1 MiB)."""
+
+
+@dataclass(frozen=True)
+class Fabric:
+    gpus: int
+    """GPUs per machine."""
+    nodes: int
+    interconnect: str
+    bus_gbs: float
+    """The ring's bus bandwidth, GB/s (its slowest link, at NCCL's efficiency)."""
+    hop_s: float
+
+    @property
+    def world(self) -> int:
+        return self.gpus * self.nodes
+
+    def allreduce_s(self, nbytes: float) -> float:
+        n = self.world
+        if n <= 1 or nbytes <= 0:
+            return 0.0
+        return 2 * (n - 1) / n * nbytes / (self.bus_gbs * 1e9) + 2 * (n - 1) * self.hop_s
+
+
+def fabric(gpu: Gpu, gpus: int, nodes: int, interconnect: str | None) -> Fabric:
+    """The fabric ``gpus`` x ``nodes`` of ``gpu`` train over; ``interconnect`` names the slowest link the ring crosses
+    (one machine: nvlink or pcie, default nvlink where the GPU has it; several: infiniband or ethernet, default
+    infiniband). One line for what cannot be."""
+    if gpus < 1 or nodes < 1:
+        raise AmpbenchError(f"--gpus and --nodes must be >= 1, got {gpus} and {nodes}")
+    if interconnect is not None and interconnect not in INTERCONNECTS:
+        raise AmpbenchError(f"--interconnect {interconnect!r}: choose from {', '.join(INTERCONNECTS)}")
+    intra_kind = "nvlink" if gpu.nvlink_gbs else "pcie"
+    if nodes == 1:
+        kind = interconnect or intra_kind
+        if kind in NIC_GBS:
+            raise AmpbenchError(f"--interconnect {kind} joins machines; one machine (--nodes 1) is nvlink or pcie")
+    else:
+        kind = interconnect or "infiniband"
+        if kind not in NIC_GBS:
+            raise AmpbenchError(f"--interconnect {kind} is within a machine; across --nodes {nodes} it is infiniband or "
+                                "ethernet")
+    if kind == "nvlink" and not gpu.nvlink_gbs:
+        raise AmpbenchError(f"{gpu.key} has no NVLink (the catalogue's datasheet row): use --interconnect pcie")
+    links = [gpu.nvlink_gbs / 2 if intra_kind == "nvlink" and kind != "pcie" else gpu.pcie_gbs or 0.0]
+    if nodes > 1:
+        links.append(NIC_GBS[kind] if kind == "infiniband" else NIC_GBS[kind] / gpus)
+    return Fabric(gpus, nodes, kind, min(links) * BUS_EFFICIENCY, HOP_US[kind] * 1e-6)
+
+
+def buckets(grad_bytes: int) -> list[int]:
+    """DDP's buckets of ``grad_bytes`` in the order the backward fills them."""
+    out, left = [], grad_bytes
+    cap = FIRST_BUCKET_BYTES
+    while left > 0:
+        out.append(min(cap, left))
+        left -= out[-1]
+        cap = BUCKET_BYTES
+    return out
+
+
+@dataclass(frozen=True)
+class DdpCost:
+    step_s: float
+    """Each rank's step: its one-GPU step plus the exposed communication."""
+    single_s: float
+    allreduce_s: float
+    """All the buckets' all-reduces, end to end (hidden or not)."""
+    exposed_s: float
+    """Of it, what runs past the backward's end."""
+
+    @property
+    def scaling_efficiency(self) -> float:
+        return self.single_s / self.step_s
+
+
+def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric) -> DdpCost:
+    """The step of ``trace`` (one rank's batch) under DDP on ``fab``."""
+    single = price(trace, gpu, tf32).step_s
+    backward = price(trace, gpu, tf32, phases=("backward",)).step_s
+    grad_bytes = trace.backward_grads_bytes or trace.grads_bytes
+    done, end, total = 0, 0.0, 0.0
+    for b in buckets(grad_bytes):
+        done += b
+        ready = backward * done / grad_bytes
+        t = fab.allreduce_s(b)
+        total += t
+        end = max(end, ready) + t
+    exposed = max(0.0, end - backward) if fab.world > 1 else 0.0
+    return DdpCost(single + exposed, single, total, exposed)

@@ -1,0 +1,124 @@
+"""``ampbench predict --gpus N --strategy ddp``: the ring all-reduce recomputed by hand, DDP's buckets, the exposed
+communication, the fabric's refusals, and the scaling efficiency against published multi-GPU results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ampbench.errors import AmpbenchError
+from ampbench.measure.gpus import lookup
+from ampbench.predict import neusight
+from ampbench.predict.config import PredictConfig
+from ampbench.predict.cost import price
+from ampbench.predict.distributed import BUCKET_BYTES, FIRST_BUCKET_BYTES, Fabric, buckets, ddp_cost, fabric
+from ampbench.predict.references import resnet50_workload
+from ampbench.predict.trace import trace_step
+from ampbench.workloads.factory import build_meta
+from tests.conftest import cli
+
+
+def test_the_ring_all_reduce_and_the_fabric() -> None:
+    a100 = lookup("a100-80gb")
+    f = fabric(a100, 8, 1, None)
+    assert (f.interconnect, f.world) == ("nvlink", 8) and f.bus_gbs == pytest.approx(600 / 2 * 0.8)
+    assert f.allreduce_s(10**8) == pytest.approx(2 * 7 / 8 * 1e8 / 240e9 + 14 * 5e-6)
+    assert fabric(a100, 8, 1, "pcie").bus_gbs == pytest.approx(31.5 * 0.8)  # (PCIe gen 4 x16)
+    assert fabric(a100, 8, 4, None).bus_gbs == pytest.approx(25 * 0.8)  # (one HDR NIC per GPU: the slowest link)
+    assert fabric(a100, 8, 4, "ethernet").bus_gbs == pytest.approx(12.5 / 8 * 0.8)  # (one 100 GbE port per machine)
+    assert Fabric(1, 1, "pcie", 10.0, 1e-6).allreduce_s(10**9) == 0.0
+    assert fabric(lookup("t4"), 4, 1, None).interconnect == "pcie"  # (no NVLink: PCIe by default)
+
+
+@pytest.mark.parametrize("gpu, gpus, nodes, link, said", [
+    ("t4", 4, 1, "nvlink", "t4 has no NVLink"), ("a100-80gb", 8, 1, "infiniband", "joins machines"),
+    ("a100-80gb", 8, 2, "pcie", "is within a machine"), ("a100-80gb", 8, 1, "tpu-link", "choose from"),
+    ("a100-80gb", 0, 1, None, "must be >= 1")])
+def test_a_fabric_that_cannot_be_is_one_line(gpu: str, gpus: int, nodes: int, link: str | None, said: str) -> None:
+    with pytest.raises(AmpbenchError, match=said):
+        fabric(lookup(gpu), gpus, nodes, link)
+
+
+def test_ddp_buckets_and_the_exposed_all_reduce() -> None:
+    rest = 60 * 2**20 - FIRST_BUCKET_BYTES - 2 * BUCKET_BYTES
+    assert buckets(60 * 2**20) == [FIRST_BUCKET_BYTES, BUCKET_BYTES, BUCKET_BYTES, rest]
+    assert buckets(100) == [100]
+    trace = trace_step(build_meta(resnet50_workload), "amp-fp16", 64, channels_last=True)
+    gpu = lookup("v100-16gb")
+    single = price(trace, gpu, False).step_s
+    backward = price(trace, gpu, False, phases=("backward",)).step_s
+    one = ddp_cost(trace, gpu, False, fabric(gpu, 1, 1, None))
+    assert (one.step_s, one.exposed_s) == (single, 0.0)
+    fast = ddp_cost(trace, gpu, False, fabric(gpu, 8, 1, None))
+    grads = trace.backward_grads_bytes
+    assert fast.allreduce_s == pytest.approx(sum(fabric(gpu, 8, 1, None).allreduce_s(b) for b in buckets(grads)))
+    # the last bucket cannot hide: at least its all-reduce is exposed, at most all of them
+    assert fabric(gpu, 8, 1, None).allreduce_s(buckets(grads)[-1]) <= fast.exposed_s + 1e-12 <= fast.allreduce_s + 1e-12
+    assert fast.step_s == pytest.approx(single + fast.exposed_s) and fast.allreduce_s < backward
+    slow = ddp_cost(trace, gpu, False, fabric(gpu, 8, 2, "ethernet"))  # (the all-reduce longer than the backward)
+    assert slow.allreduce_s > backward and slow.exposed_s >= slow.allreduce_s - backward
+    assert slow.scaling_efficiency < fast.scaling_efficiency <= 1.0
+
+
+def test_predict_over_many_gpus(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    code, text, err = cli("predict", "--gpu", "a100-80gb", "--gpus", "8", "--strategy", "ddp", "--workloads",
+                          "tabular-mlp", "--preset", "small", "--precisions", "fp32,amp-bf16", "--json", str(out),
+                          "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert "ddp x8 (8 per machine x 1) over nvlink" in " ".join(text.split())
+    for r in json.loads(out.read_text()):
+        assert (r["strategy"], r["world_size"]) == ("ddp", 8)
+        assert r["predicted_samples_per_s"] == pytest.approx(8 * r["batch_size"] * 1e3 / r["predicted_step_ms"])
+        assert r["predicted_samples_per_s_per_gpu"] == pytest.approx(r["predicted_samples_per_s"] / 8)
+        assert r["predicted_joules_per_sample"] == pytest.approx(400 / r["predicted_samples_per_s_per_gpu"])  # (each GPU)
+        assert 0 < r["predicted_scaling_efficiency"] <= 1 and r["predicted_comm_ms"] <= r["predicted_allreduce_ms"]
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"gpus_per_node": 8}, "need --strategy ddp"), ({"strategy": "ddp"}, "needs more than one GPU"),
+    ({"gpus_per_node": 8, "strategy": "fsdp"}, "fsdp is not predicted yet"),
+    ({"gpus_per_node": 8, "strategy": "ddp", "inference": True}, "--inference one GPU's forward"),
+    ({"gpus_per_node": 4, "strategy": "ddp", "interconnect": "nvlink", "gpu": "t4"}, "t4 has no NVLink")])
+def test_bad_many_gpu_options_are_one_line(kw: dict, said: str) -> None:
+    with pytest.raises(AmpbenchError, match=said):
+        PredictConfig.from_strings(**{"gpu": "a100-80gb", "workloads": "tabular-mlp", "preset": "tiny", **kw})
+
+
+# ---- published scaling -----------------------------------------------------------------------------------------------
+# DeepLearningExamples ResNet-50 v1.5 (PyTorch) README, training performance, 8 GPUs vs 1 (strong scaling, per-GPU
+# batch as on one GPU): DGX A100 80GB TF32 7.72x, AMP 6.72x; DGX-1 V100 16GB FP32 7.76x, AMP 6.93x; V100 32GB FP32
+# 7.75x, AMP 6.96x. Checked: the predicted scaling efficiency (one GPU's step / the 8-GPU step) within 15%.
+DLE_SCALING = {("a100-80gb", "tf32", 256): 7.72, ("a100-80gb", "amp-fp16", 256): 6.72, ("v100-16gb", "fp32", 112): 7.76,
+               ("v100-16gb", "amp-fp16", 256): 6.93, ("v100-32gb", "fp32", 112): 7.75, ("v100-32gb", "amp-fp16", 256): 6.96}
+SCALING_MISSES = {
+    ("a100-80gb", "amp-fp16", 256): "predicted 0.997 against 0.84 (+19%): the published AMP runs lose what gradient "
+                                    "communication does not explain (the input pipeline at 16,600 img/s, left out)",
+    ("v100-16gb", "amp-fp16", 256): "predicted 0.998 against 0.866 (+15.2%), as the A100's",
+}
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, id="-".join(map(str, k)), marks=pytest.mark.xfail(
+    strict=True, reason=SCALING_MISSES[k])) if k in SCALING_MISSES else pytest.param(k, id="-".join(map(str, k)))
+    for k in DLE_SCALING])
+def test_resnet50_eight_gpu_scaling_within_15_percent(key: tuple[str, str, int]) -> None:
+    gpu_key, precision, batch = key
+    gpu = lookup(gpu_key)
+    trace = trace_step(build_meta(resnet50_workload), "fp32" if precision == "tf32" else precision, batch,
+                       channels_last=precision == "amp-fp16")
+    predicted = ddp_cost(trace, gpu, precision == "tf32", fabric(gpu, 8, 1, None)).scaling_efficiency
+    assert abs(predicted / (DLE_SCALING[key] / 8) - 1) <= 0.15, (predicted, DLE_SCALING[key] / 8)
+
+
+def test_neusight_four_h100_data_parallel_scaling() -> None:
+    """GPT-2 large, sequence 1024, 4 per GPU: NeuSight measured 642.1 ms a step on 4 x H100 (data parallel) against
+    638.8 ms on one (its forward and backward, fp32): efficiency 0.995. Predicted within 15%."""
+    pytest.importorskip("transformers")
+    (one,) = [s for s in neusight.steps() if s.gpu == "h100-sxm" and s.model == "gpt2_large" and s.batch == 4]
+    trace = trace_step(build_meta(neusight.step_workload(one)), "fp32", 4)
+    gpu = lookup("h100-sxm")
+    d = ddp_cost(trace, gpu, False, fabric(gpu, 4, 1, None))
+    measured = one.total_ms / 642.0809020996094
+    assert abs(d.scaling_efficiency / measured - 1) <= 0.15, (d.scaling_efficiency, measured)
