@@ -56,11 +56,6 @@ def same(section: type, name: str) -> Any:
     return field(default=f.default, metadata=f.metadata)
 
 
-def flag_of(section: type, name: str) -> Flag:
-    (f,) = [f for f in fields(section) if f.name == name]
-    return f.metadata["cli"]
-
-
 def _backend_flags() -> tuple[tuple[str, ...], str]:
     """``--<framework>-backend`` of every framework with backends: one option, which each framework resolves for its
     own targets."""

@@ -75,6 +75,11 @@ class Target:
     def label(self) -> str:
         return self.workload or f"user:{self.model}"
 
+    @classmethod
+    def of(cls, target: CommandTarget, data: DataArgs) -> Target:
+        """The target the command line's declared options say (:mod:`ampbench.command_options`)."""
+        return cls(target.workload, target.model, target.preset, target.seed, data_of(data), target.backend)
+
     @property
     def what(self) -> str:
         """How an error line names it."""
@@ -137,7 +142,7 @@ class TrainRequest:
     def of(cls, target: CommandTarget, data: DataArgs, s: TrainSettings, d: TrainDistribution,
            argv: tuple[str, ...] = ()) -> TrainRequest:
         """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
-        return cls(Target(target.workload, target.model, target.preset, target.seed, data_of(data), target.backend),
+        return cls(Target.of(target, data),
                    precision=s.precision, epochs=s.epochs, batch_size=s.batch_size, max_steps=s.max_steps,
                    device=s.device, json_out=s.json_out, checkpoint=s.checkpoint, resume=s.resume,
                    tensorboard=s.tensorboard,
@@ -205,7 +210,7 @@ class DiagnoseRequest:
     @classmethod
     def of(cls, target: CommandTarget, data: DataArgs, s: DiagnoseSettings) -> DiagnoseRequest:
         """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
-        return cls(Target(target.workload, target.model, target.preset, target.seed, data_of(data), target.backend),
+        return cls(Target.of(target, data),
                    precision=s.precision, steps=s.steps, checks=s.checks, batch_size=s.batch_size, device=s.device,
                    fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter, json_out=s.json_out, trace=s.trace,
                    tensorboard=s.tensorboard, optimizer_state=s.optimizer_state)

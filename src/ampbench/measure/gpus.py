@@ -61,10 +61,6 @@ class Gpu:
     source: str
 
     @property
-    def peak_source(self) -> str:
-        return self.source
-
-    @property
     def predictable(self) -> bool:
         """Whether ``predict`` has what it needs of it (memory, bandwidth, SMs)."""
         return bool(self.memory_gib and self.bandwidth_gbs and self.sms)

@@ -24,7 +24,7 @@ from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
-from ampbench.predict.distributed import fabric
+from ampbench.predict.distributed import Fabric, fabric
 from ampbench.predict.run import check_target, find_gpus, predict_target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -110,11 +110,9 @@ class PredictConfig:
                                 f"(got --gpus {gpus_per_node} --nodes {nodes}, --strategy {strategy})")
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
-        for gpu in gpus:  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
-            if strategy is not None:
-                fabric(gpu, gpus_per_node, nodes, interconnect)
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
                      strategy, interconnect)
+        config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
         return config
@@ -125,10 +123,17 @@ class PredictConfig:
         return lambda: build_target(target.workload, target.model, target.preset, target.data, target.seed,
                                     preset_given=False)
 
+    def fabrics(self) -> dict[str, Fabric]:
+        """Each GPU's fabric under ``--strategy`` (none on one GPU); one line for a fabric that cannot be."""
+        if self.strategy is None:
+            return {}
+        return {g.key: fabric(g, self.gpus_per_node, self.nodes, self.interconnect) for g in self.gpus}
+
     def predict(self, tracing: Callable[[Target], Any] | None = None) -> list[dict[str, Any]]:
         """The predicted rows of every target x batch size x precision (x optimizer state). ``tracing(target)``: a
         context manager entered around each trace (the CLI's status line)."""
         rows: list[dict[str, Any]] = []
+        fabrics = self.fabrics()
         for t in self.targets:
             build = self.builder(t)
             for size in self.batch_sizes:
@@ -138,8 +143,7 @@ class PredictConfig:
                         rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
                                                usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
-                                               fab=fabric(gpu, self.gpus_per_node, self.nodes, self.interconnect)
-                                               if self.strategy else None)
+                                               fab=fabrics.get(gpu.key))
         return rows
 
 

@@ -107,9 +107,10 @@ class DdpCost:
         return self.single_s / self.step_s
 
 
-def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric) -> DdpCost:
-    """The step of ``trace`` (one rank's batch) under DDP on ``fab``."""
-    single = price(trace, gpu, tf32).step_s
+def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | None = None) -> DdpCost:
+    """The step of ``trace`` (one rank's batch) under DDP on ``fab`` (``single_s``: its one-GPU step, where the caller
+    priced it already)."""
+    single = price(trace, gpu, tf32).step_s if single_s is None else single_s
     backward = price(trace, gpu, tf32, phases=("backward",)).step_s
     grad_bytes = trace.backward_grads_bytes or trace.grads_bytes
     done, end, total = 0, 0.0, 0.0

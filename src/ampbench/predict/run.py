@@ -250,7 +250,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
                   optimizer_state=state)
     row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
-                           "gpu_source": f"{gpu.peak_source}; memory and bandwidth: {gpu.source}", **cell.to_row()}
+                           "gpu_source": gpu.source, **cell.to_row()}
     why = refusal(gpu, name) or state_refusal(gpu, name, state)
     if why is not None:
         return {**row, "status": "unsupported", "reason": why, "trace_s": 0.0}
@@ -280,7 +280,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     trust = band(gpu, cost.op_split, cost.math_mode)
     step_s, world, spread = cost.step_s, 1, {}
     if fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
-        d = ddp_cost(trace, gpu, get(name).tf32, fab)
+        d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s)
         step_s, world = d.step_s, fab.world
         spread = {"strategy": "ddp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
                   "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,

@@ -311,7 +311,7 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
                 out.append(f"  {escape(r['precision'])}{escape(state)}: {escape(r.get('reason') or '')}")
     for basis in dict.fromkeys(r["predicted_error_basis"] for r in rows if r.get("predicted_error_basis")):
         out.append(f"± error: the typical |error| of predictions like these ({escape(basis)})")
-    out.append(f"peaks: {escape(gpu.peak_source)}; memory and bandwidth: {escape(gpu.source)}. Method, constants and "
+    out.append(f"peaks, memory and bandwidth: {escape(gpu.source)}. Method, constants and "
                "the error on published results: docs/predict.md")
     return out
 

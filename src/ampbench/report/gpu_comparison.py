@@ -47,10 +47,10 @@ def _ok(r: dict[str, Any] | None) -> bool:
     return r is not None and r.get("status") == "ok"
 
 
-def _speed(r: dict[str, Any]) -> str:
+def speed_text(r: dict[str, Any], unit: str = "") -> str:
     """samples/s (x that GPU's fp32) ±the row's error band."""
     x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
-    return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
+    return (f"{r['predicted_samples_per_s']:,.0f}{unit}" + (f" ({x:.2f}x)" if x is not None else "")
             + (f" ±{band}%" if band is not None else ""))
 
 
@@ -59,21 +59,21 @@ def _memory(r: dict[str, Any]) -> str:
     return fmt_bytes(r.get("predicted_peak_bytes")) + ("" if batch is None else f" / {batch:,}")
 
 
-def _energy(r: dict[str, Any]) -> str:
+def energy_text(r: dict[str, Any]) -> str:
     j = r.get("predicted_joules_per_sample")
     return "-" if j is None else f"{j * 1e3:.3g}"
 
 
-def _usd(r: dict[str, Any]) -> str:
+def usd_text(r: dict[str, Any]) -> str:
     usd = r.get("predicted_usd_per_million_samples")
     return "-" if usd is None else f"{usd:,.3f}"
 
 
 FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], bool]], ...] = (
-    ("samples/s (x that GPU's fp32) ±error", _speed, lambda r: r.get("status") == "ok"),
+    ("samples/s (x that GPU's fp32) ±error", speed_text, lambda r: r.get("status") == "ok"),
     ("peak memory / max batch", _memory, lambda r: r.get("status") in ("ok", "oom")),
-    ("energy per sample at TDP, mJ", _energy, lambda r: r.get("status") == "ok"),
-    ("USD per million samples (--prices)", _usd, lambda r: r.get("status") == "ok"),
+    ("energy per sample at TDP, mJ", energy_text, lambda r: r.get("status") == "ok"),
+    ("USD per million samples (--prices)", usd_text, lambda r: r.get("status") == "ok"),
 )
 
 
@@ -168,7 +168,7 @@ def markdown(predictions: list[dict[str, Any]], escape_md: Callable[[Any], str])
                   "| mode | " + " | ".join(escape_md(g) for g in gpus) + " |",
                   "| --- | " + " | ".join("---:" for _ in gpus) + " |"]
         for mode, per_gpu in group.items():
-            cells = [(_speed(r) if _ok(r) else str(r.get("status"))) if (r := per_gpu.get(g)) else "" for g in gpus]
+            cells = [(speed_text(r) if _ok(r) else str(r.get("status"))) if (r := per_gpu.get(g)) else "" for g in gpus]
             lines.append(f"| {escape_md(mode)} | " + " | ".join(cells) + " |")
     return lines
 

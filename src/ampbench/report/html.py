@@ -17,7 +17,7 @@ from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, speedup_text
-from ampbench.report.gpu_comparison import chart_data, compared_cells
+from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, speed_text, usd_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
@@ -299,16 +299,11 @@ def _gpu_cell(r: dict[str, Any] | None) -> str:
         return ""
     if r.get("status") != "ok":
         return str(r.get("status"))
-    parts = [f"{r['predicted_samples_per_s']:,.0f}/s"]
-    if r.get("predicted_speedup_vs_fp32") is not None:
-        parts[0] += f" ({r['predicted_speedup_vs_fp32']:.2f}x)"
-    if r.get("predicted_error_pct") is not None:
-        parts[0] += f" ±{r['predicted_error_pct']}%"
-    parts.append(fmt_bytes(r.get("predicted_peak_bytes")))
+    parts = [speed_text(r, "/s"), fmt_bytes(r.get("predicted_peak_bytes"))]
     if r.get("predicted_joules_per_sample") is not None:
-        parts.append(f"{r['predicted_joules_per_sample'] * 1e3:.3g} mJ/sample")
+        parts.append(f"{energy_text(r)} mJ/sample")
     if r.get("predicted_usd_per_million_samples") is not None:
-        parts.append(f"USD {r['predicted_usd_per_million_samples']:,.3f}/M")
+        parts.append(f"USD {usd_text(r)}/M")
     return "; ".join(parts)
 
 
