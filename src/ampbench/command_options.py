@@ -324,6 +324,8 @@ class PredictTargets:
     precisions: str | None = same(RecipeArgs, "precisions")
     batch_size: str | None = same(MeasureOptions, "batch_size")
     optimizer_state: str | None = same(RecipeArgs, "optimizer_state")
+    fp8_skip: str | None = same(RecipeArgs, "fp8_skip")
+    fp8_filter: str | None = same(RecipeArgs, "fp8_filter")
     seed: int = same(MeasureOptions, "seed")
     inference: bool = opt(False, "Predict the forward alone (eval mode, no autograd, the half modes' models in half): "
                                  "latency per batch, samples/s, memory, largest batch.", "--inference")

@@ -211,3 +211,27 @@ def test_defaults_follow_gradscaler():
     assert cfg.backoff_factor == ref.get_backoff_factor()
     assert cfg.growth_interval == ref.get_growth_interval()
     assert cfg.max_scale == 2.0**24
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+@pytest.mark.parametrize("fused", [True, False])
+def test_finite_check_records_nothing_on_gradients_that_require_grad(fused):
+    """backward(create_graph=True) (a gradient penalty) leaves gradients that require grad: the inf/NaN check runs on
+    them without autograd recording it (their grad_fn is the backward's) -- the engine enters no no_grad() for it --
+    and a NaN among them still skips the step."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=fused)
+    mp = MixedPrecision("fp32")
+    model, opt = mp.setup(model, opt)
+    x = torch.randn(8, 4)
+    mp.backward(model(x).pow(2).sum(), create_graph=True)
+    fns = [p.grad.grad_fn for p in model.parameters()]
+    assert all(p.grad.requires_grad for p in model.parameters())
+    assert mp.step(opt)
+    assert [p.grad.grad_fn for p in model.parameters()] == fns
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.zero_grad(set_to_none=True)
+    mp.backward(model(x).pow(2).sum() * float("nan"), create_graph=True)
+    assert not mp.step(opt)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

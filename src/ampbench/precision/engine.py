@@ -418,8 +418,9 @@ class MixedPrecision:
             slot.masters.master_to_model()
         self.last_step = StepRecord(slot.steps, loss, grad_norm, after.found if after else None,
                                     after.skipped if after else None, used_scale, slot.scaler.current_scale())
-        for hook in list(self._step_hooks):
-            hook(self.last_step)
+        if self._step_hooks:  # (a copy: a hook may remove itself)
+            for hook in list(self._step_hooks):
+                hook(self.last_step)
         return self.last_step
 
     def on_step(self, hook: Callable[[StepRecord], None]) -> Callable[[], None]:

@@ -38,7 +38,6 @@ import torch.distributed as dist
 from torch.amp import GradScaler
 
 from ampbench.errors import AmpbenchError, TrainingDivergedError
-from ampbench.precision.grad_mode import no_grad
 
 ScaleKind = Literal["none", "static", "dynamic"]
 _KINDS = ("none", "static", "dynamic")
@@ -138,9 +137,11 @@ class _FiniteCheck:
     per group, no other Python work per parameter. No host sync here (reading the flag is the sync)."""
 
     def __init__(self) -> None:
-        self._signature: list[int] = []
+        self._signature: Any = None
         self._groups: list[tuple[torch.device, list[torch.Tensor], bool]] = []
         self._ones: dict[torch.device, torch.Tensor] = {}
+        self._only: tuple[torch.device, list[torch.Tensor], torch.Tensor] | None = None
+        """The usual optimizer's one device and dtype (not sharded): its device, parameters and the 1.0 there."""
 
     def _regroup(self, optimizer: torch.optim.Optimizer) -> None:
         by: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
@@ -152,18 +153,33 @@ class _FiniteCheck:
                         for (device, _), params in by.items()]
         for device, _, _ in self._groups:
             self._ones.setdefault(device, torch.ones((), dtype=torch.float32, device=device))
+        only = self._groups[0] if len(self._groups) == 1 and not self._groups[0][2] else None
+        self._only = None if only is None else (only[0], only[1], self._ones[only[0]])
 
     def __call__(self, optimizer: torch.optim.Optimizer,
                  new_flag: Callable[[torch.device], torch.Tensor]) -> dict[torch.device, torch.Tensor]:
         """Per device, a flag (a zeroed 0-dim float32 tensor from ``new_flag``) set to 1 if any gradient the optimizer
         holds there has an inf/NaN."""
-        signature = [id(g["params"]) ^ len(g["params"]) for g in optimizer.param_groups]
+        groups = optimizer.param_groups
+        if len(groups) == 1:  # (the usual optimizer: its one group's list and length, no list made)
+            params = groups[0]["params"]
+            signature: Any = id(params) ^ len(params)
+        else:
+            signature = [id(g["params"]) ^ len(g["params"]) for g in groups]
         if signature != self._signature:
             self._regroup(optimizer)
             self._signature = signature
+        if self._only is not None:  # one device and dtype: a step's whole check is this
+            device, params, one = self._only
+            grads = [g for p in params if (g := p.grad) is not None]
+            if not grads:
+                return {}
+            flag = new_flag(device)
+            self._check(grads, flag, one)
+            return {device: flag}
         found: dict[torch.device, torch.Tensor] = {}
         for device, params, sharded in self._groups:
-            grads = [p.grad for p in params if p.grad is not None]
+            grads = [g for p in params if (g := p.grad) is not None]
             if not grads:
                 continue
             if sharded:
@@ -171,14 +187,18 @@ class _FiniteCheck:
             flag = found.get(device)
             if flag is None:
                 flag = found[device] = new_flag(device)
-            try:
-                torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, self._ones[device])
-            except NotImplementedError:  # sparse gradients (nn.Embedding(sparse=True)): their values are checked
-                if not any(g.is_sparse for g in grads):
-                    raise
-                grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
-                torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, self._ones[device])
+            self._check(grads, flag, self._ones[device])
         return found
+
+    @staticmethod
+    def _check(grads: list[torch.Tensor], flag: torch.Tensor, one: torch.Tensor) -> None:
+        try:
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, one)
+        except NotImplementedError:  # sparse gradients (nn.Embedding(sparse=True)): their values are checked
+            if not any(g.is_sparse for g in grads):
+                raise
+            grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, one)
 
 
 def _collective_device(process_group: Any) -> torch.device:
@@ -231,11 +251,12 @@ class _FlagBlock:
     the optimizer's own handling of ``found_inf``). A flag is written once, by its step's check (and the ranks'
     agreement): a :class:`StepRecord` holding it reads that step's value whenever it is read."""
 
-    __slots__ = ("base", "buffer", "flags", "used")
+    __slots__ = ("base", "buffer", "device", "flags", "used")
 
     def __init__(self, base: torch.Tensor) -> None:
         self.base = base
         """Steps skipped before this block (0-dim float32, on the flags' device)."""
+        self.device = base.device
         self.buffer = torch.zeros(FLAG_BLOCK, dtype=torch.float32, device=base.device)
         self.flags = self.buffer.unbind()
         self.used = 0
@@ -358,19 +379,24 @@ class LossScaler:
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         if self._grad_scaler is not None:
             self._grad_scaler.unscale_(optimizer)
-        elif self.check_finite:
-            with no_grad():  # (a gradient that requires grad -- create_graph -- is checked, not recorded)
-                self._found = self._check_nonfinite(optimizer, self._next_flag)
+        elif self.check_finite:  # (no no_grad() needed: autograd records nothing of this kernel -- a gradient that
+            # requires grad, from create_graph, keeps its grad_fn; tests/precision/test_scaling.py holds it -- and
+            # entering one costs ~1.5 us a step)
+            self._found = self._check_nonfinite(optimizer, self._next_flag)
 
     def _next_flag(self, device: torch.device, own: bool = False) -> torch.Tensor:
         """kind none: this step's zeroed inf/NaN flag on ``device``, from the flag block (a new tensor for a second
         device; ``own``: the step's flag wherever the block was, the block moved to ``device`` if need be)."""
+        block = self._block
+        if self._step_flag is None and block is not None and block.used < FLAG_BLOCK and block.device == device:
+            self._step_flag = flag = block.flags[block.used]  # (the usual step)
+            block.used += 1
+            return flag
         if self._step_flag is not None:
             return torch.zeros((), dtype=torch.float32, device=device)
-        block = self._block
-        if block is None or block.used == FLAG_BLOCK or (own and block.base.device != device):
+        if block is None or block.used == FLAG_BLOCK or (own and block.device != device):
             block = self._block = _FlagBlock(self._skipped_so_far(device))
-        elif block.base.device != device:
+        elif block.device != device:
             return torch.zeros((), dtype=torch.float32, device=device)
         self._step_flag = flag = block.flags[block.used]
         block.used += 1

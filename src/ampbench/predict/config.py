@@ -24,6 +24,7 @@ from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
+from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.distributed import Fabric, fabric
 from ampbench.predict.run import check_target, find_gpus, predict_target
 from ampbench.workloads import DataOptions, build_target
@@ -31,7 +32,8 @@ from ampbench.workloads.user import check_preset as check_model_preset
 
 
 def parse_predicted_precisions(value: str | None) -> tuple[str, ...]:
-    """Names or aliases -> canonical names, in the order given; default: every mode but fp8 (not predicted yet)."""
+    """Names or aliases -> canonical names, in the order given; default: every mode but fp8 (torchao, an optional
+    extra; ask for the fp8 modes by name)."""
     if value is None:
         return tuple(p for p in list_precisions() if not p.startswith("fp8"))
     return tuple(resolve(p) for p in parse_list(value, "precisions"))
@@ -66,6 +68,8 @@ class PredictConfig:
     strategy: str | None = None
     """ddp over ``gpus_per_node`` x ``nodes`` GPUs (the batch is each rank's), or None: one GPU."""
     interconnect: str | None = None
+    fp8: Fp8Options | None = None
+    """What the fp8 modes convert (``--fp8-skip``, ``--fp8-filter``), as ``run`` converts it; None: the defaults."""
 
     @property
     def gpu(self) -> Gpu:
@@ -78,10 +82,12 @@ class PredictConfig:
                      batch_size: str | None = None, optimizer_state: str | None = None, channels_last: bool = False,
                      data: DataOptions | None = None, seed: int = 0, prices: Path | None = None,
                      inference: bool = False, gpus_per_node: int = 1, nodes: int = 1, strategy: str | None = None,
-                     interconnect: str | None = None) -> PredictConfig:
+                     interconnect: str | None = None, fp8_skip: str | None = None,
+                     fp8_filter: str | None = None) -> PredictConfig:
         gpus = find_gpus(gpu, gpu_spec)
         priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)
+        fp8 = Fp8Options.for_modes(names, fp8_skip, fp8_filter)
         sizes = parse_batch_sizes(batch_size)
         states = parse_optimizer_states(optimizer_state, names)
         data = data or DataOptions()
@@ -111,7 +117,7 @@ class PredictConfig:
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect)
+                     strategy, interconnect, fp8)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
@@ -143,7 +149,7 @@ class PredictConfig:
                         rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
                                                usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
-                                               fab=fabrics.get(gpu.key))
+                                               fab=fabrics.get(gpu.key), fp8=self.fp8)
         return rows
 
 

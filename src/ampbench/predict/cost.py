@@ -36,7 +36,7 @@ TORCHAO_STEP_US = 20.0
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
 FOREACH_TENSORS = 48
 """Tensors one multi-tensor-apply launch covers (torch's ``_foreach_*`` kernels; fused Adam takes 36 of 4 lists)."""
-ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
+ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1}
 
 MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward",
               "ampbench_predict.rnn_layer", "ampbench_predict.rnn_layer_backward"}
@@ -64,7 +64,7 @@ def op_class(op: Op) -> str:
 
 def math_of(op: Op, tf32: bool) -> str:
     """The math an op's GEMMs run in: its dtype's, fp32 ones as TF32 where the mode allows it."""
-    if op.dtype in ("fp16", "bf16"):
+    if op.dtype in ("fp16", "bf16", "fp8"):  # (fp8: torchao's scaled matmuls, at the fp8 Tensor Core rate)
         return op.dtype
     return "tf32" if tf32 else "fp32"
 
@@ -174,7 +174,7 @@ class StepCost:
     host_s: float
     flops: int
     math_mode: str
-    """The math of the step's GEMMs (fp32, tf32, fp16, bf16)."""
+    """The math of the step's GEMMs (fp32, tf32, fp16, bf16; fp8 where torchao's scaled matmuls run)."""
     time_split: dict[str, float]
     """Share of the step: compute-bound, memory-bound and launch (GPU fixed costs, and the host when it is slower)."""
     op_split: dict[str, float]
@@ -242,7 +242,7 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
                      f"~{gpu_s * 1e3:.2f} ms (CUDA graphs or torch.compile remove most of it)")
     time_split = {k: by_bound.get(k, 0.0) / step_s for k in ("compute", "memory", "launch")} if step_s else {}
     op_split = {k: v / gpu_s for k, v in by_class.items()} if gpu_s else by_class
-    half = {o.dtype for o in ops if o.name in MATMUL_OPS and o.dtype in ("fp16", "bf16")}
-    math_mode = next(iter(half)) if half else ("tf32" if tf32 else "fp32")
+    half = {o.dtype for o in ops if o.name in MATMUL_OPS and o.dtype in ("fp16", "bf16", "fp8")}
+    math_mode = "fp8" if "fp8" in half else next(iter(half)) if half else ("tf32" if tf32 else "fp32")
     return StepCost(step_s, gpu_s, host_s, sum(o.flops for o in ops), math_mode, time_split, op_split, len(costs),
                     sum(c.launches for c in costs), notes)

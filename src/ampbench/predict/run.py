@@ -23,6 +23,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
 from ampbench.measure.gpus import Gpu, lookup, predictable
 from ampbench.precision import get
+from ampbench.precision.fp8 import Fp8Options, torchao_problem
 from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
@@ -122,8 +123,7 @@ def refusal(gpu: Gpu, precision: str) -> str | None:
     if recipe.is_fp8:
         if gpu.capability < (8, 9) or "fp8" not in gpu.tflops:
             return f"fp8 Tensor Cores need compute capability >= 8.9 (Ada, Hopper or newer); {gpu.key} is {cc}"
-        return ("fp8 is not predicted yet: torchao's Float8Linear steps are not traced (run it on the GPU: "
-                "ampbench run --precisions " + recipe.name + ")")
+        return torchao_problem("fp8 predictions (torchao's Float8Linear is traced)")
     if recipe.tf32 and gpu.capability < (8, 0):
         return f"TF32 needs compute capability >= 8.0; {gpu.key} is {cc}"
     half = "bf16" if recipe.is_half and recipe.compute_dtype == torch.bfloat16 else "fp16" if recipe.is_half else None
@@ -160,7 +160,8 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                    batch_size: int | None = None, channels_last: bool = False,
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
                    optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
-                   inference: bool = False, fab: Fabric | None = None) -> list[dict[str, Any]]:
+                   inference: bool = False, fab: Fabric | None = None,
+                   fp8: Fp8Options | None = None) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
@@ -194,9 +195,11 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         if key not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
                 warnings.simplefilter("always")
+                options: dict[str, Any] = {"optimizer_state": state} if state else {}
+                if fp8 is not None and get(engine).is_fp8:  # (--fp8-skip/--fp8-filter: what run converts)
+                    options["fp8"] = fp8
                 traces[key] = trace_inference(fresh(), engine, size, channels_last=channels_last) if inference else \
-                    trace_step(fresh(), engine, size, channels_last=channels_last,
-                               mp_options={"optimizer_state": state} if state else None)
+                    trace_step(fresh(), engine, size, channels_last=channels_last, mp_options=options or None)
             traces[key].notes.extend(dict.fromkeys(str(w.message) for w in caught))
         return traces[key]
 
@@ -294,4 +297,10 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_mfu=cost.flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
         predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
-        notes=[*cost.notes, *trace.notes], trace_s=traced_s)}
+        notes=[*cost.notes, *trace.notes, *([FP8_EAGER] if get(name).is_fp8 else [])], trace_s=traced_s)}
+
+
+FP8_EAGER = ("fp8 predicted eager: torchao's dynamic scaling and casting run as the separate kernels traced (amax, "
+             "scale, cast of each operand), its matmuls as torch._scaled_mm at the fp8 rate; ampbench run compiles fp8 "
+             "on CUDA by default, which fuses the casts (compiled steps are not predicted yet): this row pairs with "
+             "run --compile off")

@@ -82,6 +82,16 @@ ZERO_COST = {"detach", "alias", "_local_scalar_dense", "empty", "empty_like", "n
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
               "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "scalar_tensor", "arange"}
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
+FP8_DTYPES = {torch.float8_e4m3fn, torch.float8_e5m2}
+FP8_GEMMS = {"mm", "addmm"}
+
+
+def fp8_data(t: torch.Tensor) -> torch.Tensor | None:
+    """The fp8 payload of a torchao float8 training tensor (its ``_data``; the tensor itself reports the dtype it stands
+    for, bf16), else None. A matmul of two of them is what torchao's ``Float8Linear`` runs as ``torch._scaled_mm`` on a
+    GPU (traced on meta, the wrapper's ``mm`` is what the trace sees: its own dispatch runs beneath it, unseen)."""
+    data = getattr(t, "_data", None)
+    return data if isinstance(data, torch.Tensor) and data.dtype in FP8_DTYPES else None
 
 
 def effective_bytes(t: torch.Tensor) -> int:
@@ -188,6 +198,14 @@ class _Recorder(TorchDispatchMode):
         written = sum(effective_bytes(t) for t in outs)
         floats = [t.dtype for t in ins if t.is_floating_point()]
         dtype = _DTYPES.get(floats[0], "fp32") if floats else "fp32"
+        if name in FP8_GEMMS:
+            operands = args[:2] if name == "mm" else args[1:3]
+            data = [fp8_data(t) for t in operands]
+            if all(d is not None for d in data):  # torch._scaled_mm on a GPU: fp8 operands (1 byte), the fp8 math
+                dtype = "fp8"
+                read = sum(effective_bytes(d) for d in data) + sum(  # (+ the bias of an addmm, and the scales)
+                    effective_bytes(t) for t in ins if fp8_data(t) is None) + sum(
+                    effective_bytes(t._scale) for t in operands if isinstance(getattr(t, "_scale", None), torch.Tensor))
         causal, rnn, tensors = False, None, 1
         if func is FUSED_ATTENTION:
             flops, causal = sdpa_forward_flops(args[0].shape, args[1].shape, args[2].shape), bool(args[4])

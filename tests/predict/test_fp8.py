@@ -1,0 +1,118 @@
+"""fp8 predictions: torchao's Float8Linear traced on meta, its scaled matmuls priced as CUDA runs them.
+
+Oracles: the trace against the layer's own shapes (three GEMMs a layer, each 2*M*K*N FLOPs on 1-byte operands; the
+high-precision grad-weight recipe keeps one in bf16), and the GEMM prices against published H100 measurements
+(nothing fitted on them)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from ampbench.measure.gpus import lookup
+from ampbench.precision.fp8 import torchao_problem
+from ampbench.predict import kernels
+from ampbench.predict.cost import price_op
+from ampbench.predict.trace import _Recorder
+
+from ..conftest import cli
+
+PROBLEM = torchao_problem("fp8 predictions")
+pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=str(PROBLEM))
+
+M, K, N = 64, 96, 128
+RECIPES = {"tensorwise": 3, "rowwise": 3, "rowwise_with_gw_hp": 2}
+"""torchao recipe -> the layer's GEMMs that run in fp8 (forward, grad input, grad weight; gw-hp keeps the last)."""
+
+
+def _traced(recipe: str) -> list:
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    model = nn.Sequential(nn.Linear(K, N, bias=False)).to("meta", torch.bfloat16)
+    convert_to_float8_training(model, config=dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe)))
+    x = torch.randn(M, K, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    rec = _Recorder(FlopCounterMode(display=False).flop_registry)
+    grad = torch.randn(M, N, device="meta", dtype=torch.bfloat16)  # (a materialised gradient, not sum()'s broadcast)
+    with rec:
+        model(x).backward(grad)
+    return [o for o in rec.ops if o.gemm is not None]
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_float8_linear_gemms_are_traced_as_fp8_scaled_matmuls(recipe: str) -> None:
+    gemms = _traced(recipe)
+    assert len(gemms) == 3
+    fp8 = [o for o in gemms if o.dtype == "fp8"]
+    assert len(fp8) == RECIPES[recipe]
+    assert all(o.dtype == "bf16" for o in gemms if o.dtype != "fp8")
+    for o in gemms:  # every GEMM of a linear is 2*M*K*N, whichever dimension it reduces over
+        assert o.flops == 2 * M * K * N
+        _, m, n, k = o.gemm
+        operands = m * k + k * n
+        if o.dtype == "fp8":  # the fp8 payloads (1 byte) and the scales, not the bf16 the wrapper reports
+            assert operands <= o.bytes_read <= operands + 4 * (m + n)
+        else:
+            assert o.bytes_read == 2 * operands
+        assert o.bytes_written == 2 * m * n  # (the output in bf16)
+
+
+# float8_experimental PR 38 / PR 100 (github.com/meta-pytorch/float8_experimental), NVIDIA H100, cuBLASLt alone:
+# LLaMa 2 70B's single-GPU shapes (M, K, N), the forward GEMM, seconds: bf16 and fp8 (e4m3, tensorwise scales).
+H100_GEMMS = {
+    (16384, 8192, 1280): (6.04e-4, 2.43e-4),
+    (16384, 1024, 8192): (5.00e-4, 2.51e-4),
+    (16384, 8192, 7168): (3.57e-3, 1.39e-3),
+    (16384, 3584, 8192): (1.59e-3, 7.45e-4),
+}
+MISSED = {  # predicted / published - 1 today: the H100's GEMMs predicted faster than measured (its bf16 peak's
+    # efficiency comes from the fit on older GPUs; nothing here is fitted on these)
+    ((16384, 8192, 1280), "bf16"): -0.25, ((16384, 1024, 8192), "bf16"): -0.27, ((16384, 8192, 7168), "bf16"): -0.31,
+    ((16384, 3584, 8192), "bf16"): -0.21, ((16384, 1024, 8192), "fp8"): -0.26, ((16384, 3584, 8192), "fp8"): -0.16}
+
+
+@pytest.mark.parametrize("shape, math", [
+    pytest.param(s, m, marks=pytest.mark.xfail(strict=True, reason=f"predicted {MISSED[(s, m)]:+.0%}"))
+    if (s, m) in MISSED else (s, m) for s in H100_GEMMS for m in ("bf16", "fp8")])
+def test_h100_gemm_against_published_cublaslt_times(shape: tuple[int, int, int], math: str) -> None:
+    m, k, n = shape
+    gpu, cal = lookup("h100-sxm"), kernels.calibration()
+    published = H100_GEMMS[shape][0 if math == "bf16" else 1]
+    predicted = kernels.gemm_s(gpu, cal, 1, m, n, k, math, 2 if math == "bf16" else 1)
+    assert abs(predicted / published - 1) <= 0.15, f"{predicted * 1e3:.3f} ms vs {published * 1e3:.3f} ms"
+
+
+def test_fp8_gemm_is_priced_at_the_fp8_rate() -> None:
+    """The traced fp8 GEMM costs what the kernel model gives a GEMM of its shape at the fp8 peak; bf16 twice that
+    where compute-bound (H100: 1,979 vs 989.5 dense TFLOP/s)."""
+    gpu, cal = lookup("h100-sxm"), kernels.calibration()
+    op = _traced("tensorwise")[0]
+    assert op.dtype == "fp8"
+    big = dataclasses.replace(op, gemm=(1, 8192, 8192, 8192), flops=2 * 8192**3, bytes_read=2 * 8192**2,
+                              bytes_written=2 * 8192**2)
+    fp8 = price_op(big, gpu, False, cal).gpu_s
+    bf16 = price_op(dataclasses.replace(big, dtype="bf16"), gpu, False, cal).gpu_s
+    assert fp8 == pytest.approx(kernels.gemm_s(gpu, cal, 1, 8192, 8192, 8192, "fp8", 1))
+    assert bf16 / fp8 == pytest.approx(2.0, rel=0.02)
+
+
+def test_predict_fp8_rows_refusals_and_options(tmp_path) -> None:
+    db = str(tmp_path / "r.db")
+    code, out, err = cli("predict", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions",
+                         "amp-bf16,fp8-tensorwise", "--fp8-filter", "dims", "--gpu", "h100-sxm,a100-80gb", "--db", db,
+                         "--json", str(tmp_path / "p.json"))
+    assert code == 0, err
+    import json
+    rows = json.loads((tmp_path / "p.json").read_text())
+    h100 = {r["precision"]: r for r in rows if r["gpu"] == "h100-sxm"}
+    a100 = {r["precision"]: r for r in rows if r["gpu"] == "a100-80gb"}
+    fp8 = h100["fp8-tensorwise"]
+    assert fp8["status"] == "ok" and fp8["predicted_step_ms"] > 0 and fp8["predicted_math_mode"] == "fp8"
+    assert fp8["compile"] == "off" and any("eager" in n for n in fp8["notes"])
+    assert a100["fp8-tensorwise"]["status"] == "unsupported"
+    assert "compute capability >= 8.9" in a100["fp8-tensorwise"]["reason"]
+    code, _, err = cli("predict", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "amp-bf16",
+                       "--fp8-filter", "dims", "--gpu", "h100-sxm", "--db", db)
+    assert code == 2 and "apply to the fp8 modes" in err and "Traceback" not in err
