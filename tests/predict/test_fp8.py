@@ -7,6 +7,7 @@ high-precision grad-weight recipe keeps one in bf16), and the GEMM prices agains
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -32,7 +33,7 @@ RECIPES = {"tensorwise": 3, "rowwise": 3, "rowwise_with_gw_hp": 2}
 def _traced(recipe: str) -> list:
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
     model = nn.Sequential(nn.Linear(K, N, bias=False)).to("meta", torch.bfloat16)
-    convert_to_float8_training(model, config=dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe)))
+    convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe))
     x = torch.randn(M, K, device="meta", dtype=torch.bfloat16, requires_grad=True)
     rec = _Recorder(FlopCounterMode(display=False).flop_registry)
     grad = torch.randn(M, N, device="meta", dtype=torch.bfloat16)  # (a materialised gradient, not sum()'s broadcast)
@@ -104,7 +105,6 @@ def test_predict_fp8_rows_refusals_and_options(tmp_path) -> None:
                          "amp-bf16,fp8-tensorwise", "--fp8-filter", "dims", "--gpu", "h100-sxm,a100-80gb", "--db", db,
                          "--json", str(tmp_path / "p.json"))
     assert code == 0, err
-    import json
     rows = json.loads((tmp_path / "p.json").read_text())
     h100 = {r["precision"]: r for r in rows if r["gpu"] == "h100-sxm"}
     a100 = {r["precision"]: r for r in rows if r["gpu"] == "a100-80gb"}
