@@ -6,6 +6,10 @@
 #   bash benchmarks/gpu_session.sh --dry-run [STAGE|all]   # anywhere: print each stage's commands, run nothing
 #                                                          # (tests/test_gpu_session.py checks their arguments)
 #
+#   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
+#           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
+#           paper preset), the engine's host time per step, the GEMM probe, the GPU tests, runs.json; each step packs
+#           what it made, so a step cut off at the command's limit loses only itself
 #   checks  ampbench hw (GEMM up to 8192) and the GPU tests
 #   predict ampbench predict on this GPU's spec (made first), then `ampbench run` on the same cells: the small
 #           suite and the plain-PyTorch ResNet-50 of the reference test (batch 128, channels-last); compare
@@ -46,7 +50,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="checks predict paper suite bench fp8 optim axes dist keras export compat"
+STAGES="lease checks predict paper suite bench fp8 optim axes dist keras export compat"
 usage() {
   cat <<'USAGE'
 usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU machine, from the repo root)
@@ -55,6 +59,8 @@ usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU mac
 Each stage fits one 10-minute command (its long runs stop at BUDGET_S, 540 s; exit 3 then: call it again to
 resume). Times are what each was sized to, not yet measured on a GPU.
 
+  lease    a 15-minute lease in one command: predict's cells + an nn.MultiheadAttention model + bert paper,
+           predicted then measured; engine host time; hw; GPU tests; runs.json (BUDGET_S=480 fits it) ~9 min
   checks   ampbench hw (GEMMs up to 8192) and the GPU tests                                   ~3 min
   predict  ampbench predict on this GPU's spec first, then ampbench run of the same cells (the small suite, the
            reference ResNet-50 at batch 128 channels-last); compare prints each prediction's error         ~8 min
@@ -160,17 +166,66 @@ run_resumable() {  # $1 = log name, rest = ampbench run options
   return $rc
 }
 
+# the catalogue key of the GPU it runs on (predict --gpu), or nothing where the catalogue lacks it
+gpu_key() {
+  if [ -n "$DRY" ]; then echo h100-sxm; return; fi
+  $PY -c "import torch; from ampbench.measure.gpus import for_device as f; p = torch.cuda.get_device_properties(0); g = f(p.name, p.total_memory / 2**30); print(g.key if g and g.predictable else '')"
+}
+# bounded CMD...: run it under what is left of BUDGET_S (at most $CAP s when set), then pack; a step cut off loses
+# only itself
+bounded() {
+  local left=$((BUDGET_S - SECONDS)); [ -n "${CAP:-}" ] && [ "$CAP" -lt "$left" ] && left=$CAP
+  if [ -n "$DRY" ]; then x "$@"; return 0; fi
+  if [ $left -lt 10 ]; then echo "not started (the stage's budget is spent): $*"; return 3; fi
+  timeout "$left" "$@"; local rc=$?; pack; return $rc
+}
+
 stage() {
 case $1 in
+  lease)
+    local KEY; KEY=$(gpu_key)
+    [ -n "$KEY" ] || { echo "lease: this GPU is not in the catalogue (measure/gpus.csv: add its row)"; return 2; }
+    local wl=tabular-mlp,mnist-cnn,resnext,bert,unet modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16,pure-bf16
+    local four=fp32,tf32,amp-fp16,amp-bf16
+    local rn50=(--model src/ampbench/predict/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
+                --batch-size 128 --precisions "$four")
+    local mha=(--model src/ampbench/predict/references.py:MHAEncoder --input-shape 128,512 --num-classes 10
+               --batch-size 64 --precisions "$four")
+    local bertp=(--workloads bert --preset paper --precisions "$four")
+    export AMPBENCH_NO_ESTIMATE=1  # (the run's time estimate costs a child process per run: minutes a lease lacks)
+    # 1. every prediction first, on the datasheet spec, before anything is measured (CPU work: ~40 s)
+    CAP=60 bounded $AB predict --gpu "$KEY" "${rn50[@]}" --channels-last --db "$DB" --json "$RESULTS/predict_resnet50.json"
+    CAP=60 bounded $AB predict --gpu "$KEY" "${mha[@]}" --db "$DB" --json "$RESULTS/predict_mha.json"
+    CAP=60 bounded $AB predict --gpu "$KEY" "${bertp[@]}" --db "$DB" --json "$RESULTS/predict_bert_paper.json"
+    CAP=90 bounded $AB predict --gpu "$KEY" --workloads "$wl" --preset small --precisions "$modes" --db "$DB" \
+      --json "$RESULTS/predict_suite.json"
+    # 2. the same cells measured: the compute-bound ones first, then the launch-bound small suite
+    run_resumable lease-rn50 "${rn50[@]}" --memory-format channels_last --steps 30 \
+      --label "plain-PyTorch ResNet-50 (the reference test's) batch 128 channels-last, measured beside its prediction"
+    [ -n "$DRY" ] || pack
+    run_resumable lease-mha "${mha[@]}" --steps 30 \
+      --label "MHAEncoder (6 nn.TransformerEncoderLayer, d 512, seq 128) batch 64, measured beside its prediction"
+    [ -n "$DRY" ] || pack
+    run_resumable lease-bert "${bertp[@]}" --steps 30 --label "bert paper preset (base, seq 128, batch 32), measured beside its prediction"
+    [ -n "$DRY" ] || pack
+    # (in one process: 30 launch-bound cells would spend more time starting children than measuring)
+    run_resumable lease-suite --workloads "$wl" --preset small --precisions "$modes" --no-isolate \
+      --label "the small suite ampbench predict priced on $KEY, measured"
+    [ -n "$DRY" ] || pack
+    # 3. the engine's host time per step (issue 44) on a launch-bound step, fewer blocks than the bench stage's
+    CAP=150 bounded $PY benchmarks/engine_overhead.py --tiny --device "$DEVICE" --runs 1 --repeats 6 \
+      --precisions fp32,amp-bf16,amp-fp16,master-bf16,pure-bf16 --out "$RESULTS/engine_overhead_tiny.json"
+    CAP=60 bounded $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json"
+    CAP=90 bounded $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py
+    CAP=60 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
+    ;;
   checks)
     x $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json" | log "$STATE/hw.log"
     x $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py 2>&1 | tail -n 15
     ;;
   predict)
     # the predictions are made before the measurements they are checked against, on this GPU's datasheet spec
-    if [ -n "$DRY" ]; then KEY=h100-sxm; else
-      KEY=$($PY -c "import torch; from ampbench.measure.gpus import for_device as f; p = torch.cuda.get_device_properties(0); g = f(p.name, p.total_memory / 2**30); print(g.key if g and g.predictable else '')")
-    fi
+    KEY=$(gpu_key)
     [ -n "$KEY" ] || { echo "predict: this GPU is not in the catalogue (measure/gpus.csv: add its row, or use --gpu-spec)"; return 2; }
     local wl=tabular-mlp,mnist-cnn,resnext,bert,unet modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16,pure-bf16
     local rn50=(--model src/ampbench/predict/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000

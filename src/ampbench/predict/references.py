@@ -88,6 +88,24 @@ def resnet50_workload() -> Workload:
                     batch_size=256, preset="imagenet")
 
 
+# ---- a user's model made of nn.MultiheadAttention -------------------------------------------------------------------
+class MHAEncoder(nn.Module):
+    """Six ``nn.TransformerEncoderLayer`` blocks (d 512, 8 heads, ffn 2048, batch-first) over (B, S, 512) features,
+    mean-pooled into a linear classifier: the kind of model on which predictions once had AMP slower than TF32 (the
+    matmuls inside ``F.multi_head_attention_forward`` escaped the trace's autocast). No published figure exists for it;
+    it is measured beside its prediction on a lent GPU (``benchmarks/gpu_session.sh lease``):
+    ``--model src/ampbench/predict/references.py:MHAEncoder --input-shape 128,512 --num-classes 10``."""
+
+    def __init__(self, classes: int = 10, d: int = 512, heads: int = 8, layers: int = 6, ffn: int = 2048) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x).mean(1))
+
+
 # ---- BERT-large pretraining (sequence 128) ------------------------------------------------------------------------
 class BertLayer(nn.Module):
     def __init__(self, d: int, heads: int, ffn: int, p: float) -> None:
