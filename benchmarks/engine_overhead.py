@@ -52,6 +52,7 @@ from torch.nn import functional as F
 from ampbench import MixedPrecision, list_precisions, supported
 from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision import get
+from ampbench.precision.scaling import check_and_unscale_, kernel_takes
 from ampbench.precision.support import cpu_half_hardware, cpu_name
 from ampbench.precision.tf32_flags import tf32_scope
 
@@ -113,13 +114,17 @@ class _InlineSkip:
         self.params, self.opt = list(model.parameters()), opt
         self.one = torch.ones((), device=self.params[0].device)
         self.flags: list[torch.Tensor] = []
+        self.kernel_takes = kernel_takes(self.params[0])
 
     def step(self) -> None:
         if not self.flags:
             self.flags = list(torch.zeros(128, device=self.one.device).unbind())
         flag = self.flags.pop()
-        torch._amp_foreach_non_finite_check_and_unscale_([g for p in self.params if (g := p.grad) is not None],
-                                                         flag, self.one)
+        grads = [g for p in self.params if (g := p.grad) is not None]
+        if self.kernel_takes:
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, self.one)
+        else:  # (bf16 gradients on CUDA: the kernel lacks them; the fallback anyone must write, ours)
+            check_and_unscale_(grads, flag, None)
         self.opt.found_inf, self.opt.grad_scale = flag, None
         self.opt.step()
         del self.opt.found_inf, self.opt.grad_scale

@@ -235,3 +235,64 @@ def test_finite_check_records_nothing_on_gradients_that_require_grad(fused):
     mp.backward(model(x).pow(2).sum() * float("nan"), create_graph=True)
     assert not mp.step(opt)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+# -- gradients GradScaler's kernel cannot take (bf16 on CUDA) ------------------------------------------------------
+def _without_bf16_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU as CUDA is: GradScaler's kernel takes fp32/fp64/fp16 only (on CUDA, bf16 raises 'not implemented')."""
+    from ampbench.precision import scaling
+
+    kernel = torch._amp_foreach_non_finite_check_and_unscale_
+
+    def cuda_like(grads, found_inf, inv_scale):
+        if grads[0].dtype == torch.bfloat16:
+            raise NotImplementedError("\"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'")
+        return kernel(grads, found_inf, inv_scale)
+
+    monkeypatch.setattr(torch, "_amp_foreach_non_finite_check_and_unscale_", cuda_like)
+    monkeypatch.setitem(scaling._KERNEL_DTYPES, "cpu", (torch.float32, torch.float64, torch.float16))
+
+
+@pytest.mark.parametrize("bad", [None, float("inf"), float("-inf"), float("nan")])
+@pytest.mark.parametrize("inv_scale", [None, 0.25])
+def test_check_and_unscale_without_the_kernel_matches_it(monkeypatch, bad, inv_scale):
+    """The oracle is GradScaler's kernel itself, which takes bf16 on the CPU: same gradients after, same flag."""
+    from ampbench.precision.scaling import check_and_unscale_
+
+    torch.manual_seed(0)
+    grads = [torch.randn(5, 3).bfloat16() * 1e3, torch.randn(7).bfloat16()]
+    if bad is not None:
+        grads[1][4] = bad
+    ref = [g.clone() for g in grads]
+    ref_flag = torch.zeros(())
+    torch._amp_foreach_non_finite_check_and_unscale_(ref, ref_flag, torch.tensor(inv_scale or 1.0))
+    _without_bf16_kernel(monkeypatch)
+    flag = torch.zeros(())
+    check_and_unscale_(grads, flag, None if inv_scale is None else torch.tensor(inv_scale))
+    assert flag.item() == ref_flag.item() == (0.0 if bad is None else 1.0)
+    for a, b in zip(grads, ref):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    check_and_unscale_([torch.ones(3).bfloat16()], flag, None)  # a clean group after a bad one: the flag stays set
+    assert flag.item() == ref_flag.item()
+
+
+@pytest.mark.parametrize("loss_scale", ["none", "dynamic"])
+def test_pure_bf16_skips_a_nan_step_where_the_kernel_lacks_bf16(monkeypatch, loss_scale):
+    """pure-bf16's gradients are bf16: on CUDA they take the fallback check (found on an H200, where every pure-bf16
+    step raised); a NaN step is skipped, a clean one applied, and a scale backs off as with the kernel."""
+    _without_bf16_kernel(monkeypatch)
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    mp = MixedPrecision("pure-bf16", loss_scale=loss_scale)
+    model, opt = mp.setup(model, opt)
+    x = torch.randn(8, 4).bfloat16()
+    mp.backward(model(x).float().pow(2).sum())
+    assert mp.step(opt)
+    before = [p.detach().clone() for p in model.parameters()]
+    scale = mp.scale
+    opt.zero_grad(set_to_none=True)
+    mp.backward(model(x).float().pow(2).sum() * float("nan"))
+    assert not mp.step(opt)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert mp.totals["skipped_steps"] == 1 and mp.scale == (scale / 2 if loss_scale == "dynamic" else scale)

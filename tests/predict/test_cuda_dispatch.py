@@ -286,3 +286,22 @@ def test_amp_is_predicted_faster_than_tf32_on_attention_models() -> None:
     for amp in ("amp-bf16", "amp-fp16"):
         assert rows[amp]["predicted_speedup_vs_tf32"] > 1.4, rows[amp]
         assert rows[amp]["predicted_math_mode"] == amp[-4:]
+
+
+def test_the_trace_registers_over_pythons_own_kernels_where_torch_refuses_by_default(monkeypatch) -> None:
+    """torch 2.11's ``Library.impl`` defaults to ``allow_override=False``: a kernel over one that Python registered
+    (aten::convolution's Meta kernel) raised there, and every prediction with it (found on an H200 machine). With that
+    default put back, a convolution step still traces -- channels-last, as cuDNN lays it out -- and the meta kernel it
+    covered is in force again afterwards."""
+    impl = torch.library.Library.impl
+
+    def strict(self, op_name, fn, dispatch_key="", *, with_keyset=False, allow_override=False):  # type: ignore[no-untyped-def]
+        return impl(self, op_name, fn, dispatch_key, with_keyset=with_keyset, allow_override=allow_override)
+
+    monkeypatch.setattr(torch.library.Library, "impl", strict)
+    model, inputs, _, _ = _case("flop:dense-conv")
+    traced = _layouts(model, inputs[0], meta=True)
+    assert any(name.startswith("aten.convolution") and any(f) for name, f in traced["forward"])
+    x = torch.empty(2, 3, 8, 8, device="meta").to(memory_format=torch.channels_last)
+    assert not torch.nn.functional.conv2d(x, torch.empty(4, 3, 3, 3, device="meta")).is_contiguous(
+        memory_format=torch.channels_last)  # (the meta kernel again: NCHW whatever the input)

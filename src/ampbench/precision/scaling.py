@@ -29,6 +29,7 @@ optimizer step).
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, NamedTuple
@@ -122,11 +123,29 @@ class _HalfGradScaler(GradScaler):
 
     GradScaler refuses fp16 grads because unscaling in fp16 can lose precision; pure-fp16 has no
     fp32 copy to unscale into, so for that mode (and only when the user asks for loss scaling) we
-    accept it. Overrides a private method, present with this signature since torch 1.6.
+    accept it; pure-bf16's gradients on CUDA, which GradScaler's kernel cannot take, go through
+    :func:`check_and_unscale_`. Overrides a private method, present with this signature since torch 1.6.
     """
 
     def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):  # type: ignore[override]
-        return super()._unscale_grads_(optimizer, inv_scale, found_inf, True)
+        # GradScaler's own, less its fp16 refusal and with bf16 on CUDA checked (check_and_unscale_): its grouping by
+        # device and dtype, sparse gradients coalesced and their values unscaled
+        by: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = defaultdict(list)
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    if p.grad.is_sparse:
+                        p.grad = p.grad.coalesce()
+                    g = p.grad._values() if p.grad.is_sparse else p.grad
+                    by[(g.device, g.dtype)].append(g)
+            found: dict[torch.device, torch.Tensor] = {}
+            for (device, _), grads in by.items():
+                if device not in found:
+                    found[device] = found_inf.to(device, non_blocking=True)
+                check_and_unscale_(grads, found[device], inv_scale.to(device, non_blocking=True))
+        return found
 
 
 class _FiniteCheck:
@@ -192,6 +211,9 @@ class _FiniteCheck:
 
     @staticmethod
     def _check(grads: list[torch.Tensor], flag: torch.Tensor, one: torch.Tensor) -> None:
+        if not kernel_takes(grads[0]):
+            check_and_unscale_(grads, flag, None)
+            return
         try:
             torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, one)
         except NotImplementedError:  # sparse gradients (nn.Embedding(sparse=True)): their values are checked
@@ -199,6 +221,33 @@ class _FiniteCheck:
                 raise
             grads = [g.coalesce()._values() if g.is_sparse else g for g in grads]
             torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, one)
+
+
+_KERNEL_DTYPES: dict[str, tuple[torch.dtype, ...]] = {"cuda": (torch.float32, torch.float64, torch.float16)}
+"""The dtypes GradScaler's kernel (``torch._amp_foreach_non_finite_check_and_unscale_``) takes, per device type where it
+does not take them all: CUDA's is dispatched over floating types and half (``AmpKernels.cu``), so pure-bf16's bf16
+gradients raise there ("not implemented for 'BFloat16'", seen on an H200); the CPU's takes bf16 too."""
+
+
+def kernel_takes(grad: torch.Tensor) -> bool:
+    """Whether GradScaler's kernel takes gradients of ``grad``'s device type and dtype."""
+    return grad.dtype in _KERNEL_DTYPES.get(grad.device.type, (grad.dtype,))
+
+
+def check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Tensor, inv_scale: torch.Tensor | None) -> None:
+    """GradScaler's check-and-unscale for gradients of one device and dtype, whatever the dtype: its own kernel where it
+    takes them (:data:`_KERNEL_DTYPES`), else (bf16 on CUDA) ``grads *= inv_scale`` (skipped for None: no scale) and
+    ``found_inf`` set to 1 if the gradients' L1 norm, accumulated in fp32, is not finite -- an inf or a NaN among them,
+    or magnitudes summing past fp32's 3.4e38, far past where Adam's squared gradients already overflow (1.8e19). A
+    foreach reduction and five one-element ops (the fewest found: each costs the host a dispatch); no host sync."""
+    if kernel_takes(grads[0]):
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf,
+                                                         inv_scale if inv_scale is not None else found_inf.new_ones(()))
+        return
+    if inv_scale is not None:
+        torch._foreach_mul_(grads, inv_scale)
+    total = torch.stack(torch._foreach_norm(grads, 1, dtype=torch.float32)).sum()
+    found_inf.add_(total.mul(0)).nan_to_num_(nan=1.0)  # finite: + 0; inf or NaN: NaN, then 1 (set, never cleared)
 
 
 def _collective_device(process_group: Any) -> torch.device:

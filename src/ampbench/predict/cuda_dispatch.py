@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -493,11 +494,11 @@ class CudaDispatch:
                 if not _has_op(name):
                     continue
                 if name in substitutes or (self.dtype is not None and self.rules.policy(name) is not None):
-                    lib.impl(name, self._kernel(name, substitutes), "AutocastCPU")
+                    lib.impl(name, self._kernel(name, substitutes), "AutocastCPU", **_OVERRIDE)
                 else:  # (as autocast passes an op it has no rule for: what the op decomposes into is seen)
-                    lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
+                    lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU", **_OVERRIDE)
             if self.kernels and self.rules.device == "cuda":
-                lib.impl("convolution", _conv_meta, "Meta")
+                lib.impl("convolution", _conv_meta, "Meta", **_OVERRIDE)
         was = torch.is_autocast_enabled("cpu")
         torch.set_autocast_enabled("cpu", True)  # (the key out of the excluded set; our kernels decide what casts)
         self._stack.callback(torch.set_autocast_enabled, "cpu", was)
@@ -507,6 +508,13 @@ class CudaDispatch:
     def __exit__(self, *exc: object) -> None:
         self._cache.clear()
         self._stack.close()
+
+
+_OVERRIDE = {"allow_override": True} if "allow_override" in inspect.signature(torch.library.Library.impl).parameters else {}
+"""Said, not left to the default: torch before 2.13 refuses to register over a kernel Python registered for the same
+key (``allow_override=False`` by default there) -- ``aten::convolution``'s Meta kernel is one (torch._meta_registrations):
+every prediction raised on torch 2.11 (seen on the H200 machine's image). Ours is removed when the trace ends
+(``lib._destroy``), the one it covered back in force."""
 
 
 def _has_op(name: str) -> bool:
