@@ -6,6 +6,7 @@ Markdown. No GPU is used: predictions beside published measurements, the same on
 2. Training steps: NeuSight's fp32 forward + backward of Hugging Face models on V100, A100, H100 and L4, beside the
    error NeuSight itself published for each row.
 3. NVIDIA DeepLearningExamples' single-GPU TF32/FP32 and AMP results.
+4. Our own workloads measured on a lent GPU (benchmarks/results/<gpu>/runs.json; ``ampbench.predict.measured``).
 
     python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ampbench.measure.gpus import predictable
-from ampbench.predict import bands, fit, neusight
+from ampbench.predict import bands, fit, measured, neusight
 from ampbench.predict.kernels import calibration
 from ampbench.predict.references import REFERENCES, Reference, predicted
 from kernel_references import table as kernel_table  # (benchmarks/ is the script's directory)
@@ -72,13 +73,34 @@ def amp_table(predict: Callable[[Reference], dict[str, float]] = predicted) -> t
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "predict.md"
 
 
+def measured_table(steps: tuple[measured.MeasuredStep, ...]) -> list[str]:
+    """Our workloads measured on a lent GPU beside their predictions: step and peak memory."""
+    lines = ["| GPU | target | batch | precision | measured ms | predicted ms | error | set by (predicted) | "
+             "measured peak MiB | predicted MiB | error |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+    for s in steps:
+        target = s.workload.rsplit(":", 1)[-1] + (" channels-last" if s.memory_format == "channels_last" else "")
+        lines.append(f"| {s.gpu} | {target} ({s.preset}) | {s.batch_size} | {s.precision} | {s.measured_ms:.2f} | "
+                     f"{s.predicted_ms:.2f} | {s.error:+.0%} | {s.bound} | {s.measured_peak_bytes / 2**20:,.0f} | "
+                     f"{s.predicted_peak_bytes / 2**20:,.0f} | {s.memory_error:+.0%} |")
+    by: dict[str, list[float]] = {}
+    for s in steps:
+        by.setdefault("launch-bound" if s.bound == "launch" else "set by the GPU", []).append(abs(s.error))
+    lines += ["", "| steps | n | median abs error | worst |", "| --- | ---: | ---: | ---: |"]
+    for kind, errors in sorted(by.items()):
+        errors.sort()
+        lines.append(f"| {kind} | {len(errors)} | {errors[len(errors) // 2]:.0%} | {errors[-1]:.0%} |")
+    return lines
+
+
 def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepError],
-               amp_lines: list[str]) -> dict[str, str]:
+               amp_lines: list[str], lent: tuple[measured.MeasuredStep, ...] = ()) -> dict[str, str]:
     """docs/predict.md's tables by name (``<!-- table: NAME -->`` ... ``<!-- end: NAME -->`` there)."""
     steps = step_table(step_errors)
     split = steps.index("")
     return {"kernels": "\n".join(kernel_table(kernel_errors)), "steps": "\n".join(steps[:split]),
-            "step-summary": "\n".join(steps[split + 1:]), "amp": "\n".join(amp_lines)}
+            "step-summary": "\n".join(steps[split + 1:]), "amp": "\n".join(amp_lines),
+            "measured": "\n".join(measured_table(lent))}
 
 
 def with_tables(text: str, tables: dict[str, str]) -> str:
@@ -99,19 +121,22 @@ def main() -> None:
     kernel_errors = fit.errors(neusight.kernel_cases(), calibration())
     step_errors = neusight.step_errors()
     lines, amp_errors, rows = amp_table()
-    tables = all_tables(kernel_errors, step_errors, lines)
+    lent = measured.steps()
+    tables = all_tables(kernel_errors, step_errors, lines, lent)
     print("## Kernels\n")
     print(tables["kernels"])
     print("\n## Training steps (fp32, forward + backward)\n")
     print(tables["steps"] + "\n\n" + tables["step-summary"])
     print("\n## Published AMP results (NVIDIA DeepLearningExamples)\n")
     print(tables["amp"])
+    print("\n## Our workloads on a lent GPU\n")
+    print(tables["measured"])
     if args.docs:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
         specs = {g.key: g for g in predictable()}
-        bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS))
+        bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS, list(lent)))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:
         args.json.write_text(json.dumps({"kernels": [e.__dict__ for e in kernel_errors], "amp": rows,

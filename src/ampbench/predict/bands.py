@@ -62,9 +62,10 @@ def _nearest(table: dict[str, Any], gen: str) -> str | None:
     return min(have, key=lambda n: (abs(names.index(n) - i), -names.index(n)))
 
 
-def band(gpu: Gpu, op_split: dict[str, float], math_mode: str) -> Band:
-    """The band of a prediction on ``gpu`` whose GPU time splits as ``op_split`` and whose GEMMs run in
-    ``math_mode``."""
+def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None = None) -> Band:
+    """The band of a prediction on ``gpu`` whose GPU time splits as ``op_split``, whose GEMMs run in ``math_mode`` and
+    whose step is set by ``bound`` (``launch``: the host issuing its ops; the GPU's references do not tell that error,
+    our workloads measured on a lent GPU do)."""
     table = _table()
     gen = generation(gpu.capability)
     parts, basis = [], []
@@ -87,6 +88,11 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str) -> Band:
     if math_mode != "fp32" and table["amp"]:
         parts.append(table["amp"]["median"])
         basis.append(f"published AMP/TF32 results: median {table['amp']['median']:.0%}, worst {table['amp']['worst']:.0%}")
+    host = table.get("launch")
+    if bound == "launch" and host:
+        parts.append(host["median"])
+        basis.append(f"launch-bound steps measured on {host['gpus']} (the host sets them; a faster host runs them "
+                     f"faster): median {host['median']:.0%}, worst {host['worst']:.0%}")
     if math_mode == "fp8":  # (tests/predict/test_fp8.py: the fp8 GEMM against published H100 cuBLASLt times)
         basis.append("fp8: GEMMs checked alone on published H100 times (-6% to -26%); no published eager fp8 step "
                      "to check the whole step against")
@@ -96,10 +102,11 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str) -> Band:
 
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
-            specs: dict[str, Gpu], fit_gpus: tuple[str, ...]) -> dict[str, Any]:
+            specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: list[Any] = ()) -> dict[str, Any]:  # type: ignore[assignment]
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
-    published AMP/TF32 samples/s errors): the checked GPUs' errors where a generation has any, the fitting GPUs'
-    (in-sample: optimistic) where it has no other."""
+    published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
+    which the launch-bound ones give the host's band): the checked GPUs' errors where a generation has any, the
+    fitting GPUs' (in-sample: optimistic) where it has no other."""
     by_gen: dict[str, dict[str, list[Any]]] = {}
     for e in kernel_errors:
         by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)
@@ -120,8 +127,11 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
                   for gen, v in steps.items()}
     amp = {"median": round(sorted(amp_errors)[len(amp_errors) // 2], 4), "worst": round(max(amp_errors), 4),
            "n": len(amp_errors)} if amp_errors else {}
+    host = sorted(abs(m.error) for m in measured if m.bound == "launch")
+    launch = {"median": round(host[len(host) // 2], 4), "worst": round(host[-1], 4), "n": len(host),
+              "gpus": ", ".join(sorted({m.gpu for m in measured if m.bound == "launch"}))} if host else {}
     return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
-            "written_by": "benchmarks/predict_references.py --write-bands"}
+            "launch": launch, "written_by": "benchmarks/predict_references.py --write-bands"}
 
 
 def _weighted(errors: list[Any], key: str) -> float:

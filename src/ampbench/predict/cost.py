@@ -9,10 +9,10 @@ NCHW tensors pays the conversion to the NHWC layout its kernels use); fused atte
 one recurrent GEMM per step; normalisations and softmax by their passes over the data; everything else by its bytes.
 Multi-tensor ops (``_foreach_*``, fused optimizers) launch a kernel per :data:`FOREACH_TENSORS` tensors.
 
-The host issues every op (``HOST_US``: Python module calls and the dispatcher in the forward, the autograd engine
-after) into the GPU's stream, which runs each once it is issued and the previous one is done: the step ends when the
-last op does. A forward whose ops the GPU runs faster than Python issues them waits on the host even where the
-backward does not; a step whose every op is shorter than its issue is launch-bound.
+The host issues every op (``HOST_US``, measured on a GPU machine's host: Python module calls and the dispatcher in the
+forward, the autograd engine after) into the GPU's stream, which runs each once it is issued and the previous one is
+done: the step ends when the last op does. A forward whose ops the GPU runs faster than Python issues them waits on
+the host even where the backward does not; a step whose every op is shorter than its issue is launch-bound.
 """
 
 from __future__ import annotations
@@ -27,10 +27,21 @@ from ampbench.predict import kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
 
-HOST_US = {"forward": 10.0, "loss": 10.0, "backward": 4.0, "step": 4.0, "optimizer": 4.0}
-"""Host time per op, microseconds: Python and the dispatcher in the forward, the C++ autograd engine and optimizer
-loops after it. A step whose ops take less GPU time than this is launch-bound. Not fitted (the references time GPU
-work)."""
+HOST_US = {"forward": 24.1, "loss": 24.1, "backward": 27.9, "step": 24.1, "optimizer": 27.9}
+"""Host time per traced op, microseconds, by phase: what issuing an op costs the host (Python, the dispatcher, autograd's
+bookkeeping, the launch). Measured, not fitted: ``benchmarks/host_overhead.py`` on the H200 machine lent on 2026-11-26
+(a Firecracker VM with 16 vCPUs, torch 2.11; ``benchmarks/results/h200/host_overhead.json``) -- a stack of tiny
+Linear + ReLU layers whose kernels take a few microseconds each, every phase timed on the host and its ops counted as
+the trace counts them (views and the zero-cost ops left out: their time is inside these figures). Python's ops (the
+forward, the loss, the engine's step) at the forward's 24.1; the autograd engine's at 27.9 (an optimizer run op by op
+too). A step whose ops take the GPU less time than this is launch-bound: its time is its host's, and a faster host
+(bare metal, a newer CPU) shortens it -- the figures are that machine's. Checked against the steps measured there
+(``tests/predict/test_measured_gpu.py``); they replace a guess of 10 and 4 that made every launch-bound step ~80%
+too fast."""
+FUSED_OPTIMIZER_HOST_US = 11.6
+"""Host time per parameter of torch's fused optimizer step (``opt.step()`` and ``zero_grad``): its Python gathers every
+parameter's gradient and state into lists before its one kernel. Measured with :data:`HOST_US`: 558 us for 48
+parameters."""
 TORCHAO_STEP_US = 20.0
 """Host time per parameter of torchao's low-precision Adam, microseconds: a Python loop calling a torch.compile'd
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
@@ -140,6 +151,8 @@ def price_op(op: Op, gpu: Gpu, tf32: bool, cal: Calibration) -> OpCost:
 def _host_s(op: Op) -> float:
     if op.name == "torchao.single_param_adam":
         return TORCHAO_STEP_US * op.tensors * 1e-6
+    if op.name == "aten._fused_optimizer":
+        return FUSED_OPTIMIZER_HOST_US * op.tensors * 1e-6
     return HOST_US.get(op.phase, 4.0) * 1e-6
 
 

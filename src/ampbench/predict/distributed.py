@@ -120,5 +120,5 @@ def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | 
         t = fab.allreduce_s(b)
         total += t
         end = max(end, ready) + t
-    exposed = max(0.0, end - backward) if fab.world > 1 else 0.0
+    exposed = min(total, max(0.0, end - backward)) if fab.world > 1 else 0.0  # (never more than it all: rounding)
     return DdpCost(single + exposed, single, total, exposed)

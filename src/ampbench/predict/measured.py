@@ -1,0 +1,103 @@
+"""Our own workloads measured on a real GPU, beside what ``ampbench predict`` says of them: the check no published
+table gives (published tables time other people's models, in other people's loops).
+
+The measurements are an ``ampbench export`` of runs made on a lent GPU by ``benchmarks/gpu_session.sh``
+(``benchmarks/results/<gpu>/runs.json``). Each ok cell (closing baselines and repeats left out) is predicted again
+here, as ``ampbench predict`` would (:func:`~ampbench.predict.run.predict_target`: the same target, batch, precision
+and memory format, on the catalogue's entry for the GPU that ran it), and paired with its measurement. Nothing is
+fitted on these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels, the host's from a
+micro-benchmark on the lent machine's host (``benchmarks/host_overhead.py``), neither from a step checked here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ampbench.measure.gpus import Gpu, lookup
+from ampbench.workloads.base import Workload
+
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
+LENT: dict[str, str] = {"h200": "h200"}
+"""Results folders of lent GPUs -> the catalogue key of the GPU that filled them (``measure/gpus.csv``)."""
+
+
+@dataclass(frozen=True)
+class MeasuredStep:
+    """One cell measured on a GPU and predicted for it."""
+
+    gpu: str
+    workload: str
+    preset: str
+    precision: str
+    batch_size: int
+    memory_format: str
+    measured_ms: float
+    """The cell's median step (CUDA events)."""
+    predicted_ms: float
+    bound: str
+    """What the prediction says sets the step: compute, memory or launch (the host)."""
+    band: float
+    """The error the prediction's row states (``predicted_error_pct`` / 100)."""
+    measured_peak_bytes: int
+    """``torch.cuda.max_memory_allocated`` over the cell."""
+    predicted_peak_bytes: int
+
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1: negative when predicted too fast."""
+        return self.predicted_ms / self.measured_ms - 1
+
+    @property
+    def memory_error(self) -> float:
+        return self.predicted_peak_bytes / self.measured_peak_bytes - 1
+
+    @property
+    def name(self) -> str:
+        return f"{self.workload.rsplit(':', 1)[-1]}-{self.preset}-{self.precision}"
+
+
+def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], Workload]:
+    from ampbench.workloads.factory import create_workload
+    from ampbench.workloads.user import create_user_workload
+
+    if workload.startswith("user:"):
+        return functools.partial(create_user_workload, workload.removeprefix("user:"), config["input_shape"],
+                                 config["num_classes"])
+    return functools.partial(create_workload, workload, preset)
+
+
+def load(folder: str, results: Path = RESULTS) -> tuple[Gpu, list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The catalogue GPU of a results folder, its ok measured cells and each run's identity config."""
+    gpu = lookup(LENT[folder])
+    assert gpu is not None, folder  # (a catalogue key of ours)
+    data = json.loads((results / folder / "runs.json").read_text())
+    configs = {r["run_id"]: r["config"]["identity"] for r in data["runs"]}
+    rows = [r for r in data["rows"] if r["status"] == "ok" and not r["closing_baseline"] and not r["repeat_of"]]
+    return gpu, rows, configs
+
+
+@functools.cache
+def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
+    """Every ok cell of ``benchmarks/results/<folder>/runs.json`` beside its prediction (cached: ~30 s of tracing)."""
+    from ampbench.predict.run import predict_target
+
+    gpu, rows, configs = load(folder)
+    groups: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["preset"], r["batch_size"], r["memory_format"]), []).append(r)
+    out: list[MeasuredStep] = []
+    for (workload, preset, batch, layout), measured in groups.items():
+        build = _build(workload, preset, configs[measured[0]["run_id"]])
+        predicted = {p["precision"]: p for p in predict_target(
+            workload, build, [r["precision"] for r in measured], gpu, batch, layout == "channels_last", preset=preset)}
+        for r in measured:
+            p = predicted[r["precision"]]
+            out.append(MeasuredStep(gpu.key, workload, preset, r["precision"], batch, layout, r["step_ms_p50"],
+                                    p["predicted_step_ms"], p["predicted_bound"], p["predicted_error_pct"] / 100,
+                                    r["peak_allocated_bytes"], p["predicted_peak_bytes"]))
+    return tuple(out)

@@ -1,0 +1,116 @@
+"""Predictions beside our own workloads measured on a real GPU: an NVIDIA H200 lent on 2026-11-26 (a Firecracker VM
+with 16 vCPUs, torch 2.11.0+cu130; ``benchmarks/results/h200/runs.json``, made by ``gpu_session.sh lease``).
+Nothing is fitted on these rows (:mod:`ampbench.predict.measured`): the kernel constants come from NeuSight's
+P4/P100/T4/V100 kernels, the host's from ``benchmarks/results/h200/host_overhead.json`` -- a micro-benchmark, not a
+step checked here. Misses are strict xfails that say by how much."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from ampbench.measure.gpus import lookup
+from ampbench.predict import bands, cost, measured
+
+
+@pytest.fixture(scope="module")
+def steps() -> dict[str, measured.MeasuredStep]:
+    return {s.name: s for s in measured.steps("h200")}
+
+
+def test_every_measured_cell_is_predicted_as_run_ran_it(steps) -> None:
+    """Each ok cell of the export (closing baselines left out) paired with the prediction of the same cell: the same
+    target, batch, precision and memory format (ResNet-50 channels-last, as it ran)."""
+    _, rows, _ = measured.load("h200")
+    assert len(steps) == len(rows) == 37
+    assert {(s.workload, s.precision, s.batch_size, s.memory_format) for s in steps.values()} == {
+        (r["workload"], r["precision"], r["batch_size"], r["memory_format"]) for r in rows}
+    assert steps["ResNet50-small-amp-fp16"].memory_format == "channels_last"
+    assert all(s.predicted_ms > 0 and s.measured_ms > 0 and s.gpu == "h200" for s in steps.values())
+
+
+def test_the_host_constants_are_the_micro_benchmarks_on_that_machine() -> None:
+    """HOST_US and FUSED_OPTIMIZER_HOST_US are what benchmarks/host_overhead.py measured on the lent H200's host (its
+    CUDA row): not fitted on the steps below."""
+    data = json.loads((measured.RESULTS / "h200" / "host_overhead.json").read_text())
+    (row,) = [r for r in data["rows"] if r["device"] == "cuda"]
+    assert data["device_name"] == "NVIDIA H200"
+    assert cost.HOST_US["forward"] == cost.HOST_US["loss"] == cost.HOST_US["step"] == round(row["forward_us_per_op"], 1)
+    assert cost.HOST_US["backward"] == cost.HOST_US["optimizer"] == round(row["backward_us_per_op"], 1)
+    params = 2 * data["config"]["depth"]  # (a weight and a bias per layer)
+    assert round(row["optimizer_us"] / params, 1) == cost.FUSED_OPTIMIZER_HOST_US
+
+
+@pytest.mark.parametrize("kind", ["launch", "gpu"])
+def test_median_error_within_the_band_the_rows_state(steps, kind) -> None:
+    """Launch-bound steps (the host sets them: every small-suite cell, bert paper and MHAEncoder in TF32/AMP) and
+    steps the GPU sets: the median |error| of each group inside the median band their rows state (25%). With the
+    host's old guess (10 us forward, 4 us after) the launch-bound median was 78%."""
+    group = [s for s in steps.values() if (s.bound == "launch") == (kind == "launch")]
+    assert len(group) >= 6
+    assert statistics.median(abs(s.error) for s in group) <= statistics.median(s.band for s in group)
+
+
+GPU_SET = {
+    "ResNet50-small-fp32": "-48%: cuDNN's fp32 convolutions reach ~17% of the H200's fp32 peak; the model (fitted on "
+                           "Pascal/Turing/Volta kernels) says ~32%",
+    "ResNet50-small-tf32": None,
+    "ResNet50-small-amp-fp16": None,
+    "ResNet50-small-amp-bf16": "-38%: measured 28% slower than amp-fp16 (cuDNN's bf16 channels-last convolutions on "
+                               "the H200); the model prices fp16 and bf16 at one Tensor Core rate",
+    "MHAEncoder-small-fp32": None,
+    "bert-paper-fp32": None,
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why)) if why else n
+                                  for n, why in GPU_SET.items()])
+def test_steps_the_gpu_sets_within_their_band(steps, name) -> None:
+    s = steps[name]
+    assert s.bound != "launch"
+    assert abs(s.error) <= s.band, f"{s.error:+.0%} against a stated ±{s.band:.0%}"
+
+
+@pytest.mark.parametrize("target", [
+    "ResNet50-small", "bert-paper",
+    pytest.param("MHAEncoder-small", marks=pytest.mark.xfail(strict=True, reason=(
+        "measured: AMP faster than TF32 (9.8/10.9 ms against 12.0); predicted slower (12.0/12.4 against 8.4): the "
+        "TF32 step predicted 30% too fast, the AMP ones 14-23% too slow"))),
+])
+def test_amp_against_tf32_goes_the_way_it_was_measured(steps, target) -> None:
+    """The question a user asks: is AMP faster than TF32 here? bert at the paper preset, measured: no -- the step is
+    the host's (24.2/25.5 ms against 19.0: autocast's casts are more ops to issue); predicted: no. ResNet-50
+    channels-last: yes, both."""
+    for amp in ("amp-fp16", "amp-bf16"):
+        a, t = steps[f"{target}-{amp}"], steps[f"{target}-tf32"]
+        assert (a.measured_ms < t.measured_ms) == (a.predicted_ms < t.predicted_ms), amp
+
+
+def test_memory_within_15_percent_where_the_model_is_large(steps) -> None:
+    """Peak memory (``max_memory_allocated``) of every cell whose predicted peak is 1 GiB or more: ResNet-50 -3% to
+    +2%, MHAEncoder -3% to -2%, bert paper +14% to +15%."""
+    large = [s for s in steps.values() if s.predicted_peak_bytes >= 2**30]
+    assert len(large) == 12
+    assert all(abs(s.memory_error) <= 0.15 for s in large), {s.name: f"{s.memory_error:+.0%}" for s in large}
+
+
+@pytest.mark.xfail(strict=True, reason="small models: the measured peak holds 33-140 MiB more than the predicted "
+                                       "tensors and 32 MiB cuBLAS workspace (a second workspace-sized block even "
+                                       "without convolutions; cuDNN's workspaces): -15% to -57%")
+def test_memory_within_15_percent_on_small_models(steps) -> None:
+    small = [s for s in steps.values() if s.predicted_peak_bytes < 2**30]
+    assert all(abs(s.memory_error) <= 0.15 for s in small)
+
+
+def test_a_launch_bound_rows_band_says_what_it_was_checked_on() -> None:
+    """The launch-bound part of a band: these rows' errors (written into predict/error_bands.json), named by GPU; a
+    step the GPU sets does not carry it."""
+    gpu = lookup("h100-sxm")
+    assert gpu is not None
+    launch = bands.band(gpu, {"elementwise": 1.0}, "fp32", "launch")
+    table = json.loads(bands.BANDS_FILE.read_text())["launch"]
+    assert table["gpus"] == "h200" and table["n"] >= 20
+    assert "launch-bound steps measured on h200" in launch.basis and f"{table['median']:.0%}" in launch.basis
+    assert "launch-bound" not in bands.band(gpu, {"elementwise": 1.0}, "fp32", "memory").basis
