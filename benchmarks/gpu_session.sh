@@ -8,7 +8,8 @@
 #
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
-#           paper preset), the engine's host time per step, the GEMM probe, the GPU tests, runs.json; each step packs
+#           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
+#           runs.json; each step packs
 #           what it made, so a step cut off at the command's limit loses only itself
 #   checks  ampbench hw (GEMM up to 8192) and the GPU tests
 #   predict ampbench predict on this GPU's spec (made first), then `ampbench run` on the same cells: the small
@@ -60,7 +61,8 @@ Each stage fits one 10-minute command (its long runs stop at BUDGET_S, 540 s; ex
 resume). Times are what each was sized to, not yet measured on a GPU.
 
   lease    a 15-minute lease in one command: predict's cells + an nn.MultiheadAttention model + bert paper,
-           predicted then measured; engine host time; hw; GPU tests; runs.json (BUDGET_S=480 fits it) ~9 min
+           predicted then measured; host and engine time; hw; GPU tests; runs.json (H200: 8 min for all but
+           runs.json at BUDGET_S=490, the predictions failing fast then; they take ~1 min more now)   ~9 min
   checks   ampbench hw (GEMMs up to 8192) and the GPU tests                                   ~3 min
   predict  ampbench predict on this GPU's spec first, then ampbench run of the same cells (the small suite, the
            reference ResNet-50 at batch 128 channels-last); compare prints each prediction's error         ~8 min
@@ -194,11 +196,17 @@ case $1 in
     local bertp=(--workloads bert --preset paper --precisions "$four")
     export AMPBENCH_NO_ESTIMATE=1  # (the run's time estimate costs a child process per run: minutes a lease lacks)
     # 1. every prediction first, on the datasheet spec, before anything is measured (CPU work: ~40 s)
-    CAP=60 bounded $AB predict --gpu "$KEY" "${rn50[@]}" --channels-last --db "$DB" --json "$RESULTS/predict_resnet50.json"
-    CAP=60 bounded $AB predict --gpu "$KEY" "${mha[@]}" --db "$DB" --json "$RESULTS/predict_mha.json"
-    CAP=60 bounded $AB predict --gpu "$KEY" "${bertp[@]}" --db "$DB" --json "$RESULTS/predict_bert_paper.json"
+    # (each one's output in its log too: the command's output tail keeps only its last lines)
+    CAP=60 bounded $AB predict --gpu "$KEY" "${rn50[@]}" --channels-last --db "$DB" --json "$RESULTS/predict_resnet50.json" \
+      2>&1 | log "$STATE/predict-rn50.log"
+    CAP=60 bounded $AB predict --gpu "$KEY" "${mha[@]}" --db "$DB" --json "$RESULTS/predict_mha.json" 2>&1 \
+      | log "$STATE/predict-mha.log"
+    CAP=60 bounded $AB predict --gpu "$KEY" "${bertp[@]}" --db "$DB" --json "$RESULTS/predict_bert_paper.json" 2>&1 \
+      | log "$STATE/predict-bert.log"
     CAP=90 bounded $AB predict --gpu "$KEY" --workloads "$wl" --preset small --precisions "$modes" --db "$DB" \
-      --json "$RESULTS/predict_suite.json"
+      --json "$RESULTS/predict_suite.json" 2>&1 | log "$STATE/predict-suite.log"
+    # the host's time per op (predict/cost.py's HOST_US is this, measured on the first lease's machine): ~20 s
+    CAP=45 bounded $PY benchmarks/host_overhead.py --device "$DEVICE" --out "$RESULTS/host_overhead.json"
     # 2. the same cells measured: the compute-bound ones first, then the launch-bound small suite
     run_resumable lease-rn50 "${rn50[@]}" --memory-format channels_last --steps 30 \
       --label "plain-PyTorch ResNet-50 (the reference test's) batch 128 channels-last, measured beside its prediction"
@@ -258,6 +266,7 @@ case $1 in
     ;;
   bench)
     x $PY benchmarks/engine_overhead.py --device "$DEVICE" --out "$RESULTS/engine_overhead.json" | log "$STATE/engine.log"
+    x $PY benchmarks/host_overhead.py --device "$DEVICE" --out "$RESULTS/host_overhead.json" | log "$STATE/host.log"
     # the engine's own host time per step (issue 44): what a launch-bound step on a GPU is made of
     x $PY benchmarks/engine_overhead.py --tiny --device "$DEVICE" --runs 1 \
       --precisions fp32,tf32,amp-bf16,amp-fp16,master-bf16,master-fp16,pure-bf16 \
