@@ -88,20 +88,28 @@ def test_amp_against_tf32_goes_the_way_it_was_measured(steps, target) -> None:
         assert (a.measured_ms < t.measured_ms) == (a.predicted_ms < t.predicted_ms), amp
 
 
-def test_memory_within_15_percent_where_the_model_is_large(steps) -> None:
-    """Peak memory (``max_memory_allocated``) of every cell whose predicted peak is 1 GiB or more: ResNet-50 -3% to
-    +2%, MHAEncoder -3% to -2%, bert paper +14% to +15%."""
-    large = [s for s in steps.values() if s.predicted_peak_bytes >= 2**30]
-    assert len(large) == 12
-    assert all(abs(s.memory_error) <= 0.15 for s in large), {s.name: f"{s.memory_error:+.0%}" for s in large}
+def test_peak_memory_median_within_15_percent(steps) -> None:
+    """Peak memory (``max_memory_allocated`` over the cell) beside the predicted peak: median |error| 11% (it was 47%
+    before a training step's second cuBLAS workspace -- autograd's thread's -- was counted)."""
+    assert statistics.median(abs(s.memory_error) for s in steps.values()) <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="small models: the measured peak holds 33-140 MiB more than the predicted "
-                                       "tensors and 32 MiB cuBLAS workspace (a second workspace-sized block even "
-                                       "without convolutions; cuDNN's workspaces): -15% to -57%")
-def test_memory_within_15_percent_on_small_models(steps) -> None:
-    small = [s for s in steps.values() if s.predicted_peak_bytes < 2**30]
-    assert all(abs(s.memory_error) <= 0.15 for s in small)
+MEMORY = {
+    "ResNet50-small": None, "MHAEncoder-small": None, "tabular-mlp-small": None, "mnist-cnn-small": None,
+    "bert-paper": "+14% to +16%: the traced step saves 6% more activations than the H200 measured (2,548 MiB against "
+                  "2,407 in fp32)",
+    "bert-small": "-4% to -28%: amp-fp16 and master-bf16 peaks measured 60-75 MiB above amp-bf16's: not explained",
+    "resnext-small": "-3% to -25%: cuDNN's convolution workspaces (tf32 and half algorithms) are not modelled",
+    "unet-small": "-37% to -44%: cuDNN's convolution workspaces at batch 8 (90-140 MiB) are not modelled",
+}
+
+
+@pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=why)) if why else t
+                                    for t, why in MEMORY.items()])
+def test_peak_memory_within_15_percent(steps, target) -> None:
+    cells = [s for s in steps.values() if s.name.startswith(f"{target}-")]
+    assert len(cells) >= 4
+    assert all(abs(s.memory_error) <= 0.15 for s in cells), {s.name: f"{s.memory_error:+.0%}" for s in cells}
 
 
 def test_a_launch_bound_rows_band_says_what_it_was_checked_on() -> None:

@@ -3,7 +3,7 @@
 The split (weights, gradients, optimizer state with master copies, saved activations) is the traced step's own, read
 as ``run`` reads a real one (:func:`ampbench.measure.memory.state_bytes`, :func:`~ampbench.measure.memory.
 saved_activations`); on the CPU it equals ``run``'s to the byte (``tests/predict/test_memory.py``). What only a GPU adds
-is named apart: the cuBLAS workspace, the CUDA context and library handles (outside the caching allocator), and the
+is named apart: cuBLAS's workspaces, the CUDA context and library handles (outside the caching allocator), and the
 share of the rest the allocator can fill before fragmentation fails an allocation.
 
 The max batch comes from what grows with the batch only. Two traces at different batches give every batch-dependent
@@ -20,8 +20,15 @@ from dataclasses import dataclass
 from ampbench.measure.gpus import Gpu
 from ampbench.predict.trace import Trace
 
-WORKSPACE_BYTES = 32 * 2**20
-"""cuBLAS workspace PyTorch keeps per stream (Hopper: 32 MiB), held beside the tensors."""
+
+def workspace_bytes(gpu: Gpu, inference: bool = False) -> int:
+    """cuBLAS's workspaces, held beside the tensors: PyTorch keeps one per cuBLAS handle and stream (32 MiB from Hopper
+    on, ``:4096:8``; 4 MiB x 2 + 16 KiB x 8 before: ``CublasHandlePool.cpp``), and a handle per thread -- a training
+    step's forward runs on Python's thread, its backward on autograd's device thread: two. Seen on the lent H200:
+    every small model's measured peak held its tensors, one predicted workspace and one more 32 MiB block (tabular-mlp,
+    which has no convolution, to within 1-11%). An inference forward: one."""
+    per_handle = 32 * 2**20 if gpu.capability >= (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8
+    return per_handle * (1 if inference else 2)
 CONTEXT_BYTES = 512 * 2**20
 """CUDA context, cuBLAS and cuDNN handles: GPU memory the allocator cannot use."""
 ALLOCATOR_MARGIN = 0.90
@@ -89,20 +96,20 @@ class MemoryModel:
     def temporary_at(self, batch: int) -> float:
         return max((line.at(batch) for line in self.temporaries), default=0.0) + self.in_flight
 
-    def peak_at(self, batch: int) -> float:
-        return self.held + self.activations.at(batch) + self.temporary_at(batch) + WORKSPACE_BYTES
+    def peak_at(self, batch: int, workspace: int) -> float:
+        return self.held + self.activations.at(batch) + self.temporary_at(batch) + workspace
 
-    def max_batch(self, usable: float) -> int | None:
+    def max_batch(self, usable: float, workspace: int) -> int | None:
         if self.activations.per_sample <= 0 and all(line.per_sample <= 0 for line in self.temporaries):
             return None
-        if self.peak_at(1) > usable:
+        if self.peak_at(1, workspace) > usable:
             return 0
         lo, hi = 1, 2
-        while self.peak_at(hi) <= usable:
+        while self.peak_at(hi, workspace) <= usable:
             lo, hi = hi, hi * 2
         while hi - lo > 1:  # largest lo with peak(lo) <= usable
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if self.peak_at(mid) <= usable else (lo, mid)
+            lo, hi = (mid, hi) if self.peak_at(mid, workspace) <= usable else (lo, mid)
         return lo
 
     def cost(self, gpu: Gpu, batch: int | None = None) -> MemoryCost:
@@ -112,9 +119,10 @@ class MemoryModel:
         usable = int((gpu.memory_gib * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN)
         activations = t.activation_bytes if batch == t.batch_size else round(self.activations.at(batch))
         temporary = round(self.temporary_at(batch))
-        peak = self.held + activations + temporary + WORKSPACE_BYTES
-        return MemoryCost(t.weights_bytes, t.grads_bytes, t.optimizer_bytes, activations, temporary, WORKSPACE_BYTES,
-                          peak, CONTEXT_BYTES, usable, self.max_batch(usable))
+        workspace = workspace_bytes(gpu, t.inference)
+        peak = self.held + activations + temporary + workspace
+        return MemoryCost(t.weights_bytes, t.grads_bytes, t.optimizer_bytes, activations, temporary, workspace,
+                          peak, CONTEXT_BYTES, usable, self.max_batch(usable, workspace))
 
 
 MIN_TRACED_BATCH = 2
