@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.measure.gpus import Gpu, lookup
+from ampbench.predict.run import predict_target
 from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import create_workload
+from ampbench.workloads.user import create_user_workload
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 LENT: dict[str, str] = {"h200": "h200"}
@@ -62,9 +65,6 @@ class MeasuredStep:
 
 
 def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], Workload]:
-    from ampbench.workloads.factory import create_workload
-    from ampbench.workloads.user import create_user_workload
-
     if workload.startswith("user:"):
         return functools.partial(create_user_workload, workload.removeprefix("user:"), config["input_shape"],
                                  config["num_classes"])
@@ -84,8 +84,6 @@ def load(folder: str, results: Path = RESULTS) -> tuple[Gpu, list[dict[str, Any]
 @functools.cache
 def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
     """Every ok cell of ``benchmarks/results/<folder>/runs.json`` beside its prediction (cached: ~30 s of tracing)."""
-    from ampbench.predict.run import predict_target
-
     gpu, rows, configs = load(folder)
     groups: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
     for r in rows:
