@@ -171,6 +171,9 @@ def test_hw_on_cpu_says_what_half_precision_can_do(tmp_path: Path) -> None:
     assert probe["precisions"]["tf32"]["ok"] is False and len(probe["gemm"]) == 2 * len(modes)
     assert {"fp32", "bf16", "fp16"} <= modes <= {"fp32", "bf16", "fp16", "fp8"}
     assert len(Store(tmp_path / "r.db").hw()) == 1
+    host = probe["host_ops"]  # (the host's time per op: on CPU tensors, the dispatch alone -- said so)
+    assert host["device"] == "cpu" and host["ops"]["forward"] == 2 * 24 + 2 and host["forward_us_per_op"] > 0
+    assert "host time per op" in r.stdout and "the dispatch alone" in r.stdout
 
 
 def _tiny_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:

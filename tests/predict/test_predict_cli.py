@@ -130,6 +130,9 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
     (["--gpu", "t4", "--batch-size", "8,x"], "--batch-size '8,x': expected integers, e.g. 64 or 64,128"),
     (["--gpu", "t4", "--precisions", "fp64"], "fp64"),
     (["--gpu", "t4", "--workloads", "bert", "--model", "x.py:f"], "give --workloads or --model, not both"),
+    (["--gpu", "t4", "--host-us", "12"], "--host-us '12': expected F,B or F,B,P microseconds > 0"),
+    (["--gpu", "t4", "--host-us", "12,-1"], "--host-us '12,-1': expected F,B or F,B,P"),
+    (["--gpu", "t4", "--host-us", "a,b"], "ampbench hw --device cuda measures them"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, tmp_path: Path) -> None:
     code, _, err = cli("predict", *args, "--db", str(tmp_path / "r.db"))
@@ -285,3 +288,26 @@ def test_a_store_holding_only_predictions_shows_them_and_says_so(tmp_path: Path)
     assert code == 0 and {r["source"] for r in json.loads(out)} == {"predicted"}
     code, out, err = cli("report", "--db", str(db), "--out", str(tmp_path / "r.html"))
     assert code == 0 and "only predictions here" in (tmp_path / "r.html").read_text()
+
+
+def test_host_us_prices_the_ops_at_your_hosts_time_and_says_so(tmp_path: Path) -> None:
+    """--host-us F,B,P: each traced op issued at F (forward) or B (backward) microseconds, the fused optimizer at P per
+    parameter; the rows and the console name the host. Oracle: a launch-bound step is the host's time, so the host
+    share of a step predicted at twice a host's figures doubles, and the default host is the measured one."""
+    out = tmp_path / "p.json"
+    rows = {}
+    for host in ("12,14,6", "24,28,12"):
+        code, text, err = cli("predict", "--gpu", "h100-sxm", "--workloads", "tabular-mlp", "--preset", "small",
+                              "--precisions", "fp32", "--host-us", host, "--db", str(tmp_path / "r.db"),
+                              "--json", str(out))
+        assert code == 0, err
+        assert f"--host-us {host}" in text.replace("\n", " ")
+        (rows[host],) = json.loads(out.read_text())
+    slow, fast = rows["24,28,12"], rows["12,14,6"]
+    assert slow["predicted_host_ms"] == pytest.approx(2 * fast["predicted_host_ms"])
+    assert slow["predicted_gpu_ms"] == pytest.approx(fast["predicted_gpu_ms"])
+    assert slow["predicted_bound"] == "launch" and slow["predicted_step_ms"] > 1.8 * fast["predicted_step_ms"]
+    assert fast["predicted_host"] == "12/14 us per op, 6 us per fused optimizer parameter: --host-us 12,14,6"
+    from ampbench.predict.cost import MEASURED_HOST, Host
+
+    assert Host.parse("12,14").fused_optimizer_us == round(MEASURED_HOST.fused_optimizer_us * 14 / 27.9, 1)

@@ -32,7 +32,8 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
     store = open_store(output.db)  # (a directory or a damaged file: one line, before anything is traced)
     d = data
     config = PredictConfig.from_strings(
-        gpu=gpus.gpu, gpu_spec=gpus.gpu_spec, prices=gpus.prices, **asdict(targets), **asdict(spread),
+        gpu=gpus.gpu, gpu_spec=gpus.gpu_spec, prices=gpus.prices, host_us=gpus.host_us, **asdict(targets),
+        **asdict(spread),
         data=data_options(d.input_shape, d.vocab_size, d.num_classes, d.num_outputs, d.task, d.batches, d.loss, None,
                           None, d.option))
     rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ampbench.cpuinfo import cpu_half_hardware
+from ampbench.measure import host_ops
 from ampbench.measure.cpu import cpu_peak, half_math_claim
 from ampbench.measure.env import environment
 from ampbench.measure.gpus import for_device
@@ -172,6 +173,8 @@ def _probe(device: torch.device, sizes: tuple[int, ...] | None, run_gemm: bool) 
                    peaks=dict(peak.tflops) if peak else None, peaks_source=peak.source if peak else None)
         out["half_can_be_faster"] = any(hw.values())
         out["verdict"] = half_math_claim(hw, peak.flops_per_cycle if peak else None)
+    # the host's time per op (what a launch-bound step is made of; predict --host-us takes the CUDA figures)
+    out["host_ops"] = host_ops.measure(device, steps=50, warmup=10).as_dict()
     gemm = []
     if run_gemm:
         peaks = out.get("peaks") or {}

@@ -25,6 +25,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
+from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.distributed import Fabric, fabric
 from ampbench.predict.run import check_target, find_gpus, predict_target
 from ampbench.workloads import DataOptions, build_target
@@ -70,6 +71,8 @@ class PredictConfig:
     interconnect: str | None = None
     fp8: Fp8Options | None = None
     """What the fp8 modes convert (``--fp8-skip``, ``--fp8-filter``), as ``run`` converts it; None: the defaults."""
+    host: Host = MEASURED_HOST
+    """The host that issues the ops (``--host-us``): its time sets a launch-bound step."""
 
     @property
     def gpu(self) -> Gpu:
@@ -83,7 +86,8 @@ class PredictConfig:
                      data: DataOptions | None = None, seed: int = 0, prices: Path | None = None,
                      inference: bool = False, gpus_per_node: int = 1, nodes: int = 1, strategy: str | None = None,
                      interconnect: str | None = None, fp8_skip: str | None = None,
-                     fp8_filter: str | None = None) -> PredictConfig:
+                     fp8_filter: str | None = None, host_us: str | None = None) -> PredictConfig:
+        host = Host.parse(host_us) if host_us is not None else MEASURED_HOST
         gpus = find_gpus(gpu, gpu_spec)
         priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)
@@ -117,7 +121,7 @@ class PredictConfig:
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8)
+                     strategy, interconnect, fp8, host)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
@@ -149,7 +153,7 @@ class PredictConfig:
                         rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
                                                usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
-                                               fab=fabrics.get(gpu.key), fp8=self.fp8)
+                                               fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host)
         return rows
 
 

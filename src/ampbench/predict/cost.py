@@ -22,26 +22,57 @@ from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu
 from ampbench.predict import kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
 
-HOST_US = {"forward": 24.1, "loss": 24.1, "backward": 27.9, "step": 24.1, "optimizer": 27.9}
-"""Host time per traced op, microseconds, by phase: what issuing an op costs the host (Python, the dispatcher, autograd's
-bookkeeping, the launch). Measured, not fitted: ``benchmarks/host_overhead.py`` on the H200 machine lent on 2026-11-26
-(a Firecracker VM with 16 vCPUs, torch 2.11; ``benchmarks/results/h200/host_overhead.json``) -- a stack of tiny
-Linear + ReLU layers whose kernels take a few microseconds each, every phase timed on the host and its ops counted as
-the trace counts them (views and the zero-cost ops left out: their time is inside these figures). Python's ops (the
-forward, the loss, the engine's step) at the forward's 24.1; the autograd engine's at 27.9 (an optimizer run op by op
-too). A step whose ops take the GPU less time than this is launch-bound: its time is its host's, and a faster host
-(bare metal, a newer CPU) shortens it -- the figures are that machine's. Checked against the steps measured there
-(``tests/predict/test_measured_gpu.py``); they replace a guess of 10 and 4 that made every launch-bound step ~80%
-too fast."""
-FUSED_OPTIMIZER_HOST_US = 11.6
-"""Host time per parameter of torch's fused optimizer step (``opt.step()`` and ``zero_grad``): its Python gathers every
-parameter's gradient and state into lists before its one kernel. Measured with :data:`HOST_US`: 558 us for 48
-parameters."""
+
+@dataclass(frozen=True)
+class Host:
+    """The host that issues a step's ops: microseconds per op in the forward (Python's: the loss and the engine's step
+    too) and after it (the autograd engine's; an optimizer run op by op), and per parameter of torch's fused optimizer
+    step (its Python gathers every parameter's gradient and state before its one kernel). ``ampbench hw --device cuda``
+    measures yours (:mod:`ampbench.measure.host_ops`); ``predict --host-us F,B,P`` takes it."""
+
+    forward_us: float = 24.1
+    backward_us: float = 27.9
+    fused_optimizer_us: float = 11.6
+    source: str = "the lent H200 machine's host (a VM, 16 vCPUs; benchmarks/results/h200/host_overhead.json)"
+
+    def op_us(self, phase: str) -> float:
+        return self.forward_us if phase in ("forward", "loss", "step") else self.backward_us
+
+    @classmethod
+    def parse(cls, text: str) -> Host:
+        """``F,B[,P]`` microseconds (``--host-us``): forward and backward per op, fused optimizer per parameter (P
+        defaults to the measured host's, scaled as B is)."""
+        try:
+            values = [float(v) for v in text.split(",")]
+        except ValueError:
+            values = []
+        if len(values) not in (2, 3) or not all(0 < v < 1e5 for v in values):
+            raise AmpbenchError(f"--host-us {text!r}: expected F,B or F,B,P microseconds > 0 (forward and backward per "
+                                "op, fused optimizer per parameter), e.g. 12,14,6; ampbench hw --device cuda measures "
+                                "them on a GPU machine")
+        per_param = values[2] if len(values) == 3 else round(MEASURED_HOST.fused_optimizer_us * values[1] /
+                                                               MEASURED_HOST.backward_us, 1)
+        return cls(values[0], values[1], per_param, f"--host-us {','.join(f'{v:g}' for v in values)}")
+
+
+MEASURED_HOST = Host()
+"""Measured, not fitted: ``benchmarks/host_overhead.py`` on the H200 machine lent on 2026-11-26 (a Firecracker VM with
+16 vCPUs, torch 2.11; ``benchmarks/results/h200/host_overhead.json``) -- a stack of tiny Linear + ReLU layers whose
+kernels take a few microseconds each, every phase timed on the host and its ops counted as the trace counts them
+(views and the zero-cost ops left out: their time is inside these figures): 24.1 us per forward op, 27.9 per backward
+op, 558 us for a fused AdamW step of 48 parameters. A step whose ops take the GPU less time than this is launch-bound:
+its time is its host's, and a faster host (bare metal, a newer CPU) shortens it -- the figures are that machine's.
+Checked against the steps measured there (``tests/predict/test_measured_gpu.py``); they replace a guess of 10 and 4
+that made every launch-bound step ~80% too fast."""
+HOST_US = {phase: MEASURED_HOST.op_us(phase) for phase in ("forward", "loss", "backward", "step", "optimizer")}
+"""The measured host's microseconds per traced op, by phase."""
+FUSED_OPTIMIZER_HOST_US = MEASURED_HOST.fused_optimizer_us
 TORCHAO_STEP_US = 20.0
 """Host time per parameter of torchao's low-precision Adam, microseconds: a Python loop calling a torch.compile'd
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
@@ -148,12 +179,12 @@ def price_op(op: Op, gpu: Gpu, tf32: bool, cal: Calibration) -> OpCost:
     return OpCost(op, cls, t + (launches - 1) * light, 0.0, launches * light, launches)
 
 
-def _host_s(op: Op) -> float:
+def _host_s(op: Op, host: Host) -> float:
     if op.name == "torchao.single_param_adam":
         return TORCHAO_STEP_US * op.tensors * 1e-6
     if op.name == "aten._fused_optimizer":
-        return FUSED_OPTIMIZER_HOST_US * op.tensors * 1e-6
-    return HOST_US.get(op.phase, 4.0) * 1e-6
+        return host.fused_optimizer_us * op.tensors * 1e-6
+    return host.op_us(op.phase) * 1e-6
 
 
 def _per_launch(op: Op) -> int:
@@ -222,9 +253,10 @@ PHASES = ("forward", "loss", "backward", "step", "optimizer")
 
 
 def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
-          cal: Calibration | None = None) -> StepCost:
-    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32); ``phases``: the parts
-    of the step priced (a forward-and-backward reference leaves the loss and the optimizer out)."""
+          cal: Calibration | None = None, host: Host = MEASURED_HOST) -> StepCost:
+    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32) issued by ``host``;
+    ``phases``: the parts of the step priced (a forward-and-backward reference leaves the loss and the optimizer
+    out)."""
     cal = cal or calibration()
     ops = list(trace.ops)
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
@@ -236,7 +268,7 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     gpu_s = sum(c.gpu_s for c in costs)
     issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
     for c in costs:
-        issued += _host_s(c.op)
+        issued += _host_s(c.op, host)
         done = max(done, issued) + c.gpu_s
     host_s = issued
     step_s = done

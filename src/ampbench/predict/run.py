@@ -28,7 +28,7 @@ from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
-from ampbench.predict.cost import price
+from ampbench.predict.cost import MEASURED_HOST, Host, price
 from ampbench.predict.distributed import Fabric, ddp_cost
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
@@ -161,7 +161,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
                    optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
                    inference: bool = False, fab: Fabric | None = None,
-                   fp8: Fp8Options | None = None) -> list[dict[str, Any]]:
+                   fp8: Fp8Options | None = None, host: Host = MEASURED_HOST) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
@@ -211,8 +211,8 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
 
     for base in ("fp32", "tf32"):
         if refusal(gpu, base) is None:
-            baselines[base] = ddp_cost(trace_of(base), gpu, base == "tf32", fab).step_s if fab is not None else \
-                price(trace_of(base), gpu, tf32=base == "tf32").step_s
+            baselines[base] = ddp_cost(trace_of(base), gpu, base == "tf32", fab, host=host).step_s \
+                if fab is not None else price(trace_of(base), gpu, tf32=base == "tf32", host=host).step_s
     for precision in precisions:
         name = get(precision).name
         seen: set[str | None] = set()
@@ -221,7 +221,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
             if state not in seen:
                 seen.add(state)
                 rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu, baselines,
-                                         trace_of, memory_of, fab))
+                                         trace_of, memory_of, fab, host))
     for row in rows:
         row.update(running_costs(row, gpu, usd_per_hour))
         if inference:
@@ -247,7 +247,8 @@ def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> 
 
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
-                 memory_of: Callable[..., MemoryModel], fab: Fabric | None = None) -> dict[str, Any]:
+                 memory_of: Callable[..., MemoryModel], fab: Fabric | None = None,
+                 host: Host = MEASURED_HOST) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
     reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
@@ -262,7 +263,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         trace = trace_of(name, state)
         model = memory_of(name, state)
         mem = model.cost(gpu, batch)
-        cost = price(trace, gpu, tf32=get(name).tf32)
+        cost = price(trace, gpu, tf32=get(name).tf32, host=host)
     except UntraceableModel:
         raise
     except AmpbenchError as e:
@@ -283,7 +284,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     trust = band(gpu, cost.op_split, cost.math_mode, cost.bound)
     step_s, world, spread = cost.step_s, 1, {}
     if fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
-        d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s)
+        d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s, host=host)
         step_s, world = d.step_s, fab.world
         spread = {"strategy": "ddp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
                   "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
@@ -297,6 +298,9 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_mfu=cost.flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
         predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
+        predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
+        predicted_host=f"{host.forward_us:g}/{host.backward_us:g} us per op, {host.fused_optimizer_us:g} us per fused "
+                       f"optimizer parameter: {host.source}",
         notes=[*cost.notes, *trace.notes, *([FP8_EAGER] if get(name).is_fp8 else [])], trace_s=traced_s)}
 
 

@@ -28,6 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa_backward_flops, sdpa_forward_flops
 from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
+from ampbench.measure.op_kinds import ZERO_COST, is_view
 from ampbench.precision import MixedPrecision
 from ampbench.precision.optimizer_state import compile_as_no_op, is_torchao
 from ampbench.precision.optimizer_state import describe as describe_states
@@ -76,9 +77,6 @@ class Op:
     step at once, then one recurrent GEMM per step, each after the previous; directions in ``tensors``."""
 
 
-ZERO_COST = {"detach", "alias", "_local_scalar_dense", "empty", "empty_like", "new_empty", "new_empty_strided",
-             "empty_strided", "lift_fresh", "_record_function_enter_new", "_record_function_exit", "set_",
-             "resize_", "_unsafe_view", "view", "_to_copy_noop"}
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
               "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "scalar_tensor", "arange"}
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
@@ -101,11 +99,6 @@ def effective_bytes(t: torch.Tensor) -> int:
         if stride != 0:
             n *= size
     return n * t.element_size()
-
-
-def _is_view(func: Any) -> bool:
-    schema = func._schema
-    return bool(schema.returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
 def _gemm_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int, int, int] | None:
@@ -182,9 +175,9 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
-        if self.track_live and not _is_view(func) and hasattr(func, "_schema"):
+        if self.track_live and not is_view(func) and hasattr(func, "_schema"):
             self._made(func, out)
-        if name in ZERO_COST or _is_view(func):
+        if name in ZERO_COST or is_view(func):
             return out
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]

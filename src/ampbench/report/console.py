@@ -313,6 +313,8 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
         out.append(f"± error: the typical |error| of predictions like these ({escape(basis)})")
     out.append(f"peaks, memory and bandwidth: {escape(gpu.source)}. Method, constants and "
                "the error on published results: docs/predict.md")
+    for host in dict.fromkeys(r["predicted_host"] for r in rows if r.get("predicted_host")):
+        out.append(f"host issuing the ops: {escape(host)} (--host-us for yours)")
     return out
 
 
