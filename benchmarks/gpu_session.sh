@@ -11,6 +11,8 @@
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
 #           runs.json; each step packs
 #           what it made, so a step cut off at the command's limit loses only itself
+#   lease2  the second lease's command: what the first (H200) left -- fp8 eager beside its predictions, compiled and
+#           CUDA-graph steps of cells measured eager, the engine's host time in every mode, the host's time per op
 #   checks  ampbench hw (GEMM up to 8192) and the GPU tests
 #   predict ampbench predict on this GPU's spec (made first), then `ampbench run` on the same cells: the small
 #           suite and the plain-PyTorch ResNet-50 of the reference test (batch 128, channels-last); compare
@@ -51,7 +53,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="lease checks predict paper suite bench fp8 optim axes dist keras export compat"
+STAGES="lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
 usage() {
   cat <<'USAGE'
 usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU machine, from the repo root)
@@ -63,6 +65,8 @@ resume). Times are what each was sized to, not yet measured on a GPU.
   lease    a 15-minute lease in one command: predict's cells + an nn.MultiheadAttention model + bert paper,
            predicted then measured; host and engine time; hw; GPU tests; runs.json (H200: 8 min for all but
            runs.json at BUDGET_S=490, the predictions failing fast then; they take ~1 min more now)   ~9 min
+  lease2   what the first lease left: fp8 eager beside its predictions (torchao carried), compiled and CUDA-graph
+           steps of bert/resnext small, the engine's host time in every mode, the host's time per op  ~9 min
   checks   ampbench hw (GEMMs up to 8192) and the GPU tests                                   ~3 min
   predict  ampbench predict on this GPU's spec first, then ampbench run of the same cells (the small suite, the
            reference ResNet-50 at batch 128 channels-last); compare prints each prediction's error         ~8 min
@@ -226,6 +230,31 @@ case $1 in
     CAP=60 bounded $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json"
     CAP=90 bounded $PY -m pytest -q -p no:cacheprovider tests/bench/test_gpu.py
     CAP=60 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
+    ;;
+  lease2)
+    # what the first lease (H200, 2026-11-26) left unmeasured: the fp8 modes eager beside their predictions (torchao
+    # wheel carried), compiled and CUDA-graph steps of two cells the first lease measured eager (what a prediction of
+    # compiled steps would be checked against), the engine's host time in every mode, the host's time per op again
+    local KEY; KEY=$(gpu_key)
+    [ -n "$KEY" ] || { echo "lease2: this GPU is not in the catalogue (measure/gpus.csv: add its row)"; return 2; }
+    export AMPBENCH_NO_ESTIMATE=1
+    local fp8=(--workloads bert --preset small -o size=base --fp8-filter dims --precisions amp-bf16,fp8-tensorwise,fp8-rowwise)
+    CAP=45 bounded $PY benchmarks/host_overhead.py --device "$DEVICE" --out "$RESULTS/host_overhead_2.json"
+    if [ -n "$DRY" ] || $PY -c "from ampbench.precision.fp8 import torchao_problem as p; import sys; sys.exit(1 if p() else 0)"; then
+      CAP=120 bounded $AB predict --gpu "$KEY" "${fp8[@]}" --db "$DB" --json "$RESULTS/predict_fp8.json" 2>&1 \
+        | log "$STATE/predict-fp8.log"
+      run_resumable lease2-fp8 "${fp8[@]}" --compile off --steps 30 \
+        --label "bert base seq 64 eager: fp8 beside amp-bf16 (every Linear converted), measured beside its prediction"
+      [ -n "$DRY" ] || pack
+    else
+      echo "lease2: torchao missing: the fp8 cells are left out (carry .whl/torchao-0.18.0-*.whl)"
+    fi
+    run_resumable lease2-compile --workloads bert,resnext --preset small --precisions fp32,amp-bf16 --compile on \
+      --cuda-graphs off,on --label "bert and resnext small compiled, with and without CUDA graphs (eager: the first lease)"
+    [ -n "$DRY" ] || pack
+    CAP=200 bounded $PY benchmarks/engine_overhead.py --tiny --device "$DEVICE" --runs 1 --repeats 6 \
+      --out "$RESULTS/engine_overhead_tiny.json"
+    CAP=60 bounded $AB export --db "$DB" --out "$RESULTS/runs_2.json"
     ;;
   checks)
     x $AB hw --device "$DEVICE" --sizes 1024,4096,8192 --db "$DB" --json "$RESULTS/hw.json" | log "$STATE/hw.log"
