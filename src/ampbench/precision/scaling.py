@@ -136,8 +136,8 @@ class _HalfGradScaler(GradScaler):
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    if p.grad.is_sparse:
-                        p.grad = p.grad.coalesce()
+                    if p.grad.is_sparse and p.grad.dtype is torch.float16:  # (as GradScaler: scaled duplicates
+                        p.grad = p.grad.coalesce()  # summed before they are checked)
                     g = p.grad._values() if p.grad.is_sparse else p.grad
                     by[(g.device, g.dtype)].append(g)
             found: dict[torch.device, torch.Tensor] = {}

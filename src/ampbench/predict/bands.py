@@ -11,6 +11,7 @@ half-precision kernel is among the measured references).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -102,7 +103,7 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None
 
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
-            specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: list[Any] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+            specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: Sequence[Any] = ()) -> dict[str, Any]:
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
     published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
     which the launch-bound ones give the host's band): the checked GPUs' errors where a generation has any, the

@@ -29,6 +29,8 @@ def workspace_bytes(gpu: Gpu, inference: bool = False) -> int:
     which has no convolution, to within 1-11%). An inference forward: one."""
     per_handle = 32 * 2**20 if gpu.capability >= (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8
     return per_handle * (1 if inference else 2)
+
+
 CONTEXT_BYTES = 512 * 2**20
 """CUDA context, cuBLAS and cuDNN handles: GPU memory the allocator cannot use."""
 ALLOCATOR_MARGIN = 0.90
