@@ -83,7 +83,12 @@ def test_the_other_ampbench_commands_of_the_session_run(tmp_path: Path) -> None:
     run_id = Store(db, create=False).runs()[-1].run_id
     others = [c[1:] for c in _dry_run() if c[0] == "ampbench" and c[1] != "run"]
     assert {c[0] for c in others} == {"hw", "predict", "compare", "export", "report"}
+    seen = set()  # (the lease and predict stages predict the same cells: each command checked once)
     for args in others:
+        key = tuple(a for i, a in enumerate(args) if a != "--json" and (i == 0 or args[i - 1] != "--json"))
+        if key in seen:
+            continue
+        seen.add(key)
         args = [run_id if a == "RUN" else str(tmp_path / Path(a).name)
                 if a.startswith(("benchmarks/results/", "out/gpu/")) and a != "out/gpu/results.db" else a for a in args]
         args = [str(db) if a == "out/gpu/results.db" else "cpu" if a == "cuda" else a for a in args]
