@@ -37,6 +37,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 import torch.distributed as dist
 from torch.amp import GradScaler
+from torch.amp.grad_scaler import OptState
 
 from ampbench.errors import AmpbenchError, TrainingDivergedError
 
@@ -118,7 +119,30 @@ class LossScaleConfig:
         )
 
 
-class _HalfGradScaler(GradScaler):
+class _Scaler(GradScaler):
+    """GradScaler with the inverse scale taken in one fp32 op (``scale.reciprocal()``, as GradScaler itself does on
+    MPS) instead of a round trip through fp64 (``.double().reciprocal().float()``): two casts fewer a step, each an aten
+    dispatch that costs a GPU machine's host ~25 us (``benchmarks/results/h200/host_overhead.json``). The same value
+    for the powers of two a dynamic scale takes (an exact reciprocal either way); for any other scale IEEE fp32
+    division is correctly rounded, where the fp64 path rounds twice. The rest is GradScaler's ``unscale_``."""
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        if not self._enabled:
+            return
+        self._check_scale_growth_tracker("unscale_")
+        optimizer_state = self._per_optimizer_states[id(optimizer)]
+        if optimizer_state["stage"] is OptState.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        if optimizer_state["stage"] is OptState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        assert self._scale is not None  # (set by the first scale(), which _check_scale_growth_tracker asserts)
+        found_inf = torch.full((), 0.0, dtype=torch.float32, device=self._scale.device)
+        optimizer_state["found_inf_per_device"] = self._unscale_grads_(optimizer, self._scale.reciprocal(), found_inf,
+                                                                       False)
+        optimizer_state["stage"] = OptState.UNSCALED
+
+
+class _HalfGradScaler(_Scaler):
     """GradScaler that also unscales fp16 gradients.
 
     GradScaler refuses fp16 grads because unscaling in fp16 can lose precision; pure-fp16 has no
@@ -367,7 +391,7 @@ class LossScaler:
     def _make_grad_scaler(self) -> GradScaler | None:
         if self.config.kind == "none":
             return None
-        cls = _HalfGradScaler if self._half_grads else GradScaler
+        cls = _HalfGradScaler if self._half_grads else _Scaler
         return cls(
             self._device_type,
             init_scale=self._host["scale"],
