@@ -27,11 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     devices = [args.device] + (["cpu"] if args.device != "cpu" else [])
-    rows = [measure(d, args.depth, args.width, args.batch, args.steps).as_dict() for d in devices]
-    for r in rows:
-        print(f"{r['device']:8s} " + "  ".join(f"{p} {r[p + '_us']:.0f} us / {r['ops'].get(p, 0)} ops = "
-                                             f"{r[p + '_us'] / max(1, r['ops'].get(p, 0)):.1f}"
-                                             for p in ("forward", "backward", "optimizer")))
+    measured = [measure(d, args.depth, args.width, args.batch, args.steps) for d in devices]
+    for m in measured:
+        print(f"{m.device:8s} " + "  ".join(f"{p} {getattr(m, p + '_us'):.0f} us / {m.ops.get(p, 0)} ops = "
+                                             f"{m.per_op(p):.1f}" for p in ("forward", "backward", "optimizer"))
+              + (f"  (predict --host-us {m.host_us()})" if m.device != "cpu" else ""))
+    rows = [m.as_dict() for m in measured]
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     result = {"benchmark": "host_overhead", "device_name": name, "torch": torch.__version__,
               "python": sys.version.split()[0], "config": vars(args), "rows": rows}

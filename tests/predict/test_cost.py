@@ -90,7 +90,8 @@ def test_many_tiny_ops_are_launch_bound_by_the_host() -> None:
     ops = [Op("aten.add", "forward", 0, 64, 32, "fp32") for _ in range(100)]
     c = _price(ops)
     one = 96 / BW + LIGHT
-    assert c.host_s == pytest.approx(100 * cost.HOST_US["forward"] * 1e-6) and c.step_s == pytest.approx(c.host_s + one)
+    assert c.host_s == pytest.approx(100 * cost.MEASURED_HOST.op_us("forward") * 1e-6) and c.step_s == pytest.approx(
+        c.host_s + one)
     assert c.bound == "launch" and c.time_split["launch"] > 0.9 and c.notes[0].startswith("launch-bound")
 
 
@@ -101,7 +102,8 @@ def test_a_host_bound_forward_does_not_hide_a_gpu_bound_backward() -> None:
     long = Op("aten.add", "backward", 0, 2**30, 2**30, "fp32")
     c = _price([*forward, long])
     kernel = 2**31 / BW + LIGHT
-    assert c.step_s == pytest.approx(100 * cost.HOST_US["forward"] * 1e-6 + cost.HOST_US["backward"] * 1e-6 + kernel)
+    host = cost.MEASURED_HOST
+    assert c.step_s == pytest.approx(100 * host.op_us("forward") * 1e-6 + host.op_us("backward") * 1e-6 + kernel)
     assert c.step_s > max(c.host_s, c.gpu_s)
 
 

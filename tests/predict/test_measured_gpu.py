@@ -32,15 +32,16 @@ def test_every_measured_cell_is_predicted_as_run_ran_it(steps) -> None:
 
 
 def test_the_host_constants_are_the_micro_benchmarks_on_that_machine() -> None:
-    """HOST_US and FUSED_OPTIMIZER_HOST_US are what benchmarks/host_overhead.py measured on the lent H200's host (its
+    """The measured host's figures (cost.MEASURED_HOST) are what benchmarks/host_overhead.py measured on the lent H200's host (its
     CUDA row): not fitted on the steps below."""
     data = json.loads((measured.RESULTS / "h200" / "host_overhead.json").read_text())
     (row,) = [r for r in data["rows"] if r["device"] == "cuda"]
     assert data["device_name"] == "NVIDIA H200"
-    assert cost.HOST_US["forward"] == cost.HOST_US["loss"] == cost.HOST_US["step"] == round(row["forward_us_per_op"], 1)
-    assert cost.HOST_US["backward"] == cost.HOST_US["optimizer"] == round(row["backward_us_per_op"], 1)
+    host = cost.MEASURED_HOST
+    assert host.op_us("forward") == host.op_us("loss") == host.op_us("step") == round(row["forward_us_per_op"], 1)
+    assert host.op_us("backward") == host.op_us("optimizer") == round(row["backward_us_per_op"], 1)
     params = 2 * data["config"]["depth"]  # (a weight and a bias per layer)
-    assert round(row["optimizer_us"] / params, 1) == cost.FUSED_OPTIMIZER_HOST_US
+    assert round(row["optimizer_us"] / params, 1) == host.fused_optimizer_us
 
 
 @pytest.mark.parametrize("kind", ["launch", "gpu"])

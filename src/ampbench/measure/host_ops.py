@@ -45,7 +45,7 @@ class HostOps:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "forward_us_per_op": round(self.per_op("forward"), 2),
                 "backward_us_per_op": round(self.per_op("backward"), 2),
-                "optimizer_us_per_param": round(self.optimizer_us_per_param, 2)}
+                "optimizer_us_per_param": round(self.optimizer_us_per_param, 2), "host_us": self.host_us()}
 
     def host_us(self) -> str:
         """``predict --host-us`` for this host: forward and backward us per op, us per fused-optimizer parameter."""

@@ -236,7 +236,7 @@ class _FiniteCheck:
     @staticmethod
     def _check(grads: list[torch.Tensor], flag: torch.Tensor, one: torch.Tensor) -> None:
         if not kernel_takes(grads[0]):
-            check_and_unscale_(grads, flag, None)
+            _check_without_kernel(grads, flag, None)
             return
         try:
             torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, one)
@@ -267,7 +267,11 @@ def check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Tensor, inv_s
     if kernel_takes(grads[0]):
         torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf,
                                                          inv_scale if inv_scale is not None else found_inf.new_ones(()))
-        return
+    else:
+        _check_without_kernel(grads, found_inf, inv_scale)
+
+
+def _check_without_kernel(grads: list[torch.Tensor], found_inf: torch.Tensor, inv_scale: torch.Tensor | None) -> None:
     if inv_scale is not None:
         torch._foreach_mul_(grads, inv_scale)
     total = torch.stack(torch._foreach_norm(grads, 1, dtype=torch.float32)).sum()

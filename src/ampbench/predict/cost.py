@@ -9,7 +9,7 @@ NCHW tensors pays the conversion to the NHWC layout its kernels use); fused atte
 one recurrent GEMM per step; normalisations and softmax by their passes over the data; everything else by its bytes.
 Multi-tensor ops (``_foreach_*``, fused optimizers) launch a kernel per :data:`FOREACH_TENSORS` tensors.
 
-The host issues every op (``HOST_US``, measured on a GPU machine's host: Python module calls and the dispatcher in the
+The host issues every op (:class:`Host`, measured on a GPU machine's host: Python module calls and the dispatcher in the
 forward, the autograd engine after) into the GPU's stream, which runs each once it is issued and the previous one is
 done: the step ends when the last op does. A forward whose ops the GPU runs faster than Python issues them waits on
 the host even where the backward does not; a step whose every op is shorter than its issue is launch-bound.
@@ -44,6 +44,12 @@ class Host:
     def op_us(self, phase: str) -> float:
         return self.forward_us if phase in ("forward", "loss", "step") else self.backward_us
 
+    @property
+    def label(self) -> str:
+        """What a predicted row says of it (``predicted_host``)."""
+        return (f"{self.forward_us:g}/{self.backward_us:g} us per op, {self.fused_optimizer_us:g} us per fused "
+                f"optimizer parameter: {self.source}")
+
     @classmethod
     def parse(cls, text: str) -> Host:
         """``F,B[,P]`` microseconds (``--host-us``): forward and backward per op, fused optimizer per parameter (P
@@ -70,9 +76,6 @@ op, 558 us for a fused AdamW step of 48 parameters. A step whose ops take the GP
 its time is its host's, and a faster host (bare metal, a newer CPU) shortens it -- the figures are that machine's.
 Checked against the steps measured there (``tests/predict/test_measured_gpu.py``); they replace a guess of 10 and 4
 that made every launch-bound step ~80% too fast."""
-HOST_US = {phase: MEASURED_HOST.op_us(phase) for phase in ("forward", "loss", "backward", "step", "optimizer")}
-"""The measured host's microseconds per traced op, by phase."""
-FUSED_OPTIMIZER_HOST_US = MEASURED_HOST.fused_optimizer_us
 TORCHAO_STEP_US = 20.0
 """Host time per parameter of torchao's low-precision Adam, microseconds: a Python loop calling a torch.compile'd
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ampbench.command_requests import data_options
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.predict.run import predict_target
 from ampbench.workloads.base import Workload
-from ampbench.workloads.factory import create_workload
-from ampbench.workloads.user import create_user_workload
+from ampbench.workloads.factory import build_target
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 LENT: dict[str, str] = {"h200": "h200"}
@@ -65,10 +65,12 @@ class MeasuredStep:
 
 
 def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], Workload]:
-    if workload.startswith("user:"):
-        return functools.partial(create_user_workload, workload.removeprefix("user:"), config["input_shape"],
-                                 config["num_classes"])
-    return functools.partial(create_workload, workload, preset)
+    """The cell's workload as its run built it: the run's target and data options (``-o``, ``--input-shape``...)."""
+    data = data_options(config["input_shape"], config["vocab_size"], config["num_classes"], config["num_outputs"],
+                        config["task"], config["batches"], config["loss"], None, None, config["options"])
+    user = workload.startswith("user:")
+    return functools.partial(build_target, None if user else workload, config["model"] if user else None, preset, data,
+                             config["seed"], preset_given=False)
 
 
 def load(folder: str, results: Path = RESULTS) -> tuple[Gpu, list[dict[str, Any]], dict[str, dict[str, Any]]]:

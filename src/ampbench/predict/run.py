@@ -299,8 +299,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
         predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
-        predicted_host=f"{host.forward_us:g}/{host.backward_us:g} us per op, {host.fused_optimizer_us:g} us per fused "
-                       f"optimizer parameter: {host.source}",
+        predicted_host=host.label,
         notes=[*cost.notes, *trace.notes, *([FP8_EAGER] if get(name).is_fp8 else [])], trace_s=traced_s)}
 
 

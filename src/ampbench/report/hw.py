@@ -46,9 +46,8 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
     if h:
         said = (f"forward {h['forward_us_per_op']:.1f} us, backward {h['backward_us_per_op']:.1f} us; optimizer "
                 f"{h['optimizer_us_per_param']:.1f} us per parameter")
-        table.add_row("host time per op", said + (f" (predict --host-us {h['forward_us_per_op']:.1f},"
-                                                  f"{h['backward_us_per_op']:.1f},{h['optimizer_us_per_param']:.1f})"
-                                                  if device_type == "cuda" else " (CPU tensors: the dispatch alone)"))
+        table.add_row("host time per op", said + (f" (predict --host-us {h['host_us']})" if device_type == "cuda"
+                                                  else " (CPU tensors: the dispatch alone)"))
     table.add_row("precision modes", "\n".join(lines))
     table.add_row("verdict", p["verdict"])
     out: list[Any] = [table]
