@@ -335,6 +335,11 @@ class PredictTargets:
                                  "latency per batch, samples/s, memory, largest batch.", "--inference")
     channels_last: bool = opt(False, "Trace with channels-last inputs and weights (4-D inputs), as --memory-format "
                                      "channels_last runs.", "--channels-last")
+    compile: str | None = opt(None, "off,on,max-autotune: predict the step torch.compile runs (the model's forward "
+                                    "and backward as Inductor's fused kernels; max-autotune's GEMMs as cuBLAS's), as "
+                                    "run's --compile cells. Each value predicts every precision.")
+    cuda_graphs: str | None = opt(None, "off,on: the compiled forward and backward replayed as CUDA graphs (no host "
+                                        "time per kernel), as run's --cuda-graphs cells.")
 
 
 @dataclass(frozen=True)

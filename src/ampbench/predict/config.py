@@ -22,6 +22,8 @@ from ampbench.bench.config import parse_batch_sizes, parse_list
 from ampbench.bench.suites import with_presets
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
+from ampbench.execution.options import executions as all_executions
+from ampbench.execution.options import parse_axis
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
@@ -73,6 +75,9 @@ class PredictConfig:
     """What the fp8 modes convert (``--fp8-skip``, ``--fp8-filter``), as ``run`` converts it; None: the defaults."""
     host: Host = MEASURED_HOST
     """The host that issues the ops (``--host-us``): its time sets a launch-bound step."""
+    executions: tuple[tuple[str, str], ...] = (("off", "off"),)
+    """The (compile, cuda_graphs) values predicted (``--compile``, ``--cuda-graphs``): each combination, as ``run``
+    makes its cells."""
 
     @property
     def gpu(self) -> Gpu:
@@ -86,8 +91,12 @@ class PredictConfig:
                      data: DataOptions | None = None, seed: int = 0, prices: Path | None = None,
                      inference: bool = False, gpus_per_node: int = 1, nodes: int = 1, strategy: str | None = None,
                      interconnect: str | None = None, fp8_skip: str | None = None,
-                     fp8_filter: str | None = None, host_us: str | None = None) -> PredictConfig:
+                     fp8_filter: str | None = None, host_us: str | None = None, compile: str | None = None,
+                     cuda_graphs: str | None = None) -> PredictConfig:
         host = Host.parse(host_us) if host_us is not None else MEASURED_HOST
+        executions = tuple((e.compile, e.cuda_graphs) for e in
+                           all_executions(parse_axis(compile, "compile"), ("contiguous",),
+                                          parse_axis(cuda_graphs, "cuda_graphs")))
         gpus = find_gpus(gpu, gpu_spec)
         priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)
@@ -121,7 +130,7 @@ class PredictConfig:
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host)
+                     strategy, interconnect, fp8, host, executions)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
@@ -153,7 +162,8 @@ class PredictConfig:
                         rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
                                                usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
-                                               fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host)
+                                               fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host,
+                                               executions=self.executions)
         return rows
 
 

@@ -23,8 +23,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ampbench.errors import AmpbenchError
+from ampbench.execution.options import Execution
 from ampbench.measure.gpus import Gpu
-from ampbench.predict import kernels
+from ampbench.predict import fusion, kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
 
@@ -65,6 +66,43 @@ class Host:
         per_param = values[2] if len(values) == 3 else round(MEASURED_HOST.fused_optimizer_us * values[1] /
                                                                MEASURED_HOST.backward_us, 1)
         return cls(values[0], values[1], per_param, f"--host-us {','.join(f'{v:g}' for v in values)}")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """How ``ampbench run``'s compiled cells run the model's forward and backward (:mod:`ampbench.execution.options`):
+    Inductor's kernels (``fuse``: compile on or max-autotune; :mod:`ampbench.predict.fusion`) and/or CUDA graphs
+    (``graphs``). The loss, the engine's step and the optimizer stay eager, as ``run`` keeps them.
+
+    The host's time in a compiled graph is its own, not eager's per-op dispatch: each call of a graph runs dynamo's
+    guards and AOTAutograd's wrapper (``graph_us``), then Inductor's wrapper launches each kernel (``kernel_us``: a
+    Triton kernel through its launcher, a library call through ATen); under CUDA graphs the kernels are replayed
+    together (``replay_us`` a graph, none per kernel). Priors, not measured here: the per-kernel and per-graph costs
+    are tritonbench's profile of Inductor's launch path (pytorch tritonbench PR 1017, 2026: 9.1 us a kernel of 19
+    arguments through ``CachingAutotuner.run``, 42.4 us a one-kernel graph end to end, guards included, on a GB200's
+    host); the replay a CUDA graph launch and cudagraph trees' checks (not measured anywhere we could find)."""
+
+    fuse: bool
+    graphs: bool
+    kernel_us: float = 9.1
+    graph_us: float = 33.3
+    replay_us: float = 30.0
+
+    @classmethod
+    def of(cls, execution: Execution) -> Compiled | None:
+        """The compiled execution a cell runs (None: eager)."""
+        if not execution.compiled:
+            return None
+        return cls(fuse=execution.compile != "off", graphs=execution.cuda_graphs == "on")
+
+    def op_us(self, op: Op) -> float | None:
+        """The host's time to issue ``op`` in a compiled graph (None: not the model's, issued as eager does)."""
+        if not op.in_model:
+            return None
+        return 0.0 if self.graphs else self.kernel_us
+
+    def graph_call_us(self) -> float:
+        return self.graph_us + (self.replay_us if self.graphs else 0.0)
 
 
 MEASURED_HOST = Host()
@@ -172,6 +210,9 @@ def price_op(op: Op, gpu: Gpu, tf32: bool, cal: Calibration) -> OpCost:
         compute = work / (kernels.peak_flops(gpu, mode, cal) * cal.tensor_gemm_efficiency * cal.attention_efficiency)
         t = max(compute, kernels.memory_s(gpu, cal, moved)) + fixed
         return OpCost(op, cls, t, min(compute, t), fixed, 1)
+    if op.name == fusion.FUSED:  # Inductor's kernels of a fused group (``tensors`` of them): its bytes once
+        return OpCost(op, cls, kernels.streaming_s(gpu, cal, moved) + (op.tensors - 1) * light, 0.0,
+                      op.tensors * light, op.tensors)
     launches = math.ceil(op.tensors / _per_launch(op)) if op.tensors > 1 else 1
     if op.name in NORM_OPS:
         t = kernels.reduction_s(gpu, cal, moved, "norm")
@@ -256,22 +297,33 @@ PHASES = ("forward", "loss", "backward", "step", "optimizer")
 
 
 def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
-          cal: Calibration | None = None, host: Host = MEASURED_HOST) -> StepCost:
-    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32) issued by ``host``;
-    ``phases``: the parts of the step priced (a forward-and-backward reference leaves the loss and the optimizer
-    out)."""
+          cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
+          conv_tf32: bool = False) -> StepCost:
+    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
+    convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
+    forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
+    backward as torch.compile runs them (None: eager)."""
     cal = cal or calibration()
-    ops = list(trace.ops)
+    ops = fusion.compiled(trace.ops, trace.outputs) if compiled is not None and compiled.fuse else list(trace.ops)
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
         ops = [o for o in ops if o.phase != "optimizer"] + [_fused_optimizer(trace)]
     elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter
         ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace)]
     ops = [o for o in ops if o.phase in phases]
-    costs = [price_op(o, gpu, tf32, cal) for o in ops]
+    costs = [price_op(o, gpu, tf32 or (conv_tf32 and o.name.startswith("aten.convolution")), cal) for o in ops]
     gpu_s = sum(c.gpu_s for c in costs)
     issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
+    graph: str | None = None  # the compiled graph being issued (forward, backward)
     for c in costs:
-        issued += _host_s(c.op, host)
+        us = compiled.op_us(c.op) if compiled is not None else None
+        if us is None:
+            graph = None
+            issued += _host_s(c.op, host)
+        else:
+            if graph != c.op.phase:  # (a graph's call: guards, wrappers, a CUDA graph's replay)
+                graph = c.op.phase
+                issued += compiled.graph_call_us() * 1e-6  # type: ignore[union-attr]
+            issued += us * 1e-6
         done = max(done, issued) + c.gpu_s
     host_s = issued
     step_s = done
@@ -286,8 +338,10 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     waited = step_s - gpu_s  # the GPU idle, waiting for the host to issue its next op: launch overhead too
     by_bound["launch"] += waited
     if host_s > gpu_s:
+        cure = "a larger batch" if compiled is not None and compiled.graphs else "CUDA graphs or torch.compile remove " \
+            "most of it"
         notes.append(f"launch-bound: the host issues {len(costs)} ops in ~{host_s * 1e3:.2f} ms, the GPU runs them in "
-                     f"~{gpu_s * 1e3:.2f} ms (CUDA graphs or torch.compile remove most of it)")
+                     f"~{gpu_s * 1e3:.2f} ms ({cure})")
     time_split = {k: by_bound.get(k, 0.0) / step_s for k in ("compute", "memory", "launch")} if step_s else {}
     op_split = {k: v / gpu_s for k, v in by_class.items()} if gpu_s else by_class
     half = {o.dtype for o in ops if o.name in MATMUL_OPS and o.dtype in ("fp16", "bf16", "fp8")}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu
-from ampbench.predict.cost import MEASURED_HOST, Host, price
+from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
 from ampbench.predict.trace import Trace
 
 INTERCONNECTS = ("nvlink", "pcie", "infiniband", "ethernet")
@@ -108,11 +108,11 @@ class DdpCost:
 
 
 def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | None = None,
-             host: Host = MEASURED_HOST) -> DdpCost:
+             host: Host = MEASURED_HOST, compiled: Compiled | None = None) -> DdpCost:
     """The step of ``trace`` (one rank's batch) under DDP on ``fab`` (``single_s``: its one-GPU step, where the caller
-    priced it already), issued by ``host``."""
-    single = price(trace, gpu, tf32, host=host).step_s if single_s is None else single_s
-    backward = price(trace, gpu, tf32, phases=("backward",), host=host).step_s
+    priced it already), issued by ``host``, eager or ``compiled``."""
+    single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s
+    backward = price(trace, gpu, tf32, phases=("backward",), host=host, compiled=compiled).step_s
     grad_bytes = trace.backward_grads_bytes or trace.grads_bytes
     done, end, total = 0, 0.0, 0.0
     for b in buckets(grad_bytes):

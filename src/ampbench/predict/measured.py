@@ -3,10 +3,11 @@ table gives (published tables time other people's models, in other people's loop
 
 The measurements are an ``ampbench export`` of runs made on a lent GPU by ``benchmarks/gpu_session.sh``
 (``benchmarks/results/<gpu>/runs.json``). Each ok cell (closing baselines and repeats left out) is predicted again
-here, as ``ampbench predict`` would (:func:`~ampbench.predict.run.predict_target`: the same target, batch, precision
-and memory format, on the catalogue's entry for the GPU that ran it), and paired with its measurement. Nothing is
-fitted on these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels, the host's from a
-micro-benchmark on the lent machine's host (``benchmarks/host_overhead.py``), neither from a step checked here.
+here, as ``ampbench predict`` would (:func:`~ampbench.predict.run.predict_target`: the same target, batch, precision,
+memory format and compile/CUDA-graph execution, on the catalogue's entry for the GPU that ran it), and paired with
+its measurement. Nothing is fitted on these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels,
+the host's from a micro-benchmark on the lent machine's host (``benchmarks/host_overhead.py``), neither from a step
+checked here.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class MeasuredStep:
     measured_peak_bytes: int
     """``torch.cuda.max_memory_allocated`` over the cell."""
     predicted_peak_bytes: int
+    compile: str = "off"
+    cuda_graphs: str = "off"
 
     @property
     def error(self) -> float:
@@ -61,7 +64,9 @@ class MeasuredStep:
 
     @property
     def name(self) -> str:
-        return f"{self.workload.rsplit(':', 1)[-1]}-{self.preset}-{self.precision}"
+        execution = "".join(f"-{axis}" for axis, on in (("compile", self.compile != "off"),
+                                                           ("graphs", self.cuda_graphs == "on")) if on)
+        return f"{self.workload.rsplit(':', 1)[-1]}-{self.preset}-{self.precision}{execution}"
 
 
 def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], Workload]:
@@ -93,11 +98,14 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
     out: list[MeasuredStep] = []
     for (workload, preset, batch, layout), measured in groups.items():
         build = _build(workload, preset, configs[measured[0]["run_id"]])
-        predicted = {p["precision"]: p for p in predict_target(
-            workload, build, [r["precision"] for r in measured], gpu, batch, layout == "channels_last", preset=preset)}
+        executions = tuple(dict.fromkeys((r.get("compile") or "off", r.get("cuda_graphs") or "off") for r in measured))
+        predicted = {(p["precision"], p["compile"], p["cuda_graphs"]): p for p in predict_target(
+            workload, build, list(dict.fromkeys(r["precision"] for r in measured)), gpu, batch,
+            layout == "channels_last", preset=preset, executions=executions)}
         for r in measured:
-            p = predicted[r["precision"]]
+            execution = (r.get("compile") or "off", r.get("cuda_graphs") or "off")
+            p = predicted[(r["precision"], *execution)]
             out.append(MeasuredStep(gpu.key, workload, preset, r["precision"], batch, layout, r["step_ms_p50"],
                                     p["predicted_step_ms"], p["predicted_bound"], p["predicted_error_pct"] / 100,
-                                    r["peak_allocated_bytes"], p["predicted_peak_bytes"]))
+                                    r["peak_allocated_bytes"], p["predicted_peak_bytes"], *execution))
     return tuple(out)

@@ -28,7 +28,7 @@ from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
-from ampbench.predict.cost import MEASURED_HOST, Host, price
+from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
 from ampbench.predict.distributed import Fabric, ddp_cost
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
@@ -161,22 +161,24 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                    traces: dict[Any, Any] | None = None, preset: str | None = None,
                    optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
                    inference: bool = False, fab: Fabric | None = None,
-                   fp8: Fp8Options | None = None, host: Host = MEASURED_HOST) -> list[dict[str, Any]]:
+                   fp8: Fp8Options | None = None, host: Host = MEASURED_HOST,
+                   executions: tuple[tuple[str, str], ...] = (("off", "off"),)) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
     row per state that is not its own (:mod:`ampbench.precision.optimizer_state`), refused ones with the reason.
     ``inference``: the forward alone (:func:`~ampbench.predict.trace.trace_inference`: eval mode, no autograd, the
     half modes' models in half), its latency per batch, memory and largest batch; no optimizer state.
+    ``executions``: the (compile, cuda_graphs) values of ``run``'s cells to predict (:class:`~ampbench.predict.cost.
+    Compiled`), each with every precision; the default: eager.
 
     Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
-    workload's label, ``preset`` -- the workload's own when None --, precision, batch, the eager execution at this
-    memory format and the optimizer state), so a measurement pairs with it by that one definition."""
+    workload's label, ``preset`` -- the workload's own when None --, precision, batch, the execution at this memory
+    format and the optimizer state), so a measurement pairs with it by that one definition."""
     rows: list[dict[str, Any]] = []
     wl = check_target(build, precisions, optimizer_states)
     batch = batch_size or wl.batch_size
-    execution = Execution(memory_format="channels_last" if channels_last else "contiguous")
-    baselines: dict[str, float] = {}
+    layout = "channels_last" if channels_last else "contiguous"
     traces = {} if traces is None else traces
 
     def fresh() -> Workload:
@@ -209,24 +211,34 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         small = max(batch, MIN_TRACED_BATCH)
         return MemoryModel(trace_of(precision, state, small), trace_of(precision, state, 2 * small))
 
-    for base in ("fp32", "tf32"):
-        if refusal(gpu, base) is None:
-            baselines[base] = ddp_cost(trace_of(base), gpu, base == "tf32", fab, host=host).step_s \
-                if fab is not None else price(trace_of(base), gpu, tf32=base == "tf32", host=host).step_s
-    for precision in precisions:
-        name = get(precision).name
-        seen: set[str | None] = set()
-        for asked in (None, *(() if inference else optimizer_states)):  # (a state that is the mode's own: its default row)
-            state = effective_state(name, asked)
-            if state not in seen:
-                seen.add(state)
-                rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu, baselines,
-                                         trace_of, memory_of, fab, host))
+    for compile_value, graphs in executions:
+        execution = Execution(compile_value, layout, graphs)
+        compiled = Compiled.of(execution)
+        baselines: dict[str, float] = {}
+        for base in ("fp32", "tf32"):
+            if refusal(gpu, base) is None:
+                baselines[base] = _step_s(trace_of(base), gpu, base == "tf32", fab, host, compiled)
+        for precision in precisions:
+            name = get(precision).name
+            seen: set[str | None] = set()
+            for asked in (None, *(() if inference else optimizer_states)):  # (a state that is the mode's own: its row)
+                state = effective_state(name, asked)
+                if state not in seen:
+                    seen.add(state)
+                    rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu,
+                                             baselines, trace_of, memory_of, fab, host, compiled))
     for row in rows:
         row.update(running_costs(row, gpu, usd_per_hour))
         if inference:
             row["predicted_inference"] = True
     return rows
+
+
+def _step_s(trace: Any, gpu: Gpu, tf32: bool, fab: Fabric | None, host: Host, compiled: Compiled | None) -> float:
+    """The step of ``trace`` on ``gpu`` (under DDP on ``fab``), eager or ``compiled``."""
+    if fab is not None:
+        return ddp_cost(trace, gpu, tf32, fab, host=host, compiled=compiled).step_s
+    return price(trace, gpu, tf32=tf32, host=host, compiled=compiled).step_s
 
 
 def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> dict[str, Any]:
@@ -248,7 +260,7 @@ def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> 
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
                  memory_of: Callable[..., MemoryModel], fab: Fabric | None = None,
-                 host: Host = MEASURED_HOST) -> dict[str, Any]:
+                 host: Host = MEASURED_HOST, compiled: Compiled | None = None) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
     reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
@@ -263,7 +275,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         trace = trace_of(name, state)
         model = memory_of(name, state)
         mem = model.cost(gpu, batch)
-        cost = price(trace, gpu, tf32=get(name).tf32, host=host)
+        cost = price(trace, gpu, tf32=get(name).tf32, host=host, compiled=compiled)
     except UntraceableModel:
         raise
     except AmpbenchError as e:
@@ -284,13 +296,15 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     trust = band(gpu, cost.op_split, cost.math_mode, cost.bound)
     step_s, world, spread = cost.step_s, 1, {}
     if fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
-        d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s, host=host)
+        d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s, host=host, compiled=compiled)
         step_s, world = d.step_s, fab.world
         spread = {"strategy": "ddp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
                   "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
                   "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
                   "predicted_comm_share": d.exposed_s / step_s, "predicted_scaling_efficiency": d.scaling_efficiency,
                   "predicted_samples_per_s_per_gpu": batch / step_s}
+    if compiled is not None:  # the compile gain: this precision's eager step over this one
+        spread["predicted_speedup_vs_eager"] = _step_s(trace, gpu, get(name).tf32, fab, host, None) / step_s
     return {**row, **memory_keys, **trust.as_row(), **spread, **dict(
         status="ok", predicted_step_ms=step_s * 1e3, predicted_samples_per_s=world * batch / step_s,
         predicted_speedup_vs_fp32=baselines["fp32"] / step_s if "fp32" in baselines else None,
@@ -300,10 +314,16 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
         predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
         predicted_host=host.label,
-        notes=[*cost.notes, *trace.notes, *([FP8_EAGER] if get(name).is_fp8 else [])], trace_s=traced_s)}
+        notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []),
+               *([FP8_COMPILED if compiled is not None and compiled.fuse else FP8_EAGER] if get(name).is_fp8 else [])],
+        trace_s=traced_s)}
 
 
 FP8_EAGER = ("fp8 predicted eager: torchao's dynamic scaling and casting run as the separate kernels traced (amax, "
              "scale, cast of each operand), its matmuls as torch._scaled_mm at the fp8 rate; ampbench run compiles fp8 "
-             "on CUDA by default, which fuses the casts (compiled steps are not predicted yet): this row pairs with "
-             "run --compile off")
+             "on CUDA by default, which fuses the casts (predict --compile on): this row pairs with run --compile off")
+FP8_COMPILED = ("fp8 predicted compiled: torchao's amax, scale and cast of each operand fused by Inductor with the "
+                "model's other elementwise ops, its matmuls as torch._scaled_mm at the fp8 rate")
+COMPILED = ("compiled as ampbench run compiles it (the model's forward and backward; the loss, the engine's step and "
+            "the optimizer eager): Inductor's fusions re-derived from the traced data flow, the host's launch and graph "
+            "costs priors (docs/predict.md, torch.compile); memory as the eager step holds it")

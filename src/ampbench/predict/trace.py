@@ -75,6 +75,16 @@ class Op:
     rnn: tuple[int, int, int, int, int] | None = None
     """A fused RNN layer: (steps, batch, input size, gates x hidden, recurrent input size) -- its input GEMM over every
     step at once, then one recurrent GEMM per step, each after the previous; directions in ``tensors``."""
+    reads: tuple[tuple[int, int], ...] = ()
+    """(storage, bytes) of each tensor it reads. A storage is one buffer, its views included: which op made what
+    another reads -- the data flow a compiler fuses along (:mod:`ampbench.predict.fusion`)."""
+    writes: tuple[tuple[int, int], ...] = ()
+    """(storage, bytes) of each tensor it writes (its outputs; an in-place op's argument)."""
+    reduces: bool = False
+    """A reduction: an output smaller than its largest input (a sum, a norm's statistics)."""
+    in_model: bool = False
+    """Part of the model's own forward or backward -- what ``torch.compile(model)`` compiles -- not the loss, the
+    loss's backward, the engine's step or the optimizer."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -82,6 +92,11 @@ WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "no
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
 FP8_DTYPES = {torch.float8_e4m3fn, torch.float8_e5m2}
 FP8_GEMMS = {"mm", "addmm"}
+CONTIGUOUS_FIRST = {"native_layer_norm": (0,), "native_layer_norm_backward": (0, 1), "_softmax": (0,),
+                    "_log_softmax": (0,), "native_group_norm": (0,)}
+"""Ops whose CUDA kernel copies these arguments to contiguous memory first, when they are not (``expect_contiguous``
+inside the kernel: no aten op the trace sees): the copy's bytes are the op's too. A layer norm over a permuted
+tensor (ConvNeXt's channels-last blocks) pays it in eager; a compiled graph reads the permuted tensor in place."""
 
 
 def fp8_data(t: torch.Tensor) -> torch.Tensor | None:
@@ -156,6 +171,24 @@ class _Recorder(TorchDispatchMode):
         """Follow the bytes of the tensors the ops make while they live (an inference forward: no tensor is saved for
         a backward, each is freed when the last reference to it goes): :attr:`peak_live`."""
         self.live = self.peak_live = 0
+        self.in_model = False
+        """Whether the ops now issued are the model's own (:attr:`Op.in_model`)."""
+        self._alive: dict[int, Any] = {}
+        """Every storage seen, held while the step is recorded: a freed buffer's address is never taken for another's."""
+
+    def _key(self, t: torch.Tensor) -> int:
+        """The buffer ``t`` is (or views): its storage's identity; a wrapper subclass without one (torchao's float8
+        tensors): its payload's, else the tensor's own."""
+        data = fp8_data(t)
+        if data is not None:
+            t = data
+        try:
+            storage: Any = t.untyped_storage()
+            key = storage._cdata
+        except (RuntimeError, NotImplementedError, AttributeError):
+            storage, key = t, id(t)
+        self._alive.setdefault(key, storage)
+        return int(key)
 
     def _made(self, func: Any, out: Any) -> None:
         """An op's new tensors (not views, not written in place) count while they live."""
@@ -189,6 +222,9 @@ class _Recorder(TorchDispatchMode):
         if not outs and func._schema.arguments and func._schema.arguments[0].alias_info is not None:
             outs = [t for t in tree_flatten(args[0])[0] if isinstance(t, torch.Tensor)]  # (in-place list ops return None)
         written = sum(effective_bytes(t) for t in outs)
+        for i in CONTIGUOUS_FIRST.get(name, ()):
+            if isinstance(args[i], torch.Tensor) and not args[i].is_contiguous():  # (the kernel's own copy)
+                read, written = read + effective_bytes(args[i]), written + effective_bytes(args[i])
         floats = [t.dtype for t in ins if t.is_floating_point()]
         dtype = _DTYPES.get(floats[0], "fp32") if floats else "fp32"
         if name in FP8_GEMMS:
@@ -217,8 +253,12 @@ class _Recorder(TorchDispatchMode):
         nchw = (name in ("convolution", "convolution_backward") and args[0].dim() == 4
                 and not args[0].is_contiguous(memory_format=torch.channels_last))
         conv, products = _conv_shape(name, args, out)
+        reads = tuple((self._key(t), effective_bytes(t)) for t in read_from)
+        writes = tuple((self._key(t), effective_bytes(t)) for t in outs)
+        reduces = bool(ins and outs) and max(t.numel() for t in outs) < max(t.numel() for t in ins)
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
-                           dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn))
+                           dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
+                           writes, reduces, self.in_model))
         return out
 
 
@@ -260,6 +300,9 @@ class Trace:
     inference: bool = False
     """A forward alone, in eval mode without autograd (:func:`trace_inference`): ``activation_bytes`` is the peak of
     the tensors the forward holds at once, the input batch included; no gradients, no optimizer."""
+    outputs: tuple[int, ...] = ()
+    """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
+    not (an inference forward's output is read by no traced op)."""
 
     @property
     def held_bytes(self) -> int:
@@ -362,14 +405,15 @@ def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_las
         with cuda.autocast():
             wl.call_model(model, inputs)  # (a warm-up: lazy modules and caches made once, as in a steady state)
         with rec, cuda.autocast():
-            rec.phase = "forward"
+            rec.phase, rec.in_model = "forward", True
             out = wl.call_model(model, inputs)
+            outputs = tuple(rec._key(t) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
             del out
     weights = tensor_bytes([*model.parameters(), *model.buffers()])
     batch_bytes = tensor_bytes(inputs)
     temporary = max((o.bytes_written for o in rec.ops), default=0)
     return Trace(rec.ops, batch_size, weights, 0, 0, 0, rec.peak_live + batch_bytes, temporary, "none", False,
-                 inference=True)
+                 inference=True, outputs=outputs)
 
 
 def _value_read(e: BaseException) -> str | None:
@@ -408,13 +452,15 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
         # (the saved activations over the whole step, as `ampbench run` counts them: the loss scaling saves its scale)
         with saved_activations(model) if record else contextlib.nullcontext([0]) as act:
             optimizer.zero_grad(set_to_none=True)
-            rec.phase = "forward"
+            rec.phase, rec.in_model = "forward", True
             with cuda.autocast():
                 out = wl.call_model(model, inputs)
-                rec.phase = "loss"
+                rec.phase, rec.in_model = "loss", False
+                _on_model_backward(out, rec)
                 loss = wl.loss_fn(out, targets)
             rec.phase = "backward"
             mp.backward(loss)
+            rec.in_model = False
             if record:  # the split as `ampbench run` reads it: between backward and step, master gradients moved
                 backward_grads.append(_grads(model))
                 mp.move_grads(optimizer)
@@ -440,6 +486,17 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state))
+
+
+def _on_model_backward(out: Any, rec: _Recorder) -> None:
+    """The backward reaches the model's own ops once the gradient of its output is made (the loss's backward before
+    it is not the model's: ``torch.compile(model)`` leaves the loss eager): ``rec.in_model`` is set then."""
+    def entered(grad: torch.Tensor) -> None:
+        rec.in_model = True
+
+    for t in tree_flatten(out)[0]:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            t.register_hook(entered)
 
 
 def _grads(model: nn.Module) -> int:

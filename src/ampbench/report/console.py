@@ -263,6 +263,7 @@ PREDICTED_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("samples/s", lambda r: f"{r['predicted_samples_per_s']:,.0f}"),
     ("x fp32", lambda r: _times(r["predicted_speedup_vs_fp32"])),
     ("x tf32", lambda r: _times(r["predicted_speedup_vs_tf32"])),
+    ("x eager", lambda r: _times(r.get("predicted_speedup_vs_eager"))),
     ("± error", lambda r: f"±{r['predicted_error_pct']}%"),
     ("peak memory", lambda r: fmt_bytes(r["predicted_peak_bytes"])),
     ("max batch", lambda r: "-" if r["predicted_max_batch"] is None else f"{r['predicted_max_batch']:,}"),
@@ -286,6 +287,14 @@ def _predicted_cell(head: str, cell: Any, row: dict[str, Any], first: bool) -> s
     return row["status"] if first else ""
 
 
+def _predicted_mode(row: dict[str, Any], states: str = "") -> str:
+    """A predicted row's mode: its precision, the optimizer state it keeps when not the built one (+ ``states``), the
+    execution when not eager ("amp-bf16 8bit", "fp32 · compile+cuda-graphs")."""
+    ex = Execution.of(row)
+    state = f" {row['optimizer_state']}{states}" if row.get("optimizer_state") else ""
+    return f"{row['precision']}{state}" + ("" if ex.is_default else f" · {ex.label}")
+
+
 def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[Table | str]:
     """``ampbench predict``'s console output, in order: one table per workload and batch (stacked to fit ``width``,
     no number cut), a refused precision a row with its status and its reason in a line below, then what the error
@@ -294,10 +303,11 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)
-    columns = [c for c in PREDICTED_COLUMNS if c[0] != "x tf32" or "tf32" in gpu.tflops]
+    compiled = any(r.get("compile", "off") != "off" or r.get("cuda_graphs", "off") != "off" for r in rows)
+    columns = [c for c in PREDICTED_COLUMNS if (c[0] != "x tf32" or "tf32" in gpu.tflops)
+               and (c[0] != "x eager" or compiled)]
     for (workload, preset, batch), group in groups.items():
-        key = Col("mode", [r["precision"] + (f" {r['optimizer_state']}" if r.get("optimizer_state") else "")
-                           for r in group], justify="left")
+        key = Col("mode", [_predicted_mode(r) for r in group], justify="left")
         cols = [Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group])
                 for i, (head, cell) in enumerate(columns)]
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
@@ -307,8 +317,7 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
         out += stack_tables(title, key, cols, width)
         for r in group:
             if r["status"] != "ok":
-                state = f" {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
-                out.append(f"  {escape(r['precision'])}{escape(state)}: {escape(r.get('reason') or '')}")
+                out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}")
     for basis in dict.fromkeys(r["predicted_error_basis"] for r in rows if r.get("predicted_error_basis")):
         out.append(f"± error: the typical |error| of predictions like these ({escape(basis)})")
     out.append(f"peaks, memory and bandwidth: {escape(gpu.source)}. Method, constants and "
