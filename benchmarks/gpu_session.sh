@@ -249,6 +249,8 @@ case $1 in
     else
       echo "lease2: torchao missing: the fp8 cells are left out (carry .whl/torchao-0.18.0-*.whl)"
     fi
+    CAP=90 bounded $AB predict --gpu "$KEY" --workloads bert,resnext --preset small --precisions fp32,amp-bf16 \
+      --compile on --cuda-graphs off,on --db "$DB" --json "$RESULTS/predict_compile.json" 2>&1 | log "$STATE/predict-compile.log"
     run_resumable lease2-compile --workloads bert,resnext --preset small --precisions fp32,amp-bf16 --compile on \
       --cuda-graphs off,on --label "bert and resnext small compiled, with and without CUDA graphs (eager: the first lease)"
     [ -n "$DRY" ] || pack

@@ -7,6 +7,7 @@ Markdown. No GPU is used: predictions beside published measurements, the same on
    error NeuSight itself published for each row.
 3. NVIDIA DeepLearningExamples' single-GPU TF32/FP32 and AMP results.
 4. Our own workloads measured on a lent GPU (benchmarks/results/<gpu>/runs.json; ``ampbench.predict.measured``).
+5. Published torch.compile gains (Hugging Face's inference guide; ``ampbench.predict.compile_references``).
 
     python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ampbench.measure.gpus import predictable
-from ampbench.predict import bands, fit, measured, neusight
+from ampbench.predict import bands, compile_references, fit, measured, neusight
 from ampbench.predict.kernels import calibration
 from ampbench.predict.references import REFERENCES, Reference, predicted
 from kernel_references import table as kernel_table  # (benchmarks/ is the script's directory)
@@ -93,14 +94,29 @@ def measured_table(steps: tuple[measured.MeasuredStep, ...]) -> list[str]:
     return lines
 
 
+def compile_table(rows: list[compile_references.CompileRow]) -> list[str]:
+    """Published torch.compile gains beside the predicted ones, the checked rows (the GPU sets them) first."""
+    lines = ["| GPU | model | batch | published eager / compiled ms | gain | predicted eager / compiled ms | gain | "
+             "gain error | |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in sorted(rows, key=lambda r: (not r.checked, r.gpu, r.model, r.batch)):
+        verdict = ("met" if abs(r.gain_error) <= compile_references.GAIN_GOAL else "missed") if r.checked else \
+            "not checked (the host sets it)"
+        lines.append(f"| {r.gpu} | {r.model} | {r.batch} | {r.eager_ms:.1f} / {r.compiled_ms:.1f} | {r.gain:.2f}x | "
+                     f"{r.predicted_eager_ms:.1f} / {r.predicted_compiled_ms:.1f} | {r.predicted_gain:.2f}x | "
+                     f"{r.gain_error:+.1%} | {verdict} |")
+    return lines
+
+
 def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepError],
-               amp_lines: list[str], lent: tuple[measured.MeasuredStep, ...] = ()) -> dict[str, str]:
+               amp_lines: list[str], lent: tuple[measured.MeasuredStep, ...] = (),
+               compiled: list[compile_references.CompileRow] | None = None) -> dict[str, str]:
     """docs/predict.md's tables by name (``<!-- table: NAME -->`` ... ``<!-- end: NAME -->`` there)."""
     steps = step_table(step_errors)
     split = steps.index("")
     return {"kernels": "\n".join(kernel_table(kernel_errors)), "steps": "\n".join(steps[:split]),
             "step-summary": "\n".join(steps[split + 1:]), "amp": "\n".join(amp_lines),
-            "measured": "\n".join(measured_table(lent))}
+            "measured": "\n".join(measured_table(lent)),
+            "compiled": "\n".join(compile_table(compile_references.rows() if compiled is None else compiled))}
 
 
 def with_tables(text: str, tables: dict[str, str]) -> str:
@@ -131,12 +147,15 @@ def main() -> None:
     print(tables["amp"])
     print("\n## Our workloads on a lent GPU\n")
     print(tables["measured"])
+    print("\n## Published torch.compile gains (Hugging Face)\n")
+    print(tables["compiled"])
     if args.docs:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
         specs = {g.key: g for g in predictable()}
-        bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS, list(lent)))
+        bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS, list(lent),
+                                 compile_references.rows()))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:
         args.json.write_text(json.dumps({"kernels": [e.__dict__ for e in kernel_errors], "amp": rows,

@@ -169,6 +169,7 @@ def test_predict_compile_and_cuda_graphs_rows_pair_with_runs_cells(tmp_path: Pat
             assert r["predicted_speedup_vs_eager"] == pytest.approx(eager["predicted_step_ms"] /
                                                                     r["predicted_step_ms"])
             assert any("compiled as ampbench run compiles it" in n for n in r["notes"])
+            assert r["predicted_error_pct"] > eager["predicted_error_pct"] and "compiled: +" in r["predicted_error_basis"]
         assert by[(precision, "on", "on")]["predicted_step_ms"] < by[(precision, "on", "off")]["predicted_step_ms"] \
             < eager["predicted_step_ms"]
     assert "compile+cuda-graphs" in text

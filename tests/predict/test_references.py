@@ -17,7 +17,7 @@ import statistics
 
 import pytest
 
-from ampbench.predict import fit, measured, neusight
+from ampbench.predict import compile_references, fit, measured, neusight
 from ampbench.predict.kernels import calibration
 from ampbench.predict.references import REFERENCES, predicted
 from ampbench.predict.trace import trace_step
@@ -205,7 +205,8 @@ def test_the_committed_error_bands_are_the_references_errors_now() -> None:
 
     amp = [abs(_predicted(r)[p] / published - 1) for r in REFERENCES for p, published in r.samples_per_s.items()]
     now = bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
-                        {g.key: g for g in predictable()}, neusight.FIT_GPUS, list(measured.steps()))
+                        {g.key: g for g in predictable()}, neusight.FIT_GPUS, list(measured.steps()),
+                        compile_references.rows())
     assert json.loads(json.dumps(now, sort_keys=True)) == json.loads(bands.BANDS_FILE.read_text())
 
 

@@ -5,7 +5,8 @@ it is current) holds the |error| of the kernel models per GPU generation and op 
 generation. A prediction's band is its op mix weighted over the kernel errors of its GPU's generation (the nearest
 generation with references where its own has none), and never below what whole steps of that generation missed by;
 with Tensor Core math (tf32, fp16, bf16), never below what the published AMP/TF32 results missed by either (no
-half-precision kernel is among the measured references).
+half-precision kernel is among the measured references). A compiled step's band adds what the predicted compile gains
+missed by on published ones (:mod:`ampbench.predict.compile_references`): its error compounds the eager step's.
 """
 
 from __future__ import annotations
@@ -63,10 +64,11 @@ def _nearest(table: dict[str, Any], gen: str) -> str | None:
     return min(have, key=lambda n: (abs(names.index(n) - i), -names.index(n)))
 
 
-def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None = None) -> Band:
+def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None = None,
+         compiled: bool = False) -> Band:
     """The band of a prediction on ``gpu`` whose GPU time splits as ``op_split``, whose GEMMs run in ``math_mode`` and
     whose step is set by ``bound`` (``launch``: the host issuing its ops; the GPU's references do not tell that error,
-    our workloads measured on a lent GPU do)."""
+    our workloads measured on a lent GPU do); ``compiled``: a torch.compile'd or CUDA-graph step."""
     table = _table()
     gen = generation(gpu.capability)
     parts, basis = [], []
@@ -99,15 +101,23 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None
                      "to check the whole step against")
     if gen != kgen:
         basis.append(f"no reference on {gen}: {kgen}'s")
-    return Band(max(parts) if parts else 1.0, "; ".join(basis) or "no reference")
+    typical = max(parts) if parts else 1.0
+    gains = table.get("compiled")
+    if compiled and gains:
+        typical += gains["median"]
+        basis.append(f"compiled: + the predicted compile gains' error on published ones ({gains['source']}): median "
+                     f"{gains['median']:.0%}, worst {gains['worst']:.0%}; the host's launch and graph costs are priors")
+    return Band(typical, "; ".join(basis) or "no reference")
 
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
-            specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: Sequence[Any] = ()) -> dict[str, Any]:
+            specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: Sequence[Any] = (),
+            compiled: Sequence[Any] = ()) -> dict[str, Any]:
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
     published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
-    which the launch-bound ones give the host's band): the checked GPUs' errors where a generation has any, the
-    fitting GPUs' (in-sample: optimistic) where it has no other."""
+    which the launch-bound ones give the host's band -- and the published compile gains,
+    ``compile_references.CompileRow``s, of which the checked ones count): the checked GPUs' errors where a generation
+    has any, the fitting GPUs' (in-sample: optimistic) where it has no other."""
     by_gen: dict[str, dict[str, list[Any]]] = {}
     for e in kernel_errors:
         by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)
@@ -131,8 +141,11 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
     host = sorted(abs(m.error) for m in measured if m.bound == "launch")
     launch = {"median": round(host[len(host) // 2], 4), "worst": round(host[-1], 4), "n": len(host),
               "gpus": ", ".join(sorted({m.gpu for m in measured if m.bound == "launch"}))} if host else {}
+    gains = sorted(abs(r.gain_error) for r in compiled if r.checked)
+    compiled_table = {"median": round(gains[len(gains) // 2], 4), "worst": round(gains[-1], 4), "n": len(gains),
+                      "source": "Hugging Face's torch.compile inference guide"} if gains else {}
     return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
-            "launch": launch, "written_by": "benchmarks/predict_references.py --write-bands"}
+            "launch": launch, "compiled": compiled_table, "written_by": "benchmarks/predict_references.py --write-bands"}
 
 
 def _weighted(errors: list[Any], key: str) -> float:

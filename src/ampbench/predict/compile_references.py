@@ -73,7 +73,7 @@ class _Logits(nn.Module):
 
 
 def _model(name: str) -> nn.Module:
-    import transformers as tf  # lazy: only these checks need it
+    import transformers as tf  # lazy: transformers (only these checks build its models)
 
     configs: dict[str, Callable[[], nn.Module]] = {
         "vit": lambda: tf.ViTForImageClassification(tf.ViTConfig(num_labels=1000)),

@@ -2,12 +2,12 @@
 table gives (published tables time other people's models, in other people's loops).
 
 The measurements are an ``ampbench export`` of runs made on a lent GPU by ``benchmarks/gpu_session.sh``
-(``benchmarks/results/<gpu>/runs.json``). Each ok cell (closing baselines and repeats left out) is predicted again
-here, as ``ampbench predict`` would (:func:`~ampbench.predict.run.predict_target`: the same target, batch, precision,
-memory format and compile/CUDA-graph execution, on the catalogue's entry for the GPU that ran it), and paired with
-its measurement. Nothing is fitted on these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels,
-the host's from a micro-benchmark on the lent machine's host (``benchmarks/host_overhead.py``), neither from a step
-checked here.
+(``benchmarks/results/<gpu>/runs.json``, and ``runs_2.json`` of a later lease: compiled and CUDA-graph cells). Each ok
+cell (closing baselines and repeats left out) is predicted again here, as ``ampbench predict`` would
+(:func:`~ampbench.predict.run.predict_target`: the same target, batch, precision, memory format and compile/CUDA-graph
+execution, on the catalogue's entry for the GPU that ran it), and paired with its measurement. Nothing is fitted on
+these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels, the host's from a micro-benchmark on the
+lent machine's host (``benchmarks/host_overhead.py``), neither from a step checked here.
 """
 
 from __future__ import annotations
@@ -82,9 +82,13 @@ def load(folder: str, results: Path = RESULTS) -> tuple[Gpu, list[dict[str, Any]
     """The catalogue GPU of a results folder, its ok measured cells and each run's identity config."""
     gpu = lookup(LENT[folder])
     assert gpu is not None, folder  # (a catalogue key of ours)
-    data = json.loads((results / folder / "runs.json").read_text())
-    configs = {r["run_id"]: r["config"]["identity"] for r in data["runs"]}
-    rows = [r for r in data["rows"] if r["status"] == "ok" and not r["closing_baseline"] and not r["repeat_of"]]
+    configs: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    folder_path = results / folder
+    for path in [folder_path / "runs.json", *sorted(folder_path.glob("runs_[0-9].json"))]:  # (a later lease's runs_2)
+        data = json.loads(path.read_text())
+        configs.update({r["run_id"]: r["config"]["identity"] for r in data["runs"]})
+        rows += [r for r in data["rows"] if r["status"] == "ok" and not r["closing_baseline"] and not r["repeat_of"]]
     return gpu, rows, configs
 
 

@@ -293,7 +293,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                 "reason": f"predicted peak {mem.peak / 2**30:,.1f} GiB exceeds the {mem.usable / 2**30:,.1f} GiB the "
                           f"allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
-    trust = band(gpu, cost.op_split, cost.math_mode, cost.bound)
+    trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None)
     step_s, world, spread = cost.step_s, 1, {}
     if fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
         d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s, host=host, compiled=compiled)
