@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ampbench.predict.compile_references import GAIN_GOAL, PUBLISHED, rows
+from ampbench.predict.compile_references import GAIN_GOAL, PUBLISHED, checked, rows
 
 ROWS = {(r.gpu, r.model, r.batch): r for r in rows()}
-CHECKED = sorted(k for k, r in ROWS.items() if r.checked)
+CHECKED = sorted(ROWS)
 MISSED = {("A100", "convnext", 16), ("V100", "convnext", 4), ("V100", "convnext", 16), ("T4", "convnext", 4),
           ("T4", "convnext", 16)}
 """ConvNeXt-large: published 6-13% faster compiled, predicted 1-2% (its elementwise work is 7% of the predicted GPU
@@ -19,8 +19,9 @@ time: what the rest of the gain is -- a faster depthwise convolution in the comp
 
 
 def test_the_checked_rows_are_chosen_by_the_published_figures_alone() -> None:
-    assert len(ROWS) == sum(len(m) for m in PUBLISHED.values()) == 36
-    assert len(CHECKED) == 17
+    assert sum(len(m) for m in PUBLISHED.values()) == 36
+    assert len(CHECKED) == 17 and all(r.checked for r in ROWS.values())
+    assert sum(checked(g, m, b) for (g, b), models in PUBLISHED.items() for m in models) == 17
     assert all(batch > 1 for _, _, batch in CHECKED)
     assert ("A100", "resnet", 16) not in CHECKED  # (7.0 ms at 16 against 6.5 at 1: its host's time, not the GPU's)
 
@@ -32,6 +33,6 @@ def test_the_predicted_compile_gain_is_within_5_percent_of_the_published(key: tu
     assert abs(r.gain_error) <= GAIN_GOAL, (r.predicted_gain, r.gain)
 
 
-def test_compiling_never_predicts_a_slower_forward_and_fuses_fewer_kernels() -> None:
+def test_compiling_never_predicts_a_slower_forward() -> None:
     for r in ROWS.values():
         assert r.predicted_compiled_ms <= r.predicted_eager_ms

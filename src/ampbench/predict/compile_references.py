@@ -113,8 +113,8 @@ class CompileRow:
 
     @property
     def checked(self) -> bool:
-        """Whether the GPU sets this row (its eager latency at least twice the model's at batch 1, as published)."""
-        return self.eager_ms >= 2 * PUBLISHED[(self.gpu, 1)][self.model][0]
+        """Whether the GPU sets this row (:func:`checked`)."""
+        return checked(self.gpu, self.model, self.batch)
 
     @property
     def gain(self) -> float:
@@ -138,14 +138,23 @@ class CompileRow:
         return self.predicted_eager_ms / self.eager_ms - 1
 
 
-def rows() -> list[CompileRow]:
-    """Every published row beside its prediction (eager, and compiled as Inductor's default mode runs it)."""
+def checked(gpu: str, model: str, batch: int) -> bool:
+    """Whether the GPU sets a published row: its eager latency at least twice the same model's at batch 1 on the same
+    GPU (the published figures alone say so)."""
+    return PUBLISHED[(gpu, batch)][model][0] >= 2 * PUBLISHED[(gpu, 1)][model][0]
+
+
+def rows(only_checked: bool = True) -> list[CompileRow]:
+    """The published rows (the checked ones, or all) beside their predictions (eager, and compiled as Inductor's
+    default mode runs it)."""
     out = []
     for (gpu_name, batch), models in PUBLISHED.items():
         gpu = lookup(GPUS[gpu_name])
         assert gpu is not None, gpu_name
         ampere = gpu.capability >= (8, 0)
         for model, (eager, compiled) in models.items():
+            if only_checked and not checked(gpu_name, model, batch):
+                continue
             trace = _trace(model, batch)
             e = price(trace, gpu, tf32=False, conv_tf32=ampere).step_s * 1e3
             c = price(trace, gpu, tf32=False, conv_tf32=ampere, compiled=Compiled(fuse=True, graphs=False)).step_s
