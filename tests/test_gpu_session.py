@@ -60,42 +60,65 @@ def _on_cpu(args: list[str], db: Path) -> list[str]:
     return [*out, "--dry-run", "--no-isolate"]  # (PyTorch targets validated in this process: a parse check)
 
 
-def test_every_ampbench_run_of_the_session_parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+_SESSION = _dry_run()
+_RUNS = [c[1:] for c in _SESSION if c[:2] == ["ampbench", "run"]]
+
+
+def _others() -> list[list[str]]:
+    """The session's other ampbench commands, each once (the lease and predict stages predict the same cells)."""
+    out, seen = [], set()
+    for args in (c[1:] for c in _SESSION if c[0] == "ampbench" and c[1] != "run"):
+        key = tuple(a for i, a in enumerate(args) if a != "--json" and (i == 0 or args[i - 1] != "--json"))
+        if key not in seen:
+            seen.add(key)
+            out.append(args)
+    return out
+
+
+_OTHERS = _others()
+
+
+def test_the_session_has_its_runs_and_other_commands() -> None:
+    assert len(_RUNS) >= 10
+    fp8 = [a for a in _RUNS if "--precisions" in a and "fp8" in a[a.index("--precisions") + 1]]
+    assert fp8 and all(a[a.index("--fp8-filter") + 1] == "dims" for a in fp8)  # (auto converts none of BERT-large)
+    assert {c[0] for c in _OTHERS} == {"hw", "predict", "compare", "export", "report"}
+
+
+# (one test per command: the two workers share them)
+@pytest.mark.parametrize("args", _RUNS, ids=lambda a: " ".join(a)[:60])
+def test_every_ampbench_run_of_the_session_parses(args: list[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.bench.estimate import ENV_OFF
 
     monkeypatch.setenv(ENV_OFF, "1")  # (arguments checked, not the length of a BERT-large run: test_estimate's job)
-    runs = [c[1:] for c in _dry_run() if c[:2] == ["ampbench", "run"]]
-    assert len(runs) >= 10
-    for args in runs:
-        code, out, err = cli(*_on_cpu(args, tmp_path / "r.db"))
-        assert code == 0, (args, err)
-    fp8 = [a for a in runs if "--precisions" in a and "fp8" in a[a.index("--precisions") + 1]]
-    assert fp8 and all(a[a.index("--fp8-filter") + 1] == "dims" for a in fp8)  # (auto converts none of BERT-large)
+    code, out, err = cli(*_on_cpu(args, tmp_path / "r.db"))
+    assert code == 0, (args, err)
 
 
-def test_the_other_ampbench_commands_of_the_session_run(tmp_path: Path) -> None:
-    db = tmp_path / "r.db"
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A store holding one run (what the session's compare, report and export read), made once per worker."""
+    db = tmp_path_factory.mktemp("session") / "r.db"
     code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
                        "--warmup", "1", "--no-isolate", "--no-report", "--db", str(db))
     assert code == 0, err
     from ampbench.store import Store
 
-    run_id = Store(db, create=False).runs()[-1].run_id
-    others = [c[1:] for c in _dry_run() if c[0] == "ampbench" and c[1] != "run"]
-    assert {c[0] for c in others} == {"hw", "predict", "compare", "export", "report"}
-    seen = set()  # (the lease and predict stages predict the same cells: each command checked once)
-    for args in others:
-        key = tuple(a for i, a in enumerate(args) if a != "--json" and (i == 0 or args[i - 1] != "--json"))
-        if key in seen:
-            continue
-        seen.add(key)
-        args = [run_id if a == "RUN" else str(tmp_path / Path(a).name)
-                if a.startswith(("benchmarks/results/", "out/gpu/")) and a != "out/gpu/results.db" else a for a in args]
-        args = [str(db) if a == "out/gpu/results.db" else "cpu" if a == "cuda" else a for a in args]
-        if args[0] == "hw":
-            args.append("--no-gemm")
-        code, out, err = cli(*args)
-        assert code == 0, (args, err)
+    return db, Store(db, create=False).runs()[-1].run_id
+
+
+@pytest.mark.parametrize("args", _OTHERS, ids=lambda a: " ".join(a)[:60])
+def test_the_other_ampbench_commands_of_the_session_run(args: list[str], tmp_path: Path,
+                                                        stored_run: tuple[Path, str]) -> None:
+    db, run_id = stored_run
+    args = [run_id if a == "RUN" else str(tmp_path / Path(a).name)
+            if a.startswith(("benchmarks/results/", "out/gpu/")) and a != "out/gpu/results.db" else a for a in args]
+    args = [str(db) if a == "out/gpu/results.db" else "cpu" if a == "cuda" else a for a in args]
+    if args[0] == "hw":
+        args.append("--no-gemm")
+    code, out, err = cli(*args)
+    assert code == 0, (args, err)
 
 
 @pytest.mark.parametrize("script", ["engine_overhead.py", "host_overhead.py", "harness_overhead.py", "grad_reduce.py"])
