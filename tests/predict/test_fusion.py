@@ -183,3 +183,21 @@ def test_bad_execution_values_are_one_line_and_exit_2(args: list[str], said: str
     code, _, err = cli("predict", "--gpu", "t4", *args, "--db", str(tmp_path / "r.db"))
     assert code == 2 and said in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_reduction_to_one_value_is_a_kernel_before_the_pass_that_uses_it() -> None:
+    """fp8's tensorwise cast: the tensor's amax (one value) must be complete before the cast scales the tensor with
+    it: two kernels, the tensor read twice; a row-wise amax (one value per row) and its cast are one kernel."""
+    whole = [_op("aten.abs", [(1, MB)], [(2, MB)]),
+             _op("aten.max", [(2, MB)], [(3, 4)], reduces=True),
+             _op("aten.reciprocal", [(3, 4)], [(4, 4)]),
+             _op("aten.mul", [(1, MB), (4, 4)], [(5, MB // 2)]),
+             _op("aten.mm", [(5, MB // 2), (6, MB)], [(7, MB)])]
+    fused = fusion.compiled(whole)[0]
+    assert fused.tensors == 2 and fused.bytes_read == 2 * MB and dict(fused.writes) == {5: MB // 2}
+    rows = [_op("aten.abs", [(1, MB)], [(2, MB)]),
+            _op("aten.amax", [(2, MB)], [(3, 4096)], reduces=True),
+            _op("aten.mul", [(1, MB), (3, 4096)], [(5, MB // 2)]),
+            _op("aten.mm", [(5, MB // 2), (6, MB)], [(7, MB)])]
+    fused = fusion.compiled(rows)[0]
+    assert fused.tensors == 1 and fused.bytes_read == MB

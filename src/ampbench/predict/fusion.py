@@ -17,7 +17,9 @@ flow (:attr:`~ampbench.predict.trace.Op.reads`/``writes``), with the rules Induc
   optimizer) or what outlives the step (a buffer updated in place); what stays inside never reaches memory.
 - **Kernels of a group**: one per reduction it holds (a reduction and the elementwise ops around it are one kernel;
   a normalisation's forward one, its backward and batch norm's forward two: a row reduction and a column one, or the
-  statistics and then their use), at least one; each kernel after the first reads its input again.
+  statistics and then their use), at least one; each kernel after the first reads its input again. A reduction to a
+  single value (a tensor's amax, as fp8's tensorwise scaling takes it) must finish before anything uses it over the
+  tensor: the elementwise ops after it that read a tensor (the cast it scales) are a kernel more, reading it again.
 
 Left out (a compiled step is predicted a little slower than Inductor makes it): the partitioner recomputing cheap
 elementwise ops in the backward instead of saving them, horizontal fusion of independent ops, GEMM epilogues and
@@ -51,6 +53,8 @@ ONE_STAGE = {"aten.native_layer_norm", "aten._fused_rms_norm", "aten._softmax", 
              "aten._native_batch_norm_legit_no_training"}
 """Ops with a reduction inside that Inductor makes one kernel (a persistent reduction over each row)."""
 FUSED = "inductor.fused"
+GLOBAL_MIN_BYTES = 64 * 1024
+"""A reduction of at least this many bytes to one value is split across thread blocks: its users wait for all."""
 
 
 def fusible(op: Op) -> bool:
@@ -117,12 +121,19 @@ def _fused(ops: list[Op], members: list[int], first_touch: dict[int, int], reade
     read: dict[int, int] = {}
     written: dict[int, int] = {}
     kernels, again = 0, 0
+    waiting: list[int] = []  # (reductions to one value whose users over a tensor are not counted yet)
     for i in members:
         op = ops[i]
+        if waiting and op.bytes_read >= GLOBAL_MIN_BYTES and not stages(op):  # (the pass after a whole-tensor reduction)
+            kernels += 1
+            again += max(ops[w].bytes_read for w in waiting)
+            waiting = []
         for key, size in op.reads:
             if key not in made:
                 read[key] = max(read.get(key, 0), size)
         n = stages(op)
+        if op.reduces and op.bytes_written <= 8 and op.bytes_read >= GLOBAL_MIN_BYTES:
+            waiting.append(i)
         if n:
             if kernels:  # (a reduction after the group's first: its kernel reads its input again)
                 again += op.bytes_read
