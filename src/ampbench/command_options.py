@@ -307,11 +307,12 @@ class PredictGpus:
 class PredictDistribution:
     PANEL: ClassVar[str] = "Many GPUs"
 
-    gpus_per_node: int = opt(1, "GPUs per machine (with --strategy ddp; --batch-size is each GPU's).", "--gpus")
-    nodes: int = opt(1, "Machines (with --strategy ddp).", "--nodes")
-    strategy: str | None = opt(None, "ddp: the gradients all-reduced in DDP's buckets over the GPUs (fsdp: not "
-                                     "predicted yet).", "--strategy")
-    interconnect: str | None = opt(None, "The slowest link the all-reduce crosses: nvlink | pcie within a machine "
+    gpus_per_node: int = opt(1, "GPUs per machine (with --strategy; --batch-size is each GPU's).", "--gpus")
+    nodes: int = opt(1, "Machines (with --strategy).", "--nodes")
+    strategy: str | None = opt(None, "ddp: the gradients all-reduced in DDP's buckets over the GPUs; fsdp: FSDP2 as run "
+                                     "wraps the model (the parameters all-gathered, the gradients reduce-scattered, "
+                                     "the optimizer sharded).", "--strategy")
+    interconnect: str | None = opt(None, "The slowest link the collectives cross: nvlink | pcie within a machine "
                                          "(default nvlink where the GPU has it), infiniband | ethernet across machines "
                                          "(default infiniband).", "--interconnect")
 

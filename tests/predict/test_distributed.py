@@ -1,5 +1,6 @@
-"""``ampbench predict --gpus N --strategy ddp``: the ring all-reduce recomputed by hand, DDP's buckets, the exposed
-communication, the fabric's refusals, and the scaling efficiency against published multi-GPU results."""
+"""``ampbench predict --gpus N --strategy ddp|fsdp``: the ring all-reduce recomputed by hand, DDP's buckets, the
+exposed communication, FSDP2's all-gather and reduce-scatter as run wraps the model, the fabric's refusals, and the
+scaling efficiency against published multi-GPU results."""
 
 from __future__ import annotations
 
@@ -7,13 +8,22 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup
 from ampbench.predict import neusight
 from ampbench.predict.config import PredictConfig
 from ampbench.predict.cost import price
-from ampbench.predict.distributed import BUCKET_BYTES, FIRST_BUCKET_BYTES, Fabric, buckets, ddp_cost, fabric
+from ampbench.predict.distributed import (
+    BUCKET_BYTES,
+    FIRST_BUCKET_BYTES,
+    Fabric,
+    buckets,
+    ddp_cost,
+    fabric,
+    fsdp_cost,
+)
 from ampbench.predict.references import resnet50_workload
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.factory import build_meta
@@ -78,8 +88,8 @@ def test_predict_over_many_gpus(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kw, said", [
-    ({"gpus_per_node": 8}, "need --strategy ddp"), ({"strategy": "ddp"}, "needs more than one GPU"),
-    ({"gpus_per_node": 8, "strategy": "fsdp"}, "fsdp is not predicted yet"),
+    ({"gpus_per_node": 8}, "need --strategy ddp or fsdp"), ({"strategy": "ddp"}, "needs more than one GPU"),
+    ({"gpus_per_node": 8, "strategy": "zero3"}, "predict takes ddp or fsdp"),
     ({"gpus_per_node": 8, "strategy": "ddp", "inference": True}, "--inference one GPU's forward"),
     ({"gpus_per_node": 4, "strategy": "ddp", "interconnect": "nvlink", "gpu": "t4"}, "t4 has no NVLink")])
 def test_bad_many_gpu_options_are_one_line(kw: dict, said: str) -> None:
@@ -122,3 +132,57 @@ def test_neusight_four_h100_data_parallel_scaling() -> None:
     d = ddp_cost(trace, gpu, False, fabric(gpu, 4, 1, None))
     measured = one.total_ms / 642.0809020996094
     assert abs(d.scaling_efficiency / measured - 1) <= 0.15, (d.scaling_efficiency, measured)
+
+
+# ---- FSDP2 ----------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("precision, gather, reduce", [("amp-bf16", 4, 4), ("pure-bf16", 2, 2), ("master-bf16", 2, 4)])
+def test_fsdp_moves_the_parameters_and_gradients_in_the_layouts_dtypes_and_nothing_hides_it(
+        precision: str, gather: int, reduce: int) -> None:
+    """Recomputed by hand from the model's parameters and the dtypes ``run --strategy fsdp`` uses (amp-*: fp32
+    parameters and gradients; pure-*: half both; master-*: half all-gathered, fp32 reduced, its LayerNorms fp32 units
+    all-gathered twice): a rank sends (N-1)/N of each whole tensor, the all-gather before the forward and the
+    reduce-scatter after the backward are a ring's each, and the step is one GPU's with both added and the optimizer's
+    GPU work shared by the ranks."""
+    from ampbench.distributed.strategy import layout
+    from ampbench.precision import get
+    from ampbench.workloads import DataOptions, build_target
+
+    build = lambda: build_target("bert", None, "tiny", DataOptions(), 0, preset_given=False)  # noqa: E731
+    wl = build()
+    numel = sum(p.numel() for p in {id(p): p for p in wl.model.parameters()}.values())
+    norm = sum(p.numel() for m in wl.model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters())
+    trace = trace_step(build_meta(build), precision, 8)
+    assert (trace.param_numel, trace.norm_numel) == (numel, norm)
+    gpu = lookup("a100-80gb")
+    fab = fabric(gpu, 8, 1, None, "fsdp")
+    f = fsdp_cost(trace, gpu, False, fab, layout("fsdp", get(precision)))
+    gathered = (numel - norm) * gather + 2 * norm * 4 if precision.startswith("master") else numel * gather
+    assert f.comm_bytes == int(7 / 8 * (gathered + numel * reduce))
+    assert f.allgather_s == pytest.approx(7 / 8 * gathered / (fab.bus_gbs * 1e9) + 7 * fab.hop_s)
+    assert f.reduce_scatter_s == pytest.approx(7 / 8 * numel * reduce / (fab.bus_gbs * 1e9) + 7 * fab.hop_s)
+    rest = price(trace, gpu, False, phases=("forward", "loss", "backward", "step")).step_s
+    optimizer = price(trace, gpu, False, phases=("optimizer",))
+    assert f.step_s == pytest.approx(rest + f.allgather_s + f.reduce_scatter_s
+                                     + max(optimizer.host_s, optimizer.gpu_s / 8))
+    assert f.exposed_s == f.allgather_s + f.reduce_scatter_s and 0 < f.scaling_efficiency < 1
+
+
+def test_predict_fsdp_rows_say_what_they_move_and_shard_the_optimizer(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    code, text, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny",
+                          "--precisions", "fp32,master-bf16", "--gpus", "4", "--strategy", "fsdp",
+                          "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert code == 0, err
+    rows = {r["precision"]: r for r in json.loads(out.read_text())}
+    one = {r["precision"]: r for r in PredictConfig.from_strings(gpu="a100-80gb", workloads="tabular-mlp",
+                                                                 preset="tiny", precisions="fp32,master-bf16").predict()}
+    for name, r in rows.items():
+        assert r["status"] == "ok" and r["strategy"] == "fsdp" and r["world_size"] == 4
+        assert r["predicted_comm_ms"] == pytest.approx(r["predicted_allgather_ms"] + r["predicted_reduce_scatter_ms"])
+        assert r["predicted_comm_bytes_per_step"] > 0 and 0 < r["predicted_scaling_efficiency"] < 1
+        single = one[name]
+        assert r["predicted_optimizer_bytes"] == single["predicted_optimizer_bytes"] - (
+            single["predicted_optimizer_bytes"] - single["predicted_optimizer_bytes"] // 4)
+        assert r["predicted_peak_bytes"] == single["predicted_peak_bytes"] - (
+            single["predicted_optimizer_bytes"] - r["predicted_optimizer_bytes"])
+    assert "reduce-scatter" in " ".join(text.split())

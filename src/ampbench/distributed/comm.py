@@ -28,14 +28,19 @@ def bytes_per_step(layout: Layout, model: nn.Module, world: int, norm_params: in
     """Per rank, per optimizer step. ``model``: the model (its trainable parameters' global sizes);
     ``norm_params``: how many of their elements sit in FSDP units of their own (resharded after forward);
     ``fp8_params``: how many are all-gathered in fp8 (``layout.fp8_all_gather``: the Float8Linear weights)."""
-    if world <= 1:
-        return 0
     numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    share = (world - 1) / world
-    reduce = layout.reduce_dtype or layout.grad_dtype
     if layout.strategy == "ddp":
-        return int(2 * share * numel * _size(reduce))
+        return int(2 * (world - 1) / world * numel * _size(layout.reduce_dtype or layout.grad_dtype)) if world > 1 else 0
+    gathered, reduced = fsdp_bytes(layout, numel, norm_params, fp8_params)
+    return int((world - 1) / world * (gathered + reduced)) if world > 1 else 0
+
+
+def fsdp_bytes(layout: Layout, numel: int, norm_params: int = 0, fp8_params: int = 0) -> tuple[int, int]:
+    """FSDP2, per step: the bytes of the whole tensors all-gathered (the parameters in the param dtype for the forward,
+    the norm units' fp32 ones twice: resharded after forward; fp8-tensorwise's Float8Linear weights in 1 byte) and
+    reduce-scattered (the gradients in the reduce dtype), of ``numel`` trainable elements. A rank sends (N - 1) / N
+    of each."""
     gather_dtype = layout.fsdp_param_dtype or layout.grad_dtype
     fp8 = fp8_params if layout.fp8_all_gather else 0
     gathered = (numel - norm_params - fp8) * _size(gather_dtype) + 2 * norm_params * 4 + fp8  # norm units: fp32, twice
-    return int(share * (gathered + numel * _size(reduce)))
+    return gathered, numel * _size(layout.reduce_dtype or layout.grad_dtype)

@@ -121,12 +121,11 @@ class PredictConfig:
         if inference and states != (None,):
             raise AmpbenchError("--optimizer-state applies to training; --inference predicts the forward alone (no "
                                 "optimizer)")
-        if strategy not in (None, "ddp"):
-            raise AmpbenchError(f"--strategy {strategy}: predict takes ddp (fsdp is not predicted yet: measure it with "
-                                "ampbench run --strategy fsdp)")
+        if strategy not in (None, "ddp", "fsdp"):
+            raise AmpbenchError(f"--strategy {strategy}: predict takes ddp or fsdp (as run --strategy runs them)")
         if (gpus_per_node * nodes > 1) != (strategy is not None):
-            raise AmpbenchError("--gpus/--nodes over one GPU need --strategy ddp, and --strategy needs more than one GPU "
-                                f"(got --gpus {gpus_per_node} --nodes {nodes}, --strategy {strategy})")
+            raise AmpbenchError("--gpus/--nodes over one GPU need --strategy ddp or fsdp, and --strategy needs more than "
+                                f"one GPU (got --gpus {gpus_per_node} --nodes {nodes}, --strategy {strategy})")
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
@@ -146,7 +145,7 @@ class PredictConfig:
         """Each GPU's fabric under ``--strategy`` (none on one GPU); one line for a fabric that cannot be."""
         if self.strategy is None:
             return {}
-        return {g.key: fabric(g, self.gpus_per_node, self.nodes, self.interconnect) for g in self.gpus}
+        return {g.key: fabric(g, self.gpus_per_node, self.nodes, self.interconnect, self.strategy) for g in self.gpus}
 
     def predict(self, tracing: Callable[[Target], Any] | None = None) -> list[dict[str, Any]]:
         """The predicted rows of every target x batch size x precision (x optimizer state). ``tracing(target)``: a

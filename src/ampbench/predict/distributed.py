@@ -10,13 +10,22 @@ queue behind it) runs past the backward's end is the step's exposed communicatio
 The fabric: within one machine NVLink (half the datasheet's both-directions figure per direction) or PCIe (x16 of the
 GPU's generation); across machines the network -- InfiniBand taken as one HDR 200 Gb/s NIC per GPU (25 GB/s, as a
 DGX has), Ethernet as one 100 GbE port per machine shared by its GPUs -- and the ring runs at its slowest link.
-NCCL reaches ``BUS_EFFICIENCY`` of a link (a prior, not fitted). FSDP is not predicted (refused in one line).
+NCCL reaches ``BUS_EFFICIENCY`` of a link (a prior, not fitted).
+
+FSDP2 as ``run --strategy fsdp`` wraps the model (:func:`ampbench.distributed.wrap.wrap_fsdp`): the root is one unit
+(master-* modes: the normalisation layers units of their own, in fp32), so its parameters are all-gathered before the
+forward -- nothing to overlap with: the first unit -- and kept through the backward (FSDP2 does not reshard the root
+after forward), and its gradients reduce-scattered once the backward is done, before the optimizer, which steps each
+rank's shard (1/N of the optimizer's work). The bytes are ``run``'s count (:func:`ampbench.distributed.comm.
+fsdp_bytes`: the layout's dtypes), a ring's ``(n-1)/n x bytes / bus bandwidth + (n-1)`` hops each way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ampbench.distributed.comm import fsdp_bytes
+from ampbench.distributed.strategy import Layout
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu
 from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
@@ -43,6 +52,8 @@ class Fabric:
     bus_gbs: float
     """The ring's bus bandwidth, GB/s (its slowest link, at NCCL's efficiency)."""
     hop_s: float
+    strategy: str = "ddp"
+    """How the ranks share the training: ddp (every rank the whole model) or fsdp (FSDP2, parameters sharded)."""
 
     @property
     def world(self) -> int:
@@ -54,8 +65,15 @@ class Fabric:
             return 0.0
         return 2 * (n - 1) / n * nbytes / (self.bus_gbs * 1e9) + 2 * (n - 1) * self.hop_s
 
+    def gather_s(self, nbytes: float) -> float:
+        """A ring all-gather (or reduce-scatter) of a whole tensor of ``nbytes``: half an all-reduce."""
+        n = self.world
+        if n <= 1 or nbytes <= 0:
+            return 0.0
+        return (n - 1) / n * nbytes / (self.bus_gbs * 1e9) + (n - 1) * self.hop_s
 
-def fabric(gpu: Gpu, gpus: int, nodes: int, interconnect: str | None) -> Fabric:
+
+def fabric(gpu: Gpu, gpus: int, nodes: int, interconnect: str | None, strategy: str = "ddp") -> Fabric:
     """The fabric ``gpus`` x ``nodes`` of ``gpu`` train over; ``interconnect`` names the slowest link the ring crosses
     (one machine: nvlink or pcie, default nvlink where the GPU has it; several: infiniband or ethernet, default
     infiniband). One line for what cannot be."""
@@ -78,7 +96,7 @@ def fabric(gpu: Gpu, gpus: int, nodes: int, interconnect: str | None) -> Fabric:
     links = [gpu.nvlink_gbs / 2 if intra_kind == "nvlink" and kind != "pcie" else gpu.pcie_gbs or 0.0]
     if nodes > 1:
         links.append(NIC_GBS[kind] if kind == "infiniband" else NIC_GBS[kind] / gpus)
-    return Fabric(gpus, nodes, kind, min(links) * BUS_EFFICIENCY, HOP_US[kind] * 1e-6)
+    return Fabric(gpus, nodes, kind, min(links) * BUS_EFFICIENCY, HOP_US[kind] * 1e-6, strategy)
 
 
 def buckets(grad_bytes: int) -> list[int]:
@@ -123,3 +141,39 @@ def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | 
         end = max(end, ready) + t
     exposed = min(total, max(0.0, end - backward)) if fab.world > 1 else 0.0  # (never more than it all: rounding)
     return DdpCost(single + exposed, single, total, exposed)
+
+
+@dataclass(frozen=True)
+class FsdpCost:
+    step_s: float
+    """Each rank's step: the all-gather, the forward and backward, the reduce-scatter, its shard's optimizer step."""
+    single_s: float
+    allgather_s: float
+    reduce_scatter_s: float
+    comm_bytes: int
+    """Bytes one rank sends a step (``run``'s ``comm_bytes_per_step``)."""
+
+    @property
+    def exposed_s(self) -> float:
+        """Communication nothing overlaps (the root unit: all of it)."""
+        return self.allgather_s + self.reduce_scatter_s
+
+    @property
+    def scaling_efficiency(self) -> float:
+        return self.single_s / self.step_s
+
+
+def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, host: Host = MEASURED_HOST,
+              compiled: Compiled | None = None) -> FsdpCost:
+    """The step of ``trace`` (one rank's batch, traced as one GPU runs the precision) under FSDP2 over ``fab`` with
+    ``layout``'s dtypes, issued by ``host``."""
+    single = price(trace, gpu, tf32, host=host, compiled=compiled)
+    rest = price(trace, gpu, tf32, phases=("forward", "loss", "backward", "step"), host=host, compiled=compiled)
+    optimizer = price(trace, gpu, tf32, phases=("optimizer",), host=host, compiled=compiled)
+    norm = trace.norm_numel if layout.fsdp_norm_units else 0
+    gathered, reduced = fsdp_bytes(layout, trace.param_numel, norm, trace.fp8_numel)
+    n = fab.world
+    shard = max(optimizer.host_s, optimizer.gpu_s / n)  # (each rank steps 1/N of the parameters: the same calls)
+    gather, scatter = fab.gather_s(gathered), fab.gather_s(reduced)
+    return FsdpCost(rest.step_s + gather + scatter + shard, single.step_s, gather, scatter,
+                    int((n - 1) / n * (gathered + reduced)) if n > 1 else 0)

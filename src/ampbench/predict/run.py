@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ampbench.cells import CellId
+from ampbench.distributed.strategy import layout
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
 from ampbench.measure.gpus import Gpu, lookup, predictable
@@ -29,7 +30,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
 from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
-from ampbench.predict.distributed import Fabric, ddp_cost
+from ampbench.predict.distributed import Fabric, ddp_cost, fsdp_cost
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
 from ampbench.workloads.base import Workload
@@ -217,7 +218,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         baselines: dict[str, float] = {}
         for base in ("fp32", "tf32"):
             if refusal(gpu, base) is None:
-                baselines[base] = _step_s(trace_of(base), gpu, base == "tf32", fab, host, compiled)
+                baselines[base] = _step_s(trace_of(base), gpu, base == "tf32", fab, host, compiled, base)
         for precision in precisions:
             name = get(precision).name
             seen: set[str | None] = set()
@@ -234,8 +235,11 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
     return rows
 
 
-def _step_s(trace: Any, gpu: Gpu, tf32: bool, fab: Fabric | None, host: Host, compiled: Compiled | None) -> float:
-    """The step of ``trace`` on ``gpu`` (under DDP on ``fab``), eager or ``compiled``."""
+def _step_s(trace: Any, gpu: Gpu, tf32: bool, fab: Fabric | None, host: Host, compiled: Compiled | None,
+            precision: str = "fp32") -> float:
+    """The step of ``trace`` (``precision``'s) on ``gpu`` (under ``fab``'s strategy), eager or ``compiled``."""
+    if fab is not None and fab.strategy == "fsdp":
+        return fsdp_cost(trace, gpu, tf32, fab, layout("fsdp", get(precision)), host, compiled).step_s
     if fab is not None:
         return ddp_cost(trace, gpu, tf32, fab, host=host, compiled=compiled).step_s
     return price(trace, gpu, tf32=tf32, host=host, compiled=compiled).step_s
@@ -287,15 +291,28 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_temporary_bytes=mem.temporary, predicted_workspace_bytes=mem.workspace,
         predicted_context_bytes=mem.context, predicted_usable_bytes=mem.usable, predicted_max_batch=mem.max_batch,
         optimizer=trace.optimizer, predicted_optimizer_states=trace.optimizer_states)
-    if not mem.fits:
+    sharded = 0
+    if fab is not None and fab.strategy == "fsdp":  # (the optimizer's state and fp32 masters: 1/N a rank; the root
+        sharded = mem.optimizer - mem.optimizer // fab.world  # unit's parameters and gradients whole while it computes)
+        memory_keys.update(predicted_optimizer_bytes=mem.optimizer - sharded, predicted_peak_bytes=mem.peak - sharded)
+    if mem.peak - sharded > mem.usable:
         fits = "no batch fits" if not mem.max_batch else f"the largest batch that fits: {mem.max_batch:,}"
         return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
-                "reason": f"predicted peak {mem.peak / 2**30:,.1f} GiB exceeds the {mem.usable / 2**30:,.1f} GiB the "
-                          f"allocator can fill on {gpu.key} ({fits})"}
+                "reason": f"predicted peak {(mem.peak - sharded) / 2**30:,.1f} GiB exceeds the "
+                          f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
     trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None)
     step_s, world, spread = cost.step_s, 1, {}
-    if fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
+    if fab is not None and fab.strategy == "fsdp":  # FSDP2: the root unit's all-gather and reduce-scatter, exposed
+        f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled)
+        step_s, world = f.step_s, fab.world
+        spread = {"strategy": "fsdp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
+                  "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
+                  "predicted_allgather_ms": f.allgather_s * 1e3, "predicted_reduce_scatter_ms": f.reduce_scatter_s * 1e3,
+                  "predicted_comm_ms": f.exposed_s * 1e3, "predicted_comm_share": f.exposed_s / step_s,
+                  "predicted_scaling_efficiency": f.scaling_efficiency,
+                  "predicted_samples_per_s_per_gpu": batch / step_s, "predicted_comm_bytes_per_step": f.comm_bytes}
+    elif fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
         d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s, host=host, compiled=compiled)
         step_s, world = d.step_s, fab.world
         spread = {"strategy": "ddp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
@@ -304,7 +321,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                   "predicted_comm_share": d.exposed_s / step_s, "predicted_scaling_efficiency": d.scaling_efficiency,
                   "predicted_samples_per_s_per_gpu": batch / step_s}
     if compiled is not None:  # the compile gain: this precision's eager step over this one
-        spread["predicted_speedup_vs_eager"] = _step_s(trace, gpu, get(name).tf32, fab, host, None) / step_s
+        spread["predicted_speedup_vs_eager"] = _step_s(trace, gpu, get(name).tf32, fab, host, None, name) / step_s
     return {**row, **memory_keys, **trust.as_row(), **spread, **dict(
         status="ok", predicted_step_ms=step_s * 1e3, predicted_samples_per_s=world * batch / step_s,
         predicted_speedup_vs_fp32=baselines["fp32"] / step_s if "fp32" in baselines else None,

@@ -30,6 +30,7 @@ from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa
 from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
 from ampbench.measure.op_kinds import ZERO_COST, is_view
 from ampbench.precision import MixedPrecision
+from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.optimizer_state import compile_as_no_op, is_torchao
 from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import FUSABLE
@@ -303,6 +304,12 @@ class Trace:
     outputs: tuple[int, ...] = ()
     """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
     not (an inference forward's output is read by no traced op)."""
+    param_numel: int = 0
+    """The model's trainable parameters' elements (each shared one once): what a data-parallel strategy moves."""
+    norm_numel: int = 0
+    """Of them, the normalisation layers' (FSDP master-* makes them fp32 units of their own)."""
+    fp8_numel: int = 0
+    """Of them, the weights of the Linear layers converted to torchao's Float8Linear (fp8 modes)."""
 
     @property
     def held_bytes(self) -> int:
@@ -481,11 +488,18 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
     temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward")), default=0)
     split = held[0]
+    trainable = {id(p): p for p in model.parameters() if p.requires_grad}
+    norms = {id(p): p for _, m in resolve_keep_fp32(model, mp.keep_fp32, keep_norm=True) for p in m.parameters()
+             if p.requires_grad}
+    converted = mp.fp8_layers.converted if mp.fp8_layers is not None else ()
     return Trace(rec.ops, batch_size, split.weights, split.grads, split.optimizer,
                  tensor_bytes([*masters, *(m.grad for m in masters)]), act[0], temporary, type(optimizer).__name__,
                  fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
-                 stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state))
+                 stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
+                 param_numel=sum(p.numel() for p in trainable.values()),
+                 norm_numel=sum(p.numel() for p in norms.values()),
+                 fp8_numel=sum(model.get_submodule(n).weight.numel() for n in converted))
 
 
 def _on_model_backward(out: Any, rec: _Recorder) -> None:

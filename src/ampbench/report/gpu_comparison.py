@@ -203,8 +203,8 @@ def wide_csv(rows: list[dict[str, Any]]) -> str:
 
 
 def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
-    """Per GPU of a many-GPU prediction: the fabric, the all-reduce a step runs and what of it the backward does not
-    hide, the scaling efficiency per mode (plain text)."""
+    """Per GPU of a many-GPU prediction: the fabric, the communication a step runs (DDP's all-reduce and what of it
+    the backward does not hide; FSDP's all-gather and reduce-scatter), the scaling efficiency per mode (plain text)."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if r.get("strategy") and r.get("status") == "ok":
@@ -212,7 +212,13 @@ def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
     for gpu, group in by.items():
         r = group[0]
         eff = ", ".join(f"{_mode(x)} {x['predicted_scaling_efficiency']:.2f}" for x in group)
+        if r["strategy"] == "fsdp":
+            comm = (f"the parameters' all-gather {r['predicted_allgather_ms']:,.2f} ms before the forward and the "
+                    f"gradients' reduce-scatter {r['predicted_reduce_scatter_ms']:,.2f} ms after the backward (one unit, "
+                    "as run wraps the model: nothing overlaps them)")
+        else:
+            comm = (f"the gradients' all-reduce {r['predicted_allreduce_ms']:,.2f} ms a step, "
+                    f"{r['predicted_comm_ms']:,.2f} ms of it past the backward")
         yield (f"{gpu}: {r['strategy']} x{r['world_size']} ({r['gpus_per_node']} per machine x {r['nodes']}) over "
-               f"{r['interconnect']} (bus {r['predicted_bus_gbs']:,.0f} GB/s): the gradients' all-reduce "
-               f"{r['predicted_allreduce_ms']:,.2f} ms a step, {r['predicted_comm_ms']:,.2f} ms of it past the backward; "
+               f"{r['interconnect']} (bus {r['predicted_bus_gbs']:,.0f} GB/s): {comm}; "
                f"scaling efficiency (one GPU's step / this step) {eff}")
