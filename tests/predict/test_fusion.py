@@ -201,3 +201,26 @@ def test_a_reduction_to_one_value_is_a_kernel_before_the_pass_that_uses_it() -> 
             _op("aten.mm", [(5, MB // 2), (6, MB)], [(7, MB)])]
     fused = fusion.compiled(rows)[0]
     assert fused.tensors == 1 and fused.bytes_read == MB
+
+
+class _Boxed(nn.Module):
+    """Returns its logits inside an object no pytree knows: no hook reaches the backward of the model's output."""
+
+    class Out:
+        def __init__(self, logits: torch.Tensor) -> None:
+            self.logits = logits
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Block()
+
+    def forward(self, x: torch.Tensor) -> Out:
+        return self.Out(self.inner(x))
+
+
+def test_a_backward_no_hook_reaches_is_taken_as_the_models() -> None:
+    """(Rather than a compiled step whose whole backward is priced eager.)"""
+    wl = lambda: Workload("boxed", _Boxed(), TensorData((torch.empty(1, 64),), torch.zeros(1, dtype=torch.long)),  # noqa: E731
+                          loss_fn=lambda out, t: torch.nn.functional.cross_entropy(out.logits, t))
+    trace = trace_step(build_meta(wl), "fp32", 8)
+    assert all(o.in_model for o in trace.ops if o.phase == "backward")

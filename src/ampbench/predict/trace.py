@@ -482,6 +482,10 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         with rec:
             act = step(cuda, True)
+    backward = [o for o in rec.ops if o.phase == "backward"]
+    if backward and not any(o.in_model for o in backward):  # (no output of the model reached the backward by a hook:
+        for o in backward:  # its backward is the model's, the loss's few ops with it)
+            o.in_model = True
     model_ids = {id(p) for p in model.parameters()}
     masters = [m for m in mp.master_params() if id(m) not in model_ids]
     stepped = [p for g in optimizer.param_groups for p in g["params"]]
