@@ -5,8 +5,8 @@ A prediction matches a measured row when both are the same cell (:class:`~ampben
 definition every reader compares rows by: workload, preset, precision, batch, execution, one process) and the row ran
 on a CUDA device whose driver name is the predicted GPU's card (:func:`ampbench.measure.gpus.for_device`,
 :meth:`~ampbench.measure.gpus.Gpu.same_card`: the A100 memory sizes are one card there, so a prediction names its
-memory size and the match says the card). A prediction is of an eager step: a compiled or graph-replayed measurement
-is another cell, never its match.
+memory size and the match says the card). A prediction is of its cell's execution: an eager one never matches a
+compiled or graph-replayed measurement, a ``--compile``/``--cuda-graphs`` one matches those.
 """
 
 from __future__ import annotations
