@@ -103,6 +103,9 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
     for other_cell in ({"preset": "paper"}, {"compile": "on"}, {"memory_format": "channels_last"}, {"cuda_graphs": "on"},
                        {"strategy": "ddp", "world_size": 2}, {"batch_size": 16}):  # (the same cell or no match)
         assert table(predicted, [{**measured[1], **other_cell}])[0]["measured_samples_per_s"] is None, other_cell
+    compiled = [{**p, "compile": "on", "cuda_graphs": "on"} for p in predicted]  # (predict --compile on --cuda-graphs on)
+    assert table(compiled, [{**measured[1], "compile": "on", "cuda_graphs": "on"}])[0]["measured_samples_per_s"] == 1040.0
+    assert table(compiled, [measured[1]])[0]["measured_samples_per_s"] is None
     fp32 = attach(measured, predicted)[0]
     assert fp32["predicted_why"].startswith("launch-bound (80% of the predicted step")
     from ampbench.report.advisor import _why_nothing_helps
