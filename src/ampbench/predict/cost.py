@@ -96,10 +96,11 @@ class Compiled:
         return cls(fuse=execution.compile != "off", graphs=execution.cuda_graphs == "on")
 
     def op_us(self, op: Op) -> float | None:
-        """The host's time to issue ``op`` in a compiled graph (None: not the model's, issued as eager does)."""
+        """The host's time to issue ``op`` in a compiled graph (None: not the model's, issued as eager does): a
+        launch per kernel (a fused group's ``tensors`` of them)."""
         if not op.in_model:
             return None
-        return 0.0 if self.graphs else self.kernel_us
+        return 0.0 if self.graphs else self.kernel_us * (op.tensors if op.name == fusion.FUSED else 1)
 
     def graph_call_us(self) -> float:
         return self.graph_us + (self.replay_us if self.graphs else 0.0)
