@@ -10,8 +10,8 @@ What the engine may add, by name:
 - master-* modes: the fp32 master copies (half gradients into the masters, masters into the model: one foreach copy
   each), where the hand AMP loop casts every weight in every forward (more ops: the totals below hold);
 - fp16 modes whose loss is scaled (the hand loop checks too): ampbench's scale rule over GradScaler's -- unscaling
-  before the step (so gradients read after it are true), the step's scale kept for its record, the ceiling
-  (``max_scale``) and the floor that stops a collapsing scale and records the step (``min_scale``).
+  before the step (so gradients read after it are true), the step's scale kept for its record, one clamp for the
+  ceiling (``max_scale``) and the floor (``min_scale``), and the record of the step a collapsing scale hit the floor.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ MASTER_COPIES = Counter({"aten._foreach_copy_.default": 2})
 SCALE_RULE = Counter({
     "aten.reciprocal.default": 1,  # unscale before the step (1/scale in fp32: no fp64 round trip, two casts fewer)
     "aten.clone.default": 1,  # the step's scale, kept for its record
-    "aten.clamp.default": 2, "aten.lt.Scalar": 1, "aten.where.self": 2,  # ceiling; floor and the step it was hit
+    "aten.clamp_.default": 1,  # ceiling and floor in one
+    "aten.lt.Scalar": 1, "aten.clamp.default": 1, "aten.where.self": 1,  # the step the floor was hit
 })
-SCALE_RULE_OPS = 5
+SCALE_RULE_OPS = 4
 """The scale rule's ops over the hand GradScaler loop's, net (GradScaler's own update costs the hand loop one)."""
 
 

@@ -175,6 +175,26 @@ def test_scale_floor_raises_training_diverged():
         _scaler_and_steps(cfg, [True] * 5)
 
 
+def test_a_back_off_below_the_floor_stops_at_it_and_names_the_step():
+    """A floor that is not a power of two (min_scale 3): the back-off from 4 to 2 stops the scale at 3 (one clamp for
+    the ceiling and the floor) and the divergence names step 1 -- with any optimizer: a fused one reads it later."""
+    for fused in (False, True):
+        model, opt = make_run()
+        if fused:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        mp = MixedPrecision("amp-fp16", loss_scale=LossScaleConfig(init_scale=4.0, min_scale=3.0))
+        model, opt = mp.setup(model, opt)
+        x, y = batches(1)[0]
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x), y)
+        mp.backward(loss * float("inf"))
+        with pytest.raises(TrainingDivergedError, match=r"fell below 3 at step 1 "):
+            mp.step(opt)
+            assert fused and mp.last_step.next_scale == 3.0  # (a fused step raises at the next check)
+            mp.check_divergence()
+
+
 def test_scale_never_grows_past_max():
     cfg = LossScaleConfig(init_scale=4.0, growth_interval=1, max_scale=16.0)
     scales, _ = _scaler_and_steps(cfg, [False] * 5)
