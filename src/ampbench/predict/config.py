@@ -12,6 +12,7 @@ target x batch size (``ampbench.predict.run``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,6 @@ from ampbench.bench.config import parse_batch_sizes, parse_list
 from ampbench.bench.suites import with_presets
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
-from ampbench.execution.options import executions as all_executions
 from ampbench.execution.options import parse_axis
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
@@ -94,9 +94,7 @@ class PredictConfig:
                      fp8_filter: str | None = None, host_us: str | None = None, compile: str | None = None,
                      cuda_graphs: str | None = None) -> PredictConfig:
         host = Host.parse(host_us) if host_us is not None else MEASURED_HOST
-        executions = tuple((e.compile, e.cuda_graphs) for e in
-                           all_executions(parse_axis(compile, "compile"), ("contiguous",),
-                                          parse_axis(cuda_graphs, "cuda_graphs")))
+        executions = tuple(itertools.product(parse_axis(compile, "compile"), parse_axis(cuda_graphs, "cuda_graphs")))
         gpus = find_gpus(gpu, gpu_spec)
         priced = load_prices(prices, gpus) if prices is not None else {}
         names = parse_predicted_precisions(precisions)

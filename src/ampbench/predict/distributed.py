@@ -164,10 +164,10 @@ class FsdpCost:
 
 
 def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, host: Host = MEASURED_HOST,
-              compiled: Compiled | None = None) -> FsdpCost:
+              compiled: Compiled | None = None, single_s: float | None = None) -> FsdpCost:
     """The step of ``trace`` (one rank's batch, traced as one GPU runs the precision) under FSDP2 over ``fab`` with
-    ``layout``'s dtypes, issued by ``host``."""
-    single = price(trace, gpu, tf32, host=host, compiled=compiled)
+    ``layout``'s dtypes, issued by ``host`` (``single_s``: its one-GPU step, where the caller priced it already)."""
+    single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s
     rest = price(trace, gpu, tf32, phases=("forward", "loss", "backward", "step"), host=host, compiled=compiled)
     optimizer = price(trace, gpu, tf32, phases=("optimizer",), host=host, compiled=compiled)
     norm = trace.norm_numel if layout.fsdp_norm_units else 0
@@ -175,5 +175,5 @@ def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, h
     n = fab.world
     shard = max(optimizer.host_s, optimizer.gpu_s / n)  # (each rank steps 1/N of the parameters: the same calls)
     gather, scatter = fab.gather_s(gathered), fab.gather_s(reduced)
-    return FsdpCost(rest.step_s + gather + scatter + shard, single.step_s, gather, scatter,
+    return FsdpCost(rest.step_s + gather + scatter + shard, single, gather, scatter,
                     int((n - 1) / n * (gathered + reduced)) if n > 1 else 0)

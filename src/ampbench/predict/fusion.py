@@ -124,14 +124,14 @@ def _fused(ops: list[Op], members: list[int], first_touch: dict[int, int], reade
     waiting: list[int] = []  # (reductions to one value whose users over a tensor are not counted yet)
     for i in members:
         op = ops[i]
-        if waiting and op.bytes_read >= GLOBAL_MIN_BYTES and not stages(op):  # (the pass after a whole-tensor reduction)
+        n = stages(op)
+        if waiting and op.bytes_read >= GLOBAL_MIN_BYTES and not n:  # (the pass after a whole-tensor reduction)
             kernels += 1
             again += max(ops[w].bytes_read for w in waiting)
             waiting = []
         for key, size in op.reads:
             if key not in made:
                 read[key] = max(read.get(key, 0), size)
-        n = stages(op)
         if op.reduces and op.bytes_written <= 8 and op.bytes_read >= GLOBAL_MIN_BYTES:
             waiting.append(i)
         if n:

@@ -179,7 +179,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
     rows: list[dict[str, Any]] = []
     wl = check_target(build, precisions, optimizer_states)
     batch = batch_size or wl.batch_size
-    layout = "channels_last" if channels_last else "contiguous"
+    memory_format = "channels_last" if channels_last else "contiguous"
     traces = {} if traces is None else traces
 
     def fresh() -> Workload:
@@ -213,7 +213,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         return MemoryModel(trace_of(precision, state, small), trace_of(precision, state, 2 * small))
 
     for compile_value, graphs in executions:
-        execution = Execution(compile_value, layout, graphs)
+        execution = Execution(compile_value, memory_format, graphs)
         compiled = Compiled.of(execution)
         baselines: dict[str, float] = {}
         for base in ("fp32", "tf32"):
@@ -304,7 +304,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None)
     step_s, world, spread = cost.step_s, 1, {}
     if fab is not None and fab.strategy == "fsdp":  # FSDP2: the root unit's all-gather and reduce-scatter, exposed
-        f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled)
+        f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled, cost.step_s)
         step_s, world = f.step_s, fab.world
         spread = {"strategy": "fsdp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
                   "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,

@@ -30,7 +30,6 @@ from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa
 from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
 from ampbench.measure.op_kinds import ZERO_COST, is_view
 from ampbench.precision import MixedPrecision
-from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.optimizer_state import compile_as_no_op, is_torchao
 from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import FUSABLE
@@ -493,17 +492,13 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward")), default=0)
     split = held[0]
     trainable = {id(p): p for p in model.parameters() if p.requires_grad}
-    norms = {id(p): p for _, m in resolve_keep_fp32(model, mp.keep_fp32, keep_norm=True) for p in m.parameters()
-             if p.requires_grad}
-    converted = mp.fp8_layers.converted if mp.fp8_layers is not None else ()
+    norm_numel, fp8_numel = mp.fsdp_unit_numels(model)  # (as run counts its FSDP bytes)
     return Trace(rec.ops, batch_size, split.weights, split.grads, split.optimizer,
                  tensor_bytes([*masters, *(m.grad for m in masters)]), act[0], temporary, type(optimizer).__name__,
                  fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
-                 param_numel=sum(p.numel() for p in trainable.values()),
-                 norm_numel=sum(p.numel() for p in norms.values()),
-                 fp8_numel=sum(model.get_submodule(n).weight.numel() for n in converted))
+                 param_numel=sum(p.numel() for p in trainable.values()), norm_numel=norm_numel, fp8_numel=fp8_numel)
 
 
 def _on_model_backward(out: Any, rec: _Recorder) -> None:

@@ -38,7 +38,6 @@ from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
-from ampbench.precision.convert import resolve_keep_fp32
 from ampbench.precision.optimizer_state import check_optimizer
 from ampbench.precision.optimizer_state import describe as describe_states
 from ampbench.precision.optimizers import implementation
@@ -266,12 +265,8 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
 
 
 def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
-
-    norm = 0
-    if mp.layout.fsdp_norm_units:
-        norm = sum(p.numel() for _, m in resolve_keep_fp32(model, mp.keep_fp32, keep_norm=True) for p in m.parameters())
-    fp8 = sum(model.get_submodule(n).weight.numel() for n in mp.fp8_layers.converted) if mp.fp8_layers else 0
-    return bytes_per_step(mp.layout, model, dist.get_world_size(), norm, fp8)
+    norm, fp8 = mp.fsdp_unit_numels(model)
+    return bytes_per_step(mp.layout, model, dist.get_world_size(), norm if mp.layout.fsdp_norm_units else 0, fp8)
 
 
 def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:
