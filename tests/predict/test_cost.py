@@ -18,6 +18,7 @@ from ampbench.predict.run import find_gpu, refusal
 from ampbench.predict.trace import Op, Trace
 
 A100 = lookup("a100-80gb")
+V100 = lookup("v100-16gb")
 
 
 def _trace(ops: list[Op], **kw) -> Trace:
@@ -134,6 +135,27 @@ def test_a_3x3_fp32_convolution_is_the_faster_of_implicit_gemm_and_winograd() ->
     assert kernels.conv_s(A100, CAL, strided, "fp32", 4) == pytest.approx(
         max(kernels.gemm_compute_s(A100, CAL, *strided.gemm(), "fp32", CAL.conv_efficiency),
             (4 * (32 * 64 * 28 * 28 + 32 * 64 * 14 * 14) + 4 * 64 * 576) / BW) + FIXED)
+
+
+def test_a_depthwise_convolution_is_a_direct_kernel_not_a_gemm_of_one_column_per_group() -> None:
+    # ConvNeXt-large's stage-3 block at batch 16: 768 channels, 7x7 depthwise, 14x14
+    dw = Conv(16, 768, 14, 14, 768, 7, 7, 1, 768, 14, 14)
+    assert dw.gemm() == (768, 16 * 196, 1, 49)
+    io = 4 * (2 * 16 * 768 * 196) + 4 * 768 * 49
+    flops = 2 * 16 * 768 * 196 * 49
+    fp32_peak = 15.7e12 * kernels.clock_factor(V100, CAL)  # V100 SXM2: its datasheet fp32 rate
+    direct = max(flops / (fp32_peak * CAL.gemm_efficiency * CAL.conv_efficiency), io / (900e9 * CAL.hbm_efficiency))
+    for mode in ("fp32", "fp16"):
+        assert kernels.conv_s(V100, CAL, dw, mode, 4) == pytest.approx(direct + FIXED)
+    assert direct < 40e-6  # (a 19 MB, 0.24 GFLOP layer: tens of microseconds, where its GEMM tiles took 1.7 ms)
+    implicit = max(kernels.gemm_compute_s(V100, CAL, *dw.gemm(), "fp32", CAL.conv_efficiency), io / BW) + FIXED
+    assert implicit > 20 * (direct + FIXED)
+    # a dense layer keeps its GEMM families (what the constants were fitted on), whatever a direct kernel would take
+    dense = Conv(16, 768, 14, 14, 768, 7, 7, 1, 1, 14, 14)
+    g, m, n, k = dense.gemm()
+    assert kernels.conv_s(V100, CAL, dense, "fp32", 4) == pytest.approx(
+        max(kernels.gemm_compute_s(V100, CAL, g, m, n, k, "fp32", CAL.conv_efficiency),
+            (4 * (2 * 16 * 768 * 196) + 4 * 768 * k) / (900e9 * CAL.hbm_efficiency)) + FIXED)
 
 
 def test_tensor_core_convolutions_on_nchw_pay_the_layout_conversion_and_tf32_never_loses_to_fp32() -> None:

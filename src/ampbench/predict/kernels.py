@@ -219,7 +219,22 @@ def conv_s(gpu: Gpu, cal: Calibration, conv: Conv, math_mode: str, element: int,
                           * conv.q)
         winograd = max(batched, memory_s(gpu, cal, transforms)) + 3 * cal.kernel_us * 1e-6  # (transforms: 3 kernels)
         best = min(best, winograd)
+    if conv.groups > 1:
+        best = min(best, direct_conv_s(gpu, cal, conv, io))
     return best
+
+
+def direct_conv_s(gpu: Gpu, cal: Calibration, conv: Conv, io: float) -> float:
+    """A grouped convolution as a direct kernel on the fp32 lanes, whatever the math mode: a depthwise layer (one
+    channel a group: PyTorch's ``conv_depthwise2d``, cuDNN's depthwise kernels) has a GEMM of one column per group,
+    which a Tensor Core or GEMM tile would compute 32 to 128 times over; a direct kernel does each output's window
+    once, and with 7x7 windows and a few FLOPs a byte is often bound by its bytes. Its share of the fp32 peak is a
+    windowed SIMT convolution's (``gemm_efficiency`` x ``conv_efficiency``); no depthwise or grouped kernel is among
+    the measured references (none is fitted here). Dense layers keep the GEMM families (what the constants were
+    fitted on)."""
+    flops = 2 * conv.n * conv.k * conv.p * conv.q * (conv.c // conv.groups) * conv.r * conv.s
+    compute = flops / (peak_flops(gpu, "fp32", cal) * cal.gemm_efficiency * cal.conv_efficiency)
+    return max(compute, memory_s(gpu, cal, io)) + cal.kernel_us * 1e-6
 
 
 def streaming_s(gpu: Gpu, cal: Calibration, nbytes: float) -> float:
