@@ -8,6 +8,8 @@ Markdown. No GPU is used: predictions beside published measurements, the same on
 3. NVIDIA DeepLearningExamples' single-GPU TF32/FP32 and AMP results.
 4. Our own workloads measured on a lent GPU (benchmarks/results/<gpu>/runs.json; ``ampbench.predict.measured``).
 5. Published torch.compile gains (Hugging Face's inference guide; ``ampbench.predict.compile_references``).
+6. Published whole-step float8 training gains (torchao's README: torchtitan's Llama3-8B on 8 H100s;
+   ``ampbench.predict.fp8_step_references``).
 
     python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ampbench.measure.gpus import predictable
-from ampbench.predict import bands, compile_references, fit, measured, neusight
+from ampbench.predict import bands, compile_references, fit, fp8_step_references, measured, neusight
 from ampbench.predict.kernels import calibration
 from ampbench.predict.references import REFERENCES, Reference, predicted
 from kernel_references import table as kernel_table  # (benchmarks/ is the script's directory)
@@ -106,6 +108,18 @@ def compile_table(rows: list[compile_references.CompileRow]) -> list[str]:
     return lines
 
 
+def fp8_step_table(rows: list[fp8_step_references.Fp8StepRow]) -> list[str]:
+    """Published whole-step float8 gains (torchtitan's Llama3-8B on 8 H100s) beside the predicted ones."""
+    lines = ["| mode | published tokens/s per GPU | gain | predicted tokens/s per GPU | gain | gain error | |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        verdict = "baseline" if r.precision == "amp-bf16" else (
+            "met" if abs(r.gain_error) <= fp8_step_references.GAIN_GOAL else "missed")
+        lines.append(f"| {r.precision} | {r.tokens_s:,.0f} | {r.gain:.2f}x | {r.predicted_tokens_s:,.0f} "
+                     f"({r.tokens_error:+.0%}) | {r.predicted_gain:.2f}x | {r.gain_error:+.1%} | {verdict} |")
+    return lines
+
+
 def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepError],
                amp_lines: list[str], lent: tuple[measured.MeasuredStep, ...] = (),
                compiled: list[compile_references.CompileRow] | None = None) -> dict[str, str]:
@@ -115,7 +129,8 @@ def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepE
     return {"kernels": "\n".join(kernel_table(kernel_errors)), "steps": "\n".join(steps[:split]),
             "step-summary": "\n".join(steps[split + 1:]), "amp": "\n".join(amp_lines),
             "measured": "\n".join(measured_table(lent)),
-            "compiled": "\n".join(compile_table(compile_references.rows() if compiled is None else compiled))}
+            "compiled": "\n".join(compile_table(compile_references.rows() if compiled is None else compiled)),
+            "fp8-step": "\n".join(fp8_step_table(fp8_step_references.rows()))}
 
 
 def with_tables(text: str, tables: dict[str, str]) -> str:
@@ -148,6 +163,8 @@ def main() -> None:
     print(tables["measured"])
     print("\n## Published torch.compile gains (Hugging Face)\n")
     print(tables["compiled"])
+    print("\n## Published float8 training gains (torchao, torchtitan Llama3-8B)\n")
+    print(tables["fp8-step"])
     if args.docs:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")

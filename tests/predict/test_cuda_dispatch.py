@@ -305,3 +305,39 @@ def test_the_trace_registers_over_pythons_own_kernels_where_torch_refuses_by_def
     x = torch.empty(2, 3, 8, 8, device="meta").to(memory_format=torch.channels_last)
     assert not torch.nn.functional.conv2d(x, torch.empty(4, 3, 3, 3, device="meta")).is_contiguous(
         memory_format=torch.channels_last)  # (the meta kernel again: NCHW whatever the input)
+
+
+class _GroupedQueryAttention(nn.Module):
+    """Llama 3's attention shape: 8 query heads over 2 key/value heads (``enable_gqa``), causal."""
+
+    def __init__(self, d: int = 64, heads: int = 8, kv_heads: int = 2) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, d // heads
+        self.q, self.kv = nn.Linear(d, d), nn.Linear(d, 2 * kv_heads * self.dim)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.dim).transpose(1, 2)
+        k, v = self.kv(x).view(b, s, 2, self.kv_heads, self.dim).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.head(out.transpose(1, 2).reshape(b, s, -1).mean(1))
+
+
+def test_grouped_query_attention_reads_its_kv_heads_and_counts_every_query_heads_flops() -> None:
+    """It failed to trace (K/V expanded to Q's heads as a broadcast: 2 heads cannot broadcast to 8). Oracle: torch's
+    own FLOP formulas, which take grouped-query shapes (``sdpa_flop_count``, ``sdpa_backward_flop_count``), and the
+    tensors' sizes."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    model, x = _GroupedQueryAttention(), torch.randn(2, 16, 64)
+    trace = trace_step(build_meta(lambda: Workload_of(copy.deepcopy(model), (x,))), "amp-bf16", 2)
+    fwd = [o for o in trace.ops if o.name.endswith("fused_attention")]
+    bwd = [o for o in trace.ops if o.name.endswith("fused_attention_backward")]
+    assert len(fwd) == len(bwd) == 1
+    q, k, v = torch.randn(2, 8, 16, 8), torch.randn(2, 2, 16, 8), torch.randn(2, 2, 16, 8)
+    assert fwd[0].flops == sdpa_flop_count(q.shape, k.shape, v.shape) == 2 * 2 * (2 * 8 * 16 * 16 * 8)
+    # (torch's backward formula adds the scores' recomputation, hardware work ours leaves out: its 5 products, our 4)
+    assert bwd[0].flops == 2 * fwd[0].flops == sdpa_backward_flop_count(q.shape, q.shape, k.shape, v.shape) * 4 // 5
+    assert fwd[0].bytes_read == 2 * (q.numel() + k.numel() + v.numel())  # (bf16: the K/V heads read as they are)
+    assert fwd[0].causal and bwd[0].causal

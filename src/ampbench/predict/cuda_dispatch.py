@@ -243,7 +243,12 @@ class _RnnLayer(torch.autograd.Function):
 def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
                      dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                      enable_gqa: bool = False) -> torch.Tensor:
-    """CUDA's SDPA: flash or memory-efficient attention, one kernel (grouped-query K and V broadcast to Q's heads)."""
+    """CUDA's SDPA: flash or memory-efficient attention, one kernel. Grouped-query K and V (``enable_gqa``: fewer
+    heads than Q's, Llama 3, Mistral, Qwen) are read as they are -- the kernel maps each query head to its group's
+    K/V head; the FLOPs count every query head (:func:`~ampbench.measure.flop_formulas.sdpa_forward_flops`) --, and
+    K/V broadcast over a dimension of size one are expanded as views (nothing copied)."""
+    if enable_gqa and k.dim() == q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        return _Attention.apply(q, k, v, attn_mask, bool(is_causal))
     k = k.expand(*q.shape[:-2], *k.shape[-2:]) if k.dim() == q.dim() and k.shape[:-2] != q.shape[:-2] else k
     v = v.expand(*q.shape[:-2], *v.shape[-2:]) if v.dim() == q.dim() and v.shape[:-2] != q.shape[:-2] else v
     return _Attention.apply(q, k, v, attn_mask, bool(is_causal))
