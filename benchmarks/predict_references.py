@@ -10,6 +10,8 @@ Markdown. No GPU is used: predictions beside published measurements, the same on
 5. Published torch.compile gains (Hugging Face's inference guide; ``ampbench.predict.compile_references``).
 6. Published whole-step float8 training gains (torchao's README: torchtitan's Llama3-8B on 8 H100s;
    ``ampbench.predict.fp8_step_references``).
+7. Published FSDP2 throughput over several machines (torchtitan's Llama 3 8B on 64 A100s;
+   ``ampbench.predict.fsdp_references``).
 
     python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ampbench.measure.gpus import predictable
-from ampbench.predict import bands, compile_references, fit, fp8_step_references, measured, neusight
+from ampbench.predict import bands, compile_references, fit, fp8_step_references, fsdp_references, measured, neusight
 from ampbench.predict.kernels import calibration
 from ampbench.predict.references import REFERENCES, Reference, predicted
 from kernel_references import table as kernel_table  # (benchmarks/ is the script's directory)
@@ -120,6 +122,17 @@ def fp8_step_table(rows: list[fp8_step_references.Fp8StepRow]) -> list[str]:
     return lines
 
 
+def fsdp_table(rows: list[fsdp_references.FsdpRow]) -> list[str]:
+    """Published FSDP2 throughput over several machines (torchtitan's Llama 3 8B on 64 A100s) beside the predicted."""
+    lines = ["| activation checkpointing | published tokens/s per GPU | predicted (64 GPUs) | error | predicted on one "
+             "machine (8 GPUs) | |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        verdict = "met" if abs(r.error) <= fsdp_references.GOAL else "missed"
+        lines.append(f"| {r.checkpointing} | {r.tokens_s:,.0f} | {r.predicted_tokens_s:,.0f} | {r.error:+.1%} | "
+                     f"{r.one_node_tokens_s:,.0f} | {verdict} |")
+    return lines
+
+
 def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepError],
                amp_lines: list[str], lent: tuple[measured.MeasuredStep, ...] = (),
                compiled: list[compile_references.CompileRow] | None = None) -> dict[str, str]:
@@ -130,7 +143,8 @@ def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepE
             "step-summary": "\n".join(steps[split + 1:]), "amp": "\n".join(amp_lines),
             "measured": "\n".join(measured_table(lent)),
             "compiled": "\n".join(compile_table(compile_references.rows() if compiled is None else compiled)),
-            "fp8-step": "\n".join(fp8_step_table(fp8_step_references.rows()))}
+            "fp8-step": "\n".join(fp8_step_table(fp8_step_references.rows())),
+            "fsdp": "\n".join(fsdp_table(fsdp_references.rows()))}
 
 
 def with_tables(text: str, tables: dict[str, str]) -> str:
@@ -165,6 +179,8 @@ def main() -> None:
     print(tables["compiled"])
     print("\n## Published float8 training gains (torchao, torchtitan Llama3-8B)\n")
     print(tables["fp8-step"])
+    print("\n## Published FSDP2 throughput over several machines (torchtitan, Llama 3 8B on 64 A100s)\n")
+    print(tables["fsdp"])
     if args.docs:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")

@@ -66,6 +66,57 @@ class Net(nn.Module):
         return self.fc2(h)  # (B, 4)
 
 
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.norm = nn.Linear(32, 32), nn.LayerNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(torch.relu(self.fc(x))) + x
+
+
+class BlockNet(nn.Module):
+    """A stack of two blocks between an input and an output layer: FSDP2 units of their own, as a transformer's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.blocks, self.out = nn.Linear(16, 32), nn.ModuleList([Block(), Block()]), nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.out(h)
+
+
+def train_blocks(precision: str, rank: int, world: int, strategy: str | None) -> dict[str, Any]:
+    """BlockNet trained STEPS steps (``strategy`` None: one process over the ranks' batches concatenated), the bytes
+    this rank put into FSDP2's all-gathers counted."""
+    from ampbench.distributed.comm import fsdp_bytes
+
+    torch.manual_seed(0)
+    net = BlockNet()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    mp = MixedPrecision(precision, strategy=strategy, device="cpu")
+    model, opt = mp.setup(net, opt)
+    with gathered_bytes() as sent:
+        for step in range(STEPS):
+            xs, ys = zip(*(data(step, r) for r in (range(world) if strategy is None else (rank,))))
+            opt.zero_grad()
+            with mp.autocast():
+                loss = nn.functional.cross_entropy(model(torch.cat(xs)).float(), torch.cat(ys))
+            mp.backward(loss)
+            mp.step(opt)
+    out: dict[str, Any] = {"params": full_params(model)}
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import FSDPModule
+
+        out.update(units=[isinstance(m, FSDPModule) for m in (model, *model.blocks, model.inp, model.out)],
+                   gathered_per_step=sum(sent) / STEPS,
+                   counted_per_step=fsdp_bytes(mp.layout, mp.fsdp_split(model))[0] / world)
+    return out
+
+
 def data(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(1000 * step + rank)
     x = torch.randn(BATCH, 16, generator=g)
@@ -220,6 +271,33 @@ def main(out_dir: Path) -> None:
         model, opt, mp, net = build("fp8-tensorwise", "ddp", fp8_filter="dims")
         results["ddp/fp8-tensorwise"] = {"steps": train(model, opt, mp, net, rank, range(STEPS)),
                                          "params": full_params(model)}
+    # FSDP2 units per repeated block: the bytes the ranks put into the all-gathers (blocks twice a step: resharded
+    # after forward) against run's count, and the training against one process
+    for precision in ("amp-bf16", "master-bf16"):
+        results[f"fsdp/{precision}/blocks"] = {
+            **train_blocks(precision, rank, world, "fsdp"),
+            "reference": train_blocks(precision, rank, world, None)["params"] if rank == 0 else None}
+    # a fused SGD (what the harness builds for SGD workloads) over FSDP2's sharded parameters: torch's fused kernel has
+    # no DTensor rule, so it steps with foreach, with a warning
+    import warnings
+
+    torch.manual_seed(0)
+    net = BlockNet()
+    mp = MixedPrecision("amp-bf16", strategy="fsdp", device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, opt = mp.setup(net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, fused=True))
+    for step in range(3):
+        x, y = data(step, rank)
+        opt.zero_grad()
+        with mp.autocast():
+            loss = nn.functional.cross_entropy(model(x).float(), y)
+        mp.backward(loss)
+        mp.step(opt)
+    from ampbench.precision.optimizers import implementation
+
+    results["fsdp/amp-bf16/fused-sgd"] = {"params": full_params(model), "impl": implementation(opt),
+                                          "warned": [str(w.message) for w in caught if "foreach" in str(w.message)]}
     # checkpoint: train 3 steps, save, train on; a fresh run loads the checkpoint and trains the same steps
     cases = [("fsdp", "master-bf16", {}), ("fsdp", "amp-fp16", {}), ("ddp", "master-bf16", {})]
     for strategy, precision, kw in cases + ([("fsdp", "fp8-tensorwise", {"fp8_filter": "dims"})] if fp8 else []):

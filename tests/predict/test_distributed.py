@@ -1,6 +1,7 @@
 """``ampbench predict --gpus N --strategy ddp|fsdp``: the ring all-reduce recomputed by hand, DDP's buckets, the
-exposed communication, FSDP2's all-gather and reduce-scatter as run wraps the model, the fabric's refusals, and the
-scaling efficiency against published multi-GPU results."""
+exposed communication, FSDP2's all-gathers and reduce-scatters per unit as run wraps the model (its repeated blocks
+overlapping their neighbours' compute), the fabric's refusals, and the scaling efficiency against published multi-GPU
+results."""
 
 from __future__ import annotations
 
@@ -135,36 +136,72 @@ def test_neusight_four_h100_data_parallel_scaling() -> None:
 
 
 # ---- FSDP2 ----------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("precision, gather, reduce", [("amp-bf16", 4, 4), ("pure-bf16", 2, 2), ("master-bf16", 2, 4)])
-def test_fsdp_moves_the_parameters_and_gradients_in_the_layouts_dtypes_and_nothing_hides_it(
-        precision: str, gather: int, reduce: int) -> None:
-    """Recomputed by hand from the model's parameters and the dtypes ``run --strategy fsdp`` uses (amp-*: fp32
-    parameters and gradients; pure-*: half both; master-*: half all-gathered, fp32 reduced, its LayerNorms fp32 units
-    all-gathered twice): a rank sends (N-1)/N of each whole tensor, the all-gather before the forward and the
-    reduce-scatter after the backward are a ring's each, and the step is one GPU's with both added and the optimizer's
-    GPU work shared by the ranks."""
-    from ampbench.distributed.strategy import layout
-    from ampbench.precision import get
+def _bert_tiny():  # type: ignore[no-untyped-def]
     from ampbench.workloads import DataOptions, build_target
 
-    build = lambda: build_target("bert", None, "tiny", DataOptions(), 0, preset_given=False)  # noqa: E731
-    wl = build()
-    numel = sum(p.numel() for p in {id(p): p for p in wl.model.parameters()}.values())
-    norm = sum(p.numel() for m in wl.model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters())
+    return lambda: build_target("bert", None, "tiny", DataOptions(), 0, preset_given=False)
+
+
+@pytest.mark.parametrize("precision, gather, reduce", [("amp-bf16", 4, 4), ("pure-bf16", 2, 2), ("master-bf16", 2, 4)])
+def test_fsdp_moves_each_units_parameters_and_gradients_in_the_layouts_dtypes(
+        precision: str, gather: int, reduce: int) -> None:
+    """Recomputed by hand from BERT tiny's modules and the dtypes ``run --strategy fsdp`` uses (amp-*: fp32 parameters
+    and gradients; pure-*: half both; master-*: half all-gathered, fp32 reduced, its LayerNorms fp32 units): its two
+    BertLayers are units of their own, all-gathered twice (resharded after forward), the root once; every gradient is
+    reduce-scattered once; a rank sends (N-1)/N of each."""
+    from ampbench.distributed.strategy import layout
+    from ampbench.precision import get
+
+    build = _bert_tiny()
+    model = build().model
+    numel = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    layers = [m for m in model.modules() if type(m).__name__ == "BertLayer"]
+    block = sum(p.numel() for m in layers for p in m.parameters())
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    norm = sum(p.numel() for m in norms for p in m.parameters())
+    norm_in = sum(p.numel() for m in layers for n in m.modules() if isinstance(n, torch.nn.LayerNorm)
+                  for p in n.parameters())
+    assert len(layers) == 2 and 0 < norm_in < norm
     trace = trace_step(build_meta(build), precision, 8)
-    assert (trace.param_numel, trace.norm_numel) == (numel, norm)
+    assert trace.fsdp is not None and (trace.fsdp.numel, trace.fsdp.blocks) == (numel, 2)
+    if precision.startswith("master"):  # (norm units fp32, twice; the blocks' own elements less their norms)
+        gathered = (numel - block - (norm - norm_in)) * gather + 2 * (block - norm_in) * gather + 2 * norm * 4
+    else:
+        gathered = (numel - block) * gather + 2 * block * gather
     gpu = lookup("a100-80gb")
-    fab = fabric(gpu, 8, 1, None, "fsdp")
-    f = fsdp_cost(trace, gpu, False, fab, layout("fsdp", get(precision)))
-    gathered = (numel - norm) * gather + 2 * norm * 4 if precision.startswith("master") else numel * gather
-    assert f.comm_bytes == int(7 / 8 * (gathered + numel * reduce))
-    assert f.allgather_s == pytest.approx(7 / 8 * gathered / (fab.bus_gbs * 1e9) + 7 * fab.hop_s)
-    assert f.reduce_scatter_s == pytest.approx(7 / 8 * numel * reduce / (fab.bus_gbs * 1e9) + 7 * fab.hop_s)
+    f = fsdp_cost(trace, gpu, False, fabric(gpu, 8, 1, None, "fsdp"), layout("fsdp", get(precision)))
+    assert f.comm_bytes == int(7 / 8 * (gathered + numel * reduce)) and f.units == 3
+
+
+def test_fsdp_overlaps_the_blocks_collectives_with_their_neighbours_compute() -> None:
+    """The timeline's limits, each computed apart: on a free network nothing waits (the step is the compute with the
+    optimizer's shard); on a slow one the step is the collectives end to end (they queue on one network) plus what no
+    collective overlaps; in between, per-block units wait less than one unit for the whole model, whose all-gather
+    and reduce-scatter nothing hides."""
+    from dataclasses import replace
+
+    from ampbench.distributed.strategy import layout
+    from ampbench.distributed.units import FsdpSplit
+    from ampbench.precision import get
+
+    trace = trace_step(build_meta(_bert_tiny()), "amp-bf16", 64)
+    gpu, lay = lookup("a100-80gb"), layout("fsdp", get("amp-bf16"))
     rest = price(trace, gpu, False, phases=("forward", "loss", "backward", "step")).step_s
     optimizer = price(trace, gpu, False, phases=("optimizer",))
-    assert f.step_s == pytest.approx(rest + f.allgather_s + f.reduce_scatter_s
-                                     + max(optimizer.host_s, optimizer.gpu_s / 8))
-    assert f.exposed_s == f.allgather_s + f.reduce_scatter_s and 0 < f.scaling_efficiency < 1
+    shard = max(optimizer.host_s, optimizer.gpu_s / 16)
+    base = fabric(gpu, 8, 2, None, "fsdp")
+    free = fsdp_cost(trace, gpu, False, replace(base, bus_gbs=1e12, hop_s=0.0), lay)
+    assert free.exposed_s == pytest.approx(0.0, abs=1e-9) and free.step_s == pytest.approx(rest + shard)
+    slow = fsdp_cost(trace, gpu, False, replace(base, bus_gbs=1e-3), lay)
+    comm = slow.allgather_s + slow.reduce_scatter_s
+    assert comm <= slow.step_s <= comm + rest + shard
+    assert slow.step_s >= comm + shard  # (the first all-gather's wait and the optimizer after the last reduce-scatter)
+    blocks = fsdp_cost(trace, gpu, False, base, lay)
+    root_only = fsdp_cost(replace(trace, fsdp=FsdpSplit(trace.fsdp.numel)), gpu, False, base, lay)
+    assert root_only.units == 1 and blocks.units == 3
+    assert root_only.exposed_s == pytest.approx(root_only.allgather_s + root_only.reduce_scatter_s)
+    assert blocks.exposed_s < root_only.exposed_s
+    assert blocks.exposed_s < blocks.allgather_s + blocks.reduce_scatter_s  # (some of it hidden)
 
 
 def test_predict_fsdp_rows_say_what_they_move_and_shard_the_optimizer(tmp_path: Path) -> None:
@@ -179,6 +216,7 @@ def test_predict_fsdp_rows_say_what_they_move_and_shard_the_optimizer(tmp_path: 
     for name, r in rows.items():
         assert r["status"] == "ok" and r["strategy"] == "fsdp" and r["world_size"] == 4
         assert r["predicted_comm_ms"] == pytest.approx(r["predicted_allgather_ms"] + r["predicted_reduce_scatter_ms"])
+        # (tabular-mlp has no repeated blocks: the root is its one unit, nothing hides its collectives)
         assert r["predicted_comm_bytes_per_step"] > 0 and 0 < r["predicted_scaling_efficiency"] < 1
         single = one[name]
         assert r["predicted_optimizer_bytes"] == single["predicted_optimizer_bytes"] - (

@@ -6,10 +6,10 @@ ring algorithms NCCL and gloo use move, per rank,
 - all-gather or reduce-scatter of S bytes (the whole tensor): (N - 1) / N x S.
 DDP all-reduces every gradient once per step, in the reduce dtype. FSDP2 all-gathers the parameters in
 the param dtype for the forward, again for the backward for units resharded after forward (every unit
-but the root: here the normalisation units of master-*), and reduce-scatters the gradients in the reduce
-dtype. FSDP fp8-tensorwise all-gathers the Float8Linear weights in fp8 (1 byte per element). Buckets,
-padding and control messages (the fp8 scales' amax all-reduce: one float per layer) are left out: a floor,
-exact for even shard sizes.
+but the root: the repeated blocks, and the normalisation units of master-*; :mod:`ampbench.distributed.units`),
+and reduce-scatters the gradients in the reduce dtype. FSDP fp8-tensorwise all-gathers the Float8Linear
+weights in fp8 (1 byte per element). Buckets, padding and control messages (the fp8 scales' amax all-reduce:
+one float per layer) are left out: a floor, exact for even shard sizes.
 """
 
 from __future__ import annotations
@@ -18,29 +18,36 @@ import torch
 from torch import nn
 
 from ampbench.distributed.strategy import Layout
+from ampbench.distributed.units import FsdpSplit
 
 
 def _size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def bytes_per_step(layout: Layout, model: nn.Module, world: int, norm_params: int = 0, fp8_params: int = 0) -> int:
-    """Per rank, per optimizer step. ``model``: the model (its trainable parameters' global sizes);
-    ``norm_params``: how many of their elements sit in FSDP units of their own (resharded after forward);
-    ``fp8_params``: how many are all-gathered in fp8 (``layout.fp8_all_gather``: the Float8Linear weights)."""
+def bytes_per_step(layout: Layout, model: nn.Module, world: int, split: FsdpSplit | None = None) -> int:
+    """Per rank, per optimizer step. ``model``: the model (its trainable parameters' global sizes); ``split``: FSDP's
+    elements by unit (:func:`ampbench.distributed.units.split`; None: the root alone)."""
     numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if layout.strategy == "ddp":
         return int(2 * (world - 1) / world * numel * _size(layout.reduce_dtype or layout.grad_dtype)) if world > 1 else 0
-    gathered, reduced = fsdp_bytes(layout, numel, norm_params, fp8_params)
+    gathered, reduced = fsdp_bytes(layout, split or FsdpSplit(numel))
     return int((world - 1) / world * (gathered + reduced)) if world > 1 else 0
 
 
-def fsdp_bytes(layout: Layout, numel: int, norm_params: int = 0, fp8_params: int = 0) -> tuple[int, int]:
-    """FSDP2, per step: the bytes of the whole tensors all-gathered (the parameters in the param dtype for the forward,
-    the norm units' fp32 ones twice: resharded after forward; fp8-tensorwise's Float8Linear weights in 1 byte) and
-    reduce-scattered (the gradients in the reduce dtype), of ``numel`` trainable elements. A rank sends (N - 1) / N
-    of each."""
-    gather_dtype = layout.fsdp_param_dtype or layout.grad_dtype
-    fp8 = fp8_params if layout.fp8_all_gather else 0
-    gathered = (numel - norm_params - fp8) * _size(gather_dtype) + 2 * norm_params * 4 + fp8  # norm units: fp32, twice
-    return gathered, numel * _size(layout.reduce_dtype or layout.grad_dtype)
+def fsdp_bytes(layout: Layout, split: FsdpSplit) -> tuple[int, int]:
+    """FSDP2, per step: the bytes of the whole tensors all-gathered and reduce-scattered. All-gathered: the root's
+    parameters once, in the param dtype; the blocks' twice (resharded after forward), in the param dtype; master-*'s
+    norm units' twice, in fp32; under fp8-tensorwise the Float8Linear weights in 1 byte. Reduce-scattered: every
+    gradient in the reduce dtype. A rank sends (N - 1) / N of each."""
+    g = fsdp_gather_size(layout)
+    root, block, norm = split.units(layout.fsdp_norm_units)
+    fp8, block_fp8 = (split.fp8, split.block_fp8) if layout.fp8_all_gather else (0, 0)
+    root_fp8 = fp8 - block_fp8
+    gathered = (root - root_fp8) * g + root_fp8 + 2 * ((block - block_fp8) * g + block_fp8) + 2 * norm * 4
+    return gathered, split.numel * _size(layout.reduce_dtype or layout.grad_dtype)
+
+
+def fsdp_gather_size(layout: Layout) -> int:
+    """Bytes per element FSDP2 all-gathers parameters in (its param dtype; the parameters' own without one)."""
+    return _size(layout.fsdp_param_dtype or layout.grad_dtype)

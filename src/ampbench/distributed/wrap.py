@@ -10,6 +10,7 @@ works under FSDP too.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,9 +103,13 @@ def compress_hook(dtype: torch.dtype) -> Any:
 
 
 def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, fp32_units: Sequence[nn.Module] = ()) -> nn.Module:
-    """fully_shard the model (in place; its class becomes an FSDPModule): the fp32 units (the recipe's norms and
-    kept modules, resolved by the precision engine) first when the layout says so, then the root. Returns the model."""
+    """fully_shard the model (in place; its class becomes an FSDPModule) as FSDP2's users do: the fp32 units (the
+    recipe's norms and kept modules, resolved by the precision engine) first when the layout says so, then each
+    repeated block (:func:`ampbench.distributed.units.blocks`: a transformer's layers), then the root. Returns the
+    model."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # lazy: torch.distributed.fsdp
+
+    from ampbench.distributed.units import blocks
 
     if layout.fsdp_norm_units:
         for module in fp32_units:
@@ -113,6 +118,9 @@ def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, fp32_units: Sequence[
                     param_dtype=torch.float32, reduce_dtype=layout.reduce_dtype, output_dtype=layout.fsdp_param_dtype))
     policy = MixedPrecisionPolicy(param_dtype=layout.fsdp_param_dtype, reduce_dtype=layout.reduce_dtype,
                                   output_dtype=torch.float32 if layout.fsdp_param_dtype is not None else None)
+    for block in blocks(model):  # (before the root: a unit's parameters are those no inner unit took)
+        fully_shard(block, mesh=mesh, mp_policy=MixedPrecisionPolicy(
+            param_dtype=layout.fsdp_param_dtype, reduce_dtype=layout.reduce_dtype))
     fully_shard(model, mesh=mesh, mp_policy=policy)
     # fp8-tensorwise (layout.fp8_all_gather): the Float8Linear weights are torchao's fp8-cast wrappers, whose
     # FSDP pre-all-gather casts each shard with the whole weight's amax (one all-reduce of one float per layer).
@@ -134,4 +142,24 @@ def shard_and_rebind(model: nn.Module, optimizers: list[torch.optim.Optimizer], 
     wrap_fsdp(model, layout, mesh, fp32_units)
     for opt in optimizers:
         rebind_optimizer(opt, model, names)
+        unfuse_without_dtensor_kernel(opt)
     return model
+
+
+NO_DTENSOR_FUSED = (torch.optim.SGD, torch.optim.Adagrad)
+"""Optimizers whose fused kernel DTensor has no sharding rule for (torch 2.13: ``aten._fused_sgd_`` raises
+NotImplementedError on FSDP2's sharded parameters at the first step; fused Adam and AdamW run)."""
+
+
+def unfuse_without_dtensor_kernel(optimizer: torch.optim.Optimizer) -> None:
+    """A fused SGD or Adagrad over FSDP2's sharded parameters steps with its foreach implementation instead (the same
+    update; the engine then decides the inf/NaN skip with one host read a step, as for any optimizer that cannot
+    skip by itself), with a warning saying so: torch's fused kernel would fail at the first step."""
+    if not isinstance(optimizer, NO_DTENSOR_FUSED) or not optimizer.defaults.get("fused"):
+        return
+    warnings.warn(f"{type(optimizer).__name__}(fused=True) has no kernel for FSDP2's sharded parameters in this torch: "
+                  "it steps with foreach instead (the same update)", stacklevel=3)
+    optimizer.defaults.update(fused=False, foreach=True)
+    for group in optimizer.param_groups:
+        group.update(fused=False, foreach=True)
+    optimizer._step_supports_amp_scaling = False  # type: ignore[attr-defined]  (GradScaler's flag: no found_inf)

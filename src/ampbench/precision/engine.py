@@ -41,7 +41,9 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from ampbench.distributed import units as fsdp_units
 from ampbench.distributed.placement import Placement
+from ampbench.distributed.units import FsdpSplit
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision import engine_state
 from ampbench.precision.convert import resolve_keep_fp32
@@ -239,14 +241,14 @@ class MixedPrecision:
         """FSDP master-*: the modules that stay fp32 units (norm layers and keep_fp32)."""
         return [m for _, m in resolve_keep_fp32(model, self.keep_fp32, keep_norm=True)]
 
-    def fsdp_unit_numels(self, model: nn.Module) -> tuple[int, int]:
-        """Of the set-up ``model``'s parameters: the elements of the modules FSDP master-* keeps as fp32 units of their
-        own, and of the weights converted to Float8Linear (all-gathered in fp8 under FSDP fp8-tensorwise): what
-        ``run`` counts its FSDP bytes from, and ``predict`` too."""
-        norm = sum(p.numel() for m in self._fp32_units(model) for p in m.parameters())
+    def fsdp_split(self, model: nn.Module) -> FsdpSplit:
+        """The set-up ``model``'s elements by the FSDP2 unit that all-gathers them: the norm modules FSDP master-* keeps
+        as fp32 units of their own, the repeated blocks, the root, and the weights converted to Float8Linear
+        (all-gathered in fp8 under FSDP fp8-tensorwise): what ``run`` counts its FSDP bytes from, and ``predict``
+        too."""
         layers = self.fp8_layers
-        fp8 = sum(model.get_submodule(n).weight.numel() for n in layers.converted) if layers is not None else 0
-        return norm, fp8
+        fp8 = [model.get_submodule(n).weight for n in layers.converted] if layers is not None else []
+        return fsdp_units.split(model, self._fp32_units(model), fp8)
 
     def _convert(self, models: list[nn.Module]) -> None:
         names = [k for k in self.keep_fp32 if isinstance(k, str)]

@@ -12,24 +12,24 @@ GPU's generation); across machines the network -- InfiniBand taken as one HDR 20
 DGX has), Ethernet as one 100 GbE port per machine shared by its GPUs -- and the ring runs at its slowest link.
 NCCL reaches ``BUS_EFFICIENCY`` of a link (a prior, not fitted).
 
-FSDP2 as ``run --strategy fsdp`` wraps the model (:func:`ampbench.distributed.wrap.wrap_fsdp`): the root is one unit
-(master-* modes: the normalisation layers units of their own, in fp32), so its parameters are all-gathered before the
-forward -- nothing to overlap with: the first unit -- and kept through the backward (FSDP2 does not reshard the root
-after forward), and its gradients reduce-scattered once the backward is done, before the optimizer, which steps each
-rank's shard (1/N of the optimizer's work). The bytes are ``run``'s count (:func:`ampbench.distributed.comm.
-fsdp_bytes`: the layout's dtypes), a ring's ``(n-1)/n x bytes / bus bandwidth + (n-1)`` hops each way.
+FSDP2 as ``run --strategy fsdp`` wraps the model (:func:`ampbench.distributed.wrap.wrap_fsdp`): each repeated block a
+unit, then the root (master-* modes: the normalisation layers units of their own, in fp32), their collectives laid out
+on one network as FSDP2 issues and prefetches them (:func:`fsdp_cost`); the optimizer steps each rank's shard (1/N of
+its work). The bytes are ``run``'s count (:func:`ampbench.distributed.comm.fsdp_bytes`: the layout's dtypes), a ring's
+``(n-1)/n x bytes / bus bandwidth + (n-1)`` hops each collective.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ampbench.distributed.comm import fsdp_bytes
+from ampbench.distributed.comm import fsdp_bytes, fsdp_gather_size
 from ampbench.distributed.strategy import Layout
+from ampbench.distributed.units import FsdpSplit
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu
 from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
-from ampbench.predict.trace import Trace
+from ampbench.predict.trace import Op, Trace
 
 INTERCONNECTS = ("nvlink", "pcie", "infiniband", "ethernet")
 BUS_EFFICIENCY = 0.8
@@ -38,6 +38,8 @@ HOP_US = {"nvlink": 5.0, "pcie": 8.0, "infiniband": 10.0, "ethernet": 30.0}
 """Latency per ring step, microseconds (a prior)."""
 NIC_GBS = {"infiniband": 25.0, "ethernet": 12.5}
 """InfiniBand: per GPU (one HDR 200 Gb/s NIC each); Ethernet: per machine (one 100 GbE port, shared)."""
+COMPUTE = ("forward", "loss", "backward", "step")
+"""A step's phases but the optimizer's (under FSDP each rank steps its shard)."""
 FIRST_BUCKET_BYTES = 2**20
 BUCKET_BYTES = 25 * 2**20
 """DDP's defaults (``bucket_cap_mb=25``; its first bucket 1 MiB)."""
@@ -146,34 +148,109 @@ def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | 
 @dataclass(frozen=True)
 class FsdpCost:
     step_s: float
-    """Each rank's step: the all-gather, the forward and backward, the reduce-scatter, its shard's optimizer step."""
+    """Each rank's step: the forward and backward with the collectives they wait on, its shard's optimizer step."""
     single_s: float
     allgather_s: float
+    """Every all-gather of the step, end to end (hidden or not)."""
     reduce_scatter_s: float
+    """Every reduce-scatter of the step, end to end (hidden or not)."""
+    exposed_s: float
+    """Of the collectives, the time the compute waits on them."""
     comm_bytes: int
     """Bytes one rank sends a step (``run``'s ``comm_bytes_per_step``)."""
-
-    @property
-    def exposed_s(self) -> float:
-        """Communication nothing overlaps (the root unit: all of it)."""
-        return self.allgather_s + self.reduce_scatter_s
+    units: int = 1
+    """FSDP2 units: the root and the repeated blocks."""
 
     @property
     def scaling_efficiency(self) -> float:
         return self.single_s / self.step_s
 
 
+def _gpu_s(trace: Trace, ops: list[Op], gpu: Gpu, tf32: bool, compiled: Compiled | None) -> float:
+    """The GPU time of ``ops`` (some of the step's compute: the optimizer's left out)."""
+    return price(replace(trace, ops=ops), gpu, tf32, phases=COMPUTE, compiled=compiled).gpu_s if ops else 0.0
+
+
 def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, host: Host = MEASURED_HOST,
               compiled: Compiled | None = None, single_s: float | None = None) -> FsdpCost:
     """The step of ``trace`` (one rank's batch, traced as one GPU runs the precision) under FSDP2 over ``fab`` with
-    ``layout``'s dtypes, issued by ``host`` (``single_s``: its one-GPU step, where the caller priced it already)."""
+    ``layout``'s dtypes, its units as ``run`` wraps the model (the root and each repeated block), issued by ``host``
+    (``single_s``: its one-GPU step, where the caller priced it already).
+
+    The timeline: one network resource, the collectives in the order FSDP2 issues them. Forward: the root's
+    all-gather (nothing to hide it), then each block's, issued once the unit before it has begun computing (FSDP2
+    prefetches one unit ahead) -- a block computes once its all-gather is done and the unit before it has finished.
+    Backward, blocks last to first: each block all-gathered again (resharded after forward), prefetched when the
+    block after it begins its backward; its gradients reduce-scattered when its backward ends; the root's last, once
+    the whole backward is done, before the step. Compute per unit: the blocks' forward ops (found by their forward
+    hooks: :attr:`Op.in_block`), the root's before and after them; the backward split as the forward is (a block's
+    backward is not told apart from the others': the blocks are one class, the same work each)."""
     single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s
-    rest = price(trace, gpu, tf32, phases=("forward", "loss", "backward", "step"), host=host, compiled=compiled)
+    rest = price(trace, gpu, tf32, phases=COMPUTE, host=host, compiled=compiled)
     optimizer = price(trace, gpu, tf32, phases=("optimizer",), host=host, compiled=compiled)
-    norm = trace.norm_numel if layout.fsdp_norm_units else 0
-    gathered, reduced = fsdp_bytes(layout, trace.param_numel, norm, trace.fp8_numel)
     n = fab.world
     shard = max(optimizer.host_s, optimizer.gpu_s / n)  # (each rank steps 1/N of the parameters: the same calls)
-    gather, scatter = fab.gather_s(gathered), fab.gather_s(reduced)
-    return FsdpCost(rest.step_s + gather + scatter + shard, single, gather, scatter,
-                    int((n - 1) / n * (gathered + reduced)) if n > 1 else 0)
+    split = trace.fsdp or FsdpSplit(0)
+    gathered, reduced = fsdp_bytes(layout, split)
+    comm_bytes = int((n - 1) / n * (gathered + reduced)) if n > 1 else 0
+
+    # the units' bytes (norm units folded into the unit they sit in; outside the blocks, into the root's)
+    g = fsdp_gather_size(layout)
+    r = reduced / split.numel if split.numel else 0.0
+    root, block, norm = split.units(layout.fsdp_norm_units)
+    block_fp8 = split.block_fp8 if layout.fp8_all_gather else 0
+    root_fp8 = (split.fp8 if layout.fp8_all_gather else 0) - block_fp8
+    norm_in = split.norm_in_blocks if layout.fsdp_norm_units else 0
+    k = split.blocks
+    block_gather = ((block - block_fp8) * g + block_fp8 + norm_in * 4) / k if k else 0.0
+    root_gather = (root - root_fp8) * g + root_fp8 + (norm - norm_in) * 4
+    root_regather = (norm - norm_in) * 4  # (norm units outside the blocks are resharded too: gathered again)
+    block_reduce = (block + norm_in) * r / k if k else 0.0
+    root_reduce = reduced - block_reduce * k
+
+    # the compute: shares of the step's own time (host-bound steps keep their host time), by unit
+    compute = [o for o in trace.ops if o.phase in COMPUTE]
+    fwd = [o for o in compute if o.phase in ("forward", "loss")]
+    inside = [i for i, o in enumerate(fwd) if o.in_block]
+    first, last = (inside[0], inside[-1]) if inside and k else (len(fwd), len(fwd) - 1)
+    parts = {"pre": fwd[:first], "blocks": [o for o in fwd if o.in_block] if k else [],
+             "post": [o for o in fwd[first:] if not (o.in_block and k)],
+             "backward": [o for o in compute if o.phase == "backward"], "step": [o for o in compute if o.phase == "step"]}
+    gpu_of = {name: _gpu_s(trace, ops, gpu, tf32, compiled) for name, ops in parts.items()}
+    total = sum(gpu_of.values())
+    scale = rest.step_s / total if total else 0.0
+    pre_f, blocks_f, post_f = (gpu_of[x] * scale for x in ("pre", "blocks", "post"))
+    forward_gpu = gpu_of["pre"] + gpu_of["blocks"] + gpu_of["post"]
+    backward = gpu_of["backward"] * scale
+    share = (lambda x: gpu_of[x] / forward_gpu) if forward_gpu else (lambda x: 1.0 if x == "post" else 0.0)
+    pre_b, blocks_b, post_b = (backward * share(x) for x in ("pre", "blocks", "post"))
+    step_part = gpu_of["step"] * scale
+    blk_f, blk_b = (blocks_f / k, blocks_b / k) if k else (0.0, 0.0)
+
+    ag, rs = fab.gather_s, fab.gather_s
+    net = ag(root_gather)  # forward: the root's all-gather, nothing before it
+    end, began = net + pre_f, net
+    for _ in range(k):
+        net = max(net, began) + ag(block_gather)  # (prefetched once the unit before began)
+        began = max(end, net)
+        end = began + blk_f
+    end += post_f
+    net = max(net, end) + ag(root_regather)  # (master-*'s norm units outside the blocks: resharded, gathered again)
+    end = max(end, net)
+    ready = {k - 1: net + ag(block_gather)} if k else {}  # backward: the last block, prefetched at its start
+    net = ready.get(k - 1, net)
+    end += post_b
+    for i in reversed(range(k)):
+        began = max(end, ready[i])
+        if i:
+            net = max(net, began) + ag(block_gather)
+            ready[i - 1] = net
+        end = began + blk_b
+        net = max(net, end) + rs(block_reduce)
+    end += pre_b
+    net = max(net, end) + rs(root_reduce)
+    step = max(end, net) + step_part + shard
+    allgather = ag(root_gather) + ag(root_regather) + 2 * k * ag(block_gather)
+    reduce_scatter = rs(root_reduce) + k * rs(block_reduce)
+    exposed = max(0.0, step - rest.step_s - shard)
+    return FsdpCost(step, single, allgather, reduce_scatter, exposed, comm_bytes, 1 + k)

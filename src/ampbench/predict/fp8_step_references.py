@@ -4,10 +4,9 @@ steps, torch.compile, FSDP2, per-op selective activation checkpointing; torch 2.
 0.0.2 -- median tokens per second per GPU: bf16 6,150; float8 tensorwise (weights all-gathered in float8) 7,689.5;
 float8 rowwise (weights all-gathered in bf16) 6,768.
 
-The setup, as rebuilt here: Llama3-8B from its architecture (Transformers' ``LlamaConfig``: 32 layers, hidden 4,096,
-SwiGLU 14,336, 32 query and 8 key/value heads, vocabulary 128,256, untied output head; no weights: nothing is
-computed), one GPU's batch (1 x 8,192 tokens), the loss over fp32 logits, AdamW; the step compiled (Inductor's
-fusions, no CUDA graphs) on an H100 SXM; bf16 as ``amp-bf16``, float8 as ``fp8-tensorwise`` / ``fp8-rowwise``
+The setup, as rebuilt here: Llama3-8B from its architecture (:mod:`ampbench.predict.llama3`), one GPU's batch
+(1 x 8,192 tokens), the loss over fp32 logits, AdamW; the step compiled (Inductor's fusions, no CUDA graphs) on an
+H100 SXM; bf16 as ``amp-bf16``, float8 as ``fp8-tensorwise`` / ``fp8-rowwise``
 converting every linear layer but the output head (torchtitan's ``filter_fqns=["output"]``; all of Llama's layer
 dims are multiples of 16: ``--fp8-filter dims``); the optimizer over each GPU's eighth of the parameters (FSDP2
 shards it).
@@ -22,26 +21,19 @@ Left out (so the tokens per second are reported, not checked; the gain -- fp8 ov
 - FSDP2 casts each GPU's weight shard (1/8) to bf16 or float8 before gathering it: here each GPU casts the whole
   model, in both modes.
 
-A 32-layer trace takes seconds, but the layers are identical: each step is priced from traces of 1 and 2 layers,
-``step(32) = step(1) + 31 x (step(2) - step(1))`` (``tests/predict/test_fp8_step_references.py`` checks the
-linearity at 3 layers). Nothing is fitted on these figures.
+Each step is priced from traces of 1 and 2 layers (:func:`ampbench.predict.llama3.whole`). Nothing is fitted on
+these figures.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-from ampbench.data import TensorData
 from ampbench.measure.gpus import lookup
+from ampbench.predict import llama3
 from ampbench.predict.cost import Compiled, price
 from ampbench.predict.trace import Trace, trace_step
-from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
 SOURCE = ("torchao's float8 README, 'Performance': torchtitan Llama3-8B, 8 x H100, batch 1, seq 8192, torch.compile, "
@@ -49,7 +41,6 @@ SOURCE = ("torchao's float8 README, 'Performance': torchtitan Llama3-8B, 8 x H10
 GPU = "h100-sxm"
 GPUS = 8
 SEQ = 8192
-LAYERS = 32
 PUBLISHED = {"amp-bf16": 6150.0, "fp8-tensorwise": 7689.5, "fp8-rowwise": 6768.0}
 """Median tokens per second per GPU, as published (bf16, float8 tensorwise, float8 rowwise)."""
 GAIN_GOAL = 0.15
@@ -58,41 +49,9 @@ FP8_OPTIONS = {"fp8_skip": ("lm_head",), "fp8_filter": "dims"}
 """torchtitan's conversion: every linear layer but the output head (Transformers names it ``lm_head``)."""
 
 
-class _Logits(nn.Module):
-    """A Transformers causal LM called on token ids, returning its logits."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.inner(input_ids=input_ids).logits
-
-
-def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
-
-def workload(layers: int) -> Callable[[], Workload]:
-    """Llama3-8B's architecture with ``layers`` decoder layers, one GPU's batch of ``SEQ`` tokens, on meta."""
-    def build() -> Workload:
-        import transformers as tf  # lazy: transformers (only these checks build its models)
-
-        config = tf.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=layers,
-                                num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                                max_position_embeddings=SEQ, rope_theta=500000.0, tie_word_embeddings=False)
-        config._attn_implementation = "sdpa"  # (torchtitan's attention: SDPA, flash on the H100)
-        with torch.device("meta"):
-            model = _Logits(tf.LlamaForCausalLM(config))
-        ids = torch.zeros(1, SEQ, dtype=torch.long)
-        return Workload(f"llama3-8b-{layers}-layers", model, TensorData((ids,), ids), loss_fn=_loss, metric=None,
-                        make_optimizer=lambda p: torch.optim.AdamW(p, lr=8e-4, weight_decay=0.1), batch_size=1)
-    return build
-
-
 @functools.cache
 def _trace(precision: str, layers: int) -> Trace:
-    return trace_step(build_meta(workload(layers)), precision, 1,
+    return trace_step(build_meta(llama3.workload(layers, SEQ)), precision, 1,
                       mp_options=FP8_OPTIONS if precision.startswith("fp8") else None)
 
 
@@ -108,8 +67,7 @@ def gpu_step_s(precision: str, layers: int) -> float:
 
 def step_s(precision: str) -> float:
     """The whole model's step: its first layer's trace plus 31 times what a second layer adds."""
-    one = gpu_step_s(precision, 1)
-    return one + (LAYERS - 1) * (gpu_step_s(precision, 2) - one)
+    return llama3.whole(lambda layers: gpu_step_s(precision, layers))
 
 
 @dataclass(frozen=True)

@@ -303,7 +303,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
     trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None)
     step_s, world, spread = cost.step_s, 1, {}
-    if fab is not None and fab.strategy == "fsdp":  # FSDP2: the root unit's all-gather and reduce-scatter, exposed
+    if fab is not None and fab.strategy == "fsdp":  # FSDP2: each unit's collectives, what the compute waits on
         f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled, cost.step_s)
         step_s, world = f.step_s, fab.world
         spread = {"strategy": "fsdp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
+from ampbench.distributed.units import FsdpSplit, blocks
 from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa_backward_flops, sdpa_forward_flops
 from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
@@ -85,6 +86,9 @@ class Op:
     in_model: bool = False
     """Part of the model's own forward or backward -- what ``torch.compile(model)`` compiles -- not the loss, the
     loss's backward, the engine's step or the optimizer."""
+    in_block: bool = False
+    """Part of the forward of one of the model's repeated blocks (:func:`ampbench.distributed.units.blocks`: FSDP2's
+    units), found by the blocks' forward hooks."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -173,6 +177,8 @@ class _Recorder(TorchDispatchMode):
         self.live = self.peak_live = 0
         self.in_model = False
         """Whether the ops now issued are the model's own (:attr:`Op.in_model`)."""
+        self.in_block = False
+        """Whether they are inside a repeated block's forward (:attr:`Op.in_block`)."""
         self._alive: dict[int, Any] = {}
         """Every storage seen, held while the step is recorded: a freed buffer's address is never taken for another's."""
 
@@ -258,7 +264,7 @@ class _Recorder(TorchDispatchMode):
         reduces = bool(ins and outs) and max(t.numel() for t in outs) < max(t.numel() for t in ins)
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
-                           writes, reduces, self.in_model))
+                           writes, reduces, self.in_model, self.in_block))
         return out
 
 
@@ -303,12 +309,9 @@ class Trace:
     outputs: tuple[int, ...] = ()
     """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
     not (an inference forward's output is read by no traced op)."""
-    param_numel: int = 0
-    """The model's trainable parameters' elements (each shared one once): what a data-parallel strategy moves."""
-    norm_numel: int = 0
-    """Of them, the normalisation layers' (FSDP master-* makes them fp32 units of their own)."""
-    fp8_numel: int = 0
-    """Of them, the weights of the Linear layers converted to torchao's Float8Linear (fp8 modes)."""
+    fsdp: FsdpSplit | None = None
+    """The model's trainable parameters' elements (each shared one once: what a data-parallel strategy moves) by the
+    FSDP2 unit that would all-gather them, as ``run`` wraps the model (:mod:`ampbench.distributed.units`)."""
 
     @property
     def held_bytes(self) -> int:
@@ -477,7 +480,10 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
 
     pre = optimizer.register_step_pre_hook(lambda *_: setattr(rec, "phase", "optimizer"))
     post = optimizer.register_step_post_hook(lambda *_: setattr(rec, "phase", "step"))
-    with compile_as_no_op(), _closing(pre, post), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
+    block_hooks = [h for b in blocks(model) for h in (
+        b.register_forward_pre_hook(lambda *_: setattr(rec, "in_block", True)),
+        b.register_forward_hook(lambda *_: setattr(rec, "in_block", False)))]
+    with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         with rec:
             act = step(cuda, True)
@@ -491,14 +497,12 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
     temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward")), default=0)
     split = held[0]
-    trainable = {id(p): p for p in model.parameters() if p.requires_grad}
-    norm_numel, fp8_numel = mp.fsdp_unit_numels(model)  # (as run counts its FSDP bytes)
     return Trace(rec.ops, batch_size, split.weights, split.grads, split.optimizer,
                  tensor_bytes([*masters, *(m.grad for m in masters)]), act[0], temporary, type(optimizer).__name__,
                  fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
-                 param_numel=sum(p.numel() for p in trainable.values()), norm_numel=norm_numel, fp8_numel=fp8_numel)
+                 fsdp=mp.fsdp_split(model))  # (as run counts its FSDP bytes)
 
 
 def _on_model_backward(out: Any, rec: _Recorder) -> None:

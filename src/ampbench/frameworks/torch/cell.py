@@ -265,8 +265,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
 
 
 def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
-    norm, fp8 = mp.fsdp_unit_numels(model)
-    return bytes_per_step(mp.layout, model, dist.get_world_size(), norm if mp.layout.fsdp_norm_units else 0, fp8)
+    return bytes_per_step(mp.layout, model, dist.get_world_size(), mp.fsdp_split(model))
 
 
 def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:
