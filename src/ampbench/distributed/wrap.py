@@ -21,6 +21,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.nn.parallel import DistributedDataParallel
 
 from ampbench.distributed.strategy import Layout
+from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError, MisuseError
 
 
@@ -108,8 +109,6 @@ def wrap_fsdp(model: nn.Module, layout: Layout, mesh: Any, fp32_units: Sequence[
     repeated block (:func:`ampbench.distributed.units.blocks`: a transformer's layers), then the root. Returns the
     model."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # lazy: torch.distributed.fsdp
-
-    from ampbench.distributed.units import blocks
 
     if layout.fsdp_norm_units:
         for module in fp32_units:
