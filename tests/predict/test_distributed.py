@@ -204,7 +204,15 @@ def test_fsdp_overlaps_the_blocks_collectives_with_their_neighbours_compute() ->
     assert blocks.exposed_s < blocks.allgather_s + blocks.reduce_scatter_s  # (some of it hidden)
 
 
-def test_predict_fsdp_rows_say_what_they_move_and_shard_the_optimizer(tmp_path: Path) -> None:
+def test_predict_fsdp_rows_say_what_they_move_and_shard_the_state(tmp_path: Path) -> None:
+    from ampbench.workloads import DataOptions, build_target
+
+    build = lambda: build_target("tabular-mlp", None, "tiny", DataOptions(), 0, preset_given=False)  # noqa: E731
+    model = build().model
+    numel = sum(p.numel() for p in model.parameters())
+    norms = (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._BatchNorm)
+    norm = sum(p.numel() for m in model.modules() if isinstance(m, norms) for p in m.parameters())
+    assert norm > 0
     out = tmp_path / "p.json"
     code, text, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny",
                           "--precisions", "fp32,master-bf16", "--gpus", "4", "--strategy", "fsdp",
@@ -218,9 +226,35 @@ def test_predict_fsdp_rows_say_what_they_move_and_shard_the_optimizer(tmp_path: 
         assert r["predicted_comm_ms"] == pytest.approx(r["predicted_allgather_ms"] + r["predicted_reduce_scatter_ms"])
         # (tabular-mlp has no repeated blocks: the root is its one unit, nothing hides its collectives)
         assert r["predicted_comm_bytes_per_step"] > 0 and 0 < r["predicted_scaling_efficiency"] < 1
+        # memory, by hand: each rank a quarter of the state, plus the one unit's parameters and gradients whole in the
+        # all-gather dtype (fp32; master-bf16: bf16) while it computes; master-*'s half gradients beside the masters
+        # are that unit's, not held apart
         single = one[name]
-        assert r["predicted_optimizer_bytes"] == single["predicted_optimizer_bytes"] - (
-            single["predicted_optimizer_bytes"] - single["predicted_optimizer_bytes"] // 4)
-        assert r["predicted_peak_bytes"] == single["predicted_peak_bytes"] - (
-            single["predicted_optimizer_bytes"] - r["predicted_optimizer_bytes"])
+        whole = (numel - norm) * 2 + norm * 4 if name == "master-bf16" else numel * 4  # (master-*: norms fp32 units)
+        assert r["predicted_optimizer_bytes"] == single["predicted_optimizer_bytes"] // 4
+        assert r["predicted_weights_bytes"] == single["predicted_weights_bytes"] // 4 + whole
+        assert r["predicted_grads_bytes"] == single["predicted_grads_bytes"] // 4 + whole
+        held = ("predicted_weights_bytes", "predicted_grads_bytes", "predicted_optimizer_bytes")
+        trace = trace_step(build_meta(build), name, max(r["batch_size"], 2))
+        in_flight = max(0, trace.backward_grads_bytes - trace.grads_bytes)
+        assert r["predicted_peak_bytes"] == single["predicted_peak_bytes"] - sum(single[k] for k in held) + sum(
+            r[k] for k in held) - in_flight
     assert "reduce-scatter" in " ".join(text.split())
+
+
+def test_an_fsdp_rank_holds_its_shard_and_the_units_it_computes() -> None:
+    """BERT tiny, amp-bf16 (fp32 gathered), 8 ranks, by hand from its modules: a rank holds 1/8 of the one-GPU
+    weights, gradients and optimizer state, plus the root's parameters and gradients whole, and two BertLayers'
+    parameters (the one computing, the one prefetched) and one's gradients."""
+    from ampbench.distributed.strategy import layout
+    from ampbench.precision import get
+    from ampbench.predict.distributed import fsdp_memory
+
+    build = _bert_tiny()
+    model = build().model
+    numel = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    layer = sum(p.numel() for p in next(m for m in model.modules() if type(m).__name__ == "BertLayer").parameters())
+    trace = trace_step(build_meta(build), "amp-bf16", 8)
+    m = fsdp_memory(trace, layout("fsdp", get("amp-bf16")), 8, 8000, 4000, 16000)
+    root = (numel - 2 * layer) * 4
+    assert (m.weights, m.gradients, m.optimizer) == (1000 + root + 2 * layer * 4, 500 + root + layer * 4, 2000)

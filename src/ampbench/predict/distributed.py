@@ -254,3 +254,37 @@ def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, h
     reduce_scatter = rs(root_reduce) + k * rs(block_reduce)
     exposed = max(0.0, step - rest.step_s - shard)
     return FsdpCost(step, single, allgather, reduce_scatter, exposed, comm_bytes, 1 + k)
+
+
+@dataclass(frozen=True)
+class FsdpMemory:
+    """What one rank holds of the step's state under FSDP2, as ``run`` shards the model."""
+
+    weights: int
+    """Its shard of the weights, and the units' parameters gathered whole while they compute: the root's (FSDP2
+    keeps them through the backward) and two blocks' (the one computing and the one prefetched)."""
+    gradients: int
+    """Its shard of the gradients, and the root's and one block's whole before their reduce-scatter."""
+    optimizer: int
+    """Its shard of the optimizer's state (and of master-*'s fp32 masters: under FSDP the sharded fp32 parameters are
+    them)."""
+
+    @property
+    def held(self) -> int:
+        return self.weights + self.gradients + self.optimizer
+
+
+def fsdp_memory(trace: Trace, layout: Layout, world: int, weights: int, gradients: int, optimizer: int) -> FsdpMemory:
+    """One rank's share of the one-GPU ``weights``, ``gradients`` and ``optimizer`` bytes of ``trace`` over ``world``
+    ranks, with what FSDP2 gathers whole at once (in the all-gather dtype; a unit's whole gradients taken in it too).
+    The one-GPU figures are sharded as they are: master-*'s half model copy is counted 1/N where FSDP2 keeps none (a
+    ceiling by 2 bytes an element over N)."""
+    split = trace.fsdp or FsdpSplit(0)
+    g = fsdp_gather_size(layout)
+    root, block, norm = split.units(layout.fsdp_norm_units)
+    norm_in = split.norm_in_blocks if layout.fsdp_norm_units else 0  # (fp32 norm units: with the unit they sit in)
+    k = split.blocks
+    root_bytes = root * g + (norm - norm_in) * 4
+    block_bytes = (block * g + norm_in * 4) // k if k else 0
+    return FsdpMemory(weights // world + root_bytes + 2 * block_bytes, gradients // world + root_bytes + block_bytes,
+                      optimizer // world)

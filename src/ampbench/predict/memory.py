@@ -136,7 +136,8 @@ def _op_lines(small: Trace, large: Trace) -> set[Line]:
     batch of 1 can skip an op -- a reduction over a dimension of one -- so the sequences are aligned, not zipped);
     an op of the small trace with no partner grows in proportion to the batch."""
     def outputs(trace: Trace) -> list[tuple[str, int]]:
-        return [(o.name, o.bytes_written) for o in trace.ops if o.phase in ("forward", "loss", "backward")]
+        return [(o.name, o.bytes_written if o.allocates else 0) for o in trace.ops
+                if o.phase in ("forward", "loss", "backward")]
 
     a, b = outputs(small), outputs(large)
     b1, b2 = small.batch_size, large.batch_size

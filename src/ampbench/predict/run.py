@@ -30,7 +30,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
 from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
-from ampbench.predict.distributed import Fabric, ddp_cost, fsdp_cost
+from ampbench.predict.distributed import Fabric, ddp_cost, fsdp_cost, fsdp_memory
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
 from ampbench.workloads.base import Workload
@@ -292,11 +292,16 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_context_bytes=mem.context, predicted_usable_bytes=mem.usable, predicted_max_batch=mem.max_batch,
         optimizer=trace.optimizer, predicted_optimizer_states=trace.optimizer_states)
     sharded = 0
-    if fab is not None and fab.strategy == "fsdp":  # (the optimizer's state and fp32 masters: 1/N a rank; the root
-        sharded = mem.optimizer - mem.optimizer // fab.world  # unit's parameters and gradients whole while it computes)
-        memory_keys.update(predicted_optimizer_bytes=mem.optimizer - sharded, predicted_peak_bytes=mem.peak - sharded)
+    if fab is not None and fab.strategy == "fsdp":  # (each rank holds 1/N of the state and the units it is computing)
+        rank = fsdp_memory(trace, layout("fsdp", get(name)), fab.world, mem.weights, mem.gradients, mem.optimizer)
+        # (the half gradients master-* holds beside its masters before moving them: per unit too, in rank.gradients)
+        sharded = mem.weights + mem.gradients + mem.optimizer - rank.held + model.in_flight
+        memory_keys.update(predicted_weights_bytes=rank.weights, predicted_grads_bytes=rank.gradients,
+                           predicted_optimizer_bytes=rank.optimizer, predicted_peak_bytes=mem.peak - sharded,
+                           predicted_max_batch=model.max_batch(mem.usable + sharded, mem.workspace))
     if mem.peak - sharded > mem.usable:
-        fits = "no batch fits" if not mem.max_batch else f"the largest batch that fits: {mem.max_batch:,}"
+        largest = memory_keys["predicted_max_batch"]
+        fits = "no batch fits" if not largest else f"the largest batch that fits: {largest:,}"
         return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
                 "reason": f"predicted peak {(mem.peak - sharded) / 2**30:,.1f} GiB exceeds the "
                           f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}

@@ -90,6 +90,12 @@ class Op:
     """Part of the forward of one of the model's repeated blocks (:func:`ampbench.distributed.units.blocks`: FSDP2's
     units), found by the blocks' forward hooks."""
 
+    @property
+    def allocates(self) -> bool:
+        """Whether its output is new memory: not an in-place op (``add_``, ``_foreach_copy_`` into the master
+        gradients' buffers) writing into a tensor that exists."""
+        return not self.name.endswith("_")
+
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
               "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "scalar_tensor", "arange"}
@@ -420,7 +426,7 @@ def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_las
             del out
     weights = tensor_bytes([*model.parameters(), *model.buffers()])
     batch_bytes = tensor_bytes(inputs)
-    temporary = max((o.bytes_written for o in rec.ops), default=0)
+    temporary = max((o.bytes_written for o in rec.ops if o.allocates), default=0)
     return Trace(rec.ops, batch_size, weights, 0, 0, 0, rec.peak_live + batch_bytes, temporary, "none", False,
                  inference=True, outputs=outputs)
 
@@ -495,7 +501,8 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     masters = [m for m in mp.master_params() if id(m) not in model_ids]
     stepped = [p for g in optimizer.param_groups for p in g["params"]]
     state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-    temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward")), default=0)
+    temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward") and o.allocates),
+                    default=0)
     split = held[0]
     return Trace(rec.ops, batch_size, split.weights, split.grads, split.optimizer,
                  tensor_bytes([*masters, *(m.grad for m in masters)]), act[0], temporary, type(optimizer).__name__,
