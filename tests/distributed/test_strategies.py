@@ -103,7 +103,7 @@ def test_dtypes_each_pair_trains_in(ranks: tuple[dict[str, Any], dict[str, Any]]
         assert ranks[0][f"{strategy}/amp-bf16/reduce-bf16"]["params"] == ranks[1][f"{strategy}/amp-bf16/reduce-bf16"]["params"]
 
 
-@pytest.mark.parametrize("case", ["fsdp/master-bf16", "fsdp/amp-fp16", "ddp/master-bf16",
+@pytest.mark.parametrize("case", ["fsdp/master-bf16", "fsdp/amp-fp16", "ddp/master-bf16", "fsdp/master-bf16/blocks",
                                   pytest.param("fsdp/fp8-tensorwise", marks=NEEDS_TORCHAO)])
 def test_a_resumed_run_reproduces_the_uninterrupted_losses(ranks: tuple[dict[str, Any], dict[str, Any]], case: str) -> None:
     for rank in ranks:

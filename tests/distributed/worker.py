@@ -132,10 +132,11 @@ def full_params(model: nn.Module) -> list[float]:
     return out
 
 
-def build(precision: str, strategy: str, fused: bool = False,
+def build(precision: str, strategy: str, fused: bool = False, blocks: bool = False,
           **kw: Any) -> tuple[nn.Module, torch.optim.Optimizer, MixedPrecision, Net]:
+    """``blocks``: BlockNet (FSDP2 units per block) in place of Net."""
     torch.manual_seed(0)
-    net = Net()
+    net = BlockNet() if blocks else Net()
     opt = torch.optim.Adam(net.parameters(), lr=1e-2, **({"fused": True} if fused else {}))
     mp = MixedPrecision(precision, strategy=strategy, device="cpu", **kw)
     model, opt = mp.setup(net, opt)
@@ -299,9 +300,11 @@ def main(out_dir: Path) -> None:
     results["fsdp/amp-bf16/fused-sgd"] = {"params": full_params(model), "impl": implementation(opt),
                                           "warned": [str(w.message) for w in caught if "foreach" in str(w.message)]}
     # checkpoint: train 3 steps, save, train on; a fresh run loads the checkpoint and trains the same steps
-    cases = [("fsdp", "master-bf16", {}), ("fsdp", "amp-fp16", {}), ("ddp", "master-bf16", {})]
+    cases = [("fsdp", "master-bf16", {}), ("fsdp", "amp-fp16", {}), ("ddp", "master-bf16", {}),
+             ("fsdp", "master-bf16", {"blocks": True})]
     for strategy, precision, kw in cases + ([("fsdp", "fp8-tensorwise", {"fp8_filter": "dims"})] if fp8 else []):
-        ckpt = out_dir / f"ckpt-{strategy}-{precision}"
+        name = f"{strategy}/{precision}" + ("/blocks" if kw.get("blocks") else "")
+        ckpt = out_dir / f"ckpt-{name.replace('/', '-')}"
         model, opt, mp, net = build(precision, strategy, **kw)
         train(model, opt, mp, net, rank, range(3))
         checkpoint.save(ckpt, model, opt, mp, extra={"step": 3})
@@ -309,7 +312,7 @@ def main(out_dir: Path) -> None:
         model, opt, mp, net = build(precision, strategy, **kw)
         extra = checkpoint.load(ckpt, model, opt, mp)
         resumed = train(model, opt, mp, net, rank, range(extra["step"], STEPS + 2))
-        results[f"resume/{strategy}/{precision}"] = {"straight": straight, "resumed": resumed}
+        results[f"resume/{name}"] = {"straight": straight, "resumed": resumed}
     (out_dir / f"rank{rank}.json").write_text(json.dumps(results))
     dist.barrier()
     dist.destroy_process_group()
