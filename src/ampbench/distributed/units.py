@@ -80,16 +80,15 @@ class FsdpSplit:
         return self.numel - norm - block, block, norm
 
 
-def split(model: nn.Module, norm_units: Sequence[nn.Module] = (), fp8_weights: Sequence[nn.Parameter] = (),
-          wrap_blocks: bool = True) -> FsdpSplit:
-    """``model``'s elements by unit: ``norm_units`` (master-*'s fp32 units), its repeated blocks (``wrap_blocks``),
-    the root; ``fp8_weights``: the Float8Linear weights."""
+def split(model: nn.Module, norm_units: Sequence[nn.Module] = (), fp8_weights: Sequence[nn.Parameter] = ()) -> FsdpSplit:
+    """``model``'s elements by unit: ``norm_units`` (master-*'s fp32 units), its repeated blocks, the root;
+    ``fp8_weights``: the Float8Linear weights."""
     numel = _numel(model, set())
     norm_ids = {id(p) for m in norm_units for p in m.parameters()}
     norm = sum(p.numel() for m in norm_units for p in m.parameters() if p.requires_grad)
     fp8_ids = {id(w) for w in fp8_weights}
     fp8 = sum(w.numel() for w in fp8_weights)
-    units = blocks(model) if wrap_blocks else []
+    units = blocks(model)
     block = sum(_numel(b, norm_ids) for b in units)
     in_blocks = sum(_numel(b, set()) for b in units) - block
     block_fp8 = sum(p.numel() for b in units for p in b.parameters() if id(p) in fp8_ids)

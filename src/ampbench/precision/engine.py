@@ -41,9 +41,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from ampbench.distributed import units as fsdp_units
 from ampbench.distributed.placement import Placement
-from ampbench.distributed.units import FsdpSplit
+from ampbench.distributed.units import FsdpSplit, split
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision import engine_state
 from ampbench.precision.convert import resolve_keep_fp32
@@ -248,7 +247,7 @@ class MixedPrecision:
         too."""
         layers = self.fp8_layers
         fp8 = [model.get_submodule(n).weight for n in layers.converted] if layers is not None else []
-        return fsdp_units.split(model, self._fp32_units(model), fp8)
+        return split(model, self._fp32_units(model), fp8)
 
     def _convert(self, models: list[nn.Module]) -> None:
         names = [k for k in self.keep_fp32 if isinstance(k, str)]

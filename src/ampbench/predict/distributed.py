@@ -21,6 +21,7 @@ its work). The bytes are ``run``'s count (:func:`ampbench.distributed.comm.fsdp_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ampbench.distributed.comm import fsdp_bytes, fsdp_gather_size
@@ -171,20 +172,113 @@ def _gpu_s(trace: Trace, ops: list[Op], gpu: Gpu, tf32: bool, compiled: Compiled
     return price(replace(trace, ops=ops), gpu, tf32, phases=COMPUTE, compiled=compiled).gpu_s if ops else 0.0
 
 
+@dataclass(frozen=True)
+class UnitBytes:
+    """The bytes of each FSDP2 unit's collectives, as ``run`` wraps the model: the root and ``blocks`` blocks of one
+    size (master-*'s fp32 norm units folded into the unit they sit in; outside the blocks, into the root)."""
+
+    blocks: int
+    root_gather: float
+    """The root's parameters, all-gathered before the forward (kept through the backward)."""
+    root_regather: float
+    """master-*'s norm units outside the blocks, all-gathered again for the backward (resharded after forward)."""
+    block_gather: float
+    """One block's parameters, all-gathered before its forward and again before its backward."""
+    root_reduce: float
+    block_reduce: float
+    """One block's gradients, reduce-scattered when its backward ends."""
+
+    @classmethod
+    def of(cls, split: FsdpSplit, layout: Layout) -> UnitBytes:
+        g, (_, reduced) = fsdp_gather_size(layout), fsdp_bytes(layout, split)
+        root, block, norm = split.units(layout.fsdp_norm_units)
+        block_fp8 = split.block_fp8 if layout.fp8_all_gather else 0
+        root_fp8 = (split.fp8 if layout.fp8_all_gather else 0) - block_fp8
+        norm_in = split.norm_in_blocks if layout.fsdp_norm_units else 0
+        k = split.blocks
+        block_reduce = (block + norm_in) * reduced / split.numel / k if k else 0.0
+        return cls(k, (root - root_fp8) * g + root_fp8 + (norm - norm_in) * 4, (norm - norm_in) * 4,
+                   ((block - block_fp8) * g + block_fp8 + norm_in * 4) / k if k else 0.0,
+                   reduced - block_reduce * k, block_reduce)
+
+
+@dataclass(frozen=True)
+class UnitCompute:
+    """The step's compute time by unit: the root's forward before and after the blocks (the loss with it), one block's
+    forward and backward, the root's backward after and before the blocks', the engine's step."""
+
+    pre_forward: float
+    block_forward: float
+    post_forward: float
+    post_backward: float
+    block_backward: float
+    pre_backward: float
+    step: float
+
+    @classmethod
+    def of(cls, trace: Trace, blocks: int, step_s: float, gpu: Gpu, tf32: bool, compiled: Compiled | None) -> UnitCompute:
+        """Shares of ``step_s`` (the step's compute as priced: a host-bound step keeps its host time) by the GPU time of
+        each part's ops; the blocks' forward ops are found by their forward hooks (:attr:`Op.in_block`), the backward
+        split as the forward is (a block's backward is not told apart from the others': one class, the same work)."""
+        compute = [o for o in trace.ops if o.phase in COMPUTE]
+        fwd = [o for o in compute if o.phase in ("forward", "loss")]
+        first = next((i for i, o in enumerate(fwd) if o.in_block), len(fwd)) if blocks else len(fwd)
+        parts = {"pre": fwd[:first], "blocks": [o for o in fwd if o.in_block] if blocks else [],
+                 "post": [o for o in fwd[first:] if not (o.in_block and blocks)],
+                 "backward": [o for o in compute if o.phase == "backward"],
+                 "step": [o for o in compute if o.phase == "step"]}
+        t = {name: _gpu_s(trace, ops, gpu, tf32, compiled) for name, ops in parts.items()}
+        total = sum(t.values())
+        scale = step_s / total if total else 0.0
+        forward = t["pre"] + t["blocks"] + t["post"]
+        backward = {x: t["backward"] * (t[x] / forward if forward else float(x == "post")) for x in ("pre", "blocks",
+                                                                                                     "post")}
+        per = max(blocks, 1)
+        return cls(t["pre"] * scale, t["blocks"] * scale / per, t["post"] * scale, backward["post"] * scale,
+                   backward["blocks"] * scale / per, backward["pre"] * scale, t["step"] * scale)
+
+
+def _timeline(b: UnitBytes, c: UnitCompute, collective: Callable[[float], float]) -> float:
+    """When the step's compute and collectives end (before the optimizer), one network resource taking the collectives
+    in the order FSDP2 issues them; ``collective(bytes)``: a ring all-gather's (or reduce-scatter's) time."""
+    k = b.blocks
+    net = collective(b.root_gather)  # forward: the root's all-gather, nothing before it
+    end, began = net + c.pre_forward, net
+    for _ in range(k):
+        net = max(net, began) + collective(b.block_gather)  # (prefetched once the unit before began)
+        began = max(end, net)
+        end = began + c.block_forward
+    end += c.post_forward
+    net = max(net, end) + collective(b.root_regather)
+    end = max(end, net)
+    ready = {k - 1: net + collective(b.block_gather)} if k else {}  # backward: the last block, prefetched at its start
+    net = ready.get(k - 1, net)
+    end += c.post_backward
+    for i in reversed(range(k)):
+        began = max(end, ready[i])
+        if i:  # (the next block's all-gather, prefetched as this one begins)
+            net = max(net, began) + collective(b.block_gather)
+            ready[i - 1] = net
+        end = began + c.block_backward
+        net = max(net, end) + collective(b.block_reduce)  # (its gradients, as its backward ends)
+    end += c.pre_backward
+    net = max(net, end) + collective(b.root_reduce)
+    return max(end, net) + c.step
+
+
 def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, host: Host = MEASURED_HOST,
               compiled: Compiled | None = None, single_s: float | None = None) -> FsdpCost:
     """The step of ``trace`` (one rank's batch, traced as one GPU runs the precision) under FSDP2 over ``fab`` with
     ``layout``'s dtypes, its units as ``run`` wraps the model (the root and each repeated block), issued by ``host``
     (``single_s``: its one-GPU step, where the caller priced it already).
 
-    The timeline: one network resource, the collectives in the order FSDP2 issues them. Forward: the root's
-    all-gather (nothing to hide it), then each block's, issued once the unit before it has begun computing (FSDP2
-    prefetches one unit ahead) -- a block computes once its all-gather is done and the unit before it has finished.
-    Backward, blocks last to first: each block all-gathered again (resharded after forward), prefetched when the
-    block after it begins its backward; its gradients reduce-scattered when its backward ends; the root's last, once
-    the whole backward is done, before the step. Compute per unit: the blocks' forward ops (found by their forward
-    hooks: :attr:`Op.in_block`), the root's before and after them; the backward split as the forward is (a block's
-    backward is not told apart from the others': the blocks are one class, the same work each)."""
+    The timeline (:func:`_timeline`): one network resource, the collectives in the order FSDP2 issues them. Forward:
+    the root's all-gather (nothing to hide it), then each block's, issued once the unit before it has begun computing
+    (FSDP2 prefetches one unit ahead) -- a block computes once its all-gather is done and the unit before it has
+    finished. Backward, blocks last to first: each block all-gathered again (resharded after forward), prefetched when
+    the block after it begins its backward; its gradients reduce-scattered when its backward ends; the root's last,
+    once the whole backward is done, before the step and the optimizer's shard. A reduce-scatter costs what an
+    all-gather of the same bytes does (a ring's)."""
     single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s
     rest = price(trace, gpu, tf32, phases=COMPUTE, host=host, compiled=compiled)
     optimizer = price(trace, gpu, tf32, phases=("optimizer",), host=host, compiled=compiled)
@@ -192,68 +286,12 @@ def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, h
     shard = max(optimizer.host_s, optimizer.gpu_s / n)  # (each rank steps 1/N of the parameters: the same calls)
     split = trace.fsdp or FsdpSplit(0)
     gathered, reduced = fsdp_bytes(layout, split)
-    comm_bytes = int((n - 1) / n * (gathered + reduced)) if n > 1 else 0
-
-    # the units' bytes (norm units folded into the unit they sit in; outside the blocks, into the root's)
-    g = fsdp_gather_size(layout)
-    r = reduced / split.numel if split.numel else 0.0
-    root, block, norm = split.units(layout.fsdp_norm_units)
-    block_fp8 = split.block_fp8 if layout.fp8_all_gather else 0
-    root_fp8 = (split.fp8 if layout.fp8_all_gather else 0) - block_fp8
-    norm_in = split.norm_in_blocks if layout.fsdp_norm_units else 0
-    k = split.blocks
-    block_gather = ((block - block_fp8) * g + block_fp8 + norm_in * 4) / k if k else 0.0
-    root_gather = (root - root_fp8) * g + root_fp8 + (norm - norm_in) * 4
-    root_regather = (norm - norm_in) * 4  # (norm units outside the blocks are resharded too: gathered again)
-    block_reduce = (block + norm_in) * r / k if k else 0.0
-    root_reduce = reduced - block_reduce * k
-
-    # the compute: shares of the step's own time (host-bound steps keep their host time), by unit
-    compute = [o for o in trace.ops if o.phase in COMPUTE]
-    fwd = [o for o in compute if o.phase in ("forward", "loss")]
-    inside = [i for i, o in enumerate(fwd) if o.in_block]
-    first, last = (inside[0], inside[-1]) if inside and k else (len(fwd), len(fwd) - 1)
-    parts = {"pre": fwd[:first], "blocks": [o for o in fwd if o.in_block] if k else [],
-             "post": [o for o in fwd[first:] if not (o.in_block and k)],
-             "backward": [o for o in compute if o.phase == "backward"], "step": [o for o in compute if o.phase == "step"]}
-    gpu_of = {name: _gpu_s(trace, ops, gpu, tf32, compiled) for name, ops in parts.items()}
-    total = sum(gpu_of.values())
-    scale = rest.step_s / total if total else 0.0
-    pre_f, blocks_f, post_f = (gpu_of[x] * scale for x in ("pre", "blocks", "post"))
-    forward_gpu = gpu_of["pre"] + gpu_of["blocks"] + gpu_of["post"]
-    backward = gpu_of["backward"] * scale
-    share = (lambda x: gpu_of[x] / forward_gpu) if forward_gpu else (lambda x: 1.0 if x == "post" else 0.0)
-    pre_b, blocks_b, post_b = (backward * share(x) for x in ("pre", "blocks", "post"))
-    step_part = gpu_of["step"] * scale
-    blk_f, blk_b = (blocks_f / k, blocks_b / k) if k else (0.0, 0.0)
-
-    ag, rs = fab.gather_s, fab.gather_s
-    net = ag(root_gather)  # forward: the root's all-gather, nothing before it
-    end, began = net + pre_f, net
-    for _ in range(k):
-        net = max(net, began) + ag(block_gather)  # (prefetched once the unit before began)
-        began = max(end, net)
-        end = began + blk_f
-    end += post_f
-    net = max(net, end) + ag(root_regather)  # (master-*'s norm units outside the blocks: resharded, gathered again)
-    end = max(end, net)
-    ready = {k - 1: net + ag(block_gather)} if k else {}  # backward: the last block, prefetched at its start
-    net = ready.get(k - 1, net)
-    end += post_b
-    for i in reversed(range(k)):
-        began = max(end, ready[i])
-        if i:
-            net = max(net, began) + ag(block_gather)
-            ready[i - 1] = net
-        end = began + blk_b
-        net = max(net, end) + rs(block_reduce)
-    end += pre_b
-    net = max(net, end) + rs(root_reduce)
-    step = max(end, net) + step_part + shard
-    allgather = ag(root_gather) + ag(root_regather) + 2 * k * ag(block_gather)
-    reduce_scatter = rs(root_reduce) + k * rs(block_reduce)
-    exposed = max(0.0, step - rest.step_s - shard)
-    return FsdpCost(step, single, allgather, reduce_scatter, exposed, comm_bytes, 1 + k)
+    b = UnitBytes.of(split, layout)
+    step = _timeline(b, UnitCompute.of(trace, b.blocks, rest.step_s, gpu, tf32, compiled), fab.gather_s) + shard
+    ag = fab.gather_s
+    return FsdpCost(step, single, ag(b.root_gather) + ag(b.root_regather) + 2 * b.blocks * ag(b.block_gather),
+                    ag(b.root_reduce) + b.blocks * ag(b.block_reduce), max(0.0, step - rest.step_s - shard),
+                    int((n - 1) / n * (gathered + reduced)) if n > 1 else 0, 1 + b.blocks)
 
 
 @dataclass(frozen=True)
@@ -276,15 +314,9 @@ class FsdpMemory:
 
 def fsdp_memory(trace: Trace, layout: Layout, world: int, weights: int, gradients: int, optimizer: int) -> FsdpMemory:
     """One rank's share of the one-GPU ``weights``, ``gradients`` and ``optimizer`` bytes of ``trace`` over ``world``
-    ranks, with what FSDP2 gathers whole at once (in the all-gather dtype; a unit's whole gradients taken in it too).
-    The one-GPU figures are sharded as they are: master-*'s half model copy is counted 1/N where FSDP2 keeps none (a
-    ceiling by 2 bytes an element over N)."""
-    split = trace.fsdp or FsdpSplit(0)
-    g = fsdp_gather_size(layout)
-    root, block, norm = split.units(layout.fsdp_norm_units)
-    norm_in = split.norm_in_blocks if layout.fsdp_norm_units else 0  # (fp32 norm units: with the unit they sit in)
-    k = split.blocks
-    root_bytes = root * g + (norm - norm_in) * 4
-    block_bytes = (block * g + norm_in * 4) // k if k else 0
-    return FsdpMemory(weights // world + root_bytes + 2 * block_bytes, gradients // world + root_bytes + block_bytes,
-                      optimizer // world)
+    ranks, with what FSDP2 gathers whole at once (the units' all-gathered bytes; a unit's whole gradients taken at
+    that size too). The one-GPU figures are sharded as they are: master-*'s half model copy is counted 1/N where FSDP2
+    keeps none (a ceiling by 2 bytes an element over N)."""
+    b = UnitBytes.of(trace.fsdp or FsdpSplit(0), layout)
+    root, block = int(b.root_gather), int(b.block_gather)
+    return FsdpMemory(weights // world + root + 2 * block, gradients // world + root + block, optimizer // world)
