@@ -222,7 +222,7 @@ def test_predict_fsdp_rows_say_what_they_move_and_shard_the_state(tmp_path: Path
     one = {r["precision"]: r for r in PredictConfig.from_strings(gpu="a100-80gb", workloads="tabular-mlp",
                                                                  preset="tiny", precisions="fp32,master-bf16").predict()}
     for name, r in rows.items():
-        assert r["status"] == "ok" and r["strategy"] == "fsdp" and r["world_size"] == 4
+        assert r["status"] == "ok" and r["strategy"] == "fsdp" and r["world_size"] == 4 and r["predicted_fsdp_units"] == 1
         assert r["predicted_comm_ms"] == pytest.approx(r["predicted_allgather_ms"] + r["predicted_reduce_scatter_ms"])
         # (tabular-mlp has no repeated blocks: the root is its one unit, nothing hides its collectives)
         assert r["predicted_comm_bytes_per_step"] > 0 and 0 < r["predicted_scaling_efficiency"] < 1
@@ -239,7 +239,8 @@ def test_predict_fsdp_rows_say_what_they_move_and_shard_the_state(tmp_path: Path
         in_flight = max(0, trace.backward_grads_bytes - trace.grads_bytes)
         assert r["predicted_peak_bytes"] == single["predicted_peak_bytes"] - sum(single[k] for k in held) + sum(
             r[k] for k in held) - in_flight
-    assert "reduce-scatter" in " ".join(text.split())
+    said = " ".join(text.split())
+    assert "reduce-scatters" in said and "one unit, as run wraps a model without repeated blocks" in said
 
 
 def test_an_fsdp_rank_holds_its_shard_and_the_units_it_computes() -> None:

@@ -314,6 +314,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         spread = {"strategy": "fsdp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
                   "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
                   "predicted_allgather_ms": f.allgather_s * 1e3, "predicted_reduce_scatter_ms": f.reduce_scatter_s * 1e3,
+                  "predicted_fsdp_units": f.units,
                   "predicted_comm_ms": f.exposed_s * 1e3, "predicted_comm_share": f.exposed_s / step_s,
                   "predicted_scaling_efficiency": f.scaling_efficiency,
                   "predicted_samples_per_s_per_gpu": batch / step_s, "predicted_comm_bytes_per_step": f.comm_bytes}

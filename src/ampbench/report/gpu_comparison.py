@@ -213,9 +213,13 @@ def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
         r = group[0]
         eff = ", ".join(f"{_mode(x)} {x['predicted_scaling_efficiency']:.2f}" for x in group)
         if r["strategy"] == "fsdp":
-            comm = (f"the parameters' all-gather {r['predicted_allgather_ms']:,.2f} ms before the forward and the "
-                    f"gradients' reduce-scatter {r['predicted_reduce_scatter_ms']:,.2f} ms after the backward (one unit, "
-                    "as run wraps the model: nothing overlaps them)")
+            units = r.get("predicted_fsdp_units") or 1
+            shape = ("one unit, as run wraps a model without repeated blocks: nothing overlaps them" if units == 1 else
+                     f"{units} units as run wraps the model, the root and {units - 1} blocks: each block's overlap its "
+                     "neighbours' compute")
+            comm = (f"all-gathers {r['predicted_allgather_ms']:,.2f} ms and reduce-scatters "
+                    f"{r['predicted_reduce_scatter_ms']:,.2f} ms a step ({shape}), {r['predicted_comm_ms']:,.2f} ms of "
+                    "them waited on")
         else:
             comm = (f"the gradients' all-reduce {r['predicted_allreduce_ms']:,.2f} ms a step, "
                     f"{r['predicted_comm_ms']:,.2f} ms of it past the backward")
