@@ -178,18 +178,19 @@ def test_fsdp_fp8_trains_as_ddp_and_one_process_do(ranks: tuple[dict[str, Any], 
     assert max(abs(a - b) for a, b in zip(r0["params"], r0["reference"])) < 0.1
 
 
-@pytest.mark.parametrize("precision", ["amp-bf16", "master-bf16"])
+@pytest.mark.parametrize("precision", ["amp-bf16", "master-bf16", pytest.param("fp8-tensorwise", marks=NEEDS_TORCHAO)])
 def test_fsdp_shards_each_repeated_block_as_a_unit_and_counts_what_it_gathers(
         ranks: tuple[dict[str, Any], dict[str, Any]], precision: str) -> None:
     """BlockNet's two blocks are FSDP2 units of their own (the root the third; its input and output layers are the
     root's); the bytes each rank puts into FSDP2's all-gathers -- counted on ``dist.all_gather_single``, the oracle --
     are what ``run`` counts (``fsdp_bytes``: the blocks twice a step, resharded after forward; master-*'s fp32 norm
-    units twice; the root once); the ranks train as one process does."""
+    units twice; the root once; fp8-tensorwise's Float8Linear weights in 1 byte, in the blocks and the root); the
+    ranks train as one process does (fp8: each rank scales its own activations, so loosely)."""
     r0, r1 = ranks[0][f"fsdp/{precision}/blocks"], ranks[1][f"fsdp/{precision}/blocks"]
     assert r0["units"] == [True, True, True, False, False]
     assert r0["gathered_per_step"] == r0["counted_per_step"] == r1["gathered_per_step"]
     assert r0["params"] == r1["params"]
-    assert max(abs(a - b) for a, b in zip(r0["params"], r0["reference"])) < 2e-2
+    assert max(abs(a - b) for a, b in zip(r0["params"], r0["reference"])) < (0.1 if precision.startswith("fp8") else 2e-2)
 
 
 def test_a_fused_sgd_under_fsdp_steps_with_foreach_and_says_so(ranks: tuple[dict[str, Any], dict[str, Any]]) -> None:

@@ -89,7 +89,7 @@ class BlockNet(nn.Module):
         return self.out(h)
 
 
-def train_blocks(precision: str, rank: int, world: int, strategy: str | None) -> dict[str, Any]:
+def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **kw: Any) -> dict[str, Any]:
     """BlockNet trained STEPS steps (``strategy`` None: one process over the ranks' batches concatenated), the bytes
     this rank put into FSDP2's all-gathers counted."""
     from ampbench.distributed.comm import fsdp_bytes
@@ -97,7 +97,7 @@ def train_blocks(precision: str, rank: int, world: int, strategy: str | None) ->
     torch.manual_seed(0)
     net = BlockNet()
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-    mp = MixedPrecision(precision, strategy=strategy, device="cpu")
+    mp = MixedPrecision(precision, strategy=strategy, device="cpu", **kw)
     model, opt = mp.setup(net, opt)
     with gathered_bytes() as sent:
         for step in range(STEPS):
@@ -274,10 +274,11 @@ def main(out_dir: Path) -> None:
                                          "params": full_params(model)}
     # FSDP2 units per repeated block: the bytes the ranks put into the all-gathers (blocks twice a step: resharded
     # after forward) against run's count, and the training against one process
-    for precision in ("amp-bf16", "master-bf16"):
+    for precision in ("amp-bf16", "master-bf16") + (("fp8-tensorwise",) if not FP8_PROBLEM else ()):
+        kw = {"fp8_filter": "dims"} if precision.startswith("fp8") else {}  # (inp and the blocks' fc convert)
         results[f"fsdp/{precision}/blocks"] = {
-            **train_blocks(precision, rank, world, "fsdp"),
-            "reference": train_blocks(precision, rank, world, None)["params"] if rank == 0 else None}
+            **train_blocks(precision, rank, world, "fsdp", **kw),
+            "reference": train_blocks(precision, rank, world, None, **kw)["params"] if rank == 0 else None}
     # a fused SGD (what the harness builds for SGD workloads) over FSDP2's sharded parameters: torch's fused kernel has
     # no DTensor rule, so it steps with foreach, with a warning
     import warnings
