@@ -47,6 +47,24 @@ class _Shared(nn.Module):
         return self.head(self.block(self.block(x) * self.scale))
 
 
+class _Checkpointed(nn.Module):
+    """Two blocks under ``torch.utils.checkpoint`` (non-reentrant, as Hugging Face's gradient checkpointing runs them):
+    their activations are recomputed in the backward, only the blocks' inputs saved. (Under autocast the recompute
+    failed to trace: it ran outside the emulated autocast region, in fp32, and checkpoint refused its tensors.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16)) for _ in range(2))
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        for block in self.blocks:
+            x = x + checkpoint(block, x, use_reentrant=False)
+        return self.head(x)
+
+
 def _gpt2() -> Workload:
     """A small GPT-2 by transformers (its LM head tied to the token embedding), as ``--model hf:gpt2`` builds it."""
     from ampbench.workloads.adapters import HFLogits
@@ -68,11 +86,16 @@ def _builder(kind: str):
         return lambda: flop_zoo.build(name, n=32)
     if name == "gpt2":
         return _gpt2
+    if name == "checkpointed":
+        return lambda: Workload("checkpointed", _Checkpointed(), TensorData((torch.randn(32, 16),),
+                                                                          torch.zeros(32, dtype=torch.long)),
+                                batch_size=BATCH)
     return lambda: Workload("shared", _Shared(), TensorData((torch.randn(32, 16),), torch.zeros(32, dtype=torch.long)),
                             batch_size=BATCH)
 
 
-KINDS = [f"zoo:{k}" for k in zoo.KINDS] + [f"flop:{k}" for k in flop_zoo.KINDS] + ["hf:gpt2", "own:shared-module"]
+KINDS = [f"zoo:{k}" for k in zoo.KINDS] + [f"flop:{k}" for k in flop_zoo.KINDS] + ["hf:gpt2", "own:shared-module",
+                                                                                 "own:checkpointed"]
 
 
 class _Differences(TorchDispatchMode):
@@ -208,3 +231,14 @@ def test_the_memory_lines_and_the_peak_by_hand() -> None:
     assert c.peak == small.weights_bytes + small.grads_bytes + small.optimizer_bytes + small.activation_bytes + \
         c.temporary + c.workspace
     assert c.temporary >= small.largest_temporary_bytes
+
+
+def test_a_checkpointed_block_is_recomputed_in_the_backward_at_its_forwards_dtypes() -> None:
+    """The backward holds each checkpointed block's forward again -- its first Linear's ``addmm``, up to what the
+    backward needs (non-reentrant checkpoint stops the recompute there) -- in bf16, as autocast ran the forward; the
+    head, not checkpointed, is not recomputed."""
+    trace = trace_step(build_meta(_builder("own:checkpointed")), "amp-bf16", BATCH)
+    gemms = [o for o in trace.ops if o.gemm is not None]
+    assert all(o.dtype == "bf16" for o in gemms)
+    recomputed = [o for o in gemms if o.phase == "backward" and o.name == "aten.addmm"]
+    assert [o.gemm for o in recomputed] == [(1, BATCH, 32, 16)] * 2

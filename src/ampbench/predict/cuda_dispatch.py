@@ -376,7 +376,6 @@ class CudaDispatch:
         self.dtype = dtype
         self.rules = rules
         self.kernels = kernels
-        self._casting = False
         self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._stack = contextlib.ExitStack()
 
@@ -471,19 +470,27 @@ class CudaDispatch:
 
         return kernel
 
+    @property
+    def _casting(self) -> bool:
+        """Inside :meth:`autocast`'s region. The flag is CPU autocast's thread-local dtype (this dtype inside, the other
+        half dtype outside), not an attribute of ours: ``torch.utils.checkpoint`` saves the autocast state at the
+        forward and restores it for the backward's recompute, so a checkpointed block is recomputed at the dtypes its
+        forward ran (with a flag of ours the recompute ran in fp32 and checkpoint refused its tensors)."""
+        return self.dtype is not None and torch.get_autocast_dtype("cpu") == self.dtype
+
     @contextlib.contextmanager
     def autocast(self) -> Iterator[None]:
         """The forward's autocast region (the weight-cast cache lives as long as it, as autocast's does)."""
         if self.dtype is None:
             yield
             return
-        before = self._casting
-        self._casting = True
+        before = torch.get_autocast_dtype("cpu")
+        torch.set_autocast_dtype("cpu", self.dtype)
         try:
             yield
         finally:
-            self._casting = before
-            if not before:
+            torch.set_autocast_dtype("cpu", before)
+            if before != self.dtype:
                 self._cache.clear()
 
     def __enter__(self) -> CudaDispatch:
@@ -504,9 +511,11 @@ class CudaDispatch:
                     lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU", **_OVERRIDE)
             if self.kernels and self.rules.device == "cuda":
                 lib.impl("convolution", _conv_meta, "Meta", **_OVERRIDE)
-        was = torch.is_autocast_enabled("cpu")
+        was, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
         torch.set_autocast_enabled("cpu", True)  # (the key out of the excluded set; our kernels decide what casts)
         self._stack.callback(torch.set_autocast_enabled, "cpu", was)
+        torch.set_autocast_dtype("cpu", _OUTSIDE.get(self.dtype, dtype))  # (outside autocast(): see _casting)
+        self._stack.callback(torch.set_autocast_dtype, "cpu", dtype)
         self._stack.enter_context(torch._C._IncludeDispatchKeyGuard(KEY))  # (meta tensors have no autocast key)
         return self
 
@@ -514,6 +523,9 @@ class CudaDispatch:
         self._cache.clear()
         self._stack.close()
 
+
+_OUTSIDE = {torch.bfloat16: torch.float16, torch.float16: torch.bfloat16}
+"""CPU autocast's dtype outside :meth:`CudaDispatch.autocast`: the half dtype that is not the emulated one."""
 
 _OVERRIDE = {"allow_override": True} if "allow_override" in inspect.signature(torch.library.Library.impl).parameters else {}
 """Said, not left to the default: torch before 2.13 refuses to register over a kernel Python registered for the same
