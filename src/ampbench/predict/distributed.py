@@ -29,7 +29,7 @@ from ampbench.distributed.strategy import Layout
 from ampbench.distributed.units import FsdpSplit
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu
-from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
+from ampbench.predict.cost import MEASURED_HOST, PHASES, Compiled, Host, price
 from ampbench.predict.trace import Op, Trace
 
 INTERCONNECTS = ("nvlink", "pcie", "infiniband", "ethernet")
@@ -39,7 +39,7 @@ HOP_US = {"nvlink": 5.0, "pcie": 8.0, "infiniband": 10.0, "ethernet": 30.0}
 """Latency per ring step, microseconds (a prior)."""
 NIC_GBS = {"infiniband": 25.0, "ethernet": 12.5}
 """InfiniBand: per GPU (one HDR 200 Gb/s NIC each); Ethernet: per machine (one 100 GbE port, shared)."""
-COMPUTE = ("forward", "loss", "backward", "step")
+COMPUTE = tuple(p for p in PHASES if p != "optimizer")
 """A step's phases but the optimizer's (under FSDP each rank steps its shard)."""
 FIRST_BUCKET_BYTES = 2**20
 BUCKET_BYTES = 25 * 2**20

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ampbench.measure.gpus import lookup
 from ampbench.predict import llama3
 from ampbench.predict.cost import Compiled, price
+from ampbench.predict.distributed import COMPUTE
 from ampbench.predict.trace import Trace, trace_step
 from ampbench.workloads.factory import build_meta
 
@@ -60,7 +61,7 @@ def gpu_step_s(precision: str, layers: int) -> float:
     parameters (FSDP2's shard)."""
     trace, gpu, compiled = _trace(precision, layers), lookup(GPU), Compiled(fuse=True, graphs=False)
     assert gpu is not None
-    compute = price(trace, gpu, tf32=False, phases=("forward", "loss", "backward", "step"), compiled=compiled).step_s
+    compute = price(trace, gpu, tf32=False, phases=COMPUTE, compiled=compiled).step_s
     optimizer = price(trace, gpu, tf32=False, phases=("optimizer",), compiled=compiled).step_s
     return compute + optimizer / GPUS
 

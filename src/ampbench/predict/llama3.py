@@ -13,28 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import nn
-from torch.nn import functional as F
 
 from ampbench.data import TensorData
-from ampbench.workloads.base import Workload
+from ampbench.workloads.adapters import HFLogits
+from ampbench.workloads.base import Workload, lm_loss
 
 LAYERS = 32
-
-
-class _Logits(nn.Module):
-    """A Transformers causal LM called on token ids, returning its logits."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.inner(input_ids=input_ids).logits
-
-
-def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
 def workload(layers: int, seq: int, batch: int = 1) -> Callable[[], Workload]:
@@ -47,9 +31,9 @@ def workload(layers: int, seq: int, batch: int = 1) -> Callable[[], Workload]:
                                 max_position_embeddings=seq, rope_theta=500000.0, tie_word_embeddings=False)
         config._attn_implementation = "sdpa"  # (torchtitan's attention: SDPA, flash on the GPU)
         with torch.device("meta"):
-            model = _Logits(tf.LlamaForCausalLM(config))
+            model = HFLogits(tf.LlamaForCausalLM(config), None)  # (as --model hf: builds a causal LM: no mask)
         ids = torch.zeros(batch, seq, dtype=torch.long)
-        return Workload(f"llama3-8b-{layers}-layers", model, TensorData((ids,), ids), loss_fn=_loss, metric=None,
+        return Workload(f"llama3-8b-{layers}-layers", model, TensorData((ids,), ids), loss_fn=lm_loss, metric=None,
                         make_optimizer=lambda p: torch.optim.AdamW(p, lr=8e-4, weight_decay=0.1), batch_size=batch)
     return build
 

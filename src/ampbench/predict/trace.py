@@ -89,12 +89,9 @@ class Op:
     in_block: bool = False
     """Part of the forward of one of the model's repeated blocks (:func:`ampbench.distributed.units.blocks`: FSDP2's
     units), found by the blocks' forward hooks."""
-
-    @property
-    def allocates(self) -> bool:
-        """Whether its output is new memory: not an in-place op (``add_``, ``_foreach_copy_`` into the master
-        gradients' buffers) writing into a tensor that exists."""
-        return not self.name.endswith("_")
+    allocates: bool = True
+    """Its output is new memory: not an op writing in place (``add_``, ``_foreach_copy_`` into the master gradients'
+    buffers) or into an ``out=`` tensor (:func:`_in_place`)."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -171,6 +168,11 @@ def _rnn_flops(args: tuple[Any, ...], backward: bool) -> int:
     return total
 
 
+def _in_place(func: Any) -> bool:
+    """The op writes into a tensor it was given (in place, or ``out=``): its schema's first argument is written."""
+    return bool(func._schema.arguments) and func._schema.arguments[0].alias_info is not None
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self, flop_registry: dict[Any, Any], track_live: bool = False) -> None:
         super().__init__()
@@ -204,8 +206,8 @@ class _Recorder(TorchDispatchMode):
 
     def _made(self, func: Any, out: Any) -> None:
         """An op's new tensors (not views, not written in place) count while they live."""
-        if func._schema.arguments and func._schema.arguments[0].alias_info is not None:
-            return  # (in place, or out=)
+        if _in_place(func):
+            return
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and not t._is_view():
                 size = t.untyped_storage().nbytes()
@@ -270,7 +272,7 @@ class _Recorder(TorchDispatchMode):
         reduces = bool(ins and outs) and max(t.numel() for t in outs) < max(t.numel() for t in ins)
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
-                           writes, reduces, self.in_model, self.in_block))
+                           writes, reduces, self.in_model, self.in_block, not _in_place(func)))
         return out
 
 
