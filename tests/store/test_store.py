@@ -356,3 +356,18 @@ def test_reimporting_changed_rows_says_they_differ_and_keeps_the_stored_ones(tmp
     assert cli("import", str(f), "--db", str(db))[0] == 0
     _, again, _ = cli("import", str(tmp_path / "x.json"), "--db", str(db))
     assert "differ" in again  # (still the edited file: still said)
+
+
+def test_export_to_dash_prints_the_json_and_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``export --out -`` wrote a file named "-" into the working directory (one was committed); as report's, it
+    prints: what it prints is the export, and imports."""
+    from tests.conftest import cli
+
+    a, run = _store(tmp_path)
+    a.add(_row(run, "fp32", 100.0, measures=["throughput"]))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("export", "--out", "-", "--db", str(a.path))
+    assert code == 0 and not (tmp_path / "-").exists(), err
+    assert json.loads(out) == export_data(a)
+    (tmp_path / "x.json").write_text(out)
+    assert import_file(Store(tmp_path / "b.db"), tmp_path / "x.json").rows == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,9 +11,9 @@ from rich.markup import escape
 
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
-from ampbench.paths import check_output_file
+from ampbench.paths import STDOUT, check_output_file
 from ampbench.report.run_text import plural
-from ampbench.store import export_data, import_file, write_json
+from ampbench.store import export_data, import_file, json_text, write_json
 
 
 @app.command("export")
@@ -21,12 +22,16 @@ def export_cmd(
     db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
     run: Annotated[o.Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
 ) -> None:
-    """Write runs and rows as JSON, to move them to another machine (ampbench import)."""
+    """Write runs and rows as JSON, to move them to another machine (ampbench import). --out - writes them to
+    standard output."""
 
     check_output_file(out, "--out", "results.json")
     store = open_store(db, create=False)
     ids = [store.run(r).run_id for r in run] if run else None
     data = export_data(store, ids)
+    if str(out) == STDOUT:  # (as report's --out -: it wrote a file named "-" into the working directory)
+        sys.stdout.write(json_text(data) + "\n")
+        return
     write_json(data, out)
     console.print(f"wrote {plural(len(data['runs']), 'run')}, {plural(len(data['rows']), 'row')} to "
                   f"{escape(str(out))}")

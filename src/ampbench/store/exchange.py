@@ -47,8 +47,13 @@ def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any
     }
 
 
+def json_text(data: dict[str, Any]) -> str:
+    """What ``export`` writes (no NaN: strict JSON)."""
+    return json.dumps(data, indent=1, allow_nan=False)
+
+
 def write_json(data: dict[str, Any], path: Path) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False))
+    write_text_atomic(path, json_text(data))
 
 
 @dataclass(frozen=True)
