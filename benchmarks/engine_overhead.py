@@ -25,11 +25,13 @@ loss is not scaled (``--no-check-rows`` skips that).
     python benchmarks/engine_overhead.py --device cpu --out benchmarks/results/cpu/engine_overhead.json
 
 ``--tiny`` (issue 44) measures the engine's own host time, on a model too small to compute (Linear 8-8-4, batch 4,
-one thread): microseconds per step each mode adds over the hand loop, the part of it that is the inf/NaN check
-(ours with ``check_finite=False`` where the loss is not scaled), an A/A control (the hand loop against a twin of
-itself), and per step of each loop the host syncs and the aten ops (every op dispatched, forward, backward and
-optimizer alike, named where the loops differ). Goals: adds <= 20 us (<= 30 us for amp-fp16, against a GradScaler
-loop); ops <= the hand loop's + the inf/NaN check's (tests/precision/test_engine_ops.py holds that).
+one thread): microseconds per step each mode adds over the hand loop, the part of it that is the inf/NaN check (ours
+with ``check_finite=False`` where the loss is not scaled), what the engine's direct fused step saves (ours with
+``direct_step=False``: the optimizer stepped through ``optimizer.step()``, as the hand loop steps it), an A/A control
+(the hand loop against a twin of itself), and per step of each loop the host syncs and the aten ops (every op
+dispatched, forward, backward and optimizer alike, named where the loops differ). Goals: adds <= 20 us (<= 30 us for
+amp-fp16, against a GradScaler loop); ops <= the hand loop's + the inf/NaN check's
+(tests/precision/test_engine_ops.py holds that).
 
     python benchmarks/engine_overhead.py --tiny --out benchmarks/results/cpu/engine_overhead_tiny.json
 """
@@ -90,9 +92,9 @@ def syncs_per_step(step: Callable[[], None], n: int = 10) -> float:
 
 
 def ours_step_fn(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                 check_finite: bool = True) -> Callable[[], None]:
+                 check_finite: bool = True, direct_step: bool = True) -> Callable[[], None]:
     opt = make_optimizer(model)
-    mp = MixedPrecision(name, check_finite=check_finite)
+    mp = MixedPrecision(name, check_finite=check_finite, direct_step=direct_step)
     model, opt = mp.setup(model, opt)
 
     def step() -> None:
@@ -256,6 +258,8 @@ def _tiny_loops(name: str, device: torch.device, check_rows: bool) -> dict[str, 
         return tiny_model().to(device)
 
     loops = {"hand": hand_step_fn(name, twin(), x, y), "ours": ours_step_fn(name, twin(), x, y)}
+    if OPT["impl"] == "fused":  # (what the direct fused step saves: ours through optimizer.step())
+        loops["ours, optimizer.step()"] = ours_step_fn(name, twin(), x, y, direct_step=False)
     if check_rows and get(name).default_loss_scale == "none":
         loops["ours, no inf/NaN check"] = ours_step_fn(name, twin(), x, y, check_finite=False)
         if OPT["impl"] == "fused":  # (torch's fused Adam, AdamW and SGD take found_inf)
@@ -304,6 +308,9 @@ def bench_tiny(name: str, args: argparse.Namespace, device: torch.device) -> dic
         "ops_only_ours": dict(sorted((ops_ours - ops_hand).items())),
         "ops_only_hand": dict(sorted((ops_hand - ops_ours).items())),
     }
+    if "ours, optimizer.step()" in run:
+        row["ours_via_optimizer_step_us"] = round(run["ours, optimizer.step()"], 1)
+        row["direct_step_saves_us"] = round(run["ours, optimizer.step()"] - run["ours"], 1)
     if "ours, no inf/NaN check" in run:
         row["check_us"] = round(run["ours"] - run["ours, no inf/NaN check"], 1)
         row["adds_without_check_us"] = round(run["ours, no inf/NaN check"] - run["hand"], 1)
@@ -329,6 +336,8 @@ def main_tiny(args: argparse.Namespace, device: torch.device, names: list[str]) 
             rows.append(r)
             check = f"  (inf/NaN check {r['check_us']:+.1f}, rest {r['adds_without_check_us']:+.1f})" \
                 if "check_us" in r else ""
+            if "direct_step_saves_us" in r:
+                check += f"  {{through optimizer.step(): {r['ours_via_optimizer_step_us']:.1f} us}}"
             if "own_us" in r:
                 check += (f"  [the skip written by hand {r['skip_floor_us']:+.1f}; over it ours {r['own_us']:+.1f} "
                           f"({'met' if r['own_meets_goal'] else 'MISSED'})]")

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in measured:
         print(f"{m.device:8s} " + "  ".join(f"{p} {getattr(m, p + '_us'):.0f} us / {m.ops.get(p, 0)} ops = "
                                              f"{m.per_op(p):.1f}" for p in ("forward", "backward", "optimizer"))
+              + f"  direct step {m.direct_us:.0f} us, kernels alone {m.kernels_us:.0f} us (ratio {m.direct_ratio:.3f})"
               + (f"  (predict --host-us {m.host_us()})" if m.device != "cpu" else ""))
     rows = [m.as_dict() for m in measured]
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"

@@ -55,7 +55,7 @@ def test_every_state_beside_the_optimizer_as_built(tmp_path: Path, monkeypatch: 
         assert r["converge_verdict"] is not None
     assert by[("amp-bf16", "8bit")]["optimizer_impl"] == "Adam8bit (torchao)"  # (a --model trains with Adam)
     assert "bf16 stochastic rounding" in by[("pure-bf16", "bf16-sr")]["optimizer_impl"]
-    assert by[("fp32", None)]["optimizer_impl"] == "Adam (fused)"
+    assert by[("fp32", None)]["optimizer_impl"] == "Adam (fused), stepped directly"  # (the engine ran its kernel)
     # the default cells are the cells of a run without the axis: same keys (old stores resume)
     plain = RunConfig.from_strings(device="cpu", model=MODEL, input_shape="64", num_classes=64,
                                    precisions="fp32,amp-bf16,pure-bf16", steps=2, warmup=1,

@@ -23,9 +23,13 @@ def test_ops_are_counted_as_the_trace_counts_them_and_divided_per_phase() -> Non
         assert row[f"{phase}_us"] > 0
         assert abs(row[f"{phase}_us_per_op"] - row[f"{phase}_us"] / row["ops"][phase]) < 0.01
     assert abs(row["optimizer_us_per_param"] - row["optimizer_us"] / 6) < 0.01
-    f, b, p = (float(v) for v in m.host_us().split(","))
-    assert (f, b, p) == (round(m.per_op("forward"), 1), round(m.per_op("backward"), 1),
-                         round(m.optimizer_us_per_param, 1))
+    assert m.direct_us is not None and m.kernels_us is not None  # (every timed engine step was direct, or it raised)
+    beyond = max(0.0, m.direct_us - m.ops["optimizer"] * m.per_op("backward")) / 6  # (its ops priced apart)
+    assert abs(row["direct_us_per_param"] - beyond) < 0.01
+    assert row["direct_ratio"] == round((m.direct_us - m.kernels_us) / (m.optimizer_us - m.kernels_us), 3)
+    f, b, p, d = (float(v) for v in m.host_us().split(","))
+    assert (f, b, p, d) == (round(m.per_op("forward"), 1), round(m.per_op("backward"), 1),
+                            round(m.optimizer_us_per_param, 1), round(beyond, 2))
 
 
 def test_the_benchmark_writes_the_device_and_the_cpu_rows(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision import get
@@ -39,6 +40,9 @@ SCALE_RULE = Counter({
     "aten.clamp_.default": 1,  # ceiling and floor in one
     "aten.lt.Scalar": 1, "aten.clamp.default": 1, "aten.where.self": 1,  # the step the floor was hit
 })
+PROFILER_LABEL = Counter({"profiler._record_function_enter_new.default": 1,
+                          "profiler._record_function_exit._RecordFunction": 1})
+"""torch's ``Optimizer.step`` wraps the step in ``record_function``: two ops the engine's direct fused step has not."""
 SCALE_RULE_OPS = 4
 """The scale rule's ops over the hand GradScaler loop's, net (GradScaler's own update costs the hand loop one)."""
 
@@ -98,7 +102,18 @@ def test_a_step_issues_the_hand_loops_ops_and_the_inf_nan_checks_only(name: str)
 
 def test_the_check_is_the_fp32_steps_only_addition() -> None:
     """The floor of the unscaled modes, exactly: the hand fp32 loop's ops + the check kernel + the optimizer's
-    found_inf handling -- no flag allocated, no counter added up, no loss detached per step."""
+    found_inf handling -- no flag allocated, no counter added up, no loss detached per step. The engine takes fused
+    AdamW's step without ``optimizer.step()`` (precision/fused_step.py): the same kernels, less the profiler label
+    torch's step wraps them in; where it hands the step to ``optimizer.step()`` (here: a global step hook; or asked
+    to: ``direct_step=False``), the ops are the hand loop's and the check's exactly."""
     ours, _ = _count(_ours("fp32"))
     hand, _ = _count(_hand("fp32"))
+    assert ours - hand == CHECK and hand - ours == PROFILER_LABEL
+    handle = register_optimizer_step_post_hook(lambda *a: None)
+    try:
+        ours, _ = _count(_ours("fp32"))
+    finally:
+        handle.remove()
+    assert ours - hand == CHECK and not hand - ours
+    ours = _count(BENCH.ours_step_fn("fp32", _tiny(), *_data(), direct_step=False))[0]
     assert ours - hand == CHECK and not hand - ours

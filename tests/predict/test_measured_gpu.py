@@ -12,6 +12,7 @@ import statistics
 import pytest
 
 from ampbench.measure.gpus import lookup
+from ampbench.precision.optimizers import DIRECTLY
 from ampbench.predict import bands, cost, measured
 
 
@@ -42,6 +43,19 @@ def test_the_host_constants_are_the_micro_benchmarks_on_that_machine() -> None:
     assert host.op_us("backward") == host.op_us("optimizer") == round(row["backward_us_per_op"], 1)
     params = 2 * data["config"]["depth"]  # (a weight and a bias per layer)
     assert round(row["optimizer_us"] / params, 1) == host.fused_optimizer_us
+
+
+def test_the_direct_steps_host_figure_is_the_cpu_hosts_ratio_applied_to_that_machines_step() -> None:
+    """No GPU host has timed the engine's direct fused step yet: its per-parameter figure is the H200 host's
+    optimizer.step() figure times the ratio measure.host_ops found between the two on a CPU host (kernels taken out).
+    The runs measured there stepped through optimizer.step() (their rows do not say ``stepped directly``): they are
+    predicted so."""
+    data = json.loads((measured.RESULTS / "cpu" / "host_overhead.json").read_text())
+    (row,) = data["rows"]
+    assert cost.DIRECT_STEP_RATIO == round(row["direct_ratio"], 2) > 0
+    assert cost.MEASURED_HOST.direct_step_us == round(cost.MEASURED_HOST.fused_optimizer_us * cost.DIRECT_STEP_RATIO, 1)
+    _, rows, _ = measured.load("h200")
+    assert rows and not any(DIRECTLY in (r.get("optimizer_impl") or "") for r in rows)
 
 
 @pytest.mark.parametrize("kind", ["launch", "gpu"])

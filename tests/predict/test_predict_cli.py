@@ -133,8 +133,8 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
     (["--gpu", "t4", "--batch-size", "8,x"], "--batch-size '8,x': expected integers, e.g. 64 or 64,128"),
     (["--gpu", "t4", "--precisions", "fp64"], "fp64"),
     (["--gpu", "t4", "--workloads", "bert", "--model", "x.py:f"], "give --workloads or --model, not both"),
-    (["--gpu", "t4", "--host-us", "12"], "--host-us '12': expected F,B or F,B,P microseconds > 0"),
-    (["--gpu", "t4", "--host-us", "12,-1"], "--host-us '12,-1': expected F,B or F,B,P"),
+    (["--gpu", "t4", "--host-us", "12"], "--host-us '12': expected F,B[,P[,D]] microseconds > 0"),
+    (["--gpu", "t4", "--host-us", "12,-1"], "--host-us '12,-1': expected F,B[,P[,D]]"),
     (["--gpu", "t4", "--host-us", "a,b"], "ampbench hw --device cuda measures them"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, tmp_path: Path) -> None:
@@ -310,7 +310,11 @@ def test_host_us_prices_the_ops_at_your_hosts_time_and_says_so(tmp_path: Path) -
     assert slow["predicted_host_ms"] == pytest.approx(2 * fast["predicted_host_ms"])
     assert slow["predicted_gpu_ms"] == pytest.approx(fast["predicted_gpu_ms"])
     assert slow["predicted_bound"] == "launch" and slow["predicted_step_ms"] > 1.8 * fast["predicted_step_ms"]
-    assert fast["predicted_host"] == "12/14 us per op, 6 us per fused optimizer parameter: --host-us 12,14,6"
-    from ampbench.predict.cost import MEASURED_HOST, Host
+    # (the workload's fused Adam is stepped directly: P times the CPU host's ratio per parameter, beyond its dispatch)
+    assert fast["predicted_host"] == ("12/14 us per op, 0.42 us per parameter of the engine's direct fused step: "
+                                      "--host-us 12,14,6")
+    from ampbench.predict.cost import DIRECT_STEP_RATIO, MEASURED_HOST, Host
 
     assert Host.parse("12,14").fused_optimizer_us == round(MEASURED_HOST.fused_optimizer_us * 14 / 27.9, 1)
+    assert Host.parse("12,14,6").direct_step_us == round(6 * DIRECT_STEP_RATIO, 2) == 0.42
+    assert Host.parse("12,14,6,0.5").direct_step_us == 0.5

@@ -2,15 +2,18 @@
 (``predict/cost.py``'s :class:`~ampbench.predict.cost.Host`: microseconds per traced op, by phase).
 
 A stack of tiny ``nn.Linear`` + ReLU layers (width 8, batch 8: every kernel a few microseconds, so the host sets the
-pace) runs forward, backward and an AdamW step (fused on CUDA, as the engine runs it) on the device; each phase is
-timed on the host without a sync (the GPU's queue never fills: ~300 launches a step), and its ops are counted as the
-prediction's trace counts them (views and the trace's zero-cost ops left out: their time is inside the figures).
+pace) runs forward, backward and a fused AdamW step on the device; each phase is timed on the host without a sync
+(the GPU's queue never fills: ~300 launches a step), and its ops are counted as the prediction's trace counts them
+(views and the trace's zero-cost ops left out: their time is inside the figures). The optimizer is timed three ways,
+in turns: through ``optimizer.step()`` (torch's Python: a hand-written loop's step), as the engine steps it
+(:class:`~ampbench.precision.fused_step.FusedStep`: the same kernels from lists made once), and its kernels alone.
 ``ampbench hw`` reports it (``predict --host-us`` takes the CUDA figures); ``benchmarks/host_overhead.py`` writes it.
 On CPU tensors it is the dispatch alone (with kernels of a few microseconds): what a machine without a GPU can say.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections import Counter
@@ -22,6 +25,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench.measure.op_kinds import counted
+from ampbench.precision.fused_step import FusedStep
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,11 @@ class HostOps:
     backward_us: float
     optimizer_us: float
     params: int
+    direct_us: float | None = None
+    """The optimizer step as the engine takes it (its direct fused step), microseconds; None where it was not timed."""
+    kernels_us: float | None = None
+    """The step's kernels alone (``_foreach_add_`` and ``_fused_adamw_`` on lists made beforehand) and zero_grad: on a
+    CPU the kernels compute here, which on a GPU is the device's time, not the host's."""
 
     def per_op(self, phase: str) -> float:
         return getattr(self, f"{phase}_us") / max(1, self.ops.get(phase, 0))
@@ -42,14 +51,37 @@ class HostOps:
     def optimizer_us_per_param(self) -> float:
         return self.optimizer_us / self.params
 
+    @property
+    def direct_us_per_param(self) -> float | None:
+        """The engine's direct step per parameter, beyond its ops' dispatch (each at the backward's us per op: the
+        prediction prices the ops apart, :meth:`ampbench.predict.cost.Host.optimizer_s`)."""
+        if self.direct_us is None:
+            return None
+        return max(0.0, self.direct_us - self.ops.get("optimizer", 0) * self.per_op("backward")) / self.params
+
+    @property
+    def direct_ratio(self) -> float | None:
+        """The engine's direct step over ``optimizer.step()``, the kernels' own time taken out of both: the share of
+        torch's host time per parameter the direct step keeps (``predict``'s :data:`~ampbench.predict.cost.
+        DIRECT_STEP_RATIO`, measured on a CPU host where no GPU host has measured the direct step itself)."""
+        if self.direct_us is None or self.kernels_us is None:
+            return None
+        return (self.direct_us - self.kernels_us) / (self.optimizer_us - self.kernels_us)
+
     def as_dict(self) -> dict[str, Any]:
+        direct, ratio = self.direct_us_per_param, self.direct_ratio
         return {**asdict(self), "forward_us_per_op": round(self.per_op("forward"), 2),
                 "backward_us_per_op": round(self.per_op("backward"), 2),
-                "optimizer_us_per_param": round(self.optimizer_us_per_param, 2), "host_us": self.host_us()}
+                "optimizer_us_per_param": round(self.optimizer_us_per_param, 2),
+                "direct_us_per_param": None if direct is None else round(direct, 2),
+                "direct_ratio": None if ratio is None else round(ratio, 3), "host_us": self.host_us()}
 
     def host_us(self) -> str:
-        """``predict --host-us`` for this host: forward and backward us per op, us per fused-optimizer parameter."""
-        return f"{self.per_op('forward'):.1f},{self.per_op('backward'):.1f},{self.optimizer_us_per_param:.1f}"
+        """``predict --host-us`` for this host: forward and backward us per op, us per parameter of a fused
+        ``optimizer.step()`` and of the engine's direct step."""
+        direct = self.direct_us_per_param
+        return (f"{self.per_op('forward'):.1f},{self.per_op('backward'):.1f},{self.optimizer_us_per_param:.1f}"
+                + (f",{direct:.2f}" if direct is not None else ""))
 
 
 class _Count(TorchDispatchMode):
@@ -66,6 +98,10 @@ class _Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+HOWS = ("optimizer", "direct", "kernels")
+"""How the optimizer steps, in turns: ``optimizer.step()``, the engine's direct step, the kernels alone."""
+
+
 def measure(device: torch.device | str, depth: int = 24, width: int = 8, batch: int = 8, steps: int = 200,
             warmup: int = 20) -> HostOps:
     """Median host time of each phase over ``steps`` steps (each after a sync), with its ops counted once."""
@@ -75,42 +111,65 @@ def measure(device: torch.device | str, depth: int = 24, width: int = 8, batch: 
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
     model = nn.Sequential(*layers).to(device)
-    fused = device.type == "cuda"
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused, foreach=None if fused else True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    direct = FusedStep(opt)
     x = torch.randn(batch, width, device=device)
 
     def sync() -> None:
-        if fused:
+        if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    def step(times: dict[str, list[float]] | None, count: _Count | None = None) -> None:
+    params = list(model.parameters())
+    group = opt.param_groups[0]
+
+    def kernels(grads: list[torch.Tensor]) -> None:  # (the step's two kernels alone, on lists made beforehand)
+        state = [opt.state[p] for p in params]
+        steps_ = [s["step"] for s in state]
+        with torch.no_grad():
+            torch._foreach_add_(steps_, 1)
+            torch._fused_adamw_(params, grads, [s["exp_avg"] for s in state], [s["exp_avg_sq"] for s in state], [],
+                                steps_, lr=group["lr"], beta1=group["betas"][0], beta2=group["betas"][1],
+                                weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False, maximize=False)
+
+    def step(times: dict[str, list[float]] | None, count: _Count | None = None, how: str = "optimizer") -> None:
         t0 = time.perf_counter()
         loss = model(x).square().mean()
         t1 = time.perf_counter()
         if count:
             count.phase = "backward"
         loss.backward()
+        if how == "kernels":
+            grads = [p.grad for p in params]
+            call = functools.partial(kernels, grads)
         t2 = time.perf_counter()
         if count:
             count.phase = "optimizer"
-        opt.step()
+        if how == "kernels":
+            call()
+        elif how == "direct" and direct.step(None):
+            pass
+        elif how != "direct" or times is None:
+            opt.step()
+        else:  # (a direct step declined: the figure would be torch's)
+            raise AssertionError("the engine's direct step declined this optimizer")
         opt.zero_grad(set_to_none=True)
         t3 = time.perf_counter()
         if times is not None:
-            times["forward"].append(t1 - t0)
-            times["backward"].append(t2 - t1)
-            times["optimizer"].append(t3 - t2)
+            if how == "optimizer":
+                times["forward"].append(t1 - t0)
+                times["backward"].append(t2 - t1)
+            times[how].append(t3 - t2)
 
-    for _ in range(warmup):
-        step(None)
+    for i in range(warmup):
+        step(None, how=HOWS[i % 3])
     count = _Count()
     with count:
         step(None, count)
-    times: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
-    for _ in range(steps):
+    times: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "direct": [], "kernels": []}
+    for i in range(3 * steps):
         sync()
-        step(times)
+        step(times, how=HOWS[i % 3])
     sync()
     us = {phase: statistics.median(ts) * 1e6 for phase, ts in times.items()}
     return HostOps(str(device), dict(count.ops), round(us["forward"], 1), round(us["backward"], 1),
-                   round(us["optimizer"], 1), 2 * depth)
+                   round(us["optimizer"], 1), 2 * depth, round(us["direct"], 1), round(us["kernels"], 1))

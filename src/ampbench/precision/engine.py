@@ -76,8 +76,13 @@ class MixedPrecision:
             ``model.named_modules()``) or module classes. Norm layers are kept by ``master-*`` anyway.
         device: where the model lives; by default taken from the model's parameters at setup.
         check_finite: check every step's gradients for inf/NaN and skip the step if any (default). The fp16
-            modes' scaler always checks; for the others this costs one fused pass over the gradients and,
-            on a GPU, a host sync per step (like GradScaler's). ``False`` steps whatever the gradients hold.
+            modes' scaler always checks; for the others this costs one fused pass over the gradients (and one host
+            read per step with an optimizer that cannot skip a step by itself: build it ``fused=True``). ``False``
+            steps whatever the gradients hold.
+        direct_step: a fused torch Adam, AdamW or SGD is stepped by calling its kernel with lists made once
+            (:mod:`ampbench.precision.fused_step`: the same kernels and bits as ``optimizer.step()``, without its
+            ~25 µs of per-step Python; anything it would not do exactly as ``optimizer.step()`` does -- step hooks, a
+            profiler, a subclass -- goes through ``optimizer.step()``). ``False``: always ``optimizer.step()``.
         strategy: ``None`` (one device), ``"ddp"`` or ``"fsdp"`` (FSDP2): setup wraps or shards the model for
             torch.distributed; what each (strategy, precision) pair does: :mod:`ampbench.distributed.strategy`.
         grad_reduce_dtype: with a strategy, the dtype gradients are reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``).
@@ -97,6 +102,7 @@ class MixedPrecision:
         keep_fp32: Sequence[str | type[nn.Module]] = (),
         device: str | torch.device | None = None,
         check_finite: bool = True,
+        direct_step: bool = True,
         fp8: Fp8Options | None = None,
         fp8_skip: Sequence[str] = (),
         fp8_filter: str = "auto",
@@ -138,6 +144,7 @@ class MixedPrecision:
             )
         self.device: torch.device | None = torch.device(device) if device is not None else None
         self.check_finite = bool(check_finite)
+        self.direct_step = bool(direct_step)
         self.fallbacks: list[str] = []
         """Kernel fallbacks installed at setup (ops this device has no kernel for in this mode)."""
         self.last_step: StepRecord | None = None
@@ -211,7 +218,8 @@ class MixedPrecision:
                 p.dtype in (torch.float16, torch.bfloat16) for g in opt.param_groups for p in g["params"]
             )
             scaler = LossScaler(self.loss_scale, self.device.type, half_grads=half_grads, check_finite=self.check_finite,
-                                process_group=place.process_group, distributed=place.shards_gradients)
+                                process_group=place.process_group, distributed=place.shards_gradients,
+                                direct_step=self.direct_step)
             if half_grads:
                 warn_eps_underflow(opt)
             slot = OptimizerSlot(opt, scaler, masters)
@@ -461,6 +469,12 @@ class MixedPrecision:
     def host_reads(self) -> int:
         """Host reads of device values the steps made so far (0 per step with fused optimizers)."""
         return sum(s.scaler.host_reads for s in self._slots)
+
+    @property
+    def direct_steps(self) -> int:
+        """Optimizer steps taken so far by the fused kernel directly, not through ``optimizer.step()``
+        (``direct_step``)."""
+        return sum(s.scaler.direct_steps for s in self._slots)
 
     # -- introspection -------------------------------------------------------------------------
     @property

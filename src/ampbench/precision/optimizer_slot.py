@@ -53,4 +53,5 @@ def step_guard(slot: OptimizerSlot) -> Any:
                 "master-* modes, steps the fp32 master weights and copies them into the model)"
             )
 
+    hook.ampbench_step_guard = True  # type: ignore[attr-defined]  (the one hook fused_step.py steps past: it is us)
     return hook

@@ -18,6 +18,11 @@ FUSABLE: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.opti
 """torch's optimizers with a fused implementation that takes ``found_inf``/``grad_scale``."""
 
 
+DIRECTLY = ", stepped directly"
+"""What a row's ``optimizer_impl`` adds when every timed step ran the fused kernel from the engine
+(:mod:`ampbench.precision.fused_step`), not through ``optimizer.step()``."""
+
+
 def implementation(optimizer: torch.optim.Optimizer) -> str:
     """``"AdamW (fused)"``, ``"SGD (foreach)"``, ``"Adam (for-loop)"``; a class torch has no such flags for: its
     name alone. ``foreach=None`` is torch's default: foreach when every parameter is on CUDA, else the for-loop."""

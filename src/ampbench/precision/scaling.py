@@ -40,6 +40,7 @@ from torch.amp import GradScaler
 from torch.amp.grad_scaler import OptState
 
 from ampbench.errors import AmpbenchError, TrainingDivergedError
+from ampbench.precision.fused_step import FusedStep
 
 ScaleKind = Literal["none", "static", "dynamic"]
 _KINDS = ("none", "static", "dynamic")
@@ -365,7 +366,8 @@ class LossScaler:
     call ``optimizer.step()``), which also tells a divergence at once."""
 
     def __init__(self, config: LossScaleConfig, device_type: str, half_grads: bool = False,
-                 check_finite: bool = True, process_group: Any = None, distributed: bool = False) -> None:
+                 check_finite: bool = True, process_group: Any = None, distributed: bool = False,
+                 direct_step: bool = True) -> None:
         """``distributed``: the gradients are sharded over ``process_group`` (FSDP): the found-inf flags are
         all-reduced (MAX) on the device before any decision, so every rank skips, keeps and rescales alike."""
         self.config = config
@@ -377,6 +379,8 @@ class LossScaler:
         """step() calls (a host count: no read)."""
         self.host_reads = 0
         """Host reads of device state the steps made (0 per step with an optimizer that steps on the device)."""
+        self.direct_steps = 0
+        """Steps taken by the optimizer's kernel without ``optimizer.step()`` (:mod:`ampbench.precision.fused_step`)."""
         self._device_type = device_type
         self._half_grads = half_grads
         self._found: dict[torch.device, torch.Tensor] = {}
@@ -391,6 +395,9 @@ class LossScaler:
         """The state before the first step (and after a load): the device state starts from it."""
         self._state: _DeviceState | None = None
         self._grad_scaler = self._make_grad_scaler()
+        self._direct_step = direct_step
+        self._fused: FusedStep | None = None
+        """The optimizer's fused Adam/AdamW/SGD step without ``optimizer.step()``'s Python (made at the first step)."""
 
     def _make_grad_scaler(self) -> GradScaler | None:
         if self.config.kind == "none":
@@ -519,8 +526,14 @@ class LossScaler:
 
         Gradients must already be unscaled (call :meth:`unscale_` first)."""
         self.steps += 1
+        fused = self._fused
+        if fused is None or fused.optimizer is not optimizer:
+            fused = self._fused = FusedStep(optimizer, enabled=self._direct_step)
         if not self.check_finite:
-            optimizer.step()
+            if fused.step(None):
+                self.direct_steps += 1
+            else:
+                optimizer.step()
             return None
         if self._step_flag is not None and len(self._found) == 1 and not self._distributed:
             # none, one device (the usual step): the flag the check wrote is the step's, the count is the block's
@@ -531,12 +544,15 @@ class LossScaler:
             found = self._found_flag(optimizer)
             after = self._update(self._state or self._first_state(found.device), found, step_index)
         if steps_on_device(optimizer):
-            optimizer.grad_scale = None  # type: ignore[attr-defined]  (already unscaled)
-            optimizer.found_inf = found  # type: ignore[attr-defined]  (the kernel skips the update when 1)
-            try:
-                optimizer.step()
-            finally:
-                del optimizer.grad_scale, optimizer.found_inf  # type: ignore[attr-defined]
+            if fused.step(found):  # (fused Adam/AdamW/SGD: the kernel without optimizer.step()'s Python)
+                self.direct_steps += 1
+            else:
+                optimizer.grad_scale = None  # type: ignore[attr-defined]  (already unscaled)
+                optimizer.found_inf = found  # type: ignore[attr-defined]  (the kernel skips the update when 1)
+                try:
+                    optimizer.step()
+                finally:
+                    del optimizer.grad_scale, optimizer.found_inf  # type: ignore[attr-defined]
             self._commit(after)
             if self.steps % DIVERGENCE_CHECK_EVERY == 0:
                 self.host_reads += 1

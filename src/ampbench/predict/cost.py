@@ -29,18 +29,34 @@ from ampbench.predict import fusion, kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
 
+DIRECT_STEP_RATIO = 0.07
+"""The engine's direct fused AdamW step over ``optimizer.step()``, host time per parameter with the kernels' own time
+taken out of both (zero_grad kept in both), as :mod:`ampbench.measure.host_ops` measured the three side by side on
+this project's CPU host (``benchmarks/results/cpu/host_overhead.json``: 147 us direct, 238 us torch's, 141 us the
+kernels alone, 48 parameters; 0.07-0.09 over four runs): the direct step's per-parameter figure on a GPU host is
+that host's ``optimizer.step()`` figure times this, until one is measured there (``ampbench hw --device cuda`` does).
+An estimate: both are Python and dispatch, which scale alike from host to host; a CUDA kernel's own launch path (its
+tensor lists packed on the host) is not in it."""
+
 
 @dataclass(frozen=True)
 class Host:
     """The host that issues a step's ops: microseconds per op in the forward (Python's: the loss and the engine's step
-    too) and after it (the autograd engine's; an optimizer run op by op), and per parameter of torch's fused optimizer
-    step (its Python gathers every parameter's gradient and state before its one kernel). ``ampbench hw --device cuda``
-    measures yours (:mod:`ampbench.measure.host_ops`); ``predict --host-us F,B,P`` takes it."""
+    too) and after it (the autograd engine's; an optimizer run op by op), per parameter of torch's fused optimizer
+    step (``optimizer.step()``: its Python gathers every parameter's gradient and state before its one kernel), and
+    per parameter of the engine's direct fused step (:mod:`ampbench.precision.fused_step`: the same kernel from lists
+    made once). ``ampbench hw --device cuda`` measures yours (:mod:`ampbench.measure.host_ops`); ``predict --host-us
+    F,B,P,D`` takes it."""
 
     forward_us: float = 24.1
     backward_us: float = 27.9
     fused_optimizer_us: float = 11.6
-    source: str = "the lent H200 machine's host (a VM, 16 vCPUs; benchmarks/results/h200/host_overhead.json)"
+    direct_step_us: float = round(11.6 * DIRECT_STEP_RATIO, 1)
+    source: str = ("the lent H200 machine's host (a VM, 16 vCPUs; benchmarks/results/h200/host_overhead.json; the "
+                   "direct step's figure estimated from it, see DIRECT_STEP_RATIO)")
+    steps_directly: bool = True
+    """The engine steps torch's fused Adam/AdamW/SGD directly (False: through ``optimizer.step()``, as it did before
+    2026-11-26 -- the runs measured on the lent H200 were)."""
 
     def op_us(self, phase: str) -> float:
         return self.forward_us if phase in ("forward", "loss", "step") else self.backward_us
@@ -48,24 +64,34 @@ class Host:
     @property
     def label(self) -> str:
         """What a predicted row says of it (``predicted_host``)."""
-        return (f"{self.forward_us:g}/{self.backward_us:g} us per op, {self.fused_optimizer_us:g} us per fused "
-                f"optimizer parameter: {self.source}")
+        optimizer = (f"{self.direct_step_us:g} us per parameter of the engine's direct fused step" if self.steps_directly
+                     else f"{self.fused_optimizer_us:g} us per fused optimizer parameter (optimizer.step())")
+        return f"{self.forward_us:g}/{self.backward_us:g} us per op, {optimizer}: {self.source}"
 
     @classmethod
     def parse(cls, text: str) -> Host:
-        """``F,B[,P]`` microseconds (``--host-us``): forward and backward per op, fused optimizer per parameter (P
-        defaults to the measured host's, scaled as B is)."""
+        """``F,B[,P[,D]]`` microseconds (``--host-us``): forward and backward per op, per parameter of a fused
+        optimizer's ``optimizer.step()`` and of the engine's direct fused step (P defaults to the measured host's,
+        scaled as B is; D to P times :data:`DIRECT_STEP_RATIO`)."""
         try:
             values = [float(v) for v in text.split(",")]
         except ValueError:
             values = []
-        if len(values) not in (2, 3) or not all(0 < v < 1e5 for v in values):
-            raise AmpbenchError(f"--host-us {text!r}: expected F,B or F,B,P microseconds > 0 (forward and backward per "
-                                "op, fused optimizer per parameter), e.g. 12,14,6; ampbench hw --device cuda measures "
-                                "them on a GPU machine")
-        per_param = values[2] if len(values) == 3 else round(MEASURED_HOST.fused_optimizer_us * values[1] /
+        if len(values) not in (2, 3, 4) or not all(0 < v < 1e5 for v in values):
+            raise AmpbenchError(f"--host-us {text!r}: expected F,B[,P[,D]] microseconds > 0 (forward and backward per "
+                                "op, per parameter of a fused optimizer.step() and of the engine's direct fused step), "
+                                "e.g. 12,14,6,0.8; ampbench hw --device cuda measures them on a GPU machine")
+        per_param = values[2] if len(values) >= 3 else round(MEASURED_HOST.fused_optimizer_us * values[1] /
                                                                MEASURED_HOST.backward_us, 1)
-        return cls(values[0], values[1], per_param, f"--host-us {','.join(f'{v:g}' for v in values)}")
+        direct = values[3] if len(values) == 4 else round(per_param * DIRECT_STEP_RATIO, 2)
+        return cls(values[0], values[1], per_param, direct, source=f"--host-us {','.join(f'{v:g}' for v in values)}")
+
+    def optimizer_s(self, params: int, direct: bool) -> float:
+        """The host's time for a fused optimizer kernel of ``params`` parameters: through ``optimizer.step()``
+        (its ops included), or stepped directly by the engine (its dispatch and the lists it gathers)."""
+        if direct:
+            return (self.op_us("optimizer") + self.direct_step_us * params) * 1e-6
+        return self.fused_optimizer_us * params * 1e-6
 
 
 @dataclass(frozen=True)
@@ -227,13 +253,13 @@ def price_op(op: Op, gpu: Gpu, tf32: bool, cal: Calibration) -> OpCost:
 def _host_s(op: Op, host: Host) -> float:
     if op.name == "torchao.single_param_adam":
         return TORCHAO_STEP_US * op.tensors * 1e-6
-    if op.name == "aten._fused_optimizer":
-        return host.fused_optimizer_us * op.tensors * 1e-6
+    if op.name in (FUSED_OPTIMIZER, DIRECT_FUSED_STEP):
+        return host.optimizer_s(op.tensors, direct=op.name == DIRECT_FUSED_STEP)
     return host.op_us(op.phase) * 1e-6
 
 
 def _per_launch(op: Op) -> int:
-    return {"aten._fused_optimizer": 36, "torchao.single_param_adam": 1}.get(op.name, FOREACH_TENSORS)
+    return {FUSED_OPTIMIZER: 36, DIRECT_FUSED_STEP: 36, "torchao.single_param_adam": 1}.get(op.name, FOREACH_TENSORS)
 
 
 def _rnn(op: Op, gpu: Gpu, cal: Calibration, mode: str, element: int) -> OpCost:
@@ -280,11 +306,27 @@ class StepCost:
         return max(self.time_split, key=lambda k: self.time_split[k])
 
 
-def _fused_optimizer(trace: Trace) -> Op:
+FUSED_OPTIMIZER = "aten._fused_optimizer"
+DIRECT_FUSED_STEP = "ampbench.direct_fused_step"
+"""The same kernel when the engine steps the optimizer directly (Adam, AdamW, SGD): the host's time is its own."""
+DIRECT_OPTIMIZERS = ("Adam", "AdamW", "SGD")
+"""torch's optimizers the engine steps directly when fused (:mod:`ampbench.precision.fused_step`)."""
+
+
+def _fused_optimizer(trace: Trace, host: Host) -> list[Op]:
     """The optimizer's update as the engine runs it on CUDA (torch's fused kernel): each parameter, its gradient and
-    its state read once, the parameter and the state written once."""
-    return Op("aten._fused_optimizer", "optimizer", 0, 2 * trace.stepped_bytes + trace.state_bytes,
-              trace.stepped_bytes + trace.state_bytes, "fp32", max(1, trace.stepped_params))
+    its state read once, the parameter and the state written once. Stepped directly (Adam, AdamW, SGD): the kernel as
+    its own op, and Adam's step counts counted up (and, with the inf/NaN flag the engine gives it, back down) by a
+    multi-tensor op each -- what :mod:`ampbench.precision.fused_step` issues; through ``optimizer.step()``: one op
+    whose host time is torch's per parameter, those ops in it."""
+    n = max(1, trace.stepped_params)
+    direct = trace.optimizer in DIRECT_OPTIMIZERS and host.steps_directly
+    kernel = Op(DIRECT_FUSED_STEP if direct else FUSED_OPTIMIZER, "optimizer", 0,
+                2 * trace.stepped_bytes + trace.state_bytes, trace.stepped_bytes + trace.state_bytes, "fp32", n)
+    if not direct or trace.optimizer == "SGD":
+        return [kernel]
+    counts = [Op(f"aten._foreach_{how}_", "optimizer", 0, 4 * n, 4 * n, "fp32", n) for how in ("add", "sub")]
+    return [counts[0], kernel, counts[1]]
 
 
 def _torchao_optimizer(trace: Trace) -> Op:
@@ -307,7 +349,7 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     cal = cal or calibration()
     ops = fusion.compiled(trace.ops, trace.outputs) if compiled is not None and compiled.fuse else list(trace.ops)
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
-        ops = [o for o in ops if o.phase != "optimizer"] + [_fused_optimizer(trace)]
+        ops = [o for o in ops if o.phase != "optimizer"] + _fused_optimizer(trace, host)
     elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter
         ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace)]
     ops = [o for o in ops if o.phase in phases]

@@ -15,12 +15,14 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ampbench.command_requests import data_options
 from ampbench.measure.gpus import Gpu, lookup
+from ampbench.precision.optimizers import DIRECTLY
+from ampbench.predict.cost import MEASURED_HOST
 from ampbench.predict.run import predict_target
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_target
@@ -103,9 +105,13 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
     for (workload, preset, batch, layout), measured in groups.items():
         build = _build(workload, preset, configs[measured[0]["run_id"]])
         executions = tuple(dict.fromkeys((r.get("compile") or "off", r.get("cuda_graphs") or "off") for r in measured))
+        # (the engine's fused optimizer step as those runs took it: directly, or -- before 2026-11-26 -- through
+        # optimizer.step(), whose Python the host model prices apart)
+        direct = all(DIRECTLY in (r.get("optimizer_impl") or "") for r in measured)
         predicted = {(p["precision"], p["compile"], p["cuda_graphs"]): p for p in predict_target(
             workload, build, list(dict.fromkeys(r["precision"] for r in measured)), gpu, batch,
-            layout == "channels_last", preset=preset, executions=executions)}
+            layout == "channels_last", preset=preset, executions=executions,
+            host=replace(MEASURED_HOST, steps_directly=direct))}
         for r in measured:
             execution = (r.get("compile") or "off", r.get("cuda_graphs") or "off")
             p = predicted[(r["precision"], *execution)]

@@ -45,7 +45,8 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
     h = p.get("host_ops")
     if h:
         said = (f"forward {h['forward_us_per_op']:.1f} us, backward {h['backward_us_per_op']:.1f} us; optimizer "
-                f"{h['optimizer_us_per_param']:.1f} us per parameter")
+                f"{h['optimizer_us_per_param']:.1f} us per parameter"
+                + (f" ({h['direct_us_per_param']:.2f} as the engine steps it)" if h.get("direct_us_per_param") else ""))
         table.add_row("host time per op", said + (f" (predict --host-us {h['host_us']})" if device_type == "cuda"
                                                   else " (CPU tensors: the dispatch alone)"))
     table.add_row("precision modes", "\n".join(lines))

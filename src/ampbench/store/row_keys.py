@@ -95,8 +95,10 @@ ROW_KEYS: dict[str, str] = {
                         "others stay plain).",
     "optimizer_impl": "Optimizer and implementation the steps ran, e.g. `AdamW (fused)`: the harness builds torch's "
                       "Adam, AdamW, SGD and Adagrad fused where torch supports the device (their kernel skips an "
-                      "inf/NaN step itself: no host sync per step); `(foreach)` / `(for-loop)` otherwise. Rows from "
-                      "before the column: null (for-loop on CPU).",
+                      "inf/NaN step itself: no host sync per step); `(foreach)` / `(for-loop)` otherwise; `, stepped "
+                      "directly` when the engine ran the fused kernel itself every timed step (Adam, AdamW, SGD: "
+                      "precision/fused_step.py; rows from before 2026-11-26 stepped through optimizer.step()). Rows "
+                      "from before the column: null (for-loop on CPU).",
     "host_reads_per_step": "Host reads of device values ampbench's engine made per timed step: 0 with a fused optimizer "
                            "in every mode, 1 with any other (whether to call its step()); what the model or optimizer "
                            "read itself is not counted.",

@@ -40,7 +40,7 @@ from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
 from ampbench.precision.optimizer_state import check_optimizer
 from ampbench.precision.optimizer_state import describe as describe_states
-from ampbench.precision.optimizers import implementation
+from ampbench.precision.optimizers import DIRECTLY, implementation
 from ampbench.workloads import build_target
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
@@ -215,12 +215,14 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     for i in range(warm.n):
         step()
         warm(i + 1)
-    skipped_before, reads_before = step.mp.totals["skipped_steps"], step.mp.host_reads
+    skipped_before, reads_before, direct_before = step.mp.totals["skipped_steps"], step.mp.host_reads, \
+        step.mp.direct_steps
     counts2 = compile_counts()
     timing = time_steps(step, spec.measure.steps, device, on_step=progress.Steps("timed steps", spec.measure.steps))
     counts3 = compile_counts()
     out["host_reads_per_step"] = (step.mp.host_reads - reads_before) / spec.measure.steps
-    out["optimizer_impl"] = implementation(step.optimizer)
+    out["optimizer_impl"] = implementation(step.optimizer) + (
+        DIRECTLY if step.mp.direct_steps - direct_before == spec.measure.steps else "")
     out["optimizer_states"] = describe_states(step.optimizer)
     step.mp.check_divergence()  # (fused optimizers: no step read the flag; a collapsed scale is a diverged cell)
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
