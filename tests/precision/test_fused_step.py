@@ -62,6 +62,21 @@ def _torch_step(opt: torch.optim.Optimizer, found: torch.Tensor | None) -> None:
         del opt.found_inf, opt.grad_scale  # type: ignore[attr-defined]
 
 
+def _step_twins(ma: nn.Module, a: torch.optim.Optimizer, mb: nn.Module, b: torch.optim.Optimizer, direct: FusedStep,
+                step: int, found: torch.Tensor | None = None, bad: bool = False) -> bool:
+    """The same gradients on both; ``a`` through optimizer.step(), ``b`` directly where it takes the step (else
+    optimizer.step()); both hold the same bits after. Whether the direct step took it."""
+    grads = _grads(ma, step, bad)
+    _set(ma, grads)
+    _set(mb, grads)
+    _torch_step(a, found)
+    took = direct.step(found)
+    if not took:
+        _torch_step(b, found)
+    _equal(a, b, ma, mb)
+    return took
+
+
 OPTIMIZERS = {
     "adamw": lambda m: torch.optim.AdamW(m.parameters(), lr=1e-2, fused=True),
     "adam": lambda m: torch.optim.Adam(m.parameters(), lr=1e-2, fused=True),
@@ -89,16 +104,8 @@ def test_steps_as_optimizer_step_does(name: str, with_flag: bool) -> None:
     taken = []
     for step in range(6):
         bad = with_flag and step in (2, 3)
-        grads = _grads(ma, step, bad)
-        _set(ma, grads)
-        _set(mb, grads)
         found = torch.tensor(1.0 if bad else 0.0) if with_flag else None
-        _torch_step(a, found)
-        took = direct.step(found)
-        if not took:
-            _torch_step(b, found)
-        taken.append(took)
-        _equal(a, b, ma, mb)
+        taken.append(_step_twins(ma, a, mb, b, direct, step, found, bad))
     assert taken == [False] + [True] * 5  # (the first step makes the state: torch's)
     if with_flag and "adam" in name:  # the skipped steps were not counted
         assert int(b.state[next(mb.parameters())]["step"]) == 4
@@ -107,14 +114,7 @@ def test_steps_as_optimizer_step_does(name: str, with_flag: bool) -> None:
 def test_bf16_parameters() -> None:
     ma, a, mb, b = _twins(OPTIMIZERS["adamw"], torch.bfloat16)
     direct = FusedStep(b)
-    for step in range(4):
-        grads = _grads(ma, step)
-        _set(ma, grads)
-        _set(mb, grads)
-        a.step()
-        if not direct.step(None):
-            b.step()
-        _equal(a, b, ma, mb)
+    assert [_step_twins(ma, a, mb, b, direct, step) for step in range(4)] == [False, True, True, True]
 
 
 def test_lr_scheduler_marks_the_step_and_its_lr_is_used() -> None:
@@ -125,15 +125,9 @@ def test_lr_scheduler_marks_the_step_and_its_lr_is_used() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # ("Detected call of lr_scheduler.step() before optimizer.step()")
         for step in range(6):
-            grads = _grads(ma, step)
-            _set(ma, grads)
-            _set(mb, grads)
-            a.step()
-            if not direct.step(None):
-                b.step()
+            assert _step_twins(ma, a, mb, b, direct, step) == (step > 0)
             sa.step()
             sb.step()
-            _equal(a, b, ma, mb)
     assert b._opt_called  # type: ignore[attr-defined]
     assert a.param_groups[0]["lr"] == b.param_groups[0]["lr"] == 1e-2 * 0.5 ** 3
 
@@ -143,15 +137,7 @@ def test_load_state_dict_and_add_param_group_remake_the_lists() -> None:
     direct = FusedStep(b)
 
     def step(i: int) -> bool:
-        grads = _grads(ma, i)
-        _set(ma, grads)
-        _set(mb, grads)
-        a.step()
-        took = direct.step(None)
-        if not took:
-            b.step()
-        _equal(a, b, ma, mb)
-        return took
+        return _step_twins(ma, a, mb, b, direct, i)
 
     step(0)
     assert step(1)
@@ -176,13 +162,7 @@ def test_state_replaced_by_hand_remakes_the_lists() -> None:
     ma, a, mb, b = _twins(OPTIMIZERS["adamw"])
     direct = FusedStep(b)
     for i in range(5):
-        grads = _grads(ma, i)
-        _set(ma, grads)
-        _set(mb, grads)
-        a.step()
-        if not direct.step(None):
-            b.step()
-        _equal(a, b, ma, mb)
+        assert _step_twins(ma, a, mb, b, direct, i) == (i > 0)
         if i == 1:
             for state in b.state.values():
                 for k, v in state.items():
