@@ -107,3 +107,45 @@ def test_integer_inputs_are_not_cast():
     with mp.autocast():
         out = model(tokens)
     assert out.dtype == torch.float32 and out.shape == (5, 2)
+
+
+def test_kept_modules_compute_in_fp32_and_hand_their_neighbours_half_tensors():
+    """The cast hooks' boundaries: a kept embedding (integer input) hands on bf16, a kept norm (bf16 input) computes in
+    fp32 and hands back bf16, a kept module called with a keyword computes in fp32 too, and the model's output is fp32."""
+    seen: dict[str, tuple[torch.dtype, ...]] = {}
+
+    class Gate(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(8))
+
+        def forward(self, x: torch.Tensor, *, bias: torch.Tensor) -> torch.Tensor:
+            seen["gate"] = (x.dtype, bias.dtype, self.scale.dtype)
+            return x * self.scale + bias
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.norm, self.gate, self.fc = nn.Embedding(10, 8), nn.LayerNorm(8), Gate(), nn.Linear(8, 2)
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            h = self.emb(tokens)
+            seen["emb out"] = (h.dtype,)
+            h = self.norm(h)
+            seen["norm out"] = (h.dtype,)
+            h = self.gate(h, bias=torch.zeros(8, dtype=h.dtype))
+            seen["gate out"] = (h.dtype,)
+            return self.fc(h)
+
+    model = Net()
+    norm_forward = model.norm.forward
+    model.norm.forward = lambda x: (seen.__setitem__("norm", (x.dtype, model.norm.weight.dtype)), norm_forward(x))[1]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mp = MixedPrecision("master-bf16", keep_fp32=["emb", "gate"])
+    mp.setup(model, opt)
+    with mp.autocast():
+        out = model(torch.randint(0, 10, (3,)))
+    bf16, fp32 = torch.bfloat16, torch.float32
+    assert seen == {"emb out": (bf16,), "norm": (fp32, fp32), "norm out": (bf16,), "gate": (fp32, fp32, fp32),
+                    "gate out": (bf16,)}
+    assert out.dtype == fp32 and model.fc.weight.dtype == bf16

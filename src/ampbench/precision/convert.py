@@ -130,6 +130,12 @@ def _check_tied(model: nn.Module, kept: list[tuple[str, nn.Module]]) -> None:
 def _make_pre_hook(dtype: torch.dtype, remember: bool = False) -> Callable[..., Any]:
     """Inputs cast to ``dtype``; ``remember``: the input dtype kept for the module's restore hook."""
     def pre_hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor:  # (a norm's one input: most calls)
+            x = args[0]
+            floating = x.is_floating_point()
+            if remember:
+                module.__dict__["_ampbench_in_dtype"] = x.dtype if floating else None
+            return ((x.to(dtype),) if floating and x.dtype != dtype else args), kwargs
         if remember:  # (in the instance dict directly: nn.Module.__setattr__ costs microseconds)
             module.__dict__["_ampbench_in_dtype"] = _first_floating_dtype((args, kwargs))
         return cast_floating(args, dtype), (cast_floating(kwargs, dtype) if kwargs else kwargs)
@@ -141,7 +147,10 @@ def _make_restore_hook(half: torch.dtype) -> Callable[..., Any]:
     """Outputs of a module kept fp32 go back to the dtype its input had; with no floating input (an
     embedding's token ids) to the model's half dtype, which its neighbours compute in."""
     def restore(module: nn.Module, args: Any, output: Any) -> Any:
-        return cast_floating(output, getattr(module, "_ampbench_in_dtype", None) or half)
+        dtype = module.__dict__.get("_ampbench_in_dtype") or half
+        if type(output) is torch.Tensor:  # (a norm's one output: most calls)
+            return output.to(dtype) if output.dtype != dtype and output.is_floating_point() else output
+        return cast_floating(output, dtype)
 
     return restore
 
