@@ -75,6 +75,12 @@ def test_with_a_fused_optimizer_ranks_agree_on_the_skip_without_a_host_read(
     assert [(s["stepped"], s["scale"]) for s in r0["steps"]] == [(s["stepped"], s["scale"]) for s in r1["steps"]] == [
         (True, 65536.0), (False, 32768.0), (True, 32768.0), (True, 32768.0)]
     assert r0["params"] == r1["params"]
+    # the engine stepped the fused kernel itself after the first step (DTensor shards under FSDP), bit for bit what
+    # optimizer.step() does on each rank
+    assert r0["direct_steps"] == r1["direct_steps"] == len(r0["steps"])
+    via = [ranks[i][f"{strategy}/amp-fp16/fused/optimizer.step"] for i in (0, 1)]
+    assert via[0]["direct_steps"] == via[1]["direct_steps"] == 0
+    assert via[0]["params"] == r0["params"] and via[1]["params"] == r1["params"]
 
 
 def test_a_nonfinite_gradient_in_one_shard_is_skipped_on_every_rank(ranks: tuple[dict[str, Any], dict[str, Any]]) -> None:

@@ -248,7 +248,13 @@ def main(out_dir: Path) -> None:
         for o in steps:
             o.update(loss=float(o["loss"]), stepped=bool(o["stepped"]), scale=float(o["scale"]))
         results[f"{strategy}/amp-fp16/fused"] = {"reads": counter.reads, "engine_reads": mp.host_reads,
-                                                 "steps": steps, "params": full_params(model)}
+                                                 "steps": steps, "params": full_params(model),
+                                                 "direct_steps": mp.direct_steps}
+        # the same run stepped through optimizer.step() (the direct step off): the same bits on each rank
+        model, opt, mp, net = build("amp-fp16", strategy, fused=True, direct_step=False)
+        train(model, opt, mp, net, rank, range(STEPS), plant=True)
+        results[f"{strategy}/amp-fp16/fused/optimizer.step"] = {"params": full_params(model),
+                                                                "direct_steps": mp.direct_steps}
     # compressed gradient all-reduce (DDP comm hook) and FSDP reduce dtype
     for strategy in ("ddp", "fsdp"):
         model, opt, mp, net = build("amp-bf16", strategy, grad_reduce_dtype="bf16")
