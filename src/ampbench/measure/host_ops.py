@@ -13,7 +13,6 @@ On CPU tensors it is the dispatch alone (with kernels of a few microseconds): wh
 
 from __future__ import annotations
 
-import functools
 import statistics
 import time
 from collections import Counter
@@ -122,14 +121,19 @@ def measure(device: torch.device | str, depth: int = 24, width: int = 8, batch: 
     params = list(model.parameters())
     group = opt.param_groups[0]
 
-    def kernels(grads: list[torch.Tensor]) -> None:  # (the step's two kernels alone, on lists made beforehand)
+    def kernels(grads: list[torch.Tensor]) -> Any:
+        """The step's two kernels alone, as a call on lists made here, before the timed part (the state exists by
+        then: the turns start with ``optimizer.step()``)."""
         state = [opt.state[p] for p in params]
-        steps_ = [s["step"] for s in state]
-        with torch.no_grad():
-            torch._foreach_add_(steps_, 1)
-            torch._fused_adamw_(params, grads, [s["exp_avg"] for s in state], [s["exp_avg_sq"] for s in state], [],
-                                steps_, lr=group["lr"], beta1=group["betas"][0], beta2=group["betas"][1],
-                                weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False, maximize=False)
+        steps_, exp_avgs, exp_avg_sqs = ([s[k] for s in state] for k in ("step", "exp_avg", "exp_avg_sq"))
+
+        def call() -> None:
+            with torch.no_grad():
+                torch._foreach_add_(steps_, 1)
+                torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps_, lr=group["lr"],
+                                    beta1=group["betas"][0], beta2=group["betas"][1], weight_decay=group["weight_decay"],
+                                    eps=group["eps"], amsgrad=False, maximize=False)
+        return call
 
     def step(times: dict[str, list[float]] | None, count: _Count | None = None, how: str = "optimizer") -> None:
         t0 = time.perf_counter()
@@ -139,8 +143,7 @@ def measure(device: torch.device | str, depth: int = 24, width: int = 8, batch: 
             count.phase = "backward"
         loss.backward()
         if how == "kernels":
-            grads = [p.grad for p in params]
-            call = functools.partial(kernels, grads)
+            call = kernels([p.grad for p in params])
         t2 = time.perf_counter()
         if count:
             count.phase = "optimizer"

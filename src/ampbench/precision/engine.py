@@ -81,7 +81,7 @@ class MixedPrecision:
             steps whatever the gradients hold.
         direct_step: a fused torch Adam, AdamW or SGD is stepped by calling its kernel with lists made once
             (:mod:`ampbench.precision.fused_step`: the same kernels and bits as ``optimizer.step()``, without its
-            ~25 µs of per-step Python; anything it would not do exactly as ``optimizer.step()`` does -- step hooks, a
+            per-step Python, ~40 µs on a CPU host; anything it would not do exactly as ``optimizer.step()`` does -- step hooks, a
             profiler, a subclass -- goes through ``optimizer.step()``). ``False``: always ``optimizer.step()``.
         strategy: ``None`` (one device), ``"ddp"`` or ``"fsdp"`` (FSDP2): setup wraps or shards the model for
             torch.distributed; what each (strategy, precision) pair does: :mod:`ampbench.distributed.strategy`.

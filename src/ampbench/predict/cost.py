@@ -29,11 +29,13 @@ from ampbench.predict import fusion, kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
 
-DIRECT_STEP_RATIO = 0.07
+H200_FUSED_OPTIMIZER_US = 11.6
+"""The lent H200 host's fused AdamW ``optimizer.step()``, microseconds per parameter (:data:`MEASURED_HOST`)."""
+DIRECT_STEP_RATIO = 0.34
 """The engine's direct fused AdamW step over ``optimizer.step()``, host time per parameter with the kernels' own time
 taken out of both (zero_grad kept in both), as :mod:`ampbench.measure.host_ops` measured the three side by side on
-this project's CPU host (``benchmarks/results/cpu/host_overhead.json``: 147 us direct, 238 us torch's, 141 us the
-kernels alone, 48 parameters; 0.07-0.09 over four runs): the direct step's per-parameter figure on a GPU host is
+this project's CPU host (``benchmarks/results/cpu/host_overhead.json``: 159 us direct, 228 us torch's, 123 us the
+kernels alone, 48 parameters; 0.34-0.36 over four runs): the direct step's per-parameter figure on a GPU host is
 that host's ``optimizer.step()`` figure times this, until one is measured there (``ampbench hw --device cuda`` does).
 An estimate: both are Python and dispatch, which scale alike from host to host; a CUDA kernel's own launch path (its
 tensor lists packed on the host) is not in it."""
@@ -50,8 +52,8 @@ class Host:
 
     forward_us: float = 24.1
     backward_us: float = 27.9
-    fused_optimizer_us: float = 11.6
-    direct_step_us: float = round(11.6 * DIRECT_STEP_RATIO, 1)
+    fused_optimizer_us: float = H200_FUSED_OPTIMIZER_US
+    direct_step_us: float = round(H200_FUSED_OPTIMIZER_US * DIRECT_STEP_RATIO, 1)
     source: str = ("the lent H200 machine's host (a VM, 16 vCPUs; benchmarks/results/h200/host_overhead.json; the "
                    "direct step's figure estimated from it, see DIRECT_STEP_RATIO)")
     steps_directly: bool = True
