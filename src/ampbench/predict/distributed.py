@@ -15,7 +15,7 @@ NCCL reaches ``BUS_EFFICIENCY`` of a link (a prior, not fitted).
 FSDP2 as ``run --strategy fsdp`` wraps the model (:func:`ampbench.distributed.wrap.wrap_fsdp`): each repeated block a
 unit, then the root (master-* modes: the normalisation layers units of their own, in fp32), their collectives laid out
 on one network as FSDP2 issues and prefetches them (:func:`fsdp_cost`); the optimizer steps each rank's shard (1/N of
-its work). The bytes are ``run``'s count (:func:`ampbench.distributed.comm.fsdp_bytes`: the layout's dtypes), a ring's
+its work). The bytes are ``run``'s count (:func:`ampbench.distributed.comm.fsdp_unit_bytes`: the layout's dtypes), a ring's
 ``(n-1)/n x bytes / bus bandwidth + (n-1)`` hops each collective.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ampbench.distributed.comm import fsdp_bytes, fsdp_gather_size
+from ampbench.distributed.comm import UnitBytes, fsdp_unit_bytes
 from ampbench.distributed.strategy import Layout
 from ampbench.distributed.units import FsdpSplit
 from ampbench.errors import AmpbenchError
@@ -173,36 +173,6 @@ def _gpu_s(trace: Trace, ops: list[Op], gpu: Gpu, tf32: bool, compiled: Compiled
 
 
 @dataclass(frozen=True)
-class UnitBytes:
-    """The bytes of each FSDP2 unit's collectives, as ``run`` wraps the model: the root and ``blocks`` blocks of one
-    size (master-*'s fp32 norm units folded into the unit they sit in; outside the blocks, into the root)."""
-
-    blocks: int
-    root_gather: float
-    """The root's parameters, all-gathered before the forward (kept through the backward)."""
-    root_regather: float
-    """master-*'s norm units outside the blocks, all-gathered again for the backward (resharded after forward)."""
-    block_gather: float
-    """One block's parameters, all-gathered before its forward and again before its backward."""
-    root_reduce: float
-    block_reduce: float
-    """One block's gradients, reduce-scattered when its backward ends."""
-
-    @classmethod
-    def of(cls, split: FsdpSplit, layout: Layout) -> UnitBytes:
-        g, (_, reduced) = fsdp_gather_size(layout), fsdp_bytes(layout, split)
-        root, block, norm = split.units(layout.fsdp_norm_units)
-        block_fp8 = split.block_fp8 if layout.fp8_all_gather else 0
-        root_fp8 = (split.fp8 if layout.fp8_all_gather else 0) - block_fp8
-        norm_in = split.norm_in_blocks if layout.fsdp_norm_units else 0
-        k = split.blocks
-        block_reduce = (block + norm_in) * reduced / split.numel / k if k else 0.0
-        return cls(k, (root - root_fp8) * g + root_fp8 + (norm - norm_in) * 4, (norm - norm_in) * 4,
-                   ((block - block_fp8) * g + block_fp8 + norm_in * 4) / k if k else 0.0,
-                   reduced - block_reduce * k, block_reduce)
-
-
-@dataclass(frozen=True)
 class UnitCompute:
     """The step's compute time by unit: the root's forward before and after the blocks (the loss with it), one block's
     forward and backward, the root's backward after and before the blocks', the engine's step."""
@@ -285,13 +255,12 @@ def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, h
     n = fab.world
     shard = max(optimizer.host_s, optimizer.gpu_s / n)  # (each rank steps 1/N of the parameters: the same calls)
     split = trace.fsdp or FsdpSplit(0)
-    gathered, reduced = fsdp_bytes(layout, split)
-    b = UnitBytes.of(split, layout)
+    b = fsdp_unit_bytes(layout, split)
     step = _timeline(b, UnitCompute.of(trace, b.blocks, rest.step_s, gpu, tf32, compiled), fab.gather_s) + shard
     ag = fab.gather_s
     return FsdpCost(step, single, ag(b.root_gather) + ag(b.root_regather) + 2 * b.blocks * ag(b.block_gather),
                     ag(b.root_reduce) + b.blocks * ag(b.block_reduce), max(0.0, step - rest.step_s - shard),
-                    int((n - 1) / n * (gathered + reduced)) if n > 1 else 0, 1 + b.blocks)
+                    int((n - 1) / n * (b.gathered + b.reduced)) if n > 1 else 0, 1 + b.blocks)
 
 
 @dataclass(frozen=True)
@@ -317,6 +286,6 @@ def fsdp_memory(trace: Trace, layout: Layout, world: int, weights: int, gradient
     ranks, with what FSDP2 gathers whole at once (the units' all-gathered bytes; a unit's whole gradients taken at
     that size too). The one-GPU figures are sharded as they are: master-*'s half model copy is counted 1/N where FSDP2
     keeps none (a ceiling by 2 bytes an element over N)."""
-    b = UnitBytes.of(trace.fsdp or FsdpSplit(0), layout)
-    root, block = int(b.root_gather), int(b.block_gather)
+    b = fsdp_unit_bytes(layout, trace.fsdp or FsdpSplit(0))
+    root, block = b.root_gather, int(b.block_gather)
     return FsdpMemory(weights // world + root + 2 * block, gradients // world + root + block, optimizer // world)
