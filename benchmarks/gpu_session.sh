@@ -296,7 +296,8 @@ case $1 in
     run_resumable suite
     ;;
   bench)
-    x $PY benchmarks/engine_overhead.py --device "$DEVICE" --out "$RESULTS/engine_overhead.json" | log "$STATE/engine.log"
+    x $PY benchmarks/engine_overhead.py --device "$DEVICE" --repeats 10 --runs 3 --out "$RESULTS/engine_overhead.json" \
+      | log "$STATE/engine.log"
     x $PY benchmarks/host_overhead.py --device "$DEVICE" --out "$RESULTS/host_overhead.json" | log "$STATE/host.log"
     # the engine's own host time per step (issue 44): what a launch-bound step on a GPU is made of
     x $PY benchmarks/engine_overhead.py --tiny --device "$DEVICE" --runs 1 \

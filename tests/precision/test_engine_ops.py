@@ -117,3 +117,26 @@ def test_the_check_is_the_fp32_steps_only_addition() -> None:
     assert ours - hand == CHECK and not hand - ours
     ours = _count(BENCH.ours_step_fn("fp32", _tiny(), *_data(), direct_step=False))[0]
     assert ours - hand == CHECK and not hand - ours
+
+
+@pytest.mark.parametrize("name", ["fp32", "amp-bf16"])
+def test_the_hand_loop_with_the_skip_is_ours_work_written_by_hand(name: str) -> None:
+    """benchmarks/engine_overhead.py also times ours against the hand loop with the inf/NaN skip written inline
+    (the engine's own cost, the check's taken out): that loop issues the hand loop's ops and the check's exactly,
+    steps the weights ours steps bit for bit, and skips the step ours skips (an inf gradient planted)."""
+    hand = _count(_hand(name))[0]
+    skip = _count(BENCH.hand_step_fn(name, _tiny(), *_data(), skip=True))[0]
+    assert skip - hand == CHECK and not hand - skip
+    x, y = _data()
+    models = [_tiny(), _tiny()]
+    steps = [BENCH.ours_step_fn(name, models[0], x, y), BENCH.hand_step_fn(name, models[1], x, y, skip=True)]
+    for _ in range(3):
+        for step in steps:
+            step()
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+    before = [p.detach().clone() for p in models[1].parameters()]
+    models[1][0].weight.register_hook(lambda g: torch.full_like(g, float("inf")))
+    steps[1]()
+    for a, b in zip(before, models[1].parameters(), strict=True):
+        assert torch.equal(a, b)  # skipped: nothing moved (AdamW's weight decay included)
