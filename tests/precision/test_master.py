@@ -149,3 +149,66 @@ def test_kept_modules_compute_in_fp32_and_hand_their_neighbours_half_tensors():
     assert seen == {"emb out": (bf16,), "norm": (fp32, fp32), "norm out": (bf16,), "gate": (fp32, fp32, fp32),
                     "gate out": (bf16,)}
     assert out.dtype == fp32 and model.fc.weight.dtype == bf16
+
+
+def _normed() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.GELU(), nn.BatchNorm1d(8), nn.Linear(8, 3))
+
+
+def test_kept_norms_change_class_not_hooks_and_compute_as_the_hooks_did():
+    """A kept module's class becomes a subclass of its own whose forward casts (no hooks: they put each call on
+    Module._call_impl's slow path); the same model kept through the two hooks (the way left for a module whose
+    instance has its own forward) gives the same outputs and gradients bit for bit, in fp32 inside, bf16 around."""
+    from ampbench.precision.convert import computes_in_fp32, kept_fp32_class
+
+    def run(model: nn.Module) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        mp = MixedPrecision("master-bf16")
+        mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
+        with mp.autocast():
+            out = model(x)
+        out.sum().backward()
+        return out, [p.grad for p in model.parameters()]
+
+    by_class = _normed()
+    by_hooks = _normed()
+    for i in (1, 3):  # an instance forward: the hooks' way
+        by_hooks[i].forward = type(by_hooks[i]).forward.__get__(by_hooks[i])
+    out, grads = run(by_class)
+    hook_out, hook_grads = run(by_hooks)
+    ln, bn = by_class[1], by_class[3]
+    assert type(ln) is kept_fp32_class(nn.LayerNorm, torch.bfloat16) and type(bn).__mro__[1] is nn.BatchNorm1d
+    assert isinstance(ln, nn.LayerNorm) and type(ln).__name__ == "LayerNorm" and repr(ln).startswith("LayerNorm(")
+    assert not (ln._forward_hooks or ln._forward_pre_hooks or bn._forward_hooks or bn._forward_pre_hooks)
+    assert by_hooks[1]._forward_pre_hooks and type(by_hooks[1]) is nn.LayerNorm
+    assert computes_in_fp32(ln) and not computes_in_fp32(by_hooks[1]) and not computes_in_fp32(by_class[0])
+    assert out.dtype == torch.float32 and torch.equal(out, hook_out)
+    for g, h in zip(grads, hook_grads, strict=True):
+        assert (g is None and h is None) or torch.equal(g, h)
+    seen = []
+    ln.register_forward_hook(lambda m, args, output: seen.append((args[0].dtype, m.weight.dtype, output.dtype)))
+    by_class(torch.randn(4, 8))
+    assert seen == [(torch.bfloat16, torch.float32, torch.bfloat16)]  # the user's hook sees what the neighbours see
+
+
+def test_a_kept_module_survives_pickling_and_deepcopy_with_its_casts():
+    """Its class is named as its base's, so pickled by name it would come back without the casts: pickle and
+    copy.deepcopy rebuild it with the kept class, and the copy computes the same bits."""
+    import copy
+    import io
+
+    model = _normed()
+    MixedPrecision("master-bf16").setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    model.eval()
+    x = torch.randn(4, 8)
+    want = model(x)
+    buf = io.BytesIO()
+    torch.save(model[1], buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    for twin in (copy.deepcopy(model), loaded):
+        assert type(twin[1] if isinstance(twin, nn.Sequential) else twin) is type(model[1])
+    half = torch.randn(4, 8).bfloat16()
+    assert loaded(half).dtype == torch.bfloat16 and torch.equal(loaded(half), model[1](half))
+    assert torch.equal(copy.deepcopy(model)(x), want)

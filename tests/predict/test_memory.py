@@ -22,6 +22,7 @@ from ampbench.data.tensors import TensorData
 from ampbench.measure.gpus import lookup
 from ampbench.measure.memory import saved_activations
 from ampbench.measure.step import build_step
+from ampbench.precision.convert import computes_in_fp32
 from ampbench.predict.cuda_dispatch import CPU_RULES, onednn_lstm
 from ampbench.predict.memory import ALLOCATOR_MARGIN, CONTEXT_BYTES, MemoryModel, workspace_bytes
 from ampbench.predict.run import predict_target
@@ -120,8 +121,8 @@ def _norm_stats(model: nn.Module, counter: _Differences) -> list[Any]:
     """Forward hooks counting each normalisation call's statistics by hand (2 per normalised group)."""
     def hook(module: nn.Module, inputs: Any, output: Any) -> None:
         x = inputs[0]
-        if x.dtype not in (torch.bfloat16, torch.float16):
-            return
+        if x.dtype not in (torch.bfloat16, torch.float16) or computes_in_fp32(module):
+            return  # (a norm master-* keeps casts inside its forward: its kernel sees fp32)
         if isinstance(module, nn.LayerNorm):
             groups = x.numel() // math.prod(module.normalized_shape)
         elif isinstance(module, nn.GroupNorm):

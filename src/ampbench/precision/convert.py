@@ -4,17 +4,23 @@ Used by the ``master-*`` recipes (normalisation layers kept fp32, like apex O2) 
 recipes (nothing kept unless asked). Casting is in place: parameter objects keep their identity,
 so an optimizer created before the cast still refers to them.
 
-Dtype boundaries are handled with forward hooks rather than by editing the model:
+Dtype boundaries are handled at the modules, not by editing the model's code:
 - the root module casts floating-point inputs to the half dtype and floating-point outputs to fp32
-  (the loss is computed in fp32);
+  (the loss is computed in fp32): two forward hooks;
 - a module kept in fp32 casts its floating-point inputs to fp32 and its outputs back to the dtype
   its first floating input had (the half dtype when it had none, e.g. an embedding), so its
-  neighbours see half tensors.
+  neighbours see half tensors. Its class becomes a subclass of its own (same name, ``isinstance`` holds) whose
+  ``forward`` casts around the original -- how FSDP2's ``fully_shard`` changes a module's class -- rather than two
+  hooks: hooks put every call of the module on ``Module._call_impl``'s slow path, ~2 us a norm a step on a CPU
+  host, a cost per step of every norm a master-* model keeps (a ResNet-50 keeps 53). The user's own hooks on a kept
+  module see what its neighbours see: half inputs and outputs. A module whose instance has its own ``forward`` (set
+  on the instance) or whose class cannot be changed keeps the two hooks.
 Integer tensors (token ids, labels) pass through untouched.
 """
 
 from __future__ import annotations
 
+import copyreg
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -159,6 +165,77 @@ def _to_fp32_hook(module: nn.Module, args: Any, output: Any) -> Any:
     return cast_floating(output, torch.float32)
 
 
+_KEPT_CLASSES: dict[tuple[type[nn.Module], torch.dtype], type[nn.Module]] = {}
+"""(a class, the model's half dtype) -> its subclass computing in fp32 (made once, shared by every such module)."""
+
+
+def kept_fp32_class(cls: type[nn.Module], half: torch.dtype) -> type[nn.Module]:
+    """``cls`` whose forward takes its floating inputs in fp32 and gives its outputs back in the dtype its first
+    floating input had (``half`` when none had one) -- the two cast hooks' work, inside ``forward``."""
+    made = _KEPT_CLASSES.get((cls, half))
+    if made is not None:
+        return made
+    base_forward = cls.forward
+    fp32 = torch.float32
+
+    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor:  # (a norm's one input: most calls)
+            x = args[0]
+            if x.is_floating_point():
+                dtype = x.dtype
+                out = base_forward(self, x if dtype == fp32 else x.to(fp32))
+                if type(out) is torch.Tensor:  # (a norm's one output)
+                    return out.to(dtype) if out.dtype != dtype and out.is_floating_point() else out
+                return cast_floating(out, dtype)
+            return cast_floating(base_forward(self, x), half)
+        dtype = _first_floating_dtype((args, kwargs)) or half
+        out = base_forward(self, *cast_floating(args, fp32), **(cast_floating(kwargs, fp32) if kwargs else kwargs))
+        return cast_floating(out, dtype)
+
+    made = type(cls.__name__, (cls,), {
+        "forward": forward, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+        "__reduce_ex__": _reduce_kept, "_ampbench_kept_fp32": (cls, half),
+        "__doc__": f"{cls.__qualname__} kept in fp32 in a {half} model (ampbench.precision.convert)",
+    })
+    _KEPT_CLASSES[(cls, half)] = made
+    return made
+
+
+def computes_in_fp32(module: nn.Module) -> bool:
+    """``module`` was kept in fp32 by :func:`cast_model` through its class: it casts half inputs to fp32 inside its
+    forward (a forward hook sees the half input; its kernels see fp32)."""
+    return getattr(type(module), "_ampbench_kept_fp32", None) is not None  # (also a subclass of it, e.g. FSDP2's)
+
+
+def _reduce_kept(self: nn.Module, protocol: Any) -> Any:
+    """Pickling and ``copy.deepcopy`` rebuild a kept module with its kept class (its name is its base's: pickled by
+    name, it would come back without the casts)."""
+    reduced = object.__reduce_ex__(self, protocol)
+    kept = type(self).__dict__.get("_ampbench_kept_fp32")
+    if kept is None or not isinstance(reduced, tuple) or reduced[0] is not copyreg.__newobj__:
+        return reduced  # (a subclass made of it, e.g. by FSDP2: its own way)
+    return (_new_kept, kept, *reduced[2:])
+
+
+def _new_kept(cls: type[nn.Module], half: torch.dtype) -> nn.Module:
+    made = kept_fp32_class(cls, half)
+    return made.__new__(made)
+
+
+def _keep_fp32(module: nn.Module, half: torch.dtype) -> list[Any]:
+    """Make ``module`` compute in fp32 between half neighbours: its class changed (:func:`kept_fp32_class`), or,
+    where that cannot be (a forward set on the instance, a class that refuses), the two cast hooks (their handles)."""
+    module.float()
+    if "forward" not in module.__dict__:
+        try:
+            module.__class__ = kept_fp32_class(type(module), half)
+            return []
+        except TypeError:  # (e.g. a class with __slots__ of its own)
+            pass
+    return [module.register_forward_pre_hook(_make_pre_hook(torch.float32, remember=True), with_kwargs=True),
+            module.register_forward_hook(_make_restore_hook(half))]
+
+
 def cast_model(
     model: nn.Module,
     dtype: torch.dtype,
@@ -181,9 +258,6 @@ def cast_model(
         model.register_forward_hook(_to_fp32_hook),
     ]
     for _, module in kept:
-        module.float()
-        handles.append(module.register_forward_pre_hook(_make_pre_hook(torch.float32, remember=True),
-                                                        with_kwargs=True))
-        handles.append(module.register_forward_hook(_make_restore_hook(dtype)))
+        handles += _keep_fp32(module, dtype)
     setattr(model, _HOOKS_ATTR, handles)
     return kept
