@@ -278,6 +278,21 @@ def test_run_over_two_machines_node_0_stores_the_rows(tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "a.json").read_text())["rows"]
     assert {(r["strategy"], r["world_size"], r["status"]) for r in rows} == {(None, 1, "ok"), ("ddp", 2, "ok"), ("fsdp", 2, "ok")}
     assert "lent 1 rank(s) to 2 distributed cells" in " ".join(out1.split()) and not (tmp_path / "n1.db").exists()
+    lent = [line.split() for line in out1.splitlines() if line.strip().startswith("lent")]  # each cell, as it ends
+    assert [words[-2:] for words in lent] == [["ddp", "x2"], ["fsdp", "x2"]], out1
+
+
+@pytest.mark.parametrize("with_group", [False, True])
+def test_a_rank_leaves_with_its_code_its_output_flushed_and_its_group_left(tmp_path: Path, with_group: bool) -> None:
+    """launch.rank.leave: a rank ends without the interpreter's teardown (where gloo's threads sometimes abort a
+    rank whose work is done: SIGABRT, taken by torchrun for a failure), its buffered output written, the group left."""
+    join = ("import torch.distributed as dist; dist.init_process_group('gloo', init_method="
+            f"'file://{tmp_path / 'pg'}', rank=0, world_size=1); " if with_group else "")
+    code = (f"{join}import sys; from ampbench.launch.rank import leave; print('done', end=''); "
+            "sys.stderr.write('said'); leave(3)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # (buffered, as a rank's pipes are)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert (r.returncode, r.stdout, r.stderr.strip().splitlines()[-1:]) == (3, "done", ["said"])
 
 
 def test_resume_over_several_machines_is_refused(tmp_path: Path) -> None:

@@ -158,17 +158,21 @@ def cell_endpoint(config: RunConfig, cells: list[CellSpec], index: int) -> str |
     return f"{host}:{int(port) + ordinal}"
 
 
-def lend_ranks(config: RunConfig) -> int:
+def lend_ranks(config: RunConfig, on_cell: Callable[[CellSpec, dict[str, Any]], None] | None = None) -> int:
     """Node K > 0 of a run over several machines: start this machine's ranks of every distributed cell, in the
-    plan's order, meeting node 0's at its endpoint; node 0 merges and stores the rows. Returns the cells joined."""
+    plan's order, meeting node 0's at its endpoint; node 0 merges and stores the rows. ``on_cell``: each cell's spec
+    and this machine's row of it (its ranks' status: a failure here is why node 0's cell failed or waited). Returns
+    the cells joined."""
     timeout = config.launch.cell_timeout
     node_rank = config.launch.node_rank
     joined = 0
     cells = config.cells()
     for i, spec in enumerate(cells):
         if spec.strategy is not None and strategy_problem(spec) is None and supported(spec.precision, spec.device).ok:
-            execute(spec, True, timeout, node_rank=node_rank, endpoint=cell_endpoint(config, cells, i))
+            row = execute(spec, True, timeout, node_rank=node_rank, endpoint=cell_endpoint(config, cells, i))
             joined += 1
+            if on_cell is not None:
+                on_cell(spec, row)
     return joined
 
 

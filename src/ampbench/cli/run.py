@@ -42,7 +42,13 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     for note in validate_inputs(config):  # a bad --model, --data-dir or missing extra fails now with one line
         err_console.print(f"[yellow]warning:[/] {escape(note)}")
     if dist.node_rank > 0:  # this machine lends its ranks to node 0's run, which stores the rows
-        n = lend_ranks(config)
+        def lent(spec: Any, row: dict[str, Any]) -> None:  # (this machine's ranks' side: why node 0's cell failed)
+            st = row["status"]
+            detail = f"  [dim]{escape(row.get('reason') or '')}[/]" if st != "ok" else ""
+            console.print(f"  {'lent' if st == 'ok' else st:<11} {escape(cell_text(spec, config))}{detail}",
+                          highlight=False)
+
+        n = lend_ranks(config, lent)
         console.print(f"node {dist.node_rank}: lent {dist.nproc_per_node} rank(s) to {plural(n, 'distributed cell')} "
                       f"of node 0's run at {escape(str(dist.rdzv_endpoint))}; its rows are stored there")
         return
