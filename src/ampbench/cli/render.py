@@ -21,6 +21,13 @@ def plan_header(config: Any, store_path: Any, estimate: Any = None) -> None:
         console.print(line)
 
 
+def cell_line(status: str, label: str, what: str, detail: str) -> str:
+    """A finished cell's line: its ``label`` in its status's colour, the cell (``what``: markup-escaped), the detail."""
+    from ampbench.report.console import STATUS_STYLE  # lazy: torch
+
+    return f"  [{STATUS_STYLE.get(status, '')}]{label:<11}[/] {what}  [dim]{escape(detail)}[/]"
+
+
 def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
                       tensorboard: Any = None) -> tuple[Any, list[dict[str, Any]]]:
     """:func:`ampbench.bench.run` with a live bar (the cell count, and inside the running cell what it measures,
@@ -29,7 +36,6 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
     to as a TensorBoard run (and the run's ratios at its end)."""
 
     from ampbench.bench import run  # lazy: torch
-    from ampbench.report.console import STATUS_STYLE  # lazy: torch
 
     board = RunLogger(tensorboard) if tensorboard is not None else None
     live = console.is_terminal
@@ -62,10 +68,8 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
                 if board is not None:
                     board.cell(r)
                 st = r["status"]
-                detail = escape(f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and r.get("samples_per_s") else
-                                r.get("reason") or "")
-                bar.console.print(f"  [{STATUS_STYLE.get(st, '')}]{st:<11}[/] {what}  [dim]{detail}[/]",
-                                  highlight=False)
+                bar.console.print(cell_line(st, st, what, f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and
+                                            r.get("samples_per_s") else r.get("reason") or ""), highlight=False)
 
         info, rows = run(config, store, resume=resume, label=label, on_event=on_event)
     if board is not None:

@@ -14,7 +14,7 @@ from ampbench.bench.estimate import run_estimate
 from ampbench.cli import declared
 from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, invocation, open_store
-from ampbench.cli.render import plan_header, results_tables, run_with_progress
+from ampbench.cli.render import cell_line, plan_header, results_tables, run_with_progress
 from ampbench.command_options import RunOptions, RunOutput
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
@@ -44,9 +44,8 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     if dist.node_rank > 0:  # this machine lends its ranks to node 0's run, which stores the rows
         def lent(spec: Any, row: dict[str, Any]) -> None:  # (this machine's ranks' side: why node 0's cell failed)
             st = row["status"]
-            detail = f"  [dim]{escape(row.get('reason') or '')}[/]" if st != "ok" else ""
-            console.print(f"  {'lent' if st == 'ok' else st:<11} {escape(cell_text(spec, config))}{detail}",
-                          highlight=False)
+            console.print(cell_line(st, "lent" if st == "ok" else st, escape(cell_text(spec, config)),
+                                    row.get("reason") or ""), highlight=False)
 
         n = lend_ranks(config, lent)
         console.print(f"node {dist.node_rank}: lent {dist.nproc_per_node} rank(s) to {plural(n, 'distributed cell')} "

@@ -1,7 +1,7 @@
 """A fused Adam/AdamW/SGD step taken the way ``optimizer.step()`` takes it, without its per-step Python.
 
 Why our own: on a small model a training step is host time (on a GPU the device waits for Python to launch its
-kernels), and ``torch.optim.AdamW(fused=True).step()`` spends ~25 µs of a CPU host's time on Python around its one
+kernels), and ``torch.optim.AdamW(fused=True).step()`` spends ~40 µs of a CPU host's time on Python around its one
 kernel (the profiler's ``record_function``, the hook walk, the grad-mode decorator, ``_init_group``'s loop over every
 parameter, grouping the tensors by device and dtype, moving ``found_inf``) -- more than the whole budget issue 44 gives
 the engine. The kernel does the work; the lists it takes only change when the optimizer's state or param groups do.
@@ -107,11 +107,15 @@ class _SGD(_Kind):
                           grad_scale=None, found_inf=found)
 
 
+DIRECT: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+"""The optimizer classes stepped directly when fused (exactly these: a subclass may override anything)."""
+
+
 def _kind(optimizer: torch.optim.Optimizer) -> _Kind | None:
     cls = type(optimizer)
-    if cls is torch.optim.AdamW or cls is torch.optim.Adam:
-        return _Adam(decoupled=cls is torch.optim.AdamW)
-    return _SGD() if cls is torch.optim.SGD else None
+    if cls not in DIRECT:
+        return None
+    return _SGD() if cls is torch.optim.SGD else _Adam(decoupled=cls is torch.optim.AdamW)
 
 
 class _Plan:

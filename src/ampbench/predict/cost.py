@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
 from ampbench.measure.gpus import Gpu
+from ampbench.precision.fused_step import DIRECT
 from ampbench.predict import fusion, kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.trace import Op, Trace
@@ -311,8 +312,8 @@ class StepCost:
 FUSED_OPTIMIZER = "aten._fused_optimizer"
 DIRECT_FUSED_STEP = "ampbench.direct_fused_step"
 """The same kernel when the engine steps the optimizer directly (Adam, AdamW, SGD): the host's time is its own."""
-DIRECT_OPTIMIZERS = ("Adam", "AdamW", "SGD")
-"""torch's optimizers the engine steps directly when fused (:mod:`ampbench.precision.fused_step`)."""
+DIRECT_OPTIMIZERS = tuple(c.__name__ for c in DIRECT)
+"""torch's optimizers the engine steps directly when fused (:data:`ampbench.precision.fused_step.DIRECT`)."""
 
 
 def _fused_optimizer(trace: Trace, host: Host) -> list[Op]:
