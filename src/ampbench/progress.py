@@ -64,6 +64,8 @@ def duration(seconds: float) -> str:
 _callback: Callable[[Event], None] | None = None
 _file: TextIO | None = None
 _file_path: str | None = None
+_lock = threading.RLock()  # (a cell's phase heartbeat reports from a thread of its own)
+_last = time.monotonic()
 
 
 def _sink() -> Callable[[Event], None] | None:
@@ -85,9 +87,22 @@ def _write(event: Event) -> None:
 
 def report(what: str, i: int | None = None, n: int | None = None, detail: str = "", eta_s: float | None = None) -> None:
     """Say what runs now (a no-op when nobody listens)."""
+    global _last
     sink = _sink()
     if sink is not None:
-        sink(Event(what, i, n, detail, eta_s))
+        with _lock:
+            _last = time.monotonic()
+            sink(Event(what, i, n, detail, eta_s))
+
+
+def forward(event: Event) -> None:
+    """Pass on an event another process reported to wherever this process's events go (a nested launch's)."""
+    report(event.what, event.i, event.n, event.detail, event.eta_s)
+
+
+def last_report() -> float:
+    """When this process last reported (``time.monotonic()``)."""
+    return _last
 
 
 def listening() -> bool:

@@ -212,3 +212,84 @@ def test_a_kept_module_survives_pickling_and_deepcopy_with_its_casts():
     half = torch.randn(4, 8).bfloat16()
     assert loaded(half).dtype == torch.bfloat16 and torch.equal(loaded(half), model[1](half))
     assert torch.equal(copy.deepcopy(model)(x), want)
+
+
+def _bn_kernel_dtypes(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.dtype, torch.dtype]]:
+    """(input, weight) dtypes of every batch-norm kernel a forward and backward run, as the dispatcher sees them."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[tuple[torch.dtype, torch.dtype]] = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if "batch_norm" in func.__name__ and "backward" not in func.__name__ and len(args) > 1:
+                seen.append((args[0].dtype, args[1].dtype))
+            return func(*args, **(kwargs or {}))
+
+    with Watch():
+        model(x).float().sum().backward()
+    return seen
+
+
+@pytest.mark.parametrize("precision", ["master-bf16", "master-fp16"])
+def test_a_kept_batchnorm_takes_its_half_input_and_keeps_fp32_statistics(precision: str) -> None:
+    """A kept BatchNorm's kernel reads the half input with fp32 weight, bias and running statistics (no cast up
+    before it, none back after: two passes over every activation of a convnet); its output is half, its parameters,
+    gradients and running statistics fp32, and it computes what the cast path computes within half rounding (4-D
+    channels-last and 2-D inputs). The SyncBatchNorm keeps the cast."""
+    from ampbench.precision.convert import computes_in_fp32, kept_fp32_class, takes_half_input
+
+    half = torch.bfloat16 if precision.endswith("bf16") else torch.float16
+
+    def net() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1),
+                             nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 6 * 6, 4), nn.BatchNorm1d(4))
+
+    x = (torch.randn(16, 3, 6, 6, generator=torch.Generator().manual_seed(1)) * 2 + 1)
+    x = x.to(memory_format=torch.channels_last)
+    direct, cast = net(), net()
+    for i in (1, 4, 7):  # the cast path: the same modules kept through the two hooks (an instance forward)
+        cast[i].forward = type(cast[i]).forward.__get__(cast[i])
+    for m in (direct, cast):
+        MixedPrecision(precision).setup(m, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert takes_half_input(nn.BatchNorm2d) and not takes_half_input(nn.SyncBatchNorm)
+    assert not takes_half_input(nn.LayerNorm)
+    assert type(direct[1]) is kept_fp32_class(nn.BatchNorm2d, half) and not computes_in_fp32(direct[1])
+    assert _bn_kernel_dtypes(direct, x) == [(half, torch.float32)] * 3
+    assert _bn_kernel_dtypes(cast, x) == [(torch.float32, torch.float32)] * 3
+    for m in (direct, cast):  # (one more step's gradients, from zero)
+        m.zero_grad()
+    out_d, out_c = direct(x), cast(x)
+    assert out_d.dtype == out_c.dtype == torch.float32  # (the root hands the loss fp32)
+    torch.testing.assert_close(out_d, out_c, atol=2e-2, rtol=2e-2)
+    out_d.sum().backward()
+    out_c.sum().backward()
+    for (name, p), q in zip(direct.named_parameters(), cast.parameters(), strict=True):
+        kept = name.split(".")[0] in ("1", "4", "7")
+        assert p.dtype == (torch.float32 if kept else half) and p.grad.dtype == p.dtype
+        scale = q.grad.float().abs().max().item() + 1e-3
+        assert (p.grad.float() - q.grad.float()).abs().max().item() <= 0.05 * scale, name
+    for i in (1, 4, 7):
+        assert direct[i].running_mean.dtype == torch.float32
+        torch.testing.assert_close(direct[i].running_mean, cast[i].running_mean, atol=1e-2, rtol=1e-2)
+        torch.testing.assert_close(direct[i].running_var, cast[i].running_var, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("precision", ["master-bf16", "master-fp16"])
+def test_a_kept_batchnorm_on_cuda_reads_half_as_amp_does(precision: str) -> None:
+    """On CUDA the kept BatchNorm's kernel is the one amp-* runs (half input, fp32 parameters), channels-last, and
+    its outputs equal the cast path's within half rounding."""
+    half = torch.bfloat16 if precision.endswith("bf16") else torch.float16
+    torch.manual_seed(0)
+    bn = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)).cuda().to(memory_format=torch.channels_last)
+    ref = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)).cuda().to(memory_format=torch.channels_last)
+    ref.load_state_dict(bn.state_dict())
+    ref[1].forward = type(ref[1]).forward.__get__(ref[1])  # (the cast path: kept through the two hooks)
+    for m in (bn, ref):
+        MixedPrecision(precision).setup(m, torch.optim.SGD(m.parameters(), lr=0.1))
+    x = torch.randn(32, 3, 28, 28, device="cuda").to(memory_format=torch.channels_last)
+    assert _bn_kernel_dtypes(bn, x) == [(half, torch.float32)]
+    torch.testing.assert_close(bn(x), ref(x), atol=2e-2, rtol=2e-2)

@@ -341,3 +341,21 @@ def test_grouped_query_attention_reads_its_kv_heads_and_counts_every_query_heads
     assert bwd[0].flops == 2 * fwd[0].flops == sdpa_backward_flop_count(q.shape, q.shape, k.shape, v.shape) * 4 // 5
     assert fwd[0].bytes_read == 2 * (q.numel() + k.numel() + v.numel())  # (bf16: the K/V heads read as they are)
     assert fwd[0].causal and bwd[0].causal
+
+
+def test_a_kept_batchnorm_is_traced_without_a_cast_around_it() -> None:
+    """master-* keeps BatchNorm in fp32 by giving its kernel the half input with fp32 parameters (as amp-* runs it on
+    CUDA): the traced step's forward has every batch norm in bf16 and no cast per norm -- the same casts as amp-bf16's
+    forward at most (a cast around each of the 17 norms would add 34)."""
+    from ampbench.workloads import create_workload
+
+    def forward(precision: str) -> collections.Counter[tuple[str, str]]:
+        trace = trace_step(build_meta(lambda: create_workload("resnet50", "tiny")), precision, 8, channels_last=True)
+        return collections.Counter((o.name, o.dtype) for o in trace.ops if o.phase == "forward")
+
+    master, amp = forward("master-bf16"), forward("amp-bf16")
+    norms = master[("aten.native_batch_norm", "bf16")]
+    assert norms == amp[("aten.native_batch_norm", "bf16")] == 17
+    assert not master[("aten.native_batch_norm", "fp32")]
+    casts = sum(n for (name, _), n in master.items() if name == "aten._to_copy")
+    assert casts <= sum(n for (name, _), n in amp.items() if name == "aten._to_copy") and casts < norms

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ampbench import seam
-from ampbench.bench.suites import check_preset, default_steps, native_only_entries, with_presets
+from ampbench.bench.suites import EntrySettings, check_preset, default_steps, entry_settings, native_only_entries, suite_entries
 from ampbench.cells import (
     DEFAULT,
     DEFAULT_MEASURES,
@@ -81,12 +81,17 @@ class Targets:
     the run has no such target. Resolved at construction: without the option, the framework's default."""
     model_framework: str = field(default=seam.DEFAULT, metadata={"run": FRAMEWORK_ENTRIES})
     """The framework of the --model (:func:`ampbench.seam.of_model`)."""
+    settings: tuple[EntrySettings, ...] = field(default=(), metadata={"run": DEFAULT})
+    """The default suite's: per workload (in order), the batch (sized to the device's memory), layout and options its
+    entry sets where the user said nothing (:mod:`ampbench.bench.suites`); empty: none."""
 
     def __post_init__(self) -> None:
         if self.model is not None and self.workloads:
             raise AmpbenchError("give --workloads or --model, not both")
         if len(self.presets) != (1 if self.model is not None else len(self.workloads)):
             raise AmpbenchError("a preset per workload (one with --model)")
+        if self.settings and len(self.settings) != len(self.workloads):
+            raise AmpbenchError("the suite's settings: one per workload")
         for p in self.presets:
             check_preset(p)
         owners = {self.framework_of(w).name for w, _ in self.pairs}
@@ -113,6 +118,10 @@ class Targets:
             if self.model_framework == fw.name:
                 out[f"{fw.name}_model"] = True
         return out
+
+    def settings_of(self, index: int) -> EntrySettings:
+        """What the suite sets for target ``index`` (nothing for a target the user named)."""
+        return self.settings[index] if self.settings else EntrySettings()
 
     @property
     def pairs(self) -> list[tuple[str | None, str]]:
@@ -298,9 +307,18 @@ class RunConfig:
     def _check_workload_options(self) -> None:
         """Every named workload exists and takes the -o keys (adapters check theirs when built)."""
 
-        for name, preset in zip(self.targets.workloads, self.targets.presets):
+        for k, (name, preset) in enumerate(zip(self.targets.workloads, self.targets.presets)):
             if ":" not in name and self.targets.framework_of(name).name == seam.DEFAULT:
-                check_options(preset, get_spec(name).options(), dict(self.data.options), name)
+                check_options(preset, get_spec(name).options(), dict(self.data_of(k).options), name)
+
+    def data_of(self, index: int) -> DataOptions:
+        """The data options of target ``index``: the run's, with its suite entry's workload options where the user
+        gave none of the same name."""
+        extra = self.targets.settings_of(index).options
+        if not extra:
+            return self.data
+        given = dict(self.data.options)
+        return replace(self.data, options=tuple(sorted({**dict(extra), **given}.items())))
 
     def _check_distributed(self) -> None:
         a, launch = self.axes, self.launch
@@ -343,9 +361,12 @@ class RunConfig:
         data = DataOptions(d.input_shape, d.num_classes, d.vocab_size, d.num_outputs, d.task, d.batches, d.loss,
                            None if d.data_dir is None else str(d.data_dir), d.val_fraction,
                            tuple(sorted(parse_options(d.option).items())))
-        wl_names, presets = with_presets(names, t.preset, dev)
+        entries = suite_entries(names, t.preset, dev) if t.model is None else ()
+        wl_names, presets = tuple(e.workload for e in entries), tuple(e.preset for e in entries)
         if t.model is not None:
-            wl_names, presets = (), (t.preset or "small",)
+            presets = (t.preset or "small",)
+        settings = () if names else _suite_settings(entries, dev, batch_given=m.batch_size is not None,
+                                                     format_given=x.memory_format is not None)
         default_timed, default_warmup = default_steps(dev)
         measured = MeasureSettings(parse_measures(m.measure), default_timed if m.steps is None else m.steps,
                                    default_warmup if m.warmup is None else m.warmup, m.seed,
@@ -372,7 +393,7 @@ class RunConfig:
             device=dev,
             targets=Targets(wl_names, presets, t.model,
                             native_only_entries(names, t.preset, r.precisions is not None, dev), t.backend,
-                            model_framework),
+                            model_framework, settings),
             data=data,
             recipe=RecipeOptions(r.loss_scale, tuple(s.strip() for s in (r.fp8_skip or "").split(",") if s.strip()),
                                  r.fp8_filter),
@@ -417,20 +438,22 @@ class RunConfig:
         closing = repeats == 1 and "throughput" in timed and BASELINE in a.precisions and (
             len(a.precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states)
         out = []
-        for workload, preset in self.targets.pairs:
+        for k, (workload, preset) in enumerate(self.targets.pairs):
             m = converge_work(run_measure, preset)  # (the preset's convergence work where the run left it open)
             base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
-                            batch_size=None, data=self.data, recipe=self.recipe, measure=m)
+                            batch_size=None, data=self.data_of(k), recipe=self.recipe, measure=m)
             precisions = self.precisions_of(workload, preset)
-            for bs in a.batch_sizes:
+            entry = self.targets.settings_of(k)
+            layout = (lambda ex, f=entry.memory_format: replace(ex, memory_format=f) if f else ex)
+            for bs in (a.batch_sizes if entry.batch is None else (entry.batch,)):
                 for r in range(repeats):
                     cell = replace(base, workload=workload, preset=preset, batch_size=bs,
                                    framework=self.targets.framework_of(workload).name,
                                    backend=self.targets.backend_of(workload))
                     if r:
                         cell = replace(cell, repeat=r, measure=replace(m, measures=timed), first_measures=m.measures)
-                    out.extend(replace(cell, precision=precision, execution=ex, distribution=dist, compiled_by_default=auto,
-                                       optimizer_state=state)
+                    out.extend(replace(cell, precision=precision, execution=layout(ex), distribution=dist,
+                                       compiled_by_default=auto, optimizer_state=state)
                                for dist in a.distributions() for ex, precision, auto in self.points(precisions)
                                for state in self.states_of(precision))
                 if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states):
@@ -438,7 +461,7 @@ class RunConfig:
                                        framework=self.targets.framework_of(workload).name,
                                        backend=self.targets.backend_of(workload),
                                        measure=replace(m, measures=timed), first_measures=m.measures,
-                                       execution=a.executions[0]))
+                                       execution=layout(a.executions[0])))
         return out
 
     def points(self, precisions: tuple[str, ...]) -> list[tuple[Execution, str, bool]]:
@@ -479,6 +502,17 @@ class RunConfig:
                 out.append(f"--optimizer-state {state} left out for {', '.join(refused)}: "
                            f"{state_refusal(refused[0], state, self.device)}")
         return out
+
+
+def _suite_settings(entries: tuple[Any, ...], device: str, batch_given: bool, format_given: bool
+                    ) -> tuple[EntrySettings, ...]:
+    """What the default suite's entries set on ``device`` (batches sized to its memory), less what the user gave
+    (--batch-size, --memory-format); empty when they set nothing."""
+    memory_gib = (torch.cuda.get_device_properties(torch.device(device)).total_memory / 2**30
+                  if device.startswith("cuda") else None)
+    out = tuple(replace(s, batch=None if batch_given else s.batch, memory_format=None if format_given else s.memory_format)
+                for s in (entry_settings(e, memory_gib) for e in entries))
+    return out if any(s != EntrySettings() for s in out) else ()
 
 
 # -- parsing what the command line gives -------------------------------------------------------------------------

@@ -7,13 +7,14 @@ with the same options and runs only the cells it has no row for.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from ampbench import progress, seam
+from ampbench import phases, progress, seam
 from ampbench.bench.cell_row import base_row
 from ampbench.bench.config import RunConfig
 from ampbench.bench.jobs import framework, isolated_trial, job, trial_of, validate_job
@@ -52,7 +53,9 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
     distributed cell in ``nproc`` ranks started by torchrun (always isolated; ``node_rank``/``endpoint``
     with several machines)."""
     if spec.strategy is not None:
-        return run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
+        t0 = time.perf_counter()
+        row = run_cell_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
+        return _with_launch(row, time.perf_counter() - t0)
     if not isolate and not seam.of_cell(spec).own_process:  # (own_process: it imports a backend of its choice)
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
@@ -63,13 +66,29 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
 
 
 def _failed_or_row(spec: CellSpec, r: dict[str, Any]) -> dict[str, Any]:
-    """The row a child process returned, or the row of a child that died (killed by the OS: oom)."""
+    """The row a child process returned, its phases with the launch's around them (its wall time the child's, from
+    spawn to exit), or the row of a child that died (killed by the OS: oom)."""
     if "_failed" in r:
         row = base_row(spec)
         killed_oom = r.get("_killed") and "SIGKILL" in r["_failed"]
         row.update(status="oom" if killed_oom else "error", reason=r["_failed"], created_at=utcnow())
         return row
+    launch = r.pop("_launch", None)
+    if launch is not None and r.get("phases_s") is not None:
+        r["phases_s"] = phases.launched(r["phases_s"], **launch)
+        r["wall_s"] = phases.add_up(r["phases_s"])
     return r
+
+
+def _with_launch(row: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """A distributed cell: rank 0's phases, and what starting and ending the ranks took (``launch``: torchrun, the
+    process group, the teardown) as the rest of the time the launcher waited."""
+    if row.get("phases_s"):
+        row["phases_s"]["launch"] = max(0.0, wall_s - phases.add_up(row["phases_s"]))
+        row["wall_s"] = phases.add_up(row["phases_s"])
+    else:
+        row["wall_s"] = wall_s
+    return row
 
 
 def strategy_problem(spec: CellSpec) -> str | None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
-from ampbench import progress
+from ampbench import phases
 from ampbench.bench.cell_row import base_row, record_failure, search_cell_max_batch
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
@@ -75,8 +74,20 @@ def measure_cell(spec: CellSpec, verbs: CellVerbs, maxbatch_trial: Callable[[Cel
     ``maxbatch_trial`` / ``throughput_at`` run the max-batch search's trials and its final throughput (the harness
     passes child-process versions)."""
     row = base_row(spec)
-    t0 = time.perf_counter()
+    with phases.clock() as clock:
+        _measure_and_judge(spec, verbs, row, maxbatch_trial, throughput_at)
+        row["phases_s"] = clock.stop()
+    row["wall_s"] = phases.add_up(row["phases_s"])
+    row["created_at"] = utcnow()
+    return row
+
+
+def _measure_and_judge(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
+                       maxbatch_trial: Callable[[CellSpec, int], Any] | None,
+                       throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
+    """The measurements into ``row``, and how they ended as its status."""
     try:
+        phases.enter("open", "opening the device")
         with verbs.open(spec, row):
             row["status"] = "ok"  # a measurement may still say diverged; an exception below says otherwise
             _measure(spec, verbs, row, maxbatch_trial, throughput_at)
@@ -91,29 +102,30 @@ def measure_cell(spec: CellSpec, verbs: CellVerbs, maxbatch_trial: Callable[[Cel
     except Exception as e:
         record_failure(row, e, verbs.is_oom(e))
     finally:
+        phases.enter("close", "releasing the device")
         verbs.close()
-    row["wall_s"] = time.perf_counter() - t0
-    row["created_at"] = utcnow()
-    return row
 
 
 def _measure(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
              maxbatch_trial: Callable[[CellSpec, int], Any] | None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
-    progress.report("building the workload")
+    phases.enter("build", "building the workload")
     wl = verbs.build(spec, row)
     batch_size = spec.batch_size or verbs.batch_size(wl)
     row.update(batch_size=batch_size, metric_name=verbs.metric_name(wl))
     measures = set(spec.measures)
     if "maxbatch" in measures:  # first: the trials' processes must not share the device with this cell's model
+        phases.enter("maxbatch", "max batch")
         keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
         row.update(keys)
         if error:  # (the trials so far stay in the row)
             raise AmpbenchError(f"maxbatch trial failed: {error}")
     trained = None
     if measures & {"throughput", "memory", "inference"}:
+        phases.enter("setup", "setting up the model")
         trained = verbs.throughput_memory(wl, spec, batch_size, row)
     if "converge" in measures:
+        phases.enter("converge", "convergence")
         conv = verbs.converge(wl, spec, batch_size, row)
         row["converge"] = conv
         finals = [x for x in conv["final_losses"] if math.isfinite(x)]
@@ -125,5 +137,7 @@ def _measure(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
                 (r for r in conv["reasons"] if r), "non-finite loss"))
     if "inference" in measures and trained is not None and row["status"] != "diverged":
         large = spec.measure.inference_batch or batch_size
+        phases.enter("inference", "inference")
         row["inference"] = verbs.inference(trained, wl, sorted({1, large}), max(spec.measure.steps, 10))
+    phases.enter("finish", "closing facts")
     verbs.finish(trained, row)

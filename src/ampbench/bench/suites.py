@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.base import PRESETS
+
+REFERENCE_GIB = 75.0
+"""The GPU suite's batches are sized for a GPU of at least this much memory (an 80 GB H100: 79.6 GiB less the
+context), fp32 -- the mode that holds the most -- included; a GPU with less trains each at a proportionally smaller
+batch (:func:`sized_batch`)."""
 
 
 @dataclass(frozen=True)
@@ -14,6 +20,32 @@ class SuiteEntry:
     preset: str
     native_only: bool = False
     """Run only the modes this device has math hardware for (and fp32): emulated ones would take hours."""
+    batch: int | None = None
+    """The batch it trains at (None: the workload's own); on a GPU, at :data:`REFERENCE_GIB` of memory or more."""
+    memory_format: str | None = None
+    """The layout it trains in (channels_last: how convnets are trained on GPUs); None: the run's."""
+    options: tuple[tuple[str, Any], ...] = ()
+    """The workload's options (``-o``) it runs with."""
+
+
+@dataclass(frozen=True)
+class EntrySettings:
+    """What a suite entry sets for its cells where the user said nothing: batch (sized to the device's memory),
+    memory format, workload options. A target the user named sets nothing."""
+
+    batch: int | None = None
+    memory_format: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def sized_batch(batch: int, memory_gib: float | None) -> int:
+    """``batch`` on a device of ``memory_gib`` (None: a CPU, or not known): as given from :data:`REFERENCE_GIB` up,
+    else scaled down in proportion, to a multiple of 8 where that leaves one (activations grow with the batch, the
+    weights and optimizer state do not: proportional leaves room)."""
+    if memory_gib is None or memory_gib >= REFERENCE_GIB:
+        return batch
+    b = int(batch * memory_gib / REFERENCE_GIB)
+    return max(1, b // 8 * 8 if b >= 8 else b)
 
 
 # CPU: finishes in a few minutes on 2 cores (fp16 convolutions are ~45x slower than fp32 on CPUs without
@@ -23,12 +55,22 @@ class SuiteEntry:
 # enough to keep the GPU busy, so the ratios say something about real training.
 CPU_SUITE = (SuiteEntry("mnist-cnn", "small"), SuiteEntry("tabular-mlp", "small"), SuiteEntry("bert", "tiny"),
              SuiteEntry("bert", "small", native_only=True))
-GPU_SUITE = (SuiteEntry("conv-dummy", "paper"), SuiteEntry("resnext", "small"), SuiteEntry("bert", "small"),
-             SuiteEntry("unet", "small"), SuiteEntry("lstm-lm", "small"))
-# 5 workloads x (8 modes + closing fp32) = 45 cells; at ~10-15 s per isolated cell (process start, CUDA init, build,
-# warm-up, 50 steps) that is the ~10 minutes the suite is meant to take. Not yet timed on a GPU.
+# The models people train, at the sizes they train them: each keeps a GPU's Tensor Cores busy (predicted GPU-bound in
+# every AMP mode on an H100: tests/bench/test_suites.py), so its ratios answer "how much faster on my GPU".
+GPU_SUITE = (
+    SuiteEntry("resnet50", "paper", batch=256, memory_format="channels_last"),  # ImageNet convnet, DLE's batch
+    SuiteEntry("vit", "paper", batch=128),  # ViT-B/16
+    SuiteEntry("bert", "paper", batch=128),  # BERT-base, seq 128
+    SuiteEntry("gpt2", "paper", batch=16),  # GPT-2 small, 16 x 1024 tokens
+    SuiteEntry("unet", "paper", batch=32, memory_format="channels_last"),  # 256x256 segmentation
+    SuiteEntry("lstm-lm", "paper", batch=128, options=(("vocab", 100_000),)),  # bigLSTM's layers, 100k words
+    SuiteEntry("wide-mlp", "paper", batch=4096),  # GEMM-bound MLP
+)
+# 7 workloads x (8 modes + closing fp32) = 63 cells; each costs its steps (at most GPU_STEPS + GPU_WARMUP + 3) plus a
+# few seconds of process, CUDA context, build and teardown (phases_s says where): ampbench predict --gpu h100-sxm
+# prints the suite's expected time on that GPU.
 CPU_STEPS, CPU_WARMUP = 20, 3
-GPU_STEPS, GPU_WARMUP = 50, 10
+GPU_STEPS, GPU_WARMUP = 30, 5
 
 
 def default_steps(device: str) -> tuple[int, int]:
@@ -45,12 +87,24 @@ def check_preset(preset: str, flag: str = "--preset") -> str:
 
 def with_presets(workloads: list[str], preset: str | None, device: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The workloads and their presets: given ones at --preset (default small), or the device's default suite."""
+    entries = suite_entries(workloads, preset, device)
+    return tuple(e.workload for e in entries), tuple(e.preset for e in entries)
+
+
+def suite_entries(workloads: list[str], preset: str | None, device: str) -> tuple[SuiteEntry, ...]:
+    """The targets as entries: named workloads at --preset (default small), setting nothing, or the device's default
+    suite (with another --preset than an entry's: that entry at that preset, without its batch, layout and options)."""
     if preset is not None:
         check_preset(preset)
     if workloads:
-        return tuple(workloads), tuple(preset or "small" for _ in workloads)
-    suite = _suite(device, preset)
-    return tuple(e.workload for e in suite), tuple(e.preset for e in suite)
+        return tuple(SuiteEntry(w, preset or "small") for w in workloads)
+    return _suite(device, preset)
+
+
+def entry_settings(entry: SuiteEntry, memory_gib: float | None) -> EntrySettings:
+    """What ``entry`` sets for its cells on a device of ``memory_gib`` (None: not a GPU)."""
+    batch = sized_batch(entry.batch, memory_gib) if entry.batch is not None else None
+    return EntrySettings(batch, entry.memory_format, entry.options)
 
 
 def _suite(device: str, preset: str | None) -> tuple[SuiteEntry, ...]:
@@ -60,7 +114,7 @@ def _suite(device: str, preset: str | None) -> tuple[SuiteEntry, ...]:
         return suite
     out: list[SuiteEntry] = []
     for e in suite:
-        entry = SuiteEntry(e.workload, preset, e.native_only)
+        entry = e if preset == e.preset else SuiteEntry(e.workload, preset, e.native_only)
         if all((o.workload, o.preset) != (entry.workload, entry.preset) for o in out):
             out.append(entry)
     return tuple(out)

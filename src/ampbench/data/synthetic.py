@@ -64,15 +64,18 @@ def token_spans(n: int, seq: int, vocab: int, g: torch.Generator) -> tuple[torch
 def markov_tokens(n_tokens: int, vocab: int, g: torch.Generator) -> torch.Tensor:
     """A token stream from a sparse random Markov chain (each token has 4 likely successors)."""
     succ = torch.randint(0, vocab, (vocab, 4), generator=g)
-    out = torch.empty(n_tokens, dtype=torch.int64)
     choice = torch.randint(0, 4, (n_tokens,), generator=g)
     jump = torch.rand(n_tokens, generator=g) < 0.1
     rand_tok = torch.randint(0, vocab, (n_tokens,), generator=g)
+    # (a chain is sequential: walked over Python lists, ~50x faster than indexing tensors element by element -- a
+    # GPT-2-size dataset's 8M tokens took ~35 s of every cell's build that way; the same tokens)
+    succ_l, choice_l, jump_l, rand_l = succ.tolist(), choice.tolist(), jump.tolist(), rand_tok.tolist()
+    out = [0] * n_tokens
     tok = 0
     for i in range(n_tokens):  # generated once per dataset, not on the training hot path
-        tok = int(rand_tok[i]) if jump[i] else int(succ[tok, choice[i]])
+        tok = rand_l[i] if jump_l[i] else succ_l[tok][choice_l[i]]
         out[i] = tok
-    return out
+    return torch.tensor(out, dtype=torch.int64)
 
 
 def tabular(n: int, cardinalities: list[int], n_cont: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:

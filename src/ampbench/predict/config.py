@@ -15,12 +15,12 @@ import contextlib
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ampbench.bench.config import parse_batch_sizes, parse_list
-from ampbench.bench.suites import with_presets
+from ampbench.bench.suites import EntrySettings, entry_settings, suite_entries
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import parse_axis
@@ -78,6 +78,9 @@ class PredictConfig:
     executions: tuple[tuple[str, str], ...] = (("off", "off"),)
     """The (compile, cuda_graphs) values predicted (``--compile``, ``--cuda-graphs``): each combination, as ``run``
     makes its cells."""
+    settings: tuple[EntrySettings, ...] = ()
+    """The default GPU suite's, per target: the batch (on a GPU of the suite's reference memory) and layout ``run``
+    gives it where the user said nothing; empty for named targets."""
 
     @property
     def gpu(self) -> Gpu:
@@ -106,9 +109,14 @@ class PredictConfig:
             raise AmpbenchError("give --workloads or --model, not both")
         # the cells `ampbench run` measures on a GPU: named workloads at --preset (default small), else the GPU suite
         wanted = [w.strip() for w in (workloads or "").split(",") if w.strip()]
-        names_presets = list(zip(*with_presets(wanted, preset, "cuda"))) if not model else [(None, preset or "small")]
-        targets = tuple(Target(workload=w, model=model if w is None else None, preset=p, seed=seed, data=data)
-                        for w, p in names_presets)
+        entries = suite_entries(wanted, preset, "cuda") if not model else ()
+        settings = tuple(entry_settings(e, None) for e in entries) if not wanted else ()
+        if model:
+            targets: tuple[Target, ...] = (Target(workload=None, model=model, preset=preset or "small", seed=seed,
+                                                  data=data),)
+        else:  # (a suite entry's workload options where the user gave none of the same name)
+            targets = tuple(Target(workload=e.workload, preset=e.preset, seed=seed, data=_with_options(data, e.options))
+                            for e in entries)
         for t in targets:
             t.check_data()
             if not t.framework.predicted:
@@ -127,7 +135,8 @@ class PredictConfig:
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host, executions)
+                     strategy, interconnect, fp8, host, executions,
+                     settings if any(s != EntrySettings() for s in settings) else ())
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
@@ -150,18 +159,28 @@ class PredictConfig:
         context manager entered around each trace (the CLI's status line)."""
         rows: list[dict[str, Any]] = []
         fabrics = self.fabrics()
-        for t in self.targets:
+        for k, t in enumerate(self.targets):
             build = self.builder(t)
-            for size in self.batch_sizes:
+            entry = self.settings[k] if self.settings else EntrySettings()
+            sizes = (entry.batch,) if entry.batch is not None and self.batch_sizes == (None,) else self.batch_sizes
+            channels_last = self.channels_last or entry.memory_format == "channels_last"
+            for size in sizes:
                 traces: dict[Any, Any] = {}  # (traced once, priced on every GPU)
                 with tracing(t) if tracing is not None else contextlib.nullcontext():
                     for gpu in self.gpus:
-                        rows += predict_target(t.label, build, list(self.precisions), gpu, size, self.channels_last,
+                        rows += predict_target(t.label, build, list(self.precisions), gpu, size, channels_last,
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
                                                usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
                                                fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host,
                                                executions=self.executions)
         return rows
+
+
+def _with_options(data: DataOptions, options: tuple[tuple[str, Any], ...]) -> DataOptions:
+    """``data`` with a suite entry's workload options where it gives none of the same name."""
+    if not options:
+        return data
+    return replace(data, options=tuple(sorted({**dict(options), **dict(data.options)}.items())))
 
 
 def load_prices(path: Path, gpus: tuple[Gpu, ...]) -> dict[str, float]:

@@ -25,6 +25,7 @@ from ampbench.predict.cost import price
 from ampbench.predict.trace import trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
+from ampbench.workloads.imagenet import Bottleneck, ResNet50  # noqa: F401  (Bottleneck: the tests' block)
 
 
 @dataclass(frozen=True)
@@ -46,40 +47,7 @@ class Reference:
 
 
 # ---- ResNet-50 v1.5 -----------------------------------------------------------------------------------------------
-class Bottleneck(nn.Module):
-    def __init__(self, cin: int, width: int, stride: int) -> None:
-        super().__init__()
-        cout = width * 4
-        self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
-        self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)  # v1.5: stride here
-        self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
-        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-                     if stride != 1 or cin != cout else None)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = F.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        return F.relu(out + (x if self.down is None else self.down(x)))
-
-
-class ResNet50(nn.Module):
-    def __init__(self, classes: int = 1000) -> None:
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
-        layers, cin = [], 64
-        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
-            for i in range(blocks):
-                layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
-                cin = width * 4
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(2048, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
-
-
+# (the model is the resnet50 workload's: torchvision's layout)
 def resnet50_workload() -> Workload:
     model = ResNet50()
     data = TensorData((torch.empty(256, 3, 224, 224),), torch.zeros(256, dtype=torch.long))

@@ -59,7 +59,15 @@ ROW_KEYS: dict[str, str] = {
     "status": "ok, oom, error, diverged or unsupported.",
     "reason": "One line saying why, when status is not ok (empty otherwise).",
     "created_at": "UTC time the cell finished (ISO 8601).",
-    "wall_s": "Seconds the whole cell took (model build, warm-up, measurements).",
+    "wall_s": "Seconds the whole cell took, as its launcher saw it: from starting its process to seeing it exit "
+              "(in-process cells: from the cell's start to its row). The sum of `phases_s`.",
+    "phases_s": "Where `wall_s` went, in order: phase -> seconds, adding up to `wall_s`. A cell's own phases (open: "
+                "the device's facts and context, build, maxbatch, setup: the model moved and set up, first_step, "
+                "memory_step: the step counting saved activations, flop_count, warmup, timed_steps, after_steps: "
+                "reading peaks and sizes, converge, inference, finish, close) and its launcher's around them "
+                "(process_start, import: the framework and the job, teardown: the row written and the process gone; "
+                "distributed cells: launch, torchrun's ranks started and ended and anything measured from outside "
+                "them). `ampbench run --verbose` prints them. Rows from before the key: null.",
     # throughput
     "steps": "Timed optimizer steps (after warm-up).",
     "warmup": "Untimed warm-up steps (the first one is timed apart as `first_step_ms`).",
@@ -166,6 +174,15 @@ ROW_KEYS: dict[str, str] = {
                    "measure/cpu.py). fp8 modes: the fp8 and bf16 peaks mixed by fp8_flops_share (1 / (s / fp8 + "
                    "(1 - s) / bf16): the converted layers' FLOPs at fp8's rate, the rest at bf16's).",
     "mfu": "achieved_tflops / peak_tflops (null when the GPU is not in the table).",
+    "energy_j": "GPU: joules the board drew over the timed steps, from NVML (its total-energy counter read after the "
+                "synchronisations that open and close them; on a GPU without one, its power sampled every 10 ms and "
+                "integrated). Null on a CPU, without nvidia-ml-py, or where NVML cannot read it -- never zero. "
+                "Distributed cells: rank 0's GPU.",
+    "joules_per_sample": "energy_j / the samples the timed steps trained: what a sample costs in energy (the "
+                         "advisor's most energy-efficient mode; `predict` prices the same at the board's rated power).",
+    "mean_power_w": "energy_j / energy_window_s: the board's mean power over the timed steps, watts.",
+    "energy_window_s": "The seconds between the two energy readings (the timed steps, as the host saw them).",
+    "energy_source": "How energy_j was read: `nvml energy counter` or `nvml power samples`; null when not measured.",
     "mfu_vs_measured": "achieved_tflops / the best GEMM TFLOP/s `ampbench hw` measured on this device for the same math "
                        "(derived; null until `ampbench hw` has stored a measurement for the device).",
     # largest batch
@@ -253,7 +270,7 @@ _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
             "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
-            "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source",
+            "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source", "energy_source",
             "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl", "optimizer_state", "optimizer_states",
             *(k for k, t in seam.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
@@ -263,7 +280,7 @@ _OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_bat
             *(k for k, t in seam.row_types().items() if t is int))
 _OPT_BOOL = ("closing_baseline", "max_batch_limit_hit", "compiled_by_default",
              *(k for k, t in seam.row_types().items() if t is bool))
-_OPT_DICT = ("env", "converge", "inference")
+_OPT_DICT = ("env", "converge", "inference", "phases_s")
 _OPT_LIST = ("max_batch_trials", "graph_break_reasons", "ranks", "warnings")
 
 

@@ -14,7 +14,7 @@ from torch import nn
 
 # Registration order is the order `ampbench list` shows (each family module registers its workloads on import).
 # isort: off
-from ampbench.workloads import vision, nlp, tabular  # noqa: F401
+from ampbench.workloads import vision, imagenet, nlp, gpt, tabular  # noqa: F401
 # isort: on
 from ampbench.data.splits import check_val_fraction
 from ampbench.errors import AmpbenchError

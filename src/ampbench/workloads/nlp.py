@@ -181,11 +181,19 @@ class LSTMLanguageModel(nn.Module):
     description="word-level multi-layer LSTM language model with a large-vocabulary softmax",
     paper="bigLSTM: 2x8192 LSTM cells projected to 1024, 793,471-word vocabulary, seq 20, batch 128 "
           "(full softmax here; the paper sampled 8192 classes)",
-    data="plain-text corpus: train.txt [valid.txt|test.txt]",
-    model=lambda preset: LSTMLanguageModel(*LSTM[preset][:5]),
+    data="plain-text corpus: train.txt [valid.txt|test.txt]; option vocab=N caps its vocabulary (synthetic: its size)",
+    model=lambda preset, vocab=None: LSTMLanguageModel(int(vocab or LSTM[preset][0]), *LSTM[preset][1:5]),
 )
-def build_lstm_lm(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
-    vocab, embed, hidden, proj, layers, seq, batch = LSTM[preset]
+def build_lstm_lm(preset: str, data_dir: Path | None, seed: int, vocab: int | None = None,
+                  val_fraction: float | None = None) -> Workload:
+    """``vocab``: the vocabulary (the preset's by default; the default GPU suite runs the bigLSTM's layers with 100k
+    words: the full 793k softmax alone is 1.6B parameters, 26 GB in fp32 with Adam's state)."""
+    default_vocab, embed, hidden, proj, layers, seq, batch = LSTM[preset]
+    if not str(vocab or default_vocab).isdigit():
+        raise AmpbenchError(f"lstm-lm vocab={vocab}: give a number of words, e.g. -o vocab=100000")
+    vocab = int(vocab or default_vocab)
+    if vocab < 2:
+        raise AmpbenchError(f"lstm-lm vocab={vocab}: a language model needs at least 2 words")
     if data_dir is not None:
         streams, words = load_corpus(data_dir, max_vocab=vocab, held_out=val_fraction or 0.1)
         vocab = len(words)

@@ -1,4 +1,5 @@
-"""tabular-mlp: Rossmann-style categorical embeddings + continuous features -> MLP regression (fast.ai)."""
+"""tabular-mlp: Rossmann-style categorical embeddings + continuous features -> MLP regression (fast.ai); wide-mlp: a
+GEMM-bound MLP classifier."""
 
 from __future__ import annotations
 
@@ -73,4 +74,43 @@ def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "
         loss_fn=mse_loss, metric=RMSE, make_optimizer=adam(1e-3),
         batch_size={"tiny": 16, "small": 512, "paper": 512}[preset], epochs={"tiny": 1, "small": 3, "paper": 10}[preset],
         preset=preset, description="tabular MLP" + (f" ({csvs[0].name})" if data_dir else " (synthetic)"),
+    )
+
+
+# -- wide-mlp ------------------------------------------------------------------------------------------------------
+class WideMLP(nn.Module):
+    """``features`` -> ``depth`` Linear-GELU layers of ``width`` -> ``classes``: almost all of a step is GEMMs."""
+
+    def __init__(self, features: int, width: int, depth: int, classes: int) -> None:
+        super().__init__()
+        sizes = [features] + [width] * depth
+        self.body = nn.Sequential(*(m for a, b in zip(sizes[:-1], sizes[1:]) for m in (nn.Linear(a, b), nn.GELU())))
+        self.out = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, features)
+        return self.out(self.body(x))  # (B, classes)
+
+
+WIDE = {"tiny": (32, 64, 2, 10, 16), "small": (512, 1024, 4, 100, 256), "paper": (2048, 8192, 4, 1000, 4096)}
+"""features, width, depth, classes, batch."""
+
+
+@register_workload(
+    "wide-mlp",
+    description="a GEMM-bound MLP (4 layers of 8192): what faster matmuls alone give a whole training step",
+    paper="2048 features -> 4 x Linear(8192)-GELU -> 1000 classes (226M parameters), Adam 1e-3, batch 4096",
+    data="none (synthetic learnable features)",
+    model=lambda preset: WideMLP(*WIDE[preset][:4]),
+)
+def build_wide_mlp(preset: str, data_dir: Path | None, seed: int) -> Workload:
+    if data_dir is not None:
+        raise DataError("wide-mlp trains on synthetic features; it takes no --data-dir (tabular-mlp reads a CSV)")
+    features, width, depth, classes, batch = WIDE[preset]
+    g = torch.Generator().manual_seed(seed)
+    x, y = synthetic.class_features(5 * batch, classes, (features,), g)
+    train, test = split(x, y, batch)
+    return Workload(
+        name="wide-mlp", model=WideMLP(features, width, depth, classes), train_data=train, test_data=test,
+        make_optimizer=adam(1e-3), batch_size=batch, epochs={"tiny": 1, "small": 2, "paper": 1}[preset], preset=preset,
+        description=f"MLP {depth} x {width} (synthetic features)",
     )

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 import ampbench
-from ampbench import progress
+from ampbench import phases, progress
 from ampbench.bench.cell_row import (
     first_line,
     judge_timed_steps,
@@ -201,7 +201,7 @@ def _math_mode(precision: str, tf32: bool) -> str:
 
 def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size: int, gpu: bool,
                        row: dict[str, Any]) -> Trainer:
-    progress.report("setting up the model")
+    # (phase "setup": the scenario entered it)
     _warm_runtime(keras, wl)
     peak = KerasPeak(spec.backend or "", gpu)
     peak.start(rss())
@@ -214,18 +214,21 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     note = output_warning(model, row.get("keras_policy") or "")
     if note:
         row["warnings"] = [note]
-    progress.report("first step (tracing and compiling the train step)")
+    phases.enter("first_step", "first step (tracing and compiling the train step)")
     t = time.perf_counter()
     trainer()
     row["first_step_ms"] = (time.perf_counter() - t) * 1e3
     row["jit_compile"] = str(getattr(model, "jit_compile", "?"))
+    phases.enter("warmup", "warm-up")
     warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
     for i in range(warm.n):
         trainer()
         warm(i + 1)
     applied_before, calls_before = trainer.applied, trainer.calls
     # host clock per step: train_on_batch returns its logs as numbers, so each step has finished when it returns
+    phases.enter("timed_steps", "timed steps")
     timing = time_host(trainer, spec.measure.steps, progress.Steps("timed steps", spec.measure.steps))
+    phases.enter("after_steps", "reading the measurements")
     skipped_timed = (trainer.calls - calls_before) - (trainer.applied - applied_before)
     row.update(timing.summary(), timer=timing.timer, samples_per_s=batch_size * spec.measure.steps / timing.total_s,
                samples_per_s_noise=timing.throughput_noise(), final_loss=trainer.last_loss,

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ampbench import progress
+from ampbench import phases, progress
 from ampbench.bench.cell_row import (
     judge_timed_steps,
     trial_failed,
@@ -30,6 +30,7 @@ from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
+from ampbench.measure.energy import NO_ENERGY, EnergyMeter
 from ampbench.measure.converge import converge, workload_length
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
 from ampbench.measure.flops import count_step, mfu
@@ -177,7 +178,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     check_execution(spec, wl)
     peaks = mem.PeakMemory(device)
     peaks.start(base_rss)
-    progress.report("setting up the model")
+    # (phase "setup": the scenario entered it)
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
         step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, mp_options=spec.mp_options(),
@@ -189,14 +190,14 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     counts0 = compile_counts()
-    progress.report("first step" + (" (compiling)" if execution.compiled else ""))
+    phases.enter("first_step", "first step" + (" (compiling)" if execution.compiled else ""))
     out["first_step_ms"] = time_once(step, device)  # compiled: tracing and compiling forward and backward happen here
     counts1 = compile_counts()
-    progress.report("memory step (saved activations)")
+    phases.enter("memory_step", "memory step (saved activations)")
     with mem.saved_activations(step.eager_model or step.model) as act:
         step()
     out["activation_bytes"] = act[0]
-    progress.report("FLOP count step")
+    phases.enter("flop_count", "FLOP count step")
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
     flops = count_step(lambda: step(eager=True))
     out["flops_per_step"], out["conv_flops_share"] = flops.total, flops.conv_share
@@ -211,6 +212,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     # state held now their floor. Not the first step's (compiling: tracing, autotuning, a CUDA graph's capture) nor
     # the eager FLOP step's, which a compiled cell would otherwise report as its peak (compile's savings never shown).
     peaks.restart()
+    phases.enter("warmup", "warm-up")
     warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
     for i in range(warm.n):
         step()
@@ -218,8 +220,12 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     skipped_before, reads_before, direct_before = step.mp.totals["skipped_steps"], step.mp.host_reads, \
         step.mp.direct_steps
     counts2 = compile_counts()
-    timing = time_steps(step, spec.measure.steps, device, on_step=progress.Steps("timed steps", spec.measure.steps))
+    phases.enter("timed_steps", "timed steps")
+    meter = EnergyMeter(device)
+    timing = time_steps(step, spec.measure.steps, device, on_step=progress.Steps("timed steps", spec.measure.steps),
+                        meter=meter)
     counts3 = compile_counts()
+    phases.enter("after_steps", "reading the measurements")
     out["host_reads_per_step"] = (step.mp.host_reads - reads_before) / spec.measure.steps
     out["optimizer_impl"] = implementation(step.optimizer) + (
         DIRECTLY if step.mp.direct_steps - direct_before == spec.measure.steps else "")
@@ -242,6 +248,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["timer"] = timing.timer
     out["samples_per_s"] = batch_size * spec.measure.steps / timing.total_s
     out["samples_per_s_noise"] = timing.throughput_noise()
+    out.update(meter.result.row(batch_size * spec.measure.steps) if meter.result is not None else NO_ENERGY)
     out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.measure.seed)
     out["final_loss"] = loss
     held = step.state_bytes()  # after the timed steps: the optimizer state exists once a step was not skipped
