@@ -6,6 +6,10 @@
 #   bash benchmarks/gpu_session.sh --dry-run [STAGE|all]   # anywhere: print each stage's commands, run nothing
 #                                                          # (tests/test_gpu_session.py checks their arguments)
 #
+#   truth   GPU truth at real scale (issues 57, 58), one ~9-minute command: this GPU's kernel table (hw --calibrate,
+#           ~2 min), the default GPU suite at real scale (resumable; this lease's modes: fp32, tf32, amp-fp16, amp-bf16,
+#           master-bf16 -- the four the guides compare and the kept-BatchNorm goal), the kept-BatchNorm and energy GPU
+#           tests, the issue's GPT-2 cells (hf:gpt2 1024 tokens: where a cell's seconds went), runs.json and reports
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
@@ -53,7 +57,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
+STAGES="truth lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
 usage() {
   cat <<'USAGE'
 usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU machine, from the repo root)
@@ -62,6 +66,8 @@ usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU mac
 Each stage fits one 10-minute command (its long runs stop at BUDGET_S, 540 s; exit 3 then: call it again to
 resume). Times are what each was sized to, not yet measured on a GPU.
 
+  truth    the kernel table (hw --calibrate), the real-scale GPU suite (fp32/tf32/amp/master-bf16), the BatchNorm and
+           energy GPU tests, hf:gpt2 at 1024 tokens with its phases, runs.json (resume: call it again)   ~9 min
   lease    a 15-minute lease in one command: predict's cells + an nn.MultiheadAttention model + bert paper,
            predicted then measured; host and engine time; hw; GPU tests; runs.json (H200: 8 min for all but
            runs.json at BUDGET_S=490, the predictions failing fast then; they take ~1 min more now)   ~9 min
@@ -188,6 +194,27 @@ bounded() {
 
 stage() {
 case $1 in
+  truth)
+    export AMPBENCH_NO_ESTIMATE=1  # (the run's time estimate costs a child process per target: minutes a lease lacks)
+    local modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16
+    # 1. this GPU's own kernel table (issue 58): first, as everything after it is priced from it
+    if [ -n "$DRY" ] || [ ! -s "$RESULTS/calibration.csv" ]; then
+      CAP=170 bounded $AB hw --calibrate --budget 120 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
+        2>&1 | log "$STATE/calibrate.log"
+    fi
+    # 2. the default GPU suite (what `ampbench run` runs here), the modes the guides compare (issue 57); each cell's
+    # phases are in its row
+    run_resumable truth-suite --precisions "$modes" --cell-timeout 120 \
+      --label "the default GPU suite at real scale (fp32, tf32, amp-fp16, amp-bf16, master-bf16)" || return $?
+    [ -n "$DRY" ] || pack
+    # 3. the kept BatchNorm's CUDA path and the energy columns on a real GPU
+    CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
+      2>&1 | log "$STATE/gpu-tests.log"
+    # 4. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
+    run_resumable truth-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
+      --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
+    CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
+    ;;
   lease)
     local KEY; KEY=$(gpu_key)
     [ -n "$KEY" ] || { echo "lease: this GPU is not in the catalogue (measure/gpus.csv: add its row)"; return 2; }

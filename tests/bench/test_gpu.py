@@ -31,6 +31,12 @@ def test_cuda_cell(precision: str) -> None:
     assert row["math_mode"] == ("fp32" if precision == "fp32" else "fp16")
     if row["peak_tflops"] is not None:
         assert 0 < row["mfu"] < 1
+    if row["env"].get("nvml") == "ok":  # energy over the timed steps from NVML: a board's power, never zero
+        assert row["energy_source"] in ("nvml energy counter", "nvml power samples")
+        assert 10 < row["mean_power_w"] < 2000 and row["energy_j"] > 0
+        samples = row["batch_size"] * row["steps"]
+        assert abs(row["joules_per_sample"] * samples - row["energy_j"]) < 1e-9 * row["energy_j"] + 1e-12
+    assert abs(sum(row["phases_s"].values()) - row["wall_s"]) < 1e-6
 
 
 def test_cuda_oom_is_a_status() -> None:

@@ -444,7 +444,8 @@ class RunConfig:
                             batch_size=None, data=self.data_of(k), recipe=self.recipe, measure=m)
             precisions = self.precisions_of(workload, preset)
             entry = self.targets.settings_of(k)
-            layout = (lambda ex, f=entry.memory_format: replace(ex, memory_format=f) if f else ex)
+            def layout(ex, f=entry.memory_format):
+                return (replace(ex, memory_format=f) if f else ex)
             for bs in (a.batch_sizes if entry.batch is None else (entry.batch,)):
                 for r in range(repeats):
                     cell = replace(base, workload=workload, preset=preset, batch_size=bs,

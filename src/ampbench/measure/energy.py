@@ -13,6 +13,7 @@ own, and are not on the offline GPU machine).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -145,10 +146,8 @@ class EnergyMeter:
 
     def close(self) -> None:
         if self.nvml is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.nvml.nvmlShutdown()
-            except Exception:
-                pass
             self.nvml = None
 
 

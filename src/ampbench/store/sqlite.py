@@ -88,9 +88,18 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX predictions_by_workload ON predictions (workload, gpu);
     """,
+    # version 4: `ampbench hw --calibrate` kernel tables (a device's own kernel times: predict prices from them)
+    """
+    CREATE TABLE calibrations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        device_name TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-OUR_TABLES = {"runs", "results", "hw", "diagnoses", "predictions"}
+OUR_TABLES = {"runs", "results", "hw", "diagnoses", "predictions", "calibrations"}
 
 
 def default_db_path() -> Path:
@@ -347,6 +356,21 @@ class Store:
 
     def hw(self, device_name: str | None = None) -> list[dict[str, Any]]:
         sql, args = "SELECT probe FROM hw", []
+        if device_name is not None:
+            sql += " WHERE device_name=?"
+            args.append(device_name)
+        return [json.loads(r[0]) for r in self._conn.execute(sql + " ORDER BY id", args)]
+
+    # -- kernel calibrations -----------------------------------------------------------------
+    def add_calibration(self, table: dict[str, Any]) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO calibrations (device_name, created_at, data) VALUES (?,?,?)",
+                      (table["device_name"], table.get("created_at") or utcnow(),
+                       json.dumps(table, allow_nan=True, default=str)))
+
+    def calibrations(self, device_name: str | None = None) -> list[dict[str, Any]]:
+        """Stored kernel tables (``ampbench hw --calibrate``), oldest first; of one device when named."""
+        sql, args = "SELECT data FROM calibrations", []
         if device_name is not None:
             sql += " WHERE device_name=?"
             args.append(device_name)

@@ -30,8 +30,8 @@ from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
-from ampbench.measure.energy import NO_ENERGY, EnergyMeter
 from ampbench.measure.converge import converge, workload_length
+from ampbench.measure.energy import NO_ENERGY, EnergyMeter
 from ampbench.measure.env import device_gpu_memory, device_name, environment, process_gpu_memory
 from ampbench.measure.flops import count_step, mfu
 from ampbench.measure.inference import inference_latency

@@ -1,0 +1,568 @@
+"""``ampbench hw --calibrate``: this device's own kernel table -- the kernels ``predict``'s cost model prices, timed
+at the shapes models run them, in every dtype the device computes in.
+
+Each kernel class the cost model has (:mod:`ampbench.predict.kernels`) gets cases at the shapes of the models people
+train (ResNet-50's convolutions, BERT's and GPT-2's GEMMs and attention, the bigLSTM's layers, a wide MLP's GEMMs):
+
+- ``gemm`` (``torch.mm``) and ``bmm``: fp32, tf32, fp16, bf16 and fp8 (``torch._scaled_mm``, where it runs);
+- ``conv``: forward, data gradient and weight gradient (``aten.convolution_backward``), NCHW and channels-last,
+  1x1/3x3/7x7, strided, grouped and depthwise, per dtype (cuDNN's bf16 kernels are where bf16 runs slower than fp16);
+- ``norm`` (LayerNorm, BatchNorm, GroupNorm), ``elementwise`` (add, GELU, a cast), ``softmax``, forward and backward;
+- ``attention``: ``scaled_dot_product_attention`` (flash / memory-efficient on a GPU), forward and forward+backward;
+- ``rnn``: a fused LSTM layer (cuDNN), forward and forward+backward;
+- ``optimizer``: torch's fused AdamW and SGD over a parameter set;
+- ``launch``: the device time of a near-empty kernel, and the host's time to issue one (:mod:`host_ops` per op).
+
+On a GPU each case is captured in a CUDA graph of several calls and replayed between CUDA events (a small kernel's
+launch is not its time), falling back to calls between events where capture refuses; on a CPU, ``perf_counter``
+around calls. NVML's energy counter around each class gives the board's mean power per kernel class. The table goes
+to the store (``calibrations``) and to CSV with the environment (driver, CUDA, cuDNN, torch, clocks);
+``ampbench predict`` prices a GPU from its own table where one exists. The sweep runs on a CPU too (small shapes, the
+same code), so its interpolation and storage have oracles without a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ampbench import progress
+from ampbench.measure import host_ops
+from ampbench.measure.energy import EnergyMeter
+from ampbench.measure.env import environment
+from ampbench.measure.hw import fp8_gemm_runs
+from ampbench.measure.timing import on_device
+from ampbench.precision.tf32_flags import tf32_scope
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+CLASSES = ("gemm", "bmm", "conv", "norm", "elementwise", "softmax", "attention", "rnn", "optimizer", "launch")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel at one shape and dtype."""
+
+    kind: str
+    """The cost model's kernel class (:data:`CLASSES`)."""
+    op: str
+    """What runs: ``mm``, ``conv_fwd``, ``conv_dgrad``, ``conv_wgrad``, ``layer_norm_fwd``, ..."""
+    dtype: str
+    """fp32, tf32 (fp32 storage, TF32 math), fp16, bf16, fp8."""
+    shape: dict[str, Any]
+    flops: float
+    bytes: float
+    """Bytes the kernel must move at least (its inputs read and outputs written once)."""
+    layout: str = ""
+    """nchw or nhwc for convolutions and BatchNorm."""
+    make: Callable[[torch.device], Callable[[], object]] = field(default=lambda d: (lambda: None), repr=False,
+                                                                 compare=False)
+
+
+@dataclass
+class Timed:
+    """A case measured: microseconds a call, and what that makes of its FLOPs and bytes."""
+
+    kind: str
+    op: str
+    dtype: str
+    layout: str
+    shape: dict[str, Any]
+    flops: float
+    bytes: float
+    us: float | None
+    calls: int
+    timer: str
+    """cuda_graph (replays of a captured graph), cuda_events (calls between events), perf_counter (a CPU)."""
+    error: str = ""
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / self.us / 1e6 if self.us and self.flops else None
+
+    @property
+    def gbps(self) -> float | None:
+        return self.bytes / self.us / 1e3 if self.us and self.bytes else None
+
+    def row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(tflops=self.tflops, gbps=self.gbps)
+        return d
+
+
+# -- cases ---------------------------------------------------------------------------------------------------------
+def _rand(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, grad: bool = False,
+          channels_last: bool = False) -> torch.Tensor:
+    t = torch.randn(shape, device=device, dtype=torch.float32).to(dtype)
+    if channels_last:
+        t = t.to(memory_format=torch.channels_last)
+    return t.requires_grad_(grad)
+
+
+def _size(dtype: str) -> int:
+    return 1 if dtype == "fp8" else 4 if dtype in ("fp32", "tf32") else 2
+
+
+def gemm_case(m: int, n: int, k: int, dtype: str, batch: int = 1) -> Case:
+    """``batch`` x (m x k) @ (k x n); fp8: ``torch._scaled_mm`` with unit scales and a bf16 output (as fp8 training
+    runs its GEMMs)."""
+    def make(device: torch.device) -> Callable[[], object]:
+        if dtype == "fp8":
+            a = _rand((m, k), torch.float32, device).to(torch.float8_e4m3fn)
+            b = _rand((n, k), torch.float32, device).to(torch.float8_e4m3fn).t()  # (column-major: the fp8 kernels')
+            one = torch.ones((), device=device)
+            return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        t = DTYPES[dtype]
+        if batch > 1:
+            a, b = _rand((batch, m, k), t, device), _rand((batch, k, n), t, device)
+            return lambda: torch.bmm(a, b)
+        a, b = _rand((m, k), t, device), _rand((k, n), t, device)
+        return lambda: torch.mm(a, b)
+
+    out_size = 2 if dtype == "fp8" else _size(dtype)
+    return Case("bmm" if batch > 1 else "gemm", "bmm" if batch > 1 else "mm", dtype,
+                {"batch": batch, "m": m, "n": n, "k": k}, 2.0 * batch * m * n * k,
+                float(batch * ((m * k + k * n) * _size(dtype) + m * n * out_size)), make=make)
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    batch: int
+    cin: int
+    cout: int
+    size: int
+    kernel: int
+    stride: int = 1
+    groups: int = 1
+
+    @property
+    def out(self) -> int:
+        return (self.size + 2 * (self.kernel // 2) - self.kernel) // self.stride + 1
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.cout * self.out**2 * (self.cin // self.groups) * self.kernel**2
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def conv_case(s: ConvShape, dtype: str, op: str, channels_last: bool) -> Case:
+    """One convolution's forward, data gradient or weight gradient (``aten.convolution_backward`` with one output
+    asked for: the kernels autograd runs)."""
+    pad = s.kernel // 2
+
+    def make(device: torch.device) -> Callable[[], object]:
+        t = DTYPES[dtype]
+        x = _rand((s.batch, s.cin, s.size, s.size), t, device, channels_last=channels_last)
+        w = _rand((s.cout, s.cin // s.groups, s.kernel, s.kernel), t, device, channels_last=channels_last) * 0.1
+        if op == "conv_fwd":
+            return lambda: F.conv2d(x, w, None, s.stride, pad, 1, s.groups)
+        gy = _rand((s.batch, s.cout, s.out, s.out), t, device, channels_last=channels_last)
+        mask = [op == "conv_dgrad", op == "conv_wgrad", False]
+        return lambda: torch.ops.aten.convolution_backward(gy, x, w, None, [s.stride] * 2, [pad] * 2, [1, 1], False,
+                                                           [0, 0], s.groups, mask)
+
+    size = _size(dtype)
+    io_bytes = (s.batch * s.cin * s.size**2 + s.cout * (s.cin // s.groups) * s.kernel**2
+                + s.batch * s.cout * s.out**2) * size
+    return Case("conv", op, dtype, s.as_dict(), s.flops, float(io_bytes), "nhwc" if channels_last else "nchw",
+                make=make)
+
+
+def _fwd_bwd(build: Callable[[torch.device], tuple[Callable[[], torch.Tensor], list[torch.Tensor]]],
+             backward: bool) -> Callable[[torch.device], Callable[[], object]]:
+    """A case's call: the forward alone, or forward and backward (``torch.autograd.grad`` of the output against a
+    fixed gradient: fresh gradients each call, nothing accumulated)."""
+    def make(device: torch.device) -> Callable[[], object]:
+        fwd, inputs = build(device)
+        if not backward:
+            def run() -> object:
+                with torch.no_grad():
+                    return fwd()
+            return run
+        out = fwd()
+        gy = torch.ones_like(out)
+        return lambda: torch.autograd.grad(fwd(), inputs, gy)
+
+    return make
+
+
+def memory_case(kind: str, op: str, dtype: str, shape: dict[str, Any], elements: int, passes: float,
+                build: Callable[[torch.device], tuple[Callable[[], torch.Tensor], list[torch.Tensor]]],
+                backward: bool = False, layout: str = "", flops: float = 0.0) -> Case:
+    """A memory-bound kernel: ``elements`` read and written ``passes`` times (forward; x3 with its backward)."""
+    size = _size(dtype)
+    moved = elements * size * passes * (3.0 if backward else 1.0)
+    return Case(kind, op + ("_fwd_bwd" if backward else "_fwd"), dtype, shape, flops, moved, layout,
+                make=_fwd_bwd(build, backward))
+
+
+def layer_norm_case(rows: int, width: int, dtype: str, backward: bool) -> Case:
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        x = _rand((rows, width), DTYPES[dtype], device, grad=backward)
+        w = torch.ones(width, device=device, dtype=DTYPES[dtype], requires_grad=backward)
+        return (lambda: F.layer_norm(x, (width,), w, None)), [x, w]
+
+    return memory_case("norm", "layer_norm", dtype, {"rows": rows, "width": width}, rows * width, 2.0, build, backward)
+
+
+def batch_norm_case(b: int, c: int, size: int, dtype: str, backward: bool, channels_last: bool) -> Case:
+    """Training BatchNorm of a half (or fp32) input with fp32 parameters: what amp-* and master-* run."""
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        x = _rand((b, c, size, size), DTYPES[dtype], device, grad=backward, channels_last=channels_last)
+        w = torch.ones(c, device=device, requires_grad=backward)
+        bias = torch.zeros(c, device=device, requires_grad=backward)
+        mean, var = torch.zeros(c, device=device), torch.ones(c, device=device)
+        return (lambda: F.batch_norm(x, mean, var, w, bias, training=True)), [x, w, bias]
+
+    return memory_case("norm", "batch_norm", dtype, {"batch": b, "channels": c, "size": size}, b * c * size * size,
+                       2.0, build, backward, "nhwc" if channels_last else "nchw")
+
+
+def group_norm_case(b: int, c: int, size: int, groups: int, dtype: str, backward: bool) -> Case:
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        x = _rand((b, c, size, size), DTYPES[dtype], device, grad=backward)
+        w = torch.ones(c, device=device, dtype=DTYPES[dtype], requires_grad=backward)
+        return (lambda: F.group_norm(x, groups, w, None)), [x, w]
+
+    return memory_case("norm", "group_norm", dtype, {"batch": b, "channels": c, "size": size, "groups": groups},
+                       b * c * size * size, 2.0, build, backward)
+
+
+def elementwise_case(op: str, elements: int, dtype: str) -> Case:
+    """add (two inputs, one output), gelu (one in, one out), a cast to fp32 (``to_fp32``)."""
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        x, y = _rand((elements,), DTYPES[dtype], device), _rand((elements,), DTYPES[dtype], device)
+        fn = {"add": lambda: x + y, "gelu": lambda: F.gelu(x), "to_fp32": lambda: x.float()}[op]
+        return fn, []
+
+    passes = {"add": 1.5, "gelu": 1.0, "to_fp32": 1.5 if dtype != "fp32" else 1.0}[op]  # (bytes over 2 x elements)
+    return memory_case("elementwise", op, dtype, {"elements": elements}, elements, 2.0 * passes, build)
+
+
+def softmax_case(rows: int, width: int, dtype: str, backward: bool) -> Case:
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        x = _rand((rows, width), DTYPES[dtype], device, grad=backward)
+        return (lambda: torch.softmax(x, dim=-1)), [x]
+
+    return memory_case("softmax", "softmax", dtype, {"rows": rows, "width": width}, rows * width, 2.0, build, backward)
+
+
+def attention_case(b: int, heads: int, seq: int, dim: int, dtype: str, causal: bool, backward: bool) -> Case:
+    """``scaled_dot_product_attention`` as a transformer calls it (the backend torch picks: flash or memory-efficient
+    on a GPU for half inputs)."""
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        q, k, v = (_rand((b, heads, seq, dim), DTYPES[dtype], device, grad=backward) for _ in range(3))
+        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)), [q, k, v]
+
+    flops = 4.0 * b * heads * seq * seq * dim * (0.5 if causal else 1.0) * (3.5 if backward else 1.0)
+    case = memory_case("attention", "sdpa_causal" if causal else "sdpa", dtype,
+                       {"batch": b, "heads": heads, "seq": seq, "dim": dim}, 4 * b * heads * seq * dim, 1.0, build,
+                       backward, flops=flops)
+    return case
+
+
+def lstm_case(seq: int, b: int, inputs: int, hidden: int, dtype: str, backward: bool) -> Case:
+    """One LSTM layer (cuDNN's fused kernel on a GPU): the input projection over every step, then a recurrent GEMM a
+    step."""
+    def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+        lstm = torch.nn.LSTM(inputs, hidden, batch_first=True).to(device=device, dtype=DTYPES[dtype])
+        x = _rand((b, seq, inputs), DTYPES[dtype], device, grad=backward)
+        return (lambda: lstm(x)[0]), [x, *lstm.parameters()]
+
+    flops = 2.0 * seq * b * 4 * hidden * (inputs + hidden) * (3.0 if backward else 1.0)
+    case = memory_case("rnn", "lstm", dtype, {"seq": seq, "batch": b, "inputs": inputs, "hidden": hidden},
+                       seq * b * (inputs + 4 * hidden), 1.0, build, backward, flops=flops)
+    return case
+
+
+def optimizer_case(name: str, params: int, tensors: int, dtype: str = "fp32") -> Case:
+    """torch's fused AdamW or SGD (momentum) stepping ``tensors`` parameters of ``params`` elements in all."""
+    def make(device: torch.device) -> Callable[[], object]:
+        per = max(1, params // tensors)
+        ps = [torch.zeros(per, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in range(tensors)]
+        for p in ps:
+            p.grad = torch.randn_like(p) * 1e-3
+        fused = device.type == "cuda" or name == "adamw"
+        opt = (torch.optim.AdamW(ps, lr=1e-3, fused=fused, capturable=device.type == "cuda") if name == "adamw" else
+               torch.optim.SGD(ps, lr=1e-3, momentum=0.9, fused=fused))
+        opt.step()  # (its state made outside the timed calls)
+        return opt.step
+
+    # (AdamW reads param, grad, m, v and writes param, m, v: 7 passes; SGD with momentum 5)
+    passes = 7.0 if name == "adamw" else 5.0
+    return Case("optimizer", f"{name}_fused", dtype, {"params": params, "tensors": tensors}, 0.0,
+                params * _size(dtype) * passes, make=make)
+
+
+def launch_case() -> Case:
+    """A kernel that does next to nothing (one element added): its device time is the launch floor."""
+    def make(device: torch.device) -> Callable[[], object]:
+        x = torch.zeros(1, device=device)
+        return lambda: x.add_(1.0)
+
+    return Case("launch", "tiny_kernel", "fp32", {"elements": 1}, 0.0, 8.0, make=make)
+
+
+# -- the sweep's cases, per device -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sizes:
+    """The shapes a sweep times each kernel class at."""
+
+    gemms: tuple[tuple[int, int, int], ...]
+    """(m, n, k)"""
+    bmms: tuple[tuple[int, int, int, int], ...]
+    """(batch, m, n, k)"""
+    convs: tuple[ConvShape, ...]
+    rows: tuple[int, int]
+    """LayerNorm and softmax: (rows, width)."""
+    bn: tuple[int, int, int]
+    """BatchNorm: (batch, channels, side)."""
+    gn: tuple[int, int, int, int]
+    """GroupNorm: (batch, channels, side, groups)."""
+    elements: int
+    attention: tuple[tuple[int, int, int, int, bool], ...]
+    """(batch, heads, seq, head dim, causal)"""
+    lstm: tuple[int, int, int, int]
+    """(seq, batch, inputs, hidden)"""
+    optimizer: tuple[int, int]
+    """(parameters, tensors)"""
+
+
+GPU_SIZES = Sizes(
+    # square; then (m, n, k) of transformers at 16k tokens (BERT/GPT-2/ViT), a wide MLP, LM heads
+    gemms=((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+           (16384, 2304, 768), (16384, 768, 768), (16384, 3072, 768), (16384, 768, 3072), (768, 3072, 16384),
+           (4096, 8192, 8192), (8192, 8192, 4096), (16384, 50304, 768), (2560, 100000, 1024), (4096, 1024, 4096)),
+    bmms=((192, 128, 128, 64), (192, 128, 64, 128), (64, 1024, 1024, 64)),
+    # ResNet-50 (v1.5) at batch 64: the stem, each stage's 1x1 and 3x3 (a strided one); grouped (ResNeXt 32x4d),
+    # depthwise 3x3 (MobileNet/EfficientNet) and 7x7 (ConvNeXt), UNet's 3x3
+    convs=(ConvShape(64, 3, 64, 224, 7, 2), ConvShape(64, 64, 64, 56, 3), ConvShape(64, 64, 256, 56, 1),
+           ConvShape(64, 256, 64, 56, 1), ConvShape(64, 128, 128, 56, 3, 2), ConvShape(64, 256, 256, 14, 3),
+           ConvShape(64, 1024, 256, 14, 1), ConvShape(64, 512, 512, 7, 3), ConvShape(64, 256, 256, 28, 3, 1, 32),
+           ConvShape(64, 256, 256, 28, 3, 1, 256), ConvShape(64, 96, 96, 56, 7, 1, 96), ConvShape(16, 128, 128, 128, 3)),
+    rows=(16384, 768), bn=(64, 256, 56), gn=(16, 256, 64, 32), elements=64 * 2**20,
+    attention=((16, 12, 1024, 64, True), (128, 12, 128, 64, False)), lstm=(20, 128, 1024, 2048),
+    optimizer=(100 * 2**20, 160))
+CPU_SIZES = Sizes(
+    gemms=((64, 64, 64), (256, 256, 256)), bmms=((8, 64, 64, 32),),
+    convs=(ConvShape(2, 8, 16, 16, 3), ConvShape(2, 16, 16, 8, 1), ConvShape(2, 16, 16, 8, 3, 1, 16)),
+    rows=(256, 64), bn=(4, 8, 8), gn=(2, 8, 8, 4), elements=2**16, attention=((2, 2, 32, 16, True),),
+    lstm=(4, 2, 16, 16), optimizer=(2**16, 8))
+
+
+def cases(sizes: Sizes, dtypes: list[str], fp8: bool = False, conv_dtypes: list[str] | None = None) -> list[Case]:
+    """Every kernel class at ``sizes`` in ``dtypes`` (``fp8``: GEMMs in fp8 too; ``conv_dtypes``: the convolutions'
+    dtypes where they differ): forward, and where training runs one, forward and backward."""
+    half = [d for d in dtypes if d in ("fp16", "bf16")]
+    out: list[Case] = [launch_case()]
+    for m, n, k in sizes.gemms:
+        out += [gemm_case(m, n, k, d) for d in dtypes]
+        if fp8 and m % 16 == 0 and n % 16 == 0 and k % 16 == 0:
+            out.append(gemm_case(m, n, k, "fp8"))
+    out += [gemm_case(m, n, k, d, batch=b) for b, m, n, k in sizes.bmms for d in dtypes]
+    for s in sizes.convs:
+        for d in conv_dtypes if conv_dtypes is not None else dtypes:
+            for op in ("conv_fwd", "conv_dgrad", "conv_wgrad"):
+                out += [conv_case(s, d, op, cl) for cl in (False, True)]
+    rows, width = sizes.rows
+    for d in ["fp32", *half]:
+        for bwd in (False, True):
+            out += [layer_norm_case(rows, width, d, bwd), batch_norm_case(*sizes.bn, d, bwd, True),
+                    batch_norm_case(*sizes.bn, d, bwd, False), group_norm_case(*sizes.gn, d, bwd),
+                    softmax_case(rows, width, d, bwd)]
+            out += [attention_case(*a[:4], d, a[4], bwd) for a in sizes.attention]
+            out.append(lstm_case(*sizes.lstm, d, bwd))
+        out += [elementwise_case(op, sizes.elements, d) for op in ("add", "gelu", "to_fp32")]
+    out += [optimizer_case("adamw", *sizes.optimizer), optimizer_case("sgd", *sizes.optimizer)]
+    return out
+
+
+def device_cases(device: torch.device) -> list[Case]:
+    """The sweep of ``device``: a GPU's every dtype it computes in (fp8 where torch._scaled_mm runs), at the shapes
+    models use; a CPU's fp32 and bf16 at shapes a 2-core CPU times in seconds (convolutions in fp32: its half
+    convolutions take seconds a call)."""
+    if device.type != "cuda":
+        return cases(CPU_SIZES, ["fp32", "bf16"], conv_dtypes=["fp32"])
+    major = torch.cuda.get_device_capability(device)[0]
+    return cases(GPU_SIZES, ["fp32", "tf32", "fp16", "bf16"] if major >= 8 else ["fp32", "fp16"],
+                 fp8=fp8_gemm_runs(device))
+
+
+# -- timing ----------------------------------------------------------------------------------------------------------
+GRAPH_US = 2000.0
+"""A captured graph holds calls enough for about this many microseconds of kernels (at most :data:`MAX_GRAPH_CALLS`)."""
+MAX_GRAPH_CALLS = 64
+
+
+def _graph(fn: Callable[[], object], calls: int, device: torch.device) -> Callable[[], object]:
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph.replay
+
+
+def _events(fn: Callable[[], object], n: int) -> float:
+    """Seconds of ``n`` calls queued between two CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def time_case(fn: Callable[[], object], device: torch.device, min_s: float) -> tuple[float, int, str]:
+    """(microseconds a call, calls timed, timer) of ``fn`` after warm-up, over at least ``min_s``."""
+    fn()
+    if device.type != "cuda":
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_s or n >= 10_000:
+                return elapsed / n * 1e6, n, "perf_counter"
+    torch.cuda.synchronize(device)
+    one = _events(fn, 3) / 3 * 1e6  # (a first guess: launches included)
+    per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US // max(one, 1.0))))
+    try:
+        call, timer = _graph(fn, per_graph, device), "cuda_graph"
+    except Exception:  # (a kernel that cannot be captured: calls between events, launches included)
+        torch.cuda.synchronize(device)
+        call, per_graph, timer = fn, 1, "cuda_events"
+    call()
+    torch.cuda.synchronize(device)
+    reps = int(max(3, min(2000, math.ceil(min_s * 1e6 / max(one * per_graph, 1.0)))))
+    seconds = _events(call, reps)
+    return seconds / (reps * per_graph) * 1e6, reps * per_graph, timer
+
+
+@contextlib.contextmanager
+def _math(dtype: str) -> Iterator[None]:
+    with tf32_scope(dtype == "tf32"):
+        yield
+
+
+def sweep(device: torch.device, cases: list[Case] | None = None, min_s: float = 0.02,
+          budget_s: float = 300.0, classes: tuple[str, ...] = CLASSES) -> dict[str, Any]:
+    """Time every case of ``classes`` (the device's sweep by default) within ``budget_s`` (cases past it are left out,
+    said in ``skipped``); the table, power per kernel class, the host's time per op, the environment."""
+    todo = [c for c in (device_cases(device) if cases is None else cases) if c.kind in classes]
+    t_start = time.perf_counter()
+    timed: list[Timed] = []
+    power: dict[str, dict[str, float]] = {}
+    skipped = 0
+    with on_device(device):
+        env = environment(device)
+        for kind in classes:
+            mine = [c for c in todo if c.kind == kind]
+            if not mine:
+                continue
+            meter = EnergyMeter(device)
+            busy = 0.0
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            meter.start()
+            for i, case in enumerate(mine):
+                if time.perf_counter() - t_start > budget_s:
+                    skipped += 1
+                    continue
+                progress.report("calibrating", i, len(mine), detail=kind)
+                timed.append(_run(case, device, min_s))
+                if timed[-1].us is not None:
+                    busy += timed[-1].us * timed[-1].calls / 1e6
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            energy = meter.stop()
+            if energy is not None:
+                power[kind] = {"mean_power_w": energy.mean_power_w, "seconds": energy.seconds,
+                               "busy_share": busy / energy.seconds if energy.seconds else 0.0}
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        host = host_ops.measure(device, steps=50, warmup=10).as_dict()
+    return {"device": str(device), "device_name": env["device_name"], "env": env, "kernels": [t.row() for t in timed],
+            "power": power, "host_ops": host, "skipped": skipped, "min_s": min_s,
+            "seconds": time.perf_counter() - t_start,
+            "created_at": env.get("time") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _run(case: Case, device: torch.device, min_s: float) -> Timed:
+    base = dict(kind=case.kind, op=case.op, dtype=case.dtype, layout=case.layout, shape=case.shape, flops=case.flops,
+                bytes=case.bytes)
+    try:
+        with _math(case.dtype):
+            fn = case.make(device)
+            us, calls, timer = time_case(fn, device, min_s)
+        return Timed(**base, us=us, calls=calls, timer=timer)  # type: ignore[arg-type]
+    except Exception as e:  # (a kernel this device or build lacks: the row says why, the sweep goes on)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return Timed(**base, us=None, calls=0, timer="", error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")  # type: ignore[arg-type]
+
+
+# -- the table as CSV ------------------------------------------------------------------------------------------------
+CSV_COLUMNS = ("kind", "op", "dtype", "layout", "shape", "flops", "bytes", "us", "tflops", "gbps", "calls", "timer",
+               "power_w", "error")
+ENV_KEYS = ("device_name", "capability", "driver", "cuda", "cudnn", "torch", "sm_clock_mhz", "sm_clock_max_mhz",
+            "mem_clock_mhz", "power_limit_w", "multiprocessors", "memory_total_bytes", "cpu", "hostname")
+
+
+def to_csv(table: dict[str, Any]) -> str:
+    """The table as CSV: the environment first (``# key: value`` lines), then one row per kernel (shape as JSON),
+    each with its class's mean power."""
+    env = table.get("env") or {}
+    out = io.StringIO()
+    out.write(f"# ampbench kernel calibration, {table.get('created_at')}, {table.get('seconds', 0):.0f} s\n")
+    for k in ENV_KEYS:
+        if env.get(k) is not None:
+            out.write(f"# {k}: {env[k]}\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in table["kernels"]:
+        watts = (table.get("power") or {}).get(r["kind"], {}).get("mean_power_w")
+        writer.writerow([r["kind"], r["op"], r["dtype"], r["layout"], json.dumps(r["shape"], sort_keys=True),
+                         f"{r['flops']:.6g}", f"{r['bytes']:.6g}", "" if r["us"] is None else f"{r['us']:.4g}",
+                         "" if r["tflops"] is None else f"{r['tflops']:.4g}",
+                         "" if r["gbps"] is None else f"{r['gbps']:.4g}", r["calls"], r["timer"],
+                         "" if watts is None else f"{watts:.1f}", r["error"]])
+    return out.getvalue()
+
+
+def from_csv(text: str) -> dict[str, Any]:
+    """A table written by :func:`to_csv` (its environment from the ``#`` lines)."""
+    env: dict[str, Any] = {}
+    lines = text.splitlines()
+    body = []
+    for line in lines:
+        if line.startswith("# ") and ": " in line:
+            k, _, v = line[2:].partition(": ")
+            env[k] = v
+        elif not line.startswith("#"):
+            body.append(line)
+    kernels = []
+    for r in csv.DictReader(body):
+        us = float(r["us"]) if r["us"] else None
+        kernels.append({"kind": r["kind"], "op": r["op"], "dtype": r["dtype"], "layout": r["layout"],
+                        "shape": json.loads(r["shape"]), "flops": float(r["flops"]), "bytes": float(r["bytes"]),
+                        "us": us, "calls": int(r["calls"] or 0), "timer": r["timer"], "error": r["error"],
+                        "power_w": float(r["power_w"]) if r["power_w"] else None})
+    return {"env": env, "device_name": env.get("device_name"), "kernels": kernels}

@@ -1,0 +1,41 @@
+"""A kernel calibration (``ampbench hw --calibrate``) as a table: per kernel class and dtype, how many kernels were
+timed, the best and median TFLOP/s (compute kernels) or GB/s (memory-bound ones), and the board's mean power."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from rich.table import Table
+
+COMPUTE = ("gemm", "bmm", "conv", "attention", "rnn")
+"""Classes whose figure of merit is TFLOP/s; the others move bytes (GB/s), launch: microseconds."""
+
+
+def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per (class, dtype): kernels timed, failed, best and median rate, the class's power."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in table["kernels"]:
+        groups.setdefault((r["kind"], r["dtype"]), []).append(r)
+    out = []
+    for (kind, dtype), rows in groups.items():
+        key = "tflops" if kind in COMPUTE else "us" if kind == "launch" else "gbps"
+        rates = [r[key] for r in rows if r.get(key) is not None]
+        power = (table.get("power") or {}).get(kind, {}).get("mean_power_w")
+        out.append({"kind": kind, "dtype": dtype, "timed": len(rates), "failed": sum(1 for r in rows if r["error"]),
+                    "unit": {"tflops": "TFLOP/s", "gbps": "GB/s", "us": "us"}[key],
+                    "best": (min(rates) if key == "us" else max(rates)) if rates else None,
+                    "median": statistics.median(rates) if rates else None, "power_w": power})
+    return out
+
+
+def calibration_table(table: dict[str, Any]) -> Table:
+    t = Table(title=f"kernel calibration: {table['device_name']}")
+    for col in ("class", "dtype", "kernels", "best", "median", "power W"):
+        t.add_column(col, justify="left" if col in ("class", "dtype") else "right")
+    for s in summary(table):
+        def fmt(v, u=s["unit"]):
+            return ("-" if v is None else f"{v:,.3g} {u}")
+        t.add_row(s["kind"], s["dtype"], f"{s['timed']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
+                  fmt(s["best"]), fmt(s["median"]), "-" if s["power_w"] is None else f"{s['power_w']:.0f}")
+    return t

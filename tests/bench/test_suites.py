@@ -1,0 +1,81 @@
+"""The default GPU suite: models at the sizes people train, each entry's batch (sized to the device's memory), layout
+and options reaching its cells, and what the user gives winning over the suite."""
+
+from __future__ import annotations
+
+import pytest
+
+from ampbench.bench.config import Axes, RunConfig, Targets
+from ampbench.bench.suites import GPU_SUITE, REFERENCE_GIB, EntrySettings, entry_settings, sized_batch, suite_entries
+from ampbench.cells import DataOptions
+from ampbench.workloads import create_model
+from ampbench.workloads.registry import get_spec
+
+
+def _suite_config(memory_gib: float | None, preset: str = "tiny") -> RunConfig:
+    """The GPU suite's plan as a run on this CPU would make it (the entries' settings on a GPU of ``memory_gib``):
+    ``tiny`` presets, so the cells are checked without building paper-size models."""
+    settings = tuple(entry_settings(e, memory_gib) for e in GPU_SUITE)
+    targets = Targets(tuple(e.workload for e in GPU_SUITE), tuple(preset for _ in GPU_SUITE), settings=settings)
+    return RunConfig(device="cpu", targets=targets, axes=Axes(precisions=("fp32", "amp-bf16", "master-bf16")))
+
+
+def test_the_gpu_suite_is_the_models_people_train_at_their_sizes() -> None:
+    """An ImageNet convnet at batch >= 128 channels-last, a BERT-size and a GPT-2-size transformer, a ViT, a UNet at
+    256x256, an LSTM LM and a GEMM-bound MLP; every workload registered, every option one it takes."""
+    by_name = {e.workload: e for e in GPU_SUITE}
+    assert set(by_name) == {"resnet50", "vit", "bert", "gpt2", "unet", "lstm-lm", "wide-mlp"}
+    assert by_name["resnet50"].batch >= 128 and by_name["resnet50"].memory_format == "channels_last"
+    assert by_name["unet"].memory_format == "channels_last"
+    for e in GPU_SUITE:
+        assert set(dict(e.options)) <= set(get_spec(e.workload).options())
+    params = {e.workload: sum(p.numel() for p in _meta(e).parameters()) for e in GPU_SUITE}
+    assert 25e6 < params["resnet50"] < 26e6 and 86e6 < params["vit"] < 87e6 and 124e6 < params["gpt2"] < 125e6
+    assert 109e6 < params["bert"] < 111e6 and 31e6 < params["unet"] < 32e6 and params["wide-mlp"] > 200e6
+
+
+def _meta(e: object):  # type: ignore[no-untyped-def]
+    import torch
+
+    with torch.device("meta"):
+        return create_model(e.workload, e.preset, **dict(e.options))  # type: ignore[attr-defined]
+
+
+def test_each_entrys_batch_layout_and_options_reach_its_cells_and_its_closing_baseline() -> None:
+    config = _suite_config(80.0)
+    cells = config.cells()
+    for e in GPU_SUITE:
+        mine = [c for c in cells if c.workload == e.workload]
+        assert len(mine) == 4 and sum(c.closing for c in mine) == 1  # (3 modes + fp32 again)
+        assert {c.batch_size for c in mine} == {e.batch}
+        assert {c.execution.memory_format for c in mine} == {e.memory_format or "contiguous"}
+        assert {c.data.options for c in mine} == {tuple(sorted(e.options))}
+    assert config.identity()["settings"]  # (a run of the suite resumes only as the suite)
+
+
+@pytest.mark.parametrize("gib", [16.0, 24.0, 40.0, 80.0, 141.0])
+def test_a_gpu_with_less_memory_trains_each_entry_at_a_proportionally_smaller_batch(gib: float) -> None:
+    for e in GPU_SUITE:
+        b = sized_batch(e.batch, gib)
+        if gib >= REFERENCE_GIB:
+            assert b == e.batch
+        else:
+            assert 1 <= b <= e.batch * gib / REFERENCE_GIB and (b % 8 == 0 or b < 8)
+            assert b >= min(e.batch * gib / REFERENCE_GIB - 8, 8)  # (the largest multiple of 8 under it)
+    assert sized_batch(256, None) == 256  # (not a GPU: as given)
+
+
+def test_what_the_user_gives_wins_over_the_suite() -> None:
+    """--batch-size, --memory-format and -o keep their meaning: the suite sets only what the user left open."""
+    from ampbench.bench.config import _suite_settings
+
+    entries = suite_entries([], None, "cuda")
+    assert entries == GPU_SUITE
+    cpu = _suite_settings(entries, "cpu", batch_given=True, format_given=True)
+    assert all(s.batch is None and s.memory_format is None for s in cpu) and cpu[5].options == (("vocab", 100_000),)
+    named = suite_entries(["bert"], "paper", "cuda")
+    assert named[0].batch is None and entry_settings(named[0], 80.0) == EntrySettings()  # (a named target: nothing)
+    lstm = next(e for e in GPU_SUITE if e.workload == "lstm-lm")
+    config = RunConfig(device="cpu", targets=Targets(("lstm-lm",), ("tiny",), settings=(entry_settings(lstm, 80.0),)),
+                       data=DataOptions(options=(("vocab", 300),)), axes=Axes(precisions=("fp32",)))
+    assert {c.data.options for c in config.cells()} == {(("vocab", 300),)} and config.cells()[0].batch_size == 128

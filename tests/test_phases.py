@@ -1,0 +1,77 @@
+"""Where a cell's wall time goes: phases back to back (adding up to the cell's wall time, checked against a clock
+around the whole launch), a long phase visible while it runs, a timed-out cell naming the phase it was in."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ampbench import phases, progress
+from ampbench.launch import ChildProcess, Job
+
+
+def test_phases_add_up_to_the_clock_and_accumulate() -> None:
+    with phases.clock() as c:
+        phases.enter("a")
+        time.sleep(0.02)
+        phases.enter("b")
+        time.sleep(0.01)
+        phases.enter("a")
+        time.sleep(0.01)
+        got = c.stop()
+    assert list(got) == ["a", "b"] and got["a"] > got["b"] > 0
+    assert sum(got.values()) == pytest.approx(time.perf_counter() - c.t0, abs=0.01)
+
+
+def test_launched_phases_add_up_to_spawn_to_exit() -> None:
+    inside = {"build": 2.0, "timed_steps": 3.0}
+    out = phases.launched(inside, spawned_at=100.0, started_at=100.5, returned_at=107.0, exited_at=108.25)
+    assert out == {"process_start": 0.5, "import": 1.5, "build": 2.0, "timed_steps": 3.0, "teardown": 1.25}
+    assert sum(out.values()) == pytest.approx(8.25)
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in process", "child process"])
+def test_a_runs_cells_phases_add_up_to_what_a_clock_around_the_launch_saw(isolate: bool) -> None:
+    """Oracle: perf_counter around the runner's launch of the cell (process start and exit included when isolated)."""
+    from ampbench.bench import RunConfig
+    from ampbench.bench.runner import execute
+
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
+                          measures=("throughput",), steps=3, warmup=2)
+    spec = config.cells()[0]
+    t0 = time.perf_counter()
+    row = execute(spec, isolate)
+    outside = time.perf_counter() - t0
+    assert row["status"] == "ok", row["reason"]
+    got = row["phases_s"]
+    assert sum(got.values()) == pytest.approx(row["wall_s"], abs=1e-9)
+    assert row["wall_s"] <= outside and row["wall_s"] == pytest.approx(outside, abs=0.25)
+    if isolate:
+        assert list(got)[:2] == ["process_start", "import"] and list(got)[-1] == "teardown"
+        assert got["import"] > 0.1  # (torch's import is seconds of it)
+    else:
+        assert "process_start" not in got
+
+
+def test_a_long_phase_reports_itself_while_it_runs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(phases, "LONG_S", 0.3)
+    seen: list[progress.Event] = []
+    with progress.reporting_to(seen.append), phases.clock():
+        phases.enter("memory_step", "memory step (saved activations)")
+        time.sleep(1.6)
+    beats = [e for e in seen if e.detail.endswith("s in this phase)")]
+    assert beats and beats[0].what == "memory step (saved activations)"
+    assert beats[0].text().startswith("memory step (saved activations) (")
+
+
+def sleeper(payload: dict[str, object]) -> dict[str, object]:
+    """A job stuck in a phase (for the timeout test)."""
+    phases.enter("flop_count", "FLOP count step")
+    time.sleep(60)
+    return {}
+
+
+def test_a_timed_out_cell_names_the_phase_it_was_in() -> None:
+    r = ChildProcess(timeout=8).run(Job("tests.test_phases:sleeper"))
+    assert r["_killed"] and r["_failed"].startswith("timed out after 8 s") and "'FLOP count step'" in r["_failed"]
