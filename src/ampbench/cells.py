@@ -380,6 +380,11 @@ class CellId:
         return replace(self, precision="fp32", optimizer_state=None)
 
     @property
+    def tf32_twin(self) -> CellId:
+        """The tf32 cell beside this one (what a GPU user's fp32 really runs: the guides' second baseline)."""
+        return replace(self, precision="tf32", optimizer_state=None)
+
+    @property
     def eager_baseline(self) -> CellId:
         """fp32 at the default execution (not compiled by default), same distribution: the baseline of every change."""
         return replace(self, precision="fp32", execution=Execution(), compiled_by_default=False, optimizer_state=None)

@@ -209,6 +209,9 @@ class RunOutput:
                                "and store nothing.", "--dry-run")
     tensorboard: Path | None = opt(None, "Write TensorBoard event files under DIR (needs ampbench[tensorboard]; "
                                          "docs/tensorboard.md).", "--tensorboard")
+    verbose: bool = opt(False, "After each cell, where its wall time went: its phases (process start, import, "
+                               "build, setup, first step, memory and FLOP steps, warm-up, timed steps, teardown).",
+                        "--verbose")
 
 
 # -- ampbench train and ampbench diagnose: one target each --------------------------------------------------------------

@@ -69,8 +69,10 @@ def test_a_board_at_constant_power_draws_power_times_time(fake, counter: bool) -
     assert e.mean_power_w == pytest.approx(300.0, rel=0.05)
     assert e.joules == pytest.approx(300.0 * e.seconds, rel=0.05) and 0.2 < e.seconds < 1.0
     assert nvml.shutdowns == nvml.inits == 1  # (NVML closed again)
-    row = e.row(samples=50)
+    e = Energy(e.joules, e.seconds, e.source, steps=5)
+    row = e.row(batch_size=10)
     assert row["joules_per_sample"] == pytest.approx(e.joules / 50) and row["energy_source"] == e.source
+    assert row["energy_steps"] == 5
     assert set(row) == set(NO_ENERGY)
 
 
@@ -93,9 +95,35 @@ def test_a_counter_that_goes_backwards_is_no_reading(fake) -> None:  # type: ign
     assert meter.stop() is None
 
 
+def test_a_short_timed_window_is_filled_with_the_same_steps_to_the_minimum(fake, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Timed steps shorter than MIN_WINDOW_S: more of the same steps run inside the window (the energy a sample costs
+    is read over enough time for NVML's counter), and the row counts them all; a long window adds none."""
+    fake(watts=250.0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+        time.sleep(0.01)
+
+    meter = EnergyMeter(torch.device("cuda", 0))
+    meter.start()
+    for _ in range(3):
+        step()
+    e = meter.finish(step, 3, min_s=0.3)
+    assert e is not None and e.steps == len(calls) > 3 and e.seconds >= 0.3
+    assert e.row(batch_size=4)["joules_per_sample"] == pytest.approx(e.joules / (4 * e.steps))
+    calls.clear()
+    meter = EnergyMeter(torch.device("cuda", 0))
+    meter.start()
+    time.sleep(0.05)
+    e = meter.finish(step, 7, min_s=0.01)
+    assert e is not None and e.steps == 7 and not calls
+
+
 def test_power_samples_integrate_by_trapezoids() -> None:
     e = _integrate([(0.0, 100.0), (1.0, 300.0), (3.0, 300.0)])
-    assert e == Energy(200.0 + 600.0, 3.0, "nvml power samples")
+    assert e == Energy(200.0 + 600.0, 3.0, "nvml power samples")  # (steps: the caller's)
     assert _integrate([(0.0, 100.0)]) is None
 
 

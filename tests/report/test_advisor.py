@@ -312,3 +312,59 @@ def test_a_gain_over_fp32_measurements_that_disagree_is_not_claimed() -> None:
     steady = derive([_row("fp32", 100.0, baseline_drift=0.05, samples_per_s_noise=0.01),
                      _row("amp-bf16", 160.0, samples_per_s_noise=0.01, math_mode="bf16")])
     assert steady[1]["speedup_vs_fp32_doubt"] is None and advise(steady).recommended == "amp-bf16"
+
+
+# -- the half type and the energy, from what was measured ------------------------------------------------------------
+def _h200_rows() -> list[dict[str, object]]:
+    """The default GPU suite as the lent H200 measured it (benchmarks/results/h200/truth/runs.json)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" / "truth" / "runs.json"
+    return [r for r in json.loads(path.read_text())["rows"] if not r.get("closing_baseline")]
+
+
+def _of(rows: list[dict[str, object]], workload: str) -> list[dict[str, object]]:
+    return derive([r for r in rows if r["workload"] == workload])
+
+
+def test_the_half_type_is_the_one_measured_faster_on_a_convnet_and_bf16_where_they_tie() -> None:
+    """On the H200: UNet's amp-fp16 ran 1.17x amp-bf16's speed (its FLOPs are convolutions: cuDNN's bf16 kernels are
+    slower there), so fp16, with the reason; the transformers ran both alike, so bf16 (no loss scale). Never a rule
+    preferring one whatever was measured: the same rows with the speeds swapped say bf16."""
+    rows = _h200_rows()
+    unet = advise(_of(rows, "unet")).half_type
+    assert unet is not None and unet.startswith("half type: fp16 -- amp-fp16 ran 1.17x amp-bf16's speed")
+    assert "convolutions" in unet and "cuDNN" in unet and "loss scaling" in unet
+    for workload in ("gpt2", "bert", "vit"):
+        said = advise(_of(rows, workload)).half_type
+        assert said is not None and said.startswith("half type: bf16 -- fp16 and bf16 ran alike"), (workload, said)
+    swapped = [dict(r, samples_per_s={"amp-fp16": 938.0, "amp-bf16": 1097.1}.get(str(r["precision"]), r["samples_per_s"]))
+               for r in rows if r["workload"] == "unet"]
+    said = advise(derive(swapped)).half_type
+    assert said is not None and said.startswith("half type: bf16 -- amp-bf16 ran 1.17x amp-fp16's speed")
+
+
+def test_no_half_type_without_both_amp_modes_and_a_noisy_difference_is_a_tie() -> None:
+    assert advise(derive([_row("fp32", 100.0), _row("amp-bf16", 200.0)])).half_type is None
+    noisy = [_row("fp32", 100.0), _row("amp-fp16", 230.0, samples_per_s_noise=0.05),
+             _row("amp-bf16", 210.0, samples_per_s_noise=0.05)]  # (1.10x, inside 2 x 7%)
+    said = advise(derive(noisy)).half_type
+    assert said is not None and "ran alike" in said and "within 14%" in said
+
+
+def test_the_most_energy_efficient_mode_is_the_fewest_joules_a_sample() -> None:
+    """H200 GPT-2: the mode with the fewest joules per sample, against fp32's (oracle: the rows' own numbers);
+    never a mode that needs its own convergence verdict without one; none without measured energy."""
+    rows = _of(_h200_rows(), "gpt2")
+    ok = [r for r in rows if r["status"] == "ok"]
+    best = min(ok, key=lambda r: r["joules_per_sample"])
+    base = next(r for r in ok if r["precision"] == "fp32")
+    said = advise(rows).energy
+    assert said is not None and said.startswith(f"most energy-efficient: {best['precision']}, ")
+    assert f"{base['joules_per_sample'] / best['joules_per_sample']:.1f}x more" in said
+    pure = [_row("fp32", 100.0, joules_per_sample=1.0, mean_power_w=500.0),
+            _row("amp-bf16", 200.0, joules_per_sample=0.5, mean_power_w=500.0),
+            _row("pure-bf16", 300.0, joules_per_sample=0.3, mean_power_w=500.0)]
+    assert advise(derive(pure)).energy.startswith("most energy-efficient: amp-bf16")  # type: ignore[union-attr]
+    assert advise(derive([_row("fp32", 100.0), _row("amp-bf16", 200.0)])).energy is None

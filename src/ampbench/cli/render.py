@@ -12,7 +12,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ampbench.cli.core import console
-from ampbench.report.run_text import BAR_COLUMNS, BAR_WIDTH, PlainProgress, cell_text, plan_lines, plural, progress_line
+from ampbench.report.run_text import (
+    BAR_COLUMNS,
+    BAR_WIDTH,
+    PlainProgress,
+    cell_text,
+    phases_line,
+    plan_lines,
+    plural,
+    progress_line,
+)
 from ampbench.tensorboard import RunLogger
 
 
@@ -29,7 +38,7 @@ def cell_line(status: str, label: str, what: str, detail: str) -> str:
 
 
 def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
-                      tensorboard: Any = None) -> tuple[Any, list[dict[str, Any]]]:
+                      tensorboard: Any = None, verbose: bool = False) -> tuple[Any, list[dict[str, Any]]]:
     """:func:`ampbench.bench.run` with a live bar (the cell count, and inside the running cell what it measures,
     step i/N and an ETA) and one line per finished cell. Not a terminal: plain lines, a progress line when the
     measure changes or every ``PLAIN_EVERY`` seconds. ``tensorboard``: a directory each finished cell is written
@@ -70,6 +79,8 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
                 st = r["status"]
                 bar.console.print(cell_line(st, st, what, f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and
                                             r.get("samples_per_s") else r.get("reason") or ""), highlight=False)
+                if verbose and r.get("phases_s"):
+                    bar.console.print(f"  [dim]{escape(phases_line(r))}[/]", highlight=False)
 
         info, rows = run(config, store, resume=resume, label=label, on_event=on_event)
     if board is not None:

@@ -57,7 +57,7 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     store = open_store(out.db)
     plan_header(config, store.path, _estimate(config, store if out.resume else None))
     try:
-        info, rows = run_with_progress(config, store, out.resume, out.label, board)
+        info, rows = run_with_progress(config, store, out.resume, out.label, board, verbose=out.verbose)
     except KeyboardInterrupt:
         _interrupted(config, store)
     results_tables(rows)

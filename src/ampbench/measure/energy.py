@@ -25,6 +25,10 @@ from ampbench.measure.env import _nvml_handle
 
 SAMPLE_S = 0.01
 """Seconds between power samples where the GPU has no energy counter."""
+MIN_WINDOW_S = 2.0
+"""The shortest window energy is read over: NVML's counter advances in steps (on the H200, windows of 0.6 s of one
+cell's kernels read 549 and 698 W for amp-bf16 and amp-fp16, 4 % apart in speed); a cell whose timed steps are shorter
+runs more of the same steps, untimed, inside the window (:meth:`EnergyMeter.finish`)."""
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,19 @@ class Energy:
     def mean_power_w(self) -> float:
         return self.joules / self.seconds if self.seconds > 0 else float("nan")
 
-    def row(self, samples: int) -> dict[str, Any]:
-        """The row's energy keys for ``samples`` trained over the window."""
+    steps: int = 0
+    """Training steps inside the window (the timed ones and those run to fill :data:`MIN_WINDOW_S`)."""
+
+    def row(self, batch_size: int) -> dict[str, Any]:
+        """The row's energy keys (``batch_size`` samples a step)."""
+        samples = batch_size * self.steps
         return {"energy_j": self.joules, "joules_per_sample": self.joules / samples if samples else None,
-                "mean_power_w": self.mean_power_w, "energy_window_s": self.seconds, "energy_source": self.source}
+                "mean_power_w": self.mean_power_w, "energy_window_s": self.seconds, "energy_steps": self.steps,
+                "energy_source": self.source}
 
 
 NO_ENERGY = {"energy_j": None, "joules_per_sample": None, "mean_power_w": None, "energy_window_s": None,
-             "energy_source": None}
+             "energy_steps": None, "energy_source": None}
 """The row's energy keys where none was measured (a CPU, no NVML)."""
 
 
@@ -120,29 +129,42 @@ class EnergyMeter:
         while not self._stop.wait(SAMPLE_S):
             self._sample_once()
 
-    def stop(self) -> Energy | None:
-        """Call right after the synchronisation that ends the region: the energy drawn since :meth:`start` (also
-        kept as :attr:`result`)."""
+    def stop(self, steps: int = 0) -> Energy | None:
+        """Call right after the synchronisation that ends the region (``steps``: the training steps in it): the
+        energy drawn since :meth:`start` (also kept as :attr:`result`)."""
         if not self.available:
             return None
         try:
-            self.result = self._read()
+            self.result = self._read(steps)
         finally:
             self.close()
         return self.result
 
-    def _read(self) -> Energy | None:
+    def finish(self, step: Any, steps: int, min_s: float = MIN_WINDOW_S) -> Energy | None:
+        """End a window that :meth:`start` opened before ``steps`` calls of ``step`` (already synchronised): first
+        more calls, untimed, until it has lasted ``min_s``, then synchronise and read. The energy a sample costs is
+        then read over at least ``min_s`` of the same steps."""
+        if not self.available:
+            return None
+        while time.perf_counter() - self._t0 < min_s:
+            step()
+            steps += 1
+            torch.cuda.synchronize(self.device)
+        return self.stop(steps)
+
+    def _read(self, steps: int) -> Energy | None:
         seconds = time.perf_counter() - self._t0
         if self._e0 is not None:
             e1 = self._energy_mj()
             if e1 is None or e1 < self._e0:
                 return None
-            return Energy((e1 - self._e0) / 1e3, seconds, "nvml energy counter")
+            return Energy((e1 - self._e0) / 1e3, seconds, "nvml energy counter", steps)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         self._sample_once()
-        return _integrate(self._samples)
+        e = _integrate(self._samples)
+        return None if e is None else Energy(e.joules, e.seconds, e.source, steps)
 
     def close(self) -> None:
         if self.nvml is not None:

@@ -30,8 +30,8 @@ def time_steps(fn: Callable[[], object], n: int, device: torch.device,
                on_step: Callable[[int], None] | None = None, meter: Any = None) -> Timing:
     """Run ``fn`` n times; per-call times and the total. GPU: CUDA events, one sync at the end. ``on_step(i)``
     after call i (a progress meter: it must not synchronise; on the GPU it sees the host's pace, which the
-    queue keeps close to the device's). ``meter``: started after the synchronisation that opens the region and
-    stopped after the one that closes it (:class:`ampbench.measure.energy.EnergyMeter`)."""
+    queue keeps close to the device's). ``meter``: started after the synchronisation that opens the region (the caller
+    stops it: :meth:`ampbench.measure.energy.EnergyMeter.finish`)."""
     if device.type == "cuda":
         with on_device(device):
             torch.cuda.synchronize(device)
@@ -45,8 +45,6 @@ def time_steps(fn: Callable[[], object], n: int, device: torch.device,
                 if on_step is not None:
                     on_step(i + 1)
             events[-1].synchronize()  # the only host-device sync of the timed region
-            if meter is not None:
-                meter.stop()
             ms = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
         return Timing(ms, events[0].elapsed_time(events[-1]) / 1e3, "cuda_events")
     return time_host(fn, n, on_step)

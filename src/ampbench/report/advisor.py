@@ -75,6 +75,11 @@ class Advice:
     optimizer_states: str | None = None
     """With --optimizer-state cells: the leanest state with a parity verdict, for memory only
     (:mod:`ampbench.report.optimizer_states`); the mode is chosen among the optimizers as built."""
+    half_type: str | None = None
+    """With amp-fp16 and amp-bf16 both measured: which half type to use on this device for this model, from their
+    measured speeds, and why (:func:`half_type_advice`)."""
+    energy: str | None = None
+    """With energy measured (GPU rows, NVML): the mode that trains a sample for the fewest joules (:func:`energy_advice`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -193,9 +198,69 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
     single = [r for r in rows if not r.get("strategy")]  # precisions and executions: compared on one process
     built = [r for r in single if not r.get("optimizer_state")]  # (a state row is not its mode: advised apart)
     a = _advise_execution(built or single or rows)
+    eager = [r for r in (built or single or rows) if Execution.of(r).is_default] or built or single or rows
     a = replace(a, optimizer_states=state_advice([r for r in single if Execution.of(r).is_default] or single,
-                                                 a.recommended))
+                                                 a.recommended), half_type=half_type_advice(eager),
+                energy=energy_advice(eager))
     return replace(a, distributed=summary) if summary else a
+
+
+CONV_SHARE = 0.5
+"""A model with at least this share of its FLOPs in convolutions: its half-type difference is its convolutions'."""
+
+
+def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
+    """fp16 or bf16 on this device for this model, from amp-fp16's and amp-bf16's measured speeds (one execution):
+    the faster one where the difference clears their noise and ``TIE`` (on the H200 cuDNN's bf16 convolutions ran
+    ResNet-50 23 % slower than its fp16 ones, while transformers ran both alike), bf16 where they tie (fp32's range:
+    no loss scale to manage). Never a rule that prefers one whatever was measured. None without both rows."""
+    ok = {r["precision"]: r for r in rows if r.get("status") == "ok" and _speed(r) > 0}
+    fp16, bf16 = ok.get("amp-fp16"), ok.get("amp-bf16")
+    if fp16 is None or bf16 is None:
+        return None
+    ratio = _speed(fp16) / _speed(bf16)
+    noises = [r.get("samples_per_s_noise") for r in (fp16, bf16)]
+    noise = math.sqrt(sum(float(n) ** 2 for n in noises if isinstance(n, (int, float)) and math.isfinite(n)))
+    band = max(TIE, NOISE_SIGMAS * noise)
+    conv = fp16.get("conv_flops_share")
+    convs = isinstance(conv, (int, float)) and conv >= CONV_SHARE
+    if ratio > 1 + band:
+        why = (f"{conv:.0%} of its FLOPs are convolutions, and this GPU's bf16 convolution kernels (cuDNN) run slower "
+               "than its fp16 ones" if convs else "its fp16 kernels ran faster than its bf16 ones here")
+        skipped = fp16.get("skipped_steps")
+        return (f"half type: fp16 -- amp-fp16 ran {ratio:.2f}x amp-bf16's speed ({why}); fp16 needs loss scaling, "
+                f"which the engine does (dynamic: {skipped if skipped is not None else '?'} steps skipped here)")
+    if ratio < 1 - band:
+        return (f"half type: bf16 -- amp-bf16 ran {1 / ratio:.2f}x amp-fp16's speed here, with fp32's range and no "
+                "loss scale to manage")
+    return (f"half type: bf16 -- fp16 and bf16 ran alike here (amp-fp16 {ratio:.2f}x amp-bf16's speed, within "
+            f"{band:.0%}); bf16 keeps fp32's range, so no loss scale to manage")
+
+
+def energy_advice(rows: list[dict[str, Any]]) -> str | None:
+    """The mode that trains a sample for the fewest joules (measured, NVML), beside fp32's; among the modes the
+    advisor may recommend (fp8 and pure-* only with their own parity verdict). None with under two such rows."""
+    ok = [r for r in rows if r.get("status") == "ok" and isinstance(r.get("joules_per_sample"), (int, float))
+          and r["joules_per_sample"] > 0 and not (advised_only_with_verdict(r["precision"])
+                                                  and r.get("converge_verdict") != "parity")]
+    if len(ok) < 2:
+        return None
+    best = min(ok, key=lambda r: (r["joules_per_sample"], _pref(r["precision"])))
+    base = next((r for r in ok if r["precision"] == "fp32"), None)
+    text = (f"most energy-efficient: {best['precision']}, {_joules(best['joules_per_sample'])} a sample at "
+            f"{best.get('mean_power_w') or 0:.0f} W")
+    if base is not None and base is not best:
+        text += (f" (fp32: {_joules(base['joules_per_sample'])}, "
+                 f"{base['joules_per_sample'] / best['joules_per_sample']:.1f}x more)")
+    predicted = best.get("predicted_joules_per_sample")
+    if isinstance(predicted, (int, float)):
+        text += f"; predicted at TDP {_joules(predicted)}"
+    return text
+
+
+def _joules(j: float) -> str:
+    """0.123 J, 12.3 mJ: three significant digits."""
+    return f"{j:.3g} J" if j >= 0.1 else f"{j * 1e3:.3g} mJ"
 
 
 def _advise_execution(rows: list[dict[str, Any]]) -> Advice:

@@ -85,6 +85,15 @@ def compile_note(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def energy_text(row: dict[str, Any]) -> str:
+    """Joules a sample measured (3 significant digits), with the prediction at TDP where one is attached; "-" when
+    none was measured (a CPU, no NVML)."""
+    j, p = row.get("joules_per_sample"), row.get("predicted_joules_per_sample")
+    if not isinstance(j, (int, float)):
+        return "-"
+    return f"{j:.3g}" + (f" (pred {p:.3g})" if isinstance(p, (int, float)) else "")
+
+
 MEMORY_HEADS = {"exact": "memory (exact)", "rss": "memory (rss)", "peak": "peak mem"}
 
 
@@ -221,6 +230,11 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
                  Col("speedup", [_speedup(r) for r in group])]
         if axes:
             cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
+        if any(r.get("speedup_vs_tf32") is not None for r in group):
+            cols.append(Col("vs tf32", [_num(r.get("speedup_vs_tf32"), ".2f") + ("x" if isinstance(
+                r.get("speedup_vs_tf32"), (int, float)) else "") for r in group]))
+        if any(r.get("joules_per_sample") is not None for r in group):
+            cols.append(Col("energy J/sample", [energy_text(r) for r in group]))
         cols += [Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]),
                  Col(mem_head, [memory_text(r, label_each) for r in group]),
                  Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group]),
@@ -358,3 +372,6 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
                 yield f"{head}{at} distributed: {escape(a.distributed)}"
             if a.optimizer_states is not None:
                 yield f"{head}{at} {escape(a.optimizer_states)}"
+            for line in (a.half_type, a.energy):
+                if line is not None:
+                    yield f"{head}{at} {escape(line)}"

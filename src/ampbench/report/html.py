@@ -16,7 +16,7 @@ from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
-from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, speedup_text
+from ampbench.report.console import compile_note, eager_speedup_text, energy_text, fmt_bytes, memory_text, speedup_text
 from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, speed_text, usd_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
@@ -127,6 +127,10 @@ def _advice_html(a: Advice) -> str:
         combo += f"<br><b>Distributed</b> — {e(a.distributed)}"
     if a.optimizer_states is not None:
         combo += f"<br><b>Optimizer states</b> — {e(a.optimizer_states)}"
+    for said in (a.half_type, a.energy):
+        if said is not None:
+            head, _, rest = said.partition(":")
+            combo += f"<br><b>{e(head.capitalize())}</b> — {e(rest.strip())}"
     if a.recommended is None:
         return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}{combo}</div>'
     return (f'<div class="advice"><b>Use {e(a.recommended)}</b> <span class="sub">({e(a.label)})</span><br>'
@@ -145,16 +149,26 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
     if ok:
         out.append("<h3>Training speed</h3>")
         out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
+        tf32 = any(r.get("speedup_vs_tf32") is not None for r in ok)
+        energy = any(r.get("joules_per_sample") is not None for r in ok)
         out.append(_table(
             ["precision", "framework", "samples/s", "speedup vs fp32", *(["vs fp32 eager", "compile"] if axes else []),
+             *(["vs tf32"] if tf32 else []), *(["energy J/sample", "mean power W"] if energy else []),
              "step p50 ms",
              "step p90 ms", "first step ms", "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
             [[e(display_name(r)), e(framework_of(r)), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
               *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
+              *([_ratio(r.get("speedup_vs_tf32"))] if tf32 else []),
+              *([e(energy_text(r)), _num(r.get("mean_power_w"), ",.0f")] if energy else []),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
               _num(r.get("data_ms_per_batch"), ",.2f"), _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"),
               _num(r.get("skipped_steps"), ",")]
              for r in ok]))
+        if energy:
+            out.append(_img(charts.bars([display_name(r) for r in ok if r.get("joules_per_sample") is not None],
+                                        [float(r["joules_per_sample"]) for r in ok if r.get("joules_per_sample") is not None],
+                                        "joules per sample (NVML, timed steps)", "Energy per sample per precision",
+                                        fmt="{:.3g}"), "energy chart"))
         if any(r.get("peak_allocated_bytes") is not None for r in ok):
             out.append("<h3>Memory</h3>")
             out.append(_img(charts.memory_chart(ok, "Where the memory goes (bars) and the measured peak (mark)"),

@@ -6,7 +6,15 @@ from typing import Any
 
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
-from ampbench.report.console import compile_note, eager_speedup_text, fmt_bytes, memory_text, saving_note, speedup_text
+from ampbench.report.console import (
+    compile_note,
+    eager_speedup_text,
+    energy_text,
+    fmt_bytes,
+    memory_text,
+    saving_note,
+    speedup_text,
+)
 from ampbench.report.gpu_comparison import markdown as gpu_markdown
 from ampbench.report.predictions import latest
 from ampbench.report.predictions import table as predictions_table
@@ -50,6 +58,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         if a.optimizer_states is not None:
             lines.append(f"**{md_escape(a.optimizer_states.split(':', 1)[0])}**:{md_escape(a.optimizer_states.split(':', 1)[1])}")
             lines.append("")
+        for said in (a.half_type, a.energy):
+            if said is not None:
+                head, _, rest = said.partition(":")
+                lines += [f"**{md_escape(head)}**:{md_escape(rest)}", ""]
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         # "memory vs fp32" compares the column next to it: the allocator's peak on a GPU, the exact split
         # (weights + grads + optimizer state + activations) on a CPU, whose RSS peak gets its own column; cells
@@ -64,6 +76,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         if dist:
             ex_head, ex_rule = ex_head + " strategy |", ex_rule + " --- |"
         eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if axes else ("", "")
+        tf32 = any(r.get("speedup_vs_tf32") is not None for r in group)
+        energy = any(r.get("joules_per_sample") is not None for r in group)
+        eager_head += (" vs tf32 |" if tf32 else "") + (" energy J/sample |" if energy else "")
+        eager_rule += (" ---: |" if tf32 else "") + (" ---: |" if energy else "")
         lines.append(f"| precision | framework |{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | "
                      f"{compared} | "
                      f"memory vs fp32 |{rss} converge |")
@@ -85,6 +101,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             elif dist:
                 ex_cell += " 1 process |"
             eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
+            if tf32:
+                eager_cell += f" {_f(r.get('speedup_vs_tf32'), '.2f')}{'x' if r.get('speedup_vs_tf32') else ''} |"
+            if energy:
+                eager_cell += f" {md_escape(energy_text(r))} |"
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
             state = f" · {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
             lines.append(f"| {md_escape(r['precision'] + state)} | {framework_of(r)} |{ex_cell} {status} | "

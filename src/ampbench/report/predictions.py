@@ -154,13 +154,14 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
 
 
 def attach(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with ``predicted_why`` on each measured GPU row that has a prediction (the advisor's "why no
-    speedup" on a GPU reads it)."""
+    """``rows`` with ``predicted_why`` and ``predicted_joules_per_sample`` on each measured GPU row that has a
+    prediction (the advisor's "why no speedup" on a GPU reads the first; the energy column shows the second)."""
     preds = [p for p in latest(predictions) if p.get("status") == "ok"]
     out = []
     for r in rows:
         match = next((p for p in preds if measured_for(p, [r]) is r), None)
-        out.append({**r, "predicted_why": why_no_speedup(match)} if match is not None else r)
+        out.append({**r, "predicted_why": why_no_speedup(match),
+                    "predicted_joules_per_sample": match.get("predicted_joules_per_sample")} if match is not None else r)
     return out
 
 

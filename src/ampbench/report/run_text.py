@@ -104,3 +104,12 @@ class PlainProgress:
             self.last, self.at = key, now
             return True
         return False
+
+
+def phases_line(row: dict[str, Any]) -> str:
+    """Where a cell's wall time went: ``wall 20.1 s = timed steps 7.9 + setup 3.8 + import 3.2 + ...``, largest
+    first, phases under 0.05 s left out of the text (not of the sum)."""
+    phases = row.get("phases_s") or {}
+    shown = sorted(((k, v) for k, v in phases.items() if v >= 0.05), key=lambda kv: -kv[1])
+    parts = " + ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in shown)
+    return f"wall {row.get('wall_s') or sum(phases.values()):.1f} s = {parts or 'nothing over 0.05 s'}"

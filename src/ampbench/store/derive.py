@@ -304,9 +304,9 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
     convergence verdict."""
     rows = merge_repeats(rows)
     ok = [r for r in rows if r.get("status") == "ok"]
-    bases: dict[tuple[Any, ...], dict[str, Any]] = {}  # the ok fp32 row of each (run, device, cell)
+    bases: dict[tuple[Any, ...], dict[str, Any]] = {}  # the ok fp32 (and tf32) row of each (run, device, cell)
     for r in ok:
-        if r.get("precision") == BASELINE:
+        if r.get("precision") in (BASELINE, "tf32"):
             bases.setdefault(_where(r, CellId.of(r)), r)
     singles: dict[tuple[Any, ...], dict[str, Any]] = {}  # the world-size-1 cell of each precision and execution
     for r in ok:
@@ -324,6 +324,9 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         base = bases.get(_where(r, cell.baseline))
         ok = r.get("status") == "ok" and base is not None
         d["speedup_vs_fp32"] = _ratio(r.get("samples_per_s"), base.get("samples_per_s")) if ok else None
+        tf32 = bases.get(_where(r, cell.tf32_twin)) if r.get("precision") not in (BASELINE, "tf32") else None
+        d["speedup_vs_tf32"] = (_ratio(r.get("samples_per_s"), tf32.get("samples_per_s"))
+                                if r.get("status") == "ok" and tf32 is not None else None)
         eager = bases.get(_where(r, cell.eager_baseline))
         single = singles.get(_where(r, cell.single_process))
         # CUDA only: each rank has a device of its own there; CPU ranks share the machine's cores (world size 2 on

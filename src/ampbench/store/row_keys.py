@@ -62,9 +62,9 @@ ROW_KEYS: dict[str, str] = {
     "wall_s": "Seconds the whole cell took, as its launcher saw it: from starting its process to seeing it exit "
               "(in-process cells: from the cell's start to its row). The sum of `phases_s`.",
     "phases_s": "Where `wall_s` went, in order: phase -> seconds, adding up to `wall_s`. A cell's own phases (open: "
-                "the device's facts and context, build, maxbatch, setup: the model moved and set up, first_step, "
-                "memory_step: the step counting saved activations, flop_count, warmup, timed_steps, after_steps: "
-                "reading peaks and sizes, converge, inference, finish, close) and its launcher's around them "
+                "the device's facts, cuda_init: the CUDA context, build, maxbatch, setup: the model moved and set up, first_step, "
+                "memory_step: the step counting saved activations, flop_count, warmup, timed_steps, energy_steps: "
+                "untimed steps filling the energy window to 2 s, after_steps: reading peaks and sizes, converge, inference, finish, close) and its launcher's around them "
                 "(process_start, import: the framework and the job, teardown: the row written and the process gone; "
                 "distributed cells: launch, torchrun's ranks started and ended and anything measured from outside "
                 "them). `ampbench run --verbose` prints them. Rows from before the key: null.",
@@ -176,12 +176,14 @@ ROW_KEYS: dict[str, str] = {
     "mfu": "achieved_tflops / peak_tflops (null when the GPU is not in the table).",
     "energy_j": "GPU: joules the board drew over the timed steps, from NVML (its total-energy counter read after the "
                 "synchronisations that open and close them; on a GPU without one, its power sampled every 10 ms and "
-                "integrated). Null on a CPU, without nvidia-ml-py, or where NVML cannot read it -- never zero. "
-                "Distributed cells: rank 0's GPU.",
-    "joules_per_sample": "energy_j / the samples the timed steps trained: what a sample costs in energy (the "
-                         "advisor's most energy-efficient mode; `predict` prices the same at the board's rated power).",
-    "mean_power_w": "energy_j / energy_window_s: the board's mean power over the timed steps, watts.",
-    "energy_window_s": "The seconds between the two energy readings (the timed steps, as the host saw them).",
+                "integrated), over at least 2 s: timed steps shorter than that are followed inside the window by "
+                "more of the same steps, untimed (energy_steps). Null on a CPU, without nvidia-ml-py, or where NVML "
+                "cannot read it -- never zero. Distributed cells: rank 0's GPU.",
+    "joules_per_sample": "energy_j / the samples of the energy_steps: what a sample costs in energy (the advisor's "
+                         "most energy-efficient mode; `predict` prices the same at the board's rated power).",
+    "mean_power_w": "energy_j / energy_window_s: the board's mean power over the window, watts.",
+    "energy_window_s": "The seconds between the two energy readings (the timed steps and any added to reach 2 s).",
+    "energy_steps": "Training steps inside the energy window: the timed ones, and more where they took under 2 s.",
     "energy_source": "How energy_j was read: `nvml energy counter` or `nvml power samples`; null when not measured.",
     "mfu_vs_measured": "achieved_tflops / the best GEMM TFLOP/s `ampbench hw` measured on this device for the same math "
                        "(derived; null until `ampbench hw` has stored a measurement for the device).",
@@ -201,6 +203,9 @@ ROW_KEYS: dict[str, str] = {
            "limit (NVML), TF32 flags in force (matmul, cuDNN), TF32 override variables, hostname, CPU.",
     # derived when read
     "speedup_vs_fp32": "samples_per_s / the fp32 cell's samples_per_s (derived; null without an ok fp32 cell).",
+    "speedup_vs_tf32": "samples_per_s / the tf32 cell's beside it (same everything else), for the modes other than "
+                       "fp32 and tf32: the gain over what a GPU user's fp32 runs once TF32 is on (derived; null "
+                       "without an ok tf32 cell).",
     "speedup_vs_fp32_eager": "samples_per_s / the fp32 eager cell's (compile off, contiguous, no CUDA graphs): the "
                              "gain of the row's precision and execution changes together, against one baseline "
                              "(derived; null without that cell). speedup_vs_fp32 compares with fp32 at the row's "
@@ -245,7 +250,7 @@ ROW_KEYS: dict[str, str] = {
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
 }
 
-DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
+DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_tf32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
                 "speedup_vs_fp32_noise", "speedup_vs_fp32_doubt",
                 "memory_saving_vs_fp32", "memory_saving_vs_fp32_note", "memory_basis", "max_batch_ratio_vs_fp32",
                 "expected_speedup_vs_fp32", "mfu_vs_measured",
@@ -273,7 +278,7 @@ _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_a
             "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source", "energy_source",
             "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl", "optimizer_state", "optimizer_states",
             *(k for k, t in seam.row_types().items() if t is str))
-_OPT_INT = ("batch_size", "repeat", "steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
+_OPT_INT = ("batch_size", "repeat", "steps", "energy_steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
             "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step",

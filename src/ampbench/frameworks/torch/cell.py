@@ -100,6 +100,9 @@ class TorchCell(CellVerbs):
         sup = supported(spec.precision, self.device)
         if not sup.ok:
             raise UnsupportedPrecisionError(sup.reason)
+        if self.device.type == "cuda":  # (its own phase: the CUDA context, otherwise paid inside the model's setup)
+            phases.enter("cuda_init", "starting CUDA")
+            torch.empty(1, device=self.device)
         return on_device(self.device)  # (cuda:N: events and streams are the current device's)
 
     def build(self, spec: CellSpec, row: dict[str, Any]) -> Workload:
@@ -230,8 +233,14 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["optimizer_impl"] = implementation(step.optimizer) + (
         DIRECTLY if step.mp.direct_steps - direct_before == spec.measure.steps else "")
     out["optimizer_states"] = describe_states(step.optimizer)
-    step.mp.check_divergence()  # (fused optimizers: no step read the flag; a collapsed scale is a diverged cell)
     skipped_timed = step.mp.totals["skipped_steps"] - skipped_before
+    if meter.available:  # (the energy window: at least MIN_WINDOW_S, the timed steps' counts read before)
+        phases.enter("energy_steps", "energy steps")
+        energy = meter.finish(step, spec.measure.steps)
+        phases.enter("after_steps", "reading the measurements")
+    else:
+        energy = None
+    step.mp.check_divergence()  # (fused optimizers: no step read the flag; a collapsed scale is a diverged cell)
     if execution.compiled:
         step(probe=True)  # one more step, after the timed ones: did they run compiled code?
         if not step.ran_compiled:  # a compiled row that timed eager code would be a wrong number
@@ -248,7 +257,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     out["timer"] = timing.timer
     out["samples_per_s"] = batch_size * spec.measure.steps / timing.total_s
     out["samples_per_s_noise"] = timing.throughput_noise()
-    out.update(meter.result.row(batch_size * spec.measure.steps) if meter.result is not None else NO_ENERGY)
+    out.update(energy.row(batch_size) if energy is not None else NO_ENERGY)
     out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.measure.seed)
     out["final_loss"] = loss
     held = step.state_bytes()  # after the timed steps: the optimizer state exists once a step was not skipped
