@@ -25,9 +25,13 @@ def test_every_measured_cell_is_predicted_as_run_ran_it(steps) -> None:
     """Each ok cell of the export (closing baselines left out) paired with the prediction of the same cell: the same
     target, batch, precision and memory format (ResNet-50 channels-last, as it ran)."""
     _, rows, _ = measured.load("h200")
-    assert len(steps) == len(rows) == 37
-    assert {(s.workload, s.precision, s.batch_size, s.memory_format) for s in steps.values()} == {
-        (r["workload"], r["precision"], r["batch_size"], r["memory_format"]) for r in rows}
+    assert len(rows) == 37 and len(steps) == 34
+    left_out = {(r["workload"], r["precision"], r["batch_size"], r["memory_format"]) for r in rows} - {
+        (s.workload, s.precision, s.batch_size, s.memory_format) for s in steps.values()}
+    # (master-bf16 of the models with BatchNorm: measured with a cast around each kept norm, which the engine no
+    # longer runs -- measured.stale)
+    assert {(w, p) for w, p, _, _ in left_out} == {("tabular-mlp", "master-bf16"), ("resnext", "master-bf16"),
+                                                   ("unet", "master-bf16")}
     assert steps["ResNet50-small-amp-fp16"].memory_format == "channels_last"
     assert all(s.predicted_ms > 0 and s.measured_ms > 0 and s.gpu == "h200" for s in steps.values())
 

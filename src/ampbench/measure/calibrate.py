@@ -553,8 +553,11 @@ def from_csv(text: str) -> dict[str, Any]:
     env: dict[str, Any] = {}
     lines = text.splitlines()
     body = []
+    created = ""
     for line in lines:
-        if line.startswith("# ") and ": " in line:
+        if line.startswith("# ampbench kernel calibration, "):
+            created = line.split(", ")[1]
+        elif line.startswith("# ") and ": " in line:
             k, _, v = line[2:].partition(": ")
             env[k] = v
         elif not line.startswith("#"):
@@ -566,4 +569,4 @@ def from_csv(text: str) -> dict[str, Any]:
                         "shape": json.loads(r["shape"]), "flops": float(r["flops"]), "bytes": float(r["bytes"]),
                         "us": us, "calls": int(r["calls"] or 0), "timer": r["timer"], "error": r["error"],
                         "power_w": float(r["power_w"]) if r["power_w"] else None})
-    return {"env": env, "device_name": env.get("device_name"), "kernels": kernels}
+    return {"env": env, "device_name": env.get("device_name"), "kernels": kernels, "created_at": created}

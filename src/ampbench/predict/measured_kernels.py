@@ -1,0 +1,296 @@
+"""Pricing a step from a GPU's own measured kernels (``ampbench hw --calibrate``) where a table of its architecture
+exists: each op's modelled time corrected by what the table measured for kernels of its kind.
+
+The kernel models (:mod:`ampbench.predict.kernels`) know how a kernel's time grows with its shape -- tiles, waves,
+bytes -- but their efficiencies were fitted on old fp32 kernels and their Tensor Core rates are datasheet peaks. A
+calibration table says what this architecture's kernels really do. For every measured case this module computes
+``measured / modelled`` on the table's own GPU; an op of a traced step is priced at its model's time on the target GPU
+times the ratio of the measured cases nearest to it (same kind, dtype, direction and layout; nearest in log shape,
+inverse-distance weighted). So:
+
+- on the GPU that measured the table, a kernel at a measured shape is priced at its measured time;
+- between shapes, the model interpolates (its waves and tiles) and the table sets the level;
+- on another GPU of the same architecture (an H200's table for an H100), the model scales by SMs, clocks and
+  bandwidth, as Habitat scales a measured kernel -- the ratio (the kernel's efficiency) carries over;
+- an op with no measured neighbour of its kind keeps the model's time (said in the row's notes).
+
+Kinds: GEMM (``mm``/``bmm`` by dtype), convolution (forward, data gradient, weight gradient by dtype and layout;
+dense 1x1, dense windowed, grouped and depthwise apart), fused attention and a fused LSTM layer (forward and backward:
+the backward is the measured forward-and-backward less the forward), normalisations (layer, batch, group: forward and
+backward) and softmax, elementwise ops, the fused optimizer. Tables of other architectures are not used (their
+efficiencies differ: a Hopper table says nothing of an Ampere card).
+
+How good the interpolation is, measured: every case priced from the others alone (leave-one-out), per kind
+(:meth:`KernelTable.leave_one_out`); the error band of a row priced this way is built from it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ampbench.measure.gpus import Gpu, for_device
+from ampbench.predict import kernels
+from ampbench.predict.kernels import Calibration, Conv, calibration
+
+TABLES_DIR = Path(__file__).with_name("calibration")
+"""The kernel tables shipped with ampbench (``<gpu key>.csv``: what a lent GPU measured, committed)."""
+ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+NEIGHBOURS = 3
+
+
+@dataclass(frozen=True)
+class Point:
+    """A measured case: where it sits (log shape) and its measured / modelled time on the table's GPU."""
+
+    where: tuple[float, ...]
+    ratio: float
+    label: str
+
+
+def _logs(*values: float) -> tuple[float, ...]:
+    return tuple(math.log2(max(float(v), 1.0)) for v in values)
+
+
+def conv_family(c: Conv) -> str:
+    """dense1 (a GEMM), dense (a windowed dense layer), grouped, depthwise: families whose kernels differ."""
+    if c.groups > 1:
+        return "depthwise" if c.groups == c.c == c.k else "grouped"
+    return "dense1" if c.r == c.s == 1 else "dense"
+
+
+def _conv_of(shape: dict[str, Any]) -> Conv:
+    s, size, kernel, stride = shape, int(shape["size"]), int(shape["kernel"]), int(shape["stride"])
+    out = (size + 2 * (kernel // 2) - kernel) // stride + 1
+    return Conv(int(s["batch"]), int(s["cin"]), size, size, int(s["cout"]), kernel, kernel, stride, int(s["groups"]),
+                out, out)
+
+
+def _conv_where(c: Conv) -> tuple[float, ...]:
+    g, m, n, k = c.gemm()
+    return _logs(m, n, k, g)
+
+
+NORM_FAMILY = (("layer_norm", "layer_norm"), ("batch_norm", "batch_norm"), ("group_norm", "group_norm"),
+               ("rms_norm", "layer_norm"))
+
+
+def norm_family(name: str) -> str | None:
+    return next((fam for key, fam in NORM_FAMILY if key in name), None)
+
+
+@dataclass
+class KernelTable:
+    """A GPU's measured kernels as ratios to the model on that GPU, by kind (see the module's docstring)."""
+
+    gpu: Gpu
+    """The GPU that measured it."""
+    source: str
+    """What it is: the GPU, when and with what software (a row's ``predicted_kernels``)."""
+    points: dict[tuple[str, ...], list[Point]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: dict[str, Any], gpu: Gpu, cal: Calibration | None = None) -> KernelTable:
+        """From a calibration table (:func:`ampbench.measure.calibrate.sweep`'s, or read back from its CSV)."""
+        cal = cal or calibration()
+        env = table.get("env") or {}
+        when = str(table.get("created_at") or env.get("time") or "")[:10]
+        source = (f"{env.get('device_name') or gpu.name}'s measured kernels ({when}; torch {env.get('torch', '?')}, "
+                  f"cuDNN {env.get('cudnn', '?')})")
+        out = cls(gpu, source)
+        rows = [r for r in table["kernels"] if r.get("us")]
+        fwd: dict[tuple[Any, ...], float] = {}
+        for r in rows:  # (the forward of each fwd_bwd case: the backward is the difference)
+            if r["op"].endswith("_fwd"):
+                fwd[(r["op"][:-4], r["dtype"], r.get("layout", ""), _key(r["shape"]))] = r["us"] * 1e-6
+        for r in rows:
+            for key, where, modelled, measured in out._cases(r, fwd, cal):
+                if modelled > 0 and measured > 0:
+                    out.points.setdefault(key, []).append(Point(where, measured / modelled, f"{r['op']} {r['shape']}"))
+        return out
+
+    def _cases(self, r: dict[str, Any], fwd: dict[tuple[Any, ...], float], cal: Calibration
+               ) -> Iterable[tuple[tuple[str, ...], tuple[float, ...], float, float]]:
+        """(key, where, modelled s, measured s) of one measured row (a fwd_bwd row: its backward)."""
+        g, kind, op, dtype, shape = self.gpu, r["kind"], r["op"], r["dtype"], r["shape"]
+        t = r["us"] * 1e-6
+        element = ELEMENT.get(dtype, 4)
+        if kind in ("gemm", "bmm"):
+            b, m, n, k = int(shape["batch"]), int(shape["m"]), int(shape["n"]), int(shape["k"])
+            yield ("gemm", dtype), _logs(m, n, k, b), kernels.gemm_s(g, cal, b, m, n, k, dtype, element), t
+        elif kind == "conv":
+            c = _conv_of(shape)
+            direction = {"conv_fwd": "fwd", "conv_dgrad": "dgrad", "conv_wgrad": "wgrad"}[op]
+            modelled = kernels.conv_s(g, cal, c, dtype, element, r.get("layout") == "nchw")
+            yield ("conv", direction, dtype, r.get("layout") or "nhwc", conv_family(c)), _conv_where(c), modelled, t
+        elif kind == "attention":
+            base = op.rsplit("_", 1)[0] if op.endswith("_fwd") else op.rsplit("_", 2)[0]
+            causal = base.endswith("causal")
+            flops = 4.0 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["dim"] * (0.5 if causal else 1.0)
+            moved = 4 * shape["batch"] * shape["heads"] * shape["seq"] * shape["dim"] * element
+            where = _logs(flops)  # (a traced attention op knows its FLOPs, not its shape)
+            if op.endswith("_fwd"):
+                yield ("attention", "fwd", dtype), where, _attention_s(g, cal, flops, moved, dtype, causal), t
+            else:
+                f = fwd.get((base, dtype, r.get("layout", ""), _key(shape)))
+                if f is not None:
+                    yield (("attention", "bwd", dtype), where,
+                           _attention_s(g, cal, 2.5 * flops, 2 * moved, dtype, causal), t - f)
+        elif kind == "rnn":
+            steps, batch, inputs, hidden = (int(shape[k]) for k in ("seq", "batch", "inputs", "hidden"))
+            rnn = (steps, batch, inputs, 4 * hidden, hidden)
+            where = _logs(batch, hidden, inputs, steps)
+            if op.endswith("_fwd"):
+                yield ("rnn", "fwd", dtype), where, _rnn_s(g, cal, rnn, dtype, False), t
+            else:
+                f = fwd.get(("lstm", dtype, r.get("layout", ""), _key(shape)))
+                if f is not None:
+                    yield ("rnn", "bwd", dtype), where, _rnn_s(g, cal, rnn, dtype, True), t - f
+        elif kind in ("norm", "softmax"):
+            family = "softmax" if kind == "softmax" else norm_family(op) or "layer_norm"
+            elements = math.prod(int(v) ** (2 if k == "size" else 1) for k, v in shape.items() if k != "groups")
+            reduction = "softmax" if kind == "softmax" else "norm"
+            where = _logs(elements)
+            if op.endswith("_fwd"):
+                yield (("norm", family, "fwd", dtype), where,
+                       kernels.reduction_s(g, cal, 2 * elements * element, reduction), t)
+            else:
+                f = fwd.get((op.rsplit("_", 2)[0], dtype, r.get("layout", ""), _key(shape)))
+                if f is not None:  # (the backward reads the output's gradient and the input, writes the input's)
+                    yield (("norm", family, "bwd", dtype), where,
+                           kernels.reduction_s(g, cal, 3 * elements * element, reduction), t - f)
+        elif kind in ("elementwise", "optimizer"):
+            yield (kind,), _logs(r["bytes"]), kernels.streaming_s(g, cal, r["bytes"]), t
+
+    # -- lookups ---------------------------------------------------------------------------------------------------
+    def ratio(self, key: tuple[str, ...], where: tuple[float, ...], exclude: str | None = None) -> float | None:
+        """The measured / modelled ratio at ``where`` for kernels of ``key``: the geometric mean of the nearest
+        cases', weighted by inverse distance (a case at ``where`` itself: its own ratio). None without a case."""
+        pts = [p for p in self.points.get(key, []) if p.label != exclude]
+        if not pts:
+            return None
+        dist = sorted(((math.dist(p.where, where), p) for p in pts), key=lambda dp: dp[0])[:NEIGHBOURS]
+        if dist[0][0] < 1e-9:
+            return dist[0][1].ratio
+        weights = [1.0 / d for d, _ in dist]
+        return math.exp(sum(w * math.log(p.ratio) for w, (_, p) in zip(weights, dist)) / sum(weights))
+
+    def ratio_for(self, op: Any, mode: str) -> float | None:
+        """The measured / modelled ratio of a traced op (:class:`ampbench.predict.trace.Op`) computing in ``mode``
+        (its GEMMs' math: tf32 for an fp32 op where TF32 is on), or None where the table has no kernel of its kind."""
+        name, backward = op.name, "backward" in op.name
+        if op.conv is not None and op.products:
+            c = op.conv
+            directions = ("fwd",) if not backward else ("dgrad", "wgrad") if op.products >= 2 else ("wgrad",)
+            found = []
+            for d in directions:
+                r = None
+                for layout in ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw"):  # (its own layout first)
+                    r = self.ratio(("conv", d, mode, layout, conv_family(c)), _conv_where(c))
+                    if r is not None:
+                        break
+                if r is None:
+                    return None
+                found.append(r)
+            return sum(found) / len(found)
+        if name.startswith("ampbench_predict.rnn_layer") and op.rnn is not None:
+            steps, batch, inputs, _gates, recurrent = op.rnn
+            return self.ratio(("rnn", "bwd" if backward else "fwd", mode), _logs(batch, recurrent, inputs, steps))
+        if op.gemm is not None and op.flops:
+            b, m, n, k = op.gemm
+            return self.ratio(("gemm", mode), _logs(m, n, k, b))
+        if name.startswith("ampbench_predict.fused_attention"):
+            work = op.flops / 3.5 if backward else op.flops  # (the points' FLOPs: the forward's)
+            return self.ratio(("attention", "bwd" if backward else "fwd", mode), _logs(work))
+        moved = op.bytes_read + op.bytes_written
+        element = ELEMENT.get(op.dtype, 4)
+        family = "softmax" if "softmax" in name else norm_family(name) if "norm" in name else None
+        if family is not None:
+            elements = moved / element / (3 if backward else 2)
+            dtype = op.dtype if op.dtype in ("fp16", "bf16") else "fp32"
+            return self.ratio(("norm", family, "bwd" if backward else "fwd", dtype), _logs(elements))
+        if op.phase == "optimizer":
+            return self.ratio(("optimizer",), _logs(moved))
+        return self.ratio(("elementwise",), _logs(moved))
+
+    def leave_one_out(self) -> dict[str, float]:
+        """Per kind, the median |error| of each measured case priced from the others alone (the interpolation's
+        error; a kind with one case is left out)."""
+        errors: dict[str, list[float]] = {}
+        for key, pts in self.points.items():
+            for p in pts:
+                r = self.ratio(key, p.where, exclude=p.label)
+                if r is not None and len(pts) > 1:
+                    errors.setdefault(key[0], []).append(abs(r / p.ratio - 1.0))
+        return {k: statistics.median(v) for k, v in errors.items() if v}
+
+
+def _key(shape: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(shape.items()))
+
+
+def _attention_s(gpu: Gpu, cal: Calibration, work: float, moved: float, mode: str, causal: bool) -> float:
+    """The model's fused attention (as :func:`ampbench.predict.cost.price_op` prices it: ``work`` the FLOPs counted
+    without the causal half)."""
+    compute = (work / (2 if causal else 1)) / (kernels.peak_flops(gpu, mode, cal) * cal.tensor_gemm_efficiency
+                                               * cal.attention_efficiency)
+    return max(compute, kernels.memory_s(gpu, cal, moved)) + cal.kernel_us * 1e-6
+
+
+def _rnn_s(gpu: Gpu, cal: Calibration, rnn: tuple[int, int, int, int, int], mode: str, backward: bool) -> float:
+    """The model's fused RNN layer (as :func:`ampbench.predict.cost._rnn`, compute alone plus its fixed cost)."""
+    steps, batch, inputs, gates, recurrent = rnn
+    whole = kernels.gemm_compute_s(gpu, cal, 1, steps * batch, gates, inputs, mode)
+    one = max(kernels.gemm_compute_s(gpu, cal, 1, batch, gates, recurrent, mode), cal.rnn_step_us * 1e-6)
+    compute = whole + steps * one
+    if backward:
+        compute = 2 * whole + steps * one + kernels.gemm_compute_s(gpu, cal, 1, gates, recurrent, steps * batch, mode)
+    return compute + cal.kernel_us * 1e-6
+
+
+# -- which table prices which GPU --------------------------------------------------------------------------------------
+def shipped() -> dict[str, Path]:
+    """The committed tables: GPU key -> CSV."""
+    return {p.stem: p for p in sorted(TABLES_DIR.glob("*.csv"))} if TABLES_DIR.is_dir() else {}
+
+
+@cache
+def _load(path: str) -> dict[str, Any]:
+    from ampbench.measure.calibrate import from_csv  # lazy: torch (the sweep's module)
+
+    return from_csv(Path(path).read_text())
+
+
+def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTable | None:
+    """The kernel table that prices ``gpu``: its own (the newest stored one of its card, else the shipped one), else
+    one of a GPU of the same architecture (compute capability), its own card's first; None without one."""
+    candidates: list[tuple[int, Gpu, dict[str, Any]]] = []
+    for t in stored or []:
+        card = for_device(t.get("device_name"))
+        if card is not None and card.capability == gpu.capability:
+            candidates.append((0 if card.same_card(gpu) else 2, card, t))
+    for key, path in shipped().items():
+        table = _load(str(path))
+        card = for_device(table.get("device_name"))
+        if card is not None and card.capability == gpu.capability:
+            candidates.append((1 if card.same_card(gpu) else 3, card, table))
+    if not candidates:
+        return None
+    best = min(c[0] for c in candidates)
+    rank, card, table = [c for c in candidates if c[0] == best][-1]  # (stored ones oldest first: the newest)
+    return _table_of(id(table), table, card)
+
+
+_TABLES: dict[int, KernelTable] = {}
+
+
+def _table_of(key: int, table: dict[str, Any], card: Gpu) -> KernelTable:
+    """A table's ratios, computed once per table object (a prediction prices every target from it)."""
+    if key not in _TABLES:
+        _TABLES[key] = KernelTable.of(table, card)
+    return _TABLES[key]
