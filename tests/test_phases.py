@@ -49,7 +49,7 @@ def test_a_runs_cells_phases_add_up_to_what_a_clock_around_the_launch_saw(isolat
     assert row["wall_s"] <= outside and row["wall_s"] == pytest.approx(outside, abs=0.25)
     if isolate:
         assert list(got)[:2] == ["process_start", "import"] and list(got)[-1] == "teardown"
-        assert got["import"] > 0.1  # (torch's import is seconds of it)
+        assert got["process_start"] + got["import"] < 1.0  # (forked from the fork server: torch was imported there)
     else:
         assert "process_start" not in got
 

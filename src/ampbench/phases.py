@@ -105,12 +105,13 @@ def _heartbeat(c: PhaseClock, stop: threading.Event) -> None:
             progress.report(text, detail=f"({elapsed:.0f} s in this phase)")
 
 
-def enter(name: str, text: str = "", detail: str = "") -> None:
+def enter(name: str, text: str = "", detail: str = "", say: bool = True) -> None:
     """Start phase ``name`` of the cell this process measures (nothing without a clock) and say it as progress
-    (``text``, default the name in words)."""
+    (``text``, default the name in words; ``say=False``: a step meter of the phase says it)."""
     if _current is not None:
         _current.enter(name, text)
-    progress.report(text or name.replace("_", " "), detail=detail)
+    if say:
+        progress.report(text or name.replace("_", " "), detail=detail)
 
 
 def launched(phases: dict[str, float], spawned_at: float, started_at: float, returned_at: float,

@@ -51,7 +51,7 @@ def fake(monkeypatch):  # type: ignore[no-untyped-def]
     def install(**kw: object) -> FakeNVML:
         nvml = FakeNVML(**kw)  # type: ignore[arg-type]
         monkeypatch.setitem(sys.modules, "pynvml", nvml)
-        monkeypatch.setattr(energy, "_nvml_handle", lambda pynvml, device: "h")
+        monkeypatch.setattr(energy, "nvml_handle", lambda pynvml, device: "h")
         return nvml
     return install
 

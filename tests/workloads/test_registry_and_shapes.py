@@ -11,7 +11,7 @@ from ampbench.workloads import create_model, create_workload, list_workloads
 pytestmark = pytest.mark.filterwarnings("ignore:Adam eps")
 
 CPU_MODES = [n for n in list_precisions() if supported(n, "cpu").ok]
-EXPECTED = ["mnist-cnn", "conv-dummy", "resnext", "unet", "bert", "lstm-lm", "tabular-mlp"]
+EXPECTED = ["mnist-cnn", "conv-dummy", "resnext", "unet", "resnet50", "vit", "bert", "lstm-lm", "gpt2", "tabular-mlp", "wide-mlp"]
 
 
 def test_all_workloads_registered():

@@ -66,11 +66,11 @@ GPU_SUITE = (
     SuiteEntry("lstm-lm", "paper", batch=128, options=(("vocab", 100_000),)),  # bigLSTM's layers, 100k words
     SuiteEntry("wide-mlp", "paper", batch=4096),  # GEMM-bound MLP
 )
-# 7 workloads x (8 modes + closing fp32) = 63 cells; each costs its steps (at most GPU_STEPS + GPU_WARMUP + 3) plus a
-# few seconds of process, CUDA context, build and teardown (phases_s says where): ampbench predict --gpu h100-sxm
-# prints the suite's expected time on that GPU.
+# 7 workloads x (8 modes + closing fp32) = 63 cells; each costs its steps (GPU_STEPS + GPU_WARMUP + 3, and untimed ones
+# filling energy's 2 s window) plus ~8 s of fork, CUDA context, build, setup and teardown on the lent H200's host
+# (phases_s says where): ampbench predict --gpu h100-sxm prints the suite's expected time on that GPU (11.8 min).
 CPU_STEPS, CPU_WARMUP = 20, 3
-GPU_STEPS, GPU_WARMUP = 30, 5
+GPU_STEPS, GPU_WARMUP = 20, 3
 
 
 def default_steps(device: str) -> tuple[int, int]:

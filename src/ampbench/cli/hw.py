@@ -14,6 +14,7 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
+from ampbench.report.calibration import calibration_table
 from ampbench.report.hw import hw_tables
 
 
@@ -71,7 +72,6 @@ def hw_cmd(
 
 def _calibrate(dev: Any, store: Any, budget: float, csv_out: Path | None) -> None:
     from ampbench.measure.calibrate import sweep, to_csv  # lazy: torch
-    from ampbench.report.calibration import calibration_table  # lazy: torch
 
     with console.status("calibrating") as status, progress.reporting_to(
             lambda e: status.update(escape(f"calibrating: {e.detail} {e.i or 0}/{e.n}"))):

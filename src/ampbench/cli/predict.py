@@ -13,6 +13,7 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
 from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
+from ampbench.predict.measured_kernels import stored_tables
 from ampbench.report.predictions import no_speedup_lines
 
 
@@ -36,12 +37,19 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
         **asdict(spread),
         data=data_options(d.input_shape, d.vocab_size, d.num_classes, d.num_outputs, d.task, d.batches, d.loss, None,
                           None, d.option))
-    rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
+    from ampbench.predict.run_time import run_cells, run_text  # lazy: torch
+
+    with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)
+        rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
     several = len(config.gpus) > 1
     for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):
         console.print(part)
     for line in [*ddp_lines(rows), *no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
+    for gpu in config.gpus if not config.inference and config.strategy is None else ():
+        cells = run_cells([r for r in rows if r.get("gpu") == gpu.key])
+        if cells:
+            console.print(f"  {escape(run_text(cells, gpu.key))}")
     store.add_predictions(rows)
     console.print(f"stored {len(rows)} predicted rows in {escape(str(store.path))} (ampbench report shows them beside "
                   "any measurement of the same cell on that GPU)")

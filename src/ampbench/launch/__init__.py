@@ -7,18 +7,20 @@ Launchers move JSON and never import what a job does: ``bench`` uses ``launch``,
 
 from ampbench.launch.job import Job
 from ampbench.launch.lifeline import describe_exit, die_with_launcher, die_with_parent
-from ampbench.launch.process import ChildProcess, Inline
+from ampbench.launch.process import ChildProcess, Forked, Inline, close_zygotes
 from ampbench.launch.rank import become_rank, join_process_group
 from ampbench.launch.torchrun import RankResults, Torchrun, check_nodes, free_port, is_rank, node_args, relaunch
 
 __all__ = [
            "ChildProcess",
+           "Forked",
            "Inline",
            "Job",
            "RankResults",
            "Torchrun",
            "become_rank",
            "check_nodes",
+           "close_zygotes",
            "describe_exit",
            "die_with_launcher",
            "die_with_parent",

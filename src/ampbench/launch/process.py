@@ -7,8 +7,11 @@ A child that dies or times out gives ``{"_failed": reason, "_killed": bool}``.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,14 +37,19 @@ class Inline:
 @dataclass(frozen=True)
 class ChildProcess:
     """Run the job in a child process of its own, killed after ``timeout`` seconds; its progress events
-    (:mod:`ampbench.progress`) reach ``on_progress`` in order while it runs. The result carries ``_launch``: when the
-    child was spawned and seen to exit, and when its main started and had the result (``time.time()``); a child killed
-    at the timeout is said with the last thing it reported (the phase that did not finish)."""
+    (:mod:`ampbench.progress`) reach ``on_progress`` in order while it runs; a child killed at the timeout is said with
+    the last thing it reported (the phase that did not finish). :meth:`run_stamped` also gives when the child was
+    spawned and seen to exit, and when its main started and had the result (``time.time()``)."""
 
     timeout: float | None = None
     on_progress: Callable[[Event], None] | None = field(default=None, compare=False)
 
     def run(self, job: Job) -> dict[str, Any]:
+        return self.run_stamped(job)[0]
+
+    def run_stamped(self, job: Job) -> tuple[dict[str, Any], dict[str, float] | None]:
+        """(the result, the launch's stamps: ``spawned_at``, ``started_at``, ``returned_at``, ``exited_at``, or None
+        for a child that gave no result)."""
         last: list[Event] = []
 
         def seen(event: Event) -> None:
@@ -59,12 +67,137 @@ class ChildProcess:
                                           capture_output=True, text=True, timeout=self.timeout, env=env)
             except subprocess.TimeoutExpired:
                 where = f" in {last[0].what!r}" if last else ""
-                return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout){where}", "_killed": True}
+                return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout){where}", "_killed": True}, None
             exited_at = time.time()
             if out.exists():
-                result: dict[str, Any] = json.loads(out.read_text())
-                child = result.pop("_child", None)
-                if child is not None:
-                    result["_launch"] = {"spawned_at": spawned_at, "exited_at": exited_at, **child}
-                return result
-            return {"_failed": describe_exit(proc.returncode, proc.stderr), "_killed": proc.returncode < 0}
+                return _stamped(json.loads(out.read_text()), spawned_at, exited_at)
+            return {"_failed": describe_exit(proc.returncode, proc.stderr), "_killed": proc.returncode < 0}, None
+
+
+def _stamped(result: dict[str, Any], spawned_at: float, exited_at: float) -> tuple[dict[str, Any],
+                                                                                   dict[str, float] | None]:
+    """A child's result without its ``_child`` stamps, and the launch's stamps."""
+    child = result.pop("_child", None)
+    return result, ({"spawned_at": spawned_at, "exited_at": exited_at, **child} if child is not None else None)
+
+
+# -- a fork server's children ------------------------------------------------------------------------------------------
+class _Zygote:
+    """A running fork server (:mod:`ampbench.launch.zygote`) and the line reader of its answers."""
+
+    def __init__(self, preload: tuple[str, ...]) -> None:
+        # (numpy's OpenBLAS starts a thread pool at import: held to one thread, the server stays single-threaded and
+        # safe to fork -- the cells' own tensor work is torch's, whose threads start in each child)
+        self.proc = subprocess.Popen([sys.executable, "-m", "ampbench.launch.zygote", *preload],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=dict(os.environ, PYTHONWARNINGS="ignore", OPENBLAS_NUM_THREADS="1"))
+        self.buffer = b""
+        ready = self.read(120.0)
+        self.ok = ready is not None and ready.get("threads") == 1  # (one thread: safe to fork)
+
+    def read(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next answer, or None when ``timeout`` s passed or the server ended."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def send(self, request: dict[str, Any]) -> bool:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.proc.kill()
+
+
+_ZYGOTES: dict[tuple[str, ...], _Zygote] = {}
+
+
+def _zygote(preload: tuple[str, ...]) -> _Zygote | None:
+    """The fork server preloading ``preload`` (started on first use, ended at exit); None where it cannot serve."""
+    z = _ZYGOTES.get(preload)
+    if z is None or z.proc.poll() is not None:
+        if not hasattr(os, "fork"):
+            return None
+        z = _ZYGOTES[preload] = _Zygote(preload)
+        if len(_ZYGOTES) == 1:
+            atexit.register(close_zygotes)
+    return z if z.ok else None
+
+
+def close_zygotes() -> None:
+    for z in _ZYGOTES.values():
+        z.close()
+    _ZYGOTES.clear()
+
+
+@dataclass(frozen=True)
+class Forked:
+    """Run the job in a child forked from a fork server that imported ``preload`` once (:mod:`ampbench.launch.zygote`):
+    a process of its own per job, as :class:`ChildProcess` gives, without paying the imports each time. Where no
+    server can run (no fork, a server that started threads), a :class:`ChildProcess` runs it. Same results: a row, or
+    ``{"_failed": why, "_killed": bool}``."""
+
+    preload: tuple[str, ...]
+    timeout: float | None = None
+    on_progress: Callable[[Event], None] | None = field(default=None, compare=False)
+
+    def run(self, job: Job) -> dict[str, Any]:
+        return self.run_stamped(job)[0]
+
+    def run_stamped(self, job: Job) -> tuple[dict[str, Any], dict[str, float] | None]:
+        """As :meth:`ChildProcess.run_stamped`."""
+        z = _zygote(self.preload)
+        if z is None:
+            return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
+        last: list[Event] = []
+
+        def seen(event: Event) -> None:
+            last[:] = [event]
+            (self.on_progress or forward)(event)
+
+        with tempfile.TemporaryDirectory(prefix="ampbench-") as tmp:
+            job_file, out, err = Path(tmp) / "job.json", Path(tmp) / "out.json", Path(tmp) / "stderr.txt"
+            job_file.write_text(json.dumps(job.to_dict()))
+            with child_progress(Path(tmp), seen) as progress_env:
+                spawned_at = time.time()
+                if not z.send({"job": str(job_file), "out": str(out), "stderr": str(err), "env": progress_env}):
+                    return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
+                forked = z.read(60.0)
+                if forked is None:
+                    z.close()
+                    return {"_failed": "the fork server did not start the job", "_killed": False}, None
+                left = None if self.timeout is None else self.timeout - (time.time() - spawned_at)
+                ended = z.read(left)
+                if ended is None:  # the timeout: kill the child, then read its end
+                    os.kill(int(forked["pid"]), signal.SIGKILL)
+                    z.read(30.0)
+                    where = f" in {last[0].what!r}" if last else ""
+                    return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout){where}",
+                            "_killed": True}, None
+                exited_at = time.time()
+            if out.exists():
+                return _stamped(json.loads(out.read_text()), spawned_at, exited_at)
+            code = int(ended["exit"])
+            stderr = err.read_text() if err.exists() else ""
+            return {"_failed": describe_exit(code, stderr), "_killed": code < 0}, None

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ampbench.measure.env import _nvml_handle
+from ampbench.measure.env import nvml_handle
 
 SAMPLE_S = 0.01
 """Seconds between power samples where the GPU has no energy counter."""
@@ -85,7 +85,7 @@ class EnergyMeter:
             return
         try:
             pynvml.nvmlInit()
-            self.handle = _nvml_handle(pynvml, device)
+            self.handle = nvml_handle(pynvml, device)
         except Exception as e:  # no driver, no permission: no energy, said so
             self.why = f"NVML unavailable: {e}"
             return

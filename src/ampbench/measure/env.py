@@ -56,7 +56,7 @@ def nvml_info(device: torch.device) -> dict[str, Any]:
         return {"nvml": f"unavailable: {e}"}
     out: dict[str, Any] = {"nvml": "ok"}
     try:
-        h = _nvml_handle(pynvml, device)
+        h = nvml_handle(pynvml, device)
         out["driver"] = _s(pynvml.nvmlSystemGetDriverVersion())
         for key, fn in (
             ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
@@ -79,7 +79,7 @@ def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _nvml_handle(pynvml: Any, device: torch.device) -> Any:
+def nvml_handle(pynvml: Any, device: torch.device) -> Any:
     """NVML handle of a torch device, by UUID (CUDA_VISIBLE_DEVICES renumbers torch's indices, not NVML's)."""
     try:
         uuid = str(torch.cuda.get_device_properties(device).uuid)
@@ -99,7 +99,7 @@ def process_gpu_memory(device: torch.device) -> int | None:
     except Exception:
         return None
     try:
-        h = _nvml_handle(pynvml, device)
+        h = nvml_handle(pynvml, device)
         pid = os.getpid()
         for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
             if p.pid == pid and p.usedGpuMemory is not None:

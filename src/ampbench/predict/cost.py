@@ -26,8 +26,9 @@ from ampbench.errors import AmpbenchError
 from ampbench.execution.options import Execution
 from ampbench.measure.gpus import Gpu
 from ampbench.precision.fused_step import DIRECT
-from ampbench.predict import fusion, kernels
+from ampbench.predict import fusion, kernels, measured_kernels
 from ampbench.predict.kernels import Calibration, calibration
+from ampbench.predict.measured_kernels import KernelTable
 from ampbench.predict.trace import Op, Trace
 
 H200_FUSED_OPTIMIZER_US = 11.6
@@ -176,10 +177,12 @@ def op_class(op: Op) -> str:
 
 
 def math_of(op: Op, tf32: bool) -> str:
-    """The math an op's GEMMs run in: its dtype's, fp32 ones as TF32 where the mode allows it."""
+    """The math an op's GEMMs run in: its dtype's, fp32 ones as TF32 where the mode allows it -- but fused attention,
+    whose fp32 kernel (PyTorch's memory-efficient attention: flash has none) computes its own way whatever the TF32
+    flags say (the lent H200: 29 TFLOP/s forward in fp32, with and without them; cuBLAS's TF32 GEMMs 330-410)."""
     if op.dtype in ("fp16", "bf16", "fp8"):  # (fp8: torchao's scaled matmuls, at the fp8 Tensor Core rate)
         return op.dtype
-    return "tf32" if tf32 else "fp32"
+    return "tf32" if tf32 and op.name not in ATTENTION_OPS else "fp32"
 
 
 @dataclass
@@ -300,6 +303,10 @@ class StepCost:
     ops: int
     launches: int
     notes: list[str] = field(default_factory=list)
+    kernels: str = ""
+    """What the kernels were priced from: a measured kernel table's source, or "" (the model alone)."""
+    measured_share: float = 0.0
+    """Of the GPU time: the share of ops a measured kernel of their kind priced."""
 
     @property
     def bound(self) -> str:
@@ -340,15 +347,22 @@ def _torchao_optimizer(trace: Trace) -> Op:
 
 
 PHASES = ("forward", "loss", "backward", "step", "optimizer")
+AUTO = "auto"
+"""``price(kernels=AUTO)``: the measured kernel table of the GPU's architecture where one exists
+(:func:`ampbench.predict.measured_kernels.table_for`), else the model alone."""
 
 
 def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
-          conv_tf32: bool = False) -> StepCost:
+          conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
     """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
     convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
     forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
-    backward as torch.compile runs them (None: eager)."""
+    backward as torch.compile runs them (None: eager); ``kernels``: a measured kernel table correcting each op's
+    modelled time (:mod:`ampbench.predict.measured_kernels`; AUTO: the GPU architecture's where one exists, None: the
+    model alone)."""
+    table = measured_kernels.table_for(gpu) if kernels == AUTO else kernels
+    assert table is None or isinstance(table, KernelTable)
     cal = cal or calibration()
     ops = fusion.compiled(trace.ops, trace.outputs) if compiled is not None and compiled.fuse else list(trace.ops)
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
@@ -356,7 +370,15 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter
         ops = [o for o in ops if o.phase != "optimizer"] + [_torchao_optimizer(trace)]
     ops = [o for o in ops if o.phase in phases]
-    costs = [price_op(o, gpu, tf32 or (conv_tf32 and o.name.startswith("aten.convolution")), cal) for o in ops]
+    modes = [tf32 or (conv_tf32 and o.name.startswith("aten.convolution")) for o in ops]
+    costs = [price_op(o, gpu, t, cal) for o, t in zip(ops, modes)]
+    measured_s = 0.0
+    if table is not None:
+        for c, t in zip(costs, modes):
+            ratio = table.ratio_for(c.op, math_of(c.op, t))
+            if ratio is not None:
+                c.gpu_s, c.compute_s, c.fixed_s = c.gpu_s * ratio, c.compute_s * ratio, c.fixed_s * ratio
+                measured_s += c.gpu_s
     gpu_s = sum(c.gpu_s for c in costs)
     issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
     graph: str | None = None  # the compiled graph being issued (forward, backward)
@@ -393,4 +415,5 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     half = {o.dtype for o in ops if o.name in MATMUL_OPS and o.dtype in ("fp16", "bf16", "fp8")}
     math_mode = "fp8" if "fp8" in half else next(iter(half)) if half else ("tf32" if tf32 else "fp32")
     return StepCost(step_s, gpu_s, host_s, sum(o.flops for o in ops), math_mode, time_split, op_split, len(costs),
-                    sum(c.launches for c in costs), notes)
+                    sum(c.launches for c in costs), notes, table.source if table is not None else "",
+                    measured_s / gpu_s if gpu_s else 0.0)

@@ -26,9 +26,10 @@ How good the interpolation is, measured: every case priced from the others alone
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -266,11 +267,27 @@ def _load(path: str) -> dict[str, Any]:
     return from_csv(Path(path).read_text())
 
 
+_STORED: list[dict[str, Any]] = []
+
+
+@contextlib.contextmanager
+def stored_tables(tables: list[dict[str, Any]]) -> Iterator[None]:
+    """Inside, :func:`table_for` also considers these tables (a store's ``ampbench hw --calibrate`` tables: ``predict
+    --db``)."""
+    global _STORED
+    before, _STORED = _STORED, list(tables)
+    try:
+        yield
+    finally:
+        _STORED = before
+
+
 def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTable | None:
     """The kernel table that prices ``gpu``: its own (the newest stored one of its card, else the shipped one), else
-    one of a GPU of the same architecture (compute capability), its own card's first; None without one."""
+    one of a GPU of the same architecture (compute capability), its own card's first; None without one. ``stored``:
+    tables of a store (default: those :func:`stored_tables` gives)."""
     candidates: list[tuple[int, Gpu, dict[str, Any]]] = []
-    for t in stored or []:
+    for t in _STORED if stored is None else stored:
         card = for_device(t.get("device_name"))
         if card is not None and card.capability == gpu.capability:
             candidates.append((0 if card.same_card(gpu) else 2, card, t))

@@ -337,6 +337,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
         predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
         predicted_host=host.label,
+        predicted_kernels=(f"measured: {cost.kernels}, {cost.measured_share:.0%} of the GPU time" if cost.kernels
+                           else "model: the kernel constants fitted on P4/P100/T4/V100 kernels, datasheet peaks"),
         notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []),
                *([FP8_COMPILED if compiled is not None and compiled.fuse else FP8_EAGER] if get(name).is_fp8 else [])],
         trace_s=traced_s)}

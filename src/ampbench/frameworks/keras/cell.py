@@ -219,14 +219,14 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     trainer()
     row["first_step_ms"] = (time.perf_counter() - t) * 1e3
     row["jit_compile"] = str(getattr(model, "jit_compile", "?"))
-    phases.enter("warmup", "warm-up")
+    phases.enter("warmup", "warm-up", say=False)
     warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
     for i in range(warm.n):
         trainer()
         warm(i + 1)
     applied_before, calls_before = trainer.applied, trainer.calls
     # host clock per step: train_on_batch returns its logs as numbers, so each step has finished when it returns
-    phases.enter("timed_steps", "timed steps")
+    phases.enter("timed_steps", "timed steps", say=False)
     timing = time_host(trainer, spec.measure.steps, progress.Steps("timed steps", spec.measure.steps))
     phases.enter("after_steps", "reading the measurements")
     skipped_timed = (trainer.calls - calls_before) - (trainer.applied - applied_before)

@@ -182,6 +182,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     peaks = mem.PeakMemory(device)
     peaks.start(base_rss)
     # (phase "setup": the scenario entered it)
+    torch.manual_seed(spec.measure.seed)  # (dropout: the steps' random draws the seed's, wherever the process came from)
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
         step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, mp_options=spec.mp_options(),
@@ -215,7 +216,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     # state held now their floor. Not the first step's (compiling: tracing, autotuning, a CUDA graph's capture) nor
     # the eager FLOP step's, which a compiled cell would otherwise report as its peak (compile's savings never shown).
     peaks.restart()
-    phases.enter("warmup", "warm-up")
+    phases.enter("warmup", "warm-up", say=False)
     warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
     for i in range(warm.n):
         step()
@@ -223,7 +224,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     skipped_before, reads_before, direct_before = step.mp.totals["skipped_steps"], step.mp.host_reads, \
         step.mp.direct_steps
     counts2 = compile_counts()
-    phases.enter("timed_steps", "timed steps")
+    phases.enter("timed_steps", "timed steps", say=False)
     meter = EnergyMeter(device)
     timing = time_steps(step, spec.measure.steps, device, on_step=progress.Steps("timed steps", spec.measure.steps),
                         meter=meter)

@@ -1,0 +1,74 @@
+"""How long ``ampbench run`` of the predicted cells would take on the predicted GPU: each cell's steps at their
+predicted time, plus what a cell costs around its steps.
+
+A cell runs, besides its ``steps`` timed ones: the first step (cuDNN's and cuBLAS's first-call work on top of a step),
+the memory step and the FLOP-count step, ``warmup - 1`` warm-up steps, one more step to read the weights', gradients'
+and optimizer's bytes, and -- on a GPU, where energy is read over at least
+:data:`~ampbench.measure.energy.MIN_WINDOW_S` -- untimed steps until the timed window reaches it. Around them: the
+cell's process forked from the run's fork server, its CUDA context, the workload's build, the model's setup, the
+teardown (:data:`CELL_OVERHEAD_S`). Each workload's fp32 runs once more at the end (the closing baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ampbench.bench.suites import GPU_STEPS, GPU_WARMUP
+from ampbench.measure.energy import MIN_WINDOW_S
+
+CELL_OVERHEAD_S = 7.7
+"""Seconds a GPU cell costs outside its steps: the median over the 32 cells of the real-scale suite measured on the
+lent H200 (``benchmarks/results/h200/truth/runs.json``, 2026-11-27: the phases ``open``, ``build``, ``setup`` -- the
+CUDA context inside it --, ``after_steps``, ``finish``, ``close`` and ``teardown``), less the process's start and its
+imports (4.1 s there), which the run's fork server now pays once. That machine's host: another host differs."""
+FIRST_STEP_EXTRA_S = 0.43
+"""The first step's time over a step's (the same cells' median: cuDNN's and cuBLAS's first calls)."""
+EXTRA_STEPS = 4
+"""Steps a cell runs besides the timed and warm-up ones: the first, the memory step, the FLOP step, the state step."""
+
+
+@dataclass(frozen=True)
+class CellTime:
+    workload: str
+    precision: str
+    step_s: float
+    seconds: float
+    closing: bool = False
+
+
+def cell_seconds(step_s: float, steps: int = GPU_STEPS, warmup: int = GPU_WARMUP,
+                 overhead_s: float = CELL_OVERHEAD_S) -> float:
+    """One GPU cell's wall time for a step of ``step_s``."""
+    energy_top_up = max(0.0, MIN_WINDOW_S - steps * step_s)
+    return overhead_s + FIRST_STEP_EXTRA_S + step_s * (EXTRA_STEPS + max(0, warmup - 1) + steps) + energy_top_up
+
+
+def run_cells(rows: Iterable[dict[str, Any]], steps: int = GPU_STEPS, warmup: int = GPU_WARMUP) -> list[CellTime]:
+    """The cells a run of the predicted rows' targets would measure on their GPU (one GPU's rows), each with its
+    expected seconds: every ok row's cell, and each target's fp32 again (its closing baseline) where it has fp32 and
+    another mode."""
+    out: list[CellTime] = []
+    by_target: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("predicted_step_ms"):
+            by_target.setdefault((r["workload"], r.get("preset"), r.get("batch_size")), []).append(r)
+    for (workload, _, _), group in by_target.items():
+        for r in group:
+            step = r["predicted_step_ms"] / 1e3
+            out.append(CellTime(workload, r["precision"], step, cell_seconds(step, steps, warmup)))
+        fp32 = next((r for r in group if r["precision"] == "fp32"), None)
+        if fp32 is not None and len(group) > 1:
+            step = fp32["predicted_step_ms"] / 1e3
+            out.append(CellTime(workload, "fp32", step, cell_seconds(step, steps, warmup), closing=True))
+    return out
+
+
+def run_text(cells: list[CellTime], gpu: str) -> str:
+    """``ampbench run of these 63 cells: ~9.8 min on h100-sxm (steps 4.1, around them 8.1; ...)``."""
+    total = sum(c.seconds for c in cells)
+    around = len(cells) * CELL_OVERHEAD_S
+    return (f"ampbench run of these {len(cells)} cells on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
+            f"their steps at the predicted step times, {around / 60:.1f} around them at {CELL_OVERHEAD_S:g} s a cell: "
+            "the lent H200 host's fork, CUDA context, build, setup and teardown)")

@@ -1,0 +1,71 @@
+"""The fork server: a child forked per job from one process that imported the framework once -- a process of its own
+per job (its pid, its crash, its timeout), results as a fresh process gives them, without the imports each time."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ampbench.launch import ChildProcess, Forked, Job
+from ampbench.launch.process import _zygote
+
+PRELOAD = ("ampbench.bench.jobs", "ampbench.frameworks.torch.cell")
+
+
+def whoami(payload: dict[str, object]) -> dict[str, object]:
+    import sys
+
+    return {"pid": os.getpid(), "torch_loaded": "torch" in sys.modules, "echo": payload.get("x")}
+
+
+def crash(payload: dict[str, object]) -> dict[str, object]:
+    if payload.get("how") == "segv":
+        os.kill(os.getpid(), 11)
+    raise RuntimeError("a bad model, said on its last line")
+
+
+def sleep(payload: dict[str, object]) -> dict[str, object]:
+    time.sleep(60)
+    return {}
+
+
+def test_each_job_is_a_fresh_child_of_a_server_that_imported_the_framework_once() -> None:
+    z = _zygote(PRELOAD)
+    assert z is not None and z.ok  # (one thread after the imports: safe to fork)
+    a, launch = Forked(PRELOAD).run_stamped(Job("tests.launch.test_forked:whoami", {"x": 1}))
+    b = Forked(PRELOAD).run(Job("tests.launch.test_forked:whoami", {"x": 2}))
+    assert a["echo"] == 1 and b["echo"] == 2 and a["torch_loaded"] and "_child" not in a
+    assert len({a["pid"], b["pid"], z.proc.pid, os.getpid()}) == 4  # (each job a process of its own)
+    assert launch is not None
+    assert launch["spawned_at"] <= launch["started_at"] <= launch["returned_at"] <= launch["exited_at"]
+    assert launch["started_at"] - launch["spawned_at"] < 1.0  # (a fork, not an interpreter importing torch)
+    assert _zygote(PRELOAD) is z  # (one server for the run)
+
+
+def test_a_crash_or_a_raise_is_the_childs_and_the_server_goes_on() -> None:
+    segv = Forked(PRELOAD).run(Job("tests.launch.test_forked:crash", {"how": "segv"}))
+    assert segv["_killed"] and "SIGSEGV" in segv["_failed"]
+    raised = Forked(PRELOAD).run(Job("tests.launch.test_forked:crash", {}))
+    assert not raised["_killed"] and "a bad model, said on its last line" in raised["_failed"]
+    assert Forked(PRELOAD).run(Job("tests.launch.test_forked:whoami", {"x": 3}))["echo"] == 3
+
+
+def test_a_timeout_kills_the_child_alone() -> None:
+    t = time.perf_counter()
+    r = Forked(PRELOAD, timeout=3).run(Job("tests.launch.test_forked:sleep"))
+    assert r["_killed"] and r["_failed"].startswith("timed out after 3 s") and time.perf_counter() - t < 20
+    assert Forked(PRELOAD).run(Job("tests.launch.test_forked:whoami", {"x": 4}))["echo"] == 4
+
+
+def test_the_same_job_gives_what_a_fresh_process_gives() -> None:
+    """Oracle: a ChildProcess (a fresh interpreter) runs the same cell: the same row but for its timings."""
+    from ampbench.bench import RunConfig
+    from ampbench.bench.jobs import job
+
+    spec = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("amp-bf16",),
+                        measures=("memory",), steps=2, warmup=1).cells()[0]
+    forked = Forked(PRELOAD).run(job("cell", spec))
+    fresh = ChildProcess().run(job("cell", spec))
+    for key in ("status", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "final_loss",
+                "flops_per_step", "math_mode", "cell_key" if "cell_key" in fresh else "workload"):
+        assert forked[key] == fresh[key], key
