@@ -79,3 +79,22 @@ def test_what_the_user_gives_wins_over_the_suite() -> None:
     config = RunConfig(device="cpu", targets=Targets(("lstm-lm",), ("tiny",), settings=(entry_settings(lstm, 80.0),)),
                        data=DataOptions(options=(("vocab", 300),)), axes=Axes(precisions=("fp32",)))
     assert {c.data.options for c in config.cells()} == {(("vocab", 300),)} and config.cells()[0].batch_size == 128
+
+
+def test_every_entry_is_predicted_gpu_bound_in_amp_on_an_h100() -> None:
+    """The suite answers "how much faster" only where the GPU, not the launch queue, sets the step: each entry at its
+    batch and layout, amp-bf16 on an H100 SXM (ampbench predict's trace and cost, as `ampbench predict --gpu
+    h100-sxm` prices the suite), bound by compute or memory, not launch."""
+    from ampbench.cells import DataOptions
+    from ampbench.measure.gpus import lookup
+    from ampbench.predict.run import predict_target
+    from ampbench.workloads import build_target
+
+    gpu = lookup("h100-sxm")
+    for e in GPU_SUITE:
+        data = DataOptions(options=tuple(sorted(e.options)))
+        (row,) = predict_target(e.workload, lambda e=e, data=data: build_target(e.workload, None, e.preset, data, 0,
+                                                                                preset_given=False),
+                                ["amp-bf16"], gpu, e.batch, e.memory_format == "channels_last", preset=e.preset)
+        assert row["status"] == "ok" and row["predicted_bound"] in ("compute", "memory"), (e.workload, row)
+        assert row["predicted_host_ms"] < row["predicted_gpu_ms"], e.workload  # (the host issues faster than it runs)

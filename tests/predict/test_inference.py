@@ -88,7 +88,7 @@ def _inference_errors() -> dict[str, list[float]]:
 
 
 INFERENCE_MISSES = {  # (measured here; the kernel constants were fitted on P4, P100, T4 and V100 kernels only)
-    "h100-sxm": "median 21%, worst 23%: predicted too fast, as its fp32 training steps",
+    # (h100-sxm was median 21%, worst 23%, too fast: met since Hopper is priced from the H200's measured kernels)
     "l4": "median 25%, worst 38%: predicted too slow, as its fp32 training steps",
     "p100-16gb": "median 17%: predicted too fast",
     "p4": "median 40%: predicted too fast (BERT-large's forward: -40%, -49%)",

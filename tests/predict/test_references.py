@@ -75,7 +75,8 @@ def _step_errors() -> dict[str, list[neusight.StepError]]:
 STEP_MISSES = {
     "a100-80gb-pcie": "median 13%, worst 26%: predicted too fast (-5% to -26%); its forwards measured nearly as long "
                       "as its backwards on five rows",
-    "h100-sxm": "median 24%, worst 34%: predicted too fast, as its fp32 kernels are",
+    # (h100-sxm was median 24%, worst 34%, too fast: met -- 6%, 14% -- since Hopper is priced from the lent H200's
+    # measured kernels, predict/calibration/h200.csv: kernels of another card of its architecture, not these steps)
     "l4": "median 29%, worst 49%: predicted too slow (its fp32 kernels are priced at the clocks of the kernel "
           "references; in a step the L4 runs them faster)",
 }
@@ -140,7 +141,9 @@ PAIRS = [("a100-80gb-pcie", "h100-sxm"), ("v100-32gb-pcie", "a100-80gb-pcie"), (
          ("v100-32gb-pcie", "l4"), ("a100-80gb-pcie", "l4"), ("h100-sxm", "l4")]
 PAIR_MISSES = {  # (measured here; the per-GPU misses above, compounded)
     ("v100-32gb-pcie", "a100-80gb-pcie"): "median 19.5% (A100 predicted too fast, V100 about right)",
-    ("v100-32gb-pcie", "h100-sxm"): "median 41%: the H100 predicted too fast",
+    ("a100-80gb-pcie", "h100-sxm"): "median 16%: the H100 priced from measured Hopper kernels (its steps within "
+                                    "6%), the A100 from the fitted model (-5% to -26%): the ratio carries the A100's "
+                                    "error (v100 vs h100, 41% before the H100 was priced so, is met)",
     ("v100-32gb-pcie", "l4"): "median 27%: the L4 predicted too slow",
     ("a100-80gb-pcie", "l4"): "median 65%: the A100 too fast, the L4 too slow",
     ("h100-sxm", "l4"): "median 72%: the H100 too fast, the L4 too slow",

@@ -101,7 +101,7 @@ class KernelTable:
         cal = cal or calibration()
         env = table.get("env") or {}
         when = str(table.get("created_at") or env.get("time") or "")[:10]
-        source = (f"{env.get('device_name') or gpu.name}'s measured kernels ({when}; torch {env.get('torch', '?')}, "
+        source = (f"{env.get('device_name') or table.get('device_name') or gpu.name}'s measured kernels ({when}; torch {env.get('torch', '?')}, "
                   f"cuDNN {env.get('cudnn', '?')})")
         out = cls(gpu, source)
         rows = [r for r in table["kernels"] if r.get("us")]

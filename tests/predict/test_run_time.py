@@ -1,0 +1,27 @@
+"""How long ``ampbench run`` of predicted cells takes: a cell's steps (timed, warm-up, the four more, the energy
+window's) at the predicted step time and the overhead around them, and each target's closing fp32."""
+
+from __future__ import annotations
+
+import pytest
+
+from ampbench.measure.energy import MIN_WINDOW_S
+from ampbench.predict.run_time import CELL_OVERHEAD_S, EXTRA_STEPS, FIRST_STEP_EXTRA_S, cell_seconds, run_cells, run_text
+
+
+def test_a_cells_seconds_count_every_step_it_runs() -> None:
+    slow = cell_seconds(0.3, steps=20, warmup=3)  # (6 s of timed steps: no energy top-up)
+    assert slow == pytest.approx(CELL_OVERHEAD_S + FIRST_STEP_EXTRA_S + 0.3 * (EXTRA_STEPS + 2 + 20))
+    fast = cell_seconds(0.01, steps=20, warmup=3)  # (0.2 s timed: the energy window runs 1.8 s more)
+    assert fast == pytest.approx(CELL_OVERHEAD_S + FIRST_STEP_EXTRA_S + 0.01 * 26 + (MIN_WINDOW_S - 0.2))
+
+
+def test_a_run_measures_each_target_s_modes_and_its_fp32_again() -> None:
+    rows = [{"status": "ok", "workload": w, "preset": "paper", "batch_size": 8, "precision": p, "predicted_step_ms": ms}
+            for w in ("a", "b") for p, ms in (("fp32", 100.0), ("amp-bf16", 20.0))]
+    rows.append({"status": "unsupported", "workload": "a", "precision": "fp8-tensorwise"})
+    cells = run_cells(rows, steps=20, warmup=3)
+    assert len(cells) == 6 and sum(c.closing for c in cells) == 2
+    total = sum(c.seconds for c in cells)
+    assert total == pytest.approx(2 * (2 * cell_seconds(0.1, 20, 3) + cell_seconds(0.02, 20, 3)))
+    assert run_text(cells, "h100-sxm").startswith(f"ampbench run of these 6 cells on h100-sxm: ~{total / 60:.1f} min")
