@@ -381,10 +381,12 @@ def cases(sizes: Sizes, dtypes: list[str], fp8: bool = False, conv_dtypes: list[
             out += [layer_norm_case(rows, width, d, bwd), batch_norm_case(*sizes.bn, d, bwd, True),
                     batch_norm_case(*sizes.bn, d, bwd, False), group_norm_case(*sizes.gn, d, bwd),
                     softmax_case(rows, width, d, bwd)]
-            out += [attention_case(*a[:4], d, a[4], bwd) for a in sizes.attention]
-            out.append(lstm_case(*sizes.lstm, d, bwd))
         out += [elementwise_case(op, sizes.elements, d) for op in ("add", "gelu", "to_fp32")
                 if not (op == "to_fp32" and d == "fp32")]  # (fp32 to fp32 launches no kernel)
+    for d in ["fp32", *(["tf32"] if "tf32" in dtypes else []), *half]:  # (cuDNN's RNNs follow the TF32 flag)
+        for bwd in (False, True):
+            out += [attention_case(*a[:4], d, a[4], bwd) for a in sizes.attention]
+            out.append(lstm_case(*sizes.lstm, d, bwd))
     out += [optimizer_case("adamw", *sizes.optimizer), optimizer_case("sgd", *sizes.optimizer)]
     return out
 

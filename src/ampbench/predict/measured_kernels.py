@@ -101,8 +101,8 @@ class KernelTable:
         cal = cal or calibration()
         env = table.get("env") or {}
         when = str(table.get("created_at") or env.get("time") or "")[:10]
-        source = (f"{env.get('device_name') or table.get('device_name') or gpu.name}'s measured kernels ({when}; torch {env.get('torch', '?')}, "
-                  f"cuDNN {env.get('cudnn', '?')})")
+        name = env.get("device_name") or table.get("device_name") or gpu.name
+        source = f"{name}'s measured kernels ({when}; torch {env.get('torch', '?')}, cuDNN {env.get('cudnn', '?')})"
         out = cls(gpu, source)
         rows = [r for r in table["kernels"] if r.get("us")]
         fwd: dict[tuple[Any, ...], float] = {}
@@ -291,7 +291,7 @@ def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTab
         card = for_device(t.get("device_name"))
         if card is not None and card.capability == gpu.capability:
             candidates.append((0 if card.same_card(gpu) else 2, card, t))
-    for key, path in shipped().items():
+    for path in shipped().values():
         table = _load(str(path))
         card = for_device(table.get("device_name"))
         if card is not None and card.capability == gpu.capability:

@@ -85,7 +85,7 @@ def compile_note(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def energy_text(row: dict[str, Any]) -> str:
+def measured_energy_text(row: dict[str, Any]) -> str:
     """Joules a sample measured (3 significant digits), with the prediction at TDP where one is attached; "-" when
     none was measured (a CPU, no NVML)."""
     j, p = row.get("joules_per_sample"), row.get("predicted_joules_per_sample")
@@ -234,7 +234,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
             cols.append(Col("vs tf32", [_num(r.get("speedup_vs_tf32"), ".2f") + ("x" if isinstance(
                 r.get("speedup_vs_tf32"), (int, float)) else "") for r in group]))
         if any(r.get("joules_per_sample") is not None for r in group):
-            cols.append(Col("energy J/sample", [energy_text(r) for r in group]))
+            cols.append(Col("energy J/sample", [measured_energy_text(r) for r in group]))
         cols += [Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]),
                  Col(mem_head, [memory_text(r, label_each) for r in group]),
                  Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group]),

@@ -16,7 +16,14 @@ from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, workload_groups
 from ampbench.report.compare import compare_table
-from ampbench.report.console import compile_note, eager_speedup_text, energy_text, fmt_bytes, memory_text, speedup_text
+from ampbench.report.console import (
+    compile_note,
+    eager_speedup_text,
+    fmt_bytes,
+    measured_energy_text,
+    memory_text,
+    speedup_text,
+)
 from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, speed_text, usd_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
@@ -159,7 +166,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             [[e(display_name(r)), e(framework_of(r)), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
               *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
               *([_ratio(r.get("speedup_vs_tf32"))] if tf32 else []),
-              *([e(energy_text(r)), _num(r.get("mean_power_w"), ",.0f")] if energy else []),
+              *([e(measured_energy_text(r)), _num(r.get("mean_power_w"), ",.0f")] if energy else []),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
               _num(r.get("data_ms_per_batch"), ",.2f"), _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"),
               _num(r.get("skipped_steps"), ",")]

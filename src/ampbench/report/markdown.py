@@ -9,8 +9,8 @@ from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import (
     compile_note,
     eager_speedup_text,
-    energy_text,
     fmt_bytes,
+    measured_energy_text,
     memory_text,
     saving_note,
     speedup_text,
@@ -104,7 +104,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             if tf32:
                 eager_cell += f" {_f(r.get('speedup_vs_tf32'), '.2f')}{'x' if r.get('speedup_vs_tf32') else ''} |"
             if energy:
-                eager_cell += f" {md_escape(energy_text(r))} |"
+                eager_cell += f" {md_escape(measured_energy_text(r))} |"
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
             state = f" · {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
             lines.append(f"| {md_escape(r['precision'] + state)} | {framework_of(r)} |{ex_cell} {status} | "

@@ -62,9 +62,10 @@ ROW_KEYS: dict[str, str] = {
     "wall_s": "Seconds the whole cell took, as its launcher saw it: from starting its process to seeing it exit "
               "(in-process cells: from the cell's start to its row). The sum of `phases_s`.",
     "phases_s": "Where `wall_s` went, in order: phase -> seconds, adding up to `wall_s`. A cell's own phases (open: "
-                "the device's facts, cuda_init: the CUDA context, build, maxbatch, setup: the model moved and set up, first_step, "
-                "memory_step: the step counting saved activations, flop_count, warmup, timed_steps, energy_steps: "
-                "untimed steps filling the energy window to 2 s, after_steps: reading peaks and sizes, converge, inference, finish, close) and its launcher's around them "
+                "the device's facts, cuda_init: the CUDA context, build, maxbatch, setup: the model moved and set up, "
+                "first_step, memory_step: the step counting saved activations, flop_count, warmup, timed_steps, "
+                "energy_steps: untimed steps filling the energy window to 2 s, after_steps: reading peaks and sizes, "
+                "converge, inference, finish, close) and its launcher's around them "
                 "(process_start, import: the framework and the job, teardown: the row written and the process gone; "
                 "distributed cells: launch, torchrun's ranks started and ended and anything measured from outside "
                 "them). `ampbench run --verbose` prints them. Rows from before the key: null.",

@@ -1,0 +1,56 @@
+"""The lent H200's real-scale rows in every report: the AMP gain over TF32 beside the one over fp32, joules per
+sample (measured, with the prediction at TDP where one is stored), the half-type and energy advice -- in the
+console (80 columns, no number cut), the Markdown and the HTML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ampbench.report.console import advice_lines, results_tables
+from ampbench.report.html import render_html
+from ampbench.report.markdown import render_markdown
+from ampbench.store import derive
+
+RUNS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" / "truth" / "runs.json"
+
+
+def _rows() -> list[dict]:
+    data = json.loads(RUNS.read_text())
+    return derive(data["rows"])
+
+
+def test_the_console_shows_the_gain_over_tf32_and_the_energy_whole_at_80_columns() -> None:
+    from rich.console import Console
+
+    rows = [r for r in _rows() if r["workload"] == "gpt2"]
+    console = Console(width=80, record=True)
+    for t in results_tables(rows, 80):
+        console.print(t)
+    text = console.export_text()
+    amp = next(r for r in rows if r["precision"] == "amp-bf16")
+    assert "vs tf32" in text and f"{amp['speedup_vs_tf32']:.2f}x" in text
+    assert "J/sample" in text and f"{amp['joules_per_sample']:.3g}" in text
+    lines = list(advice_lines(rows))
+    assert any("half type: bf16" in line for line in lines) and any("most energy-efficient" in line for line in lines)
+
+
+def test_markdown_and_html_carry_the_same_columns_and_advice() -> None:
+    rows = _rows()
+    md = render_markdown(rows, {"run_id": "r"})
+    assert "| vs tf32 |" in md and "| energy J/sample |" in md and "**half type**:" in md
+    assert "**most energy-efficient**:" in md
+    html = render_html(rows, {"run_id": "r"})
+    assert "energy J/sample" in html and "mean power W" in html and "energy chart" in html
+    assert "<b>Half type</b>" in html and "<b>Most energy-efficient</b>" in html
+
+
+def test_the_speedup_over_tf32_is_the_two_rows_ratio() -> None:
+    """Oracle: samples/s of the two rows."""
+    rows = _rows()
+    for r in rows:
+        if r["precision"] in ("amp-fp16", "amp-bf16", "master-bf16") and r["status"] == "ok":
+            tf32 = next(t for t in rows if t["workload"] == r["workload"] and t["precision"] == "tf32")
+            assert abs(r["speedup_vs_tf32"] - r["samples_per_s"] / tf32["samples_per_s"]) < 1e-12
+        if r["precision"] in ("fp32", "tf32"):
+            assert r["speedup_vs_tf32"] is None
