@@ -166,7 +166,8 @@ class Forked:
         return self.run_stamped(job)[0]
 
     def run_stamped(self, job: Job) -> tuple[dict[str, Any], dict[str, float] | None]:
-        """As :meth:`ChildProcess.run_stamped`."""
+        """As :meth:`ChildProcess.run_stamped` (the fork server's own start, on a run's first job, in its spawn)."""
+        spawned_at = time.time()
         z = _zygote(self.preload)
         if z is None:
             return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
@@ -180,7 +181,6 @@ class Forked:
             job_file, out, err = Path(tmp) / "job.json", Path(tmp) / "out.json", Path(tmp) / "stderr.txt"
             job_file.write_text(json.dumps(job.to_dict()))
             with child_progress(Path(tmp), seen) as progress_env:
-                spawned_at = time.time()
                 if not z.send({"job": str(job_file), "out": str(out), "stderr": str(err), "env": progress_env}):
                     return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
                 forked = z.read(60.0)

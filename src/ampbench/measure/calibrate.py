@@ -41,7 +41,7 @@ from ampbench.measure import host_ops
 from ampbench.measure.energy import EnergyMeter
 from ampbench.measure.env import environment
 from ampbench.measure.hw import fp8_gemm_runs
-from ampbench.measure.timing import on_device
+from ampbench.measure.timing import captured, on_device
 from ampbench.precision.tf32_flags import tf32_scope
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -408,20 +408,6 @@ GRAPH_US = 2000.0
 MAX_GRAPH_CALLS = 64
 
 
-def _graph(fn: Callable[[], object], calls: int, device: torch.device) -> Callable[[], object]:
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return graph.replay
-
-
 def _events(fn: Callable[[], object], n: int) -> float:
     """Seconds of ``n`` calls queued between two CUDA events."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -448,7 +434,7 @@ def time_case(fn: Callable[[], object], device: torch.device, min_s: float) -> t
     one = _events(fn, 3) / 3 * 1e6  # (a first guess: launches included)
     per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US // max(one, 1.0))))
     try:
-        call, timer = _graph(fn, per_graph, device), "cuda_graph"
+        call, timer = captured(fn, per_graph, device), "cuda_graph"
     except Exception:  # (a kernel that cannot be captured: calls between events, launches included)
         torch.cuda.synchronize(device)
         call, per_graph, timer = fn, 1, "cuda_events"

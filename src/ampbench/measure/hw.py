@@ -16,7 +16,7 @@ from ampbench.measure.cpu import cpu_peak, half_math_claim
 from ampbench.measure.env import environment
 from ampbench.measure.gpus import for_device
 from ampbench.measure.peaks import tensor_core_generation
-from ampbench.measure.timing import on_device
+from ampbench.measure.timing import captured, on_device
 from ampbench.precision import list_precisions, supported
 from ampbench.precision.fp8 import cpu_scaled_mm_problem
 from ampbench.precision.tf32_flags import tf32_scope
@@ -72,17 +72,7 @@ def _replayed(mm: Callable[[], object], n: int, device: torch.device) -> tuple[C
     if device.type != "cuda":
         return mm, 1
     k = gemms_per_replay(n)
-    side = torch.cuda.Stream(device)  # warm-up on a side stream before the capture (torch.cuda.graph's docs)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            mm()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(k):
-            mm()
-    return graph.replay, k
+    return captured(mm, k, device, warmup=3), k
 
 
 def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float = 0.2) -> float:

@@ -50,6 +50,22 @@ def time_steps(fn: Callable[[], object], n: int, device: torch.device,
     return time_host(fn, n, on_step)
 
 
+def captured(fn: Callable[[], object], calls: int, device: torch.device, warmup: int = 2) -> Callable[[], object]:
+    """A CUDA graph of ``calls`` calls of ``fn`` (warmed up on a side stream first, as torch.cuda.graph's docs say):
+    its replay, one launch for all of them -- a kernel shorter than a Python launch is timed, not its launch."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph.replay
+
+
 def time_once(fn: Callable[[], object], device: torch.device) -> float:
     """Milliseconds of one call, synchronised before and after (the first, cold step)."""
     if device.type == "cuda":

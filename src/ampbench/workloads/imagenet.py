@@ -8,6 +8,7 @@ GPU's Tensor Cores, not its launch queue, set the step time -- the default GPU s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -108,20 +109,25 @@ def resnet_model(preset: str) -> nn.Module:
     model=lambda preset: resnet_model(preset),
 )
 def build_resnet50(preset: str, data_dir: Path | None, seed: int) -> Workload:
+    # (torchvision's recipe, not DeepLearningExamples' lr 0.256: without its warm-up that lr overflowed fp16 within 18
+    # steps of the lent H200's amp-fp16 cell, "gradients overflow even at scale 1")
+    return _imagenet_workload("resnet50", "ResNet-50 v1.5", resnet_model(preset), preset, data_dir, seed,
+                              RESNET_BATCH[preset], 90, lambda p: torch.optim.SGD(
+                                  p, lr=0.1 if preset == "paper" else 0.05, momentum=0.9, weight_decay=1e-4))
+
+
+def _imagenet_workload(name: str, what: str, model: nn.Module, preset: str, data_dir: Path | None, seed: int,
+                       batch: int, paper_epochs: int, optimizer: Any) -> Workload:
+    """An ImageNet-size classifier on synthetic learnable images (no --data-dir: the model is what is measured)."""
     if data_dir is not None:
-        raise DataError("resnet50 trains on synthetic ImageNet-size images; it takes no --data-dir (give your own "
-                        "with --model and --data-dir)")
-    batch = RESNET_BATCH[preset]
+        raise DataError(f"{name} trains on synthetic ImageNet-size images; it takes no --data-dir (give your own with "
+                        "--model and --data-dir)")
     train, test = _imagenet_data(preset, seed, batch)
-    return Workload(
-        name="resnet50", model=resnet_model(preset), train_data=train, test_data=test,
-        # (torchvision's recipe, not DeepLearningExamples' lr 0.256: without its warm-up that lr overflowed fp16
-        # within 18 steps of the lent H200's amp-fp16 cell, "gradients overflow even at scale 1")
-        make_optimizer=lambda p: torch.optim.SGD(p, lr=0.1 if preset == "paper" else 0.05, momentum=0.9,
-                                                 weight_decay=1e-4),
-        prepare=image_prep(IMAGENET_MEAN, IMAGENET_STD), batch_size=batch, epochs={"tiny": 1, "small": 2, "paper": 90}[preset],
-        preset=preset, description=f"ResNet-50 v1.5 at {IMAGE[preset][0]}x{IMAGE[preset][0]} (synthetic)",
-    )
+    side = IMAGE[preset][0]
+    return Workload(name=name, model=model, train_data=train, test_data=test, make_optimizer=optimizer,
+                    prepare=image_prep(IMAGENET_MEAN, IMAGENET_STD), batch_size=batch,
+                    epochs={"tiny": 1, "small": 2, "paper": paper_epochs}[preset], preset=preset,
+                    description=f"{what} at {side}x{side} (synthetic)")
 
 
 # -- vit -------------------------------------------------------------------------------------------------------------
@@ -181,14 +187,5 @@ def vit_model(preset: str) -> nn.Module:
     model=lambda preset: vit_model(preset),
 )
 def build_vit(preset: str, data_dir: Path | None, seed: int) -> Workload:
-    if data_dir is not None:
-        raise DataError("vit trains on synthetic ImageNet-size images; it takes no --data-dir (give your own with "
-                        "--model and --data-dir)")
-    batch = VIT_BATCH[preset]
-    train, test = _imagenet_data(preset, seed, batch)
-    return Workload(
-        name="vit", model=vit_model(preset), train_data=train, test_data=test,
-        make_optimizer=lambda p: torch.optim.AdamW(p, lr=1e-3 if preset == "paper" else 3e-4, weight_decay=0.05),
-        prepare=image_prep(IMAGENET_MEAN, IMAGENET_STD), batch_size=batch, epochs={"tiny": 1, "small": 2, "paper": 300}[preset],
-        preset=preset, description=f"ViT at {IMAGE[preset][0]}x{IMAGE[preset][0]} (synthetic)",
-    )
+    return _imagenet_workload("vit", "ViT", vit_model(preset), preset, data_dir, seed, VIT_BATCH[preset], 300,
+                              lambda p: torch.optim.AdamW(p, lr=1e-3 if preset == "paper" else 3e-4, weight_decay=0.05))
