@@ -69,3 +69,17 @@ def test_the_same_job_gives_what_a_fresh_process_gives() -> None:
     for key in ("status", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "final_loss",
                 "flops_per_step", "math_mode", "cell_key" if "cell_key" in fresh else "workload"):
         assert forked[key] == fresh[key], key
+
+
+def env(payload: dict[str, object]) -> dict[str, object]:
+    return {"value": os.environ.get("AMPBENCH_TEST_ENV")}
+
+
+def test_a_child_sees_the_environment_a_fresh_process_would(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The server was started in another environment: a job after a change runs in a server started in the new one
+    (what libraries read at import is the server's)."""
+    monkeypatch.delenv("AMPBENCH_TEST_ENV", raising=False)
+    assert Forked(PRELOAD).run(Job("tests.launch.test_forked:env"))["value"] is None
+    monkeypatch.setenv("AMPBENCH_TEST_ENV", "x")
+    assert Forked(PRELOAD).run(Job("tests.launch.test_forked:env"))["value"] == "x"
+    assert ChildProcess().run(Job("tests.launch.test_forked:env"))["value"] == "x"  # (the oracle: a fresh process)

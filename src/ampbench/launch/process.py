@@ -130,18 +130,25 @@ class _Zygote:
                 self.proc.kill()
 
 
-_ZYGOTES: dict[tuple[str, ...], _Zygote] = {}
+_ZYGOTES: dict[tuple[Any, ...], _Zygote] = {}
 
 
 def _zygote(preload: tuple[str, ...]) -> _Zygote | None:
-    """The fork server preloading ``preload`` (started on first use, ended at exit); None where it cannot serve."""
-    z = _ZYGOTES.get(preload)
+    """The fork server preloading ``preload`` in this process's environment as it is now (started on first use,
+    ended at exit; another for another environment: what a library reads at import -- thread counts, CPU ISA caps,
+    visible GPUs -- is the server's, so a child sees the environment a fresh process would); None where it cannot
+    serve."""
+    key = (preload, tuple(sorted(os.environ.items())))
+    z = _ZYGOTES.get(key)
     if z is None or z.proc.poll() is not None:
         if not hasattr(os, "fork"):
             return None
-        z = _ZYGOTES[preload] = _Zygote(preload)
-        if len(_ZYGOTES) == 1:
+        for old in [k for k in _ZYGOTES if k[0] == preload]:  # (the environment changed: the old server goes)
+            _ZYGOTES.pop(old).close()
+        if not _ZYGOTES:
+            atexit.unregister(close_zygotes)  # (once)
             atexit.register(close_zygotes)
+        z = _ZYGOTES[key] = _Zygote(preload)
     return z if z.ok else None
 
 

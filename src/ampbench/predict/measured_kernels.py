@@ -94,6 +94,8 @@ class KernelTable:
     source: str
     """What it is: the GPU, when and with what software (a row's ``predicted_kernels``)."""
     points: dict[tuple[str, ...], list[Point]] = field(default_factory=dict)
+    _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict, repr=False)
+    """Ratios looked up (a step prices the same kernel shape many times, every precision and GPU again)."""
 
     @classmethod
     def of(cls, table: dict[str, Any], gpu: Gpu, cal: Calibration | None = None) -> KernelTable:
@@ -172,6 +174,14 @@ class KernelTable:
     def ratio(self, key: tuple[str, ...], where: tuple[float, ...], exclude: str | None = None) -> float | None:
         """The measured / modelled ratio at ``where`` for kernels of ``key``: the geometric mean of the nearest
         cases', weighted by inverse distance (a case at ``where`` itself: its own ratio). None without a case."""
+        if exclude is None:
+            memo = (key, where)
+            if memo not in self._memo:
+                self._memo[memo] = self._ratio(key, where, None)
+            return self._memo[memo]
+        return self._ratio(key, where, exclude)
+
+    def _ratio(self, key: tuple[str, ...], where: tuple[float, ...], exclude: str | None) -> float | None:
         pts = [p for p in self.points.get(key, []) if p.label != exclude]
         if not pts:
             return None
@@ -255,6 +265,7 @@ def _rnn_s(gpu: Gpu, cal: Calibration, rnn: tuple[int, int, int, int, int], mode
 
 
 # -- which table prices which GPU --------------------------------------------------------------------------------------
+@cache
 def shipped() -> dict[str, Path]:
     """The committed tables: GPU key -> CSV."""
     return {p.stem: p for p in sorted(TABLES_DIR.glob("*.csv"))} if TABLES_DIR.is_dir() else {}
