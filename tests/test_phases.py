@@ -77,5 +77,5 @@ def sleeper(payload: dict[str, object]) -> dict[str, object]:
 
 
 def test_a_timed_out_cell_names_the_phase_it_was_in() -> None:
-    r = ChildProcess(timeout=8).run(Job("tests.test_phases:sleeper"))
-    assert r["_killed"] and r["_failed"].startswith("timed out after 8 s") and "'FLOP count step'" in r["_failed"]
+    r = ChildProcess(timeout=6).run(Job("tests.test_phases:sleeper"))
+    assert r["_killed"] and r["_failed"].startswith("timed out after 6 s") and "'FLOP count step'" in r["_failed"]

@@ -87,14 +87,16 @@ def test_every_entry_is_predicted_gpu_bound_in_amp_on_an_h100() -> None:
     h100-sxm` prices the suite), bound by compute or memory, not launch."""
     from ampbench.cells import DataOptions
     from ampbench.measure.gpus import lookup
-    from ampbench.predict.run import predict_target
+    from ampbench.predict.cost import price
+    from ampbench.predict.trace import trace_step
     from ampbench.workloads import build_target
+    from ampbench.workloads.factory import build_meta
 
     gpu = lookup("h100-sxm")
     for e in GPU_SUITE:
         data = DataOptions(options=tuple(sorted(e.options)))
-        (row,) = predict_target(e.workload, lambda e=e, data=data: build_target(e.workload, None, e.preset, data, 0,
-                                                                                preset_given=False),
-                                ["amp-bf16"], gpu, e.batch, e.memory_format == "channels_last", preset=e.preset)
-        assert row["status"] == "ok" and row["predicted_bound"] in ("compute", "memory"), (e.workload, row)
-        assert row["predicted_host_ms"] < row["predicted_gpu_ms"], e.workload  # (the host issues faster than it runs)
+        wl = build_meta(lambda e=e, data=data: build_target(e.workload, None, e.preset, data, 0, preset_given=False))
+        cost = price(trace_step(wl, "amp-bf16", e.batch, channels_last=e.memory_format == "channels_last"), gpu,
+                     tf32=False)  # (what predict_target prices a row from)
+        assert cost.bound in ("compute", "memory"), (e.workload, cost.time_split)
+        assert cost.host_s < cost.gpu_s, e.workload  # (the host issues its ops faster than the GPU runs them)
