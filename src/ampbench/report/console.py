@@ -338,6 +338,8 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
                "the error on published results: docs/predict.md")
     for host in dict.fromkeys(r["predicted_host"] for r in rows if r.get("predicted_host")):
         out.append(f"host issuing the ops: {escape(host)} (--host-us for yours)")
+    for kernels in dict.fromkeys(r["predicted_kernels"] for r in rows if r.get("predicted_kernels")):
+        out.append(f"kernels priced from: {escape(kernels)} (ampbench hw --calibrate measures yours)")
     return out
 
 
