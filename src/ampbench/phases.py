@@ -26,10 +26,6 @@ from ampbench import progress
 LONG_S = 10.0
 """A phase that has reported nothing for this long gets a heartbeat progress line with its elapsed time."""
 
-OUTSIDE = ("process_start", "import", "teardown")
-"""The phases a launcher adds around the cell's own: starting the interpreter; importing the framework and reading
-the job; writing the row, freeing the device and leaving the interpreter."""
-
 
 class PhaseClock:
     """Back-to-back phases of one cell (wall-clock seconds, ``time.perf_counter``)."""

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from ampbench.bench.config import Axes, RunConfig, Targets
-from ampbench.bench.suites import GPU_SUITE, REFERENCE_GIB, EntrySettings, entry_settings, sized_batch, suite_entries
+from ampbench.bench.suites import (
+    GPU_SUITE,
+    REFERENCE_GIB,
+    EntrySettings,
+    entry_settings,
+    sized_batch,
+    suite_entries,
+    suite_settings,
+)
 from ampbench.cells import DataOptions
 from ampbench.workloads import create_model
 from ampbench.workloads.registry import get_spec
@@ -67,11 +75,9 @@ def test_a_gpu_with_less_memory_trains_each_entry_at_a_proportionally_smaller_ba
 
 def test_what_the_user_gives_wins_over_the_suite() -> None:
     """--batch-size, --memory-format and -o keep their meaning: the suite sets only what the user left open."""
-    from ampbench.bench.config import _suite_settings
-
     entries = suite_entries([], None, "cuda")
     assert entries == GPU_SUITE
-    cpu = _suite_settings(entries, "cpu", batch_given=True, format_given=True)
+    cpu = suite_settings(entries, None, batch_given=True, format_given=True)
     assert all(s.batch is None and s.memory_format is None for s in cpu) and cpu[5].options == (("vocab", 100_000),)
     named = suite_entries(["bert"], "paper", "cuda")
     assert named[0].batch is None and entry_settings(named[0], 80.0) == EntrySettings()  # (a named target: nothing)

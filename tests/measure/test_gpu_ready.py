@@ -44,7 +44,7 @@ def test_gpu_gemms_are_timed_in_graph_replays_of_enough_work() -> None:
 def test_gemm_tflops_counts_every_gemm_a_call_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """TFLOP/s = 2 n^3 x GEMMs per call x calls / seconds (a replay of K GEMMs is K GEMMs, not one)."""
     monkeypatch.setattr(hw, "_replayed", lambda mm, n, device: (mm, 8))
-    monkeypatch.setattr(hw, "_time_calls", lambda fn, device, min_seconds: (10, 0.5))
+    monkeypatch.setattr(hw, "time_calls", lambda fn, device, min_seconds: (10, 0.5))
     assert hw.gemm_tflops(64, "fp32", torch.device("cpu")) == pytest.approx(2.0 * 64**3 * 8 * 10 / 0.5 / 1e12)
 
 

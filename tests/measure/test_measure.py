@@ -201,7 +201,7 @@ def test_gpu_gemm_timing_queues_calls_between_events(monkeypatch: pytest.MonkeyP
         clock["t"] += 3e-6  # a 3 us kernel
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    iters, seconds = hw._time_calls(gemm, torch.device("cuda"), min_seconds=0.01)
+    iters, seconds = hw.time_calls(gemm, torch.device("cuda"), min_seconds=0.01)
     assert seconds >= 0.01 and seconds == pytest.approx(iters * 3e-6)
     assert clock["syncs"] <= 3  # one per round, not one per call
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ampbench import seam
-from ampbench.bench.suites import EntrySettings, check_preset, default_steps, entry_settings, native_only_entries, suite_entries
+from ampbench.bench.suites import EntrySettings, check_preset, default_steps, native_only_entries, suite_entries, suite_settings
 from ampbench.cells import (
     DEFAULT,
     DEFAULT_MEASURES,
@@ -314,11 +314,7 @@ class RunConfig:
     def data_of(self, index: int) -> DataOptions:
         """The data options of target ``index``: the run's, with its suite entry's workload options where the user
         gave none of the same name."""
-        extra = self.targets.settings_of(index).options
-        if not extra:
-            return self.data
-        given = dict(self.data.options)
-        return replace(self.data, options=tuple(sorted({**dict(extra), **given}.items())))
+        return self.data.with_defaults(self.targets.settings_of(index).options)
 
     def _check_distributed(self) -> None:
         a, launch = self.axes, self.launch
@@ -365,8 +361,10 @@ class RunConfig:
         wl_names, presets = tuple(e.workload for e in entries), tuple(e.preset for e in entries)
         if t.model is not None:
             presets = (t.preset or "small",)
-        settings = () if names else _suite_settings(entries, dev, batch_given=m.batch_size is not None,
-                                                     format_given=x.memory_format is not None)
+        memory_gib = torch.cuda.get_device_properties(torch.device(dev)).total_memory / 2**30 \
+            if dev.startswith("cuda") and not names else None
+        settings = () if names else suite_settings(entries, memory_gib, batch_given=m.batch_size is not None,
+                                                   format_given=x.memory_format is not None)
         default_timed, default_warmup = default_steps(dev)
         measured = MeasureSettings(parse_measures(m.measure), default_timed if m.steps is None else m.steps,
                                    default_warmup if m.warmup is None else m.warmup, m.seed,
@@ -503,17 +501,6 @@ class RunConfig:
                 out.append(f"--optimizer-state {state} left out for {', '.join(refused)}: "
                            f"{state_refusal(refused[0], state, self.device)}")
         return out
-
-
-def _suite_settings(entries: tuple[Any, ...], device: str, batch_given: bool, format_given: bool
-                    ) -> tuple[EntrySettings, ...]:
-    """What the default suite's entries set on ``device`` (batches sized to its memory), less what the user gave
-    (--batch-size, --memory-format); empty when they set nothing."""
-    memory_gib = (torch.cuda.get_device_properties(torch.device(device)).total_memory / 2**30
-                  if device.startswith("cuda") else None)
-    out = tuple(replace(s, batch=None if batch_given else s.batch, memory_format=None if format_given else s.memory_format)
-                for s in (entry_settings(e, memory_gib) for e in entries))
-    return out if any(s != EntrySettings() for s in out) else ()
 
 
 # -- parsing what the command line gives -------------------------------------------------------------------------

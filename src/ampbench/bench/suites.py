@@ -107,6 +107,15 @@ def entry_settings(entry: SuiteEntry, memory_gib: float | None) -> EntrySettings
     return EntrySettings(batch, entry.memory_format, entry.options)
 
 
+def suite_settings(entries: tuple[SuiteEntry, ...], memory_gib: float | None, batch_given: bool = False,
+                   format_given: bool = False) -> tuple[EntrySettings, ...]:
+    """What the entries set on a device of ``memory_gib``, less what the user gave (--batch-size, --memory-format);
+    empty when they set nothing (named targets: a run's and a prediction's keys stay as they were)."""
+    out = tuple(EntrySettings(None if batch_given else s.batch, None if format_given else s.memory_format, s.options)
+                for s in (entry_settings(e, memory_gib) for e in entries))
+    return out if any(s != EntrySettings() for s in out) else ()
+
+
 def _suite(device: str, preset: str | None) -> tuple[SuiteEntry, ...]:
     """The device's default suite; with --preset every entry at that preset (entries that become the same, once)."""
     suite = GPU_SUITE if device.startswith("cuda") else CPU_SUITE

@@ -24,13 +24,18 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     if not parent_is_alive(parent):  # the parent died before prctl took effect
         return 1
-    job_path, out_path = Path(argv[0]), Path(argv[1])
+    run_job(Path(argv[0]), Path(argv[1]), started_at)
+    return 0
+
+
+def run_job(job_path: Path, out_path: Path, started_at: float) -> None:
+    """Run the job and write its result atomically, with ``_child``: when the process's main started and when it had
+    the result (the launcher's phases)."""
     result = Job.from_dict(json.loads(job_path.read_text())).call()
-    result["_child"] = {"started_at": started_at, "returned_at": time.time()}  # (the launcher's phases)
+    result["_child"] = {"started_at": started_at, "returned_at": time.time()}
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(out_path)
-    return 0
 
 
 if __name__ == "__main__":

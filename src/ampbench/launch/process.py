@@ -50,35 +50,50 @@ class ChildProcess:
     def run_stamped(self, job: Job) -> tuple[dict[str, Any], dict[str, float] | None]:
         """(the result, the launch's stamps: ``spawned_at``, ``started_at``, ``returned_at``, ``exited_at``, or None
         for a child that gave no result)."""
-        last: list[Event] = []
-
-        def seen(event: Event) -> None:
-            last[:] = [event]
-            (self.on_progress or forward)(event)  # (no listener given: where this process's own events go)
-
+        watch = _Watch(self.on_progress)
         with tempfile.TemporaryDirectory(prefix="ampbench-") as tmp:
-            job_file, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
-            job_file.write_text(json.dumps(job.to_dict()))
+            job_file, out = _job_files(Path(tmp), job)
             spawned_at = time.time()
             try:
-                with child_progress(Path(tmp), seen) as progress_env:
+                with child_progress(Path(tmp), watch.seen) as progress_env:
                     env = dict(os.environ, PYTHONWARNINGS="ignore", **progress_env)
                     proc = subprocess.run([sys.executable, "-m", "ampbench.launch.child", str(job_file), str(out)],
                                           capture_output=True, text=True, timeout=self.timeout, env=env)
             except subprocess.TimeoutExpired:
-                where = f" in {last[0].what!r}" if last else ""
-                return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout){where}", "_killed": True}, None
-            exited_at = time.time()
-            if out.exists():
-                return _stamped(json.loads(out.read_text()), spawned_at, exited_at)
-            return {"_failed": describe_exit(proc.returncode, proc.stderr), "_killed": proc.returncode < 0}, None
+                return watch.timed_out(self.timeout), None
+            return _ended(out, spawned_at, proc.returncode, proc.stderr)
 
 
-def _stamped(result: dict[str, Any], spawned_at: float, exited_at: float) -> tuple[dict[str, Any],
-                                                                                   dict[str, float] | None]:
-    """A child's result without its ``_child`` stamps, and the launch's stamps."""
+class _Watch:
+    """A child's progress events passed on (to ``on_progress``, else where this process's own events go), the last
+    one kept: a child killed at its timeout is said with the phase it was in."""
+
+    def __init__(self, on_progress: Callable[[Event], None] | None) -> None:
+        self.on_progress = on_progress
+        self.last: Event | None = None
+
+    def seen(self, event: Event) -> None:
+        self.last = event
+        (self.on_progress or forward)(event)
+
+    def timed_out(self, timeout: float | None) -> dict[str, Any]:
+        where = f" in {self.last.what!r}" if self.last is not None else ""
+        return {"_failed": f"timed out after {timeout:g} s (--cell-timeout){where}", "_killed": True}
+
+
+def _job_files(tmp: Path, job: Job) -> tuple[Path, Path]:
+    """The job written for the child, and where its result will be."""
+    (tmp / "job.json").write_text(json.dumps(job.to_dict()))
+    return tmp / "job.json", tmp / "out.json"
+
+
+def _ended(out: Path, spawned_at: float, code: int, stderr: str) -> tuple[dict[str, Any], dict[str, float] | None]:
+    """A child's end: its result without its ``_child`` stamps and the launch's stamps, or why it gave none."""
+    if not out.exists():
+        return {"_failed": describe_exit(code, stderr), "_killed": code < 0}, None
+    result: dict[str, Any] = json.loads(out.read_text())
     child = result.pop("_child", None)
-    return result, ({"spawned_at": spawned_at, "exited_at": exited_at, **child} if child is not None else None)
+    return result, ({"spawned_at": spawned_at, "exited_at": time.time(), **child} if child is not None else None)
 
 
 # -- a fork server's children ------------------------------------------------------------------------------------------
@@ -178,16 +193,10 @@ class Forked:
         z = _zygote(self.preload)
         if z is None:
             return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
-        last: list[Event] = []
-
-        def seen(event: Event) -> None:
-            last[:] = [event]
-            (self.on_progress or forward)(event)
-
+        watch = _Watch(self.on_progress)
         with tempfile.TemporaryDirectory(prefix="ampbench-") as tmp:
-            job_file, out, err = Path(tmp) / "job.json", Path(tmp) / "out.json", Path(tmp) / "stderr.txt"
-            job_file.write_text(json.dumps(job.to_dict()))
-            with child_progress(Path(tmp), seen) as progress_env:
+            (job_file, out), err = _job_files(Path(tmp), job), Path(tmp) / "stderr.txt"
+            with child_progress(Path(tmp), watch.seen) as progress_env:
                 if not z.send({"job": str(job_file), "out": str(out), "stderr": str(err), "env": progress_env}):
                     return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
                 forked = z.read(60.0)
@@ -199,12 +208,5 @@ class Forked:
                 if ended is None:  # the timeout: kill the child, then read its end
                     os.kill(int(forked["pid"]), signal.SIGKILL)
                     z.read(30.0)
-                    where = f" in {last[0].what!r}" if last else ""
-                    return {"_failed": f"timed out after {self.timeout:g} s (--cell-timeout){where}",
-                            "_killed": True}, None
-                exited_at = time.time()
-            if out.exists():
-                return _stamped(json.loads(out.read_text()), spawned_at, exited_at)
-            code = int(ended["exit"])
-            stderr = err.read_text() if err.exists() else ""
-            return {"_failed": describe_exit(code, stderr), "_killed": code < 0}, None
+                    return watch.timed_out(self.timeout), None
+            return _ended(out, spawned_at, int(ended["exit"]), err.read_text() if err.exists() else "")

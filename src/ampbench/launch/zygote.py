@@ -25,7 +25,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from ampbench.launch.job import Job
+from ampbench.launch.child import run_job
 from ampbench.launch.lifeline import die_with_parent, parent_is_alive
 
 
@@ -39,12 +39,7 @@ def _child(request: dict[str, object]) -> None:
         os.dup2(err, 2)
         os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})  # type: ignore[call-overload]
         warnings.simplefilter("ignore")  # (as a ChildProcess's PYTHONWARNINGS=ignore)
-        result = Job.from_dict(json.loads(Path(str(request["job"])).read_text())).call()
-        result["_child"] = {"started_at": started_at, "returned_at": time.time()}
-        out = Path(str(request["out"]))
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result))
-        tmp.replace(out)
+        run_job(Path(str(request["job"])), Path(str(request["out"])), started_at)
         code = 0
     except BaseException:  # (the parent reads the stderr file: the traceback says why)
         traceback.print_exc()
@@ -54,24 +49,22 @@ def _child(request: dict[str, object]) -> None:
         os._exit(code)
 
 
-def serve(stdin: object = sys.stdin, stdout: object = sys.stdout) -> int:
+def serve() -> int:
+    """Fork a child per request read from standard input, answering on standard output, until its end."""
     parent = os.getppid()
     die_with_parent()
     if not parent_is_alive(parent):
         return 1
-    for line in stdin:  # type: ignore[attr-defined]
+    for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
             _child(request)
-        stdout.write(json.dumps({"pid": pid}) + "\n")  # type: ignore[attr-defined]
-        stdout.flush()  # type: ignore[attr-defined]
+        print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        stdout.write(json.dumps({"pid": pid, "exit": code}) + "\n")  # type: ignore[attr-defined]
-        stdout.flush()  # type: ignore[attr-defined]
+        print(json.dumps({"pid": pid, "exit": os.waitstatus_to_exitcode(status)}), flush=True)
     return 0
 
 

@@ -40,11 +40,10 @@ from ampbench import progress
 from ampbench.measure import host_ops
 from ampbench.measure.energy import EnergyMeter
 from ampbench.measure.env import environment
-from ampbench.measure.hw import fp8_gemm_runs
+from ampbench.measure.hw import DTYPES, event_seconds, fp8_gemm_runs, matmul, time_calls
 from ampbench.measure.timing import captured, on_device
 from ampbench.precision.tf32_flags import tf32_scope
 
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CLASSES = ("gemm", "bmm", "conv", "norm", "elementwise", "softmax", "attention", "rnn", "optimizer", "launch")
 
 
@@ -109,24 +108,14 @@ def _rand(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, grad
 
 
 def _size(dtype: str) -> int:
-    return 1 if dtype == "fp8" else 4 if dtype in ("fp32", "tf32") else 2
+    return DTYPES[dtype].itemsize
 
 
 def gemm_case(m: int, n: int, k: int, dtype: str, batch: int = 1) -> Case:
     """``batch`` x (m x k) @ (k x n); fp8: ``torch._scaled_mm`` with unit scales and a bf16 output (as fp8 training
     runs its GEMMs)."""
     def make(device: torch.device) -> Callable[[], object]:
-        if dtype == "fp8":
-            a = _rand((m, k), torch.float32, device).to(torch.float8_e4m3fn)
-            b = _rand((n, k), torch.float32, device).to(torch.float8_e4m3fn).t()  # (column-major: the fp8 kernels')
-            one = torch.ones((), device=device)
-            return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-        t = DTYPES[dtype]
-        if batch > 1:
-            a, b = _rand((batch, m, k), t, device), _rand((batch, k, n), t, device)
-            return lambda: torch.bmm(a, b)
-        a, b = _rand((m, k), t, device), _rand((k, n), t, device)
-        return lambda: torch.mm(a, b)
+        return matmul(m, n, k, dtype, device, batch)
 
     out_size = 2 if dtype == "fp8" else _size(dtype)
     return Case("bmm" if batch > 1 else "gemm", "bmm" if batch > 1 else "mm", dtype,
@@ -408,30 +397,14 @@ GRAPH_US = 2000.0
 MAX_GRAPH_CALLS = 64
 
 
-def _events(fn: Callable[[], object], n: int) -> float:
-    """Seconds of ``n`` calls queued between two CUDA events."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3
-
-
 def time_case(fn: Callable[[], object], device: torch.device, min_s: float) -> tuple[float, int, str]:
     """(microseconds a call, calls timed, timer) of ``fn`` after warm-up, over at least ``min_s``."""
     fn()
     if device.type != "cuda":
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed >= min_s or n >= 10_000:
-                return elapsed / n * 1e6, n, "perf_counter"
+        n, elapsed = time_calls(fn, device, min_s, max_iters=10_000)
+        return elapsed / n * 1e6, n, "perf_counter"
     torch.cuda.synchronize(device)
-    one = _events(fn, 3) / 3 * 1e6  # (a first guess: launches included)
+    one = event_seconds(fn, 3) / 3 * 1e6  # (a first guess: launches included)
     per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US // max(one, 1.0))))
     try:
         call, timer = captured(fn, per_graph, device), "cuda_graph"
@@ -441,7 +414,7 @@ def time_case(fn: Callable[[], object], device: torch.device, min_s: float) -> t
     call()
     torch.cuda.synchronize(device)
     reps = int(max(3, min(2000, math.ceil(min_s * 1e6 / max(one * per_graph, 1.0)))))
-    seconds = _events(call, reps)
+    seconds = event_seconds(call, reps)
     return seconds / (reps * per_graph) * 1e6, reps * per_graph, timer
 
 

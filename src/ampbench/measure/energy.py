@@ -146,10 +146,10 @@ class EnergyMeter:
         then read over at least ``min_s`` of the same steps."""
         if not self.available:
             return None
-        while time.perf_counter() - self._t0 < min_s:
+        while time.perf_counter() - self._t0 < min_s:  # (the host runs ahead of the GPU: no sync per step)
             step()
             steps += 1
-            torch.cuda.synchronize(self.device)
+        torch.cuda.synchronize(self.device)
         return self.stop(steps)
 
     def _read(self, steps: int) -> Energy | None:
@@ -163,8 +163,7 @@ class EnergyMeter:
         if self._thread is not None:
             self._thread.join()
         self._sample_once()
-        e = _integrate(self._samples)
-        return None if e is None else Energy(e.joules, e.seconds, e.source, steps)
+        return _integrate(self._samples, steps)
 
     def close(self) -> None:
         if self.nvml is not None:
@@ -173,9 +172,9 @@ class EnergyMeter:
             self.nvml = None
 
 
-def _integrate(samples: list[tuple[float, float]]) -> Energy | None:
-    """Joules from (time, watts) samples by trapezoids; None from fewer than two."""
+def _integrate(samples: list[tuple[float, float]], steps: int = 0) -> Energy | None:
+    """Joules from (time, watts) samples by trapezoids (over ``steps`` training steps); None from fewer than two."""
     if len(samples) < 2:
         return None
     joules = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(samples, samples[1:]))
-    return Energy(joules, samples[-1][0] - samples[0][0], "nvml power samples")
+    return Energy(joules, samples[-1][0] - samples[0][0], "nvml power samples", steps)

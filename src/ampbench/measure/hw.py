@@ -27,14 +27,18 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "
           "fp8": torch.float8_e4m3fn}
 
 
-def _matmul(n: int, math_mode: str, device: torch.device) -> Callable[[], object]:
-    """One n x n x n GEMM of ``math_mode``: torch.mm, or for fp8 ``torch._scaled_mm`` (e4m3 operands, the
-    second column-major as the fp8 kernels need, unit scales, bf16 out: the GEMM fp8 training runs)."""
+def matmul(m: int, n: int, k: int, math_mode: str, device: torch.device, batch: int = 1) -> Callable[[], object]:
+    """``batch`` x (m x k) @ (k x n) of ``math_mode``: torch.mm (torch.bmm for ``batch`` > 1), or for fp8
+    ``torch._scaled_mm`` (e4m3 operands, the second column-major as the fp8 kernels need, unit scales, bf16 out:
+    the GEMM fp8 training runs; no batch)."""
     g = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
-    b = torch.randn(n, n, device=device, generator=g).to(DTYPES[math_mode])
+    lead = (batch,) if batch > 1 else ()
+    a = torch.randn(*lead, m, k, device=device, generator=g).to(DTYPES[math_mode])
+    b = torch.randn(*lead, k, n, device=device, generator=g).to(DTYPES[math_mode])
     if math_mode != "fp8":
-        return lambda: torch.mm(a, b)
+        return (lambda: torch.bmm(a, b)) if batch > 1 else (lambda: torch.mm(a, b))
+    if batch > 1:
+        raise ValueError("an fp8 GEMM here is one torch._scaled_mm: batch must be 1")
     b = b.t().contiguous().t()
     one = torch.ones((), device=device)
     return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
@@ -48,7 +52,7 @@ def fp8_gemm_runs(device: torch.device) -> bool:
     if device.type == "cpu":
         return cpu_scaled_mm_problem() is None
     try:
-        _matmul(16, "fp8", device)()
+        matmul(16, 16, 16, "fp8", device)()
         return True
     except (RuntimeError, AttributeError, NotImplementedError):
         return False
@@ -79,18 +83,29 @@ def gemm_tflops(n: int, math_mode: str, device: torch.device, min_seconds: float
     """TFLOP/s of an n x n x n matmul (2n^3 FLOPs) on random normal data, after warm-up (GPU: replays of a CUDA graph
     of several GEMMs, so the GEMMs and not their launches are timed)."""
     with on_device(device), tf32_scope(math_mode == "tf32"):
-        fn, per_call = _replayed(_matmul(n, math_mode, device), n, device)
+        fn, per_call = _replayed(matmul(n, n, n, math_mode, device), n, device)
         t0 = time.perf_counter()
         for _ in range(3):  # warm-up; an emulated half GEMM on a CPU can take seconds: one call is enough then
             fn()
             if time.perf_counter() - t0 > min_seconds:
                 break
-        iters, seconds = _time_calls(fn, device, min_seconds)
+        iters, seconds = time_calls(fn, device, min_seconds)
     return 2.0 * n**3 * per_call * iters / seconds / 1e12
 
 
-def _time_calls(fn: Callable[[], object], device: torch.device, min_seconds: float,
-                max_iters: int = 100_000) -> tuple[int, float]:
+def event_seconds(fn: Callable[[], object], n: int) -> float:
+    """Seconds of ``n`` calls of ``fn`` queued between two CUDA events (no sync inside)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def time_calls(fn: Callable[[], object], device: torch.device, min_seconds: float,
+               max_iters: int = 100_000) -> tuple[int, float]:
     """(calls, seconds) of back-to-back calls lasting at least ``min_seconds``.
 
     GPU: the calls are queued between two CUDA events with no sync inside, doubling the count
@@ -100,23 +115,17 @@ def _time_calls(fn: Callable[[], object], device: torch.device, min_seconds: flo
     if device.type == "cuda":
         iters = 1
         while True:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            seconds = start.elapsed_time(end) / 1e3
+            seconds = event_seconds(fn, iters)
             if seconds >= min_seconds or iters >= max_iters:
                 return iters, seconds
             iters = min(max_iters, iters * 2 if seconds <= 0 else max(iters * 2, int(iters * min_seconds / seconds) + 1))
-    iters, elapsed = 0, 0.0
-    t0 = time.perf_counter()
-    while elapsed < min_seconds and iters < max_iters:
+    iters, t0 = 0, time.perf_counter()
+    while True:  # (at least one call, so a rate is never 0 / 0)
         fn()
         iters += 1
         elapsed = time.perf_counter() - t0
-    return iters, elapsed
+        if elapsed >= min_seconds or iters >= max_iters:
+            return iters, elapsed
 
 
 def gemm_speedups(gemm: list[dict[str, Any]]) -> dict[str, float]:

@@ -15,12 +15,12 @@ import contextlib
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ampbench.bench.config import parse_batch_sizes, parse_list
-from ampbench.bench.suites import EntrySettings, entry_settings, suite_entries
+from ampbench.bench.suites import EntrySettings, suite_entries, suite_settings
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
 from ampbench.execution.options import parse_axis
@@ -110,12 +110,12 @@ class PredictConfig:
         # the cells `ampbench run` measures on a GPU: named workloads at --preset (default small), else the GPU suite
         wanted = [w.strip() for w in (workloads or "").split(",") if w.strip()]
         entries = suite_entries(wanted, preset, "cuda") if not model else ()
-        settings = tuple(entry_settings(e, None) for e in entries) if not wanted else ()
+        settings = suite_settings(entries, None) if not wanted else ()
         if model:
             targets: tuple[Target, ...] = (Target(workload=None, model=model, preset=preset or "small", seed=seed,
                                                   data=data),)
         else:  # (a suite entry's workload options where the user gave none of the same name)
-            targets = tuple(Target(workload=e.workload, preset=e.preset, seed=seed, data=_with_options(data, e.options))
+            targets = tuple(Target(workload=e.workload, preset=e.preset, seed=seed, data=data.with_defaults(e.options))
                             for e in entries)
         for t in targets:
             t.check_data()
@@ -135,8 +135,7 @@ class PredictConfig:
         if strategy is not None and inference:
             raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host, executions,
-                     settings if any(s != EntrySettings() for s in settings) else ())
+                     strategy, interconnect, fp8, host, executions, settings)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)
@@ -174,13 +173,6 @@ class PredictConfig:
                                                fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host,
                                                executions=self.executions)
         return rows
-
-
-def _with_options(data: DataOptions, options: tuple[tuple[str, Any], ...]) -> DataOptions:
-    """``data`` with a suite entry's workload options where it gives none of the same name."""
-    if not options:
-        return data
-    return replace(data, options=tuple(sorted({**dict(options), **dict(data.options)}.items())))
 
 
 def load_prices(path: Path, gpus: tuple[Gpu, ...]) -> dict[str, float]:

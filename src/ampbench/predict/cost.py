@@ -150,7 +150,7 @@ TORCHAO_STEP_US = 20.0
 update per parameter (dynamo's guard checks and the call: tens of microseconds each; not measured here)."""
 FOREACH_TENSORS = 48
 """Tensors one multi-tensor-apply launch covers (torch's ``_foreach_*`` kernels; fused Adam takes 36 of 4 lists)."""
-ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1}
+ELEMENT = kernels.ELEMENT
 
 MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward",
               "ampbench_predict.rnn_layer", "ampbench_predict.rnn_layer_backward"}
@@ -239,8 +239,7 @@ def price_op(op: Op, gpu: Gpu, tf32: bool, cal: Calibration) -> OpCost:
         products = 2 if op.name == "aten.convolution_backward" else 1
         return OpCost(op, cls, products * t, products * compute, products * fixed, products)
     if cls == "attention" and op.flops:
-        work = op.flops / (2 if op.causal else 1)
-        compute = work / (kernels.peak_flops(gpu, mode, cal) * cal.tensor_gemm_efficiency * cal.attention_efficiency)
+        compute = kernels.attention_compute_s(gpu, cal, op.flops / (2 if op.causal else 1), mode)
         t = max(compute, kernels.memory_s(gpu, cal, moved)) + fixed
         return OpCost(op, cls, t, min(compute, t), fixed, 1)
     if op.name == fusion.FUSED:  # Inductor's kernels of a fused group (``tensors`` of them): its bytes once
@@ -269,20 +268,11 @@ def _per_launch(op: Op) -> int:
 
 
 def _rnn(op: Op, gpu: Gpu, cal: Calibration, mode: str, element: int) -> OpCost:
-    """A fused RNN layer (its directions as ``op.tensors``): the input GEMM over every step at once, then one
-    recurrent GEMM per step, each after the previous and taking at least ``rnn_step_us``. The backward: the input
-    GEMM's two gradients over every step, the recurrent gradient step by step, the recurrent weights' gradient at
-    once."""
+    """A fused RNN layer (its directions as ``op.tensors``): :func:`ampbench.predict.kernels.rnn_compute_s`, or its
+    bytes where they take longer."""
     assert op.rnn is not None
-    steps, batch, inputs, gates, recurrent = op.rnn
     directions = max(1, op.tensors)
-    whole = kernels.gemm_compute_s(gpu, cal, directions, steps * batch, gates, inputs, mode)
-    one_step = max(kernels.gemm_compute_s(gpu, cal, directions, batch, gates, recurrent, mode), cal.rnn_step_us * 1e-6)
-    if op.name.endswith("backward"):
-        weights = kernels.gemm_compute_s(gpu, cal, directions, gates, recurrent, steps * batch, mode)
-        compute = 2 * whole + steps * one_step + weights
-    else:
-        compute = whole + steps * one_step
+    compute = kernels.rnn_compute_s(gpu, cal, op.rnn, mode, op.name.endswith("backward"), directions)
     fixed = cal.kernel_us * 1e-6
     t = max(compute, kernels.memory_s(gpu, cal, op.bytes_read + op.bytes_written)) + fixed
     return OpCost(op, "matmul/conv", t, min(compute, t), fixed, directions)

@@ -96,6 +96,10 @@ def save_calibration(cal: Calibration, provenance: dict[str, Any], path: Path = 
     calibration.cache_clear()
 
 
+ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1}
+"""Bytes of an element of each dtype (tf32: fp32 storage)."""
+
+
 # ---- the GPU -----------------------------------------------------------------------------------------------------
 def clock_factor(gpu: Gpu, cal: Calibration) -> float:
     """Sustained clock over boost under a dense kernel: 1, but for cards whose board power caps it (<= 75 W)."""
@@ -247,3 +251,22 @@ def reduction_s(gpu: Gpu, cal: Calibration, nbytes: float, kind: str) -> float:
     over the data (the statistics or the maximum and sum read the input before the output is written)."""
     passes = cal.norm_passes if kind == "norm" else cal.softmax_passes
     return memory_s(gpu, cal, nbytes * passes / 2) + cal.light_kernel_us * 1e-6
+
+
+def attention_compute_s(gpu: Gpu, cal: Calibration, work: float, mode: str) -> float:
+    """Fused attention's arithmetic (``work``: its FLOPs, the causal half already left out): flash or
+    memory-efficient kernels at ``attention_efficiency`` of the GEMM rate (softmax and rescaling between their GEMMs)."""
+    return work / (peak_flops(gpu, mode, cal) * cal.tensor_gemm_efficiency * cal.attention_efficiency)
+
+
+def rnn_compute_s(gpu: Gpu, cal: Calibration, rnn: tuple[int, int, int, int, int], mode: str, backward: bool,
+                  directions: int = 1) -> float:
+    """A fused RNN layer's arithmetic: the input GEMM over every step at once, then one recurrent GEMM per step, each
+    after the previous and taking at least ``rnn_step_us``. The backward: the input GEMM's two gradients over every
+    step, the recurrent gradient step by step, the recurrent weights' gradient at once."""
+    steps, batch, inputs, gates, recurrent = rnn
+    whole = gemm_compute_s(gpu, cal, directions, steps * batch, gates, inputs, mode)
+    one_step = max(gemm_compute_s(gpu, cal, directions, batch, gates, recurrent, mode), cal.rnn_step_us * 1e-6)
+    if backward:
+        return 2 * whole + steps * one_step + gemm_compute_s(gpu, cal, directions, gates, recurrent, steps * batch, mode)
+    return whole + steps * one_step

@@ -37,11 +37,10 @@ from typing import Any
 
 from ampbench.measure.gpus import Gpu, for_device
 from ampbench.predict import kernels
-from ampbench.predict.kernels import Calibration, Conv, calibration
+from ampbench.predict.kernels import ELEMENT, Calibration, Conv, calibration
 
 TABLES_DIR = Path(__file__).with_name("calibration")
 """The kernel tables shipped with ampbench (``<gpu key>.csv``: what a lent GPU measured, committed)."""
-ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 NEIGHBOURS = 3
 
 
@@ -246,22 +245,15 @@ def _key(shape: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def _attention_s(gpu: Gpu, cal: Calibration, work: float, moved: float, mode: str, causal: bool) -> float:
-    """The model's fused attention (as :func:`ampbench.predict.cost.price_op` prices it: ``work`` the FLOPs counted
-    without the causal half)."""
-    compute = (work / (2 if causal else 1)) / (kernels.peak_flops(gpu, mode, cal) * cal.tensor_gemm_efficiency
-                                               * cal.attention_efficiency)
+    """The model's fused attention, as :func:`ampbench.predict.cost.price_op` prices it (``work`` counted without the
+    causal half)."""
+    compute = kernels.attention_compute_s(gpu, cal, work / (2 if causal else 1), mode)
     return max(compute, kernels.memory_s(gpu, cal, moved)) + cal.kernel_us * 1e-6
 
 
 def _rnn_s(gpu: Gpu, cal: Calibration, rnn: tuple[int, int, int, int, int], mode: str, backward: bool) -> float:
-    """The model's fused RNN layer (as :func:`ampbench.predict.cost._rnn`, compute alone plus its fixed cost)."""
-    steps, batch, inputs, gates, recurrent = rnn
-    whole = kernels.gemm_compute_s(gpu, cal, 1, steps * batch, gates, inputs, mode)
-    one = max(kernels.gemm_compute_s(gpu, cal, 1, batch, gates, recurrent, mode), cal.rnn_step_us * 1e-6)
-    compute = whole + steps * one
-    if backward:
-        compute = 2 * whole + steps * one + kernels.gemm_compute_s(gpu, cal, 1, gates, recurrent, steps * batch, mode)
-    return compute + cal.kernel_us * 1e-6
+    """The model's fused RNN layer (one direction), as :func:`ampbench.predict.cost._rnn` prices its arithmetic."""
+    return kernels.rnn_compute_s(gpu, cal, rnn, mode, backward) + cal.kernel_us * 1e-6
 
 
 # -- which table prices which GPU --------------------------------------------------------------------------------------
@@ -310,15 +302,17 @@ def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTab
     if not candidates:
         return None
     best = min(c[0] for c in candidates)
-    rank, card, table = [c for c in candidates if c[0] == best][-1]  # (stored ones oldest first: the newest)
-    return _table_of(id(table), table, card)
+    _, card, table = [c for c in candidates if c[0] == best][-1]  # (stored ones oldest first: the newest)
+    return _table_of(table, card)
 
 
-_TABLES: dict[int, KernelTable] = {}
+_TABLES: dict[int, tuple[dict[str, Any], KernelTable]] = {}
 
 
-def _table_of(key: int, table: dict[str, Any], card: Gpu) -> KernelTable:
-    """A table's ratios, computed once per table object (a prediction prices every target from it)."""
-    if key not in _TABLES:
-        _TABLES[key] = KernelTable.of(table, card)
-    return _TABLES[key]
+def _table_of(table: dict[str, Any], card: Gpu) -> KernelTable:
+    """A table's ratios, computed once per table object (a prediction prices every target from it; the object is kept
+    with them, so its id is never another's)."""
+    cached = _TABLES.get(id(table))
+    if cached is None or cached[0] is not table:
+        cached = _TABLES[id(table)] = (table, KernelTable.of(table, card))
+    return cached[1]

@@ -41,7 +41,7 @@ from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.strategies import strategy_summary
-from ampbench.store.derive import compared_memory
+from ampbench.store.derive import compared_memory, speedup_noise
 
 TIE = 0.02
 """Relative speed difference treated as equal speed."""
@@ -219,9 +219,7 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
     if fp16 is None or bf16 is None:
         return None
     ratio = _speed(fp16) / _speed(bf16)
-    noises = [r.get("samples_per_s_noise") for r in (fp16, bf16)]
-    noise = math.sqrt(sum(float(n) ** 2 for n in noises if isinstance(n, (int, float)) and math.isfinite(n)))
-    band = max(TIE, NOISE_SIGMAS * noise)
+    band = max(TIE, NOISE_SIGMAS * (speedup_noise(fp16, bf16) or 0.0))
     conv = fp16.get("conv_flops_share")
     convs = isinstance(conv, (int, float)) and conv >= CONV_SHARE
     if ratio > 1 + band:

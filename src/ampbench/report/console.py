@@ -66,10 +66,14 @@ def _saving(v: Any, row: dict[str, Any] | None = None) -> Text:
     return Text(f"-{v:.0%}" if v > 0 else f"+{-v:.0%}", style="green" if v > 0.05 else "red" if v < -0.05 else "")
 
 
+def times_text(v: Any) -> str:
+    """A ratio as "1.23x" ("-" without one)."""
+    return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
+
+
 def eager_speedup_text(row: dict[str, Any]) -> str:
     """speedup_vs_fp32_eager: every change of the row against fp32 eager ("-" without that cell)."""
-    v = row.get("speedup_vs_fp32_eager")
-    return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
+    return times_text(row.get("speedup_vs_fp32_eager"))
 
 
 def compile_note(row: dict[str, Any]) -> str:
@@ -231,8 +235,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
         if axes:
             cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
         if any(r.get("speedup_vs_tf32") is not None for r in group):
-            cols.append(Col("vs tf32", [_num(r.get("speedup_vs_tf32"), ".2f") + ("x" if isinstance(
-                r.get("speedup_vs_tf32"), (int, float)) else "") for r in group]))
+            cols.append(Col("vs tf32", [times_text(r.get("speedup_vs_tf32")) for r in group]))
         if any(r.get("joules_per_sample") is not None for r in group):
             cols.append(Col("energy J/sample", [measured_energy_text(r) for r in group]))
         cols += [Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]),

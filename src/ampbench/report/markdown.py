@@ -14,6 +14,7 @@ from ampbench.report.console import (
     memory_text,
     saving_note,
     speedup_text,
+    times_text,
 )
 from ampbench.report.gpu_comparison import markdown as gpu_markdown
 from ampbench.report.predictions import latest
@@ -102,7 +103,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                 ex_cell += " 1 process |"
             eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
             if tf32:
-                eager_cell += f" {_f(r.get('speedup_vs_tf32'), '.2f')}{'x' if r.get('speedup_vs_tf32') else ''} |"
+                eager_cell += f" {times_text(r.get('speedup_vs_tf32'))} |"
             if energy:
                 eager_cell += f" {md_escape(measured_energy_text(r))} |"
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""

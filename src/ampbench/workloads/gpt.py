@@ -81,7 +81,7 @@ def gpt_model(preset: str) -> nn.Module:
     paper="GPT-2 small: 12 x 768, 12 heads, context 1024, vocabulary 50,257 padded to 50,304, tied LM head "
           "(124M parameters), AdamW lr 6e-4 wd 0.1, batch 16 x 1024 tokens",
     data="none (synthetic Markov text; a corpus: --model with --data-dir, or lstm-lm)",
-    model=lambda preset: gpt_model(preset),
+    model=gpt_model,
 )
 def build_gpt2(preset: str, data_dir: Path | None, seed: int) -> Workload:
     if data_dir is not None:

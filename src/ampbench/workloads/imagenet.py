@@ -106,7 +106,7 @@ def resnet_model(preset: str) -> nn.Module:
     paper="ResNet-50 v1.5 (torchvision layout, 25.6M parameters), 224x224, 1000 classes, SGD lr 0.1 momentum 0.9 "
           "wd 1e-4 (torchvision's reference recipe), batch 256 (NVIDIA DeepLearningExamples' per-GPU batch)",
     data="none (synthetic learnable images; the model is what is measured)",
-    model=lambda preset: resnet_model(preset),
+    model=resnet_model,
 )
 def build_resnet50(preset: str, data_dir: Path | None, seed: int) -> Workload:
     # (torchvision's recipe, not DeepLearningExamples' lr 0.256: without its warm-up that lr overflowed fp16 within 18
@@ -184,7 +184,7 @@ def vit_model(preset: str) -> nn.Module:
     paper="ViT-B/16 (12x768, 12 heads, MLP 3072, 86.6M parameters), 224x224, 1000 classes, AdamW lr 1e-3 wd 0.05, "
           "batch 128 per GPU",
     data="none (synthetic learnable images; the model is what is measured)",
-    model=lambda preset: vit_model(preset),
+    model=vit_model,
 )
 def build_vit(preset: str, data_dir: Path | None, seed: int) -> Workload:
     return _imagenet_workload("vit", "ViT", vit_model(preset), preset, data_dir, seed, VIT_BATCH[preset], 300,

@@ -8,7 +8,7 @@ A plain value (no torch): the CLI builds it once, the run's config and every cel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ampbench.errors import AmpbenchError
@@ -36,6 +36,12 @@ class DataOptions:
     """Share of --data-dir data held out for testing when it comes as one split (None: the workload's default)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Workload options (``-o KEY=VALUE``), sorted by key."""
+
+    def with_defaults(self, options: tuple[tuple[str, Any], ...]) -> DataOptions:
+        """These options with ``options`` (a suite entry's workload options) where they give none of the same name."""
+        if not options:
+            return self
+        return replace(self, options=tuple(sorted({**dict(options), **dict(self.options)}.items())))
 
     def described(self) -> dict[str, Any]:
         """What the user said of a --model's (or adapter's) data, as keywords of the workload factories."""

@@ -72,7 +72,7 @@ def mnist_model(preset: str) -> nn.Module:
     description="small CNN on MNIST: the batch-grows-with-fp16 experiment",
     paper="conv(1->420)-conv(420->1000)-Linear(49000->10), Adam 1e-3, batch 590 (fp32) / 1000 (fp16), 3 epochs",
     data="MNIST/Fashion-MNIST IDX (.gz or raw); one split only (e.g. t10k) -> 80/20 (--val-fraction)",
-    model=lambda preset: mnist_model(preset),
+    model=mnist_model,
 )
 def build_mnist(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     real = image_classification_data(data_dir, load_mnist_dir, (1, 28, 28), seed=seed, val_fraction=val_fraction,
