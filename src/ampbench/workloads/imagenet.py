@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.data.tensors import TensorData
 from ampbench.workloads.base import Workload, image_prep, split
@@ -24,18 +25,18 @@ IMAGENET_MEAN, IMAGENET_STD = 0.449, 0.226  # the usual per-channel statistics, 
 
 def class_images_large(n: int, classes: int, shape: tuple[int, int, int], g: torch.Generator,
                        noise: float = 0.6, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 images (N, C, H, W) of many classes at a large size: a smooth per-class template (a coarse random grid
-    upsampled) plus noise, built ``chunk`` images at a time from the coarse grids -- ImageNet's 1000 templates at
-    224x224 in fp32 alone would be 600 MB. int64 labels (N,)."""
+    """uint8 images (N, C, H, W) of many classes at a large size: a smooth per-class template (a coarse random grid,
+    upsampled bilinearly) plus uniform noise of ``noise`` x the range, built ``chunk`` images at a time from the
+    coarse grids -- ImageNet's 1000 templates at 224x224 in fp32 alone would be 600 MB. In uint8 and int16 throughout
+    (a GPU suite's set is 0.2 G values, built in every cell). int64 labels (N,)."""
     c, h, w = shape
-    coarse = torch.rand(classes, c, max(h // 4, 2), max(w // 4, 2), generator=g)
+    coarse = (torch.rand(classes, c, max(h // 4, 2), max(w // 4, 2), generator=g) * 255).round_().to(torch.uint8)
     labels = torch.randint(0, classes, (n,), generator=g)
     out = torch.empty(n, c, h, w, dtype=torch.uint8)
+    amplitude = round(noise * 127.5)
     for i in range(0, n, chunk):
-        idx = labels[i:i + chunk]
-        x = F.interpolate(coarse[idx], size=(h, w), mode="bilinear", align_corners=False)
-        x += noise * (torch.rand(x.shape, generator=g) - 0.5)
-        out[i:i + chunk] = (x.clamp_(0, 1) * 255).round_().to(torch.uint8)
+        x = F.interpolate(coarse[labels[i:i + chunk]], size=(h, w), mode="bilinear", align_corners=False)
+        out[i:i + chunk] = synthetic.with_noise(x, amplitude, g)
     return out, labels
 
 

@@ -1,0 +1,61 @@
+"""The synthetic generators built in integer arithmetic (the GPU suite's image sets, drawn in every cell's build):
+checked against float computations of the same definitions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from ampbench.data import synthetic
+from ampbench.workloads.imagenet import class_images_large
+
+
+def test_random_bytes_are_uniform_and_seeded() -> None:
+    a = synthetic.random_bytes((7, 1001), torch.Generator().manual_seed(3))
+    b = synthetic.random_bytes((7, 1001), torch.Generator().manual_seed(3))
+    assert a.dtype == torch.uint8 and a.shape == (7, 1001) and torch.equal(a, b)
+    big = synthetic.random_bytes((256 * 4000,), torch.Generator().manual_seed(0))
+    counts = torch.bincount(big.long(), minlength=256).double()
+    assert counts.min() > 0.9 * 4000 and counts.max() < 1.1 * 4000  # every byte value, evenly (chi^2-free bound)
+
+
+@pytest.mark.parametrize("base", [0, 40, 128, 250])
+def test_noise_is_uniform_within_its_amplitude_and_clamped(base: int) -> None:
+    n, amp = 200_000, 76
+    x = synthetic.with_noise(torch.full((n,), base, dtype=torch.uint8), amp, torch.Generator().manual_seed(1))
+    ref = (base + torch.arange(-amp, amp + 1)).clamp(0, 255)  # the values uniform noise of +-amp can give
+    assert x.dtype == torch.uint8
+    assert int(x.min()) == int(ref.min()) and int(x.max()) == int(ref.max())
+    if base - amp > 0 and base + amp < 255:  # unclamped: centred, the spread of a uniform over +-amp
+        assert abs(x.double().mean().item() - base) < 0.5
+        assert x.double().std().item() == pytest.approx(amp / 3**0.5, rel=0.03)
+    with pytest.raises(ValueError, match="amplitude"):
+        synthetic.with_noise(x, 200, torch.Generator())
+
+
+def test_segmentation_mask_is_the_bright_rectangle() -> None:
+    g = torch.Generator().manual_seed(5)
+    img, mask = synthetic.shapes_segmentation(40, 64, 3, g)
+    assert img.shape == (40, 3, 64, 64) and img.dtype == torch.uint8 and mask.shape == (40, 64, 64)
+    assert mask.dtype == torch.int64 and set(mask.unique().tolist()) <= {0, 1}
+    inside = mask.bool().unsqueeze(1).expand_as(img)
+    assert int(img[inside].min()) >= 128 and int(img[~inside].max()) <= 63
+    for m in mask:  # one axis-aligned rectangle per image: its bounding box is all ones
+        ys, xs = torch.nonzero(m, as_tuple=True)
+        box = m[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+        assert bool(box.all()) and int(m.sum()) == box.numel() and box.shape[0] >= 64 // 8 + 1
+
+
+def test_class_images_are_their_class_template_plus_noise() -> None:
+    """Each image is its label's coarse grid upsampled (a float reference of the same definition) within the noise:
+    the signal a model learns is there, and a nearest-template rule reads every label back."""
+    g = torch.Generator().manual_seed(2)
+    x, y = class_images_large(96, 10, (3, 32, 32), g, noise=0.6, chunk=40)
+    coarse = (torch.rand(10, 3, 8, 8, generator=torch.Generator().manual_seed(2)) * 255).round()
+    templates = F.interpolate(coarse, size=(32, 32), mode="bilinear", align_corners=False)
+    diff = x.double() - templates[y].double()
+    assert diff.abs().max() <= round(0.6 * 127.5) + 1  # the noise's amplitude (+1: uint8 interpolation's rounding)
+    assert abs(diff.mean().item()) < 3.0
+    dist = ((x.double().flatten(1)[:, None] - templates.double().flatten(1)[None]) ** 2).sum(-1)
+    assert torch.equal(dist.argmin(1), y)
