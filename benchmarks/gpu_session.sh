@@ -7,9 +7,10 @@
 #                                                          # (tests/test_gpu_session.py checks their arguments)
 #
 #   truth   GPU truth at real scale (issues 57, 58), one ~9-minute command a call, resumable: this GPU's kernel table
-#           (hw --calibrate, ~1 min), the default GPU suite at real scale in every mode (its wall time is the issue's
-#           goal: <= 10 min on an H100), the kept-BatchNorm and energy GPU tests, the issue's GPT-2 cells (hf:gpt2 1024
-#           tokens: where a cell's seconds went), runs.json. The first lease (H200, 2026-11-27) ran five modes of it
+#           (hw --calibrate, ~1.5 min: ~35 s of kernels, ~1 min of power readings), the default GPU suite at real scale
+#           in every mode (its wall time is the issue's goal: <= 10 min on an H100), the kept-BatchNorm and energy
+#           GPU tests, the issue's GPT-2 cells (hf:gpt2 1024 tokens: where a cell's seconds went), runs.json.
+#           The first lease (H200, 2026-11-27) ran five modes of it
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,

@@ -5,14 +5,19 @@ and the CSV round trip."""
 from __future__ import annotations
 
 import math
+import time
+from pathlib import Path
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ampbench.measure import calibrate as cal
+from ampbench.measure.energy import Energy
 from ampbench.measure.flop_formulas import custom_mapping
 from ampbench.store import Store
+
+SHIPPED = Path(__file__).resolve().parents[2] / "src" / "ampbench" / "predict" / "calibration"
 
 
 def test_a_gemm_cases_flops_and_bytes_are_its_shapes() -> None:
@@ -61,7 +66,8 @@ def test_the_budget_leaves_cases_out_and_says_how_many() -> None:
 
 def test_the_table_is_stored_and_its_csv_reads_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
     table = cal.sweep(torch.device("cpu"), cases=cal.cases(cal.CPU_SIZES, ["fp32"])[:6], min_s=0.0)
-    table["power"] = {"gemm": {"mean_power_w": 321.5, "seconds": 1.0, "busy_share": 0.9}}
+    table["power"] = {"gemm/fp32": {"mean_power_w": 321.5, "seconds": 2.0}, "idle": {"mean_power_w": 88.0}}
+    table["power_basis"] = "replay"
     store = Store(tmp_path / "r.db")
     store.add_calibration(table)
     (back,) = store.calibrations(table["device_name"])
@@ -74,6 +80,78 @@ def test_the_table_is_stored_and_its_csv_reads_back(tmp_path) -> None:  # type: 
         assert (a["kind"], a["op"], a["dtype"], a["shape"]) == (b["kind"], b["op"], b["dtype"], b["shape"])
         assert math.isclose(a["us"], b["us"], rel_tol=1e-3)
         assert a["power_w"] == (321.5 if a["kind"] == "gemm" else None)
+    assert read["power_basis"] == "replay" and read["power"] == {"gemm/fp32": {"mean_power_w": 321.5},
+                                                                 "idle": {"mean_power_w": 88.0}}
+    # a table whose power was read over each class's whole window (the first H200 sweep's: gaps included) reads
+    # back without power: nothing prices energy from it
+    old = cal.from_csv("\n".join(line for line in text.splitlines() if "power_basis" not in line))
+    assert old["power"] == {} and old["power_basis"] == ""
+    assert cal.from_csv((SHIPPED / "h200.csv").read_text())["power"] == {}
+
+
+class FakeMeter:
+    """An energy meter of a board at constant ``watts`` (the wall clock between start and stop), counting the calls
+    of ``calls`` made while it reads."""
+
+    def __init__(self, watts: float, calls: list[int] | None = None) -> None:
+        self.watts, self.calls, self.available = watts, calls, True
+        self.t0 = 0.0
+        self.inside = 0
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        self.before = self.calls[0] if self.calls else 0
+
+    def stop(self, steps: int = 0) -> Energy:
+        seconds = time.perf_counter() - self.t0
+        self.inside = (self.calls[0] if self.calls else 0) - self.before
+        return Energy(self.watts * seconds, seconds, "fake")
+
+    def close(self) -> None:
+        pass
+
+
+def test_replayed_energy_reads_the_calls_alone_for_the_window() -> None:
+    calls = [0]
+
+    def fn() -> None:
+        calls[0] += 1
+        time.sleep(0.002)
+
+    meter = FakeMeter(250.0, calls)
+    energy = cal.replayed_energy(fn, 0.002, torch.device("cpu"), meter, window_s=0.1)
+    assert energy is not None and energy.seconds >= 0.1 and energy.mean_power_w == pytest.approx(250.0)
+    assert meter.inside == calls[0] >= 0.1 / 0.002 * 0.5  # every call inside the reading; enough of them
+    # a call slower than it timed (clocks down): more of the same until the window is full
+    slow = FakeMeter(100.0, calls)
+    assert cal.replayed_energy(fn, 1e-5, torch.device("cpu"), slow, window_s=0.05).seconds >= 0.05  # type: ignore[union-attr]
+
+
+def test_the_sweep_reads_power_per_kind_and_dtype_and_idle_where_a_meter_reads() -> None:
+    todo = [c for c in cal.cases(cal.CPU_SIZES, ["fp32", "bf16"], conv_dtypes=["fp32"])
+            if c.kind in ("gemm", "elementwise", "norm")]
+    made: list[FakeMeter] = []
+
+    def meter() -> FakeMeter:
+        made.append(FakeMeter(300.0 + 10 * len(made)))
+        return made[-1]
+
+    table = cal.sweep(torch.device("cpu"), cases=todo, min_s=0.0, meter=meter, power_window_s=0.02)  # type: ignore[arg-type]
+    keys = {f"{r['kind']}/{r['dtype']}" for r in table["kernels"] if r["us"]}
+    assert table["power_basis"] == "replay" and set(table["power"]) == keys | {"idle"}
+    for key, p in table["power"].items():
+        assert p["seconds"] >= 0.02 and p["mean_power_w"] >= 300.0, key
+        if key != "idle":  # the longest case of its kind and dtype
+            kind, dtype = key.split("/")
+            longest = max((r for r in table["kernels"] if (r["kind"], r["dtype"]) == (kind, dtype) and r["us"]),
+                          key=lambda r: r["us"])
+            assert (p["op"], p["shape"]) == (longest["op"], longest["shape"])
+    assert len({p["mean_power_w"] for p in table["power"].values()}) == len(table["power"])  # a meter per reading
+    csv_power = {(r["kind"], r["dtype"]): r["power_w"] for r in cal.from_csv(cal.to_csv(table))["kernels"]}
+    assert all(csv_power[tuple(k.split("/"))] == pytest.approx(p["mean_power_w"], abs=0.06)
+               for k, p in table["power"].items() if k != "idle")
+    # no meter that reads (a CPU): no power, no basis
+    assert cal.sweep(torch.device("cpu"), cases=todo[:2], min_s=0.0)["power"] == {}
 
 
 def test_hw_calibrate_on_the_command_line(tmp_path) -> None:  # type: ignore[no-untyped-def]

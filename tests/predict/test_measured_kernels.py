@@ -88,3 +88,71 @@ def test_a_predicted_row_says_what_its_kernels_were_priced_from() -> None:
     rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")), ["amp-bf16"],
                           lookup("a100-80gb"), 16)
     assert rows[0]["predicted_kernels"].startswith("model:")
+
+
+def _powered(rows: list[dict], power: dict[str, float]) -> dict:
+    return {**_table(rows), "power_basis": "replay", "power": {k: {"mean_power_w": w} for k, w in power.items()}}
+
+
+def _add(n: int) -> Op:
+    return Op("aten.add", "forward", n, 4 * n, 2 * n, "bf16")
+
+
+def test_a_steps_energy_is_each_kernel_at_its_kinds_measured_power_and_the_gaps_at_idle() -> None:
+    """Oracle: each op priced alone (its GPU time), times its kind's reading, plus the step's GPU-idle time (the host
+    issuing) at the idle reading."""
+    h200 = lookup("h200")
+    rows = [_gemm_row(4096, 4096, 4096, "bf16", 250.0)]
+    table = KernelTable.of(_powered(rows, {"gemm/bf16": 650.0, "elementwise/bf16": 420.0, "idle": 110.0}), h200)
+    ops = [_op(4096, 4096, 4096), *[_add(1 << 12) for _ in range(40)]]  # (tiny adds: the host sets their pace)
+    cost = price(_trace(ops), h200, tf32=False, kernels=table)
+    gemm_s = price(_trace(ops[:1]), h200, tf32=False, kernels=table).gpu_s
+    adds_s = cost.gpu_s - gemm_s
+    assert cost.step_s > cost.gpu_s  # (there is idle time to price)
+    assert cost.energy_j == pytest.approx(gemm_s * 650.0 + adds_s * 420.0 + (cost.step_s - cost.gpu_s) * 110.0)
+    assert cost.powered_share == pytest.approx(1.0) and cost.power_w == pytest.approx(cost.energy_j / cost.step_s)
+    # a kind the sweep did not read: the highest reading (an upper bound), and the share says so
+    partial = KernelTable.of(_powered(rows, {"gemm/bf16": 650.0, "idle": 110.0}), h200)
+    cost2 = price(_trace(ops), h200, tf32=False, kernels=partial)
+    assert cost2.energy_j == pytest.approx(cost.gpu_s * 650.0 + (cost.step_s - cost.gpu_s) * 110.0)
+    assert cost2.powered_share == pytest.approx(gemm_s / cost.gpu_s)
+
+
+def test_another_card_of_the_architecture_draws_in_proportion_to_its_tdp_and_a_table_without_power_prices_none() -> None:
+    h200, pcie = lookup("h200"), lookup("h100-pcie")  # 700 W and 350 W boards
+    table = KernelTable.of(_powered([_gemm_row(4096, 4096, 4096, "bf16", 250.0)],
+                                    {"gemm/bf16": 650.0, "idle": 110.0}), h200)
+    assert table.power_for(_op(4096, 4096, 4096), "bf16", pcie) == pytest.approx(325.0)
+    assert table.idle_w(pcie) == pytest.approx(55.0) and table.idle_w(h200) == 110.0
+    hot = KernelTable.of(_powered([_gemm_row(4096, 4096, 4096, "bf16", 250.0)], {"gemm/bf16": 900.0, "idle": 1.0}), h200)
+    assert hot.power_for(_op(4096, 4096, 4096), "bf16", pcie) == 350.0  # (never above the board's rating)
+    plain = KernelTable.of(_table([_gemm_row(4096, 4096, 4096, "bf16", 250.0)]), h200)
+    assert price(_trace([_op(4096, 4096, 4096)]), h200, tf32=False, kernels=plain).energy_j is None
+    old = KernelTable.of({**_table([]), "power": {"gemm": {"mean_power_w": 575.0}}}, h200)  # (a class's window)
+    assert old.power_w == {}
+
+
+def test_a_predicted_rows_energy_says_what_it_was_priced_at() -> None:
+    """Per sample: the step's energy over its samples -- at measured power where the architecture's table read it
+    (the row's mean power times the step, over the batch), at TDP otherwise (the shipped H200 table read none)."""
+    from ampbench.predict.run import TDP_BASIS, predict_target
+    from ampbench.workloads import create_workload
+    from ampbench.workloads.factory import build_meta
+
+    def rows_on(gpu: str) -> dict:
+        (row,) = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")),
+                                ["amp-bf16"], lookup(gpu), 16)
+        return row
+
+    at_tdp = rows_on("h200")
+    assert at_tdp["predicted_energy_basis"] == TDP_BASIS and at_tdp["predicted_power_w"] == 700
+    assert at_tdp["predicted_joules_per_sample"] == pytest.approx(700 * at_tdp["predicted_step_ms"] / 1e3 / 16)
+    mine = _powered([_gemm_row(4096, 4096, 4096, "bf16", 250.0)],
+                    {"gemm/bf16": 600.0, "elementwise/bf16": 400.0, "optimizer/fp32": 450.0, "idle": 100.0})
+    mine["device_name"] = "NVIDIA H200"
+    with stored_tables([mine]):
+        row = rows_on("h200")
+    assert row["predicted_energy_basis"].startswith("measured power: NVIDIA H200's measured kernels")
+    assert 100.0 <= row["predicted_power_w"] <= 600.0
+    assert row["predicted_step_energy_j"] == pytest.approx(row["predicted_power_w"] * row["predicted_step_ms"] / 1e3)
+    assert row["predicted_joules_per_sample"] == pytest.approx(row["predicted_step_energy_j"] / 16)

@@ -15,7 +15,9 @@ train (ResNet-50's convolutions, BERT's and GPT-2's GEMMs and attention, the big
 
 On a GPU each case is captured in a CUDA graph of several calls and replayed between CUDA events (a small kernel's
 launch is not its time), falling back to calls between events where capture refuses; on a CPU, ``perf_counter``
-around calls. NVML's energy counter around each class gives the board's mean power per kernel class. The table goes
+around calls. The board's power per kernel class and dtype is read apart from the timing (:func:`power_pass`): the
+longest case of each replayed back to back for 2 s (NVML's counter advances in steps), the energy counter around the
+replays alone -- no gaps between cases, no host work --, and the board idle for as long. The table goes
 to the store (``calibrations``) and to CSV with the environment (driver, CUDA, cuDNN, torch, clocks);
 ``ampbench predict`` prices a GPU from its own table where one exists. The sweep runs on a CPU too (small shapes, the
 same code), so its interpolation and storage have oracles without a GPU.
@@ -38,9 +40,10 @@ import torch.nn.functional as F
 
 from ampbench import progress
 from ampbench.measure import host_ops
-from ampbench.measure.energy import EnergyMeter
+from ampbench.measure.energy import MIN_WINDOW_S, Energy, EnergyMeter
 from ampbench.measure.env import environment
 from ampbench.measure.hw import DTYPES, event_seconds, fp8_gemm_runs, matmul, time_calls
+from ampbench.measure.kernel_power import IDLE, REPLAY, power_key
 from ampbench.measure.timing import captured, on_device
 from ampbench.precision.tf32_flags import tf32_scope
 
@@ -425,44 +428,45 @@ def _math(dtype: str) -> Iterator[None]:
 
 
 def sweep(device: torch.device, cases: list[Case] | None = None, min_s: float = 0.02,
-          budget_s: float = 300.0, classes: tuple[str, ...] = CLASSES) -> dict[str, Any]:
+          budget_s: float = 300.0, classes: tuple[str, ...] = CLASSES,
+          meter: Callable[[], EnergyMeter] | None = None, power_window_s: float = MIN_WINDOW_S) -> dict[str, Any]:
     """Time every case of ``classes`` (the device's sweep by default) within ``budget_s`` (cases past it are left out,
-    said in ``skipped``); the table, power per kernel class, the host's time per op, the environment."""
+    said in ``skipped``); the table, the board's power per kernel class and dtype where NVML reads it (``meter``: a
+    fresh energy meter of the device; each reading over ``power_window_s``), the host's time per op, the environment."""
     todo = [c for c in (device_cases(device) if cases is None else cases) if c.kind in classes]
     t_start = time.perf_counter()
     timed: list[Timed] = []
-    power: dict[str, dict[str, float]] = {}
+    power: dict[str, dict[str, Any]] = {}
     skipped = 0
+    meter = meter or (lambda: EnergyMeter(device))
+    probe = meter()
+    metered = probe.available
+    probe.close()
     with on_device(device):
         env = environment(device)
         for kind in classes:
             mine = [c for c in todo if c.kind == kind]
             if not mine:
                 continue
-            meter = EnergyMeter(device)
-            busy = 0.0
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            meter.start()
+            done: list[tuple[Case, Timed]] = []
             for i, case in enumerate(mine):
                 if time.perf_counter() - t_start > budget_s:
                     skipped += 1
                     continue
                 progress.report("calibrating", i, len(mine), detail=kind)
                 timed.append(_run(case, device, min_s))
-                if timed[-1].us is not None:
-                    busy += timed[-1].us * timed[-1].calls / 1e6
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            energy = meter.stop()
-            if energy is not None:
-                power[kind] = {"mean_power_w": energy.mean_power_w, "seconds": energy.seconds,
-                               "busy_share": busy / energy.seconds if energy.seconds else 0.0}
+                done.append((case, timed[-1]))
+            if metered and time.perf_counter() - t_start <= budget_s:
+                progress.report("calibrating", len(mine), len(mine), detail=f"{kind}: power")
+                power.update(power_pass(done, device, meter, power_window_s))
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+        if power:
+            power.update(idle_power(device, meter, power_window_s))
         host = host_ops.measure(device, steps=50, warmup=10).as_dict()
     return {"device": str(device), "device_name": env["device_name"], "env": env, "kernels": [t.row() for t in timed],
-            "power": power, "host_ops": host, "skipped": skipped, "min_s": min_s,
+            "power": power, "power_basis": REPLAY if power else "", "host_ops": host, "skipped": skipped,
+            "min_s": min_s,
             "seconds": time.perf_counter() - t_start,
             "created_at": env.get("time") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -481,6 +485,72 @@ def _run(case: Case, device: torch.device, min_s: float) -> Timed:
         return Timed(**base, us=None, calls=0, timer="", error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")  # type: ignore[arg-type]
 
 
+# -- power -----------------------------------------------------------------------------------------------------------
+
+
+def power_pass(done: list[tuple[Case, Timed]], device: torch.device,
+               meter: Callable[[], EnergyMeter], window_s: float = MIN_WINDOW_S) -> dict[str, dict[str, Any]]:
+    """The board's mean power for each (kind, dtype) of ``done`` (cases and how they timed): the longest case of each
+    (its kernels the least diluted by launches) replayed back to back for ``window_s``, NVML around the replays."""
+    longest: dict[str, tuple[Case, Timed]] = {}
+    for case, t in done:
+        key = power_key(case.kind, case.dtype)
+        if t.us is not None and (key not in longest or t.us > longest[key][1].us):  # type: ignore[operator]
+            longest[key] = (case, t)
+    out: dict[str, dict[str, Any]] = {}
+    for key, (case, t) in longest.items():
+        try:
+            with _math(case.dtype):
+                energy = replayed_energy(case.make(device), t.us * 1e-6, device, meter(), window_s)  # type: ignore[operator]
+        except Exception:  # (timed once, refused now: no reading, the sweep goes on)
+            energy = None
+        if energy is not None and energy.seconds > 0:
+            out[key] = {"mean_power_w": energy.mean_power_w, "seconds": energy.seconds, "op": case.op,
+                        "shape": case.shape, "source": energy.source}
+    return out
+
+
+def replayed_energy(fn: Callable[[], object], call_s: float, device: torch.device, meter: EnergyMeter,
+                    window_s: float = MIN_WINDOW_S) -> Energy | None:
+    """What the board drew over calls of ``fn`` (``call_s`` a call, as timed) issued back to back for at least
+    ``window_s``: on a GPU a captured graph of calls, replayed; the meter reads from the synchronisation before the
+    first to the one after the last."""
+    call, per_call = fn, max(call_s, 1e-7)
+    if device.type == "cuda":
+        per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US * 1e-6 // per_call)))
+        with contextlib.suppress(Exception):  # (one that cannot be captured: calls, launches between them)
+            call, per_call = captured(fn, per_graph, device), per_call * per_graph
+        call()
+        torch.cuda.synchronize(device)
+    reps = max(1, math.ceil(window_s / per_call))
+    meter.start()
+    t0 = time.perf_counter()
+    while True:
+        for _ in range(reps):
+            call()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= window_s:  # (slower than timed -- clocks down, another process: more of the same)
+            break
+        reps = max(1, math.ceil((window_s - elapsed) / per_call))
+    return meter.stop()
+
+
+def idle_power(device: torch.device, meter: Callable[[], EnergyMeter],
+               window_s: float = MIN_WINDOW_S) -> dict[str, dict[str, Any]]:
+    """The board's power with nothing running, right after the sweep (clocks as a step's gaps leave them)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    m = meter()
+    m.start()
+    time.sleep(window_s)
+    energy = m.stop()
+    if energy is None or energy.seconds <= 0:
+        return {}
+    return {IDLE: {"mean_power_w": energy.mean_power_w, "seconds": energy.seconds, "source": energy.source}}
+
+
 # -- the table as CSV ------------------------------------------------------------------------------------------------
 CSV_COLUMNS = ("kind", "op", "dtype", "layout", "shape", "flops", "bytes", "us", "tflops", "gbps", "calls", "timer",
                "power_w", "error")
@@ -497,10 +567,15 @@ def to_csv(table: dict[str, Any]) -> str:
     for k in ENV_KEYS:
         if env.get(k) is not None:
             out.write(f"# {k}: {env[k]}\n")
+    power = table.get("power") or {}
+    if table.get("power_basis") == REPLAY:
+        out.write(f"# power_basis: {REPLAY}\n")
+        if IDLE in power:
+            out.write(f"# idle_power_w: {power[IDLE]['mean_power_w']:.1f}\n")
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for r in table["kernels"]:
-        watts = (table.get("power") or {}).get(r["kind"], {}).get("mean_power_w")
+        watts = power.get(power_key(r["kind"], r["dtype"]), {}).get("mean_power_w")
         writer.writerow([r["kind"], r["op"], r["dtype"], r["layout"], json.dumps(r["shape"], sort_keys=True),
                          f"{r['flops']:.6g}", f"{r['bytes']:.6g}", "" if r["us"] is None else f"{r['us']:.4g}",
                          "" if r["tflops"] is None else f"{r['tflops']:.4g}",
@@ -515,9 +590,14 @@ def from_csv(text: str) -> dict[str, Any]:
     lines = text.splitlines()
     body = []
     created = ""
+    basis, idle = "", None
     for line in lines:
         if line.startswith("# ampbench kernel calibration, "):
             created = line.split(", ")[1]
+        elif line.startswith("# power_basis: "):
+            basis = line.partition(": ")[2]
+        elif line.startswith("# idle_power_w: "):
+            idle = float(line.partition(": ")[2])
         elif line.startswith("# ") and ": " in line:
             k, _, v = line[2:].partition(": ")
             env[k] = v
@@ -530,4 +610,12 @@ def from_csv(text: str) -> dict[str, Any]:
                         "shape": json.loads(r["shape"]), "flops": float(r["flops"]), "bytes": float(r["bytes"]),
                         "us": us, "calls": int(r["calls"] or 0), "timer": r["timer"], "error": r["error"],
                         "power_w": float(r["power_w"]) if r["power_w"] else None})
-    return {"env": env, "device_name": env.get("device_name"), "kernels": kernels, "created_at": created}
+    power: dict[str, dict[str, Any]] = {}
+    if basis == REPLAY:  # (an older table's power_w is its class's window, gaps and all: not read back as power)
+        for r in kernels:
+            if r["power_w"] is not None:
+                power[power_key(r["kind"], r["dtype"])] = {"mean_power_w": r["power_w"]}
+        if idle is not None:
+            power[IDLE] = {"mean_power_w": idle}
+    return {"env": env, "device_name": env.get("device_name"), "kernels": kernels, "created_at": created,
+            "power": power, "power_basis": basis}

@@ -297,6 +297,18 @@ class StepCost:
     """What the kernels were priced from: a measured kernel table's source, or "" (the model alone)."""
     measured_share: float = 0.0
     """Of the GPU time: the share of ops a measured kernel of their kind priced."""
+    energy_j: float | None = None
+    """The board's energy over the step at the kernel table's measured power (each op at its kind's reading, the GPU's
+    idle time at the idle reading); None without a table that read power (then TDP prices it: :attr:`power_w`)."""
+    powered_share: float = 0.0
+    """Of the GPU time: the share of ops whose own kind's power was read (the rest at the highest reading)."""
+    idle_w: float | None = None
+    """The board's power between kernels, where a table read it (a collective waited on is priced at it)."""
+
+    @property
+    def power_w(self) -> float | None:
+        """The board's mean power over the step, as priced (None: not priced from measured power)."""
+        return self.energy_j / self.step_s if self.energy_j is not None and self.step_s > 0 else None
 
     @property
     def bound(self) -> str:
@@ -404,6 +416,25 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     op_split = {k: v / gpu_s for k, v in by_class.items()} if gpu_s else by_class
     half = {o.dtype for o in ops if o.name in MATMUL_OPS and o.dtype in ("fp16", "bf16", "fp8")}
     math_mode = "fp8" if "fp8" in half else next(iter(half)) if half else ("tf32" if tf32 else "fp32")
+    energy = _energy(costs, modes, step_s, gpu, table) if table is not None else None
+    idle_w = table.idle_w(gpu) if energy is not None and table is not None else None
     return StepCost(step_s, gpu_s, host_s, sum(o.flops for o in ops), math_mode, time_split, op_split, len(costs),
                     sum(c.launches for c in costs), notes, table.source if table is not None else "",
-                    measured_s / gpu_s if gpu_s else 0.0)
+                    measured_s / gpu_s if gpu_s else 0.0, *(energy or (None, 0.0)), idle_w)
+
+
+def _energy(costs: list[OpCost], modes: list[bool], step_s: float, gpu: Gpu,
+            table: KernelTable) -> tuple[float, float] | None:
+    """(joules, share of the GPU time priced at its own kind's power) of a priced step at the table's measured power:
+    each op's time at its kind's reading (a kind the sweep did not read: the highest reading, an upper bound), the
+    step's GPU-idle time at the idle reading. None where the table read no power."""
+    idle, highest = table.idle_w(gpu), table.highest_w(gpu)
+    if idle is None or highest is None:
+        return None
+    joules, own, gpu_s = 0.0, 0.0, 0.0
+    for c, t in zip(costs, modes):
+        watts = table.power_for(c.op, math_of(c.op, t), gpu)
+        own += c.gpu_s if watts is not None else 0.0
+        joules += c.gpu_s * (watts if watts is not None else highest)
+        gpu_s += c.gpu_s
+    return joules + max(0.0, step_s - gpu_s) * idle, own / gpu_s if gpu_s else 0.0

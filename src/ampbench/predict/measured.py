@@ -34,7 +34,7 @@ KEPT_BATCHNORM_TAKES_HALF = "2026-11-27"
 """From this day a kept BatchNorm takes its half input (master-*): cells of models with BatchNorm measured before it
 ran a cast around each norm, which the engine (and so a prediction) no longer has -- they are left out
 (:func:`stale`), to be measured again."""
-LENT: dict[str, str] = {"h200": "h200"}
+LENT: dict[str, str] = {"h200": "h200", "h200/truth": "h200"}
 """Results folders of lent GPUs -> the catalogue key of the GPU that filled them (``measure/gpus.csv``)."""
 
 
@@ -81,9 +81,18 @@ def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], W
     """The cell's workload as its run built it: the run's target and data options (``-o``, ``--input-shape``...)."""
     data = data_options(config["input_shape"], config["vocab_size"], config["num_classes"], config["num_outputs"],
                         config["task"], config["batches"], config["loss"], None, None, config["options"])
+    data = data.with_defaults(_entry_options(workload, preset, config))
     user = workload.startswith("user:")
     return functools.partial(build_target, None if user else workload, config["model"] if user else None, preset, data,
                              config["seed"], preset_given=False)
+
+
+def _entry_options(workload: str, preset: str, config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The workload options a suite entry gave the run's cells of ``workload`` (the run's ``settings``, one per
+    target; the GPU suite's lstm-lm trains at ``vocab=100000``), which the rows themselves do not carry."""
+    targets = zip(config.get("workloads") or (), config.get("presets") or (), config.get("settings") or ())
+    return next((tuple((str(k), v) for k, v in s.get("options") or ()) for w, p, s in targets
+                 if w == workload and p == preset), ())
 
 
 def load(folder: str, results: Path = RESULTS) -> tuple[Gpu, list[dict[str, Any]], dict[str, dict[str, Any]]]:

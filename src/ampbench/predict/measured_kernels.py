@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.measure.gpus import Gpu, for_device
+from ampbench.measure.kernel_power import IDLE, REPLAY, power_key
 from ampbench.predict import kernels
 from ampbench.predict.kernels import ELEMENT, Calibration, Conv, calibration
 
@@ -93,6 +94,9 @@ class KernelTable:
     source: str
     """What it is: the GPU, when and with what software (a row's ``predicted_kernels``)."""
     points: dict[tuple[str, ...], list[Point]] = field(default_factory=dict)
+    power_w: dict[str, float] = field(default_factory=dict)
+    """The board's power running each kind of kernel (``gemm/bf16``, ``conv/fp16``, ``elementwise/fp32`` and ``idle``:
+    :func:`ampbench.measure.calibrate.power_pass`), on the table's GPU; empty for a table without replay power."""
     _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict, repr=False)
     """Ratios looked up (a step prices the same kernel shape many times, every precision and GPU again)."""
 
@@ -105,6 +109,8 @@ class KernelTable:
         name = env.get("device_name") or table.get("device_name") or gpu.name
         source = f"{name}'s measured kernels ({when}; torch {env.get('torch', '?')}, cuDNN {env.get('cudnn', '?')})"
         out = cls(gpu, source)
+        if table.get("power_basis") == REPLAY and IDLE in (table.get("power") or {}):
+            out.power_w = {k: float(v["mean_power_w"]) for k, v in table["power"].items() if v.get("mean_power_w")}
         rows = [r for r in table["kernels"] if r.get("us")]
         fwd: dict[tuple[Any, ...], float] = {}
         for r in rows:  # (the forward of each fwd_bwd case: the backward is the difference)
@@ -228,6 +234,28 @@ class KernelTable:
             return self.ratio(("optimizer",), _logs(moved))
         return self.ratio(("elementwise",), _logs(moved))
 
+    def power_for(self, op: Any, mode: str, gpu: Gpu) -> float | None:
+        """The board power of ``gpu`` running a traced op computing in ``mode``: the table's reading for its kind and
+        dtype (another card of the architecture: scaled by the ratio of the two boards' TDPs, and never above the
+        target's TDP); None where the table read no kernel of its kind."""
+        watts = self.power_w.get(power_key(*power_kind(op, mode)))
+        return None if watts is None else self._scaled_w(watts, gpu)
+
+    def idle_w(self, gpu: Gpu) -> float | None:
+        """The board's power between kernels (the host issuing, a collective waited on)."""
+        watts = self.power_w.get(IDLE)
+        return None if watts is None else self._scaled_w(watts, gpu)
+
+    def highest_w(self, gpu: Gpu) -> float | None:
+        """The highest reading of a kernel (what an op of a kind the sweep did not read is priced at: an upper bound)."""
+        readings = [w for k, w in self.power_w.items() if k != IDLE]
+        return self._scaled_w(max(readings), gpu) if readings else None
+
+    def _scaled_w(self, watts: float, gpu: Gpu) -> float:
+        if gpu.tdp_w and self.gpu.tdp_w and not gpu.same_card(self.gpu):
+            return min(watts * gpu.tdp_w / self.gpu.tdp_w, gpu.tdp_w)
+        return watts
+
     def leave_one_out(self) -> dict[str, float]:
         """Per kind, the median |error| of each measured case priced from the others alone (the interpolation's
         error; a kind with one case is left out)."""
@@ -238,6 +266,28 @@ class KernelTable:
                 if r is not None and len(pts) > 1:
                     errors.setdefault(key[0], []).append(abs(r / p.ratio - 1.0))
         return {k: statistics.median(v) for k, v in errors.items() if v}
+
+
+def power_kind(op: Any, mode: str) -> tuple[str, str]:
+    """The (kind, dtype) of the sweep's power readings a traced op is priced at: its GEMMs' math for matmuls,
+    convolutions, attention and RNNs, its tensors' dtype for the memory-bound rest, fp32 for the optimizer."""
+    name = op.name
+    dtype = op.dtype if op.dtype in ("fp16", "bf16") else "fp32"
+    if op.phase == "optimizer":
+        return "optimizer", "fp32"
+    if op.conv is not None and op.products:
+        return "conv", mode
+    if name.startswith("ampbench_predict.rnn_layer"):
+        return "rnn", mode
+    if name.startswith("ampbench_predict.fused_attention"):
+        return "attention", mode
+    if op.gemm is not None and op.flops:
+        return ("bmm" if op.gemm[0] > 1 else "gemm"), mode
+    if "softmax" in name:
+        return "softmax", dtype
+    if "norm" in name:
+        return "norm", dtype
+    return "elementwise", dtype
 
 
 def _key(shape: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

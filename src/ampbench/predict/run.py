@@ -245,15 +245,22 @@ def _step_s(trace: Any, gpu: Gpu, tf32: bool, fab: Fabric | None, host: Host, co
     return price(trace, gpu, tf32=tf32, host=host, compiled=compiled).step_s
 
 
+TDP_BASIS = "TDP: the board's rated power, an upper bound (no kernel table of this GPU's architecture read power)"
+
+
 def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> dict[str, Any]:
-    """What a predicted sample costs to run: the energy at the board's rated power (TDP: an upper bound, the board
-    at its maximum; the GPU alone, not the host) and, with a price, the USD per million samples."""
+    """What a predicted sample costs to run: the GPU's energy (not the host's) at the power its architecture's kernel
+    table measured where one did (the row's ``predicted_step_energy_j``), else at the board's rated power (TDP: an
+    upper bound, the board at its maximum); with a price, the USD per million samples."""
     # (per GPU: a GPU's power and its price buy its own samples, whatever the number of GPUs)
     rate = (row.get("predicted_samples_per_s_per_gpu") or row.get("predicted_samples_per_s")) \
         if row.get("status") == "ok" else None
     out: dict[str, Any] = {"gpu_tdp_w": gpu.tdp_w}
-    if rate and gpu.tdp_w:
-        out["predicted_joules_per_sample"] = gpu.tdp_w / rate
+    if rate and row.get("predicted_power_w"):
+        out["predicted_joules_per_sample"] = row["predicted_power_w"] / rate
+    elif rate and gpu.tdp_w:
+        out.update(predicted_joules_per_sample=gpu.tdp_w / rate, predicted_power_w=gpu.tdp_w,
+                   predicted_energy_basis=TDP_BASIS)
     if usd_per_hour is not None:
         out["usd_per_hour"] = usd_per_hour
         if rate:
@@ -326,6 +333,11 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                   "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
                   "predicted_comm_share": d.exposed_s / step_s, "predicted_scaling_efficiency": d.scaling_efficiency,
                   "predicted_samples_per_s_per_gpu": batch / step_s}
+    if cost.energy_j is not None and cost.idle_w is not None:  # (a collective waited on: the board idle)
+        energy_j = cost.energy_j + max(0.0, step_s - cost.step_s) * cost.idle_w
+        spread.update(predicted_step_energy_j=energy_j, predicted_power_w=energy_j / step_s,
+                      predicted_energy_basis=f"measured power: {cost.kernels} ({cost.powered_share:.0%} of the GPU "
+                                             "time at its kernel kind's own reading)")
     if compiled is not None:  # the compile gain: this precision's eager step over this one
         spread["predicted_speedup_vs_eager"] = _step_s(trace, gpu, get(name).tf32, fab, host, None, name) / step_s
     return {**row, **memory_keys, **trust.as_row(), **spread, **dict(

@@ -40,6 +40,7 @@ from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination
 from ampbench.report.optimizer_states import state_advice
+from ampbench.report.predictions import at_power
 from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory, speedup_noise
 
@@ -252,7 +253,7 @@ def energy_advice(rows: list[dict[str, Any]]) -> str | None:
                  f"{base['joules_per_sample'] / best['joules_per_sample']:.1f}x more)")
     predicted = best.get("predicted_joules_per_sample")
     if isinstance(predicted, (int, float)):
-        text += f"; predicted at TDP {_joules(predicted)}"
+        text += f"; predicted {at_power(best)} {_joules(predicted)}"
     return text
 
 

@@ -1,5 +1,7 @@
 """A kernel calibration (``ampbench hw --calibrate``) as a table: per kernel class and dtype, how many kernels were
-timed, the best and median TFLOP/s (compute kernels) or GB/s (memory-bound ones), and the board's mean power."""
+timed, the best and median TFLOP/s (compute kernels) or GB/s (memory-bound ones), and the board's mean power over
+replays of the class's longest kernel in that dtype (tables read otherwise -- a class's whole window, gaps and all --
+show none)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,14 @@ from typing import Any
 
 from rich.table import Table
 
+from ampbench.measure.kernel_power import IDLE, REPLAY, power_key
+
 COMPUTE = ("gemm", "bmm", "conv", "attention", "rnn")
 """Classes whose figure of merit is TFLOP/s; the others move bytes (GB/s), launch: microseconds."""
 
 
 def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per (class, dtype): kernels timed, failed, best and median rate, the class's power."""
+    """One entry per (class, dtype): kernels timed, failed, best and median rate, the board's power running them."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in table["kernels"]:
         groups.setdefault((r["kind"], r["dtype"]), []).append(r)
@@ -21,7 +25,8 @@ def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
     for (kind, dtype), rows in groups.items():
         key = "tflops" if kind in COMPUTE else "us" if kind == "launch" else "gbps"
         rates = [r[key] for r in rows if r.get(key) is not None]
-        power = (table.get("power") or {}).get(kind, {}).get("mean_power_w")
+        power = (table.get("power") or {}).get(power_key(kind, dtype), {}).get("mean_power_w") \
+            if table.get("power_basis") == REPLAY else None
         out.append({"kind": kind, "dtype": dtype, "timed": len(rates), "failed": sum(1 for r in rows if r["error"]),
                     "unit": {"tflops": "TFLOP/s", "gbps": "GB/s", "us": "us"}[key],
                     "best": (min(rates) if key == "us" else max(rates)) if rates else None,
@@ -30,7 +35,9 @@ def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def calibration_table(table: dict[str, Any]) -> Table:
-    t = Table(title=f"kernel calibration: {table['device_name']}")
+    idle = (table.get("power") or {}).get(IDLE, {}).get("mean_power_w") if table.get("power_basis") == REPLAY else None
+    t = Table(title=f"kernel calibration: {table['device_name']}",
+              caption=None if idle is None else f"idle between kernels: {idle:.0f} W")
     for col in ("class", "dtype", "kernels", "best", "median", "power W"):
         t.add_column(col, justify="left" if col in ("class", "dtype") else "right")
     for s in summary(table):

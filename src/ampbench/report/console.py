@@ -90,7 +90,7 @@ def compile_note(row: dict[str, Any]) -> str:
 
 
 def measured_energy_text(row: dict[str, Any]) -> str:
-    """Joules a sample measured (3 significant digits), with the prediction at TDP where one is attached; "-" when
+    """Joules a sample measured (3 significant digits), with the prediction where one is attached; "-" when
     none was measured (a CPU, no NVML)."""
     j, p = row.get("joules_per_sample"), row.get("predicted_joules_per_sample")
     if not isinstance(j, (int, float)):

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ampbench.report.console import Col, fmt_bytes, stack_tables
+from ampbench.report.predictions import at_power
 
 Group = dict[str, dict[str, dict[str, Any]]]
 """mode label -> GPU key -> its predicted row."""
@@ -72,7 +73,7 @@ def usd_text(r: dict[str, Any]) -> str:
 FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], bool]], ...] = (
     ("samples/s (x that GPU's fp32) ±error", speed_text, lambda r: r.get("status") == "ok"),
     ("peak memory / max batch", _memory, lambda r: r.get("status") in ("ok", "oom")),
-    ("energy per sample at TDP, mJ", energy_text, lambda r: r.get("status") == "ok"),
+    ("energy per sample, mJ", energy_text, lambda r: r.get("status") == "ok"),
     ("USD per million samples (--prices)", usd_text, lambda r: r.get("status") == "ok"),
 )
 
@@ -99,8 +100,9 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
             title = f"{escape(str(workload))} ({escape(str(preset))}), batch {batch}: {head}, predicted per GPU"
             out += stack_tables(title, key, cols, width)
     out.append("±error: how far predictions like each row missed published measurements (docs/predict.md); a gap "
-               "between two GPUs smaller than both their errors is not a difference. energy: the board's rated power "
-               "(TDP) over the predicted samples/s, an upper bound for the GPU alone; x fp32: over the same GPU's fp32")
+               "between two GPUs smaller than both their errors is not a difference. energy: the GPU alone, at the "
+               "power its architecture's kernel table measured where one did, else at its rated power (TDP: an upper "
+               "bound); predicted_energy_basis in --json/--csv says which; x fp32: over the same GPU's fp32")
     return out
 
 
@@ -145,7 +147,9 @@ def advice(rows: list[dict[str, Any]]) -> Iterator[str]:
                 said.append(_said("cheapest per sample", cheapest, f"USD {cheapest[1]:,.3f} per million", priced))
             frugal = _best(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
             if frugal is not None:
-                said.append(_said("most energy-efficient", frugal, f"{frugal[1] * 1e3:.3g} mJ/sample at TDP", n))
+                basis = {at_power(r) for r in per_gpu.values() if _ok(r)}
+                said.append(_said("most energy-efficient", frugal,
+                                  f"{frugal[1] * 1e3:.3g} mJ/sample {' or '.join(sorted(basis))}", n))
             yield f"{workload} ({preset}, batch {batch}) {mode}: " + "; ".join(said)
 
 

@@ -314,7 +314,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
 
 
 def _gpu_cell(r: dict[str, Any] | None) -> str:
-    """A GPU's cell in the "Which GPU" table: samples/s (x fp32), peak memory, energy per sample at TDP, the cost
+    """A GPU's cell in the "Which GPU" table: samples/s (x fp32), peak memory, energy per sample, the cost
     per million samples where priced; a mode it cannot run, its status."""
     if r is None:
         return ""

@@ -153,6 +153,13 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
     return out
 
 
+def at_power(row: dict[str, Any]) -> str:
+    """How a predicted row's energy was priced, in two words: ``at measured power`` (its GPU architecture's kernel
+    table read the board's power per kernel kind) or ``at TDP`` (the board's rating: an upper bound; rows from before
+    the basis was stored too)."""
+    return "at measured power" if str(row.get("predicted_energy_basis") or "").startswith("measured") else "at TDP"
+
+
 def attach(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` with ``predicted_why`` and ``predicted_joules_per_sample`` on each measured GPU row that has a
     prediction (the advisor's "why no speedup" on a GPU reads the first; the energy column shows the second)."""
@@ -161,7 +168,8 @@ def attach(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> lis
     for r in rows:
         match = next((p for p in preds if measured_for(p, [r]) is r), None)
         out.append({**r, "predicted_why": why_no_speedup(match),
-                    "predicted_joules_per_sample": match.get("predicted_joules_per_sample")} if match is not None else r)
+                    "predicted_joules_per_sample": match.get("predicted_joules_per_sample"),
+                    "predicted_energy_basis": match.get("predicted_energy_basis")} if match is not None else r)
     return out
 
 
