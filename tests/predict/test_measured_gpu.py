@@ -141,3 +141,13 @@ def test_a_launch_bound_rows_band_says_what_it_was_checked_on() -> None:
     assert table["gpus"] == "h200" and table["n"] >= 20
     assert "launch-bound steps measured on h200" in launch.basis and f"{table['median']:.0%}" in launch.basis
     assert "launch-bound" not in bands.band(gpu, {"elementwise": 1.0}, "fp32", "memory").basis
+
+
+def test_a_suite_runs_cells_are_predicted_with_the_options_its_entries_gave_them() -> None:
+    """The real-scale suite's lstm-lm trained at ``vocab=100000`` (its suite entry); the rows do not carry it, the
+    run's per-target settings do -- predicted at the workload's own vocabulary it came out 4x too slow."""
+    _, rows, configs = measured.load("h200/truth")
+    config = configs[rows[0]["run_id"]]
+    assert measured.entry_options("lstm-lm", "paper", config) == (("vocab", 100_000),)
+    assert measured.entry_options("resnet50", "paper", config) == ()
+    assert measured.entry_options("lstm-lm", "small", config) == ()

@@ -81,13 +81,13 @@ def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], W
     """The cell's workload as its run built it: the run's target and data options (``-o``, ``--input-shape``...)."""
     data = data_options(config["input_shape"], config["vocab_size"], config["num_classes"], config["num_outputs"],
                         config["task"], config["batches"], config["loss"], None, None, config["options"])
-    data = data.with_defaults(_entry_options(workload, preset, config))
+    data = data.with_defaults(entry_options(workload, preset, config))
     user = workload.startswith("user:")
     return functools.partial(build_target, None if user else workload, config["model"] if user else None, preset, data,
                              config["seed"], preset_given=False)
 
 
-def _entry_options(workload: str, preset: str, config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+def entry_options(workload: str, preset: str, config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The workload options a suite entry gave the run's cells of ``workload`` (the run's ``settings``, one per
     target; the GPU suite's lstm-lm trains at ``vocab=100000``), which the rows themselves do not carry."""
     targets = zip(config.get("workloads") or (), config.get("presets") or (), config.get("settings") or ())
