@@ -254,3 +254,18 @@ def test_torchao_s_update_is_priced_as_a_kernel_per_parameter_issued_from_python
     moved = (2 * 4 * 10**6 + 2 * 10**6) + (4 * 10**6 + 2 * 10**6)
     assert c.gpu_s == pytest.approx(moved / BW + 10 * LIGHT)
     assert c.host_s == pytest.approx(10 * cost.TORCHAO_STEP_US * 1e-6) and c.launches == 10
+
+
+def test_the_bound_a_step_names_is_the_largest_share_of_its_split() -> None:
+    """A step whose host issues its ops a little slower than the GPU runs them, which spends 70% of it moving bytes,
+    is memory-bound (it said launch-bound with launch at 22%: the issue's a40 master-fp16)."""
+    from ampbench.predict.cost import StepCost, bound_of
+    from ampbench.report.predictions import why_no_speedup
+
+    split = {"compute": 0.08, "memory": 0.70, "launch": 0.22}
+    cost = StepCost(1.0, 0.95, 0.97, 0, "fp16", split, {}, 10, 10)
+    assert cost.host_s > cost.gpu_s and cost.bound == "memory" == bound_of(split)
+    assert bound_of({**split, "communication": 0.84}) == "communication"
+    why = why_no_speedup({"predicted_bound": "communication", "predicted_time_split": {"communication": 0.84},
+                          "precision": "amp-bf16"})
+    assert why.startswith("communication-bound (84% of the predicted step waits on the gradients' collectives)")

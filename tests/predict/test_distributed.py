@@ -88,10 +88,31 @@ def test_predict_over_many_gpus(tmp_path: Path) -> None:
         assert 0 < r["predicted_scaling_efficiency"] <= 1 and r["predicted_comm_ms"] <= r["predicted_allreduce_ms"]
 
 
+def test_several_gpus_without_a_strategy_are_ddp_said_so_and_a_slow_fabric_is_communication_bound(
+        tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    code, text, err = cli("predict", "--gpu", "a100-80gb", "--gpus", "8", "--nodes", "2", "--interconnect",
+                          "ethernet", "--workloads", "wide-mlp", "--preset", "tiny", "--precisions",
+                          "fp32,amp-bf16", "--json", str(out), "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    flat = " ".join(text.split())
+    assert "16 GPUs and no --strategy: predicted as DDP (data parallel" in flat and "None" not in flat
+    for r in json.loads(out.read_text()):
+        assert r["strategy"] == "ddp"
+        split = r["predicted_time_split"]
+        assert split["communication"] == pytest.approx(r["predicted_comm_share"])
+        assert sum(split.values()) == pytest.approx(1.0)
+        assert r["predicted_bound"] == max(split, key=split.get)
+        if r["predicted_comm_share"] > 0.5:  # (the case: 0.84 of the step, which said "launch")
+            assert r["predicted_bound"] == "communication"
+    assert any(json.loads(out.read_text())[i]["predicted_bound"] == "communication" for i in range(2))
+
+
 @pytest.mark.parametrize("kw, said", [
-    ({"gpus_per_node": 8}, "need --strategy ddp or fsdp"), ({"strategy": "ddp"}, "needs more than one GPU"),
+    ({"strategy": "ddp"}, "--strategy ddp needs more than one GPU: add --gpus N"),
     ({"gpus_per_node": 8, "strategy": "zero3"}, "predict takes ddp or fsdp"),
     ({"gpus_per_node": 8, "strategy": "ddp", "inference": True}, "--inference one GPU's forward"),
+    ({"gpus_per_node": 8, "inference": True}, "--gpus 8 --nodes 1 predicts training over many GPUs"),
     ({"gpus_per_node": 4, "strategy": "ddp", "interconnect": "nvlink", "gpu": "t4"}, "t4 has no NVLink")])
 def test_bad_many_gpu_options_are_one_line(kw: dict, said: str) -> None:
     with pytest.raises(AmpbenchError, match=said):

@@ -14,7 +14,7 @@ from rich.console import Console
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup, predictable
 from ampbench.predict.config import PredictConfig, load_prices
-from ampbench.report.gpu_comparison import advice, comparison_tables
+from ampbench.report.gpu_comparison import advice, comparison_tables, mark_ranks
 from ampbench.report.predictions import no_speedup_lines
 from ampbench.store import Store
 from tests.conftest import cli
@@ -78,16 +78,44 @@ def test_the_advisor_names_the_fastest_and_the_most_frugal_gpu(rows: list[dict])
     assert "tabular-mlp (small, batch 65536) amp-bf16" not in said  # (one GPU runs it: nothing to compare)
 
 
-def test_a_lead_inside_the_error_band_is_a_tie() -> None:
-    base = {"workload": "w", "preset": "tiny", "batch_size": 8, "precision": "fp32", "status": "ok",
-            "predicted_error_pct": 10, "predicted_joules_per_sample": 1.0}
-    rows = [{**base, "gpu": "a", "predicted_samples_per_s": 100.0}, {**base, "gpu": "b", "predicted_samples_per_s": 95.0},
-            {**base, "gpu": "c", "predicted_samples_per_s": 50.0}]
+def _cell(gpu: str, rate: float, band: int = 10, **more: object) -> dict:
+    return {"workload": "w", "preset": "tiny", "batch_size": 8, "precision": "fp32", "status": "ok", "gpu": gpu,
+            "predicted_error_pct": band, "predicted_joules_per_sample": 1.0, "predicted_samples_per_s": rate, **more}
+
+
+def test_a_tie_is_two_overlapping_bands_nothing_wider_and_the_nearest_is_named_first() -> None:
+    rows = [_cell("a", 100.0), _cell("c", 50.0), _cell("b", 95.0)]
     (line,) = advice(rows)
-    assert "fastest a (tied within the error band with b)" in line
-    rows[2]["predicted_samples_per_s"] = 99.0
+    assert "fastest a (100 samples/s), tied within the error band with b;" in line
+    rows[1]["predicted_samples_per_s"] = 99.0
     (line,) = advice(rows)
     assert "fastest: none beyond the error band" in line
+    # the issue's case: b200 10,276/s and h100-pcie 5,203/s at +-25%: 7,707 (b200's low end) > 6,504 (h100-pcie's high)
+    rows = [_cell("b200", 10_276.0, 25), _cell("h100-pcie", 5_203.0, 25), _cell("h100-sxm", 7_000.0, 25),
+            _cell("h200", 8_918.0, 25), _cell("a40", 4_800.0, 25)]
+    (line,) = advice(rows)
+    assert "fastest b200 (10,276 samples/s), tied within the error band with h200, h100-sxm;" in line
+    assert "h100-pcie" not in line.split(";")[0] and "a40" not in line.split(";")[0]
+    mark_ranks(rows)
+    assert {r["gpu"]: (r["predicted_speed_rank"], r["predicted_tied_with_fastest"]) for r in rows} == {
+        "b200": (1, True), "h200": (2, True), "h100-sxm": (3, True), "h100-pcie": (4, False), "a40": (5, False)}
+
+
+def test_an_exact_tie_names_no_winner_and_says_why_when_launch_bound() -> None:
+    launch = {"predicted_bound": "launch"}
+    rows = [_cell(g, 31_828.1, 25, **launch) for g in ("b200", "h100-sxm", "a100-80gb", "l4", "t4")]
+    rows.append(_cell("k80", 9_000.0, 25, **launch))
+    (line,) = advice(rows)
+    fastest = line.split(": ", 1)[1].split(";")[0]
+    assert fastest.startswith("fastest: 5 GPUs alike (b200, h100-sxm, a100-80gb and 2 more) (31,828 samples/s)")
+    assert "launch-bound" in fastest and "the GPU does not set the pace" in fastest
+    (full,) = advice(rows, shown=None)
+    assert "(b200, h100-sxm, a100-80gb, l4, t4)" in full
+    rows.pop()  # every GPU alike: the same finding, the same why
+    (line,) = advice(rows)
+    assert "fastest: none beyond the error band" in line and "launch-bound" in line
+    mark_ranks(rows)
+    assert {r["predicted_speed_rank"] for r in rows} == {1}
 
 
 def test_prices_give_the_cost_per_million_samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
     from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
     from ampbench.report.console import predicted_tables  # lazy: torch
-    from ampbench.report.gpu_comparison import advice, comparison_tables, ddp_lines, wide_csv  # lazy: torch
+    from ampbench.report.gpu_comparison import advice, comparison_tables, ddp_lines, mark_ranks, wide_csv  # lazy: torch
 
     json_out, csv_out = output.json_out, output.csv_out
     check_output_file(json_out, "--json", "predict.json")
@@ -42,9 +42,10 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
     with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)
         rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
     several = len(config.gpus) > 1
+    mark_ranks(rows)
     for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):
         console.print(part)
-    for line in [*ddp_lines(rows), *no_speedup_lines(rows), *(advice(rows) if several else ())]:
+    for line in [*config.notes, *ddp_lines(rows), *no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
     for gpu in config.gpus if not config.inference and config.strategy is None else ():
         cells = run_cells([r for r in rows if r.get("gpu") == gpu.key])

@@ -81,6 +81,8 @@ class PredictConfig:
     settings: tuple[EntrySettings, ...] = ()
     """The default GPU suite's, per target: the batch (on a GPU of the suite's reference memory) and layout ``run``
     gives it where the user said nothing; empty for named targets."""
+    notes: tuple[str, ...] = ()
+    """What was taken for the user where they said nothing (the console says it)."""
 
     @property
     def gpu(self) -> Gpu:
@@ -129,13 +131,20 @@ class PredictConfig:
                                 "optimizer)")
         if strategy not in (None, "ddp", "fsdp"):
             raise AmpbenchError(f"--strategy {strategy}: predict takes ddp or fsdp (as run --strategy runs them)")
-        if (gpus_per_node * nodes > 1) != (strategy is not None):
-            raise AmpbenchError("--gpus/--nodes over one GPU need --strategy ddp or fsdp, and --strategy needs more than "
-                                f"one GPU (got --gpus {gpus_per_node} --nodes {nodes}, --strategy {strategy})")
-        if strategy is not None and inference:
-            raise AmpbenchError("--strategy predicts training over many GPUs; --inference one GPU's forward")
+        many = gpus_per_node * nodes > 1
+        if many and inference:
+            raise AmpbenchError(f"--gpus {gpus_per_node} --nodes {nodes} predicts training over many GPUs; --inference "
+                                "one GPU's forward: leave one of them out")
+        if strategy is not None and not many:
+            raise AmpbenchError(f"--strategy {strategy} needs more than one GPU: add --gpus N (and --nodes M for "
+                                "several machines)")
+        notes: tuple[str, ...] = ()
+        if many and strategy is None:  # (data parallel: what most people mean by training on 8 GPUs)
+            strategy = "ddp"
+            notes = (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU holds "
+                     "the whole model and trains its own batch); --strategy fsdp shards the model instead",)
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host, executions, settings)
+                     strategy, interconnect, fp8, host, executions, settings, notes)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
             check_target(config.builder(t), list(names), states)

@@ -312,10 +312,14 @@ class StepCost:
 
     @property
     def bound(self) -> str:
-        """launch when the host issues the ops slower than the GPU runs them; else the largest share."""
-        if self.host_s > self.gpu_s:
-            return "launch"
-        return max(self.time_split, key=lambda k: self.time_split[k])
+        """The largest share of :attr:`time_split` (a step whose host issues the ops a little slower than its GPU runs
+        them is still bound by what its GPU spends most of it on; the launch-bound note says the host's part)."""
+        return bound_of(self.time_split)
+
+
+def bound_of(split: dict[str, float]) -> str:
+    """What a step is bound by: the largest share of its time split (compute, memory, launch, communication)."""
+    return max(split, key=lambda k: split[k]) if split else "compute"
 
 
 FUSED_OPTIMIZER = "aten._fused_optimizer"

@@ -29,7 +29,7 @@ from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
-from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, price
+from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, bound_of, price
 from ampbench.predict.distributed import Fabric, ddp_cost, fsdp_cost, fsdp_memory
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
@@ -333,6 +333,11 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                   "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
                   "predicted_comm_share": d.exposed_s / step_s, "predicted_scaling_efficiency": d.scaling_efficiency,
                   "predicted_samples_per_s_per_gpu": batch / step_s}
+    time_split, bound = cost.time_split, cost.bound
+    comm = spread.get("predicted_comm_share")
+    if comm:  # the collectives a step waits on: a share of its own, the rest of the split in proportion
+        time_split = {**{k: v * (1 - comm) for k, v in cost.time_split.items()}, "communication": comm}
+        bound = bound_of(time_split)
     if cost.energy_j is not None and cost.idle_w is not None:  # (a collective waited on: the board idle)
         energy_j = cost.energy_j + max(0.0, step_s - cost.step_s) * cost.idle_w
         spread.update(predicted_step_energy_j=energy_j, predicted_power_w=energy_j / step_s,
@@ -345,7 +350,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_speedup_vs_fp32=baselines["fp32"] / step_s if "fp32" in baselines else None,
         predicted_speedup_vs_tf32=baselines["tf32"] / step_s if "tf32" in baselines else None,
         predicted_mfu=cost.flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
-        predicted_bound=cost.bound, predicted_time_split=cost.time_split, predicted_op_split=cost.op_split,
+        predicted_bound=bound, predicted_time_split=time_split, predicted_op_split=cost.op_split,
         flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
         predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
         predicted_host=host.label,

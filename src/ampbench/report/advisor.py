@@ -39,6 +39,7 @@ from ampbench.execution.options import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination
+from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
 from ampbench.report.strategies import strategy_summary
@@ -259,7 +260,7 @@ def energy_advice(rows: list[dict[str, Any]]) -> str | None:
 
 def _joules(j: float) -> str:
     """0.123 J, 12.3 mJ: three significant digits."""
-    return f"{j:.3g} J" if j >= 0.1 else f"{j * 1e3:.3g} mJ"
+    return f"{sig(j)} J" if j >= 0.1 else f"{sig(j * 1e3)} mJ"
 
 
 def _advise_execution(rows: list[dict[str, Any]]) -> Advice:

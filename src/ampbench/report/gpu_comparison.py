@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from ampbench.report.console import Col, fmt_bytes, stack_tables
+from ampbench.report.numbers import sig
 from ampbench.report.predictions import at_power
 
 Group = dict[str, dict[str, dict[str, Any]]]
@@ -62,12 +65,12 @@ def _memory(r: dict[str, Any]) -> str:
 
 def energy_text(r: dict[str, Any]) -> str:
     j = r.get("predicted_joules_per_sample")
-    return "-" if j is None else f"{j * 1e3:.3g}"
+    return "-" if j is None else sig(j * 1e3)
 
 
 def usd_text(r: dict[str, Any]) -> str:
     usd = r.get("predicted_usd_per_million_samples")
-    return "-" if usd is None else f"{usd:,.3f}"
+    return "-" if usd is None else sig(usd)
 
 
 FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], bool]], ...] = (
@@ -106,51 +109,105 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
     return out
 
 
-def _best(group: dict[str, dict[str, Any]], value: Callable[[dict[str, Any]], float | None],
-          low: bool) -> tuple[list[str], float] | None:
-    """The GPU(s) best by ``value``, with the best value: the best and every GPU whose gap to it is inside the two
-    predictions' error bands together (each row's ``±error``; a ratio of two predictions can be off by both: a lead
-    smaller than that is not a lead); None with fewer than two GPUs to compare."""
-    found = [(gpu, v, (r.get("predicted_error_pct") or 0) / 100) for gpu, r in group.items()
+@dataclass(frozen=True)
+class Ranking:
+    """The GPUs of one cell and mode ranked by a figure."""
+
+    best: list[str]
+    """The GPUs at the best value (several: predicted exactly alike)."""
+    tied: list[str]
+    """The others whose error band overlaps the best's, nearest first."""
+    value: float
+    compared: int
+    """GPUs with the figure."""
+    launch_bound: bool
+    """Every best GPU's step is launch-bound: the host sets its pace, not the GPU."""
+
+    @property
+    def leaders(self) -> list[str]:
+        return [*self.best, *self.tied]
+
+
+def rank(group: dict[str, dict[str, Any]], value: Callable[[dict[str, Any]], float | None],
+         low: bool) -> Ranking | None:
+    """The GPUs best by ``value``: those at the best value, and those tied with it -- each row's ``±error`` band
+    overlapping the best's (a prediction can be off by its band either way: two bands that overlap are not a
+    difference, two that do not are); None with fewer than two GPUs to compare."""
+    found = [(gpu, v, (r.get("predicted_error_pct") or 0) / 100, r) for gpu, r in group.items()
              if _ok(r) and (v := value(r)) is not None]
     if len(found) < 2:
         return None
-    best = (min if low else max)(found, key=lambda f: f[1])
-    tied = [g for g, v, band in found
-            if (v <= best[1] * (1 + best[2] + band) if low else v >= best[1] * (1 - best[2] - band))]
-    return [best[0], *(g for g in tied if g != best[0])], best[1]
+    top = (min if low else max)(v for _, v, _, _ in found)
+    best = [f for f in found if math.isclose(f[1], top, rel_tol=1e-9)]
+    band = max(b for _, _, b, _ in best)
+    tied = sorted((f for f in found if f not in best and (f[1] * (1 - f[2]) <= top * (1 + band) if low
+                                                            else f[1] * (1 + f[2]) >= top * (1 - band))),
+                  key=lambda f: abs(f[1] - top))
+    return Ranking([g for g, *_ in best], [g for g, *_ in tied], top, len(found),
+                   all(r.get("predicted_bound") == "launch" for *_, r in best))
 
 
-def _said(what: str, best: tuple[list[str], float], figure: str, of: int) -> str:
-    gpus, _ = best
-    if len(gpus) == of:
-        return f"{what}: none beyond the error band ({figure} for the best)"
-    others = gpus[1:4] + ([f"{len(gpus) - 4} more"] if len(gpus) > 4 else [])
-    lead = gpus[0] + (f" (tied within the error band with {', '.join(others)})" if len(gpus) > 1 else "")
-    return f"{what} {lead} ({figure})"
+SHOWN = 3
+"""GPUs an advice line names before "N more" (every one: --json/--csv, the HTML report)."""
 
 
-def advice(rows: list[dict[str, Any]]) -> Iterator[str]:
+def _names(gpus: list[str], shown: int | None = SHOWN) -> str:
+    if shown is None or len(gpus) <= shown + 1:
+        return ", ".join(gpus)
+    return ", ".join(gpus[:shown]) + f" and {len(gpus) - shown} more"
+
+
+def _said(what: str, r: Ranking, figure: str, shown: int | None = SHOWN, why_alike: bool = False) -> str:
+    """One pick: the best GPU and those tied with it, or that none leads (all within the error band, or several
+    predicted alike) -- and, for speed, why when the best are launch-bound."""
+    why = (" (launch-bound: the host issues the ops slower than the GPU runs them, so the GPU does not set the pace)"
+           if why_alike and r.launch_bound and len(r.best) > 1 else "")
+    if len(r.leaders) == r.compared:
+        return f"{what}: none beyond the error band ({figure} for the best){why}"
+    if len(r.best) > 1:
+        text = f"{what}: {len(r.best)} GPUs alike ({_names(r.best, shown)}) ({figure}){why}"
+    else:
+        text = f"{what} {r.best[0]} ({figure})"
+    return text + (f", tied within the error band with {_names(r.tied, shown)}" if r.tied else "")
+
+
+def advice(rows: list[dict[str, Any]], shown: int | None = SHOWN) -> Iterator[str]:
     """Per cell and mode predicted on two GPUs or more: the fastest GPU, the cheapest per sample (priced GPUs) and
-    the most energy-efficient; GPUs within the predictions' error band of the best are named as tied (plain text)."""
+    the most energy-efficient; GPUs whose error band overlaps the best's are named as tied, nearest first (plain
+    text; ``shown``: GPUs named before "N more", None: all)."""
     _, groups = compared(rows)
     for (workload, preset, batch, _), group in groups.items():
         for mode, per_gpu in group.items():
-            n = sum(1 for r in per_gpu.values() if _ok(r))
-            fastest = _best(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
+            fastest = rank(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
             if fastest is None:
                 continue
-            said = [_said("fastest", fastest, f"{fastest[1]:,.0f} samples/s", n)]
-            cheapest = _best(per_gpu, lambda r: r.get("predicted_usd_per_million_samples"), low=True)
+            said = [_said("fastest", fastest, f"{fastest.value:,.0f} samples/s", shown, why_alike=True)]
+            cheapest = rank(per_gpu, lambda r: r.get("predicted_usd_per_million_samples"), low=True)
             if cheapest is not None:
-                priced = sum(1 for r in per_gpu.values() if _ok(r) and r.get("predicted_usd_per_million_samples"))
-                said.append(_said("cheapest per sample", cheapest, f"USD {cheapest[1]:,.3f} per million", priced))
-            frugal = _best(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
+                said.append(_said("cheapest per sample", cheapest, f"USD {sig(cheapest.value)} per million", shown))
+            frugal = rank(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
             if frugal is not None:
                 basis = {at_power(r) for r in per_gpu.values() if _ok(r)}
                 said.append(_said("most energy-efficient", frugal,
-                                  f"{frugal[1] * 1e3:.3g} mJ/sample {' or '.join(sorted(basis))}", n))
+                                  f"{sig(frugal.value * 1e3)} mJ/sample {' or '.join(sorted(basis))}", shown))
             yield f"{workload} ({preset}, batch {batch}) {mode}: " + "; ".join(said)
+
+
+def mark_ranks(rows: list[dict[str, Any]]) -> None:
+    """Each row compared with other GPUs gets ``predicted_speed_rank`` (1: the fastest; GPUs predicted alike share
+    a rank) and ``predicted_tied_with_fastest`` (its band overlaps the fastest's): the full lists the advice lines
+    shorten, for --json and --csv."""
+    _, groups = compared(rows)
+    for group in groups.values():
+        for per_gpu in group.values():
+            fastest = rank(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
+            if fastest is None:
+                continue
+            speeds = sorted({r["predicted_samples_per_s"] for r in per_gpu.values() if _ok(r)}, reverse=True)
+            for gpu, r in per_gpu.items():
+                if _ok(r):
+                    r["predicted_speed_rank"] = 1 + sum(1 for v in speeds if v > r["predicted_samples_per_s"] * (1 + 1e-9))
+                    r["predicted_tied_with_fastest"] = gpu in fastest.leaders
 
 
 def compared_cells(predictions: list[dict[str, Any]]) -> list[tuple[str, list[str], Group]]:
@@ -186,7 +243,9 @@ def chart_data(group: Group) -> dict[str, dict[str, tuple[float, float | None]]]
 CSV_FIGURES = (("samples_per_s", "predicted_samples_per_s"), ("speedup_vs_fp32", "predicted_speedup_vs_fp32"),
                ("peak_bytes", "predicted_peak_bytes"), ("max_batch", "predicted_max_batch"),
                ("joules_per_sample", "predicted_joules_per_sample"),
-               ("usd_per_million_samples", "predicted_usd_per_million_samples"))
+               ("usd_per_million_samples", "predicted_usd_per_million_samples"),
+               ("error_pct", "predicted_error_pct"), ("speed_rank", "predicted_speed_rank"),
+               ("tied_with_fastest", "predicted_tied_with_fastest"))
 
 
 def wide_csv(rows: list[dict[str, Any]]) -> str:

@@ -24,6 +24,7 @@ from ampbench.report.console import (
     memory_text,
     speedup_text,
 )
+from ampbench.report.gpu_comparison import advice as gpu_advice
 from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, speed_text, usd_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
@@ -302,6 +303,9 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
     if which:
         parts.append('<h2 id="which-gpu">Which GPU <span class="sub">(ampbench predict --gpu a,b,c: the same cell priced '
                      "on each GPU; no GPU ran these)</span></h2>")
+        picks = list(gpu_advice(latest_predictions(predictions or []), shown=None))  # (every GPU named)
+        if picks:
+            parts.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in picks) + "</ul>")
         for title, gpus, group in which:
             rows_html = [[e(mode), *[e(_gpu_cell(per.get(g))) for g in gpus]] for mode, per in group.items()]
             parts.append(f"<h3>{e(title)}</h3>")

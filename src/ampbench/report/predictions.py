@@ -55,6 +55,10 @@ def why_no_speedup(pred: dict[str, Any], share_text: str | None = None) -> str:
         split = pred.get("predicted_time_split") or {}
         share_text = f"{split.get(bound, 0.0) if isinstance(split, dict) else 0.0:.0%}"
     precision = str(pred.get("precision") or "")
+    if bound == "communication":
+        return (f"communication-bound ({share_text} of the predicted step waits on the gradients' collectives): a "
+                "faster interconnect, a larger batch per GPU, or half-precision gradients (--grad-reduce-dtype bf16) "
+                "shorten it")
     if bound == "launch":
         return (f"launch-bound ({share_text} of the predicted step is launch overhead): faster math does not shorten "
                 "it; try CUDA graphs or torch.compile (--cuda-graphs on, --compile on), or a larger batch")
