@@ -14,7 +14,7 @@ from ampbench.cli.core import app, console, open_store
 from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.predict.measured_kernels import stored_tables
-from ampbench.report.predictions import no_speedup_lines
+from ampbench.report.predictions import fp8_lines, no_speedup_lines, unsupported_lines
 
 
 @app.command("predict", epilog=o.MODEL_EXAMPLES)
@@ -45,7 +45,8 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
     mark_ranks(rows)
     for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):
         console.print(part)
-    for line in [*config.notes, *ddp_lines(rows), *no_speedup_lines(rows), *(advice(rows) if several else ())]:
+    for line in [*config.notes, *(unsupported_lines(rows) if several else ()), *fp8_lines(rows), *ddp_lines(rows),
+                 *no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
     for gpu in config.gpus if not config.inference and config.strategy is None else ():
         cells = run_cells([r for r in rows if r.get("gpu") == gpu.key])

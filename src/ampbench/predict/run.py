@@ -356,9 +356,18 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_host=host.label,
         predicted_kernels=(f"measured: {cost.kernels}, {cost.measured_share:.0%} of the GPU time" if cost.kernels
                            else "model: the kernel constants fitted on P4/P100/T4/V100 kernels, datasheet peaks"),
-        notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []),
+        fp8_layers=trace.fp8_layers,
+        notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []), *_fp8_none(trace),
                *([FP8_COMPILED if compiled is not None and compiled.fuse else FP8_EAGER] if get(name).is_fp8 else [])],
         trace_s=traced_s)}
+
+
+def _fp8_none(trace: Any) -> list[str]:
+    """An fp8 mode where no Linear layer qualified: what it is then (the bf16 step, op for op), and why."""
+    if trace.fp8_layers is None or not trace.fp8_layers.startswith("0/"):
+        return []
+    return [f"fp8: no layer converted ({trace.fp8_layers}): this row is amp-bf16's step, op for op -- "
+            "--fp8-filter/--fp8-skip decide which layers qualify"]
 
 
 FP8_EAGER = ("fp8 predicted eager: torchao's dynamic scaling and casting run as the separate kernels traced (amax, "

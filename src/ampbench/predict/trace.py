@@ -308,6 +308,8 @@ class Trace:
     """The tensors the optimizer steps (the model's parameters; master-* modes: the fp32 masters)."""
     state_bytes: int = 0
     """The optimizer's own state (moments, step counters), without master copies."""
+    fp8_layers: str | None = None
+    """fp8 modes: which Linear layers became Float8Linear and why others did not (``run``'s ``fp8_layers``)."""
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     """How long the trace took here."""
@@ -511,7 +513,8 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
-                 fsdp=mp.fsdp_split(model))  # (as run counts its FSDP bytes)
+                 fsdp=mp.fsdp_split(model),  # (as run counts its FSDP bytes)
+                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None)
 
 
 def _on_model_backward(out: Any, rec: _Recorder) -> None:

@@ -133,6 +133,45 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
     return out
 
 
+def fp8_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per fp8 cell predicted: which Linear layers its recipe converted (none: the row is amp-bf16's step,
+    op for op) -- what an fp8 speed, or its absence, comes from."""
+    bf16 = {(r["workload"], r.get("preset"), r["batch_size"], r.get("gpu")): r for r in rows
+            if r.get("status") == "ok" and r.get("precision") == "amp-bf16" and not r.get("optimizer_state")}
+    out: dict[tuple[Any, ...], str] = {}
+    slower: dict[tuple[Any, ...], list[str]] = {}
+    for r in rows:
+        layers = r.get("fp8_layers")
+        if r.get("status") != "ok" or not layers:
+            continue
+        key = (r["workload"], r.get("preset"), r["batch_size"], r["precision"])
+        what = ("no layer converted, so it is predicted as amp-bf16's step op for op" if str(layers).startswith("0/")
+                else "the converted layers' matmuls at the fp8 rate, with their scaling and casts")
+        out.setdefault(key, f"{r['workload']} ({r.get('preset')}, batch {r['batch_size']}) {r['precision']}: {layers} "
+                            f"-- {what} (--fp8-filter, --fp8-skip choose the layers)")
+        base = bf16.get((*key[:3], r.get("gpu")))
+        if base is not None and not str(layers).startswith("0/") and \
+                r["predicted_step_ms"] > base["predicted_step_ms"] * (1 + (r.get("predicted_error_pct") or 0) / 100):
+            slower.setdefault(key, []).append(f"{r.get('gpu')} {base['predicted_step_ms'] / r['predicted_step_ms']:.2f}x")
+    for key, where in slower.items():
+        out[key] += (f"; slower than amp-bf16 ({', '.join(where)} of its speed): at these sizes each converted layer's "
+                     "scaling and casts cost more than its fp8 matmul saves")
+    return list(out.values())
+
+
+def unsupported_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per mode and reason a GPU cannot run it, naming the GPUs (a comparison's cell says only
+    ``unsupported``)."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        if r.get("status") == "unsupported":  # (the reason names its GPU: the same reason of another GPU merges)
+            reason = str(r.get("reason") or "").replace(str(r.get("gpu")), "the GPU")
+            gpus = by.setdefault((str(r["precision"]), reason), [])
+            if str(r.get("gpu")) not in gpus:
+                gpus.append(str(r.get("gpu")))
+    return [f"{mode} unsupported on {', '.join(gpus)}: {reason}" for (mode, reason), gpus in by.items()]
+
+
 def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line per latest ok prediction: predicted and (where stored) measured samples/s and speedup, the error."""
     out = []

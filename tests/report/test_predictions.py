@@ -1,0 +1,38 @@
+"""The lines ``predict`` prints beside its tables: why a GPU cannot run a mode (a comparison's cell says only
+"unsupported"), and what an fp8 row converted (none: it is amp-bf16's step)."""
+
+from __future__ import annotations
+
+from ampbench.measure.gpus import lookup
+from ampbench.predict.run import predict_target
+from ampbench.report.predictions import fp8_lines, unsupported_lines
+from ampbench.workloads import create_workload
+from ampbench.workloads.factory import build_meta
+
+
+def test_an_fp8_row_says_what_it_converted_and_a_gpu_that_cannot_run_it_says_why() -> None:
+    rows = []
+    for gpu in ("h100-sxm", "a100-80gb", "a100-40gb"):
+        rows += predict_target("tabular-mlp", lambda: build_meta(lambda: create_workload("tabular-mlp", "tiny")),
+                               ["amp-bf16", "fp8-rowwise"], lookup(gpu), 16)
+    h100 = {r["precision"]: r for r in rows if r["gpu"] == "h100-sxm"}
+    assert h100["fp8-rowwise"]["fp8_layers"].startswith("0/3 converted; skipped:")
+    assert h100["fp8-rowwise"]["predicted_ops"] == h100["amp-bf16"]["predicted_ops"]  # (nothing converted)
+    assert any(n.startswith("fp8: no layer converted") for n in h100["fp8-rowwise"]["notes"])
+    (line,) = fp8_lines(rows)
+    assert line.startswith("tabular-mlp (tiny, batch 16) fp8-rowwise: 0/3 converted") and "amp-bf16's step" in line
+    (why,) = unsupported_lines(rows)
+    assert why.startswith("fp8-rowwise unsupported on a100-80gb, a100-40gb: fp8 Tensor Cores need compute capability")
+
+
+def test_an_fp8_row_slower_than_bf16_says_why() -> None:
+    from ampbench.predict.config import PredictConfig
+
+    config = PredictConfig.from_strings(gpu="h100-sxm", workloads="tabular-mlp", preset="tiny",
+                                        precisions="amp-bf16,fp8-rowwise", fp8_filter="dims")
+    rows = config.predict()
+    (line,) = fp8_lines(rows)
+    fp8, bf16 = (next(r for r in rows if r["precision"] == p) for p in ("fp8-rowwise", "amp-bf16"))
+    assert fp8["fp8_layers"].startswith("1/3 converted") and fp8["predicted_step_ms"] > bf16["predicted_step_ms"]
+    assert f"slower than amp-bf16 (h100-sxm {bf16['predicted_step_ms'] / fp8['predicted_step_ms']:.2f}x" in line
+    assert "scaling and casts cost more" in line
