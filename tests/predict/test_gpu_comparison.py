@@ -164,6 +164,24 @@ def test_all_predicts_every_gpu_of_the_catalogue(tmp_path: Path) -> None:
     assert all(g.key in text for g in predictable()) and max(len(line) for line in text.splitlines()) <= 80
 
 
+def test_all_gpus_of_a_warning_users_model_warn_once_and_say_each_finding_once(
+        tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    model = tmp_path / "cnn.py"
+    model.write_text("import warnings\nfrom torch import nn\n\n\ndef build():\n"
+                     "    warnings.warn('my model warns')\n"
+                     "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), "
+                     "nn.Flatten(), nn.Linear(8, 10))\n")
+    code, out, err = cli("predict", "--gpu", "all", "--model", f"{model}:build", "--input-shape", "3,16,16",
+                         "--num-classes", "10", "--precisions", "fp32,amp-fp16", "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert sum("my model warns" in str(w.message) for w in recwarn) == 1  # (it printed once per GPU and build: 84
+    # times)
+    lines = [line for line in out.splitlines() if "no speedup predicted" in line or "buy memory" in line]
+    assert 1 <= len(lines) <= 8  # (one per finding, the GPUs named in it: not one per GPU)
+    flat = " ".join(out.split())
+    assert flat.count("ampbench run of these") == 1 and f"({len(predictable())} GPUs;" in flat
+
+
 def test_the_reports_show_which_gpu(tmp_path: Path) -> None:
     """The stored predictions of one cell on several GPUs: a "Which GPU" section, GPUs as columns (HTML with a chart,
     Markdown with a table); one GPU alone has none."""

@@ -10,8 +10,11 @@ input, found before any work started; 130 interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -50,6 +53,27 @@ _invocation: list[str] = []
 def invocation() -> list[str]:
     """The arguments of the command being run (``train --strategy`` runs the same command again in each rank)."""
     return list(_invocation)
+
+
+@contextlib.contextmanager
+def warned_once() -> Iterator[None]:
+    """Inside, each warning (its category, text and where it was raised) is shown once. Python's own "once" keeps its
+    record in the raising module, and a user's ``--model`` file is imported afresh for each build: a model traced for
+    41 GPUs printed its warning 84 times."""
+    shown: set[tuple[Any, ...]] = set()
+    before = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        key = (category, str(message), filename, lineno)
+        if key not in shown:
+            shown.add(key)
+            before(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = before
 
 
 def open_store(db: Path | None, create: bool = True) -> Any:

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from ampbench.cli import declared
 from ampbench.cli import options as o
-from ampbench.cli.core import app, console, open_store
+from ampbench.cli.core import app, console, open_store, warned_once
 from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.predict.measured_kernels import stored_tables
@@ -22,6 +22,12 @@ from ampbench.report.predictions import fp8_lines, no_speedup_lines, unsupported
 def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
                 output: PredictOutput) -> None:
     """Predict each precision's step time, memory and max batch on GPUs you do not have (nothing runs on a GPU)."""
+    with warned_once():  # (a user's model is imported and built more than once: its warnings said once)
+        _predict(gpus, targets, spread, data, output)
+
+
+def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
+             output: PredictOutput) -> None:
     from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
     from ampbench.report.console import predicted_tables  # lazy: torch
@@ -37,7 +43,7 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
         **asdict(spread),
         data=data_options(d.input_shape, d.vocab_size, d.num_classes, d.num_outputs, d.task, d.batches, d.loss, None,
                           None, d.option))
-    from ampbench.predict.run_time import run_cells, run_text  # lazy: torch
+    from ampbench.predict.run_time import run_cells, run_text, runs_text  # lazy: torch
 
     with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)
         rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
@@ -48,10 +54,14 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
     for line in [*config.notes, *(unsupported_lines(rows) if several else ()), *fp8_lines(rows), *ddp_lines(rows),
                  *no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
-    for gpu in config.gpus if not config.inference and config.strategy is None else ():
-        cells = run_cells([r for r in rows if r.get("gpu") == gpu.key])
-        if cells:
-            console.print(f"  {escape(run_text(cells, gpu.key))}")
+    runs = {gpu.key: run_cells([r for r in rows if r.get("gpu") == gpu.key])
+            for gpu in (config.gpus if not config.inference and config.strategy is None else ())}
+    runs = {gpu: cells for gpu, cells in runs.items() if cells}
+    if len(runs) == 1:
+        (gpu_key, cells), = runs.items()
+        console.print(f"  {escape(run_text(cells, gpu_key))}")
+    elif runs:
+        console.print(f"  {escape(runs_text(runs))}")
     store.add_predictions(rows)
     console.print(f"stored {len(rows)} predicted rows in {escape(str(store.path))} (ampbench report shows them beside "
                   "any measurement of the same cell on that GPU)")

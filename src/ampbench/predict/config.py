@@ -83,6 +83,8 @@ class PredictConfig:
     gives it where the user said nothing; empty for named targets."""
     notes: tuple[str, ...] = ()
     """What was taken for the user where they said nothing (the console says it)."""
+    built: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Each target's workload on meta, built once when checked (a user's factory runs once, however many GPUs)."""
 
     @property
     def gpu(self) -> Gpu:
@@ -146,8 +148,8 @@ class PredictConfig:
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
                      strategy, interconnect, fp8, host, executions, settings, notes)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
-        for t in targets:  # every target built (on meta) and its optimizer checked before any tracing
-            check_target(config.builder(t), list(names), states)
+        for k, t in enumerate(targets):  # every target built (on meta) and its optimizer checked before any tracing
+            config.built[k] = check_target(config.builder(t), list(names), states)
         return config
 
     @staticmethod
@@ -180,7 +182,7 @@ class PredictConfig:
                                                traces, preset=t.preset, optimizer_states=self.optimizer_states,
                                                usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
                                                fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host,
-                                               executions=self.executions)
+                                               executions=self.executions, built=self.built.get(k))
         return rows
 
 

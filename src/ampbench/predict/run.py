@@ -146,10 +146,11 @@ def state_refusal(gpu: Gpu, precision: str, state: str | None) -> str | None:
 
 
 def check_target(build: Callable[[], Workload], precisions: list[str],
-                 optimizer_states: tuple[str | None, ...] = (None,)) -> Workload:
-    """The workload ``build`` makes, on meta, checked before anything is traced: its optimizer can hold each optimizer
-    state asked for (torch's Adam/AdamW), as ``run`` checks it; one line otherwise."""
-    wl = build_meta(build)
+                 optimizer_states: tuple[str | None, ...] = (None,), built: Workload | None = None) -> Workload:
+    """The workload ``build`` makes, on meta (``built``: one it made already), checked before anything is traced: its
+    optimizer can hold each optimizer state asked for (torch's Adam/AdamW), as ``run`` checks it; one line
+    otherwise."""
+    wl = built if built is not None else build_meta(build)
     for state in dict.fromkeys(s for s in optimizer_states if s is not None):
         for precision in precisions:
             if optimizer_state_refusal(get(precision).name, state) is None:
@@ -163,7 +164,8 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                    optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
                    inference: bool = False, fab: Fabric | None = None,
                    fp8: Fp8Options | None = None, host: Host = MEASURED_HOST,
-                   executions: tuple[tuple[str, str], ...] = (("off", "off"),)) -> list[dict[str, Any]]:
+                   executions: tuple[tuple[str, str], ...] = (("off", "off"),),
+                   built: Workload | None = None) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
     ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
     same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
@@ -171,13 +173,14 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
     ``inference``: the forward alone (:func:`~ampbench.predict.trace.trace_inference`: eval mode, no autograd, the
     half modes' models in half), its latency per batch, memory and largest batch; no optimizer state.
     ``executions``: the (compile, cuda_graphs) values of ``run``'s cells to predict (:class:`~ampbench.predict.cost.
-    Compiled`), each with every precision; the default: eager.
+    Compiled`), each with every precision; the default: eager. ``built``: the workload ``build`` made already, on meta
+    (a target priced on many GPUs is built once: a user's factory runs, and warns, once).
 
     Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
     workload's label, ``preset`` -- the workload's own when None --, precision, batch, the execution at this memory
     format and the optimizer state), so a measurement pairs with it by that one definition."""
     rows: list[dict[str, Any]] = []
-    wl = check_target(build, precisions, optimizer_states)
+    wl = check_target(build, precisions, optimizer_states, built)
     batch = batch_size or wl.batch_size
     memory_format = "channels_last" if channels_last else "contiguous"
     traces = {} if traces is None else traces

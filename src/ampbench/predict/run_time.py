@@ -72,3 +72,13 @@ def run_text(cells: list[CellTime], gpu: str) -> str:
     return (f"ampbench run of these {len(cells)} cells on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
             f"their steps at the predicted step times, {around / 60:.1f} around them at {CELL_OVERHEAD_S:g} s a cell: "
             "the lent H200 host's fork, CUDA context, build, setup and teardown)")
+
+
+def runs_text(per_gpu: dict[str, list[CellTime]]) -> str:
+    """Several GPUs' runs of the same cells, in one line: the range, and which GPU is at each end."""
+    totals = {gpu: sum(c.seconds for c in cells) for gpu, cells in per_gpu.items() if cells}
+    fast, slow = min(totals, key=lambda g: totals[g]), max(totals, key=lambda g: totals[g])
+    counts = sorted({len(cells) for cells in per_gpu.values() if cells})
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"  # (a GPU that cannot run a mode: fewer)
+    return (f"ampbench run of these {n} cells: ~{totals[fast] / 60:.1f} min on {fast} to ~{totals[slow] / 60:.1f} min on "
+            f"{slow} ({len(totals)} GPUs; {CELL_OVERHEAD_S:g} s a cell around its steps, the lent H200 host's)")

@@ -81,9 +81,10 @@ def _mode(row: dict[str, Any]) -> str:
 
 
 def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str]:
-    """One line per (workload, preset, batch, GPU, bound, kind of mode) naming the modes predicted less than ``below``
-    x fp32 (with their optimizer states) and why; on a GPU without Tensor Cores one line per (workload, preset, batch,
-    GPU) saying what the half modes buy instead (memory: their peak beside fp32's)."""
+    """One line per (workload, preset, batch, bound, kind of mode) naming the modes predicted less than ``below``
+    x fp32 (with their optimizer states) and why, and the GPUs where it is so (the same finding on several GPUs is one
+    line); on GPUs without Tensor Cores one line saying what the half modes buy instead (memory: on one GPU, their
+    peak beside fp32's)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     fp32_peak: dict[tuple[Any, ...], Any] = {}
     for r in rows:
@@ -102,28 +103,37 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
             groups.setdefault((*cell, r["predicted_bound"], kind if r["predicted_bound"] != "launch" else ""),
                               []).append(r)
     several = len({r.get("gpu") for r in rows}) > 1
+    said: dict[tuple[Any, ...], tuple[list[str], list[dict[str, Any]]]] = {}  # (the same finding on several GPUs: once)
+    for (workload, preset, batch, gpu, bound, kind), group in groups.items():
+        key = (workload, preset, batch, bound, kind, tuple(_mode(r) for r in group))
+        gpus, found = said.setdefault(key, ([], []))
+        gpus.append(str(gpu))
+        found += group
     out = []
-    for (workload, preset, batch, gpu, bound, _), group in groups.items():
-        where = f"{workload} ({preset}, batch {batch}{f', {gpu}' if several else ''})"
-        modes = ", ".join(_mode(r) for r in group)
+    for (workload, preset, batch, bound, _, modes_key), (gpus, group) in said.items():
+        where = f"{workload} ({preset}, batch {batch}{f', {_names(gpus)}' if several else ''})"
+        modes = ", ".join(modes_key)
         if bound == "no tensor cores":
-            card = lookup(str(gpu))
-            assert card is not None
-            base = fp32_peak.get((workload, preset, batch, gpu))
-            speed = ", ".join(f"{_mode(r)} {r['predicted_speedup_vs_fp32']:.2f}x" for r in group
-                              if r.get("predicted_speedup_vs_fp32") is not None)
-            peaks = ", ".join(f"{_mode(r)} {r['predicted_peak_bytes'] / 2**30:,.2f} GiB" for r in group)
-            memory = f"; peak memory fp32 {base / 2**30:,.2f} GiB, {peaks}" if base else ""
-            out.append(f"{where}: {modes} {'buys' if len(group) == 1 else 'buy'} memory, not speed, on {card.name}: no "
-                       f"Tensor Cores (compute capability {card.capability[0]}.{card.capability[1]}), so PyTorch's fp16 "
-                       f"GEMMs and convolutions run in fp32 math on fp16 storage; only memory-bound kernels gain "
-                       f"({speed} of fp32's speed{memory})")
+            cards = [c for c in (lookup(g) for g in gpus) if c is not None]
+            caps = sorted({f"{c.capability[0]}.{c.capability[1]}" for c in cards})
+            speeds = sorted(r["predicted_speedup_vs_fp32"] for r in group if r.get("predicted_speedup_vs_fp32"))
+            speed = f"{speeds[0]:.2f}x" if speeds[0] == speeds[-1] else f"{speeds[0]:.2f}-{speeds[-1]:.2f}x"
+            memory = ""
+            if len(gpus) == 1:
+                base = fp32_peak.get((workload, preset, batch, gpus[0]))
+                peaks = ", ".join(f"{_mode(r)} {r['predicted_peak_bytes'] / 2**30:,.2f} GiB" for r in group)
+                memory = f"; peak memory fp32 {base / 2**30:,.2f} GiB, {peaks}" if base else ""
+            out.append(f"{where}: {modes} {'buys' if len(modes_key) == 1 else 'buy'} memory, not speed, on "
+                       f"{cards[0].name if len(cards) == 1 else 'these GPUs'}: no Tensor Cores (compute capability "
+                       f"{', '.join(caps)}), so PyTorch's fp16 GEMMs and convolutions run in fp32 math on fp16 storage; "
+                       f"only memory-bound kernels gain ({speed} of fp32's speed{memory})")
             continue
         if bound == "communication":
             shares = sorted({round(100 * r["predicted_comm_share"]) for r in group})
             share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
+            links = ", ".join(dict.fromkeys(str(r["interconnect"]) for r in group))
             out.append(f"{where}: no speedup predicted for {modes}; communication-bound ({share} of "
-                       f"the step is the gradients' all-reduce the backward does not hide over {group[0]['interconnect']}"
+                       f"the step is the gradients' all-reduce the backward does not hide over {links}"
                        "): a faster interconnect, a larger batch per GPU, or half-precision gradients "
                        "(--grad-reduce-dtype bf16 on run) shorten it")
             continue
@@ -131,6 +141,10 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
         share = f"{shares[0]}%" if len(shares) == 1 else f"{shares[0]}-{shares[-1]}%"
         out.append(f"{where}: no speedup predicted for {modes}; {why_no_speedup(group[0], share)}")
     return out
+
+
+def _names(gpus: list[str], shown: int = 4) -> str:
+    return ", ".join(gpus) if len(gpus) <= shown + 1 else ", ".join(gpus[:shown]) + f" and {len(gpus) - shown} more"
 
 
 def fp8_lines(rows: list[dict[str, Any]]) -> list[str]:
