@@ -14,7 +14,9 @@ from rich.console import Console
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup, predictable
 from ampbench.predict.config import PredictConfig, load_prices
+from ampbench.report.console import bytes_unit, fmt_bytes
 from ampbench.report.gpu_comparison import advice, comparison_tables, mark_ranks
+from ampbench.report.numbers import sig
 from ampbench.report.predictions import no_speedup_lines
 from ampbench.store import Store
 from tests.conftest import cli
@@ -137,6 +139,40 @@ def test_prices_give_the_cost_per_million_samples(tmp_path: Path, monkeypatch: p
     assert "USD per million samples" in flat and "cheapest per sample" in flat and "a100-80gb" in flat
     assert max(len(line) for line in text.splitlines() if "│" in line) <= 80  # (tables stacked to fit; text soft-wraps)
     assert len(Store(db).predictions()) == len(rows) == 4
+
+
+def test_one_priced_gpu_shows_its_cost_and_energy_and_a_comparison_prices_only_the_priced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"h100-sxm": 2.5}')
+    monkeypatch.setenv("COLUMNS", "120")
+    code, text, err = cli("predict", "--gpu", "h100-sxm", "--workloads", "tabular-mlp", "--preset", "tiny",
+                          "--precisions", "fp32", "--prices", str(prices), "--db", str(tmp_path / "r.db"), "--json",
+                          str(tmp_path / "p.json"))
+    assert code == 0, err
+    (row,) = json.loads((tmp_path / "p.json").read_text())
+    line = next(x for x in text.splitlines() if x.startswith("│ fp32"))
+    assert sig(row["predicted_usd_per_million_samples"]) in line and sig(row["predicted_joules_per_sample"] * 1e3) in line
+    code, text, err = cli("predict", "--gpu", "h100-sxm,t4,l4", "--workloads", "tabular-mlp", "--preset", "tiny",
+                          "--precisions", "fp32", "--prices", str(prices), "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if "USD" in x)
+    cost = "\n".join(lines[start:next(i for i in range(start, len(lines)) if lines[i].startswith("└")) + 1])
+    assert "h100-sxm" in cost and "t4" not in cost and "l4" not in cost  # (unpriced GPUs: no cost column)
+
+
+def test_a_column_of_sizes_is_written_in_one_unit() -> None:
+    assert bytes_unit([1_002.2 * 2**20, 1.0 * 2**30, None]) == "GiB"
+    assert fmt_bytes(1_002.2 * 2**20, "GiB") == "1.0 GiB" and fmt_bytes(512, "KiB") == "0.5 KiB"
+    rows = [{"workload": "w", "preset": "tiny", "batch_size": 8, "precision": p, "status": "ok", "gpu": "a",
+             "predicted_samples_per_s": 1.0, "predicted_peak_bytes": b, "predicted_max_batch": 9}
+            for p, b in (("fp32", 1.1 * 2**30), ("amp-bf16", 1_002.2 * 2**20))]
+    console = Console(width=200, record=True, file=io.StringIO())
+    for part in comparison_tables(rows + [{**r, "gpu": "b"} for r in rows], 200):
+        console.print(part)
+    text = console.export_text()
+    assert "MiB" not in text and "1.0 GiB / 9" in text
 
 
 @pytest.mark.parametrize("content, said", [

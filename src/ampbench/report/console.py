@@ -13,17 +13,30 @@ from rich.text import Text
 
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
+from ampbench.report.numbers import sig
 from ampbench.store.derive import compared_memory, memory_basis
 from ampbench.store.row_keys import framework_of
 
+BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
-def fmt_bytes(n: Any) -> str:
+
+def fmt_bytes(n: Any, unit: str | None = None) -> str:
+    """Bytes in the largest unit they fill (``unit``: in that one, a column's: its figures side by side alike)."""
     if not isinstance(n, (int, float)):
         return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    if unit is not None:
+        size = dict(BYTE_UNITS).get(unit, 1)
+        return f"{n / size:,.1f} {unit}" if size > 1 else f"{n:,.0f} B"
+    for name, size in BYTE_UNITS:
         if abs(n) >= size:
-            return f"{n / size:,.1f} {unit}"
+            return f"{n / size:,.1f} {name}"
     return f"{n:,.0f} B"
+
+
+def bytes_unit(values: Any) -> str:
+    """The unit a column of byte counts is written in: the one its largest fills."""
+    largest = max((abs(v) for v in values if isinstance(v, (int, float))), default=0)
+    return next((name for name, size in BYTE_UNITS if largest >= size), "B")
 
 
 def _num(v: Any, spec: str = ",.1f") -> str:
@@ -282,15 +295,21 @@ PREDICTED_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("x tf32", lambda r: _times(r["predicted_speedup_vs_tf32"])),
     ("x eager", lambda r: _times(r.get("predicted_speedup_vs_eager"))),
     ("± error", lambda r: f"±{r['predicted_error_pct']}%"),
-    ("peak memory", lambda r: fmt_bytes(r["predicted_peak_bytes"])),
+    ("mJ/sample", lambda r: "-" if r.get("predicted_joules_per_sample") is None
+     else sig(r["predicted_joules_per_sample"] * 1e3)),
+    ("USD/M samples", lambda r: "-" if r.get("predicted_usd_per_million_samples") is None
+     else sig(r["predicted_usd_per_million_samples"])),
+    ("peak memory", "predicted_peak_bytes"),
     ("max batch", lambda r: "-" if r["predicted_max_batch"] is None else f"{r['predicted_max_batch']:,}"),
     ("MFU", lambda r: f"{r['predicted_mfu']:.0%}"),
     ("bound", lambda r: r["predicted_bound"]),
-    ("weights", lambda r: fmt_bytes(r["predicted_weights_bytes"])),
-    ("grads", lambda r: fmt_bytes(r["predicted_grads_bytes"])),
-    ("optimizer", lambda r: fmt_bytes(r["predicted_optimizer_bytes"])),
-    ("activations", lambda r: fmt_bytes(r["predicted_activation_bytes"])),
+    ("weights", "predicted_weights_bytes"),
+    ("grads", "predicted_grads_bytes"),
+    ("optimizer", "predicted_optimizer_bytes"),
+    ("activations", "predicted_activation_bytes"),
 )
+"""Column heads and how a row's cell is written: a function, or the key of a byte count (a column's byte counts are
+written in one unit: the one its largest fills)."""
 _PREDICTED_MEMORY = {"peak memory", "max batch", "weights", "grads", "optimizer", "activations"}
 
 
@@ -321,12 +340,17 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
     for r in rows:
         groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)
     compiled = any(r.get("compile", "off") != "off" or r.get("cuda_graphs", "off") != "off" for r in rows)
+    priced = any(r.get("predicted_usd_per_million_samples") is not None for r in rows)
     columns = [c for c in PREDICTED_COLUMNS if (c[0] != "x tf32" or "tf32" in gpu.tflops)
-               and (c[0] != "x eager" or compiled)]
+               and (c[0] != "x eager" or compiled) and (c[0] != "USD/M samples" or priced)]
     for (workload, preset, batch), group in groups.items():
         key = Col("mode", [_predicted_mode(r) for r in group], justify="left")
-        cols = [Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group])
-                for i, (head, cell) in enumerate(columns)]
+        cols = []
+        for i, (head, cell) in enumerate(columns):
+            if isinstance(cell, str):  # (a byte count: the column in one unit)
+                unit = bytes_unit(r.get(cell) for r in group)
+                cell = (lambda k, u: lambda r: fmt_bytes(r[k], u))(cell, unit)
+            cols.append(Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group]))
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
         if group[0].get("strategy"):
             what = f"{group[0]['strategy']} x{group[0]['world_size']} (batch per GPU; samples/s of all) " + what
@@ -335,8 +359,15 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
         for r in group:
             if r["status"] != "ok":
                 out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}")
-    for basis in dict.fromkeys(r["predicted_error_basis"] for r in rows if r.get("predicted_error_basis")):
-        out.append(f"± error: the typical |error| of predictions like these ({escape(basis)})")
+    bases: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("predicted_error_basis"):
+            modes = bases.setdefault(r["predicted_error_basis"], [])
+            if _predicted_mode(r) not in modes:
+                modes.append(_predicted_mode(r))
+    for basis, modes in bases.items():  # (which rows each band is of, where they differ)
+        of = f" of {', '.join(modes)}" if len(bases) > 1 else ""
+        out.append(f"± error{escape(of)}: the typical |error| of predictions like these ({escape(basis)})")
     out.append(f"peaks, memory and bandwidth: {escape(gpu.source)}. Method, constants and "
                "the error on published results: docs/predict.md")
     for host in dict.fromkeys(r["predicted_host"] for r in rows if r.get("predicted_host")):

@@ -19,7 +19,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from ampbench.report.console import Col, fmt_bytes, stack_tables
+from ampbench.report.console import Col, bytes_unit, fmt_bytes, stack_tables
 from ampbench.report.numbers import sig
 from ampbench.report.predictions import at_power
 
@@ -58,9 +58,9 @@ def speed_text(r: dict[str, Any], unit: str = "") -> str:
             + (f" ±{band}%" if band is not None else ""))
 
 
-def _memory(r: dict[str, Any]) -> str:
+def _memory(r: dict[str, Any], unit: str | None = None) -> str:
     batch = r.get("predicted_max_batch")
-    return fmt_bytes(r.get("predicted_peak_bytes")) + ("" if batch is None else f" / {batch:,}")
+    return fmt_bytes(r.get("predicted_peak_bytes"), unit) + ("" if batch is None else f" / {batch:,}")
 
 
 def energy_text(r: dict[str, Any]) -> str:
@@ -95,11 +95,19 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
                 continue
             cols = []
             for gpu in gpus:
+                if head.startswith("USD") and not any((group[m].get(gpu) or {}).get("usd_per_hour") for m in modes):
+                    continue  # (a GPU without a price: no cost column)
+                show = cell
+                if cell is _memory:  # (a column's sizes in one unit)
+                    unit = bytes_unit((group[m].get(gpu) or {}).get("predicted_peak_bytes") for m in modes)
+                    show = (lambda u: lambda r: _memory(r, u))(unit)
                 texts = []
                 for m in modes:
                     r = group[m].get(gpu)
-                    texts.append("" if r is None else cell(r) if shown(r) else str(r.get("status")))
+                    texts.append("" if r is None else show(r) if shown(r) else str(r.get("status")))
                 cols.append(Col(gpu, texts))
+            if not cols:
+                continue
             title = f"{escape(str(workload))} ({escape(str(preset))}), batch {batch}: {head}, predicted per GPU"
             out += stack_tables(title, key, cols, width)
     out.append("±error: how far predictions like each row missed published measurements (docs/predict.md); a gap "
