@@ -333,12 +333,12 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                 how = versus_fp32(top, gain(top))[2]
                 more = "more --repeats" if top.get("speedup_vs_fp32_range") else "--repeats 3"
                 if top.get("speedup_vs_fp32_doubt"):
-                    return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain(top))} "
+                    return Advice(workload, "fp32", f"{top['precision']} measured {_fmt_ratio(gain(top))} "
                                   f"faster, not claimed: {how}; rerun with {more} on an idle machine", checked, "noisy")
-                return Advice(workload, "fp32", f"fp32: {top['precision']} measured {_fmt_ratio(gain(top))} "
+                return Advice(workload, "fp32", f"{top['precision']} measured {_fmt_ratio(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
-            return Advice(workload, "fp32", f"fp32: {_why_nothing_helps(base, others)}", checked, "no mode helps")
+            return Advice(workload, "fp32", _why_nothing_helps(base, others), checked, "no mode helps")
     evidence = _evidence(best, base, checked) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
                                                                             not r.get("converge_verdict")])
     return Advice(workload, best["precision"], evidence, checked, label)
