@@ -143,3 +143,17 @@ def test_compare_at_80_columns_never_wraps_a_precision_name_nor_cuts_a_figure(
     for r in rows:
         assert r["precision"] in out and f"({r['samples_per_s']:,.0f}/s)" in out, r["precision"]
     assert "…" not in out
+
+
+@pytest.mark.parametrize("width", ["80", "100"])
+def test_list_gpus_cuts_no_number_nor_header(monkeypatch: pytest.MonkeyPatch, width: str) -> None:
+    from ampbench.measure.gpus import predictable
+
+    monkeypatch.setenv("COLUMNS", width)
+    code, out, err = cli("list", "gpus")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= int(width) and "…" not in out
+    for g in predictable():  # every figure whole (the "3,..." and "49...")
+        assert g.key in out and f"{g.bandwidth_gbs:,.0f}" in out and f"{g.tflops['fp32']:g}" in out
+    for head in ("TDP", "NVLink", "GB/s", "memory"):
+        assert head in out

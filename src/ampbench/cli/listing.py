@@ -31,17 +31,23 @@ def list_cmd(
 
 
 def _list_gpus() -> None:
-    table = Table(title="GPUs (dense peak TFLOP/s; half: Tensor Cores with fp32 accumulate; sources: ampbench/measure/"
-                  "gpus.csv)", title_justify="left")
-    for head in ("--gpu", "cc", "memory", "GB/s", "fp32", "tf32", "fp16", "bf16", "fp8", "TDP W", "NVLink GB/s"):
-        table.add_column(head, justify="left" if head == "--gpu" else "right", no_wrap=head == "--gpu")
-    for g in predictable():
-        peaks = [f"{g.tflops[m]:g}" if m in g.tflops else ("fp32 math" if m == "fp16" and not g.tensor_cores else "-")
-                 for m in ("fp32", "tf32", "fp16", "bf16", "fp8")]
-        table.add_row(g.key, f"{g.capability[0]}.{g.capability[1]}", f"{g.memory_gib:g} GB {g.memory or ''}",
-                      f"{g.bandwidth_gbs:,.0f}", *peaks, f"{g.tdp_w:g}" if g.tdp_w else "-",
-                      f"{g.nvlink_gbs:g}" if g.nvlink_gbs else "-")
-    console.print(table)
+    from ampbench.report.console import Col, stack_tables  # lazy: rich tables of the report
+
+    gpus = predictable()
+    peaks = {m: [f"{g.tflops[m]:g}" if m in g.tflops else ("fp32 math" if m == "fp16" and not g.tensor_cores else "-")
+                 for g in gpus] for m in ("fp32", "tf32", "fp16", "bf16", "fp8")}
+    cols = [Col("cc", [f"{g.capability[0]}.{g.capability[1]}" for g in gpus]),
+            Col("memory", [f"{g.memory_gib:g} GB {g.memory or ''}".strip() for g in gpus]),
+            Col("GB/s", [f"{g.bandwidth_gbs:,.0f}" for g in gpus]),
+            *(Col(m, cells) for m, cells in peaks.items()),
+            Col("TDP W", [f"{g.tdp_w:g}" if g.tdp_w else "-" for g in gpus]),
+            Col("NVLink GB/s", [f"{g.nvlink_gbs:g}" if g.nvlink_gbs else "-" for g in gpus])]
+    # (stacked into narrower tables, each led by the GPU's key, when the columns do not fit the terminal: no number
+    # or header is ever cut)
+    for table in stack_tables("GPUs (dense peak TFLOP/s; half: Tensor Cores with fp32 accumulate; sources: "
+                              "ampbench/measure/gpus.csv)", Col("--gpu", [g.key for g in gpus], justify="left"), cols,
+                              console.width):
+        console.print(table)
 
 
 def _list_workloads() -> None:
