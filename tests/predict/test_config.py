@@ -4,6 +4,7 @@ anything is traced; the rows it predicts are the command's (the CLI only prints 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,19 @@ def test_bad_input_is_refused_at_construction_before_any_trace(kw: dict[str, str
     monkeypatch.setattr(predict_config, "predict_target", traced)
     with pytest.raises(AmpbenchError, match=said.replace("(", r"\(")):
         PredictConfig.from_strings(**{"workloads": "tabular-mlp", "preset": "tiny", **kw})
+
+
+@pytest.mark.parametrize("name, said", [
+    ("h100", "did you mean h100-pcie, h100-nvl or h100-sxm?"), ("h10-sxm", "did you mean h100-sxm?"),
+    ("H100", "did you mean h100-pcie, h100-nvl or h100-sxm?")])
+def test_a_gpu_name_that_is_not_one_suggests_the_ones_it_may_mean(name: str, said: str) -> None:
+    with pytest.raises(AmpbenchError, match=re.escape(said)):
+        PredictConfig.from_strings(gpu=name, workloads="tabular-mlp", preset="tiny")
+
+
+def test_a_prices_key_that_is_not_a_gpu_suggests_too(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prices = tmp_path / "p.json"
+    prices.write_text('{"h100": 2.0}')
+    with pytest.raises(AmpbenchError, match=re.escape("'h100' is not a known GPU (did you mean h100-pcie, h100-nvl "
+                                                      "or h100-sxm?")):
+        PredictConfig.from_strings(gpu="h100-sxm", workloads="tabular-mlp", preset="tiny", prices=prices)

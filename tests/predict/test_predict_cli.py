@@ -124,7 +124,8 @@ def test_a_report_shows_predictions_beside_the_measurement_of_the_same_cell(tmp_
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--gpu", "a200"], "--gpu 'a200' is not known; use one of: m4000, p4, quadro-p4000"),
+    (["--gpu", "zz9000"], "--gpu 'zz9000' is not known; use one of: m4000, p4, quadro-p4000"),
+    (["--gpu", "a200"], "did you mean h200 or b200?"),
     (["--gpu", "t4,a200"], "--gpu 'a200' is not known"), (["--gpu", "a10g"], "--gpu 'a10g' has no published SM count"),
     (["--gpu", " , "], "names no GPU"),
     ([], "give --gpu NAME[,NAME...] (or all) or --gpu-spec FILE.json"),

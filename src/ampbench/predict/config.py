@@ -29,7 +29,7 @@ from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.distributed import Fabric, fabric
-from ampbench.predict.run import check_target, find_gpus, predict_target
+from ampbench.predict.run import check_target, either_of, find_gpus, gpu_suggestions, predict_target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
@@ -210,8 +210,10 @@ def load_prices(path: Path, gpus: tuple[Gpu, ...]) -> dict[str, float]:
     for key, value in data.items():
         k = str(key).strip().lower()
         if k not in keys and lookup(k) is None:  # (a known GPU this prediction leaves out: its price is not needed)
-            raise AmpbenchError(f"--prices {path}: {key!r} is not a known GPU (ampbench list gpus; this prediction's: "
-                                f"{', '.join(sorted(keys))})")
+            close = gpu_suggestions(k)
+            hint = f"did you mean {either_of(close)}? " if close else ""
+            raise AmpbenchError(f"--prices {path}: {key!r} is not a known GPU ({hint}ampbench list gpus; this "
+                                f"prediction's: {', '.join(sorted(keys))})")
         try:
             price = float(value)
         except (TypeError, ValueError):

@@ -8,6 +8,7 @@ as ``run`` refuses them.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import time
 import warnings
@@ -59,6 +60,10 @@ def find_gpus(names: str | None, spec_file: Path | None) -> tuple[Gpu, ...]:
         gpu = lookup(name)
         if gpu is None or not gpu.predictable:
             why = "is not known" if gpu is None else "has no published SM count and clocks (its peaks serve MFU only)"
+            close = gpu_suggestions(name)
+            if close:
+                raise AmpbenchError(f"--gpu {name!r} {why}: did you mean {either_of(close)}? (ampbench list gpus names "
+                                    "every one; all takes them all, --gpu-spec FILE.json another GPU)")
             raise AmpbenchError(f"--gpu {name!r} {why}; use one of: {keys}, or all (or --gpu-spec FILE.json for "
                                 "another GPU)")
         out.append(gpu)
@@ -67,6 +72,19 @@ def find_gpus(names: str | None, spec_file: Path | None) -> tuple[Gpu, ...]:
     if spec_file is not None:
         out.append(load_spec(spec_file))
     return tuple(dict.fromkeys(out))
+
+
+def gpu_suggestions(name: str) -> list[str]:
+    """The catalogue GPUs a mistyped ``--gpu`` (or prices key) likely meant: those its text begins (``h100``:
+    h100-pcie, h100-nvl, h100-sxm), else up to three close spellings."""
+    keys = [g.key for g in predictable()]
+    n = name.strip().lower()
+    starts = [k for k in keys if k.startswith(n) or k.replace("-", "").startswith(n.replace("-", ""))]
+    return starts or difflib.get_close_matches(n, keys, n=3, cutoff=0.6)
+
+
+def either_of(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
 SPEC_KEYS = ("name", "tflops", "memory_gib", "bandwidth_gbs", "sms", "capability")
