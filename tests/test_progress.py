@@ -127,6 +127,9 @@ def test_a_run_reports_every_phase_of_its_cells_in_order() -> None:
         assert firsts == sorted(firsts), whats
         timed = [e.progress.i for e in events if e.phase == "progress" and e.progress.what == "timed steps"]
         assert timed[0] == 0 and timed[-1] == 4 and timed == sorted(timed)
+        # warm-up counts as the row does: the first step was the first of its 2 (it said 0/1 .. 1/1 of "warmup 2")
+        warm = [(e.progress.i, e.progress.n) for e in events if e.phase == "progress" and e.progress.what == "warm-up"]
+        assert warm[0] == (1, 2) and warm[-1] == (2, 2) and rows[0]["warmup"] == 2
 
 
 def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, with_estimate: None) -> None:

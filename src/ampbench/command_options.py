@@ -300,9 +300,10 @@ class PredictGpus:
                                       "bandwidth_gbs, sms, capability.", "--gpu-spec")
     prices: Path | None = opt(None, "Your USD per hour per GPU, as JSON {\"a100-80gb\": 1.89, ...} or CSV lines "
                                     "gpu,usd_per_hour: adds the cost per million samples.", "--prices")
-    host_us: str | None = opt(None, "Your host's microseconds per op, F,B[,P]: forward and backward per op, fused "
-                                    "optimizer per parameter (ampbench hw --device cuda measures them; default: the "
-                                    "lent H200 machine's 24.1,27.9,11.6). A launch-bound step is its host's time.",
+    host_us: str | None = opt(None, "Your host's microseconds, F,B[,P[,D]]: forward and backward per op, per "
+                                    "parameter of a fused optimizer.step() and of the engine's direct fused step "
+                                    "(ampbench hw --device cuda measures them; default: the lent H200 machine's "
+                                    "24.1,27.9,11.6,3.9). A launch-bound step is its host's time.",
                               "--host-us")
 
 

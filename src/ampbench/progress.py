@@ -127,32 +127,36 @@ class Steps:
     """A loop's meter: ``meter(i)`` after step i of n reports at most every ``every`` seconds (and the first and
     last step), with the ETA from the mean step time so far."""
 
-    def __init__(self, what: str, n: int, detail: str = "", every: float = 0.25, first_apart: bool = False) -> None:
+    def __init__(self, what: str, n: int, detail: str = "", every: float = 0.25, first_apart: bool = False,
+                 done: int = 0) -> None:
         """``first_apart``: the first step traces and compiles (a Keras model's, a compiled model's): the ETA is
-        extrapolated from the steps after it, and there is none until a second step has run."""
+        extrapolated from the steps after it, and there is none until a second step has run. ``done``: steps of the
+        n run already, elsewhere (a cell's first step is its first warm-up step: "warm-up: step 1/3" before the loop's
+        two); the meter is called with the count including them."""
         self.what, self.n, self.detail, self.every, self.first_apart = what, n, detail, every, first_apart
+        self.done = done
         self.t0 = self.last = time.perf_counter()
         self.t1: float | None = None
-        self.on = listening() and n > 0
+        self.on = listening() and n > done
         if self.on:
-            report(what, 0, n, detail)
+            report(what, done, n, detail)
 
     def eta(self, i: int, now: float) -> float | None:
         """Seconds left after step ``i`` of ``n``, from the mean step time so far (the first step left out when
         it compiles)."""
         if not self.first_apart:
-            return (now - self.t0) / i * (self.n - i) if i else None
-        if i < 2 or self.t1 is None:
+            return (now - self.t0) / (i - self.done) * (self.n - i) if i > self.done else None
+        if i < self.done + 2 or self.t1 is None:
             return None if i < self.n else 0.0
-        return (now - self.t1) / (i - 1) * (self.n - i)
+        return (now - self.t1) / (i - self.done - 1) * (self.n - i)
 
     def __call__(self, i: int) -> None:
         if not self.on:
             return
         now = time.perf_counter()
-        if i == 1:
+        if i == self.done + 1:
             self.t1 = now
-        if i in (1, self.n) or now - self.last >= self.every:
+        if i in (self.done + 1, self.n) or now - self.last >= self.every:
             self.last = now
             report(self.what, i, self.n, self.detail, self.eta(i, now))
 

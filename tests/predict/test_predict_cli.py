@@ -319,3 +319,13 @@ def test_host_us_prices_the_ops_at_your_hosts_time_and_says_so(tmp_path: Path) -
     assert Host.parse("12,14").fused_optimizer_us == round(MEASURED_HOST.fused_optimizer_us * 14 / 27.9, 1)
     assert Host.parse("12,14,6").direct_step_us == round(6 * DIRECT_STEP_RATIO, 2) == 2.04
     assert Host.parse("12,14,6,0.5").direct_step_us == 0.5
+
+
+def test_predict_help_says_what_predict_does() -> None:
+    """Its examples are ones predict takes (no Keras model: it traces PyTorch steps), its --host-us the form it
+    parses (F,B[,P[,D]])."""
+    code, out, err = cli("predict", "--help")
+    flat = " ".join(out.split())
+    assert code == 0 and "--keras-backend" not in flat and "F,B[,P[,D]]" in flat
+    code, out, err = cli("predict", "--gpu", "h100-sxm", "--workloads", "tabular-mlp", "--host-us", "1,2,3,4,5")
+    assert code == 2 and "F,B[,P[,D]]" in err

@@ -30,3 +30,6 @@ Your model, any shape (synthetic learnable data unless --data-dir or --batches):
 
   hf:gpt2 --task lm -o n_layer=2   (as the workload: HF transformers from a config, no download)
 """
+KERAS_EXAMPLE = "  --model k.py:build --input-shape 32,32,3 --num-classes 10 --keras-backend tensorflow   (a Keras 3 model)\n\n"
+PYTORCH_MODEL_EXAMPLES = MODEL_EXAMPLES.replace(KERAS_EXAMPLE, "")
+"""``predict``'s: it traces PyTorch steps (a Keras target is refused there)."""

@@ -17,7 +17,7 @@ from ampbench.predict.measured_kernels import stored_tables
 from ampbench.report.predictions import fp8_lines, no_speedup_lines, unsupported_lines
 
 
-@app.command("predict", epilog=o.MODEL_EXAMPLES)
+@app.command("predict", epilog=o.PYTORCH_MODEL_EXAMPLES)
 @declared.command
 def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
                 output: PredictOutput) -> None:

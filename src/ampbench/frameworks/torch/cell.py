@@ -217,8 +217,8 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     # the eager FLOP step's, which a compiled cell would otherwise report as its peak (compile's savings never shown).
     peaks.restart()
     phases.enter("warmup", "warm-up", say=False)
-    warm = progress.Steps("warm-up", max(0, spec.measure.warmup - 1))
-    for i in range(warm.n):
+    warm = progress.Steps("warm-up", max(1, spec.measure.warmup), done=1)  # (the first step was the first of them)
+    for i in range(1, warm.n):
         step()
         warm(i + 1)
     skipped_before, reads_before, direct_before = step.mp.totals["skipped_steps"], step.mp.host_reads, \
