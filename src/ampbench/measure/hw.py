@@ -18,7 +18,7 @@ from ampbench.measure.gpus import for_device
 from ampbench.measure.peaks import tensor_core_generation
 from ampbench.measure.timing import captured, on_device
 from ampbench.precision import list_precisions, supported
-from ampbench.precision.fp8 import cpu_scaled_mm_problem
+from ampbench.precision.fp8_probe import cpu_fp8_problem
 from ampbench.precision.tf32_flags import tf32_scope
 
 GPU_SIZES = (1024, 2048, 4096, 8192)
@@ -46,11 +46,11 @@ def matmul(m: int, n: int, k: int, math_mode: str, device: torch.device, batch: 
 
 def fp8_gemm_runs(device: torch.device) -> bool:
     """Whether ``torch._scaled_mm`` runs here (CUDA needs compute capability >= 8.9; a CPU, oneDNN's fp8 matmul:
-    AVX512-FP16 or AMX, see :func:`~ampbench.precision.fp8.cpu_scaled_mm_problem`)."""
+    what a child process's probe of its calls says, :func:`~ampbench.precision.fp8_probe.cpu_fp8_problem`)."""
     if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
         return False
     if device.type == "cpu":
-        return cpu_scaled_mm_problem() is None
+        return cpu_fp8_problem() is None
     try:
         matmul(16, 16, 16, "fp8", device)()
         return True

@@ -20,7 +20,6 @@ recipe; ``filter="dims"`` keeps only the hardware rule). torchao is an optional 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -33,7 +32,6 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ampbench.cpuinfo import isa_limit, usable
 from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.precision.amp import AutocastRecipe
 from ampbench.precision.registry import is_fp8, register
@@ -118,39 +116,6 @@ def torchao_problem(what: str = "float8 training", install: str = INSTALL) -> st
         return f"torchao is not installed; {install}"
     if version and _version(version)[:2] < TORCHAO_MIN:
         return f"torchao {version} is too old for its {what} here (need >= 0.18); {install}"
-    return None
-
-
-@functools.cache
-def cpu_scaled_mm_problem() -> str | None:
-    """Why this CPU cannot run fp8 matmuls (None when it can). torch's CPU ``torch._scaled_mm`` is oneDNN's fp8
-    matmul, which exists only where AVX512-FP16 or AMX can be used (Sapphire Rapids and newer Xeons); elsewhere
-    (AVX2 EPYCs, AVX-512 Xeons and EPYCs without FP16, any CPU under ``ONEDNN_MAX_CPU_ISA`` below
-    ``AVX512_CORE_FP16``) it raises "could not create a primitive descriptor" -- at once, or (with ATen's CPU
-    capability at AVX2, as on an AVX2 EPYC) after some calls took a fallback that works: a probe alone would pass
-    there, so the flags decide first. Where they allow it, the calls torchao makes (per-tensor and per-row scales,
-    fast accumulation or not, e5m2 gradients) are tried once on 16x32x64 operands (milliseconds)."""
-    if not (usable("avx512_fp16") or usable("amx_bf16")):
-        cap = isa_limit()
-        where = f"under ONEDNN_MAX_CPU_ISA={cap}" if cap else "here"
-        return ("this CPU has no fp8 matmul kernel (torch._scaled_mm on CPU is oneDNN's, which needs AVX512-FP16 or "
-                f"AMX; neither can be used {where}); run the fp8 modes on a CUDA GPU with compute capability >= 8.9 "
-                "or on a CPU with AMX (Sapphire Rapids or newer)")
-    e4m3 = torch.ones(16, 32).to(torch.float8_e4m3fn)
-    w = torch.ones(64, 32).to(torch.float8_e4m3fn).t()
-    e5m2 = torch.ones(16, 64).to(torch.float8_e5m2)  # (a gradient: torchao's backward matmuls take e5m2 operands)
-    scalings = ((torch.ones(()), torch.ones(())), (torch.ones(16, 1), torch.ones(1, 64)))
-    try:
-        for scale_a, scale_b in scalings:  # the forward (fast accumulation) and the backward's kinds of call
-            for fast in (True, False):
-                torch._scaled_mm(e4m3, w, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
-                                 use_fast_accum=fast)
-        torch._scaled_mm(e5m2, w.t().contiguous(), scale_a=torch.ones(()), scale_b=torch.ones(()),
-                         out_dtype=torch.bfloat16)
-    except (RuntimeError, NotImplementedError) as e:
-        said = (str(e).strip() or type(e).__name__).split(". ")[0].splitlines()[0][:90]
-        return (f"this CPU's fp8 matmul kernel (torch._scaled_mm on CPU, oneDNN's) failed: {said}; run the fp8 modes "
-                "on a CUDA GPU with compute capability >= 8.9")
     return None
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import torch
 
 from ampbench.cpuinfo import cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable  # noqa: F401  (re-exported)
-from ampbench.precision.fp8 import cpu_scaled_mm_problem, torchao_problem
+from ampbench.precision.fp8 import torchao_problem
+from ampbench.precision.fp8_probe import cpu_fp8_problem
 from ampbench.precision.registry import get
 from ampbench.precision.tf32_flags import TF32_OVERRIDE_ENV
 
@@ -53,7 +54,7 @@ def _fp8_support(device: torch.device) -> Support:
     if problem:
         return Support(False, problem)
     if device.type == "cpu":
-        kernel = cpu_scaled_mm_problem()
+        kernel = cpu_fp8_problem()
         if kernel:
             return Support(False, kernel)
         return Support(True, note="fp8 matmuls run through torchao on CPU (emulated scaling, CPU scaled-mm): "

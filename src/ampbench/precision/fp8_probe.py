@@ -1,0 +1,143 @@
+"""Whether this CPU runs fp8 training: decided by what its kernels do, in a child process.
+
+torch's CPU ``torch._scaled_mm`` is oneDNN's fp8 matmul. Which CPUs run it is not a flag list: an AMD EPYC with
+AVX512-BF16 and neither AVX512-FP16 nor AMX (refused here by such a list) runs tensorwise and rowwise scaled matmuls
+and trains through torchao's ``convert_to_float8_training``, while an AVX2-only EPYC failed "could not create a
+primitive descriptor" -- after some calls had taken a fallback that works, so a short probe would pass there. So:
+
+- no AVX-512 usable (an AVX2-only CPU, or oneDNN capped below ``AVX512_CORE`` by ``ONEDNN_MAX_CPU_ISA``, or ATen's
+  capability at AVX2 or none): refused by the flags, as before;
+- else a child process makes every kind of ``torch._scaled_mm`` call torchao makes (per-tensor and per-row scales,
+  fast accumulation or not, e5m2 gradients) at two sizes, ten times each, then trains a small MLP through torchao for
+  a few steps in each recipe (tensorwise, rowwise, rowwise with a high-precision grad weight), where a crash (a
+  kernel's abort, a segfault) ends the child and not the caller. Its verdict is kept in
+  ``$XDG_CACHE_HOME/ampbench/fp8_probe.json`` under the key of what it depends on (CPU, its flags and caps, torch
+  and torchao versions): ~5 s once per machine and software.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ampbench.cpuinfo import cpu_flags, cpu_name, isa_limit, usable
+
+CHILD_TIMEOUT_S = 180.0
+ATEN_ENV = "ATEN_CPU_CAPABILITY"
+
+PROBE = r"""
+import sys, warnings, logging
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+import torch
+for m, k, n in ((16, 32, 64), (256, 512, 1024)):  # torch._scaled_mm as torchao calls it, again and again
+    e4m3, w = torch.ones(m, k).to(torch.float8_e4m3fn), torch.ones(n, k).to(torch.float8_e4m3fn).t()
+    e5m2 = torch.ones(m, n).to(torch.float8_e5m2)  # (a gradient: the backward's matmuls take e5m2 operands)
+    for _ in range(10):
+        for scale_a, scale_b in ((torch.ones(()), torch.ones(())), (torch.ones(m, 1), torch.ones(1, n))):
+            for fast in (True, False):
+                torch._scaled_mm(e4m3, w, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
+                                 use_fast_accum=fast)
+        torch._scaled_mm(e5m2, w.t().contiguous(), scale_a=torch.ones(()), scale_b=torch.ones(()),
+                         out_dtype=torch.bfloat16)
+try:
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+except ImportError:
+    sys.exit(0)  # (the kernels run; fp8 training itself needs torchao, which ampbench checks apart)
+for recipe in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
+    for width, batch in ((64, 32), (512, 64)):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, width))
+        convert_to_float8_training(m.to(torch.bfloat16), config=Float8LinearConfig.from_recipe_name(recipe))
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+        x = torch.randn(batch, width, dtype=torch.bfloat16)
+        for _ in range(4):
+            loss = m(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        if not torch.isfinite(loss):
+            sys.exit(f"{recipe}: the loss of a {width}-wide MLP is not finite after 4 fp8 steps")
+"""
+
+
+def flags_problem() -> str | None:
+    """Refused without asking the kernels: no AVX-512 that oneDNN or ATen may use (the AVX2 case, where a probe
+    passes and later calls fail)."""
+    aten = os.environ.get(ATEN_ENV, "").strip().lower()
+    if usable("avx512f") and aten not in ("avx2", "default"):
+        return None
+    cap = isa_limit()
+    where = (f"under ONEDNN_MAX_CPU_ISA={cap}" if cap and not usable("avx512f") else
+             f"under {ATEN_ENV}={aten}" if aten in ("avx2", "default") else "on this CPU")
+    return (f"no fp8 matmul kernel {where}: without AVX-512, oneDNN's fp8 matmul (torch._scaled_mm on CPU) fails "
+            "after its first calls (seen on an AVX2-only EPYC); run the fp8 modes on a CUDA GPU with compute "
+            "capability >= 8.9 or on a CPU with AVX-512")
+
+
+def probe_key() -> str:
+    """What the verdict depends on: the CPU, its flags and caps, torch's and torchao's versions."""
+    import importlib.metadata
+
+    import torch
+
+    try:
+        torchao = importlib.metadata.version("torchao")
+    except importlib.metadata.PackageNotFoundError:
+        torchao = ""
+    parts = [cpu_name(), " ".join(sorted(cpu_flags())), str(isa_limit()), os.environ.get(ATEN_ENV, ""),
+             torch.__version__, torchao, sys.executable]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _cache_path() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ampbench" / "fp8_probe.json"
+
+
+def run_probe(code: str = PROBE, timeout: float = CHILD_TIMEOUT_S) -> str | None:
+    """The child's verdict: None when it trained, else why not in one line (its error, its signal, its timeout)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except subprocess.TimeoutExpired:
+        return f"the fp8 probe did not finish in {timeout:.0f} s"
+    if done.returncode == 0:
+        return None
+    if done.returncode < 0:
+        return f"the fp8 probe crashed (signal {-done.returncode})"
+    lines = [x.strip() for x in (done.stderr or "").splitlines() if x.strip()]
+    said = (lines[-1] if lines else f"exit code {done.returncode}")[:160]
+    return f"the fp8 probe failed: {said}"
+
+
+@functools.cache
+def cpu_fp8_problem() -> str | None:
+    """Why this CPU cannot train in fp8 (None when it can): the flags' refusal, else the child's verdict (cached
+    on disk per :func:`probe_key`)."""
+    refused = flags_problem()
+    if refused is not None:
+        return refused
+    key, path = probe_key(), _cache_path()
+    try:
+        cached = json.loads(path.read_text())
+        if isinstance(cached, dict) and key in cached:
+            return cached[key]  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        cached = {}
+    verdict = run_probe()
+    if verdict is not None:
+        verdict = (f"this CPU's fp8 matmul (torch._scaled_mm on CPU, oneDNN's) does not run fp8 training: {verdict}; "
+                   "run the fp8 modes on a CUDA GPU with compute capability >= 8.9")
+    try:  # (best effort: a read-only home probes again next time)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**(cached if isinstance(cached, dict) else {}), key: verdict}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return verdict

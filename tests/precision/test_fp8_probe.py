@@ -1,0 +1,64 @@
+"""Whether a CPU trains in fp8 is what its kernels do in a child process, not a flag list -- but the AVX2 case, where a
+short probe passes and later calls fail, stays refused by its flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ampbench.precision import fp8_probe
+
+
+@pytest.mark.parametrize("env, said", [({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "under ONEDNN_MAX_CPU_ISA=AVX2"),
+                                       ({"ATEN_CPU_CAPABILITY": "avx2"}, "under ATEN_CPU_CAPABILITY=avx2")])
+def test_the_avx2_case_is_refused_by_its_flags_without_a_probe(monkeypatch: pytest.MonkeyPatch, env: dict,
+                                                                said: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(fp8_probe, "usable", lambda flag: "ONEDNN_MAX_CPU_ISA" not in env)
+    monkeypatch.setattr(fp8_probe, "run_probe", lambda *a, **k: pytest.fail("probed"))
+    fp8_probe.cpu_fp8_problem.cache_clear()
+    try:
+        why = fp8_probe.cpu_fp8_problem()
+    finally:
+        fp8_probe.cpu_fp8_problem.cache_clear()
+    assert why is not None and said in why and "AVX-512" in why
+
+
+@pytest.mark.parametrize("code, said", [
+    ("pass", None),
+    ("raise ValueError('no primitive descriptor')", "the fp8 probe failed: ValueError: no primitive descriptor"),
+    ("import sys; sys.exit('rowwise: not finite')", "the fp8 probe failed: rowwise: not finite"),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "the fp8 probe crashed (signal 11)"),
+    ("import time; time.sleep(30)", "the fp8 probe did not finish in 2 s")])
+def test_the_childs_verdict_is_one_line(code: str, said: str | None) -> None:
+    assert fp8_probe.run_probe(code, timeout=2.0) == said
+
+
+def test_a_verdict_is_kept_per_machine_and_software(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fp8_probe, "flags_problem", lambda: None)
+    calls: list[int] = []
+    monkeypatch.setattr(fp8_probe, "run_probe", lambda *a, **k: calls.append(1) or "the fp8 probe crashed (signal 6)")
+    monkeypatch.setattr(fp8_probe, "probe_key", lambda: "k1")
+    try:
+        for _ in range(2):
+            fp8_probe.cpu_fp8_problem.cache_clear()
+            why = fp8_probe.cpu_fp8_problem()
+            assert why is not None and "the fp8 probe crashed (signal 6)" in why and "CUDA GPU" in why
+        assert len(calls) == 1 and (tmp_path / "ampbench" / "fp8_probe.json").is_file()  # (the second read it back)
+        monkeypatch.setattr(fp8_probe, "probe_key", lambda: "k2")  # (another torch, torchao or CPU: asked again)
+        fp8_probe.cpu_fp8_problem.cache_clear()
+        fp8_probe.cpu_fp8_problem()
+        assert len(calls) == 2
+    finally:
+        fp8_probe.cpu_fp8_problem.cache_clear()
+
+
+def test_the_probe_makes_torchaos_calls() -> None:
+    """What the child runs: torch._scaled_mm with per-tensor and per-row scales, fast accumulation on and off, e5m2
+    operands, then each of torchao's recipes training a model."""
+    for call in ("_scaled_mm", "torch.ones(m, 1)", "use_fast_accum=fast", "float8_e5m2", "convert_to_float8_training",
+                 '"tensorwise", "rowwise", "rowwise_with_gw_hp"', "loss.backward()"):
+        assert call in fp8_probe.PROBE
