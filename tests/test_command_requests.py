@@ -74,3 +74,27 @@ def test_another_frameworks_target_gets_its_cell_checked_here() -> None:
         TrainRequest(Target("keras-conv-dummy", preset="tiny"), epochs=0)
     d = DiagnoseRequest(Target("keras-conv-dummy", preset="tiny", backend_given="tensorflow"), precision="amp-bf16")
     assert d.plan is not None and d.wanted
+
+
+def test_an_adapter_given_as_a_model_is_the_workload_it_names() -> None:
+    """``--model hf:gpt2`` said "cannot import module 'hf'": run, predict, train and diagnose take it as
+    ``--workloads hf:gpt2`` does; a file or module factory stays a model, and both given stay both (refused later)."""
+    from ampbench.command_options import CommandTarget, PredictTargets, TargetOptions
+
+    assert (TargetOptions(model="hf:gpt2").workloads, TargetOptions(model="hf:gpt2").model) == ("hf:gpt2", None)
+    assert (PredictTargets(model="timm:resnet18").workloads, PredictTargets(model="timm:resnet18").model) == (
+        "timm:resnet18", None)
+    assert (CommandTarget(model="HF:bert").workload, CommandTarget(model="HF:bert").model) == ("HF:bert", None)
+    assert TargetOptions(model="m.py:cnn").model == "m.py:cnn" and TargetOptions(model="hf.py:cnn").model == "hf.py:cnn"
+    both = TargetOptions(workloads="bert", model="hf:gpt2")
+    assert (both.workloads, both.model) == ("bert", "hf:gpt2")
+
+
+def test_predict_takes_an_hf_model_as_its_workload(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import cli
+
+    code, out, err = cli("predict", "--gpu", "h100-sxm", "--model", "hf:gpt2", "--task", "lm", "--input-shape", "32",
+                         "-o", "n_layer=1", "-o", "n_embd=64", "-o", "n_head=2", "--precisions", "fp32", "--db",
+                         str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert "hf:gpt2" in out and "cannot import module" not in out + err

@@ -63,15 +63,31 @@ def _backend_flags() -> tuple[tuple[str, ...], str]:
     return tuple(f"--{fw.name}-backend" for fw in chosen), " ".join(fw.backend_help for fw in chosen)
 
 
+ADAPTERS = ("hf:", "timm:")
+"""Targets named like a --model but built as workloads: Hugging Face configs and timm models."""
+
+
+def adapter_as_workload(section: Any, workload_field: str) -> None:
+    """A ``--model hf:gpt2`` (or ``timm:...``) is the adapter ``--workloads hf:gpt2`` names: moved there, where no
+    workload was given (both given: the "not both" line of the command says so)."""
+    model = getattr(section, "model", None)
+    if model and str(model).lower().startswith(ADAPTERS) and not getattr(section, workload_field):
+        object.__setattr__(section, workload_field, model)
+        object.__setattr__(section, "model", None)
+
+
 @dataclass(frozen=True)
 class TargetOptions:
     PANEL: ClassVar[str] = "What to measure"
 
     workloads: str | None = opt(None, "Comma-separated workloads (default: the device's suite).")
     model: str | None = opt(None, "Your model: file.py:factory or pkg.mod:factory (returns an nn.Module, an "
-                                  "ampbench.Workload or a keras.Model).")
+                                  "ampbench.Workload or a keras.Model); hf:<config> and timm:<model> as --workloads.")
     preset: str | None = opt(None, "tiny | small | paper (default: small, or the suite's own).")
     backend: str | None = opt(None, "", flags=_backend_flags)
+
+    def __post_init__(self) -> None:
+        adapter_as_workload(self, "workloads")
 
 
 @dataclass(frozen=True)
@@ -227,6 +243,9 @@ class CommandTarget:
     seed: int = opt(0, "Seed for model init, data order and dropout.")
     backend: str | None = same(TargetOptions, "backend")
 
+    def __post_init__(self) -> None:
+        adapter_as_workload(self, "workload")
+
 
 @dataclass(frozen=True)
 class TrainSettings:
@@ -345,6 +364,9 @@ class PredictTargets:
                                     "run's --compile cells. Each value predicts every precision.")
     cuda_graphs: str | None = opt(None, "off,on: the compiled forward and backward replayed as CUDA graphs (no host "
                                         "time per kernel), as run's --cuda-graphs cells.")
+
+    def __post_init__(self) -> None:
+        adapter_as_workload(self, "workloads")
 
 
 @dataclass(frozen=True)

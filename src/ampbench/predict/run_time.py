@@ -69,7 +69,8 @@ def run_text(cells: list[CellTime], gpu: str) -> str:
     """``ampbench run of these 63 cells: ~9.8 min on h100-sxm (steps 4.1, around them 8.1; ...)``."""
     total = sum(c.seconds for c in cells)
     around = len(cells) * CELL_OVERHEAD_S
-    return (f"ampbench run of these {len(cells)} cells on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
+    these = "this cell" if len(cells) == 1 else f"these {len(cells)} cells"
+    return (f"ampbench run of {these} on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
             f"their steps at the predicted step times, {around / 60:.1f} around them at {CELL_OVERHEAD_S:g} s a cell: "
             "the lent H200 host's fork, CUDA context, build, setup and teardown)")
 
