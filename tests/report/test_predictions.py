@@ -36,3 +36,30 @@ def test_an_fp8_row_slower_than_bf16_says_why() -> None:
     assert fp8["fp8_layers"].startswith("1/3 converted") and fp8["predicted_step_ms"] > bf16["predicted_step_ms"]
     assert f"slower than amp-bf16 (h100-sxm {bf16['predicted_step_ms'] / fp8['predicted_step_ms']:.2f}x" in line
     assert "scaling and casts cost more" in line
+
+
+def test_every_stored_prediction_is_reachable_beside_runs_of_other_workloads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A prediction of a workload the store's runs did not measure: the run's report says where it is, and
+    report --predictions / results --predictions show it (they showed nothing)."""
+    import json
+
+    from tests.conftest import cli
+
+    db = str(tmp_path / "r.db")
+    code, _, err = cli("predict", "--gpu", "h100-sxm", "--workloads", "mnist-cnn", "--preset", "tiny", "--precisions",
+                       "fp32", "--db", db)
+    assert code == 0, err
+    code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
+                       "--warmup", "1", "--db", db, "--no-isolate")
+    assert code == 0, err
+    code, md, err = cli("report", "--db", db, "--format", "md", "--out", "-")
+    assert code == 0 and "1 other workload(s) have stored predictions (mnist-cnn)" in md
+    assert "ampbench report --predictions" in md
+    code, md, err = cli("report", "--db", db, "--format", "md", "--out", "-", "--predictions")
+    assert code == 0 and "mnist-cnn" in md and "every prediction stored" in md
+    code, out, err = cli("results", "--db", db, "--predictions", "--format", "json")
+    assert code == 0 and [p["workload"] for p in json.loads(out)] == ["mnist-cnn"]
+    code, out, err = cli("results", "--db", db, "--predictions", "--workloads", "bert")
+    assert code == 2 and "no predictions of bert" in err
+    code, out, err = cli("report", "--db", db, "--predictions", "--latest")
+    assert code == 2 and "not both" in err

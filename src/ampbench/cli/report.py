@@ -23,22 +23,26 @@ def report_cmd(
     latest: Annotated[bool, typer.Option("--latest", help="The latest run (the default).")] = False,
     out: Annotated[o.Opt[Path], typer.Option("--out", help="File to write (default: <db dir>/reports/RUN.EXT).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="html | md | csv.")] = "html",
+    predictions: Annotated[bool, typer.Option("--predictions", help="Every stored prediction (ampbench predict), "
+                                                                    "whatever was measured.")] = False,
 ) -> None:
     """Write the report of a run: one self-contained HTML page (or Markdown / CSV), with advice per workload.
     --out - writes it to standard output."""
 
     if run is not None and latest:
         raise AmpbenchError("give --run ID or --latest, not both")
+    if predictions and (run is not None or latest):
+        raise AmpbenchError("give --predictions (every stored prediction) or a run (--run, --latest), not both")
     if fmt not in FORMATS:
         raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     check_output_file(out, "--out", f"report.{fmt}")
     store = open_store(db, create=False)
     if out is not None and str(out) == STDOUT:
-        sys.stdout.write(build_report(store, run, fmt)[1])
+        sys.stdout.write(build_report(store, run, fmt, predictions)[1])
         return
     if out is None and store.read_only:  # (the default place is beside the store)
         raise AmpbenchError(f"--db {store.path} is read-only, and the report goes beside it by default: give --out FILE "
                             "(or --out - to print it)")
-    path = write_report(store, out, run, fmt)
+    path = write_report(store, out, run, fmt, predictions)
     console.print(f"report: [bold]{escape(str(path))}[/]")
 

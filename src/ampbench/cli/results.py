@@ -13,7 +13,7 @@ from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, open_store
 from ampbench.cli.render import results_tables
 from ampbench.errors import AmpbenchError
-from ampbench.report import ONLY_PREDICTIONS
+from ampbench.report import ALL_PREDICTIONS, ONLY_PREDICTIONS
 from ampbench.report.predictions import predicted_table
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_text import plural
@@ -30,6 +30,8 @@ def results_cmd(
     precisions: Annotated[o.Opt[str], typer.Option("--precisions", "--precision",
                                                    help="Only these modes (comma-separated).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv.")] = "table",
+    predictions: Annotated[bool, typer.Option("--predictions", help="The stored predictions (ampbench predict) "
+                                                                    "instead of the measured rows.")] = False,
 ) -> None:
     """List stored results (with speedup / memory saving vs fp32)."""
 
@@ -41,6 +43,11 @@ def results_cmd(
     if run is not None and all_runs:
         raise AmpbenchError("give --run ID or --all, not both")
     store = open_store(db, create=False)
+    if predictions:
+        if run is not None:
+            raise AmpbenchError("--predictions lists every stored prediction; --run picks a measured run: give one")
+        _only_predictions(store, fmt, parse_list(workloads, "workloads") or None, measured=True)
+        return
     run_id = None
     if not all_runs:
         info = store.run(run) if run is not None else store.latest_run()
@@ -66,15 +73,19 @@ def results_cmd(
 
 
 
-def _only_predictions(store: Any, fmt: str) -> None:
-    """A store with predictions and no measured run: the predictions, labelled so (none at all: one line, exit 2)."""
-    predictions = store.predictions()
+def _only_predictions(store: Any, fmt: str, workloads: list[str] | None = None, measured: bool = False) -> None:
+    """The stored predictions (of ``workloads``), labelled so: a store with no measured run, or ``--predictions``
+    (none at all: one line, exit 2)."""
+    predictions = store.predictions(workloads)
     if not predictions:
+        if measured:
+            raise AmpbenchError(f"no predictions{' of ' + ', '.join(workloads) if workloads else ''} in {store.path}: "
+                                "ampbench predict stores them")
         raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
     if fmt == "json":
         sys.stdout.write(json.dumps(clean_json(predictions), indent=1) + "\n")
     elif fmt == "csv":
         sys.stdout.write(to_csv(predictions))
     else:
-        console.print(ONLY_PREDICTIONS)
-        console.print(predicted_table(predictions_table(predictions, [])))
+        console.print(ALL_PREDICTIONS if measured else ONLY_PREDICTIONS)
+        console.print(predicted_table(predictions_table(predictions, store.rows() if measured else [])))

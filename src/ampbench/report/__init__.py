@@ -18,41 +18,51 @@ def default_report_path(store: Store, run_id: str, fmt: str = "html") -> Path:
     return store.path.parent / "reports" / f"{run_id}.{fmt}"
 
 
-def build_report(store: Store, run_id: str | None = None, fmt: str = "html") -> tuple[str, str]:
-    """(run_id, text) of the report of one run (default: the latest) in ``fmt``."""
+def build_report(store: Store, run_id: str | None = None, fmt: str = "html",
+                 predictions_only: bool = False) -> tuple[str, str]:
+    """(run_id, text) of the report of one run (default: the latest) in ``fmt``; ``predictions_only``: of every
+    prediction stored (``ampbench report --predictions``), whatever was measured."""
     if fmt not in FORMATS:
         raise AmpbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    info = store.run(run_id) if run_id is not None else store.latest_run()
+    info = None if predictions_only else store.run(run_id) if run_id is not None else store.latest_run()
     if info is None:
         predictions = store.predictions()
         if not predictions:
-            raise AmpbenchError(f"no results in {store.path} yet: run `ampbench run` first (or ampbench import FILE)")
-        return "predictions", _predictions_only(predictions, fmt)
+            what = "no predictions" if predictions_only else "no results"
+            raise AmpbenchError(f"{what} in {store.path} yet: run `ampbench run` or `ampbench predict` first (or "
+                                "ampbench import FILE)")
+        return "predictions", _predictions_only(predictions, fmt, measured=store.latest_run() is not None)
     hw = store.hw()
     rows = derive(store.rows(info.run_id), hw)
     workloads = sorted({r["workload"] for r in rows})
     predictions = store.predictions(workloads) if workloads else []
     rows = attach_predictions(rows, predictions)
+    others = sorted({str(p["workload"]) for p in store.predictions()} - set(workloads))
+    note = (f"{len(others)} other workload(s) have stored predictions ({', '.join(others[:5])}"
+            f"{', ...' if len(others) > 5 else ''}): ampbench report --predictions shows every one") if others else ""
     if fmt == "csv":
         return info.run_id, to_csv(rows)
     if fmt == "md":
         from ampbench.report.markdown import render_markdown  # lazy: torch
 
-        return info.run_id, render_markdown(rows, info.to_dict(), predictions)
+        return info.run_id, render_markdown(rows, {**info.to_dict(), "predictions_note": note}, predictions)
     from ampbench.report.html import render_html  # lazy: matplotlib, torch
 
     every_device = derive(store.rows(workloads=workloads), hw) if workloads else []
-    return info.run_id, render_html(rows, info.to_dict(), every_device, store.diagnoses(), predictions)
+    return info.run_id, render_html(rows, {**info.to_dict(), "predictions_note": note}, every_device,
+                                    store.diagnoses(), predictions)
 
 
 ONLY_PREDICTIONS = "only predictions here (ampbench predict): nothing was measured; ampbench run measures"
+ALL_PREDICTIONS = "every prediction stored (ampbench predict): no GPU ran these; ampbench report shows a run"
 
 
-def _predictions_only(predictions: list[dict[str, Any]], fmt: str) -> str:
-    """The report of a store holding predictions and no measured run: their own section, labelled predicted."""
+def _predictions_only(predictions: list[dict[str, Any]], fmt: str, measured: bool = False) -> str:
+    """The report of the predictions stored, in their own section, labelled predicted (``measured``: the store holds
+    runs too, reported apart)."""
     if fmt == "csv":
         return to_csv(predictions)
-    note = {"label": ONLY_PREDICTIONS, "run_id": "(none: predictions only)"}
+    note = {"label": ALL_PREDICTIONS if measured else ONLY_PREDICTIONS, "run_id": "(none: predictions only)"}
     if fmt == "md":
         from ampbench.report.markdown import render_markdown  # lazy: torch
 
@@ -62,8 +72,9 @@ def _predictions_only(predictions: list[dict[str, Any]], fmt: str) -> str:
     return render_html([], note, [], [], predictions)
 
 
-def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html") -> Path:
-    run_id, text = build_report(store, run_id, fmt)
+def write_report(store: Store, out: Path | None = None, run_id: str | None = None, fmt: str = "html",
+                 predictions_only: bool = False) -> Path:
+    run_id, text = build_report(store, run_id, fmt, predictions_only)
     path = out or default_report_path(store, run_id, fmt)
     write_text_atomic(path, text)
     return path

@@ -123,6 +123,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                   "|" + " --- |" * 4 + " ---: |" * (len(PREDICTED_HEADERS) - 5) + " --- |"]
         lines += ["| " + " | ".join(md_escape(c) for c in predicted_cells(p)) + " |" for p in predicted]
         lines.append("")
+    if run.get("predictions_note"):  # (predictions of workloads this run did not measure: where they are)
+        lines += [f"_{md_escape(run['predictions_note'])}_", ""]
     which = gpu_markdown(latest(predictions or []), md_escape)
     if which:
         lines += ["### Which GPU (ampbench predict --gpu a,b,c: the same cell priced on each GPU)", *which, ""]
