@@ -97,6 +97,26 @@ def workload_groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [list(g) for _, g in groupby(sorted(rows, key=key), key=key)]
 
 
+def group_labels(groups: list[list[dict[str, Any]]]) -> list[str]:
+    """How each advice group is named where they are listed together: its workload and preset ("bert (tiny)",
+    "bert (small)": one name for both read as opposite advice for one model), and its batch and device where two
+    groups share the rest."""
+    def base(g: list[dict[str, Any]]) -> str:
+        return f"{g[0]['workload']} ({g[0].get('preset') or '-'})"
+
+    names = [base(g) for g in groups]
+    out = []
+    for g, name in zip(groups, names):
+        same = [h for h, n in zip(groups, names) if n == name]
+        extra = []
+        if len({h[0].get("batch_size") for h in same}) > 1:
+            extra.append(f"batch {g[0].get('batch_size')}")
+        if len({h[0].get("device_name") for h in same}) > 1:
+            extra.append(str(g[0].get("device_name")))
+        out.append(name[:-1] + "".join(f", {x}" for x in extra) + ")")
+    return out
+
+
 def _pref(p: str) -> int:
     return preference(p)
 

@@ -22,13 +22,22 @@ matplotlib.rcParams["svg.hashsalt"] = "ampbench"  # deterministic ids
 
 # One colour per precision, the same in every chart (colour-blind friendly Okabe-Ito palette).
 COLORS = {"fp32": "#555555", "tf32": "#999999", "amp-fp16": "#0072B2", "amp-bf16": "#009E73",
-          "master-fp16": "#56B4E9", "master-bf16": "#8FD694", "pure-fp16": "#D55E00", "pure-bf16": "#E69F00"}
+          "master-fp16": "#56B4E9", "master-bf16": "#8FD694", "pure-fp16": "#D55E00", "pure-bf16": "#E69F00",
+          "fp8-tensorwise": "#CC79A7", "fp8-rowwise": "#A0457E", "fp8-rowwise-gw-hp": "#E3A8CC", "fp8": "#CC79A7"}
+VARIANT_SHADES = ("#F0E442", "#7F3C8D", "#11A579", "#3969AC", "#E73F74", "#80BA5A")
+"""Colours of modes not in :data:`COLORS` (a mode with an optimizer state, "amp-bf16 8bit"; a new recipe): one each,
+in the order first drawn, never fp32's grey."""
+_VARIANTS: dict[str, str] = {}
 PARTS = (("weights_bytes", "weights", "#4C72B0"), ("grads_bytes", "grads", "#DD8452"),
          ("optimizer_bytes", "optimizer state + masters", "#937860"), ("activation_bytes", "activations", "#55A868"))
 
 
 def _color(p: str) -> str:
-    return COLORS.get(p, "#444444")
+    if p in COLORS:
+        return COLORS[p]
+    if p not in _VARIANTS:
+        _VARIANTS[p] = VARIANT_SHADES[len(_VARIANTS) % len(VARIANT_SHADES)]
+    return _VARIANTS[p]
 
 
 def _to_uri(fig: Figure) -> str:
@@ -77,24 +86,34 @@ def memory_chart(rows: list[dict[str, Any]], title: str) -> str:
     ok = [r for r in rows if r.get("status") == "ok" and r.get("peak_allocated_bytes") is not None]
     fig, ax = _fig(height=0.5 * len(ok) + 1.6)
     names = [display_name(r) for r in ok]
+    largest = max([sum(r.get(k) or 0 for k, _, _ in PARTS) for r in ok] + [r["peak_allocated_bytes"] for r in ok]
+                  + [r.get("peak_reserved_bytes") or 0 for r in ok] + [1])
+    unit, size = next(((u, b) for u, b in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if largest >= b), ("B", 1))
     left = [0.0] * len(ok)
     for key, label, color in PARTS:
-        vals = [(r.get(key) or 0) / 2**20 for r in ok]
+        vals = [(r.get(key) or 0) / size for r in ok]
         ax.barh(names, vals, left=left, color=color, label=label, height=0.6)
         left = [a + b for a, b in zip(left, vals)]
-    peaks = [r["peak_allocated_bytes"] / 2**20 for r in ok]
+    peaks = [r["peak_allocated_bytes"] / size for r in ok]
     cpu = all(str(r.get("device", "")).startswith("cpu") for r in ok)
     ax.scatter(peaks, names, marker="|", s=400, color="black", zorder=3,
                label="peak RSS growth (CPU: approximate)" if cpu else "peak allocated (measured)")
-    with_reserved = [(n, r["peak_reserved_bytes"] / 2**20) for n, r in zip(names, ok) if r.get("peak_reserved_bytes")]
-    if any(abs(v - r["peak_allocated_bytes"] / 2**20) > 0.5 for (_, v), r in zip(with_reserved, ok)):
+    with_reserved = [(n, r["peak_reserved_bytes"] / size) for n, r in zip(names, ok) if r.get("peak_reserved_bytes")]
+    if any(abs(v - r["peak_allocated_bytes"] / size) > 0.5 * 2**20 / size for (_, v), r in zip(with_reserved, ok)):
         ax.scatter([v for _, v in with_reserved], [n for n, _ in with_reserved], marker="|", s=400, color="#CC0000",
                    label="peak reserved", zorder=3)
     ax.invert_yaxis()
-    ax.set_xlabel("memory (MiB)")
-    ax.set_title(title, loc="left", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=3)
+    ax.set_xlabel(f"memory ({unit})")  # (the unit the largest figure fills: KiB-sized CPU models are bars too)
+    _legend_above(ax, title, 3)
     return _to_uri(fig)
+
+
+def _legend_above(ax: Any, title: str, ncol: int) -> None:
+    """The title, and the legend between it and the bars: clear of the axis label and of the bars."""
+    handles, _ = ax.get_legend_handles_labels()
+    rows = -(-len(handles) // ncol)
+    ax.set_title(title, loc="left", fontsize=10, pad=8 + 12 * rows)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False, ncol=ncol, borderaxespad=0.2)
 
 
 def bars(labels: list[str], values: list[float], xlabel: str, title: str, fmt: str = "{:,.0f}") -> str:
@@ -109,28 +128,44 @@ def bars(labels: list[str], values: list[float], xlabel: str, title: str, fmt: s
     return _to_uri(fig)
 
 
-def gpu_chart(gpus: list[str], modes: dict[str, dict[str, tuple[float, float | None]]], title: str) -> str:
+GPU_CHART_TOP = 12
+"""GPUs a "Which GPU" chart draws: the fastest, by their best mode (the table beside it has every one)."""
+
+
+def gpu_chart(gpus: list[str], modes: dict[str, dict[str, tuple[float, float | None]]], title: str,
+              top: int = GPU_CHART_TOP) -> str:
     """Predicted samples/s per precision per GPU (``modes``: mode -> GPU -> (samples/s, speedup over that GPU's
-    fp32)), grouped by GPU, each bar labelled with its speedup."""
-    fig, ax = _fig(height=0.35 * len(gpus) * max(1, len(modes)) + 1.2)
+    fp32)), grouped by GPU, each bar labelled with its speedup; a mode a GPU cannot run marked "not run". More than
+    ``top`` GPUs: the ``top`` fastest (by their best mode), said in the title."""
+    best = {g: max((per[g][0] for per in modes.values() if g in per), default=0.0) for g in gpus}
+    shown = sorted(gpus, key=lambda g: -best[g])[:top] if len(gpus) > top else list(gpus)
+    if len(shown) < len(gpus):
+        title += f"\n(the {len(shown)} fastest of {len(gpus)} GPUs; every one in the table)"
     n = max(1, len(modes))
+    fig, ax = _fig(height=0.28 * len(shown) * n + 0.3 * len(shown) + 1.0)
     height = 0.8 / n
-    top = max((v for per in modes.values() for v, _ in per.values()), default=1.0)
+    peak = max((v for per in modes.values() for g, (v, _) in per.items() if g in shown), default=1.0)
     for j, (mode, per) in enumerate(modes.items()):
-        ys = [i + (j - (n - 1) / 2) * height for i, g in enumerate(gpus) if g in per]
-        values = [per[g][0] for g in gpus if g in per]
-        ax.barh(ys, values, height=height * 0.9, color=_color(mode), label=mode)
-        for y, g in zip(ys, [g for g in gpus if g in per]):
+        offset = (j - (n - 1) / 2) * height
+        drawn = [(i, g) for i, g in enumerate(shown) if g in per]
+        ax.barh([i + offset for i, _ in drawn], [per[g][0] for _, g in drawn], height=height * 0.9,
+                color=_color(mode), label=mode)
+        for i, g in drawn:
             x = per[g][1]
-            ax.text(per[g][0], y, f"  {per[g][0]:,.0f}" + (f" ({x:.2f}x)" if x is not None else ""), va="center",
-                    fontsize=7)
-    ax.set_yticks(range(len(gpus)), gpus)
-    ax.invert_yaxis()
-    ax.set_xlim(0, top * 1.45)
+            ax.text(per[g][0], i + offset, f"  {per[g][0]:,.0f}" + (f" ({x:.2f}x)" if x is not None else ""),
+                    va="center", fontsize=7)
+        for i, g in enumerate(shown):  # (a missing bar is a fact: said, not left blank)
+            if g not in per:
+                ax.text(0, i + offset, "  not run", va="center", fontsize=6, color="#888888")
+    ax.set_yticks(range(len(shown)), shown)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlim(0, peak * 1.45)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("predicted samples/s (x that GPU's fp32)")
-    ax.set_title(title, loc="left", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False, ncol=4)
+    if n > 1:  # (above the bars, under the title: clear of the axis label)
+        _legend_above(ax, title, min(n, 6))
+    else:
+        ax.set_title(title, loc="left", fontsize=10)
     return _to_uri(fig)
 
 

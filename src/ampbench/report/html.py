@@ -14,7 +14,7 @@ import ampbench
 from ampbench.execution.options import Execution, display_name
 from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
-from ampbench.report.advisor import Advice, advise, workload_groups
+from ampbench.report.advisor import Advice, advise, group_labels, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import (
     compile_note,
@@ -25,7 +25,7 @@ from ampbench.report.console import (
     speedup_text,
 )
 from ampbench.report.gpu_comparison import advice as gpu_advice
-from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, speed_text, usd_text
+from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, usd_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
@@ -41,6 +41,8 @@ h3 { font-size: 15px; margin: 20px 0 6px; } .sub { color: #666; }
 table { border-collapse: collapse; margin: 6px 0 12px; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #e5e5e5; text-align: right; vertical-align: top; }
 td { white-space: nowrap; } td.l { white-space: normal; } td.l:first-child { white-space: nowrap; }
+.env td { white-space: normal; } .env td:last-child { overflow-wrap: anywhere; } .nb { white-space: nowrap; }
+th { white-space: normal; }
 th { background: #f5f5f7; font-weight: 600; } td:first-child, th:first-child { text-align: left; }
 td.l, th.l { text-align: left; } .env td { text-align: left; } .env td:first-child { color: #666; }
 .ok { color: #1a7f37; } .bad { color: #c62828; } .dim { color: #888; } .good { color: #1a7f37; font-weight: 600; }
@@ -281,8 +283,9 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
         parts.append(f"<p>{e(run.get('label') or 'No results in this run.')}</p>")
     else:
         parts.append("<h2>Recommendations</h2>")
+        names = group_labels(groups)  # (bert tiny and bert small: two rows, named apart)
         parts.append(_table(["workload", "use", "evidence"],
-                            [[f'<a href="#w{i}">{e(a.workload)}</a>', e(a.recommended or "–"),
+                            [[f'<a href="#w{i}">{e(names[i])}</a>', e(a.recommended or "–"),
                               e(a.evidence) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
                             left=3))
     for i, (g, a) in enumerate(zip(groups, advices)):
@@ -309,9 +312,15 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
         if picks:
             parts.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in picks) + "</ul>")
         for title, gpus, group in which:
-            rows_html = [[e(mode), *[e(_gpu_cell(per.get(g))) for g in gpus]] for mode, per in group.items()]
             parts.append(f"<h3>{e(title)}</h3>")
-            parts.append(_table(["mode", *[e(g) for g in gpus]], rows_html))
+            modes = list(group)
+            for head, figure in WHICH_GPU_FIGURES:  # (a table per figure, a GPU a row: 41 GPUs fit the page)
+                cells = [[_figure_cell(figure, group[m].get(g)) for m in modes] for g in gpus]
+                if not any(c not in ("", "–") for row in cells for c in row):
+                    continue  # (no GPU priced: no cost table)
+                parts.append(f'<div class="sub">{e(head)}</div>')
+                parts.append(_table(["GPU", *[_nobreak(m) for m in modes]],
+                                    [[_nobreak(g), *row] for g, row in zip(gpus, cells)]))
             parts.append(_img(charts.gpu_chart(gpus, chart_data(group), f"{title}: predicted samples/s per GPU"),
                               f"{title}: predicted samples/s per precision and GPU"))
     parts.append('<p class="dim">Every figure is from the device named in its section; CPU and GPU results are '
@@ -319,40 +328,55 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
     return "\n".join(parts)
 
 
-def _gpu_cell(r: dict[str, Any] | None) -> str:
-    """A GPU's cell in the "Which GPU" table: samples/s (x fp32), peak memory, energy per sample, the cost
-    per million samples where priced; a mode it cannot run, its status."""
+WHICH_GPU_FIGURES = (("samples/s (x that GPU's fp32) ±error", "speed"), ("peak memory / max batch", "memory"),
+                     ("energy per sample, mJ", "energy"), ("USD per million samples (--prices)", "usd"))
+
+
+def _figure_cell(figure: str, r: dict[str, Any] | None) -> str:
+    """A GPU's cell of one figure in the "Which GPU" tables (HTML): its value; a mode it cannot run, its status."""
     if r is None:
         return ""
     if r.get("status") != "ok":
-        return str(r.get("status"))
-    parts = [speed_text(r, "/s"), fmt_bytes(r.get("predicted_peak_bytes"))]
-    if r.get("predicted_joules_per_sample") is not None:
-        parts.append(f"{energy_text(r)} mJ/sample")
-    if r.get("predicted_usd_per_million_samples") is not None:
-        parts.append(f"USD {usd_text(r)}/M")
-    return "; ".join(parts)
+        return e(r.get("status")) if figure == "speed" or (figure == "memory" and r.get("status") == "oom") else ""
+    if figure == "speed":
+        x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
+        return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
+                + (f' <span class="dim">±{band}%</span>' if band is not None else ""))
+    if figure == "memory":
+        batch = r.get("predicted_max_batch")
+        return e(fmt_bytes(r.get("predicted_peak_bytes"))) + ("" if batch is None else f" / {batch:,}")
+    if figure == "energy":
+        return e(energy_text(r)) if r.get("predicted_joules_per_sample") is not None else "–"
+    return e(usd_text(r)) if r.get("predicted_usd_per_million_samples") is not None else "–"
 
 
-PREDICTED_HEADERS = ["workload", "GPU", "setting", "precision", "predicted samples/s", "± (references)",
-                     "measured samples/s", "error",
-                     "predicted vs fp32", "measured vs fp32", "predicted peak", "predicted max batch", "bound"]
+def _nobreak(name: str) -> str:
+    """A name that must not wrap mid-token ("a100-/80gb"): its hyphens non-breaking."""
+    return f'<span class="nb">{e(name)}</span>'
+
+
+PREDICTED_HEADERS = ["workload", "GPU", "setting", "precision", "predicted samples/s ± (references)",
+                     "measured samples/s (error)", "vs fp32 predicted / measured", "predicted peak / max batch",
+                     "bound"]
 
 
 def predicted_cells(p: dict[str, Any]) -> list[str]:
-    """One predictions-table line as text (HTML and Markdown)."""
+    """One predictions-table line as text (HTML and Markdown): a figure with its error or its measured twin in one
+    cell, so the table fits a page."""
     def num(v: Any, spec: str) -> str:
         return "–" if not isinstance(v, (int, float)) else format(v, spec)
     measured = num(p["measured_samples_per_s"], ",.0f")
+    if isinstance(p.get("error"), (int, float)):
+        measured += f" ({p['error']:+.0%})"
     if p["measured_device"]:
-        measured += f" ({p['measured_device']})"
+        measured += f" on {p['measured_device']}"
+    band = "" if p.get("predicted_error_pct") is None else f" ±{p['predicted_error_pct']}%"
+    batch = p["predicted_max_batch"]
     return [f"{p['workload']} ({p['preset']})" if p["preset"] else str(p["workload"]), str(p["gpu"]), str(p["setting"]),
-            str(p["precision"]),
-            num(p["predicted_samples_per_s"], ",.0f"),
-            "–" if p.get("predicted_error_pct") is None else f"±{p['predicted_error_pct']}%", measured,
-            num(p["error"], "+.0%"),
-            num(p["predicted_speedup_vs_fp32"], ".2f"), num(p["measured_speedup_vs_fp32"], ".2f"),
-            fmt_bytes(p["predicted_peak_bytes"]), num(p["predicted_max_batch"], ","), str(p["predicted_bound"])]
+            str(p["precision"]), num(p["predicted_samples_per_s"], ",.0f") + band, measured,
+            f"{num(p['predicted_speedup_vs_fp32'], '.2f')} / {num(p['measured_speedup_vs_fp32'], '.2f')}",
+            fmt_bytes(p["predicted_peak_bytes"]) + ("" if batch is None else f" / {batch:,}"),
+            str(p["predicted_bound"])]
 
 
 def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> str:
