@@ -4,11 +4,14 @@ the charts' layout read back from matplotlib)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
+from matplotlib.transforms import Bbox
 
 from ampbench.measure.gpus import lookup, predictable
 from ampbench.predict.run import predict_target
@@ -45,6 +48,15 @@ def _store(tmp_path: Path, gpus: list[str]) -> Store:
                                ["fp32", "amp-bf16", "fp8-rowwise"], lookup(g), 16, traces=traces)
     s.add_predictions(rows)
     return s
+
+
+def _extent(handle: Any, renderer: Any, dpi: float) -> Any:
+    """A legend mark's box as drawn: a scatter's markers, whose own extent matplotlib leaves empty, by their size."""
+    if isinstance(handle, PathCollection):
+        (x, y), = handle.get_offset_transform().transform(handle.get_offsets())
+        half = math.sqrt(float(handle.get_sizes()[0])) * dpi / 72 / 2
+        return Bbox([[x - half, y - half], [x + half, y + half]])
+    return handle.get_window_extent(renderer)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here")
@@ -87,8 +99,10 @@ def test_chart_legends_overlap_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
         for other in (ax.get_window_extent(renderer), ax.xaxis.label.get_window_extent(renderer),
                       ax.title.get_window_extent(renderer)):
             assert not legend.overlaps(other), (legend, other)
-        texts = [t.get_window_extent(renderer) for t in ax.get_legend().get_texts()]
-        assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1:])
+        boxes = [t.get_window_extent(renderer) for t in ax.get_legend().get_texts()]
+        boxes += [_extent(h, renderer, fig.dpi) for h in ax.get_legend().legend_handles]
+        # (each entry's mark and text clear of every other's: a 400-point peak marker lay over the entry below it)
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     big = figures[2]
     assert len(big.axes[0].get_yticklabels()) == charts.GPU_CHART_TOP  # (the 12 fastest; the table has all 41)
     assert "fastest of 41 GPUs" in big.axes[0].get_title(loc="left")

@@ -13,6 +13,7 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from ampbench.execution.options import display_name
@@ -96,24 +97,30 @@ def memory_chart(rows: list[dict[str, Any]], title: str) -> str:
         left = [a + b for a, b in zip(left, vals)]
     peaks = [r["peak_allocated_bytes"] / size for r in ok]
     cpu = all(str(r.get("device", "")).startswith("cpu") for r in ok)
-    ax.scatter(peaks, names, marker="|", s=400, color="black", zorder=3,
-               label="peak RSS growth (CPU: approximate)" if cpu else "peak allocated (measured)")
+    # (the peaks: a tall tick on each bar; in the legend a tick of the text's height, which a 400-point marker is not:
+    # it lay over the entry below it)
+    markers = [(peaks, names, "black", "peak RSS growth (CPU: approximate)" if cpu else "peak allocated (measured)")]
     with_reserved = [(n, r["peak_reserved_bytes"] / size) for n, r in zip(names, ok) if r.get("peak_reserved_bytes")]
     if any(abs(v - r["peak_allocated_bytes"] / size) > 0.5 * 2**20 / size for (_, v), r in zip(with_reserved, ok)):
-        ax.scatter([v for _, v in with_reserved], [n for n, _ in with_reserved], marker="|", s=400, color="#CC0000",
-                   label="peak reserved", zorder=3)
+        markers.append(([v for _, v in with_reserved], [n for n, _ in with_reserved], "#CC0000", "peak reserved"))
+    for xs, ys, color, _ in markers:
+        ax.scatter(xs, ys, marker="|", s=400, color=color, zorder=3)
     ax.invert_yaxis()
     ax.set_xlabel(f"memory ({unit})")  # (the unit the largest figure fills: KiB-sized CPU models are bars too)
-    _legend_above(ax, title, 3)
+    _legend_above(ax, title, 3, [Line2D([], [], color=c, marker="|", linestyle="none", markersize=7, label=label)
+                                 for _, _, c, label in markers])
     return _to_uri(fig)
 
 
-def _legend_above(ax: Any, title: str, ncol: int) -> None:
-    """The title, and the legend between it and the bars: clear of the axis label and of the bars."""
+def _legend_above(ax: Any, title: str, ncol: int, extra: list[Any] | None = None) -> None:
+    """The title, and the legend between it and the bars: clear of the axis label and of the bars (``extra``:
+    handles drawn for the legend alone)."""
     handles, _ = ax.get_legend_handles_labels()
+    handles += extra or []
     rows = -(-len(handles) // ncol)
     ax.set_title(title, loc="left", fontsize=10, pad=8 + 12 * rows)
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False, ncol=ncol, borderaxespad=0.2)
+    ax.legend(handles=handles, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False, ncol=ncol,
+              borderaxespad=0.2)
 
 
 def bars(labels: list[str], values: list[float], xlabel: str, title: str, fmt: str = "{:,.0f}") -> str:
