@@ -31,7 +31,7 @@ def list_cmd(
 
 
 def _list_gpus() -> None:
-    from ampbench.report.console import Col, stack_tables  # lazy: rich tables of the report
+    from ampbench.report.console import Col, stack_tables  # lazy: torch
 
     gpus = predictable()
     peaks = {m: [f"{g.tflops[m]:g}" if m in g.tflops else ("fp32 math" if m == "fp16" and not g.tensor_cores else "-")

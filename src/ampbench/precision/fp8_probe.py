@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
 
 from ampbench.cpuinfo import cpu_flags, cpu_name, isa_limit, usable
 
@@ -82,10 +85,6 @@ def flags_problem() -> str | None:
 
 def probe_key() -> str:
     """What the verdict depends on: the CPU, its flags and caps, torch's and torchao's versions."""
-    import importlib.metadata
-
-    import torch
-
     try:
         torchao = importlib.metadata.version("torchao")
     except importlib.metadata.PackageNotFoundError:
