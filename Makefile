@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(VENV)/bin/ampbench run --db out/results.db --json out/run.json
 
 lint: $(STAMP)
-	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check src tests benchmarks; \
+	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check src tests benchmarks predict_checks; \
 	else echo "ruff not installed here: lint skipped"; fi
 
 # The CPU-kernel-sensitive tests (every workload x mode forward/backward, the engine contract, kernel fallbacks,

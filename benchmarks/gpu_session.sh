@@ -221,9 +221,9 @@ case $1 in
     [ -n "$KEY" ] || { echo "lease: this GPU is not in the catalogue (measure/gpus.csv: add its row)"; return 2; }
     local wl=tabular-mlp,mnist-cnn,resnext,bert,unet modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16,pure-bf16
     local four=fp32,tf32,amp-fp16,amp-bf16
-    local rn50=(--model src/ampbench/predict/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
+    local rn50=(--model predict_checks/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
                 --batch-size 128 --precisions "$four")
-    local mha=(--model src/ampbench/predict/references.py:MHAEncoder --input-shape 128,512 --num-classes 10
+    local mha=(--model predict_checks/references.py:MHAEncoder --input-shape 128,512 --num-classes 10
                --batch-size 64 --precisions "$four")
     local bertp=(--workloads bert --preset paper --precisions "$four")
     export AMPBENCH_NO_ESTIMATE=1  # (the run's time estimate costs a child process per run: minutes a lease lacks)
@@ -295,7 +295,7 @@ case $1 in
     KEY=$(gpu_key)
     [ -n "$KEY" ] || { echo "predict: this GPU is not in the catalogue (measure/gpus.csv: add its row, or use --gpu-spec)"; return 2; }
     local wl=tabular-mlp,mnist-cnn,resnext,bert,unet modes=fp32,tf32,amp-fp16,amp-bf16,master-bf16,pure-bf16
-    local rn50=(--model src/ampbench/predict/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
+    local rn50=(--model predict_checks/references.py:ResNet50 --input-shape 3,224,224 --num-classes 1000
                 --batch-size 128 --precisions fp32,tf32,amp-fp16,amp-bf16)
     x $AB predict --gpu "$KEY" --workloads "$wl" --preset small --precisions "$modes" --db "$DB" \
       --json "$RESULTS/predict_suite.json" | log "$STATE/predict.log"

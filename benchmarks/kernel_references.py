@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
-from ampbench.predict import fit, neusight
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (predict_checks: the checkout's root)
+
+from predict_checks import fit, neusight
+
 from ampbench.predict.kernels import CALIBRATION_FILE, Calibration, calibration, save_calibration
 
 GOAL_MEDIAN, GOAL_P90 = 0.15, 0.35

@@ -6,12 +6,12 @@ Markdown. No GPU is used: predictions beside published measurements, the same on
 2. Training steps: NeuSight's fp32 forward + backward of Hugging Face models on V100, A100, H100 and L4, beside the
    error NeuSight itself published for each row.
 3. NVIDIA DeepLearningExamples' single-GPU TF32/FP32 and AMP results.
-4. Our own workloads measured on a lent GPU (benchmarks/results/<gpu>/runs.json; ``ampbench.predict.measured``).
-5. Published torch.compile gains (Hugging Face's inference guide; ``ampbench.predict.compile_references``).
+4. Our own workloads measured on a lent GPU (benchmarks/results/<gpu>/runs.json; ``predict_checks.measured``).
+5. Published torch.compile gains (Hugging Face's inference guide; ``predict_checks.compile_references``).
 6. Published whole-step float8 training gains (torchao's README: torchtitan's Llama3-8B on 8 H100s;
-   ``ampbench.predict.fp8_step_references``).
+   ``predict_checks.fp8_step_references``).
 7. Published FSDP2 throughput over several machines (torchtitan's Llama 3 8B on 64 A100s;
-   ``ampbench.predict.fsdp_references``).
+   ``predict_checks.fsdp_references``).
 
     python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (predict_checks: the checkout's root)
+
+from predict_checks import compile_references, error_bands, fit, fp8_step_references, fsdp_references, measured, neusight
+from predict_checks.references import REFERENCES, Reference, predicted
+
 from ampbench.measure.gpus import predictable
-from ampbench.predict import bands, compile_references, fit, fp8_step_references, fsdp_references, measured, neusight
+from ampbench.predict import bands
 from ampbench.predict.kernels import calibration
-from ampbench.predict.references import REFERENCES, Reference, predicted
 from kernel_references import table as kernel_table  # (benchmarks/ is the script's directory)
 
 
@@ -186,7 +191,7 @@ def main() -> None:
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
         specs = {g.key: g for g in predictable()}
-        bands.save(bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS, list(lent),
+        error_bands.save(error_bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS, list(lent),
                                  compile_references.rows()))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:

@@ -329,3 +329,17 @@ def test_the_command_line_starts_without_torch() -> None:
     code = "import sys, ampbench.cli; print(sorted(m for m in ('torch', 'numpy', 'keras') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_the_package_holds_the_product_and_not_its_checks() -> None:
+    """References, fitting and the checks on our GPU runs read files only a checkout has (references/,
+    benchmarks/results/): they live in predict_checks/, beside the tests, which the product never imports."""
+    src = Path(__file__).resolve().parents[1] / "src" / "ampbench"
+    for path in src.rglob("*.py"):
+        text = path.read_text()
+        assert "import predict_checks" not in text and "from predict_checks" not in text, path
+        assert '"benchmarks" / "results"' not in text and '/ "references" /' not in text, path
+    left = {p.stem for p in (src / "predict").glob("*.py")} & {"references", "compile_references", "fit", "neusight",
+                                                                "measured", "llama3", "fsdp_references",
+                                                                "fp8_step_references"}
+    assert not left, left

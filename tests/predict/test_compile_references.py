@@ -1,6 +1,6 @@
 """Compiled predictions against published torch.compile gains (Hugging Face Transformers' inference guide: ViT, BEiT,
 ConvNeXt-large and ResNet-50 with and without ``torch.compile`` on an A100, a V100 and a T4; nothing fitted on them,
-:mod:`ampbench.predict.compile_references`). Checked where the GPU sets the published latency (its eager figure at
+:mod:`predict_checks.compile_references`). Checked where the GPU sets the published latency (its eager figure at
 least twice the model's at batch 1): the predicted gain (eager over compiled) within 5% of the published one. The
 misses are strict xfails, so a fix shows."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from predict_checks.compile_references import GAIN_GOAL, PUBLISHED, Torch201Linear, checked, rows
 from torch import nn
 
 from ampbench.measure.syncs import HostSyncCounter
-from ampbench.predict.compile_references import GAIN_GOAL, PUBLISHED, Torch201Linear, checked, rows
 
 ROWS = {(r.gpu, r.model, r.batch): r for r in rows()}
 CHECKED = sorted(ROWS)

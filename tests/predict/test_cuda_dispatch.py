@@ -231,7 +231,7 @@ def test_channels_last_is_carried_through_as_a_real_cpu_step_carries_it(kind: st
     channels-last or not exactly as there -- convolutions (whose meta kernel alone returns NCHW), their backward,
     norms, pooling, elementwise ops -- the forward in order, the backward as a multiset."""
     if kind == "resnet-block":
-        from ampbench.predict.references import Bottleneck
+        from predict_checks.references import Bottleneck
 
         torch.manual_seed(0)
         model, x = nn.Sequential(Bottleneck(16, 8, 2), Bottleneck(32, 8, 1)), torch.randn(2, 16, 12, 12)

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from predict_checks import neusight
+from predict_checks.references import resnet50_workload
 
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup
-from ampbench.predict import neusight
 from ampbench.predict.config import PredictConfig
 from ampbench.predict.cost import price
 from ampbench.predict.distributed import (
@@ -25,7 +26,6 @@ from ampbench.predict.distributed import (
     fabric,
     fsdp_cost,
 )
-from ampbench.predict.references import resnet50_workload
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.factory import build_meta
 from tests.conftest import cli

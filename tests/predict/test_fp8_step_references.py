@@ -1,13 +1,13 @@
 """The fp8 modes' whole training step against published float8 training gains (torchao's float8 README: torchtitan's
-Llama3-8B on 8 H100s, :mod:`ampbench.predict.fp8_step_references`; nothing fitted on them): the predicted gain
+Llama3-8B on 8 H100s, :mod:`predict_checks.fp8_step_references`; nothing fitted on them): the predicted gain
 (tokens/s over bf16's) within 15% of the published one. Misses are strict xfails, so a fix shows."""
 
 from __future__ import annotations
 
 import pytest
+from predict_checks import fp8_step_references as ref
 
 from ampbench.precision.fp8 import torchao_problem
-from ampbench.predict import fp8_step_references as ref
 
 PROBLEM = torchao_problem("fp8 step references")
 pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=str(PROBLEM))

@@ -1,11 +1,10 @@
 """``predict --strategy fsdp`` over several machines against published FSDP2 throughput (torchtitan's Llama 3 8B on 64
-A100s, :mod:`ampbench.predict.fsdp_references`; nothing fitted on it): within 15%. Misses are strict xfails."""
+A100s, :mod:`predict_checks.fsdp_references`; nothing fitted on it): within 15%. Misses are strict xfails."""
 
 from __future__ import annotations
 
 import pytest
-
-from ampbench.predict import fsdp_references as ref
+from predict_checks import fsdp_references as ref
 
 pytest.importorskip("transformers")
 ROWS = {r.checkpointing: r for r in ref.rows()}

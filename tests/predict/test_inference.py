@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from predict_checks import neusight, references
 from torch import nn
 
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup
-from ampbench.predict import neusight, references
 from ampbench.predict.config import PredictConfig
 from ampbench.predict.cost import price
 from ampbench.predict.trace import trace_inference, trace_step

@@ -16,10 +16,10 @@ import functools
 import statistics
 
 import pytest
+from predict_checks import compile_references, error_bands, fit, measured, neusight
+from predict_checks.references import REFERENCES, predicted
 
-from ampbench.predict import compile_references, fit, measured, neusight
 from ampbench.predict.kernels import calibration
-from ampbench.predict.references import REFERENCES, predicted
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.factory import build_meta
 
@@ -170,8 +170,7 @@ def test_resnet50_amp_a100_over_v100_within_15_percent_of_the_published_ratio() 
 def test_the_reference_models_are_the_published_sizes() -> None:
     """ResNet-50: 25.6 M parameters, 4.1 G multiply-adds a 224x224 image forward; BERT-large: 335 M + the heads."""
     import torch
-
-    from ampbench.predict.references import BertPretraining, ResNet50, resnet50_workload
+    from predict_checks.references import BertPretraining, ResNet50, resnet50_workload
 
     with torch.device("meta"):
         rn, bert = ResNet50(), BertPretraining()
@@ -207,7 +206,7 @@ def test_the_committed_error_bands_are_the_references_errors_now() -> None:
     from ampbench.predict import bands
 
     amp = [abs(_predicted(r)[p] / published - 1) for r in REFERENCES for p, published in r.samples_per_s.items()]
-    now = bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
+    now = error_bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
                         {g.key: g for g in predictable()}, neusight.FIT_GPUS, list(measured.steps()),
                         compile_references.rows())
     assert json.loads(json.dumps(now, sort_keys=True)) == json.loads(bands.BANDS_FILE.read_text())

@@ -4,7 +4,7 @@ torchtitan's performance notes (docs/performance.md, 2024), Llama 3 8B trained w
 reduction (torchtitan's mixed precision policy), no torch.compile: 2,973 tokens per second per GPU with selective
 per-op activation checkpointing, 2,904 with selective per-layer checkpointing.
 
-The setup, as rebuilt here: Llama3-8B from its architecture (:mod:`ampbench.predict.llama3`), one GPU's batch of
+The setup, as rebuilt here: Llama3-8B from its architecture (:mod:`predict_checks.llama3`), one GPU's batch of
 8,192 tokens, ``master-bf16`` -- under FSDP2 its layout is torchtitan's: bf16 parameters all-gathered, fp32
 gradients reduce-scattered, the fp32 shards the masters (:mod:`ampbench.distributed.strategy`) --, eager, on A100
 SXM4 80 GB; FSDP2 as ``run`` wraps the model: each decoder layer a unit, the root (embedding, final norm, output
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from ampbench.distributed.strategy import layout
 from ampbench.measure.gpus import lookup
 from ampbench.precision import get
-from ampbench.predict import llama3
 from ampbench.predict.distributed import FsdpCost, fabric, fsdp_cost
 from ampbench.predict.trace import Trace, trace_step
 from ampbench.workloads.factory import build_meta
+from predict_checks import llama3
 
 SOURCE = ("torchtitan docs/performance.md (2024): Llama 3 8B, FSDP2 on 64 A100 80GB (8 x 8), local batch 1, seq 8192, "
           "bf16 params / fp32 reduce, eager; tokens/s per GPU")

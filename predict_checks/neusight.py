@@ -28,7 +28,7 @@ from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
-ROOT = Path(__file__).resolve().parents[3] / "references" / "neusight"
+ROOT = Path(__file__).resolve().parents[1] / "references" / "neusight"
 """The vendored copy (the repository's ``references/neusight``)."""
 
 DEVICES: dict[str, str] = {

@@ -4,7 +4,7 @@ steps, torch.compile, FSDP2, per-op selective activation checkpointing; torch 2.
 0.0.2 -- median tokens per second per GPU: bf16 6,150; float8 tensorwise (weights all-gathered in float8) 7,689.5;
 float8 rowwise (weights all-gathered in bf16) 6,768.
 
-The setup, as rebuilt here: Llama3-8B from its architecture (:mod:`ampbench.predict.llama3`), one GPU's batch
+The setup, as rebuilt here: Llama3-8B from its architecture (:mod:`predict_checks.llama3`), one GPU's batch
 (1 x 8,192 tokens), the loss over fp32 logits, AdamW; the step compiled (Inductor's fusions, no CUDA graphs) on an
 H100 SXM; bf16 as ``amp-bf16``, float8 as ``fp8-tensorwise`` / ``fp8-rowwise``
 converting every linear layer but the output head (torchtitan's ``filter_fqns=["output"]``; all of Llama's layer
@@ -21,7 +21,7 @@ Left out (so the tokens per second are reported, not checked; the gain -- fp8 ov
 - FSDP2 casts each GPU's weight shard (1/8) to bf16 or float8 before gathering it: here each GPU casts the whole
   model, in both modes.
 
-Each step is priced from traces of 1 and 2 layers (:func:`ampbench.predict.llama3.whole`). Nothing is fitted on
+Each step is priced from traces of 1 and 2 layers (:func:`predict_checks.llama3.whole`). Nothing is fitted on
 these figures.
 """
 
@@ -31,11 +31,11 @@ import functools
 from dataclasses import dataclass
 
 from ampbench.measure.gpus import lookup
-from ampbench.predict import llama3
 from ampbench.predict.cost import Compiled, price
 from ampbench.predict.distributed import COMPUTE
 from ampbench.predict.trace import Trace, trace_step
 from ampbench.workloads.factory import build_meta
+from predict_checks import llama3
 
 SOURCE = ("torchao's float8 README, 'Performance': torchtitan Llama3-8B, 8 x H100, batch 1, seq 8192, torch.compile, "
           "FSDP2, per-op SAC; median tokens/s per GPU")

@@ -1,6 +1,6 @@
 """Fitting the kernel models' constants on measured kernels, and their errors per op class and GPU.
 
-The protocol (the predict issue's and NeuSight's own): fit on some GPUs (:data:`~ampbench.predict.neusight.FIT_GPUS`:
+The protocol (the predict issue's and NeuSight's own): fit on some GPUs (:data:`~predict_checks.neusight.FIT_GPUS`:
 P4, P100, T4, V100), report the error on the others (A100, H100, L4) apart; a constant is never fitted to a figure it is
 then checked against. The fit is coordinate descent over a grid of values per constant, minimising, over every
 (GPU, op class) of the fitting GPUs, the median absolute log error plus a quarter of its 90th percentile.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampbench.predict.kernels import Calibration
-from ampbench.predict.neusight import Case
+from predict_checks.neusight import Case
 
 FITTED: dict[str, tuple[tuple[float, ...], tuple[str, ...]]] = {
     # the bandwidth first, on the purest measure of it (elementwise kernels); the rest built on it

@@ -62,7 +62,7 @@ class MHAEncoder(nn.Module):
     mean-pooled into a linear classifier: the kind of model on which predictions once had AMP slower than TF32 (the
     matmuls inside ``F.multi_head_attention_forward`` escaped the trace's autocast). No published figure exists for it;
     it is measured beside its prediction on a lent GPU (``benchmarks/gpu_session.sh lease``):
-    ``--model src/ampbench/predict/references.py:MHAEncoder --input-shape 128,512 --num-classes 10``."""
+    ``--model predict_checks/references.py:MHAEncoder --input-shape 128,512 --num-classes 10``."""
 
     def __init__(self, classes: int = 10, d: int = 512, heads: int = 8, layers: int = 6, ffn: int = 2048) -> None:
         super().__init__()

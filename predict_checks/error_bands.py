@@ -1,0 +1,63 @@
+"""The error bands ``ampbench predict`` states (``src/ampbench/predict/error_bands.json``), computed from the
+references' errors: kernels per GPU generation and op class, whole steps, the published AMP/TF32 results, our launch-bound
+steps on lent GPUs (the host's band), the published compile gains. Written by ``benchmarks/predict_references.py
+--write-bands``; read by :func:`ampbench.predict.bands.band`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ampbench.measure.gpus import Gpu
+from ampbench.predict import bands
+from ampbench.predict.bands import BANDS_FILE, generation
+
+
+def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
+            specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: Sequence[Any] = (),
+            compiled: Sequence[Any] = ()) -> dict[str, Any]:
+    """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
+    published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
+    which the launch-bound ones give the host's band -- and the published compile gains,
+    ``compile_references.CompileRow``s, of which the checked ones count): the checked GPUs' errors where a generation
+    has any, the fitting GPUs' (in-sample: optimistic) where it has no other."""
+    by_gen: dict[str, dict[str, list[Any]]] = {}
+    for e in kernel_errors:
+        by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)
+    kernels, gpus_of, fitted_gens = {}, {}, []
+    for gen, classes in by_gen.items():
+        checked = {c: [e for e in es if e.gpu not in fit_gpus] for c, es in classes.items()}
+        use_fitted = not any(checked.values())
+        chosen = classes if use_fitted else {c: es for c, es in checked.items() if es}
+        kernels[gen] = {c: {"median": round(_weighted(es, "median"), 4), "p90": round(_weighted(es, "p90"), 4),
+                            "n": sum(e.n for e in es)} for c, es in chosen.items()}
+        gpus_of[gen] = sorted({e.gpu for es in chosen.values() for e in es})
+        if use_fitted:
+            fitted_gens.append(gen)
+    steps: dict[str, Any] = {}
+    for e in step_errors:
+        steps.setdefault(generation(specs[e.step.gpu].capability), []).append(abs(e.error))
+    step_table = {gen: {"median": round(sorted(v)[len(v) // 2], 4), "worst": round(max(v), 4), "n": len(v)}
+                  for gen, v in steps.items()}
+    amp = {"median": round(sorted(amp_errors)[len(amp_errors) // 2], 4), "worst": round(max(amp_errors), 4),
+           "n": len(amp_errors)} if amp_errors else {}
+    host = sorted(abs(m.error) for m in measured if m.bound == "launch")
+    launch = {"median": round(host[len(host) // 2], 4), "worst": round(host[-1], 4), "n": len(host),
+              "gpus": ", ".join(sorted({m.gpu for m in measured if m.bound == "launch"}))} if host else {}
+    gains = sorted(abs(r.gain_error) for r in compiled if r.checked)
+    compiled_table = {"median": round(gains[len(gains) // 2], 4), "worst": round(gains[-1], 4), "n": len(gains),
+                      "source": "Hugging Face's torch.compile inference guide"} if gains else {}
+    return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
+            "launch": launch, "compiled": compiled_table, "written_by": "benchmarks/predict_references.py --write-bands"}
+
+
+def _weighted(errors: list[Any], key: str) -> float:
+    total = sum(e.n for e in errors)
+    return sum(getattr(e, key) * e.n for e in errors) / total
+
+
+def save(table: dict[str, Any], path: Path = BANDS_FILE) -> None:
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    bands.reload()
