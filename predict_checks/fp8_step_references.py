@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ampbench.measure.gpus import lookup
 from ampbench.predict.cost import Compiled, price
-from ampbench.predict.distributed import COMPUTE
+from ampbench.predict.parallel import COMPUTE
 from ampbench.predict.trace import Trace, trace_step
 from ampbench.workloads.factory import build_meta
 from predict_checks import llama3

@@ -8,7 +8,7 @@ The setup, as rebuilt here: Llama3-8B from its architecture (:mod:`predict_check
 8,192 tokens, ``master-bf16`` -- under FSDP2 its layout is torchtitan's: bf16 parameters all-gathered, fp32
 gradients reduce-scattered, the fp32 shards the masters (:mod:`ampbench.distributed.strategy`) --, eager, on A100
 SXM4 80 GB; FSDP2 as ``run`` wraps the model: each decoder layer a unit, the root (embedding, final norm, output
-head) one, prefetched and overlapped as :func:`ampbench.predict.distributed.fsdp_cost` lays them out; 8 GPUs a
+head) one, prefetched and overlapped as :func:`ampbench.predict.parallel.fsdp_cost` lays them out; 8 GPUs a
 machine over NVLink, machines over InfiniBand (the fabric's default: one HDR 200 Gb/s NIC per GPU -- the published
 notes do not name the network).
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ampbench.distributed.strategy import layout
 from ampbench.measure.gpus import lookup
 from ampbench.precision import get
-from ampbench.predict.distributed import FsdpCost, fabric, fsdp_cost
+from ampbench.predict.parallel import FsdpCost, fabric, fsdp_cost
 from ampbench.predict.trace import Trace, trace_step
 from ampbench.workloads.factory import build_meta
 from predict_checks import llama3

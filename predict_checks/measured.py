@@ -4,7 +4,7 @@ table gives (published tables time other people's models, in other people's loop
 The measurements are an ``ampbench export`` of runs made on a lent GPU by ``benchmarks/gpu_session.sh``
 (``benchmarks/results/<gpu>/runs.json``, and ``runs_2.json`` of a later lease: compiled and CUDA-graph cells). Each ok
 cell (closing baselines and repeats left out) is predicted again here, as ``ampbench predict`` would
-(:func:`~ampbench.predict.run.predict_target`: the same target, batch, precision, memory format and compile/CUDA-graph
+(:func:`~ampbench.predict.rows.predict_target`: the same target, batch, precision, memory format and compile/CUDA-graph
 execution, on the catalogue's entry for the GPU that ran it), and paired with its measurement. Nothing is fitted on
 these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels, the host's from a micro-benchmark on the
 lent machine's host (``benchmarks/host_overhead.py``), neither from a step checked here.
@@ -25,7 +25,7 @@ from ampbench.command_requests import data_options
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision.optimizers import DIRECTLY
 from ampbench.predict.cost import MEASURED_HOST
-from ampbench.predict.run import predict_target
+from ampbench.predict.rows import predict_target
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta, build_target
 

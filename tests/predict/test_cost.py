@@ -14,7 +14,7 @@ from ampbench.measure.gpus import lookup
 from ampbench.precision.fp8 import torchao_problem
 from ampbench.predict import cost, kernels
 from ampbench.predict.kernels import Calibration, Conv
-from ampbench.predict.run import find_gpu, refusal
+from ampbench.predict.rows import find_gpu, refusal
 from ampbench.predict.trace import Op, Trace
 
 A100 = lookup("a100-80gb")

@@ -276,7 +276,7 @@ def test_amp_is_predicted_faster_than_tf32_on_attention_models() -> None:
     """Predicted at 0.49-0.55x TF32 while the attention modules' matmuls escaped autocast; BERT-large-sized layers on
     an A100 now gain what half precision gives a compute-bound step (NVIDIA publishes 1.83x for BERT-large)."""
     from ampbench.measure.gpus import lookup
-    from ampbench.predict.run import predict_target
+    from ampbench.predict.rows import predict_target
 
     def build() -> Any:
         return Workload_of(_EncoderWithAttention(), (torch.zeros(32, 128, 1024),))

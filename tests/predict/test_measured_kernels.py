@@ -78,7 +78,7 @@ def test_the_shipped_h200_table_interpolates_gemms_within_10_percent_left_out() 
 
 
 def test_a_predicted_row_says_what_its_kernels_were_priced_from() -> None:
-    from ampbench.predict.run import predict_target
+    from ampbench.predict.rows import predict_target
     from ampbench.workloads import create_workload
     from ampbench.workloads.factory import build_meta
 
@@ -135,7 +135,7 @@ def test_another_card_of_the_architecture_draws_in_proportion_to_its_tdp_and_a_t
 def test_a_predicted_rows_energy_says_what_it_was_priced_at() -> None:
     """Per sample: the step's energy over its samples -- at measured power where the architecture's table read it
     (the row's mean power times the step, over the batch), at TDP otherwise (the shipped H200 table read none)."""
-    from ampbench.predict.run import TDP_BASIS, predict_target
+    from ampbench.predict.rows import TDP_BASIS, predict_target
     from ampbench.workloads import create_workload
     from ampbench.workloads.factory import build_meta
 

@@ -25,7 +25,7 @@ from ampbench.measure.step import build_step
 from ampbench.precision.convert import computes_in_fp32
 from ampbench.predict.cuda_dispatch import CPU_RULES, onednn_lstm
 from ampbench.predict.memory import ALLOCATOR_MARGIN, CONTEXT_BYTES, MemoryModel, workspace_bytes
-from ampbench.predict.run import predict_target
+from ampbench.predict.rows import predict_target
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta

@@ -11,7 +11,7 @@ import pytest
 
 from ampbench.measure.gpus import predictable
 from ampbench.precision import list_precisions
-from ampbench.predict.run import predict_target, refusal
+from ampbench.predict.rows import predict_target, refusal
 from ampbench.store import Store
 from tests.conftest import cli
 

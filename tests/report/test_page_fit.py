@@ -14,7 +14,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.transforms import Bbox
 
 from ampbench.measure.gpus import lookup, predictable
-from ampbench.predict.run import predict_target
+from ampbench.predict.rows import predict_target
 from ampbench.report import charts, write_report
 from ampbench.store import Store
 from ampbench.workloads import create_workload

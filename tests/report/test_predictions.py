@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ampbench.measure.gpus import lookup
-from ampbench.predict.run import predict_target
+from ampbench.predict.rows import predict_target
 from ampbench.report.predictions import fp8_lines, unsupported_lines
 from ampbench.workloads import create_workload
 from ampbench.workloads.factory import build_meta

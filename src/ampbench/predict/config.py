@@ -6,7 +6,7 @@ gives them on a GPU), the axes (precisions, batch sizes, optimizer states, layou
 Every check runs at construction, before anything is traced: the GPU, the options, each target's data, a target of a
 framework that runs apart (predict traces PyTorch steps), the ``--model`` preset, each target built on meta and its
 optimizer checked for every optimizer state asked for. :meth:`PredictConfig.predict` then traces and prices each
-target x batch size (``ampbench.predict.run``).
+target x batch size (``ampbench.predict.rows``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
-from ampbench.predict.distributed import Fabric, fabric
-from ampbench.predict.run import check_target, either_of, find_gpus, gpu_suggestions, predict_target
+from ampbench.predict.parallel import Fabric, fabric
+from ampbench.predict.rows import check_target, either_of, find_gpus, gpu_suggestions, predict_target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 

@@ -17,7 +17,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup
 from ampbench.predict.config import PredictConfig
 from ampbench.predict.cost import price
-from ampbench.predict.distributed import (
+from ampbench.predict.parallel import (
     BUCKET_BYTES,
     FIRST_BUCKET_BYTES,
     Fabric,
@@ -270,7 +270,7 @@ def test_an_fsdp_rank_holds_its_shard_and_the_units_it_computes() -> None:
     parameters (the one computing, the one prefetched) and one's gradients."""
     from ampbench.distributed.strategy import layout
     from ampbench.precision import get
-    from ampbench.predict.distributed import fsdp_memory
+    from ampbench.predict.parallel import fsdp_memory
 
     build = _bert_tiny()
     model = build().model

@@ -31,8 +31,8 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict.bands import band
 from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, bound_of, price
-from ampbench.predict.distributed import Fabric, ddp_cost, fsdp_cost, fsdp_memory
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
+from ampbench.predict.parallel import Fabric, ddp_cost, fsdp_cost, fsdp_memory
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
