@@ -26,6 +26,14 @@ class OverBudget(RuntimeError):
     """The cell's peak memory exceeded ``--memory-budget``: the row's status is ``oom``."""
 
 
+def check_budget(spec: CellSpec, peak: int | None, what: str = "memory") -> None:
+    """Every framework's cell ends the same way over ``--memory-budget``: :class:`OverBudget` (the row keeps what was
+    measured so far, its status oom; nothing more is measured)."""
+    budget = spec.measure.memory_budget
+    if budget is not None and peak is not None and peak > budget:
+        raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {budget / 2**20:,.0f} MiB")
+
+
 class CellVerbs:
     """A framework's work for one cell, called by :func:`measure_cell` in the scenario's order. A framework overrides
     the verbs it has; the defaults do nothing (``open``, ``finish``, ``close``) or say the measure is not available."""

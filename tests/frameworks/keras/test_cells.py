@@ -154,6 +154,16 @@ def test_a_max_batch_trial_fits_by_its_measured_peak():
     assert tight["fits"] is False and not tight.get("failed") and "MiB allowed" in tight["reason"], tight
 
 
+def test_a_cell_over_the_budget_ends_as_a_pytorch_one_does():
+    """oom, with what was measured so far, and nothing more measured (it marked oom and went on to converge)."""
+    spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=8,
+                       keras_backend="torch", memory_budget=1, measures=("throughput", "memory", "converge"), steps=2,
+                       warmup=1, converge_steps=5, seeds=1)
+    row = ChildProcess(300).run(job("cell", spec))
+    assert row["status"] == "oom" and "memory peak" in row["reason"] and "> --memory-budget 0 MiB" in row["reason"]
+    assert row["samples_per_s"] and row["peak_allocated_bytes"] > 1 and row["converge"] is None, row
+
+
 def test_out_of_memory_is_told_apart_on_every_backend():
     from ampbench.frameworks.keras.memory import is_oom
 

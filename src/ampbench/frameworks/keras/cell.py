@@ -32,7 +32,7 @@ from ampbench.bench.cell_row import (
     trial_failed,
     trial_fits,
 )
-from ampbench.bench.scenario import CellVerbs, measure_cell
+from ampbench.bench.scenario import CellVerbs, check_budget, measure_cell
 from ampbench.cells import CellSpec
 from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 from ampbench.errors import AmpbenchError
@@ -242,11 +242,9 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     row.update(model_bytes_fp32=4 * n_params, model_bytes_half=2 * n_params, keras_params=n_params,
                keras_output_dtype=str(getattr(model.layers[-1], "compute_dtype", "")) if model.layers else None)
     judge_timed_steps(row, trainer.last_loss, skipped_timed, spec.measure.steps, trainer.calls, trainer.scale)
-    budget = spec.measure.memory_budget
-    if budget is not None and used > budget:
-        row.update(status="oom", reason=f"memory peak {used / 2**20:,.0f} MiB > --memory-budget {budget / 2**20:,.0f} MiB")
     if caught:
         row["warnings"] = (row["warnings"] or []) + [str(w.message).splitlines()[0] for w in caught[:3]]
+    check_budget(spec, used)  # (over it: the cell ends as a PyTorch one does -- oom, nothing more measured)
     return trainer
 
 

@@ -24,7 +24,7 @@ from ampbench.bench.cell_row import (
     trial_fits,
 )
 from ampbench.bench.estimate import BUDGET_S
-from ampbench.bench.scenario import CellVerbs, OverBudget, measure_cell
+from ampbench.bench.scenario import CellVerbs, check_budget, measure_cell
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
@@ -161,11 +161,6 @@ def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | N
     return mem.rss() - mem.module_bytes(wl.model)
 
 
-def _check_budget(spec: CellSpec, peak: int | None, what: str) -> None:
-    if spec.measure.memory_budget is not None and peak is not None and peak > spec.measure.memory_budget:
-        raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {spec.measure.memory_budget / 2**20:,.0f} MiB")
-
-
 def _math_mode(recipe: Any, env: dict[str, Any], fp8_share: float | None = None) -> str:
     """The math the GEMMs ran in: the recipe's (fp8: unless no layer converted, then bf16's) or its compute dtype's,
     tf32 when the flags were on."""
@@ -279,7 +274,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     hints = [str(w.message).split(":")[0] for w in caught if "eps" in str(w.message)]
     judge_timed_steps(out, loss, skipped_timed, spec.measure.steps, step.calls, step.mp.scale,
                       f"{hints[0]} (use master-* or a larger eps)" if hints else "")
-    _check_budget(spec, peak["cpu_rss_peak"] if device.type == "cpu" else peak["reserved"], "memory")
+    check_budget(spec, peak["cpu_rss_peak"] if device.type == "cpu" else peak["reserved"], "memory")
     return step, out
 
 
