@@ -14,9 +14,9 @@ from rich.console import Console
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import lookup, predictable
 from ampbench.predict.config import PredictConfig, load_prices
-from ampbench.report.console import bytes_unit, fmt_bytes
+from ampbench.report.console import fmt_bytes
 from ampbench.report.gpu_comparison import advice, comparison_tables, mark_ranks
-from ampbench.report.numbers import sig
+from ampbench.report.numbers import bytes_unit, sig
 from ampbench.report.predictions import no_speedup_lines
 from ampbench.store import Store
 from tests.conftest import cli

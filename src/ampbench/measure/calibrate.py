@@ -408,17 +408,23 @@ def time_case(fn: Callable[[], object], device: torch.device, min_s: float) -> t
         return elapsed / n * 1e6, n, "perf_counter"
     torch.cuda.synchronize(device)
     one = event_seconds(fn, 3) / 3 * 1e6  # (a first guess: launches included)
-    per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US // max(one, 1.0))))
-    try:
-        call, timer = captured(fn, per_graph, device), "cuda_graph"
-    except Exception:  # (a kernel that cannot be captured: calls between events, launches included)
-        torch.cuda.synchronize(device)
-        call, per_graph, timer = fn, 1, "cuda_events"
+    call, per_graph, timer = replayable(fn, one, device)
     call()
     torch.cuda.synchronize(device)
     reps = int(max(3, min(2000, math.ceil(min_s * 1e6 / max(one * per_graph, 1.0)))))
     seconds = event_seconds(call, reps)
     return seconds / (reps * per_graph) * 1e6, reps * per_graph, timer
+
+
+def replayable(fn: Callable[[], object], call_us: float, device: torch.device) -> tuple[Callable[[], object], int, str]:
+    """(the call, ``fn`` calls in it, timer) a GPU replays ``fn`` by: a captured CUDA graph of about :data:`GRAPH_US`
+    of its calls (``call_us`` each), else -- a kernel that cannot be captured -- ``fn`` itself, launches included."""
+    per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US // max(call_us, 1.0))))
+    try:
+        return captured(fn, per_graph, device), per_graph, "cuda_graph"
+    except Exception:
+        torch.cuda.synchronize(device)
+        return fn, 1, "cuda_events"
 
 
 @contextlib.contextmanager
@@ -517,9 +523,8 @@ def replayed_energy(fn: Callable[[], object], call_s: float, device: torch.devic
     first to the one after the last."""
     call, per_call = fn, max(call_s, 1e-7)
     if device.type == "cuda":
-        per_graph = int(max(1, min(MAX_GRAPH_CALLS, GRAPH_US * 1e-6 // per_call)))
-        with contextlib.suppress(Exception):  # (one that cannot be captured: calls, launches between them)
-            call, per_call = captured(fn, per_graph, device), per_call * per_graph
+        call, calls, _ = replayable(fn, call_s * 1e6, device)
+        per_call *= calls
         call()
         torch.cuda.synchronize(device)
     reps = max(1, math.ceil(window_s / per_call))

@@ -35,9 +35,10 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html",
     hw = store.hw()
     rows = derive(store.rows(info.run_id), hw)
     workloads = sorted({r["workload"] for r in rows})
-    predictions = store.predictions(workloads) if workloads else []
+    stored = store.predictions()  # (read once: this run's workloads', and which others have some)
+    predictions = [p for p in stored if p["workload"] in workloads]
     rows = attach_predictions(rows, predictions)
-    others = sorted({str(p["workload"]) for p in store.predictions()} - set(workloads))
+    others = sorted({str(p["workload"]) for p in stored} - set(workloads))
     note = (f"{len(others)} other workload(s) have stored predictions ({', '.join(others[:5])}"
             f"{', ...' if len(others) > 5 else ''}): ampbench report --predictions shows every one") if others else ""
     if fmt == "csv":

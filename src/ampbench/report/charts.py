@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from ampbench.execution.options import display_name
+from ampbench.report.numbers import bytes_unit, unit_bytes
 
 matplotlib.rcParams["svg.fonttype"] = "path"
 matplotlib.rcParams["svg.hashsalt"] = "ampbench"  # deterministic ids
@@ -87,9 +88,9 @@ def memory_chart(rows: list[dict[str, Any]], title: str) -> str:
     ok = [r for r in rows if r.get("status") == "ok" and r.get("peak_allocated_bytes") is not None]
     fig, ax = _fig(height=0.5 * len(ok) + 1.6)
     names = [display_name(r) for r in ok]
-    largest = max([sum(r.get(k) or 0 for k, _, _ in PARTS) for r in ok] + [r["peak_allocated_bytes"] for r in ok]
-                  + [r.get("peak_reserved_bytes") or 0 for r in ok] + [1])
-    unit, size = next(((u, b) for u, b in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if largest >= b), ("B", 1))
+    unit = bytes_unit([sum(r.get(k) or 0 for k, _, _ in PARTS) for r in ok] + [r["peak_allocated_bytes"] for r in ok]
+                      + [r.get("peak_reserved_bytes") for r in ok])
+    size = unit_bytes(unit)
     left = [0.0] * len(ok)
     for key, label, color in PARTS:
         vals = [(r.get(key) or 0) / size for r in ok]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby
@@ -13,30 +14,18 @@ from rich.text import Text
 
 from ampbench.execution.options import Execution, strategy_label
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
-from ampbench.report.numbers import sig
+from ampbench.report.numbers import bytes_unit, sig, unit_bytes
 from ampbench.store.derive import compared_memory, memory_basis
 from ampbench.store.row_keys import framework_of
-
-BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
 def fmt_bytes(n: Any, unit: str | None = None) -> str:
     """Bytes in the largest unit they fill (``unit``: in that one, a column's: its figures side by side alike)."""
     if not isinstance(n, (int, float)):
         return "-"
-    if unit is not None:
-        size = dict(BYTE_UNITS).get(unit, 1)
-        return f"{n / size:,.1f} {unit}" if size > 1 else f"{n:,.0f} B"
-    for name, size in BYTE_UNITS:
-        if abs(n) >= size:
-            return f"{n / size:,.1f} {name}"
-    return f"{n:,.0f} B"
-
-
-def bytes_unit(values: Any) -> str:
-    """The unit a column of byte counts is written in: the one its largest fills."""
-    largest = max((abs(v) for v in values if isinstance(v, (int, float))), default=0)
-    return next((name for name, size in BYTE_UNITS if largest >= size), "B")
+    unit = unit or bytes_unit([n])
+    size = unit_bytes(unit)
+    return f"{n / size:,.1f} {unit}" if size > 1 else f"{n:,.0f} B"
 
 
 def _num(v: Any, spec: str = ",.1f") -> str:
@@ -313,6 +302,10 @@ written in one unit: the one its largest fills)."""
 _PREDICTED_MEMORY = {"peak memory", "max batch", "weights", "grads", "optimizer", "activations"}
 
 
+def _bytes_of(key: str, unit: str, row: dict[str, Any]) -> str:
+    return fmt_bytes(row[key], unit)
+
+
 def _predicted_cell(head: str, cell: Any, row: dict[str, Any], first: bool) -> str:
     """An ok row's figure; an ``oom`` row's memory figures (what did not fit, and the largest batch that does), no
     speed; a refused row its status, in the first column."""
@@ -348,8 +341,7 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[T
         cols = []
         for i, (head, cell) in enumerate(columns):
             if isinstance(cell, str):  # (a byte count: the column in one unit)
-                unit = bytes_unit(r.get(cell) for r in group)
-                cell = (lambda k, u: lambda r: fmt_bytes(r[k], u))(cell, unit)
+                cell = functools.partial(_bytes_of, cell, bytes_unit(r.get(cell) for r in group))
             cols.append(Col(head, [_predicted_cell(head, cell, r, i == 0) for r in group]))
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
         if group[0].get("strategy"):

@@ -10,6 +10,7 @@ same model, batch and precision are compared and nothing else.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 from collections.abc import Callable, Iterator
@@ -19,9 +20,9 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from ampbench.report.console import Col, bytes_unit, fmt_bytes, stack_tables
-from ampbench.report.numbers import sig
-from ampbench.report.predictions import at_power
+from ampbench.report.console import Col, fmt_bytes, stack_tables
+from ampbench.report.numbers import bytes_unit, sig
+from ampbench.report.predictions import at_power, listed
 
 Group = dict[str, dict[str, dict[str, Any]]]
 """mode label -> GPU key -> its predicted row."""
@@ -58,7 +59,8 @@ def speed_text(r: dict[str, Any], unit: str = "") -> str:
             + (f" ±{band}%" if band is not None else ""))
 
 
-def _memory(r: dict[str, Any], unit: str | None = None) -> str:
+def memory_text(r: dict[str, Any], unit: str | None = None) -> str:
+    """Predicted peak memory / the largest batch that fits (``unit``: the column's)."""
     batch = r.get("predicted_max_batch")
     return fmt_bytes(r.get("predicted_peak_bytes"), unit) + ("" if batch is None else f" / {batch:,}")
 
@@ -75,7 +77,7 @@ def usd_text(r: dict[str, Any]) -> str:
 
 FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any]], bool]], ...] = (
     ("samples/s (x that GPU's fp32) ±error", speed_text, lambda r: r.get("status") == "ok"),
-    ("peak memory / max batch", _memory, lambda r: r.get("status") in ("ok", "oom")),
+    ("peak memory / max batch", memory_text, lambda r: r.get("status") in ("ok", "oom")),
     ("energy per sample, mJ", energy_text, lambda r: r.get("status") == "ok"),
     ("USD per million samples (--prices)", usd_text, lambda r: r.get("status") == "ok"),
 )
@@ -98,9 +100,9 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | st
                 if head.startswith("USD") and not any((group[m].get(gpu) or {}).get("usd_per_hour") for m in modes):
                     continue  # (a GPU without a price: no cost column)
                 show = cell
-                if cell is _memory:  # (a column's sizes in one unit)
-                    unit = bytes_unit((group[m].get(gpu) or {}).get("predicted_peak_bytes") for m in modes)
-                    show = (lambda u: lambda r: _memory(r, u))(unit)
+                if cell is memory_text:  # (a column's sizes in one unit)
+                    show = functools.partial(memory_text, unit=bytes_unit(
+                        (group[m].get(gpu) or {}).get("predicted_peak_bytes") for m in modes))
                 texts = []
                 for m in modes:
                     r = group[m].get(gpu)
@@ -159,12 +161,6 @@ SHOWN = 3
 """GPUs an advice line names before "N more" (every one: --json/--csv, the HTML report)."""
 
 
-def _names(gpus: list[str], shown: int | None = SHOWN) -> str:
-    if shown is None or len(gpus) <= shown + 1:
-        return ", ".join(gpus)
-    return ", ".join(gpus[:shown]) + f" and {len(gpus) - shown} more"
-
-
 def _said(what: str, r: Ranking, figure: str, shown: int | None = SHOWN, why_alike: bool = False) -> str:
     """One pick: the best GPU and those tied with it, or that none leads (all within the error band, or several
     predicted alike) -- and, for speed, why when the best are launch-bound."""
@@ -173,10 +169,10 @@ def _said(what: str, r: Ranking, figure: str, shown: int | None = SHOWN, why_ali
     if len(r.leaders) == r.compared:
         return f"{what}: none beyond the error band ({figure} for the best){why}"
     if len(r.best) > 1:
-        text = f"{what}: {len(r.best)} GPUs alike ({_names(r.best, shown)}) ({figure}){why}"
+        text = f"{what}: {len(r.best)} GPUs alike ({listed(r.best, shown)}) ({figure}){why}"
     else:
         text = f"{what} {r.best[0]} ({figure})"
-    return text + (f", tied within the error band with {_names(r.tied, shown)}" if r.tied else "")
+    return text + (f", tied within the error band with {listed(r.tied, shown)}" if r.tied else "")
 
 
 def advice(rows: list[dict[str, Any]], shown: int | None = SHOWN) -> Iterator[str]:

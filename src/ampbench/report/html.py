@@ -343,8 +343,7 @@ def _figure_cell(figure: str, r: dict[str, Any] | None) -> str:
         return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
                 + (f' <span class="dim">±{band}%</span>' if band is not None else ""))
     if figure == "memory":
-        batch = r.get("predicted_max_batch")
-        return e(fmt_bytes(r.get("predicted_peak_bytes"))) + ("" if batch is None else f" / {batch:,}")
+        return e(memory_text(r))
     if figure == "energy":
         return e(energy_text(r)) if r.get("predicted_joules_per_sample") is not None else "–"
     return e(usd_text(r)) if r.get("predicted_usd_per_million_samples") is not None else "–"
@@ -371,12 +370,10 @@ def predicted_cells(p: dict[str, Any]) -> list[str]:
     if p["measured_device"]:
         measured += f" on {p['measured_device']}"
     band = "" if p.get("predicted_error_pct") is None else f" ±{p['predicted_error_pct']}%"
-    batch = p["predicted_max_batch"]
     return [f"{p['workload']} ({p['preset']})" if p["preset"] else str(p["workload"]), str(p["gpu"]), str(p["setting"]),
             str(p["precision"]), num(p["predicted_samples_per_s"], ",.0f") + band, measured,
             f"{num(p['predicted_speedup_vs_fp32'], '.2f')} / {num(p['measured_speedup_vs_fp32'], '.2f')}",
-            fmt_bytes(p["predicted_peak_bytes"]) + ("" if batch is None else f" / {batch:,}"),
-            str(p["predicted_bound"])]
+            memory_text(p), str(p["predicted_bound"])]
 
 
 def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 def sig(x: float, digits: int = 3) -> str:
@@ -11,3 +12,17 @@ def sig(x: float, digits: int = 3) -> str:
         return f"{x:g}"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
     return f"{round(x, decimals):,.{decimals}f}"
+
+
+BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def bytes_unit(values: Any) -> str:
+    """The unit a column (or a chart's axis) of byte counts is written in: the one its largest fills."""
+    largest = max((abs(v) for v in values if isinstance(v, (int, float))), default=0)
+    return next((name for name, size in BYTE_UNITS if largest >= size), "B")
+
+
+def unit_bytes(unit: str) -> int:
+    """Bytes in ``unit`` (GiB, MiB, KiB or B)."""
+    return dict(BYTE_UNITS).get(unit, 1)

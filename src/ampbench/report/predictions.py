@@ -111,7 +111,7 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
         found += group
     out = []
     for (workload, preset, batch, bound, _, modes_key), (gpus, group) in said.items():
-        where = f"{workload} ({preset}, batch {batch}{f', {_names(gpus)}' if several else ''})"
+        where = f"{workload} ({preset}, batch {batch}{f', {listed(gpus)}' if several else ''})"
         modes = ", ".join(modes_key)
         if bound == "no tensor cores":
             cards = [c for c in (lookup(g) for g in gpus) if c is not None]
@@ -143,8 +143,11 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
     return out
 
 
-def _names(gpus: list[str], shown: int = 4) -> str:
-    return ", ".join(gpus) if len(gpus) <= shown + 1 else ", ".join(gpus[:shown]) + f" and {len(gpus) - shown} more"
+def listed(names: list[str], shown: int | None = 4) -> str:
+    """Names in a line: all of them, or the first ``shown`` and "N more" (None: all)."""
+    if shown is None or len(names) <= shown + 1:
+        return ", ".join(names)
+    return ", ".join(names[:shown]) + f" and {len(names) - shown} more"
 
 
 def fp8_lines(rows: list[dict[str, Any]]) -> list[str]:
