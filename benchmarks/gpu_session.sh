@@ -204,7 +204,8 @@ case $1 in
         2>&1 | log "$STATE/calibrate.log"
     fi
     # 2. the default GPU suite, as `ampbench run` runs it here: every mode, phases in each row, timed whole (issue 57:
-    # <= 10 min predicted on an H100 -- ampbench predict --gpu h100-sxm says 11.8); --verbose: each cell's phases
+    # <= 10 min predicted on an H100 -- ampbench predict --gpu h100-sxm says 9.9, each build overlapping the cell before);
+    # --verbose: each cell's phases, and how much of each cell ran ahead
     run_resumable truth-suite --cell-timeout 150 --verbose \
       --label "the default GPU suite at real scale, every mode (fork server; 20 timed steps)" || return $?
     [ -n "$DRY" ] || pack

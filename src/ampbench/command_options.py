@@ -183,6 +183,9 @@ class LaunchArgs:
                                cli_default=True)
     """None (library callers): on CUDA yes, on CPU no; the command line isolates by default."""
     cell_timeout: float | None = opt(None, "Seconds before an isolated cell is stopped (status error).")
+    build_ahead: bool | None = opt(None, "Build the next cell's workload on the host while this one measures (default: "
+                                         "on for isolated GPU cells; on a CPU it would share the cores the steps are "
+                                         "timed on).")
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,17 @@ class PhaseClock:
         self.current: str | None = None
         self.text = ""
         self.since = self.t0
+        self.beat = True
         self._lock = threading.Lock()
 
-    def enter(self, name: str, text: str = "") -> None:
-        """End the current phase and start ``name`` (``text``: how progress says it)."""
+    def enter(self, name: str, text: str = "", beat: bool = True) -> None:
+        """End the current phase and start ``name`` (``text``: how progress says it; ``beat=False``: no heartbeat while
+        it runs -- a process waiting for its turn is not slow)."""
         now = time.perf_counter()
         with self._lock:
             self._close(now)
             self.current, self.text, self.since = name, text or name.replace("_", " "), now
+            self.beat = beat
 
     def _close(self, now: float) -> None:
         if self.current is not None:
@@ -65,7 +68,8 @@ class PhaseClock:
     def running(self) -> tuple[str, float] | None:
         """The phase running now, as progress says it, and its seconds so far."""
         with self._lock:
-            return (self.text, time.perf_counter() - self.since) if self.current is not None else None
+            on = self.current is not None and self.beat
+            return (self.text, time.perf_counter() - self.since) if on else None
 
 
 _current: PhaseClock | None = None
@@ -101,11 +105,12 @@ def _heartbeat(c: PhaseClock, stop: threading.Event) -> None:
             progress.report(text, detail=f"({elapsed:.0f} s in this phase)")
 
 
-def enter(name: str, text: str = "", detail: str = "", say: bool = True) -> None:
+def enter(name: str, text: str = "", detail: str = "", say: bool = True, beat: bool = True) -> None:
     """Start phase ``name`` of the cell this process measures (nothing without a clock) and say it as progress
-    (``text``, default the name in words; ``say=False``: a step meter of the phase says it)."""
+    (``text``, default the name in words; ``say=False``: a step meter of the phase says it; ``beat=False``: no
+    heartbeat while it runs)."""
     if _current is not None:
-        _current.enter(name, text)
+        _current.enter(name, text, beat)
     if say:
         progress.report(text or name.replace("_", " "), detail=detail)
 

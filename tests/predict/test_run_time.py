@@ -3,10 +3,24 @@ window's) at the predicted step time and the overhead around them, and each targ
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ampbench.measure.energy import MIN_WINDOW_S
-from ampbench.predict.run_time import CELL_OVERHEAD_S, EXTRA_STEPS, FIRST_STEP_EXTRA_S, cell_seconds, run_cells, run_text
+from ampbench.predict.run_time import (
+    BUILD_S,
+    CELL_OVERHEAD_S,
+    EXTRA_STEPS,
+    FIRST_STEP_EXTRA_S,
+    cell_seconds,
+    medians,
+    run_cells,
+    run_text,
+)
+
+H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" / "truth" / "runs.json"
 
 
 def test_a_cells_seconds_count_every_step_it_runs() -> None:
@@ -23,5 +37,15 @@ def test_a_run_measures_each_target_s_modes_and_its_fp32_again() -> None:
     cells = run_cells(rows, steps=20, warmup=3)
     assert len(cells) == 6 and sum(c.closing for c in cells) == 2
     total = sum(c.seconds for c in cells)
-    assert total == pytest.approx(2 * (2 * cell_seconds(0.1, 20, 3) + cell_seconds(0.02, 20, 3)))
+    assert total == pytest.approx(2 * (2 * cell_seconds(0.1, 20, 3) + cell_seconds(0.02, 20, 3)) + BUILD_S)
+    assert cells[0].seconds == pytest.approx(cell_seconds(0.1, 20, 3) + BUILD_S)  # (only the first cell builds at its turn)
     assert run_text(cells, "h100-sxm").startswith(f"ampbench run of these 6 cells on h100-sxm: ~{total / 60:.1f} min")
+
+
+def test_the_constants_are_the_h200_rows_medians() -> None:
+    """Oracle: the per-cell constants recomputed from the committed H200 suite's phases (a run without building ahead:
+    its build is the one a GPU run now overlaps)."""
+    got = medians(json.loads(H200.read_text())["rows"])
+    assert got["overhead_s"] == pytest.approx(CELL_OVERHEAD_S, abs=0.05)
+    assert got["build_s"] == pytest.approx(BUILD_S, abs=0.05)
+    assert got["first_step_extra_s"] == pytest.approx(FIRST_STEP_EXTRA_S, abs=0.005)

@@ -206,6 +206,9 @@ class LaunchOptions:
     node_rank: int = 0
     endpoint: str | None = None
     """Several machines: node 0's HOST:PORT (cell i of the distributed cells at PORT + i)."""
+    build_ahead: bool | None = None
+    """The next isolated cell's process started while this one measures, its workload built on the host, its device
+    work after this cell's process has ended (:mod:`ampbench.launch.turn`). None: on CUDA yes, on CPU no."""
 
     def __post_init__(self) -> None:
         if self.cell_timeout is not None and self.cell_timeout <= 0:
@@ -214,9 +217,14 @@ class LaunchOptions:
     def isolated(self, device: str) -> bool:
         return self.isolate if self.isolate is not None else device.startswith("cuda")
 
+    def ahead(self, device: str) -> bool:
+        """Whether the next cell's process is started before its turn (isolated cells only)."""
+        on = self.build_ahead if self.build_ahead is not None else device.startswith("cuda")
+        return on and self.isolated(device)
+
     def to_dict(self) -> dict[str, Any]:
         return {"isolate": self.isolate, "cell_timeout": self.cell_timeout, "node_rank": self.node_rank,
-                "endpoint": self.endpoint}
+                "endpoint": self.endpoint, "build_ahead": self.build_ahead}
 
 
 # -- the run ----------------------------------------------------------------------------------------------------------
@@ -399,7 +407,8 @@ class RunConfig:
             axes=Axes(modes, sizes, m.repeats, points, strategies, x.nproc_per_node if x.strategy is not None else 1,
                       x.nnodes, reduces, fp8_compiles_by_default(x.compile is not None, dev, modes),
                       (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state")))),
-            launch=LaunchOptions(options.launch.isolate, options.launch.cell_timeout, x.node_rank, x.rdzv_endpoint))
+            launch=LaunchOptions(options.launch.isolate, options.launch.cell_timeout, x.node_rank, x.rdzv_endpoint,
+                                 options.launch.build_ahead))
 
     # -- what it means ---------------------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ampbench.bench.ranks import run_cell_distributed
 from ampbench.cells import CellSpec
 from ampbench.distributed.strategy import check_reduce_dtype, layout
 from ampbench.errors import AmpbenchError
-from ampbench.launch import ChildProcess, Forked, Inline
+from ampbench.launch import ChildProcess, Forked, Inline, Started
 from ampbench.measure.env import device_name
 from ampbench.measure.maxbatch import Trial
 from ampbench.precision import get, supported
@@ -85,8 +85,11 @@ def _failed_or_row(spec: CellSpec, r: dict[str, Any], launch: dict[str, float] |
         row.update(status="oom" if killed_oom else "error", reason=r["_failed"], created_at=utcnow())
         return row
     if launch is not None and r.get("phases_s") is not None:
+        turn_at = launch.pop("turn_at", None)
         r["phases_s"] = phases.launched(r["phases_s"], **launch)
         r["wall_s"] = phases.add_up(r["phases_s"])
+        if turn_at is not None:  # (started before its turn: the seconds it lived while the previous cell measured)
+            r["ahead_s"] = max(0.0, turn_at - launch["spawned_at"])
     return r
 
 
@@ -226,28 +229,80 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
                                 device_name=device_name(device), hostname=socket.gethostname(), label=label)
     cells = config.cells()
     done = store.cell_keys(info.run_id)
-    for i, spec in enumerate(cells):
-        key = spec.key()
-        if key in done:
-            if on_event:
-                on_event(CellEvent("skip", i, len(cells), spec))
-            continue
-        if on_event:
-            on_event(CellEvent("start", i, len(cells), spec))
+
+    def problem(spec: CellSpec) -> str | None:
+        """Why the cell cannot run here (no process needed to know it), or None."""
         sup = supported(spec.precision, device)
-        pair = strategy_problem(spec)
-        if not sup.ok or pair:  # no process needed to know this
-            row = base_row(spec)
-            row.update(status="unsupported", reason=pair or sup.reason, device_name=device_name(device),
-                       created_at=utcnow(), wall_s=0.0)
-        else:
-            inside = None if on_event is None else (
-                lambda e, i=i, spec=spec: on_event(CellEvent("progress", i, len(cells), spec, progress=e)))
-            with progress.reporting_to(inside):  # in this process, or followed in its child process / ranks
-                row = execute(spec, isolate, timeout, endpoint=cell_endpoint(config, cells, i))
-        row.update(run_id=info.run_id, cell_key=key)
-        store.add(row)
-        if on_event:
-            on_event(CellEvent("done", i, len(cells), spec, row))
+        return strategy_problem(spec) or (None if sup.ok else sup.reason)
+
+    ahead = Ahead(config, timeout)
+    try:
+        for i, spec in enumerate(cells):
+            key = spec.key()
+            if key in done:
+                if on_event:
+                    on_event(CellEvent("skip", i, len(cells), spec))
+                continue
+            if on_event:
+                on_event(CellEvent("start", i, len(cells), spec))
+            why = problem(spec)
+            if why:
+                row = base_row(spec)
+                row.update(status="unsupported", reason=why, device_name=device_name(device), created_at=utcnow(),
+                           wall_s=0.0)
+            else:
+                inside = None if on_event is None else (
+                    lambda e, i=i, spec=spec: on_event(CellEvent("progress", i, len(cells), spec, progress=e)))
+                following = next((j for j in range(i + 1, len(cells))
+                                  if cells[j].key() not in done and problem(cells[j]) is None), None)
+                with progress.reporting_to(inside):  # in this process, or followed in its child process / ranks
+                    started = ahead.take(i, spec)
+                    if started is not None:  # (the next cell's process starts while this one measures)
+                        if following is not None:
+                            ahead.start(following, cells[following])
+                        row = _failed_or_row(spec, *started.wait())
+                    else:
+                        row = execute(spec, isolate, timeout, endpoint=cell_endpoint(config, cells, i))
+            row.update(run_id=info.run_id, cell_key=key)
+            store.add(row)
+            if on_event:
+                on_event(CellEvent("done", i, len(cells), spec, row))
+    finally:
+        ahead.cancel()
     store.finish_run(info.run_id)
     return store.run(info.run_id), derive(store.rows(info.run_id), store.hw())
+
+
+class Ahead:
+    """The cells whose process starts before their turn (:mod:`ampbench.launch.turn`): isolated single-process cells
+    of a fork-served framework when the run builds ahead (GPU runs by default). :meth:`take` gives cell i's started
+    process -- the one started ahead, or one started now -- or None where the cell is launched otherwise."""
+
+    def __init__(self, config: RunConfig, timeout: float | None) -> None:
+        self.on = config.launch.ahead(config.device)
+        self.timeout = timeout
+        self.held: dict[int, Started] = {}
+
+    def applies(self, spec: CellSpec) -> bool:
+        return self.on and spec.strategy is None and isinstance(launcher(spec, self.timeout), Forked)
+
+    def _start(self, spec: CellSpec, held: bool) -> Started | None:
+        if not self.applies(spec):
+            return None
+        forked = launcher(spec, self.timeout)
+        assert isinstance(forked, Forked)
+        return forked.start(job("cell", spec, trial_timeout=self.timeout), held=held)
+
+    def take(self, i: int, spec: CellSpec) -> Started | None:
+        return self.held.pop(i, None) or self._start(spec, held=False)
+
+    def start(self, i: int, spec: CellSpec) -> None:
+        started = self._start(spec, held=True)
+        if started is not None:
+            self.held[i] = started
+
+    def cancel(self) -> None:
+        """The run stopped: end the processes still waiting for a turn."""
+        for started in self.held.values():
+            started.cancel()
+        self.held.clear()

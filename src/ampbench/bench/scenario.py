@@ -19,6 +19,7 @@ from ampbench import phases
 from ampbench.bench.cell_row import base_row, record_failure, search_cell_max_batch
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
+from ampbench.launch import turn
 from ampbench.store.sqlite import utcnow
 
 
@@ -42,6 +43,10 @@ class CellVerbs:
         """Set the cell's framework up and fill the device's facts in ``row``; raise to refuse the cell. Returns the
         context the measurements run in (a CUDA device made current)."""
         return contextlib.nullcontext()
+
+    def build_ahead(self, spec: CellSpec) -> None:
+        """Before the cell's turn (its process started while the previous cell measures: :mod:`ampbench.launch.turn`):
+        build what needs no device and disturbs no measurement, for :meth:`build` to return. Default: nothing."""
 
     def build(self, spec: CellSpec, row: dict[str, Any]) -> Any:
         """The cell's workload (its model sizes into ``row`` where the framework counts them)."""
@@ -95,6 +100,11 @@ def _measure_and_judge(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
                        throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
     """The measurements into ``row``, and how they ended as its status."""
     try:
+        if turn.held():  # started before its turn: the host's work now, the device's once the previous cell has ended
+            phases.enter("build", "building the workload (while the previous cell runs)")
+            verbs.build_ahead(spec)
+            phases.enter("waiting", "waiting for the previous cell to end", say=False, beat=False)
+            turn.wait()
         phases.enter("open", "opening the device")
         with verbs.open(spec, row):
             row["status"] = "ok"  # a measurement may still say diverged; an exception below says otherwise

@@ -7,7 +7,7 @@ Launchers move JSON and never import what a job does: ``bench`` uses ``launch``,
 
 from ampbench.launch.job import Job
 from ampbench.launch.lifeline import describe_exit, die_with_launcher, die_with_parent
-from ampbench.launch.process import ChildProcess, Forked, Inline, close_zygotes
+from ampbench.launch.process import ChildProcess, Forked, Inline, Started, close_zygotes
 from ampbench.launch.rank import become_rank, join_process_group
 from ampbench.launch.torchrun import RankResults, Torchrun, check_nodes, free_port, is_rank, node_args, relaunch
 
@@ -17,6 +17,7 @@ __all__ = [
            "Inline",
            "Job",
            "RankResults",
+           "Started",
            "Torchrun",
            "become_rank",
            "check_nodes",

@@ -8,9 +8,11 @@ A child that dies or times out gives ``{"_failed": reason, "_killed": bool}``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +25,9 @@ from typing import Any
 
 from ampbench.launch.job import Job
 from ampbench.launch.lifeline import describe_exit
-from ampbench.progress import Event, child_progress, forward
+from ampbench.launch.turn import ENV as TURN_ENV
+from ampbench.launch.turn import give
+from ampbench.progress import ENV, Event, Tail, child_progress, forward
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,8 @@ def _ended(out: Path, spawned_at: float, code: int, stderr: str) -> tuple[dict[s
 
 # -- a fork server's children ------------------------------------------------------------------------------------------
 class _Zygote:
-    """A running fork server (:mod:`ampbench.launch.zygote`) and the line reader of its answers."""
+    """A running fork server (:mod:`ampbench.launch.zygote`): jobs sent with an id, its answers read by id (those about
+    another job kept until asked for: several children may live at once)."""
 
     def __init__(self, preload: tuple[str, ...]) -> None:
         # (numpy's OpenBLAS starts a thread pool at import: held to one thread, the server stays single-threaded and
@@ -107,6 +112,8 @@ class _Zygote:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=dict(os.environ, PYTHONWARNINGS="ignore", OPENBLAS_NUM_THREADS="1"))
         self.buffer = b""
+        self.ids = 0
+        self.kept: dict[tuple[int, str], dict[str, Any]] = {}  # (id, "pid" | "exit") -> its answer
         ready = self.read(120.0)
         self.ok = ready is not None and ready.get("threads") == 1  # (one thread: safe to fork)
 
@@ -126,14 +133,27 @@ class _Zygote:
         line, _, self.buffer = self.buffer.partition(b"\n")
         return json.loads(line)  # type: ignore[no-any-return]
 
-    def send(self, request: dict[str, Any]) -> bool:
+    def answer(self, job_id: int, kind: str, timeout: float | None) -> dict[str, Any] | None:
+        """The answer ``kind`` ("pid": forked, "exit": ended) about job ``job_id``; None when ``timeout`` s passed or
+        the server ended first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while (job_id, kind) not in self.kept:
+            got = self.read(None if end is None else max(0.0, end - time.monotonic()))
+            if got is None:
+                return None
+            self.kept[(int(got["id"]), "exit" if "exit" in got else "pid")] = got
+        return self.kept.pop((job_id, kind))
+
+    def send(self, request: dict[str, Any]) -> int | None:
+        """Send a job; its id, or None when the server is gone."""
         assert self.proc.stdin is not None
+        self.ids += 1
         try:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.write((json.dumps({"id": self.ids, **request}) + "\n").encode())
             self.proc.stdin.flush()
-            return True
+            return self.ids
         except (BrokenPipeError, OSError):
-            return False
+            return None
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -173,12 +193,81 @@ def close_zygotes() -> None:
     _ZYGOTES.clear()
 
 
+class Started:
+    """A job's child, forked: :meth:`wait` for its result. A child started ``held`` (:mod:`ampbench.launch.turn`) does
+    what needs no device, then waits for its turn: :meth:`go` gives it (after the previous cell's process has
+    exited); its timeout counts from then. :meth:`cancel` ends a child whose result is no longer wanted."""
+
+    def __init__(self, launcher: Forked, z: _Zygote, job: Job, held: bool) -> None:
+        self.launcher, self.z = launcher, z
+        self.tmp = Path(tempfile.mkdtemp(prefix="ampbench-"))
+        (job_file, self.out), self.err = _job_files(self.tmp, job), self.tmp / "stderr.txt"
+        self.progress = self.tmp / "progress.jsonl"
+        self.progress.touch()
+        self.turn = self.tmp / "turn" if held else None
+        env = {ENV: str(self.progress), **({TURN_ENV: str(self.turn)} if self.turn is not None else {})}
+        self.spawned_at = time.time()
+        self.turn_at: float | None = None if held else self.spawned_at
+        self.id = z.send({"job": str(job_file), "out": str(self.out), "stderr": str(self.err), "env": env})
+        forked = None if self.id is None else z.answer(self.id, "pid", 60.0)
+        self.pid: int | None = None if forked is None else int(forked["pid"])
+
+    def go(self) -> None:
+        """Its turn: the device is its own from now."""
+        if self.turn is not None and self.turn_at is None:
+            self.turn_at = time.time()
+            give(self.turn)
+
+    def wait(self) -> tuple[dict[str, Any], dict[str, float] | None]:
+        """As :meth:`ChildProcess.run_stamped` (with ``turn_at`` in the stamps of a child started held: when its turn
+        came); gives the child its turn first if it has not had it. Its progress events are passed on from its turn."""
+        self.go()
+        try:
+            if self.id is None or self.pid is None:
+                return {"_failed": "the fork server did not start the job", "_killed": False}, None
+            watch = _Watch(self.launcher.on_progress)
+            tail = Tail(self.progress, watch.seen)
+            try:
+                timeout = self.launcher.timeout
+                left = None if timeout is None else timeout - (time.time() - (self.turn_at or self.spawned_at))
+                ended = self.z.answer(self.id, "exit", left)
+                if ended is None:
+                    if self.z.proc.poll() is not None:
+                        return {"_failed": "the fork server ended before the job did", "_killed": True}, None
+                    self._kill()
+                    return watch.timed_out(timeout), None
+            finally:
+                tail.stop()
+            result, stamps = _ended(self.out, self.spawned_at, int(ended["exit"]),
+                                    self.err.read_text() if self.err.exists() else "")
+            if stamps is not None and self.turn is not None:
+                stamps["turn_at"] = float(self.turn_at or self.spawned_at)
+            return result, stamps
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def cancel(self) -> None:
+        """End the child (its result unwanted: the run stopped before its turn)."""
+        try:
+            if self.id is not None and self.pid is not None:
+                self._kill()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _kill(self) -> None:
+        assert self.id is not None and self.pid is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.z.answer(self.id, "exit", 30.0)
+
+
 @dataclass(frozen=True)
 class Forked:
     """Run the job in a child forked from a fork server that imported ``preload`` once (:mod:`ampbench.launch.zygote`):
     a process of its own per job, as :class:`ChildProcess` gives, without paying the imports each time. Where no
     server can run (no fork, a server that started threads), a :class:`ChildProcess` runs it. Same results: a row, or
-    ``{"_failed": why, "_killed": bool}``."""
+    ``{"_failed": why, "_killed": bool}``. :meth:`start` forks a child and returns at once (``held``: before its turn,
+    see :class:`Started`)."""
 
     preload: tuple[str, ...]
     timeout: float | None = None
@@ -193,20 +282,12 @@ class Forked:
         z = _zygote(self.preload)
         if z is None:
             return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
-        watch = _Watch(self.on_progress)
-        with tempfile.TemporaryDirectory(prefix="ampbench-") as tmp:
-            (job_file, out), err = _job_files(Path(tmp), job), Path(tmp) / "stderr.txt"
-            with child_progress(Path(tmp), watch.seen) as progress_env:
-                if not z.send({"job": str(job_file), "out": str(out), "stderr": str(err), "env": progress_env}):
-                    return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
-                forked = z.read(60.0)
-                if forked is None:
-                    z.close()
-                    return {"_failed": "the fork server did not start the job", "_killed": False}, None
-                left = None if self.timeout is None else self.timeout - (time.time() - spawned_at)
-                ended = z.read(left)
-                if ended is None:  # the timeout: kill the child, then read its end
-                    os.kill(int(forked["pid"]), signal.SIGKILL)
-                    z.read(30.0)
-                    return watch.timed_out(self.timeout), None
-            return _ended(out, spawned_at, int(ended["exit"]), err.read_text() if err.exists() else "")
+        result, stamps = Started(self, z, job, held=False).wait()
+        if stamps is not None:
+            stamps["spawned_at"] = spawned_at
+        return result, stamps
+
+    def start(self, job: Job, held: bool = False) -> Started | None:
+        """The job's child, forked now (None where no fork server can run: :meth:`run` it instead)."""
+        z = _zygote(self.preload)
+        return None if z is None else Started(self, z, job, held)

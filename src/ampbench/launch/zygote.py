@@ -8,16 +8,21 @@ result atomically, and leaves without the interpreter's teardown; a crash, an OO
 child's alone. Every cell keeps a process, a CUDA context and an allocator of its own: isolation as a fresh process
 gives it, without paying for the imports again.
 
-Protocol (JSON lines): the parent writes ``{"job": path, "out": path, "stderr": path, "env": {...}}``; the zygote
-answers ``{"pid": N}`` once the child is forked, then ``{"pid": N, "exit": code}`` (a negative code: killed by that
-signal) when it has ended. End of input: the zygote exits. It dies with its parent, and each child with it.
+Protocol (JSON lines): the parent writes ``{"id": K, "job": path, "out": path, "stderr": path, "env": {...}}``; the
+zygote answers ``{"id": K, "pid": N}`` once the child is forked, then ``{"id": K, "pid": N, "exit": code}`` (a negative
+code: killed by that signal) when it has ended. Several children may live at once (the next cell's, started before its
+turn: :mod:`ampbench.launch.turn`), so answers about different jobs interleave: the id says whose. End of input: the
+zygote waits for its children and exits. It dies with its parent, and each child with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -34,9 +39,12 @@ def _child(request: dict[str, object]) -> None:
     started_at = time.time()
     code = 1
     try:
+        signal.set_wakeup_fd(-1)  # (the server's way of hearing its children end: not the child's)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         die_with_parent()
         err = os.open(str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(err, 2)
+        os.dup2(err, 1)  # (standard output is the server's answers to the parent: a job that prints must not touch it)
         os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})  # type: ignore[call-overload]
         warnings.simplefilter("ignore")  # (as a ChildProcess's PYTHONWARNINGS=ignore)
         run_job(Path(str(request["job"])), Path(str(request["out"])), started_at)
@@ -49,23 +57,56 @@ def _child(request: dict[str, object]) -> None:
         os._exit(code)
 
 
+def _say(answer: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
 def serve() -> int:
-    """Fork a child per request read from standard input, answering on standard output, until its end."""
+    """Fork a child per request read from standard input, answering on standard output, until its end and the end of
+    every child. One thread throughout (a fork copies only the calling thread): a child's end wakes ``select`` through
+    SIGCHLD's wakeup pipe."""
     parent = os.getppid()
     die_with_parent()
     if not parent_is_alive(parent):
         return 1
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
-        print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"pid": pid, "exit": os.waitstatus_to_exitcode(status)}), flush=True)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler, so the signal reaches the wakeup fd)
+    signal.set_wakeup_fd(wake_w)
+    stdin = sys.stdin.buffer.fileno()
+    children: dict[int, object] = {}  # pid -> the request's id
+    pending = b""
+    reading = True
+    while reading or children:
+        ready = select.select([stdin, wake_r] if reading else [wake_r], [], [], 1.0)[0]
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_r, 4096)
+        _reap(children)
+        if stdin in ready:
+            chunk = os.read(stdin, 65536)
+            reading = bool(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    request = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(request)
+                    children[pid] = request.get("id")
+                    _say({"id": request.get("id"), "pid": pid})
     return 0
+
+
+def _reap(children: dict[int, object]) -> None:
+    """Answer for every child that has ended."""
+    for pid in list(children):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            _say({"id": children.pop(pid), "pid": pid, "exit": os.waitstatus_to_exitcode(status)})
 
 
 def main(argv: list[str]) -> int:
@@ -73,7 +114,7 @@ def main(argv: list[str]) -> int:
         importlib.import_module(module)
     # (a fork copies one thread: the parent says how many this process has -- the imports started none, or it is not
     # safe to fork and the launcher starts processes instead)
-    print(json.dumps({"ready": os.getpid(), "threads": threads()}), flush=True)
+    _say({"ready": os.getpid(), "threads": threads()})
     return serve()
 
 

@@ -5,28 +5,54 @@ A cell runs, besides its ``steps`` timed ones: the first step (cuDNN's and cuBLA
 the memory step and the FLOP-count step, ``warmup - 1`` warm-up steps, one more step to read the weights', gradients'
 and optimizer's bytes, and -- on a GPU, where energy is read over at least
 :data:`~ampbench.measure.energy.MIN_WINDOW_S` -- untimed steps until the timed window reaches it. Around them: the
-cell's process forked from the run's fork server, its CUDA context, the workload's build, the model's setup, the
-teardown (:data:`CELL_OVERHEAD_S`). Each workload's fp32 runs once more at the end (the closing baseline).
+cell's process forked from the run's fork server, its CUDA context, the model's setup, the teardown
+(:data:`CELL_OVERHEAD_S`); the workload's build overlaps the cell before (``--build-ahead``, on for GPU runs), so only
+the run's first cell pays it (:data:`BUILD_S`). Each workload's fp32 runs once more at the end (the closing baseline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from statistics import median
 from typing import Any
 
 from ampbench.bench.suites import GPU_STEPS, GPU_WARMUP
 from ampbench.measure.energy import MIN_WINDOW_S
 
-CELL_OVERHEAD_S = 7.7
-"""Seconds a GPU cell costs outside its steps: the median over the 32 cells of the real-scale suite measured on the
-lent H200 (``benchmarks/results/h200/truth/runs.json``, 2026-11-27: the phases ``open``, ``build``, ``setup`` -- the
-CUDA context inside it --, ``after_steps``, ``finish``, ``close`` and ``teardown``), less the process's start and its
-imports (4.1 s there), which the run's fork server now pays once. That machine's host: another host differs."""
+STEP_PHASES = ("first_step", "memory_step", "flop_count", "warmup", "timed_steps", "energy_steps")
+"""A cell's phases that run its steps (priced from the step time)."""
+AHEAD_PHASES = ("process_start", "import", "build", "waiting")
+"""A cell's phases that a GPU run pays before the cell's turn, or once (the fork server's imports): not per cell."""
+
+
+def overhead_s(phases: Mapping[str, float]) -> float:
+    """The seconds a cell's row spent around its steps that a GPU run pays per cell: its phases but the steps' and
+    those run ahead."""
+    return sum(v for k, v in phases.items() if k not in STEP_PHASES and k not in AHEAD_PHASES)
+
+
+CELL_OVERHEAD_S = 5.8
+"""Seconds a GPU cell costs outside its steps: the median :func:`overhead_s` over the 32 cells of the real-scale suite
+measured on the lent H200 (``benchmarks/results/h200/truth/runs.json``, 2026-11-27: ``open``, ``setup`` -- the CUDA
+context inside it --, ``after_steps``, ``finish``, ``close``, ``teardown``; tests/predict/test_run_time.py recomputes
+it). Not in it: the process's start and imports (4.1 s there), which the run's fork server now pays once, and the
+build (:data:`BUILD_S`), which now overlaps the previous cell. That machine's host: another host differs."""
+BUILD_S = 1.8
+"""The same cells' median ``build``: the workload built on the host (paid by a run's first cell only)."""
 FIRST_STEP_EXTRA_S = 0.43
 """The first step's time over a step's (the same cells' median: cuDNN's and cuBLAS's first calls)."""
 EXTRA_STEPS = 4
 """Steps a cell runs besides the timed and warm-up ones: the first, the memory step, the FLOP step, the state step."""
+
+
+def medians(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """``overhead_s``, ``build_s`` and ``first_step_extra_s``: the medians over measured GPU rows with phases (what the
+    constants above are, for the H200's rows)."""
+    rows = [r for r in rows if r.get("phases_s") and r.get("status") == "ok"]
+    return {"overhead_s": median(overhead_s(r["phases_s"]) for r in rows),
+            "build_s": median(r["phases_s"].get("build", 0.0) for r in rows),
+            "first_step_extra_s": median((r["first_step_ms"] - r["step_ms_p50"]) / 1e3 for r in rows)}
 
 
 @dataclass(frozen=True)
@@ -62,17 +88,25 @@ def run_cells(rows: Iterable[dict[str, Any]], steps: int = GPU_STEPS, warmup: in
         if fp32 is not None and len(group) > 1:
             step = fp32["predicted_step_ms"] / 1e3
             out.append(CellTime(workload, "fp32", step, cell_seconds(step, steps, warmup), closing=True))
+    if out:  # (the run's first cell builds at its turn; every later one while the cell before it measures)
+        out[0] = replace(out[0], seconds=out[0].seconds + BUILD_S)
     return out
+
+
+def around_s(cells: list[CellTime]) -> float:
+    """The seconds of a run of ``cells`` spent around their steps."""
+    return len(cells) * CELL_OVERHEAD_S + (BUILD_S if cells else 0.0)
 
 
 def run_text(cells: list[CellTime], gpu: str) -> str:
     """``ampbench run of these 63 cells: ~9.8 min on h100-sxm (steps 4.1, around them 8.1; ...)``."""
     total = sum(c.seconds for c in cells)
-    around = len(cells) * CELL_OVERHEAD_S
+    around = around_s(cells)
     these = "this cell" if len(cells) == 1 else f"these {len(cells)} cells"
     return (f"ampbench run of {these} on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
             f"their steps at the predicted step times, {around / 60:.1f} around them at {CELL_OVERHEAD_S:g} s a cell: "
-            "the lent H200 host's fork, CUDA context, build, setup and teardown)")
+            "the lent H200 host's fork, CUDA context, setup and teardown; each workload built while the cell before "
+            "measures)")
 
 
 def runs_text(per_gpu: dict[str, list[CellTime]]) -> str:

@@ -108,8 +108,10 @@ class PlainProgress:
 
 def phases_line(row: dict[str, Any]) -> str:
     """Where a cell's wall time went: ``wall 20.1 s = timed steps 7.9 + setup 3.8 + import 3.2 + ...``, largest
-    first, phases under 0.05 s left out of the text (not of the sum)."""
+    first, phases under 0.05 s left out of the text (not of the sum); a cell built ahead says how much of it ran
+    while the cell before measured (``wall 9.0 s, 3.1 of it ahead = ...``)."""
     phases = row.get("phases_s") or {}
     shown = sorted(((k, v) for k, v in phases.items() if v >= 0.05), key=lambda kv: -kv[1])
     parts = " + ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in shown)
-    return f"wall {row.get('wall_s') or sum(phases.values()):.1f} s = {parts or 'nothing over 0.05 s'}"
+    ahead = f", {row['ahead_s']:.1f} of it ahead" if row.get("ahead_s") else ""
+    return f"wall {row.get('wall_s') or sum(phases.values()):.1f} s{ahead} = {parts or 'nothing over 0.05 s'}"

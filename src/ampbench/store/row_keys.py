@@ -61,8 +61,12 @@ ROW_KEYS: dict[str, str] = {
     "created_at": "UTC time the cell finished (ISO 8601).",
     "wall_s": "Seconds the whole cell took, as its launcher saw it: from starting its process to seeing it exit "
               "(in-process cells: from the cell's start to its row). The sum of `phases_s`.",
+    "ahead_s": "Seconds of `wall_s` the cell's process lived before its turn, while the previous cell measured "
+               "(--build-ahead: its start, its workload's build, then waiting in phase `waiting`); what the cell "
+               "added to the run's time is `wall_s - ahead_s`. Null for a cell started at its turn.",
     "phases_s": "Where `wall_s` went, in order: phase -> seconds, adding up to `wall_s`. A cell's own phases (open: "
-                "the device's facts, cuda_init: the CUDA context, build, maxbatch, setup: the model moved and set up, "
+                "the device's facts, cuda_init: the CUDA context, build, waiting: a cell built ahead waiting for its turn, "
+                "maxbatch, setup: the model moved and set up, "
                 "first_step, memory_step: the step counting saved activations, flop_count, warmup, timed_steps, "
                 "energy_steps: untimed steps filling the energy window to 2 s, after_steps: reading peaks and sizes, "
                 "converge, inference, finish, close) and its launcher's around them "

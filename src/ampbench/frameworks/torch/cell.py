@@ -94,6 +94,7 @@ class TorchCell(CellVerbs):
         self.spec = spec
         self.device = torch.device(spec.device)
         self.base_rss: int | None = None
+        self.built: Workload | None = None
 
     def open(self, spec: CellSpec, row: dict[str, Any]) -> Any:
         row["device_name"] = device_name(self.device)
@@ -105,8 +106,17 @@ class TorchCell(CellVerbs):
             torch.empty(1, device=self.device)
         return on_device(self.device)  # (cuda:N: events and streams are the current device's)
 
+    def build_ahead(self, spec: CellSpec) -> None:
+        # (one thread: the cell measuring meanwhile keeps the host's cores; its own threads come back after)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self.built = build_workload(spec)
+        finally:
+            torch.set_num_threads(threads)
+
     def build(self, spec: CellSpec, row: dict[str, Any]) -> Workload:
-        wl = build_workload(spec)
+        wl, self.built = self.built or build_workload(spec), None
         self.base_rss = _cpu_baseline(spec, wl, self.device)
         row.update(mem.model_sizes(wl.model))
         return wl
