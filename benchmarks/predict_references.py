@@ -2,7 +2,7 @@
 Markdown. No GPU is used: predictions beside published measurements, the same on every machine.
 
 1. Kernels: NeuSight's fp32 kernels on 8 GPUs (benchmarks/kernel_references.py prints the same table; ``--fit`` there
-   refits the constants on P4/P100/T4/V100).
+   refits the constants on every measured kernel).
 2. Training steps: NeuSight's fp32 forward + backward of Hugging Face models on V100, A100, H100 and L4, beside the
    error NeuSight itself published for each row.
 3. NVIDIA DeepLearningExamples' single-GPU TF32/FP32 and AMP results.
@@ -26,7 +26,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (predict_checks: the checkout's root)
 
-from predict_checks import compile_references, error_bands, fit, fp8_step_references, fsdp_references, measured, neusight
+from predict_checks import (
+    compile_references,
+    error_bands,
+    fit,
+    fp8_step_references,
+    fsdp_references,
+    kernel_tables,
+    measured,
+    neusight,
+    xla,
+)
 from predict_checks.references import REFERENCES, Reference, predicted
 
 from ampbench.measure.gpus import predictable
@@ -167,10 +177,10 @@ def main() -> None:
     ap.add_argument("--write-bands", action="store_true", help="write predict/error_bands.json from these errors")
     ap.add_argument("--docs", action="store_true", help="write the tables into docs/predict.md")
     args = ap.parse_args()
-    kernel_errors = fit.errors(neusight.kernel_cases(), calibration())
+    kernel_errors = fit.errors(neusight.kernel_cases() + xla.kernel_cases() + kernel_tables.gemm_cases(), calibration())
     step_errors = neusight.step_errors()
     lines, amp_errors, rows = amp_table()
-    lent = measured.steps() + measured.steps("h200/truth")  # (the first lease's GPU set, the real-scale suite)
+    lent = measured.lent()
     tables = all_tables(kernel_errors, step_errors, lines, lent)
     print("## Kernels\n")
     print(tables["kernels"])
@@ -191,7 +201,8 @@ def main() -> None:
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
         specs = {g.key: g for g in predictable()}
-        error_bands.save(error_bands.compute(kernel_errors, step_errors, amp_errors, specs, neusight.FIT_GPUS, list(lent),
+        error_bands.save(error_bands.compute(kernel_errors, step_errors, amp_errors, specs,
+                                                 (*neusight.FIT_GPUS, *kernel_tables.GPUS), list(lent),
                                  compile_references.rows()))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:

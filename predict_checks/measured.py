@@ -6,8 +6,9 @@ The measurements are an ``ampbench export`` of runs made on a lent GPU by ``benc
 cell (closing baselines and repeats left out) is predicted again here, as ``ampbench predict`` would
 (:func:`~ampbench.predict.rows.predict_target`: the same target, batch, precision, memory format and compile/CUDA-graph
 execution, on the catalogue's entry for the GPU that ran it), and paired with its measurement. Nothing is fitted on
-these rows: the kernel constants come from NeuSight's P4/P100/T4/V100 kernels, the host's from a micro-benchmark on the
-lent machine's host (``benchmarks/host_overhead.py``), neither from a step checked here.
+these rows: the kernel constants come from measured kernels (NeuSight's on 8 GPUs, OpenXLA's H100 GEMMs, the lent H200's
+table: :mod:`predict_checks.fit`), the host's from a micro-benchmark on the lent machine's host
+(``benchmarks/host_overhead.py``), none from a step checked here.
 """
 
 from __future__ import annotations
@@ -126,6 +127,11 @@ def stale(row: dict[str, Any], build: Callable[[], Workload]) -> bool:
     if not row["precision"].startswith("master-") or str(row.get("created_at") or "") >= KEPT_BATCHNORM_TAKES_HALF:
         return False
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in build_meta(build).model.modules())
+
+
+def lent() -> tuple[MeasuredStep, ...]:
+    """Every lent GPU's steps the tables check: the first lease's H200 set and the real-scale suite."""
+    return steps() + steps("h200/truth")
 
 
 @functools.cache

@@ -79,10 +79,11 @@ H100_GEMMS = {
     (16384, 8192, 7168): (3.57e-3, 1.39e-3),
     (16384, 3584, 8192): (1.59e-3, 7.45e-4),
 }
-MISSED = {  # predicted / published - 1 today: the H100's GEMMs predicted faster than measured (its bf16 peak's
-    # efficiency comes from the fit on older GPUs; nothing here is fitted on these)
-    ((16384, 8192, 1280), "bf16"): -0.25, ((16384, 1024, 8192), "bf16"): -0.27, ((16384, 8192, 7168), "bf16"): -0.31,
-    ((16384, 3584, 8192), "bf16"): -0.21, ((16384, 1024, 8192), "fp8"): -0.26, ((16384, 3584, 8192), "fp8"): -0.16}
+MISSED = {  # predicted / published - 1 today: these bf16 GEMMs ran at 46-55% of the H100 SXM's dense peak, where
+    # OpenXLA's measured H100 GEMMs and the MAMF table (what the constants are fitted and scaled on) reach 75-80%;
+    # the fp8 ones are met (nothing here is fitted on)
+    ((16384, 8192, 1280), "bf16"): -0.24, ((16384, 1024, 8192), "bf16"): -0.20, ((16384, 8192, 7168), "bf16"): -0.30,
+    ((16384, 3584, 8192), "bf16"): -0.19}
 
 
 @pytest.mark.parametrize("shape, math", [
@@ -98,7 +99,8 @@ def test_h100_gemm_against_published_cublaslt_times(shape: tuple[int, int, int],
 
 def test_fp8_gemm_is_priced_at_the_fp8_rate() -> None:
     """The traced fp8 GEMM costs what the kernel model gives a GEMM of its shape at the fp8 peak; bf16 twice that
-    where compute-bound (H100: 1,979 vs 989.5 dense TFLOP/s)."""
+    where compute-bound (H100: 1,979 vs 989.5 dense TFLOP/s) times the share of its peak fp8 reaches over bf16's
+    (the MAMF table: 1,402.6 of 1,979 against 794.5 of 989)."""
     gpu, cal = lookup("h100-sxm"), kernels.calibration()
     op = _traced("tensorwise")[0]
     assert op.dtype == "fp8"
@@ -107,7 +109,7 @@ def test_fp8_gemm_is_priced_at_the_fp8_rate() -> None:
     fp8 = price_op(big, gpu, False, cal).gpu_s
     bf16 = price_op(dataclasses.replace(big, dtype="bf16"), gpu, False, cal).gpu_s
     assert fp8 == pytest.approx(kernels.gemm_s(gpu, cal, 1, 8192, 8192, 8192, "fp8", 1))
-    assert bf16 / fp8 == pytest.approx(2.0, rel=0.02)
+    assert bf16 / fp8 == pytest.approx(2.0 * (1402.6 / 1979) / (794.5 / 989), rel=0.02)
 
 
 TORCHAO_SPEEDUPS = {(1024, 2048, 1024): 0.80, (4096, 8192, 16384): 1.39}

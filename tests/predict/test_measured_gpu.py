@@ -1,7 +1,7 @@
 """Predictions beside our own workloads measured on a real GPU: an NVIDIA H200 lent on 2026-11-26 (a Firecracker VM
 with 16 vCPUs, torch 2.11.0+cu130; ``benchmarks/results/h200/runs.json``, made by ``gpu_session.sh lease``).
-Nothing is fitted on these rows (:mod:`predict_checks.measured`): the kernel constants come from NeuSight's
-P4/P100/T4/V100 kernels, corrected by the H200's own measured kernels (``predict/calibration/h200.csv``: ``ampbench hw
+Nothing is fitted on these rows (:mod:`predict_checks.measured`): the kernel constants come from measured kernels
+(:mod:`predict_checks.fit`), corrected by the H200's own measured kernels (``predict/calibration/h200.csv``: ``ampbench hw
 --calibrate`` on a later lease -- kernels, not steps), the host's from ``benchmarks/results/h200/host_overhead.json``
 -- a micro-benchmark, not a step checked here. Misses are strict xfails that say by how much."""
 

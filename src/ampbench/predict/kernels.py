@@ -1,8 +1,10 @@
 """The time of one GPU kernel, from the GPU's datasheet and a handful of constants fitted on measured kernels.
 
 Each op class has its own model, written from how the kernels work; the constants (:class:`Calibration`) are fitted
-on the measured kernels of P4, P100, T4 and V100 only (``benchmarks/kernel_references.py --fit``, which writes
-``calibration.json`` with what was fitted on what), and checked on A100, H100 and L4 (docs/predict.md).
+on measured kernels -- NeuSight's fp32 kernels on 8 GPUs, OpenXLA's H100 bf16 GEMMs, the lent H200's cuBLAS GEMMs and
+convolutions (``benchmarks/kernel_references.py --fit``, which writes ``calibration.json`` with what was fitted on
+what) -- and checked on whole training steps only (docs/predict.md). A GPU's Tensor Core share of its peak is the
+H100's scaled by its measured matmul ceiling (:func:`ceiling_ratio`, the MAMF table).
 
 - **GEMM** (matmuls, linear layers, the GEMMs of a convolution, of attention and of an RNN): cuBLAS tiles the output
   and runs the tiles in waves over the SMs; a partial tile computes its whole, a partial wave leaves SMs idle, a GEMM
@@ -32,6 +34,7 @@ from typing import Any
 from ampbench.measure.gpus import Gpu
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+CEILINGS_FILE = Path(__file__).with_name("matmul_ceilings.json")
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,14 @@ class Calibration:
     gemm_efficiency: float = 0.85
     """Share of the per-SM fp32 peak a 128x128-tile SIMT GEMM reaches."""
     tensor_gemm_efficiency: float = 0.80
-    """The same for Tensor Core GEMMs (tf32/fp16/bf16): no half-precision kernel is among the measured references, so
-    not fitted: cuBLAS reaches 70-85% of the dense Tensor Core peak on large GEMMs in NVIDIA's published results."""
+    """The same for fp16/bf16 (and fp8) Tensor Core GEMMs on the H100 SXM (fitted on XLA's measured H100 GEMMs); another
+    GPU's is this times its measured matmul ceiling over the H100's (:func:`ceiling_ratio`, the MAMF table)."""
+    tf32_gemm_efficiency: float = 0.80
+    """The same for TF32 Tensor Core GEMMs (fitted on XLA's measured H100 TF32 GEMMs: they reach less of their peak at
+    the shapes models use than bf16's do of theirs)."""
+    tensor_k_half: float = 32.0
+    """``k_half`` of 2-byte Tensor Core GEMMs (a deeper pipeline to fill: fitted on XLA's measured H100 GEMMs); TF32's
+    is twice it (its K-steps move twice the bytes)."""
     tile_128x64: float = 0.9
     tile_64x64: float = 0.7
     tile_32x32: float = 0.4
@@ -69,6 +78,9 @@ class Calibration:
     """Share of the GEMM efficiency an implicit-GEMM convolution over a window (3x3, 7x7) reaches in fp32 (its gathers).
     Not fitted: every measured convolution is 3x3 stride 1, where cuDNN mostly picks Winograd, and the fit, free to,
     drove this to zero (it cannot tell it from there)."""
+    tensor_conv_efficiency: float = 1.0
+    """The same for fp16/bf16 Tensor Core convolutions over a window, channels-last (fitted on the lent H200's measured
+    convolutions, ``calibration/h200.csv``: their time over the GEMM model's at their implicit GEMM)."""
     clock_share: float = 0.2
     """Power-capped cards (<= 75 W): the sustained clock's place between base (0) and boost (1)."""
     attention_efficiency: float = 0.5
@@ -135,10 +147,38 @@ SPLIT_K_MIN = 256
 """A GEMM with fewer tiles than SMs is split along K in chunks of at least this many."""
 
 
+@cache
+def ceilings() -> dict[str, Any]:
+    """The GPUs' measured matmul ceilings relative to the H100 SXM's (``matmul_ceilings.json``, derived from the MAMF
+    table by ``predict_checks/mamf.py``); empty where the file is absent."""
+    return json.loads(CEILINGS_FILE.read_text()) if CEILINGS_FILE.is_file() else {}
+
+
+def ceiling_ratio(gpu: Gpu, math_mode: str) -> float:
+    """A Tensor Core GEMM's best measured share of ``gpu``'s peak over the H100 SXM's bf16 one (the GPU the Tensor
+    Core constants were fitted on): the GPU's own MAMF row, fp8 from its bf16 row where it has no fp8 one; 1 (the
+    H100's) for a GPU the table does not list."""
+    table = ceilings()
+    own = table.get("ratios", {}).get(gpu.key, {})
+    if math_mode == "fp8":
+        return float(own["fp8"]) if "fp8" in own else float(own.get("bf16", 1.0)) * float(table.get("fp8_over_bf16", 1.0))
+    return float(own.get("bf16", 1.0))
+
+
+def gemm_base(gpu: Gpu, cal: Calibration, math_mode: str) -> tuple[float, float]:
+    """(share of the math's peak a 128x128-tile GEMM reaches at long K, its ``k_half``)."""
+    if math_mode == "fp32":
+        return cal.gemm_efficiency, cal.k_half
+    if math_mode == "tf32":  # (the pipeline's depth is bytes: a TF32 K-step moves twice a bf16 one's; the GPU's
+        # Tensor Cores reach its share of their peak as its bf16 GEMMs do of theirs: the MAMF table has no TF32 rows)
+        return cal.tf32_gemm_efficiency * ceiling_ratio(gpu, "bf16"), 2 * cal.tensor_k_half
+    return cal.tensor_gemm_efficiency * ceiling_ratio(gpu, math_mode), cal.tensor_k_half
+
+
 def gemm_compute_s(gpu: Gpu, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str,
                    efficiency: float = 1.0) -> float:
     """The compute time of ``batch`` GEMMs of (m x k) @ (k x n): the best tile shape's waves."""
-    base = cal.gemm_efficiency if math_mode == "fp32" else cal.tensor_gemm_efficiency
+    base, k_half = gemm_base(gpu, cal, math_mode)
     per_sm = peak_flops(gpu, math_mode, cal) * base * efficiency / gpu.sms
     best = math.inf
     for tm, tn, name in TILES:
@@ -149,7 +189,7 @@ def gemm_compute_s(gpu: Gpu, cal: Calibration, batch: int, m: int, n: int, k: in
             split = max(1, min(gpu.sms // tiles, k // SPLIT_K_MIN))
         chunk = k / split
         waves = math.ceil(tiles * split / gpu.sms)
-        tile_s = 2.0 * tm * tn * chunk / (per_sm * tile_eff * chunk / (chunk + cal.k_half))
+        tile_s = 2.0 * tm * tn * chunk / (per_sm * tile_eff * chunk / (chunk + k_half))
         best = min(best, waves * tile_s)
     return best
 
@@ -195,10 +235,13 @@ class Conv:
 
 
 def implicit_efficiency(conv: Conv, math_mode: str, cal: Calibration) -> float:
-    """An implicit-GEMM convolution's share of the GEMM efficiency: ``conv_efficiency`` for filters with a spatial
-    extent in fp32 (what it was fitted on: cuDNN's SIMT kernels gathering 3x3 windows); a 1x1 convolution is a GEMM,
-    and Tensor Core convolutions keep the GEMM's (unmeasured) prior."""
-    return cal.conv_efficiency if math_mode == "fp32" and conv.r * conv.s > 1 else 1.0
+    """An implicit-GEMM convolution's share of the GEMM efficiency, for filters with a spatial extent (gathering the
+    windows): ``conv_efficiency`` in fp32 (cuDNN's SIMT kernels), ``tensor_conv_efficiency`` in fp16/bf16/fp8 (its
+    Tensor Core kernels, measured on the lent H200); TF32's measured ones ran at the GEMM's. A 1x1 convolution is a
+    GEMM."""
+    if conv.r * conv.s == 1 or math_mode == "tf32":
+        return 1.0
+    return cal.conv_efficiency if math_mode == "fp32" else cal.tensor_conv_efficiency
 
 
 def conv_s(gpu: Gpu, cal: Calibration, conv: Conv, math_mode: str, element: int, nchw: bool = False) -> float:

@@ -2,7 +2,7 @@
 exists: each op's modelled time corrected by what the table measured for kernels of its kind.
 
 The kernel models (:mod:`ampbench.predict.kernels`) know how a kernel's time grows with its shape -- tiles, waves,
-bytes -- but their efficiencies were fitted on old fp32 kernels and their Tensor Core rates are datasheet peaks. A
+bytes -- but their efficiencies are a fit over many GPUs' kernels, a compromise no one GPU runs exactly. A
 calibration table says what this architecture's kernels really do. For every measured case this module computes
 ``measured / modelled`` on the table's own GPU; an op of a traced step is priced at its model's time on the target GPU
 times the ratio of the measured cases nearest to it (same kind, dtype, direction and layout; nearest in log shape,

@@ -376,7 +376,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
         predicted_host=host.label,
         predicted_kernels=(f"measured: {cost.kernels}, {cost.measured_share:.0%} of the GPU time" if cost.kernels
-                           else "model: the kernel constants fitted on P4/P100/T4/V100 kernels, datasheet peaks"),
+                           else "model: the kernel constants fitted on measured kernels of 9 GPUs, datasheet peaks"),
         fp8_layers=trace.fp8_layers,
         notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []), *_fp8_none(trace),
                *([FP8_COMPILED if compiled is not None and compiled.fuse else FP8_EAGER] if get(name).is_fp8 else [])],

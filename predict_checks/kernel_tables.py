@@ -1,0 +1,39 @@
+"""A GPU's own measured kernels (``ampbench hw --calibrate``'s tables, ``src/ampbench/predict/calibration/<gpu>.csv``)
+read as kernel cases the models price: its cuBLAS GEMMs per dtype (op classes ``cublas-fp16``, ``cublas-bf16``,
+``cublas-tf32``), what PyTorch itself runs. The Tensor Core constants are fitted on them beside OpenXLA's H100 GEMMs
+(:mod:`predict_checks.xla`): XLA's f32 dots on Hopper run well below cuBLAS's TF32 GEMMs at the same shapes (the
+lent H200's table: the XLA-fitted TF32 constants priced its GEMMs 35 % too slow), so TF32 is fitted on cuBLAS's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ampbench.measure.calibrate import from_csv
+from ampbench.measure.gpus import Gpu
+from ampbench.predict import kernels
+from ampbench.predict.kernels import Calibration
+from ampbench.predict.measured_kernels import TABLES_DIR
+from predict_checks.neusight import Case
+
+TABLES = (TABLES_DIR / "h200.csv",)
+"""The committed tables fitted on."""
+GPUS = tuple(p.stem for p in TABLES)
+DTYPES = {"fp16": 2, "bf16": 2, "tf32": 4}
+
+
+def _gemm(b: int, m: int, n: int, k: int, mode: str, element: int) -> Callable[[Gpu, Calibration], float]:
+    return lambda gpu, cal: kernels.gemm_s(gpu, cal, b, m, n, k, mode, element)
+
+
+def gemm_cases(paths: tuple[Path, ...] = TABLES) -> list[Case]:
+    """Every timed GEMM and batched GEMM in a Tensor Core dtype of the tables (the GPU: the file's name)."""
+    cases = []
+    for path in paths:
+        for k in from_csv(path.read_text())["kernels"]:
+            if k["kind"] in ("gemm", "bmm") and k["dtype"] in DTYPES and k["us"]:
+                s = k["shape"]
+                b, m, n, kk = int(s["batch"]), int(s["m"]), int(s["n"]), int(s["k"])
+                cases.append(Case(path.stem, f"cublas-{k['dtype']}", f"{b}x{m}x{n}x{kk}", float(k["us"]) * 1e-6,
+                                  _gemm(b, m, n, kk, k["dtype"], DTYPES[k["dtype"]])))
+    return cases
