@@ -86,6 +86,9 @@ class Timed:
     timer: str
     """cuda_graph (replays of a captured graph), cuda_events (calls between events), perf_counter (a CPU)."""
     error: str = ""
+    workspace_bytes: int | None = None
+    """What one call allocated and freed before it returned (cuDNN's convolution and RNN workspaces, a backward's
+    intermediates): its allocator peak over what it left allocated. CUDA only (None elsewhere)."""
 
     @property
     def tflops(self) -> float | None:
@@ -484,11 +487,46 @@ def _run(case: Case, device: torch.device, min_s: float) -> Timed:
         with _math(case.dtype):
             fn = case.make(device)
             us, calls, timer = time_case(fn, device, min_s)
-        return Timed(**base, us=us, calls=calls, timer=timer)  # type: ignore[arg-type]
+            workspace = transient_bytes(fn, CudaMemory(device)) if device.type == "cuda" else None
+        return Timed(**base, us=us, calls=calls, timer=timer, workspace_bytes=workspace)  # type: ignore[arg-type]
     except Exception as e:  # (a kernel this device or build lacks: the row says why, the sweep goes on)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return Timed(**base, us=None, calls=0, timer="", error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")  # type: ignore[arg-type]
+
+
+# -- what a call holds besides its result ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CudaMemory:
+    """The caching allocator's counters of one device (what :func:`transient_bytes` reads)."""
+
+    device: torch.device
+
+    def settle(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def reset_peak(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def allocated(self) -> int:
+        return int(torch.cuda.memory_allocated(self.device))
+
+    def peak(self) -> int:
+        return int(torch.cuda.max_memory_allocated(self.device))
+
+
+def transient_bytes(fn: Callable[[], object], memory: Any) -> int:
+    """Bytes one eager call of ``fn`` allocated and freed before it returned: the allocator's peak during it over what
+    it left allocated (its result, held here until the reading). cuDNN's workspaces are allocated this way -- an fp32
+    convolution's algorithm can ask for gigabytes (the lent H200: a UNet's fp32 peak 11 GiB over its TF32 one) -- and
+    so are a backward's intermediates. ``memory``: :class:`CudaMemory` (a test passes a fake)."""
+    memory.settle()
+    memory.reset_peak()
+    result = fn()
+    memory.settle()
+    transient = max(0, memory.peak() - memory.allocated())
+    del result
+    return transient
 
 
 # -- power -----------------------------------------------------------------------------------------------------------
@@ -558,7 +596,7 @@ def idle_power(device: torch.device, meter: Callable[[], EnergyMeter],
 
 # -- the table as CSV ------------------------------------------------------------------------------------------------
 CSV_COLUMNS = ("kind", "op", "dtype", "layout", "shape", "flops", "bytes", "us", "tflops", "gbps", "calls", "timer",
-               "power_w", "error")
+               "power_w", "error", "workspace_bytes")
 ENV_KEYS = ("device_name", "capability", "driver", "cuda", "cudnn", "torch", "sm_clock_mhz", "sm_clock_max_mhz",
             "mem_clock_mhz", "power_limit_w", "multiprocessors", "memory_total_bytes", "cpu", "hostname")
 
@@ -585,7 +623,8 @@ def to_csv(table: dict[str, Any]) -> str:
                          f"{r['flops']:.6g}", f"{r['bytes']:.6g}", "" if r["us"] is None else f"{r['us']:.4g}",
                          "" if r["tflops"] is None else f"{r['tflops']:.4g}",
                          "" if r["gbps"] is None else f"{r['gbps']:.4g}", r["calls"], r["timer"],
-                         "" if watts is None else f"{watts:.1f}", r["error"]])
+                         "" if watts is None else f"{watts:.1f}", r["error"],
+                         "" if r.get("workspace_bytes") is None else int(r["workspace_bytes"])])
     return out.getvalue()
 
 
@@ -614,7 +653,8 @@ def from_csv(text: str) -> dict[str, Any]:
         kernels.append({"kind": r["kind"], "op": r["op"], "dtype": r["dtype"], "layout": r["layout"],
                         "shape": json.loads(r["shape"]), "flops": float(r["flops"]), "bytes": float(r["bytes"]),
                         "us": us, "calls": int(r["calls"] or 0), "timer": r["timer"], "error": r["error"],
-                        "power_w": float(r["power_w"]) if r["power_w"] else None})
+                        "power_w": float(r["power_w"]) if r["power_w"] else None,
+                        "workspace_bytes": int(r["workspace_bytes"]) if r.get("workspace_bytes") else None})
     power: dict[str, dict[str, Any]] = {}
     if basis == REPLAY:  # (an older table's power_w is its class's window, gaps and all: not read back as power)
         for r in kernels:

@@ -72,6 +72,23 @@ def _conv_of(shape: dict[str, Any]) -> Conv:
                 out, out)
 
 
+DIRECTIONS = {"conv_fwd": "fwd", "conv_dgrad": "dgrad", "conv_wgrad": "wgrad"}
+
+
+def _conv_io(c: Conv, element: int) -> float:
+    """A convolution's input and output bytes (what its workspace is counted per)."""
+    return float(element * (c.n * c.c * c.h * c.w + c.n * c.k * c.p * c.q))
+
+
+def _nearest_mean(pts: list[Point], where: tuple[float, ...]) -> float:
+    """The inverse-distance weighted mean of the nearest points' ratios (arithmetic: a workspace may be 0)."""
+    dist = sorted(((math.dist(p.where, where), p) for p in pts), key=lambda dp: dp[0])[:NEIGHBOURS]
+    if dist[0][0] < 1e-9:
+        return dist[0][1].ratio
+    weights = [1.0 / d for d, _ in dist]
+    return sum(w * p.ratio for w, (_, p) in zip(weights, dist)) / sum(weights)
+
+
 def _conv_where(c: Conv) -> tuple[float, ...]:
     g, m, n, k = c.gemm()
     return _logs(m, n, k, g)
@@ -97,6 +114,9 @@ class KernelTable:
     power_w: dict[str, float] = field(default_factory=dict)
     """The board's power running each kind of kernel (``gemm/bf16``, ``conv/fp16``, ``elementwise/fp32`` and ``idle``:
     :func:`ampbench.measure.calibrate.power_pass`), on the table's GPU; empty for a table without replay power."""
+    workspace: dict[tuple[str, ...], list[Point]] = field(default_factory=dict)
+    """Per convolution kind (direction, dtype, layout, family): what each measured case allocated beyond its result
+    (cuDNN's workspace), as bytes per byte of its input and output (``ratio``); tables before the column: none."""
     _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict, repr=False)
     """Ratios looked up (a step prices the same kernel shape many times, every precision and GPU again)."""
 
@@ -120,6 +140,12 @@ class KernelTable:
             for key, where, modelled, measured in out._cases(r, fwd, cal):
                 if modelled > 0 and measured > 0:
                     out.points.setdefault(key, []).append(Point(where, measured / modelled, f"{r['op']} {r['shape']}"))
+            if r["kind"] == "conv" and r.get("workspace_bytes") is not None:
+                c = _conv_of(r["shape"])
+                key = ("conv", DIRECTIONS[r["op"]], r["dtype"], r.get("layout") or "nhwc", conv_family(c))
+                out.workspace.setdefault(key, []).append(
+                    Point(_conv_where(c), r["workspace_bytes"] / _conv_io(c, ELEMENT.get(r["dtype"], 4)),
+                          f"{r['op']} {r['shape']}"))
         return out
 
     def _cases(self, r: dict[str, Any], fwd: dict[tuple[Any, ...], float], cal: Calibration
@@ -133,7 +159,7 @@ class KernelTable:
             yield ("gemm", dtype), _logs(m, n, k, b), kernels.gemm_s(g, cal, b, m, n, k, dtype, element), t
         elif kind == "conv":
             c = _conv_of(shape)
-            direction = {"conv_fwd": "fwd", "conv_dgrad": "dgrad", "conv_wgrad": "wgrad"}[op]
+            direction = DIRECTIONS[op]
             modelled = kernels.conv_s(g, cal, c, dtype, element, r.get("layout") == "nchw")
             yield ("conv", direction, dtype, r.get("layout") or "nhwc", conv_family(c)), _conv_where(c), modelled, t
         elif kind == "attention":
@@ -233,6 +259,24 @@ class KernelTable:
         if op.phase == "optimizer":
             return self.ratio(("optimizer",), _logs(moved))
         return self.ratio(("elementwise",), _logs(moved))
+
+    def workspace_for(self, op: Any, mode: str) -> float:
+        """Bytes a traced convolution (forward, or its backward's products) allocates beside its result while it runs,
+        computing in ``mode``: the nearest measured cases' workspace per byte of their input and output (inverse
+        distance weighted, in log shape), times the op's; the largest of its directions (one runs after another).
+        0 where the table measured none of its kind (another op, or a table from before the column)."""
+        if op.conv is None or not op.products:
+            return 0.0
+        c = op.conv
+        directions = ("fwd",) if "backward" not in op.name else ("dgrad", "wgrad") if op.products >= 2 else ("wgrad",)
+        per_byte = []
+        for d in directions:
+            for layout in ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw"):  # (its own layout first)
+                pts = self.workspace.get(("conv", d, mode, layout, conv_family(c)))
+                if pts:
+                    per_byte.append(_nearest_mean(pts, _conv_where(c)))
+                    break
+        return max(per_byte, default=0.0) * _conv_io(c, ELEMENT.get(op.dtype, 4))
 
     def power_for(self, op: Any, mode: str, gpu: Gpu) -> float | None:
         """The board power of ``gpu`` running a traced op computing in ``mode``: the table's reading for its kind and

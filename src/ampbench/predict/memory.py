@@ -3,8 +3,10 @@
 The split (weights, gradients, optimizer state with master copies, saved activations) is the traced step's own, read
 as ``run`` reads a real one (:func:`ampbench.measure.memory.state_bytes`, :func:`~ampbench.measure.memory.
 saved_activations`); on the CPU it equals ``run``'s to the byte (``tests/predict/test_memory.py``). What only a GPU adds
-is named apart: cuBLAS's workspaces, the CUDA context and library handles (outside the caching allocator), and the
-share of the rest the allocator can fill before fragmentation fails an allocation.
+is named apart: cuBLAS's workspaces, the CUDA context and library handles (outside the caching allocator), the share
+of the rest the allocator can fill before fragmentation fails an allocation, and -- where a kernel table of the GPU's
+architecture measured them -- cuDNN's convolution workspaces, held with each op's output while it runs
+(:meth:`MemoryModel.with_workspaces`).
 
 The max batch comes from what grows with the batch only. Two traces at different batches give every batch-dependent
 quantity as ``fixed + per_sample x batch`` (exactly: a step's tensors are linear in the batch): the saved activations
@@ -14,11 +16,13 @@ and each op's output (the peak's largest temporary is the largest of these lines
 
 from __future__ import annotations
 
+import copy
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ampbench.measure.gpus import Gpu
-from ampbench.predict.trace import Trace
+from ampbench.predict.trace import Op, Trace
 
 
 def workspace_bytes(gpu: Gpu, inference: bool = False) -> int:
@@ -114,6 +118,16 @@ class MemoryModel:
             lo, hi = (mid, hi) if self.peak_at(mid, workspace) <= usable else (lo, mid)
         return lo
 
+    def with_workspaces(self, workspace_of: Callable[[Op], float]) -> MemoryModel:
+        """This step with each op's library workspace (``workspace_of``: bytes an op allocates beside its output while
+        it runs -- cuDNN's, read from a GPU's measured kernels) held with its output: the temporaries become each op's
+        output plus its workspace (the largest of them sets the peak)."""
+        if self.trace.inference:
+            return self
+        out = copy.copy(self)
+        out.temporaries = _envelope(_op_lines(self.trace, self.large, workspace_of))
+        return out
+
     def cost(self, gpu: Gpu, batch: int | None = None) -> MemoryCost:
         """The memory at ``batch`` (default: the small trace's) on ``gpu``."""
         t = self.trace
@@ -131,13 +145,13 @@ MIN_TRACED_BATCH = 2
 """The smallest batch the memory model traces (a batch of one can skip ops: a reduction over a dimension of one)."""
 
 
-def _op_lines(small: Trace, large: Trace) -> set[Line]:
-    """Each forward/backward op's output as a line in the batch: the two traces' ops paired in order by name (a
-    batch of 1 can skip an op -- a reduction over a dimension of one -- so the sequences are aligned, not zipped);
-    an op of the small trace with no partner grows in proportion to the batch."""
-    def outputs(trace: Trace) -> list[tuple[str, int]]:
-        return [(o.name, o.bytes_written if o.allocates else 0) for o in trace.ops
-                if o.phase in ("forward", "loss", "backward")]
+def _op_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | None = None) -> set[Line]:
+    """Each forward/backward op's output (plus its workspace, given ``workspace_of``) as a line in the batch: the two
+    traces' ops paired in order by name (a batch of 1 can skip an op -- a reduction over a dimension of one -- so the
+    sequences are aligned, not zipped); an op of the small trace with no partner grows in proportion to the batch."""
+    def outputs(trace: Trace) -> list[tuple[str, float]]:
+        return [(o.name, (o.bytes_written if o.allocates else 0) + (workspace_of(o) if workspace_of else 0.0))
+                for o in trace.ops if o.phase in ("forward", "loss", "backward")]
 
     a, b = outputs(small), outputs(large)
     b1, b2 = small.batch_size, large.batch_size

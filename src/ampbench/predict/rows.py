@@ -29,8 +29,9 @@ from ampbench.precision.fp8 import Fp8Options, torchao_problem
 from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
+from ampbench.predict import measured_kernels
 from ampbench.predict.bands import band
-from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, bound_of, price
+from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, bound_of, math_of, price
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
 from ampbench.predict.parallel import Fabric, ddp_cost, fsdp_cost, fsdp_memory
 from ampbench.predict.trace import UntraceableModel, trace_inference, trace_step
@@ -289,6 +290,15 @@ def running_costs(row: dict[str, Any], gpu: Gpu, usd_per_hour: float | None) -> 
     return out
 
 
+def with_library_workspaces(model: MemoryModel, gpu: Gpu, tf32: bool) -> MemoryModel:
+    """The step's memory with cuDNN's convolution workspaces where a kernel table of the GPU's architecture measured
+    them (each op's, in its math: :meth:`~ampbench.predict.measured_kernels.KernelTable.workspace_for`)."""
+    table = measured_kernels.table_for(gpu)
+    if table is None or not table.workspace:
+        return model
+    return model.with_workspaces(lambda op: table.workspace_for(op, math_of(op, tf32)))
+
+
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
                  memory_of: Callable[..., MemoryModel], fab: Fabric | None = None,
@@ -305,7 +315,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     t0 = time.perf_counter()
     try:
         trace = trace_of(name, state)
-        model = memory_of(name, state)
+        model = with_library_workspaces(memory_of(name, state), gpu, get(name).tf32)
         mem = model.cost(gpu, batch)
         cost = price(trace, gpu, tf32=get(name).tf32, host=host, compiled=compiled)
     except UntraceableModel:
