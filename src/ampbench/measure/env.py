@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import platform
-import socket
-from datetime import datetime, timezone
 from typing import Any
 
 import torch
 
-import ampbench
 from ampbench.cpuinfo import cpu_name
 from ampbench.errors import AmpbenchError
 from ampbench.measure.cpu import cpu_facts
+from ampbench.measure.host_env import host_environment
 from ampbench.precision.tf32_flags import read_tf32
 
 
@@ -126,16 +123,9 @@ def environment(device: torch.device) -> dict[str, Any]:
     call this inside the precision's forward context to record what the GEMMs ran with."""
     tf32 = read_tf32()
     env: dict[str, Any] = {
-        "device": str(device),
+        **host_environment(str(device)),
         "device_name": device_name(device),
         "torch": torch.__version__,
-        "ampbench": ampbench.__version__,
-        "python": platform.python_version(),
-        "hostname": socket.gethostname(),
-        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "platform": platform.platform(),
-        "cpu": cpu_name(),
-        "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "tf32_matmul": tf32.matmul,
         "tf32_cudnn": tf32.cudnn,

@@ -7,6 +7,9 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from ampbench import progress
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -35,6 +38,12 @@ class Timing:
     def summary(self, prefix: str = "step_ms") -> dict[str, float]:
         return {f"{prefix}_p10": percentile(self.step_ms, 10), f"{prefix}_p50": percentile(self.step_ms, 50),
                 f"{prefix}_p90": percentile(self.step_ms, 90), f"{prefix}_mean": statistics.fmean(self.step_ms)}
+
+    def throughput_row(self, batch_size: int) -> dict[str, Any]:
+        """A cell's throughput keys from its timed steps, as every framework's row has them: the step-time
+        percentiles, the timer, samples/s over the steps and its noise."""
+        return {**self.summary(), "timer": self.timer, "samples_per_s": batch_size * len(self.step_ms) / self.total_s,
+                "samples_per_s_noise": self.throughput_noise()}
 
     def throughput_noise(self, blocks: int = NOISE_BLOCKS) -> float | None:
         """Relative standard deviation of the throughput of consecutive blocks of steps (None: too few steps).
@@ -73,3 +82,21 @@ def latency_summary(t: Timing, batch_size: int, first_ms: float) -> dict[str, fl
     """One inference batch size's entry: p50/p90/p99 ms, samples/s over the timed calls, the first call apart."""
     return {"p50_ms": percentile(t.step_ms, 50), "p90_ms": percentile(t.step_ms, 90), "p99_ms": percentile(t.step_ms, 99),
             "samples_per_s": batch_size * len(t.step_ms) / t.total_s, "first_ms": first_ms}
+
+
+def latencies(forward_at: Callable[[int], Callable[[], object]], batch_sizes: list[int], iters: int, warmup: int,
+              first_ms: Callable[[Callable[[], object]], float],
+              timed: Callable[[Callable[[], object], int], Timing]) -> dict[str, dict[str, float]]:
+    """Inference latency per batch size, as every framework measures it: the batch's forward (``forward_at(bs)``),
+    its first call timed apart (``first_ms``), ``warmup - 1`` more untimed, then ``iters`` timed (``timed``: the
+    framework's clock -- CUDA events, or the host's where a call has finished when it returns);
+    {str(batch): :func:`latency_summary`}."""
+    out: dict[str, dict[str, float]] = {}
+    for bs in batch_sizes:
+        forward = forward_at(bs)
+        progress.report("inference", detail=f"batch {bs}")
+        first = first_ms(forward)
+        for _ in range(max(0, warmup - 1)):
+            forward()
+        out[str(bs)] = latency_summary(timed(forward, iters), bs, first)
+    return out

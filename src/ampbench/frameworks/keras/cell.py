@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import platform
 import time
 import warnings
 from collections.abc import Callable
@@ -24,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-import ampbench
 from ampbench import phases, progress
 from ampbench.bench.cell_row import (
     first_line,
@@ -38,11 +36,13 @@ from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras import backends
 from ampbench.frameworks.keras.memory import KerasPeak, is_oom, variable_bytes
-from ampbench.frameworks.keras.policy import LOSS_SCALED, policy_of
+from ampbench.frameworks.keras.policy import LOSS_SCALED, compute_dtype, policy_of
 from ampbench.frameworks.keras.workloads import KerasWorkload, build_workload, output_warning
 from ampbench.measure.host import rss
+from ampbench.measure.host_env import host_environment
+from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
-from ampbench.measure.stats import latency_summary, time_host
+from ampbench.measure.stats import latencies, time_host
 
 
 def _device_env(device: str) -> None:
@@ -144,7 +144,7 @@ class KerasCell(CellVerbs):
         tf32 = backends.set_tf32(spec.backend or "", spec.precision == "tf32") if self.gpu else \
             {"tf32_matmul": False, "tf32_cudnn": False}
         row["env"] = _env(row, spec, facts, tf32)
-        row["math_mode"] = _math_mode(spec.precision, tf32["tf32_matmul"])
+        row["math_mode"] = math_mode_of(compute_dtype(spec.precision), tf32["tf32_matmul"])
         return contextlib.nullcontext()
 
     def build(self, spec: CellSpec, row: dict[str, Any]) -> KerasWorkload:
@@ -184,19 +184,9 @@ def device_facts(spec: CellSpec) -> dict[str, Any]:
 def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[str, bool]) -> dict[str, Any]:
     """The row's environment: the keys a PyTorch row has where they apply, and the Keras backend's."""
 
-    out = {"device": spec.device, "ampbench": ampbench.__version__, "python": platform.python_version(),
-           "platform": platform.platform(), "cpu": cpu_name(), "cpu_count": os.cpu_count(), **tf32, **facts,
-           "framework": "keras", "keras_version": row["keras_version"], "backend_version": row["backend_version"],
-           "keras_backend": spec.backend}
-    for var in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES"):
-        if os.environ.get(var) is not None:
-            out[var.lower()] = os.environ[var]
-    return out
-
-
-def _math_mode(precision: str, tf32: bool) -> str:
-    dtype = {"amp-fp16": "fp16", "pure-fp16": "fp16", "amp-bf16": "bf16", "pure-bf16": "bf16"}.get(precision, "fp32")
-    return "tf32" if dtype == "fp32" and tf32 else dtype
+    return {**host_environment(spec.device), **tf32, **facts, "framework": "keras",
+            "keras_version": row["keras_version"], "backend_version": row["backend_version"],
+            "keras_backend": spec.backend}
 
 
 def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size: int, gpu: bool,
@@ -230,8 +220,7 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     timing = time_host(trainer, spec.measure.steps, progress.Steps("timed steps", spec.measure.steps))
     phases.enter("after_steps", "reading the measurements")
     skipped_timed = (trainer.calls - calls_before) - (trainer.applied - applied_before)
-    row.update(timing.summary(), timer=timing.timer, samples_per_s=batch_size * spec.measure.steps / timing.total_s,
-               samples_per_s_noise=timing.throughput_noise(), final_loss=trainer.last_loss,
+    row.update(timing.throughput_row(batch_size), final_loss=trainer.last_loss,
                skipped_steps=trainer.calls - trainer.applied, loss_scale=trainer.scale)
     used = peak.peak()
     row.update(peak_allocated_bytes=used, peak_reserved_bytes=used, cpu_rss_peak_bytes=None if gpu else used,
@@ -258,17 +247,11 @@ def inference_latency(model: Any, wl: KerasWorkload, batch_sizes: list[int], ite
                       warmup: int = 3) -> dict[str, dict[str, float]]:
     """{str(batch): {p50_ms, p90_ms, p99_ms, samples_per_s, first_ms}} of ``predict_on_batch`` (returns numpy:
     each call finished when timed)."""
-    out: dict[str, dict[str, float]] = {}
-    for bs in batch_sizes:
+    def forward_at(bs: int) -> Callable[[], object]:
         x, _ = wl.batches(bs, 1)[0]
-        progress.report("inference", detail=f"batch {bs}")
-        def forward(x: Any = x) -> None:
-            model.predict_on_batch(x)
+        return lambda: model.predict_on_batch(x)
 
-        first = time_host(forward, 1).step_ms[0]
-        time_host(forward, max(0, warmup - 1))
-        out[str(bs)] = latency_summary(time_host(forward, iters), bs, first)
-    return out
+    return latencies(forward_at, batch_sizes, iters, warmup, lambda f: time_host(f, 1).step_ms[0], time_host)
 
 
 # -- convergence ---------------------------------------------------------------------------------------------------

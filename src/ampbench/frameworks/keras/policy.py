@@ -51,6 +51,12 @@ def policy_of(precision: str) -> str:
     return POLICIES[precision]
 
 
+def compute_dtype(precision: str) -> str:
+    """The dtype a Keras policy computes in, as ampbench names it (fp16, bf16, fp32): read off the policy's name."""
+    policy = policy_of(precision)
+    return "bf16" if "bfloat16" in policy else "fp16" if "float16" in policy else "fp32"
+
+
 def check_precisions(precisions: tuple[str, ...] | list[str], what: str) -> None:
     """Every mode has a Keras recipe (one line naming the first that has none, for ``what``: the Keras target)."""
     for p in precisions:

@@ -19,6 +19,7 @@ from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras.cell import Trainer, evaluate, setup
 from ampbench.frameworks.keras.workloads import build_workload, output_warning
+from ampbench.train_line import accuracy_keys, train_line
 
 HERE = "ampbench.frameworks.keras.train"
 
@@ -78,21 +79,15 @@ def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str
            "first_step_s": first_step_s, "loss_scale": trainer.scale, "history": history, "framework": "keras",
            "keras_backend": spec.backend, "keras_policy": policy, "loss_scaled": trainer.loss_scaled,
            "warnings": [warning] if warning else []}
-    if wl.metric_name == "accuracy":
-        out["train_accuracy"], out["test_accuracy"] = train_metric, test_metric
+    out.update(accuracy_keys(wl.metric_name, train_metric, test_metric))
     out["summary"] = summary(out)
     return out
 
 
 def summary(r: dict[str, Any]) -> str:
     """The one line ``ampbench train`` prints at the end of a Keras model's training."""
-    m = r.get("metric_name") or "metric"
-    fmt = (lambda v: f"{v:.2%}") if m == "accuracy" else (lambda v: f"{v:.4g}")
-    parts = [f"{split} {m} {fmt(r[key])}" for split, key in (("train", "train_metric"), ("test", "test_metric"))
-             if r.get(key) is not None]
-    steps = r["steps"]
-    return (f"{r['precision']} ({r['keras_policy']}) on {r['device']}, Keras on {r['keras_backend']}: "
-            f"{'  '.join(parts)}  final loss {r['final_loss']:.4f}  {r['samples_per_s']:,.0f} samples/s (first step "
-            f"{r['first_step_s']:.1f} s left out)  {steps} step{'' if steps == 1 else 's'} trained, skipped steps "
-            f"{r['skipped_steps']}, loss scale {r['loss_scale']:g}")
-
+    return train_line(f"{r['precision']} ({r['keras_policy']}) on {r['device']}, Keras on {r['keras_backend']}",
+                      r.get("metric_name"), r.get("train_metric"), r.get("test_metric"), r["final_loss"],
+                      r["samples_per_s"], r["steps"], r["skipped_steps"],
+                      speed_note=f"first step {r['first_step_s']:.1f} s left out",
+                      tail=f", loss scale {r['loss_scale']:g}")

@@ -259,10 +259,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
         out.update(_compile_keys(execution, out["first_step_ms"], counts1 - counts0, counts3 - counts0,
                                  counts3 - counts1, counts3 - counts2))
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")
-    out.update(timing.summary())
-    out["timer"] = timing.timer
-    out["samples_per_s"] = batch_size * spec.measure.steps / timing.total_s
-    out["samples_per_s_noise"] = timing.throughput_noise()
+    out.update(timing.throughput_row(batch_size))
     out.update(energy.row(batch_size) if energy is not None else NO_ENERGY)
     out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.measure.seed)
     out["final_loss"] = loss

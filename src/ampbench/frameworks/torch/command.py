@@ -20,6 +20,7 @@ from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizer_state import check_built
 from ampbench.seam import TrainOutcome, TrainView
 from ampbench.tensorboard import TrainLogger, open_dir
+from ampbench.train_line import train_line
 from ampbench.workloads import build_target
 
 
@@ -79,19 +80,14 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
 
 def summary(result: Any) -> str:
     """The trained model's line: metrics, loss, speed, steps."""
-    m = result.metric_name or "metric"
-    fmt = (lambda v: f"{v:.2%}") if m in ("accuracy", "exact_match", "pixel_accuracy") else (lambda v: f"{v:.4g}")
-    parts = [f"train {m} {fmt(result.train_metric)}" if result.train_metric is not None else "",
-             f"test {m} {fmt(result.test_metric)}" if result.test_metric is not None else ""]
     resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
     if result.compile_s is not None:
         resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
     if result.strategy:
         resumed += f" ({result.strategy} x{result.world_size}: samples/s of all ranks)"
-    steps = f"{result.steps_trained:,} step" + ("" if result.steps_trained == 1 else "s")
-    return (f"{result.precision} on {result.device}{resumed}: {'  '.join(p for p in parts if p)}  "
-            f"final loss {result.final_loss:.4f}  {result.samples_per_s:,.0f} samples/s  "
-            f"{steps} trained, skipped steps {result.skipped_steps}")
+    return train_line(f"{result.precision} on {result.device}{resumed}", result.metric_name, result.train_metric,
+                      result.test_metric, result.final_loss, result.samples_per_s, result.steps_trained,
+                      result.skipped_steps)
 
 
 def diagnose_plan(request: DiagnoseRequest) -> None:

@@ -27,6 +27,7 @@ from ampbench.measure.memory import rss
 from ampbench.precision import Fp8Options, MixedPrecision, get
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizers import fused_where_supported
+from ampbench.train_line import accuracy_keys
 from ampbench.workloads.base import Workload
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -127,10 +128,7 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        if self.metric_name == "accuracy":
-            d["train_accuracy"], d["test_accuracy"] = self.train_metric, self.test_metric
-        return d
+        return {**asdict(self), **accuracy_keys(self.metric_name, self.train_metric, self.test_metric)}
 
 
 class TrainLog(Protocol):
