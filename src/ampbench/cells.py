@@ -313,7 +313,9 @@ class CellSpec:
 
         out: dict[str, Any] = {}
         if self.strategy is not None:
-            out.update(strategy=self.strategy, grad_reduce_dtype=self.distribution.grad_reduce_dtype)
+            from ampbench.distributed.placement import placement_of  # lazy: torch
+
+            out["placement"] = placement_of(self.strategy, self.distribution.grad_reduce_dtype)
         if is_fp8(self.precision):
             out["fp8"] = self.recipe.fp8
         if self.optimizer_state is not None:

@@ -13,6 +13,7 @@ import pytest
 
 from ampbench import MixedPrecision
 from ampbench.distributed import layout
+from ampbench.distributed.placement import Ddp, Fsdp, OneDevice, placement_of
 from ampbench.errors import AmpbenchError
 from ampbench.launch import free_port
 from ampbench.precision import get
@@ -140,20 +141,39 @@ def test_pairs_are_described_and_bad_ones_refused() -> None:
         "float32; norm layers fp32 units")
     assert layout("fsdp", get("pure-bf16")).describe().startswith("FSDP2 over the pure-bf16 recipe; sharded params half")
     with pytest.raises(AmpbenchError, match="compression applies to fp32 gradients"):
-        MixedPrecision("master-bf16", strategy="ddp", grad_reduce_dtype="fp16")
+        MixedPrecision("master-bf16", placement=Ddp(reduce_dtype="fp16"))
     assert layout("fsdp", get("fp8-tensorwise")).fp8_all_gather and not layout("fsdp", get("fp8-rowwise")).fp8_all_gather
     assert not layout("ddp", get("fp8-tensorwise")).fp8_all_gather
     with pytest.raises(AmpbenchError, match="strategy='dpp': choose from ddp, fsdp"):
-        MixedPrecision("amp-bf16", strategy="dpp")
-    with pytest.raises(AmpbenchError, match="grad_reduce_dtype applies to strategy ddp or fsdp"):
-        MixedPrecision("amp-bf16", grad_reduce_dtype="bf16")
+        placement_of("dpp")  # (the command line's --strategy)
+    with pytest.raises(AmpbenchError, match="grad_reduce_dtype='bf16' applies to strategy ddp or fsdp"):
+        placement_of(None, "bf16")
+    with pytest.raises(AmpbenchError, match="grad_reduce_dtype='int8': choose from"):
+        Fsdp(reduce_dtype="int8")
+    with pytest.raises(AmpbenchError, match="a placement is OneDevice"):
+        MixedPrecision("amp-bf16", placement="ddp")  # type: ignore[arg-type]
+
+
+def test_a_placement_is_a_value_bound_to_the_recipe_never_changed() -> None:
+    """One small class per strategy: the engine binds a copy to its recipe (its layout); the caller's value is left as
+    given, so one value serves several engines."""
+    ddp = Ddp(reduce_dtype="bf16")
+    a, b = MixedPrecision("amp-bf16", placement=ddp), MixedPrecision("master-bf16", placement=ddp)
+    assert ddp.layout is None and a.placement is not ddp and b.placement is not ddp
+    assert a.strategy == b.strategy == "ddp" and a.layout is not None and b.layout is not None
+    assert a.layout.describe() == layout("ddp", get("amp-bf16"), placement_of("ddp", "bf16").reduce_dtype).describe()
+    assert b.layout.describe() != a.layout.describe()
+    one = MixedPrecision("amp-bf16")
+    assert isinstance(one.placement, OneDevice) and one.strategy is None and one.layout is None
+    assert not one.placement.shards_gradients and Fsdp().bound(get("amp-bf16")).shards_gradients
+    assert repr(a) == "MixedPrecision('amp-bf16', loss_scale='none', placement=Ddp(reduce_dtype=torch.bfloat16))"
 
 
 def test_setup_without_a_process_group_says_how_to_launch() -> None:
     import torch
 
     model = torch.nn.Linear(4, 2)
-    mp = MixedPrecision("amp-bf16", strategy="ddp")
+    mp = MixedPrecision("amp-bf16", placement=Ddp())
     with pytest.raises(AmpbenchError, match="needs torch.distributed initialised: launch with torchrun"):
         mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
 

@@ -21,6 +21,7 @@ from torch import nn
 
 from ampbench import MixedPrecision
 from ampbench.distributed import checkpoint
+from ampbench.distributed.placement import Fsdp, placement_of
 from ampbench.measure.syncs import HostSyncCounter
 from ampbench.precision.support import supported
 
@@ -89,6 +90,11 @@ class BlockNet(nn.Module):
         return self.out(h)
 
 
+def _engine(precision: str, strategy: str | None, grad_reduce_dtype: str | None = None, **kw: Any) -> MixedPrecision:
+    """The engine on this rank's CPU, placed as the strategy's name says (``grad_reduce_dtype``: its reduce dtype)."""
+    return MixedPrecision(precision, placement=placement_of(strategy, grad_reduce_dtype), device="cpu", **kw)
+
+
 def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **kw: Any) -> dict[str, Any]:
     """BlockNet trained STEPS steps (``strategy`` None: one process over the ranks' batches concatenated), the bytes
     this rank put into FSDP2's all-gathers counted."""
@@ -97,7 +103,7 @@ def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **
     torch.manual_seed(0)
     net = BlockNet()
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-    mp = MixedPrecision(precision, strategy=strategy, device="cpu", **kw)
+    mp = _engine(precision, strategy, **kw)
     model, opt = mp.setup(net, opt)
     with gathered_bytes() as sent:
         for step in range(STEPS):
@@ -138,7 +144,7 @@ def build(precision: str, strategy: str, fused: bool = False, blocks: bool = Fal
     torch.manual_seed(0)
     net = BlockNet() if blocks else Net()
     opt = torch.optim.Adam(net.parameters(), lr=1e-2, **({"fused": True} if fused else {}))
-    mp = MixedPrecision(precision, strategy=strategy, device="cpu", **kw)
+    mp = _engine(precision, strategy, **kw)
     model, opt = mp.setup(net, opt)
     return model, opt, mp, net
 
@@ -291,7 +297,7 @@ def main(out_dir: Path) -> None:
 
     torch.manual_seed(0)
     net = BlockNet()
-    mp = MixedPrecision("amp-bf16", strategy="fsdp", device="cpu")
+    mp = MixedPrecision("amp-bf16", placement=Fsdp(), device="cpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model, opt = mp.setup(net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, fused=True))

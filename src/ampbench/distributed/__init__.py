@@ -1,6 +1,7 @@
 """Mixed precision on many devices over torch.distributed: DDP and FSDP2 (``MixedPrecision(...,
-strategy="ddp"|"fsdp")``). ``strategy`` says what each (strategy, precision) pair does; ``wrap`` applies
-it; ``checkpoint`` saves and resumes sharded state with torch.distributed.checkpoint."""
+placement=Ddp(...) | Fsdp(...))``, :mod:`ampbench.distributed.placement`). ``strategy`` says what each (strategy,
+precision) pair does; ``wrap`` applies it; ``checkpoint`` saves and resumes sharded state with
+torch.distributed.checkpoint."""
 
 import torch.distributed as dist
 

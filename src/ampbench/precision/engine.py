@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from ampbench.distributed.placement import Placement
+from ampbench.distributed.placement import OneDevice, Placement
 from ampbench.distributed.units import FsdpSplit, split
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision import engine_state
@@ -83,11 +83,12 @@ class MixedPrecision:
             (:mod:`ampbench.precision.fused_step`: the same kernels and bits as ``optimizer.step()``, without its
             per-step Python, ~40 µs on a CPU host; anything it would not do exactly as ``optimizer.step()`` does -- step hooks, a
             profiler, a subclass -- goes through ``optimizer.step()``). ``False``: always ``optimizer.step()``.
-        strategy: ``None`` (one device), ``"ddp"`` or ``"fsdp"`` (FSDP2): setup wraps or shards the model for
-            torch.distributed; what each (strategy, precision) pair does: :mod:`ampbench.distributed.strategy`.
-        grad_reduce_dtype: with a strategy, the dtype gradients are reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``).
-        mesh, process_group: FSDP2's device mesh (default: every rank on this device type) and the group
-            the ranks agree on skipped steps over (default: the world).
+        placement: where it trains (:mod:`ampbench.distributed.placement`): ``None`` or ``OneDevice()``,
+            ``Ddp(reduce_dtype=None, process_group=None)``, ``Fsdp(reduce_dtype=None, mesh=None,
+            process_group=None)``: setup wraps or shards the model for torch.distributed; ``reduce_dtype`` the dtype
+            gradients are reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``), ``mesh`` FSDP2's device mesh (default:
+            every rank on this device type), ``process_group`` the group the ranks agree on skipped steps over
+            (default: the world). What each (strategy, precision) pair does: :mod:`ampbench.distributed.strategy`.
         optimizer_state: the precision of the optimizer's states: ``None`` (the optimizer as built: states in the
             dtype of the weights it steps), ``"fp32"``, ``"bf16"``, ``"bf16-sr"``, ``"8bit"``, ``"4bit"``, ``"fp8"``
             (:mod:`ampbench.precision.optimizer_state`: setup rebuilds a torch Adam/AdamW as torchao's, same
@@ -106,10 +107,7 @@ class MixedPrecision:
         fp8: Fp8Options | None = None,
         fp8_skip: Sequence[str] = (),
         fp8_filter: str = "auto",
-        strategy: str | None = None,
-        grad_reduce_dtype: str | torch.dtype | None = None,
-        mesh: Any = None,
-        process_group: Any = None,
+        placement: Placement | None = None,
         optimizer_state: str | None = None,
     ) -> None:
         self.recipe = get(precision)
@@ -119,8 +117,12 @@ class MixedPrecision:
         why = state_refusal(self.name, self.optimizer_state)
         if why:
             raise AmpbenchError(f"Passed MixedPrecision({precision!r}, optimizer_state={optimizer_state!r}): {why}")
-        self.placement = Placement(strategy, self.recipe, grad_reduce_dtype, mesh, process_group)
-        """One device or a torch.distributed strategy (DDP/FSDP2): what it changes of the setup."""
+        if placement is not None and not isinstance(placement, Placement):
+            raise AmpbenchError(f"Passed MixedPrecision({precision!r}, placement={placement!r}): a placement is "
+                                "OneDevice(), Ddp(...) or Fsdp(...) (ampbench.distributed.placement)")
+        self.placement = (placement or OneDevice()).bound(self.recipe)
+        """One device or a torch.distributed strategy (DDP/FSDP2), bound to this recipe: what it changes of the
+        setup."""
         self.strategy = self.placement.strategy
         self.layout = self.placement.layout
         """What this (strategy, precision) pair does (ampbench.distributed.strategy); None on one device."""
@@ -160,9 +162,9 @@ class MixedPrecision:
         self._context_device: str | None = None
 
     def __repr__(self) -> str:
-        strategy = f", strategy={self.strategy!r}" if self.strategy else ""
+        placement = f", placement={self.placement!r}" if self.strategy else ""
         state = f", optimizer_state={self.optimizer_state!r}" if self.optimizer_state else ""
-        return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r}{strategy}{state})"
+        return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r}{placement}{state})"
 
     @property
     def fp8_layers(self):  # type: ignore[no-untyped-def]
@@ -198,7 +200,7 @@ class MixedPrecision:
             optimizers = [convert_optimizer(o, self.optimizer_state) for o in optimizers]
             optimizer = optimizers if isinstance(optimizer, (list, tuple)) else optimizers[0]  # type: ignore[assignment]
         place = self.placement
-        place.before_setup(models, f"MixedPrecision(strategy={self.strategy!r})")
+        place.before_setup(models, f"MixedPrecision({self.name!r}, placement={place!r})")
         with_masters = self.recipe.master_weights and place.engine_masters
 
         fp32_copies: dict[int, torch.Tensor] = {}

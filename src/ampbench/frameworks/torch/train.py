@@ -18,6 +18,7 @@ from torch import nn
 
 from ampbench.data.tensors import TensorData
 from ampbench.distributed import checkpoint as dcheckpoint
+from ampbench.distributed.placement import placement_of
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, finish_model
@@ -214,7 +215,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     model = workload.model.to(device)
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
-                        strategy=config.strategy, grad_reduce_dtype=config.grad_reduce_dtype,
+                        placement=placement_of(config.strategy, config.grad_reduce_dtype),
                         optimizer_state=config.optimizer_state)
     model, optimizer = mp.setup(model, optimizer)
     world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
