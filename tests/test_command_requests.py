@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.command_requests import DiagnoseRequest, Launch, Target, TrainRequest, data_options
+from ampbench.command_options import DataArgs
+from ampbench.command_requests import DiagnoseRequest, Launch, Target, TrainRequest
 from ampbench.errors import AmpbenchError
 
 
@@ -48,7 +49,7 @@ def test_the_launch_and_the_data_options_are_checked() -> None:
     with pytest.raises(AmpbenchError, match="--node-rank"):
         Launch(None, node_rank=1)
     with pytest.raises(AmpbenchError, match="--batches"):
-        TrainRequest(Target("mnist-cnn", preset="tiny", data=data_options(batches="x.py:make")))
+        TrainRequest(Target("mnist-cnn", preset="tiny", data=DataArgs(batches="x.py:make").parsed()))
 
 
 def test_a_diagnose_request_picks_the_checks_that_apply(tmp_path: Path) -> None:

@@ -19,10 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ampbench import seam
 from ampbench.measure.gpus import predictable
+
+if TYPE_CHECKING:
+    from ampbench.workloads.options import DataOptions
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,26 @@ class DataArgs:
                                            "(default 0.2; tabular/text 0.1).")
     option: list[str] | None = opt(None, "Workload option KEY=VALUE (hf: config fields; tokenizer=word|byte|bpe for a "
                                          "text CSV).", "--option", "-o")
+
+    def parsed(self) -> DataOptions:
+        """These options parsed (``-o KEY=VALUE`` included): what every command's request holds."""
+        return parsed_data(self)
+
+
+def parsed_data(section: Any) -> DataOptions:
+    """A command's data section (:class:`DataArgs`, :class:`PredictData`) parsed, field by field by name: the one
+    mapping from the command line's data options to :class:`~ampbench.workloads.options.DataOptions` (a section
+    without real data -- predict's -- has no ``--data-dir`` nor ``--val-fraction``)."""
+    from ampbench.bench.config import parse_options  # lazy: torch
+    from ampbench.workloads.options import DataOptions
+
+    data_dir = getattr(section, "data_dir", None)
+    return DataOptions(input_shape=section.input_shape, num_classes=section.num_classes,
+                       vocab_size=section.vocab_size, num_outputs=section.num_outputs, task=section.task,
+                       batches=section.batches, loss=section.loss,
+                       data_dir=None if data_dir is None else str(data_dir),
+                       val_fraction=getattr(section, "val_fraction", None),
+                       options=tuple(sorted(parse_options(section.option).items())))
 
 
 @dataclass(frozen=True)
@@ -386,6 +409,9 @@ class PredictData:
     batches: str | None = same(DataArgs, "batches")
     loss: str | None = same(DataArgs, "loss")
     option: list[str] | None = same(DataArgs, "option")
+
+    def parsed(self) -> DataOptions:
+        return parsed_data(self)
 
 
 @dataclass(frozen=True)

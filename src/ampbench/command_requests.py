@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench import seam
-from ampbench.bench.config import fp8_compiles_by_default, parse_options
+from ampbench.bench.config import fp8_compiles_by_default
 from ampbench.command_options import CommandTarget, DataArgs, DiagnoseSettings, TrainDistribution, TrainSettings
 from ampbench.diagnose import applicable_checks, parse_checks
 from ampbench.errors import AmpbenchError
@@ -30,22 +30,6 @@ from ampbench.precision import Fp8Options, resolve
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.tensorboard import open_dir
 from ampbench.workloads import DataOptions
-
-
-def data_options(input_shape: str | None = None, vocab_size: int | None = None, num_classes: int | None = None,
-                 num_outputs: int | None = None, task: str | None = None, batches: str | None = None,
-                 loss: str | None = None, data_dir: Path | None = None, val_fraction: float | None = None,
-                 option: list[str] | None = None) -> DataOptions:
-    """The data options of a command, parsed (``-o KEY=VALUE`` included): one value for every command."""
-    return DataOptions(input_shape, num_classes, vocab_size, num_outputs, task, batches, loss,
-                       None if data_dir is None else str(data_dir), val_fraction,
-                       tuple(sorted(parse_options(option).items())))
-
-
-def data_of(args: DataArgs) -> DataOptions:
-    """The data options as the command line declares them (:class:`ampbench.command_options.DataArgs`), parsed."""
-    return data_options(args.input_shape, args.vocab_size, args.num_classes, args.num_outputs, args.task, args.batches,
-                        args.loss, args.data_dir, args.val_fraction, args.option)
 
 
 @dataclass(frozen=True)
@@ -78,7 +62,7 @@ class Target:
     @classmethod
     def of(cls, target: CommandTarget, data: DataArgs) -> Target:
         """The target the command line's declared options say (:mod:`ampbench.command_options`)."""
-        return cls(target.workload, target.model, target.preset, target.seed, data_of(data), target.backend)
+        return cls(target.workload, target.model, target.preset, target.seed, data.parsed(), target.backend)
 
     @property
     def what(self) -> str:

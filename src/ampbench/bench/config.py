@@ -361,10 +361,7 @@ class RunConfig:
         names = parse_list(t.workloads, "workloads")
         if t.model is not None and names:
             raise AmpbenchError("give --workloads or --model, not both")
-        d = options.data
-        data = DataOptions(d.input_shape, d.num_classes, d.vocab_size, d.num_outputs, d.task, d.batches, d.loss,
-                           None if d.data_dir is None else str(d.data_dir), d.val_fraction,
-                           tuple(sorted(parse_options(d.option).items())))
+        data = options.data.parsed()
         entries = suite_entries(names, t.preset, dev) if t.model is None else ()
         wl_names, presets = tuple(e.workload for e in entries), tuple(e.preset for e in entries)
         if t.model is not None:

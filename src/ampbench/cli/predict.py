@@ -28,7 +28,6 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
 
 def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
              output: PredictOutput) -> None:
-    from ampbench.command_requests import data_options  # lazy: torch
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
     from ampbench.report.console import predicted_tables  # lazy: torch
     from ampbench.report.gpu_comparison import advice, comparison_tables, ddp_lines, mark_ranks, wide_csv  # lazy: torch
@@ -37,12 +36,9 @@ def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribu
     check_output_file(json_out, "--json", "predict.json")
     check_output_file(csv_out, "--csv", "predict.csv")
     store = open_store(output.db)  # (a directory or a damaged file: one line, before anything is traced)
-    d = data
     config = PredictConfig.from_strings(
         gpu=gpus.gpu, gpu_spec=gpus.gpu_spec, prices=gpus.prices, host_us=gpus.host_us, **asdict(targets),
-        **asdict(spread),
-        data=data_options(d.input_shape, d.vocab_size, d.num_classes, d.num_outputs, d.task, d.batches, d.loss, None,
-                          None, d.option))
+        **asdict(spread), data=data.parsed())
     from ampbench.predict.run_time import run_cells, run_text, runs_text  # lazy: torch
 
     with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)
