@@ -19,13 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ampbench import seam
 from ampbench.measure.gpus import predictable
-
-if TYPE_CHECKING:
-    from ampbench.workloads.options import DataOptions
+from ampbench.workloads.options import DataOptions, parse_options
 
 
 @dataclass(frozen=True)
@@ -125,9 +123,6 @@ def parsed_data(section: Any) -> DataOptions:
     """A command's data section (:class:`DataArgs`, :class:`PredictData`) parsed, field by field by name: the one
     mapping from the command line's data options to :class:`~ampbench.workloads.options.DataOptions` (a section
     without real data -- predict's -- has no ``--data-dir`` nor ``--val-fraction``)."""
-    from ampbench.bench.config import parse_options  # lazy: torch
-    from ampbench.workloads.options import DataOptions
-
     data_dir = getattr(section, "data_dir", None)
     return DataOptions(input_shape=section.input_shape, num_classes=section.num_classes,
                        vocab_size=section.vocab_size, num_outputs=section.num_outputs, task=section.task,

@@ -519,18 +519,6 @@ def parse_list(value: str | None, what: str) -> list[str]:
     return items
 
 
-def parse_options(items: Iterable[str] | None) -> dict[str, object]:
-    """``-o KEY=VALUE`` (repeatable) -> {key: value}; a value of digits is an int (as cell keys store it), else the
-    string; the last of a repeated key wins."""
-    out: dict[str, object] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise AmpbenchError(f"--option {item!r}: expected KEY=VALUE (e.g. --option task=span)")
-        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
-    return out
-
-
 def parse_measures(value: str | None) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_MEASURES
@@ -592,5 +580,5 @@ def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterab
     return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
 
 
-__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "parse_list", "parse_measures", "parse_options",
+__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "parse_list", "parse_measures",
            "parse_precisions", "parse_size"]

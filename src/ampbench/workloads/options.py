@@ -8,6 +8,7 @@ A plain value (no torch): the CLI builds it once, the run's config and every cel
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,3 +72,15 @@ class DataOptions:
             raise AmpbenchError("--batches/--loss apply to --model only")
         if data.task is not None:
             data.resolve("--task", need_shape=False, need_vocab=not any(w.startswith("hf:") for w in workloads))
+
+
+def parse_options(items: Iterable[str] | None) -> dict[str, object]:
+    """``-o KEY=VALUE`` (repeatable) -> {key: value}; a value of digits is an int (as cell keys store it), else the
+    string; the last of a repeated key wins."""
+    out: dict[str, object] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise AmpbenchError(f"--option {item!r}: expected KEY=VALUE (e.g. --option task=span)")
+        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
+    return out
