@@ -1,7 +1,7 @@
 """Does the harness report the throughput a user would measure by hand? ampbench's samples/s vs a hand loop's.
 
 Same workload, model, data and process; each round runs ampbench's in-process cell
-(``ampbench.bench.run_cell``, throughput only) and a hand-written loop, in alternating order so drift
+(``ampbench.bench.jobs.run_cell``, throughput only) and a hand-written loop, in alternating order so drift
 hits both alike. The hand loop is what a user writes around the same engine: data already on the
 device, ``batches()`` of the training split, warm-up, then ``perf_counter`` around N steps (with a
 synchronise on GPU). A second hand loop uses plain torch (torch.autocast, no ampbench) for context;
@@ -23,8 +23,8 @@ import time
 
 import torch
 
+from ampbench.bench.jobs import run_cell
 from ampbench.cells import CellSpec
-from ampbench.frameworks.torch.cell import run_cell
 from ampbench.measure.env import environment
 from ampbench.precision import MixedPrecision, get
 from ampbench.precision.tf32_flags import tf32_scope

@@ -39,10 +39,11 @@ class Options:
 
 
 class CellRunner(Protocol):
-    """What measures a cell in the cell's own process (a framework's cell module): the scenario through the
-    framework's verbs, one max-batch trial, a validation build, the steps an estimate times."""
+    """What measures a cell in the cell's own process (a framework's cell module): the framework's verbs for a cell
+    (the harness runs the scenario through them: :func:`ampbench.bench.jobs.run_cell`), one max-batch trial, a
+    validation build, the steps an estimate times."""
 
-    def run_cell(self, spec: Any, maxbatch_trial: Any = None, throughput_at: Any = None) -> dict[str, Any]: ...
+    def verbs(self, spec: Any) -> Any: ...
 
     def run_trial(self, spec: Any, batch_size: int) -> dict[str, Any]: ...
 

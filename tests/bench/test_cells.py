@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ampbench.bench import CellSpec, RunConfig, run
-from ampbench.frameworks.torch.cell import run_cell
+from ampbench.bench.jobs import run_cell
 from ampbench.store import DERIVED_KEYS, ROW_KEYS, Store
 
 PLANTED = str(Path(__file__).with_name("planted.py"))

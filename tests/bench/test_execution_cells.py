@@ -97,7 +97,7 @@ def test_axes_that_cannot_apply_are_one_line_and_exit_2(tmp_path: Path, args: li
 
 def test_graph_breaks_and_recompiles_in_the_timed_steps_are_counted() -> None:
     """The counters are not always zero: a planted graph break and a planted recompile per step are found."""
-    from ampbench.frameworks.torch.cell import run_cell
+    from ampbench.bench.jobs import run_cell
     from ampbench.report.console import compile_note
 
     spec = dict(workload=None, preset="tiny", precision="fp32", batch_size=4, device="cpu", measures=("throughput",),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ampbench.bench import CellSpec
-from ampbench.frameworks.torch.cell import run_cell
+from ampbench.bench.jobs import run_cell
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

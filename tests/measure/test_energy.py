@@ -131,7 +131,7 @@ def test_a_cpu_cells_energy_columns_are_null_and_its_phases_add_up() -> None:
     """A CPU cell measured for real: its energy columns null (not zero), its phases each >= 0, adding up to its wall
     time, in the cell's order."""
     from ampbench.bench import CellSpec
-    from ampbench.frameworks.torch.cell import run_cell
+    from ampbench.bench.jobs import run_cell
 
     row = run_cell(CellSpec.of(workload="tabular-mlp", model=None, preset="tiny", precision="fp32", batch_size=None,
                                device="cpu", measures=("throughput", "memory"), steps=3, warmup=2))

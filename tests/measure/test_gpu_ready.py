@@ -21,6 +21,7 @@ def test_timing_runs_on_the_cells_device() -> None:
 
 def test_a_cell_measures_inside_its_device(monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.bench import CellSpec
+    from ampbench.bench.jobs import run_cell
     from ampbench.frameworks.torch import cell as cell_mod
 
     seen: list[str] = []
@@ -32,7 +33,7 @@ def test_a_cell_measures_inside_its_device(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(cell_mod, "on_device", recording)
     spec = CellSpec.of(device="cpu", workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None, steps=2,
                        warmup=1)
-    assert cell_mod.run_cell(spec)["status"] == "ok" and seen == ["cpu"]
+    assert run_cell(spec)["status"] == "ok" and seen == ["cpu"]
 
 
 def test_gpu_gemms_are_timed_in_graph_replays_of_enough_work() -> None:

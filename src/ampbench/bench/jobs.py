@@ -6,10 +6,12 @@ trial on one torchrun rank. Each takes the JSON payload the parent wrote and ret
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from ampbench import seam
+from ampbench.bench.scenario import measure_cell
 from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Job
 from ampbench.measure.maxbatch import Trial
@@ -49,16 +51,24 @@ def _ok(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def framework(spec: CellSpec) -> seam.CellRunner:
-    """What measures the cell in this process (``run_cell``, ``run_trial``, ``validate``): its framework's cell
+    """What measures the cell in this process (``verbs``, ``run_trial``, ``validate``): its framework's cell
     module (:meth:`ampbench.seam.Framework.cells`), imported here, in the cell's process (a backend is chosen there)."""
     return seam.of_cell(spec).cells()
+
+
+def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Trial] | None = None,
+             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Measure one cell in this process, whatever its framework: the scenario (:func:`~ampbench.bench.scenario.
+    measure_cell`) through the framework's verbs; the row (its status says how it ended). ``maxbatch_trial`` /
+    ``throughput_at`` run the max-batch search's trials and its final throughput (child-process ones from here)."""
+    return measure_cell(spec, framework(spec).verbs(spec), maxbatch_trial, throughput_at)
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
     """A cell, in its own process; its max-batch trials each in a process of their own."""
     spec = _spec(payload)
     timeout = payload.get("trial_timeout")
-    return framework(spec).run_cell(spec, maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
+    return run_cell(spec, maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
                                     throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
 
 
@@ -69,7 +79,7 @@ def trial(payload: dict[str, Any]) -> dict[str, Any]:
 
 def throughput(payload: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(payload)
-    return framework(spec).run_cell(spec.measuring(("throughput",), int(payload["batch_size"])))
+    return run_cell(spec.measuring(("throughput",), int(payload["batch_size"])))
 
 
 def validate_job(specs: list[CellSpec]) -> Job:
@@ -98,7 +108,7 @@ def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
     if payload.get("crash_rank") == dist.get_rank():  # tests: a rank that dies mid-cell (SIGKILL, as the OOM killer)
         os.kill(os.getpid(), 9)
     spec = replace(_spec(payload), device=payload["device"])
-    return framework(spec).run_cell(spec)
+    return run_cell(spec)
 
 
 def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ampbench import phases, progress, seam
 from ampbench.bench.cell_row import base_row
 from ampbench.bench.config import RunConfig
 from ampbench.bench.jobs import HERE as HERE_JOBS
-from ampbench.bench.jobs import framework, isolated_trial, job, trial_of, validate_job
+from ampbench.bench.jobs import framework, isolated_trial, job, run_cell, trial_of, validate_job
 from ampbench.bench.ranks import run_cell_distributed
 from ampbench.cells import CellSpec
 from ampbench.distributed.strategy import check_reduce_dtype, layout
@@ -60,9 +60,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
     if not isolate and not seam.of_cell(spec).own_process:  # (own_process: it imports a backend of its choice)
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
-        cells = framework(spec)
-        return cells.run_cell(spec, maxbatch_trial=trial,  # type: ignore[no-any-return]
-                              throughput_at=lambda s, b: cells.run_cell(s.measuring(("throughput",), b)))
+        return run_cell(spec, maxbatch_trial=trial, throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
     return _failed_or_row(spec, *launcher(spec, timeout).run_stamped(job("cell", spec, trial_timeout=timeout)))
 
 

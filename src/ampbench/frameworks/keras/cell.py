@@ -30,7 +30,7 @@ from ampbench.bench.cell_row import (
     trial_failed,
     trial_fits,
 )
-from ampbench.bench.scenario import CellVerbs, check_budget, measure_cell
+from ampbench.bench.scenario import CellVerbs, check_budget
 from ampbench.cells import CellSpec
 from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 from ampbench.errors import AmpbenchError
@@ -123,11 +123,9 @@ class Trainer:
         return float(np.asarray(scale)) if scale is not None else float(opt.initial_scale)
 
 
-def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
-             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Measure one Keras cell in this process (the scenario, :func:`ampbench.bench.scenario.measure_cell`, through
-    :class:`KerasCell`); the row (status says how it ended)."""
-    return measure_cell(spec, KerasCell(), maxbatch_trial, throughput_at)
+def verbs(spec: CellSpec) -> KerasCell:
+    """The cell's verbs (the harness measures the cell through them: :func:`ampbench.bench.jobs.run_cell`)."""
+    return KerasCell()
 
 
 class KerasCell(CellVerbs):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,7 +23,7 @@ from ampbench.bench.cell_row import (
     trial_fits,
 )
 from ampbench.bench.estimate import BUDGET_S
-from ampbench.bench.scenario import CellVerbs, check_budget, measure_cell
+from ampbench.bench.scenario import CellVerbs, check_budget
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
@@ -79,12 +78,9 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
         check_optimizer(wl.make_optimizer(wl.model.parameters()), spec.optimizer_state)
 
 
-def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
-             throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Measure one cell in this process (the scenario, :func:`ampbench.bench.scenario.measure_cell`, through
-    :class:`TorchCell`). ``maxbatch_trial`` / ``throughput_at`` run the max-batch search's trials and its final
-    throughput (the harness passes child-process versions)."""
-    return measure_cell(spec, TorchCell(spec), maxbatch_trial, throughput_at)
+def verbs(spec: CellSpec) -> TorchCell:
+    """The cell's verbs (the harness measures the cell through them: :func:`ampbench.bench.jobs.run_cell`)."""
+    return TorchCell(spec)
 
 
 class TorchCell(CellVerbs):
