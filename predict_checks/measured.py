@@ -22,7 +22,7 @@ from typing import Any
 
 from torch import nn
 
-from ampbench.command_requests import data_options
+from ampbench.command_options import PredictData
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision.optimizers import DIRECTLY
 from ampbench.predict.cost import MEASURED_HOST
@@ -91,8 +91,9 @@ def _moved(spec: str | None) -> str | None:
 
 def _build(workload: str, preset: str, config: dict[str, Any]) -> Callable[[], Workload]:
     """The cell's workload as its run built it: the run's target and data options (``-o``, ``--input-shape``...)."""
-    data = data_options(config["input_shape"], config["vocab_size"], config["num_classes"], config["num_outputs"],
-                        config["task"], config["batches"], config["loss"], None, None, config["options"])
+    data = PredictData(input_shape=config["input_shape"], vocab_size=config["vocab_size"],
+                       num_classes=config["num_classes"], num_outputs=config["num_outputs"], task=config["task"],
+                       batches=config["batches"], loss=config["loss"], option=config["options"]).parsed()
     data = data.with_defaults(entry_options(workload, preset, config))
     user = workload.startswith("user:")
     return functools.partial(build_target, None if user else workload, _moved(config["model"]) if user else None, preset, data,
