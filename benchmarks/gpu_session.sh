@@ -215,6 +215,15 @@ case $1 in
     # 4. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
     run_resumable truth-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
       --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
+    # 5. building ahead, A/B: two of the suite's cells again (the suite entries' preset, batch and layout on a GPU of
+    # >= 75 GiB), each started at its turn (--no-build-ahead): their step times beside the suite's built-ahead ones
+    # say whether the overlap moves a measurement (it must not)
+    run_resumable truth-ahead-ab-rn50 --workloads resnet50 --preset paper --batch-size 256 --memory-format channels_last \
+      --precisions amp-bf16 --no-build-ahead --cell-timeout 120 \
+      --label "A/B: resnet50 amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
+    run_resumable truth-ahead-ab-mlp --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 \
+      --no-build-ahead --cell-timeout 120 \
+      --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
     ;;
   lease)
