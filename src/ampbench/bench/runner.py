@@ -251,11 +251,11 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
             else:
                 inside = None if on_event is None else (
                     lambda e, i=i, spec=spec: on_event(CellEvent("progress", i, len(cells), spec, progress=e)))
-                following = next((j for j in range(i + 1, len(cells))
-                                  if cells[j].key() not in done and problem(cells[j]) is None), None)
                 with progress.reporting_to(inside):  # in this process, or followed in its child process / ranks
                     started = ahead.take(i, spec)
                     if started is not None:  # (the next cell's process starts while this one measures)
+                        following = next((j for j in range(i + 1, len(cells))
+                                          if cells[j].key() not in done and problem(cells[j]) is None), None)
                         if following is not None:
                             ahead.start(following, cells[following])
                         row = _failed_or_row(spec, *started.wait())

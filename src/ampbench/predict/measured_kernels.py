@@ -80,9 +80,14 @@ def _conv_io(c: Conv, element: int) -> float:
     return float(element * (c.n * c.c * c.h * c.w + c.n * c.k * c.p * c.q))
 
 
+def _nearest(pts: list[Point], where: tuple[float, ...]) -> list[tuple[float, Point]]:
+    """The :data:`NEIGHBOURS` points nearest ``where`` in log shape, nearest first, with their distances."""
+    return sorted(((math.dist(p.where, where), p) for p in pts), key=lambda dp: dp[0])[:NEIGHBOURS]
+
+
 def _nearest_mean(pts: list[Point], where: tuple[float, ...]) -> float:
     """The inverse-distance weighted mean of the nearest points' ratios (arithmetic: a workspace may be 0)."""
-    dist = sorted(((math.dist(p.where, where), p) for p in pts), key=lambda dp: dp[0])[:NEIGHBOURS]
+    dist = _nearest(pts, where)
     if dist[0][0] < 1e-9:
         return dist[0][1].ratio
     weights = [1.0 / d for d, _ in dist]
@@ -216,7 +221,7 @@ class KernelTable:
         pts = [p for p in self.points.get(key, []) if p.label != exclude]
         if not pts:
             return None
-        dist = sorted(((math.dist(p.where, where), p) for p in pts), key=lambda dp: dp[0])[:NEIGHBOURS]
+        dist = _nearest(pts, where)
         if dist[0][0] < 1e-9:
             return dist[0][1].ratio
         weights = [1.0 / d for d, _ in dist]
