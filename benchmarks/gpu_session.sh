@@ -209,13 +209,7 @@ case $1 in
     run_resumable truth-suite --cell-timeout 150 --verbose \
       --label "the default GPU suite at real scale, every mode (fork server; 20 timed steps)" || return $?
     [ -n "$DRY" ] || pack
-    # 3. the kept BatchNorm's CUDA path and the energy columns on a real GPU
-    CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
-      2>&1 | log "$STATE/gpu-tests.log"
-    # 4. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
-    run_resumable truth-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
-      --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
-    # 5. building ahead, A/B: two of the suite's cells again (the suite entries' preset, batch and layout on a GPU of
+    # 3. building ahead, A/B (right after the suite: the next call of a split lease reaches it first): two of the suite's cells again (the suite entries' preset, batch and layout on a GPU of
     # >= 75 GiB), each started at its turn (--no-build-ahead): their step times beside the suite's built-ahead ones
     # say whether the overlap moves a measurement (it must not)
     run_resumable truth-ahead-ab-rn50 --workloads resnet50 --preset paper --batch-size 256 --memory-format channels_last \
@@ -224,6 +218,13 @@ case $1 in
     run_resumable truth-ahead-ab-mlp --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 \
       --no-build-ahead --cell-timeout 120 \
       --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
+    [ -n "$DRY" ] || pack
+    # 4. the kept BatchNorm's CUDA path and the energy columns on a real GPU
+    CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
+      2>&1 | log "$STATE/gpu-tests.log"
+    # 5. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
+    run_resumable truth-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
+      --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
     ;;
   lease)
