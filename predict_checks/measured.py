@@ -35,7 +35,7 @@ KEPT_BATCHNORM_TAKES_HALF = "2026-11-27"
 """From this day a kept BatchNorm takes its half input (master-*): cells of models with BatchNorm measured before it
 ran a cast around each norm, which the engine (and so a prediction) no longer has -- they are left out
 (:func:`stale`), to be measured again."""
-LENT: dict[str, str] = {"h200": "h200", "h200/truth": "h200"}
+LENT: dict[str, str] = {"h200": "h200", "h200/truth": "h200", "h200/lease3": "h200"}
 """Results folders of lent GPUs -> the catalogue key of the GPU that filled them (``measure/gpus.csv``)."""
 
 

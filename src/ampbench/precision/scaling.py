@@ -292,6 +292,23 @@ DIVERGENCE_CHECK_EVERY = 100
 scale fell below its floor raises :class:`TrainingDivergedError` at most this many steps later, naming the step."""
 
 
+def unstarted_momentum(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The parameters whose momentum buffer torch's fused SGD makes at this step (a gradient, momentum, no buffer yet).
+
+    Why the engine looks: that first step makes each buffer with ``torch.empty_like`` and, when its ``found_inf`` is 1
+    (the usual overflow of fp16's first steps at a scale of 2^16), the kernel skips the whole update -- the buffers
+    keep whatever memory they were given, and every later step adds to it (torch 2.11-2.13). On CUDA the caching
+    allocator hands back freed blocks, inf/NaN gradients among them: the weights turn NaN and every later step
+    overflows until the scale falls below its floor ("training diverged" -- the lent H200's ResNet-50 in amp-fp16 and
+    master-fp16, 2026-11-27, where amp-bf16 and pure-fp16, which never overflowed, trained). A step torch's own
+    GradScaler skips on the host never makes them; :meth:`LossScaler.step` makes the fused step match it."""
+    if not isinstance(optimizer, torch.optim.SGD):
+        return []
+    state = optimizer.state
+    return [p for group in optimizer.param_groups if group.get("fused") and group["momentum"] != 0
+            for p in group["params"] if p.grad is not None and "momentum_buffer" not in state.get(p, ())]
+
+
 def steps_on_device(optimizer: torch.optim.Optimizer) -> bool:
     """The optimizer takes ``found_inf``/``grad_scale`` and skips an inf/NaN step inside its own kernel (torch's
     fused Adam, AdamW, SGD, Adagrad): no host read decides the skip."""
@@ -396,6 +413,8 @@ class LossScaler:
         self._state: _DeviceState | None = None
         self._grad_scaler = self._make_grad_scaler()
         self._direct_step = direct_step
+        self._momentum_started: torch.optim.Optimizer | None = None
+        """The fused SGD whose momentum buffers exist (checked, and its first step kept): looked at no more."""
         self._fused: FusedStep | None = None
         """The optimizer's fused Adam/AdamW/SGD step without ``optimizer.step()``'s Python (made at the first step)."""
 
@@ -544,6 +563,7 @@ class LossScaler:
             found = self._found_flag(optimizer)
             after = self._update(self._state or self._first_state(found.device), found, step_index)
         if steps_on_device(optimizer):
+            fresh = unstarted_momentum(optimizer) if self._momentum_started is not optimizer else []
             if fused.step(found):  # (fused Adam/AdamW/SGD: the kernel without optimizer.step()'s Python)
                 self.direct_steps += 1
             else:
@@ -554,6 +574,10 @@ class LossScaler:
                 finally:
                     del optimizer.grad_scale, optimizer.found_inf  # type: ignore[attr-defined]
             self._commit(after)
+            if fresh:
+                self._forget_skipped_start(optimizer, fresh, found)
+            else:
+                self._momentum_started = optimizer
             if self.steps % DIVERGENCE_CHECK_EVERY == 0:
                 self.host_reads += 1
                 self.check_divergence()
@@ -573,6 +597,22 @@ class LossScaler:
         if not flags & 1:
             optimizer.step()
         return after
+
+    def _forget_skipped_start(self, optimizer: torch.optim.Optimizer, fresh: list[torch.Tensor],
+                              found: torch.Tensor) -> None:
+        """After the step that made ``fresh``'s momentum buffers (:func:`unstarted_momentum`): if the kernel skipped
+        it, drop them, as a step skipped on the host never makes them -- the next step starts them again (one host
+        read, at the first step only, and again only while first steps overflow)."""
+        if found.device.type == "meta":  # (a traced step: nothing to read)
+            return
+        self.host_reads += 1
+        if not found.item():
+            self._momentum_started = optimizer
+            return
+        for p in fresh:
+            optimizer.state[p].pop("momentum_buffer", None)
+            if not optimizer.state[p]:
+                del optimizer.state[p]
 
     def _first_state(self, device: torch.device) -> _DeviceState:
         h, dynamic = self._host, self.config.kind == "dynamic"

@@ -110,8 +110,9 @@ def resnet_model(preset: str) -> nn.Module:
     model=resnet_model,
 )
 def build_resnet50(preset: str, data_dir: Path | None, seed: int) -> Workload:
-    # (torchvision's recipe, not DeepLearningExamples' lr 0.256: without its warm-up that lr overflowed fp16 within 18
-    # steps of the lent H200's amp-fp16 cell, "gradients overflow even at scale 1")
+    # (torchvision's recipe. The lent H200's amp-fp16 cells "diverged" at lr 0.256 and again at 0.1: not the rate but
+    # torch's fused SGD, whose skipped first step left its momentum buffers uninitialised -- the engine now drops
+    # them, precision/scaling.unstarted_momentum)
     return _imagenet_workload("resnet50", "ResNet-50 v1.5", resnet_model(preset), preset, data_dir, seed,
                               RESNET_BATCH[preset], 90, lambda p: torch.optim.SGD(
                                   p, lr=0.1 if preset == "paper" else 0.05, momentum=0.9, weight_decay=1e-4))
