@@ -61,6 +61,11 @@ class MeasuredStep:
     predicted_peak_bytes: int
     compile: str = "off"
     cuda_graphs: str = "off"
+    measured_j_per_sample: float | None = None
+    """NVML's energy over the timed steps per sample (None where the run had no reading)."""
+    predicted_j_per_sample: float | None = None
+    energy_basis: str = ""
+    """What the prediction's energy was priced at: measured power (a kernel table's) or TDP."""
 
     @property
     def error(self) -> float:
@@ -131,8 +136,9 @@ def stale(row: dict[str, Any], build: Callable[[], Workload]) -> bool:
 
 
 def lent() -> tuple[MeasuredStep, ...]:
-    """Every lent GPU's steps the tables check: the first lease's H200 set and the real-scale suite."""
-    return steps() + steps("h200/truth")
+    """Every lent GPU's steps the tables check: the first lease's H200 set and the real-scale suite of the second and
+    third leases (the third's in all 8 modes, built ahead)."""
+    return steps() + steps("h200/truth") + steps("h200/lease3")
 
 
 @functools.cache
@@ -161,5 +167,7 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
             p = predicted[(r["precision"], *execution)]
             out.append(MeasuredStep(gpu.key, workload, preset, r["precision"], batch, layout, r["step_ms_p50"],
                                     p["predicted_step_ms"], p["predicted_bound"], p["predicted_error_pct"] / 100,
-                                    r["peak_allocated_bytes"], p["predicted_peak_bytes"], *execution))
+                                    r["peak_allocated_bytes"], p["predicted_peak_bytes"], *execution,
+                                    r.get("joules_per_sample"), p.get("predicted_joules_per_sample"),
+                                    str(p.get("predicted_energy_basis") or "")))
     return tuple(out)

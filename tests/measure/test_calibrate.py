@@ -18,6 +18,7 @@ from ampbench.measure.flop_formulas import custom_mapping
 from ampbench.store import Store
 
 SHIPPED = Path(__file__).resolve().parents[2] / "src" / "ampbench" / "predict" / "calibration"
+BENCH_H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200"
 
 
 def test_a_gemm_cases_flops_and_bytes_are_its_shapes() -> None:
@@ -86,7 +87,13 @@ def test_the_table_is_stored_and_its_csv_reads_back(tmp_path) -> None:  # type: 
     # back without power: nothing prices energy from it
     old = cal.from_csv("\n".join(line for line in text.splitlines() if "power_basis" not in line))
     assert old["power"] == {} and old["power_basis"] == ""
-    assert cal.from_csv((SHIPPED / "h200.csv").read_text())["power"] == {}
+    assert cal.from_csv((BENCH_H200 / "truth" / "calibration.csv").read_text())["power"] == {}
+    # the shipped table (the third lease's sweep) read its power over replays: every kind and dtype it timed, and idle
+    shipped = cal.from_csv((SHIPPED / "h200.csv").read_text())
+    assert shipped["power_basis"] == "replay"
+    assert {f"{k['kind']}/{k['dtype']}" for k in shipped["kernels"] if k["us"]} <= set(shipped["power"])
+    kinds = [v["mean_power_w"] for k, v in shipped["power"].items() if k != "idle"]
+    assert 50 < shipped["power"]["idle"]["mean_power_w"] < min(kinds) <= max(kinds) <= 1.05 * 700  # (its 700 W limit)
 
 
 class FakeMeter:

@@ -134,7 +134,8 @@ def test_another_card_of_the_architecture_draws_in_proportion_to_its_tdp_and_a_t
 
 def test_a_predicted_rows_energy_says_what_it_was_priced_at() -> None:
     """Per sample: the step's energy over its samples -- at measured power where the architecture's table read it
-    (the row's mean power times the step, over the batch), at TDP otherwise (the shipped H200 table read none)."""
+    (the row's mean power times the step, over the batch), at TDP otherwise (an architecture without a table: the
+    L4's Ada)."""
     from ampbench.predict.rows import TDP_BASIS, predict_target
     from ampbench.workloads import create_workload
     from ampbench.workloads.factory import build_meta
@@ -144,9 +145,13 @@ def test_a_predicted_rows_energy_says_what_it_was_priced_at() -> None:
                                 ["amp-bf16"], lookup(gpu), 16)
         return row
 
-    at_tdp = rows_on("h200")
-    assert at_tdp["predicted_energy_basis"] == TDP_BASIS and at_tdp["predicted_power_w"] == 700
-    assert at_tdp["predicted_joules_per_sample"] == pytest.approx(700 * at_tdp["predicted_step_ms"] / 1e3 / 16)
+    at_tdp = rows_on("l4")
+    assert at_tdp["predicted_energy_basis"] == TDP_BASIS and at_tdp["predicted_power_w"] == lookup("l4").tdp_w
+    assert at_tdp["predicted_joules_per_sample"] == pytest.approx(
+        lookup("l4").tdp_w * at_tdp["predicted_step_ms"] / 1e3 / 16)
+    shipped = rows_on("h200")  # (the shipped H200 table read power over replays: its idle 124 W .. its kinds' 713 W)
+    assert shipped["predicted_energy_basis"].startswith("measured power: NVIDIA H200's measured kernels")
+    assert 124.0 <= shipped["predicted_power_w"] <= 713.0
     mine = _powered([_gemm_row(4096, 4096, 4096, "bf16", 250.0)],
                     {"gemm/bf16": 600.0, "elementwise/bf16": 400.0, "optimizer/fp32": 450.0, "idle": 100.0})
     mine["device_name"] = "NVIDIA H200"
