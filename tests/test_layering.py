@@ -2,7 +2,8 @@
 
 Read from the source (every ``import`` and ``from ... import``, at module level or inside a function: a cycle
 through a function-level import is still a cycle a maintainer has to think about), not from what happens to be
-imported at run time.
+imported at run time. Imports under ``if TYPE_CHECKING:`` are left out: they name types for the reader and the type
+checker and never run (the seam's protocols type the layers above them so).
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ def _imports() -> dict[str, set[tuple[str, str]]]:
     """module -> {(imported module, imported name)} for every ampbench import in its source."""
     graph: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for name, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ampbench"):
                 for alias in node.names:
                     sub = f"{node.module}.{alias.name}"
@@ -195,6 +201,24 @@ def test_the_frameworks_implement_the_interface() -> None:
         wanted = [*Framework.__annotations__, *(n for n, v in vars(Framework).items() if callable(v) and not n.startswith("_"))]
         missing = [name for name in wanted if not hasattr(fw, name)]
         assert not missing, (fw.name, missing)
+
+
+def test_the_frameworks_modules_implement_their_protocols() -> None:
+    """A framework's cell module and command module are its seam.CellRunner and seam.Commands (modules, as the type
+    checker reads them): each of the protocol's methods a function with the protocol's parameters, in order."""
+    import inspect
+
+    from ampbench import seam
+
+    for fw in seam.all_frameworks():
+        for module, protocol in ((fw.cells(), seam.CellRunner), (fw.commands(), seam.Commands)):
+            for name, method in vars(protocol).items():
+                if name.startswith("_") or not callable(method):
+                    continue
+                wanted = list(inspect.signature(method).parameters)[1:]  # (less self)
+                got = getattr(module, name, None)
+                assert callable(got), (fw.name, module.__name__, name)
+                assert len(inspect.signature(got).parameters) == len(wanted), (fw.name, module.__name__, name)
 
 
 def test_every_command_function_stays_short() -> None:

@@ -6,7 +6,7 @@
 files the command will write -- runs in ``__post_init__``, in the order the command line has always reported them,
 so a request the CLI would refuse cannot be built and the command function only dispatches and prints.
 
-What a request means to its target's framework is the framework's: its ``train_plan``/``diagnose_plan``
+What a request means to its target's framework is the framework's: its commands' ``train_plan``/``diagnose_plan``
 (:mod:`ampbench.seam`) checks the options it cannot take and returns what its ``train``/``diagnose`` runs (a PyTorch
 target: the :class:`ampbench.frameworks.torch.train.TrainConfig`; a Keras one: the cell its child process runs), so
 the command has no branch per framework.
@@ -118,7 +118,7 @@ class TrainRequest:
 
     def __post_init__(self) -> None:
         resolve(self.precision)  # a bad name fails before any data is built
-        object.__setattr__(self, "plan", self.target.framework.train_plan(self))
+        object.__setattr__(self, "plan", self.target.framework.commands().train_plan(self))
         check_output_file(self.json_out, "--json")
         self.target.check_data()
 
@@ -179,7 +179,7 @@ class DiagnoseRequest:
         fw = self.target.framework
         object.__setattr__(self, "wanted", parse_checks(self.checks) if self.checks is not None else
                            fw.diagnose_checks() or applicable_checks(self.precision))
-        object.__setattr__(self, "plan", fw.diagnose_plan(self))
+        object.__setattr__(self, "plan", fw.commands().diagnose_plan(self))
         self.fp8()
         check_optimizer_state(self.precision, self.optimizer_state)
         self.target.check_data()

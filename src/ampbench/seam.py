@@ -14,7 +14,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # (types only: this module imports no ampbench module when it runs)
+    from ampbench.bench.scenario import CellVerbs
+    from ampbench.cells import CellSpec
+    from ampbench.command_requests import DiagnoseRequest, TrainRequest
+    from ampbench.diagnose import Diagnosis
 
 
 @dataclass(frozen=True)
@@ -40,16 +47,12 @@ class Options:
 
 class CellRunner(Protocol):
     """What measures a cell in the cell's own process (a framework's cell module): the framework's verbs for a cell
-    (the harness runs the scenario through them: :func:`ampbench.bench.jobs.run_cell`), one max-batch trial, a
-    validation build, the steps an estimate times."""
+    (the harness runs through them the scenario, a max-batch trial and the run's estimate: :mod:`ampbench.bench.jobs`,
+    :func:`ampbench.bench.estimate.measure_steps`) and a validation build."""
 
-    def verbs(self, spec: Any) -> Any: ...
+    def verbs(self, spec: CellSpec) -> CellVerbs[Any, Any]: ...
 
-    def run_trial(self, spec: Any, batch_size: int) -> dict[str, Any]: ...
-
-    def validate(self, spec: Any) -> dict[str, Any]: ...
-
-    def measure_steps(self, payload: dict[str, Any]) -> dict[str, Any]: ...
+    def validate(self, spec: CellSpec) -> dict[str, Any]: ...
 
 
 class TrainView(Protocol):
@@ -95,6 +98,28 @@ class TrainOutcome:
     """Training failed where no one-line refusal could say so (its process died): the command exits 1."""
 
 
+class Commands(Protocol):
+    """A framework's ``train`` and ``diagnose`` verbs (its command module, imported when a command runs one)."""
+
+    def train_plan(self, request: TrainRequest) -> Any:
+        """The request checked for this framework -- the options it cannot take refused in one line -- before any
+        data is built; returns what :meth:`train` runs (the framework's own: a PyTorch TrainConfig, a Keras cell)."""
+        ...
+
+    def train(self, request: TrainRequest, plan: Any, view: TrainView) -> TrainOutcome:
+        """Train the request's target by ``plan``, showing its progress on ``view``; the result as the command
+        prints and writes it."""
+        ...
+
+    def diagnose_plan(self, request: DiagnoseRequest) -> Any:
+        """The request checked for this framework (the checks it cannot run refused)."""
+        ...
+
+    def diagnose(self, request: DiagnoseRequest, plan: Any, trace: Path | None) -> Diagnosis:
+        """The request's diagnosis; ``trace``: where the profile check writes its Chrome trace."""
+        ...
+
+
 @runtime_checkable
 class Framework(Protocol):
     """A framework ampbench measures: recognise its targets, check a config, give its cell module (the verbs of
@@ -104,8 +129,8 @@ class Framework(Protocol):
     name: str
     """The row's ``framework`` column (torch, keras)."""
     cell_module: str
-    """Import path of its :class:`CellRunner` module, for a job another process runs (a launched job names its
-    function by path: ``<cell_module>:measure_steps``); in the cell's own process :meth:`cells` gives it typed."""
+    """Import path of its :class:`CellRunner` module, which a fork server imports ahead of the cells it forks; in the
+    cell's own process :meth:`cells` gives it typed."""
     own_process: bool
     """Its cells always run in a process of their own (a backend chosen before the framework is imported)."""
     backends: tuple[str, ...]
@@ -157,24 +182,8 @@ class Framework(Protocol):
         """How a report names its cells' setting in place of PyTorch's execution axes, or None to show those."""
         ...
 
-    def train_plan(self, request: Any) -> Any:
-        """An ``ampbench train`` request (:class:`ampbench.command_requests.TrainRequest`) checked for this framework
-        -- the options it cannot take refused in one line -- before any data is built; returns what :meth:`train`
-        runs."""
-        ...
-
-    def train(self, request: Any, plan: Any, view: TrainView) -> TrainOutcome:
-        """Train the request's target by ``plan``, showing its progress on ``view``; the result as the command
-        prints and writes it."""
-        ...
-
-    def diagnose_plan(self, request: Any) -> Any:
-        """An ``ampbench diagnose`` request checked for this framework (the checks it cannot run refused)."""
-        ...
-
-    def diagnose(self, request: Any, plan: Any, trace: Any) -> Any:
-        """The request's diagnosis (:class:`ampbench.diagnose.Diagnosis`); ``trace``: where the profile check writes
-        its Chrome trace."""
+    def commands(self) -> Commands:
+        """Its ``train`` and ``diagnose`` verbs, imported now (a command's process: the framework may load)."""
         ...
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
@@ -198,6 +207,7 @@ __all__ = [
     "DEFAULT",
     "FRAMEWORKS",
     "CellRunner",
+    "Commands",
     "Framework",
     "Options",
     "TrainOutcome",
@@ -296,7 +306,7 @@ def from_entries(d: Mapping[str, Any]) -> tuple[str, str | None]:
     return DEFAULT, None
 
 
-def of_cell(spec: Any) -> Framework:
+def of_cell(spec: CellSpec) -> Framework:
     return get(spec.framework)
 
 

@@ -79,6 +79,7 @@ def test_library_allocation_failures_are_out_of_memory(message: str, oom: bool) 
 
 def test_a_max_batch_trial_hitting_cublas_alloc_failure_is_a_miss(monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.bench import CellSpec
+    from ampbench.bench.scenario import run_trial
     from ampbench.frameworks.torch import cell as cell_mod
 
     def failing(*args: object, **kwargs: object) -> None:
@@ -87,7 +88,7 @@ def test_a_max_batch_trial_hitting_cublas_alloc_failure_is_a_miss(monkeypatch: p
     monkeypatch.setattr(cell_mod, "build_step", failing)
     spec = CellSpec.of(device="cpu", workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None,
                        memory_budget=2**30)
-    r = cell_mod.run_trial(spec, 64)
+    r = run_trial(spec, 64, cell_mod.verbs(spec))
     assert r["fits"] is False and not r.get("failed") and "CUBLAS_STATUS_ALLOC_FAILED" in r["reason"]
 
 

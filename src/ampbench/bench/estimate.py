@@ -9,7 +9,7 @@ each cell runs (first, memory and FLOP steps, warm-up, timed steps; the converge
 a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
 measurement's own process took to start). Not counted, and said so: the max-batch search and compiling.
 
-Each framework measures its own cells (its cell module's ``measure_steps`` job, :mod:`ampbench.seam`); a
+Each framework's cells are measured through its verbs (:meth:`~ampbench.bench.scenario.CellVerbs.estimate_steps`); a
 framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a
 fresh process per backend, whose start and import every such cell pays, and the first step of every model it builds
 (where the framework traces and compiles its train function) is counted apart from the steps after it.
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench import seam
+from ampbench import progress, seam
 from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Inline, Job
 from ampbench.progress import duration
@@ -32,6 +32,35 @@ BUDGET_S = 15.0
 """Seconds the measurement may take before it stops timing more precisions."""
 FORWARD_SHARE = 1 / 3
 """An inference forward pass as a share of a training step (forward + backward ~ 3 forwards)."""
+
+
+def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
+    """The job measuring the estimate's cells (``payload["cells"]``: [target, cell] pairs of one framework and
+    backend), through their framework's verbs: per target, building the workload (``build_s``), its convergence
+    length, and per precision a step after the first (``steps``; ``first``: the first, where the framework counts it
+    apart), until ``budget_s`` has passed (a target measured once keeps its time for the rest); ``import_s``: what
+    every fresh process of the framework pays (Keras: its backend's import)."""
+    t_start = time.perf_counter()
+    pairs = [(target, CellSpec.from_dict(d)) for target, d in payload["cells"]]
+    budget = float(payload.get("budget_s", BUDGET_S))
+    verbs = seam.of_cell(pairs[0][1]).cells().verbs(pairs[0][1])
+    import_s = verbs.estimate_process(pairs[0][1])
+    out: dict[str, dict[str, Any]] = {}
+    for target, spec in pairs:
+        entry = out.setdefault(target, {"steps": {}})
+        if spec.precision in entry["steps"] or (time.perf_counter() - t_start > budget and entry["steps"]):
+            continue
+        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
+        try:
+            measured = verbs.estimate_steps(spec)
+        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
+            continue
+        entry.setdefault("build_s", measured.build_s)
+        entry.setdefault("length", measured.length)
+        entry["steps"][spec.precision] = measured.step_s
+        if measured.first_s is not None:
+            entry.setdefault("first", {})[spec.precision] = measured.first_s
+    return {"targets": out, "import_s": import_s, "work_s": time.perf_counter() - t_start - import_s}
 
 
 def _target(spec: CellSpec) -> str:
@@ -129,7 +158,7 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     for (name, backend), pairs in groups.items():
         fw = seam.get(name)
         apart = isolate or fw.own_process  # (own_process: a fresh process, the backend chosen before the import)
-        job = Job(f"{fw.cell_module}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
+        job = Job(f"{__name__}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         t0 = time.perf_counter()
         k = (ChildProcess(timeout=BUDGET_S * 8) if apart else Inline()).run(job)
         took = max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0)) if apart else 0.0

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ampbench import seam
-from ampbench.bench.scenario import measure_cell
+from ampbench.bench.scenario import measure_cell, run_trial
 from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Job
 from ampbench.measure.maxbatch import Trial
@@ -51,7 +51,7 @@ def _ok(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def framework(spec: CellSpec) -> seam.CellRunner:
-    """What measures the cell in this process (``verbs``, ``run_trial``, ``validate``): its framework's cell
+    """What measures the cell in this process (``verbs``, ``validate``): its framework's cell
     module (:meth:`ampbench.seam.Framework.cells`), imported here, in the cell's process (a backend is chosen there)."""
     return seam.of_cell(spec).cells()
 
@@ -74,7 +74,7 @@ def cell(payload: dict[str, Any]) -> dict[str, Any]:
 
 def trial(payload: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(payload)
-    return framework(spec).run_trial(spec, int(payload["batch_size"]))
+    return run_trial(spec, int(payload["batch_size"]), framework(spec).verbs(spec))
 
 
 def throughput(payload: dict[str, Any]) -> dict[str, Any]:
@@ -114,5 +114,5 @@ def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
 def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
     """One max-batch trial on one rank."""
     spec = replace(_spec(payload), device=payload["device"])
-    return framework(spec).run_trial(spec, int(payload["batch_size"]))
+    return run_trial(spec, int(payload["batch_size"]), framework(spec).verbs(spec))
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-from ampbench import phases
-from ampbench.bench.cell_row import base_row, record_failure, search_cell_max_batch
+from ampbench import phases, progress
+from ampbench.bench.cell_row import base_row, record_failure, search_cell_max_batch, trial_failed, trial_fits
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.launch import turn
@@ -35,9 +36,32 @@ def check_budget(spec: CellSpec, peak: int | None, what: str = "memory") -> None
         raise OverBudget(f"{what} peak {peak / 2**20:,.0f} MiB > --memory-budget {budget / 2**20:,.0f} MiB")
 
 
-class CellVerbs:
+@dataclass(frozen=True)
+class EstimatedSteps:
+    """What the run's estimate measures of one cell (:meth:`CellVerbs.estimate_steps`)."""
+
+    build_s: float
+    """Building the workload."""
+    length: int
+    """The workload's convergence length in steps, at the cell's batch."""
+    step_s: float
+    """One training step after the first."""
+    first_s: float | None = None
+    """The first step, counted apart where the framework traces and compiles its train function then (Keras); None
+    where it is a step like the others."""
+
+
+W = TypeVar("W")
+"""A framework's workload (PyTorch's :class:`ampbench.workloads.Workload`, Keras's ``KerasWorkload``)."""
+T = TypeVar("T")
+"""What a framework's timed steps leave for inference and the closing facts (PyTorch's ``TrainStep``, a Keras model)."""
+
+
+class CellVerbs(Generic[W, T]):
     """A framework's work for one cell, called by :func:`measure_cell` in the scenario's order. A framework overrides
-    the verbs it has; the defaults do nothing (``open``, ``finish``, ``close``) or say the measure is not available."""
+    the verbs it has; the defaults do nothing (``open``, ``finish``, ``close``) or say the measure is not available.
+    Typed by the framework's workload ``W`` and what its timed steps leave ``T`` (``TorchCell(CellVerbs[Workload,
+    TrainStep])``): the scenario passes them from verb to verb without looking inside."""
 
     def open(self, spec: CellSpec, row: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
         """Set the cell's framework up and fill the device's facts in ``row``; raise to refuse the cell. Returns the
@@ -48,29 +72,29 @@ class CellVerbs:
         """Before the cell's turn (its process started while the previous cell measures: :mod:`ampbench.launch.turn`):
         build what needs no device and disturbs no measurement, for :meth:`build` to return. Default: nothing."""
 
-    def build(self, spec: CellSpec, row: dict[str, Any]) -> Any:
+    def build(self, spec: CellSpec, row: dict[str, Any]) -> W:
         """The cell's workload (its model sizes into ``row`` where the framework counts them)."""
         raise NotImplementedError
 
-    def batch_size(self, workload: Any) -> int:
+    def batch_size(self, workload: W) -> int:
         """The workload's own batch size (``--batch-size`` overrides it)."""
         raise NotImplementedError
 
-    def metric_name(self, workload: Any) -> str | None:
+    def metric_name(self, workload: W) -> str | None:
         raise NotImplementedError
 
-    def throughput_memory(self, workload: Any, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> Any:
+    def throughput_memory(self, workload: W, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> T:
         """Time the steps and measure the memory into ``row``; returns what :meth:`inference` runs (its model)."""
         raise AmpbenchError("this framework does not measure throughput")
 
-    def converge(self, workload: Any, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> dict[str, Any]:
+    def converge(self, workload: W, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> dict[str, Any]:
         """The convergence runs (``final_losses``, ``metrics``, ``diverged``, ``reasons`` per seed)."""
         raise AmpbenchError("this framework does not measure convergence")
 
-    def inference(self, trained: Any, workload: Any, sizes: list[int], iters: int) -> dict[str, Any]:
+    def inference(self, trained: T, workload: W, sizes: list[int], iters: int) -> dict[str, Any]:
         raise AmpbenchError("this framework does not measure inference")
 
-    def finish(self, trained: Any, row: dict[str, Any]) -> None:
+    def finish(self, trained: T | None, row: dict[str, Any]) -> None:
         """The row's closing facts (its environment, the math its GEMMs ran in) where ``open`` did not fill them."""
 
     def close(self) -> None:
@@ -80,8 +104,38 @@ class CellVerbs:
         """Whether an exception the measurements raised is the device running out of memory."""
         return False
 
+    # -- the jobs around the scenario: a max-batch trial, the run's estimate ------------------------------------------
+    def trial_peak(self, spec: CellSpec, batch_size: int) -> tuple[int | None, int | None]:
+        """A max-batch trial's work (:func:`run_trial`): the workload built afresh and ``maxbatch_trial_steps`` full
+        steps at ``batch_size``; returns (the peak the fit rule reads, the device's memory -- None on a CPU). What it
+        raises is the trial's: a miss where :meth:`is_oom` says so, else a failed trial."""
+        raise AmpbenchError("this framework does not search the max batch")
 
-def measure_cell(spec: CellSpec, verbs: CellVerbs, maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
+    def estimate_process(self, spec: CellSpec) -> float:
+        """Ready this process for the run's estimate (:func:`ampbench.bench.estimate.measure_steps`; every cell of the
+        job is of this framework and ``spec``'s backend); the seconds it took that every fresh process of the
+        framework's cells pays too (a backend's import), 0 where a cell pays nothing of it."""
+        return 0.0
+
+    def estimate_steps(self, spec: CellSpec) -> EstimatedSteps:
+        """The estimate's measurement of one cell: its workload built (timed), its convergence length, one training
+        step timed after a first one. What it raises leaves the cell out of the estimate."""
+        raise AmpbenchError("this framework does not time steps for an estimate")
+
+
+def run_trial(spec: CellSpec, batch_size: int, verbs: CellVerbs[Any, Any]) -> dict[str, Any]:
+    """One max-batch trial (meant for a fresh process), whatever the framework: fits when nothing ran out of memory
+    and the peak stays under (1 - margin) x the limit (GPU: the card's memory or --memory-budget; CPU: --memory-budget,
+    required)."""
+    progress.report("max batch", detail=f"trial at batch {batch_size}")
+    try:
+        used, total = verbs.trial_peak(spec, batch_size)
+    except Exception as e:
+        return trial_failed(e, verbs.is_oom(e))
+    return trial_fits(spec, used, total)
+
+
+def measure_cell(spec: CellSpec, verbs: CellVerbs[Any, Any], maxbatch_trial: Callable[[CellSpec, int], Any] | None = None,
                  throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Measure one cell in this process through ``verbs``; its row (the status says how it ended).
     ``maxbatch_trial`` / ``throughput_at`` run the max-batch search's trials and its final throughput (the harness
@@ -95,7 +149,7 @@ def measure_cell(spec: CellSpec, verbs: CellVerbs, maxbatch_trial: Callable[[Cel
     return row
 
 
-def _measure_and_judge(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
+def _measure_and_judge(spec: CellSpec, verbs: CellVerbs[Any, Any], row: dict[str, Any],
                        maxbatch_trial: Callable[[CellSpec, int], Any] | None,
                        throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
     """The measurements into ``row``, and how they ended as its status."""
@@ -124,7 +178,7 @@ def _measure_and_judge(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
         verbs.close()
 
 
-def _measure(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
+def _measure(spec: CellSpec, verbs: CellVerbs[W, T], row: dict[str, Any],
              maxbatch_trial: Callable[[CellSpec, int], Any] | None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None) -> None:
     phases.enter("build", "building the workload")
@@ -138,7 +192,7 @@ def _measure(spec: CellSpec, verbs: CellVerbs, row: dict[str, Any],
         row.update(keys)
         if error:  # (the trials so far stay in the row)
             raise AmpbenchError(f"maxbatch trial failed: {error}")
-    trained = None
+    trained: T | None = None
     if measures & {"throughput", "memory", "inference"}:
         phases.enter("setup", "setting up the model")
         trained = verbs.throughput_memory(wl, spec, batch_size, row)

@@ -35,7 +35,7 @@ def diagnose_cmd(target: CommandTarget, data: DataArgs, settings: DiagnoseSettin
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
     with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        d = r.target.framework.diagnose(r, r.plan, trace)
+        d = r.target.framework.commands().diagnose(r, r.plan, trace)
     _show_and_store(d, label, wanted, store, r.tensorboard, r.json_out)
 
 

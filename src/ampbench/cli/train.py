@@ -24,7 +24,7 @@ def train_cmd(target: CommandTarget, data: DataArgs, settings: TrainSettings, di
     from ampbench.command_requests import TrainRequest  # lazy: torch
 
     request = TrainRequest.of(target, data, settings, distribution, argv=tuple(invocation()))
-    outcome = request.target.framework.train(request, request.plan, ConsoleView())
+    outcome = request.target.framework.commands().train(request, request.plan, ConsoleView())
     if outcome.exit_code is not None:  # (trained by torchrun's ranks: theirs is the command's exit code)
         raise typer.Exit(outcome.exit_code)
     _print_outcome(outcome, request.tensorboard, request.json_out)

@@ -20,11 +20,10 @@ Nothing here imports keras at module import: the backend must be set first (:fun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ampbench.frameworks.keras.backends import missing
 from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
-from ampbench.seam import CellRunner, Options, TrainOutcome, TrainView, WorkloadEntry
+from ampbench.seam import CellRunner, Commands, Options, WorkloadEntry
 
 ROW_KEYS = {
     "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
@@ -60,7 +59,7 @@ class Keras:
     def cells(self) -> CellRunner:
         from ampbench.frameworks.keras import cell  # lazy: numpy
 
-        return cell  # type: ignore[return-value]  (a module, its functions the protocol's methods)
+        return cell  # (a module: its functions are the protocol's methods)
 
     def owns_workload(self, workload: str) -> bool:
         from ampbench.frameworks.keras.workloads import is_keras_workload  # lazy: numpy
@@ -99,25 +98,10 @@ class Keras:
     def setting(self, backend: str | None) -> str | None:
         return f"keras on {backend}"  # (Keras compiles its own train step: no PyTorch execution axis)
 
-    def train_plan(self, request: Any) -> Any:
+    def commands(self) -> Commands:
         from ampbench.frameworks.keras import command  # lazy: torch
 
-        return command.train_plan(request)
-
-    def train(self, request: Any, plan: Any, view: TrainView) -> TrainOutcome:
-        from ampbench.frameworks.keras import command  # lazy: torch
-
-        return command.train(request, plan, view)
-
-    def diagnose_plan(self, request: Any) -> Any:
-        from ampbench.frameworks.keras import command  # lazy: torch
-
-        return command.diagnose_plan(request)
-
-    def diagnose(self, request: Any, plan: Any, trace: Any) -> Any:
-        from ampbench.frameworks.keras import command  # lazy: torch
-
-        return command.diagnose(request, plan, trace)
+        return command  # (a module: its functions are the protocol's methods)
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
         from ampbench.frameworks.keras.diagnose import KERAS_CHECKS  # lazy: torch

@@ -27,10 +27,8 @@ from ampbench import phases, progress
 from ampbench.bench.cell_row import (
     first_line,
     judge_timed_steps,
-    trial_failed,
-    trial_fits,
 )
-from ampbench.bench.scenario import CellVerbs, check_budget
+from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.cpuinfo import cpu_half_hardware, cpu_name
 from ampbench.errors import AmpbenchError
@@ -128,7 +126,7 @@ def verbs(spec: CellSpec) -> KerasCell:
     return KerasCell()
 
 
-class KerasCell(CellVerbs):
+class KerasCell(CellVerbs[KerasWorkload, Any]):
     """A Keras cell's verbs: the model under its policy on the cell's backend (this process's)."""
 
     keras: Any = None
@@ -168,6 +166,39 @@ class KerasCell(CellVerbs):
 
     def is_oom(self, e: BaseException) -> bool:
         return is_oom(e)
+
+    def trial_peak(self, spec: CellSpec, batch_size: int) -> tuple[int | None, int | None]:
+        gpu = spec.device.startswith("cuda")
+        keras, _ = setup(spec)
+        wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+        _warm_runtime(keras, wl)
+        peak = KerasPeak(spec.backend or "", gpu)
+        peak.start(rss())
+        trainer = Trainer(wl.model(keras), wl.batches(batch_size, 1))
+        for _ in range(spec.measure.maxbatch_trial_steps):
+            trainer()
+        return peak.peak(), backends.gpu_facts().get("memory_total_bytes") if gpu else None
+
+    def estimate_process(self, spec: CellSpec) -> float:
+        _device_env(spec.device)
+        t = time.perf_counter()
+        self.keras = backends.activate(spec.backend or "")
+        return time.perf_counter() - t
+
+    def estimate_steps(self, spec: CellSpec) -> EstimatedSteps:
+        keras = self.keras
+        keras.mixed_precision.set_global_policy(policy_of(spec.precision))
+        fresh_session(keras)
+        t0 = time.perf_counter()
+        wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+        build_s = time.perf_counter() - t0
+        batch = spec.batch_size or wl.batch_size
+        trainer = Trainer(wl.model(keras), wl.batches(batch, 2))
+        t1 = time.perf_counter()
+        trainer()  # (the first step traces and compiles the train function: counted apart)
+        t2 = time.perf_counter()
+        trainer()
+        return EstimatedSteps(build_s, wl.epochs * wl.steps_per_epoch(batch), time.perf_counter() - t2, first_s=t2 - t1)
 
 
 def device_facts(spec: CellSpec) -> dict[str, Any]:
@@ -299,66 +330,7 @@ def converge(keras: Any, spec: CellSpec, wl: KerasWorkload, batch_size: int) -> 
     return summarize(runs, steps, m.seed, seeds)
 
 
-# -- the run's estimate (in a fresh process per backend) ------------------------------------------------------------
-def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
-    """A job: the estimate's measurement of Keras cells on one backend (``payload["cells"]``: [target, cell] pairs,
-    every cell on that backend). Per target: building the workload (``build_s``), the workload's convergence
-    length, and per precision the first step (tracing and compiling: ``first_s``) and a step after it (``steps``);
-    ``import_s``: importing keras on the backend, which every Keras cell's fresh process pays."""
-    t_start = time.perf_counter()
-    pairs = [(target, CellSpec.from_dict(d)) for target, d in payload["cells"]]
-    budget = float(payload.get("budget_s", 15.0))
-    out: dict[str, dict[str, Any]] = {}
-    _device_env(pairs[0][1].device)
-    t = time.perf_counter()
-    keras = backends.activate(pairs[0][1].backend or "")
-    import_s = time.perf_counter() - t
-    for target, spec in pairs:
-        entry = out.setdefault(target, {"steps": {}, "first": {}})
-        if time.perf_counter() - t_start > budget and entry["steps"]:
-            continue
-        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
-        try:
-            keras.mixed_precision.set_global_policy(policy_of(spec.precision))
-            fresh_session(keras)
-            t0 = time.perf_counter()
-            wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
-            entry.setdefault("build_s", time.perf_counter() - t0)
-            batch = spec.batch_size or wl.batch_size
-            entry.setdefault("length", wl.epochs * wl.steps_per_epoch(batch))
-            trainer = Trainer(wl.model(keras), wl.batches(batch, 2))
-            t1 = time.perf_counter()
-            trainer()
-            t2 = time.perf_counter()
-            trainer()
-            entry["first"][spec.precision] = t2 - t1
-            entry["steps"][spec.precision] = time.perf_counter() - t2
-        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
-            continue
-    return {"targets": out, "import_s": import_s, "work_s": time.perf_counter() - t_start - import_s}
-
-
-# -- a max-batch trial and a validation (each in a fresh process) -------------------------------------------------
-def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
-    """``maxbatch_trial_steps`` steps at ``batch_size``: fits when nothing ran out of memory and the peak stays under
-    (1 - margin) x the limit (GPU: the card or --memory-budget; CPU: --memory-budget)."""
-    progress.report("max batch", detail=f"trial at batch {batch_size}")
-    gpu = spec.device.startswith("cuda")
-    try:
-        keras, _ = setup(spec)
-        wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
-        _warm_runtime(keras, wl)
-        peak = KerasPeak(spec.backend or "", gpu)
-        peak.start(rss())
-        trainer = Trainer(wl.model(keras), wl.batches(batch_size, 1))
-        for _ in range(spec.measure.maxbatch_trial_steps):
-            trainer()
-        used = peak.peak()
-    except Exception as e:
-        return trial_failed(e, is_oom(e))
-    return trial_fits(spec, used, backends.gpu_facts().get("memory_total_bytes") if gpu else None)
-
-
+# -- a validation (in a fresh process) ----------------------------------------------------------------------------
 def validate(spec: CellSpec) -> dict[str, Any]:
     """Build the cell's workload under its policy and run one step on 2 samples: {"error", "warnings"}."""
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.seam import CellRunner, Options, TrainOutcome, TrainView, WorkloadEntry
+from ampbench.seam import CellRunner, Commands, Options, WorkloadEntry
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Torch:
     def cells(self) -> CellRunner:
         from ampbench.frameworks.torch import cell  # lazy: torch, torch.utils.flop_counter
 
-        return cell  # type: ignore[return-value]  (a module, its functions the protocol's methods)
+        return cell  # (a module: its functions are the protocol's methods)
 
     def owns_workload(self, workload: str) -> bool:
         return True  # (asked last: what no other framework claims)
@@ -65,25 +65,10 @@ class Torch:
     def setting(self, backend: str | None) -> str | None:
         return None
 
-    def train_plan(self, request: Any) -> Any:
+    def commands(self) -> Commands:
         from ampbench.frameworks.torch import command  # lazy: torch
 
-        return command.train_plan(request)
-
-    def train(self, request: Any, plan: Any, view: TrainView) -> TrainOutcome:
-        from ampbench.frameworks.torch import command  # lazy: torch
-
-        return command.train(request, plan, view)
-
-    def diagnose_plan(self, request: Any) -> Any:
-        from ampbench.frameworks.torch import command  # lazy: torch
-
-        return command.diagnose_plan(request)
-
-    def diagnose(self, request: Any, plan: Any, trace: Any) -> Any:
-        from ampbench.frameworks.torch import command  # lazy: torch
-
-        return command.diagnose(request, plan, trace)
+        return command  # (a module: its functions are the protocol's methods)
 
     def diagnose_checks(self) -> tuple[str, ...] | None:
         return None

@@ -19,11 +19,8 @@ import torch.distributed as dist
 from ampbench import phases, progress
 from ampbench.bench.cell_row import (
     judge_timed_steps,
-    trial_failed,
-    trial_fits,
 )
-from ampbench.bench.estimate import BUDGET_S
-from ampbench.bench.scenario import CellVerbs, check_budget
+from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
@@ -83,7 +80,7 @@ def verbs(spec: CellSpec) -> TorchCell:
     return TorchCell(spec)
 
 
-class TorchCell(CellVerbs):
+class TorchCell(CellVerbs[Workload, TrainStep]):
     """A PyTorch cell's verbs: the model under ampbench's engine on the cell's device."""
 
     def __init__(self, spec: CellSpec) -> None:
@@ -157,6 +154,33 @@ class TorchCell(CellVerbs):
 
     def is_oom(self, e: BaseException) -> bool:
         return mem.is_oom(e)
+
+    def trial_peak(self, spec: CellSpec, batch_size: int) -> tuple[int | None, int | None]:
+        wl = build_workload(spec)
+        peaks = mem.PeakMemory(self.device)
+        peaks.start(_cpu_baseline(spec, wl, self.device))
+        step = build_step(wl, spec.precision, batch_size, self.device, spec.recipe.loss_scale, n_batches=1,
+                          mp_options=spec.mp_options(), execution=spec.execution)
+        for _ in range(spec.measure.maxbatch_trial_steps):
+            step()
+        peak = peaks.peak()
+        if self.device.type != "cuda":
+            return peak["cpu_rss_peak"], None
+        return peak["reserved"], torch.cuda.get_device_properties(self.device).total_memory
+
+    def estimate_steps(self, spec: CellSpec) -> EstimatedSteps:
+        device = torch.device(spec.device)
+        sup = supported(spec.precision, device)
+        if not sup.ok:
+            raise UnsupportedPrecisionError(sup.reason)
+        t0 = time.perf_counter()
+        wl = build_workload(spec)
+        build_s = time.perf_counter() - t0
+        batch = spec.batch_size or wl.batch_size
+        step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
+                          mp_options=spec.mp_options())
+        time_once(step, device)  # (the first step: eager, a step like the others once warm)
+        return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3)
 
 
 def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | None:
@@ -296,61 +320,3 @@ def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, a
             "compile_cache": cache, "graphs_compiled": cell.graphs, "graph_breaks": cell.breaks,
             "graph_break_reasons": graph_break_reasons() if cell.breaks else [],
             "recompiles": after_first.graphs, "recompiles_timed": timed.graphs}
-
-
-def run_trial(spec: CellSpec, batch_size: int) -> dict[str, Any]:
-    """One max-batch trial (meant for a fresh process): ``maxbatch_trial_steps`` full steps at ``batch_size``.
-
-    Fits when nothing ran out of memory and the peak stays under (1 - margin) x the limit (GPU: the
-    card's memory or --memory-budget; CPU: --memory-budget, required).
-    """
-    device = torch.device(spec.device)
-    progress.report("max batch", detail=f"trial at batch {batch_size}")
-    try:
-        wl = build_workload(spec)
-        base_rss = _cpu_baseline(spec, wl, device)
-        peaks = mem.PeakMemory(device)
-        peaks.start(base_rss)
-        step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, n_batches=1,
-                          mp_options=spec.mp_options(), execution=spec.execution)
-        for _ in range(spec.measure.maxbatch_trial_steps):
-            step()
-        peak = peaks.peak()
-        used = peak["reserved"] if device.type == "cuda" else peak["cpu_rss_peak"]
-    except Exception as e:
-        return trial_failed(e, mem.is_oom(e))
-    total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
-    return trial_fits(spec, used, total)
-
-
-# -- the run's estimate ------------------------------------------------------------------------------------------
-def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
-    """A job (the run's estimate, :mod:`ampbench.bench.estimate`):
-    ``{"targets": {target: {"build_s", "steps": {precision: seconds}, "length": steps of the workload}}}``
-    for the [target, cell] pairs in ``payload["cells"]``."""
-
-    t_start = time.perf_counter()
-    cells = [(target, CellSpec.from_dict(d)) for target, d in payload["cells"]]
-    out: dict[str, dict[str, Any]] = {}
-    for target, spec in cells:
-        entry = out.setdefault(target, {"steps": {}})
-        device = torch.device(spec.device)
-        if spec.precision in entry["steps"] or not supported(spec.precision, device).ok:
-            continue
-        if time.perf_counter() - t_start > float(payload.get("budget_s", BUDGET_S)) and entry["steps"]:
-            continue
-        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
-        try:
-            t0 = time.perf_counter()
-            wl = build_workload(spec)
-            entry.setdefault("build_s", time.perf_counter() - t0)
-            batch = spec.batch_size or wl.batch_size
-            entry.setdefault("length", workload_length(wl, batch))
-            step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
-                              mp_options=spec.mp_options())
-            time_once(step, device)
-            entry["steps"][spec.precision] = time_once(step, device) / 1e3
-            del step, wl
-        except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
-            continue
-    return {"targets": out, "work_s": time.perf_counter() - t_start}
