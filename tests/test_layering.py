@@ -367,3 +367,24 @@ def test_the_package_holds_the_product_and_not_its_checks() -> None:
                                                                 "measured", "llama3", "fsdp_references",
                                                                 "fp8_step_references"}
     assert not left, left
+
+
+def test_the_options_a_framework_may_refuse_are_declared_once() -> None:
+    """seam.Options is the one list of options some framework cannot take: each field has its flag (FLAGS), and Keras
+    -- which takes none of them -- a reason for each; a command names them by keyword, so a misspelt one fails."""
+    import dataclasses
+
+    import pytest
+
+    from ampbench.errors import AmpbenchError
+    from ampbench.frameworks.keras.policy import TORCH_ONLY, refuse_torch_only
+    from ampbench.seam import FLAGS, Options
+
+    fields = [f.name for f in dataclasses.fields(Options)]
+    assert list(FLAGS) == fields and set(TORCH_ONLY) == set(fields)
+    assert Options().given() == [] and Options(trace=True, strategy=True).given() == ["strategy", "trace"]
+    with pytest.raises(TypeError):
+        Options(stratgey=True)  # type: ignore[call-arg]
+    refuse_torch_only("x", Options())
+    with pytest.raises(AmpbenchError, match=r"^--fp8-skip/--fp8-filter is a PyTorch option: fp8 runs through"):
+        refuse_torch_only("x", Options(fp8=True))

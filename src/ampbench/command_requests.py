@@ -134,14 +134,14 @@ class TrainRequest:
                    loss_scale=s.loss_scale, compile=s.compile, fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter,
                    grad_reduce_dtype=d.grad_reduce_dtype, optimizer_state=s.optimizer_state, argv=argv)
 
-    def given(self) -> dict[str, bool]:
-        """The options some framework cannot take: flag -> given."""
-        return {"--loss-scale": self.loss_scale is not None, "--compile": self.compile is not None,
-                "--strategy": self.launch.given(), "--checkpoint/--resume": self.checkpoint is not None or self.resume,
-                "--tensorboard": self.tensorboard is not None,
-                "--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
-                "--optimizer-state": self.optimizer_state is not None,
-                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}
+    def given(self) -> seam.Options:
+        """What was given of the options some framework cannot take."""
+        return seam.Options(loss_scale=self.loss_scale is not None, compile=self.compile is not None,
+                            strategy=self.launch.given(), checkpoint=self.checkpoint is not None or self.resume,
+                            tensorboard=self.tensorboard is not None,
+                            fp8=self.fp8_skip is not None or self.fp8_filter is not None,
+                            optimizer_state=self.optimizer_state is not None,
+                            data_dir=self.target.data.data_dir is not None, option=bool(self.target.data.options))
 
     @property
     def compile_mode(self) -> str:
@@ -199,12 +199,11 @@ class DiagnoseRequest:
                    fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter, json_out=s.json_out, trace=s.trace,
                    tensorboard=s.tensorboard, optimizer_state=s.optimizer_state)
 
-    def given(self) -> dict[str, bool]:
-        """The options some framework cannot take: flag -> given."""
-        return {"--fp8-skip/--fp8-filter": self.fp8_skip is not None or self.fp8_filter is not None,
-                "--trace": self.trace is not None, "--tensorboard": self.tensorboard is not None,
-                "--optimizer-state": self.optimizer_state is not None,
-                "--data-dir/--option": self.target.data.data_dir is not None or bool(self.target.data.options)}
+    def given(self) -> seam.Options:
+        """What was given of the options some framework cannot take."""
+        return seam.Options(fp8=self.fp8_skip is not None or self.fp8_filter is not None, trace=self.trace is not None,
+                            tensorboard=self.tensorboard is not None, optimizer_state=self.optimizer_state is not None,
+                            data_dir=self.target.data.data_dir is not None, option=bool(self.target.data.options))
 
     def fp8(self) -> Fp8Options | None:
         return Fp8Options.for_modes([self.precision], self.fp8_skip, self.fp8_filter)

@@ -39,10 +39,37 @@ class WorkloadEntry:
 
 @dataclass(frozen=True)
 class Options:
-    """What a command was given, as a framework sees it: each option that some framework cannot take, by flag
-    (``--strategy``: given or not), so a framework can refuse what it cannot do in one line."""
+    """What a command was given of the options some framework cannot take, one field each (made by keyword: a name
+    that is not an option fails where it is written), so a framework refuses what it cannot do in one line naming the
+    flag (:data:`FLAGS`). ``run``, ``train`` and ``diagnose`` fill the fields their command lines have."""
 
-    given: dict[str, bool]
+    execution: bool = False
+    """run's execution axes: --compile, --memory-format, --cuda-graphs."""
+    compile: bool = False
+    """train's --compile."""
+    strategy: bool = False
+    loss_scale: bool = False
+    data_dir: bool = False
+    option: bool = False
+    """--option (a workload's own options)."""
+    checkpoint: bool = False
+    """train's --checkpoint or --resume."""
+    fp8: bool = False
+    """--fp8-skip or --fp8-filter."""
+    tensorboard: bool = False
+    trace: bool = False
+    optimizer_state: bool = False
+
+    def given(self) -> list[str]:
+        """The fields given, in the order of :data:`FLAGS` (the command line's)."""
+        return [name for name in FLAGS if getattr(self, name)]
+
+
+FLAGS = {"execution": "--compile/--memory-format/--cuda-graphs", "compile": "--compile", "strategy": "--strategy",
+         "loss_scale": "--loss-scale", "data_dir": "--data-dir", "option": "--option",
+         "checkpoint": "--checkpoint/--resume", "fp8": "--fp8-skip/--fp8-filter", "tensorboard": "--tensorboard",
+         "trace": "--trace", "optimizer_state": "--optimizer-state"}
+"""Each :class:`Options` field as the command line spells it."""
 
 
 class CellRunner(Protocol):
@@ -205,6 +232,7 @@ DEFAULT = next(iter(FRAMEWORKS))
 
 __all__ = [
     "DEFAULT",
+    "FLAGS",
     "FRAMEWORKS",
     "CellRunner",
     "Commands",

@@ -288,11 +288,9 @@ class RunConfig:
         """A target of another framework runs under its own recipes: each checks the modes and refuses the options it
         cannot take (execution axes, strategies, loss-scale choice, real-data readers, workload options) by name."""
         t = self.targets
-        given = Options({
-            "--compile/--memory-format/--cuda-graphs": self.axes.executions != (Execution(),),
-            "--strategy": self.axes.distributed, "--loss-scale": self.recipe.loss_scale is not None,
-            "--data-dir": self.data.data_dir is not None, "--option": bool(self.data.options),
-            "--optimizer-state": bool(self.given_states)})
+        given = Options(execution=self.axes.executions != (Execution(),), strategy=self.axes.distributed,
+                        loss_scale=self.recipe.loss_scale is not None, data_dir=self.data.data_dir is not None,
+                        option=bool(self.data.options), optimizer_state=bool(self.given_states))
         seen: set[str] = set()
         for workload, _ in t.pairs:
             fw = t.framework_of(workload)

@@ -81,7 +81,7 @@ class Keras:
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
         check_precisions(precisions, f"{what} (a Keras model)")
-        refuse_torch_only(what, options.given)
+        refuse_torch_only(what, options)
 
     def precisions(self, modes: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(p for p in modes if p in POLICIES)

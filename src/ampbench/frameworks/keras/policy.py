@@ -20,6 +20,7 @@ accepted as aliases of ampbench's (the precision registry resolves them).
 from __future__ import annotations
 
 from ampbench.errors import AmpbenchError
+from ampbench.seam import FLAGS, Options
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp-fp16": "mixed_float16", "amp-bf16": "mixed_bfloat16",
             "pure-fp16": "float16", "pure-bf16": "bfloat16"}
@@ -67,27 +68,26 @@ def check_precisions(precisions: tuple[str, ...] | list[str], what: str) -> None
 
 _COMPILES = "Keras compiles its own train step (jit_compile as the backend defaults)"
 TORCH_ONLY = {
-    "--compile/--memory-format/--cuda-graphs": _COMPILES,
-    "--compile": _COMPILES,
-    "--strategy": "torch.distributed strategies wrap PyTorch modules",
-    "--loss-scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
-    "--data-dir": "the real-data readers feed PyTorch workloads",
-    "--option": "workload options are PyTorch workloads'",
-    "--data-dir/--option": "the real-data readers and workload options feed PyTorch workloads",
-    "--checkpoint/--resume": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
-    "--fp8-skip/--fp8-filter": "fp8 runs through torchao's float8 layers",
-    "--tensorboard": "ampbench's TensorBoard files follow the PyTorch engine's steps and hooks (use "
-                     "keras.callbacks.TensorBoard)",
-    "--trace": "the profile check reads torch.profiler's kernels",
-    "--optimizer-state": "Keras's optimizers keep their variables in float32 under the mixed policies (and take "
-                         "loss_scale_factor); it has no 8-bit, 4-bit or fp8 optimizer states (its float8 is for layers) "
-                         "and torchao's optimizers step PyTorch parameters",
+    "execution": _COMPILES,
+    "compile": _COMPILES,
+    "strategy": "torch.distributed strategies wrap PyTorch modules",
+    "loss_scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
+    "data_dir": "the real-data readers feed PyTorch workloads",
+    "option": "workload options are PyTorch workloads'",
+    "checkpoint": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
+    "fp8": "fp8 runs through torchao's float8 layers",
+    "tensorboard": "ampbench's TensorBoard files follow the PyTorch engine's steps and hooks (use "
+                   "keras.callbacks.TensorBoard)",
+    "trace": "the profile check reads torch.profiler's kernels",
+    "optimizer_state": "Keras's optimizers keep their variables in float32 under the mixed policies (and take "
+                       "loss_scale_factor); it has no 8-bit, 4-bit or fp8 optimizer states (its float8 is for layers) "
+                       "and torchao's optimizers step PyTorch parameters",
 }
-"""The options of run, train and diagnose that mean nothing to a Keras model, and why."""
+"""Why each option of run, train and diagnose that some framework cannot take (a :class:`ampbench.seam.Options`
+field) means nothing to a Keras model (a test holds that every field has its reason)."""
 
 
-def refuse_torch_only(what: str, given: dict[str, bool]) -> None:
-    """One line for the first PyTorch-only option given (``given``: flag -> given) with the Keras target ``what``."""
-    for flag, on in given.items():
-        if on:
-            raise AmpbenchError(f"{flag} is a PyTorch option: {TORCH_ONLY[flag]}; drop it for {what} (a Keras model)")
+def refuse_torch_only(what: str, options: Options) -> None:
+    """One line for the first PyTorch-only option given with the Keras target ``what``."""
+    for name in options.given():
+        raise AmpbenchError(f"{FLAGS[name]} is a PyTorch option: {TORCH_ONLY[name]}; drop it for {what} (a Keras model)")

@@ -36,6 +36,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend, check_installed
 from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
 from ampbench.launch import ChildProcess, Job
+from ampbench.seam import Options
 from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec, sample_count
 from ampbench.workloads.user_callables import MADE, call_factory, call_make_batch, load_factory, made_by
 
@@ -457,9 +458,9 @@ def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | N
 
 
 def command_spec(backend: str, workload: str | None, model: str | None, precision: str, preset: str | None,
-                 batch_size: int | None, device: str | None, seed: int, data: Any, torch_only: dict[str, bool]) -> Any:
+                 batch_size: int | None, device: str | None, seed: int, data: Any, torch_only: Options) -> Any:
     """The cell a ``train`` or ``diagnose`` of a Keras target runs in its child process, checked first: no
-    PyTorch-only option (``torch_only``: flag -> given), a mode Keras has and the device runs, the backend installed.
+    PyTorch-only option (``torch_only``: what the command was given), a mode Keras has and the device runs, the backend installed.
     One-line AmpbenchErrors."""
     from ampbench.measure.env import resolve_device  # lazy: torch
     from ampbench.precision import resolve, supported  # lazy: torch
