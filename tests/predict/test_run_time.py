@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from predict_checks.run_time import medians
 
 from ampbench.measure.energy import MIN_WINDOW_S
 from ampbench.predict.run_time import (
@@ -15,7 +16,6 @@ from ampbench.predict.run_time import (
     EXTRA_STEPS,
     FIRST_STEP_EXTRA_S,
     cell_seconds,
-    medians,
     run_cells,
     run_text,
 )

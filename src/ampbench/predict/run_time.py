@@ -12,47 +12,27 @@ the run's first cell pays it (:data:`BUILD_S`). Each workload's fp32 runs once m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from statistics import median
 from typing import Any
 
 from ampbench.bench.suites import GPU_STEPS, GPU_WARMUP
 from ampbench.measure.energy import MIN_WINDOW_S
 
-STEP_PHASES = ("first_step", "memory_step", "flop_count", "warmup", "timed_steps", "energy_steps")
-"""A cell's phases that run its steps (priced from the step time)."""
-AHEAD_PHASES = ("process_start", "import", "build", "waiting")
-"""A cell's phases that a GPU run pays before the cell's turn, or once (the fork server's imports): not per cell."""
-
-
-def overhead_s(phases: Mapping[str, float]) -> float:
-    """The seconds a cell's row spent around its steps that a GPU run pays per cell: its phases but the steps' and
-    those run ahead."""
-    return sum(v for k, v in phases.items() if k not in STEP_PHASES and k not in AHEAD_PHASES)
-
-
 CELL_OVERHEAD_S = 5.8
-"""Seconds a GPU cell costs outside its steps: the median :func:`overhead_s` over the 32 cells of the real-scale suite
+"""Seconds a GPU cell costs outside its steps: the median overhead over the 32 cells of the real-scale suite
 measured on the lent H200 (``benchmarks/results/h200/truth/runs.json``, 2026-11-27: ``open``, ``setup`` -- the CUDA
-context inside it --, ``after_steps``, ``finish``, ``close``, ``teardown``; tests/predict/test_run_time.py recomputes
-it). Not in it: the process's start and imports (4.1 s there), which the run's fork server now pays once, and the
-build (:data:`BUILD_S`), which now overlaps the previous cell. That machine's host: another host differs."""
+context inside it --, ``after_steps``, ``finish``, ``close``, ``teardown``; ``predict_checks/run_time.py`` derives it
+and tests/predict/test_run_time.py recomputes it). Not in it: the process's start and imports (4.1 s there), which
+the run's fork server now pays once, and the build (:data:`BUILD_S`), which now overlaps the previous cell. That
+machine's host: another host differs. Held out: the third lease's suite, built ahead, ran its 63 cells in ~9.1 min
+where these constants said 9.8 (its own median overhead 4.8 s a cell: not fitted on)."""
 BUILD_S = 1.8
 """The same cells' median ``build``: the workload built on the host (paid by a run's first cell only)."""
 FIRST_STEP_EXTRA_S = 0.43
 """The first step's time over a step's (the same cells' median: cuDNN's and cuBLAS's first calls)."""
 EXTRA_STEPS = 4
 """Steps a cell runs besides the timed and warm-up ones: the first, the memory step, the FLOP step, the state step."""
-
-
-def medians(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """``overhead_s``, ``build_s`` and ``first_step_extra_s``: the medians over measured GPU rows with phases (what the
-    constants above are, for the H200's rows)."""
-    rows = [r for r in rows if r.get("phases_s") and r.get("status") == "ok"]
-    return {"overhead_s": median(overhead_s(r["phases_s"]) for r in rows),
-            "build_s": median(r["phases_s"].get("build", 0.0) for r in rows),
-            "first_step_extra_s": median((r["first_step_ms"] - r["step_ms_p50"]) / 1e3 for r in rows)}
 
 
 @dataclass(frozen=True)
