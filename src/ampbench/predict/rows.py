@@ -330,13 +330,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         predicted_context_bytes=mem.context, predicted_usable_bytes=mem.usable, predicted_max_batch=mem.max_batch,
         optimizer=trace.optimizer, predicted_optimizer_states=trace.optimizer_states)
     sharded = 0
-    if fab is not None and fab.strategy == "fsdp":  # (each rank holds 1/N of the state and the units it is computing)
-        rank = fsdp_memory(trace, layout("fsdp", get(name)), fab.world, mem.weights, mem.gradients, mem.optimizer)
-        # (the half gradients master-* holds beside its masters before moving them: per unit too, in rank.gradients)
-        sharded = mem.weights + mem.gradients + mem.optimizer - rank.held + model.in_flight
-        memory_keys.update(predicted_weights_bytes=rank.weights, predicted_grads_bytes=rank.gradients,
-                           predicted_optimizer_bytes=rank.optimizer, predicted_peak_bytes=mem.peak - sharded,
-                           predicted_max_batch=model.max_batch(mem.usable + sharded, mem.workspace))
+    if fab is not None and fab.strategy == "fsdp":
+        sharded = _fsdp_memory(trace, name, fab, model, mem, memory_keys)
     if mem.peak - sharded > mem.usable:
         largest = memory_keys["predicted_max_batch"]
         fits = "no batch fits" if not largest else f"the largest batch that fits: {largest:,}"
@@ -345,25 +340,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                           f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
     trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None)
-    step_s, world, spread = cost.step_s, 1, {}
-    if fab is not None and fab.strategy == "fsdp":  # FSDP2: each unit's collectives, what the compute waits on
-        f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled, cost.step_s)
-        step_s, world = f.step_s, fab.world
-        spread = {"strategy": "fsdp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
-                  "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
-                  "predicted_allgather_ms": f.allgather_s * 1e3, "predicted_reduce_scatter_ms": f.reduce_scatter_s * 1e3,
-                  "predicted_fsdp_units": f.units,
-                  "predicted_comm_ms": f.exposed_s * 1e3, "predicted_comm_share": f.exposed_s / step_s,
-                  "predicted_scaling_efficiency": f.scaling_efficiency,
-                  "predicted_samples_per_s_per_gpu": batch / step_s, "predicted_comm_bytes_per_step": f.comm_bytes}
-    elif fab is not None:  # DDP: each rank's step with the all-reduce it cannot hide; samples/s of all ranks
-        d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=cost.step_s, host=host, compiled=compiled)
-        step_s, world = d.step_s, fab.world
-        spread = {"strategy": "ddp", "world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes,
-                  "interconnect": fab.interconnect, "predicted_bus_gbs": fab.bus_gbs,
-                  "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
-                  "predicted_comm_share": d.exposed_s / step_s, "predicted_scaling_efficiency": d.scaling_efficiency,
-                  "predicted_samples_per_s_per_gpu": batch / step_s}
+    step_s, world, spread = (cost.step_s, 1, {}) if fab is None else \
+        (_fsdp if fab.strategy == "fsdp" else _ddp)(trace, gpu, name, fab, host, compiled, cost.step_s, batch)
     time_split, bound = cost.time_split, cost.bound
     comm = spread.get("predicted_comm_share")
     if comm:  # the collectives a step waits on: a share of its own, the rest of the split in proportion
@@ -391,6 +369,47 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []), *_fp8_none(trace),
                *([FP8_COMPILED if compiled is not None and compiled.fuse else FP8_EAGER] if get(name).is_fp8 else [])],
         trace_s=traced_s)}
+
+
+def _fsdp_memory(trace: Any, name: str, fab: Fabric, model: MemoryModel, mem: Any, memory_keys: dict[str, Any]) -> int:
+    """FSDP2's memory per rank: each rank holds 1/N of the weights, gradients and optimizer state and the units it is
+    computing (the half gradients master-* holds beside its masters before moving them: per unit too). Updates
+    ``memory_keys`` to the rank's; returns the bytes a rank holds less than one device would."""
+    rank = fsdp_memory(trace, layout("fsdp", get(name)), fab.world, mem.weights, mem.gradients, mem.optimizer)
+    sharded = mem.weights + mem.gradients + mem.optimizer - rank.held + model.in_flight
+    memory_keys.update(predicted_weights_bytes=rank.weights, predicted_grads_bytes=rank.gradients,
+                       predicted_optimizer_bytes=rank.optimizer, predicted_peak_bytes=mem.peak - sharded,
+                       predicted_max_batch=model.max_batch(mem.usable + sharded, mem.workspace))
+    return int(sharded)
+
+
+def _fabric_keys(fab: Fabric, world: int, batch: int, step_s: float) -> dict[str, Any]:
+    return {"world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes, "interconnect": fab.interconnect,
+            "predicted_bus_gbs": fab.bus_gbs, "predicted_samples_per_s_per_gpu": batch / step_s}
+
+
+def _fsdp(trace: Any, gpu: Gpu, name: str, fab: Fabric, host: Host, compiled: Compiled | None, single_s: float,
+          batch: int) -> tuple[float, int, dict[str, Any]]:
+    """FSDP2's step: each unit's all-gather and reduce-scatter, what the compute waits on of them; (step seconds, world,
+    the row's keys)."""
+    f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled, single_s)
+    return f.step_s, fab.world, {
+        "strategy": "fsdp", **_fabric_keys(fab, fab.world, batch, f.step_s),
+        "predicted_allgather_ms": f.allgather_s * 1e3, "predicted_reduce_scatter_ms": f.reduce_scatter_s * 1e3,
+        "predicted_fsdp_units": f.units, "predicted_comm_ms": f.exposed_s * 1e3,
+        "predicted_comm_share": f.exposed_s / f.step_s, "predicted_scaling_efficiency": f.scaling_efficiency,
+        "predicted_comm_bytes_per_step": f.comm_bytes}
+
+
+def _ddp(trace: Any, gpu: Gpu, name: str, fab: Fabric, host: Host, compiled: Compiled | None, single_s: float,
+         batch: int) -> tuple[float, int, dict[str, Any]]:
+    """DDP's step: each rank's step with the all-reduce it cannot hide (samples/s of all ranks); (step seconds, world,
+    the row's keys)."""
+    d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=single_s, host=host, compiled=compiled)
+    return d.step_s, fab.world, {
+        "strategy": "ddp", **_fabric_keys(fab, fab.world, batch, d.step_s),
+        "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
+        "predicted_comm_share": d.exposed_s / d.step_s, "predicted_scaling_efficiency": d.scaling_efficiency}
 
 
 def _fp8_none(trace: Any) -> list[str]:
