@@ -160,11 +160,12 @@ def test_a_placement_is_a_value_bound_to_the_recipe_never_changed() -> None:
     ddp = Ddp(reduce_dtype="bf16")
     a, b = MixedPrecision("amp-bf16", placement=ddp), MixedPrecision("master-bf16", placement=ddp)
     assert ddp.layout is None and a.placement is not ddp and b.placement is not ddp
-    assert a.strategy == b.strategy == "ddp" and a.layout is not None and b.layout is not None
-    assert a.layout.describe() == layout("ddp", get("amp-bf16"), placement_of("ddp", "bf16").reduce_dtype).describe()
-    assert b.layout.describe() != a.layout.describe()
+    pa, pb = a.placement, b.placement
+    assert pa.strategy == pb.strategy == "ddp" and pa.layout is not None and pb.layout is not None
+    assert pa.layout.describe() == layout("ddp", get("amp-bf16"), placement_of("ddp", "bf16").reduce_dtype).describe()
+    assert pb.layout.describe() != pa.layout.describe()
     one = MixedPrecision("amp-bf16")
-    assert isinstance(one.placement, OneDevice) and one.strategy is None and one.layout is None
+    assert isinstance(one.placement, OneDevice) and one.placement.strategy is None and one.placement.layout is None
     assert not one.placement.shards_gradients and Fsdp().bound(get("amp-bf16")).shards_gradients
     assert repr(a) == "MixedPrecision('amp-bf16', loss_scale='none', placement=Ddp(reduce_dtype=torch.bfloat16))"
 

@@ -90,6 +90,12 @@ class BlockNet(nn.Module):
         return self.out(h)
 
 
+
+def _described(mp: Any) -> str | None:
+    """What the engine's (strategy, precision) pair does, as the results record it."""
+    layout = mp.placement.layout
+    return layout.describe() if layout is not None else None
+
 def _engine(precision: str, strategy: str | None, grad_reduce_dtype: str | None = None, **kw: Any) -> MixedPrecision:
     """The engine on this rank's CPU, placed as the strategy's name says (``grad_reduce_dtype``: its reduce dtype)."""
     return MixedPrecision(precision, placement=placement_of(strategy, grad_reduce_dtype), device="cpu", **kw)
@@ -119,7 +125,7 @@ def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **
 
         out.update(units=[isinstance(m, FSDPModule) for m in (model, *model.blocks, model.inp, model.out)],
                    gathered_per_step=sum(sent) / STEPS,
-                   counted_per_step=fsdp_bytes(mp.layout, mp.fsdp_split(model))[0] / world)
+                   counted_per_step=fsdp_bytes(mp.placement.layout, mp.fsdp_split(model))[0] / world)
     return out
 
 
@@ -211,7 +217,7 @@ def main(out_dir: Path) -> None:
             steps = train(model, opt, mp, net, rank, range(STEPS), plant=fp16)
             params = [p for p in model.parameters()]
             results[f"{strategy}/{precision}"] = {
-                "steps": steps, "params": full_params(model), "layout": mp.layout.describe() if mp.layout else None,
+                "steps": steps, "params": full_params(model), "layout": _described(mp),
                 "param_dtypes": sorted({str(p.dtype).removeprefix("torch.") for p in params}),
                 "seen": dict(net.seen), "skipped": mp.totals["skipped_steps"],
                 "reference": reference(precision, world) if precision in ("fp32", "amp-bf16") and rank == 0 else None,
@@ -266,7 +272,7 @@ def main(out_dir: Path) -> None:
         model, opt, mp, net = build("amp-bf16", strategy, grad_reduce_dtype="bf16")
         steps = train(model, opt, mp, net, rank, range(STEPS))
         results[f"{strategy}/amp-bf16/reduce-bf16"] = {"steps": steps, "params": full_params(model),
-                                                       "layout": mp.layout.describe() if mp.layout else None}
+                                                       "layout": _described(mp)}
     # fp8 under FSDP2 (fp8_filter dims: fc1, 32x16, converts; fc2's 4 rows do not): tensorwise all-gathers fc1's
     # weight in fp8, rowwise in fp32 as amp-bf16 does; the bytes each rank puts into FSDP's all-gathers are counted
     fp8 = not FP8_PROBLEM
@@ -276,7 +282,7 @@ def main(out_dir: Path) -> None:
         with gathered_bytes() as sent:
             steps = train(model, opt, mp, net, rank, range(STEPS))
         results[f"fsdp/{precision}/gather"] = {
-            "steps": steps, "params": full_params(model), "layout": mp.layout.describe() if mp.layout else None,
+            "steps": steps, "params": full_params(model), "layout": _described(mp),
             "gathered_per_step": sum(sent) / STEPS, "fc1_weight": type(model.fc1.weight.to_local()).__name__,
             "converted": mp.fp8_layers.converted if mp.fp8_layers else None,
             "reference": reference(precision, world, **kw) if rank == 0 else None}

@@ -122,10 +122,8 @@ class MixedPrecision:
                                 "OneDevice(), Ddp(...) or Fsdp(...) (ampbench.distributed.placement)")
         self.placement = (placement or OneDevice()).bound(self.recipe)
         """One device or a torch.distributed strategy (DDP/FSDP2), bound to this recipe: what it changes of the
-        setup."""
-        self.strategy = self.placement.strategy
-        self.layout = self.placement.layout
-        """What this (strategy, precision) pair does (ampbench.distributed.strategy); None on one device."""
+        setup (its ``strategy``, None on one device, and ``layout``: what this (strategy, precision) pair does,
+        :mod:`ampbench.distributed.strategy`)."""
         if fp8 is None and (fp8_skip or fp8_filter != "auto"):  # (the keywords before Fp8Options)
             fp8 = Fp8Options(tuple(fp8_skip) if not isinstance(fp8_skip, str) else (fp8_skip,), fp8_filter)
         if self.recipe.is_fp8:  # the recipe built with its options (and FSDP2's fp8 all-gather when the layout has it)
@@ -162,7 +160,7 @@ class MixedPrecision:
         self._context_device: str | None = None
 
     def __repr__(self) -> str:
-        placement = f", placement={self.placement!r}" if self.strategy else ""
+        placement = f", placement={self.placement!r}" if self.placement.strategy else ""
         state = f", optimizer_state={self.optimizer_state!r}" if self.optimizer_state else ""
         return f"MixedPrecision({self.name!r}, loss_scale={self.loss_scale.kind!r}{placement}{state})"
 

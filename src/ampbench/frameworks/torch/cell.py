@@ -214,7 +214,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
                           execution=execution)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
-    if step.mp.layout is not None:
+    if step.mp.placement.layout is not None:
         out["comm_bytes_per_step"] = _comm_bytes(wl.model, step.mp)
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
@@ -306,7 +306,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
 
 
 def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
-    return bytes_per_step(mp.layout, model, dist.get_world_size(), mp.fsdp_split(model))
+    return bytes_per_step(mp.placement.layout, model, dist.get_world_size(), mp.fsdp_split(model))
 
 
 def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:

@@ -143,7 +143,7 @@ class TrainLog(Protocol):
 def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model: nn.Module,
             optimizer: torch.optim.Optimizer, mp: MixedPrecision, epochs: int) -> tuple[int, list[dict[str, Any]]]:
     """``--resume``: model, optimizer, mixed-precision state and RNG from the checkpoint; (epoch reached, history)."""
-    if mp.strategy:
+    if mp.placement.strategy:
         assert config.checkpoint_dir is not None
         state = dcheckpoint.load(config.checkpoint_dir, model, optimizer, mp)
         _check_resumable({**state, "model": 1, "optimizer": 1, "mp": 1}, config.checkpoint_dir, workload, mp.name,
@@ -189,7 +189,7 @@ def _save(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model
     """The checkpoint of an epoch (every rank's shards under a strategy, one file otherwise), if one is kept."""
     about = {"workload": workload.name, "precision": mp.name, "epoch": epoch, "preset": workload.preset,
              "data": workload.description, "optimizer_state": mp.optimizer_state}
-    if config.checkpoint_dir is not None and mp.strategy:
+    if config.checkpoint_dir is not None and mp.placement.strategy:
         dcheckpoint.save(config.checkpoint_dir, model, optimizer, mp,
                          extra={**about, "rng": torch.get_rng_state(), "history": history})
     elif ckpt_path is not None:
@@ -218,7 +218,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
                         placement=placement_of(config.strategy, config.grad_reduce_dtype),
                         optimizer_state=config.optimizer_state)
     model, optimizer = mp.setup(model, optimizer)
-    world, rank = (dist.get_world_size(), dist.get_rank()) if mp.strategy else (1, 0)
+    world, rank = (dist.get_world_size(), dist.get_rank()) if mp.placement.strategy else (1, 0)
     workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
     execution = Execution(compile=config.compile)
     run = finish_model(model, execution)
@@ -291,7 +291,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
         samples_per_s=_rate(samples, train_seconds, compile_samples, compile_s or 0.0), train_seconds=train_seconds,
         loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
-        compile=config.compile, strategy=mp.strategy, world_size=world, compile_s=compile_s, history=history,
+        compile=config.compile, strategy=mp.placement.strategy, world_size=world, compile_s=compile_s, history=history,
     )
 
 
