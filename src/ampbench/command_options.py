@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ampbench import seam
+from ampbench.cells import RecipeOptions
 from ampbench.measure.gpus import predictable
 from ampbench.workloads.options import DataOptions, parse_options
 
@@ -167,6 +168,13 @@ class RecipeArgs:
     optimizer_state: str | None = opt(None, "Axis: Adam/AdamW state precisions, comma-separated: fp32, bf16, bf16-sr, "
                                             "8bit, 4bit, fp8 (torchao); each runs beside the optimizer as built, with "
                                             "every mode it applies to.", "--optimizer-state")
+
+    def parsed(self) -> RecipeOptions:
+        """What the recipes take beyond the mode's name, parsed (``--fp8-skip`` split at its commas) and checked (a bad
+        loss scale or fp8 filter is one line). The modes and the optimizer states are the run's axes, parsed with
+        the device they run on."""
+        return RecipeOptions(self.loss_scale, tuple(s.strip() for s in (self.fp8_skip or "").split(",") if s.strip()),
+                             self.fp8_filter)
 
 
 @dataclass(frozen=True)
