@@ -10,7 +10,9 @@
 #           (hw --calibrate, ~1.5 min: ~35 s of kernels, ~1 min of power readings), the default GPU suite at real scale
 #           in every mode (its wall time is the issue's goal: <= 10 min on an H100), the kept-BatchNorm and energy
 #           GPU tests, the issue's GPT-2 cells (hf:gpt2 1024 tokens: where a cell's seconds went), runs.json.
-#           The first lease (H200, 2026-11-27) ran five modes of it
+#           The first lease (H200, 2026-11-27) ran five modes of it; the third ran it whole in two calls
+#   rest    (an H200) what the third lease left: ResNet-50's fp16 cells with the fused-SGD fix, the GPU tests, the GPT-2
+#           cells' phases, the wide-mlp A/B of building ahead (~5 min)
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
@@ -58,7 +60,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="truth lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
+STAGES="truth rest lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
 usage() {
   cat <<'USAGE'
 usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU machine, from the repo root)
@@ -69,6 +71,9 @@ resume). Times are what each was sized to, not yet measured on a GPU.
 
   truth    the kernel table (hw --calibrate), the real-scale GPU suite in every mode, the BatchNorm and energy GPU
            tests, hf:gpt2 at 1024 tokens with its phases, runs.json (resume: call it again)        ~9 min a call
+  rest     (an H200: its suite is committed) what the third lease left: ResNet-50 in amp-fp16 and master-fp16 with the
+           fused-SGD fix beside amp-bf16, the kept-BatchNorm and energy GPU tests, hf:gpt2 at 1024 tokens with its
+           phases, the wide-mlp A/B of building ahead, runs.json; another GPU: truth                     ~5 min
   lease    a 15-minute lease in one command: predict's cells + an nn.MultiheadAttention model + bert paper,
            predicted then measured; host and engine time; hw; GPU tests; runs.json (H200: 8 min for all but
            runs.json at BUDGET_S=490, the predictions failing fast then; they take ~1 min more now)   ~9 min
@@ -226,6 +231,28 @@ case $1 in
     run_resumable truth-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
       --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
+    ;;
+  rest)
+    # what the third lease (H200, 2026-11-27) left, most telling first; its kernel table and suite are committed
+    # (benchmarks/results/h200/lease3): on another GPU run truth instead
+    export AMPBENCH_NO_ESTIMATE=1
+    # 1. ResNet-50's fp16 cells, which "diverged" on both H200 leases (torch's fused SGD kept the momentum buffers of an
+    # overflowing first step: the engine drops them since), beside amp-bf16 (the advisor's half-type line for it)
+    run_resumable rest-rn50-fp16 --workloads resnet50 --preset paper --batch-size 256 --memory-format channels_last \
+      --precisions fp32,amp-fp16,amp-bf16,master-fp16 --cell-timeout 120 \
+      --label "resnet50 fp16 cells with the fused-SGD fix, beside amp-bf16" || return $?
+    [ -n "$DRY" ] || pack
+    # 2. the kept BatchNorm's CUDA path and the energy columns on a real GPU
+    CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
+      2>&1 | log "$STATE/gpu-tests.log"
+    # 3. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
+    run_resumable rest-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
+      --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
+    # 4. building ahead, A/B: wide-mlp amp-bf16 started at its turn, against the third lease's built-ahead cell
+    run_resumable rest-ahead-ab-mlp --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 \
+      --no-build-ahead --cell-timeout 120 \
+      --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
+    CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
     ;;
   lease)
     local KEY; KEY=$(gpu_key)
