@@ -198,6 +198,22 @@ bounded() {
   timeout "$left" "$@"; local rc=$?; pack; return $rc
 }
 
+# the steps truth and rest share: the GPU tests of the kept BatchNorm's CUDA path and the energy columns; the issue's
+# GPT-2 cells (Hugging Face's, 1024 tokens: where a cell's wall time goes, phase by phase); the building-ahead A/B on
+# wide-mlp amp-bf16 (started at its turn, --no-build-ahead, against the suite's built-ahead cell)
+gpu_tests() {
+  CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
+    2>&1 | log "$STATE/gpu-tests.log"
+}
+gpt2_phases() {  # $1 = log name
+  run_resumable "$1" --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
+    --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases"
+}
+ahead_ab_mlp() {  # $1 = log name
+  run_resumable "$1" --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 --no-build-ahead \
+    --cell-timeout 120 --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell"
+}
+
 stage() {
 case $1 in
   truth)
@@ -214,22 +230,17 @@ case $1 in
     run_resumable truth-suite --cell-timeout 150 --verbose \
       --label "the default GPU suite at real scale, every mode (fork server; 20 timed steps)" || return $?
     [ -n "$DRY" ] || pack
-    # 3. building ahead, A/B (right after the suite: the next call of a split lease reaches it first): two of the suite's cells again (the suite entries' preset, batch and layout on a GPU of
-    # >= 75 GiB), each started at its turn (--no-build-ahead): their step times beside the suite's built-ahead ones
-    # say whether the overlap moves a measurement (it must not)
+    # 3. building ahead, A/B (right after the suite: a lease split over two calls reaches it first): two of the
+    # suite's cells again (the suite entries' preset, batch and layout on a GPU of >= 75 GiB), each started at its
+    # turn (--no-build-ahead): their step times beside the suite's built-ahead ones say whether the overlap moves a
+    # measurement (it must not)
     run_resumable truth-ahead-ab-rn50 --workloads resnet50 --preset paper --batch-size 256 --memory-format channels_last \
       --precisions amp-bf16 --no-build-ahead --cell-timeout 120 \
       --label "A/B: resnet50 amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
-    run_resumable truth-ahead-ab-mlp --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 \
-      --no-build-ahead --cell-timeout 120 \
-      --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
+    ahead_ab_mlp truth-ahead-ab-mlp || return $?
     [ -n "$DRY" ] || pack
-    # 4. the kept BatchNorm's CUDA path and the energy columns on a real GPU
-    CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
-      2>&1 | log "$STATE/gpu-tests.log"
-    # 5. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
-    run_resumable truth-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
-      --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
+    gpu_tests  # 4.
+    gpt2_phases truth-gpt2 || return $?  # 5.
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
     ;;
   rest)
@@ -242,16 +253,9 @@ case $1 in
       --precisions fp32,amp-fp16,amp-bf16,master-fp16 --cell-timeout 120 \
       --label "resnet50 fp16 cells with the fused-SGD fix, beside amp-bf16" || return $?
     [ -n "$DRY" ] || pack
-    # 2. the kept BatchNorm's CUDA path and the energy columns on a real GPU
-    CAP=60 bounded $PY -m pytest -q -p no:cacheprovider tests/precision/test_master.py -k cuda tests/bench/test_gpu.py \
-      2>&1 | log "$STATE/gpu-tests.log"
-    # 3. the issue's GPT-2 cells (Hugging Face's, 1024 tokens): where a cell's wall time goes, phase by phase
-    run_resumable rest-gpt2 --workloads hf:gpt2 --task lm --input-shape 1024 --batch-size 16 --steps 15 --warmup 3 \
-      --precisions fp32,tf32 --cell-timeout 100 --label "hf:gpt2 1024 tokens batch 16: the cells' phases" || return $?
-    # 4. building ahead, A/B: wide-mlp amp-bf16 started at its turn, against the third lease's built-ahead cell
-    run_resumable rest-ahead-ab-mlp --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 \
-      --no-build-ahead --cell-timeout 120 \
-      --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell" || return $?
+    gpu_tests  # 2.
+    gpt2_phases rest-gpt2 || return $?  # 3.
+    ahead_ab_mlp rest-ahead-ab-mlp || return $?  # 4. (against the third lease's built-ahead cell)
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
     ;;
   lease)
