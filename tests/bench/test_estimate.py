@@ -36,8 +36,27 @@ def test_a_tiny_run_is_estimated_from_real_steps(with_estimate: None) -> None:
     e = run_estimate(config, isolate=False)
     assert e is not None and 0 < e.seconds < 60
     assert e.not_counted == ("the max-batch search",) and "not counted: the max-batch search" in e.text()
-    isolated = run_estimate(config, isolate=True)  # (measured in a child, whose start-up each cell pays too)
-    assert isolated is not None and isolated.seconds > e.seconds * 0.5
+    isolated = run_estimate(config, isolate=True)  # (measured in a child, whose start-up each cell pays too: the
+    # arithmetic of that start is the hand count's above; two measured estimates are not compared here)
+    assert isolated is not None and isolated.seconds > 0
+
+
+def test_the_estimate_job_measures_through_the_frameworks_verbs() -> None:
+    """measure_steps, one job for every framework: per target its build, length and a step per precision; past the
+    budget a target measured once is measured no more (its other precisions take its slowest time); a cell that
+    cannot run (a mode this CPU refuses) is left out, not an error."""
+    from ampbench.bench.estimate import measure_steps
+
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32", "amp-bf16"),
+                          steps=3, warmup=1)
+    pairs = [["t", c.to_dict()] for c in config.cells() if not c.closing]
+    out = measure_steps({"cells": pairs, "budget_s": 60.0})
+    t = out["targets"]["t"]
+    assert set(t["steps"]) == {"fp32", "amp-bf16"} and all(v > 0 for v in t["steps"].values())
+    assert t["build_s"] > 0 and t["length"] > 0 and "first" not in t and out["import_s"] == 0.0
+    assert set(measure_steps({"cells": pairs, "budget_s": 0.0})["targets"]["t"]["steps"]) == {"fp32"}
+    refused = [["u", {**pairs[0][1], "precision": "tf32"}]]  # (no TF32 on a CPU: the cell says so when it runs)
+    assert measure_steps({"cells": refused, "budget_s": 60.0})["targets"]["u"] == {"steps": {}}
 
 
 def test_a_crashing_model_does_not_take_an_isolated_run_s_estimate_down(with_estimate: None, tmp_path) -> None:
