@@ -148,17 +148,37 @@ def test_the_sweep_reads_power_per_kind_and_dtype_and_idle_where_a_meter_reads()
     assert table["power_basis"] == "replay" and set(table["power"]) == keys | {"idle"}
     for key, p in table["power"].items():
         assert p["seconds"] >= 0.02 and p["mean_power_w"] >= 300.0, key
-        if key != "idle":  # the longest case of its kind and dtype
+        if key != "idle":  # the case that represents its kind and dtype: the highest rate of those long enough
             kind, dtype = key.split("/")
-            longest = max((r for r in table["kernels"] if (r["kind"], r["dtype"]) == (kind, dtype) and r["us"]),
-                          key=lambda r: r["us"])
-            assert (p["op"], p["shape"]) == (longest["op"], longest["shape"])
+            rows = [r for r in table["kernels"] if (r["kind"], r["dtype"]) == (kind, dtype) and r["us"]]
+            rate = "tflops" if kind in cal.MATH_KINDS else "gbps"
+            eligible = [r for r in rows if r["us"] >= cal.POWER_MIN_US and r[rate]]
+            chosen = max(eligible, key=lambda r: r[rate]) if eligible else max(rows, key=lambda r: r["us"])
+            assert (p["op"], p["shape"]) == (chosen["op"], chosen["shape"])
     assert len({p["mean_power_w"] for p in table["power"].values()}) == len(table["power"])  # a meter per reading
     csv_power = {(r["kind"], r["dtype"]): r["power_w"] for r in cal.from_csv(cal.to_csv(table))["kernels"]}
     assert all(csv_power[tuple(k.split("/"))] == pytest.approx(p["mean_power_w"], abs=0.06)
                for k, p in table["power"].items() if k != "idle")
     # no meter that reads (a CPU): no power, no basis
     assert cal.sweep(torch.device("cpu"), cases=todo[:2], min_s=0.0)["power"] == {}
+
+
+def test_a_kinds_power_is_read_on_its_highest_rate_case_not_its_longest() -> None:
+    """The lent H200's longest convolution (ConvNeXt's depthwise 7x7 weight gradient) drew 563 W where whole convnet
+    steps drew 650-700: a kind's power is read on the case at its highest rate (FLOP/s, or bytes/s for memory kinds)
+    of those long enough to time their kernels, the longest only where none is."""
+    def case(kind: str, op: str, flops: float, nbytes: float) -> cal.Case:
+        return cal.Case(kind, op, "fp16", {}, flops, nbytes)
+
+    def timed(c: cal.Case, us: float | None) -> cal.Timed:
+        return cal.Timed(c.kind, c.op, c.dtype, "", c.shape, c.flops, c.bytes, us, 1, "cuda_graph")
+
+    depthwise, dense, tiny = case("conv", "dw", 1e9, 1e8), case("conv", "dense", 3e11, 1e8), case("conv", "t", 1e10, 1e3)
+    items = [(depthwise, timed(depthwise, 1324.0)), (dense, timed(dense, 600.0)), (tiny, timed(tiny, 5.0))]
+    assert cal.power_case(items)[0] is dense  # (500 TFLOP/s; 5 us at 2,000: too short; 1.3 ms at 0.8: the longest)
+    norm_slow, norm_fast = case("norm", "bn", 0, 1e8), case("norm", "ln", 0, 1e8)
+    assert cal.power_case([(norm_slow, timed(norm_slow, 700.0)), (norm_fast, timed(norm_fast, 40.0))])[0] is norm_fast
+    assert cal.power_case([(tiny, timed(tiny, 5.0)), (depthwise, timed(depthwise, 9.0))])[0] is depthwise  # (none long)
 
 
 def test_hw_calibrate_on_the_command_line(tmp_path) -> None:  # type: ignore[no-untyped-def]

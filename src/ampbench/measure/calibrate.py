@@ -16,11 +16,11 @@ train (ResNet-50's convolutions, BERT's and GPT-2's GEMMs and attention, the big
 On a GPU each case is captured in a CUDA graph of several calls and replayed between CUDA events (a small kernel's
 launch is not its time), falling back to calls between events where capture refuses; on a CPU, ``perf_counter``
 around calls. The board's power per kernel class and dtype is read apart from the timing (:func:`power_pass`): the
-longest case of each replayed back to back for 2 s (NVML's counter advances in steps), the energy counter around the
-replays alone -- no gaps between cases, no host work --, and the board idle for as long. The table goes
-to the store (``calibrations``) and to CSV with the environment (driver, CUDA, cuDNN, torch, clocks);
-``ampbench predict`` prices a GPU from its own table where one exists. The sweep runs on a CPU too (small shapes, the
-same code), so its interpolation and storage have oracles without a GPU.
+case that represents each (its highest-rate case: :func:`power_case`) replayed back to back for 2 s (NVML's counter
+advances in steps), the energy counter around the replays alone -- no gaps between cases, no host work --, and the
+board idle for as long. The table goes to the store (``calibrations``) and to CSV with the environment (driver, CUDA,
+cuDNN, torch, clocks); ``ampbench predict`` prices a GPU from its own table where one exists. The sweep runs on a CPU
+too (small shapes, the same code), so its interpolation and storage have oracles without a GPU.
 """
 
 from __future__ import annotations
@@ -532,17 +532,40 @@ def transient_bytes(fn: Callable[[], object], memory: Any) -> int:
 # -- power -----------------------------------------------------------------------------------------------------------
 
 
+MATH_KINDS = ("gemm", "bmm", "conv", "attention", "rnn")
+"""Kinds whose kernels are priced by their FLOPs (the rest by their bytes)."""
+POWER_MIN_US = 20.0
+"""The shortest case a power reading replays (shorter ones: the graph's launches between them, not the kernel)."""
+
+
+def power_case(timed: list[tuple[Case, Timed]]) -> tuple[Case, Timed]:
+    """The case of one kind and dtype whose replay reads the kind's power: the one at the highest rate -- FLOP/s for
+    :data:`MATH_KINDS`, bytes/s for the rest -- of those of at least :data:`POWER_MIN_US` a call (the longest where
+    none is). Why not the longest: the kernels that fill a model's step at training sizes are the kind's efficient
+    ones, and the longest case is often its least efficient -- the lent H200's longest convolution was ConvNeXt's
+    depthwise 7x7 weight gradient (1.3 ms in fp16), whose replay drew 563 W where ResNet-50's and UNet's whole steps,
+    dense convolutions, drew 650-700 (2026-11-27; that check is why the rule changed, so the next sweep's conv readings
+    are checked on new runs, not on those)."""
+    def rate(item: tuple[Case, Timed]) -> float:
+        case, t = item
+        return (t.tflops if case.kind in MATH_KINDS else t.gbps) or 0.0
+
+    long_enough = [item for item in timed if item[1].us is not None and item[1].us >= POWER_MIN_US and rate(item) > 0]
+    if long_enough:
+        return max(long_enough, key=rate)
+    return max(timed, key=lambda item: item[1].us or 0.0)
+
+
 def power_pass(done: list[tuple[Case, Timed]], device: torch.device,
                meter: Callable[[], EnergyMeter], window_s: float = MIN_WINDOW_S) -> dict[str, dict[str, Any]]:
-    """The board's mean power for each (kind, dtype) of ``done`` (cases and how they timed): the longest case of each
-    (its kernels the least diluted by launches) replayed back to back for ``window_s``, NVML around the replays."""
-    longest: dict[str, tuple[Case, Timed]] = {}
+    """The board's mean power for each (kind, dtype) of ``done`` (cases and how they timed): the case of each that
+    represents it (:func:`power_case`) replayed back to back for ``window_s``, NVML around the replays."""
+    by_key: dict[str, list[tuple[Case, Timed]]] = {}
     for case, t in done:
-        key = power_key(case.kind, case.dtype)
-        if t.us is not None and (key not in longest or t.us > longest[key][1].us):  # type: ignore[operator]
-            longest[key] = (case, t)
+        if t.us is not None:
+            by_key.setdefault(power_key(case.kind, case.dtype), []).append((case, t))
     out: dict[str, dict[str, Any]] = {}
-    for key, (case, t) in longest.items():
+    for key, (case, t) in ((k, power_case(v)) for k, v in by_key.items()):
         try:
             with _math(case.dtype):
                 energy = replayed_energy(case.make(device), t.us * 1e-6, device, meter(), window_s)  # type: ignore[operator]
