@@ -1,5 +1,6 @@
 """CLI: --version, list, and one-line errors with exit code 2."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -126,3 +127,16 @@ def test_api_errors_name_the_parameter_as_python_spells_it_and_the_cli_its_flag(
     assert str(e.value).startswith("optimizer_state='2bit': choose from") and "--" not in str(e.value)
     code, _, err = cli("train", "tabular-mlp", "--preset", "tiny", "--precision", "amp-bf16", "--optimizer-state", "2bit")
     assert code == 2 and "--optimizer-state '2bit': choose from" in err and "optimizer_state=" not in err
+
+
+def test_run_help_says_the_default_steps_the_run_takes() -> None:
+    """--steps and --warmup name the defaults bench.suites gives a CPU and a GPU cell (the help said 50 and 10 on a GPU
+    long after the GPU defaults became 20 and 3)."""
+    from ampbench.bench.suites import default_steps
+    from ampbench.command_options import MeasureOptions
+
+    (cpu_steps, cpu_warmup), (gpu_steps, gpu_warmup) = default_steps("cpu"), default_steps("cuda")
+    helps = {f.name: f.metadata["cli"].help for f in dataclasses.fields(MeasureOptions) if "cli" in f.metadata}
+    assert (cpu_steps, cpu_warmup) == (gpu_steps, gpu_warmup)  # (else the help must say each)
+    assert f"(default: {cpu_steps} on a CPU and a GPU)" in helps["steps"]
+    assert f"(default: {cpu_warmup} on a CPU and a GPU)" in helps["warmup"]

@@ -140,8 +140,8 @@ class MeasureOptions:
     device: str | None = opt(None, "cpu, cuda or cuda:N (default: cuda if present).")
     measure: str | None = opt(None, "throughput,memory,maxbatch,converge,inference.")
     batch_size: str | None = opt(None, "Batch size(s), comma-separated (default: the workload's).")
-    steps: int | None = opt(None, "Timed steps per cell (default: 20 on CPU, 50 on GPU).")
-    warmup: int | None = opt(None, "Untimed warm-up steps, >= 1 (default: 3 on CPU, 10 on GPU).")
+    steps: int | None = opt(None, "Timed steps per cell (default: 20 on a CPU and a GPU).")
+    warmup: int | None = opt(None, "Untimed warm-up steps, >= 1 (default: 3 on a CPU and a GPU).")
     repeats: int = opt(1, "Throughput measurements per cell, interleaved across precisions; the advisor then needs "
                           "every repeat to agree.")
     seed: int = opt(0, "Seed for model init and data (converge: first of --seeds seeds).")
