@@ -357,6 +357,19 @@ def test_no_half_type_without_both_amp_modes_and_a_noisy_difference_is_a_tie() -
     assert said is not None and "ran alike" in said and "within 14%" in said
 
 
+def test_where_amp_fp16_diverged_and_amp_bf16_trained_the_half_type_is_bf16_saying_why() -> None:
+    """The H200's ResNet-50 (both leases): amp-fp16 diverged, amp-bf16 trained -- bf16, with fp16's reason in one
+    clause; no line where amp-bf16 did not train either."""
+    rows = _of(_h200_rows(), "resnet50")
+    assert {str(r["precision"]): r["status"] for r in rows}["amp-fp16"] == "diverged"
+    said = advise(rows).half_type
+    assert said is not None and said.startswith("half type: bf16 -- amp-fp16 diverged here (training diverged: loss "
+                                                "scale fell below 1 at step 18)")
+    assert "where amp-bf16 trained" in said
+    neither = [dict(r, status="diverged") if r["precision"] == "amp-bf16" else r for r in rows]
+    assert advise(derive(neither)).half_type is None
+
+
 def test_the_most_energy_efficient_mode_is_the_fewest_joules_a_sample() -> None:
     """H200 GPT-2: the mode with the fewest joules per sample, against fp32's (oracle: the rows' own numbers);
     never a mode that needs its own convergence verdict without one; none without measured energy."""

@@ -235,9 +235,15 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
     """fp16 or bf16 on this device for this model, from amp-fp16's and amp-bf16's measured speeds (one execution):
     the faster one where the difference clears their noise and ``TIE`` (on the H200 cuDNN's bf16 convolutions ran
     ResNet-50 23 % slower than its fp16 ones, while transformers ran both alike), bf16 where they tie (fp32's range:
-    no loss scale to manage). Never a rule that prefers one whatever was measured. None without both rows."""
+    no loss scale to manage). Never a rule that prefers one whatever was measured. bf16 where amp-fp16 diverged and
+    amp-bf16 trained (saying why fp16 stopped). None without both rows."""
     ok = {r["precision"]: r for r in rows if r.get("status") == "ok" and _speed(r) > 0}
     fp16, bf16 = ok.get("amp-fp16"), ok.get("amp-bf16")
+    diverged = next((r for r in rows if r.get("precision") == "amp-fp16" and r.get("status") == "diverged"), None)
+    if fp16 is None and bf16 is not None and diverged is not None:
+        reason = str(diverged.get("reason") or "its loss or gradients went non-finite").split(" (")[0]
+        return (f"half type: bf16 -- amp-fp16 diverged here ({reason}) where amp-bf16 trained: fp32's range, no loss "
+                "scale to manage")
     if fp16 is None or bf16 is None:
         return None
     ratio = _speed(fp16) / _speed(bf16)
