@@ -45,8 +45,19 @@ def test_planted_failures_are_statuses(factory: str, precision: str, status: str
     assert reason in row["reason"] and "\n" not in row["reason"]
 
 
-def test_memory_budget_makes_an_oom_row() -> None:
-    row = run_cell(_spec(memory_budget=1))  # growth is at least the weights (~1 KiB): always over
+def test_memory_budget_makes_an_oom_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peak over --memory-budget ends the cell oom. On a CPU the peak is the process's RSS growth, which is 0 where
+    the heap hands this tiny model memory an earlier test freed (it failed so once in CI, by test order): the peak is
+    held at the model's real one or 1 KiB, whichever is more, so the contract is what is tested."""
+    from ampbench.measure import memory
+
+    real = memory.PeakMemory.peak
+
+    def at_least_a_kib(self: memory.PeakMemory) -> dict[str, int | None]:
+        return {k: max(v or 0, 1024) for k, v in real(self).items()}
+
+    monkeypatch.setattr(memory.PeakMemory, "peak", at_least_a_kib)
+    row = run_cell(_spec(memory_budget=1))
     assert row["status"] == "oom" and "--memory-budget" in row["reason"]
 
 
