@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ampbench import seam
-from ampbench.bench.scenario import measure_cell, run_trial
+from ampbench.bench.scenario import CellVerbs, measure_cell, run_trial
 from ampbench.cells import CellSpec
 from ampbench.launch import ChildProcess, Job
 from ampbench.measure.maxbatch import Trial
@@ -56,12 +56,17 @@ def framework(spec: CellSpec) -> seam.CellRunner:
     return seam.of_cell(spec).cells()
 
 
+def verbs(spec: CellSpec) -> CellVerbs[Any, Any]:
+    """The cell's verbs, from its framework's cell module (what the scenario, a trial and the estimate run through)."""
+    return framework(spec).verbs(spec)
+
+
 def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Trial] | None = None,
              throughput_at: Callable[[CellSpec, int], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Measure one cell in this process, whatever its framework: the scenario (:func:`~ampbench.bench.scenario.
     measure_cell`) through the framework's verbs; the row (its status says how it ended). ``maxbatch_trial`` /
     ``throughput_at`` run the max-batch search's trials and its final throughput (child-process ones from here)."""
-    return measure_cell(spec, framework(spec).verbs(spec), maxbatch_trial, throughput_at)
+    return measure_cell(spec, verbs(spec), maxbatch_trial, throughput_at)
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
@@ -69,12 +74,12 @@ def cell(payload: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(payload)
     timeout = payload.get("trial_timeout")
     return run_cell(spec, maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
-                                    throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
+                    throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
 
 
 def trial(payload: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(payload)
-    return run_trial(spec, int(payload["batch_size"]), framework(spec).verbs(spec))
+    return run_trial(spec, int(payload["batch_size"]), verbs(spec))
 
 
 def throughput(payload: dict[str, Any]) -> dict[str, Any]:
@@ -114,5 +119,5 @@ def rank_cell(payload: dict[str, Any]) -> dict[str, Any]:
 def rank_trial(payload: dict[str, Any]) -> dict[str, Any]:
     """One max-batch trial on one rank."""
     spec = replace(_spec(payload), device=payload["device"])
-    return run_trial(spec, int(payload["batch_size"]), framework(spec).verbs(spec))
+    return run_trial(spec, int(payload["batch_size"]), verbs(spec))
 

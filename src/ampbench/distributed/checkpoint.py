@@ -45,8 +45,9 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
     dist.barrier()
-    engine = {"mp": mp.state_dict(), "strategy": mp.placement.strategy, "world_size": dist.get_world_size(), **(extra or {})}
-    if mp.placement.strategy == "fsdp":
+    strategy = mp.placement.strategy
+    engine = {"mp": mp.state_dict(), "strategy": strategy, "world_size": dist.get_world_size(), **(extra or {})}
+    if strategy == "fsdp":
         import torch.distributed.checkpoint as dcp  # lazy: torch.distributed.checkpoint
         from torch.distributed.checkpoint.state_dict import get_state_dict  # lazy: torch.distributed.checkpoint
 
@@ -75,10 +76,11 @@ def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
     if not file.exists():
         raise AmpbenchError(f"no ampbench distributed checkpoint in {path} (missing {file.name})")
     engine = torch.load(file, map_location="cpu", weights_only=True)
-    if engine.get("strategy") != mp.placement.strategy or engine.get("world_size") != dist.get_world_size():
+    strategy = mp.placement.strategy
+    if engine.get("strategy") != strategy or engine.get("world_size") != dist.get_world_size():
         raise AmpbenchError(f"{path} was saved with strategy {engine.get('strategy')!r} on {engine.get('world_size')} "
-                            f"ranks; this run is {mp.placement.strategy!r} on {dist.get_world_size()}: resume with the same ones")
-    if mp.placement.strategy == "fsdp":
+                            f"ranks; this run is {strategy!r} on {dist.get_world_size()}: resume with the same ones")
+    if strategy == "fsdp":
         import torch.distributed.checkpoint as dcp  # lazy: torch.distributed.checkpoint
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # lazy: torch.distributed.checkpoint
 

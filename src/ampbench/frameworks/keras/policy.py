@@ -89,5 +89,7 @@ field) means nothing to a Keras model (a test holds that every field has its rea
 
 def refuse_torch_only(what: str, options: Options) -> None:
     """One line for the first PyTorch-only option given with the Keras target ``what``."""
-    for name in options.given():
+    given = options.given()
+    if given:
+        name = given[0]
         raise AmpbenchError(f"{FLAGS[name]} is a PyTorch option: {TORCH_ONLY[name]}; drop it for {what} (a Keras model)")
