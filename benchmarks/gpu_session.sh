@@ -73,7 +73,8 @@ resume). Times are what each was sized to, not yet measured on a GPU.
            tests, hf:gpt2 at 1024 tokens with its phases, runs.json (resume: call it again)        ~9 min a call
   rest     (an H200: its suite is committed) what the third lease left: ResNet-50 in amp-fp16 and master-fp16 with the
            fused-SGD fix beside amp-bf16, the kept-BatchNorm and energy GPU tests, hf:gpt2 at 1024 tokens with its
-           phases, the wide-mlp A/B of building ahead, runs.json; another GPU: truth                     ~5 min
+           phases, the wide-mlp A/B of building ahead, runs.json, then the kernel table again (the host's issue
+           time per kind, power on each kind's highest-rate case); another GPU: truth                     ~8 min
   lease    a 15-minute lease in one command: predict's cells + an nn.MultiheadAttention model + bert paper,
            predicted then measured; host and engine time; hw; GPU tests; runs.json (H200: 8 min for all but
            runs.json at BUDGET_S=490, the predictions failing fast then; they take ~1 min more now)   ~9 min
@@ -257,6 +258,11 @@ case $1 in
     gpt2_phases rest-gpt2 || return $?  # 3.
     ahead_ab_mlp rest-ahead-ab-mlp || return $?  # 4. (against the third lease's built-ahead cell)
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
+    # 5. the kernel table again (~2.5 min), last: the host's issue time per call of each kind (the host_us column,
+    # which the shipped table lacks: predict prices each kind's issue beyond the per-op mix from it) and each kind's
+    # power read on its highest-rate case (calibrate.power_case, chosen after the third lease's energy check)
+    CAP=170 bounded $AB hw --calibrate --budget 120 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
+      2>&1 | log "$STATE/calibrate.log"
     ;;
   lease)
     local KEY; KEY=$(gpu_key)

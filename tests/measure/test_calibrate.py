@@ -57,6 +57,19 @@ def test_the_gpu_case_list_runs_on_this_cpu_at_cpu_sizes() -> None:
             if r["flops"]:
                 assert math.isclose(r["tflops"], r["flops"] / r["us"] / 1e6)
     assert table["host_ops"] and table["env"]["device_name"] == table["device_name"]
+    assert all(r["host_us"] is None for r in table["kernels"])  # (a CPU computes on the host: no issue apart)
+
+
+def test_the_issue_time_is_the_median_of_calls_timed_one_by_one() -> None:
+    """Oracle: a call that sleeps 2 ms costs its host >= 2 ms to issue, and it is called ISSUES times."""
+    calls = []
+
+    def fn() -> None:
+        calls.append(1)
+        time.sleep(0.002)
+
+    us = cal.issue_us(fn, torch.device("cpu"))
+    assert len(calls) == cal.ISSUES and 2000 <= us < 2000 + 50_000
 
 
 def test_the_budget_leaves_cases_out_and_says_how_many() -> None:
@@ -81,6 +94,10 @@ def test_the_table_is_stored_and_its_csv_reads_back(tmp_path) -> None:  # type: 
         assert (a["kind"], a["op"], a["dtype"], a["shape"]) == (b["kind"], b["op"], b["dtype"], b["shape"])
         assert math.isclose(a["us"], b["us"], rel_tol=1e-3)
         assert a["power_w"] == (321.5 if a["kind"] == "gemm" else None)
+        assert a["host_us"] is None
+    # a GPU's rows carry the host's issue time per call: it reads back
+    issued = {**table, "kernels": [{**k, "host_us": 12.5} for k in table["kernels"]]}
+    assert {k["host_us"] for k in cal.from_csv(cal.to_csv(issued))["kernels"]} == {12.5}
     assert read["power_basis"] == "replay" and read["power"] == {"gemm/fp32": {"mean_power_w": 321.5},
                                                                  "idle": {"mean_power_w": 88.0}}
     # a table whose power was read over each class's whole window (the first H200 sweep's: gaps included) reads

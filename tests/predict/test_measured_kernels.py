@@ -161,3 +161,32 @@ def test_a_predicted_rows_energy_says_what_it_was_priced_at() -> None:
     assert 100.0 <= row["predicted_power_w"] <= 600.0
     assert row["predicted_step_energy_j"] == pytest.approx(row["predicted_power_w"] * row["predicted_step_ms"] / 1e3)
     assert row["predicted_joules_per_sample"] == pytest.approx(row["predicted_step_energy_j"] / 16)
+
+
+def _issued(kind: str, op: str, host_us: float, us: float = 5.0) -> dict:
+    row = {"kind": kind, "op": op, "dtype": "bf16", "layout": "", "us": us, "shape": {}, "flops": 0.0,
+           "bytes": 1024.0, "host_us": host_us}
+    return _gemm_row(64, 64, 64, "bf16", us) | {"host_us": host_us} if kind == "gemm" else row
+
+
+def test_a_kinds_issue_beyond_the_per_op_mix_is_added_to_the_host_where_the_table_timed_it() -> None:
+    """Oracle: the kinds' medians by hand. The per-op figure was measured on a GEMM + elementwise mix, so an op of a
+    kind adds its kind's issue time less the mean of those two; the forward+backward cases (autograd around them) are
+    left out of the medians; the optimizer's step is priced apart; a table without issue times adds nothing."""
+    h200 = lookup("h200")
+    rows = [_issued("gemm", "mm", 10.0), _issued("gemm", "mm", 14.0), _issued("elementwise", "add_fwd", 6.0),
+            _issued("softmax", "softmax_fwd", 40.0), _issued("softmax", "softmax_fwd", 44.0),
+            _issued("softmax", "softmax_fwd_bwd", 500.0)]
+    table = KernelTable.of(_table(rows), h200)
+    assert table.host_us == {"gemm": 12.0, "elementwise": 6.0, "softmax": 42.0}
+    soft = Op("aten._softmax", "forward", 0, 4096, 4096, "bf16")
+    assert table.host_extra_us(soft, "bf16") == pytest.approx(42.0 - (12.0 + 6.0) / 2)
+    assert table.host_extra_us(_add(8), "bf16") == pytest.approx(6.0 - 9.0)  # (cheaper than the mix)
+    assert table.host_extra_us(Op("aten.add", "optimizer", 0, 8, 8, "fp32"), "fp32") == 0.0
+    plain = KernelTable.of(_table([_gemm_row(64, 64, 64, "bf16", 5.0)]), h200)
+    assert plain.host_us == {} and plain.host_extra_us(soft, "bf16") == 0.0
+    ops = [Op("aten._softmax", "forward", 0, 4096, 4096, "bf16") for _ in range(50)]  # (host-bound: tiny kernels)
+    with_issue = price(_trace(ops), h200, tf32=False, kernels=table)
+    without = price(_trace(ops), h200, tf32=False, kernels=plain)
+    assert with_issue.host_s - without.host_s == pytest.approx(50 * 33.0e-6)
+    assert with_issue.step_s > without.step_s

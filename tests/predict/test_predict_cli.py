@@ -311,13 +311,13 @@ def test_host_us_prices_the_ops_at_your_hosts_time_and_says_so(tmp_path: Path) -
     assert slow["predicted_host_ms"] == pytest.approx(2 * fast["predicted_host_ms"])
     assert slow["predicted_gpu_ms"] == pytest.approx(fast["predicted_gpu_ms"])
     assert slow["predicted_bound"] == "launch" and slow["predicted_step_ms"] > 1.8 * fast["predicted_step_ms"]
-    # (the workload's fused Adam is stepped directly: P times the CPU host's ratio per parameter, beyond its dispatch)
-    assert fast["predicted_host"] == ("12/14 us per op, 2.04 us per parameter of the engine's direct fused step: "
+    # (the workload's fused Adam is stepped directly: P times a GPU host's share per parameter, beyond its dispatch)
+    assert fast["predicted_host"] == ("12/14 us per op, 3.45 us per parameter of the engine's direct fused step: "
                                       "--host-us 12,14,6")
     from ampbench.predict.cost import DIRECT_STEP_RATIO, MEASURED_HOST, Host
 
     assert Host.parse("12,14").fused_optimizer_us == round(MEASURED_HOST.fused_optimizer_us * 14 / 27.9, 1)
-    assert Host.parse("12,14,6").direct_step_us == round(6 * DIRECT_STEP_RATIO, 2) == 2.04
+    assert Host.parse("12,14,6").direct_step_us == round(6 * DIRECT_STEP_RATIO, 2) == 3.45
     assert Host.parse("12,14,6,0.5").direct_step_us == 0.5
 
 

@@ -23,3 +23,21 @@ def test_power_per_kind_and_dtype_only_from_replays() -> None:
     console.print(calibration_table(replay))
     text = console.export_text()
     assert "655" in text and "idle between kernels: 98 W" in text
+
+
+def test_a_gpus_issue_time_per_class_shows_where_the_sweep_timed_it() -> None:
+    """The median of the class's single calls (its forward+backward cases, autograd around them, left out); a table
+    without issue times has no such column."""
+    table = _table("", {})
+    table["kernels"] = [{**r, "host_us": h} for r, h in zip(table["kernels"], (9.0, 11.0))] + [
+        {"kind": "softmax", "op": "softmax_fwd_bwd", "dtype": "bf16", "us": 5.0, "tflops": None, "gbps": 1.0,
+         "error": "", "host_us": 400.0}]
+    assert {(s["kind"], s["dtype"]): s["host_us"] for s in summary(table)} == {
+        ("gemm", "bf16"): 9.0, ("gemm", "fp32"): 11.0, ("softmax", "bf16"): None}
+    console = Console(width=100, record=True)
+    console.print(calibration_table(table))
+    text = console.export_text()
+    assert "issue us" in text and "11.0" in text
+    console = Console(width=100, record=True)
+    console.print(calibration_table(_table("", {})))
+    assert "issue us" not in console.export_text()

@@ -13,6 +13,11 @@ train (ResNet-50's convolutions, BERT's and GPT-2's GEMMs and attention, the big
 - ``optimizer``: torch's fused AdamW and SGD over a parameter set;
 - ``launch``: the device time of a near-empty kernel, and the host's time to issue one (:mod:`host_ops` per op).
 
+On a GPU every case also records the host's time to issue one call (:func:`issue_us`): the library's own host path
+(cuDNN's plan lookup, cuBLAS's heuristics, an LSTM's descriptors) differs by kind, and a launch-bound step is its
+host's time -- ``predict`` adds each kind's issue beyond the per-op figure's mix
+(:meth:`~ampbench.predict.measured_kernels.KernelTable.host_extra_us`).
+
 On a GPU each case is captured in a CUDA graph of several calls and replayed between CUDA events (a small kernel's
 launch is not its time), falling back to calls between events where capture refuses; on a CPU, ``perf_counter``
 around calls. The board's power per kernel class and dtype is read apart from the timing (:func:`power_pass`): the
@@ -30,6 +35,7 @@ import csv
 import io
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -89,6 +95,10 @@ class Timed:
     workspace_bytes: int | None = None
     """What one call allocated and freed before it returned (cuDNN's convolution and RNN workspaces, a backward's
     intermediates): its allocator peak over what it left allocated. CUDA only (None elsewhere)."""
+    host_us: float | None = None
+    """The host's time to issue one call, microseconds (:func:`issue_us`: its Python, the dispatcher and the library's
+    own host path -- cuDNN's plan lookup, cuBLAS's heuristics -- with the GPU's queue never full). CUDA only: on a CPU
+    the call computes on the host, and there is no issue apart from it."""
 
     @property
     def tflops(self) -> float | None:
@@ -419,6 +429,25 @@ def time_case(fn: Callable[[], object], device: torch.device, min_s: float) -> t
     return seconds / (reps * per_graph) * 1e6, reps * per_graph, timer
 
 
+ISSUES = 7
+"""Calls :func:`issue_us` times, each on its own: few enough that the GPU's queue (1,024 launches) never fills."""
+
+
+def issue_us(fn: Callable[[], object], device: torch.device, calls: int = ISSUES) -> float:
+    """Median host microseconds to issue one call of ``fn`` (warmed up already), the GPU left to run them: after a
+    synchronisation, ``calls`` calls timed one by one on the host with no synchronisation between them -- the queue
+    takes each at once, so what is timed is the host's own path to the launch, not the kernel."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda _device: None)
+    sync(device)
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    sync(device)
+    return statistics.median(times) * 1e6
+
+
 def replayable(fn: Callable[[], object], call_us: float, device: torch.device) -> tuple[Callable[[], object], int, str]:
     """(the call, ``fn`` calls in it, timer) a GPU replays ``fn`` by: a captured CUDA graph of about :data:`GRAPH_US`
     of its calls (``call_us`` each), else -- a kernel that cannot be captured -- ``fn`` itself, launches included."""
@@ -488,7 +517,9 @@ def _run(case: Case, device: torch.device, min_s: float) -> Timed:
             fn = case.make(device)
             us, calls, timer = time_case(fn, device, min_s)
             workspace = transient_bytes(fn, CudaMemory(device)) if device.type == "cuda" else None
-        return Timed(**base, us=us, calls=calls, timer=timer, workspace_bytes=workspace)  # type: ignore[arg-type]
+            host = issue_us(fn, device) if device.type == "cuda" else None
+        return Timed(**base, us=us, calls=calls, timer=timer, workspace_bytes=workspace,  # type: ignore[arg-type]
+                     host_us=host)
     except Exception as e:  # (a kernel this device or build lacks: the row says why, the sweep goes on)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -619,7 +650,7 @@ def idle_power(device: torch.device, meter: Callable[[], EnergyMeter],
 
 # -- the table as CSV ------------------------------------------------------------------------------------------------
 CSV_COLUMNS = ("kind", "op", "dtype", "layout", "shape", "flops", "bytes", "us", "tflops", "gbps", "calls", "timer",
-               "power_w", "error", "workspace_bytes")
+               "power_w", "error", "workspace_bytes", "host_us")
 ENV_KEYS = ("device_name", "capability", "driver", "cuda", "cudnn", "torch", "sm_clock_mhz", "sm_clock_max_mhz",
             "mem_clock_mhz", "power_limit_w", "multiprocessors", "memory_total_bytes", "cpu", "hostname")
 
@@ -647,7 +678,8 @@ def to_csv(table: dict[str, Any]) -> str:
                          "" if r["tflops"] is None else f"{r['tflops']:.4g}",
                          "" if r["gbps"] is None else f"{r['gbps']:.4g}", r["calls"], r["timer"],
                          "" if watts is None else f"{watts:.1f}", r["error"],
-                         "" if r.get("workspace_bytes") is None else int(r["workspace_bytes"])])
+                         "" if r.get("workspace_bytes") is None else int(r["workspace_bytes"]),
+                         "" if r.get("host_us") is None else f"{r['host_us']:.4g}"])
     return out.getvalue()
 
 
@@ -677,7 +709,8 @@ def from_csv(text: str) -> dict[str, Any]:
                         "shape": json.loads(r["shape"]), "flops": float(r["flops"]), "bytes": float(r["bytes"]),
                         "us": us, "calls": int(r["calls"] or 0), "timer": r["timer"], "error": r["error"],
                         "power_w": float(r["power_w"]) if r["power_w"] else None,
-                        "workspace_bytes": int(r["workspace_bytes"]) if r.get("workspace_bytes") else None})
+                        "workspace_bytes": int(r["workspace_bytes"]) if r.get("workspace_bytes") else None,
+                        "host_us": float(r["host_us"]) if r.get("host_us") else None})
     power: dict[str, dict[str, Any]] = {}
     if basis == REPLAY:  # (an older table's power_w is its class's window, gaps and all: not read back as power)
         for r in kernels:

@@ -59,21 +59,28 @@ class HostOps:
         return max(0.0, self.direct_us - self.ops.get("optimizer", 0) * self.per_op("backward")) / self.params
 
     @property
+    def direct_share(self) -> float | None:
+        """The engine's direct step per parameter over ``optimizer.step()``'s, as ``predict`` prices the two (its ops
+        apart): on a GPU host, ``predict``'s :data:`~ampbench.predict.cost.DIRECT_STEP_RATIO`."""
+        direct = self.direct_us_per_param
+        return None if direct is None else direct / self.optimizer_us_per_param
+
+    @property
     def direct_ratio(self) -> float | None:
-        """The engine's direct step over ``optimizer.step()``, the kernels' own time taken out of both: the share of
-        torch's host time per parameter the direct step keeps (``predict``'s :data:`~ampbench.predict.cost.
-        DIRECT_STEP_RATIO`, measured on a CPU host where no GPU host has measured the direct step itself)."""
+        """The engine's direct step over ``optimizer.step()``, the kernels' own time taken out of both (a CPU host
+        computes them: what the CPU can say of the share; a GPU host's is :attr:`direct_share`)."""
         if self.direct_us is None or self.kernels_us is None:
             return None
         return (self.direct_us - self.kernels_us) / (self.optimizer_us - self.kernels_us)
 
     def as_dict(self) -> dict[str, Any]:
-        direct, ratio = self.direct_us_per_param, self.direct_ratio
+        direct, ratio, share = self.direct_us_per_param, self.direct_ratio, self.direct_share
         return {**asdict(self), "forward_us_per_op": round(self.per_op("forward"), 2),
                 "backward_us_per_op": round(self.per_op("backward"), 2),
                 "optimizer_us_per_param": round(self.optimizer_us_per_param, 2),
                 "direct_us_per_param": None if direct is None else round(direct, 2),
-                "direct_ratio": None if ratio is None else round(ratio, 3), "host_us": self.host_us()}
+                "direct_ratio": None if ratio is None else round(ratio, 3),
+                "direct_share": None if share is None else round(share, 3), "host_us": self.host_us()}
 
     def host_us(self) -> str:
         """``predict --host-us`` for this host: forward and backward us per op, us per parameter of a fused

@@ -33,16 +33,14 @@ from ampbench.predict.trace import Op, Trace
 
 H200_FUSED_OPTIMIZER_US = 11.6
 """The lent H200 host's fused AdamW ``optimizer.step()``, microseconds per parameter (:data:`MEASURED_HOST`)."""
-DIRECT_STEP_RATIO = 0.34
-"""The engine's direct fused AdamW step over ``optimizer.step()``, host time per parameter with the kernels' own time
-taken out of both (zero_grad kept in both), as :mod:`ampbench.measure.host_ops` measured the three side by side on
-this project's CPU host (``benchmarks/results/cpu/host_overhead.json``: 159 us direct, 228 us torch's, 123 us the
-kernels alone, 48 parameters; 0.34-0.36 over four runs): the direct step's per-parameter figure on a GPU host is
-that host's ``optimizer.step()`` figure times this, until one is measured there (``ampbench hw --device cuda`` does).
-An estimate: both are Python and dispatch, which scale alike from host to host; a CUDA kernel's own launch path (its
-tensor lists packed on the host) is not in it."""
-
-
+DIRECT_STEP_RATIO = 0.575
+"""The engine's direct fused AdamW step's host time per parameter over ``optimizer.step()``'s, as a GPU host measured
+the two side by side (:mod:`ampbench.measure.host_ops` in the third H200 lease's kernel sweep,
+``benchmarks/results/h200/lease3/host_ops.json``: 6.33 us per parameter directly -- its two ops priced apart, at the
+backward's per-op figure -- against 11.01 through ``optimizer.step()``, 48 parameters). That lease's host was another
+VM than the first's (21.8 / 22.9 us per op against 24.1 / 27.9): the share is applied to :data:`MEASURED_HOST`'s
+figure. It replaces 0.34, which a CPU host measured with the kernels' own time taken out (a CPU computes them on the
+host): a GPU host's direct step also packs the kernel's tensor lists and launches it, which the CPU's ratio left out."""
 @dataclass(frozen=True)
 class Host:
     """The host that issues a step's ops: microseconds per op in the forward (Python's: the loss and the engine's step
@@ -57,7 +55,8 @@ class Host:
     fused_optimizer_us: float = H200_FUSED_OPTIMIZER_US
     direct_step_us: float = round(H200_FUSED_OPTIMIZER_US * DIRECT_STEP_RATIO, 1)
     source: str = ("the lent H200 machine's host (a VM, 16 vCPUs; benchmarks/results/h200/host_overhead.json; the "
-                   "direct step's figure estimated from it, see DIRECT_STEP_RATIO)")
+                   "direct step's figure its optimizer.step() figure times the share another lent H200 host measured, "
+                   "see DIRECT_STEP_RATIO)")
     steps_directly: bool = True
     """The engine steps torch's fused Adam/AdamW/SGD directly (False: through ``optimizer.step()``, as it did before
     2026-11-26 -- the runs measured on the lent H200 were)."""
@@ -388,11 +387,13 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     gpu_s = sum(c.gpu_s for c in costs)
     issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
     graph: str | None = None  # the compiled graph being issued (forward, backward)
-    for c in costs:
+    scale = host.forward_us / MEASURED_HOST.forward_us  # (a table's issue times are its host's: another host's pace)
+    for c, t in zip(costs, modes):
         us = compiled.op_us(c.op) if compiled is not None else None
         if us is None:
             graph = None
-            issued += _host_s(c.op, host)
+            extra = table.host_extra_us(c.op, math_of(c.op, t)) * scale if table is not None else 0.0
+            issued += max(0.0, _host_s(c.op, host) + extra * 1e-6)
         else:
             if graph != c.op.phase:  # (a graph's call: guards, wrappers, a CUDA graph's replay)
                 graph = c.op.phase

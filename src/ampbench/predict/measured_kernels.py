@@ -122,6 +122,11 @@ class KernelTable:
     workspace: dict[tuple[str, ...], list[Point]] = field(default_factory=dict)
     """Per convolution kind (direction, dtype, layout, family): what each measured case allocated beyond its result
     (cuDNN's workspace), as bytes per byte of its input and output (``ratio``); tables before the column: none."""
+    host_us: dict[str, float] = field(default_factory=dict)
+    """The table's host's time to issue one call of each kind (``gemm``, ``conv``, ``norm``...), microseconds: the
+    median of the kind's single-call cases (a GEMM, a convolution's forward or either gradient, an op's forward; the
+    forward+backward cases' autograd left out), where the sweep timed the issue (:func:`ampbench.measure.calibrate.
+    issue_us`: CUDA tables from 2026-11-28); empty for an older table."""
     _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict, repr=False)
     """Ratios looked up (a step prices the same kernel shape many times, every precision and GPU again)."""
 
@@ -137,6 +142,11 @@ class KernelTable:
         if table.get("power_basis") == REPLAY and IDLE in (table.get("power") or {}):
             out.power_w = {k: float(v["mean_power_w"]) for k, v in table["power"].items() if v.get("mean_power_w")}
         rows = [r for r in table["kernels"] if r.get("us")]
+        issued: dict[str, list[float]] = {}
+        for r in rows:
+            if r.get("host_us") and not r["op"].endswith("_fwd_bwd"):
+                issued.setdefault(r["kind"], []).append(float(r["host_us"]))
+        out.host_us = {k: statistics.median(v) for k, v in issued.items()}
         fwd: dict[tuple[Any, ...], float] = {}
         for r in rows:  # (the forward of each fwd_bwd case: the backward is the difference)
             if r["op"].endswith("_fwd"):
@@ -282,6 +292,18 @@ class KernelTable:
                     per_byte.append(_nearest_mean(pts, _conv_where(c)))
                     break
         return max(per_byte, default=0.0) * _conv_io(c, ELEMENT.get(op.dtype, 4))
+
+    def host_extra_us(self, op: Any, mode: str) -> float:
+        """What issuing a traced op costs its host beyond the per-op figure (:class:`ampbench.predict.cost.Host`),
+        microseconds: its kind's issue time less the mean of a GEMM's and an elementwise op's -- the mix the per-op
+        figure was measured on (:mod:`ampbench.measure.host_ops`: Linear + ReLU layers). A convolution's cuDNN plan
+        lookup, an LSTM's descriptors, a norm's checks cost more than that mix; a kind cheaper than it less (negative).
+        0 where the table timed no issue of the op's kind or of the mix; the optimizer's step is priced apart."""
+        base = [self.host_us.get(k) for k in ("gemm", "elementwise")]
+        kind = power_kind(op, mode)[0]
+        if op.phase == "optimizer" or kind not in self.host_us or None in base:
+            return 0.0
+        return self.host_us[kind] - sum(base) / 2  # type: ignore[arg-type]
 
     def power_for(self, op: Any, mode: str, gpu: Gpu) -> float | None:
         """The board power of ``gpu`` running a traced op computing in ``mode``: the table's reading for its kind and

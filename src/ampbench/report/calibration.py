@@ -1,7 +1,7 @@
 """A kernel calibration (``ampbench hw --calibrate``) as a table: per kernel class and dtype, how many kernels were
 timed, the best and median TFLOP/s (compute kernels) or GB/s (memory-bound ones), and the board's mean power over
-replays of the class's longest kernel in that dtype (tables read otherwise -- a class's whole window, gaps and all --
-show none)."""
+replays of the class's highest-rate kernel in that dtype (tables read otherwise -- a class's whole window, gaps and all
+-- show none), and on a GPU the host's median time to issue one call of the class."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
         rates = [r[key] for r in rows if r.get(key) is not None]
         power = (table.get("power") or {}).get(power_key(kind, dtype), {}).get("mean_power_w") \
             if table.get("power_basis") == REPLAY else None
+        issued = [r["host_us"] for r in rows if r.get("host_us") is not None and not r["op"].endswith("_fwd_bwd")]
         out.append({"kind": kind, "dtype": dtype, "timed": len(rates), "failed": sum(1 for r in rows if r["error"]),
+                    "host_us": statistics.median(issued) if issued else None,
                     "unit": {"tflops": "TFLOP/s", "gbps": "GB/s", "us": "us"}[key],
                     "best": (min(rates) if key == "us" else max(rates)) if rates else None,
                     "median": statistics.median(rates) if rates else None, "power_w": power})
@@ -38,11 +40,14 @@ def calibration_table(table: dict[str, Any]) -> Table:
     idle = (table.get("power") or {}).get(IDLE, {}).get("mean_power_w") if table.get("power_basis") == REPLAY else None
     t = Table(title=f"kernel calibration: {table['device_name']}",
               caption=None if idle is None else f"idle between kernels: {idle:.0f} W")
-    for col in ("class", "dtype", "kernels", "best", "median", "power W"):
+    rows = summary(table)
+    issued = any(s["host_us"] is not None for s in rows)  # (a GPU's sweep: the host's issue per call)
+    for col in ("class", "dtype", "kernels", "best", "median", "power W", *(["issue us"] if issued else [])):
         t.add_column(col, justify="left" if col in ("class", "dtype") else "right")
-    for s in summary(table):
+    for s in rows:
         def fmt(v, u=s["unit"]):
             return ("-" if v is None else f"{v:,.3g} {u}")
         t.add_row(s["kind"], s["dtype"], f"{s['timed']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
-                  fmt(s["best"]), fmt(s["median"]), "-" if s["power_w"] is None else f"{s['power_w']:.0f}")
+                  fmt(s["best"]), fmt(s["median"]), "-" if s["power_w"] is None else f"{s['power_w']:.0f}",
+                  *([("-" if s["host_us"] is None else f"{s['host_us']:.1f}")] if issued else []))
     return t
