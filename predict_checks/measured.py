@@ -26,7 +26,7 @@ from ampbench.command_options import PredictData
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision.optimizers import DIRECTLY
 from ampbench.predict.cost import MEASURED_HOST
-from ampbench.predict.rows import predict_target
+from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta, build_target
 
@@ -158,10 +158,11 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
         # (the engine's fused optimizer step as those runs took it: directly, or -- before 2026-11-26 -- through
         # optimizer.step(), whose Python the host model prices apart)
         direct = all(DIRECTLY in (r.get("optimizer_impl") or "") for r in measured)
-        predicted = {(p["precision"], p["compile"], p["cuda_graphs"]): p for p in predict_target(
-            workload, build, list(dict.fromkeys(r["precision"] for r in measured)), gpu, batch,
-            layout == "channels_last", preset=preset, executions=executions,
-            host=replace(MEASURED_HOST, steps_directly=direct))}
+        question = Question(tuple(dict.fromkeys(r["precision"] for r in measured)), batch, layout == "channels_last",
+                            preset, executions=executions)
+        machine = Machine(gpu, host=replace(MEASURED_HOST, steps_directly=direct))
+        predicted = {(p["precision"], p["compile"], p["cuda_graphs"]): p
+                     for p in predict_target(workload, build, question, machine)}
         for r in measured:
             execution = (r.get("compile") or "off", r.get("cuda_graphs") or "off")
             p = predicted[(r["precision"], *execution)]

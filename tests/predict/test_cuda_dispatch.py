@@ -276,13 +276,13 @@ def test_amp_is_predicted_faster_than_tf32_on_attention_models() -> None:
     """Predicted at 0.49-0.55x TF32 while the attention modules' matmuls escaped autocast; BERT-large-sized layers on
     an A100 now gain what half precision gives a compute-bound step (NVIDIA publishes 1.83x for BERT-large)."""
     from ampbench.measure.gpus import lookup
-    from ampbench.predict.rows import predict_target
+    from ampbench.predict.rows import Machine, Question, predict_target
 
     def build() -> Any:
         return Workload_of(_EncoderWithAttention(), (torch.zeros(32, 128, 1024),))
 
-    rows = {r["precision"]: r for r in predict_target("enc", build, ["tf32", "amp-bf16", "amp-fp16"],
-                                                      lookup("a100-80gb"), 32)}
+    rows = {r["precision"]: r for r in predict_target("enc", build, Question(("tf32", "amp-bf16", "amp-fp16"), 32),
+                                                      Machine(lookup("a100-80gb")))}
     for amp in ("amp-bf16", "amp-fp16"):
         assert rows[amp]["predicted_speedup_vs_tf32"] > 1.4, rows[amp]
         assert rows[amp]["predicted_math_mode"] == amp[-4:]

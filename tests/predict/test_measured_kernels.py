@@ -78,15 +78,15 @@ def test_the_shipped_h200_table_interpolates_gemms_within_10_percent_left_out() 
 
 
 def test_a_predicted_row_says_what_its_kernels_were_priced_from() -> None:
-    from ampbench.predict.rows import predict_target
+    from ampbench.predict.rows import Machine, Question, predict_target
     from ampbench.workloads import create_workload
     from ampbench.workloads.factory import build_meta
 
-    rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")), ["amp-bf16"],
-                          lookup("h200"), 16)
+    rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")),
+                          Question(("amp-bf16",), 16), Machine(lookup("h200")))
     assert rows[0]["predicted_kernels"].startswith("measured: NVIDIA H200's measured kernels")
-    rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")), ["amp-bf16"],
-                          lookup("a100-80gb"), 16)
+    rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")),
+                          Question(("amp-bf16",), 16), Machine(lookup("a100-80gb")))
     assert rows[0]["predicted_kernels"].startswith("model:")
 
 
@@ -136,13 +136,13 @@ def test_a_predicted_rows_energy_says_what_it_was_priced_at() -> None:
     """Per sample: the step's energy over its samples -- at measured power where the architecture's table read it
     (the row's mean power times the step, over the batch), at TDP otherwise (an architecture without a table: the
     L4's Ada)."""
-    from ampbench.predict.rows import TDP_BASIS, predict_target
+    from ampbench.predict.rows import TDP_BASIS, Machine, Question, predict_target
     from ampbench.workloads import create_workload
     from ampbench.workloads.factory import build_meta
 
     def rows_on(gpu: str) -> dict:
         (row,) = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")),
-                                ["amp-bf16"], lookup(gpu), 16)
+                                Question(("amp-bf16",), 16), Machine(lookup(gpu)))
         return row
 
     at_tdp = rows_on("l4")

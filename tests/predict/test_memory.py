@@ -25,7 +25,7 @@ from ampbench.measure.step import build_step
 from ampbench.precision.convert import computes_in_fp32
 from ampbench.predict.cuda_dispatch import CPU_RULES, onednn_lstm
 from ampbench.predict.memory import ALLOCATOR_MARGIN, CONTEXT_BYTES, MemoryModel, workspace_bytes
-from ampbench.predict.rows import predict_target
+from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
@@ -210,7 +210,8 @@ def test_the_max_batch_is_the_same_whatever_batch_is_traced(precision: str) -> N
     at a batch of 1, 8 or 4096 (``predict_target``: the traces it prices memory from), the max batch on an A100 is the
     same within 1%."""
     gpu = lookup("a100-80gb")
-    rows = [predict_target("encoder", lambda: zoo.build("encoder", n=32), [precision], gpu, b)[0] for b in (1, 8, 4096)]
+    rows = [predict_target("encoder", lambda: zoo.build("encoder", n=32), Question((precision,), b), Machine(gpu))[0]
+            for b in (1, 8, 4096)]
     found = [r["predicted_max_batch"] for r in rows]
     assert max(found) / min(found) - 1 <= 0.01, found
     m = _model(precision, 8)

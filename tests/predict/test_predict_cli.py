@@ -11,7 +11,7 @@ import pytest
 
 from ampbench.measure.gpus import predictable
 from ampbench.precision import list_precisions
-from ampbench.predict.rows import predict_target, refusal
+from ampbench.predict.rows import Machine, Question, predict_target, refusal
 from ampbench.store import Store
 from tests.conftest import cli
 
@@ -61,7 +61,7 @@ def test_every_registered_workload_on_every_gpu(workload: str) -> None:
         return build_target(workload, None, "tiny", DataOptions(), 0)
 
     for gpu in predictable():  # (traces are per precision; pricing per GPU is arithmetic: one trace set, thirteen GPUs)
-        rows = predict_target(workload, build, MODES, gpu, None, traces=traced)
+        rows = predict_target(workload, build, Question(tuple(MODES)), Machine(gpu), traces=traced)
         _check_rows(rows, gpu)
 
 
@@ -226,9 +226,9 @@ def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_th
         return build_target("tabular-mlp", None, "tiny", DataOptions(), 0)
 
     gpu = lookup("t4")
-    fits = predict_target("tabular-mlp", build, ["fp32"], gpu, 64)[0]
+    fits = predict_target("tabular-mlp", build, Question(("fp32",), 64), Machine(gpu))[0]
     big = fits["predicted_max_batch"] + 1
-    row = predict_target("tabular-mlp", build, ["fp32"], gpu, big)[0]
+    row = predict_target("tabular-mlp", build, Question(("fp32",), big), Machine(gpu))[0]
     assert row["status"] == "oom" and "exceeds" in row["reason"] and f"{fits['predicted_max_batch']:,}" in row["reason"]
     assert row["predicted_peak_bytes"] > row["predicted_usable_bytes"] >= 0
     assert row["predicted_max_batch"] == fits["predicted_max_batch"] and "predicted_step_ms" not in row
@@ -262,7 +262,8 @@ def test_bound_agrees_with_the_notes_and_advice_never_recommends_the_mode_in_use
 
     rows = predict_target("tabular-mlp", lambda: __import__("ampbench.workloads", fromlist=["x"]).build_target(
         "tabular-mlp", None, "tiny", __import__("ampbench.workloads.options", fromlist=["x"]).DataOptions(), 0),
-        ["fp32", "amp-bf16", "pure-bf16"], __import__("ampbench.measure.gpus", fromlist=["x"]).lookup("a100-80gb"))
+        Question(("fp32", "amp-bf16", "pure-bf16")),
+        Machine(__import__("ampbench.measure.gpus", fromlist=["x"]).lookup("a100-80gb")))
     for r in rows:
         assert (r["predicted_bound"] == "launch") == any(n.startswith("launch-bound") for n in r["notes"]), r
     memory = {"predicted_bound": "memory", "predicted_time_split": {"memory": 0.8}}

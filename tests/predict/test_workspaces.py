@@ -12,7 +12,7 @@ from ampbench.measure.gpus import lookup
 from ampbench.predict.kernels import Conv
 from ampbench.predict.measured_kernels import KernelTable, stored_tables
 from ampbench.predict.memory import MemoryModel, workspace_bytes
-from ampbench.predict.rows import predict_target
+from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.predict.trace import Op, trace_step
 from ampbench.workloads import create_workload
 from ampbench.workloads.factory import build_meta
@@ -63,8 +63,9 @@ def test_the_csv_carries_the_workspace_and_an_older_table_has_none() -> None:
     table = _table([_conv_row("conv_fwd", 64, 123_456_789), _conv_row("conv_dgrad", 64, None)])
     back = from_csv(to_csv(table))["kernels"]
     assert [k["workspace_bytes"] for k in back] == [123_456_789, None]
-    old = "\n".join(line.rsplit(",", 1)[0] for line in to_csv(table).splitlines())  # (no workspace column)
+    old = "\n".join(line.rsplit(",", 2)[0] for line in to_csv(table).splitlines())  # (no workspace, issue columns)
     assert [k["workspace_bytes"] for k in from_csv(old)["kernels"]] == [None, None]
+    assert [k["host_us"] for k in from_csv(old)["kernels"]] == [None, None]
 
 
 def _conv_op(batch: int, backward: bool = False) -> Op:
@@ -110,7 +111,7 @@ def test_a_predicted_row_holds_the_workspaces_its_gpus_table_measured() -> None:
     build = lambda: build_meta(lambda: create_workload("unet", "tiny"))  # noqa: E731
 
     def row(gpu: str) -> dict:
-        (r,) = predict_target("unet", build, ["fp32"], lookup(gpu), 4)
+        (r,) = predict_target("unet", build, Question(("fp32",), 4), Machine(lookup(gpu)))
         return r
 
     before, ampere = row("h200"), row("a100-80gb")  # (the shipped table measured no workspace: as before the column)

@@ -14,7 +14,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.transforms import Bbox
 
 from ampbench.measure.gpus import lookup, predictable
-from ampbench.predict.rows import predict_target
+from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.report import charts, write_report
 from ampbench.store import Store
 from ampbench.workloads import create_workload
@@ -45,7 +45,7 @@ def _store(tmp_path: Path, gpus: list[str]) -> Store:
     traces: dict[Any, Any] = {}
     for g in gpus:
         rows += predict_target("tabular-mlp", lambda: build_meta(lambda: create_workload("tabular-mlp", "tiny")),
-                               ["fp32", "amp-bf16", "fp8-rowwise"], lookup(g), 16, traces=traces)
+                               Question(("fp32", "amp-bf16", "fp8-rowwise"), 16), Machine(lookup(g)), traces=traces)
     s.add_predictions(rows)
     return s
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ampbench.measure.gpus import lookup
-from ampbench.predict.rows import predict_target
+from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.report.predictions import fp8_lines, unsupported_lines
 from ampbench.workloads import create_workload
 from ampbench.workloads.factory import build_meta
@@ -14,7 +14,7 @@ def test_an_fp8_row_says_what_it_converted_and_a_gpu_that_cannot_run_it_says_why
     rows = []
     for gpu in ("h100-sxm", "a100-80gb", "a100-40gb"):
         rows += predict_target("tabular-mlp", lambda: build_meta(lambda: create_workload("tabular-mlp", "tiny")),
-                               ["amp-bf16", "fp8-rowwise"], lookup(gpu), 16)
+                               Question(("amp-bf16", "fp8-rowwise"), 16), Machine(lookup(gpu)))
     h100 = {r["precision"]: r for r in rows if r["gpu"] == "h100-sxm"}
     assert h100["fp8-rowwise"]["fp8_layers"].startswith("0/3 converted; skipped:")
     assert h100["fp8-rowwise"]["predicted_ops"] == h100["amp-bf16"]["predicted_ops"]  # (nothing converted)

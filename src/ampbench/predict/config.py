@@ -29,7 +29,7 @@ from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.parallel import Fabric, fabric
-from ampbench.predict.rows import check_target, either_of, find_gpus, gpu_suggestions, predict_target
+from ampbench.predict.rows import Machine, Question, check_target, either_of, find_gpus, gpu_suggestions, predict_target
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
@@ -176,13 +176,12 @@ class PredictConfig:
             channels_last = self.channels_last or entry.memory_format == "channels_last"
             for size in sizes:
                 traces: dict[Any, Any] = {}  # (traced once, priced on every GPU)
+                question = Question(self.precisions, size, channels_last, t.preset, self.optimizer_states,
+                                    self.inference, self.fp8, self.executions)
                 with tracing(t) if tracing is not None else contextlib.nullcontext():
                     for gpu in self.gpus:
-                        rows += predict_target(t.label, build, list(self.precisions), gpu, size, channels_last,
-                                               traces, preset=t.preset, optimizer_states=self.optimizer_states,
-                                               usd_per_hour=self.prices.get(gpu.key), inference=self.inference,
-                                               fab=fabrics.get(gpu.key), fp8=self.fp8, host=self.host,
-                                               executions=self.executions, built=self.built.get(k))
+                        machine = Machine(gpu, fabrics.get(gpu.key), self.host, self.prices.get(gpu.key))
+                        rows += predict_target(t.label, build, question, machine, traces, built=self.built.get(k))
         return rows
 
 

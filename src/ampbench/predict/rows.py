@@ -13,7 +13,7 @@ import json
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -177,30 +177,56 @@ def check_target(build: Callable[[], Workload], precisions: list[str],
     return wl
 
 
-def predict_target(label: str, build: Callable[[], Workload], precisions: list[str], gpu: Gpu,
-                   batch_size: int | None = None, channels_last: bool = False,
-                   traces: dict[Any, Any] | None = None, preset: str | None = None,
-                   optimizer_states: tuple[str | None, ...] = (None,), usd_per_hour: float | None = None,
-                   inference: bool = False, fab: Fabric | None = None,
-                   fp8: Fp8Options | None = None, host: Host = MEASURED_HOST,
-                   executions: tuple[tuple[str, str], ...] = (("off", "off"),),
-                   built: Workload | None = None) -> list[dict[str, Any]]:
-    """One row per precision (and optimizer state) for the workload ``build()`` makes (built on meta: no memory).
-    ``traces``: a dict the traces are kept in, to price the same target on another GPU without tracing it again (the
-    same batch). ``optimizer_states``: None (the optimizer as built) and the states asked for: each precision gets a
-    row per state that is not its own (:mod:`ampbench.precision.optimizer_state`), refused ones with the reason.
-    ``inference``: the forward alone (:func:`~ampbench.predict.trace.trace_inference`: eval mode, no autograd, the
-    half modes' models in half), its latency per batch, memory and largest batch; no optimizer state.
-    ``executions``: the (compile, cuda_graphs) values of ``run``'s cells to predict (:class:`~ampbench.predict.cost.
-    Compiled`), each with every precision; the default: eager. ``built``: the workload ``build`` made already, on meta
-    (a target priced on many GPUs is built once: a user's factory runs, and warns, once).
+@dataclass(frozen=True)
+class Question:
+    """What is predicted of a target, alike on every GPU: the cells ``run`` would measure of it."""
+
+    precisions: tuple[str, ...]
+    batch_size: int | None = None
+    """None: the workload's own."""
+    channels_last: bool = False
+    preset: str | None = None
+    """The cells' preset label; None: the workload's own."""
+    optimizer_states: tuple[str | None, ...] = (None,)
+    """None (the optimizer as built) and the states asked for: each precision gets a row per state that is not its
+    own (:mod:`ampbench.precision.optimizer_state`), refused ones with the reason."""
+    inference: bool = False
+    """The forward alone (:func:`~ampbench.predict.trace.trace_inference`: eval mode, no autograd, the half modes'
+    models in half): its latency per batch, memory and largest batch; no optimizer state."""
+    fp8: Fp8Options | None = None
+    """What the fp8 modes convert (``--fp8-skip``/``--fp8-filter``), as ``run`` converts it."""
+    executions: tuple[tuple[str, str], ...] = (("off", "off"),)
+    """The (compile, cuda_graphs) values of ``run``'s cells (:class:`~ampbench.predict.cost.Compiled`), each with
+    every precision; the default: eager."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a question is priced: the GPU, the fabric of its strategy (None: one GPU), the host that issues its ops,
+    and its price (USD per hour; None: not priced)."""
+
+    gpu: Gpu
+    fab: Fabric | None = None
+    host: Host = MEASURED_HOST
+    usd_per_hour: float | None = None
+
+
+def predict_target(label: str, build: Callable[[], Workload], question: Question, machine: Machine,
+                   traces: dict[Any, Any] | None = None, built: Workload | None = None) -> list[dict[str, Any]]:
+    """One row per precision (and optimizer state) of ``question`` for the workload ``build()`` makes (built on meta:
+    no memory), priced on ``machine``. ``traces``: a dict the traces are kept in, to price the same target on another
+    GPU without tracing it again (the same batch). ``built``: the workload ``build`` made already, on meta (a target
+    priced on many GPUs is built once: a user's factory runs, and warns, once).
 
     Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
-    workload's label, ``preset`` -- the workload's own when None --, precision, batch, the execution at this memory
+    workload's label, the preset -- the workload's own when None --, precision, batch, the execution at this memory
     format and the optimizer state), so a measurement pairs with it by that one definition."""
+    q, gpu, fab, host = question, machine.gpu, machine.fab, machine.host
+    precisions, channels_last, inference, fp8 = list(q.precisions), q.channels_last, q.inference, q.fp8
+    optimizer_states = q.optimizer_states
     rows: list[dict[str, Any]] = []
     wl = check_target(build, precisions, optimizer_states, built)
-    batch = batch_size or wl.batch_size
+    batch = q.batch_size or wl.batch_size
     memory_format = "channels_last" if channels_last else "contiguous"
     traces = {} if traces is None else traces
 
@@ -234,7 +260,7 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
         small = max(batch, MIN_TRACED_BATCH)
         return MemoryModel(trace_of(precision, state, small), trace_of(precision, state, 2 * small))
 
-    for compile_value, graphs in executions:
+    for compile_value, graphs in q.executions:
         execution = Execution(compile_value, memory_format, graphs)
         compiled = Compiled.of(execution)
         baselines: dict[str, float] = {}
@@ -248,10 +274,10 @@ def predict_target(label: str, build: Callable[[], Workload], precisions: list[s
                 state = effective_state(name, asked)
                 if state not in seen:
                     seen.add(state)
-                    rows.append(_predict_row(label, preset or wl.preset, name, state, batch, execution, gpu,
+                    rows.append(_predict_row(label, q.preset or wl.preset, name, state, batch, execution, gpu,
                                              baselines, trace_of, memory_of, fab, host, compiled))
     for row in rows:
-        row.update(running_costs(row, gpu, usd_per_hour))
+        row.update(running_costs(row, gpu, machine.usd_per_hour))
         if inference:
             row["predicted_inference"] = True
     return rows
