@@ -165,6 +165,39 @@ class MeasureSettings:
             raise AmpbenchError(f"--memory-margin must be in [0, 1), got {self.memory_margin}")
 
 
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How cells are started: not part of the run's identity (the same run, launched otherwise, resumes)."""
+
+    isolate: bool | None = None
+    """Each cell in a child process (None: on CUDA yes, on CPU no)."""
+    cell_timeout: float | None = None
+    """Seconds before an isolated cell is stopped (status error)."""
+    node_rank: int = 0
+    endpoint: str | None = None
+    """Several machines: node 0's HOST:PORT (cell i of the distributed cells at PORT + i)."""
+    build_ahead: bool | None = None
+    """The next isolated cell's process started while this one measures, its workload built on the host, its device
+    work after this cell's process has ended (:mod:`ampbench.launch.turn`). None: on CUDA yes, on CPU no."""
+
+    def __post_init__(self) -> None:
+        if self.cell_timeout is not None and self.cell_timeout <= 0:
+            raise AmpbenchError(f"--cell-timeout must be > 0 seconds, got {self.cell_timeout}")
+
+    def isolated(self, device: str) -> bool:
+        return self.isolate if self.isolate is not None else device.startswith("cuda")
+
+    def ahead(self, device: str) -> bool:
+        """Whether the next cell's process is started before its turn (isolated cells only)."""
+        on = self.build_ahead if self.build_ahead is not None else device.startswith("cuda")
+        return on and self.isolated(device)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"isolate": self.isolate, "cell_timeout": self.cell_timeout, "node_rank": self.node_rank,
+                "endpoint": self.endpoint, "build_ahead": self.build_ahead}
+
+
+
 CONVERGE_BY_PRESET: dict[str, tuple[int | None, int]] = {"tiny": (30, 2), "small": (200, 3), "paper": (None, 3)}
 """Convergence work when the run does not say (--converge-steps, --seeds): (steps per seed, seeds) by preset --
 tiny takes seconds, small what ampbench always ran, paper the workload's real length (None: its epochs)."""

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ampbench import seam
-from ampbench.cells import RecipeOptions
+from ampbench.cells import LaunchOptions, MeasureSettings, RecipeOptions
 from ampbench.measure.gpus import predictable
+from ampbench.values import parse_measures, parse_size
 from ampbench.workloads.options import DataOptions, parse_options
 
 
@@ -153,6 +154,17 @@ class MeasureOptions:
                                            "200, paper the workload's epochs).")
     inference_batch: int | None = opt(None, "inference: the large batch (default: the training batch).")
 
+    def parsed(self, default_steps: tuple[int, int]) -> MeasureSettings:
+        """How each cell is measured, parsed and checked (one line naming the option); ``default_steps``: the timed
+        and warm-up steps of the run's device where the command line said none (:func:`ampbench.bench.suites.
+        default_steps`). The device and the batch sizes are the run's, parsed with it."""
+        timed, warmup = default_steps
+        return MeasureSettings(parse_measures(self.measure), timed if self.steps is None else self.steps,
+                               warmup if self.warmup is None else self.warmup, self.seed,
+                               parse_size(self.memory_budget, "memory-budget"), self.memory_margin,
+                               self.maxbatch_limit, seeds=self.seeds, converge_steps=self.converge_steps,
+                               inference_batch=self.inference_batch)
+
 
 @dataclass(frozen=True)
 class RecipeArgs:
@@ -212,6 +224,11 @@ class LaunchArgs:
     build_ahead: bool | None = opt(None, "Build the next cell's workload on the host while this one measures (default: "
                                          "on for isolated GPU cells; on a CPU it would share the cores the steps are "
                                          "timed on).")
+
+    def parsed(self, node_rank: int = 0, endpoint: str | None = None) -> LaunchOptions:
+        """How cells are started, checked (a timeout <= 0 is one line); ``node_rank`` and ``endpoint``: this machine's
+        place among several (:class:`TorchOptions`' ``--node-rank`` and ``--rdzv-endpoint``)."""
+        return LaunchOptions(self.isolate, self.cell_timeout, node_rank, endpoint, self.build_ahead)
 
 
 @dataclass(frozen=True)

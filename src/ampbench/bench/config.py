@@ -24,13 +24,12 @@ from ampbench import seam
 from ampbench.bench.suites import EntrySettings, check_preset, default_steps, native_only_entries, suite_entries, suite_settings
 from ampbench.cells import (
     DEFAULT,
-    DEFAULT_MEASURES,
     FRAMEWORK_ENTRIES,
-    MEASURES,
     SECTION,
     CellSpec,
     DataOptions,
     Distribution,
+    LaunchOptions,
     MeasureSettings,
     RecipeOptions,
     converge_work,
@@ -52,6 +51,7 @@ from ampbench.precision.optimizer_state import missing_for as optimizer_state_mi
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.seam import Options
+from ampbench.values import parse_batch_sizes, parse_list
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -195,38 +195,6 @@ class Axes:
         return out
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
-    """How cells are started: not part of the run's identity (the same run, launched otherwise, resumes)."""
-
-    isolate: bool | None = None
-    """Each cell in a child process (None: on CUDA yes, on CPU no)."""
-    cell_timeout: float | None = None
-    """Seconds before an isolated cell is stopped (status error)."""
-    node_rank: int = 0
-    endpoint: str | None = None
-    """Several machines: node 0's HOST:PORT (cell i of the distributed cells at PORT + i)."""
-    build_ahead: bool | None = None
-    """The next isolated cell's process started while this one measures, its workload built on the host, its device
-    work after this cell's process has ended (:mod:`ampbench.launch.turn`). None: on CUDA yes, on CPU no."""
-
-    def __post_init__(self) -> None:
-        if self.cell_timeout is not None and self.cell_timeout <= 0:
-            raise AmpbenchError(f"--cell-timeout must be > 0 seconds, got {self.cell_timeout}")
-
-    def isolated(self, device: str) -> bool:
-        return self.isolate if self.isolate is not None else device.startswith("cuda")
-
-    def ahead(self, device: str) -> bool:
-        """Whether the next cell's process is started before its turn (isolated cells only)."""
-        on = self.build_ahead if self.build_ahead is not None else device.startswith("cuda")
-        return on and self.isolated(device)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"isolate": self.isolate, "cell_timeout": self.cell_timeout, "node_rank": self.node_rank,
-                "endpoint": self.endpoint, "build_ahead": self.build_ahead}
-
-
 # -- the run ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunConfig:
@@ -368,11 +336,7 @@ class RunConfig:
             if dev.startswith("cuda") and not names else None
         settings = () if names else suite_settings(entries, memory_gib, batch_given=m.batch_size is not None,
                                                    format_given=x.memory_format is not None)
-        default_timed, default_warmup = default_steps(dev)
-        measured = MeasureSettings(parse_measures(m.measure), default_timed if m.steps is None else m.steps,
-                                   default_warmup if m.warmup is None else m.warmup, m.seed,
-                                   parse_size(m.memory_budget, "memory-budget"), m.memory_margin, m.maxbatch_limit,
-                                   seeds=m.seeds, converge_steps=m.converge_steps, inference_batch=m.inference_batch)
+        measured = m.parsed(default_steps(dev))
         sizes = parse_batch_sizes(m.batch_size)
         modes = parse_precisions(r.precisions, dev)
         owners = [seam.of_workload(w) for w in wl_names]
@@ -401,8 +365,7 @@ class RunConfig:
             axes=Axes(modes, sizes, m.repeats, points, strategies, x.nproc_per_node if x.strategy is not None else 1,
                       x.nnodes, reduces, fp8_compiles_by_default(x.compile is not None, dev, modes),
                       (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state")))),
-            launch=LaunchOptions(options.launch.isolate, options.launch.cell_timeout, x.node_rank, x.rdzv_endpoint,
-                                 options.launch.build_ahead))
+            launch=options.launch.parsed(x.node_rank, x.rdzv_endpoint))
 
     # -- what it means ---------------------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -506,26 +469,7 @@ class RunConfig:
         return out
 
 
-# -- parsing what the command line gives -------------------------------------------------------------------------
-def parse_list(value: str | None, what: str) -> list[str]:
-    if value is None:
-        return []
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
-        raise AmpbenchError(f"--{what} is empty: give a comma-separated list")
-    return items
-
-
-def parse_measures(value: str | None) -> tuple[str, ...]:
-    if value is None:
-        return DEFAULT_MEASURES
-    items = parse_list(value, "measure")
-    bad = [m for m in items if m not in MEASURES]
-    if bad:
-        raise AmpbenchError(f"--measure {','.join(bad)}: unknown measurement; choose from {','.join(MEASURES)}")
-    return tuple(m for m in MEASURES if m in items)  # canonical order, no duplicates
-
-
+# -- parsing what the command line gives (the torch-free parsers: ampbench.values) ----------------------------------
 def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
     """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
 
@@ -540,35 +484,6 @@ def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
     return tuple(sorted(out, key=lambda p: p != BASELINE))
 
 
-def parse_size(value: str | None, what: str) -> int | None:
-    """'2GiB', '512MB', '1e9' -> bytes."""
-    if value is None:
-        return None
-    units = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-    v = value.strip().lower().replace(" ", "")
-    num = v.rstrip("kmgib")
-    unit = v[len(num):]
-    try:
-        n = float(num)
-    except ValueError:
-        n = -1.0
-    if unit not in units or n <= 0:
-        raise AmpbenchError(f"--{what} {value!r}: expected a size like 2GiB, 512MiB or 800MB")
-    return int(n * units[unit])
-
-
-def parse_batch_sizes(value: str | None) -> tuple[int | None, ...]:
-    if value is None:
-        return (None,)
-    try:
-        sizes = [int(b) for b in parse_list(value, "batch-size")]
-    except ValueError:
-        raise AmpbenchError(f"--batch-size {value!r}: expected integers, e.g. 64 or 64,128") from None
-    if any(b < 1 for b in sizes):
-        raise AmpbenchError(f"--batch-size must be >= 1, got {value}")
-    return tuple(sizes)
-
-
 def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterable[str]) -> bool:
     """fp8 on CUDA runs torch.compile'd unless --compile says otherwise: torchao's float8 is built to be compiled
     (eager, each cast, amax and scale is a kernel of its own around the fp8 GEMM, which can make fp8 slower than
@@ -577,5 +492,4 @@ def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterab
     return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
 
 
-__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "parse_list", "parse_measures",
-           "parse_precisions", "parse_size"]
+__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "parse_precisions"]

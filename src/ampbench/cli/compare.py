@@ -17,6 +17,7 @@ from ampbench.report.compare import compare_table
 from ampbench.report.predictions import predicted_table
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import merge_repeats
+from ampbench.values import parse_list
 
 
 @app.command("compare")
@@ -28,7 +29,6 @@ def compare_cmd(
     reference: Annotated[o.Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
-    from ampbench.bench.config import parse_list  # lazy: torch
     from ampbench.precision import resolve  # lazy: torch
     from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
 

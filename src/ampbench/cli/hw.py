@@ -16,6 +16,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report.calibration import calibration_table
 from ampbench.report.hw import hw_tables
+from ampbench.values import parse_list
 
 
 @app.command("hw")
@@ -36,7 +37,6 @@ def hw_cmd(
     """The device, what it supports and why not, TF32 flags, versions, peak TFLOP/s, and a GEMM benchmark; with
     --calibrate, its own kernel table."""
 
-    from ampbench.bench.config import parse_list  # lazy: torch
     from ampbench.measure.env import resolve_device  # lazy: torch
     from ampbench.measure.hw import probe  # lazy: torch
 

@@ -19,6 +19,7 @@ from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_text import plural
 from ampbench.store import derive, to_csv
 from ampbench.store.exchange import clean_json
+from ampbench.values import parse_list
 
 
 @app.command("results")
@@ -35,7 +36,6 @@ def results_cmd(
 ) -> None:
     """List stored results (with speedup / memory saving vs fp32)."""
 
-    from ampbench.bench.config import parse_list  # lazy: torch
     from ampbench.precision import resolve  # lazy: torch
 
     if fmt not in ("table", "json", "csv"):

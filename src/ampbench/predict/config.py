@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampbench.bench.config import parse_batch_sizes, parse_list
 from ampbench.bench.suites import EntrySettings, suite_entries, suite_settings
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
@@ -30,6 +29,7 @@ from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.parallel import Fabric, fabric
 from ampbench.predict.rows import Machine, Question, check_target, either_of, find_gpus, gpu_suggestions, predict_target
+from ampbench.values import parse_batch_sizes, parse_list
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
