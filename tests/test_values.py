@@ -42,3 +42,19 @@ def test_the_launch_section_parses_with_this_machines_place() -> None:
     assert LaunchArgs().parsed() == LaunchOptions()
     with pytest.raises(AmpbenchError, match="--cell-timeout must be > 0"):
         LaunchArgs(cell_timeout=0).parsed()
+
+
+def test_one_router_takes_flat_options_to_their_sections() -> None:
+    """RunOptions.of, RunConfig.of and the command line's sections route through cells.route: each value to the
+    section whose field it names, absent ones at their defaults, an unknown name a TypeError naming the caller."""
+    from ampbench.cells import route
+    from ampbench.command_options import RunOptions
+
+    built = route({"measure": MeasureOptions, "launch": LaunchArgs}, {"steps": 4, "cell_timeout": 9.0}, "f()")
+    assert built == {"measure": MeasureOptions(steps=4), "launch": LaunchArgs(cell_timeout=9.0)}
+    with pytest.raises(TypeError, match=r"f\(\) got unknown options: stepz"):
+        route({"measure": MeasureOptions}, {"stepz": 4}, "f()")
+    options = RunOptions.of(steps=4, precisions="fp32", cell_timeout=9.0)
+    assert (options.measure.steps, options.recipe.precisions, options.launch.cell_timeout) == (4, "fp32", 9.0)
+    with pytest.raises(TypeError, match="RunOptions.of"):
+        RunOptions.of(stepz=4)

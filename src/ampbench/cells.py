@@ -90,6 +90,19 @@ def from_flat(cls: type, d: Mapping[str, Any]) -> Any:
     return cls(**kw)
 
 
+def route(sections: Mapping[str, type], values: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """Each of ``sections`` (name -> a section's dataclass) built from the flat ``values`` its fields name (as on the
+    command line: every option is one section's field; absent ones at their defaults); a name no section has is a
+    TypeError naming ``what`` -- the one router from flat keywords to sections (``RunOptions.of``, ``RunConfig.of``,
+    the command line's sections: :func:`ampbench.cli.declared.command`)."""
+    owner = {f.name: name for name, section in sections.items() for f in fields(section)}
+    unknown = sorted(set(values) - set(owner))
+    if unknown:
+        raise TypeError(f"{what} got unknown options: {', '.join(unknown)}")
+    return {name: from_flat(section, {k: v for k, v in values.items() if owner[k] == name})
+            for name, section in sections.items()}
+
+
 # -- the sections ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RecipeOptions:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ampbench import seam
-from ampbench.cells import LaunchOptions, MeasureSettings, RecipeOptions
+from ampbench.cells import LaunchOptions, MeasureSettings, RecipeOptions, route
 from ampbench.measure.gpus import predictable
 from ampbench.values import parse_measures, parse_size
 from ampbench.workloads.options import DataOptions, parse_options
@@ -245,13 +245,8 @@ class RunOptions:
     @classmethod
     def of(cls, **values: Any) -> RunOptions:
         """From flat keywords (each a field of one section, as on the command line); an unknown name is a TypeError."""
-        sections = {f.name: f.default_factory for f in fields(cls)}  # type: ignore[misc]
-        owner = {g.name: s for s, t in sections.items() for g in fields(t)}  # type: ignore[arg-type]
-        unknown = sorted(set(values) - set(owner))
-        if unknown:
-            raise TypeError(f"RunOptions.of() got unknown options: {', '.join(unknown)}")
-        return cls(**{s: t(**{k: v for k, v in values.items() if owner[k] == s})  # type: ignore[operator]
-                      for s, t in sections.items()})
+        return cls(**route({f.name: f.default_factory for f in fields(cls)}, values,  # type: ignore[misc]
+                           "RunOptions.of()"))
 
 
 @dataclass(frozen=True)

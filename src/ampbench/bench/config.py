@@ -34,7 +34,7 @@ from ampbench.cells import (
     RecipeOptions,
     converge_work,
     flat,
-    from_flat,
+    route,
     with_,
 )
 from ampbench.command_options import RunOptions
@@ -306,11 +306,7 @@ class RunConfig:
         presets=("tiny",), precisions=("fp32",), steps=3)``); ``extra``: the launch options."""
 
         sections = {f.name: f.default_factory for f in dc_fields(cls) if f.metadata.get("section")}
-        known = {g.name for t in sections.values() for g in dc_fields(t)}
-        unknown = sorted(set(flat_fields) - known)
-        if unknown:
-            raise TypeError(f"RunConfig.of() got unknown fields: {', '.join(unknown)}")
-        return cls(device=device, **{name: from_flat(t, flat_fields) for name, t in sections.items()},
+        return cls(device=device, **route(sections, flat_fields, "RunConfig.of()"),  # type: ignore[arg-type]
                    launch=LaunchOptions(**(extra or {})))
 
     # -- from the command line -----------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ampbench.cells import route
 from ampbench.command_options import Flag
 
 
@@ -80,10 +81,11 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(**values: Any) -> Any:
         kwargs = {p.name: values[p.name] for p in plain}
         for param, (owner, sections) in declared.items():
-            built = {}
-            for key, section in sections:
-                built[key] = section(**{f.name: values[f.name] for f in fields(section)})
-            kwargs[param] = owner(**built) if sections[0][0] is not None else built[None]
+            mine = {f.name: values[f.name] for _, section in sections for f in fields(section)}
+            if sections[0][0] is None:  # (one flat section)
+                kwargs[param] = owner(**mine)
+            else:
+                kwargs[param] = owner(**route(dict(sections), mine, f"{fn.__name__}()"))  # type: ignore[arg-type]
         return fn(**kwargs)
 
     wrapper.__signature__ = inspect.Signature(flat)  # type: ignore[attr-defined]
