@@ -24,8 +24,8 @@ from typing import Any
 
 from ampbench import seam
 from ampbench.errors import AmpbenchError
-from ampbench.execution.options import Execution, strategy_label
-from ampbench.workloads.options import DEFAULT, DataOptions
+from ampbench.execution.axes import Execution, strategy_label
+from ampbench.workloads.data_options import DEFAULT, DataOptions
 
 # -- when a field is left out of a key (DEFAULT: while it holds its default) ------------------------------------
 

@@ -25,7 +25,7 @@ from ampbench import seam
 from ampbench.cells import LaunchOptions, MeasureSettings, RecipeOptions, route
 from ampbench.measure.gpus import predictable
 from ampbench.values import parse_measures, parse_size
-from ampbench.workloads.options import DataOptions, parse_options
+from ampbench.workloads.data_options import DataOptions, parse_options
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class DataArgs:
 
 def parsed_data(section: Any) -> DataOptions:
     """A command's data section (:class:`DataArgs`, :class:`PredictData`) parsed, field by field by name: the one
-    mapping from the command line's data options to :class:`~ampbench.workloads.options.DataOptions` (a section
+    mapping from the command line's data options to :class:`~ampbench.workloads.data_options.DataOptions` (a section
     without real data -- predict's -- has no ``--data-dir`` nor ``--val-fraction``)."""
     data_dir = getattr(section, "data_dir", None)
     return DataOptions(input_shape=section.input_shape, num_classes=section.num_classes,
@@ -363,7 +363,7 @@ class PredictGpus:
     host_us: str | None = opt(None, "Your host's microseconds, F,B[,P[,D]]: forward and backward per op, per "
                                     "parameter of a fused optimizer.step() and of the engine's direct fused step "
                                     "(ampbench hw --device cuda measures them; default: the lent H200 machine's "
-                                    "24.1,27.9,11.6,3.9). A launch-bound step is its host's time.",
+                                    "24.1,27.9,11.6,6.7). A launch-bound step is its host's time.",
                               "--host-us")
 
 

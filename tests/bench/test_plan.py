@@ -120,3 +120,23 @@ def test_fp8_on_cuda_compiles_by_default_beside_compiled_references() -> None:
     row.update(run_id="r", cell_key=auto.key(), status="error", reason="boom")  # (validation of the new key)
     assert row_problem(row) is None
     assert "compiled_by_default" in (row_problem({**row, "compiled_by_default": "yes"}) or "")
+
+
+def test_a_run_expands_its_cells_once_and_asks_the_device_once_per_mode(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The plan, the progress bar, the runner and --resume read one expansion (each a copy of it); the device's
+    support of each mode is asked once per run in this process (a cell's own process checks its device again)."""
+    from ampbench.bench import config as config_module
+
+    asked: list[str] = []
+    real = config_module.supported
+    monkeypatch.setattr(config_module, "supported", lambda p, d: asked.append(p) or real(p, d))
+    config = _config(precisions=("fp32", "amp-bf16"), native_only=("bert:tiny",))
+    expanded: list[int] = []
+    real_expand = RunConfig._expand
+    monkeypatch.setattr(RunConfig, "_expand", lambda self: expanded.append(1) or real_expand(self))
+    first = config.cells()
+    first.clear()  # (a caller's copy)
+    assert config.cells() == config.cells() and len(config.cells()) > 0 and expanded == [1]
+    config.left_out()
+    assert sorted(asked) == ["amp-bf16"]  # (fp32 always runs: never asked)
+    assert config.support("amp-bf16") is config.support("amp-bf16")

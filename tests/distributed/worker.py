@@ -105,6 +105,7 @@ def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **
     """BlockNet trained STEPS steps (``strategy`` None: one process over the ranks' batches concatenated), the bytes
     this rank put into FSDP2's all-gathers counted."""
     from ampbench.distributed.comm import fsdp_bytes
+    from ampbench.distributed.units import fsdp_split
 
     torch.manual_seed(0)
     net = BlockNet()
@@ -125,7 +126,7 @@ def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **
 
         out.update(units=[isinstance(m, FSDPModule) for m in (model, *model.blocks, model.inp, model.out)],
                    gathered_per_step=sum(sent) / STEPS,
-                   counted_per_step=fsdp_bytes(mp.placement.layout, mp.fsdp_split(model))[0] / world)
+                   counted_per_step=fsdp_bytes(mp.placement.layout, fsdp_split(model, mp))[0] / world)
     return out
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, executions, parse_axis
-from ampbench.execution.options import display_name
+from ampbench.execution.axes import display_name
 
 
 @pytest.mark.parametrize("compile, graphs, kwargs", [

@@ -155,3 +155,16 @@ def test_a_suite_runs_cells_are_predicted_with_the_options_its_entries_gave_them
     assert measured.entry_options("lstm-lm", "paper", config) == (("vocab", 100_000),)
     assert measured.entry_options("resnet50", "paper", config) == ()
     assert measured.entry_options("lstm-lm", "small", config) == ()
+
+
+def test_predicts_help_names_the_default_hosts_figures() -> None:
+    """--host-us's help says the default host's F,B,P,D (declared torch-free, so written out there: held to the
+    constants here)."""
+    from dataclasses import fields
+
+    from ampbench.command_options import PredictGpus
+
+    (host_us,) = [f for f in fields(PredictGpus) if f.name == "host_us"]
+    h = cost.MEASURED_HOST
+    assert f"{h.forward_us:g},{h.backward_us:g},{h.fused_optimizer_us:g},{h.direct_step_us:g}" in \
+        host_us.metadata["cli"].help

@@ -51,7 +51,7 @@ def _check_rows(rows: list[dict], gpu) -> None:
 @pytest.mark.parametrize("workload", ["mnist-cnn", "conv-dummy", "resnext", "unet", "bert", "lstm-lm", "tabular-mlp"])
 def test_every_registered_workload_on_every_gpu(workload: str) -> None:
     from ampbench.workloads import build_target
-    from ampbench.workloads.options import DataOptions
+    from ampbench.workloads.data_options import DataOptions
     from ampbench.workloads.registry import list_workloads
 
     assert workload in list_workloads()
@@ -220,7 +220,7 @@ def test_a_model_that_reads_a_value_is_refused_in_one_line_naming_where(tmp_path
 def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_that_fits() -> None:
     from ampbench.measure.gpus import lookup
     from ampbench.workloads import build_target
-    from ampbench.workloads.options import DataOptions
+    from ampbench.workloads.data_options import DataOptions
 
     def build():
         return build_target("tabular-mlp", None, "tiny", DataOptions(), 0)
@@ -261,7 +261,7 @@ def test_bound_agrees_with_the_notes_and_advice_never_recommends_the_mode_in_use
     from ampbench.report.predictions import no_speedup_lines, why_no_speedup
 
     rows = predict_target("tabular-mlp", lambda: __import__("ampbench.workloads", fromlist=["x"]).build_target(
-        "tabular-mlp", None, "tiny", __import__("ampbench.workloads.options", fromlist=["x"]).DataOptions(), 0),
+        "tabular-mlp", None, "tiny", __import__("ampbench.workloads.data_options", fromlist=["x"]).DataOptions(), 0),
         Question(("fp32", "amp-bf16", "pure-bf16")),
         Machine(__import__("ampbench.measure.gpus", fromlist=["x"]).lookup("a100-80gb")))
     for r in rows:

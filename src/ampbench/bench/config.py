@@ -11,6 +11,7 @@ the CLI would refuse cannot be built at all. :meth:`RunConfig.cells` expands it 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,7 @@ from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import missing_for as optimizer_state_missing
 from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
+from ampbench.precision.support import Support
 from ampbench.seam import Options
 from ampbench.values import parse_batch_sizes, parse_list
 from ampbench.workloads import get_spec
@@ -390,7 +392,30 @@ class RunConfig:
         (the closing baseline, A-B-A, at the run's first execution): every speedup divides by fp32, so a disturbed fp32
         cell would make every mode look faster; how far fp32 moved between its two measurements becomes part
         of every speedup's noise (``baseline_drift``).
+
+        Expanded once per config (the plan, the progress bar, the runner and --resume read the same list; each caller
+        gets its own copy).
         """
+        return list(self._cells)
+
+    @functools.cached_property
+    def _cells(self) -> tuple[CellSpec, ...]:
+        return tuple(self._expand())
+
+    def support(self, precision: str) -> Support:
+        """Whether this run's device runs ``precision``, and why not or with what note (asked once per mode and run:
+        the plan, the native-only entries and the runner read it here; a cell's own process checks its device
+        again)."""
+        known = self._support
+        if precision not in known:
+            known[precision] = supported(precision, self.device)
+        return known[precision]
+
+    @functools.cached_property
+    def _support(self) -> dict[str, Support]:
+        return {}
+
+    def _expand(self) -> list[CellSpec]:
         a, run_measure = self.axes, self.measure
         timed = tuple(x for x in run_measure.measures if x in REPEATED_MEASURES)
         repeats = a.repeats if "throughput" in timed else 1
@@ -445,7 +470,7 @@ class RunConfig:
 
         if f"{workload}:{preset}" not in self.targets.native_only:
             return self.axes.precisions
-        return tuple(p for p in self.axes.precisions if p == BASELINE or not supported(p, self.device).note)
+        return tuple(p for p in self.axes.precisions if p == BASELINE or not self.support(p).note)
 
     def left_out(self) -> list[str]:
         """What native-only entries leave out, and why (printed with the run's header)."""
@@ -454,7 +479,7 @@ class RunConfig:
         for workload, preset in zip(self.targets.workloads, self.targets.presets):
             missing = [p for p in self.axes.precisions if p not in self.precisions_of(workload, preset)]
             if missing:
-                out.append(f"{workload} ({preset}): {', '.join(missing)} left out: {supported(missing[0], self.device).note}"
+                out.append(f"{workload} ({preset}): {', '.join(missing)} left out: {self.support(missing[0]).note}"
                            f" (its matmuls would take minutes per step); ask for them with --workloads {workload} "
                            f"--preset {preset} --precisions ...")
         for state in self.given_states:  # the (mode, state) pairs that make no sense: one line per state

@@ -26,7 +26,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.launch import ChildProcess, Forked, Inline, Started
 from ampbench.measure.env import device_name
 from ampbench.measure.maxbatch import Trial
-from ampbench.precision import get, supported
+from ampbench.precision import get
 from ampbench.store.derive import derive
 from ampbench.store.sqlite import RunInfo, Store, utcnow
 
@@ -198,7 +198,7 @@ def lend_ranks(config: RunConfig, on_cell: Callable[[CellSpec, dict[str, Any]], 
     joined = 0
     cells = config.cells()
     for i, spec in enumerate(cells):
-        if spec.strategy is not None and strategy_problem(spec) is None and supported(spec.precision, spec.device).ok:
+        if spec.strategy is not None and strategy_problem(spec) is None and config.support(spec.precision).ok:
             row = execute(spec, True, timeout, node_rank=node_rank, endpoint=cell_endpoint(config, cells, i))
             joined += 1
             if on_cell is not None:
@@ -230,7 +230,7 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
 
     def problem(spec: CellSpec) -> str | None:
         """Why the cell cannot run here (no process needed to know it), or None."""
-        sup = supported(spec.precision, device)
+        sup = config.support(spec.precision)
         return strategy_problem(spec) or (None if sup.ok else sup.reason)
 
     ahead = Ahead(config, timeout)

@@ -9,8 +9,8 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
@@ -22,11 +22,11 @@ from ampbench.values import parse_list
 
 @app.command("compare")
 def compare_cmd(
-    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
-    workloads: Annotated[o.Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
-    precision: Annotated[o.Opt[str], typer.Option("--precisions", "--precision",
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    workloads: Annotated[Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
+    precision: Annotated[Opt[str], typer.Option("--precisions", "--precision",
                                                   help="Only these modes (comma-separated).")] = None,
-    reference: Annotated[o.Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
+    reference: Annotated[Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
     from ampbench.precision import resolve  # lazy: torch

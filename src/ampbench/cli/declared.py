@@ -21,6 +21,11 @@ import typer
 from ampbench.cells import route
 from ampbench.command_options import Flag
 
+Opt = Optional
+"""``Opt[X]``: typer's spelling of an optional option on py3.10 (it reads no ``X | None``), for the few options a
+command declares itself (every option of run, train, diagnose and predict is declared once in
+:mod:`ampbench.command_options` and derived here)."""
+
 
 def _cli_type(hint: Any, default: Any) -> Any:
     """typer's spelling of a field's type: ``Optional[X]`` for ``X | None`` (typer on py3.10 reads no ``|``), and

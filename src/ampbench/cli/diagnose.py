@@ -9,8 +9,8 @@ from typing import Any
 from rich.markup import escape
 
 from ampbench.cli import declared
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.cli.examples import MODEL_EXAMPLES
 from ampbench.command_options import CommandTarget, DataArgs, DiagnoseSettings
 from ampbench.paths import write_text_atomic
 from ampbench.report.diagnosis import findings_lines
@@ -20,7 +20,7 @@ from ampbench.store.sqlite import utcnow
 from ampbench.tensorboard import safe_name, write_diagnosis
 
 
-@app.command("diagnose", epilog=o.MODEL_EXAMPLES)
+@app.command("diagnose", epilog=MODEL_EXAMPLES)
 @declared.command
 def diagnose_cmd(target: CommandTarget, data: DataArgs, settings: DiagnoseSettings) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.cli.declared import Opt
 from ampbench.paths import STDOUT, check_output_file
 from ampbench.report.run_text import plural
 from ampbench.store import export_data, import_file, json_text, write_json
@@ -19,8 +19,8 @@ from ampbench.store import export_data, import_file, json_text, write_json
 @app.command("export")
 def export_cmd(
     out: Annotated[Path, typer.Option("--out", help="JSON file to write.")],
-    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
-    run: Annotated[o.Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
 ) -> None:
     """Write runs and rows as JSON, to move them to another machine (ampbench import). --out - writes them to
     standard output."""
@@ -40,7 +40,7 @@ def export_cmd(
 @app.command("import")
 def import_cmd(
     files: Annotated[list[Path], typer.Argument(help="Files written by ampbench export or run --json.")],
-    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
 ) -> None:
     """Add exported results (e.g. from other GPUs) to the store; rows already there are kept as they are."""
 

@@ -10,8 +10,8 @@ import typer
 from rich.markup import escape
 
 from ampbench import progress
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.report.calibration import calibration_table
@@ -21,17 +21,17 @@ from ampbench.values import parse_list
 
 @app.command("hw")
 def hw_cmd(
-    device: Annotated[o.Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
-    sizes: Annotated[o.Opt[str], typer.Option(help="GEMM sizes n (n x n x n), comma-separated.")] = None,
+    device: Annotated[Opt[str], typer.Option(help="cpu, cuda or cuda:N (default: cuda if present).")] = None,
+    sizes: Annotated[Opt[str], typer.Option(help="GEMM sizes n (n x n x n), comma-separated.")] = None,
     gemm: Annotated[bool, typer.Option(help="Run the GEMM micro-benchmark.")] = True,
-    db: Annotated[o.Opt[Path], typer.Option(help="Store the probe here (MFU vs measured peak uses it).")] = None,
-    json_out: Annotated[o.Opt[Path], typer.Option("--json", help="Write the probe as JSON.")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Store the probe here (MFU vs measured peak uses it).")] = None,
+    json_out: Annotated[Opt[Path], typer.Option("--json", help="Write the probe as JSON.")] = None,
     calibrate: Annotated[bool, typer.Option(
         "--calibrate", help="Time this device's kernels at the shapes models use (GEMMs, convolutions, norms, "
                             "attention, LSTM, optimizers; every dtype it computes in; power per kernel class) and store "
                             "the table: predict prices this GPU from it. <= 5 min on a GPU.")] = False,
     budget: Annotated[float, typer.Option(help="--calibrate: stop timing new kernels after this many seconds.")] = 300.0,
-    csv_out: Annotated[o.Opt[Path], typer.Option("--csv", help="--calibrate: write the kernel table as CSV (with the "
+    csv_out: Annotated[Opt[Path], typer.Option("--csv", help="--calibrate: write the kernel table as CSV (with the "
                                                                "environment) here.")] = None,
 ) -> None:
     """The device, what it supports and why not, TF32 flags, versions, peak TFLOP/s, and a GEMM benchmark; with

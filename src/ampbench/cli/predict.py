@@ -4,20 +4,19 @@ on the GPU's datasheet: :mod:`ampbench.predict`)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from rich.markup import escape
 
 from ampbench.cli import declared
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store, warned_once
+from ampbench.cli.examples import PYTORCH_MODEL_EXAMPLES
 from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.predict.measured_kernels import stored_tables
 from ampbench.report.predictions import fp8_lines, no_speedup_lines, unsupported_lines
 
 
-@app.command("predict", epilog=o.PYTORCH_MODEL_EXAMPLES)
+@app.command("predict", epilog=PYTORCH_MODEL_EXAMPLES)
 @declared.command
 def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
                 output: PredictOutput) -> None:
@@ -36,9 +35,7 @@ def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribu
     check_output_file(json_out, "--json", "predict.json")
     check_output_file(csv_out, "--csv", "predict.csv")
     store = open_store(output.db)  # (a directory or a damaged file: one line, before anything is traced)
-    config = PredictConfig.from_strings(
-        gpu=gpus.gpu, gpu_spec=gpus.gpu_spec, prices=gpus.prices, host_us=gpus.host_us, **asdict(targets),
-        **asdict(spread), data=data.parsed())
+    config = PredictConfig.from_options(gpus, targets, spread, data.parsed())
     from ampbench.predict.run_time import run_cells, run_text, runs_text  # lazy: torch
 
     with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)

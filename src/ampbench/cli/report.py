@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, open_store
+from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
 from ampbench.paths import STDOUT, check_output_file
 from ampbench.report import FORMATS, build_report, write_report
@@ -18,10 +18,10 @@ from ampbench.report import FORMATS, build_report, write_report
 
 @app.command("report")
 def report_cmd(
-    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
-    run: Annotated[o.Opt[str], typer.Option("--run", help="Run id (or a unique prefix).")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[Opt[str], typer.Option("--run", help="Run id (or a unique prefix).")] = None,
     latest: Annotated[bool, typer.Option("--latest", help="The latest run (the default).")] = False,
-    out: Annotated[o.Opt[Path], typer.Option("--out", help="File to write (default: <db dir>/reports/RUN.EXT).")] = None,
+    out: Annotated[Opt[Path], typer.Option("--out", help="File to write (default: <db dir>/reports/RUN.EXT).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="html | md | csv.")] = "html",
     predictions: Annotated[bool, typer.Option("--predictions", help="Every stored prediction (ampbench predict), "
                                                                     "whatever was measured.")] = False,

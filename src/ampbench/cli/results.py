@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, open_store
+from ampbench.cli.declared import Opt
 from ampbench.cli.render import results_tables
 from ampbench.errors import AmpbenchError
 from ampbench.report import ALL_PREDICTIONS, ONLY_PREDICTIONS
@@ -24,11 +24,11 @@ from ampbench.values import parse_list
 
 @app.command("results")
 def results_cmd(
-    db: Annotated[o.Opt[Path], typer.Option(help="Results store.")] = None,
-    run: Annotated[o.Opt[str], typer.Option("--run", help="Run id (or a unique prefix); default: the latest run.")] = None,
+    db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
+    run: Annotated[Opt[str], typer.Option("--run", help="Run id (or a unique prefix); default: the latest run.")] = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Rows of every run.")] = False,
-    workloads: Annotated[o.Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
-    precisions: Annotated[o.Opt[str], typer.Option("--precisions", "--precision",
+    workloads: Annotated[Opt[str], typer.Option(help="Only these workloads (comma-separated).")] = None,
+    precisions: Annotated[Opt[str], typer.Option("--precisions", "--precision",
                                                    help="Only these modes (comma-separated).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv.")] = "table",
     predictions: Annotated[bool, typer.Option("--predictions", help="The stored predictions (ampbench predict) "

@@ -12,8 +12,8 @@ from rich.markup import escape
 
 from ampbench.bench.estimate import run_estimate
 from ampbench.cli import declared
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, invocation, open_store
+from ampbench.cli.examples import MODEL_EXAMPLES
 from ampbench.cli.render import cell_line, plan_header, results_tables, run_with_progress
 from ampbench.command_options import RunOptions, RunOutput
 from ampbench.errors import AmpbenchError
@@ -24,7 +24,7 @@ from ampbench.store import default_db_path, export_data, write_json
 from ampbench.tensorboard import open_dir
 
 
-@app.command("run", epilog=o.MODEL_EXAMPLES)
+@app.command("run", epilog=MODEL_EXAMPLES)
 @declared.command
 def run_cmd(options: RunOptions, output: RunOutput) -> None:
     """Measure every precision side by side: speed, memory, largest batch, convergence, inference, MFU."""

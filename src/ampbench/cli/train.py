@@ -11,13 +11,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ampbench.cli import declared
-from ampbench.cli import options as o
 from ampbench.cli.core import app, console, err_console, invocation
+from ampbench.cli.examples import MODEL_EXAMPLES
 from ampbench.command_options import CommandTarget, DataArgs, TrainDistribution, TrainSettings
 from ampbench.paths import write_text_atomic
 
 
-@app.command("train", epilog=o.MODEL_EXAMPLES)
+@app.command("train", epilog=MODEL_EXAMPLES)
 @declared.command
 def train_cmd(target: CommandTarget, data: DataArgs, settings: TrainSettings, distribution: TrainDistribution) -> None:
     """Train a workload (or your --model) in one precision mode; evaluate train/test metrics at the end."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
@@ -93,3 +94,11 @@ def split(model: nn.Module, norm_units: Sequence[nn.Module] = (), fp8_weights: S
     in_blocks = sum(_numel(b, set()) for b in units) - block
     block_fp8 = sum(p.numel() for b in units for p in b.parameters() if id(p) in fp8_ids)
     return FsdpSplit(numel, norm, in_blocks, fp8, block, block_fp8, len(units))
+
+
+def fsdp_split(model: nn.Module, engine: Any) -> FsdpSplit:
+    """The set-up ``model``'s elements by the FSDP2 unit that all-gathers them, as ``engine`` (a
+    :class:`~ampbench.precision.MixedPrecision`) set it up: the modules it keeps as fp32 units of their own (FSDP
+    master-*'s norms), the repeated blocks, the root, and the weights it converted to Float8Linear (all-gathered in
+    fp8 under FSDP fp8-tensorwise) -- what ``run`` counts its FSDP bytes from, and ``predict`` too."""
+    return split(model, engine.fp32_units(model), engine.fp8_weights(model))

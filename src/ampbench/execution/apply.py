@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from ampbench.errors import AmpbenchError
-from ampbench.execution.options import Execution
+from ampbench.execution.axes import Execution
 
 CHANNELS_LAST_WORKLOADS = "mnist-cnn, resnext, conv-dummy, unet, or a --model taking (N, C, H, W) images"
 

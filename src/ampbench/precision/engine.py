@@ -42,7 +42,6 @@ import torch
 from torch import nn
 
 from ampbench.distributed.placement import OneDevice, Placement
-from ampbench.distributed.units import FsdpSplit, split
 from ampbench.errors import AmpbenchError, MisuseError, UnsupportedPrecisionError
 from ampbench.precision import engine_state
 from ampbench.precision.convert import resolve_keep_fp32
@@ -211,7 +210,7 @@ class MixedPrecision:
         self.fallbacks = self.recipe.kernel_fallbacks(models, self.device)
         for note in self.fallbacks:
             warnings.warn(f"ampbench {self.name} on {self.device}: {note}", stacklevel=2)
-        wrapped = place.wrap(models, optimizers, self.device, self._fp32_units)
+        wrapped = place.wrap(models, optimizers, self.device, self.fp32_units)
         for opt in optimizers:
             masters = MasterWeights(opt, fp32_copies) if with_masters else None
             half_grads = any(
@@ -244,18 +243,15 @@ class MixedPrecision:
         self._is_setup = True
         return place.trained(model, wrapped), optimizer
 
-    def _fp32_units(self, model: nn.Module) -> list[nn.Module]:
-        """FSDP master-*: the modules that stay fp32 units (norm layers and keep_fp32)."""
+    def fp32_units(self, model: nn.Module) -> list[nn.Module]:
+        """The modules the engine keeps in fp32 as units of their own under FSDP master-* (norm layers and
+        keep_fp32)."""
         return [m for _, m in resolve_keep_fp32(model, self.keep_fp32, keep_norm=True)]
 
-    def fsdp_split(self, model: nn.Module) -> FsdpSplit:
-        """The set-up ``model``'s elements by the FSDP2 unit that all-gathers them: the norm modules FSDP master-* keeps
-        as fp32 units of their own, the repeated blocks, the root, and the weights converted to Float8Linear
-        (all-gathered in fp8 under FSDP fp8-tensorwise): what ``run`` counts its FSDP bytes from, and ``predict``
-        too."""
+    def fp8_weights(self, model: nn.Module) -> list[nn.Parameter]:
+        """The weights of the set-up ``model`` converted to Float8Linear (none outside the fp8 modes)."""
         layers = self.fp8_layers
-        fp8 = [model.get_submodule(n).weight for n in layers.converted] if layers is not None else []
-        return split(model, self._fp32_units(model), fp8)
+        return [model.get_submodule(n).weight for n in layers.converted] if layers is not None else []
 
     def _convert(self, models: list[nn.Module]) -> None:
         names = [k for k in self.keep_fp32 if isinstance(k, str)]

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.bench.suites import EntrySettings, suite_entries, suite_settings
+from ampbench.cells import route
+from ampbench.command_options import PredictDistribution, PredictGpus, PredictTargets
 from ampbench.command_requests import Target
 from ampbench.errors import AmpbenchError
-from ampbench.execution.options import parse_axis
+from ampbench.execution.axes import parse_axis
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
@@ -92,14 +94,25 @@ class PredictConfig:
         return self.gpus[0]
 
     @classmethod
-    def from_strings(cls, *, gpu: str | None = None, gpu_spec: Path | None = None, workloads: str | None = None,
-                     model: str | None = None, preset: str | None = None, precisions: str | None = None,
-                     batch_size: str | None = None, optimizer_state: str | None = None, channels_last: bool = False,
-                     data: DataOptions | None = None, seed: int = 0, prices: Path | None = None,
-                     inference: bool = False, gpus_per_node: int = 1, nodes: int = 1, strategy: str | None = None,
-                     interconnect: str | None = None, fp8_skip: str | None = None,
-                     fp8_filter: str | None = None, host_us: str | None = None, compile: str | None = None,
-                     cuda_graphs: str | None = None) -> PredictConfig:
+    def from_strings(cls, *, data: DataOptions | None = None, **options: Any) -> PredictConfig:
+        """The config of ``ampbench predict``'s options given as keywords, the command line's names (each a field of
+        one of its sections: :class:`~ampbench.command_options.PredictGpus`, ``PredictTargets``,
+        ``PredictDistribution``); ``data``: what a ``--model`` is fed."""
+        s = route({"gpus": PredictGpus, "targets": PredictTargets, "spread": PredictDistribution}, options,
+                  "PredictConfig.from_strings()")
+        return cls.from_options(s["gpus"], s["targets"], s["spread"], data or DataOptions())
+
+    @classmethod
+    def from_options(cls, gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution,
+                     data: DataOptions) -> PredictConfig:
+        """The config the command line's sections say: parsed here, every check made before anything is traced."""
+        gpu, gpu_spec, prices, host_us = gpus.gpu, gpus.gpu_spec, gpus.prices, gpus.host_us
+        t = targets
+        workloads, model, preset, precisions, batch_size = t.workloads, t.model, t.preset, t.precisions, t.batch_size
+        optimizer_state, fp8_skip, fp8_filter, seed = t.optimizer_state, t.fp8_skip, t.fp8_filter, t.seed
+        inference, channels_last, compile, cuda_graphs = t.inference, t.channels_last, t.compile, t.cuda_graphs
+        gpus_per_node, nodes, strategy, interconnect = spread.gpus_per_node, spread.nodes, spread.strategy, \
+            spread.interconnect
         host = Host.parse(host_us) if host_us is not None else MEASURED_HOST
         executions = tuple(itertools.product(parse_axis(compile, "compile"), parse_axis(cuda_graphs, "cuda_graphs")))
         gpus = find_gpus(gpu, gpu_spec)
@@ -108,7 +121,6 @@ class PredictConfig:
         fp8 = Fp8Options.for_modes(names, fp8_skip, fp8_filter)
         sizes = parse_batch_sizes(batch_size)
         states = parse_optimizer_states(optimizer_state, names)
-        data = data or DataOptions()
         if model is not None and workloads:
             raise AmpbenchError("give --workloads or --model, not both")
         # the cells `ampbench run` measures on a GPU: named workloads at --preset (default small), else the GPU suite

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ampbench.errors import AmpbenchError
-from ampbench.execution.options import Execution
+from ampbench.execution.axes import Execution
 from ampbench.measure.gpus import Gpu
 from ampbench.precision.fused_step import DIRECT
 from ampbench.predict import fusion, kernels, measured_kernels
@@ -99,7 +99,7 @@ class Host:
 
 @dataclass(frozen=True)
 class Compiled:
-    """How ``ampbench run``'s compiled cells run the model's forward and backward (:mod:`ampbench.execution.options`):
+    """How ``ampbench run``'s compiled cells run the model's forward and backward (:mod:`ampbench.execution.axes`):
     Inductor's kernels (``fuse``: compile on or max-autotune; :mod:`ampbench.predict.fusion`) and/or CUDA graphs
     (``graphs``). The loss, the engine's step and the optimizer stay eager, as ``run`` keeps them.
 

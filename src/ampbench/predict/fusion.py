@@ -1,6 +1,6 @@
 """A traced step as ``torch.compile`` runs it: the model's forward and backward turned into Inductor's kernels, the
 rest (the loss, the engine's step, the optimizer) eager, as ``ampbench run``'s compiled cells run them
-(:mod:`ampbench.execution.options`).
+(:mod:`ampbench.execution.axes`).
 
 Why our own: Inductor's scheduler decides its fusions while it generates Triton code for a GPU, which this machine has
 neither; its CPU backend fuses for C++ loops, not for Triton. So the decisions are re-derived here from the traced data

@@ -22,7 +22,7 @@ import torch
 from ampbench.cells import CellId
 from ampbench.distributed.strategy import layout
 from ampbench.errors import AmpbenchError
-from ampbench.execution.options import Execution
+from ampbench.execution.axes import Execution
 from ampbench.measure.gpus import Gpu, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem

@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from ampbench.distributed.units import FsdpSplit, blocks
+from ampbench.distributed.units import FsdpSplit, blocks, fsdp_split
 from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa_backward_flops, sdpa_forward_flops
 from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
@@ -513,7 +513,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  fusable, len(state), len(stepped), torchao=is_torchao(optimizer),
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
-                 fsdp=mp.fsdp_split(model),  # (as run counts its FSDP bytes)
+                 fsdp=fsdp_split(model, mp),  # (as run counts its FSDP bytes)
                  fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None)
 
 

@@ -35,7 +35,7 @@ from itertools import groupby
 from typing import Any
 
 from ampbench.cells import CellId, measured_on
-from ampbench.execution.options import Execution
+from ampbench.execution.axes import Execution
 from ampbench.measure.cpu import half_hardware_summary, half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from ampbench.execution.options import display_name
+from ampbench.execution.axes import display_name
 from ampbench.report.numbers import bytes_unit, unit_bytes
 
 matplotlib.rcParams["svg.fonttype"] = "path"

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.execution.options import Execution
+from ampbench.execution.axes import Execution
 from ampbench.precision import is_fp8
 from ampbench.store.derive import speed_doubt, speedup_noise, speedup_range
 

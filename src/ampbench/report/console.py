@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ampbench.execution.options import Execution, strategy_label
+from ampbench.execution.axes import Execution, strategy_label
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, sig, unit_bytes
 from ampbench.store.derive import compared_memory, memory_basis

@@ -11,7 +11,7 @@ import html
 from typing import Any
 
 import ampbench
-from ampbench.execution.options import Execution, display_name
+from ampbench.execution.axes import Execution, display_name
 from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
 from ampbench.report.advisor import Advice, advise, group_labels, workload_groups

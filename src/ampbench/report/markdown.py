@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.execution.options import Execution, strategy_label
+from ampbench.execution.axes import Execution, strategy_label
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import (
     compile_note,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ampbench.execution.options import display_name
+from ampbench.execution.axes import display_name
 from ampbench.store.derive import compared_memory
 
 

@@ -125,7 +125,7 @@ ROW_KEYS: dict[str, str] = {
     "ranks": "Each rank's own samples_per_s, step_ms_p50, peak_allocated_bytes and final_loss.",
     # torch.compile (compiled cells; null when eager)
     "torch_compile": "The torch.compile call the cell's compile and cuda_graphs values mean, e.g. "
-                     "`torch.compile(mode=\"reduce-overhead\")` (table in ampbench/execution/options.py).",
+                     "`torch.compile(mode=\"reduce-overhead\")` (table in ampbench/execution/axes.py).",
     "compile_s": "Seconds of the first step, in which dynamo traces and Inductor compiles forward and backward: the "
                  "compile cost, measured apart and never in the timed steps (see compile_cache).",
     "compile_cache": "hit, miss or partial: whether Inductor's on-disk FX-graph cache (from an earlier process) served "

@@ -2,7 +2,7 @@
 
 Names are imported on first use (:mod:`ampbench.lazy`); the first one looked up registers every workload
 (:mod:`~ampbench.workloads.factory` imports the families, one module each), so the registry lists them all. A module
-that needs only :mod:`~ampbench.workloads.options` (the cell identity) imports no workload, and no torch.
+that needs only :mod:`~ampbench.workloads.data_options` (the cell identity) imports no workload, and no torch.
 """
 
 from ampbench.lazy import exports
@@ -12,7 +12,7 @@ def _register() -> None:
     import ampbench.workloads.factory  # noqa: F401  (imports every family: each registers its workloads; lazy: torch)
 
 
-_NAMES = {"PRESETS": "base", "Metric": "base", "Workload": "base", "DataOptions": "options", "get_spec": "registry",
+_NAMES = {"PRESETS": "base", "Metric": "base", "Workload": "base", "DataOptions": "data_options", "get_spec": "registry",
           "list_workloads": "registry", **{n: "factory" for n in ("build_target", "create_model", "create_user_workload",
                                                                    "create_workload")}}
 __all__ = sorted(_NAMES)

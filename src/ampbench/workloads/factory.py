@@ -20,7 +20,7 @@ from ampbench.data.splits import check_val_fraction
 from ampbench.errors import AmpbenchError
 from ampbench.workloads.adapters import create_adapter_workload
 from ampbench.workloads.base import Workload, seeded
-from ampbench.workloads.options import DataOptions
+from ampbench.workloads.data_options import DataOptions
 from ampbench.workloads.registry import check_options, get_spec
 from ampbench.workloads.tasks import DataSpec
 from ampbench.workloads.user import create_user_workload

@@ -91,7 +91,7 @@ def test_a_keras_file_benchmarked_from_the_cli(backend, tmp_path):
 def test_keras_conv_dummy_is_the_torch_conv_dummy():
     from ampbench.frameworks.keras.workloads import CONV_DUMMY, CONV_DUMMY_BATCH, CONV_DUMMY_EPOCHS
     from ampbench.workloads import build_target
-    from ampbench.workloads.options import DataOptions
+    from ampbench.workloads.data_options import DataOptions
     from ampbench.workloads.vision import CONV_DUMMY as TORCH_CONV_DUMMY
     from ampbench.workloads.vision import ConvDummy
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ampbench.frameworks.keras.backends import missing
+from ampbench.frameworks.keras.backends import missing, resolve_backend
 from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
 from ampbench.seam import CellRunner, Commands, Options, WorkloadEntry
 
@@ -72,8 +72,6 @@ class Keras:
         return backend_given or is_keras_model(model, preset, seed)
 
     def backend(self, given: str | None, owned: bool, otherwise: str) -> str | None:
-        from ampbench.frameworks.keras.workloads import resolve_backend  # lazy: numpy
-
         return resolve_backend(given, owned, otherwise)
 
     def missing(self, backend: str | None) -> str | None:

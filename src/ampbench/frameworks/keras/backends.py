@@ -124,3 +124,15 @@ def gpu_facts() -> dict[str, Any]:
                 "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total), "driver": driver}
     except Exception:
         return {}
+
+
+def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | None:
+    """The backend Keras targets run on: --keras-backend (checked) or the default; None when there is no Keras target
+    (then --keras-backend is one line ending in ``otherwise``)."""
+
+    if backend is not None:
+        check_backend(backend)
+        if not keras:
+            raise AmpbenchError(f"--keras-backend {backend} applies to Keras models (the keras-* workloads, or a --model "
+                                f"returning a keras.Model); {otherwise}")
+    return (backend or DEFAULT_BACKEND) if keras else None

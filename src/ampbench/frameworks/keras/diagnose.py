@@ -23,7 +23,8 @@ from ampbench.cells import CellSpec
 from ampbench.diagnose.findings import Finding, ordered
 from ampbench.diagnose.tensorcore import VOCAB_MIN, DimLint, tensorcore_findings
 from ampbench.errors import AmpbenchError
-from ampbench.frameworks.keras.cell import Trainer, device_facts, setup
+from ampbench.frameworks.keras.cell import device_facts
+from ampbench.frameworks.keras.trainer import Trainer, setup
 from ampbench.frameworks.keras.workloads import build_workload
 
 HERE = "ampbench.frameworks.keras.diagnose"

@@ -17,7 +17,7 @@ import numpy as np
 from ampbench import progress
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
-from ampbench.frameworks.keras.cell import Trainer, evaluate, setup
+from ampbench.frameworks.keras.trainer import Trainer, evaluate, setup
 from ampbench.frameworks.keras.workloads import build_workload, output_warning
 from ampbench.train_line import accuracy_keys, train_line
 

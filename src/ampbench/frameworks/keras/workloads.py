@@ -33,8 +33,9 @@ import numpy as np
 
 from ampbench.cells import CellSpec, MeasureSettings
 from ampbench.errors import AmpbenchError
-from ampbench.frameworks.keras.backends import DEFAULT_BACKEND, check_backend, check_installed
+from ampbench.frameworks.keras.backends import check_installed
 from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
+from ampbench.frameworks.keras.trees import concat, cut, is_nested, leaves, samples, structure, take, tree_map
 from ampbench.launch import ChildProcess, Job
 from ampbench.seam import Options
 from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec, sample_count
@@ -97,46 +98,6 @@ class KerasWorkload:
         return max(self.n_train // batch_size, 1)
 
 
-# -- data of any structure: an array, a list of arrays (several inputs/outputs), a dict of them by name ----------
-def tree_map(x: Any, fn: Callable[[Any], Any]) -> Any:
-    """``fn`` on every array of ``x``: tuples become lists (Keras matches a list to ``model.inputs``)."""
-    if isinstance(x, dict):
-        return {k: tree_map(v, fn) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [tree_map(v, fn) for v in x]
-    return fn(x)
-
-
-def leaves(x: Any) -> list[Any]:
-    if isinstance(x, dict):
-        return [a for v in x.values() for a in leaves(v)]
-    if isinstance(x, (list, tuple)):
-        return [a for v in x for a in leaves(v)]
-    return [x]
-
-
-def take(x: Any, idx: np.ndarray) -> Any:
-    """The samples ``idx`` of every array of ``x``."""
-    return tree_map(x, lambda a: a[idx])
-
-
-def samples(x: Any) -> int:
-    return int(leaves(x)[0].shape[0])
-
-
-def is_nested(x: Any) -> bool:
-    return isinstance(x, (dict, list, tuple))
-
-
-def _structure(x: Any) -> Any:
-    """What can be compared between two batches: dict keys, list lengths, array shapes after the batch dim."""
-    if isinstance(x, dict):
-        return ("dict", tuple(sorted((k, _structure(v)) for k, v in x.items())))
-    if isinstance(x, (list, tuple)):
-        return ("list", tuple(_structure(v) for v in x))
-    return tuple(x.shape[1:])
-
-
 def _as_arrays(x: Any, what: str, spec: str, batch: int) -> Any:
     """``x`` with every leaf a numpy array whose first dimension is the batch; a one-line error otherwise."""
     def one(a: Any) -> np.ndarray:
@@ -154,19 +115,6 @@ def _as_arrays(x: Any, what: str, spec: str, batch: int) -> Any:
     if (isinstance(x, dict) and not x) or (isinstance(x, (list, tuple)) and not x):
         raise AmpbenchError(f"--batches {spec!r}: {what} is empty")
     return tree_map(x, one)
-
-
-def _concat(parts: list[Any]) -> Any:
-    first = parts[0]
-    if isinstance(first, dict):
-        return {k: _concat([p[k] for p in parts]) for k in first}
-    if isinstance(first, list):
-        return [_concat([p[i] for p in parts]) for i in range(len(first))]
-    return np.concatenate(parts)
-
-
-def _cut(x: Any, start: int, stop: int | None) -> Any:
-    return tree_map(x, lambda a: a[start:stop])
 
 
 def _adam(lr: float) -> Callable[[Any], Any]:
@@ -295,16 +243,16 @@ def _user_batches(batches: str, preset: str, seed: int, batch: int) -> tuple[Any
     while total is None or len(ys) * batch < total:
         inputs, targets = call_make_batch(make_batch, batches, batch, rng)
         x, y = _as_arrays(inputs, "inputs", batches, batch), _as_arrays(targets, "targets", batches, batch)
-        if xs and (_structure(x), _structure(y)) != (_structure(xs[0]), _structure(ys[0])):
+        if xs and (structure(x), structure(y)) != (structure(xs[0]), structure(ys[0])):
             raise AmpbenchError(f"--batches {batches!r}: batches differ in structure or shape (each call must return "
                                 "the same arrays, names and shapes but the batch size)")
         xs.append(x)
         ys.append(y)
         if total is None:
             total = sample_count(preset, sum(a[0].nbytes for a in leaves(x) + leaves(y)), batch)
-    x_all, y_all = _concat(xs), _concat(ys)
+    x_all, y_all = concat(xs), concat(ys)
     n_test = max(len(xs) // 5, 1) * batch
-    return _cut(x_all, n_test, None), _cut(y_all, n_test, None), _cut(x_all, 0, n_test), _cut(y_all, 0, n_test)
+    return cut(x_all, n_test, None), cut(y_all, n_test, None), cut(x_all, 0, n_test), cut(y_all, 0, n_test)
 
 
 def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.ndarray, Any, np.ndarray]:
@@ -443,18 +391,6 @@ def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
 def is_keras_object(obj: Any) -> bool:
     """Whether ``obj`` is a keras.Model, known by its class (keras itself not imported here)."""
     return any(c.__name__ == "Model" and c.__module__.split(".")[0] in ("keras", "tf_keras") for c in type(obj).__mro__)
-
-
-def resolve_backend(backend: str | None, keras: bool, otherwise: str) -> str | None:
-    """The backend Keras targets run on: --keras-backend (checked) or the default; None when there is no Keras target
-    (then --keras-backend is one line ending in ``otherwise``)."""
-
-    if backend is not None:
-        check_backend(backend)
-        if not keras:
-            raise AmpbenchError(f"--keras-backend {backend} applies to Keras models (the keras-* workloads, or a --model "
-                                f"returning a keras.Model); {otherwise}")
-    return (backend or DEFAULT_BACKEND) if keras else None
 
 
 def command_spec(backend: str, workload: str | None, model: str | None, precision: str, preset: str | None,

@@ -23,6 +23,7 @@ from ampbench.bench.cell_row import (
 from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
+from ampbench.distributed.units import fsdp_split
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.measure import memory as mem
@@ -306,7 +307,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
 
 
 def _comm_bytes(model: torch.nn.Module, mp: Any) -> int:
-    return bytes_per_step(mp.placement.layout, model, dist.get_world_size(), mp.fsdp_split(model))
+    return bytes_per_step(mp.placement.layout, model, dist.get_world_size(), fsdp_split(model, mp))
 
 
 def _compile_keys(execution: Any, first_step_ms: float, first: Any, cell: Any, after_first: Any, timed: Any) -> dict[str, Any]:

@@ -1,14 +1,7 @@
-"""What the commands' option declarations leave to the command line: ``Opt`` (typer needs ``Optional[...]`` on
-py3.10) for the few options a command declares itself, and the examples of ``--model`` the commands that take one
-show. Every option of run, train, diagnose and predict is declared once in :mod:`ampbench.command_options`; the
-command line derives them (:mod:`ampbench.cli.declared`).
-"""
+"""Examples of ``--model`` that the commands taking one show in their help (``run``, ``train``, ``diagnose``; ``predict``
+shows the PyTorch ones)."""
 
 from __future__ import annotations
-
-from typing import Optional
-
-Opt = Optional  # typer needs Optional[...] on py3.10
 
 MODEL_EXAMPLES = """
 
