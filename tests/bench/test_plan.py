@@ -64,7 +64,7 @@ def test_a_repeat_crosses_into_a_child_and_back() -> None:
 def test_the_default_cpu_suite_runs_its_gemm_bound_entry_in_native_modes_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """bert small shows what the CPU's half hardware can do; modes this CPU emulates are left out of it
     (with the reason printed), on every CPU: which ones depends on the CPU's flags."""
-    from ampbench.bench.config import parse_precisions
+    from ampbench.bench.config import default_precisions
     from ampbench.bench.suites import native_only_entries, with_presets
     from ampbench.precision import support
 
@@ -72,7 +72,7 @@ def test_the_default_cpu_suite_runs_its_gemm_bound_entry_in_native_modes_only(mo
     monkeypatch.setattr(support, "cpu_half_hardware", lambda: hw)
     names, presets = with_presets([], None, "cpu")
     assert ("bert", "small") in zip(names, presets) and ("bert", "tiny") in zip(names, presets)
-    config = _config(workloads=names, presets=presets, precisions=parse_precisions(None, "cpu"),
+    config = _config(workloads=names, presets=presets, precisions=default_precisions("cpu"),
                      native_only=native_only_entries([], None, None, "cpu"))
     small = [c.precision for c in config.cells() if (c.workload, c.preset) == ("bert", "small") and not c.closing]
     tiny = [c.precision for c in config.cells() if (c.workload, c.preset) == ("bert", "tiny") and not c.closing]

@@ -158,10 +158,10 @@ def test_run_records_fp8_layers_and_refuses_misuse(tmp_path: Path) -> None:
 
 
 def test_default_cpu_precisions_leave_fp8_out() -> None:
-    from ampbench.bench.config import parse_precisions
+    from ampbench.bench.config import canonical_precisions, default_precisions
 
-    assert not any(p.startswith("fp8") for p in parse_precisions(None, "cpu"))
-    assert parse_precisions("fp8", "cpu") == ("fp8-tensorwise",)
+    assert not any(p.startswith("fp8") for p in default_precisions("cpu"))
+    assert canonical_precisions(["fp8", "amp", "fp32", "amp-fp16"]) == ("fp32", "fp8-tensorwise", "amp-fp16")
 
 
 def test_diagnose_finds_the_planted_outlier_layer() -> None:

@@ -211,10 +211,9 @@ class RunConfig:
     launch: LaunchOptions = field(default_factory=LaunchOptions, compare=False)
 
     def __post_init__(self) -> None:
-        resolved = tuple(dict.fromkeys(resolve(p) for p in self.axes.precisions))
-        if resolved != self.axes.precisions:  # names and aliases -> canonical names, once each, fp32 first
-            object.__setattr__(self, "axes", replace(self.axes, precisions=tuple(sorted(resolved,
-                                                                                   key=lambda p: p != BASELINE))))
+        resolved = canonical_precisions(self.axes.precisions)  # (the one normalisation of --precisions)
+        if resolved != self.axes.precisions:
+            object.__setattr__(self, "axes", replace(self.axes, precisions=resolved))
         self._check_data()
         if "maxbatch" in self.measure.measures and not self.device.startswith("cuda") and self.measure.memory_budget is None:
             raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "
@@ -336,7 +335,8 @@ class RunConfig:
                                                    format_given=x.memory_format is not None)
         measured = m.parsed(default_steps(dev))
         sizes = parse_batch_sizes(m.batch_size)
-        modes = parse_precisions(r.precisions, dev)
+        # (the names as given: RunConfig normalises them, once)
+        modes = tuple(parse_list(r.precisions, "precisions")) if r.precisions is not None else default_precisions(dev)
         owners = [seam.of_workload(w) for w in wl_names]
         model_framework = seam.DEFAULT
         if t.model is not None:
@@ -491,18 +491,17 @@ class RunConfig:
 
 
 # -- parsing what the command line gives (the torch-free parsers: ampbench.values) ----------------------------------
-def parse_precisions(value: str | None, device: str) -> tuple[str, ...]:
-    """Names or aliases -> canonical names, fp32 first, no duplicates. Default: every mode ``device`` supports."""
+def canonical_precisions(names: Iterable[str]) -> tuple[str, ...]:
+    """Names or aliases -> canonical names, once each, fp32 first: what a run's precisions axis holds (an unknown name
+    is one line naming the modes)."""
+    return tuple(sorted(dict.fromkeys(resolve(n) for n in names), key=lambda p: p != BASELINE))
 
-    names = parse_list(value, "precisions") if value is not None else [
-        p for p in list_precisions() if supported(p, device).ok
-        and (get(p).in_cpu_defaults or not device.startswith("cpu"))]
-    out: list[str] = []
-    for n in names:
-        canonical = resolve(n)
-        if canonical not in out:
-            out.append(canonical)
-    return tuple(sorted(out, key=lambda p: p != BASELINE))
+
+def default_precisions(device: str) -> tuple[str, ...]:
+    """The modes a run on ``device`` measures when --precisions says none: every mode it runs (a CPU: those in its
+    defaults), fp32 first."""
+    return canonical_precisions(p for p in list_precisions() if supported(p, device).ok
+                                and (get(p).in_cpu_defaults or not device.startswith("cpu")))
 
 
 def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterable[str]) -> bool:
@@ -513,4 +512,4 @@ def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterab
     return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
 
 
-__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "parse_precisions"]
+__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "canonical_precisions", "default_precisions"]
