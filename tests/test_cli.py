@@ -133,10 +133,10 @@ def test_run_help_says_the_default_steps_the_run_takes() -> None:
     """--steps and --warmup name the defaults bench.suites gives a CPU and a GPU cell (the help said 50 and 10 on a GPU
     long after the GPU defaults became 20 and 3)."""
     from ampbench.bench.suites import default_steps
-    from ampbench.command_options import MeasureOptions
+    from ampbench.command_options import MeasureArgs
 
     (cpu_steps, cpu_warmup), (gpu_steps, gpu_warmup) = default_steps("cpu"), default_steps("cuda")
-    helps = {f.name: f.metadata["cli"].help for f in dataclasses.fields(MeasureOptions) if "cli" in f.metadata}
+    helps = {f.name: f.metadata["cli"].help for f in dataclasses.fields(MeasureArgs) if "cli" in f.metadata}
     assert (cpu_steps, cpu_warmup) == (gpu_steps, gpu_warmup)  # (else the help must say each)
     assert f"(default: {cpu_steps} on a CPU and a GPU)" in helps["steps"]
     assert f"(default: {cpu_warmup} on a CPU and a GPU)" in helps["warmup"]

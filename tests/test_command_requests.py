@@ -80,14 +80,14 @@ def test_another_frameworks_target_gets_its_cell_checked_here() -> None:
 def test_an_adapter_given_as_a_model_is_the_workload_it_names() -> None:
     """``--model hf:gpt2`` said "cannot import module 'hf'": run, predict, train and diagnose take it as
     ``--workloads hf:gpt2`` does; a file or module factory stays a model, and both given stay both (refused later)."""
-    from ampbench.command_options import CommandTarget, PredictTargets, TargetOptions
+    from ampbench.command_options import CommandTarget, PredictTargets, TargetArgs
 
-    assert (TargetOptions(model="hf:gpt2").workloads, TargetOptions(model="hf:gpt2").model) == ("hf:gpt2", None)
+    assert (TargetArgs(model="hf:gpt2").workloads, TargetArgs(model="hf:gpt2").model) == ("hf:gpt2", None)
     assert (PredictTargets(model="timm:resnet18").workloads, PredictTargets(model="timm:resnet18").model) == (
         "timm:resnet18", None)
     assert (CommandTarget(model="HF:bert").workload, CommandTarget(model="HF:bert").model) == ("HF:bert", None)
-    assert TargetOptions(model="m.py:cnn").model == "m.py:cnn" and TargetOptions(model="hf.py:cnn").model == "hf.py:cnn"
-    both = TargetOptions(workloads="bert", model="hf:gpt2")
+    assert TargetArgs(model="m.py:cnn").model == "m.py:cnn" and TargetArgs(model="hf.py:cnn").model == "hf.py:cnn"
+    both = TargetArgs(workloads="bert", model="hf:gpt2")
     assert (both.workloads, both.model) == ("bert", "hf:gpt2")
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ampbench.cells import LaunchOptions, MeasureSettings
-from ampbench.command_options import LaunchArgs, MeasureOptions
+from ampbench.cells import LaunchOptions, MeasureOptions
+from ampbench.command_options import LaunchArgs, MeasureArgs
 from ampbench.errors import AmpbenchError
 from ampbench.values import parse_batch_sizes, parse_list, parse_measures, parse_size
 
@@ -28,12 +28,12 @@ def test_lists_sizes_measures_and_batches() -> None:
 
 
 def test_the_measure_section_parses_into_the_cells_settings_with_the_devices_default_steps() -> None:
-    got = MeasureOptions(measure="memory,throughput", memory_budget="1KiB", seeds=2).parsed((7, 2))
-    assert got == MeasureSettings(("throughput", "memory"), 7, 2, 0, 1024, seeds=2, converge_steps=None)
-    given = MeasureOptions(steps=5, warmup=1).parsed((7, 2))
+    got = MeasureArgs(measure="memory,throughput", memory_budget="1KiB", seeds=2).parsed((7, 2))
+    assert got == MeasureOptions(("throughput", "memory"), 7, 2, 0, 1024, seeds=2, converge_steps=None)
+    given = MeasureArgs(steps=5, warmup=1).parsed((7, 2))
     assert (given.steps, given.warmup) == (5, 1)
     with pytest.raises(AmpbenchError, match="--warmup must be >= 1"):
-        MeasureOptions(warmup=0).parsed((7, 2))
+        MeasureArgs(warmup=0).parsed((7, 2))
 
 
 def test_the_launch_section_parses_with_this_machines_place() -> None:
@@ -50,10 +50,10 @@ def test_one_router_takes_flat_options_to_their_sections() -> None:
     from ampbench.cells import route
     from ampbench.command_options import RunOptions
 
-    built = route({"measure": MeasureOptions, "launch": LaunchArgs}, {"steps": 4, "cell_timeout": 9.0}, "f()")
-    assert built == {"measure": MeasureOptions(steps=4), "launch": LaunchArgs(cell_timeout=9.0)}
+    built = route({"measure": MeasureArgs, "launch": LaunchArgs}, {"steps": 4, "cell_timeout": 9.0}, "f()")
+    assert built == {"measure": MeasureArgs(steps=4), "launch": LaunchArgs(cell_timeout=9.0)}
     with pytest.raises(TypeError, match=r"f\(\) got unknown options: stepz"):
-        route({"measure": MeasureOptions}, {"stepz": 4}, "f()")
+        route({"measure": MeasureArgs}, {"stepz": 4}, "f()")
     options = RunOptions.of(steps=4, precisions="fp32", cell_timeout=9.0)
     assert (options.measure.steps, options.recipe.precisions, options.launch.cell_timeout) == (4, "fp32", 9.0)
     with pytest.raises(TypeError, match="RunOptions.of"):

@@ -4,7 +4,7 @@
 A cell is workload x preset x precision x batch size x execution (compile, memory format, CUDA graphs) x
 distribution (strategy, world size, gradient reduce dtype), measured as its sections say: the data the user
 described (:class:`DataOptions`), the recipe's options (:class:`RecipeOptions`) and how to measure
-(:class:`MeasureSettings`). Cells are plain, JSON-able values: they cross into child processes unchanged (as
+(:class:`MeasureOptions`). Cells are plain, JSON-able values: they cross into child processes unchanged (as
 the flat dict :meth:`CellSpec.to_dict` writes), and their hash (``key``) is what ``--resume`` skips and what a
 stored row is.
 
@@ -142,7 +142,7 @@ DEFAULT_MEASURES = ("throughput", "memory")
 
 
 @dataclass(frozen=True)
-class MeasureSettings:
+class MeasureOptions:
     """How a cell is measured (checked at construction: one line naming the option)."""
 
     measures: tuple[str, ...] = DEFAULT_MEASURES
@@ -218,7 +218,7 @@ NOT_CONVERGING = (200, 3)
 """What a cell that does not measure convergence carries (unused): the values its key has always held."""
 
 
-def converge_work(measure: MeasureSettings, preset: str) -> MeasureSettings:
+def converge_work(measure: MeasureOptions, preset: str) -> MeasureOptions:
     """``measure`` with the convergence steps and seeds the run left open (None) filled in for ``preset``."""
     if measure.converge_steps is not None and measure.seeds is not None:
         return measure
@@ -265,7 +265,7 @@ class CellSpec:
     8bit, 4bit, fp8, bf16-sr); None: the optimizer as the workload builds it."""
     data: DataOptions = field(default_factory=DataOptions, metadata=SECTION)
     recipe: RecipeOptions = field(default_factory=RecipeOptions, metadata=SECTION)
-    measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
+    measure: MeasureOptions = field(default_factory=MeasureOptions, metadata=SECTION)
     execution: Execution = field(default_factory=Execution, metadata=SECTION)
     distribution: Distribution = field(default_factory=Distribution, metadata=SECTION)
     framework: str = field(default=seam.DEFAULT, metadata={"cell": FRAMEWORK_ENTRIES})

@@ -9,9 +9,13 @@ An option two commands take is one field: the second section takes it with :func
 ``run``'s targets and axes so).
 
 The sections follow who owns the option: the targets, the data, how to measure, the recipes, the PyTorch engine's
-execution and distribution axes (:class:`TorchOptions`: the PyTorch framework's; a target of another framework
+execution and distribution axes (:class:`TorchArgs`: the PyTorch framework's; a target of another framework
 refuses them), how cells are launched, and what the command writes. Values are as the command line gives them
-(strings, numbers); parsing and every check is the library's. Torch-free: the command line starts without torch.
+(strings, numbers); parsing and every check is the library's. One name per thing: a raw section is ``<Thing>Args``
+and parses into ``<Thing>Options`` (``DataArgs.parsed() -> DataOptions``, ``RecipeArgs`` -> ``RecipeOptions``,
+``MeasureArgs`` -> ``MeasureOptions``, ``LaunchArgs`` -> ``LaunchOptions``); the targets and the PyTorch axes
+(``TargetArgs``, ``TorchArgs``) become the run's ``Targets`` and ``Axes`` with the device, in ``RunConfig``.
+Torch-free: the command line starts without torch.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ampbench import seam
-from ampbench.cells import LaunchOptions, MeasureSettings, RecipeOptions, route
+from ampbench.cells import LaunchOptions, MeasureOptions, RecipeOptions, route
 from ampbench.measure.gpus import predictable
 from ampbench.values import parse_measures, parse_size
 from ampbench.workloads.data_options import DataOptions, parse_options
@@ -80,7 +84,7 @@ def adapter_as_workload(section: Any, workload_field: str) -> None:
 
 
 @dataclass(frozen=True)
-class TargetOptions:
+class TargetArgs:
     PANEL: ClassVar[str] = "What to measure"
 
     workloads: str | None = opt(None, "Comma-separated workloads (default: the device's suite).")
@@ -135,7 +139,7 @@ def parsed_data(section: Any) -> DataOptions:
 
 
 @dataclass(frozen=True)
-class MeasureOptions:
+class MeasureArgs:
     PANEL: ClassVar[str] = "How to measure"
 
     device: str | None = opt(None, "cpu, cuda or cuda:N (default: cuda if present).")
@@ -154,12 +158,12 @@ class MeasureOptions:
                                            "200, paper the workload's epochs).")
     inference_batch: int | None = opt(None, "inference: the large batch (default: the training batch).")
 
-    def parsed(self, default_steps: tuple[int, int]) -> MeasureSettings:
+    def parsed(self, default_steps: tuple[int, int]) -> MeasureOptions:
         """How each cell is measured, parsed and checked (one line naming the option); ``default_steps``: the timed
         and warm-up steps of the run's device where the command line said none (:func:`ampbench.bench.suites.
         default_steps`). The device and the batch sizes are the run's, parsed with it."""
         timed, warmup = default_steps
-        return MeasureSettings(parse_measures(self.measure), timed if self.steps is None else self.steps,
+        return MeasureOptions(parse_measures(self.measure), timed if self.steps is None else self.steps,
                                warmup if self.warmup is None else self.warmup, self.seed,
                                parse_size(self.memory_budget, "memory-budget"), self.memory_margin,
                                self.maxbatch_limit, seeds=self.seeds, converge_steps=self.converge_steps,
@@ -190,7 +194,7 @@ class RecipeArgs:
 
 
 @dataclass(frozen=True)
-class TorchOptions:
+class TorchArgs:
     """The PyTorch engine's execution and distribution axes (PyTorch targets only)."""
 
     PANEL: ClassVar[str] = "PyTorch: execution and distribution"
@@ -227,7 +231,7 @@ class LaunchArgs:
 
     def parsed(self, node_rank: int = 0, endpoint: str | None = None) -> LaunchOptions:
         """How cells are started, checked (a timeout <= 0 is one line); ``node_rank`` and ``endpoint``: this machine's
-        place among several (:class:`TorchOptions`' ``--node-rank`` and ``--rdzv-endpoint``)."""
+        place among several (:class:`TorchArgs`' ``--node-rank`` and ``--rdzv-endpoint``)."""
         return LaunchOptions(self.isolate, self.cell_timeout, node_rank, endpoint, self.build_ahead)
 
 
@@ -235,11 +239,11 @@ class LaunchArgs:
 class RunOptions:
     """Everything ``ampbench run`` is told about what to measure, by section."""
 
-    targets: TargetOptions = field(default_factory=TargetOptions)
+    targets: TargetArgs = field(default_factory=TargetArgs)
     recipe: RecipeArgs = field(default_factory=RecipeArgs)
-    measure: MeasureOptions = field(default_factory=MeasureOptions)
+    measure: MeasureArgs = field(default_factory=MeasureArgs)
     data: DataArgs = field(default_factory=DataArgs)
-    torch: TorchOptions = field(default_factory=TorchOptions)
+    torch: TorchArgs = field(default_factory=TorchArgs)
     launch: LaunchArgs = field(default_factory=LaunchArgs)
 
     @classmethod
@@ -279,10 +283,10 @@ class CommandTarget:
     PANEL: ClassVar[str] = "What to train or diagnose"
 
     workload: str | None = opt(None, "Workload name (ampbench list workloads); or use --model.", argument=True)
-    model: str | None = same(TargetOptions, "model")
+    model: str | None = same(TargetArgs, "model")
     preset: str | None = opt(None, "tiny | small | paper (default: small).")
     seed: int = opt(0, "Seed for model init, data order and dropout.")
-    backend: str | None = same(TargetOptions, "backend")
+    backend: str | None = same(TargetArgs, "backend")
 
     def __post_init__(self) -> None:
         adapter_as_workload(self, "workload")
@@ -296,7 +300,7 @@ class TrainSettings:
     epochs: int | None = opt(None, "Epochs (default: the workload's).")
     batch_size: int | None = opt(None, "Batch size (default: the workload's).")
     max_steps: int | None = opt(None, "Cap on steps per epoch (quick runs).")
-    device: str | None = same(MeasureOptions, "device")
+    device: str | None = same(MeasureArgs, "device")
     loss_scale: str | None = same(RecipeArgs, "loss_scale")
     fp8_skip: str | None = same(RecipeArgs, "fp8_skip")
     fp8_filter: str | None = same(RecipeArgs, "fp8_filter")
@@ -317,12 +321,12 @@ class TrainDistribution:
 
     strategy: str | None = opt(None, "ddp | fsdp: train over --nproc-per-node ranks (torchrun); --batch-size is per "
                                      "rank.", "--strategy")
-    nproc_per_node: int = same(TorchOptions, "nproc_per_node")
+    nproc_per_node: int = same(TorchArgs, "nproc_per_node")
     grad_reduce_dtype: str | None = opt(None, "With --strategy: fp32 | bf16 | fp16 (default: the gradients' own dtype).",
                                         "--grad-reduce-dtype")
-    nnodes: int = same(TorchOptions, "nnodes")
-    node_rank: int = same(TorchOptions, "node_rank")
-    rdzv_endpoint: str | None = same(TorchOptions, "rdzv_endpoint")
+    nnodes: int = same(TorchArgs, "nnodes")
+    node_rank: int = same(TorchArgs, "node_rank")
+    rdzv_endpoint: str | None = same(TorchArgs, "rdzv_endpoint")
 
 
 @dataclass(frozen=True)
@@ -334,7 +338,7 @@ class DiagnoseSettings:
     checks: str | None = opt(None, "nonfinite,gradients,activations,policy,tensorcore,profile,fp8 (fp8: the fp8 modes "
                                    "only).")
     batch_size: int | None = same(TrainSettings, "batch_size")
-    device: str | None = same(MeasureOptions, "device")
+    device: str | None = same(MeasureArgs, "device")
     fp8_skip: str | None = same(RecipeArgs, "fp8_skip")
     fp8_filter: str | None = same(RecipeArgs, "fp8_filter")
     optimizer_state: str | None = same(TrainSettings, "optimizer_state")
@@ -387,15 +391,15 @@ class PredictTargets:
 
     PANEL: ClassVar[str] = "What to predict"
 
-    workloads: str | None = same(TargetOptions, "workloads")
-    model: str | None = same(TargetOptions, "model")
-    preset: str | None = same(TargetOptions, "preset")
+    workloads: str | None = same(TargetArgs, "workloads")
+    model: str | None = same(TargetArgs, "model")
+    preset: str | None = same(TargetArgs, "preset")
     precisions: str | None = same(RecipeArgs, "precisions")
-    batch_size: str | None = same(MeasureOptions, "batch_size")
+    batch_size: str | None = same(MeasureArgs, "batch_size")
     optimizer_state: str | None = same(RecipeArgs, "optimizer_state")
     fp8_skip: str | None = same(RecipeArgs, "fp8_skip")
     fp8_filter: str | None = same(RecipeArgs, "fp8_filter")
-    seed: int = same(MeasureOptions, "seed")
+    seed: int = same(MeasureArgs, "seed")
     inference: bool = opt(False, "Predict the forward alone (eval mode, no autograd, the half modes' models in half): "
                                  "latency per batch, samples/s, memory, largest batch.", "--inference")
     channels_last: bool = opt(False, "Trace with channels-last inputs and weights (4-D inputs), as --memory-format "

@@ -7,7 +7,7 @@ import pytest
 
 from ampbench.bench import RunConfig
 from ampbench.bench.estimate import cell_seconds, estimate, run_estimate
-from ampbench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureSettings, converge_work
+from ampbench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureOptions, converge_work
 
 
 def test_the_plan_arithmetic_matches_a_hand_count() -> None:
@@ -69,13 +69,13 @@ def test_a_crashing_model_does_not_take_an_isolated_run_s_estimate_down(with_est
 
 
 def test_convergence_work_follows_the_preset_unless_given() -> None:
-    open_ = MeasureSettings(measures=("converge",), seeds=None, converge_steps=None)
+    open_ = MeasureOptions(measures=("converge",), seeds=None, converge_steps=None)
     for preset, (steps, seeds) in CONVERGE_BY_PRESET.items():
         m = converge_work(open_, preset)
         assert (m.converge_steps, m.seeds) == (steps, seeds)
-    given = converge_work(MeasureSettings(measures=("converge",), seeds=5, converge_steps=None), "tiny")
+    given = converge_work(MeasureOptions(measures=("converge",), seeds=5, converge_steps=None), "tiny")
     assert (given.converge_steps, given.seeds) == (30, 5)
-    idle = converge_work(MeasureSettings(measures=("throughput",), seeds=None, converge_steps=None), "tiny")
+    idle = converge_work(MeasureOptions(measures=("throughput",), seeds=None, converge_steps=None), "tiny")
     assert (idle.converge_steps, idle.seeds) == NOT_CONVERGING  # (keys of cells that do not converge: unchanged)
 
 

@@ -31,7 +31,7 @@ from ampbench.cells import (
     DataOptions,
     Distribution,
     LaunchOptions,
-    MeasureSettings,
+    MeasureOptions,
     RecipeOptions,
     converge_work,
     flat,
@@ -206,7 +206,7 @@ class RunConfig:
     targets: Targets = field(default_factory=Targets, metadata=SECTION)
     data: DataOptions = field(default_factory=DataOptions, metadata=SECTION)
     recipe: RecipeOptions = field(default_factory=RecipeOptions, metadata=SECTION)
-    measure: MeasureSettings = field(default_factory=MeasureSettings, metadata=SECTION)
+    measure: MeasureOptions = field(default_factory=MeasureOptions, metadata=SECTION)
     axes: Axes = field(default_factory=Axes, metadata=SECTION)
     launch: LaunchOptions = field(default_factory=LaunchOptions, compare=False)
 

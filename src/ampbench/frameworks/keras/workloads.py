@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ampbench.cells import CellSpec, MeasureSettings
+from ampbench.cells import CellSpec, MeasureOptions
 from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras.backends import check_installed
 from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
@@ -411,7 +411,7 @@ def command_spec(backend: str, workload: str | None, model: str | None, precisio
         raise AmpbenchError(f"--precision {precision}: {sup.reason}")
     check_installed(backend)
     return CellSpec(device=dev, workload=workload, model=model, preset=preset or "small", precision=precision,
-                    batch_size=batch_size, data=data, measure=MeasureSettings(seed=seed), framework="keras", backend=backend)
+                    batch_size=batch_size, data=data, measure=MeasureOptions(seed=seed), framework="keras", backend=backend)
 
 
 def imports_keras(model: str) -> bool:
