@@ -273,3 +273,30 @@ def test_the_bound_a_step_names_is_the_largest_share_of_its_split() -> None:
     why = why_no_speedup({"predicted_bound": "communication", "predicted_time_split": {"communication": 0.84},
                           "precision": "amp-bf16"})
     assert why.startswith("communication-bound (84% of the predicted step waits on the gradients' collectives)")
+
+
+def test_an_op_that_launches_several_kernels_costs_its_host_a_launch_for_each_beyond_the_first() -> None:
+    """Oracle: 100 tiny multi-tensor ops over 150 tensors launch ceil(150 / 48) = 4 kernels each: the host issues
+    each at its per-op figure plus 3 launches; the same ops over one tensor each, the per-op figure alone. The fused
+    optimizer's host time stays its per-parameter figure (its launches inside it)."""
+    host = cost.MEASURED_HOST
+    many = [Op("aten._foreach_mul_", "step", 0, 64, 64, "fp32", tensors=150) for _ in range(100)]
+    one = [Op("aten._foreach_mul_", "step", 0, 64, 64, "fp32", tensors=1) for _ in range(100)]
+    assert _price(many).host_s - _price(one).host_s == pytest.approx(100 * 3 * host.launch_us("step") * 1e-6)
+    assert host.launch_us("forward") == host.launch_us("step") and host.launch_us("backward") != host.launch_us("forward")
+    fused = [Op(cost.DIRECT_FUSED_STEP, "optimizer", 0, 64, 64, "fp32", tensors=150)]
+    assert _price(fused).host_s == pytest.approx(host.optimizer_s(150, direct=True))
+
+
+def test_the_launch_figures_are_the_h200_hosts_cuda_per_op_less_its_cpu_per_op() -> None:
+    """Measured, not fitted: the same micro-benchmark on CUDA tensors and on CPU tensors on the lent H200's host in
+    one run (benchmarks/results/h200/host_overhead.json); --host-us scales them as it scales F and B."""
+    data = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" / "host_overhead.json")
+                      .read_text())
+    rows = {r["device"]: r for r in data["rows"]}
+    expected = tuple(round(rows["cuda"][f"{p}_us_per_op"] - rows["cpu"][f"{p}_us_per_op"], 1)
+                     for p in ("forward", "backward"))
+    assert expected == cost.H200_LAUNCH_US
+    assert (cost.MEASURED_HOST.launch_forward_us, cost.MEASURED_HOST.launch_backward_us) == expected
+    half = cost.Host.parse("12.05,13.95")
+    assert (half.launch_forward_us, half.launch_backward_us) == (round(expected[0] / 2, 1), round(expected[1] / 2, 1))

@@ -41,6 +41,14 @@ backward's per-op figure -- against 11.01 through ``optimizer.step()``, 48 param
 VM than the first's (21.8 / 22.9 us per op against 24.1 / 27.9): the share is applied to :data:`MEASURED_HOST`'s
 figure. It replaces 0.34, which a CPU host measured with the kernels' own time taken out (a CPU computes them on the
 host): a GPU host's direct step also packs the kernel's tensor lists and launches it, which the CPU's ratio left out."""
+H200_LAUNCH_US = (13.2, 16.2)
+"""The lent H200 host's time to launch a kernel, forward and backward, microseconds: the same loop's per-op figure on
+CUDA tensors less on CPU tensors, on that host in one run (24.1 - 10.9 and 27.9 - 11.7 us,
+``benchmarks/results/h200/host_overhead.json``): the CUDA launch path (the launch, the caching allocator) the per-op
+figure holds once, where the CPU's computes a few-microsecond kernel instead. An op launching more kernels pays it for
+each beyond its first."""
+
+
 @dataclass(frozen=True)
 class Host:
     """The host that issues a step's ops: microseconds per op in the forward (Python's: the loss and the engine's step
@@ -60,9 +68,16 @@ class Host:
     steps_directly: bool = True
     """The engine steps torch's fused Adam/AdamW/SGD directly (False: through ``optimizer.step()``, as it did before
     2026-11-26 -- the runs measured on the lent H200 were)."""
+    launch_forward_us: float = H200_LAUNCH_US[0]
+    launch_backward_us: float = H200_LAUNCH_US[1]
+    """The host's time to launch one more kernel of an op that launches several (a convolution's backward: both
+    gradients; a multi-tensor op's chunks), in the forward and after it (:data:`H200_LAUNCH_US`)."""
 
     def op_us(self, phase: str) -> float:
         return self.forward_us if phase in ("forward", "loss", "step") else self.backward_us
+
+    def launch_us(self, phase: str) -> float:
+        return self.launch_forward_us if phase in ("forward", "loss", "step") else self.launch_backward_us
 
     @property
     def label(self) -> str:
@@ -87,7 +102,10 @@ class Host:
         per_param = values[2] if len(values) >= 3 else round(MEASURED_HOST.fused_optimizer_us * values[1] /
                                                                MEASURED_HOST.backward_us, 1)
         direct = values[3] if len(values) == 4 else round(per_param * DIRECT_STEP_RATIO, 2)
-        return cls(values[0], values[1], per_param, direct, source=f"--host-us {','.join(f'{v:g}' for v in values)}")
+        launches = (round(MEASURED_HOST.launch_forward_us * values[0] / MEASURED_HOST.forward_us, 1),
+                    round(MEASURED_HOST.launch_backward_us * values[1] / MEASURED_HOST.backward_us, 1))
+        return cls(values[0], values[1], per_param, direct, source=f"--host-us {','.join(f'{v:g}' for v in values)}",
+                   launch_forward_us=launches[0], launch_backward_us=launches[1])
 
     def optimizer_s(self, params: int, direct: bool) -> float:
         """The host's time for a fused optimizer kernel of ``params`` parameters: through ``optimizer.step()``
@@ -324,6 +342,9 @@ def bound_of(split: dict[str, float]) -> str:
 FUSED_OPTIMIZER = "aten._fused_optimizer"
 DIRECT_FUSED_STEP = "ampbench.direct_fused_step"
 """The same kernel when the engine steps the optimizer directly (Adam, AdamW, SGD): the host's time is its own."""
+PRICED_PER_PARAMETER = {FUSED_OPTIMIZER, DIRECT_FUSED_STEP, "torchao.single_param_adam"}
+"""Optimizer ops whose host time is priced per parameter (their launches inside it)."""
+
 DIRECT_OPTIMIZERS = tuple(c.__name__ for c in DIRECT)
 """torch's optimizers the engine steps directly when fused (:data:`ampbench.precision.fused_step.DIRECT`)."""
 
@@ -393,6 +414,8 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
         if us is None:
             graph = None
             extra = table.host_extra_us(c.op, math_of(c.op, t)) * scale if table is not None else 0.0
+            if c.op.name not in PRICED_PER_PARAMETER:  # (each kernel beyond an op's first: its launch)
+                extra += (c.launches - 1) * host.launch_us(c.op.phase)
             issued += max(0.0, _host_s(c.op, host) + extra * 1e-6)
         else:
             if graph != c.op.phase:  # (a graph's call: guards, wrappers, a CUDA graph's replay)
