@@ -103,14 +103,14 @@ class PredictConfig:
         return cls.from_options(s["gpus"], s["targets"], s["spread"], data or DataOptions())
 
     @classmethod
-    def from_options(cls, gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution,
+    def from_options(cls, on: PredictGpus, asked: PredictTargets, spread: PredictDistribution,
                      data: DataOptions) -> PredictConfig:
         """The config the command line's sections say: parsed here, every check made before anything is traced."""
-        gpu, gpu_spec, prices, host_us = gpus.gpu, gpus.gpu_spec, gpus.prices, gpus.host_us
-        t = targets
-        workloads, model, preset, precisions, batch_size = t.workloads, t.model, t.preset, t.precisions, t.batch_size
-        optimizer_state, fp8_skip, fp8_filter, seed = t.optimizer_state, t.fp8_skip, t.fp8_filter, t.seed
-        inference, channels_last, compile, cuda_graphs = t.inference, t.channels_last, t.compile, t.cuda_graphs
+        gpu, gpu_spec, prices, host_us = on.gpu, on.gpu_spec, on.prices, on.host_us
+        a = asked
+        workloads, model, preset, precisions, batch_size = a.workloads, a.model, a.preset, a.precisions, a.batch_size
+        optimizer_state, fp8_skip, fp8_filter, seed = a.optimizer_state, a.fp8_skip, a.fp8_filter, a.seed
+        inference, channels_last, compile, cuda_graphs = a.inference, a.channels_last, a.compile, a.cuda_graphs
         gpus_per_node, nodes, strategy, interconnect = spread.gpus_per_node, spread.nodes, spread.strategy, \
             spread.interconnect
         host = Host.parse(host_us) if host_us is not None else MEASURED_HOST
