@@ -83,7 +83,7 @@ def from_flat(cls: type, d: Mapping[str, Any]) -> Any:
     kw: dict[str, Any] = {}
     for f in fields(cls):
         if f.metadata.get("section"):
-            kw[f.name] = from_flat(f.default_factory, d)  # type: ignore[arg-type]  (a section's factory is its class)
+            kw[f.name] = from_flat(f.default_factory, d)  # type: ignore[arg-type]  # (a section's factory is its class)
         elif f.name in d:
             v = d[f.name]
             kw[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v

@@ -422,7 +422,7 @@ class RunConfig:
         states = len(a.optimizer_states) > 1
         closing = repeats == 1 and "throughput" in timed and BASELINE in a.precisions and (
             len(a.precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states)
-        out = []
+        out: list[CellSpec] = []
         for k, (workload, preset) in enumerate(self.targets.pairs):
             m = converge_work(run_measure, preset)  # (the preset's convergence work where the run left it open)
             base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
@@ -456,7 +456,7 @@ class RunConfig:
         and amp-bf16 (when the run has them)."""
 
         fp8 = [p for p in precisions if self.axes.fp8_compile and is_fp8(p)]
-        out = []
+        out: list[tuple[Execution, str, bool]] = []
         for ex in self.axes.executions:
             out.extend((ex, p, False) for p in precisions if p not in fp8)
             if fp8:

@@ -24,6 +24,7 @@ syncs: not what users' AMP loops are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +111,7 @@ class Execution:
         return {"compile": self.compile, "memory_format": self.memory_format, "cuda_graphs": self.cuda_graphs}
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> Execution:
+    def of(cls, row: Mapping[str, Any]) -> Execution:
         """The execution a row (or cell dict) was measured with; rows from before these axes are the default."""
         return cls(**{axis: row.get(axis) or values[0] for axis, values in AXES.items()})
 
