@@ -172,3 +172,23 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
                                     r.get("joules_per_sample"), p.get("predicted_joules_per_sample"),
                                     str(p.get("predicted_energy_basis") or "")))
     return tuple(out)
+
+
+AMP_MODES = ("amp-fp16", "amp-bf16")
+BASES = ("fp32", "tf32")
+
+
+def speedup_errors(steps: tuple[MeasuredStep, ...]) -> dict[str, float]:
+    """Each workload's AMP speedup over fp32 and over TF32 (every pair both sides of which ran ok, one execution and
+    layout), predicted over measured - 1, by ``workload amp/base``: the question a user asks of the suite."""
+    cells = {(s.workload, s.precision, s.compile, s.cuda_graphs): s for s in steps}
+    out: dict[str, float] = {}
+    for (workload, precision, c, g), amp in cells.items():
+        if precision not in AMP_MODES:
+            continue
+        for base in BASES:
+            b = cells.get((workload, base, c, g))
+            if b is not None:
+                measured = b.measured_ms / amp.measured_ms
+                out[f"{workload} {precision}/{base}"] = (b.predicted_ms / amp.predicted_ms) / measured - 1
+    return out

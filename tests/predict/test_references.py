@@ -207,3 +207,49 @@ def test_docs_predict_md_shows_these_tables() -> None:
                                measured.lent())
     text = script.DOCS.read_text()
     assert script.with_tables(text, tables) == text
+
+
+# -- the real-scale GPU suite on the third H200 lease (benchmarks/results/h200/lease3): held out, nothing fitted on it
+def _suite() -> tuple[measured.MeasuredStep, ...]:
+    return measured.steps("h200/lease3")  # (cached: the bands' and the docs' tests above trace it in this process)
+
+
+def test_the_real_scale_suites_steps_median_within_10_and_worst_within_25_percent() -> None:
+    errors = [abs(s.error) for s in _suite()]
+    assert len(errors) == 49
+    assert statistics.median(errors) <= 0.10 and max(errors) <= 0.25, (statistics.median(errors), max(errors))
+
+
+def test_the_real_scale_suites_amp_speedups_median_within_10_percent() -> None:
+    """AMP over fp32 and over TF32, every pair of ok cells (ResNet-50's amp-fp16 diverged on that lease: 26 pairs);
+    oracle: a pair by hand."""
+    errors = measured.speedup_errors(_suite())
+    assert len(errors) == 26
+    cells = {(s.workload, s.precision): s for s in _suite()}
+    amp, fp32 = cells[("vit", "amp-bf16")], cells[("vit", "fp32")]
+    assert errors["vit amp-bf16/fp32"] == pytest.approx(
+        (fp32.predicted_ms / amp.predicted_ms) / (fp32.measured_ms / amp.measured_ms) - 1)
+    assert statistics.median(abs(e) for e in errors.values()) <= 0.10
+
+
+def test_the_real_scale_suites_peak_memory_median_within_10_percent() -> None:
+    assert statistics.median(abs(s.memory_error) for s in _suite()) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="UNet fp32 -35 %: its fp32 step held 11,610 MiB more than its TF32 one, far "
+                                       "beyond the workspaces the table's smaller convolutions measured (the next "
+                                       "sweep times UNet's own first 3x3 at its batch)")
+def test_the_real_scale_suites_peak_memory_worst_within_15_percent() -> None:
+    worst = max(_suite(), key=lambda s: abs(s.memory_error))
+    assert abs(worst.memory_error) <= 0.15, f"{worst.name} {worst.memory_error:+.0%}"
+
+
+def test_bf16_against_fp16_on_a_convnet_within_10_percent_of_the_measured() -> None:
+    """The H200 ran UNet's amp-bf16 steps 0.86x as fast as amp-fp16 (cuDNN's bf16 convolutions); predicted from the
+    measured kernel table, not at 1.00x. (ResNet-50's amp-fp16 diverged on that lease -- torch's fused SGD, fixed
+    since -- so it has no pair there.)"""
+    cells = {(s.workload, s.precision): s for s in _suite()}
+    bf16, fp16 = cells[("unet", "amp-bf16")], cells[("unet", "amp-fp16")]
+    measured_ratio = fp16.measured_ms / bf16.measured_ms
+    predicted_ratio = fp16.predicted_ms / bf16.predicted_ms
+    assert measured_ratio < 0.9 and abs(predicted_ratio / measured_ratio - 1) <= 0.10
