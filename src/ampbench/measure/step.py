@@ -121,14 +121,19 @@ class TrainStep:
 
 def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,
                loss_scale: str | float | None = None, n_batches: int = 4, keep_fp32: list[str] | None = None,
-               mp_options: dict[str, Any] | None = None, execution: Execution | None = None) -> TrainStep:
+               mp_options: dict[str, Any] | None = None, execution: Execution | None = None,
+               phase: Callable[[str, str], None] | None = None) -> TrainStep:
     """Move the workload's model to ``device``, set it up for ``precision``, stage batches there.
     ``mp_options``: more MixedPrecision keywords (the fp8 modes' ``fp8_skip``/``fp8_filter``).
     ``execution``: channels-last and torch.compile (:mod:`ampbench.execution`; default eager). A
     compiled step starts from a clean dynamo state (torch._dynamo.reset(), counters cleared): caches and
-    graph-break records of earlier steps in this process do not carry over."""
+    graph-break records of earlier steps in this process do not carry over. ``phase(name, text)``: told as each part
+    after the model's move starts -- ``engine`` (the optimizer and the precision engine set up), ``batches`` (staged
+    on the device) -- so a cell's phases say where its setup went (:func:`ampbench.phases.enter`)."""
     execution = execution or Execution()
+    say = phase or (lambda name, text: None)
     model = prepare_model(workload.model.to(device), execution)
+    say("engine", "setting up the optimizer and the precision engine")
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)  # (under ddp: the DDP wrapper)
@@ -140,5 +145,6 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
         counters.clear()  # (reset keeps them: graph-break reasons of earlier cells would be this cell's)
     run = finish_model(model, execution)
     rank = current_rank()
+    say("batches", "staging the batches on the device")
     batches = device_batches(workload.train_data, batch_size, n_batches, device, first=rank * n_batches)
     return TrainStep(workload, run, optimizer, mp, batches, device, batch_size, execution, model)

@@ -66,7 +66,8 @@ ROW_KEYS: dict[str, str] = {
                "added to the run's time is `wall_s - ahead_s`. Null for a cell started at its turn.",
     "phases_s": "Where `wall_s` went, in order: phase -> seconds, adding up to `wall_s`. A cell's own phases (open: "
                 "the device's facts, cuda_init: the CUDA context, build, waiting: a cell built ahead waiting for its turn, "
-                "maxbatch, setup: the model moved and set up, "
+                "maxbatch, setup: the model moved to the device, engine: the optimizer and the precision engine set up, "
+                "batches: staged on the device, environment: NVML's and the libraries' facts read, "
                 "first_step, memory_step: the step counting saved activations, flop_count, warmup, timed_steps, "
                 "energy_steps: untimed steps filling the energy window to 2 s, after_steps: reading peaks and sizes, "
                 "converge, inference, finish, close) and its launcher's around them "

@@ -212,11 +212,12 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
         step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, mp_options=spec.mp_options(),
-                          execution=execution)
+                          execution=execution, phase=phases.enter)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
     if step.mp.placement.layout is not None:
         out["comm_bytes_per_step"] = _comm_bytes(wl.model, step.mp)
+    phases.enter("environment", "reading the environment (NVML, library versions)")
     with step.mp.autocast():
         out["env"] = environment(device)  # TF32 flags as this mode runs its GEMMs
     counts0 = compile_counts()
