@@ -63,8 +63,10 @@ def test_a_child_not_held_has_its_turn_at_once_and_wait_gives_a_held_one_its_tur
     held = launcher.start(Job(f"{HERE}:next_cell"), held=True)
     assert held is not None
     time.sleep(0.5)
+    asked = time.time()  # (its turn comes when it is waited for, not before -- however late the fork started it)
     row, stamps = held.wait()  # (no go(): waiting for it is its turn)
-    assert row["held"] and row["turn_at"] - row["ahead_at"] >= 0.4 and stamps is not None and "turn_at" in stamps
+    assert row["held"] and row["ahead_at"] <= row["turn_at"] and row["turn_at"] >= asked
+    assert stamps is not None and "turn_at" in stamps
 
 
 def test_the_timeout_counts_from_the_turn() -> None:
