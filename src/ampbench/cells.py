@@ -210,7 +210,6 @@ class LaunchOptions:
                 "endpoint": self.endpoint, "build_ahead": self.build_ahead}
 
 
-
 CONVERGE_BY_PRESET: dict[str, tuple[int | None, int]] = {"tiny": (30, 2), "small": (200, 3), "paper": (None, 3)}
 """Convergence work when the run does not say (--converge-steps, --seeds): (steps per seed, seeds) by preset --
 tiny takes seconds, small what ampbench always ran, paper the workload's real length (None: its epochs)."""

@@ -49,6 +49,11 @@ figure holds once, where the CPU's computes a few-microsecond kernel instead. An
 each beyond its first."""
 
 
+FORWARD_PHASES = ("forward", "loss", "step")
+"""The phases Python issues op by op (the engine's step too); the backward's and the optimizer's are the autograd
+engine's and torch's loops."""
+
+
 @dataclass(frozen=True)
 class Host:
     """The host that issues a step's ops: microseconds per op in the forward (Python's: the loss and the engine's step
@@ -74,10 +79,10 @@ class Host:
     gradients; a multi-tensor op's chunks), in the forward and after it (:data:`H200_LAUNCH_US`)."""
 
     def op_us(self, phase: str) -> float:
-        return self.forward_us if phase in ("forward", "loss", "step") else self.backward_us
+        return self.forward_us if phase in FORWARD_PHASES else self.backward_us
 
     def launch_us(self, phase: str) -> float:
-        return self.launch_forward_us if phase in ("forward", "loss", "step") else self.launch_backward_us
+        return self.launch_forward_us if phase in FORWARD_PHASES else self.launch_backward_us
 
     @property
     def label(self) -> str:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.measure.gpus import Gpu, for_device
-from ampbench.measure.kernel_power import IDLE, REPLAY, power_key
+from ampbench.measure.kernel_power import IDLE, REPLAY, issue_us, power_key
 from ampbench.predict import kernels
 from ampbench.predict.kernels import ELEMENT, Calibration, Conv, calibration
 
@@ -144,8 +144,9 @@ class KernelTable:
         rows = [r for r in table["kernels"] if r.get("us")]
         issued: dict[str, list[float]] = {}
         for r in rows:
-            if r.get("host_us") and not r["op"].endswith("_fwd_bwd"):
-                issued.setdefault(r["kind"], []).append(float(r["host_us"]))
+            host = issue_us(r)
+            if host:
+                issued.setdefault(r["kind"], []).append(host)
         out.host_us = {k: statistics.median(v) for k, v in issued.items()}
         fwd: dict[tuple[Any, ...], float] = {}
         for r in rows:  # (the forward of each fwd_bwd case: the backward is the difference)

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ampbench.measure.kernel_power import IDLE, REPLAY, power_key
+from ampbench.measure.kernel_power import IDLE, REPLAY, issue_us, power_key
 
 COMPUTE = ("gemm", "bmm", "conv", "attention", "rnn")
 """Classes whose figure of merit is TFLOP/s; the others move bytes (GB/s), launch: microseconds."""
@@ -27,7 +27,7 @@ def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
         rates = [r[key] for r in rows if r.get(key) is not None]
         power = (table.get("power") or {}).get(power_key(kind, dtype), {}).get("mean_power_w") \
             if table.get("power_basis") == REPLAY else None
-        issued = [r["host_us"] for r in rows if r.get("host_us") is not None and not r["op"].endswith("_fwd_bwd")]
+        issued = [h for h in map(issue_us, rows) if h is not None]
         out.append({"kind": kind, "dtype": dtype, "timed": len(rates), "failed": sum(1 for r in rows if r["error"]),
                     "host_us": statistics.median(issued) if issued else None,
                     "unit": {"tflops": "TFLOP/s", "gbps": "GB/s", "us": "us"}[key],
