@@ -12,6 +12,8 @@ Markdown. No GPU is used: predictions beside published measurements, the same on
    ``predict_checks.fp8_step_references``).
 7. Published FSDP2 throughput over several machines (torchtitan's Llama 3 8B on 64 A100s;
    ``predict_checks.fsdp_references``).
+8. One model on twelve GPUs: Lambda's published ResNet-50 training throughput, FP32 and AMP
+   (``predict_checks.lambda_references``).
 
     python benchmarks/predict_references.py [--json FILE] [--write-bands]
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +36,7 @@ from predict_checks import (
     fp8_step_references,
     fsdp_references,
     kernel_tables,
+    lambda_references,
     measured,
     neusight,
     xla,
@@ -148,9 +152,61 @@ def fsdp_table(rows: list[fsdp_references.FsdpRow]) -> list[str]:
     return lines
 
 
+def pairs_table(step_errors: list[neusight.StepError],
+                predict: Callable[[Reference], dict[str, float]] = predicted) -> list[str]:
+    """One model in one setup on two GPUs: the ratio of their speeds, published beside predicted."""
+    lines = ["| published | GPUs (same setup) | precision | published ratio | predicted | error |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    a100, v100 = (next(r for r in REFERENCES if r.name.startswith("ResNet") and r.gpu == g)
+                  for g in ("a100-80gb", "v100-16gb"))
+    published = a100.samples_per_s["amp-fp16"] / v100.samples_per_s["amp-fp16"]
+    ratio = predict(a100)["amp-fp16"] / predict(v100)["amp-fp16"]
+    verdict = "met" if abs(ratio / published - 1) <= 0.15 else "missed"
+    lines.append(f"| DeepLearningExamples ResNet-50 v1.5 (batch 256, channels-last) | A100 80GB / V100 16GB | amp-fp16 | "
+                 f"{published:.2f}x | {ratio:.2f}x | {ratio / published - 1:+.0%} ({verdict}) |")
+    for x, y in neusight.STEP_PAIRS:
+        errors = sorted(abs(e) for e in neusight.pair_errors(step_errors, x, y))
+        median = statistics.median(errors)
+        verdict = "met" if median <= 0.15 else "missed"
+        lines.append(f"| NeuSight fp32 training steps ({len(errors)} rows) | {y} / {x} | fp32 | per row | per row | "
+                     f"median {median:.0%} ({verdict}) |")
+    return lines
+
+
+def lambda_table() -> list[str]:
+    """Lambda's ResNet-50 on twelve GPUs: each GPU's images/s, its speed over the V100's and its AMP speedup, published
+    beside predicted (``published -> predicted (error)``), then the summary the tests hold."""
+    lam = lambda_references
+
+    def cell(published: float, predicted: float, fmt: str) -> str:
+        return f"{published:{fmt}} → {predicted:{fmt}} ({predicted / published - 1:+.0%})"
+
+    base = lam.row(lam.BASELINE)
+    lines = ["| GPU | batch FP32 / AMP | FP32 images/s | AMP images/s | AMP speedup | FP32 x V100 | AMP x V100 |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in lam.ROWS:
+        p32, p16 = lam.predicted(r.gpu, "fp32"), lam.predicted(r.gpu, "amp-fp16")
+        b32, b16 = lam.predicted(lam.BASELINE, "fp32"), lam.predicted(lam.BASELINE, "amp-fp16")
+        ratios = ("|  |  |" if r.gpu == lam.BASELINE else
+                  f"| {cell(r.fp32 / base.fp32, p32 / b32, '.2f')} | {cell(r.amp / base.amp, p16 / b16, '.2f')} |")
+        lines.append(f"| {r.gpu} | {r.batch('fp32')} / {r.batch('amp-fp16')} | {cell(r.fp32, p32, ',.0f')} | "
+                     f"{cell(r.amp, p16, ',.0f')} | {cell(r.amp / r.fp32, p16 / p32, '.2f')} {ratios}")
+    others = [r.gpu for r in lam.ROWS if r.gpu != lam.BASELINE]
+    lines += ["", "| check (held out) | n | median abs error | within the goal |", "| --- | ---: | ---: | ---: |"]
+    for label, errors, goal in (
+            ("FP32 speed over the V100's", [lam.ratio_error(g, "fp32") for g in others], 0.20),
+            ("AMP speed over the V100's", [lam.ratio_error(g, "amp-fp16") for g in others], 0.20),
+            ("AMP speedup over FP32", [lam.speedup_error(r.gpu) for r in lam.ROWS], 0.15)):
+        a = [abs(e) for e in errors]
+        lines.append(f"| {label} | {len(a)} | {statistics.median(a):.0%} | {sum(e <= goal for e in a)} of {len(a)} "
+                     f"(within {goal:.0%}) |")
+    return lines
+
+
 def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepError],
                amp_lines: list[str], lent: tuple[measured.MeasuredStep, ...] = (),
-               compiled: list[compile_references.CompileRow] | None = None) -> dict[str, str]:
+               compiled: list[compile_references.CompileRow] | None = None,
+               predict: Callable[[Reference], dict[str, float]] = predicted) -> dict[str, str]:
     """docs/predict.md's tables by name (``<!-- table: NAME -->`` ... ``<!-- end: NAME -->`` there)."""
     steps = step_table(step_errors)
     split = steps.index("")
@@ -159,7 +215,8 @@ def all_tables(kernel_errors: list[fit.Errors], step_errors: list[neusight.StepE
             "measured": "\n".join(measured_table(lent)),
             "compiled": "\n".join(compile_table(compile_references.rows() if compiled is None else compiled)),
             "fp8-step": "\n".join(fp8_step_table(fp8_step_references.rows())),
-            "fsdp": "\n".join(fsdp_table(fsdp_references.rows()))}
+            "fsdp": "\n".join(fsdp_table(fsdp_references.rows())),
+            "lambda": "\n".join(lambda_table()), "pairs": "\n".join(pairs_table(step_errors, predict))}
 
 
 def with_tables(text: str, tables: dict[str, str]) -> str:
@@ -194,6 +251,10 @@ def main() -> None:
     print(tables["compiled"])
     print("\n## Published float8 training gains (torchao, torchtitan Llama3-8B)\n")
     print(tables["fp8-step"])
+    print("\n## Across GPUs: one setup on two GPUs\n")
+    print(tables["pairs"])
+    print("\n## One model on twelve GPUs (Lambda's ResNet-50, FP32 and AMP)\n")
+    print(tables["lambda"])
     print("\n## Published FSDP2 throughput over several machines (torchtitan, Llama 3 8B on 64 A100s)\n")
     print(tables["fsdp"])
     if args.docs:
@@ -202,8 +263,8 @@ def main() -> None:
     if args.write_bands:
         specs = {g.key: g for g in predictable()}
         error_bands.save(error_bands.compute(kernel_errors, step_errors, amp_errors, specs,
-                                                 (*neusight.FIT_GPUS, *kernel_tables.GPUS), list(lent),
-                                 compile_references.rows()))
+                                             (*neusight.FIT_GPUS, *kernel_tables.GPUS), list(lent),
+                                             compile_references.rows(), lambda_references.errors()))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:
         args.json.write_text(json.dumps({"kernels": [e.__dict__ for e in kernel_errors], "amp": rows,

@@ -6,6 +6,7 @@ steps on lent GPUs (the host's band), the published compile gains. Written by ``
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,13 @@ from ampbench.predict.bands import BANDS_FILE, generation
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
             specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: Sequence[Any] = (),
-            compiled: Sequence[Any] = ()) -> dict[str, Any]:
+            compiled: Sequence[Any] = (), published: Sequence[tuple[str, str, float]] = ()) -> dict[str, Any]:
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
     published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
     which the launch-bound ones give the host's band -- and the published compile gains,
-    ``compile_references.CompileRow``s, of which the checked ones count): the checked GPUs' errors where a generation
-    has any, the fitting GPUs' (in-sample: optimistic) where it has no other."""
+    ``compile_references.CompileRow``s, of which the checked ones count -- and ``published`` whole steps of one model on
+    many GPUs, ``(gpu, precision, samples/s error)``, grouped per generation into FP32/TF32 and half precision): the
+    checked GPUs' errors where a generation has any, the fitting GPUs' (in-sample: optimistic) where it has no other."""
     by_gen: dict[str, dict[str, list[Any]]] = {}
     for e in kernel_errors:
         by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)
@@ -49,8 +51,17 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
     gains = sorted(abs(r.gain_error) for r in compiled if r.checked)
     compiled_table = {"median": round(gains[len(gains) // 2], 4), "worst": round(gains[-1], 4), "n": len(gains),
                       "source": "Hugging Face's torch.compile inference guide"} if gains else {}
+    by_group: dict[str, dict[str, list[float]]] = {}
+    for gpu, precision, error in published:
+        group = "fp32" if precision in ("fp32", "tf32") else "half"
+        by_group.setdefault(generation(specs[gpu].capability), {}).setdefault(group, []).append(abs(error))
+    published_table = {gen: {group: {"median": round(statistics.median(v), 4), "worst": round(max(v), 4), "n": len(v)}
+                             for group, v in groups.items()} for gen, groups in by_group.items()}
     return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
-            "launch": launch, "compiled": compiled_table, "written_by": "benchmarks/predict_references.py --write-bands"}
+            "launch": launch, "compiled": compiled_table, "published_steps": published_table,
+            "published_steps_source": "Lambda's ResNet-50 training throughput on 12 GPUs (predict_checks/"
+                                      "lambda_references.py)" if published else "",
+            "written_by": "benchmarks/predict_references.py --write-bands"}
 
 
 def _weighted(errors: list[Any], key: str) -> float:

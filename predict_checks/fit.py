@@ -35,8 +35,8 @@ GEMM = ("linear", "bmm", "conv", *HALF, *TF32)
 """The op classes whose time is a GEMM's (NeuSight's fp32 ones, the Tensor Core ones)."""
 FITTED: dict[str, tuple[tuple[float, ...], tuple[str, ...]]] = {
     # the bandwidth first, on the purest measure of it (elementwise kernels); the rest built on it
-    "memory_efficiency": ((0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9), ("elementwise",)),
-    "hbm_efficiency": ((0.7, 0.75, 0.8, 0.85, 0.9, 0.95), ("elementwise",)),
+    "capped_streaming_efficiency": ((0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9), ("elementwise",)),
+    "streaming_efficiency": ((0.7, 0.75, 0.8, 0.85, 0.9, 0.95), ("elementwise",)),
     "gemm_efficiency": ((0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0), ("linear", "bmm", "conv")),
     "tensor_gemm_efficiency": ((0.6, 0.7, 0.8, 0.9, 1.0), HALF),
     "tf32_gemm_efficiency": ((0.5, 0.6, 0.7, 0.8, 0.9, 1.0), TF32),

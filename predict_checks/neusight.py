@@ -274,3 +274,20 @@ def step_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[
         forward = price(traces[key], spec, tf32=False, phases=("forward",)).step_s
         out.append(StepError(st, total * 1e3, forward * 1e3, theirs.get((st.gpu, st.model, st.batch), {})))
     return out
+
+
+STEP_PAIRS = (("a100-80gb-pcie", "h100-sxm"), ("v100-32gb-pcie", "a100-80gb-pcie"), ("v100-32gb-pcie", "h100-sxm"),
+              ("v100-32gb-pcie", "l4"), ("a100-80gb-pcie", "l4"), ("h100-sxm", "l4"))
+"""Pairs of GPUs whose steps NeuSight measured in one setup (same model, sequence, batch): across-GPU checks."""
+
+
+def pair_errors(errors: Collection[StepError], x: str, y: str) -> list[float]:
+    """Per step measured on both ``x`` and ``y``: the predicted ratio of their step times over the measured one, less
+    1 (what ``predict --gpu x,y`` answers: how much faster one is)."""
+    on_x = {(e.step.model, e.step.seq, e.step.batch): e for e in errors if e.step.gpu == x}
+    out = []
+    for e in errors:
+        other = on_x.get((e.step.model, e.step.seq, e.step.batch))
+        if e.step.gpu == y and other is not None:
+            out.append((e.predicted_ms / other.predicted_ms) / (e.step.total_ms / other.step.total_ms) - 1)
+    return out

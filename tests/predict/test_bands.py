@@ -14,6 +14,9 @@ TABLE = {
     "kernels_gpus": {"Hopper": ["h100-sxm"], "Volta": ["v100-32gb-pcie"]}, "fitted_gens": ["Volta"],
     "steps": {"Hopper": {"median": 0.21, "worst": 0.33}}, "amp": {"median": 0.3, "worst": 0.4},
 }
+PUBLISHED = {"published_steps": {"Hopper": {"half": {"median": 0.35, "worst": 0.5, "n": 2},
+                                            "fp32": {"median": 0.1, "worst": 0.2, "n": 2}}},
+             "published_steps_source": "one model on many GPUs"}
 
 
 @pytest.fixture
@@ -39,6 +42,34 @@ def test_a_generation_without_references_takes_the_nearest_and_says_so(table) ->
     assert b.typical == pytest.approx(0.21)
     assert "on Volta (v100-32gb-pcie, fitted on): 1%" in b.basis and "no reference on Turing: Volta's" in b.basis
     assert "fp32 training steps on Hopper" in b.basis
+
+
+def test_published_steps_of_the_generation_floor_a_band_in_their_kind_of_math(monkeypatch) -> None:
+    """One published model's steps on GPUs of the generation (FP32/TF32 apart from AMP): a band is never below their
+    median in its kind of math, and says so; another generation's do not count."""
+    monkeypatch.setattr(bands, "_table", lambda: {**TABLE, **PUBLISHED})
+    split = {"matmul/conv": 1.0}
+    half = bands.band(lookup("h100-sxm"), split, "fp16")
+    assert half.typical == pytest.approx(0.35)  # (above the AMP results' 30%)
+    assert "published AMP steps on Hopper (one model on many GPUs): median 35%, worst 50%" in half.basis
+    tf32 = bands.band(lookup("h100-sxm"), split, "tf32")
+    assert tf32.typical == pytest.approx(0.3) and "published FP32/TF32 steps on Hopper" in tf32.basis  # (10% < 30%)
+    fp32 = bands.band(lookup("h100-sxm"), split, "fp32")
+    assert fp32.typical == pytest.approx(0.21) and "median 10%" in fp32.basis
+    assert "published" not in bands.band(lookup("t4"), split, "fp16").basis.replace("published AMP/TF32", "")
+
+
+def test_the_published_steps_are_grouped_per_generation_and_math(monkeypatch) -> None:
+    """predict_checks.error_bands.compute: errors per generation, FP32/TF32 apart from half; medians by hand."""
+    from predict_checks import error_bands
+
+    specs = {g: lookup(g) for g in ("h100-sxm", "h100-pcie", "a100-80gb", "v100-16gb")}
+    rows = [("h100-sxm", "amp-fp16", 0.33), ("h100-pcie", "amp-fp16", -0.15), ("h100-sxm", "fp32", 0.2),
+            ("a100-80gb", "amp-fp16", 0.36), ("v100-16gb", "tf32", -0.05)]
+    out = error_bands.compute([], [], [], specs, (), published=rows)["published_steps"]
+    assert out == {"Hopper": {"half": {"median": 0.24, "worst": 0.33, "n": 2}, "fp32": {"median": 0.2, "worst": 0.2, "n": 1}},
+                   "Ampere (A100)": {"half": {"median": 0.36, "worst": 0.36, "n": 1}},
+                   "Volta": {"fp32": {"median": 0.05, "worst": 0.05, "n": 1}}}
 
 
 @pytest.mark.parametrize("cc, gen", [((6, 0), "Pascal"), ((6, 1), "Pascal"), ((7, 0), "Volta"), ((7, 5), "Turing"),

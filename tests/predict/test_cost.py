@@ -28,7 +28,7 @@ def _trace(ops: list[Op], **kw) -> Trace:
 
 
 CAL = Calibration()  # (the priors: every test prices by hand with the same constants)
-BW = 2039e9 * CAL.hbm_efficiency  # A100 80GB (HBM2e, Ampere): the streaming bandwidth
+BW = 2039e9 * CAL.streaming_efficiency  # A100 80GB (HBM2e, Ampere): the streaming bandwidth
 FIXED, LIGHT = CAL.kernel_us * 1e-6, CAL.light_kernel_us * 1e-6
 
 
@@ -73,8 +73,12 @@ def test_an_elementwise_op_is_priced_by_its_bytes() -> None:
     c = _price([op])
     assert c.gpu_s == pytest.approx(3 * 2**28 / BW + LIGHT)
     assert c.bound == "memory" and c.op_split["elementwise"] == pytest.approx(1.0)
-    gddr = _price([op], gpu=lookup("l4"))  # (GDDR memory: the other efficiency)
-    assert gddr.gpu_s == pytest.approx(3 * 2**28 / (300e9 * CAL.memory_efficiency) + LIGHT)
+    capped = _price([op], gpu=lookup("l4"))  # (a 72 W card: the other efficiency)
+    assert capped.gpu_s == pytest.approx(3 * 2**28 / (300e9 * CAL.capped_streaming_efficiency) + LIGHT)
+    pascal = _price([op], gpu=lookup("p100-16gb"))  # (HBM2 before Volta: the same)
+    assert pascal.gpu_s == pytest.approx(3 * 2**28 / (732e9 * CAL.capped_streaming_efficiency) + LIGHT)
+    gddr6x = _price([op], gpu=lookup("rtx-3090"))  # (a full-power GDDR6X card from Volta on streams as HBM ones do)
+    assert gddr6x.gpu_s == pytest.approx(3 * 2**28 / (936e9 * CAL.streaming_efficiency) + LIGHT)
 
 
 def test_normalisation_and_softmax_pass_over_their_data_more_than_once() -> None:
@@ -146,7 +150,7 @@ def test_a_depthwise_convolution_is_a_direct_kernel_not_a_gemm_of_one_column_per
     io = 4 * (2 * 16 * 768 * 196) + 4 * 768 * 49
     flops = 2 * 16 * 768 * 196 * 49
     fp32_peak = 15.7e12 * kernels.clock_factor(V100, CAL)  # V100 SXM2: its datasheet fp32 rate
-    direct = max(flops / (fp32_peak * CAL.gemm_efficiency * CAL.conv_efficiency), io / (900e9 * CAL.hbm_efficiency))
+    direct = max(flops / (fp32_peak * CAL.gemm_efficiency * CAL.conv_efficiency), io / (900e9 * CAL.streaming_efficiency))
     for mode in ("fp32", "fp16"):
         assert kernels.conv_s(V100, CAL, dw, mode, 4) == pytest.approx(direct + FIXED)
     assert direct < 40e-6  # (a 19 MB, 0.24 GFLOP layer: tens of microseconds, where its GEMM tiles took 1.7 ms)
@@ -157,7 +161,7 @@ def test_a_depthwise_convolution_is_a_direct_kernel_not_a_gemm_of_one_column_per
     g, m, n, k = dense.gemm()
     assert kernels.conv_s(V100, CAL, dense, "fp32", 4) == pytest.approx(
         max(kernels.gemm_compute_s(V100, CAL, g, m, n, k, "fp32", CAL.conv_efficiency),
-            (4 * (2 * 16 * 768 * 196) + 4 * 768 * k) / (900e9 * CAL.hbm_efficiency)) + FIXED)
+            (4 * (2 * 16 * 768 * 196) + 4 * 768 * k) / (900e9 * CAL.streaming_efficiency)) + FIXED)
 
 
 def test_tensor_core_convolutions_on_nchw_pay_the_layout_conversion_and_tf32_never_loses_to_fp32() -> None:

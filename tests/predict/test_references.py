@@ -16,7 +16,16 @@ import functools
 import statistics
 
 import pytest
-from predict_checks import compile_references, error_bands, fit, kernel_tables, measured, neusight, xla
+from predict_checks import (
+    compile_references,
+    error_bands,
+    fit,
+    kernel_tables,
+    lambda_references,
+    measured,
+    neusight,
+    xla,
+)
 from predict_checks.references import REFERENCES, predicted
 
 from ampbench.predict.kernels import calibration
@@ -105,19 +114,10 @@ def test_amp_speedup_within_15_percent_of_the_published(ref) -> None:
 
 # ---- across GPUs: one model in one setup on several GPUs, as ratios (what `predict --gpu a,b,c` compares) -----------
 def _ratio_errors(x: str, y: str) -> list[float]:
-    """Per NeuSight training step measured on both GPUs (same model, sequence, batch, fp32): the predicted ratio of
-    their step times over the measured one, less 1."""
-    on_x = {(e.step.model, e.step.seq, e.step.batch): e for e in _step_errors().get(x, [])}
-    out = []
-    for e in _step_errors().get(y, []):
-        other = on_x.get((e.step.model, e.step.seq, e.step.batch))
-        if other is not None:
-            out.append((e.predicted_ms / other.predicted_ms) / (e.step.total_ms / other.step.total_ms) - 1)
-    return out
+    return neusight.pair_errors([e for es in _step_errors().values() for e in es], x, y)
 
 
-PAIRS = [("a100-80gb-pcie", "h100-sxm"), ("v100-32gb-pcie", "a100-80gb-pcie"), ("v100-32gb-pcie", "h100-sxm"),
-         ("v100-32gb-pcie", "l4"), ("a100-80gb-pcie", "l4"), ("h100-sxm", "l4")]
+PAIRS = list(neusight.STEP_PAIRS)
 PAIR_MISSES = {  # (measured here; the per-GPU misses above, compounded)
     ("v100-32gb-pcie", "a100-80gb-pcie"): "median 15.6% (was 19.5%: the A100 predicted too fast, the V100 about right)",
     # (a100-80gb-pcie vs h100-sxm was median 16%, the A100 too fast: met since the constants are fitted on every GPU)
@@ -186,7 +186,7 @@ def test_the_committed_error_bands_are_the_references_errors_now() -> None:
     now = error_bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
                         {g.key: g for g in predictable()}, (*neusight.FIT_GPUS, *kernel_tables.GPUS),
                               list(measured.lent()),
-                        compile_references.rows())
+                        compile_references.rows(), lambda_references.errors())
     assert json.loads(json.dumps(now, sort_keys=True)) == json.loads(bands.BANDS_FILE.read_text())
 
 
@@ -204,7 +204,7 @@ def test_docs_predict_md_shows_these_tables() -> None:
         sys.path.remove(str(benchmarks))
     lines, _, _ = script.amp_table(_predicted)
     tables = script.all_tables(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], lines,
-                               measured.lent())
+                               measured.lent(), predict=_predicted)
     text = script.DOCS.read_text()
     assert script.with_tables(text, tables) == text
 

@@ -5,7 +5,9 @@
 and op class, and of whole training steps per generation. A prediction's band is its op mix weighted over the kernel
 errors of its GPU's generation (the nearest generation with references where its own has none), and never below what
 whole steps of that generation missed by; with Tensor Core math (tf32, fp16, bf16), never below what the published
-AMP/TF32 results missed by either (no half-precision kernel is among the measured references). A compiled step's band
+AMP/TF32 results missed by either (no half-precision kernel is among the measured references), and never below what
+one published model's whole steps on GPUs of the same generation missed by in the same kind of math (Lambda's
+ResNet-50 on twelve GPUs, FP32/TF32 and AMP: a generation's own, not the nearest's). A compiled step's band
 adds what the predicted compile gains missed by on published ones (:mod:`predict_checks.compile_references`): its
 error compounds the eager step's.
 """
@@ -91,6 +93,13 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None
     if math_mode != "fp32" and table["amp"]:
         parts.append(table["amp"]["median"])
         basis.append(f"published AMP/TF32 results: median {table['amp']['median']:.0%}, worst {table['amp']['worst']:.0%}")
+    group = "fp32" if math_mode in ("fp32", "tf32") else "half"
+    published = table.get("published_steps", {}).get(gen, {}).get(group)
+    if published:
+        parts.append(published["median"])
+        basis.append(f"published {'FP32/TF32' if group == 'fp32' else 'AMP'} steps on {gen} "
+                     f"({table['published_steps_source']}): median {published['median']:.0%}, worst "
+                     f"{published['worst']:.0%}")
     host = table.get("launch")
     if bound == "launch" and host:
         parts.append(host["median"])

@@ -64,10 +64,15 @@ class Calibration:
     of the references takes 35 us or more, which says nothing about a few microseconds."""
     light_kernel_us: float = 3.0
     """The same for PyTorch's own elementwise and reduction kernels. Not fitted (as ``kernel_us``)."""
-    memory_efficiency: float = 0.75
-    """Share of the datasheet DRAM bandwidth a streaming kernel reaches (GDDR memory, and Pascal's HBM2)."""
-    hbm_efficiency: float = 0.9
-    """The same on HBM from Volta on (NVIDIA's Volta whitepaper: over 95% DRAM utilisation against Pascal's 76%)."""
+    capped_streaming_efficiency: float = 0.75
+    """Share of the datasheet DRAM bandwidth a streaming kernel reaches on a card whose board power is at most 75 W
+    (P4, T4, L4: fitted on their elementwise kernels) and on Pascal and earlier (P100's HBM2: NVIDIA's Volta whitepaper
+    gives Pascal 76% DRAM utilisation)."""
+    streaming_efficiency: float = 0.9
+    """The same from Volta on, on every other card, HBM and GDDR alike (fitted on the V100's, A100s' and H100's
+    elementwise kernels; the Volta whitepaper: over 95% DRAM utilisation). Full-power GDDR6 boards stream as HBM ones
+    do: te42kyfo/gpu-benches' STREAM "scale" reaches 0.94 of the A40's and 0.94 of the L40's datasheet bandwidth, 0.89
+    of the V100's and the A100's (``tests/predict/test_streaming.py`` holds them)."""
     norm_passes: float = 2.0
     """Times a normalisation moves each element (its bytes over read-once-write-once's): a second read of the input
     for the statistics, where the row is not kept on chip."""
@@ -115,7 +120,7 @@ ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1}
 # ---- the GPU -----------------------------------------------------------------------------------------------------
 def clock_factor(gpu: Gpu, cal: Calibration) -> float:
     """Sustained clock over boost under a dense kernel: 1, but for cards whose board power caps it (<= 75 W)."""
-    if gpu.tdp_w is None or gpu.tdp_w > 75 or not gpu.base_mhz or not gpu.boost_mhz:
+    if not power_capped(gpu) or not gpu.base_mhz or not gpu.boost_mhz:
         return 1.0
     return (gpu.base_mhz + cal.clock_share * (gpu.boost_mhz - gpu.base_mhz)) / gpu.boost_mhz
 
@@ -194,13 +199,24 @@ def gemm_compute_s(gpu: Gpu, cal: Calibration, batch: int, m: int, n: int, k: in
     return best
 
 
-def memory_efficiency(gpu: Gpu, cal: Calibration) -> float:
-    hbm = (gpu.memory or "").startswith("HBM") and gpu.capability >= (7, 0)
-    return cal.hbm_efficiency if hbm else cal.memory_efficiency
+def power_capped(gpu: Gpu) -> bool:
+    """A card whose board power is at most 75 W (P4, T4, L4, A2): its clocks and its memory's stay below a full
+    board's."""
+    return gpu.tdp_w is not None and gpu.tdp_w <= 75
+
+
+def streaming_share(gpu: Gpu, cal: Calibration) -> float:
+    """Share of ``gpu``'s datasheet DRAM bandwidth a streaming kernel reaches: ``streaming_efficiency`` from Volta on,
+    ``capped_streaming_efficiency`` on a power-capped card or before Volta. (It used to follow the DRAM's kind -- HBM
+    from Volta on or not --, which priced every full-power GDDR6/6X card, RTX 3090 to RTX 6000 Ada, at the low-power
+    cards' 75%: their ResNet-50 AMP steps came out 11-30% too slow against Lambda's published ones.)"""
+    if gpu.capability < (7, 0) or power_capped(gpu):
+        return cal.capped_streaming_efficiency
+    return cal.streaming_efficiency
 
 
 def memory_s(gpu: Gpu, cal: Calibration, nbytes: float) -> float:
-    return nbytes / (gpu.bandwidth_gbs * 1e9 * memory_efficiency(gpu, cal))
+    return nbytes / (gpu.bandwidth_gbs * 1e9 * streaming_share(gpu, cal))
 
 
 def gemm_s(gpu: Gpu, cal: Calibration, batch: int, m: int, n: int, k: int, math_mode: str, element: int,
