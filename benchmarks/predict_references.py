@@ -261,10 +261,12 @@ def main() -> None:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
+        dle = [(r["gpu"], r["precision"], r["error"]) for r in rows]
         specs = {g.key: g for g in predictable()}
         error_bands.save(error_bands.compute(kernel_errors, step_errors, amp_errors, specs,
                                              (*neusight.FIT_GPUS, *kernel_tables.GPUS), list(lent),
-                                             compile_references.rows(), lambda_references.errors()))
+                                             compile_references.rows(),
+                                             error_bands.published_steps(dle, list(lent))))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:
         args.json.write_text(json.dumps({"kernels": [e.__dict__ for e in kernel_errors], "amp": rows,

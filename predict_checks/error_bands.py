@@ -14,6 +14,7 @@ from typing import Any
 from ampbench.measure.gpus import Gpu
 from ampbench.predict import bands
 from ampbench.predict.bands import BANDS_FILE, generation
+from predict_checks import lambda_references
 
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
@@ -59,9 +60,21 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
                              for group, v in groups.items()} for gen, groups in by_group.items()}
     return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
             "launch": launch, "compiled": compiled_table, "published_steps": published_table,
-            "published_steps_source": "Lambda's ResNet-50 training throughput on 12 GPUs (predict_checks/"
-                                      "lambda_references.py)" if published else "",
+            "published_steps_source": STEPS_SOURCE if published else "",
             "written_by": "benchmarks/predict_references.py --write-bands"}
+
+
+STEPS_SOURCE = "Lambda's ResNet-50 on 12 GPUs, DeepLearningExamples, our lent H200's GPU-set steps"
+"""What the published-steps floor of the bands rests on, as a row's basis names it."""
+
+
+def published_steps(dle: Sequence[tuple[str, str, float]], lent: Sequence[Any]) -> list[tuple[str, str, float]]:
+    """Every whole step of a known GPU and precision measured outside our fitting, as ``(gpu, precision, samples/s
+    error)``: Lambda's ResNet-50 on twelve GPUs, DeepLearningExamples' published results (``dle``, the same triples),
+    and our workloads' steps on a lent GPU where the GPU sets the step (``measured.MeasuredStep``s; a launch-bound one
+    tells the host's error, which has its own band)."""
+    own = [(m.gpu, m.precision, m.measured_ms / m.predicted_ms - 1) for m in lent if m.bound != "launch"]
+    return [*lambda_references.errors(), *dle, *own]
 
 
 def _weighted(errors: list[Any], key: str) -> float:

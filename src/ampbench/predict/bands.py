@@ -5,9 +5,10 @@
 and op class, and of whole training steps per generation. A prediction's band is its op mix weighted over the kernel
 errors of its GPU's generation (the nearest generation with references where its own has none), and never below what
 whole steps of that generation missed by; with Tensor Core math (tf32, fp16, bf16), never below what the published
-AMP/TF32 results missed by either (no half-precision kernel is among the measured references), and never below what
-one published model's whole steps on GPUs of the same generation missed by in the same kind of math (Lambda's
-ResNet-50 on twelve GPUs, FP32/TF32 and AMP: a generation's own, not the nearest's). A compiled step's band
+AMP/TF32 results missed by either (no half-precision kernel is among the measured references), and never below the
+median miss of the whole steps measured on GPUs of the same generation in the same kind of math, FP32/TF32 or AMP
+(Lambda's ResNet-50 on twelve GPUs, DeepLearningExamples' results, the GPU-set steps of our lent H200: a generation's
+own, not the nearest's). A compiled step's band
 adds what the predicted compile gains missed by on published ones (:mod:`predict_checks.compile_references`): its
 error compounds the eager step's.
 """
