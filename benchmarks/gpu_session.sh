@@ -9,10 +9,12 @@
 #   truth   GPU truth at real scale (issues 57, 58), one ~9-minute command a call, resumable: this GPU's kernel table
 #           (hw --calibrate, ~1.5 min: ~35 s of kernels, ~1 min of power readings), the default GPU suite at real scale
 #           in every mode (its wall time is the issue's goal: <= 10 min on an H100), the kept-BatchNorm and energy
-#           GPU tests, the issue's GPT-2 cells (hf:gpt2 1024 tokens: where a cell's seconds went), runs.json.
+#           GPU tests, the issue's GPT-2 cells (hf:gpt2 1024 tokens: where a cell's seconds went), Lambda's published
+#           ResNet-50 configuration (on an H100 SXM: one of its twelve GPUs, measured here), runs.json.
 #           The first lease (H200, 2026-11-27) ran five modes of it; the third ran it whole in two calls
 #   rest    (an H200) what the third lease left: ResNet-50's fp16 cells with the fused-SGD fix, the GPU tests, the GPT-2
-#           cells' phases, the wide-mlp A/B of building ahead (~5 min)
+#           cells' phases, the wide-mlp A/B of building ahead, the kernel table again, then Lambda's published ResNet-50
+#           configuration (NCHW, batch 640 TF32 / 1280 AMP: the cross-GPU check's A100/H100 AMP miss) (~9 min)
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
@@ -214,6 +216,16 @@ ahead_ab_mlp() {  # $1 = log name
   run_resumable "$1" --workloads wide-mlp --preset paper --batch-size 4096 --precisions amp-bf16 --no-build-ahead \
     --cell-timeout 120 --label "A/B: wide-mlp amp-bf16 started at its turn, against the suite's built-ahead cell"
 }
+lambda_cells() {  # $1 = log name: Lambda's published ResNet-50 configuration (predict_checks/lambda_references.py:
+  # DeepLearningExamples' ConvNets, NCHW, an 80 GB card's batches), our measurement beside the twelve GPUs' published
+  # ones -- on an H100 SXM the same card as a row of theirs; on an H200 the A100s'/H100s' NCHW AMP miss, measured here
+  # ("FP32" there is PyTorch's default: cuDNN's convolutions in TF32, ampbench's tf32 mode but for the one fc layer)
+  run_resumable "$1-tf32" --workloads resnet50 --preset paper --memory-format contiguous --batch-size 640 \
+    --precisions tf32 --cell-timeout 120 --label "Lambda's ResNet-50 configuration, FP32 (TF32 convolutions), NCHW" \
+    || return $?
+  run_resumable "$1-amp" --workloads resnet50 --preset paper --memory-format contiguous --batch-size 1280 \
+    --precisions amp-fp16 --cell-timeout 120 --label "Lambda's ResNet-50 configuration, AMP fp16, NCHW"
+}
 
 stage() {
 case $1 in
@@ -242,6 +254,7 @@ case $1 in
     [ -n "$DRY" ] || pack
     gpu_tests  # 4.
     gpt2_phases truth-gpt2 || return $?  # 5.
+    lambda_cells truth-lambda || return $?  # 6.
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
     ;;
   rest)
@@ -263,6 +276,8 @@ case $1 in
     # power read on its highest-rate case (calibrate.power_case, chosen after the third lease's energy check)
     CAP=170 bounded $AB hw --calibrate --budget 120 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
       2>&1 | log "$STATE/calibrate.log"
+    lambda_cells rest-lambda || return $?  # 6. (resumable: a second call finishes it)
+    CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
     ;;
   lease)
     local KEY; KEY=$(gpu_key)
