@@ -23,9 +23,10 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
     published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
     which the launch-bound ones give the host's band -- and the published compile gains,
-    ``compile_references.CompileRow``s, of which the checked ones count -- and ``published`` whole steps of one model on
-    many GPUs, ``(gpu, precision, samples/s error)``, grouped per generation into FP32/TF32 and half precision): the
-    checked GPUs' errors where a generation has any, the fitting GPUs' (in-sample: optimistic) where it has no other."""
+    ``compile_references.CompileRow``s, of which the checked ones count -- and ``published``, every whole step measured
+    outside the fit as ``(gpu, precision, samples/s error)`` (:func:`published_steps`), grouped per generation into
+    FP32/TF32 and half precision): the checked GPUs' errors where a generation has any, the fitting GPUs' (in-sample:
+    optimistic) where it has no other."""
     by_gen: dict[str, dict[str, list[Any]]] = {}
     for e in kernel_errors:
         by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)

@@ -25,8 +25,6 @@ from ampbench.predict.trace import trace_step
 from ampbench.workloads.factory import build_meta
 from predict_checks.references import resnet50_workload
 
-SOURCE = ("Lambda, lambdal/deeplearning-benchmark, pytorch/pytorch-train-throughput-fp32.csv and -fp16.csv (commit "
-          "0551cb7), resnet50, 1 GPU: DeepLearningExamples ConvNets ResNet-50 v1.5, synthetic data, NCHW")
 BASELINE = "v100-16gb"
 """The GPU the ratios are over (the table's oldest data-centre GPU, as Lambda's own charts normalise)."""
 
