@@ -200,6 +200,11 @@ def lambda_table() -> list[str]:
         a = [abs(e) for e in errors]
         lines.append(f"| {label} | {len(a)} | {statistics.median(a):.0%} | {sum(e <= goal for e in a)} of {len(a)} "
                      f"(within {goal:.0%}) |")
+    for precision, label in (("fp32", "FP32"), ("amp-fp16", "AMP")):
+        wrong, pairs = lam.ordering(precision)
+        said = ", ".join(f"{a} / {b}" for a, b in wrong) or "none"
+        lines.append(f"| which is faster, {label}: GPU pairs published >= {lam.APART - 1:.0%} apart | {pairs} | | "
+                     f"{pairs - len(wrong)} of {pairs} ordered as published (not: {said}) |")
     return lines
 
 

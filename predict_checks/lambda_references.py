@@ -17,6 +17,7 @@ cuDNN), the one linear layer in fp32. Each GPU ran the batch of the config for i
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 from ampbench.measure.gpus import lookup
@@ -105,3 +106,21 @@ def speedup_error(gpu: str) -> float:
 def errors() -> list[tuple[str, str, float]]:
     """Every row's samples/s error, ``(gpu, precision, predicted / published - 1)``: the bands' published steps."""
     return [(r.gpu, p, predicted(r.gpu, p) / r.published(p) - 1) for r in ROWS for p in PRECISIONS]
+
+
+APART = 1.10
+"""Two GPUs whose published speeds differ by at least this factor: a difference the ranking must get right."""
+
+
+def ordering(precision: str) -> tuple[list[tuple[str, str]], int]:
+    """What ``predict --gpu a,b,...`` is asked first, which is faster: the pairs of GPUs published at least
+    :data:`APART` apart in ``precision`` that the predictions order the other way, and how many such pairs there are."""
+    wrong, pairs = [], 0
+    for a, b in itertools.combinations(ROWS, 2):
+        pa, pb = a.published(precision), b.published(precision)
+        if max(pa, pb) / min(pa, pb) < APART:
+            continue
+        pairs += 1
+        if (pa > pb) != (predicted(a.gpu, precision) > predicted(b.gpu, precision)):
+            wrong.append((a.gpu, b.gpu))
+    return wrong, pairs

@@ -66,3 +66,21 @@ def test_the_amp_speedup_on_each_gpu_within_15_percent(gpu: str, request: pytest
         request.applymarker(pytest.mark.xfail(strict=True, reason=SPEEDUP_MISSES[gpu]))
     assert abs(lam.speedup_error(gpu)) <= 0.15, lam.speedup_error(gpu)
 
+
+
+MISORDERED = {"fp32": [("rtx-4090", "rtx-6000-ada")], "amp-fp16": [("rtx-4090", "rtx-6000-ada")]}
+"""Pairs published >= 10% apart that the predictions order the other way (the 4090 ran 11% and 14% faster than the
+6000 Ada; predicted 4% and 8% slower: its fp32-accumulate Tensor Core rate, half the 6000 Ada's, against a 300 W
+card at a 2.5 GHz boost). Exact: a fix or a new miss fails here, and the docs' table says so."""
+
+
+@pytest.mark.parametrize("precision", lam.PRECISIONS)
+def test_which_gpu_is_faster_is_answered_as_published(precision: str) -> None:
+    """Every pair of the twelve GPUs published at least 10% apart, ordered by the predictions as published, but the
+    known misses; checked by hand on the published figures: the pair count, and that each pair is that far apart."""
+    wrong, pairs = lam.ordering(precision)
+    assert wrong == MISORDERED[precision]
+    by_hand = sum(1 for i, a in enumerate(lam.ROWS) for b in lam.ROWS[i + 1:]
+                  if max(a.published(precision), b.published(precision))
+                  >= 1.10 * min(a.published(precision), b.published(precision)))
+    assert pairs == by_hand and pairs >= 55
