@@ -69,9 +69,10 @@ def test_the_amp_speedup_on_each_gpu_within_15_percent(gpu: str, request: pytest
 
 
 MISORDERED = {"fp32": [("rtx-4090", "rtx-6000-ada")], "amp-fp16": [("rtx-4090", "rtx-6000-ada")]}
-"""Pairs published >= 10% apart that the predictions order the other way (the 4090 ran 11% and 14% faster than the
-6000 Ada; predicted 4% and 8% slower: its fp32-accumulate Tensor Core rate, half the 6000 Ada's, against a 300 W
-card at a 2.5 GHz boost). Exact: a fix or a new miss fails here, and the docs' table says so."""
+"""Pairs published >= 10% apart that the predictions order the other way: the 4090 ran 11% (FP32) and 14% (AMP)
+faster than the 6000 Ada, predicted 4% and 8% slower -- priced at its GeForce Tensor Core rates (TF32 and fp16 with
+fp32 accumulation: half the 6000 Ada's); the 6000 Ada's 300 W against the 4090's 450 W at the same boost clock is the
+likely reason it runs slower than its rates. Exact: a fix or a new miss fails here (and the docs' table says so)."""
 
 
 @pytest.mark.parametrize("precision", lam.PRECISIONS)
