@@ -61,7 +61,8 @@ def _on_cpu(args: list[str], db: Path) -> list[str]:
 
 
 _SESSION = _dry_run()
-_RUNS = [c[1:] for c in _SESSION if c[:2] == ["ampbench", "run"]]
+_RUNS = list(dict.fromkeys(tuple(c[1:]) for c in _SESSION if c[:2] == ["ampbench", "run"]))
+"""The session's runs, each once (stages repeat some: truth and rest both end with Lambda's configuration)."""
 
 
 def _others() -> list[list[str]]:
@@ -87,12 +88,12 @@ def test_the_session_has_its_runs_and_other_commands() -> None:
 
 # (one test per command: the two workers share them)
 @pytest.mark.parametrize("args", _RUNS, ids=lambda a: " ".join(a)[:60])
-def test_every_ampbench_run_of_the_session_parses(args: list[str], tmp_path: Path,
+def test_every_ampbench_run_of_the_session_parses(args: tuple[str, ...], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.bench.estimate import ENV_OFF
 
     monkeypatch.setenv(ENV_OFF, "1")  # (arguments checked, not the length of a BERT-large run: test_estimate's job)
-    code, out, err = cli(*_on_cpu(args, tmp_path / "r.db"))
+    code, out, err = cli(*_on_cpu(list(args), tmp_path / "r.db"))
     assert code == 0, (args, err)
 
 
