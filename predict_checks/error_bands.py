@@ -43,15 +43,15 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
     steps: dict[str, Any] = {}
     for e in step_errors:
         steps.setdefault(generation(specs[e.step.gpu].capability), []).append(abs(e.error))
-    step_table = {gen: {"median": round(sorted(v)[len(v) // 2], 4), "worst": round(max(v), 4), "n": len(v)}
+    step_table = {gen: {"median": round(statistics.median(v), 4), "worst": round(max(v), 4), "n": len(v)}
                   for gen, v in steps.items()}
-    amp = {"median": round(sorted(amp_errors)[len(amp_errors) // 2], 4), "worst": round(max(amp_errors), 4),
+    amp = {"median": round(statistics.median(amp_errors), 4), "worst": round(max(amp_errors), 4),
            "n": len(amp_errors)} if amp_errors else {}
     host = sorted(abs(m.error) for m in measured if m.bound == "launch")
-    launch = {"median": round(host[len(host) // 2], 4), "worst": round(host[-1], 4), "n": len(host),
+    launch = {"median": round(statistics.median(host), 4), "worst": round(host[-1], 4), "n": len(host),
               "gpus": ", ".join(sorted({m.gpu for m in measured if m.bound == "launch"}))} if host else {}
     gains = sorted(abs(r.gain_error) for r in compiled if r.checked)
-    compiled_table = {"median": round(gains[len(gains) // 2], 4), "worst": round(gains[-1], 4), "n": len(gains),
+    compiled_table = {"median": round(statistics.median(gains), 4), "worst": round(gains[-1], 4), "n": len(gains),
                       "source": "Hugging Face's torch.compile inference guide"} if gains else {}
     by_group: dict[str, dict[str, list[float]]] = {}
     for gpu, precision, error in published:
