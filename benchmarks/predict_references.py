@@ -41,7 +41,7 @@ from predict_checks import (
     neusight,
     xla,
 )
-from predict_checks.references import REFERENCES, Reference, predicted
+from predict_checks.references import REFERENCES, Reference, predicted, resnet50_amp_a100_over_v100
 
 from ampbench.measure.gpus import predictable
 from ampbench.predict import bands
@@ -157,10 +157,7 @@ def pairs_table(step_errors: list[neusight.StepError],
     """One model in one setup on two GPUs: the ratio of their speeds, published beside predicted."""
     lines = ["| published | GPUs (same setup) | precision | published ratio | predicted | error |",
              "| --- | --- | --- | ---: | ---: | ---: |"]
-    a100, v100 = (next(r for r in REFERENCES if r.name.startswith("ResNet") and r.gpu == g)
-                  for g in ("a100-80gb", "v100-16gb"))
-    published = a100.samples_per_s["amp-fp16"] / v100.samples_per_s["amp-fp16"]
-    ratio = predict(a100)["amp-fp16"] / predict(v100)["amp-fp16"]
+    ratio, published = resnet50_amp_a100_over_v100(predict)
     verdict = "met" if abs(ratio / published - 1) <= 0.15 else "missed"
     lines.append(f"| DeepLearningExamples ResNet-50 v1.5 (batch 256, channels-last) | A100 80GB / V100 16GB | amp-fp16 | "
                  f"{published:.2f}x | {ratio:.2f}x | {ratio / published - 1:+.0%} ({verdict}) |")
@@ -184,9 +181,9 @@ def lambda_table() -> list[str]:
     base = lam.row(lam.BASELINE)
     lines = ["| GPU | batch FP32 / AMP | FP32 images/s | AMP images/s | AMP speedup | FP32 x V100 | AMP x V100 |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    b32, b16 = lam.predicted(lam.BASELINE, "fp32"), lam.predicted(lam.BASELINE, "amp-fp16")
     for r in lam.ROWS:
         p32, p16 = lam.predicted(r.gpu, "fp32"), lam.predicted(r.gpu, "amp-fp16")
-        b32, b16 = lam.predicted(lam.BASELINE, "fp32"), lam.predicted(lam.BASELINE, "amp-fp16")
         ratios = ("|  |  |" if r.gpu == lam.BASELINE else
                   f"| {cell(r.fp32 / base.fp32, p32 / b32, '.2f')} | {cell(r.amp / base.amp, p16 / b16, '.2f')} |")
         lines.append(f"| {r.gpu} | {r.batch('fp32')} / {r.batch('amp-fp16')} | {cell(r.fp32, p32, ',.0f')} | "

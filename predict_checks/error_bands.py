@@ -13,7 +13,7 @@ from typing import Any
 
 from ampbench.measure.gpus import Gpu
 from ampbench.predict import bands
-from ampbench.predict.bands import BANDS_FILE, generation
+from ampbench.predict.bands import BANDS_FILE, generation, math_group
 from predict_checks import lambda_references
 
 
@@ -55,8 +55,7 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
                       "source": "Hugging Face's torch.compile inference guide"} if gains else {}
     by_group: dict[str, dict[str, list[float]]] = {}
     for gpu, precision, error in published:
-        group = "fp32" if precision in ("fp32", "tf32") else "half"
-        by_group.setdefault(generation(specs[gpu].capability), {}).setdefault(group, []).append(abs(error))
+        by_group.setdefault(generation(specs[gpu].capability), {}).setdefault(math_group(precision), []).append(abs(error))
     published_table = {gen: {group: {"median": round(statistics.median(v), 4), "worst": round(max(v), 4), "n": len(v)}
                              for group, v in groups.items()} for gen, groups in by_group.items()}
     return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,

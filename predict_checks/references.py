@@ -146,6 +146,15 @@ REFERENCES: tuple[Reference, ...] = (
 )
 
 
+def resnet50_amp_a100_over_v100(predict: Callable[[Reference], dict[str, float]]) -> tuple[float, float]:
+    """DeepLearningExamples' ResNet-50 v1.5, one setup on two GPUs (AMP, batch 256, channels-last): (predicted,
+    published) A100 80GB samples/s over V100 16GB's -- the published 2470 over 1200 img/s."""
+    a100, v100 = (next(r for r in REFERENCES if r.name.startswith("ResNet") and r.gpu == g)
+                  for g in ("a100-80gb", "v100-16gb"))
+    return (predict(a100)["amp-fp16"] / predict(v100)["amp-fp16"],
+            a100.samples_per_s["amp-fp16"] / v100.samples_per_s["amp-fp16"])
+
+
 def predicted(ref: Reference) -> dict[str, float]:
     """Predicted samples/s per precision of ``ref``, each at its published batch and memory format on its GPU."""
     gpu = lookup(ref.gpu)

@@ -25,7 +25,7 @@ from predict_checks import (
     neusight,
     xla,
 )
-from predict_checks.references import REFERENCES, predicted
+from predict_checks.references import REFERENCES, predicted, resnet50_amp_a100_over_v100
 
 from ampbench.predict.kernels import calibration
 from ampbench.predict.trace import trace_step
@@ -137,9 +137,7 @@ def test_the_ratio_between_two_gpus_median_within_15_percent(pair: tuple[str, st
 def test_resnet50_amp_a100_over_v100_within_15_percent_of_the_published_ratio() -> None:
     """DeepLearningExamples' ResNet-50 v1.5 tables, one setup on two GPUs (AMP, batch 256, channels-last): A100 80GB
     2470 img/s over V100 16GB 1200 img/s."""
-    a100, v100 = (next(r for r in REFERENCES if r.name.startswith("ResNet") and r.gpu == g) for g in ("a100-80gb", "v100-16gb"))
-    predicted_ratio = _predicted(a100)["amp-fp16"] / _predicted(v100)["amp-fp16"]
-    published = a100.samples_per_s["amp-fp16"] / v100.samples_per_s["amp-fp16"]
+    predicted_ratio, published = resnet50_amp_a100_over_v100(_predicted)
     assert abs(predicted_ratio / published - 1) <= 0.15, (predicted_ratio, published)
 
 
@@ -181,8 +179,8 @@ def test_the_committed_error_bands_are_the_references_errors_now() -> None:
     from ampbench.measure.gpus import predictable
     from ampbench.predict import bands
 
-    amp = [abs(_predicted(r)[p] / published - 1) for r in REFERENCES for p, published in r.samples_per_s.items()]
     dle = [(r.gpu, p, _predicted(r)[p] / published - 1) for r in REFERENCES for p, published in r.samples_per_s.items()]
+    amp = [abs(e) for *_, e in dle]
     now = error_bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
                         {g.key: g for g in predictable()}, (*neusight.FIT_GPUS, *kernel_tables.GPUS),
                               list(measured.lent()),

@@ -36,6 +36,12 @@ KERNEL_CLASSES = {"matmul/conv": ("linear", "bmm", "conv"), "attention": ("linea
 """A step's op class -> the measured kernel classes that tell its error (fused attention: its GEMMs')."""
 
 
+def math_group(mode: str) -> str:
+    """The kind of math a mode's or a precision's steps are grouped by in the published steps: ``fp32`` (fp32, TF32)
+    or ``half`` (fp16, bf16, fp8 -- AMP and the half modes)."""
+    return "fp32" if mode in ("fp32", "tf32") else "half"
+
+
 def generation(capability: tuple[int, int]) -> str:
     return [name for cc, name in GENERATIONS if cc <= capability][-1] if capability >= (6, 0) else "Pascal"
 
@@ -94,7 +100,7 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None
     if math_mode != "fp32" and table["amp"]:
         parts.append(table["amp"]["median"])
         basis.append(f"published AMP/TF32 results: median {table['amp']['median']:.0%}, worst {table['amp']['worst']:.0%}")
-    group = "fp32" if math_mode in ("fp32", "tf32") else "half"
+    group = math_group(math_mode)
     published = table.get("published_steps", {}).get(gen, {}).get(group)
     if published:
         parts.append(published["median"])
