@@ -234,7 +234,7 @@ case $1 in
     # 1. this GPU's own kernel table (issue 58): first, as everything after it is priced from it (once per machine:
     # the store under out/ stays on a warm machine, a results file does not -- the tree is sent again each call)
     if [ -n "$DRY" ] || ! $PY -c "from ampbench.store import Store; import sys; sys.exit(0 if Store('$DB').calibrations() else 1)"; then
-      CAP=170 bounded $AB hw --calibrate --budget 120 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
+      CAP=200 bounded $AB hw --calibrate --budget 150 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
         2>&1 | log "$STATE/calibrate.log"
     fi
     # 2. the default GPU suite, as `ampbench run` runs it here: every mode, phases in each row, timed whole (issue 57:
@@ -274,7 +274,7 @@ case $1 in
     # 5. the kernel table again (~2.5 min), last: the host's issue time per call of each kind (the host_us column,
     # which the shipped table lacks: predict prices each kind's issue beyond the per-op mix from it) and each kind's
     # power read on its highest-rate case (calibrate.power_case, chosen after the third lease's energy check)
-    CAP=170 bounded $AB hw --calibrate --budget 120 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
+    CAP=200 bounded $AB hw --calibrate --budget 150 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
       2>&1 | log "$STATE/calibrate.log"
     lambda_cells rest-lambda || return $?  # 6. (resumable: a second call finishes it)
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"

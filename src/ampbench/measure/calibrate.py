@@ -353,12 +353,16 @@ GPU_SIZES = Sizes(
     # ResNet-50 (v1.5) at batch 64: the stem, each stage's 1x1 and 3x3 (a strided one); grouped (ResNeXt 32x4d),
     # depthwise 3x3 (MobileNet/EfficientNet) and 7x7 (ConvNeXt), UNet's 3x3, and the GPU suite's UNet's first 3x3 at
     # its batch (32 x 64 channels x 256^2: its fp32 step held 11,610 MiB more than its TF32 one on the H200, which the
-    # smaller cases' workspaces did not predict)
+    # smaller cases' workspaces did not predict); then ResNet-50's other 1x1 layers -- 28 and 7 pixels, the strided
+    # downsample --, where NCHW decides: on the third H200 lease cuDNN ran the 56-pixel 1x1 layers in NCHW as fast as
+    # channels-last (no conversion) and the 14-pixel one 2.8-3.7x slower in fp16/bf16 (converted); which the 28-pixel
+    # layers do sets an NCHW ResNet-50's AMP step (docs/predict.md, "NCHW on Tensor Cores")
     convs=(ConvShape(64, 3, 64, 224, 7, 2), ConvShape(64, 64, 64, 56, 3), ConvShape(64, 64, 256, 56, 1),
            ConvShape(64, 256, 64, 56, 1), ConvShape(64, 128, 128, 56, 3, 2), ConvShape(64, 256, 256, 14, 3),
            ConvShape(64, 1024, 256, 14, 1), ConvShape(64, 512, 512, 7, 3), ConvShape(64, 256, 256, 28, 3, 1, 32),
            ConvShape(64, 256, 256, 28, 3, 1, 256), ConvShape(64, 96, 96, 56, 7, 1, 96), ConvShape(16, 128, 128, 128, 3),
-           ConvShape(32, 64, 64, 256, 3)),
+           ConvShape(32, 64, 64, 256, 3), ConvShape(64, 128, 512, 28, 1), ConvShape(64, 512, 128, 28, 1),
+           ConvShape(64, 512, 2048, 7, 1), ConvShape(64, 256, 512, 56, 1, 2)),
     rows=(16384, 768), bn=(64, 256, 56), gn=(16, 256, 64, 32), elements=64 * 2**20,
     attention=((16, 12, 1024, 64, True), (128, 12, 128, 64, False)), lstm=(20, 128, 1024, 2048),
     optimizer=(100 * 2**20, 160))
