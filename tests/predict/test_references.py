@@ -234,9 +234,10 @@ def test_the_real_scale_suites_peak_memory_median_within_10_percent() -> None:
     assert statistics.median(abs(s.memory_error) for s in _suite()) <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="UNet fp32 -35 %: its fp32 step held 11,610 MiB more than its TF32 one, far "
+@pytest.mark.xfail(strict=True, reason="UNet fp32 -42 %: its fp32 step held 11,610 MiB more than its TF32 one, far "
                                        "beyond the workspaces the table's smaller convolutions measured (the next "
-                                       "sweep times UNet's own first 3x3 at its batch)")
+                                       "sweep times UNet's own first 3x3 at its batch); the LSTM's half-model modes "
+                                       "-13 to -21 % (cuDNN's LSTM in a half model: not modelled)")
 def test_the_real_scale_suites_peak_memory_worst_within_15_percent() -> None:
     worst = max(_suite(), key=lambda s: abs(s.memory_error))
     assert abs(worst.memory_error) <= 0.15, f"{worst.name} {worst.memory_error:+.0%}"

@@ -10,7 +10,7 @@ import pytest
 from ampbench.measure.calibrate import from_csv, to_csv, transient_bytes
 from ampbench.measure.gpus import lookup
 from ampbench.predict.kernels import Conv
-from ampbench.predict.measured_kernels import KernelTable, stored_tables
+from ampbench.predict.measured_kernels import KernelTable, stored_tables, table_for
 from ampbench.predict.memory import MemoryModel, workspace_bytes
 from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.predict.trace import Op, trace_step
@@ -97,17 +97,17 @@ def test_the_step_holds_each_convolutions_workspace_with_its_output() -> None:
     with_ws = model.with_workspaces(lambda o: ws if o.conv is not None and o.products else 0.0)
     h200 = lookup("h200")
     plain, held = model.cost(h200, 4), with_ws.cost(h200, 4)
-    by_hand = max((o.bytes_written if o.allocates else 0) + (ws if o.conv is not None and o.products else 0)
-                  for o in small.ops if o.phase in ("forward", "loss", "backward")) + model.in_flight
-    assert held.temporary == pytest.approx(by_hand, rel=1e-6)
+    by_hand = max(o.live + (ws if o.conv is not None and o.products else 0) for o in small.ops
+                  if o.phase != "optimizer")  # (the fused optimizer: no tensor of its own)
+    assert held.peak - held.workspace == pytest.approx(by_hand, rel=1e-6)
     assert held.peak - plain.peak == held.temporary - plain.temporary > 0
     assert held.workspace == plain.workspace == workspace_bytes(h200)
     assert with_ws.max_batch(held.usable, held.workspace) <= model.max_batch(plain.usable, plain.workspace)
 
 
 def test_a_predicted_row_holds_the_workspaces_its_gpus_table_measured() -> None:
-    """The peak grows by at most the largest convolution workspace and at least that less the largest output it held
-    before (the op's output and workspace are held together). Oracle: the workspaces priced op by op here."""
+    """The peak grows by what the workspaces add where the step holds the most with them (each op's workspace held
+    with what the step holds after it). Oracle: the workspaces priced op by op here, on the row's own trace."""
     build = lambda: build_meta(lambda: create_workload("unet", "tiny"))  # noqa: E731
 
     def row(gpu: str) -> dict:
@@ -121,6 +121,12 @@ def test_a_predicted_row_holds_the_workspaces_its_gpus_table_measured() -> None:
         after, ampere_after = row("h200"), row("a100-80gb")
     assert ampere_after["predicted_peak_bytes"] == ampere["predicted_peak_bytes"]  # (Hopper's table: not Ampere's)
     table = KernelTable.of(mine, lookup("h200"))
-    largest = max(table.workspace_for(o, "fp32") for o in trace_step(build(), "fp32", 4).ops)
+    ops = [o for o in trace_step(build(), "fp32", 4).ops if o.phase != "optimizer"]
+    largest = max(table.workspace_for(o, "fp32") for o in ops)
     grew = after["predicted_peak_bytes"] - before["predicted_peak_bytes"]
-    assert largest > 0 and largest - before["predicted_temporary_bytes"] <= grew <= largest + 1
+    shipped = table_for(lookup("h200"))  # (before: the shipped table's workspaces, where it measured any)
+    assert shipped is not None
+    by_hand = max(o.live + table.workspace_for(o, "fp32") for o in ops) - max(
+        o.live + shipped.workspace_for(o, "fp32") for o in ops)
+    assert largest > 0 and 0 < grew <= largest + 1
+    assert grew == pytest.approx(by_hand, abs=1)

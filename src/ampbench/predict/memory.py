@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ampbench.measure.gpus import Gpu
-from ampbench.predict.trace import Op, Trace
+from ampbench.predict.trace import Op, Trace, peak_ops
 
 
 def workspace_bytes(gpu: Gpu, inference: bool = False) -> int:
@@ -66,8 +66,11 @@ class MemoryCost:
     """The optimizer's state plus, in master-* modes, the fp32 master weights and their gradients."""
     activations: int
     temporary: int
-    """The largest op output of the forward and backward, and, in master-* modes, the half gradients the backward
-    leaves before they move to the masters."""
+    """What the peak holds beyond the split (weights, gradients, optimizer state, saved activations) and the
+    workspace: a training step followed op by op, the outputs alive at its peak beyond the saved activations (a
+    loss's logits and their gradients) less the gradients not yet made then -- negative where the peak comes before
+    the backward has made most of them; otherwise the largest op output of the forward and backward, and, in
+    master-* modes, the half gradients the backward leaves before they move to the masters."""
     workspace: int
     """cuBLAS's workspace."""
     peak: int
@@ -96,6 +99,10 @@ class MemoryModel:
         self.activations = Line.through(b1, small.activation_bytes, b2, large.activation_bytes)
         # (an inference forward's peak already holds its largest outputs: they are among the tensors it follows)
         self.temporaries: list[Line] = [] if small.inference else _envelope(_op_lines(small, large))
+        self.live: list[Line] = _envelope(_live_lines(small, large)) if _followed(small, large) else []
+        """What a training step holds after each op, as a line in the batch (the ops of the two traces paired): the
+        peak is the largest at a batch. Empty for traces that did not follow their storages (inference; a trace made
+        by hand): the peak is then the split plus the largest temporary."""
         self.held = small.weights_bytes + small.grads_bytes + small.optimizer_bytes
         self.in_flight = max(0, small.backward_grads_bytes - small.grads_bytes)
 
@@ -103,10 +110,12 @@ class MemoryModel:
         return max((line.at(batch) for line in self.temporaries), default=0.0) + self.in_flight
 
     def peak_at(self, batch: int, workspace: int) -> float:
+        if self.live:  # (the bytes alive at once, followed op by op)
+            return max(line.at(batch) for line in self.live) + workspace
         return self.held + self.activations.at(batch) + self.temporary_at(batch) + workspace
 
     def max_batch(self, usable: float, workspace: int) -> int | None:
-        if self.activations.per_sample <= 0 and all(line.per_sample <= 0 for line in self.temporaries):
+        if self.activations.per_sample <= 0 and all(line.per_sample <= 0 for line in [*self.temporaries, *self.live]):
             return None
         if self.peak_at(1, workspace) > usable:
             return 0
@@ -126,6 +135,8 @@ class MemoryModel:
             return self
         out = copy.copy(self)
         out.temporaries = _envelope(_op_lines(self.trace, self.large, workspace_of))
+        if self.live:
+            out.live = _envelope(_live_lines(self.trace, self.large, workspace_of))
         return out
 
     def cost(self, gpu: Gpu, batch: int | None = None) -> MemoryCost:
@@ -134,9 +145,13 @@ class MemoryModel:
         batch = batch or t.batch_size
         usable = int((gpu.memory_gib * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN)
         activations = t.activation_bytes if batch == t.batch_size else round(self.activations.at(batch))
-        temporary = round(self.temporary_at(batch))
         workspace = workspace_bytes(gpu, t.inference)
-        peak = self.held + activations + temporary + workspace
+        if self.live:  # (the peak followed op by op; what it holds beyond the split is the rest)
+            peak = round(self.peak_at(batch, workspace))
+            temporary = peak - self.held - activations - workspace
+        else:
+            temporary = round(self.temporary_at(batch))
+            peak = self.held + activations + temporary + workspace
         return MemoryCost(t.weights_bytes, t.grads_bytes, t.optimizer_bytes, activations, temporary, workspace,
                           peak, CONTEXT_BYTES, usable, self.max_batch(usable, workspace))
 
@@ -163,6 +178,33 @@ def _op_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | 
             lines.add(Line.through(b1, a[block.a + k][1], b2, b[block.b + k][1]))
             paired.add(block.a + k)
     lines |= {Line(0.0, size / b1) for i, (_, size) in enumerate(a) if i not in paired}
+    return lines
+
+
+def _followed(small: Trace, large: Trace) -> bool:
+    """Both traces followed their storages op by op (training traces do; inference ones and traces made by hand do
+    not)."""
+    return not small.inference and small.live_peak_bytes > 0 and large.live_peak_bytes > 0
+
+
+def _live_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | None = None) -> set[Line]:
+    """What the step holds after each op (plus the op's workspace, given ``workspace_of``: held with its output while
+    it runs) as a line in the batch, the two traces' ops paired in order by name as :func:`_op_lines` pairs them; an
+    op of the small trace with no partner keeps its bytes at every batch (it is few: an op a batch of 2 skips)."""
+    def held(trace: Trace) -> list[tuple[str, float]]:
+        return [(o.name, o.live + (workspace_of(o) if workspace_of else 0.0))
+                for o in peak_ops(trace.ops, trace.fusable)]
+
+    a, b = held(small), held(large)
+    b1, b2 = small.batch_size, large.batch_size
+    lines: set[Line] = set()
+    paired: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, [n for n, _ in a], [n for n, _ in b], autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            lines.add(Line.through(b1, a[block.a + k][1], b2, b[block.b + k][1]))
+            paired.add(block.a + k)
+    lines |= {Line(size, 0.0) for i, (_, size) in enumerate(a) if i not in paired}
     return lines
 
 

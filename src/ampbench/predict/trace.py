@@ -92,6 +92,11 @@ class Op:
     allocates: bool = True
     """Its output is new memory: not an op writing in place (``add_``, ``_foreach_copy_`` into the master gradients'
     buffers) or into an ``out=`` tensor (:func:`_in_place`)."""
+    live: int = 0
+    """A training step's bytes alive right after this op made its outputs (its inputs still held): every storage the
+    step holds then, once each -- weights, optimizer state, the batch, saved activations, gradients made so far, the
+    outputs not yet freed. What the caching allocator holds at that moment, libraries' workspaces aside (0: not
+    followed, an inference trace)."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -174,7 +179,7 @@ def _in_place(func: Any) -> bool:
 
 
 class _Recorder(TorchDispatchMode):
-    def __init__(self, flop_registry: dict[Any, Any], track_live: bool = False) -> None:
+    def __init__(self, flop_registry: dict[Any, Any], track_live: bool = False, follow_storages: bool = False) -> None:
         super().__init__()
         self.ops: list[Op] = []
         self.phase = "step"
@@ -183,26 +188,50 @@ class _Recorder(TorchDispatchMode):
         """Follow the bytes of the tensors the ops make while they live (an inference forward: no tensor is saved for
         a backward, each is freed when the last reference to it goes): :attr:`peak_live`."""
         self.live = self.peak_live = 0
+        self.follow_storages = follow_storages
+        """Follow every storage the step holds, from when it is first seen (made by an op, or :meth:`hold`) to when it
+        is freed (a training step: autograd keeps saved tensors in copies of their own that share the storage, so the
+        storage, not the tensor, is what lives): :attr:`held` after each op is its :attr:`Op.live`."""
+        self.held = 0
         self.in_model = False
         """Whether the ops now issued are the model's own (:attr:`Op.in_model`)."""
         self.in_block = False
         """Whether they are inside a repeated block's forward (:attr:`Op.in_block`)."""
-        self._alive: dict[int, Any] = {}
-        """Every storage seen, held while the step is recorded: a freed buffer's address is never taken for another's."""
+        self._count = 0
+        self._ids: dict[int, int] = {}
+        """Each live storage's address -> its number: a freed buffer's address taken by another is another number.
+        (This holds no storage: a step's tensors are freed as a real step frees them.)"""
 
     def _key(self, t: torch.Tensor) -> int:
-        """The buffer ``t`` is (or views): its storage's identity; a wrapper subclass without one (torchao's float8
-        tensors): its payload's, else the tensor's own."""
+        """The buffer ``t`` is (or views): its storage's number (its identity while it lives); a wrapper subclass
+        without one (torchao's float8 tensors): its payload's, else the tensor's own."""
         data = fp8_data(t)
         if data is not None:
             t = data
         try:
             storage: Any = t.untyped_storage()
-            key = storage._cdata
+            address = int(storage._cdata)
         except (RuntimeError, NotImplementedError, AttributeError):
-            storage, key = t, id(t)
-        self._alive.setdefault(key, storage)
-        return int(key)
+            return id(t)
+        number = self._ids.get(address)
+        if number is None:
+            self._count += 1
+            number = self._ids[address] = self._count
+            size = storage.nbytes() if self.follow_storages else 0
+            self.held += size
+            weakref.finalize(storage, self._storage_freed, address, number, size)
+        return number
+
+    def _storage_freed(self, address: int, number: int, size: int) -> None:
+        if self._ids.get(address) == number:
+            del self._ids[address]
+        self.held -= size
+
+    def hold(self, tensors: Any) -> None:
+        """Storages the step holds from its start (weights, optimizer state, the batch): followed from now."""
+        for t in tree_flatten(tensors)[0]:
+            if isinstance(t, torch.Tensor):
+                self._key(t)
 
     def _made(self, func: Any, out: Any) -> None:
         """An op's new tensors (not views, not written in place) count while they live."""
@@ -224,6 +253,8 @@ class _Recorder(TorchDispatchMode):
         name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
         if self.track_live and not is_view(func) and hasattr(func, "_schema"):
             self._made(func, out)
+        if self.follow_storages:
+            self.hold(out)
         if name in ZERO_COST or is_view(func):
             return out
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
@@ -272,7 +303,7 @@ class _Recorder(TorchDispatchMode):
         reduces = bool(ins and outs) and max(t.numel() for t in outs) < max(t.numel() for t in ins)
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
-                           writes, reduces, self.in_model, self.in_block, not _in_place(func)))
+                           writes, reduces, self.in_model, self.in_block, not _in_place(func), self.held))
         return out
 
 
@@ -319,6 +350,10 @@ class Trace:
     outputs: tuple[int, ...] = ()
     """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
     not (an inference forward's output is read by no traced op)."""
+    live_peak_bytes: int = 0
+    """A training step's peak: the most bytes alive at once after any op (:attr:`Op.live`), the tensors held from the
+    step's start included -- what the caching allocator's peak is, libraries' workspaces aside (0: an inference trace,
+    whose peak is :attr:`activation_bytes`)."""
     fsdp: FsdpSplit | None = None
     """The model's trainable parameters' elements (each shared one once: what a data-parallel strategy moves) by the
     FSDP2 unit that would all-gather them, as ``run`` wraps the model (:mod:`ampbench.distributed.units`)."""
@@ -462,7 +497,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     model.train()
     inputs, targets = _meta_inputs(wl, batch_size, channels_last)
     counter = FlopCounterMode(display=False, custom_mapping=custom_mapping())
-    rec = _Recorder(counter.flop_registry)
+    rec = _Recorder(counter.flop_registry, follow_storages=True)
     autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
     held: list[Any] = []
     backward_grads: list[int] = []
@@ -477,6 +512,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                 rec.phase, rec.in_model = "loss", False
                 _on_model_backward(out, rec)
                 loss = wl.loss_fn(out, targets)
+                del out  # (run's step holds no reference to the model's output past the loss: nor does this one)
             rec.phase = "backward"
             mp.backward(loss)
             rec.in_model = False
@@ -495,6 +531,11 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
         b.register_forward_hook(lambda *_: setattr(rec, "in_block", False)))]
     with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
+        # (what the step holds from its start: weights, the gradients the step before left, optimizer state, master
+        # copies, the batch -- as the allocator holds them when a measured step starts)
+        rec.hold([*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters()),
+                  *(t for st in optimizer.state.values() for t in st.values()), *mp.master_params(),
+                  *(m.grad for m in mp.master_params()), inputs, targets])
         with rec:
             act = step(cuda, True)
     backward = [o for o in rec.ops if o.phase == "backward"]
@@ -514,7 +555,15 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
                  fsdp=fsdp_split(model, mp),  # (as run counts its FSDP bytes)
-                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None)
+                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None,
+                 live_peak_bytes=max((o.live for o in peak_ops(rec.ops, fusable)), default=0))
+
+
+def peak_ops(ops: list[Op], fusable: bool) -> list[Op]:
+    """The ops whose :attr:`Op.live` a step's peak is taken over: all of them, but a fusable optimizer's (CUDA runs
+    it as one fused kernel that makes no tensor; the meta trace steps it tensor by tensor, each update's temporaries
+    made and freed)."""
+    return [o for o in ops if not (fusable and o.phase == "optimizer")]
 
 
 def _on_model_backward(out: Any, rec: _Recorder) -> None:
