@@ -288,3 +288,26 @@ def test_a_checkpointed_block_is_recomputed_in_the_backward_at_its_forwards_dtyp
     assert all(o.dtype == "bf16" for o in gemms)
     recomputed = [o for o in gemms if o.phase == "backward" and o.name == "aten.addmm"]
     assert [o.gemm for o in recomputed] == [(1, BATCH, 32, 16)] * 2
+
+
+def test_rnn_weights_not_in_one_chunk_are_copied_into_cudnns_buffer_each_forward() -> None:
+    """cuDNN runs an RNN from one weight buffer: weights that are not views of one (every traced model's: meta tensors
+    are never flattened) are copied into one in the compute dtype each forward (kept for the backward: saved by the
+    layer's op). Oracle: the LSTM's weights counted by hand, one copy of them in the dtype it computes in."""
+    from ampbench.predict.cuda_dispatch import one_chunk
+
+    lstm = nn.LSTM(16, 32, num_layers=2)
+    assert not one_chunk(list(lstm._flat_weights))
+    flat = torch.empty(sum(p.numel() for p in lstm._flat_weights))
+    offsets = [0]
+    for p in lstm._flat_weights:
+        offsets.append(offsets[-1] + p.numel())
+    assert one_chunk([flat[a:b].view(p.shape) for p, a, b in zip(lstm._flat_weights, offsets, offsets[1:])])
+
+    weights = sum(p.numel() for m in zoo.build("lstm", n=32).model.modules() if isinstance(m, nn.LSTM)
+                  for p in m.parameters())
+    for precision, element in (("fp32", 4), ("amp-bf16", 2)):
+        trace = trace_step(build_meta(lambda: zoo.build("lstm", n=32)), precision, BATCH)
+        copies = [o for o in trace.ops if o.name == "aten.cat" and o.phase == "forward"
+                  and o.bytes_written == weights * element]
+        assert len(copies) == 1, precision

@@ -226,18 +226,36 @@ class _Attention(torch.autograd.Function):
 class _RnnLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, gates: int,  # type: ignore[override]
-                directions: int, *weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                directions: int, weight_buf: torch.Tensor, *weights: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         out, hn, cn, reserve = RNN_LAYER(x, h0, c0, list(weights), gates, directions)
-        ctx.save_for_backward(x, h0, c0, out, reserve, *weights)
+        ctx.save_for_backward(x, h0, c0, out, reserve, weight_buf, *weights)
         ctx.gates, ctx.directions, ctx.input_grad = gates, directions, x.requires_grad
         return out, hn, cn
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor, grad_hn: Any, grad_cn: Any) -> tuple[Any, ...]:  # type: ignore[override]
-        x, h0, c0, out, reserve, *weights = ctx.saved_tensors
+        x, h0, c0, out, reserve, _, *weights = ctx.saved_tensors
         dx, dh0, dc0, dw = RNN_LAYER_BACKWARD(grad_out, x, h0, c0, weights, out, reserve, ctx.gates, ctx.directions,
                                               ctx.input_grad)
-        return (dx, dh0, dc0, None, None, *dw)
+        return (dx, dh0, dc0, None, None, None, *dw)
+
+
+def one_chunk(params: list[torch.Tensor]) -> bool:
+    """The RNN's weights are views of one buffer, in order, each right after the one before (what
+    ``nn.LSTM.flatten_parameters()`` makes on CUDA, and ``_cudnn_rnn`` then uses as its weight buffer)."""
+    if not params:
+        return True
+    try:
+        storage = params[0].untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return False
+    offset = params[0].storage_offset()
+    for p in params:
+        if p.untyped_storage()._cdata != storage or p.storage_offset() != offset or not p.is_contiguous():
+            return False
+        offset += p.numel()
+    return True
 
 
 def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -282,17 +300,24 @@ def _rnn(gates: int, cast: Callable[[Any], Any]) -> Callable[..., Any]:
 
     def rnn(x: torch.Tensor, hx: Any, params: list[torch.Tensor], has_biases: bool, num_layers: int, dropout: float,
             train: bool, bidirectional: bool, batch_first: bool) -> tuple[torch.Tensor, ...]:
+        flat = one_chunk(list(params))
         x, hx, params = cast((x, hx, params))
         directions = 2 if bidirectional else 1
         h0, c0 = (hx[0], hx[1]) if gates == 4 else (hx, None)
         x = x.transpose(0, 1) if batch_first else x
         stride = len(params) // (num_layers * directions)
+        # cuDNN's weight buffer: weights that are not one chunk (a module moved to the GPU without flatten_parameters()
+        # -- PyTorch warns "not part of single contiguous chunk of memory" -- and every traced one: meta tensors are
+        # never flattened) are copied into one, in the compute dtype, each forward; the backward keeps it. On the lent
+        # H200 the LSTM-LM's saved tensors held 576 MiB more in fp32 and 288 more in AMP: its LSTM's weights, once.
+        with torch.no_grad():
+            buf = params[0].new_empty((0,)) if flat else torch.cat([p.reshape(-1) for p in params])
         hs, cs = [], []
         for layer in range(num_layers):
             rows = slice(layer * directions, (layer + 1) * directions)
             weights = params[layer * directions * stride:(layer + 1) * directions * stride]
             c = c0[rows] if c0 is not None else h0.new_empty((0,))
-            x, hn, cn = _RnnLayer.apply(x, h0[rows], c, gates, directions, *weights)
+            x, hn, cn = _RnnLayer.apply(x, h0[rows], c, gates, directions, buf, *weights)
             hs.append(hn)
             cs.append(cn)
         out = x.transpose(0, 1) if batch_first else x
