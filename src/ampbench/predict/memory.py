@@ -2,7 +2,9 @@
 
 The split (weights, gradients, optimizer state with master copies, saved activations) is the traced step's own, read
 as ``run`` reads a real one (:func:`ampbench.measure.memory.state_bytes`, :func:`~ampbench.measure.memory.
-saved_activations`); on the CPU it equals ``run``'s to the byte (``tests/predict/test_memory.py``). What only a GPU adds
+saved_activations`); on the CPU it equals ``run``'s to the byte (``tests/predict/test_memory.py``). The peak is what
+the step holds at once, followed op by op (:attr:`ampbench.predict.trace.Op.live`: every storage from when it is made
+to when the step drops it); a real CPU step followed the same way holds the same at its peak. What only a GPU adds
 is named apart: cuBLAS's workspaces, the CUDA context and library handles (outside the caching allocator), the share
 of the rest the allocator can fill before fragmentation fails an allocation, and -- where a kernel table of the GPU's
 architecture measured them -- cuDNN's convolution workspaces, held with each op's output while it runs
@@ -11,7 +13,7 @@ architecture measured them -- cuDNN's convolution workspaces, held with each op'
 The max batch comes from what grows with the batch only. Two traces at different batches give every batch-dependent
 quantity as ``fixed + per_sample x batch`` (exactly: a step's tensors are linear in the batch): the saved activations
 (whose fixed part -- autocast's half copies of the weights, kept for the backward -- must not be divided per sample)
-and each op's output (the peak's largest temporary is the largest of these lines at that batch).
+and what the step holds after each op (the peak is the largest of these lines at that batch).
 """
 
 from __future__ import annotations
