@@ -162,25 +162,30 @@ MIN_TRACED_BATCH = 2
 """The smallest batch the memory model traces (a batch of one can skip ops: a reduction over a dimension of one)."""
 
 
+def _paired(small: list[tuple[str, float]], large: list[tuple[str, float]], b1: int, b2: int,
+            unpaired: Callable[[float], Line]) -> set[Line]:
+    """Each op's figure as a line in the batch, the two traces' ops (``(name, figure)``, at batches ``b1`` and ``b2``)
+    paired in order by name (a batch of 1 can skip an op -- a reduction over a dimension of one -- so the sequences
+    are aligned, not zipped); an op of the small trace with no partner is ``unpaired(figure)``."""
+    lines: set[Line] = set()
+    paired: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, [n for n, _ in small], [n for n, _ in large], autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            lines.add(Line.through(b1, small[block.a + k][1], b2, large[block.b + k][1]))
+            paired.add(block.a + k)
+    return lines | {unpaired(size) for i, (_, size) in enumerate(small) if i not in paired}
+
+
 def _op_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | None = None) -> set[Line]:
-    """Each forward/backward op's output (plus its workspace, given ``workspace_of``) as a line in the batch: the two
-    traces' ops paired in order by name (a batch of 1 can skip an op -- a reduction over a dimension of one -- so the
-    sequences are aligned, not zipped); an op of the small trace with no partner grows in proportion to the batch."""
+    """Each forward/backward op's output (plus its workspace, given ``workspace_of``) as a line in the batch
+    (:func:`_paired`); an op of the small trace with no partner grows in proportion to the batch."""
     def outputs(trace: Trace) -> list[tuple[str, float]]:
         return [(o.name, (o.bytes_written if o.allocates else 0) + (workspace_of(o) if workspace_of else 0.0))
                 for o in trace.ops if o.phase in ("forward", "loss", "backward")]
 
-    a, b = outputs(small), outputs(large)
-    b1, b2 = small.batch_size, large.batch_size
-    lines: set[Line] = set()
-    paired: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, [n for n, _ in a], [n for n, _ in b], autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            lines.add(Line.through(b1, a[block.a + k][1], b2, b[block.b + k][1]))
-            paired.add(block.a + k)
-    lines |= {Line(0.0, size / b1) for i, (_, size) in enumerate(a) if i not in paired}
-    return lines
+    b1 = small.batch_size
+    return _paired(outputs(small), outputs(large), b1, large.batch_size, lambda size: Line(0.0, size / b1))
 
 
 def _followed(small: Trace, large: Trace) -> bool:
@@ -191,23 +196,13 @@ def _followed(small: Trace, large: Trace) -> bool:
 
 def _live_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | None = None) -> set[Line]:
     """What the step holds after each op (plus the op's workspace, given ``workspace_of``: held with its output while
-    it runs) as a line in the batch, the two traces' ops paired in order by name as :func:`_op_lines` pairs them; an
-    op of the small trace with no partner keeps its bytes at every batch (it is few: an op a batch of 2 skips)."""
+    it runs) as a line in the batch (:func:`_paired`); an op of the small trace with no partner keeps its bytes at
+    every batch (it is few: an op a batch of 2 skips)."""
     def held(trace: Trace) -> list[tuple[str, float]]:
         return [(o.name, o.live + (workspace_of(o) if workspace_of else 0.0))
                 for o in peak_ops(trace.ops, trace.fusable)]
 
-    a, b = held(small), held(large)
-    b1, b2 = small.batch_size, large.batch_size
-    lines: set[Line] = set()
-    paired: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, [n for n, _ in a], [n for n, _ in b], autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            lines.add(Line.through(b1, a[block.a + k][1], b2, b[block.b + k][1]))
-            paired.add(block.a + k)
-    lines |= {Line(size, 0.0) for i, (_, size) in enumerate(a) if i not in paired}
-    return lines
+    return _paired(held(small), held(large), small.batch_size, large.batch_size, lambda size: Line(size, 0.0))
 
 
 def _envelope(lines: set[Line]) -> list[Line]:
