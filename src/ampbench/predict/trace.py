@@ -198,6 +198,7 @@ class _Recorder(TorchDispatchMode):
         self.in_block = False
         """Whether they are inside a repeated block's forward (:attr:`Op.in_block`)."""
         self._count = 0
+        self._kept: dict[int, torch.Tensor] = {}
         self._ids: dict[int, int] = {}
         """Each live storage's address -> its number: a freed buffer's address taken by another is another number.
         (This holds no storage: a step's tensors are freed as a real step frees them.)"""
@@ -212,6 +213,7 @@ class _Recorder(TorchDispatchMode):
             storage: Any = t.untyped_storage()
             address = int(storage._cdata)
         except (RuntimeError, NotImplementedError, AttributeError):
+            self._kept.setdefault(id(t), t)  # (held while recorded: its id is never taken by another tensor)
             return id(t)
         number = self._ids.get(address)
         if number is None:
