@@ -240,8 +240,7 @@ def test_the_real_scale_suites_peak_memory_median_within_10_percent() -> None:
 
 @pytest.mark.xfail(strict=True, reason="UNet fp32 -42 %: its fp32 step held 11,610 MiB more than its TF32 one, far "
                                        "beyond the workspaces the table's smaller convolutions measured (the next "
-                                       "sweep times UNet's own first 3x3 at its batch); the LSTM's master-* modes "
-                                       "-16 to -18 % (not explained)")
+                                       "sweep times UNet's own first 3x3 at its batch)")
 def test_the_real_scale_suites_peak_memory_worst_within_15_percent() -> None:
     worst = max(_suite(), key=lambda s: abs(s.memory_error))
     assert abs(worst.memory_error) <= 0.15, f"{worst.name} {worst.memory_error:+.0%}"

@@ -500,6 +500,11 @@ class MixedPrecision:
         masters = self._slot(optimizer, "master_params").masters
         return [] if masters is None else list(masters.master_params)
 
+    def master_grad_buffers(self, optimizer: torch.optim.Optimizer | None = None) -> list[torch.Tensor]:
+        """The fp32 master gradients' buffers, held across steps (empty for modes without master weights)."""
+        masters = self._slot(optimizer, "master_grad_buffers").masters
+        return [] if masters is None else masters.grad_buffers
+
     # -- checkpointing -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Scalers, master weights and counters; plain tensors and numbers (weights_only-loadable)."""

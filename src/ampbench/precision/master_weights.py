@@ -99,6 +99,12 @@ class MasterWeights:
     # -- per step -----------------------------------------------------------------------------
     # Host time: a step's work on the parameters is a few foreach ops; the Python left per parameter is one list
     # comprehension per pass (reading .grad or ._version) and the .grad attribute writes (benchmarks/engine_overhead.py)
+    @property
+    def grad_buffers(self) -> list[torch.Tensor]:
+        """The fp32 master gradients' buffers made so far: kept across steps (re-attached as ``master.grad`` at each
+        move), so they are held while ``optimizer.zero_grad()`` has the masters' gradients at None."""
+        return [b for b in self._buffers if b is not None]
+
     def grads_to_master(self) -> None:
         """Move the half gradients into the fp32 master gradients (adding to what is there).
 

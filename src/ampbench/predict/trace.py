@@ -534,10 +534,10 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         # (what the step holds from its start: weights, the gradients the step before left, optimizer state, master
-        # copies, the batch -- as the allocator holds them when a measured step starts)
+        # copies and their gradients' buffers, the batch -- as the allocator holds them when a measured step starts)
         rec.hold([*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters()),
                   *(t for st in optimizer.state.values() for t in st.values()), *mp.master_params(),
-                  *(m.grad for m in mp.master_params()), inputs, targets])
+                  *(m.grad for m in mp.master_params()), *mp.master_grad_buffers(), inputs, targets])
         with rec:
             act = step(cuda, True)
     backward = [o for o in rec.ops if o.phase == "backward"]
