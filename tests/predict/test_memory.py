@@ -243,16 +243,13 @@ def _followed_peak(kind: str, precision: str) -> int:
     """The most bytes a real CPU step of ``run``'s holds at once, op by op: every storage from when it is made (or
     held from the step's start: weights, the last step's gradients, optimizer state, master copies, the batch) to when
     it is freed -- the step's real tensors, freed by the real step as it drops them."""
-    from ampbench.predict.trace import _Recorder
+    from ampbench.predict.trace import _Recorder, held_from_start
 
     step = build_step(_builder(kind)(), precision, BATCH, torch.device("cpu"))
     for _ in range(3):  # (an fp16 scale may skip the first steps: the optimizer state exists once one stepped)
         step()
-    masters = step.mp.master_params()
     rec = _Recorder({}, follow_storages=True)
-    rec.hold([*step.model.parameters(), *step.model.buffers(), *(p.grad for p in step.model.parameters()),
-              *(t for st in step.optimizer.state.values() for t in st.values()), *masters,
-              *(m.grad for m in masters), *step.mp.master_grad_buffers(), step.batches[step.calls % len(step.batches)]])
+    rec.hold(held_from_start(step.model, step.optimizer, step.mp, step.batches[step.calls % len(step.batches)]))
     with rec:
         step()
     return max(o.live for o in rec.ops)

@@ -99,12 +99,13 @@ class MemoryModel:
         self.trace, self.large = small, large
         b1, b2 = small.batch_size, large.batch_size
         self.activations = Line.through(b1, small.activation_bytes, b2, large.activation_bytes)
-        # (an inference forward's peak already holds its largest outputs: they are among the tensors it follows)
-        self.temporaries: list[Line] = [] if small.inference else _envelope(_op_lines(small, large))
         self.live: list[Line] = _envelope(_live_lines(small, large)) if _followed(small, large) else []
         """What a training step holds after each op, as a line in the batch (the ops of the two traces paired): the
         peak is the largest at a batch. Empty for traces that did not follow their storages (inference; a trace made
         by hand): the peak is then the split plus the largest temporary."""
+        # (the largest temporary: only where the peak is not followed; an inference forward's peak already holds its
+        # largest outputs: they are among the tensors it follows)
+        self.temporaries: list[Line] = [] if small.inference or self.live else _envelope(_op_lines(small, large))
         self.held = small.weights_bytes + small.grads_bytes + small.optimizer_bytes
         self.in_flight = max(0, small.backward_grads_bytes - small.grads_bytes)
 
@@ -136,9 +137,10 @@ class MemoryModel:
         if self.trace.inference:
             return self
         out = copy.copy(self)
-        out.temporaries = _envelope(_op_lines(self.trace, self.large, workspace_of))
         if self.live:
             out.live = _envelope(_live_lines(self.trace, self.large, workspace_of))
+        else:
+            out.temporaries = _envelope(_op_lines(self.trace, self.large, workspace_of))
         return out
 
     def cost(self, gpu: Gpu, batch: int | None = None) -> MemoryCost:

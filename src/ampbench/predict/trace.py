@@ -352,13 +352,16 @@ class Trace:
     outputs: tuple[int, ...] = ()
     """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
     not (an inference forward's output is read by no traced op)."""
-    live_peak_bytes: int = 0
-    """A training step's peak: the most bytes alive at once after any op (:attr:`Op.live`), the tensors held from the
-    step's start included -- what the caching allocator's peak is, libraries' workspaces aside (0: an inference trace,
-    whose peak is :attr:`activation_bytes`)."""
     fsdp: FsdpSplit | None = None
     """The model's trainable parameters' elements (each shared one once: what a data-parallel strategy moves) by the
     FSDP2 unit that would all-gather them, as ``run`` wraps the model (:mod:`ampbench.distributed.units`)."""
+
+    @property
+    def live_peak_bytes(self) -> int:
+        """A training step's peak: the most bytes alive at once after any op (:attr:`Op.live`; :func:`peak_ops`), the
+        tensors held from the step's start included -- what the caching allocator's peak is, libraries' workspaces
+        aside (0: an inference trace, whose peak is :attr:`activation_bytes`)."""
+        return max((o.live for o in peak_ops(self.ops, self.fusable)), default=0)
 
     @property
     def held_bytes(self) -> int:
@@ -533,11 +536,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
         b.register_forward_hook(lambda *_: setattr(rec, "in_block", False)))]
     with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
-        # (what the step holds from its start: weights, the gradients the step before left, optimizer state, master
-        # copies and their gradients' buffers, the batch -- as the allocator holds them when a measured step starts)
-        rec.hold([*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters()),
-                  *(t for st in optimizer.state.values() for t in st.values()), *mp.master_params(),
-                  *(m.grad for m in mp.master_params()), *mp.master_grad_buffers(), inputs, targets])
+        rec.hold(held_from_start(model, optimizer, mp, (inputs, targets)))
         with rec:
             act = step(cuda, True)
     backward = [o for o in rec.ops if o.phase == "backward"]
@@ -557,8 +556,17 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
                  fsdp=fsdp_split(model, mp),  # (as run counts its FSDP bytes)
-                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None,
-                 live_peak_bytes=max((o.live for o in peak_ops(rec.ops, fusable)), default=0))
+                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None)
+
+
+def held_from_start(model: nn.Module, optimizer: torch.optim.Optimizer, mp: MixedPrecision, batch: Any) -> list[Any]:
+    """What a training step holds from its start, as the allocator holds it when a measured step starts: weights, the
+    gradients the step before left, optimizer state, master copies and their gradients' buffers (kept across steps),
+    the batch."""
+    masters = mp.master_params()
+    return [*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters()),
+            *(t for st in optimizer.state.values() for t in st.values()), *masters, *(m.grad for m in masters),
+            *mp.master_grad_buffers(), batch]
 
 
 def peak_ops(ops: list[Op], fusable: bool) -> list[Op]:
