@@ -162,7 +162,7 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
                             preset, executions=executions)
         machine = Machine(gpu, host=replace(MEASURED_HOST, steps_directly=direct))
         predicted = {(p["precision"], p["compile"], p["cuda_graphs"]): p
-                     for p in predict_target(workload, build, question, machine)}
+                     for p in predict_target(workload, build, question, machine, max_batch=False)}
         for r in measured:
             execution = (r.get("compile") or "off", r.get("cuda_graphs") or "off")
             p = predicted[(r["precision"], *execution)]

@@ -10,6 +10,7 @@ CUDA are the ones the CUDA trace changes on purpose: its own tests check those).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -309,3 +310,40 @@ def test_rnn_weights_not_in_one_chunk_are_copied_into_cudnns_buffer_each_forward
         copies = [o for o in trace.ops if o.name == "aten.cat" and o.phase == "forward"
                   and o.bytes_written == weights * element]
         assert len(copies) == 1, precision
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-fp16"])
+def test_the_second_trace_is_made_only_when_a_figure_needs_it(precision: str) -> None:
+    """The memory at the traced batch is that trace's own peak: the second trace (what grows with the batch) is traced
+    for the largest batch that fits, or a batch other than the traced one, and then once, whoever asks. With it or
+    without, the figures are the same; ``predict_target(max_batch=False)`` rows are the full rows but the max batch."""
+    small, large = _model(precision, 8).trace, _model(precision, 8).large
+    made: list[int] = []
+
+    def second() -> Any:
+        made.append(1)
+        return large
+
+    gpu = lookup("a100-80gb")
+    lazy, eager = MemoryModel(small, second), MemoryModel(small, large)
+    assert lazy.cost(gpu, max_batch=False) == replace(eager.cost(gpu), max_batch=None) and not made
+    assert lazy.large_traced is None
+    spaced = lazy.with_workspaces(lambda op: 1000.0)  # (every op's workspace: the peak 1000 bytes more, wherever it is)
+    assert spaced.cost(gpu, max_batch=False).peak == lazy.cost(gpu, max_batch=False).peak + 1000 and not made
+    assert spaced.cost(gpu) == eager.with_workspaces(lambda op: 1000.0).cost(gpu)
+    assert lazy.cost(gpu) == eager.cost(gpu) and lazy.cost(gpu, 3) == eager.cost(gpu, 3) and made == [1]
+    build = lambda: zoo.build("encoder", n=32)  # noqa: E731
+    (full,), (lean,) = (predict_target("encoder", build, Question((precision,), 8), Machine(gpu), max_batch=m)
+                        for m in (True, False))
+    assert full["predicted_max_batch"] > 8 and lean["predicted_max_batch"] is None
+    drop = {"predicted_max_batch", "trace_s"}
+    assert {k: v for k, v in full.items() if k not in drop} == {k: v for k, v in lean.items() if k not in drop}
+
+
+def test_a_step_that_does_not_fit_says_the_largest_batch_that_does_even_without_asking() -> None:
+    """``max_batch=False`` saves the second trace only where the batch fits: an ``oom`` row still names the largest
+    batch that fits."""
+    gpu = lookup("t4")
+    (row,) = predict_target("encoder", lambda: zoo.build("encoder", n=32), Question(("fp32",), 2**22), Machine(gpu),
+                            max_batch=False)
+    assert row["status"] == "oom" and 0 < row["predicted_max_batch"] < 2**22 and "largest batch" in row["reason"]

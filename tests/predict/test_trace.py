@@ -194,3 +194,51 @@ def test_low_precision_optimizer_states_traced_on_meta_take_what_a_real_step_hol
     assert trace.torchao and not trace.fusable and trace.state_bytes == held.optimizer
     kind = "bf16" if state == "bf16-sr" else state
     assert kind in (trace.optimizer_states or "")
+
+
+def test_a_language_model_on_synthetic_text_is_built_on_meta_its_tokens_on_the_cpu() -> None:
+    """The Markov text is walked value by value (on the CPU whatever the default device); the model around it stays on
+    meta -- not the whole workload rebuilt on the CPU, its weights initialised for nothing. The tokens are the ones a
+    real build draws."""
+    from ampbench.workloads import create_workload
+
+    for name in ("gpt2", "lstm-lm"):
+        meta, real = build_meta(lambda n=name: create_workload(n, "tiny")), create_workload(name, "tiny")
+        assert {p.device.type for p in meta.model.parameters()} == {"meta"}, name
+        ((x, *_), y), ((rx, *_), ry) = next(iter(meta.train_data.batches(4))), next(iter(real.train_data.batches(4)))
+        assert x.device.type == "cpu" and torch.equal(x, rx) and torch.equal(y, ry), name
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.AdamW, torch.optim.SGD])
+def test_a_fusable_optimizers_update_is_recorded_as_its_one_fused_kernel(optimizer: type, monkeypatch) -> None:
+    """The recorded step does not step a fusable optimizer tensor by tensor on meta (what CUDA runs is one fused
+    kernel, which the cost model prices and the peak leaves out): one op, its bytes the parameters, their gradients and
+    the state read and the parameters and state written; every other op, the split and the peak as when the meta
+    for-loop ran (the oracle: the same trace with it run)."""
+    import contextlib
+
+    from ampbench.predict import trace as trace_module
+    from ampbench.predict.trace import peak_ops
+
+    def build() -> Workload:
+        wl = _workload(Mlp, (64,))
+        wl.make_optimizer = lambda p: optimizer(p, lr=1e-3, momentum=0.9) if optimizer is torch.optim.SGD \
+            else optimizer(p, lr=1e-3)
+        return wl
+
+    fused = trace_step(build_meta(build), "amp-bf16", 16)
+    monkeypatch.setattr(trace_module, "_fused_update", lambda *_: contextlib.nullcontext())
+    looped = trace_step(build_meta(build), "amp-bf16", 16)
+    (update,) = [o for o in fused.ops if o.phase == "optimizer"]
+    assert update.name == {torch.optim.AdamW: "aten._fused_adamw_", torch.optim.SGD: "aten._fused_sgd_"}[optimizer]
+    params = 4 * (64 * 128 + 128 + 128 * 10 + 10)
+    state = params * (2 if optimizer is torch.optim.AdamW else 1) + (4 * 4 if optimizer is torch.optim.AdamW else 0)
+    assert fused.state_bytes == state and fused.stepped_bytes == params and update.tensors == 4
+    assert (update.bytes_read, update.bytes_written) == (2 * params + state, params + state)
+    assert len([o for o in looped.ops if o.phase == "optimizer"]) > 4  # (the oracle did step tensor by tensor)
+    def rest(t): return [(o.name, o.phase, o.bytes_read, o.bytes_written, o.live) for o in t.ops if o.phase != "optimizer"]
+
+    assert rest(fused) == rest(looped)
+    assert fused.live_peak_bytes == looped.live_peak_bytes and len(peak_ops(fused.ops, True)) == len(rest(fused))
+    assert (fused.weights_bytes, fused.grads_bytes, fused.optimizer_bytes, fused.activation_bytes) == \
+        (looped.weights_bytes, looped.grads_bytes, looped.optimizer_bytes, looped.activation_bytes)

@@ -88,11 +88,16 @@ def token_spans(n: int, seq: int, vocab: int, g: torch.Generator) -> tuple[torch
 
 
 def markov_tokens(n_tokens: int, vocab: int, g: torch.Generator) -> torch.Tensor:
-    """A token stream from a sparse random Markov chain (each token has 4 likely successors)."""
-    succ = torch.randint(0, vocab, (vocab, 4), generator=g)
-    choice = torch.randint(0, 4, (n_tokens,), generator=g)
-    jump = torch.rand(n_tokens, generator=g) < 0.1
-    rand_tok = torch.randint(0, vocab, (n_tokens,), generator=g)
+    """A token stream from a sparse random Markov chain (each token has 4 likely successors).
+
+    Made on the CPU whatever the default device: the walk reads its values, so a workload built under
+    ``torch.device("meta")`` (``ampbench predict``) keeps its model on meta and only this stream on the CPU -- not the
+    whole workload rebuilt there, a GPT-2's 124 M parameters initialised for a prediction."""
+    cpu = torch.device("cpu")
+    succ = torch.randint(0, vocab, (vocab, 4), generator=g, device=cpu)
+    choice = torch.randint(0, 4, (n_tokens,), generator=g, device=cpu)
+    jump = torch.rand(n_tokens, generator=g, device=cpu) < 0.1
+    rand_tok = torch.randint(0, vocab, (n_tokens,), generator=g, device=cpu)
     # (a chain is sequential: walked over Python lists, ~50x faster than indexing tensors element by element -- a
     # GPT-2-size dataset's 8M tokens took ~35 s of every cell's build that way; the same tokens)
     succ_l, choice_l, jump_l, rand_l = succ.tolist(), choice.tolist(), jump.tolist(), rand_tok.tolist()
@@ -101,7 +106,7 @@ def markov_tokens(n_tokens: int, vocab: int, g: torch.Generator) -> torch.Tensor
     for i in range(n_tokens):  # generated once per dataset, not on the training hot path
         tok = rand_l[i] if jump_l[i] else succ_l[tok][choice_l[i]]
         out[i] = tok
-    return torch.tensor(out, dtype=torch.int64)
+    return torch.tensor(out, dtype=torch.int64, device=cpu)
 
 
 def tabular(n: int, cardinalities: list[int], n_cont: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:

@@ -18,8 +18,8 @@ and what the step holds after each op (the peak is the largest of these lines at
 
 from __future__ import annotations
 
-import copy
 import difflib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -91,28 +91,68 @@ class MemoryCost:
 
 class MemoryModel:
     """The memory of a step as a function of its batch, from two traces at different batches (``small`` at the batch
-    asked for, ``large`` at another)."""
+    asked for, ``large`` at another). ``large`` may be given as a function that traces it: it is traced only when a
+    figure needs it (the largest batch; the memory at a batch other than ``small``'s) -- the peak at ``small``'s own
+    batch is that trace's, followed op by op."""
 
-    def __init__(self, small: Trace, large: Trace) -> None:
-        if small.batch_size == large.batch_size:
-            raise ValueError("two traces at different batch sizes are needed")
-        self.trace, self.large = small, large
-        b1, b2 = small.batch_size, large.batch_size
-        self.activations = Line.through(b1, small.activation_bytes, b2, large.activation_bytes)
-        self.live: list[Line] = _envelope(_live_lines(small, large)) if _followed(small, large) else []
-        """What a training step holds after each op, as a line in the batch (the ops of the two traces paired): the
-        peak is the largest at a batch. Empty for traces that did not follow their storages (inference; a trace made
-        by hand): the peak is then the split plus the largest temporary."""
-        # (the largest temporary: only where the peak is not followed; an inference forward's peak already holds its
-        # largest outputs: they are among the tensors it follows)
-        self.temporaries: list[Line] = [] if small.inference or self.live else _envelope(_op_lines(small, large))
+    def __init__(self, small: Trace, large: Trace | Callable[[], Trace],
+                 workspace_of: Callable[[Op], float] | None = None) -> None:
+        self.trace = small
+        self._large = large
+        self._workspace_of = workspace_of
         self.held = small.weights_bytes + small.grads_bytes + small.optimizer_bytes
         self.in_flight = max(0, small.backward_grads_bytes - small.grads_bytes)
+
+    @property
+    def large(self) -> Trace:
+        """The second trace (traced now if it was given as a function)."""
+        if not isinstance(self._large, Trace):
+            self._large = self._large()
+            if self._large.batch_size == self.trace.batch_size:
+                raise ValueError("two traces at different batch sizes are needed")
+        return self._large
+
+    @property
+    def large_traced(self) -> Trace | None:
+        """The second trace where it has been traced (None: no figure needed it)."""
+        return self._large if isinstance(self._large, Trace) else None
+
+    @functools.cached_property
+    def activations(self) -> Line:
+        small, large = self.trace, self.large
+        return Line.through(small.batch_size, small.activation_bytes, large.batch_size, large.activation_bytes)
+
+    @functools.cached_property
+    def live(self) -> list[Line]:
+        """What a training step holds after each op (plus its workspace, with :meth:`with_workspaces`), as a line in
+        the batch (the ops of the two traces paired): the peak is the largest at a batch. Empty for traces that did
+        not follow their storages (inference; a trace made by hand): the peak is then the split plus the largest
+        temporary."""
+        if not self._followed:
+            return []
+        return _envelope(_live_lines(self.trace, self.large, self._workspace_of))
+
+    @functools.cached_property
+    def temporaries(self) -> list[Line]:
+        # (the largest temporary: only where the peak is not followed; an inference forward's peak already holds its
+        # largest outputs: they are among the tensors it follows)
+        if self.trace.inference or self._followed:
+            return []
+        return _envelope(_op_lines(self.trace, self.large, self._workspace_of))
+
+    @property
+    def _followed(self) -> bool:
+        """The small trace followed its storages op by op (training traces do; inference ones and traces made by hand
+        do not)."""
+        return not self.trace.inference and self.trace.live_peak_bytes > 0
 
     def temporary_at(self, batch: int) -> float:
         return max((line.at(batch) for line in self.temporaries), default=0.0) + self.in_flight
 
     def peak_at(self, batch: int, workspace: int) -> float:
+        if self._followed and batch == self.trace.batch_size:  # (the traced step's own peak: no second trace needed)
+            return max(o.live + (self._workspace_of(o) if self._workspace_of else 0.0)
+                       for o in peak_ops(self.trace.ops, self.trace.fusable)) + workspace
         if self.live:  # (the bytes alive at once, followed op by op)
             return max(line.at(batch) for line in self.live) + workspace
         return self.held + self.activations.at(batch) + self.temporary_at(batch) + workspace
@@ -133,31 +173,36 @@ class MemoryModel:
     def with_workspaces(self, workspace_of: Callable[[Op], float]) -> MemoryModel:
         """This step with each op's library workspace (``workspace_of``: bytes an op allocates beside its output while
         it runs -- cuDNN's, read from a GPU's measured kernels) held with its output: the temporaries become each op's
-        output plus its workspace (the largest of them sets the peak)."""
+        output plus its workspace (the largest of them sets the peak). The second trace is shared (traced once)."""
         if self.trace.inference:
             return self
-        out = copy.copy(self)
-        if self.live:
-            out.live = _envelope(_live_lines(self.trace, self.large, workspace_of))
-        else:
-            out.temporaries = _envelope(_op_lines(self.trace, self.large, workspace_of))
+        out = MemoryModel(self.trace, self._large, workspace_of)
+        if not isinstance(self._large, Trace):  # (whichever of the two needs it first traces it for both)
+            out._large = self._large = _once(self._large)
         return out
 
-    def cost(self, gpu: Gpu, batch: int | None = None) -> MemoryCost:
-        """The memory at ``batch`` (default: the small trace's) on ``gpu``."""
+    def cost(self, gpu: Gpu, batch: int | None = None, max_batch: bool = True) -> MemoryCost:
+        """The memory at ``batch`` (default: the small trace's) on ``gpu``; ``max_batch=False``: without the largest
+        batch that fits where the step fits (a second trace saved), with it where it does not."""
         t = self.trace
         batch = batch or t.batch_size
         usable = int((gpu.memory_gib * 2**30 - CONTEXT_BYTES) * ALLOCATOR_MARGIN)
         activations = t.activation_bytes if batch == t.batch_size else round(self.activations.at(batch))
         workspace = workspace_bytes(gpu, t.inference)
-        if self.live:  # (the peak followed op by op; what it holds beyond the split is the rest)
+        if self._followed:  # (the peak followed op by op; what it holds beyond the split is the rest)
             peak = round(self.peak_at(batch, workspace))
             temporary = peak - self.held - activations - workspace
         else:
             temporary = round(self.temporary_at(batch))
             peak = self.held + activations + temporary + workspace
+        largest = self.max_batch(usable, workspace) if max_batch or peak > usable else None
         return MemoryCost(t.weights_bytes, t.grads_bytes, t.optimizer_bytes, activations, temporary, workspace,
-                          peak, CONTEXT_BYTES, usable, self.max_batch(usable, workspace))
+                          peak, CONTEXT_BYTES, usable, largest)
+
+
+def _once(trace: Callable[[], Trace]) -> Callable[[], Trace]:
+    """``trace`` called once, its result kept."""
+    return functools.cache(trace)
 
 
 MIN_TRACED_BATCH = 2
@@ -188,12 +233,6 @@ def _op_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | 
 
     b1 = small.batch_size
     return _paired(outputs(small), outputs(large), b1, large.batch_size, lambda size: Line(0.0, size / b1))
-
-
-def _followed(small: Trace, large: Trace) -> bool:
-    """Both traces followed their storages op by op (training traces do; inference ones and traces made by hand do
-    not)."""
-    return not small.inference and small.live_peak_bytes > 0 and large.live_peak_bytes > 0
 
 
 def _live_lines(small: Trace, large: Trace, workspace_of: Callable[[Op], float] | None = None) -> set[Line]:

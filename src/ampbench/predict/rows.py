@@ -212,11 +212,14 @@ class Machine:
 
 
 def predict_target(label: str, build: Callable[[], Workload], question: Question, machine: Machine,
-                   traces: dict[Any, Any] | None = None, built: Workload | None = None) -> list[dict[str, Any]]:
+                   traces: dict[Any, Any] | None = None, built: Workload | None = None,
+                   max_batch: bool = True) -> list[dict[str, Any]]:
     """One row per precision (and optimizer state) of ``question`` for the workload ``build()`` makes (built on meta:
     no memory), priced on ``machine``. ``traces``: a dict the traces are kept in, to price the same target on another
     GPU without tracing it again (the same batch). ``built``: the workload ``build`` made already, on meta (a target
-    priced on many GPUs is built once: a user's factory runs, and warns, once).
+    priced on many GPUs is built once: a user's factory runs, and warns, once). ``max_batch=False``: rows without the
+    largest batch that fits where the batch fits (``predicted_max_batch`` None): each precision traced once, not twice
+    (a check of step times and peaks against measured ones needs no more).
 
     Each row carries the identity of the cell ``ampbench run`` would measure (:class:`~ampbench.cells.CellId`: the
     workload's label, the preset -- the workload's own when None --, precision, batch, the execution at this memory
@@ -258,7 +261,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
         """Its memory from two traces: at the batch (at least :data:`MIN_TRACED_BATCH`) and at twice it (what grows
         with the batch, and what does not)."""
         small = max(batch, MIN_TRACED_BATCH)
-        return MemoryModel(trace_of(precision, state, small), trace_of(precision, state, 2 * small))
+        return MemoryModel(trace_of(precision, state, small), lambda: trace_of(precision, state, 2 * small))
 
     for compile_value, graphs in q.executions:
         execution = Execution(compile_value, memory_format, graphs)
@@ -275,7 +278,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                 if state not in seen:
                     seen.add(state)
                     rows.append(_predict_row(label, q.preset or wl.preset, name, state, batch, execution, gpu,
-                                             baselines, trace_of, memory_of, fab, host, compiled))
+                                             baselines, trace_of, memory_of, fab, host, compiled, max_batch))
     for row in rows:
         row.update(running_costs(row, gpu, machine.usd_per_hour))
         if inference:
@@ -328,7 +331,7 @@ def with_library_workspaces(model: MemoryModel, gpu: Gpu, tf32: bool) -> MemoryM
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
                  memory_of: Callable[..., MemoryModel], fab: Fabric | None = None,
-                 host: Host = MEASURED_HOST, compiled: Compiled | None = None) -> dict[str, Any]:
+                 host: Host = MEASURED_HOST, compiled: Compiled | None = None, max_batch: bool = True) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
     reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
@@ -342,13 +345,14 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     try:
         trace = trace_of(name, state)
         model = with_library_workspaces(memory_of(name, state), gpu, get(name).tf32)
-        mem = model.cost(gpu, batch)
+        mem = model.cost(gpu, batch, max_batch)
         cost = price(trace, gpu, tf32=get(name).tf32, host=host, compiled=compiled)
     except UntraceableModel:
         raise
     except AmpbenchError as e:
         return {**row, "status": "error", "reason": str(e), "trace_s": time.perf_counter() - t0}
-    traced_s = sum({id(t): t.seconds for t in (trace, model.trace, model.large)}.values())  # (the traces it was priced from)
+    traced = (trace, model.trace, model.large_traced)  # (the traces it was priced from)
+    traced_s = sum({id(t): t.seconds for t in traced if t is not None}.values())
     memory_keys = dict(
         predicted_peak_bytes=mem.peak, predicted_weights_bytes=mem.weights, predicted_grads_bytes=mem.gradients,
         predicted_optimizer_bytes=mem.optimizer, predicted_activation_bytes=mem.activations,
