@@ -97,6 +97,8 @@ class MemoryModel:
 
     def __init__(self, small: Trace, large: Trace | Callable[[], Trace],
                  workspace_of: Callable[[Op], float] | None = None) -> None:
+        if isinstance(large, Trace) and large.batch_size == small.batch_size:
+            raise ValueError("two traces at different batch sizes are needed")
         self.trace = small
         self._large = large
         self._workspace_of = workspace_of

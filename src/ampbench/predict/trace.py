@@ -589,7 +589,7 @@ def _fused_update(optimizer: torch.optim.Optimizer, rec: _Recorder) -> Iterator[
         rec.ops.append(Op(FUSED_KERNELS[type(optimizer)], "optimizer", 0, 2 * params + states, params + states,
                           "fp32", max(1, len(stepped)), allocates=False, live=rec.held))
 
-    optimizer.step = step  # type: ignore[method-assign]  (the instance's: the class's own is left as it is)
+    optimizer.step = step  # type: ignore[method-assign,assignment]  # (the instance's: the class's is left as it is)
     try:
         yield
     finally:
