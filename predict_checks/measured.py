@@ -143,7 +143,8 @@ def lent() -> tuple[MeasuredStep, ...]:
 
 @functools.cache
 def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
-    """Every ok cell of ``benchmarks/results/<folder>/runs.json`` beside its prediction (cached: ~30 s of tracing)."""
+    """Every ok cell of ``benchmarks/results/<folder>/runs.json`` beside its prediction (cached: 8-15 s of tracing a
+    folder -- each precision traced once: no max batch)."""
     gpu, rows, configs = load(folder)
     groups: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
     for r in rows:
