@@ -29,7 +29,7 @@ from ampbench.precision.fused_step import DIRECT
 from ampbench.predict import fusion, kernels, measured_kernels
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.measured_kernels import KernelTable
-from ampbench.predict.trace import Op, Trace
+from ampbench.predict.trace import Op, Trace, fused_update
 
 H200_FUSED_OPTIMIZER_US = 11.6
 """The lent H200 host's fused AdamW ``optimizer.step()``, microseconds per parameter (:data:`MEASURED_HOST`)."""
@@ -362,8 +362,7 @@ def _fused_optimizer(trace: Trace, host: Host) -> list[Op]:
     whose host time is torch's per parameter, those ops in it."""
     n = max(1, trace.stepped_params)
     direct = trace.optimizer in DIRECT_OPTIMIZERS and host.steps_directly
-    kernel = Op(DIRECT_FUSED_STEP if direct else FUSED_OPTIMIZER, "optimizer", 0,
-                2 * trace.stepped_bytes + trace.state_bytes, trace.stepped_bytes + trace.state_bytes, "fp32", n)
+    kernel = fused_update(DIRECT_FUSED_STEP if direct else FUSED_OPTIMIZER, trace.stepped_bytes, trace.state_bytes, n)
     if not direct or trace.optimizer == "SGD":
         return [kernel]
     counts = [Op(f"aten._foreach_{how}_", "optimizer", 0, 4 * n, 4 * n, "fp32", n) for how in ("add", "sub")]
@@ -373,8 +372,7 @@ def _fused_optimizer(trace: Trace, host: Host) -> list[Op]:
 def _torchao_optimizer(trace: Trace) -> Op:
     """torchao's update as it runs on CUDA: compiled (fullgraph) into one kernel per parameter, which reads the
     parameter, its gradient and its (quantized) states once and writes the parameter and the states."""
-    return Op("torchao.single_param_adam", "optimizer", 0, 2 * trace.stepped_bytes + trace.state_bytes,
-              trace.stepped_bytes + trace.state_bytes, "fp32", max(1, trace.stepped_params))
+    return fused_update("torchao.single_param_adam", trace.stepped_bytes, trace.state_bytes, trace.stepped_params)
 
 
 PHASES = ("forward", "loss", "backward", "step", "optimizer")

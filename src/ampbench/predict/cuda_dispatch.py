@@ -564,6 +564,7 @@ class CudaDispatch:
 
     def __exit__(self, *exc: object) -> None:
         self._cache.clear()
+        self._recompute_cache.clear()
         self._stack.close()
 
 

@@ -100,7 +100,7 @@ class MemoryModel:
         if isinstance(large, Trace) and large.batch_size == small.batch_size:
             raise ValueError("two traces at different batch sizes are needed")
         self.trace = small
-        self._large = large
+        self._large = large if isinstance(large, Trace) else functools.cache(large)  # (traced once, whoever asks)
         self._workspace_of = workspace_of
         self.held = small.weights_bytes + small.grads_bytes + small.optimizer_bytes
         self.in_flight = max(0, small.backward_grads_bytes - small.grads_bytes)
@@ -178,10 +178,7 @@ class MemoryModel:
         output plus its workspace (the largest of them sets the peak). The second trace is shared (traced once)."""
         if self.trace.inference:
             return self
-        out = MemoryModel(self.trace, self._large, workspace_of)
-        if not isinstance(self._large, Trace):  # (whichever of the two needs it first traces it for both)
-            out._large = self._large = _once(self._large)
-        return out
+        return MemoryModel(self.trace, self._large, workspace_of)  # (the second trace's function: one, cached)
 
     def cost(self, gpu: Gpu, batch: int | None = None, max_batch: bool = True) -> MemoryCost:
         """The memory at ``batch`` (default: the small trace's) on ``gpu``; ``max_batch=False``: without the largest
@@ -200,11 +197,6 @@ class MemoryModel:
         largest = self.max_batch(usable, workspace) if max_batch or peak > usable else None
         return MemoryCost(t.weights_bytes, t.grads_bytes, t.optimizer_bytes, activations, temporary, workspace,
                           peak, CONTEXT_BYTES, usable, largest)
-
-
-def _once(trace: Callable[[], Trace]) -> Callable[[], Trace]:
-    """``trace`` called once, its result kept."""
-    return functools.cache(trace)
 
 
 MIN_TRACED_BATCH = 2

@@ -16,7 +16,7 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -545,8 +545,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
             o.in_model = True
     model_ids = {id(p) for p in model.parameters()}
     masters = [m for m in mp.master_params() if id(m) not in model_ids]
-    stepped = [p for g in optimizer.param_groups for p in g["params"]]
-    state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    stepped, state = _stepped_and_state(optimizer)
     temporary = max((o.bytes_written for o in rec.ops if o.phase in ("forward", "loss", "backward") and o.allocates),
                     default=0)
     split = held[0]
@@ -569,25 +568,32 @@ def held_from_start(model: nn.Module, optimizer: torch.optim.Optimizer, mp: Mixe
             *mp.master_grad_buffers(), batch]
 
 
-FUSED_KERNELS = {torch.optim.Adam: "aten._fused_adam_", torch.optim.AdamW: "aten._fused_adamw_",
-                 torch.optim.SGD: "aten._fused_sgd_", torch.optim.Adagrad: "aten._fused_adagrad_"}
-"""The kernel CUDA runs a fusable optimizer's update as (``fused=True``)."""
+def _stepped_and_state(optimizer: torch.optim.Optimizer) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The tensors ``optimizer`` steps and its state's tensors."""
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    return stepped, [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+
+
+def fused_update(name: str, stepped_bytes: int, state_bytes: int, tensors: int) -> Op:
+    """An optimizer's update as one kernel: each stepped tensor and its gradient read once, its state read and written
+    once, the tensor written once (torch's fused kernels, the engine's direct step, torchao's compiled update)."""
+    return Op(name, "optimizer", 0, 2 * stepped_bytes + state_bytes, stepped_bytes + state_bytes, "fp32",
+              max(1, tensors))
 
 
 @contextlib.contextmanager
 def _fused_update(optimizer: torch.optim.Optimizer, rec: _Recorder) -> Iterator[None]:
-    """The recorded step's update of a fusable optimizer, as the one kernel CUDA runs it (:data:`FUSED_KERNELS`): each
-    parameter, its gradient and its state read once, the parameter and its state written once. On meta torch steps it
-    tensor by tensor (no fused kernel there) -- a quarter of a trace's time, ops that the cost model replaces with the
-    fused kernel (``cost._fused_optimizer``) and that the peak leaves out (:func:`peak_ops`) -- so the recorded step
-    does not run it: the first step made the state, and on meta an update changes no value."""
-    stepped = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    state = [t for p in stepped for t in optimizer.state.get(p, {}).values() if isinstance(t, torch.Tensor)]
+    """The recorded step's update of a fusable optimizer, as the one kernel CUDA runs it (``aten._fused_adamw_``...:
+    :func:`fused_update`). On meta torch steps it tensor by tensor (no fused kernel there) -- a quarter of a trace's
+    time, ops that the cost model replaces with the fused kernel (``cost._fused_optimizer``) and that the peak leaves
+    out (:func:`peak_ops`) -- so the recorded step does not run it: the first step made the state, and on meta an
+    update changes no value."""
+    stepped, state = _stepped_and_state(optimizer)
+    name = f"aten._fused_{type(optimizer).__name__.lower()}_"  # (torch's: _fused_adam_, _fused_adamw_, _fused_sgd_...)
 
     def step(*_: Any, **__: Any) -> None:
-        params, states = sum(effective_bytes(p) for p in stepped), sum(effective_bytes(t) for t in state)
-        rec.ops.append(Op(FUSED_KERNELS[type(optimizer)], "optimizer", 0, 2 * params + states, params + states,
-                          "fp32", max(1, len(stepped)), allocates=False, live=rec.held))
+        rec.ops.append(replace(fused_update(name, tensor_bytes(stepped), tensor_bytes(state), len(stepped)),
+                               allocates=False, live=rec.held))
 
     optimizer.step = step  # type: ignore[method-assign,assignment]  # (the instance's: the class's is left as it is)
     try:
