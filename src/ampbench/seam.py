@@ -147,6 +147,16 @@ class Commands(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ForkServer:
+    """How a framework's cells on one device get their processes: forked from a server that imported ``modules``
+    once (:class:`ampbench.launch.Forked`), with ``env`` set before those imports -- what the framework reads once,
+    at import, and every cell would set first itself (Keras's backend, the devices it may see)."""
+
+    modules: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
 @runtime_checkable
 class Framework(Protocol):
     """A framework ampbench measures: recognise its targets, check a config, give its cell module (the verbs of
@@ -187,6 +197,11 @@ class Framework(Protocol):
 
     def missing(self, backend: str | None) -> str | None:
         """Why ``backend`` cannot run here (not installed: the extra to install), or None."""
+        ...
+
+    def fork_server(self, device: str, backend: str | None) -> ForkServer | None:
+        """What a fork server for its cells on ``device`` (and ``backend``) preloads, or None where each cell must
+        start a fresh interpreter (an import that touches the GPU: a fork after it is undefined)."""
         ...
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:

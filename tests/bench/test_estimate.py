@@ -92,3 +92,41 @@ def test_cells_and_identity_carry_the_preset_s_convergence_work() -> None:
     paper = RunConfig.from_strings(device="cpu", workloads="tabular-mlp", preset="paper", precisions="fp32",
                                    measure="converge")
     assert [(c.measure.converge_steps, c.measure.seeds) for c in paper.cells()] == [(None, 3)]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_what_a_cell_s_process_costs_leaves_out_the_fork_server_s_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimate's measurement runs as a cell runs (a fork server's child, or a fresh process); what that process
+    cost besides its work is what each cell pays -- the server's start, paid once by the run, is not. On a fake clock:
+    a server starting in 100 s, a child living 3 s of which 2 s of work -> 1 s; a fresh process of 5 s -> 3 s."""
+    from ampbench.bench import estimate as est
+    from ampbench.launch import ChildProcess, Forked, Job
+
+    clock = _Clock()
+    monkeypatch.setattr(est.time, "perf_counter", clock)
+
+    class Child:
+        def wait(self) -> tuple[dict[str, float], None]:
+            clock.now += 3.0
+            return {"work_s": 2.0}, None
+
+    class Served(Forked):
+        def start(self, job: Job, held: bool = False) -> Child:  # type: ignore[override]
+            clock.now += 100.0  # (the server's start: its imports)
+            return Child()
+
+    class Fresh(ChildProcess):
+        def run(self, job: Job) -> dict[str, float]:  # type: ignore[override]
+            clock.now += 5.0
+            return {"work_s": 2.0}
+
+    job = Job("x:y", {})
+    assert est._apart(Served(("m",)), job) == ({"work_s": 2.0}, 1.0)
+    assert est._apart(Fresh(), job) == ({"work_s": 2.0}, 3.0)

@@ -83,3 +83,43 @@ def test_a_child_sees_the_environment_a_fresh_process_would(monkeypatch) -> None
     monkeypatch.setenv("AMPBENCH_TEST_ENV", "x")
     assert Forked(PRELOAD).run(Job("tests.launch.test_forked:env"))["value"] == "x"
     assert ChildProcess().run(Job("tests.launch.test_forked:env"))["value"] == "x"  # (the oracle: a fresh process)
+
+
+def server_env(payload: dict[str, object]) -> dict[str, object]:
+    return {"value": os.environ.get("AMPBENCH_TEST_ENV"), "server": os.getppid(),
+            "test": os.environ.get("PYTEST_CURRENT_TEST")}
+
+
+def test_a_server_started_with_its_own_environment_is_another_server(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``env`` is the server's before its imports (Keras's backend): another value, another server; a child of each
+    sees its own."""
+    monkeypatch.delenv("AMPBENCH_TEST_ENV", raising=False)
+    a = Forked(PRELOAD, env=(("AMPBENCH_TEST_ENV", "a"),)).run(Job("tests.launch.test_forked:server_env"))
+    b = Forked(PRELOAD, env=(("AMPBENCH_TEST_ENV", "b"),)).run(Job("tests.launch.test_forked:server_env"))
+    again = Forked(PRELOAD, env=(("AMPBENCH_TEST_ENV", "a"),)).run(Job("tests.launch.test_forked:server_env"))
+    plain = Forked(PRELOAD).run(Job("tests.launch.test_forked:server_env"))
+    assert (a["value"], b["value"], again["value"], plain["value"]) == ("a", "b", "a", None)
+    assert a["server"] == again["server"] and len({a["server"], b["server"], plain["server"], os.getpid()}) == 4
+
+
+def test_pytests_name_of_the_test_starts_no_server_and_reaches_the_child(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """PYTEST_CURRENT_TEST changes with every test (no library reads it at import): one server across its values, each
+    child given the value of when it was forked."""
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "first")
+    first = Forked(PRELOAD).run(Job("tests.launch.test_forked:server_env"))
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "second")
+    second = Forked(PRELOAD).run(Job("tests.launch.test_forked:server_env"))
+    assert (first["test"], second["test"]) == ("first", "second") and first["server"] == second["server"]
+
+
+def where(payload: dict[str, object]) -> dict[str, object]:
+    return {"cwd": os.getcwd()}
+
+
+def test_a_child_works_in_the_launcher_s_directory_of_now(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A relative path (``--model my_model.py:build``) means what it means to the launcher when the job is sent, as in
+    a fresh process: not the directory the server started in."""
+    first = Forked(PRELOAD).run(Job("tests.launch.test_forked:where"))
+    monkeypatch.chdir(tmp_path)
+    second = Forked(PRELOAD).run(Job("tests.launch.test_forked:where"))
+    assert second["cwd"] == str(tmp_path) != first["cwd"]

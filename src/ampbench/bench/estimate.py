@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench import progress, seam
+from ampbench.bench.jobs import launcher
 from ampbench.cells import CellSpec
-from ampbench.launch import ChildProcess, Inline, Job
+from ampbench.launch import ChildProcess, Forked, Inline, Job
 from ampbench.progress import duration
 
 BUDGET_S = 15.0
@@ -132,6 +133,16 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
     return Estimate(total if math.isfinite(total) else 0.0, tuple(left))
 
 
+def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float]:
+    """``job`` run in the kind of process the cells get, and what that process cost besides the job's work (its start,
+    imports and end): what each cell pays. A fork server's own start is paid once by the run (it then serves the
+    cells), not by every cell: it is not counted."""
+    started = launch.start(job) if isinstance(launch, Forked) else None
+    t0 = time.perf_counter()
+    k = started.wait()[0] if started is not None else launch.run(job)
+    return k, max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0))
+
+
 ENV_OFF = "AMPBENCH_NO_ESTIMATE"
 """Set (to anything but empty) to skip the estimate: the test suite runs hundreds of plans and times none."""
 
@@ -157,11 +168,12 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     own: dict[tuple[str, str | None], dict[str, Any]] = {}
     for (name, backend), pairs in groups.items():
         fw = seam.get(name)
-        apart = isolate or fw.own_process  # (own_process: a fresh process, the backend chosen before the import)
+        apart = isolate or fw.own_process  # (own_process: a process of its own, the backend chosen before the import)
         job = Job(f"{__name__}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
-        t0 = time.perf_counter()
-        k = (ChildProcess(timeout=BUDGET_S * 8) if apart else Inline()).run(job)
-        took = max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0)) if apart else 0.0
+        if apart:
+            k, took = _apart(launcher(CellSpec.from_dict(next(iter(pairs.values()))[1]), BUDGET_S * 8), job)
+        else:
+            k, took = Inline().run(job), 0.0
         if fw.own_process:
             if "_failed" not in k:
                 own[(name, backend)] = {**k, "start_s": took}

@@ -17,13 +17,12 @@ import torch
 from ampbench import phases, progress, seam
 from ampbench.bench.cell_row import base_row
 from ampbench.bench.config import RunConfig
-from ampbench.bench.jobs import HERE as HERE_JOBS
-from ampbench.bench.jobs import framework, isolated_trial, job, run_cell, trial_of, validate_job
+from ampbench.bench.jobs import framework, isolated_trial, job, launcher, run_cell, trial_of, validate_job
 from ampbench.bench.ranks import run_cell_distributed
 from ampbench.cells import CellSpec
 from ampbench.distributed.strategy import check_reduce_dtype, layout
 from ampbench.errors import AmpbenchError
-from ampbench.launch import ChildProcess, Forked, Inline, Started
+from ampbench.launch import Forked, Inline, Started
 from ampbench.measure.env import device_name
 from ampbench.measure.maxbatch import Trial
 from ampbench.precision import get
@@ -62,16 +61,6 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial, throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
     return _failed_or_row(spec, *launcher(spec, timeout).run_stamped(job("cell", spec, trial_timeout=timeout)))
-
-
-def launcher(spec: CellSpec, timeout: float | None) -> ChildProcess | Forked:
-    """How an isolated cell gets its process: forked from a fork server that imported its framework once (a fresh
-    process, CUDA context and allocator per cell, ~4 s of imports saved a cell on the lent H200's host), or -- for a
-    framework whose cells pick their backend at import (Keras) -- started fresh."""
-    fw = seam.of_cell(spec)
-    if fw.own_process:
-        return ChildProcess(timeout)
-    return Forked((HERE_JOBS, fw.cell_module), timeout)
 
 
 def _failed_or_row(spec: CellSpec, r: dict[str, Any], launch: dict[str, float] | None = None) -> dict[str, Any]:
@@ -145,7 +134,7 @@ def validate_inputs(config: RunConfig) -> list[str]:
             if r["error"]:
                 raise AmpbenchError(r["error"])
             continue
-        r = ChildProcess(config.launch.cell_timeout).run(job("validate", spec))
+        r = launcher(spec, config.launch.cell_timeout).run(job("validate", spec))
         if r.get("_failed"):  # the interpreter died building it (a crashing model): its cells will say so
             continue
         if r.get("error"):
@@ -168,7 +157,7 @@ def _validate_in_own_process(config: RunConfig, specs: list[CellSpec]) -> list[s
         modes = config.precisions_of(spec.workload, spec.preset)
         precision = next((p for p in ("amp-fp16", "amp-bf16") if p in modes), spec.precision)
         probes.append(replace(spec, precision=precision, device="cpu"))
-    r = ChildProcess(config.launch.cell_timeout).run(validate_job(probes))
+    r = launcher(probes[0], config.launch.cell_timeout).run(validate_job(probes))
     if r.get("_failed"):
         return []
     for one in r["results"]:

@@ -105,12 +105,12 @@ class _Zygote:
     """A running fork server (:mod:`ampbench.launch.zygote`): jobs sent with an id, its answers read by id (those about
     another job kept until asked for: several children may live at once)."""
 
-    def __init__(self, preload: tuple[str, ...]) -> None:
+    def __init__(self, preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> None:
         # (numpy's OpenBLAS starts a thread pool at import: held to one thread, the server stays single-threaded and
         # safe to fork -- the cells' own tensor work is torch's, whose threads start in each child)
         self.proc = subprocess.Popen([sys.executable, "-m", "ampbench.launch.zygote", *preload],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=dict(os.environ, PYTHONWARNINGS="ignore", OPENBLAS_NUM_THREADS="1"))
+                                     env=dict(os.environ, PYTHONWARNINGS="ignore", OPENBLAS_NUM_THREADS="1", **dict(env)))
         self.buffer = b""
         self.ids = 0
         self.kept: dict[tuple[int, str], dict[str, Any]] = {}  # (id, "pid" | "exit") -> its answer
@@ -166,24 +166,28 @@ class _Zygote:
 
 
 _ZYGOTES: dict[tuple[Any, ...], _Zygote] = {}
+PER_CHILD_ENV = ("PYTEST_CURRENT_TEST",)
+"""Variables that change while this process runs and that no library reads at import (pytest's name of the test it
+is in): not the server's environment -- a new value would start another server -- but given to each child as they
+are when it is forked."""
 
 
-def _zygote(preload: tuple[str, ...]) -> _Zygote | None:
-    """The fork server preloading ``preload`` in this process's environment as it is now (started on first use,
-    ended at exit; another for another environment: what a library reads at import -- thread counts, CPU ISA caps,
-    visible GPUs -- is the server's, so a child sees the environment a fresh process would); None where it cannot
-    serve."""
-    key = (preload, tuple(sorted(os.environ.items())))
+def _zygote(preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> _Zygote | None:
+    """The fork server preloading ``preload`` in this process's environment as it is now, with ``env`` set on top
+    (started on first use, ended at exit; another for another environment: what a library reads at import -- thread
+    counts, CPU ISA caps, visible GPUs, Keras's backend -- is the server's, so a child sees the environment a fresh
+    process would); None where it cannot serve."""
+    key = (preload, env, tuple(sorted((k, v) for k, v in os.environ.items() if k not in PER_CHILD_ENV)))
     z = _ZYGOTES.get(key)
     if z is None or z.proc.poll() is not None:
         if not hasattr(os, "fork"):
             return None
-        for old in [k for k in _ZYGOTES if k[0] == preload]:  # (the environment changed: the old server goes)
+        for old in [k for k in _ZYGOTES if k[:2] == (preload, env)]:  # (the environment changed: the old server goes)
             _ZYGOTES.pop(old).close()
         if not _ZYGOTES:
             atexit.unregister(close_zygotes)  # (once)
             atexit.register(close_zygotes)
-        z = _ZYGOTES[key] = _Zygote(preload)
+        z = _ZYGOTES[key] = _Zygote(preload, env)
     return z if z.ok else None
 
 
@@ -205,10 +209,12 @@ class Started:
         self.progress = self.tmp / "progress.jsonl"
         self.progress.touch()
         self.turn = self.tmp / "turn" if held else None
-        env = {ENV: str(self.progress), **({TURN_ENV: str(self.turn)} if self.turn is not None else {})}
+        env = {ENV: str(self.progress), **({TURN_ENV: str(self.turn)} if self.turn is not None else {}),
+               **{k: os.environ[k] for k in PER_CHILD_ENV if k in os.environ}}
         self.spawned_at = time.time()
         self.turn_at: float | None = None if held else self.spawned_at
-        self.id = z.send({"job": str(job_file), "out": str(self.out), "stderr": str(self.err), "env": env})
+        self.id = z.send({"job": str(job_file), "out": str(self.out), "stderr": str(self.err), "env": env,
+                          "cwd": os.getcwd()})
         forked = None if self.id is None else z.answer(self.id, "pid", 60.0)
         self.pid: int | None = None if forked is None else int(forked["pid"])
 
@@ -267,11 +273,13 @@ class Forked:
     a process of its own per job, as :class:`ChildProcess` gives, without paying the imports each time. Where no
     server can run (no fork, a server that started threads), a :class:`ChildProcess` runs it. Same results: a row, or
     ``{"_failed": why, "_killed": bool}``. :meth:`start` forks a child and returns at once (``held``: before its turn,
-    see :class:`Started`)."""
+    see :class:`Started`). ``env``: set in the server before its imports (what a framework reads once, at import:
+    Keras's backend), so every child forked from it has it too."""
 
     preload: tuple[str, ...]
     timeout: float | None = None
     on_progress: Callable[[Event], None] | None = field(default=None, compare=False)
+    env: tuple[tuple[str, str], ...] = ()
 
     def run(self, job: Job) -> dict[str, Any]:
         return self.run_stamped(job)[0]
@@ -279,7 +287,7 @@ class Forked:
     def run_stamped(self, job: Job) -> tuple[dict[str, Any], dict[str, float] | None]:
         """As :meth:`ChildProcess.run_stamped` (the fork server's own start, on a run's first job, in its spawn)."""
         spawned_at = time.time()
-        z = _zygote(self.preload)
+        z = _zygote(self.preload, self.env)
         if z is None:
             return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
         result, stamps = Started(self, z, job, held=False).wait()
@@ -289,5 +297,5 @@ class Forked:
 
     def start(self, job: Job, held: bool = False) -> Started | None:
         """The job's child, forked now (None where no fork server can run: :meth:`run` it instead)."""
-        z = _zygote(self.preload)
+        z = _zygote(self.preload, self.env)
         return None if z is None else Started(self, z, job, held)

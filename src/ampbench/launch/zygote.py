@@ -8,7 +8,8 @@ result atomically, and leaves without the interpreter's teardown; a crash, an OO
 child's alone. Every cell keeps a process, a CUDA context and an allocator of its own: isolation as a fresh process
 gives it, without paying for the imports again.
 
-Protocol (JSON lines): the parent writes ``{"id": K, "job": path, "out": path, "stderr": path, "env": {...}}``; the
+Protocol (JSON lines): the parent writes ``{"id": K, "job": path, "out": path, "stderr": path, "env": {...}, "cwd": dir}``
+(``env`` set and ``cwd`` entered in the child: the launcher's as they are when it sends the job); the
 zygote answers ``{"id": K, "pid": N}`` once the child is forked, then ``{"id": K, "pid": N, "exit": code}`` (a negative
 code: killed by that signal) when it has ended. Several children may live at once (the next cell's, started before its
 turn: :mod:`ampbench.launch.turn`), so answers about different jobs interleave: the id says whose. End of input: the
@@ -46,6 +47,8 @@ def _child(request: dict[str, object]) -> None:
         os.dup2(err, 2)
         os.dup2(err, 1)  # (standard output is the server's answers to the parent: a job that prints must not touch it)
         os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})  # type: ignore[call-overload]
+        if request.get("cwd"):  # (the launcher's directory now, not the server's at its start: relative paths)
+            os.chdir(str(request["cwd"]))
         warnings.simplefilter("ignore")  # (as a ChildProcess's PYTHONWARNINGS=ignore)
         run_job(Path(str(request["job"])), Path(str(request["out"])), started_at)
         code = 0

@@ -1,6 +1,8 @@
 """Keras cells for real, on the torch and TensorFlow backends (JAX where installed): rows, policies, warnings.
 
-Each cell runs in a process of its own (the backend is chosen before keras is imported), as in a real run.
+Each cell runs in a process of its own (the backend is chosen before keras is imported), launched as a real run
+launches it (:func:`ampbench.bench.runner.launcher`: on a CPU, forked from a server that imported keras on the cell's
+backend).
 """
 
 import importlib.util
@@ -10,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ampbench.bench.jobs import job, validate_job
+from ampbench.bench.jobs import job, launcher, validate_job
 from ampbench.cells import CellSpec
-from ampbench.launch import ChildProcess
 from tests.conftest import cli
 
 HERE = Path(__file__).parent
@@ -30,7 +31,7 @@ def _validate(backend: str, precisions: tuple[str, ...], **flat: object) -> dict
     targets): built one after another, each must still be under its own policy."""
     specs = [CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:mlp", preset="tiny", precision=p, batch_size=None,
                          input_shape="20", num_classes=2, keras_backend=backend, **flat) for p in precisions]
-    return dict(zip(precisions, ChildProcess(300).run(validate_job(specs))["results"], strict=True))
+    return dict(zip(precisions, launcher(specs[0], 300).run(validate_job(specs))["results"], strict=True))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -101,7 +102,7 @@ def test_keras_conv_dummy_is_the_torch_conv_dummy():
         assert (wl.batch_size, wl.epochs) == (CONV_DUMMY_BATCH[preset], CONV_DUMMY_EPOCHS[preset])
     spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
                        keras_backend="torch")
-    r = ChildProcess(300).run(job("validate", spec))
+    r = launcher(spec, 300).run(job("validate", spec))
     assert r["params"] == sum(p.numel() for p in ConvDummy(*CONV_DUMMY["tiny"][:2]).parameters())
 
 
@@ -147,9 +148,9 @@ def test_train_a_keras_model(precision, scaled, tmp_path):
 def test_a_max_batch_trial_fits_by_its_measured_peak():
     spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
                        keras_backend="torch", memory_budget=2**30, maxbatch_trial_steps=2)
-    roomy = ChildProcess(300).run(job("trial", spec, batch_size=8))
+    roomy = launcher(spec, 300).run(job("trial", spec, batch_size=8))
     assert roomy["fits"] is True and roomy["peak_bytes"] > 0, roomy
-    tight = ChildProcess(300).run(job("trial", spec.with_flat(memory_budget=roomy["peak_bytes"] // 2),
+    tight = launcher(spec, 300).run(job("trial", spec.with_flat(memory_budget=roomy["peak_bytes"] // 2),
                                       batch_size=8))
     assert tight["fits"] is False and not tight.get("failed") and "MiB allowed" in tight["reason"], tight
 
@@ -159,7 +160,7 @@ def test_a_cell_over_the_budget_ends_as_a_pytorch_one_does():
     spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=8,
                        keras_backend="torch", memory_budget=1, measures=("throughput", "memory", "converge"), steps=2,
                        warmup=1, converge_steps=5, seeds=1)
-    row = ChildProcess(300).run(job("cell", spec))
+    row = launcher(spec, 300).run(job("cell", spec))
     assert row["status"] == "oom" and "memory peak" in row["reason"] and "> --memory-budget 0 MiB" in row["reason"]
     assert row["samples_per_s"] and row["peak_allocated_bytes"] > 1 and row["converge"] is None, row
 
@@ -179,7 +180,7 @@ def test_out_of_memory_is_told_apart_on_every_backend():
 def test_a_compiled_factory_keeps_its_own_optimizer():
     spec = CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:compiled", preset="tiny", precision="fp32",
                        batch_size=None, input_shape="20", num_classes=2, keras_backend="torch")
-    r = ChildProcess(300).run(job("validate", spec))
+    r = launcher(spec, 300).run(job("validate", spec))
     assert r["error"] == "" and r["optimizer"] == "SGD", r
 
 
@@ -234,7 +235,7 @@ def test_inputs_and_outputs_as_lists_and_dicts_train():
     specs = [CellSpec.of(device="cpu", workload=None, model=f"{MODELS}:{model}", batches=f"{MODELS}:{make}", **extra,
                          preset="tiny", precision="amp-bf16", batch_size=None, keras_backend="torch", steps=2, warmup=1,
                          measures=("throughput",)) for model, make, extra in STRUCTURES]
-    r = ChildProcess(600).run(Job(f"{__name__}:run_cells", {"specs": [s.to_dict() for s in specs]}))
+    r = launcher(specs[0], 600).run(Job(f"{__name__}:run_cells", {"specs": [s.to_dict() for s in specs]}))
     assert "_failed" not in r, r
     for (model, make, _), row in zip(STRUCTURES, r["rows"], strict=True):
         assert row["status"] == "ok" and math.isfinite(row["final_loss"]), (model, make, row["reason"])

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ampbench.frameworks.keras.backends import missing, resolve_backend
+from ampbench.frameworks.keras.backends import fork_server, missing, resolve_backend
 from ampbench.frameworks.keras.policy import POLICIES, check_precisions, refuse_torch_only
-from ampbench.seam import CellRunner, Commands, Options, WorkloadEntry
+from ampbench.seam import CellRunner, Commands, ForkServer, Options, WorkloadEntry
 
 ROW_KEYS = {
     "keras_backend": "Keras cells: the backend Keras ran on (torch, tensorflow, jax), part of the cell's identity. Null "
@@ -76,6 +76,9 @@ class Keras:
 
     def missing(self, backend: str | None) -> str | None:
         return missing(backend or "")
+
+    def fork_server(self, device: str, backend: str | None) -> ForkServer | None:
+        return fork_server(self.cell_module, device, backend)
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
         check_precisions(precisions, f"{what} (a Keras model)")

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ampbench.errors import AmpbenchError, suggest
+from ampbench.seam import ForkServer
 
 BACKENDS = ("torch", "tensorflow", "jax")
 DEFAULT_BACKEND = "torch"
@@ -21,6 +22,10 @@ INSTALL = {
     "tensorflow": "pip install 'ampbench[keras]' tensorflow-cpu  (tensorflow[and-cuda] on a GPU)",
     "jax": "pip install 'ampbench[keras]' jax  (jax[cuda12] on a GPU)",
 }
+
+
+SET_IF_UNSET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+"""Set before keras is imported unless the user set it: TensorFlow's start-up chatter would bury the row's output."""
 
 
 def check_backend(name: str) -> str:
@@ -58,10 +63,30 @@ def activate(name: str) -> Any:
                                 f"cell on {name} must run in a process of its own")
         return loaded
     os.environ["KERAS_BACKEND"] = name
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter would bury the row's output
+    for var, value in SET_IF_UNSET.items():
+        os.environ.setdefault(var, value)
     import keras  # lazy: keras
 
     return keras
+
+
+FORKED_BACKENDS = ("torch", "tensorflow")
+"""Backends whose CPU cells are forked from a server that imported keras once (:func:`fork_server`): their import
+starts no thread and, with no GPU visible, touches none (checked by the server, tested on both). JAX's cells start
+fresh: not tested here."""
+
+
+def fork_server(cell_module: str, device: str, backend: str | None) -> ForkServer | None:
+    """A fork server for the Keras cells of ``backend`` on ``device``: on a CPU, one importing keras on that backend
+    with the environment :func:`activate` and the cell's ``device_env`` would set (each cell then pays no import:
+    ~3 s of keras and its backend on a CPU); None for a GPU cell -- Keras's torch backend asks CUDA for its devices
+    at import, and a fork after CUDA started is undefined -- and for a backend not in :data:`FORKED_BACKENDS`."""
+    if device != "cpu" or backend not in FORKED_BACKENDS:
+        return None
+    env = {"KERAS_BACKEND": backend, "CUDA_VISIBLE_DEVICES": ""}
+    for name, value in SET_IF_UNSET.items():
+        env[name] = os.environ.get(name, value)
+    return ForkServer((cell_module, "keras"), tuple(sorted(env.items())))
 
 
 def versions(keras: Any) -> dict[str, str]:

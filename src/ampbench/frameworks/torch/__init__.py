@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ampbench.seam import CellRunner, Commands, Options, WorkloadEntry
+from ampbench.seam import CellRunner, Commands, ForkServer, Options, WorkloadEntry
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class Torch:
 
     def missing(self, backend: str | None) -> str | None:
         return None  # (ampbench's own dependency)
+
+    def fork_server(self, device: str, backend: str | None) -> ForkServer | None:
+        return ForkServer((self.cell_module,))  # (importing torch and the cell module touches no GPU)
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
         return None  # (every mode and option is PyTorch's; RunConfig checks them against the device)
