@@ -59,3 +59,20 @@ def test_class_images_are_their_class_template_plus_noise() -> None:
     assert abs(diff.mean().item()) < 3.0
     dist = ((x.double().flatten(1)[:, None] - templates.double().flatten(1)[None]) ** 2).sum(-1)
     assert torch.equal(dist.argmin(1), y)
+
+
+@pytest.mark.parametrize("n, classes, chunk_images", [(37, 1000, 5), (64, 3, 64), (10, 10, 3)])
+def test_class_images_chunked_are_the_images_built_at_once(monkeypatch: pytest.MonkeyPatch, n: int, classes: int,
+                                                           chunk_images: int) -> None:
+    """Oracle: the definition built at once (every class's template, the noise in one draw) gives the same bytes
+    and labels as the chunked build of only the classes drawn -- here in chunks that split the set unevenly."""
+    shape = (3, 20, 24)
+    monkeypatch.setattr(synthetic, "CHUNK_VALUES", chunk_images * 3 * 20 * 24)
+    x, y = synthetic.class_images(n, classes, shape, torch.Generator().manual_seed(4))
+    g = torch.Generator().manual_seed(4)
+    coarse = torch.rand(classes, 3, 5, 6, generator=g)
+    templates = F.interpolate(coarse, size=(20, 24), mode="bilinear", align_corners=False)
+    labels = torch.randint(0, classes, (n,), generator=g)
+    whole = templates[labels] + 0.6 * (torch.rand(n, *shape, generator=g) - 0.5)
+    assert torch.equal(y, labels) and x.dtype == torch.uint8
+    assert torch.equal(x, (whole.clamp(0, 1) * 255).round().to(torch.uint8))
