@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,10 @@ MNIST = Path(__file__).resolve().parents[4] / "shared" / "data" / "mnist"
 needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason=f"{MNIST} not present")
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=600,
-                          cwd=cwd)
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ampbench train`` in this process (a checkpoint written by one call and resumed by the next is a file either
+    way; the command started as a real process: tests/workloads/test_user_models.py)."""
+    return in_process(*args)
 
 
 @needs_mnist
