@@ -76,3 +76,10 @@ def test_class_images_chunked_are_the_images_built_at_once(monkeypatch: pytest.M
     whole = templates[labels] + 0.6 * (torch.rand(n, *shape, generator=g) - 0.5)
     assert torch.equal(y, labels) and x.dtype == torch.uint8
     assert torch.equal(x, (whole.clamp(0, 1) * 255).round().to(torch.uint8))
+
+
+def test_class_images_build_on_meta() -> None:
+    """predict builds workloads on the meta device: the generator has no data-dependent op."""
+    with torch.device("meta"):
+        x, y = synthetic.class_images(9, 1000, (3, 16, 16), torch.Generator())
+    assert x.shape == (9, 3, 16, 16) and y.shape == (9,) and x.dtype == torch.uint8
