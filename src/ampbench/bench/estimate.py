@@ -159,10 +159,12 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     if not cells:
         return Estimate(0.0)
     groups: dict[tuple[str, str | None], dict[str, list[Any]]] = {}
+    first: dict[tuple[str, str | None], CellSpec] = {}  # (the cell whose launcher measures its group)
     for c in cells:  # one eager one-process cell per (target, precision): what is timed
         plain = c.with_flat(strategy=None, compile="off", cuda_graphs="off", repeat=0, closing=False)
         groups.setdefault((c.framework, c.backend), {}).setdefault(f"{_target(c)}|{c.precision}",
                                                                    [_target(c), plain.to_dict()])
+        first.setdefault((c.framework, c.backend), plain)
     r: dict[str, Any] = {"targets": {}}
     start_s = 0.0
     own: dict[tuple[str, str | None], dict[str, Any]] = {}
@@ -171,7 +173,7 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
         apart = isolate or fw.own_process  # (own_process: a process of its own, the backend chosen before the import)
         job = Job(f"{__name__}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         if apart:
-            k, took = _apart(launcher(CellSpec.from_dict(next(iter(pairs.values()))[1]), BUDGET_S * 8), job)
+            k, took = _apart(launcher(first[(name, backend)], BUDGET_S * 8), job)
         else:
             k, took = Inline().run(job), 0.0
         if fw.own_process:

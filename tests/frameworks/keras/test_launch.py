@@ -24,7 +24,8 @@ def test_a_gpu_cell_or_a_jax_cell_starts_fresh_and_a_torch_cell_is_always_forked
     assert isinstance(launcher(_spec("cuda:1", "tensorflow"), 60), ChildProcess)
     assert isinstance(launcher(_spec("cpu", "jax"), 60), ChildProcess)
     torch_cell = CellSpec.of(device="cuda", workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None)
-    assert isinstance(launcher(torch_cell, 60), Forked) and launcher(torch_cell, 60).env == ()
+    served = launcher(torch_cell, 60)
+    assert isinstance(served, Forked) and served.env == ()
 
 
 def test_a_cpu_cell_s_server_is_set_up_as_the_cell_sets_itself_up(monkeypatch: pytest.MonkeyPatch) -> None:
