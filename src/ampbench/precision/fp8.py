@@ -19,13 +19,14 @@ recipe; ``filter="dims"`` keeps only the hardware rule). torchao is an optional 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -131,6 +132,20 @@ def import_torchao(module: str, what: str = "float8 training", install: str = IN
     problem = torchao_problem(what, install)
     if problem:
         raise AmpbenchError(problem)
+    try:
+        with torchao_quiet():
+            return importlib.import_module(module)
+    except Exception as e:  # a torchao built for another torch
+        raise AmpbenchError(f"torchao does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                            f"{install}") from None
+
+
+@contextlib.contextmanager
+def torchao_quiet() -> Iterator[None]:
+    """Imports inside it leave torchao's import noise out of the console: its warning per CUDA/CUTLASS extension it
+    cannot load (every CPU machine) and torch's about a deprecated pytree registration in it, logged once, when
+    torchao is first imported -- by us, or by a library that imports it (transformers' quantizers do, when any
+    model class is built). Warnings raised inside are dropped too; errors still raise."""
     loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
@@ -138,10 +153,7 @@ def import_torchao(module: str, what: str = "float8 training", install: str = IN
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return importlib.import_module(module)
-    except Exception as e:  # a torchao built for another torch
-        raise AmpbenchError(f"torchao does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
-                            f"{install}") from None
+            yield
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)

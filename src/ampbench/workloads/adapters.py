@@ -5,8 +5,10 @@ for hf, images for timm. Absent packages give an error naming the extra to insta
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import torch
 from torch import nn
 
 from ampbench.errors import AmpbenchError
+from ampbench.precision.fp8 import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
 from ampbench.workloads.user import build_module_workload
@@ -95,7 +98,13 @@ def _timm_model(target: str, preset: str, data: DataSpec, options: dict[str, Any
 
 class HFLogits(nn.Module):
     """An HF model called with token ids only: returns ``.logits``; the attention mask is ``ids != pad``
-    where the model has a padding id (classification), none for causal LMs (no padding in LM data)."""
+    where the model has a padding id (classification), none for causal LMs (no padding in LM data).
+
+    Token ids on the meta device (``predict`` traces the step there) hold no values, and transformers reads the
+    mask's (``mask.all()``, to drop an all-ones mask and keep SDPA's flash path): there the mask is left out, which is
+    what transformers does with the ids of synthetic data (ids in [1, vocab): never the padding id 0), and its
+    warning that looks for padding in unmasked ids (it reads two ids) is skipped. A padded batch (a text CSV's) runs
+    the masked attention instead, which a prediction does not price."""
 
     def __init__(self, inner: nn.Module, pad_id: int | None) -> None:
         super().__init__()
@@ -103,11 +112,41 @@ class HFLogits(nn.Module):
         self.pad_id = pad_id
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.is_meta:
+            with _no_padding_warning(self.inner):
+                return self.inner(input_ids=ids, attention_mask=None).logits
         mask = None if self.pad_id is None else (ids != self.pad_id).long()
         return self.inner(input_ids=ids, attention_mask=mask).logits
 
 
+WARN_PADDING = "warn_if_padding_and_no_attention_mask"
+"""transformers' PreTrainedModel method that reads ``input_ids`` to warn about padding left unmasked."""
+
+
+@contextlib.contextmanager
+def _no_padding_warning(model: nn.Module) -> Iterator[None]:
+    """transformers' padding warning off on every pretrained (sub)model of ``model`` while inside: it only warns,
+    and on meta ids it would read values that are not there."""
+    patched = [m for m in model.modules() if hasattr(m, WARN_PADDING)]
+    for m in patched:
+        setattr(m, WARN_PADDING, _ignore)
+    try:
+        yield
+    finally:
+        for m in patched:
+            delattr(m, WARN_PADDING)  # (the instance attribute: the class's method shows again)
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
 def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
+    with torchao_quiet():  # transformers' quantizers import torchao, where installed, when a model class is built
+        return _hf_built(target, preset, data, options)
+
+
+def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
     transformers = _import("transformers", "hf")
     try:  # a model type ("bert", "gpt2") builds its default config; else a local config path or cached name
         config = transformers.AutoConfig.for_model(target)

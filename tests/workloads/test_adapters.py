@@ -1,0 +1,101 @@
+"""The hf: adapter on meta tensors (what ``ampbench predict`` traces) and its quiet import of transformers."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import pytest
+import torch
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
+
+from ampbench.precision.fp8 import torchao_quiet
+from ampbench.workloads import adapters
+from ampbench.workloads.factory import build_meta, create_workload
+from ampbench.workloads.tasks import DataSpec
+
+needs_hf = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                              reason="transformers not installed (pip install 'ampbench[hf]')")
+
+class _Calls(TorchFunctionMode):
+    """The ``torch.nn.functional`` calls of a forward (linear, layer norm, attention, ...), as the device-free layer
+    ``predict`` prices (on the CPU the attention runs a fused kernel; on meta it decomposes), with their tensors'
+    shapes and, for attention, whether it got a mask and was causal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[tuple[int, ...], ...], tuple[bool, bool] | None]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if getattr(F, name, None) is func:
+            shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+            attention = None
+            if func is F.scaled_dot_product_attention:
+                mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+                attention = (mask is not None, bool(kwargs.get("is_causal", False)))
+            self.calls.append((name, shapes, attention))
+        return func(*args, **kwargs)
+
+
+def _classifier(model: str):
+    options = {"bert": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64),
+               "gpt2": dict(n_layer=1, n_embd=32, n_head=2)}[model]
+    return lambda: create_workload(f"hf:{model}", "tiny", data=DataSpec.of(num_classes=3, input_shape="16"),
+                                   **options)
+
+
+@needs_hf
+@pytest.mark.parametrize("model", ["bert", "gpt2"])
+def test_an_hf_classifier_makes_on_meta_the_calls_it_makes_on_synthetic_ids(model: str) -> None:
+    """Oracle: the same classifier run on the CPU with its synthetic ids (ids in [1, vocab): transformers drops the
+    all-ones padding mask). On meta the ids hold no values: the same functional calls (linear, attention, ...), no mask."""
+    real = _classifier(model)()
+    inputs = real.example_batch(2)[0]
+    assert int(inputs[0].min()) >= 1  # (no padding id in synthetic ids: the premise of leaving the mask out on meta)
+    real.model.eval()  # (no dropout: the same ops every call)
+    with _Calls() as on_cpu:
+        real.call_model(real.model, inputs, prepared=True)
+    meta = build_meta(_classifier(model))
+    assert next(meta.model.parameters()).is_meta
+    meta.model.eval()
+    with _Calls() as on_meta:
+        out = meta.call_model(meta.model, tuple(t.to("meta") for t in inputs), prepared=True)
+    assert out.is_meta and out.shape == (2, 3)
+    attention = [a for *_, a in on_cpu.calls if a is not None]
+    assert attention == [(False, model == "gpt2")]  # one layer: one attention call, unmasked (GPT-2's causal)
+    assert on_meta.calls == on_cpu.calls
+    inner = meta.model.inner if hasattr(meta.model, "inner") else meta.model
+    assert not any(adapters.WARN_PADDING in vars(m) for m in inner.modules())  # the warning's patch is gone
+
+
+@needs_hf
+def test_an_hf_classifier_is_predicted() -> None:
+    """``predict`` traces an encoder classifier (it stopped at transformers' ``mask.all()`` on meta before)."""
+    from ampbench.predict.trace import trace_step
+
+    trace = trace_step(build_meta(_classifier("bert")), "amp-bf16", 4)
+    assert sum(o.flops for o in trace.ops) > 0
+
+
+def test_torchao_quiet_holds_back_torchaos_import_noise_and_restores_the_loggers(caplog) -> None:
+    """torchao logs a warning per extension it cannot load, torch one about its pytree registration: not inside."""
+    names = ("torchao", "torch.utils._pytree")
+    before = [logging.getLogger(n).level for n in names]
+    with caplog.at_level(logging.WARNING), torchao_quiet():
+        for n in names:
+            logging.getLogger(n).warning("noise from %s", n)
+    assert not [r for r in caplog.records if r.name in names]
+    assert [logging.getLogger(n).level for n in names] == before
+    logging.getLogger("torchao").warning("outside")
+    assert [r.message for r in caplog.records if r.name == "torchao"] == ["outside"]
+
+
+def test_the_hf_adapter_builds_inside_torchao_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers imports torchao (its quantizers) when a model class is built: the build runs quietly."""
+    seen = []
+    monkeypatch.setattr(adapters, "_hf_built", lambda *a: seen.append(logging.getLogger("torchao").level))
+    adapters._hf_model("bert", "tiny", DataSpec.of(), {})
+    assert seen == [logging.ERROR]
