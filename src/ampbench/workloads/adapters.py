@@ -103,8 +103,9 @@ class HFLogits(nn.Module):
     Token ids on the meta device (``predict`` traces the step there) hold no values, and transformers reads the
     mask's (``mask.all()``, to drop an all-ones mask and keep SDPA's flash path): there the mask is left out, which is
     what transformers does with the ids of synthetic data (ids in [1, vocab): never the padding id 0), and its
-    warning that looks for padding in unmasked ids (it reads two ids) is skipped. A padded batch (a text CSV's) runs
-    the masked attention instead, which a prediction does not price."""
+    warning that looks for padding in unmasked ids (it reads two ids) is skipped. Not priced, then: a padded batch's
+    masked attention (a text CSV's), and the host sync of ``mask.all()`` that a run pays each step, as HF training
+    that passes the tokenizer's mask does."""
 
     def __init__(self, inner: nn.Module, pad_id: int | None) -> None:
         super().__init__()
