@@ -27,6 +27,19 @@ def test_fastest_mode_with_evidence_speed_only() -> None:
     assert a.evidence == "amp-fp16: 2.90x faster than fp32, 46% less memory, batch 590 → 1,120"
 
 
+def test_the_console_and_markdown_lines_name_the_pick_once() -> None:
+    """They say "use amp-fp16" already: the evidence follows without its own "amp-fp16: " (it said the mode twice)."""
+    from ampbench.report.console import advice_lines
+    from ampbench.report.markdown import render_markdown
+
+    rows = derive([_row("fp32", 100.0, 1000), _row("amp-fp16", 290.0, 540)])
+    assert advise(rows).reason == "2.90x faster than fp32, 46% less memory"
+    (line,) = advice_lines(rows)
+    assert line.count("amp-fp16") == 1 and line.endswith(")[/] 2.90x faster than fp32, 46% less memory"), line
+    text = render_markdown(rows, {"run_id": "r"})
+    assert "**use amp-fp16** (speed only, convergence not checked): 2.90x faster than fp32" in text, text
+
+
 def test_convergence_failure_of_the_fastest_mode_skips_it() -> None:
     rows = [_row("fp32", 100.0, verdict_losses=[1.0, 1.01, 0.99]),
             _row("pure-fp16", 400.0, verdict_losses=[2.0, 2.1, 2.2]),

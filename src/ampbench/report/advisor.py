@@ -86,6 +86,13 @@ class Advice:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    @property
+    def reason(self) -> str:
+        """The evidence after the mode it names (it opens with "{recommended}: "): what a line that already says
+        "use {recommended}" adds."""
+        lead = f"{self.recommended}: "
+        return self.evidence.removeprefix(lead) if self.recommended else self.evidence
+
 
 def workload_groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Rows split into what one piece of advice is about: one run on one device, one workload, preset and batch

@@ -387,9 +387,9 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
         if len(said) == 1:
             a = advices[0][1]
             batches = "" if len(advices) == 1 else f" at batch {', '.join(str(b) for b, _ in advices)}"
-            yield f"{head}{batches}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
+            yield f"{head}{batches}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.reason)}"
         else:
-            yield f"{head}: " + "; ".join(f"batch {b}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.evidence)}"
+            yield f"{head}: " + "; ".join(f"batch {b}: {pick(a)} [dim]({escape(a.label)})[/] {escape(a.reason)}"
                                           for b, a in advices)
         for b, a in advices:
             at = f" batch {b}" if len(advices) > 1 else ""

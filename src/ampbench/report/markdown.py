@@ -49,7 +49,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}) on {md_escape(dev)}")
         lines.append("")
         use = f"**use {md_escape(a.recommended)}**" if a.recommended else "**no recommendation**"
-        lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.evidence)}")
+        lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.reason)}")
         lines.append("")
         if a.combination is not None:
             lines.append(f"**fastest combination: {md_escape(a.combination)}**: {md_escape(a.combination_evidence)}")
