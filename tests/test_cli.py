@@ -26,6 +26,35 @@ def test_list_shows_every_precision_and_alias(capsys):
         assert word in r.stdout
 
 
+def test_list_at_80_columns_shows_every_word_of_every_mode_and_workload(monkeypatch):
+    """At 80 columns (a pipe, a small terminal) the tables stack, led by the name: no column squeezed to "…", no line
+    over 80, every summary and workload description whole once its wrapping is undone."""
+    from ampbench import seam
+    from ampbench.cli import core
+    from ampbench.precision import get, list_precisions
+    from tests.conftest import cli
+
+    monkeypatch.setattr(core.console, "_width", 80)
+    code, out, _ = cli("list", "precisions")
+    code2, out2, _ = cli("list", "workloads")
+    assert code == code2 == 0
+    for text in (out, out2):
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+
+    def unwrapped(text: str) -> str:  # every word in the tables' cells (a wrapped cell's words, line by line)
+        return " ".join(w for line in text.splitlines() for w in line.replace("│", " ").split())
+
+    words = unwrapped(out).split()
+    for name in list_precisions():
+        for w in (*get(name).summary.split(), *", ".join(get(name).aliases).split()):
+            assert w in words, (name, w)
+    words2 = unwrapped(out2).split()
+    for entry in (w for fw in seam.all_frameworks() for w in fw.workloads()):
+        assert entry.name in words2
+        assert all(w in words2 for w in entry.description.split() if len(w) <= 24), entry.name
+    assert "ampbench[hf])" in words2  # (a cell's text, not markup)
+
+
 @pytest.mark.parametrize("args,expect", [
     (["list", "gpu"], "cannot list 'gpu': choose one of all, precisions, workloads, gpus"),
     (["--bogus"], "No such option"),

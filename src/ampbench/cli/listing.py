@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ampbench import seam
 from ampbench.cli.core import app, console
@@ -51,45 +52,54 @@ def _list_gpus() -> None:
 
 
 def _list_workloads() -> None:
+    from ampbench.report.console import Col, stack_tables  # lazy: torch
     from ampbench.workloads import PRESETS  # lazy: torch
 
-    table = Table(title=f"Workloads (presets: {', '.join(PRESETS)})", title_justify="left")
-    table.add_column("name", style="bold cyan", no_wrap=True)
-    table.add_column("what it is", overflow="fold")
-    table.add_column("paper preset", overflow="fold")
-    table.add_column("--data-dir", overflow="fold")
-    table.add_column("options")
-    for fw in seam.all_frameworks():  # (each framework lists its own workloads)
-        for w in fw.workloads():
-            table.add_row(w.name, w.description, w.paper, w.data, w.options)
-    table.add_row("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",
-                  "as --model: images", "timm.create_model arguments")
-    table.add_row("hf:<type>", "HF transformers from a config (hf:bert, hf:gpt2 --task lm), no download "
-                  "(extra: ampbench[hf])", "-", "as --model: text CSV, corpus", "config fields, tokenizer")
-    table.add_row("--model F:fn", "your own model, any shape: --input-shape, --vocab-size, --num-classes | "
-                  "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help); a keras.Model runs "
-                  "under Keras's policies (--keras-backend)", "-",
-                  "MNIST IDX / CIFAR-10, text,label CSV (token models), train.txt (--task lm)", "tokenizer")
-    console.print(table)
+    rows = [(w.name, w.description, w.paper, w.data, w.options)
+            for fw in seam.all_frameworks() for w in fw.workloads()]  # (each framework lists its own workloads)
+    rows.append(("timm:<model>", "any timm image model, random init (optional extra: ampbench[timm])", "-",
+                 "as --model: images", "timm.create_model arguments"))
+    rows.append(("hf:<type>", "HF transformers from a config (hf:bert, hf:gpt2 --task lm), no download "
+                 "(extra: ampbench[hf])", "-", "as --model: text CSV, corpus", "config fields, tokenizer"))
+    rows.append(("--model F:fn", "your own model, any shape: --input-shape, --vocab-size, --num-classes | "
+                 "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help); a keras.Model runs "
+                 "under Keras's policies (--keras-backend)", "-",
+                 "MNIST IDX / CIFAR-10, text,label CSV (token models), train.txt (--task lm)", "tokenizer"))
+    names, *texts = zip(*rows)
+    cols = [Col(header, [Text(c) for c in cells], justify="left", wraps=True)  # (Text: "ampbench[hf]" is no markup)
+            for header, cells in zip(("what it is", "paper preset", "--data-dir", "options"), texts)]
+    _print_stacked(stack_tables(f"Workloads (presets: {', '.join(PRESETS)})",
+                                Col("name", [Text(n, style="bold cyan") for n in names], justify="left"), cols,
+                                console.width))
+
+
+def _print_stacked(tables: list[Table]) -> None:
+    """Tables too wide for the terminal come stacked, each led by the name column (:func:`stack_tables`): at 80
+    columns every text wraps at its spaces in a column of at least 24, none is cut to a sliver."""
+    for table in tables:
+        console.print(table)
 
 
 def _list_precisions() -> None:
-    from ampbench.precision import get, list_precisions, supported  # lazy: torch
-    table = Table(title="Precision modes", title_justify="left")
-    table.add_column("name", style="bold cyan", no_wrap=True)
-    table.add_column("aliases", no_wrap=True)
-    table.add_column("loss scale", no_wrap=True)
-    table.add_column("what it does")
-    table.add_column("on this machine")
     import torch  # lazy: torch
 
+    from ampbench.precision import get, list_precisions, supported  # lazy: torch
+    from ampbench.report.console import Col, stack_tables  # lazy: torch
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    names, aliases, scales, does, here = [], [], [], [], []
     for name in list_precisions():
         recipe = get(name)
         sup = supported(name, device)
-        here = f"[green]ok[/] ({device})" if sup.ok else f"[red]no[/]: {sup.reason}"
+        text = f"[green]ok[/] ({device})" if sup.ok else f"[red]no[/]: {sup.reason}"
         if sup.ok and sup.note:
-            here += f" [yellow]{sup.note}[/]"
-        table.add_row(name, ", ".join(recipe.aliases), recipe.default_loss_scale, recipe.summary, here)
-    console.print(table)
-
+            text += f" [yellow]{sup.note}[/]"
+        names.append(Text(name, style="bold cyan"))
+        aliases.append(Text(", ".join(recipe.aliases)))
+        scales.append(Text(recipe.default_loss_scale))
+        does.append(Text(recipe.summary))
+        here.append(Text.from_markup(text))
+    cols = [Col("aliases", aliases, justify="left", wraps=True), Col("loss scale", scales, justify="left"),
+            Col("what it does", does, justify="left", wraps=True),
+            Col("on this machine", here, justify="left", wraps=True)]
+    _print_stacked(stack_tables("Precision modes", Col("name", names, justify="left"), cols, console.width))

@@ -136,12 +136,12 @@ class Col:
 
     def min_width(self) -> int:
         """Narrowest this column can be: a whole cell (numbers are never cut), the header's longest word; a
-        wrapping column takes 24 (or its longest word)."""
+        wrapping column takes 24, or its longest word up to 24 (a longer one -- a layer list, a path -- folds: were
+        it whole, the columns beside it would be squeezed below theirs)."""
         words = [len(w) for w in self.header.split()] or [0]
         texts = [c.plain if isinstance(c, Text) else str(c) for c in self.cells]
         if self.wraps:
-            return max(max(words), min(24, max((len(t) for t in texts), default=0)),
-                       max((len(w) for t in texts for w in t.split()), default=0) if texts else 0)
+            return max(max(words), min(24, max((len(t) for t in texts), default=0)))
         return max(max(words), max((len(t) for t in texts), default=0))
 
     def natural_width(self) -> int:
