@@ -256,3 +256,18 @@ def test_csv_puts_the_gpus_side_by_side(tmp_path: Path) -> None:
                 assert float(line[f"{gpu} joules_per_sample"]) == pytest.approx(r["predicted_joules_per_sample"])
             else:
                 assert line[f"{gpu} samples_per_s"] == ""
+
+
+def test_the_energy_pick_says_the_power_its_figure_was_priced_at_and_which_gpus_were_priced_otherwise() -> None:
+    """A measured kernel table's power beside a rated TDP (an upper bound): the line says which is which (it said
+    "at TDP or at measured power" of every figure)."""
+    measured = "measured power: NVIDIA H200's measured kernels"
+    rows = [_cell("h200", 100.0, predicted_joules_per_sample=0.1, predicted_energy_basis=measured),
+            _cell("a100", 60.0, predicted_joules_per_sample=0.3, predicted_energy_basis="TDP"),
+            _cell("v100", 30.0, predicted_joules_per_sample=0.6, predicted_energy_basis="TDP")]
+    (line,) = advice(rows)
+    assert "most energy-efficient h200 (100 mJ/sample at measured power; a100, v100 at TDP)" in line, line
+    for r in rows:
+        r["predicted_energy_basis"] = "TDP"
+    (line,) = advice(rows)
+    assert "most energy-efficient h200 (100 mJ/sample at TDP)" in line, line

@@ -191,10 +191,18 @@ def advice(rows: list[dict[str, Any]], shown: int | None = SHOWN) -> Iterator[st
                 said.append(_said("cheapest per sample", cheapest, f"USD {sig(cheapest.value)} per million", shown))
             frugal = rank(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
             if frugal is not None:
-                basis = {at_power(r) for r in per_gpu.values() if _ok(r)}
-                said.append(_said("most energy-efficient", frugal,
-                                  f"{sig(frugal.value * 1e3)} mJ/sample {' or '.join(sorted(basis))}", shown))
+                said.append(_said("most energy-efficient", frugal, _energy_figure(frugal, per_gpu), shown))
             yield f"{workload} ({preset}, batch {batch}) {mode}: " + "; ".join(said)
+
+
+def _energy_figure(frugal: Ranking, per_gpu: dict[str, dict[str, Any]]) -> str:
+    """The best energy per sample and the power it was priced at; the GPUs priced at another (a measured kernel
+    table's power beside a rated TDP, an upper bound) named, since their figures are not alike."""
+    basis = " or ".join(sorted({at_power(per_gpu[g]) for g in frugal.best}))
+    others = [g for g, r in per_gpu.items() if _ok(r) and r.get("predicted_joules_per_sample") is not None
+              and g not in frugal.best and at_power(r) != basis]
+    return f"{sig(frugal.value * 1e3)} mJ/sample {basis}" + (f"; {listed(others, None)} {at_power(per_gpu[others[0]])}"
+                                                              if others else "")
 
 
 def mark_ranks(rows: list[dict[str, Any]]) -> None:
