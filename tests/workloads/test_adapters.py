@@ -99,3 +99,14 @@ def test_the_hf_adapter_builds_inside_torchao_quiet(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(adapters, "_hf_built", lambda *a: seen.append(logging.getLogger("torchao").level))
     adapters._hf_model("bert", "tiny", DataSpec.of(), {})
     assert seen == [logging.ERROR]
+
+
+@needs_hf
+def test_an_encoder_decoder_classifier_is_refused_in_one_line_before_it_is_built() -> None:
+    """T5's and BART's classifiers need decoder inputs (T5 a decoder start id, BART an <eos> in every example):
+    refused, saying what to do, instead of a forward's AttributeError that blamed --input-shape."""
+    from ampbench.errors import AmpbenchError
+
+    for model in ("t5", "bart"):
+        with pytest.raises(AmpbenchError, match=f"hf:{model} is an encoder-decoder model .* --model file.py:build"):
+            create_workload(f"hf:{model}", "tiny")

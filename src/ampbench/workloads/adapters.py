@@ -171,6 +171,11 @@ def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any])
         raise AmpbenchError(f"--input-shape {shape[0]}: hf:{target} takes sequences of at most {longest} tokens")
     data = DataSpec(shape, config.vocab_size, data.num_classes, data.num_outputs, data.task).resolve(
         f"hf:{target}", need_shape=False)
+    if data.task != "lm" and getattr(config, "is_encoder_decoder", False):
+        raise AmpbenchError(f"hf:{target} is an encoder-decoder model ({type(config).__name__}): its classifier needs "
+                            "decoder inputs, and hf: gives a model token ids alone; wrap it in your own module "
+                            "(--model file.py:build, the decoder inputs made in its forward), or --task lm for its "
+                            "decoder where transformers has one")
     try:
         if data.task == "lm":
             model = transformers.AutoModelForCausalLM.from_config(config)
