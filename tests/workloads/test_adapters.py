@@ -108,5 +108,5 @@ def test_an_encoder_decoder_classifier_is_refused_in_one_line_before_it_is_built
     from ampbench.errors import AmpbenchError
 
     for model in ("t5", "bart"):
-        with pytest.raises(AmpbenchError, match=f"hf:{model} is an encoder-decoder model .* --model file.py:build"):
+        with pytest.raises(AmpbenchError, match=rf"hf:{model} is an encoder-decoder model .*\(--model file\.py:build"):
             create_workload(f"hf:{model}", "tiny")
