@@ -110,3 +110,22 @@ def test_an_encoder_decoder_classifier_is_refused_in_one_line_before_it_is_built
     for model in ("t5", "bart"):
         with pytest.raises(AmpbenchError, match=rf"hf:{model} is an encoder-decoder model .*\(--model file\.py:build"):
             create_workload(f"hf:{model}", "tiny")
+
+
+@needs_hf
+def test_a_config_field_the_config_refuses_is_one_line() -> None:
+    """transformers >= 5 validates fields as they are set (a str for an int): an AmpbenchError naming the option,
+    not the library's traceback (run errored every cell with it; predict exited 1)."""
+    import transformers
+
+    from ampbench.errors import AmpbenchError
+
+    config = transformers.AutoConfig.for_model("gpt2")
+    try:
+        config.n_layer = "abc"
+    except Exception:
+        pass
+    else:
+        pytest.skip("this transformers does not validate config fields as they are set")
+    with pytest.raises(AmpbenchError, match=r"--option n_layer=abc: hf:gpt2's GPT2Config refuses it: .*expected int"):
+        create_workload("hf:gpt2", "tiny", n_layer="abc")

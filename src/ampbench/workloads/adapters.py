@@ -160,7 +160,12 @@ def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any])
     for key, value in options.items():
         if not hasattr(config, key):
             raise AmpbenchError(f"hf:{target}: its {type(config).__name__} has no field {key!r} (--option {key}=...)")
-        setattr(config, key, value)
+        try:
+            setattr(config, key, value)
+        except Exception as e:  # (transformers >= 5 validates a config's fields as they are set)
+            cause = e.__cause__ or e
+            raise AmpbenchError(f"--option {key}={value}: hf:{target}'s {type(config).__name__} refuses it: "
+                                f"{str(cause).splitlines()[0][:160]}") from None
     if data.vocab_size is not None:
         config.vocab_size = data.vocab_size  # a smaller vocabulary than the config's: the user's choice
     shape = data.input_shape or (HF_SEQ[preset],)
