@@ -12,7 +12,7 @@ framework package must be cheap: the framework itself (keras, a backend) is impo
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -142,8 +142,10 @@ class Commands(Protocol):
         """The request checked for this framework (the checks it cannot run refused)."""
         ...
 
-    def diagnose(self, request: DiagnoseRequest, plan: Any, trace: Path | None) -> Diagnosis:
-        """The request's diagnosis; ``trace``: where the profile check writes its Chrome trace."""
+    def diagnose(self, request: DiagnoseRequest, plan: Any, trace: Path | None,
+                 progress: Callable[[str], None] | None = None) -> Diagnosis:
+        """The request's diagnosis; ``trace``: where the profile check writes its Chrome trace; ``progress``: a line
+        as each check starts and ends, where the framework can say (a check runs for minutes on a slow device)."""
         ...
 
 

@@ -202,12 +202,42 @@ def test_healthy_model_has_no_errors_and_a_failing_check_does_not_hide_others(mo
     from ampbench.diagnose import tensorcore
 
     monkeypatch.setattr(tensorcore, "lint_dims", lambda *a, **k: 1 / 0)
-    d = diagnose("mnist-cnn", "amp-bf16", preset="tiny", steps=4)
+    lines: list[str] = []
+    d = diagnose("mnist-cnn", "amp-bf16", preset="tiny", steps=4, on_progress=lines.append)
     errors = [f for f in d.findings if f.severity == "error"]
     assert [f.title for f in errors] == ["the tensorcore check failed: ZeroDivisionError: division by zero"]
-    assert {f.check for f in d.findings} == {"nonfinite", "gradients", "activations", "policy", "tensorcore", "profile"}
+    checks = ("nonfinite", "gradients", "activations", "policy", "tensorcore", "profile")
+    assert {f.check for f in d.findings} == set(checks)
     assert d.details["profile"]["vs_fp32"]["fp32_step_ms"] > 0
     assert FP16_MIN_SUBNORMAL == 2.0**-24
+    # a line as each check starts and ends, the failed one too; its findings counted (oracle: the findings' checks)
+    assert len(lines) == 2 * len(checks), lines
+    for i, check in enumerate(checks):
+        start, done = lines[2 * i], lines[2 * i + 1]
+        assert start == f"check {i + 1}/6: {check} ..."
+        n = sum(1 for f in d.findings if f.check == check)
+        assert done.startswith(f"check {i + 1}/6: {check} done in ") and done.endswith(
+            f" s ({n} finding{'' if n == 1 else 's'})"), done
+
+
+def test_diagnose_says_first_where_the_modes_math_is_emulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fp16 on a CPU without AVX512-FP16/AMX-FP16 runs ~30x slower than bf16: every check trains its own steps, so
+    the command says so before minutes pass (a GPT-2 diagnosis ran 10 minutes with no line)."""
+    import ampbench.diagnose as d_mod
+    from ampbench.precision.support import Support
+
+    note = "CPU (x86_64) has no AVX512-FP16/AMX-FP16: fp16 math is emulated and slower than fp32 here"
+    monkeypatch.setattr(d_mod, "supported", lambda *a: Support(True, note=note))
+    lines: list[str] = []
+    diagnose("mnist-cnn", "amp-fp16", preset="tiny", steps=2, checks=("tensorcore",), device="cpu",
+             on_progress=lines.append)
+    assert lines[0] == f"amp-fp16 on cpu: {note}; each check trains its own steps (--steps 2): expect them to take " \
+                       "long", lines
+    monkeypatch.setattr(d_mod, "supported", lambda *a: Support(True))
+    lines.clear()
+    diagnose("mnist-cnn", "amp-fp16", preset="tiny", steps=2, checks=("tensorcore",), device="cpu",
+             on_progress=lines.append)
+    assert lines[0] == "check 1/1: tensorcore ..."
 
 
 @pytest.mark.isa

@@ -25,7 +25,9 @@ def test_diagnose_user_model_from_the_command_line(tmp_path: Path) -> None:
     r = cli("diagnose", "--model", f"{PLANTED}:poisoned", "-p", "fp32", "--steps", "3", "--db", str(tmp_path / "r.db"),
             "--json", str(out), "--checks", "nonfinite,tensorcore,profile")
     assert r.returncode == 0, r.stderr
-    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    progress = [ln for ln in r.stdout.splitlines() if ln.startswith("  check ")]
+    assert progress[:2] == ["  check 1/3: nonfinite ...", progress[1]] and len(progress) == 6  # (a log: both lines)
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip() and ln not in progress]
     assert "1. ERROR   NaN/Inf first appears in the backward of block.1 (Poison) at step 1" in lines[1]
     assert "USDT" not in r.stdout + r.stderr
     d = json.loads(out.read_text())

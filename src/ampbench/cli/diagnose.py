@@ -34,8 +34,17 @@ def diagnose_cmd(target: CommandTarget, data: DataArgs, settings: DiagnoseSettin
     if trace is None and "profile" in wanted:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         trace = store.path.parent / "traces" / f"{utcnow().replace(':', '')}-{safe}-{resolve(precision)}.json"
-    with console.status(f"diagnosing {escape(label)} in {resolve(precision)}: {', '.join(wanted)}"):
-        d = r.target.framework.commands().diagnose(r, r.plan, trace)
+    head = f"diagnosing {escape(label)} in {resolve(precision)}"
+    with console.status(f"{head}: {', '.join(wanted)}") as status:
+        def progress(line: str) -> None:
+            """A line per check as it ends (a check can train for minutes on a slow device); the one starting on the
+            spinner in a terminal, as a line in a log (where a spinner shows nothing)."""
+            if line.endswith(" ...") and console.is_terminal:
+                status.update(f"{head}: {escape(line)}")
+            else:
+                console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+
+        d = r.target.framework.commands().diagnose(r, r.plan, trace, progress)
     _show_and_store(d, label, wanted, store, r.tensorboard, r.json_out)
 
 

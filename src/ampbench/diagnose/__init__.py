@@ -147,13 +147,17 @@ RUNNERS: dict[str, Callable[[CheckContext], tuple[Any, list[Finding]]]] = {
 def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", *, steps: int = 20,
              preset: str = "small", batch_size: int | None = None, device: str | None = None, seed: int = 0,
              checks: tuple[str, ...] | None = None, trace: Path | None = None, name: str | None = None,
-             options: dict[str, Any] | None = None, mp_options: dict[str, Any] | None = None) -> Diagnosis:
+             options: dict[str, Any] | None = None, mp_options: dict[str, Any] | None = None,
+             on_progress: Callable[[str], None] | None = None) -> Diagnosis:
     """Run the checks on a workload (name) or a builder returning a fresh :class:`Workload` each call.
 
     The workload is built once; every check trains its own copy of the untouched model (same init, same
     data), so the checks do not disturb each other. ``mp_options``: the fp8 modes' fp8_skip/fp8_filter.
-    A check that fails becomes an error finding; the others still run.
+    A check that fails becomes an error finding; the others still run. ``on_progress`` gets a line as each check
+    starts and ends (its seconds, its findings), and first, where the mode's math is emulated on this device (fp16
+    on most CPUs), that it is: each check trains its own steps, and there they can take minutes.
     """
+    say = on_progress or (lambda _line: None)
 
     precision = resolve(precision)
     dev = resolve_device(device)
@@ -189,7 +193,12 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                                 "the precision is honoured (the same math in the same dtype) on another kernel, which "
                                 "can be slower: speed here says nothing about a GPU", "", {"fallback": note}))
     ctx = CheckContext(build, precision, recipe, dev, bs, steps, half16, fixes, mp_options, trace)
-    for check in checks:
+    if sup.note and "emulated" in sup.note:
+        say(f"{precision} on {dev}: {sup.note}; each check trains its own steps (--steps {steps}): expect them to "
+            "take long")
+    for i, check in enumerate(checks, 1):
+        say(f"check {i}/{len(checks)}: {check} ...")
+        started, before = time.perf_counter(), len(findings)
         try:
             details[check], found = RUNNERS[check](ctx)
             findings += found
@@ -197,6 +206,9 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
             raise
         except Exception as e:  # one broken check must not hide the others' findings
             findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
+        said = len(findings) - before
+        say(f"check {i}/{len(checks)}: {check} done in {time.perf_counter() - started:.1f} s "
+            f"({said} finding{'' if said == 1 else 's'})")
     if fixes.record()["tried"]:
         details["fixes"] = fixes.record()
     return Diagnosis(label, precision, str(dev), device_name(dev), bs, ordered(findings), details,

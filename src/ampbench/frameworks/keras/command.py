@@ -64,8 +64,9 @@ def diagnose_plan(request: DiagnoseRequest) -> CellSpec:
     return spec
 
 
-def diagnose(request: DiagnoseRequest, spec: CellSpec, trace: Any) -> Any:
-    """The diagnosis in a child process, as a Diagnosis (``trace``: no profile check for a Keras model)."""
+def diagnose(request: DiagnoseRequest, spec: CellSpec, trace: Any, progress: Any = None) -> Any:
+    """The diagnosis in a child process, as a Diagnosis (``trace``: no profile check for a Keras model; ``progress``:
+    not said -- the checks run in the child, which reports once, at the end)."""
     fw = request.target.framework
     r = ChildProcess().run(Job(DIAGNOSE_JOB, {"spec": spec.to_dict(), "checks": list(request.wanted),
                                               "steps": request.steps}))

@@ -5,6 +5,7 @@ starts with the same command line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,8 @@ def diagnose_plan(request: DiagnoseRequest) -> None:
     return None  # (every check and option is PyTorch's: the request checked them)
 
 
-def diagnose(request: DiagnoseRequest, plan: None, trace: Path | None) -> Any:
+def diagnose(request: DiagnoseRequest, plan: None, trace: Path | None,
+             progress: Callable[[str], None] | None = None) -> Any:
     t = request.target
 
     def build():  # type: ignore[no-untyped-def]  (the checks call it once, and validate everything first)
@@ -102,4 +104,4 @@ def diagnose(request: DiagnoseRequest, plan: None, trace: Path | None) -> Any:
 
     return run_checks(build, request.precision, steps=request.steps, preset=t.preset or "small",
                       batch_size=request.batch_size, device=request.device, seed=t.seed, checks=request.wanted,
-                      trace=trace, name=t.label, mp_options=request.mp_options())
+                      trace=trace, name=t.label, mp_options=request.mp_options(), on_progress=progress)
