@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
-from ampbench.precision.fp8 import torchao_quiet
+from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads import adapters
 from ampbench.workloads.factory import build_meta, create_workload
 from ampbench.workloads.tasks import DataSpec

@@ -19,14 +19,11 @@ recipe; ``filter="dims"`` keeps only the hardware rule). torchao is an optional 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
-import logging
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,6 +33,7 @@ from torch import nn
 from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.precision.amp import AutocastRecipe
 from ampbench.precision.registry import is_fp8, register
+from ampbench.quiet_imports import torchao_quiet
 
 TORCHAO_MIN = (0, 18)
 """torchao 0.18 is the first with the three recipes by name; it needs torch >= 2.11."""
@@ -139,24 +137,6 @@ def import_torchao(module: str, what: str = "float8 training", install: str = IN
         raise AmpbenchError(f"torchao does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
                             f"{install}") from None
 
-
-@contextlib.contextmanager
-def torchao_quiet() -> Iterator[None]:
-    """Imports inside it leave torchao's import noise out of the console: its warning per CUDA/CUTLASS extension it
-    cannot load (every CPU machine) and torch's about a deprecated pytree registration in it, logged once, when
-    torchao is first imported -- by us, or by a library that imports it (transformers' quantizers do, when any
-    model class is built). Warnings raised inside are dropped too; errors still raise."""
-    loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
 
 
 def _too_small(recipe: str, out_features: int, in_features: int) -> bool:

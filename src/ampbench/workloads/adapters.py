@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ampbench.errors import AmpbenchError
-from ampbench.precision.fp8 import torchao_quiet
+from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
 from ampbench.workloads.user import build_module_workload
