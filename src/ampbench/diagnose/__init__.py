@@ -154,8 +154,8 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     The workload is built once; every check trains its own copy of the untouched model (same init, same
     data), so the checks do not disturb each other. ``mp_options``: the fp8 modes' fp8_skip/fp8_filter.
     A check that fails becomes an error finding; the others still run. ``on_progress`` gets a line as each check
-    starts and ends (its seconds, its findings), and first, where the mode's math is emulated on this device (fp16
-    on most CPUs), that it is: each check trains its own steps, and there they can take minutes.
+    starts and ends (its seconds, its findings), and first, where the mode runs here but not fast (its math emulated:
+    fp16 on most CPUs), that it does: each check trains its own steps, and there they can take minutes.
     """
     say = on_progress or (lambda _line: None)
 
@@ -193,7 +193,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                                 "the precision is honoured (the same math in the same dtype) on another kernel, which "
                                 "can be slower: speed here says nothing about a GPU", "", {"fallback": note}))
     ctx = CheckContext(build, precision, recipe, dev, bs, steps, half16, fixes, mp_options, trace)
-    if sup.note and "emulated" in sup.note:
+    if sup.note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs, fp8 through torchao on a CPU)
         say(f"{precision} on {dev}: {sup.note}; each check trains its own steps (--steps {steps}): expect them to "
             "take long")
     for i, check in enumerate(checks, 1):

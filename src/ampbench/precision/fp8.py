@@ -138,7 +138,6 @@ def import_torchao(module: str, what: str = "float8 training", install: str = IN
                             f"{install}") from None
 
 
-
 def _too_small(recipe: str, out_features: int, in_features: int) -> bool:
     """torchao's auto-filter thresholds (torchao/float8 README performance tables, H100): N = out, K = in."""
     n, k = out_features, in_features
