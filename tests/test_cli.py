@@ -169,3 +169,14 @@ def test_run_help_says_the_default_steps_the_run_takes() -> None:
     assert (cpu_steps, cpu_warmup) == (gpu_steps, gpu_warmup)  # (else the help must say each)
     assert f"(default: {cpu_steps} on a CPU and a GPU)" in helps["steps"]
     assert f"(default: {cpu_warmup} on a CPU and a GPU)" in helps["warmup"]
+
+
+def test_what_runs_is_a_line_in_a_log(capsys):
+    """A spinner shows nothing in a log, where a trace or an estimate can take minutes: there it is a line as it
+    starts (predict's tracing of each target, run's estimate)."""
+    from ampbench.cli.core import console, working
+
+    assert not console.is_terminal  # (pytest captures the output)
+    with working("tracing hf:gpt2 (meta tensors: nothing computed)"):
+        pass
+    assert capsys.readouterr().out == "  tracing hf:gpt2 (meta tensors: nothing computed) ...\n"

@@ -56,6 +56,18 @@ def invocation() -> list[str]:
 
 
 @contextlib.contextmanager
+def working(text: str) -> Iterator[None]:
+    """What runs now, for as long as it runs: a spinner in a terminal; in a log (where a spinner shows nothing, and
+    minutes can pass) a line as it starts."""
+    if console.is_terminal:
+        with console.status(text):
+            yield
+    else:
+        console.print(f"  [dim]{text} ...[/]", highlight=False)
+        yield
+
+
+@contextlib.contextmanager
 def warned_once() -> Iterator[None]:
     """Inside, each warning (its category, text and where it was raised) is shown once. Python's own "once" keeps its
     record in the raising module, and a user's ``--model`` file is imported afresh for each build: a model traced for

@@ -8,7 +8,7 @@ import json
 from rich.markup import escape
 
 from ampbench.cli import declared
-from ampbench.cli.core import app, console, open_store, warned_once
+from ampbench.cli.core import app, console, open_store, warned_once, working
 from ampbench.cli.examples import PYTORCH_MODEL_EXAMPLES
 from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
@@ -39,7 +39,7 @@ def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribu
     from ampbench.predict.run_time import run_cells, run_text, runs_text  # lazy: torch
 
     with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)
-        rows = config.predict(lambda t: console.status(f"tracing {t.label} (meta tensors: nothing computed)"))
+        rows = config.predict(lambda t: working(f"tracing {escape(t.label)} (meta tensors: nothing computed)"))
     several = len(config.gpus) > 1
     mark_ranks(rows)
     for part in comparison_tables(rows, console.width) if several else predicted_tables(rows, config.gpu, console.width):

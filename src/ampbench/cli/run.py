@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from ampbench.bench.estimate import run_estimate
 from ampbench.cli import declared
-from ampbench.cli.core import app, console, err_console, invocation, open_store
+from ampbench.cli.core import app, console, err_console, invocation, open_store, working
 from ampbench.cli.examples import MODEL_EXAMPLES
 from ampbench.cli.render import cell_line, plan_header, results_tables, run_with_progress
 from ampbench.command_options import RunOptions, RunOutput
@@ -92,7 +92,7 @@ def _estimate(config: Any, store: Any = None) -> Any:
     if store is not None:
         done = store.cell_keys(find_resumable(store, config).run_id)
         cells = [c for c in config.cells() if c.key() not in done]
-    with console.status("estimating the run's length (one timed step per workload and precision)"):
+    with working("estimating the run's length (one timed step per workload and precision)"):
         return run_estimate(config, config.launch.isolated(config.device), cells)
 
 
