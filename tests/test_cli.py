@@ -55,6 +55,20 @@ def test_list_at_80_columns_shows_every_word_of_every_mode_and_workload(monkeypa
     assert "ampbench[hf])" in words2  # (a cell's text, not markup)
 
 
+def test_list_shows_a_refusal_with_brackets_as_written(monkeypatch):
+    """Where torchao is missing the fp8 modes say "pip install 'ampbench[fp8]'": text, not a markup tag."""
+    import ampbench.precision as precision
+    from ampbench.precision.support import Support
+    from tests.conftest import cli
+
+    real = precision.supported
+    monkeypatch.setattr(precision, "supported", lambda name, device="cpu": Support(
+        False, "torchao is not installed; pip install 'ampbench[fp8]' (torchao)") if name.startswith("fp8") else
+        real(name, device))
+    code, out, _ = cli("list", "precisions")
+    assert code == 0 and "'ampbench[fp8]'" in out, out
+
+
 @pytest.mark.parametrize("args,expect", [
     (["list", "gpu"], "cannot list 'gpu': choose one of all, precisions, workloads, gpus"),
     (["--bogus"], "No such option"),

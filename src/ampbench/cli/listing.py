@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -91,9 +92,9 @@ def _list_precisions() -> None:
     for name in list_precisions():
         recipe = get(name)
         sup = supported(name, device)
-        text = f"[green]ok[/] ({device})" if sup.ok else f"[red]no[/]: {sup.reason}"
+        text = f"[green]ok[/] ({device})" if sup.ok else f"[red]no[/]: {escape(sup.reason)}"
         if sup.ok and sup.note:
-            text += f" [yellow]{sup.note}[/]"
+            text += f" [yellow]{escape(sup.note)}[/]"  # (escaped: "pip install 'ampbench[fp8]'" is no markup)
         names.append(Text(name, style="bold cyan"))
         aliases.append(Text(", ".join(recipe.aliases)))
         scales.append(Text(recipe.default_loss_scale))
