@@ -23,7 +23,7 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
         table.add_row("clocks / power", f"SM {env.get('sm_clock_mhz', '?')}/{env.get('sm_clock_max_mhz', '?')} MHz, "
                                         f"power limit {env.get('power_limit_w', '?')} W")
         peaks = p.get("peaks")
-        said = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) + f"  [dim]({p['peaks_source']})[/]" if peaks else ""
+        said = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) + f"  [dim]({escape(p['peaks_source'])})[/]" if peaks else ""
         table.add_row("dense peaks (TFLOP/s)", said or "not in ampbench's table: MFU will use the measured GEMM peak")
     else:
         hw = p["cpu_half_hardware"]
@@ -41,7 +41,7 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
     lines = []
     for name, m in modes.items():
         why = m["reason"] or m["note"]
-        lines.append(f"{'[green]ok[/]' if m['ok'] else '[red]no[/]'} {name}" + (f": {why}" if why else ""))
+        lines.append(f"{'[green]ok[/]' if m['ok'] else '[red]no[/]'} {name}" + (f": {escape(why)}" if why else ""))
     h = p.get("host_ops")
     if h:
         said = (f"forward {h['forward_us_per_op']:.1f} us, backward {h['backward_us_per_op']:.1f} us; optimizer "
@@ -50,7 +50,7 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
         table.add_row("host time per op", said + (f" (predict --host-us {h['host_us']})" if device_type == "cuda"
                                                   else " (CPU tensors: the dispatch alone)"))
     table.add_row("precision modes", "\n".join(lines))
-    table.add_row("verdict", p["verdict"])
+    table.add_row("verdict", escape(p["verdict"]))
     out: list[Any] = [table]
     if p["gemm"]:
         g = Table(title="GEMM micro-benchmark (random normal n x n @ n x n)", title_justify="left")
