@@ -63,3 +63,20 @@ def test_every_stored_prediction_is_reachable_beside_runs_of_other_workloads(tmp
     assert code == 2 and "no predictions of bert" in err
     code, out, err = cli("report", "--db", db, "--predictions", "--latest")
     assert code == 2 and "not both" in err
+
+
+def test_the_reports_predicted_memory_cells_are_the_predicted_peak_and_max_batch() -> None:
+    """The HTML/Markdown predictions table and the "Which GPU" memory cells read a prediction's peak and largest
+    batch (they read a run row's measured memory -- absent from a prediction -- and showed "-" on every row)."""
+    from ampbench.report.html import _figure_cell, predicted_cells
+    from ampbench.report.predictions import table
+
+    stored = {"workload": "hf:bert", "preset": "small", "batch_size": 32, "precision": "fp32", "gpu": "h100-sxm",
+              "status": "ok", "predicted_samples_per_s": 469.0, "predicted_peak_bytes": 4_111_467_596,
+              "predicted_max_batch": 887, "predicted_bound": "compute", "predicted_error_pct": 20,
+              "created_at": "2026-11-28T00:00:00Z"}
+    (line,) = table([stored], [])
+    expect = f"{4_111_467_596 / 2**30:.1f} GiB / 887"  # (oracle: the bytes in GiB by hand)
+    assert expect == "3.8 GiB / 887"
+    assert predicted_cells(line)[7] == expect
+    assert _figure_cell("memory", stored) == expect

@@ -26,6 +26,7 @@ from ampbench.report.console import (
 )
 from ampbench.report.gpu_comparison import advice as gpu_advice
 from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, usd_text
+from ampbench.report.gpu_comparison import memory_text as predicted_memory_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
@@ -343,7 +344,7 @@ def _figure_cell(figure: str, r: dict[str, Any] | None) -> str:
         return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
                 + (f' <span class="dim">±{band}%</span>' if band is not None else ""))
     if figure == "memory":
-        return e(memory_text(r))
+        return e(predicted_memory_text(r))
     if figure == "energy":
         return e(energy_text(r)) if r.get("predicted_joules_per_sample") is not None else "–"
     return e(usd_text(r)) if r.get("predicted_usd_per_million_samples") is not None else "–"
@@ -373,7 +374,7 @@ def predicted_cells(p: dict[str, Any]) -> list[str]:
     return [f"{p['workload']} ({p['preset']})" if p["preset"] else str(p["workload"]), str(p["gpu"]), str(p["setting"]),
             str(p["precision"]), num(p["predicted_samples_per_s"], ",.0f") + band, measured,
             f"{num(p['predicted_speedup_vs_fp32'], '.2f')} / {num(p['measured_speedup_vs_fp32'], '.2f')}",
-            memory_text(p), str(p["predicted_bound"])]
+            predicted_memory_text(p), str(p["predicted_bound"])]
 
 
 def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> str:
