@@ -301,7 +301,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
     predicted = predictions_table(predictions or [], all_rows or rows)
     if predicted:
         parts.append('<h2 id="predicted">Predicted on GPUs <span class="sub">(ampbench predict: a traced step priced on '
-                     "each GPU's datasheet; no GPU ran these)</span></h2>")
+                     "each GPU's measured kernel table where one exists, else its datasheet; no GPU ran these)</span></h2>")
         parts.append(_table(PREDICTED_HEADERS, [[e(c) for c in predicted_cells(p)] for p in predicted], left=4))
     if (run or {}).get("predictions_note"):  # (predictions of workloads this run did not measure: where they are)
         parts.append(f'<p class="dim">{e(run["predictions_note"])}</p>')  # type: ignore[index]

@@ -118,8 +118,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
     if predicted:
         from ampbench.report.html import PREDICTED_HEADERS, predicted_cells  # lazy: matplotlib
 
-        lines += ["### Predicted on GPUs (ampbench predict: a traced step priced on each GPU's datasheet; no GPU ran "
-                  "these)", "", "| " + " | ".join(PREDICTED_HEADERS) + " |",
+        lines += ["### Predicted on GPUs (ampbench predict: a traced step priced on each GPU's measured kernel table "
+                  "where one exists, else its datasheet; no GPU ran these)", "", "| " + " | ".join(PREDICTED_HEADERS) + " |",
                   "|" + " --- |" * 4 + " ---: |" * (len(PREDICTED_HEADERS) - 5) + " --- |"]
         lines += ["| " + " | ".join(md_escape(c) for c in predicted_cells(p)) + " |" for p in predicted]
         lines.append("")
