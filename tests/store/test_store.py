@@ -133,6 +133,40 @@ def test_export_import_roundtrip_between_stores(tmp_path: Path) -> None:
     assert len(b.hw("dev")) == 1
 
 
+def test_a_kernel_table_moves_with_export_and_import_once(tmp_path: Path) -> None:
+    """``hw --calibrate`` on the GPU machine, ``predict`` on a laptop: the table travels in the export (it did not:
+    runs, rows and probes only) and is added once; oracle: the stored table read back from the other store."""
+    import torch
+
+    from ampbench.measure import calibrate as cal
+
+    a, run = _store(tmp_path)
+    a.add(_row(run, "fp32", 100.0))
+    table = cal.sweep(torch.device("cpu"), cases=cal.cases(cal.CPU_SIZES, ["fp32"])[:3], min_s=0.0)
+    a.add_calibration(table)
+    write_json(export_data(a), tmp_path / "x.json")
+    b = Store(tmp_path / "other.db")
+    assert import_file(b, tmp_path / "x.json") == Imported(1, 1, 0, 1)
+    assert import_file(b, tmp_path / "x.json") == Imported(0, 0, 0, 0)  # (the same device and time: not again)
+    (back,) = b.calibrations(table["device_name"])
+    assert back["kernels"] == json.loads(json.dumps(table["kernels"])) and back["created_at"] == table["created_at"]
+    # a GPU's table (the shipped H200 sweep: kernels, workspaces, power per kind) arrives whole: predict reads it as is
+    import ampbench.predict as predict_pkg
+
+    h200 = cal.from_csv((Path(predict_pkg.__file__).parent / "calibration" / "h200.csv").read_text())
+    a.add_calibration(h200)
+    write_json(export_data(a), tmp_path / "x.json")
+    assert import_file(b, tmp_path / "x.json") == Imported(0, 0, 0, 1)
+    assert b.calibrations("NVIDIA H200") == [h200]
+    data = json.loads((tmp_path / "x.json").read_text())
+    data["calibrations"][0]["kernels"] = "many"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    c = Store(tmp_path / "third.db")
+    with pytest.raises(AmpbenchError, match="kernel table 0 needs a device_name and created_at .* nothing was imported"):
+        import_file(c, tmp_path / "bad.json")
+    assert c.runs() == [] and c.calibrations() == []
+
+
 @pytest.mark.parametrize("content, msg", [("{", "is not JSON"), ('{"format": "other"}', "not an ampbench export"),
                                           ('{"format": "ampbench-results", "version": 99}', "format version 99")])
 def test_import_rejects_bad_files(tmp_path: Path, content: str, msg: str) -> None:

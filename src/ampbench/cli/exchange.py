@@ -22,8 +22,8 @@ def export_cmd(
     db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
     run: Annotated[Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
 ) -> None:
-    """Write runs and rows as JSON, to move them to another machine (ampbench import). --out - writes them to
-    standard output."""
+    """Write runs and rows (and the store's kernel tables, hw --calibrate's) as JSON, to move them to another
+    machine (ampbench import). --out - writes them to standard output."""
 
     check_output_file(out, "--out", "results.json")
     store = open_store(db, create=False)
@@ -33,7 +33,8 @@ def export_cmd(
         sys.stdout.write(json_text(data) + "\n")
         return
     write_json(data, out)
-    console.print(f"wrote {plural(len(data['runs']), 'run')}, {plural(len(data['rows']), 'row')} to "
+    tables = f", {plural(len(data['calibrations']), 'kernel table')}" if data["calibrations"] else ""
+    console.print(f"wrote {plural(len(data['runs']), 'run')}, {plural(len(data['rows']), 'row')}{tables} to "
                   f"{escape(str(out))}")
 
 
@@ -50,5 +51,6 @@ def import_cmd(
         kept = (f"; {plural(done.differing, 'stored row')} differ{'s' if done.differing == 1 else ''} from the file's "
                 "and {} kept as stored (import never overwrites: import into another --db to keep both)".format(
                     "was" if done.differing == 1 else "were")) if done.differing else ""
-        console.print(escape(f"{f}: {plural(done.runs, 'new run')}, {plural(done.rows, 'new row')}{kept}"))
+        tables = f", {plural(done.calibrations, 'new kernel table')}" if done.calibrations else ""
+        console.print(escape(f"{f}: {plural(done.runs, 'new run')}, {plural(done.rows, 'new row')}{tables}{kept}"))
 

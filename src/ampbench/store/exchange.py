@@ -32,7 +32,9 @@ def clean_json(value: Any) -> Any:
 
 
 def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any]:
-    """Runs, their rows (with derived keys) and the hardware probes, as one JSON-able document."""
+    """Runs, their rows (with derived keys), the hardware probes and the kernel tables (``ampbench hw --calibrate``:
+    a GPU's own kernels, which ``predict`` on another machine prices that GPU from once imported), as one JSON-able
+    document."""
     runs = [r for r in store.runs() if run_ids is None or r.run_id in run_ids]
     hw = store.hw()
     rows: list[dict[str, Any]] = []
@@ -44,6 +46,7 @@ def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any
         "runs": [r.to_dict() for r in runs],
         "rows": clean_json(derive(rows, hw)),
         "hw": clean_json(hw),
+        "calibrations": clean_json(store.calibrations()),
     }
 
 
@@ -63,6 +66,8 @@ class Imported:
     runs: int
     rows: int
     differing: int = 0
+    calibrations: int = 0
+    """Kernel tables added (one already stored -- its device and time -- is not added again)."""
 
 
 def import_file(store: Store, path: Path) -> Imported:
@@ -94,7 +99,11 @@ def import_file(store: Store, path: Path) -> Imported:
             differing += 1
     for probe in data.get("hw", []):
         store.add_hw(probe)
-    return Imported(runs, rows, differing)
+    have = {(t["device_name"], t.get("created_at")) for t in store.calibrations()}
+    tables = [t for t in data.get("calibrations", []) if (t["device_name"], t.get("created_at")) not in have]
+    for table in tables:
+        store.add_calibration(table)
+    return Imported(runs, rows, differing, len(tables))
 
 
 def _differs(stored: dict[str, Any] | None, incoming: dict[str, Any]) -> bool:
@@ -109,7 +118,7 @@ def _differs(stored: dict[str, Any] | None, incoming: dict[str, Any]) -> bool:
 def _check_document(data: dict[str, Any], path: Path) -> None:
     """Refuse the whole file, naming the first bad entry, when a run, row or probe is not what ampbench writes."""
     where = f"import: {path}"
-    for key in ("runs", "rows", "hw"):
+    for key in ("runs", "rows", "hw", "calibrations"):
         if not isinstance(data.get(key, []), list):
             raise AmpbenchError(f"{where}: \"{key}\" must be a list; nothing was imported")
     for i, r in enumerate(data.get("runs", [])):
@@ -125,6 +134,11 @@ def _check_document(data: dict[str, Any], path: Path) -> None:
     for i, h in enumerate(data.get("hw", [])):
         if not (isinstance(h, dict) and isinstance(h.get("device_name"), str) and isinstance(h.get("gemm", []), list)):
             raise AmpbenchError(f"{where}: hw probe {i} needs a device_name and a gemm list; nothing was imported")
+    for i, t in enumerate(data.get("calibrations", [])):
+        if not (isinstance(t, dict) and isinstance(t.get("device_name"), str) and isinstance(t.get("created_at"), str)
+                and isinstance(t.get("kernels"), list) and all(isinstance(k, dict) for k in t["kernels"])):
+            raise AmpbenchError(f"{where}: kernel table {i} needs a device_name and created_at (strings) and a list of "
+                                "kernels; nothing was imported")
 
 
 CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures", "samples_per_s_repeats",
