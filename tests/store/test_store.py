@@ -158,6 +158,7 @@ def test_a_kernel_table_moves_with_export_and_import_once(tmp_path: Path) -> Non
     write_json(export_data(a), tmp_path / "x.json")
     assert import_file(b, tmp_path / "x.json") == Imported(0, 0, 0, 1)
     assert b.calibrations("NVIDIA H200") == [h200]
+    assert export_data(a, kernel_tables=False)["calibrations"] == []  # (run --json: the run's own results)
     data = json.loads((tmp_path / "x.json").read_text())
     data["calibrations"][0]["kernels"] = "many"
     (tmp_path / "bad.json").write_text(json.dumps(data))

@@ -125,7 +125,7 @@ def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | 
     for advice in advice_lines(rows):
         console.print(advice)
     if json_out is not None:
-        write_json(export_data(store, [info.run_id]), json_out)
+        write_json(export_data(store, [info.run_id], kernel_tables=False), json_out)
         console.print(f"wrote {escape(str(json_out))}")
     if report is not False:
         path = write_report(store, report or None, info.run_id)  # type: ignore[arg-type]

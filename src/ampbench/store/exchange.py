@@ -31,10 +31,10 @@ def clean_json(value: Any) -> Any:
     return value
 
 
-def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any]:
+def export_data(store: Store, run_ids: list[str] | None = None, kernel_tables: bool = True) -> dict[str, Any]:
     """Runs, their rows (with derived keys), the hardware probes and the kernel tables (``ampbench hw --calibrate``:
     a GPU's own kernels, which ``predict`` on another machine prices that GPU from once imported), as one JSON-able
-    document."""
+    document. ``kernel_tables=False``: without them (``run --json``: the run's own results)."""
     runs = [r for r in store.runs() if run_ids is None or r.run_id in run_ids]
     hw = store.hw()
     rows: list[dict[str, Any]] = []
@@ -46,7 +46,7 @@ def export_data(store: Store, run_ids: list[str] | None = None) -> dict[str, Any
         "runs": [r.to_dict() for r in runs],
         "rows": clean_json(derive(rows, hw)),
         "hw": clean_json(hw),
-        "calibrations": clean_json(store.calibrations()),
+        "calibrations": clean_json(store.calibrations()) if kernel_tables else [],
     }
 
 
