@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ampbench import seam
 from ampbench.cli.core import app, console
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import predictable
+
+if TYPE_CHECKING:
+    from ampbench.report.console import Col
 
 
 @app.command("list")
@@ -33,7 +35,7 @@ def list_cmd(
 
 
 def _list_gpus() -> None:
-    from ampbench.report.console import Col, stack_tables  # lazy: torch
+    from ampbench.report.console import Col  # lazy: torch
 
     gpus = predictable()
     peaks = {m: [f"{g.tflops[m]:g}" if m in g.tflops else ("fp32 math" if m == "fp16" and not g.tensor_cores else "-")
@@ -44,16 +46,12 @@ def _list_gpus() -> None:
             *(Col(m, cells) for m, cells in peaks.items()),
             Col("TDP W", [f"{g.tdp_w:g}" if g.tdp_w else "-" for g in gpus]),
             Col("NVLink GB/s", [f"{g.nvlink_gbs:g}" if g.nvlink_gbs else "-" for g in gpus])]
-    # (stacked into narrower tables, each led by the GPU's key, when the columns do not fit the terminal: no number
-    # or header is ever cut)
-    for table in stack_tables("GPUs (dense peak TFLOP/s; half: Tensor Cores with fp32 accumulate; sources: "
-                              "ampbench/measure/gpus.csv)", Col("--gpu", [g.key for g in gpus], justify="left"), cols,
-                              console.width):
-        console.print(table)
+    _print_stacked("GPUs (dense peak TFLOP/s; half: Tensor Cores with fp32 accumulate; sources: "
+                   "ampbench/measure/gpus.csv)", Col("--gpu", [g.key for g in gpus], justify="left"), cols)
 
 
 def _list_workloads() -> None:
-    from ampbench.report.console import Col, stack_tables  # lazy: torch
+    from ampbench.report.console import Col  # lazy: torch
     from ampbench.workloads import PRESETS  # lazy: torch
 
     rows = [(w.name, w.description, w.paper, w.data, w.options)
@@ -69,15 +67,17 @@ def _list_workloads() -> None:
     names, *texts = zip(*rows)
     cols = [Col(header, [Text(c) for c in cells], justify="left", wraps=True)  # (Text: "ampbench[hf]" is no markup)
             for header, cells in zip(("what it is", "paper preset", "--data-dir", "options"), texts)]
-    _print_stacked(stack_tables(f"Workloads (presets: {', '.join(PRESETS)})",
-                                Col("name", [Text(n, style="bold cyan") for n in names], justify="left"), cols,
-                                console.width))
+    _print_stacked(f"Workloads (presets: {', '.join(PRESETS)})",
+                   Col("name", [Text(n, style="bold cyan") for n in names], justify="left"), cols)
 
 
-def _print_stacked(tables: list[Table]) -> None:
-    """Tables too wide for the terminal come stacked, each led by the name column (:func:`stack_tables`): at 80
-    columns every text wraps at its spaces in a column of at least 24, none is cut to a sliver."""
-    for table in tables:
+def _print_stacked(title: str, key: Col, cols: list[Col]) -> None:
+    """The columns as one table, or stacked into narrower tables each led by the ``key`` column when they do not fit
+    the terminal (:func:`ampbench.report.console.stack_tables`): no number or header cut; at 80 columns every text
+    wraps at its spaces in a column of at least 24, none is squeezed to a sliver."""
+    from ampbench.report.console import stack_tables  # lazy: torch
+
+    for table in stack_tables(title, key, cols, console.width):
         console.print(table)
 
 
@@ -85,7 +85,7 @@ def _list_precisions() -> None:
     import torch  # lazy: torch
 
     from ampbench.precision import get, list_precisions, supported  # lazy: torch
-    from ampbench.report.console import Col, stack_tables  # lazy: torch
+    from ampbench.report.console import Col  # lazy: torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     names, aliases, scales, does, here = [], [], [], [], []
@@ -103,4 +103,4 @@ def _list_precisions() -> None:
     cols = [Col("aliases", aliases, justify="left", wraps=True), Col("loss scale", scales, justify="left"),
             Col("what it does", does, justify="left", wraps=True),
             Col("on this machine", here, justify="left", wraps=True)]
-    _print_stacked(stack_tables("Precision modes", Col("name", names, justify="left"), cols, console.width))
+    _print_stacked("Precision modes", Col("name", names, justify="left"), cols)
