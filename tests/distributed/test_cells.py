@@ -184,6 +184,40 @@ def test_scaling_efficiency_divides_by_world_size_times_the_one_process_cell_on_
     assert derive([row(None, 100.0, "cpu"), row("ddp", 150.0, "cpu")])[1]["scaling_efficiency"] is None
 
 
+def test_the_distributed_advice_says_when_one_process_ran_faster_and_the_console_drops_an_empty_scaling_column() -> None:
+    """On a CPU the ranks share the cores one process already used: 2 ranks ran 1,214 samples/s where one process ran
+    1,714 (bert tiny, this machine), and the advice called the ranks "fastest" with no word of it; the scaling column was
+    '-' on every row (the efficiency is CUDA's only)."""
+    from rich.console import Console
+
+    from ampbench.report.console import results_tables
+    from ampbench.report.strategies import strategy_summary
+    from ampbench.store import derive
+
+    def row(strategy: str | None, precision: str, sps: float, device: str) -> dict[str, object]:
+        return {"run_id": "r", "workload": "w", "preset": "small", "batch_size": 8, "device_name": "D", "device": device,
+                "precision": precision, "status": "ok", "samples_per_s": sps, "strategy": strategy,
+                "world_size": 2 if strategy else 1, "grad_reduce_dtype": None}
+
+    cpu = derive([row(None, "fp32", 1704.0, "cpu"), row(None, "master-bf16", 1714.0, "cpu"),
+                  row("ddp", "fp32", 1214.0, "cpu"), row("fsdp", "fp32", 466.0, "cpu")])
+    said = strategy_summary(cpu)
+    assert said is not None and said.startswith("fastest across ranks: fp32 · ddp x2, 1,214 samples/s")
+    assert "slower than one process: master-bf16 ran 1,714 samples/s (0.71x; the ranks share this CPU's cores)" in said
+    gpu = derive([row(None, "fp32", 100.0, "cuda:0"), row("ddp", "fp32", 180.0, "cuda:0")])
+    said = strategy_summary(gpu)
+    assert said is not None and "slower than one process" not in said and "scaling efficiency 0.90" in said
+
+    def text(rows: list[dict[str, object]]) -> str:
+        console = Console(width=200, record=True)
+        for t in results_tables(rows, width=200):
+            console.print(t)
+        return console.export_text()
+
+    assert "scaling" not in text(cpu) and "ddp x2" in text(cpu)
+    assert "scaling" in text(gpu) and "0.90" in text(gpu)
+
+
 def test_convergence_and_inference_are_measured_across_ranks() -> None:
     """converge in a distributed cell: every rank trains the seeds in its own data order; the row carries rank 0's
     curves, and rank 0's forward latency under the strategy (FSDP's all-gathers included)."""

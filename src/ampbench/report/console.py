@@ -227,7 +227,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
         varies = [c for c in apart if len({str(x) for x in c.cells}) > 1]
         keys += varies
         cols += [c for c in apart if c not in varies]
-        if dist:
+        if any(r.get("scaling_efficiency") is not None for r in group):  # (CUDA only: none on a CPU)
             cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
         status = [r.get("status") or "?" for r in group]
         cols += [Col("status", [Text(st, style=STATUS_STYLE.get(st, "")) for st in status], "left"),

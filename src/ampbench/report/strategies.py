@@ -30,6 +30,14 @@ def strategy_summary(rows: list[dict[str, Any]]) -> str | None:
     eff = fastest.get("scaling_efficiency")
     if isinstance(eff, (int, float)):
         parts[-1] += f" (scaling efficiency {eff:.2f} vs its one-process cell)"
+    singles = [r for r in rows if not r.get("strategy") and r.get("status") == "ok" and _speed(r) > 0]
+    if singles and max(map(_speed, singles)) > _speed(fastest):
+        # (say so: the ranks' speed is no gain when one process ran faster -- on a CPU, where the ranks share the
+        # cores the one process already used, or over a slow interconnect)
+        one = max(singles, key=_speed)
+        where = "; the ranks share this CPU's cores" if not str(one.get("device") or "").startswith("cuda") else ""
+        parts[-1] += (f" -- slower than one process: {display_name(one)} ran {_speed(one):,.0f} samples/s"
+                      f" ({_speed(fastest) / _speed(one):.2f}x{where})")
     with_mem = [r for r in dist if compared_memory(r)]
     if with_mem:
         lean = min(with_mem, key=lambda r: compared_memory(r) or float("inf"))
