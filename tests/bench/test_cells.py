@@ -105,11 +105,50 @@ def test_maxbatch_on_cpu_with_a_budget() -> None:
     from ampbench.bench.runner import inprocess_trial
 
     spec = _spec(measures=("maxbatch",), memory_budget=4 * 2**30, maxbatch_limit=256)
-    row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: {"samples_per_s": 1.0})
+    row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: {"status": "ok", "samples_per_s": 1.0})
     assert row["status"] == "ok", row["reason"]
     assert row["max_batch"] == 256 and row["max_batch_limit_hit"] is True
     assert [t[0] for t in row["max_batch_trials"]] == [4, 8, 16, 32, 64, 128, 256]
-    assert row["max_batch_samples_per_s"] == 1.0
+    assert row["max_batch_samples_per_s"] == 1.0 and not row.get("warnings")
+
+
+def test_a_throughput_at_the_max_batch_that_failed_says_why_in_the_rows_warnings() -> None:
+    """It was left out without a word: on this CPU mnist-cnn amp-bf16's trials fit 6,144 under --memory-budget 256MiB,
+    and the timed run there went over it (oom); the row's max_batch_samples_per_s was null with no reason."""
+    from ampbench.bench.runner import inprocess_trial
+
+    spec = _spec(measures=("maxbatch",), memory_budget=4 * 2**30, maxbatch_limit=8)
+    over = {"status": "oom", "reason": "memory peak 275 MiB > --memory-budget 256 MiB", "samples_per_s": None}
+    row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: over)
+    assert row["status"] == "ok" and row["max_batch"] == 8 and row.get("max_batch_samples_per_s") is None
+    assert row["warnings"] == ["throughput at the max batch 8 not measured: oom (memory peak 275 MiB > --memory-budget "
+                               "256 MiB); the trials' few steps held less than the timed run: a larger --memory-margin "
+                               "leaves it room"]
+    row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: {})  # (a child that died)
+    assert row["warnings"] == ["throughput at the max batch 8 not measured: failed (no row came back)"]
+
+
+def test_a_max_batch_trial_stages_the_batches_the_timed_cell_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trial staged 1 batch where the timed cell stages 4: at mnist-cnn's max batch on a CPU the trial's peak was
+    24 MiB under the timed run's, which then went over the budget the trial said it fits."""
+    import ampbench.frameworks.torch.cell as torch_cell
+    from ampbench.bench.runner import inprocess_trial
+
+    staged: list[int] = []
+    real = torch_cell.build_step
+
+    def build_step(*args: object, **kw: object) -> object:
+        step = real(*args, **kw)  # type: ignore[arg-type]
+        staged.append(len(step.batches))
+        return step
+
+    monkeypatch.setattr(torch_cell, "build_step", build_step)
+    spec = _spec(measures=("maxbatch", "throughput"), memory_budget=4 * 2**30, maxbatch_limit=4)
+    row = run_cell(spec, maxbatch_trial=inprocess_trial,
+                   throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
+    assert row["status"] == "ok", row["reason"]
+    trial, timed = staged[0], staged[-1]
+    assert trial == timed > 1 and len(staged) >= 3  # (a trial, the throughput at the max batch, the cell's own)
 
 
 def test_the_memory_peak_is_the_steady_state_step_s_not_the_first_step_s() -> None:

@@ -55,6 +55,12 @@ def judge_timed_steps(row: dict[str, Any], loss: float, skipped_timed: int, time
             f"{calls} steps, loss scale {scale:g}): they did not train, yet samples/s counts them")]
 
 
+def add_warnings(row: dict[str, Any], warnings: list[str] | None) -> None:
+    """Append ``warnings`` to the row's (a measurement never replaces what an earlier one warned of)."""
+    if warnings:
+        row["warnings"] = [*(row.get("warnings") or []), *warnings]
+
+
 def first_line(e: BaseException) -> str:
     msg = str(e).strip().splitlines()
     text = msg[0] if msg else ""
@@ -69,7 +75,7 @@ def search_cell_max_batch(spec: CellSpec, batch_size: int, trial: Callable[[Cell
     if trial is None:
         raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
     return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.measure.maxbatch_limit,
-                             (lambda b: throughput_at(spec, b).get("samples_per_s")) if throughput_at else None)
+                             (lambda b: throughput_at(spec, b)) if throughput_at else None)
 
 
 def trial_failed(e: BaseException, oom: bool) -> dict[str, Any]:

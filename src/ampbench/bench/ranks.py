@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ampbench.bench.cell_row import base_row
+from ampbench.bench.cell_row import add_warnings, base_row
 from ampbench.bench.jobs import job
 from ampbench.cells import CellSpec
 from ampbench.launch import RankResults, Torchrun, describe_exit
@@ -99,13 +99,12 @@ def run_cell_distributed(spec: CellSpec, timeout: float | None = None, node_rank
     if row["status"] != "ok" or not row.get("batch_size"):
         return row
 
-    def throughput_at(b: int) -> float | None:
-        at = run_distributed(spec.measuring(("throughput",), b), timeout, node_rank=node_rank,
-                             endpoint=endpoint)
-        return at.get("samples_per_s") if at["status"] == "ok" else None
+    def throughput_at(b: int) -> dict[str, Any]:
+        return run_distributed(spec.measuring(("throughput",), b), timeout, node_rank=node_rank, endpoint=endpoint)
 
     keys, error = measure_max_batch(lambda b: rank_trial(spec, b, timeout, node_rank, endpoint),
                                     int(row["batch_size"]), spec.measure.maxbatch_limit, throughput_at)
+    add_warnings(row, keys.pop("warnings", None))
     row.update(keys)
     if error:
         row.update(status="error", reason=f"maxbatch trial failed: {error}")

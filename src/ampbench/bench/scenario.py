@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ampbench import phases, progress
-from ampbench.bench.cell_row import base_row, record_failure, search_cell_max_batch, trial_failed, trial_fits
+from ampbench.bench.cell_row import (
+    add_warnings,
+    base_row,
+    record_failure,
+    search_cell_max_batch,
+    trial_failed,
+    trial_fits,
+)
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError, TrainingDivergedError, UnsupportedPrecisionError
 from ampbench.launch import turn
@@ -189,6 +196,7 @@ def _measure(spec: CellSpec, verbs: CellVerbs[W, T], row: dict[str, Any],
     if "maxbatch" in measures:  # first: the trials' processes must not share the device with this cell's model
         phases.enter("maxbatch", "max batch")
         keys, error = search_cell_max_batch(spec, batch_size, maxbatch_trial, throughput_at)
+        add_warnings(row, keys.pop("warnings", None))
         row.update(keys)
         if error:  # (the trials so far stay in the row)
             raise AmpbenchError(f"maxbatch trial failed: {error}")

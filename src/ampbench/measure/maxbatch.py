@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,24 @@ def search_max_batch(trial: Callable[[int], Trial], start: int = 1, limit: int =
 
 
 def measure_max_batch(trial: Callable[[int], Trial], start: int, limit: int,
-                      throughput_at: Callable[[int], float | None] | None = None) -> tuple[dict[str, object], str]:
+                      throughput_at: Callable[[int], dict[str, Any]] | None = None) -> tuple[dict[str, Any], str]:
     """The row keys of a max-batch search (one process or across ranks: the same driver) and the error that
     stopped it ("" when none): the search from ``min(start, limit)``, its trials, and the throughput at the
-    largest batch that fit (``throughput_at``, when given and the search found one)."""
+    largest batch that fit (``throughput_at``, when given and the search found one: the row of a throughput-only cell
+    at that batch). A throughput that could not be measured there says why in the keys' ``warnings`` (it was left
+    out without a word: a timed run over --memory-budget at a batch the trials said fits read as a missing figure)."""
     result = search_max_batch(trial, start=min(start, limit), limit=limit)
-    keys: dict[str, object] = {"max_batch": result.max_batch, "max_batch_limit_hit": result.limit_hit,
+    keys: dict[str, Any] = {"max_batch": result.max_batch, "max_batch_limit_hit": result.limit_hit,
                                "max_batch_trials": [[t.batch_size, t.fits, t.peak_bytes] for t in result.trials]}
     if not result.error and result.max_batch and throughput_at is not None:
-        keys["max_batch_samples_per_s"] = throughput_at(result.max_batch)
+        at = throughput_at(result.max_batch)
+        speed = at.get("samples_per_s")
+        if at.get("status") == "ok" and isinstance(speed, (int, float)):
+            keys["max_batch_samples_per_s"] = speed
+        else:
+            why = at.get("reason") or "no row came back"
+            keys["warnings"] = [f"throughput at the max batch {result.max_batch:,} not measured: "
+                                f"{at.get('status') or 'failed'} ({why})" + (
+                                    "; the trials' few steps held less than the timed run: a larger --memory-margin "
+                                    "leaves it room" if at.get("status") == "oom" else "")]
     return keys, result.error

@@ -198,7 +198,8 @@ ROW_KEYS: dict[str, str] = {
                  "(GPU memory, or --memory-budget on CPU) with the safety margin.",
     "max_batch_limit_hit": "True when the search stopped at its upper limit: the real maximum is larger.",
     "max_batch_trials": "The trials of the search: [batch, ok, peak bytes].",
-    "max_batch_samples_per_s": "Throughput measured at max_batch.",
+    "max_batch_samples_per_s": "Throughput measured at max_batch (null when that timed cell failed: the row's "
+                               "warnings say why).",
     # convergence
     "converge": "Convergence data: steps, seeds, loss curves per seed, final losses, metrics, skipped steps, "
                 "loss-scale trajectories, diverged seeds.",

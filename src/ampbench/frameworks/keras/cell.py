@@ -22,10 +22,7 @@ from typing import Any
 import numpy as np
 
 from ampbench import phases, progress
-from ampbench.bench.cell_row import (
-    first_line,
-    judge_timed_steps,
-)
+from ampbench.bench.cell_row import add_warnings, first_line, judge_timed_steps
 from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.cpuinfo import cpu_half_hardware, cpu_name
@@ -105,7 +102,7 @@ class KerasCell(CellVerbs[KerasWorkload, Any]):
         _warm_runtime(keras, wl)
         peak = KerasPeak(spec.backend or "", gpu)
         peak.start(rss())
-        trainer = Trainer(wl.model(keras), wl.batches(batch_size, 1))
+        trainer = Trainer(wl.model(keras), wl.batches(batch_size, _staged(wl, batch_size)))  # (as the timed cell)
         for _ in range(spec.measure.maxbatch_trial_steps):
             trainer()
         return peak.peak(), backends.gpu_facts().get("memory_total_bytes") if gpu else None
@@ -149,6 +146,11 @@ def _env(row: dict[str, Any], spec: CellSpec, facts: dict[str, Any], tf32: dict[
             "keras_backend": spec.backend}
 
 
+def _staged(wl: KerasWorkload, batch_size: int) -> int:
+    """The batches a timed cell holds and cycles (a max-batch trial holds as many: what fits is what the cell runs)."""
+    return min(4, max(1, wl.n_train // batch_size))
+
+
 def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size: int, gpu: bool,
                        row: dict[str, Any]) -> Trainer:
     # (phase "setup": the scenario entered it)
@@ -158,12 +160,11 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = wl.model(keras)
-    n_batches = min(4, max(1, wl.n_train // batch_size))
-    trainer = Trainer(model, wl.batches(batch_size, n_batches))
+    trainer = Trainer(model, wl.batches(batch_size, _staged(wl, batch_size)))
     row["loss_scaled"] = trainer.loss_scaled
     note = output_warning(model, row.get("keras_policy") or "")
     if note:
-        row["warnings"] = [note]
+        add_warnings(row, [note])
     phases.enter("first_step", "first step (tracing and compiling the train step)")
     t = time.perf_counter()
     trainer()
@@ -192,7 +193,7 @@ def _throughput_memory(keras: Any, wl: KerasWorkload, spec: CellSpec, batch_size
                keras_output_dtype=str(getattr(model.layers[-1], "compute_dtype", "")) if model.layers else None)
     judge_timed_steps(row, trainer.last_loss, skipped_timed, spec.measure.steps, trainer.calls, trainer.scale)
     if caught:
-        row["warnings"] = (row["warnings"] or []) + [str(w.message).splitlines()[0] for w in caught[:3]]
+        add_warnings(row, [str(w.message).splitlines()[0] for w in caught[:3]])
     check_budget(spec, used)  # (over it: the cell ends as a PyTorch one does -- oom, nothing more measured)
     return trainer
 
