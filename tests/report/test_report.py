@@ -147,6 +147,8 @@ def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> Non
     assert c.returncode == 0, c.stderr
     flat = " ".join(c.stdout.split())
     assert "relative to Tesla V100-SXM2-16GB" in flat and "2.64x" in flat and "fp32" not in flat
+    every = " ".join(_cli("compare", "--db", db).stdout.split())  # (a workload measured on the A100 alone: said once)
+    assert every.count("only one device has results") == 1 and "for 1 of the 2 settings" in every, every
     bad = _cli("report", "--db", db, "--format", "pdf")
     assert bad.returncode == 2 and "--format 'pdf': choose one of html, md, csv" in bad.stderr
     bad = _cli("compare", "--db", db, "--reference", "TPU")

@@ -49,8 +49,11 @@ def compare_cmd(
         for table in stack_tables(f"{escape(t.title)}: samples/s relative to {escape(t.reference)}", key, cols,
                                   console.width):
             console.print(table)
-        if len(t.devices) == 1:
-            console.print("[dim]only one device has results here: ampbench import other machines' exports to compare[/]")
+    alone = sum(len(t.devices) == 1 for t in tables)
+    if alone:  # (said once, not under every table: a one-machine store printed it once per setting)
+        which = "" if alone == len(tables) else f" for {alone} of the {len(tables)} settings"
+        console.print(f"[dim]only one device has results{which} here: ampbench import other machines' exports to "
+                      "compare[/]")
     _predicted(store, sorted({t.workload for t in tables}), precs)
 
 
