@@ -68,16 +68,47 @@ def test_without_tensor_cores_half_precision_buys_memory_not_speed(rows: list[di
     assert not any("buy memory" in line for line in no_speedup_lines(rows) if "rtx-2080-ti" in line)
 
 
+def _modes_of(line: str, cell: str) -> list[str]:
+    """The modes an advice line speaks of ("<cell> fp32, tf32: ..." or "<cell> every mode (fp32, ...): ...")."""
+    head = line.split(": ", 1)[0].removeprefix(cell + " ")
+    return head.removeprefix("every mode (").removesuffix(")").split(", ")
+
+
 def test_the_advisor_names_the_fastest_and_the_most_frugal_gpu(rows: list[dict]) -> None:
-    said = {line.split(": ", 1)[0]: line for line in advice(rows)}
+    cell = "tabular-mlp (small, batch 65536)"
+    said = {mode: line for line in advice(rows) for mode in _modes_of(line, cell)}
     for precision in ("fp32", "amp-fp16", "master-fp16"):
         ok = [r for r in rows if r["precision"] == precision]
         fastest = max(ok, key=lambda r: r["predicted_samples_per_s"])["gpu"]
         frugal = min(ok, key=lambda r: r["predicted_joules_per_sample"])["gpu"]
-        line = said[f"tabular-mlp (small, batch 65536) {precision}"]
+        line = said[precision]
         assert f"fastest {fastest}" in line and f"most energy-efficient {frugal}" in line
         assert "cheapest" not in line  # (no prices)
-    assert "tabular-mlp (small, batch 65536) amp-bf16" not in said  # (one GPU runs it: nothing to compare)
+    assert "amp-bf16" not in said  # (one GPU runs it: nothing to compare)
+
+
+def test_modes_with_the_same_picks_share_a_line_their_figures_a_range() -> None:
+    """A launch-bound model on an L4 and an H100: eight lines said "fastest: none beyond the error band; most
+    energy-efficient l4", mode after mode. Modes whose picks name the same GPUs (and the same power basis) share one
+    line, the figures as the range of theirs; a mode that picks otherwise keeps its own."""
+    def cell(gpu: str, mode: str, rate: float, joules: float) -> dict:
+        return _cell(gpu, rate, 25, precision=mode, predicted_joules_per_sample=joules, predicted_energy_basis="TDP")
+
+    rows = [cell("l4", "fp32", 117_885.0, 0.611e-3), cell("h100-sxm", "fp32", 117_756.0, 1.69e-3),
+            cell("l4", "amp-bf16", 82_988.0, 0.868e-3), cell("h100-sxm", "amp-bf16", 82_923.0, 2.34e-3)]
+    (line,) = advice(rows)
+    assert line == ("w (tiny, batch 8) fp32, amp-bf16: fastest: none beyond the error band (the best 82,988-117,885 "
+                    "samples/s); most energy-efficient l4 (0.611-0.868 mJ/sample at TDP)"), line
+    rows.append(cell("l4", "amp-fp16", 58_603.0, 1.23e-3))
+    rows.append(cell("h100-sxm", "amp-fp16", 58_571.0, 3.35e-3))
+    (line,) = advice(rows)
+    assert line.startswith("w (tiny, batch 8) every mode (fp32, amp-bf16, amp-fp16): ") and "0.611-1.23 mJ" in line
+    rows.append(cell("h100-sxm", "pure-bf16", 300_000.0, 0.2e-3))  # (the H100 leads here: a line of its own)
+    rows.append(cell("l4", "pure-bf16", 100_000.0, 0.9e-3))
+    lines = list(advice(rows))
+    assert len(lines) == 2 and lines[1] == ("w (tiny, batch 8) pure-bf16: fastest h100-sxm (300,000 samples/s); "
+                                            "most energy-efficient h100-sxm (0.200 mJ/sample at TDP)"), lines
+    assert lines[0].startswith("w (tiny, batch 8) fp32, amp-bf16, amp-fp16: ")
 
 
 def _cell(gpu: str, rate: float, band: int = 10, **more: object) -> dict:

@@ -167,7 +167,7 @@ def _said(what: str, r: Ranking, figure: str, shown: int | None = SHOWN, why_ali
     why = (" (launch-bound: the host issues the ops slower than the GPU runs them, so the GPU does not set the pace)"
            if why_alike and r.launch_bound and len(r.best) > 1 else "")
     if len(r.leaders) == r.compared:
-        return f"{what}: none beyond the error band ({figure} for the best){why}"
+        return f"{what}: none beyond the error band (the best {figure}){why}"
     if len(r.best) > 1:
         text = f"{what}: {len(r.best)} GPUs alike ({listed(r.best, shown)}) ({figure}){why}"
     else:
@@ -175,34 +175,75 @@ def _said(what: str, r: Ranking, figure: str, shown: int | None = SHOWN, why_ali
     return text + (f", tied within the error band with {listed(r.tied, shown)}" if r.tied else "")
 
 
+@dataclass(frozen=True)
+class _Pick:
+    """One of a mode's picks: what it ranks, its ranking, and the figure that ranks it (a unit and how it is written)."""
+
+    what: str
+    ranking: Ranking
+    text: Callable[[str], str]
+    """The figure's text from its number's text (``"58,603"`` -> ``"58,603 samples/s"``)."""
+    number: Callable[[float], str]
+    extra: tuple[str, ...] = ()
+    """What else the figure says that must be alike for modes to share a line (the energy's power basis)."""
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        r = self.ranking
+        if len(r.leaders) == r.compared:  # (none leads: said without names, whichever GPU is nominally best)
+            return self.what, "none", r.launch_bound and len(r.best) > 1, self.extra
+        return self.what, tuple(r.best), tuple(r.tied), r.launch_bound, self.extra
+
+
+def _picks(per_gpu: dict[str, dict[str, Any]]) -> list[_Pick] | None:
+    """A mode's picks: the fastest GPU, the cheapest per sample (priced GPUs), the most energy-efficient; None with
+    fewer than two GPUs to compare."""
+    fastest = rank(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
+    if fastest is None:
+        return None
+    picks = [_Pick("fastest", fastest, lambda n: f"{n} samples/s", lambda v: f"{v:,.0f}")]
+    cheapest = rank(per_gpu, lambda r: r.get("predicted_usd_per_million_samples"), low=True)
+    if cheapest is not None:
+        picks.append(_Pick("cheapest per sample", cheapest, lambda n: f"USD {n} per million", sig))
+    frugal = rank(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
+    if frugal is not None:
+        power = _energy_power(frugal, per_gpu)
+        picks.append(_Pick("most energy-efficient", frugal, lambda n: f"{n} mJ/sample {power}",
+                           lambda v: sig(v * 1e3), (power,)))
+    return picks
+
+
 def advice(rows: list[dict[str, Any]], shown: int | None = SHOWN) -> Iterator[str]:
-    """Per cell and mode predicted on two GPUs or more: the fastest GPU, the cheapest per sample (priced GPUs) and
-    the most energy-efficient; GPUs whose error band overlaps the best's are named as tied, nearest first (plain
-    text; ``shown``: GPUs named before "N more", None: all)."""
+    """Per cell predicted on two GPUs or more: the fastest GPU, the cheapest per sample (priced GPUs) and the most
+    energy-efficient, per mode; GPUs whose error band overlaps the best's are named as tied, nearest first (plain
+    text; ``shown``: GPUs named before "N more", None: all). Modes with the same picks share a line, their figures
+    as a range (eight lines that named the same GPUs, mode after mode, said one thing eight times)."""
     _, groups = compared(rows)
     for (workload, preset, batch, _), group in groups.items():
+        alike: dict[tuple[Any, ...], list[tuple[str, list[_Pick]]]] = {}
         for mode, per_gpu in group.items():
-            fastest = rank(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
-            if fastest is None:
-                continue
-            said = [_said("fastest", fastest, f"{fastest.value:,.0f} samples/s", shown, why_alike=True)]
-            cheapest = rank(per_gpu, lambda r: r.get("predicted_usd_per_million_samples"), low=True)
-            if cheapest is not None:
-                said.append(_said("cheapest per sample", cheapest, f"USD {sig(cheapest.value)} per million", shown))
-            frugal = rank(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
-            if frugal is not None:
-                said.append(_said("most energy-efficient", frugal, _energy_figure(frugal, per_gpu), shown))
-            yield f"{workload} ({preset}, batch {batch}) {mode}: " + "; ".join(said)
+            picks = _picks(per_gpu)
+            if picks is not None:
+                alike.setdefault(tuple(p.key for p in picks), []).append((mode, picks))
+        for same in alike.values():
+            modes = [m for m, _ in same]
+            label = f"every mode ({', '.join(modes)})" if len(same) == len(group) > 2 else ", ".join(modes)
+            said = []
+            for i, pick in enumerate(same[0][1]):
+                values = [picks[i].ranking.value for _, picks in same]
+                lo, hi = pick.number(min(values)), pick.number(max(values))
+                said.append(_said(pick.what, pick.ranking, pick.text(lo if lo == hi else f"{lo}-{hi}"), shown,
+                                  why_alike=pick.what == "fastest"))
+            yield f"{workload} ({preset}, batch {batch}) {label}: " + "; ".join(said)
 
 
-def _energy_figure(frugal: Ranking, per_gpu: dict[str, dict[str, Any]]) -> str:
-    """The best energy per sample and the power it was priced at; the GPUs priced at another (a measured kernel
-    table's power beside a rated TDP, an upper bound) named, since their figures are not alike."""
+def _energy_power(frugal: Ranking, per_gpu: dict[str, dict[str, Any]]) -> str:
+    """The power the best energy per sample was priced at; the GPUs priced at another (a measured kernel table's power
+    beside a rated TDP, an upper bound) named, since their figures are not alike."""
     basis = " or ".join(sorted({at_power(per_gpu[g]) for g in frugal.best}))
     others = [g for g, r in per_gpu.items() if _ok(r) and r.get("predicted_joules_per_sample") is not None
               and g not in frugal.best and at_power(r) != basis]
-    return f"{sig(frugal.value * 1e3)} mJ/sample {basis}" + (f"; {listed(others, None)} {at_power(per_gpu[others[0]])}"
-                                                              if others else "")
+    return basis + (f"; {listed(others, None)} {at_power(per_gpu[others[0]])}" if others else "")
 
 
 def mark_ranks(rows: list[dict[str, Any]]) -> None:
