@@ -96,6 +96,21 @@ def test_stacked_tables_never_exceed_the_width_when_headers_must_wrap(width: int
         assert word in text
 
 
+def test_a_narrow_tables_title_is_one_line_at_the_terminals_width_not_the_tables() -> None:
+    """rich wraps a table's title to the table's width: predict's three-column energy table at 100 columns put its
+    title on three lines ("user:m.py:frozen (small), batch / 64: energy per sample, mJ, / predicted per GPU")."""
+    from ampbench.report.console import Col, stack_tables
+
+    title = "user:m.py:frozen (small), batch 64: energy per sample, mJ, predicted per GPU"
+    tables = stack_tables(title, Col("mode", ["fp32", "amp-bf16"], justify="left"),
+                          [Col("l4", ["0.611", "0.868"]), Col("h100-sxm", ["1.69", "2.34"])], 100)
+    lines = _render(tables, 100).splitlines()
+    assert lines[0].rstrip() == title and lines[1].startswith("┏") and len(lines[1]) < 40
+    narrow = _render(tables, 40).splitlines()  # (narrower than the title: it wraps at the terminal, at spaces)
+    head = narrow[:next(i for i, x in enumerate(narrow) if x.startswith("┏"))]
+    assert len(head) == 2 and " ".join(x.strip() for x in head) == title and max(map(len, narrow)) <= 40
+
+
 def test_ampbench_predict_at_80_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     code, out, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny", "--db",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -169,11 +170,12 @@ def fitted_widths(cols: list[Col], width: int) -> list[int]:
     return widths
 
 
-def stack_tables(title: str, key: Col | list[Col], cols: list[Col], width: int) -> list[Table]:
+def stack_tables(title: str, key: Col | list[Col], cols: list[Col], width: int) -> list[RenderableType]:
     """The columns as one table when they fit ``width``, else as several stacked tables each led by the ``key``
     column(s) -- every column that tells the rows apart (the precision; the optimizer state, batch, execution where
     they vary) --, in the columns' order: at 80 columns a results table is two or three narrow tables, headers wrapped
-    at spaces, no number cut."""
+    at spaces, no number cut. The title is a line of its own above the first (rich wraps a table's title to the
+    table's width: a three-column table's title took three lines at 100 columns)."""
     keys = key if isinstance(key, list) else [key]
     lead = 1 + sum(k.min_width() + CELL_OVERHEAD for k in keys)
     groups: list[list[Col]] = [[]]
@@ -187,18 +189,18 @@ def stack_tables(title: str, key: Col | list[Col], cols: list[Col], width: int) 
         used += need
     tables = []
     for i, group in enumerate(groups):
-        table = Table(title=title if i == 0 else None, title_justify="left")
+        table = Table()
         for col, w in zip((*keys, *group), fitted_widths([*keys, *group], width)):
             # (widths decided here, not by rich: its collapse can take a column below its minimum and then widen it
             # back past the terminal; no_wrap would cut the header too: headers wrap at their spaces)
             table.add_column(col.header, justify=col.justify, overflow="fold", width=w)  # type: ignore[arg-type]
         for r in range(len(keys[0].cells)):
             table.add_row(*(col.cells[r] for col in (*keys, *group)))
-        tables.append(table)
+        tables.append(Group(Text.from_markup(title, style="table.title"), table) if i == 0 else table)
     return tables
 
 
-def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Table]:
+def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[RenderableType]:
     """One table per (workload, preset, batch size, device): a row per precision, ratios vs fp32; stacked into
     several narrower tables when its columns do not fit ``width``."""
     tables = []
@@ -324,11 +326,11 @@ def _predicted_mode(row: dict[str, Any], states: str = "") -> str:
     return f"{row['precision']}{state}" + ("" if ex.is_default else f" · {ex.label}")
 
 
-def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[Table | str]:
+def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[RenderableType | str]:
     """``ampbench predict``'s console output, in order: one table per workload and batch (stacked to fit ``width``,
     no number cut), a refused precision a row with its status and its reason in a line below, then what the error
     band and the GPU's figures are (lines are rich markup, escaped)."""
-    out: list[Table | str] = []
+    out: list[RenderableType | str] = []
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)

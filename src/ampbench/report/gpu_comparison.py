@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import RenderableType
 from rich.markup import escape
-from rich.table import Table
 
 from ampbench.report.console import Col, fmt_bytes, stack_tables
 from ampbench.report.numbers import bytes_unit, sig
@@ -83,12 +83,12 @@ FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], str], Callable[[dict[str, A
 )
 
 
-def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Table | str]:
+def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[RenderableType | str]:
     """Per cell and figure, a table: the modes down, the GPUs across (stacked to fit ``width``); a mode a GPU cannot
     run reads its status there (its reason is in the rows)."""
     gpus, groups = compared(rows)
     priced = any(r.get("usd_per_hour") is not None for r in rows)
-    out: list[Table | str] = []
+    out: list[RenderableType | str] = []
     for (workload, preset, batch, _), group in groups.items():
         modes = list(group)
         key = Col("mode", modes, justify="left")
