@@ -52,3 +52,16 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def check_data_dir(path: str | Path) -> Path:
+    """``--data-dir`` names a directory (the readers find their files in it by name); a file or a missing path is one
+    line saying which, and for a file what to give instead (a CSV given as itself read "is not a directory")."""
+    p = Path(path)
+    if p.is_dir():
+        return p
+    if p.is_file():
+        raise AmpbenchError(f"--data-dir {p} is a file: give the directory that holds it ({p.parent or '.'}/; its "
+                            "readers find train.csv [test.csv] or a single .csv, MNIST/CIFAR files, images/ masks/ "
+                            "there by name)")
+    raise AmpbenchError(f"--data-dir {p} does not exist")

@@ -16,7 +16,6 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dc_fields
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,6 +43,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, executions, parse_axis
 from ampbench.launch import check_nodes
 from ampbench.measure.env import resolve_device
+from ampbench.paths import check_data_dir
 from ampbench.precision import get, is_fp8, list_precisions, resolve, supported
 from ampbench.precision.fp8 import check_applies
 from ampbench.precision.optimizer_state import check_name as check_state
@@ -275,8 +275,7 @@ class RunConfig:
         if d.data_dir is not None:
             if t.model is None and len(t.workloads) != 1:
                 raise AmpbenchError("--data-dir applies to one workload: give exactly one in --workloads (or use --model)")
-            if not Path(d.data_dir).is_dir():
-                raise AmpbenchError(f"--data-dir {d.data_dir} is not a directory")
+            check_data_dir(d.data_dir)
         self._check_workload_options()
 
     def _check_workload_options(self) -> None:

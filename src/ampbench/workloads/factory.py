@@ -18,6 +18,7 @@ from ampbench.workloads import vision, imagenet, nlp, gpt, tabular  # noqa: F401
 # isort: on
 from ampbench.data.splits import check_val_fraction
 from ampbench.errors import AmpbenchError
+from ampbench.paths import check_data_dir
 from ampbench.workloads.adapters import create_adapter_workload
 from ampbench.workloads.base import Workload, seeded
 from ampbench.workloads.data_options import DataOptions
@@ -46,9 +47,7 @@ def create_workload(name: str, preset: str = "small", data_dir: str | Path | Non
     check_options(preset, spec.options(), options, name)
     check_val_fraction(val_fraction, data_dir, spec.splits_real_data, name)
     if data_dir is not None:
-        data_dir = Path(data_dir)
-        if not data_dir.is_dir():
-            raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+        data_dir = check_data_dir(data_dir)
     if val_fraction is not None:
         options["val_fraction"] = val_fraction
     with seeded(seed):  # the model's init depends on the seed only: every precision starts from the same weights

@@ -26,6 +26,7 @@ from ampbench.data.tensors import TensorData
 from ampbench.data.text import load_corpus, windows
 from ampbench.data.textcsv import load_text_classification
 from ampbench.errors import AmpbenchError
+from ampbench.paths import check_data_dir
 from ampbench.workloads import tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
 from ampbench.workloads.tasks import DataSpec, shape_of, show
@@ -118,9 +119,7 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         train, test, input_names, made_by = _from_batches(batches, preset, seed, batch)
         what = f"batches from {made_by}"
     elif data_dir is not None:
-        data_dir = Path(data_dir)
-        if not data_dir.is_dir():
-            raise AmpbenchError(f"--data-dir {data_dir} is not a directory")
+        data_dir = check_data_dir(data_dir)
         train, test, data, prepare, what = _real_data(data_dir, data, where, val_fraction, (options or {}))
     else:
         data = data.resolve(where)

@@ -114,7 +114,9 @@ def test_cli_user_model_on_real_mnist(user_file, tmp_path):
     (["mnist-cnn", "--precision", "tf32", "--preset", "tiny"], "tf32 cannot run on cpu"),
     (["mnist-cnm"], "unknown workload"),
     (["mnist-cnn", "--preset", "huge"], "unknown preset"),
-    (["mnist-cnn", "--data-dir", "/nonexistent"], "is not a directory"),
+    (["mnist-cnn", "--data-dir", "/nonexistent"], "does not exist"),
+    (["--model", "{f}:CNN", "--data-dir", "{f}", "--input-shape", "1,28,28", "--num-classes", "10"],
+     "is a file: give the directory that holds it"),  # (a CSV given as itself read "is not a directory")
     (["mnist-cnn", "--resume"], "--resume needs --checkpoint"),
     (["mnist-cnn", "--epochs", "0"], "epochs must be >= 1"),
     (["bert", "-o", "task"], "expected KEY=VALUE"),
