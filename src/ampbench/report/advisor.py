@@ -36,7 +36,7 @@ from typing import Any
 
 from ampbench.cells import CellId, measured_on
 from ampbench.execution.axes import Execution
-from ampbench.measure.cpu import half_hardware_summary, half_math_claim
+from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.combine import best_combination
 from ampbench.report.numbers import sig
@@ -199,16 +199,17 @@ def _why_nothing_helps(base: dict[str, Any], others: list[dict[str, Any]]) -> st
         claim = half_math_claim(hw, (env.get("cpu_peak") or {}).get("flops_per_cycle"))
         if not any(hw.values()):
             return f"CPU without half-precision math hardware ({claim}): half precision is slower here"
-        why = (f"this CPU has {half_hardware_summary(hw)} ({claim}), but no half-precision mode ran faster than "
-               "fp32 for this model")
+        # (one level of parentheses: "this CPU has X (bf16 matmuls run on X (peak 2x fp32's); ...), but ..." nested
+        # three, and named the unit twice)
+        why = f"no half-precision mode ran faster than fp32 for this model, on a CPU where {claim}"
         half = [r for r in others if isinstance(r.get("expected_speedup_vs_fp32"), (int, float))]
         g = base.get("mfu_vs_measured")
         if half and isinstance(g, (int, float)):
             best = max(half, key=lambda r: r["expected_speedup_vs_fp32"])
-            return (f"{why}: its matmuls are ~{min(g, 1.0):.0%} of fp32's step at ampbench hw's GEMM speed, so "
+            return (f"{why} -- its matmuls are ~{min(g, 1.0):.0%} of fp32's step at ampbench hw's GEMM speed, so "
                     f"{best['precision']} could gain ~{_fmt_ratio(best['expected_speedup_vs_fp32'])} at most "
                     f"(measured {_fmt_ratio(_speed(best) / max(_speed(base), 1e-12))})")
-        return f"{why} (see ampbench hw for its GEMM speeds, ampbench diagnose --checks profile for where the time goes)"
+        return f"{why} -- ampbench hw measures its GEMM speeds, ampbench diagnose --checks profile where the time goes"
     if base.get("predicted_why"):  # a prediction of this cell on this GPU (ampbench predict): its breakdown says why
         return f"no mode is more than {MIN_GAIN - 1:.0%} faster than fp32; predicted for fp32: {base['predicted_why']}"
     p50 = base.get("step_ms_p50")
