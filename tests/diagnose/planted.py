@@ -143,6 +143,22 @@ class Overflowing(nn.Module):
         return self.head(self.soft(self.fc1(x)))
 
 
+class Squared(nn.Module):
+    """Its own forward squares fc1's output: |h| fits fp16, h * h does not (inf, then NaN out of the softmax). The
+    module hooks can only name the model itself; the call that made it is ``h * h``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        with torch.no_grad():
+            self.fc1.weight.mul_(400.0)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        return self.head(torch.softmax(h * h, dim=-1))
+
+
 def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, data: TensorData | None = None) -> Workload:
     """SGD with lr 0.1 / loss_scale: a tiny loss factor shrinks the gradients, not the fp32 updates."""
     data = data or _data()
@@ -198,3 +214,7 @@ def overflowing() -> Workload:
 def small_grad() -> Workload:
     """Gradients around 2^-20: fp16 subnormals (some flushed) at loss scale 1, normal numbers at amp-fp16's 65536."""
     return _wl("small-grad", TinyGrad(), loss_scale=1e-4)
+
+
+def squared() -> Workload:
+    return _wl("squared", Squared())

@@ -57,6 +57,47 @@ def test_forward_nonfinite_is_located_in_the_overflowing_layer() -> None:
     assert f.data["input"]["inf"] == 0 and f.data["output"]["inf"] > 0
 
 
+def test_a_nan_made_in_the_models_own_forward_names_the_call_and_its_line() -> None:
+    """The hooks see modules only: h * h in the model's own forward read "the forward of (model)" and no more. The
+    failing step's forward runs again under a TorchFunctionMode: the first call to turn finite inputs into inf is named
+    with the user's line (and the backward NaN of the same step, its consequence, is not a second finding)."""
+    import inspect
+
+    d = diagnose(planted.squared, "pure-fp16", checks=("nonfinite",), steps=3)
+    (f,) = [f for f in d.findings if f.severity == "error"]
+    assert f.title == "NaN/Inf first appears in the forward of (model) (Squared) at step 1"
+    op = f.data["op"]
+    lines, first = inspect.getsourcelines(planted.Squared.forward)
+    line = first + next(i for i, text in enumerate(lines) if "h * h" in text)
+    assert op["op"] == "torch.Tensor.mul" and op["where"]["function"] == "Squared.forward"
+    assert op["where"]["file"].endswith("planted.py") and op["where"]["line"] == line
+    # why mul is the culprit: its inputs fit fp16, their square does not
+    assert op["inputs"]["dtype"] == "float16" and op["inputs"]["max_abs"] < 65504 < op["inputs"]["max_abs"] ** 2
+    assert op["output"]["inf"] > 0 and op["output"]["nan"] == 0
+    assert (f"made by torch.Tensor.mul at planted.py:{line} in Squared.forward (return self.head(torch.softmax(h * h, "
+            "dim=-1))): float16 inputs up to |x| ") in f.detail and "(float16's largest is 65504)" in f.detail
+    assert "(model)'" not in f.fix  # (keeping the whole model in fp32 is no fix: it was tried, and keep_fp32 refused it)
+
+
+def test_a_clean_forward_names_no_call() -> None:
+    from ampbench.diagnose.first_op import first_nonfinite_op
+
+    model = planted.Squared()
+    x = torch.randn(4, 16)
+    assert first_nonfinite_op(lambda: model(x)) is None  # (fp32: h * h fits)
+    with torch.autocast("cpu", dtype=torch.float16):
+        found = first_nonfinite_op(lambda: model(x))
+    assert found is not None and found["op"] == "torch.Tensor.mul"
+
+
+def test_a_check_that_cannot_train_a_diverging_mode_says_so_as_information() -> None:
+    """The profile check times the mode's steps; where the mode diverges it cannot, and it read as an ERROR "the
+    profile check failed: TrainingDivergedError" beside the real cause."""
+    d = diagnose(planted.squared, "amp-fp16", checks=("profile",), steps=3)
+    said = [f for f in d.findings if f.check == "profile"]
+    assert said and all(f.severity != "error" for f in said), [(f.severity, f.title) for f in said]
+
+
 def test_nan_injected_in_backward_is_located() -> None:
     d = diagnose(planted.poisoned, "fp32", checks=("nonfinite",), steps=3)
     f = d.findings[0]

@@ -21,7 +21,7 @@ import torch
 from ampbench.diagnose import fp8, nonfinite, policy, profile, ranges, tensorcore
 from ampbench.diagnose.findings import Finding, ordered
 from ampbench.diagnose.fixes import FixChecker
-from ampbench.errors import AmpbenchError, suggest
+from ampbench.errors import AmpbenchError, TrainingDivergedError, suggest
 from ampbench.measure.env import device_name, resolve_device
 from ampbench.precision import get, is_fp8, resolve, supported
 from ampbench.workloads import create_workload
@@ -204,6 +204,9 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
             findings += found
         except AmpbenchError:
             raise
+        except TrainingDivergedError as e:  # (a check that must train cannot measure a mode that diverges: not broken)
+            findings.append(Finding("info", check, f"the {check} check could not run: {precision} diverged here "
+                                    f"({str(e).splitlines()[0]})", "", "the NaN/Inf findings say where it starts"))
         except Exception as e:  # one broken check must not hide the others' findings
             findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
         said = len(findings) - before

@@ -47,7 +47,8 @@ def _parent(name: str) -> str | None:
 def candidates(precision: str, module: str, casts_model: bool, half_is_fp16: bool) -> list[tuple[str, str, tuple[str, ...]]]:
     """(fix text, precision, keep_fp32) to try, in the order a user would prefer them."""
     out = []
-    if casts_model:
+    if casts_model and module != "(model)":  # (the model itself kept in fp32 is fp32, not a fix -- and keep_fp32
+        # takes submodule names: it refused "(model)", and the whole diagnosis failed with it)
         out.append((f"MixedPrecision('{precision}', keep_fp32=['{module}'])", precision, (module,)))
         parent = _parent(module)
         if parent is not None:

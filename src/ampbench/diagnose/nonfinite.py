@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ampbench.diagnose.findings import Finding
+from ampbench.diagnose.first_op import describe, first_nonfinite_op
 from ampbench.errors import TrainingDivergedError
 from ampbench.measure.step import build_step
 from ampbench.precision import get
@@ -176,6 +177,14 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
         diverged = str(e)
     finally:
         loc.remove()
+    if loc.forward_event is not None:  # which call made it, and where in the user's code (the same batch again)
+        inputs, targets = step.batches[(step.calls - 1) % len(step.batches)]
+
+        def forward() -> Any:
+            with step.mp.autocast():
+                return wl.loss_fn(wl.call_model(step.model, inputs), targets)
+
+        loc.forward_event["op"] = first_nonfinite_op(forward)
     real = [e for e in loc.backward_events if not e.get("handled_by_scaler")]
     return {"forward": loc.forward_event, "backward": real[0] if real else None,
             "handled_overflows": handled, "first_handled": next((e for e in loc.backward_events
@@ -202,9 +211,13 @@ def nonfinite_findings(r: dict[str, Any], precision: str, verify: Callable[..., 
             fix = f"NaN/Inf in {precision} itself: the bug is in {f['module']} (its inputs, weights or operations)"
         else:
             fix = verify(f["module"]) if verify is not None else "not verified: run ampbench diagnose to try fixes"
+        op = f.get("op")
+        made = f" -- made by {describe(op)}" if op else ""
         out.append(Finding(
             "error", "nonfinite", f"NaN/Inf first appears in the forward of {f['module']} ({f['type']}) at step {f['step']}",
-            f"inputs: {_fmt_range(f['input'])}; outputs: {_fmt_range(f['output'])}", fix, f))
+            f"inputs: {_fmt_range(f['input'])}; outputs: {_fmt_range(f['output'])}{made}", fix, f))
+    if b is not None and f is not None and b["step"] >= f["step"]:
+        b = None  # (the backward of a step whose forward already made NaN/Inf: its consequence, not a second cause)
     if b is not None:
         where = f"{b['module']}" + (f" (parameter {b['parameter']})" if b.get("parameter") else f" ({b.get('type')})")
         detail = (f"gradient coming in: {_fmt_range(b.get('grad_output'))}; going out: {_fmt_range(b.get('grad_input'))}"

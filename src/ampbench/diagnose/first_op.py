@@ -1,0 +1,127 @@
+"""The first operation that made a NaN or an Inf out of finite inputs, and the line of code that called it.
+
+The forward hooks of :mod:`ampbench.diagnose.nonfinite` name the first *module* whose output is not finite; when that
+module is the model itself (or any module whose own ``forward`` computes between its children, ``h * h`` or a
+softmax of an overflowed logit), the finding said "the forward of (model)" and no more. Here the failing step's
+forward (and loss) runs once more, on the same batch and weights (a non-finite step is skipped, so the weights are
+those the step saw), under a ``TorchFunctionMode`` that checks each call's result: the first whose floating inputs
+were all finite and whose result is not is where the value was made -- ``torch.Tensor.__mul__`` at ``model.py:9``,
+with its dtype and the finite range that overflowed.
+
+A ``TorchFunctionMode`` (not a dispatch mode) on purpose: its handler runs with the mode popped, so it sees the calls
+the user's code and ``torch.nn.functional`` make (``F.softmax``, ``h * h``) -- the level a fix is written at --
+not the aten ops inside them; and a Python stack to read the user's line from.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _floating(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj] if obj.is_floating_point() and obj.numel() else []
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _floating(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _floating(o)]
+    return []
+
+
+def _finite(ts: list[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t.detach()).all()) for t in ts)
+
+
+def _span(ts: list[torch.Tensor]) -> dict[str, Any]:
+    """dtype, largest finite |x|, NaN and Inf counts over ``ts``."""
+    finite = [t.detach()[torch.isfinite(t.detach())].float().abs() for t in ts]
+    finite = [t for t in finite if t.numel()]
+    return {"dtype": str(ts[0].dtype).removeprefix("torch.") if ts else None,
+            "max_abs": max(float(t.max()) for t in finite) if finite else None,
+            "nan": sum(int(torch.isnan(t.detach()).sum()) for t in ts),
+            "inf": sum(int(torch.isinf(t.detach()).sum()) for t in ts)}
+
+
+def _name(func: Any) -> str:
+    """``torch.Tensor.__mul__``, ``torch.nn.functional.softmax``, ``torch.exp``."""
+    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    module = getattr(func, "__module__", None) or ""
+    if qual.startswith(("Tensor.", "TensorBase.")) or module.startswith("torch._tensor"):
+        return "torch.Tensor." + qual.split(".", 1)[-1]
+    if module.startswith("torch._C._nn"):
+        module = "torch.nn.functional"
+    return f"{module}.{qual}" if module and not module.startswith("torch._C") else f"torch.{qual}"
+
+
+def _caller() -> dict[str, Any] | None:
+    """The innermost frame outside torch and ampbench: the user's line that made the call (its function by qualified
+    name where Python has one: ``Big.forward``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        path = os.path.abspath(code.co_filename)
+        if not path.startswith((_TORCH_DIR, _OWN_DIR)) and not code.co_filename.startswith("<"):
+            return {"file": code.co_filename, "line": frame.f_lineno,
+                    "function": getattr(code, "co_qualname", code.co_name),
+                    "code": (linecache.getline(code.co_filename, frame.f_lineno) or "").strip()}
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+class FirstNonFinite(TorchFunctionMode):
+    """Records the first call whose floating inputs were finite and whose result is not (``found``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, Any] | None = None
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.found is None:
+            outs = _floating(out)
+            if outs and not _finite(outs):
+                ins = _floating(args) + _floating(kwargs)
+                if _finite(ins):
+                    self.found = {"op": _name(func), "inputs": _span(ins) if ins else None, "output": _span(outs),
+                                  "where": _caller()}
+        return out
+
+
+def first_nonfinite_op(forward: Callable[[], Any]) -> dict[str, Any] | None:
+    """Run ``forward`` (no gradients) under :class:`FirstNonFinite`; the first call that made a NaN/Inf of finite
+    inputs, or None (the step did not reproduce it -- dropout drew another mask -- or no call of the user's code or
+    ``torch.nn.functional`` made it)."""
+    mode = FirstNonFinite()
+    with torch.no_grad(), mode:
+        forward()
+    return mode.found
+
+
+def describe(op: dict[str, Any]) -> str:
+    """``torch.Tensor.__mul__ at nan.py:9 in Big.forward (h * h): float16 inputs up to |x| 8.94e+03 made 16 Inf
+    (float16's largest is 65504)``."""
+    where = op.get("where")
+    at = (f" at {os.path.basename(where['file'])}:{where['line']} in {where['function']}"
+          + (f" ({where['code'].strip()})" if where.get("code") else "")) if where else ""
+    ins, out = op.get("inputs"), op["output"]
+    made = ", ".join(f"{n} {k}" for k, n in (("NaN", out["nan"]), ("Inf", out["inf"])) if n)
+    text = f"{op['op']}{at}: "
+    if ins and ins.get("max_abs") is not None:
+        text += f"{ins['dtype']} inputs up to |x| {ins['max_abs']:.3g} made {made}"
+    else:
+        text += f"made {made}"
+    dtype = getattr(torch, out["dtype"] or "", None)
+    if out["inf"] and isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        text += f" ({out['dtype']}'s largest is {torch.finfo(dtype).max:.5g})"
+    return text
