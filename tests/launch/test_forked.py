@@ -123,3 +123,17 @@ def test_a_child_works_in_the_launcher_s_directory_of_now(monkeypatch, tmp_path)
     monkeypatch.chdir(tmp_path)
     second = Forked(PRELOAD).run(Job("tests.launch.test_forked:where"))
     assert second["cwd"] == str(tmp_path) != first["cwd"]
+
+
+def test_a_server_started_in_another_directory_imports_from_the_launcher_s(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A server started while a test had moved into a sandbox (a fresh environment: a server of its own) put that
+    directory first on its children's sys.path: back in the checkout, a job of this package read "No module named
+    'tests'" (seen after test_docs, in one pytest process)."""
+    home = os.getcwd()
+    monkeypatch.setenv("AMPBENCH_TEST_SERVER_STARTED_IN", str(tmp_path))  # (another environment: another server)
+    monkeypatch.chdir(tmp_path)
+    z = _zygote(PRELOAD)  # (started here, in tmp_path)
+    assert z is not None and z.ok
+    monkeypatch.chdir(home)
+    back = Forked(PRELOAD).run(Job("tests.launch.test_forked:where"))
+    assert back.get("cwd") == home, back

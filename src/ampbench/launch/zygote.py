@@ -49,6 +49,11 @@ def _child(request: dict[str, object]) -> None:
         os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})  # type: ignore[call-overload]
         if request.get("cwd"):  # (the launcher's directory now, not the server's at its start: relative paths)
             os.chdir(str(request["cwd"]))
+            here = os.getcwd()
+            if here not in sys.path:  # (and its imports, as `python -m` there would: the server's `python -m` put only
+                # the directory it started in on sys.path -- started in a test's sandbox, the checkout's own packages
+                # were unimportable back home: "No module named 'tests'")
+                sys.path.insert(0, here)
         warnings.simplefilter("ignore")  # (as a ChildProcess's PYTHONWARNINGS=ignore)
         run_job(Path(str(request["job"])), Path(str(request["out"])), started_at)
         code = 0
