@@ -171,6 +171,18 @@ def test_resume_that_would_train_nothing_says_so(tmp_path):
     assert r.returncode == 0 and "(resumed at epoch 1)" in r.stdout and "2 steps trained" in r.stdout
 
 
+def test_a_second_run_into_a_checkpoint_directory_is_refused_unless_it_resumes(tmp_path):
+    """Without --resume a second `train --checkpoint ck/` replaced ck/checkpoint.pt at its first epoch, without a
+    word: the first run's training was lost. Refused, before anything trains; --resume continues it."""
+    assert _train_cli(tmp_path, "--epochs", "1").returncode == 0
+    ck = tmp_path / "ck" / "checkpoint.pt"
+    before = ck.read_bytes()
+    r = _train_cli(tmp_path, "--epochs", "1")
+    assert r.returncode == 2 and "holds a checkpoint already: --resume continues it" in r.stderr, r.stderr
+    assert "epoch" not in r.stdout and ck.read_bytes() == before and len(r.stderr.strip().splitlines()) == 1
+    assert _train_cli(tmp_path, "--epochs", "2", "--resume").returncode == 0
+
+
 def test_resume_from_another_preset_or_data_is_one_line(tmp_path):
     assert _train_cli(tmp_path, "--epochs", "1").returncode == 0
     ck = tmp_path / "ck"

@@ -85,6 +85,11 @@ class TrainConfig:
         if self.checkpoint_dir is not None and Path(self.checkpoint_dir).exists() and not Path(self.checkpoint_dir).is_dir():
             raise AmpbenchError(f"--checkpoint {self.checkpoint_dir} is a file: give a directory "
                                 f"({CHECKPOINT_NAME} is written inside it)")
+        held = [Path(self.checkpoint_dir) / n for n in (CHECKPOINT_NAME, dcheckpoint.CURRENT)] if (
+            self.checkpoint_dir is not None and not self.resume) else []
+        if any(p.exists() for p in held):  # (a second run into the same directory replaced it at its first epoch)
+            raise AmpbenchError(f"--checkpoint {self.checkpoint_dir} holds a checkpoint already: --resume continues it "
+                                "(with --epochs N beyond its own), another directory keeps it, deleting it starts over")
 
 
 @dataclass
