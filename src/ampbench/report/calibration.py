@@ -8,9 +8,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 
 from ampbench.measure.kernel_power import IDLE, REPLAY, issue_us, power_key
+from ampbench.report.titled import titled
 
 COMPUTE = ("gemm", "bmm", "conv", "attention", "rnn")
 """Classes whose figure of merit is TFLOP/s; the others move bytes (GB/s), launch: microseconds."""
@@ -36,10 +39,9 @@ def summary(table: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def calibration_table(table: dict[str, Any]) -> Table:
+def calibration_table(table: dict[str, Any]) -> Group:
     idle = (table.get("power") or {}).get(IDLE, {}).get("mean_power_w") if table.get("power_basis") == REPLAY else None
-    t = Table(title=f"kernel calibration: {table['device_name']}",
-              caption=None if idle is None else f"idle between kernels: {idle:.0f} W")
+    t = Table(caption=None if idle is None else f"idle between kernels: {idle:.0f} W")
     rows = summary(table)
     issued = any(s["host_us"] is not None for s in rows)  # (a GPU's sweep: the host's issue per call)
     for col in ("class", "dtype", "kernels", "best", "median", "power W", *(["issue us"] if issued else [])):
@@ -50,4 +52,4 @@ def calibration_table(table: dict[str, Any]) -> Table:
         t.add_row(s["kind"], s["dtype"], f"{s['timed']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
                   fmt(s["best"]), fmt(s["median"]), "-" if s["power_w"] is None else f"{s['power_w']:.0f}",
                   *([("-" if s["host_us"] is None else f"{s['host_us']:.1f}")] if issued else []))
-    return t
+    return titled(f"kernel calibration: {escape(str(table['device_name']))}", t)

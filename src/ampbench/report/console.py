@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +16,7 @@ from rich.text import Text
 from ampbench.execution.axes import Execution, strategy_label
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, sig, unit_bytes
+from ampbench.report.titled import titled
 from ampbench.store.derive import compared_memory, memory_basis
 from ampbench.store.row_keys import framework_of
 
@@ -196,7 +197,7 @@ def stack_tables(title: str, key: Col | list[Col], cols: list[Col], width: int) 
             table.add_column(col.header, justify=col.justify, overflow="fold", width=w)  # type: ignore[arg-type]
         for r in range(len(keys[0].cells)):
             table.add_row(*(col.cells[r] for col in (*keys, *group)))
-        tables.append(Group(Text.from_markup(title, style="table.title"), table) if i == 0 else table)
+        tables.append(titled(title, table) if i == 0 else table)
     return tables
 
 

@@ -8,11 +8,14 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from ampbench.report.titled import titled
+
 
 def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
     """The probe ``p`` (:func:`ampbench.measure.hw.probe`) as tables and notes."""
     env = p["env"]
-    table = Table(title=f"{escape(p['device_name'])} ({p['device']})", title_justify="left", show_header=False)
+    title = f"{escape(p['device_name'])} ({p['device']})"
+    table = Table(show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
     if device_type == "cuda":
@@ -51,14 +54,14 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
                                                   else " (CPU tensors: the dispatch alone)"))
     table.add_row("precision modes", "\n".join(lines))
     table.add_row("verdict", escape(p["verdict"]))
-    out: list[Any] = [table]
+    out: list[Any] = [titled(title, table)]
     if p["gemm"]:
-        g = Table(title="GEMM micro-benchmark (random normal n x n @ n x n)", title_justify="left")
+        g = Table()
         for col in ("n", "math", "TFLOP/s", "% of peak"):
             g.add_column(col, justify="right")
         for row in p["gemm"]:
             frac = row["fraction_of_peak"]
             g.add_row(f"{row['size']:,}", row["math_mode"], f"{row['tflops']:.3f}", "-" if frac is None else f"{frac:.0%}")
-        out.append(g)
+        out.append(titled("GEMM micro-benchmark (random normal n x n @ n x n)", g))
     out += [f"[dim]{escape(note)}[/]" for note in p.get("notes") or []]
     return out

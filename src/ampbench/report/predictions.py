@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ampbench.cells import CellId
 from ampbench.measure.gpus import for_device, lookup
+from ampbench.report.titled import titled
 
 
 def latest(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -236,7 +237,7 @@ def attach(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> lis
 def predicted_table(lines: list[dict[str, Any]]) -> Any:
     """Predictions (``report.predictions.table`` lines) as one console table, each beside the GPU measurement of the
     same cell where the store holds one."""
-    table = Table(title="predicted (ampbench predict; no GPU ran these) beside measured", title_justify="left")
+    table = Table()
     for col in ("workload", "GPU", "setting", "mode", "predicted/s", "±", "measured/s", "error"):
         table.add_column(col, justify="left" if col in ("workload", "GPU", "setting", "mode") else "right",
                          overflow="fold", no_wrap=col == "mode")
@@ -246,4 +247,4 @@ def predicted_table(lines: list[dict[str, Any]]) -> Any:
                       "-" if p.get("predicted_error_pct") is None else f"{p['predicted_error_pct']}%",
                       "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
                       "-" if p["error"] is None else f"{p['error']:+.0%}")
-    return table
+    return titled("predicted (ampbench predict; no GPU ran these) beside measured", table)
