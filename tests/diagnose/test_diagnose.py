@@ -89,6 +89,14 @@ def test_a_clean_forward_names_no_call() -> None:
         found = first_nonfinite_op(lambda: model(x))
     assert found is not None and found["op"] == "torch.Tensor.mul"
 
+    def strict() -> None:  # (a model that raises on its NaN: the call found before it raised is kept)
+        out = model(x)
+        assert torch.isfinite(out).all(), "NaN in the output"
+
+    with torch.autocast("cpu", dtype=torch.float16):
+        found = first_nonfinite_op(strict)
+    assert found is not None and found["op"] == "torch.Tensor.mul"
+
 
 def test_a_check_that_cannot_train_a_diverging_mode_says_so_as_information() -> None:
     """The profile check times the mode's steps; where the mode diverges it cannot, and it read as an ERROR "the

@@ -103,8 +103,11 @@ def first_nonfinite_op(forward: Callable[[], Any]) -> dict[str, Any] | None:
     inputs, or None (the step did not reproduce it -- dropout drew another mask -- or no call of the user's code or
     ``torch.nn.functional`` made it)."""
     mode = FirstNonFinite()
-    with torch.no_grad(), mode:
-        forward()
+    try:
+        with torch.no_grad(), mode:
+            forward()
+    except Exception:  # (a forward that raises on its NaN -- an assert in the model -- still named its first call)
+        pass
     return mode.found
 
 
