@@ -53,7 +53,8 @@ def test_the_estimate_job_measures_through_the_frameworks_verbs() -> None:
     out = measure_steps({"cells": pairs, "budget_s": 60.0})
     t = out["targets"]["t"]
     assert set(t["steps"]) == {"fp32", "amp-bf16"} and all(v > 0 for v in t["steps"].values())
-    assert t["build_s"] > 0 and t["length"] > 0 and "first" not in t and out["import_s"] == 0.0
+    assert t["build_s"] > 0 and t["length"] > 0 and "first" not in t
+    assert out["import_s"] > 0  # (every cell's process pays the runtime's warm-up before its first step: counted)
     assert set(measure_steps({"cells": pairs, "budget_s": 0.0})["targets"]["t"]["steps"]) == {"fp32"}
     refused = [["u", {**pairs[0][1], "precision": "tf32"}]]  # (no TF32 on a CPU: the cell says so when it runs)
     assert measure_steps({"cells": refused, "budget_s": 60.0})["targets"]["u"] == {"steps": {}}

@@ -7,7 +7,8 @@ step per precision at the target's batch after one warm-up step, within a budget
 are taken at the slowest time measured for the target). The plan's arithmetic (:func:`estimate`) counts the steps
 each cell runs (first, memory and FLOP steps, warm-up, timed steps; the convergence seeds; inference passes at
 a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
-measurement's own process took to start). Not counted, and said so: the max-batch search and compiling.
+measurement's own process took to start, with the runtime's warm-up before its first step: the framework's
+:meth:`~ampbench.bench.scenario.CellVerbs.estimate_process`). Not counted, and said so: the max-batch search and compiling.
 
 Each framework's cells are measured through its verbs (:meth:`~ampbench.bench.scenario.CellVerbs.estimate_steps`); a
 framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a

@@ -170,6 +170,19 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
             return peak["cpu_rss_peak"], None
         return peak["reserved"], torch.cuda.get_device_properties(self.device).total_memory
 
+    def estimate_process(self, spec: CellSpec) -> float:
+        """What every cell's fresh process pays before its first step, timed here: on a CPU the runtime's warm-up the
+        memory baseline runs (oneDNN's set-up, the optimizer's first-step imports: ~0.7 s, most of a tiny cell's
+        1 s -- a 16-cell tiny run was estimated at ~1 s and took 20); on CUDA the context and cuBLAS's handle."""
+        device = torch.device(spec.device)
+        t = time.perf_counter()
+        if device.type == "cuda":
+            x = torch.ones(64, 64, device=device)
+            (x @ x).sum().item()
+        else:
+            mem.warm_runtime("fp32", lambda params: torch.optim.AdamW(params))
+        return time.perf_counter() - t
+
     def estimate_steps(self, spec: CellSpec) -> EstimatedSteps:
         device = torch.device(spec.device)
         sup = supported(spec.precision, device)
