@@ -40,6 +40,13 @@ def test_results_tables_fit_the_width_without_cutting_a_number(report_store: Sto
     assert len(tables) == 2 if width == 200 else len(tables) > 2  # (two workloads: a table each, stacked if too wide)
 
 
+def test_a_pytorch_table_has_no_framework_column(report_store: Store) -> None:
+    """"torch" on every row of every PyTorch table took a column of an 80-wide terminal; a table with a Keras row
+    keeps it (test_rss_labels), as the Markdown and HTML tables keep it always."""
+    text = _render(results_tables(derive(report_store.rows(report_store.runs()[0].run_id)), 80), 80)
+    assert "framework" not in text and "torch" not in text and "samples/s" in text
+
+
 def test_ampbench_results_at_80_columns(report_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     code, out, err = cli("results", "--db", str(report_store.path), "--run", report_store.runs()[0].run_id)

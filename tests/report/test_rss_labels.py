@@ -62,6 +62,7 @@ def test_every_output_labels_rss_figures() -> None:
         con.print(t)
     text = con.file.getvalue()  # type: ignore[attr-defined]
     assert "memory (rss)" in text and "noise unknown" in text and "77%" not in text
+    assert "framework" in text and "keras/tensorflow" in text  # (a Keras table names its framework)
     md = render_markdown(rows)
     assert "memory (RSS growth, approximate)" in md and "exact split" not in md and "– (noise unknown)" in md
     html = render_html(rows)

@@ -217,7 +217,9 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         dist = any(r.get("strategy") for r in group)
         mem_head, label_each = memory_head(group)
         keys = [Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")]
-        cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")]
+        frameworks = [framework_of(r) for r in group]  # (said where a row is not PyTorch's: "torch" on every row of
+        # every PyTorch table took a column of an 80-wide terminal)
+        cols = [Col("framework", [Text(f) for f in frameworks], "left")] if set(frameworks) != {"torch"} else []
         # the columns that tell rows of one precision apart lead every part of a stacked table, beside the precision
         apart = [Col("execution", [Text(Execution.of(r).label) for r in group], "left")] if axes else []
         if dist:
