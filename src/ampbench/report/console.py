@@ -212,7 +212,9 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
     for (workload, preset, dev, run_id), group in groupby(sorted(rows, key=key), key=key):
         group = list(group)
         # what "mem vs fp32" compares, labelled (CPU PyTorch: the exact split; the RSS peak is in the JSON/HTML)
-        title = f"{escape(workload)} ({escape(preset)}) on {escape(dev)}  [dim]run {escape(run_id)}[/]"
+        sizes = {r.get("batch_size") for r in group}
+        at = f", batch {next(iter(sizes)):,}" if len(sizes) == 1 and isinstance(next(iter(sizes)), int) else ""
+        title = f"{escape(workload)} ({escape(preset)}){at} on {escape(dev)}  [dim]run {escape(run_id)}[/]"
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)
         mem_head, label_each = memory_head(group)
@@ -236,7 +238,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
         status = [r.get("status") or "?" for r in group]
         cols += [Col("status", [Text(st, style=STATUS_STYLE.get(st, "")) for st in status], "left"),
-                 *([] if batch in keys else [batch]),
+                 *([] if batch in keys or at else [batch]),  # (one batch: said in the title)
                  Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]),
                  Col("speedup", [_speedup(r) for r in group])]
         if axes:
