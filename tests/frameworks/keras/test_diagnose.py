@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,11 @@ def test_a_half_output_layer_and_tensor_core_dims(tmp_path):
     assert d["findings"][0]["severity"] == "warning" and "computes in float16 under mixed_float16" in titles[0]
     assert "dense_1.input dim = 20 is not a multiple of 8" in titles  # the 20-feature input of the first Dense
     assert any(t.startswith("no inf/NaN loss in 6 steps under mixed_float16") for t in titles)
+    # a line as each check ends, as it ends (the child reported once, at the end), and its finding count is the check's
+    done = re.findall(r"check (\d)/3: (\w+) done in [\d.]+ s \((\d+) findings?\)", out)
+    assert [(i, c) for i, c, _ in done] == [("1", "policy"), ("2", "tensorcore"), ("3", "nonfinite")], out
+    assert {c: int(n) for _, c, n in done} == {c: sum(f["check"] == c for f in d["findings"])
+                                                 for c in ("policy", "tensorcore", "nonfinite")}
 
 
 def test_a_float16_overflow_is_an_error_and_bf16_has_the_range(tmp_path):

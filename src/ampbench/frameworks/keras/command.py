@@ -66,10 +66,16 @@ def diagnose_plan(request: DiagnoseRequest) -> CellSpec:
 
 def diagnose(request: DiagnoseRequest, spec: CellSpec, trace: Any, progress: Any = None) -> Any:
     """The diagnosis in a child process, as a Diagnosis (``trace``: no profile check for a Keras model; ``progress``:
-    not said -- the checks run in the child, which reports once, at the end)."""
+    told each check's start and end lines as the child reports them)."""
     fw = request.target.framework
-    r = ChildProcess().run(Job(DIAGNOSE_JOB, {"spec": spec.to_dict(), "checks": list(request.wanted),
-                                              "steps": request.steps}))
+
+    def on_progress(e: Any) -> None:
+        if progress is not None and e.what.startswith("check "):  # (not the steps of a check's training: a line each)
+            progress(e.what)
+
+    r = ChildProcess(on_progress=on_progress).run(Job(DIAGNOSE_JOB, {"spec": spec.to_dict(),
+                                                                     "checks": list(request.wanted),
+                                                                     "steps": request.steps}))
     if "_failed" in r:
         raise AmpbenchError(f"diagnosing {spec.label} ({fw.describe(spec.backend)}) failed: {r['_failed']}")
     if r.get("error"):

@@ -14,8 +14,10 @@ to a Keras model on TensorFlow or JAX: asked for, they are refused with that rea
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ampbench import progress
@@ -63,29 +65,51 @@ def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, A
     model = wl.model(keras)
     findings: list[Finding] = []
     details: dict[str, Any] = {"keras_backend": spec.backend, "keras_policy": policy}
+    run = [c for c in ("policy", "tensorcore", "nonfinite") if c in checks]
+
+    @contextlib.contextmanager
+    def check(name: str) -> Iterator[None]:
+        """A line as each check starts and ends, as PyTorch's diagnosis says them (the parent shows them as they come:
+        the checks run here, in a child that reported once, at the end)."""
+        head = f"check {run.index(name) + 1}/{len(run)}: {name}"
+        progress.report(f"{head} ...")
+        started, before = time.perf_counter(), len(findings)
+        yield
+        said = len(findings) - before
+        progress.report(f"{head} done in {time.perf_counter() - started:.1f} s ({said} finding{'' if said == 1 else 's'})")
+
     if "policy" in checks:
-        findings += policy_findings(model, policy)
+        with check("policy"):
+            findings += policy_findings(model, policy)
     if "tensorcore" in checks:
-        issues = lint_dims(model, batch_size)
-        details["tensorcore"] = issues
-        findings += tensorcore_findings(issues, spec.device.startswith("cuda"))
+        with check("tensorcore"):
+            issues = lint_dims(model, batch_size)
+            details["tensorcore"] = issues
+            findings += tensorcore_findings(issues, spec.device.startswith("cuda"))
     if "nonfinite" in checks:
-        trainer = Trainer(model, wl.batches(batch_size, min(steps, 64)))
-        losses, scales, applied = [], [], []
-        meter = progress.Steps("training", steps)
-        for i in range(steps):
-            trainer()
-            losses.append(trainer.last_loss)
-            scales.append(trainer.scale)
-            applied.append(trainer.applied)
-            meter(i + 1)
-            if not math.isfinite(trainer.last_loss):
-                break
-        details["nonfinite"] = {"losses": losses, "loss_scales": scales, "applied_steps": applied}
-        findings += nonfinite_findings(losses, scales, applied, policy, trainer.loss_scaled)
+        with check("nonfinite"):
+            _nonfinite(model, wl, batch_size, steps, policy, details, findings)
     return {"target": spec.label, "precision": spec.precision, "device": spec.device,
             "device_name": device_facts(spec)["device_name"], "batch_size": batch_size, "seconds": time.perf_counter() - t0,
             "findings": [f.to_dict() for f in ordered(findings)], "details": details}
+
+
+def _nonfinite(model: Any, wl: Any, batch_size: int, steps: int, policy: str, details: dict[str, Any],
+               findings: list[Finding]) -> None:
+    """Train ``steps`` steps under the policy until the loss is not finite; what the losses and scales say."""
+    trainer = Trainer(model, wl.batches(batch_size, min(steps, 64)))
+    losses, scales, applied = [], [], []
+    meter = progress.Steps("training", steps)
+    for i in range(steps):
+        trainer()
+        losses.append(trainer.last_loss)
+        scales.append(trainer.scale)
+        applied.append(trainer.applied)
+        meter(i + 1)
+        if not math.isfinite(trainer.last_loss):
+            break
+    details["nonfinite"] = {"losses": losses, "loss_scales": scales, "applied_steps": applied}
+    findings.extend(nonfinite_findings(losses, scales, applied, policy, trainer.loss_scaled))
 
 
 def nonfinite_findings(losses: list[float], scales: list[float], applied: list[int], policy: str,
