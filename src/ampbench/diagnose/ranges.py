@@ -259,8 +259,8 @@ def activation_findings(acts: list[dict[str, Any]], verify: Callable[[str], str]
             out.append(Finding("warning", "activations", f"{a['name']} ({a['type']}) outputs |x| up to {a['max_abs']:.3g}, "
                                f"within {FP16_MAX / a['max_abs']:.1f}x of fp16's max",
                                "a larger batch, input or a few training steps can push it over 65504",
-                               "bf16 has fp32's range (its output does not overflow yet, so no fix could be verified; keeping this "
-                               "module in fp32 would not help: its output is cast back to fp16)",
+                               "bf16 has fp32's range (its output does not overflow yet, so no fix could be verified; "
+                               "keeping this module in fp32 would not help: its output is cast back to fp16)",
                                {"layer": a["name"], "max_abs": a["max_abs"]}))
     if not out and acts:
         top = max(acts, key=lambda a: a["max_abs"])
