@@ -302,3 +302,10 @@ def test_the_energy_pick_says_the_power_its_figure_was_priced_at_and_which_gpus_
         r["predicted_energy_basis"] = "TDP"
     (line,) = advice(rows)
     assert "most energy-efficient h200 (100 mJ/sample at TDP)" in line, line
+    # --gpu all: the GPUs priced otherwise named as the ties are, three and "N more" (the console; all in the HTML)
+    many = [_cell("h200", 100.0, predicted_joules_per_sample=0.1, predicted_energy_basis=measured),
+            *(_cell(f"g{i}", 60.0, predicted_joules_per_sample=0.3 + i, predicted_energy_basis="TDP") for i in range(6))]
+    (line,) = advice(many)
+    assert "(100 mJ/sample at measured power; g0, g1, g2 and 3 more at TDP)" in line, line
+    (full,) = advice(many, shown=None)
+    assert "g0, g1, g2, g3, g4, g5 at TDP" in full

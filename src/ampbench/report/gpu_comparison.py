@@ -195,7 +195,7 @@ class _Pick:
         return self.what, tuple(r.best), tuple(r.tied), r.launch_bound, self.extra
 
 
-def _picks(per_gpu: dict[str, dict[str, Any]]) -> list[_Pick] | None:
+def _picks(per_gpu: dict[str, dict[str, Any]], shown: int | None = SHOWN) -> list[_Pick] | None:
     """A mode's picks: the fastest GPU, the cheapest per sample (priced GPUs), the most energy-efficient; None with
     fewer than two GPUs to compare."""
     fastest = rank(per_gpu, lambda r: r.get("predicted_samples_per_s"), low=False)
@@ -207,7 +207,7 @@ def _picks(per_gpu: dict[str, dict[str, Any]]) -> list[_Pick] | None:
         picks.append(_Pick("cheapest per sample", cheapest, lambda n: f"USD {n} per million", sig))
     frugal = rank(per_gpu, lambda r: r.get("predicted_joules_per_sample"), low=True)
     if frugal is not None:
-        power = _energy_power(frugal, per_gpu)
+        power = _energy_power(frugal, per_gpu, shown)
         picks.append(_Pick("most energy-efficient", frugal, lambda n: f"{n} mJ/sample {power}",
                            lambda v: sig(v * 1e3), (power,)))
     return picks
@@ -222,7 +222,7 @@ def advice(rows: list[dict[str, Any]], shown: int | None = SHOWN) -> Iterator[st
     for (workload, preset, batch, _), group in groups.items():
         alike: dict[tuple[Any, ...], list[tuple[str, list[_Pick]]]] = {}
         for mode, per_gpu in group.items():
-            picks = _picks(per_gpu)
+            picks = _picks(per_gpu, shown)
             if picks is not None:
                 alike.setdefault(tuple(p.key for p in picks), []).append((mode, picks))
         for same in alike.values():
@@ -237,13 +237,14 @@ def advice(rows: list[dict[str, Any]], shown: int | None = SHOWN) -> Iterator[st
             yield f"{workload} ({preset}, batch {batch}) {label}: " + "; ".join(said)
 
 
-def _energy_power(frugal: Ranking, per_gpu: dict[str, dict[str, Any]]) -> str:
+def _energy_power(frugal: Ranking, per_gpu: dict[str, dict[str, Any]], shown: int | None = SHOWN) -> str:
     """The power the best energy per sample was priced at; the GPUs priced at another (a measured kernel table's power
-    beside a rated TDP, an upper bound) named, since their figures are not alike."""
+    beside a rated TDP, an upper bound) named, since their figures are not alike (``shown`` of them and "N more":
+    ``--gpu all`` named 28 in one line)."""
     basis = " or ".join(sorted({at_power(per_gpu[g]) for g in frugal.best}))
     others = [g for g, r in per_gpu.items() if _ok(r) and r.get("predicted_joules_per_sample") is not None
               and g not in frugal.best and at_power(r) != basis]
-    return basis + (f"; {listed(others, None)} {at_power(per_gpu[others[0]])}" if others else "")
+    return basis + (f"; {listed(others, shown)} {at_power(per_gpu[others[0]])}" if others else "")
 
 
 def mark_ranks(rows: list[dict[str, Any]]) -> None:
