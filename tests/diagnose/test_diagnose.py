@@ -39,6 +39,7 @@ def test_a_fix_diagnose_offers_is_one_it_saw_work() -> None:
     f = next(f for f in d.findings if f.title.startswith("NaN/Inf first appears in the forward of soft"))
     assert f.fix.startswith("verified: MixedPrecision('master-fp16', keep_fp32=['soft']) trains like fp32"), f.fix
     assert "did not" not in f.fix
+    assert "made by torch.exp at planted.py:" in f.detail and "in NaiveSoftmax.forward (e = torch.exp(x))" in f.detail
 
     def build():  # type: ignore[no-untyped-def]
         with seeded(0):

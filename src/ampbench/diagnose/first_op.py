@@ -58,6 +58,8 @@ def _name(func: Any) -> str:
     module = getattr(func, "__module__", None) or ""
     if qual.startswith(("Tensor.", "TensorBase.")) or module.startswith("torch._tensor"):
         return "torch.Tensor." + qual.split(".", 1)[-1]
+    if qual.startswith("_VariableFunctionsClass."):  # (torch.exp, torch.softmax: bound to that class in torch._C)
+        return "torch." + qual.split(".", 1)[1]
     if module.startswith("torch._C._nn"):
         module = "torch.nn.functional"
     return f"{module}.{qual}" if module and not module.startswith("torch._C") else f"torch.{qual}"
