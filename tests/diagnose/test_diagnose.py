@@ -90,6 +90,14 @@ def test_a_clean_forward_names_no_call() -> None:
         found = first_nonfinite_op(lambda: model(x))
     assert found is not None and found["op"] == "torch.Tensor.mul"
 
+    def masked() -> torch.Tensor:  # (an attention mask's -inf is made on purpose, from a -inf argument: not named)
+        mask = torch.zeros(4, 32).masked_fill(torch.ones(4, 32, dtype=torch.bool).triu(1), float("-inf"))
+        return model(x) + mask[:, :4]
+
+    with torch.autocast("cpu", dtype=torch.float16):
+        found = first_nonfinite_op(masked)
+    assert found is not None and found["op"] == "torch.Tensor.mul"
+
     def strict() -> None:  # (a model that raises on its NaN: the call found before it raised is kept)
         out = model(x)
         assert torch.isfinite(out).all(), "NaN in the output"

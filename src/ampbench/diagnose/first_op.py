@@ -8,6 +8,10 @@ those the step saw), under a ``TorchFunctionMode`` that checks each call's resul
 were all finite and whose result is not is where the value was made -- ``torch.Tensor.__mul__`` at ``model.py:9``,
 with its dtype and the finite range that overflowed.
 
+A call that makes an infinity on purpose from finite inputs is named first all the same (a mask added at
+``finfo(float16).min`` overflowing to -inf); one that does so from a non-finite Python scalar (``masked_fill(mask,
+float("-inf"))``) is not: its argument was not finite.
+
 A ``TorchFunctionMode`` (not a dispatch mode) on purpose: its handler runs with the mode popped, so it sees the calls
 the user's code and ``torch.nn.functional`` make (``F.softmax``, ``h * h``) -- the level a fix is written at --
 not the aten ops inside them; and a Python stack to read the user's line from.
@@ -16,6 +20,7 @@ not the aten ops inside them; and a Python stack to read the user's line from.
 from __future__ import annotations
 
 import linecache
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -25,7 +30,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_THIS = os.path.abspath(__file__)
 
 
 def _floating(obj: Any) -> list[torch.Tensor]:
@@ -40,6 +45,18 @@ def _floating(obj: Any) -> list[torch.Tensor]:
 
 def _finite(ts: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t.detach()).all()) for t in ts)
+
+
+def _scalars_finite(obj: Any) -> bool:
+    """No Python float among the arguments is inf or NaN: ``masked_fill(mask, float("-inf"))`` or ``torch.full(...,
+    -inf)`` make an infinity on purpose (attention masks), from an argument that is not finite."""
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    if isinstance(obj, (list, tuple)):
+        return all(_scalars_finite(o) for o in obj)
+    if isinstance(obj, dict):
+        return all(_scalars_finite(o) for o in obj.values())
+    return True
 
 
 def _span(ts: list[torch.Tensor]) -> dict[str, Any]:
@@ -66,13 +83,14 @@ def _name(func: Any) -> str:
 
 
 def _caller() -> dict[str, Any] | None:
-    """The innermost frame outside torch and ampbench: the user's line that made the call (its function by qualified
-    name where Python has one: ``Big.forward``)."""
+    """The innermost frame outside torch (and this module): the line that made the call -- the user's model, a
+    library's (transformers'), or ampbench's own (a built-in workload, the precision engine's casts) -- with its
+    function by qualified name where Python has one: ``Big.forward``."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         path = os.path.abspath(code.co_filename)
-        if not path.startswith((_TORCH_DIR, _OWN_DIR)) and not code.co_filename.startswith("<"):
+        if not path.startswith(_TORCH_DIR) and path != _THIS and not code.co_filename.startswith("<"):
             return {"file": code.co_filename, "line": frame.f_lineno,
                     "function": getattr(code, "co_qualname", code.co_name),
                     "code": (linecache.getline(code.co_filename, frame.f_lineno) or "").strip()}
@@ -94,7 +112,7 @@ class FirstNonFinite(TorchFunctionMode):
             outs = _floating(out)
             if outs and not _finite(outs):
                 ins = _floating(args) + _floating(kwargs)
-                if _finite(ins):
+                if _finite(ins) and _scalars_finite(args) and _scalars_finite(kwargs):
                     self.found = {"op": _name(func), "inputs": _span(ins) if ins else None, "output": _span(outs),
                                   "where": _caller()}
         return out
