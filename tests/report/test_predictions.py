@@ -80,3 +80,29 @@ def test_the_reports_predicted_memory_cells_are_the_predicted_peak_and_max_batch
     assert expect == "3.8 GiB / 887"
     assert predicted_cells(line)[7] == expect
     assert _figure_cell("memory", stored) == expect
+
+
+def test_a_prediction_that_does_not_fit_keeps_its_line_with_its_status() -> None:
+    """fp32 ResNet-50 at batch 256 on an 8 GB card is oom: the predictions table left the line out, so the report
+    said nothing of it. It keeps its line -- its status where samples/s would be, the peak and the largest batch that
+    fits in the memory cell -- and a mode the GPU cannot run says why."""
+    from rich.console import Console
+
+    from ampbench.report.html import predicted_cells
+    from ampbench.report.predictions import predicted_table, table
+
+    base = {"workload": "resnet50", "preset": "paper", "batch_size": 256, "gpu": "m4000",
+            "created_at": "2026-11-28T00:00:00Z"}
+    oom = {**base, "precision": "fp32", "status": "oom", "predicted_peak_bytes": 20.9 * 2**30, "predicted_max_batch": 80,
+           "reason": "predicted peak 20.9 GiB exceeds the 6.8 GiB the allocator can fill on m4000"}
+    refused = {**base, "precision": "amp-bf16", "status": "unsupported",
+               "reason": "bf16 needs compute capability >= 8.0 (Ampere or newer); the GPU is 5.2"}
+    lines = table([oom, refused], [])
+    assert [(x["precision"], x["status"]) for x in lines] == [("fp32", "oom"), ("amp-bf16", "unsupported")]
+    cells = predicted_cells(lines[0])
+    assert cells[4] == "oom" and cells[7] == "20.9 GiB / 80" and cells[8] == "–"
+    assert predicted_cells(lines[1])[4] == f"unsupported: {refused['reason']}"
+    console = Console(record=True, width=200)
+    console.print(predicted_table(lines))
+    text = console.export_text()
+    assert "oom" in text and "unsupported" in text
