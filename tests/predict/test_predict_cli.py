@@ -232,6 +232,22 @@ def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_th
     assert row["status"] == "oom" and "exceeds" in row["reason"] and f"{fits['predicted_max_batch']:,}" in row["reason"]
     assert row["predicted_peak_bytes"] > row["predicted_usable_bytes"] >= 0
     assert row["predicted_max_batch"] == fits["predicted_max_batch"] and "predicted_step_ms" not in row
+    # beside a mode that fits, the console says what its "x fp32" is: fp32's step at a batch fp32 cannot run
+    from rich.console import Console
+
+    from ampbench.report.console import predicted_tables
+
+    half = {**fits, "precision": "pure-bf16", "batch_size": big}
+    console = Console(record=True, width=300)
+    for part in predicted_tables([row, half], gpu, 300):
+        console.print(part)
+    said = " ".join(console.export_text().split())
+    assert "fp32: predicted peak" in said and "x fp32 compares with its step at this batch all the same, which " \
+                                                "cannot run" in said
+    console = Console(record=True, width=300)
+    for part in predicted_tables([row], gpu, 300):  # (alone: nothing compares with it)
+        console.print(part)
+    assert "compares with" not in console.export_text()
 
 
 @pytest.mark.slow

@@ -357,7 +357,12 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
         out += stack_tables(title, key, cols, width)
         for r in group:
             if r["status"] != "ok":
-                out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}")
+                # (a baseline that does not fit: the others' "x fp32" is the ratio of step times at a batch it cannot run)
+                base = (f"; x {r['precision']} compares with its step at this batch all the same, which cannot run"
+                        if r["status"] == "oom" and r["precision"] in ("fp32", "tf32") and not r.get("optimizer_state")
+                        and any(o["status"] == "ok" for o in group) else "")
+                out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}"
+                           f"{escape(base)}")
     bases: dict[str, list[str]] = {}
     for r in rows:
         if r.get("predicted_error_basis"):
