@@ -43,8 +43,13 @@ def test_results_tables_fit_the_width_without_cutting_a_number(report_store: Sto
 def test_a_pytorch_table_has_no_framework_column(report_store: Store) -> None:
     """"torch" on every row of every PyTorch table took a column of an 80-wide terminal; a table with a Keras row
     keeps it (test_rss_labels), as the Markdown and HTML tables keep it always."""
-    text = _render(results_tables(derive(report_store.rows(report_store.runs()[0].run_id)), 80), 80)
+    rows = derive(report_store.rows(report_store.runs()[0].run_id))
+    text = _render(results_tables(rows, 80), 80)
     assert "framework" not in text and "torch" not in text and "samples/s" in text
+    assert "skipped" in text  # (amp-fp16 skipped a step: the column stays)
+    calm = [{**r, "skipped_steps": 0} for r in rows]  # (none skipped: a column of zeros was a table of its own)
+    text = _render(results_tables(calm, 80), 80)
+    assert "skipped" not in text.replace("no step skipped", "") and "no step skipped" in text
 
 
 def test_ampbench_results_at_80_columns(report_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

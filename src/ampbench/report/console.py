@@ -249,8 +249,12 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             cols.append(Col("energy J/sample", [measured_energy_text(r) for r in group]))
         cols += [Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]),
                  Col(mem_head, [memory_text(r, label_each) for r in group]),
-                 Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group]),
-                 Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group])]
+                 Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group])]
+        if any(r.get("skipped_steps") for r in group):  # (a column of zeros was a table of its own at 80 columns: the
+            # title says none was skipped)
+            cols.append(Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group]))
+        elif any(r.get("skipped_steps") == 0 for r in group):
+            title += "  [dim]no step skipped[/]"
         if any(r.get("max_batch") is not None for r in group):
             cells = []
             for r in group:
