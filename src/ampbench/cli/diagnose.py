@@ -25,6 +25,7 @@ from ampbench.tensorboard import safe_name, write_diagnosis
 def diagnose_cmd(target: CommandTarget, data: DataArgs, settings: DiagnoseSettings) -> None:
     """Why NaN, why the loss scale collapses, why no speedup or memory saving: a short report, most important first."""
     from ampbench.command_requests import DiagnoseRequest  # lazy: torch
+    from ampbench.diagnose.findings import STARTED  # lazy: torch (the diagnose package)
     from ampbench.precision import resolve  # lazy: torch
 
     r = DiagnoseRequest.of(target, data, settings)
@@ -39,7 +40,7 @@ def diagnose_cmd(target: CommandTarget, data: DataArgs, settings: DiagnoseSettin
         def progress(line: str) -> None:
             """A line per check as it ends (a check can train for minutes on a slow device); the one starting on the
             spinner in a terminal, as a line in a log (where a spinner shows nothing)."""
-            if line.endswith(" ...") and console.is_terminal:
+            if line.endswith(STARTED) and console.is_terminal:
                 status.update(f"{head}: {escape(line)}")
             else:
                 console.print(f"  [dim]{escape(line)}[/]", highlight=False)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ampbench.diagnose import fp8, nonfinite, policy, profile, ranges, tensorcore
-from ampbench.diagnose.findings import Finding, ordered
+from ampbench.diagnose.findings import Finding, check_done, check_started, ordered
 from ampbench.diagnose.fixes import FixChecker
 from ampbench.errors import AmpbenchError, TrainingDivergedError, suggest
 from ampbench.measure.env import device_name, resolve_device
@@ -197,7 +197,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         say(f"{precision} on {dev}: {sup.note}; each check trains its own steps (--steps {steps}): expect them to "
             "take long")
     for i, check in enumerate(checks, 1):
-        say(f"check {i}/{len(checks)}: {check} ...")
+        say(check_started(i, len(checks), check))
         started, before = time.perf_counter(), len(findings)
         try:
             details[check], found = RUNNERS[check](ctx)
@@ -209,9 +209,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
                                     f"({str(e).splitlines()[0]})", "", "the NaN/Inf findings say where it starts"))
         except Exception as e:  # one broken check must not hide the others' findings
             findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
-        said = len(findings) - before
-        say(f"check {i}/{len(checks)}: {check} done in {time.perf_counter() - started:.1f} s "
-            f"({said} finding{'' if said == 1 else 's'})")
+        say(check_done(i, len(checks), check, time.perf_counter() - started, len(findings) - before))
     if fixes.record()["tried"]:
         details["fixes"] = fixes.record()
     return Diagnosis(label, precision, str(dev), device_name(dev), bs, ordered(findings), details,

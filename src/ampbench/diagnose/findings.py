@@ -27,3 +27,17 @@ class Finding:
 def ordered(findings: list[Finding]) -> list[Finding]:
     """Most important first (errors, then warnings, then info; stable within a severity)."""
     return sorted(findings, key=lambda f: SEVERITY.get(f.severity, 3))
+
+
+STARTED = " ..."
+"""How a check's start line ends (the CLI shows it on its spinner; a done line it prints)."""
+
+
+def check_started(i: int, n: int, check: str) -> str:
+    """The progress line as check ``i`` of ``n`` starts (every framework's diagnosis says the same)."""
+    return f"check {i}/{n}: {check}{STARTED}"
+
+
+def check_done(i: int, n: int, check: str, seconds: float, found: int) -> str:
+    """The progress line as it ends: its seconds and how many findings it made."""
+    return f"check {i}/{n}: {check} done in {seconds:.1f} s ({found} finding{'' if found == 1 else 's'})"

@@ -33,18 +33,41 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _THIS = os.path.abspath(__file__)
 
 
-def _floating(obj: Any) -> list[torch.Tensor]:
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    """The tensors in a call's arguments or a module's output (nested lists, tuples and dicts)."""
     if isinstance(obj, torch.Tensor):
-        return [obj] if obj.is_floating_point() and obj.numel() else []
+        return [obj]
     if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _floating(o)]
+        return [t for o in obj for t in tensors_in(o)]
     if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _floating(o)]
+        return [t for o in obj.values() for t in tensors_in(o)]
     return []
 
 
-def _finite(ts: list[torch.Tensor]) -> bool:
-    return all(bool(torch.isfinite(t.detach()).all()) for t in ts)
+def has_nonfinite(ts: list[torch.Tensor]) -> bool:
+    """Any NaN or Inf in the floating tensors of ``ts``."""
+    return any(t.is_floating_point() and t.numel() and not bool(torch.isfinite(t.detach()).all()) for t in ts)
+
+
+def value_range(ts: list[torch.Tensor]) -> dict[str, Any]:
+    """min/max of the finite values and counts of NaN / Inf, over floating tensors."""
+    fl = [t.detach() for t in ts if t.is_floating_point() and t.numel()]
+    if not fl:
+        return {"finite_min": None, "finite_max": None, "nan": 0, "inf": 0, "dtype": None}
+    nan = sum(int(torch.isnan(t).sum()) for t in fl)
+    inf = sum(int(torch.isinf(t).sum()) for t in fl)
+    finite = [t[torch.isfinite(t)].float() for t in fl]
+    finite = [t for t in finite if t.numel()]
+    return {"finite_min": min(float(t.min()) for t in finite) if finite else None,
+            "finite_max": max(float(t.max()) for t in finite) if finite else None,
+            "nan": nan, "inf": inf, "dtype": str(fl[0].dtype).removeprefix("torch.")}
+
+
+def _span(ts: list[torch.Tensor]) -> dict[str, Any]:
+    """:func:`value_range` and the largest finite |x| (what overflowed)."""
+    r = value_range(ts)
+    ends = [abs(v) for v in (r["finite_min"], r["finite_max"]) if v is not None]
+    return {**r, "max_abs": max(ends) if ends else None}
 
 
 def _scalars_finite(obj: Any) -> bool:
@@ -109,11 +132,12 @@ class FirstNonFinite(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if self.found is None:
-            outs = _floating(out)
-            if outs and not _finite(outs):
-                ins = _floating(args) + _floating(kwargs)
-                if _finite(ins) and _scalars_finite(args) and _scalars_finite(kwargs):
-                    self.found = {"op": _name(func), "inputs": _span(ins) if ins else None, "output": _span(outs),
+            outs = tensors_in(out)
+            if has_nonfinite(outs):
+                ins = tensors_in((args, kwargs))
+                if not has_nonfinite(ins) and _scalars_finite((args, kwargs)):
+                    floating = any(t.is_floating_point() and t.numel() for t in ins)
+                    self.found = {"op": _name(func), "inputs": _span(ins) if floating else None, "output": _span(outs),
                                   "where": _caller()}
         return out
 

@@ -19,39 +19,11 @@ import torch
 from torch import nn
 
 from ampbench.diagnose.findings import Finding
-from ampbench.diagnose.first_op import describe, first_nonfinite_op
+from ampbench.diagnose.first_op import describe, first_nonfinite_op, has_nonfinite, tensors_in, value_range
 from ampbench.errors import TrainingDivergedError
 from ampbench.measure.step import build_step
 from ampbench.precision import get
 from ampbench.workloads.base import Workload
-
-
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _tensors(o)]
-    return []
-
-
-def _range(ts: list[torch.Tensor]) -> dict[str, Any]:
-    """min/max of the finite values and counts of NaN / Inf, over floating tensors."""
-    fl = [t.detach() for t in ts if t.is_floating_point() and t.numel()]
-    if not fl:
-        return {"finite_min": None, "finite_max": None, "nan": 0, "inf": 0, "dtype": None}
-    nan = sum(int(torch.isnan(t).sum()) for t in fl)
-    inf = sum(int(torch.isinf(t).sum()) for t in fl)
-    finite = [t[torch.isfinite(t)].float() for t in fl]
-    finite = [t for t in finite if t.numel()]
-    return {"finite_min": min(float(t.min()) for t in finite) if finite else None,
-            "finite_max": max(float(t.max()) for t in finite) if finite else None,
-            "nan": nan, "inf": inf, "dtype": str(fl[0].dtype).removeprefix("torch.")}
-
-
-def _bad(ts: list[torch.Tensor]) -> bool:
-    return any(t.is_floating_point() and t.numel() and not bool(torch.isfinite(t.detach()).all()) for t in ts)
 
 
 class NonFiniteLocator:
@@ -100,8 +72,8 @@ class NonFiniteLocator:
 
     def _pre(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
-            ins = _tensors(args)
-            module._ampbench_diag_in = (_bad(ins), _range(ins))  # type: ignore[assignment]
+            ins = tensors_in(args)
+            module._ampbench_diag_in = (has_nonfinite(ins), value_range(ins))  # type: ignore[assignment]
             for t in ins:
                 if t.requires_grad and t.is_floating_point():
                     t.register_hook(self._grad_in_hook(name, module))
@@ -110,11 +82,11 @@ class NonFiniteLocator:
 
     def _post(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any, output: Any) -> None:
-            outs = _tensors(output)
+            outs = tensors_in(output)
             bad_in, in_range = getattr(module, "_ampbench_diag_in", (False, None))
-            if self.forward_event is None and _bad(outs) and not bad_in:
+            if self.forward_event is None and has_nonfinite(outs) and not bad_in:
                 self.forward_event = {"phase": "forward", "module": name, "type": type(module).__name__,
-                                      "step": self.step, "input": in_range, "output": _range(outs)}
+                                      "step": self.step, "input": in_range, "output": value_range(outs)}
             for t in outs:
                 if t.requires_grad and t.is_floating_point():
                     t.register_hook(self._grad_out_hook(module))
@@ -123,28 +95,28 @@ class NonFiniteLocator:
 
     def _grad_out_hook(self, module: nn.Module) -> Callable[[torch.Tensor], None]:
         def hook(g: torch.Tensor) -> None:
-            self._gout[id(module)] = (_bad([g]), _range([g]))
+            self._gout[id(module)] = (has_nonfinite([g]), value_range([g]))
 
         return hook
 
     def _grad_in_hook(self, name: str, module: nn.Module) -> Callable[[torch.Tensor], None]:
         def hook(g: torch.Tensor) -> None:
-            if not _bad([g]):
+            if not has_nonfinite([g]):
                 return
             bad_out, out_range = self._gout.get(id(module), (False, None))
             if bad_out:
                 return  # it came in already non-finite: not this module
             self._record_backward({"phase": "backward", "module": name, "type": type(module).__name__, "step": self.step,
-                                   "loss_scale": self.scale, "grad_output": out_range, "grad_input": _range([g])}, id(g))
+                                   "loss_scale": self.scale, "grad_output": out_range, "grad_input": value_range([g])}, id(g))
 
         return hook
 
     def _param_hook(self, name: str) -> Callable[[torch.Tensor], None]:
         def hook(p: torch.Tensor) -> None:
-            if p.grad is not None and _bad([p.grad]):
+            if p.grad is not None and has_nonfinite([p.grad]):
                 self._record_backward({"phase": "backward (parameter gradient)", "module": name.rsplit(".", 1)[0],
                                        "parameter": name, "step": self.step, "loss_scale": self.scale,
-                                       "grad": _range([p.grad])}, id(p))
+                                       "grad": value_range([p.grad])}, id(p))
 
         return hook
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ampbench import seam
 from ampbench.execution.axes import Execution, strategy_label
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, sig, unit_bytes
@@ -213,15 +214,17 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         group = list(group)
         # what "mem vs fp32" compares, labelled (CPU PyTorch: the exact split; the RSS peak is in the JSON/HTML)
         sizes = {r.get("batch_size") for r in group}
-        at = f", batch {next(iter(sizes)):,}" if len(sizes) == 1 and isinstance(next(iter(sizes)), int) else ""
+        (size,) = sizes if len(sizes) == 1 else (None,)
+        at = f", batch {size:,}" if isinstance(size, int) else ""
         title = f"{escape(workload)} ({escape(preset)}){at} on {escape(dev)}  [dim]run {escape(run_id)}[/]"
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)
         mem_head, label_each = memory_head(group)
         keys = [Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")]
-        frameworks = [framework_of(r) for r in group]  # (said where a row is not PyTorch's: "torch" on every row of
-        # every PyTorch table took a column of an 80-wide terminal)
-        cols = [Col("framework", [Text(f) for f in frameworks], "left")] if set(frameworks) != {"torch"} else []
+        # (the framework said where a row is not the default framework's: "torch" on every row of every PyTorch table
+        # took a column of an 80-wide terminal)
+        others = any(seam.from_entries(r) != (seam.DEFAULT, None) for r in group)
+        cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")] if others else []
         # the columns that tell rows of one precision apart lead every part of a stacked table, beside the precision
         apart = [Col("execution", [Text(Execution.of(r).label) for r in group], "left")] if axes else []
         if dist:
@@ -229,7 +232,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         if any(r.get("optimizer_state") for r in group):  # (--optimizer-state: which optimizer each row stepped with)
             apart.append(Col("optimizer states", [Text(r.get("optimizer_state") or "as built") for r in group], "left"))
         batch = Col("batch", [_num(r.get("batch_size"), ",") for r in group])
-        if len({r.get("batch_size") for r in group}) > 1:
+        if len(sizes) > 1:
             apart.append(batch)
         varies = [c for c in apart if len({str(x) for x in c.cells}) > 1]
         keys += varies

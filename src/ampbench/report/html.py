@@ -371,10 +371,9 @@ def predicted_cells(p: dict[str, Any]) -> list[str]:
     if p["measured_device"]:
         measured += f" on {p['measured_device']}"
     band = "" if p.get("predicted_error_pct") is None else f" ±{p['predicted_error_pct']}%"
-    ok = p.get("status", "ok") == "ok"
     # (not ok: its status, and why where the memory column does not say it -- an oom's peak and largest batch are there)
-    predicted = (num(p["predicted_samples_per_s"], ",.0f") + band if ok else str(p.get("status"))
-                 + ("" if p.get("status") == "oom" or not p.get("reason") else f": {p['reason']}"))
+    predicted = (num(p["predicted_samples_per_s"], ",.0f") + band if p["status"] == "ok" else str(p["status"])
+                 + ("" if p["status"] == "oom" or not p["reason"] else f": {p['reason']}"))
     return [f"{p['workload']} ({p['preset']})" if p["preset"] else str(p["workload"]), str(p["gpu"]), str(p["setting"]),
             str(p["precision"]), predicted, measured,
             f"{num(p['predicted_speedup_vs_fp32'], '.2f')} / {num(p['measured_speedup_vs_fp32'], '.2f')}",

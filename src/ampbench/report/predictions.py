@@ -196,21 +196,13 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
     status -- "fp32 does not fit a 16 GB card at batch 256" is an answer, and the line was left out."""
     out = []
     for p in latest(predictions):
-        if p.get("status") != "ok":
-            out.append({"workload": p.get("workload"), "preset": p.get("preset"), "gpu": p.get("gpu"),
-                        "setting": CellId.of(p).describe() + (", inference" if p.get("predicted_inference") else ""),
-                        "batch_size": p.get("batch_size"), "precision": p.get("precision"), "status": p.get("status"),
-                        "reason": p.get("reason"), "predicted_samples_per_s": None, "measured_samples_per_s": None,
-                        "measured_device": None, "error": None, "predicted_speedup_vs_fp32": None,
-                        "measured_speedup_vs_fp32": None, "predicted_peak_bytes": p.get("predicted_peak_bytes"),
-                        "predicted_max_batch": p.get("predicted_max_batch"), "predicted_bound": None,
-                        "predicted_error_pct": None})
-            continue
-        m = measured_for(p, rows)
+        ok = p.get("status") == "ok"  # (not ok: no figures but its peak and largest batch, no measured twin)
+        m = measured_for(p, rows) if ok else None
         measured = m.get("samples_per_s") if m else None
         pred = p.get("predicted_samples_per_s")
         out.append({
-            "workload": p.get("workload"), "preset": p.get("preset"), "status": "ok", "reason": None,
+            "workload": p.get("workload"), "preset": p.get("preset"), "status": p.get("status"),
+            "reason": None if ok else p.get("reason"),
             "setting": CellId.of(p).describe() + (", inference" if p.get("predicted_inference") else ""),
             "gpu": p.get("gpu"), "batch_size": p.get("batch_size"),
             "precision": p.get("precision"), "predicted_samples_per_s": pred,
@@ -253,8 +245,8 @@ def predicted_table(lines: list[dict[str, Any]]) -> Any:
                          overflow="fold", no_wrap=col == "mode")
     for p in lines:
         table.add_row(escape(f"{p['workload']} ({p['preset']})"), escape(str(p["gpu"])), escape(p["setting"]),
-                      p["precision"], (f"{p['predicted_samples_per_s']:,.0f}" if p.get("status", "ok") == "ok"
-                                       else escape(str(p.get("status")))),
+                      p["precision"], (f"{p['predicted_samples_per_s']:,.0f}" if p["status"] == "ok"
+                                       else escape(str(p["status"]))),
                       "-" if p.get("predicted_error_pct") is None else f"{p['predicted_error_pct']}%",
                       "-" if p["measured_samples_per_s"] is None else f"{p['measured_samples_per_s']:,.0f}",
                       "-" if p["error"] is None else f"{p['error']:+.0%}")

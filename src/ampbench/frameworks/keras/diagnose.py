@@ -22,7 +22,7 @@ from typing import Any
 
 from ampbench import progress
 from ampbench.cells import CellSpec
-from ampbench.diagnose.findings import Finding, ordered
+from ampbench.diagnose.findings import Finding, check_done, check_started, ordered
 from ampbench.diagnose.tensorcore import VOCAB_MIN, DimLint, tensorcore_findings
 from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras.cell import device_facts
@@ -71,12 +71,11 @@ def diagnose(spec: CellSpec, checks: tuple[str, ...], steps: int) -> dict[str, A
     def check(name: str) -> Iterator[None]:
         """A line as each check starts and ends, as PyTorch's diagnosis says them (the parent shows them as they come:
         the checks run here, in a child that reported once, at the end)."""
-        head = f"check {run.index(name) + 1}/{len(run)}: {name}"
-        progress.report(f"{head} ...")
+        i = run.index(name) + 1
+        progress.report(check_started(i, len(run), name))
         started, before = time.perf_counter(), len(findings)
         yield
-        said = len(findings) - before
-        progress.report(f"{head} done in {time.perf_counter() - started:.1f} s ({said} finding{'' if said == 1 else 's'})")
+        progress.report(check_done(i, len(run), name, time.perf_counter() - started, len(findings) - before))
 
     if "policy" in checks:
         with check("policy"):
