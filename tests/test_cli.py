@@ -159,6 +159,22 @@ def test_help_shows_no_markup():
         assert code == 0 and "``" not in out, command
 
 
+def test_the_command_list_gives_each_summary_as_one_paragraph(monkeypatch):
+    """`ampbench --help` kept a docstring's source line breaks: "...and the GPUs predict" then "knows." alone on the
+    next line. At 300 columns each command's summary is one line of the panel."""
+    import inspect
+
+    from ampbench.cli import app
+    from tests.conftest import cli
+
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, _ = cli("--help")
+    assert code == 0
+    for command in app.registered_commands:
+        summary = " ".join(inspect.cleandoc(command.callback.__doc__).split("\n\n")[0].split())
+        assert any(summary in line for line in out.splitlines()), command.name
+
+
 def test_api_errors_name_the_parameter_as_python_spells_it_and_the_cli_its_flag(tmp_path) -> None:
     """MixedPrecision(optimizer_state="2bit") says optimizer_state='2bit'; the command line maps it to its flag."""
     import ampbench

@@ -11,4 +11,19 @@ from ampbench.cli.core import app, main
 from ampbench.cli import listing, train, run, predict, results, exchange, diagnose, report, compare, hw  # noqa: F401
 # isort: on
 
+
+def _one_line_summaries() -> None:
+    """`ampbench --help` lists each command with its docstring's first paragraph, and typer's rich help keeps that
+    paragraph's source line breaks (a summary wrapped in the source broke mid-sentence there): each command's short
+    help is its first paragraph on one line."""
+    import inspect
+
+    for command in app.registered_commands:
+        doc = command.callback.__doc__ if command.callback else None
+        if command.short_help is None and doc:
+            command.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+
+
+_one_line_summaries()
+
 __all__ = ["app", "main"]
