@@ -73,28 +73,33 @@ class Poisoned(nn.Module):
 
 
 class Odd(nn.Module):
-    """A 100-wide hidden layer and a BERT-sized 30522-token vocabulary."""
+    """A 100-wide hidden layer, a BERT-sized 30522-token vocabulary looked up (a gather: no GEMM dimension), and a
+    30522-token output layer tied to a second embedding (``tied``: its rows are the output GEMM's N)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.emb = nn.Embedding(30522, 64)
         self.fc = nn.Linear(64, 100)
-        self.out = nn.Linear(100, 4)
+        self.out = nn.Linear(100, 64)
+        self.tied = nn.Embedding(30522, 64)
+        self.head = nn.Linear(64, 30522, bias=False)
+        self.head.weight = self.tied.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(torch.relu(self.fc(self.emb(x).mean(1))))
+        h = self.out(torch.relu(self.fc(self.emb(x).mean(1))))
+        return self.head(h + self.tied(x[:, 0]))
 
 
 class SmallVocab(nn.Module):
-    """A 100-token vocabulary: not a multiple of 8, and too small to be padded to 64 like a real vocabulary."""
+    """A 100-token vocabulary, its output projection the embedding's own weight (``h @ emb.weight.T``: no Linear):
+    not a multiple of 8, and too small to be padded to 64 like a real vocabulary."""
 
     def __init__(self) -> None:
         super().__init__()
         self.emb = nn.Embedding(100, 64)
-        self.out = nn.Linear(64, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(self.emb(x).mean(1))
+        return self.emb(x).mean(1) @ self.emb.weight.T
 
 
 class SquareNorm(nn.Module):

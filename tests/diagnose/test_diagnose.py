@@ -151,16 +151,20 @@ def test_gradients_below_fp16_range_get_a_scale_that_learns() -> None:
 
 
 def test_dims_100_and_30522_are_flagged_with_the_fix() -> None:
+    """A 30522-token output layer is flagged once, as the Linear's out_features (not again as the embedding tied to
+    it); a 30522-row embedding that is only looked up is a gather, not a GEMM dimension, and is not flagged."""
     d = diagnose(planted.odd, "fp32", checks=("tensorcore",))
     by = {(f.data["layer"], f.data["dim"]): f for f in d.findings if f.data}
-    assert by[("emb", "num_embeddings")].fix.startswith("pad the vocabulary 30522 → 30528 (a multiple of 64)")
+    assert by[("head", "out_features")].fix.startswith("pad the vocabulary 30522 → 30528 (a multiple of 64)")
     assert by[("fc", "out_features")].fix.startswith("make out_features 104 (a multiple of 8)")
     assert by[("out", "in_features")].data["padded"] == 104
     assert by[("(batch)", "batch_size")].fix.startswith("use batch size 32")
     assert ("emb", "embedding_dim") not in by
+    assert ("emb", "num_embeddings") not in by and ("tied", "num_embeddings") not in by
 
 
 def test_a_small_vocabulary_is_a_multiple_of_8_not_64() -> None:
+    """The embedding's weight is the output GEMM's operand (``h @ emb.weight.T``, no Linear): its rows are flagged."""
     d = diagnose(planted.small_vocab, "fp32", checks=("tensorcore",))
     (f,) = [f for f in d.findings if f.data and f.data["dim"] == "num_embeddings"]
     assert f.fix.startswith("make num_embeddings 104 (a multiple of 8)") and "vocabulary" not in f.fix

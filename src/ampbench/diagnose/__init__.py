@@ -123,7 +123,8 @@ def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
 
 
 def _tensorcore(c: CheckContext) -> tuple[Any, list[Finding]]:
-    issues = tensorcore.lint_dims(c.build().model, c.bs)
+    wl = c.build()
+    issues = tensorcore.lint_dims(wl.model, c.bs, gemm_pointers=tensorcore.gemm_operands(wl, c.dev, c.bs))
     return issues, tensorcore.tensorcore_findings(issues, c.dev.type == "cuda")
 
 

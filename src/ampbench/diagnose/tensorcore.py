@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ampbench.diagnose.findings import Finding
+from ampbench.measure.step import device_batches
+from ampbench.workloads.base import Workload
 
 VOCAB_MIN = 1000
 """Embedding rows / output features at least this large are treated as a vocabulary (pad to 64)."""
@@ -41,10 +45,52 @@ class DimLint:
         return self.issues
 
 
-def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8) -> list[dict[str, Any]]:
-    """Dimensions of Linear / Conv / Embedding / attention layers (and the batch) that miss ``multiple``."""
+GEMM_FUNCTIONS = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm",
+                            "addbmm", "einsum", "tensordot", "inner", "mv", "addmv"})
+"""Torch functions (and Tensor methods) whose tensor arguments are GEMM operands."""
+
+
+class _GemmOperands(TorchFunctionMode):
+    """Records the storage of every floating tensor passed to a GEMM function (a transposed or sliced view of a
+    weight shares its data pointer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pointers: set[int] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__name__", "") in GEMM_FUNCTIONS:
+            for a in (*args, *(kwargs or {}).values()):
+                if isinstance(a, torch.Tensor) and a.is_floating_point():
+                    self.pointers.add(a.data_ptr())
+        return func(*args, **(kwargs or {}))
+
+
+def gemm_operands(wl: Workload, device: torch.device, batch_size: int) -> set[int]:
+    """The data pointers of the tensors one forward of ``wl`` (fp32, no grad, on one batch) passes to a GEMM: an
+    embedding's rows are a GEMM dimension only where its weight is one (an output projection tied to it); a lookup
+    is a gather, which Tensor Cores do not run."""
+    model = wl.model.to(device).float().eval()
+    (inputs, _), = device_batches(wl.train_data, batch_size, 1, device)
+    mode = _GemmOperands()
+    try:
+        with torch.no_grad(), mode:
+            wl.call_model(model, inputs)
+    finally:
+        model.train()
+    return mode.pointers
+
+
+def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8,
+              gemm_pointers: set[int] | None = None) -> list[dict[str, Any]]:
+    """Dimensions of Linear / Conv / Embedding / attention layers (and the batch) that miss ``multiple``.
+
+    An embedding's ``num_embeddings`` is checked only where its weight is a GEMM operand (``gemm_pointers``, from
+    :func:`gemm_operands`) and no Linear shares it (a tied Linear's ``out_features`` is the same dimension, checked
+    there); a lookup alone is a gather."""
     lint = DimLint(multiple)
     check = lint.check
+    linear_weights = {m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Linear)}
     for name, mod in model.named_modules():
         if isinstance(mod, nn.Linear):
             check(name, "in_features", mod.in_features)
@@ -55,7 +101,9 @@ def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8
                     if n >= 16 or what == "out_channels":  # a 1/3-channel image input is expected
                         check(name, what, n)
         elif isinstance(mod, nn.Embedding):
-            check(name, "num_embeddings", mod.num_embeddings, vocab=mod.num_embeddings >= VOCAB_MIN)
+            w = mod.weight.data_ptr()
+            if gemm_pointers is not None and w in gemm_pointers and w not in linear_weights:
+                check(name, "num_embeddings", mod.num_embeddings, vocab=mod.num_embeddings >= VOCAB_MIN)
             check(name, "embedding_dim", mod.embedding_dim)
         elif isinstance(mod, nn.MultiheadAttention):
             check(name, "embed_dim", mod.embed_dim)

@@ -70,3 +70,27 @@ def test_what_does_not_apply_to_a_keras_model_is_one_line(extra, says, tmp_path)
     code, out, err = cli("diagnose", "--model", f"{MODELS}:mlp", "--input-shape", "20", "--num-classes", "2",
                          "--device", "cpu", "--db", str(tmp_path / "r.db"), *extra)
     assert code == 2 and says in err and err.count("\n") == 1, (out, err)
+
+
+def test_a_looked_up_vocabulary_is_not_a_gemm_dimension_a_reversed_one_is(tmp_path):
+    """keras.layers.Embedding's rows are gathered (no Tensor Core GEMM has them as a dimension): not flagged; a
+    ReversibleEmbedding's reverse call is the output projection, whose N is its input_dim: flagged, padded to 64."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "lint.py"
+    script.write_text(
+        "import json\nimport keras\nfrom keras import layers\n"
+        "from ampbench.frameworks.keras.diagnose import lint_dims\n"
+        "tokens = keras.Input((8,), dtype='int32')\n"
+        "looked_up = layers.Embedding(30522, 64, name='lookup')(tokens)\n"
+        "rev = layers.ReversibleEmbedding(30522, 64, name='tied')\n"
+        "h = rev(tokens) + looked_up\n"
+        "model = keras.Model(tokens, rev(keras.ops.mean(h, axis=1), reverse=True))\n"
+        "print(json.dumps(lint_dims(model)))\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "KERAS_BACKEND": "torch"})
+    assert r.returncode == 0, r.stderr
+    issues = json.loads(r.stdout.strip().splitlines()[-1])
+    assert issues == [{"layer": "tied", "dim": "input_dim", "value": 30522, "multiple": 64, "padded": 30528}]

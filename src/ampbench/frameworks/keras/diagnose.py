@@ -188,8 +188,10 @@ def lint_dims(model: Any, batch_size: int | None = None, multiple: int = 8) -> l
             if shape[-2] >= 16:  # a 1/3-channel image input is expected
                 check(layer.name, "input channels", shape[-2])
             check(layer.name, "filters", shape[-1])
-        elif kind == "Embedding":
-            check(layer.name, "input_dim", layer.input_dim, vocab=layer.input_dim >= VOCAB_MIN)
+        elif kind in ("Embedding", "ReversibleEmbedding"):
+            if kind == "ReversibleEmbedding":  # its reverse call is the output projection: input_dim is its GEMM's N
+                check(layer.name, "input_dim", layer.input_dim, vocab=layer.input_dim >= VOCAB_MIN)
+            # (an Embedding's rows are looked up -- a gather, not a GEMM dimension)
             check(layer.name, "output_dim", layer.output_dim)
         elif kind in ("LSTM", "GRU", "SimpleRNN"):
             check(layer.name, "units", layer.units if hasattr(layer, "units") else layer.cell.units)
