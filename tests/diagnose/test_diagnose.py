@@ -334,6 +334,24 @@ def test_gradients_that_fit_at_the_scale_in_use_are_information(precision: str) 
     assert f.title.startswith("gradients fit fp16 at the loss scale in use (dynamic: 65536)")
 
 
+def test_too_many_subnormals_at_the_scale_in_use_say_so_not_0_percent_underflow() -> None:
+    """Subnormals over 5% with underflow under 1% at the scale in use: the title named "0% ... still underflow"
+    (rounded) as what was wrong; it names the subnormals, and the underflow to a tenth of a percent."""
+    from ampbench.diagnose.ranges import gradient_findings
+
+    o = {"fp16_underflow": 0.3, "fp16_subnormal": 0.4, "fp16_overflow": 0.0}
+    r = {"overall": o, "recommended_scale": 262144.0, "max_abs": 0.0968, "fp16_underflow_at_recommended_scale": 0.0,
+         "params": [], "at_scale_in_use": {"scale": 65536.0, "fp16_underflow": 0.004, "fp16_subnormal": 0.16}}
+    (f,) = gradient_findings(r, {"scale": 65536.0, "steps": 20, "skipped_steps": 0}, "fp16", "dynamic")
+    assert f.severity == "warning" and "still underflow" not in f.title
+    assert f.title == ("at the loss scale in use (dynamic: 65536) 16% of gradient values are fp16 subnormals "
+                       "(below 2^-14: fewer bits); 0.4% underflow")
+    assert f.fix.startswith("a larger scale: loss_scale='static:262144'")
+    r["at_scale_in_use"]["fp16_underflow"] = 0.25
+    (f,) = gradient_findings(r, None, "fp16", "dynamic")
+    assert f.severity == "error" and "25.0% of gradient values still underflow in fp16 and 16% are subnormals" in f.title
+
+
 def test_fp16_limits_are_what_ifs_in_bf16_and_a_warning_without_scaling() -> None:
     bf16 = next(f for f in diagnose(planted.small_grad, "amp-bf16", checks=("gradients",), steps=2).findings
                 if f.check == "gradients")

@@ -166,9 +166,12 @@ def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None, half: s
         under = used["fp16_underflow"]
         fix = (f"a larger scale: loss_scale='static:{s:g}' (the largest gradient still fits fp16 at it)"
                if s > used["scale"] else "bf16 (fp32's exponent range): a larger scale would overflow the largest gradient")
-        out.append(Finding("error" if under > 0.2 else "warning", "gradients",
-                           f"at the loss scale in use ({scaling}: {used['scale']:g}) {under:.0%} of gradient values "
-                           f"still underflow in fp16 and {used['fp16_subnormal']:.0%} are subnormals",
+        at = f"at the loss scale in use ({scaling}: {used['scale']:g})"
+        title = (f"{at} {under:.1%} of gradient values still underflow in fp16 and {used['fp16_subnormal']:.0%} are "
+                 "subnormals" if under > 0.01 else  # (else it is the subnormals that are too many)
+                 f"{at} {used['fp16_subnormal']:.0%} of gradient values are fp16 subnormals (below 2^-14: fewer bits); "
+                 f"{under:.1%} underflow")
+        out.append(Finding("error" if under > 0.2 else "warning", "gradients", title,
                            f"largest |g| {r['max_abs']:.3g}; at scale {s:g}, {r['fp16_underflow_at_recommended_scale']:.1%}"
                            f" would still underflow{settled_txt}", fix, data))
     elif o["fp16_underflow"] > 0.01:
