@@ -41,11 +41,21 @@ def test_results_tables_fit_the_width_without_cutting_a_number(report_store: Sto
 
 
 def test_a_pytorch_table_has_no_framework_column(report_store: Store) -> None:
-    """"torch" on every row of every PyTorch table took a column of an 80-wide terminal; a table with a Keras row
-    keeps it (test_rss_labels), as the Markdown and HTML tables keep it always."""
+    """"torch" on every row of every PyTorch table took a column of an 80-wide terminal (and of every Markdown and
+    HTML table); a table with a Keras row keeps it (test_rss_labels). A Markdown converge column is there only where
+    a row was checked."""
+    from ampbench.report.html import render_html
+    from ampbench.report.markdown import render_markdown
+
     rows = derive(report_store.rows(report_store.runs()[0].run_id))
     text = _render(results_tables(rows, 80), 80)
     assert "framework" not in text and "torch" not in text and "samples/s" in text
+    md, html = render_markdown(rows), render_html(rows)
+    assert "| framework |" not in md and "| torch |" not in md and "| samples/s |" in md
+    assert ">framework</th>" not in html and ">samples/s</th>" in html
+    assert "| converge |" in md and any(r.get("converge_verdict") for r in rows)
+    unchecked = [{**r, "converge_verdict": None} for r in rows]
+    assert "converge" not in render_markdown(unchecked).split("| precision |", 1)[1].split("\n", 1)[0]
     assert "skipped" in text  # (amp-fp16 skipped a step: the column stays)
     calm = [{**r, "skipped_steps": 0} for r in rows]  # (none skipped: a column of zeros was a table of its own)
     text = _render(results_tables(calm, 80), 80)

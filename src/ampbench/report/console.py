@@ -13,13 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ampbench import seam
 from ampbench.execution.axes import Execution, strategy_label
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, sig, unit_bytes
 from ampbench.report.titled import titled
 from ampbench.store.derive import compared_memory, memory_basis
-from ampbench.store.row_keys import framework_of
+from ampbench.store.row_keys import framework_of, names_frameworks
 
 
 def fmt_bytes(n: Any, unit: str | None = None) -> str:
@@ -223,8 +222,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         keys = [Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")]
         # (the framework said where a row is not the default framework's: "torch" on every row of every PyTorch table
         # took a column of an 80-wide terminal)
-        others = any(seam.from_entries(r) != (seam.DEFAULT, None) for r in group)
-        cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")] if others else []
+        cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")] if names_frameworks(group) else []
         # the columns that tell rows of one precision apart lead every part of a stacked table, beside the precision
         apart = [Col("execution", [Text(Execution.of(r).label) for r in group], "left")] if axes else []
         if dist:

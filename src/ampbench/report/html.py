@@ -30,7 +30,7 @@ from ampbench.report.gpu_comparison import memory_text as predicted_memory_text
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
-from ampbench.store.row_keys import framework_of
+from ampbench.store.row_keys import framework_of, names_frameworks
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -162,12 +162,14 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
         out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
         tf32 = any(r.get("speedup_vs_tf32") is not None for r in ok)
         energy = any(r.get("joules_per_sample") is not None for r in ok)
+        fw = names_frameworks(ok)  # (the title names the first row's framework: a column where another's differs)
         out.append(_table(
-            ["precision", "framework", "samples/s", "speedup vs fp32", *(["vs fp32 eager", "compile"] if axes else []),
+            ["precision", *(["framework"] if fw else []), "samples/s", "speedup vs fp32",
+             *(["vs fp32 eager", "compile"] if axes else []),
              *(["vs tf32"] if tf32 else []), *(["energy J/sample", "mean power W"] if energy else []),
              "step p50 ms",
              "step p90 ms", "first step ms", "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
-            [[e(display_name(r)), e(framework_of(r)), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
+            [[e(display_name(r)), *([e(framework_of(r))] if fw else []), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
               *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
               *([_ratio(r.get("speedup_vs_tf32"))] if tf32 else []),
               *([e(measured_energy_text(r)), _num(r.get("mean_power_w"), ",.0f")] if energy else []),

@@ -20,7 +20,7 @@ from ampbench.report.gpu_comparison import markdown as gpu_markdown
 from ampbench.report.predictions import latest
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
-from ampbench.store.row_keys import framework_of
+from ampbench.store.row_keys import framework_of, names_frameworks
 
 
 def md_escape(value: Any) -> str:
@@ -81,11 +81,14 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         energy = any(r.get("joules_per_sample") is not None for r in group)
         eager_head += (" vs tf32 |" if tf32 else "") + (" energy J/sample |" if energy else "")
         eager_rule += (" ---: |" if tf32 else "") + (" ---: |" if energy else "")
-        lines.append(f"| precision | framework |{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | "
-                     f"{compared} | "
-                     f"memory vs fp32 |{rss} converge |")
-        lines.append(f"| --- | --- |{ex_rule} --- | ---: | ---: |{eager_rule} ---: | ---: | ---: |" + (" ---: |" if cpu else "")
-                     + " --- |")
+        # (a framework column only where a row is not PyTorch's, a converge column only where a row was checked:
+        # columns that say the same on every row say nothing)
+        fw_head, fw_rule = (" framework |", " --- |") if names_frameworks(group) else ("", "")
+        converged = any(r.get("converge_verdict") for r in group)
+        lines.append(f"| precision |{fw_head}{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | "
+                     f"{compared} | memory vs fp32 |{rss}" + (" converge |" if converged else ""))
+        lines.append(f"| --- |{fw_rule}{ex_rule} --- | ---: | ---: |{eager_rule} ---: | ---: | ---: |"
+                     + (" ---: |" if cpu else "") + (" --- |" if converged else ""))
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
             mem = (f"– ({saving_note(r)})" if saving_note(r) else "–" if not isinstance(saving, (int, float))
@@ -108,11 +111,12 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                 eager_cell += f" {md_escape(measured_energy_text(r))} |"
             rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
             state = f" · {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
-            lines.append(f"| {md_escape(r['precision'] + state)} | {framework_of(r)} |{ex_cell} {status} | "
+            fw_cell = f" {framework_of(r)} |" if fw_head else ""
+            lines.append(f"| {md_escape(r['precision'] + state)} |{fw_cell}{ex_cell} {status} | "
                          f"{_f(r.get('samples_per_s'), ',.0f')} | "
                          f"{speedup} |{eager_cell} "
-                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} | {mem} |{rss_cell} "
-                         f"{md_escape(r.get('converge_verdict') or '–')} |")
+                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} | {mem} |{rss_cell}"
+                         + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else ""))
         lines.append("")
     predicted = predictions_table(predictions or [], rows)
     if predicted:

@@ -272,6 +272,12 @@ def framework_of(row: dict[str, Any]) -> str:
     return seam.get(name).describe(backend)
 
 
+def names_frameworks(rows: list[dict[str, Any]]) -> bool:
+    """Whether a table of ``rows`` needs a framework column: some row is not the default framework's ("torch" on
+    every row of a PyTorch table is a column that says nothing)."""
+    return any(seam.from_entries(r) != (seam.DEFAULT, None) for r in rows)
+
+
 def empty_row() -> dict[str, object]:
     """A row with every stored key present and null (measurements fill in what they measured)."""
     return {k: None for k in ROW_KEYS if k not in DERIVED_KEYS}
