@@ -283,8 +283,9 @@ def test_a_converge_only_run_gives_its_verdicts_not_every_mode_failed() -> None:
             _row("pure-fp16", None, verdict_losses=[3.0, 3.1, 3.2])]
     a = advise(derive(rows))
     assert a.recommended is None and a.label == "speed not measured" and a.convergence_checked
-    assert a.evidence == ("no speed measured (run --measure throughput to compare speed); convergence: fp32 baseline, "
-                          "amp-bf16 parity, pure-fp16 worse")
+    # (the label says "speed not measured": the evidence does not say it again)
+    assert a.evidence == ("convergence: fp32 baseline, amp-bf16 parity, pure-fp16 worse; run --measure throughput to "
+                          "compare speed")
 
 
 AVX2 = {"cpu_half_hardware": {"avx512_bf16": False, "amx_bf16": False, "avx512_fp16": False, "amx_fp16": False}}

@@ -194,3 +194,26 @@ def test_list_gpus_cuts_no_number_nor_header(monkeypatch: pytest.MonkeyPatch, wi
         assert g.key in out and f"{g.bandwidth_gbs:,.0f}" in out and f"{g.tflops['fp32']:g}" in out
     for head in ("TDP", "NVLink", "GB/s", "memory"):
         assert head in out
+
+
+def test_a_converge_only_table_and_its_cell_lines_say_what_was_measured() -> None:
+    """--measure converge alone: the table had five columns of "-" (speed, step time, memory) and each finished
+    cell's line ended in two spaces; the table keeps the columns with a figure, each cell's line says its final loss
+    (and metric) -- the verdict needs fp32's cell -- and a largest batch where one was searched."""
+    from ampbench.cli.render import cell_line, ok_detail
+    from tests.report.test_advisor import _row
+
+    unspeeded = {"samples_per_s": None, "peak_allocated_bytes": None, "step_ms_p50": None, "measures": ["converge"]}
+    rows = derive([_row("fp32", None, verdict_losses=[1.0, 1.01], **unspeeded),
+                   _row("amp-bf16", None, verdict_losses=[1.0, 1.0], **unspeeded)])
+    text = _render(results_tables(rows, 80), 80)
+    heads = text.split("┡")[0]
+    assert "converge" in heads and "baseline" in text and "parity" in text
+    for head in ("samples/s", "speedup", "p50", "memory", "fp32"):
+        assert head not in heads, head
+    assert "-" not in text.split("┡")[1].replace("amp-bf16", "")
+    cell = {"samples_per_s": None, "final_loss": 1.8789, "metric_name": "accuracy", "metric": 0.421875,
+            "converge": {"steps": 30}, "max_batch": 3072, "max_batch_limit_hit": False}
+    assert ok_detail(cell) == "final loss 1.879, accuracy 0.4219 after 30 steps, max batch 3,072"
+    assert ok_detail({"samples_per_s": 6037.2}) == "6,037 samples/s"
+    assert cell_line("ok", "ok", "w (tiny) fp32", "") == "  [green]ok         [/] w (tiny) fp32"

@@ -34,7 +34,22 @@ def cell_line(status: str, label: str, what: str, detail: str) -> str:
     """A finished cell's line: its ``label`` in its status's colour, the cell (``what``: markup-escaped), the detail."""
     from ampbench.report.console import STATUS_STYLE  # lazy: torch
 
-    return f"  [{STATUS_STYLE.get(status, '')}]{label:<11}[/] {what}  [dim]{escape(detail)}[/]"
+    line = f"  [{STATUS_STYLE.get(status, '')}]{label:<11}[/] {what}"
+    return f"{line}  [dim]{escape(detail)}[/]" if detail else line
+
+
+def ok_detail(row: dict[str, Any]) -> str:
+    """What a finished ok cell measured, in a few words: its speed, its final loss (and metric) where it trained to
+    converge, its largest batch (a --measure converge cell has no speed: its line said nothing; the verdict needs
+    fp32's cell, in the table at the end)."""
+    said = [f"{row['samples_per_s']:,.0f} samples/s"] if row.get("samples_per_s") else []
+    if row.get("converge") and row.get("final_loss") is not None:
+        metric = f", {row['metric_name']} {row['metric']:.4g}" if row.get("metric") is not None and \
+            row.get("metric_name") else ""
+        said.append(f"final loss {row['final_loss']:.4g}{metric} after {row['converge'].get('steps')} steps")
+    if row.get("max_batch") is not None:
+        said.append(f"max batch {'>=' if row.get('max_batch_limit_hit') else ''}{row['max_batch']:,}")
+    return ", ".join(said)
 
 
 def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
@@ -77,8 +92,8 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
                 if board is not None:
                     board.cell(r)
                 st = r["status"]
-                bar.console.print(cell_line(st, st, what, f"{r['samples_per_s']:,.0f} samples/s" if st == "ok" and
-                                            r.get("samples_per_s") else r.get("reason") or ""), highlight=False)
+                bar.console.print(cell_line(st, st, what, ok_detail(r) if st == "ok" else r.get("reason") or ""),
+                                  highlight=False)
                 if verbose and r.get("phases_s"):
                     bar.console.print(f"  [dim]{escape(phases_line(r))}[/]", highlight=False)
 

@@ -323,8 +323,8 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     unspeeded = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s") is None]
     if not ok and unspeeded:  # e.g. --measure converge alone: no speed to recommend on, the verdicts are the finding
         verdicts = ", ".join(f"{r['precision']} {r.get('converge_verdict') or 'not checked'}" for r in unspeeded)
-        return Advice(workload, None, f"no speed measured (run --measure throughput to compare speed); convergence: "
-                      f"{verdicts}", any(r.get("converge_verdict") for r in unspeeded), "speed not measured")
+        return Advice(workload, None, f"convergence: {verdicts}; run --measure throughput to compare speed",
+                      any(r.get("converge_verdict") for r in unspeeded), "speed not measured")
     if not ok:
         failed = "; ".join(f"{r['precision']} {r.get('status')} ({r.get('reason') or 'no reason'})" for r in rows)
         return Advice(workload, None, f"every mode failed: {failed}" if rows else "no results", False, "nothing ran")

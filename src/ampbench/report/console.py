@@ -239,18 +239,22 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
         status = [r.get("status") or "?" for r in group]
         cols += [Col("status", [Text(st, style=STATUS_STYLE.get(st, "")) for st in status], "left"),
-                 *([] if batch in keys or at else [batch]),  # (one batch: said in the title)
-                 Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]),
-                 Col("speedup", [_speedup(r) for r in group])]
+                 *([] if batch in keys or at else [batch])]  # (one batch: said in the title)
+        # (speed and memory columns where a row has them: a --measure converge run's table was five columns of "-")
+        if any(r.get("samples_per_s") is not None or r.get("step_ms_p50") is not None for r in group):
+            cols += [Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]),
+                     Col("speedup", [_speedup(r) for r in group])]
         if axes:
             cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
         if any(r.get("speedup_vs_tf32") is not None for r in group):
             cols.append(Col("vs tf32", [times_text(r.get("speedup_vs_tf32")) for r in group]))
         if any(r.get("joules_per_sample") is not None for r in group):
             cols.append(Col("energy J/sample", [measured_energy_text(r) for r in group]))
-        cols += [Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]),
-                 Col(mem_head, [memory_text(r, label_each) for r in group]),
-                 Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group])]
+        if any(r.get("step_ms_p50") is not None for r in group):
+            cols.append(Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]))
+        if any(compared_memory(r) is not None for r in group):
+            cols += [Col(mem_head, [memory_text(r, label_each) for r in group]),
+                     Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group])]
         if any(r.get("skipped_steps") for r in group):  # (a column of zeros was a table of its own at 80 columns: the
             # title says none was skipped)
             cols.append(Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group]))
