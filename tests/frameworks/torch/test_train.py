@@ -230,3 +230,15 @@ def test_resume_loads_the_rng_state_on_the_cpu_whatever_the_device(tmp_path, mon
                                                                   resume=True, max_steps_per_epoch=2,
                                                                   evaluate_train=False))
     assert r.resumed_from_epoch == 1
+
+
+@pytest.mark.parametrize(("precision", "scaled"), [("amp-bf16", False), ("fp32", False), ("amp-fp16", True)])
+def test_progress_reports_a_loss_scale_only_where_the_mode_scales_the_loss(precision: str, scaled: bool) -> None:
+    """amp-bf16's bar said "scale 1": no loss is scaled there, so no scale is said; amp-fp16's dynamic one is."""
+    seen = []
+    wl = create_workload("tabular-mlp", "tiny")
+    train(wl, TrainConfig(precision=precision, epochs=1, evaluate_train=False, max_steps_per_epoch=2),
+          on_progress=seen.append)
+    assert seen and all((p.scale is not None) == scaled for p in seen)
+    if scaled:
+        assert seen[-1].scale in (65536.0, 32768.0)  # (its dynamic scale, backed off once where a step overflowed)

@@ -67,7 +67,8 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
 
     def on_progress(p: Any) -> None:
         view.step(f"{p.epoch}/{p.epochs}", p.step, p.steps,
-                  f"loss {p.loss:.4f}  scale {p.scale:g}  {p.samples_per_s:,.0f} samples/s")
+                  f"loss {p.loss:.4f}  " + ("" if p.scale is None else f"scale {p.scale:g}  ")
+                  + f"{p.samples_per_s:,.0f} samples/s")
 
     log = TrainLogger(request.tensorboard) if request.tensorboard is not None else None
     try:

@@ -99,7 +99,8 @@ class Progress:
     step: int
     steps: int
     loss: float
-    scale: float
+    scale: float | None
+    """The loss scale; None where the mode scales no loss (fp32, bf16: a "scale 1" said nothing)."""
     samples_per_s: float
 
 
@@ -270,8 +271,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             now = time.perf_counter()
             if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
                 last_report = now
-                on_progress(Progress(epoch + 1, epochs, step + 1, steps_per_epoch, float(loss.detach()), mp.scale,
-                                     epoch_samples / max(now - t0, 1e-9)))
+                on_progress(Progress(epoch + 1, epochs, step + 1, steps_per_epoch, float(loss.detach()),
+                                     mp.scale if mp.loss_scale.kind != "none" else None, epoch_samples / max(now - t0, 1e-9)))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - t0
