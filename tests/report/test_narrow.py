@@ -4,6 +4,7 @@ one-line messages stay one line (COLUMNS unset, 80, or 200)."""
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 
@@ -170,6 +171,16 @@ def test_compare_at_80_columns_never_wraps_a_precision_name_nor_cuts_a_figure(
     db = tmp_path / "r.db"
     code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--steps", "2", "--warmup", "1",
                        "--no-isolate", "--no-report", "--db", str(db))
+    assert code == 0, err
+    # the same cells from a second machine (compare sets a setting beside itself only on two devices)
+    code, exported, err = cli("export", "--db", str(db), "--out", "-")
+    assert code == 0, err
+    other = json.loads(exported)
+    for item in (*other["runs"], *other["rows"]):
+        item["run_id"] += "-other"
+        item["device_name"] = "Another CPU"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    code, _, err = cli("import", str(tmp_path / "other.json"), "--db", str(db))
     assert code == 0, err
     code, out, err = cli("compare", "--db", str(db))
     assert code == 0, err

@@ -147,12 +147,32 @@ def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> Non
     assert c.returncode == 0, c.stderr
     flat = " ".join(c.stdout.split())
     assert "relative to Tesla V100-SXM2-16GB" in flat and "2.64x" in flat and "fp32" not in flat
-    every = " ".join(_cli("compare", "--db", db).stdout.split())  # (a workload measured on the A100 alone: said once)
-    assert every.count("only one device has results") == 1 and "for 1 of the 2 settings" in every, every
+    every = _cli("compare", "--db", db).stdout  # (a workload measured on the A100 alone: said once, no table of 1.00x)
+    flat = " ".join(every.split())
+    assert flat.count("1 of the 2 settings was measured on one device only") == 1, every
+    (alone,) = [line.strip() for line in every.splitlines() if line.strip().endswith("eager") and " only: " in line]
+    assert alone.startswith("NVIDIA A100-SXM4-80GB only: ") and every.count("relative to") == 1, every
     bad = _cli("report", "--db", db, "--format", "pdf")
     assert bad.returncode == 2 and "--format 'pdf': choose one of html, md, csv" in bad.stderr
     bad = _cli("compare", "--db", db, "--reference", "TPU")
     assert bad.returncode == 2 and "--reference 'TPU'" in bad.stderr
+
+
+def test_compare_without_a_shared_setting_says_so_and_prints_no_table() -> None:
+    """Two devices that share no setting: the command said "only one device has results" under tables of "1.00x";
+    it says no setting was measured on two of them and lists each device's settings (three, then a count)."""
+    from ampbench.cli.compare import alone_text
+
+    rows = [_row("r1", w, "fp32", 100.0, device_name="NVIDIA H200") for w in ("a", "b", "c", "d", "e")]
+    rows.append(_row("r2", "mnist", "fp32", 50.0, device_name="AMD EPYC"))
+    tables = compare_table(rows)
+    assert all(len(t.devices) == 1 for t in tables)
+    text = alone_text(tables, [])
+    assert text.startswith("[dim]no setting was measured on two of the 2 devices here: ampbench results shows")
+    assert "NVIDIA H200 only: a (small), batch 64, eager; b (small), batch 64, eager; c (small), batch 64, eager and " \
+           "2 more" in text and "AMD EPYC only: mnist (small), batch 64, eager" in text
+    one = alone_text([t for t in tables if t.devices == ["NVIDIA H200"]], [])
+    assert one.startswith("[dim]only one device has results here:")
 
 
 def test_run_writes_the_report(tmp_path: Path) -> None:

@@ -42,19 +42,39 @@ def compare_cmd(
             _predicted(store, wanted, precs)
             return
         raise AmpbenchError(f"no ok results to compare in {store.path} (import other machines' exports first)")
-    for t in tables:
+    compared = [t for t in tables if len(t.devices) > 1]
+    for t in compared:
         key = Col("device", [escape(d) for d in t.devices], justify="left", wraps=True)
         cols = [Col(p, [_cell(t.cells.get((d, p))) for d in t.devices]) for p in t.precisions]
         # (stacked to the terminal: no precision name wrapped, no figure cut)
         for table in stack_tables(f"{escape(t.title)}: samples/s relative to {escape(t.reference)}", key, cols,
                                   console.width):
             console.print(table)
-    alone = sum(len(t.devices) == 1 for t in tables)
-    if alone:  # (said once, not under every table: a one-machine store printed it once per setting)
-        which = "" if alone == len(tables) else f" for {alone} of the {len(tables)} settings"
-        console.print(f"[dim]only one device has results{which} here: ampbench import other machines' exports to "
-                      "compare[/]")
+    # a setting measured on one device has nothing beside it: a table of "1.00x" per setting said nothing (and a
+    # store of two devices that share no setting said "only one device has results")
+    alone = [t for t in tables if len(t.devices) == 1]
+    if alone:
+        console.print(alone_text(alone, compared), soft_wrap=True)
     _predicted(store, sorted({t.workload for t in tables}), precs)
+
+
+def alone_text(alone: list[Any], compared: list[Any]) -> str:
+    """The settings measured on one device only, a line per device (three named, the count of the rest), and what
+    would compare them."""
+    by_device: dict[str, list[str]] = {}
+    for t in alone:
+        by_device.setdefault(t.devices[0], []).append(t.title)
+    devices = sorted({d for t in (*alone, *compared) for d in t.devices})
+    head = ("only one device has results here" if len(devices) == 1 else
+            f"no setting was measured on two of the {len(devices)} devices here" if not compared else
+            f"{len(alone)} of the {len(alone) + len(compared)} settings {'was' if len(alone) == 1 else 'were'} "
+            "measured on one device only")
+    lines = [f"[dim]{head}: ampbench results shows their figures; run the same workload, preset and batch on another "
+             "device, or ampbench import another machine's export, to compare[/]"]
+    for d, titles in by_device.items():
+        more = f" and {len(titles) - 3} more" if len(titles) > 3 else ""
+        lines.append(f"[dim]  {escape(d)} only: {escape('; '.join(titles[:3]))}{more}[/]")
+    return "\n".join(lines)
 
 
 def _predicted(store: Any, workloads: list[str] | None, precisions: list[str] | None) -> None:
