@@ -228,3 +228,31 @@ def test_a_converge_only_table_and_its_cell_lines_say_what_was_measured() -> Non
     assert ok_detail(cell) == "final loss 1.879, accuracy 0.4219 after 30 steps, max batch 3,072"
     assert ok_detail({"samples_per_s": 6037.2}) == "6,037 samples/s"
     assert cell_line("ok", "ok", "w (tiny) fp32", "") == "  [green]ok         [/] w (tiny) fp32"
+
+
+@pytest.mark.parametrize("width", [30, 40, 80, 200])
+def test_a_title_wraps_between_its_parts(width: int) -> None:
+    """At 80 columns "mnist-cnn (small), batch 64 on AMD EPYC  run 20261128-152755-238adc  no step skipped" put "no
+    step" at the end of one line and "skipped" on the next: it wraps between its parts (two spaces apart), each whole
+    where it fits, its markup kept."""
+    from rich.table import Table
+
+    from ampbench.report.titled import titled
+
+    parts = ["mnist-cnn (small), batch 64 on AMD EPYC", "run 20261128-152755-238adc", "no step skipped"]
+    title = f"{parts[0]}  [dim]{parts[1]}[/]  [dim]{parts[2]}[/]"
+    table = Table("precision")
+    table.add_row("fp32")
+    con = Console(width=width, file=io.StringIO(), color_system="standard", force_terminal=True)
+    con.print(titled(title, table))
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", con.file.getvalue())  # type: ignore[attr-defined]
+    head = plain.split("┏")[0].splitlines()
+    assert all(len(line) <= width for line in head)
+    if width >= len("  ".join(parts)):
+        assert head == ["  ".join(parts)]
+    else:
+        for part in parts:
+            if len(part) <= width:
+                assert any(line.strip() == part or f"  {part}" in line or line.startswith(f"{part}  ")
+                           for line in head), (part, head)
+    assert "\x1b[2;3mrun 20261128" in con.file.getvalue()  # (the dim parts stay dim)
