@@ -106,3 +106,31 @@ def test_a_prediction_that_does_not_fit_keeps_its_line_with_its_status() -> None
     console.print(predicted_table(lines))
     text = console.export_text()
     assert "oom" in text and "unsupported" in text
+
+
+def test_error_band_lines_name_each_reference_once() -> None:
+    """Rows of several op mixes and kinds of math printed one near-copy line of the whole basis per distinct band
+    (seven on the GPU suite): each reference is one line now, a figure that varies a range, and the modes it applies
+    to where it is not all of them."""
+    from ampbench.report.console import error_band_lines
+
+    def row(precision: str, kernels: int, amp: bool) -> dict:
+        basis = [f"kernels of this op mix on Hopper (h100-sxm, h200, fitted on): {kernels}%",
+                 "fp32 training steps on Hopper: median 7%, worst 14%"]
+        if precision != "fp32":
+            basis.append("published AMP/TF32 results: median 5%, worst 20%")
+        basis.append(f"published {'AMP' if amp else 'FP32/TF32'} steps on Hopper (x): median {10 if amp else 12}%, "
+                     f"worst {33 if amp else 25}%")
+        return {"precision": precision, "predicted_error_basis": "; ".join(basis)}
+
+    rows = [row("fp32", 20, False), row("tf32", 23, False), row("amp-bf16", 24, True), row("fp32", 21, False)]
+    lines = error_band_lines(rows)
+    assert lines[0].startswith("± error: the typical |error| of predictions like these")
+    assert lines[1:] == [
+        "  kernels of this op mix on Hopper (h100-sxm, h200, fitted on): 20-24% (by op mix)",
+        "  fp32 training steps on Hopper: median 7%, worst 14%",
+        "  published FP32/TF32 steps on Hopper (x): median 12%, worst 25% \\[fp32, tf32]",
+        "  published AMP/TF32 results: median 5%, worst 20% \\[tf32, amp-bf16]",
+        "  published AMP steps on Hopper (x): median 10%, worst 33% \\[amp-bf16]"]
+    one = error_band_lines(rows[:1])
+    assert one == [f"± error: the typical |error| of predictions like these ({rows[0]['predicted_error_basis']})"]

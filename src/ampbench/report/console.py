@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby
@@ -340,6 +341,46 @@ def _predicted_mode(row: dict[str, Any], states: str = "") -> str:
     return f"{row['precision']}{state}" + ("" if ex.is_default else f" · {ex.label}")
 
 
+_FIGURE = re.compile(r"^(?P<label>.+): (?P<pct>\d+)%$")
+"""A band's part that is one figure ("kernels of this op mix on Hopper (...): 21%"): merged into a range."""
+
+
+def error_band_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """What the ± error of the predicted rows is made of (rich markup, escaped). One basis: one line. Several (a band
+    per op mix and kind of math): each reference once, a line each, its figure a range over the rows, and the modes
+    it applies to where it is not all of them (seven lines of near-copies said the same sources again and again)."""
+    bases = list(dict.fromkeys(r["predicted_error_basis"] for r in rows if r.get("predicted_error_basis")))
+    if len(bases) == 1:
+        return [f"± error: the typical |error| of predictions like these ({escape(bases[0])})"]
+    if not bases:
+        return []
+    parts: dict[str, tuple[list[int], list[str]]] = {}  # label (or whole part) -> (its figures, the modes it is of)
+    every: list[str] = []
+    for r in rows:
+        if not r.get("predicted_error_basis"):
+            continue
+        mode = r["precision"]
+        every.append(mode)
+        for part in r["predicted_error_basis"].split("; "):
+            m = _FIGURE.match(part)
+            figures, modes = parts.setdefault(m["label"] if m else part, ([], []))
+            if m:
+                figures.append(int(m["pct"]))
+            modes.append(mode)
+    everyone = list(dict.fromkeys(every))
+    lines = ["± error: the typical |error| of predictions like these; a row's is the largest of these that apply to it:"]
+    for label, (figures, modes) in parts.items():
+        text = label
+        if figures:
+            lo, hi = min(figures), max(figures)
+            text += f": {lo}%" if lo == hi else f": {lo}-{hi}% (by op mix)"
+        of = list(dict.fromkeys(modes))
+        if set(of) != set(everyone):
+            text += f" [{', '.join(of)}]"
+        lines.append(f"  {escape(text)}")
+    return lines
+
+
 def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[RenderableType | str]:
     """``ampbench predict``'s console output, in order: one table per workload and batch (stacked to fit ``width``,
     no number cut), a refused precision a row with its status and its reason in a line below, then what the error
@@ -372,15 +413,7 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
                         and any(o["status"] == "ok" for o in group) else "")
                 out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}"
                            f"{escape(base)}")
-    bases: dict[str, list[str]] = {}
-    for r in rows:
-        if r.get("predicted_error_basis"):
-            modes = bases.setdefault(r["predicted_error_basis"], [])
-            if _predicted_mode(r) not in modes:
-                modes.append(_predicted_mode(r))
-    for basis, modes in bases.items():  # (which rows each band is of, where they differ)
-        of = f" of {', '.join(modes)}" if len(bases) > 1 else ""
-        out.append(f"± error{escape(of)}: the typical |error| of predictions like these ({escape(basis)})")
+    out += error_band_lines(rows)
     out.append(f"peaks, memory and bandwidth: {escape(gpu.source)}. Method, constants and "
                "the error on published results: docs/predict.md")
     for host in dict.fromkeys(r["predicted_host"] for r in rows if r.get("predicted_host")):
