@@ -346,3 +346,16 @@ def test_predict_help_says_what_predict_does() -> None:
     assert code == 0 and "--keras-backend" not in flat and "F,B[,P[,D]]" in flat
     code, out, err = cli("predict", "--gpu", "h100-sxm", "--workloads", "tabular-mlp", "--host-us", "1,2,3,4,5")
     assert code == 2 and "F,B[,P[,D]]" in err
+
+
+def test_an_execution_every_row_shares_is_in_the_title_not_on_each_row(tmp_path: Path, monkeypatch) -> None:
+    """The GPU suite's ResNet-50 printed "fp32 · channels_last" on each of eight rows of every stacked part (16
+    columns of 80): the execution the rows share is in the table's title, the rows name their precision."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli("predict", "--workloads", "mnist-cnn", "--preset", "tiny", "--channels-last", "--gpu",
+                         "h100-sxm", "--precisions", "fp32,amp-bf16", "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert "mnist-cnn (tiny), batch 16, channels_last: predicted on h100-sxm" in out
+    assert "· channels_last" not in out.split("± error")[0]
+    rows = [line for line in out.splitlines() if line.startswith("│ fp32 ") or line.startswith("│ amp-bf16 ")]
+    assert rows and all(line.split("│")[1].strip() in ("fp32", "amp-bf16") for line in rows)

@@ -333,12 +333,13 @@ def _predicted_cell(head: str, cell: Any, row: dict[str, Any], first: bool) -> s
     return row["status"] if first else ""
 
 
-def _predicted_mode(row: dict[str, Any], states: str = "") -> str:
+def _predicted_mode(row: dict[str, Any], states: str = "", execution: bool = True) -> str:
     """A predicted row's mode: its precision, the optimizer state it keeps when not the built one (+ ``states``), the
-    execution when not eager ("amp-bf16 8bit", "fp32 · compile+cuda-graphs")."""
+    execution when not eager ("amp-bf16 8bit", "fp32 · compile+cuda-graphs") unless ``execution`` is False (the
+    table's title says it)."""
     ex = Execution.of(row)
     state = f" {row['optimizer_state']}{states}" if row.get("optimizer_state") else ""
-    return f"{row['precision']}{state}" + ("" if ex.is_default else f" · {ex.label}")
+    return f"{row['precision']}{state}" + ("" if ex.is_default or not execution else f" · {ex.label}")
 
 
 _FIGURE = re.compile(r"^(?P<label>.+): (?P<pct>\d+)%$")
@@ -394,7 +395,11 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
     columns = [c for c in PREDICTED_COLUMNS if (c[0] != "x tf32" or "tf32" in gpu.tflops)
                and (c[0] != "x eager" or compiled) and (c[0] != "USD/M samples" or priced)]
     for (workload, preset, batch), group in groups.items():
-        key = Col("mode", [_predicted_mode(r) for r in group], justify="left")
+        # (an execution every row shares is said once, in the title: "fp32 · channels_last" on each of eight rows
+        # took 16 columns of every stacked part)
+        (shared,) = executions if len(executions := {Execution.of(r) for r in group}) == 1 else (None,)
+        common = shared is not None and not shared.is_default
+        key = Col("mode", [_predicted_mode(r, execution=not common) for r in group], justify="left")
         cols = []
         for i, (head, cell) in enumerate(columns):
             if isinstance(cell, str):  # (a byte count: the column in one unit)
@@ -403,7 +408,9 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
         if group[0].get("strategy"):
             what = f"{group[0]['strategy']} x{group[0]['world_size']} (batch per GPU; samples/s of all) " + what
-        title = f"{escape(workload)} ({escape(preset)}), batch {batch}: {what} on {escape(gpu.key)} (no GPU ran it)"
+        at = f", {shared.label}" if common and shared is not None else ""
+        title = (f"{escape(workload)} ({escape(preset)}), batch {batch}{escape(at)}: {what} on {escape(gpu.key)}  "
+                 "[dim](no GPU ran it)[/]")
         out += stack_tables(title, key, cols, width)
         for r in group:
             if r["status"] != "ok":
