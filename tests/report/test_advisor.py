@@ -27,9 +27,11 @@ def test_fastest_mode_with_evidence_speed_only() -> None:
     assert a.evidence == "amp-fp16: 2.90x faster than fp32, 46% less memory, batch 590 → 1,120"
 
 
-def test_the_console_and_markdown_lines_name_the_pick_once() -> None:
-    """They say "use amp-fp16" already: the evidence follows without its own "amp-fp16: " (it said the mode twice)."""
+def test_the_console_markdown_and_html_lines_name_the_pick_once() -> None:
+    """They say "use amp-fp16" already: the evidence follows without its own "amp-fp16: " (it said the mode twice;
+    the HTML's recommendations table and advice box still did)."""
     from ampbench.report.console import advice_lines
+    from ampbench.report.html import render_html
     from ampbench.report.markdown import render_markdown
 
     rows = derive([_row("fp32", 100.0, 1000), _row("amp-fp16", 290.0, 540)])
@@ -38,6 +40,8 @@ def test_the_console_and_markdown_lines_name_the_pick_once() -> None:
     assert line.count("amp-fp16") == 1 and line.endswith(")[/] 2.90x faster than fp32, 46% less memory"), line
     text = render_markdown(rows, {"run_id": "r"})
     assert "**use amp-fp16** (speed only, convergence not checked): 2.90x faster than fp32" in text, text
+    html = render_html(rows)
+    assert "amp-fp16: 2.90x" not in html and html.count("2.90x faster than fp32, 46% less memory") == 2
 
 
 def test_convergence_failure_of_the_fastest_mode_skips_it() -> None:

@@ -80,3 +80,17 @@ def test_exact_and_rss_side_by_side_label_each_figure() -> None:
 
     assert memory_head(rows) == ("memory", True)
     assert {memory_text(r) for r in rows} == {"1,000 B (exact)", "273.0 MiB (rss)"}
+
+
+def test_the_html_memory_table_has_a_reserved_column_only_where_it_differs() -> None:
+    """On a CPU "peak reserved" repeated the RSS growth figure by figure; a GPU's reserved (the caching allocator's)
+    differs from its allocated peak and keeps its column."""
+    from ampbench.report.html import render_html
+
+    cpu = derive([_row("fp32", 273 * MIB), _row("amp-fp16", 63 * MIB)])
+    cpu = [{**r, "peak_reserved_bytes": r.get("peak_allocated_bytes")} for r in cpu]
+    html = render_html(cpu)
+    assert "peak RSS growth" in html and "peak reserved" not in html
+    gpu = [{**r, "device": "cuda:0", "memory_source": "torch.cuda peak allocated",
+            "peak_reserved_bytes": (r.get("peak_allocated_bytes") or 0) + 64 * MIB} for r in cpu]
+    assert "peak reserved" in render_html(derive(gpu))

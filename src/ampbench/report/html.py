@@ -145,7 +145,7 @@ def _advice_html(a: Advice) -> str:
     if a.recommended is None:
         return f'<div class="advice none"><b>No recommendation</b> — {e(a.evidence)}{combo}</div>'
     return (f'<div class="advice"><b>Use {e(a.recommended)}</b> <span class="sub">({e(a.label)})</span><br>'
-            f"{e(a.evidence)}{combo}</div>")
+            f"{e(a.reason)}{combo}</div>")  # (the reason: the box says "Use X" already)
 
 
 def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
@@ -198,11 +198,15 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                            "model has read +36% and +202% vs fp32 in two runs). A saving is shown only when it clears "
                            "the range of the cells' readings (--repeats 3); weights and optimizer state are exact "
                            "(the model's variables).</p>")
+            # (a CPU cell's "reserved" is its RSS growth again: a column of the same figures said nothing)
+            reserved = any(r.get("peak_reserved_bytes") != r.get("peak_allocated_bytes") for r in ok)
             out.append(_table(
                 ["precision", "compared memory", "vs fp32", "peak RSS growth" if cpu else "peak allocated",
-                 "peak reserved", "weights", "grads", "optimizer + masters", "activations", "model file fp32 / 16-bit"],
+                 *(["peak reserved"] if reserved else []), "weights", "grads", "optimizer + masters", "activations",
+                 "model file fp32 / 16-bit"],
                 [[e(display_name(r)), e(memory_text(r)), _saving(r.get("memory_saving_vs_fp32"), r),
-                  fmt_bytes(r.get("peak_allocated_bytes")), fmt_bytes(r.get("peak_reserved_bytes")),
+                  fmt_bytes(r.get("peak_allocated_bytes")),
+                  *([fmt_bytes(r.get("peak_reserved_bytes"))] if reserved else []),
                   fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
                   fmt_bytes(r.get("optimizer_bytes")), fmt_bytes(r.get("activation_bytes")),
                   f"{fmt_bytes(r.get('model_bytes_fp32'))} / {fmt_bytes(r.get('model_bytes_half'))}"] for r in ok]))
@@ -289,7 +293,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
         names = group_labels(groups)  # (bert tiny and bert small: two rows, named apart)
         parts.append(_table(["workload", "use", "evidence"],
                             [[f'<a href="#w{i}">{e(names[i])}</a>', e(a.recommended or "–"),
-                              e(a.evidence) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
+                              e(a.reason) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
                             left=3))
     for i, (g, a) in enumerate(zip(groups, advices)):
         latest: dict[str, dict[str, Any]] = {}
