@@ -199,3 +199,21 @@ def test_throughput_chart_draws_the_repeat_range() -> None:
         r["samples_per_s_repeats"] = reps
     ranged = base64.b64decode(throughput_chart(rows, "t").split(",", 1)[1]).decode()
     assert ranged.count("<g id=\"LineCollection") == 1 and plain.count("<g id=\"LineCollection") == 0
+
+
+def test_an_environment_every_workload_shares_is_shown_once() -> None:
+    """The CPU main job's page repeated the same environment table (device, half-precision hardware, peaks, threads,
+    versions, host) under each of its four workloads: once, under its own heading, where they share it; per workload
+    where they differ."""
+    from ampbench.report.html import render_html
+    from tests.report.conftest import _row
+
+    rows = derive([_row("r", w, p, s) for w in ("a", "b") for p, s in (("fp32", 100.0), ("amp-bf16", 200.0))])
+    html = render_html(rows)
+    assert html.count('<table class="env">') == 1 and "<h2>Environment</h2>" in html
+    assert html.index("<h2>Environment</h2>") < html.index('id="w0"')
+    apart = derive([*rows[:2], *[{**r, "env": {**r["env"], "hostname": "other-box"}} for r in rows[2:]]])
+    html = render_html(apart)
+    assert html.count('<table class="env">') == 2 and "<h2>Environment</h2>" not in html
+    one = render_html(derive(rows[:2]))
+    assert one.count('<table class="env">') == 1 and "<h2>Environment</h2>" not in one
