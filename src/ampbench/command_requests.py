@@ -118,6 +118,10 @@ class TrainRequest:
 
     def __post_init__(self) -> None:
         resolve(self.precision)  # a bad name fails before any data is built
+        if self.loss_scale is not None:  # (and a bad loss scale: it failed after the model was built and announced)
+            from ampbench.precision.scaling import LossScaleConfig  # lazy: torch
+
+            LossScaleConfig.parse(self.loss_scale)
         object.__setattr__(self, "plan", self.target.framework.commands().train_plan(self))
         check_output_file(self.json_out, "--json")
         self.target.check_data()

@@ -118,7 +118,8 @@ def _root(
     """ampbench: how much faster, how much less memory, does it still converge, which mode to use."""
 
 
-FLAGS = {"optimizer_state": "--optimizer-state", "fp8_filter": "--fp8-filter", "fp8_skip": "--fp8-skip"}
+FLAGS = {"optimizer_state": "--optimizer-state", "fp8_filter": "--fp8-filter", "fp8_skip": "--fp8-skip",
+         "max_steps_per_epoch": "--max-steps"}
 """The Python API's parameter names as the command line spells them (:class:`~ampbench.errors.ParameterError`)."""
 
 

@@ -130,10 +130,7 @@ class MixedPrecision:
                               fsdp_all_gather=self.placement.fp8_all_gather)
         elif fp8 is not None:
             raise AmpbenchError(f"fp8 options (fp8_skip/fp8_filter) apply to the fp8 modes, not {self.name!r}")
-        try:
-            self.loss_scale = LossScaleConfig.parse(loss_scale, default=self.recipe.default_loss_scale)
-        except AmpbenchError as e:
-            raise AmpbenchError(f"Passed MixedPrecision({precision!r}, loss_scale={loss_scale!r}): {e}") from None
+        self.loss_scale = LossScaleConfig.parse(loss_scale, default=self.recipe.default_loss_scale)  # (ParameterError)
         if isinstance(keep_fp32, (str, type)):
             keep_fp32 = [keep_fp32]
         self.keep_fp32 = tuple(keep_fp32)

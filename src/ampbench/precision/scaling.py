@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch.amp import GradScaler
 from torch.amp.grad_scaler import OptState
 
-from ampbench.errors import AmpbenchError, TrainingDivergedError
+from ampbench.errors import AmpbenchError, ParameterError, TrainingDivergedError
 from ampbench.precision.fused_step import FusedStep
 
 ScaleKind = Literal["none", "static", "dynamic"]
@@ -96,8 +96,10 @@ class LossScaleConfig:
         if spec is None:
             spec = default
         if isinstance(spec, bool):
-            raise AmpbenchError(f"loss_scale={spec!r} is ambiguous: use 'none', 'dynamic' or a number")
+            raise ParameterError("loss_scale", spec, "ambiguous: use 'none', 'dynamic' or a number")
         if isinstance(spec, (int, float)):
+            if not (math.isfinite(spec) and spec > 0):
+                raise ParameterError("loss_scale", spec, "a static scale is a finite number > 0")
             return cls(kind="static", init_scale=float(spec))
         if isinstance(spec, str):
             text = spec.strip().lower()
@@ -114,10 +116,9 @@ class LossScaleConfig:
                 return cls(kind="static", init_scale=float(text))
             except ValueError:
                 pass
-        raise AmpbenchError(
-            f"loss_scale={spec!r} is not valid. Use 'none', 'dynamic', 'hysteresis[:N]', "
-            "'static:VALUE', a number (static scale) or a LossScaleConfig"
-        )
+        # (a ParameterError: the command line says it with its flag, --loss-scale)
+        raise ParameterError("loss_scale", spec, "not valid; use 'none', 'dynamic', 'hysteresis[:N]', 'static:VALUE' "
+                             "(VALUE > 0), a number (static scale) or a LossScaleConfig")
 
 
 class _Scaler(GradScaler):

@@ -118,7 +118,10 @@ def test_cli_user_model_on_real_mnist(user_file, tmp_path):
     (["--model", "{f}:CNN", "--data-dir", "{f}", "--input-shape", "1,28,28", "--num-classes", "10"],
      "is a file: give the directory that holds it"),  # (a CSV given as itself read "is not a directory")
     (["mnist-cnn", "--resume"], "--resume needs --checkpoint"),
-    (["mnist-cnn", "--epochs", "0"], "epochs must be >= 1"),
+    (["mnist-cnn", "--epochs", "0"], "--epochs 0: must be >= 1"),
+    (["mnist-cnn", "--max-steps", "0"], "--max-steps 0: must be >= 1"),  # (it said "max-steps-per-epoch must ...")
+    (["mnist-cnn", "--precision", "amp-fp16", "--loss-scale", "static:abc"],
+     "--loss-scale 'static:abc': not valid"),  # (it said "Passed MixedPrecision(...)", after announcing the model)
     (["bert", "-o", "task"], "expected KEY=VALUE"),
 ])
 def test_cli_bad_input_one_line_exit_2(args, expect, user_file):
@@ -126,6 +129,7 @@ def test_cli_bad_input_one_line_exit_2(args, expect, user_file):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert expect in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not r.stdout.strip(), r.stdout  # (refused before anything is built and announced)
 
 
 def test_corrupt_data_dir_is_one_line_error(tmp_path):

@@ -11,12 +11,13 @@ from typing import Any
 
 from ampbench.command_requests import DiagnoseRequest, TrainRequest
 from ampbench.diagnose import diagnose as run_checks
-from ampbench.errors import AmpbenchError
+from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.frameworks.torch.train import TrainConfig
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
+from ampbench.measure.env import resolve_device
 from ampbench.paths import check_output_dir
-from ampbench.precision import resolve
+from ampbench.precision import resolve, supported
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizer_state import check_built
 from ampbench.seam import TrainOutcome, TrainView
@@ -30,6 +31,10 @@ def train_plan(request: TrainRequest) -> Any:
     write (before any data is built)."""
 
     compile = request.compile_mode  # (a bad --device fails here)
+    device = resolve_device(request.device)
+    support = supported(resolve(request.precision), device)
+    if not support.ok:  # (it failed once the model was built and announced)
+        raise UnsupportedPrecisionError(f"{resolve(request.precision)} cannot run on {device}: {support.reason}")
     if request.resume and request.checkpoint is None:
         raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
     if request.grad_reduce_dtype is not None and not request.launch.given():

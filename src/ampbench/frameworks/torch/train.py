@@ -20,7 +20,7 @@ from ampbench.data.tensors import TensorData
 from ampbench.distributed import checkpoint as dcheckpoint
 from ampbench.distributed.placement import placement_of
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
-from ampbench.errors import AmpbenchError
+from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.execution import Execution, finish_model
 from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
@@ -78,8 +78,8 @@ class TrainConfig:
             raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
         for name in ("epochs", "batch_size", "max_steps_per_epoch"):
             v = getattr(self, name)
-            if v is not None and v < 1:
-                raise AmpbenchError(f"{name.replace('_', '-')} must be >= 1, got {v}")
+            if v is not None and v < 1:  # (a ParameterError: the command line names its flag, --epochs)
+                raise ParameterError(name, v, "must be >= 1")
         if self.resume and self.checkpoint_dir is None:
             raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
         if self.checkpoint_dir is not None and Path(self.checkpoint_dir).exists() and not Path(self.checkpoint_dir).is_dir():
