@@ -28,6 +28,7 @@ from ampbench.measure.env import resolve_device
 from ampbench.paths import check_output_file
 from ampbench.precision import Fp8Options, resolve
 from ampbench.precision.optimizer_state import check as check_optimizer_state
+from ampbench.precision.scaling import LossScaleConfig
 from ampbench.tensorboard import open_dir
 from ampbench.workloads import DataOptions
 
@@ -119,8 +120,6 @@ class TrainRequest:
     def __post_init__(self) -> None:
         resolve(self.precision)  # a bad name fails before any data is built
         if self.loss_scale is not None:  # (and a bad loss scale: it failed after the model was built and announced)
-            from ampbench.precision.scaling import LossScaleConfig  # lazy: torch
-
             LossScaleConfig.parse(self.loss_scale)
         object.__setattr__(self, "plan", self.target.framework.commands().train_plan(self))
         check_output_file(self.json_out, "--json")

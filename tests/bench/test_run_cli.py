@@ -136,7 +136,7 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     (["--workloads", "mnist-cnn", "--model", "x.py:f"], "give --workloads or --model, not both"),
     (["--workloads", "mnist-cnn,bert", "--data-dir", "."], "--data-dir applies to one workload"),
     (["--workloads", "mnist-cnn", "-o", "size=large"], "workload 'mnist-cnn' has no option size"),
-    (["--loss-scale", "sometimes"], "loss_scale"),
+    (["--loss-scale", "sometimes"], "--loss-scale 'sometimes': not valid"),
 ])
 def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
     r = in_process("run", "--db", str(tmp_path / "r.db"), *args)

@@ -5,6 +5,8 @@
 declares the options several commands share; ``render`` prints; one module per command.
 """
 
+import inspect
+
 # isort: off
 # Registration order is the order `ampbench --help` lists the commands.
 from ampbench.cli.core import app, main
@@ -16,8 +18,6 @@ def _one_line_summaries() -> None:
     """`ampbench --help` lists each command with its docstring's first paragraph, and typer's rich help keeps that
     paragraph's source line breaks (a summary wrapped in the source broke mid-sentence there): each command's short
     help is its first paragraph on one line."""
-    import inspect
-
     for command in app.registered_commands:
         doc = command.callback.__doc__ if command.callback else None
         if command.short_help is None and doc:
