@@ -210,3 +210,24 @@ def test_what_runs_is_a_line_in_a_log(capsys):
     with working("tracing hf:gpt2 (meta tensors: nothing computed)"):
         pass
     assert capsys.readouterr().out == "  tracing hf:gpt2 (meta tensors: nothing computed) ...\n"
+
+
+def test_option_help_with_brackets_is_shown_as_written(monkeypatch):
+    """typer's rich help read "needs ampbench[tensorboard]" as a markup tag and printed "needs ampbench": every
+    bracketed word of an option's help shows as written."""
+    import re
+    import typing
+
+    from ampbench.command_options import RunOptions, RunOutput
+    from tests.conftest import cli
+
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, _ = cli("run", "--help")
+    assert code == 0 and "needs ampbench[tensorboard];" in out
+    sections = [*typing.get_type_hints(RunOptions).values(), RunOutput]
+    helps = [f.metadata["cli"].help for s in sections for f in dataclasses.fields(s) if "cli" in f.metadata]
+    words = {w.rstrip(";.,)") for h in helps for w in re.findall(r"\S*\[[^\]\s]+\]\S*", h)}
+    assert "ampbench[tensorboard]" in words
+    flat = " ".join(out.replace("│", " ").split())
+    for word in words:
+        assert word in flat, word

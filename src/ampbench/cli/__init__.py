@@ -6,6 +6,10 @@ declares the options several commands share; ``render`` prints; one module per c
 """
 
 import inspect
+import typing
+
+from rich.markup import escape
+from typer.models import ParameterInfo
 
 # isort: off
 # Registration order is the order `ampbench --help` lists the commands.
@@ -25,5 +29,22 @@ def _one_line_summaries() -> None:
 
 
 _one_line_summaries()
+
+
+def _literal_help() -> None:
+    """Option help is text, not rich markup: typer's rich help read "needs ampbench[tensorboard]" as a markup tag and
+    printed "needs ampbench". Each option's and argument's help is escaped once, here."""
+    for command in app.registered_commands:
+        if command.callback is None:
+            continue
+        hints = typing.get_type_hints(command.callback, include_extras=True)
+        for p in inspect.signature(command.callback).parameters.values():
+            hint = p.annotation if not isinstance(p.annotation, str) else hints.get(p.name)
+            for info in (*getattr(hint, "__metadata__", ()), p.default):
+                if isinstance(info, ParameterInfo) and info.help and "[" in info.help:
+                    info.help = escape(info.help)
+
+
+_literal_help()
 
 __all__ = ["app", "main"]
