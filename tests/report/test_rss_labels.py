@@ -94,3 +94,16 @@ def test_the_html_memory_table_has_a_reserved_column_only_where_it_differs() -> 
     gpu = [{**r, "device": "cuda:0", "memory_source": "torch.cuda peak allocated",
             "peak_reserved_bytes": (r.get("peak_allocated_bytes") or 0) + 64 * MIB} for r in cpu]
     assert "peak reserved" in render_html(derive(gpu))
+
+
+def test_every_nested_value_of_a_csv_row_is_json() -> None:
+    """phases_s and warnings (not in CSV_NESTED) were written as Python's repr -- {'process_start': 0.0057} --
+    which no CSV consumer reads back; every dict or list is JSON."""
+    import json
+
+    rows = derive([_row("fp32", 273 * MIB, phases_s={"build": 1.5, "timed_steps": 3.25},
+                        warnings=["throughput at the max batch 1,776 not measured"])])
+    (line,) = list(csv.DictReader(io.StringIO(to_csv(rows))))
+    assert json.loads(line["phases_s"]) == {"build": 1.5, "timed_steps": 3.25}
+    assert json.loads(line["warnings"]) == ["throughput at the max batch 1,776 not measured"]
+    assert json.loads(line["env"])["keras_backend"] == "tensorflow" and line["samples_per_s"] == "100.0"

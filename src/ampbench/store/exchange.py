@@ -146,11 +146,13 @@ CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures", "s
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
-    """Flat CSV: one line per row; nested values (env, converge, ...) as JSON strings."""
+    """Flat CSV: one line per row; nested values (env, converge, phases_s, warnings, ...: any dict or list) as JSON
+    strings (a key not in ``CSV_NESTED`` was written as Python's repr: ``{'process_start': 0.0057, ...}``)."""
     buf = io.StringIO()
     keys = list(ROW_KEYS)
     w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow({k: json.dumps(clean_json(r.get(k))) if k in CSV_NESTED else r.get(k) for k in keys})
+        w.writerow({k: json.dumps(clean_json(r.get(k))) if k in CSV_NESTED or isinstance(r.get(k), (dict, list, tuple))
+                    else r.get(k) for k in keys})
     return buf.getvalue()
