@@ -107,3 +107,23 @@ def test_every_nested_value_of_a_csv_row_is_json() -> None:
     assert json.loads(line["phases_s"]) == {"build": 1.5, "timed_steps": 3.25}
     assert json.loads(line["warnings"]) == ["throughput at the max batch 1,776 not measured"]
     assert json.loads(line["env"])["keras_backend"] == "tensorflow" and line["samples_per_s"] == "100.0"
+
+
+def test_a_note_every_noted_row_shares_is_said_once_below_the_table() -> None:
+    """Keras's "one RSS reading per cell" note filled a wrapped note column on every row but fp32: one line below the
+    table names the rows; notes that differ keep their column."""
+    from rich.console import Console
+
+    rows = derive([_row(p, v) for p, v in (("fp32", 273 * MIB), ("amp-fp16", 63 * MIB), ("amp-bf16", 70 * MIB))])
+    con = Console(width=80, file=io.StringIO(), color_system=None)
+    for t in results_tables(rows, 80):
+        con.print(t)
+    text = con.file.getvalue()  # type: ignore[attr-defined]
+    flat = " ".join(text.split())
+    assert flat.count("one RSS reading per cell") == 1 and "note (amp-fp16, amp-bf16): one RSS reading" in flat
+    assert "┃ note" not in text
+    apart = [{**r, "warnings": ["a warning of its own"]} if r["precision"] == "amp-bf16" else r for r in rows]
+    con = Console(width=200, file=io.StringIO(), color_system=None)
+    for t in results_tables(apart, 200):
+        con.print(t)
+    assert "┃ note" in con.file.getvalue()  # type: ignore[attr-defined]

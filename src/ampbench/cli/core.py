@@ -38,6 +38,11 @@ class _Console(Console):
     """Text is soft-wrapped (a message is one line at any width: a terminal wraps it for the eye, a log keeps it
     whole); tables and other renderables are laid out to the width (results tables stack to fit it)."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if "width" not in kwargs:  # (rich froze the width COLUMNS had when the console was made -- at import; it is
+            self._width = None  # read when printing: a process that sets COLUMNS later, a test, gets its width)
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
         kwargs.setdefault("soft_wrap", all(isinstance(o, str) for o in objects))
         super().print(*objects, **kwargs)

@@ -281,9 +281,14 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         notes = [Text(r.get("reason") or "; ".join(n for n in (*(r.get("warnings") or []), r.get("speedup_vs_fp32_doubt"),
                                                                 compile_note(r), r.get("memory_saving_vs_fp32_note")) if n),
                       style="dim") for r in group]
-        if any(n.plain for n in notes):
+        said = {n.plain for n in notes if n.plain}
+        shared = len(said) == 1 and sum(bool(n.plain) for n in notes) > 1
+        if said and not shared:
             cols.append(Col("note", notes, "left", wraps=True))
         tables += stack_tables(title, keys, cols, width)
+        if shared:  # (one note on several rows: said once, below the table, not a wrapped column of copies)
+            which = [r.get("precision") or "?" for r, n in zip(group, notes) if n.plain]
+            tables.append(Text(f"note ({', '.join(which)}): {next(iter(said))}", style="dim"))
     return tables
 
 
