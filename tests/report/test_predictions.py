@@ -25,6 +25,17 @@ def test_an_fp8_row_says_what_it_converted_and_a_gpu_that_cannot_run_it_says_why
     assert why.startswith("fp8-rowwise unsupported on a100-80gb, a100-40gb: fp8 Tensor Cores need compute capability")
 
 
+def test_gpus_refused_by_one_rule_are_one_line_grouped_by_their_own_part() -> None:
+    """--gpu all printed a line per compute capability for amp-bf16 ("...; the GPU is 6.1", "...; the GPU is 7.0"):
+    one line per rule now, its GPUs grouped by what each is."""
+    rule = "bf16 needs compute capability >= 8.0 (Ampere or newer)"
+    rows = [{"precision": "amp-bf16", "status": "unsupported", "gpu": g, "reason": f"{rule}; the GPU is {cc}"}
+            for g, cc in (("m4000", "5.2"), ("p4", "6.1"), ("gtx-1080-ti", "6.1"), ("t4", "7.5"))]
+    assert unsupported_lines(rows) == [f"amp-bf16 unsupported on 4 GPUs: {rule} -- 5.2: m4000; 6.1: p4, gtx-1080-ti; "
+                                       "7.5: t4"]
+    assert unsupported_lines(rows[1:3]) == [f"amp-bf16 unsupported on p4, gtx-1080-ti: {rule}; the GPU is 6.1"]
+
+
 def test_an_fp8_row_slower_than_bf16_says_why() -> None:
     from ampbench.predict.config import PredictConfig
 

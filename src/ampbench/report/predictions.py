@@ -180,14 +180,25 @@ def fp8_lines(rows: list[dict[str, Any]]) -> list[str]:
 def unsupported_lines(rows: list[dict[str, Any]]) -> list[str]:
     """One line per mode and reason a GPU cannot run it, naming the GPUs (a comparison's cell says only
     ``unsupported``)."""
-    by: dict[tuple[str, str], list[str]] = {}
+    by: dict[tuple[str, str], dict[str, list[str]]] = {}
     for r in rows:
         if r.get("status") == "unsupported":  # (the reason names its GPU: the same reason of another GPU merges)
             reason = str(r.get("reason") or "").replace(str(r.get("gpu")), "the GPU")
-            gpus = by.setdefault((str(r["precision"]), reason), [])
+            # (and "...; the GPU is 6.1" is the GPU's own part: one line per rule, its GPUs grouped by that part)
+            rule, _, own = reason.partition("; the GPU is ")
+            gpus = by.setdefault((str(r["precision"]), rule), {}).setdefault(own, [])
             if str(r.get("gpu")) not in gpus:
                 gpus.append(str(r.get("gpu")))
-    return [f"{mode} unsupported on {', '.join(gpus)}: {reason}" for (mode, reason), gpus in by.items()]
+    lines = []
+    for (mode, rule), groups in by.items():
+        if len(groups) == 1:
+            ((own, gpus),) = groups.items()
+            lines.append(f"{mode} unsupported on {', '.join(gpus)}: {rule}" + (f"; the GPU is {own}" if own else ""))
+        else:
+            count = sum(len(g) for g in groups.values())
+            lines.append(f"{mode} unsupported on {count} GPUs: {rule} -- "
+                         + "; ".join(f"{own or 'other'}: {', '.join(gpus)}" for own, gpus in groups.items()))
+    return lines
 
 
 def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
