@@ -177,6 +177,22 @@ def test_import_rejects_bad_files(tmp_path: Path, content: str, msg: str) -> Non
         import_file(Store(tmp_path / "r.db"), f)
 
 
+def test_ampbench_import_checks_every_file_before_it_opens_the_store(tmp_path: Path) -> None:
+    """A bad file made an empty store where --db named none, and the good file before a bad one was imported before
+    the command failed: every file is read and checked first, nothing is created or written unless all are good."""
+    from tests.conftest import cli
+
+    a, run = _store(tmp_path)
+    a.add(_row(run, "fp32", 10.0))
+    write_json(export_data(a), tmp_path / "good.json")
+    (tmp_path / "bad.json").write_text('{"format": "other"}')
+    db = tmp_path / "new.db"
+    code, _, err = cli("import", str(tmp_path / "good.json"), str(tmp_path / "bad.json"), "--db", str(db))
+    assert code == 2 and "bad.json is not an ampbench export" in err and not db.exists()
+    code, out, err = cli("import", str(tmp_path / "good.json"), "--db", str(db))
+    assert code == 0 and "1 new run, 1 new row" in out and len(Store(db).rows()) == 1
+
+
 def test_csv_has_every_key(tmp_path: Path) -> None:
     text = to_csv(derive([_row("r", "fp32", 10.0, env={"a": 1})]))
     header, line = text.splitlines()[:2]

@@ -13,7 +13,7 @@ from ampbench.cli.core import app, console, open_store
 from ampbench.cli.declared import Opt
 from ampbench.paths import STDOUT, check_output_file
 from ampbench.report.run_text import plural
-from ampbench.store import export_data, import_file, json_text, write_json
+from ampbench.store import export_data, import_document, json_text, read_export, write_json
 
 
 @app.command("export")
@@ -45,9 +45,10 @@ def import_cmd(
 ) -> None:
     """Add exported results (e.g. from other GPUs) to the store; rows already there are kept as they are."""
 
+    documents = [(f, read_export(f)) for f in files]  # (every file checked before the store is opened or written)
     store = open_store(db)
-    for f in files:
-        done = import_file(store, f)
+    for f, document in documents:
+        done = import_document(store, document, f)
         kept = (f"; {plural(done.differing, 'stored row')} differ{'s' if done.differing == 1 else ''} from the file's "
                 "and {} kept as stored (import never overwrites: import into another --db to keep both)".format(
                     "was" if done.differing == 1 else "were")) if done.differing else ""

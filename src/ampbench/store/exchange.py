@@ -73,6 +73,12 @@ class Imported:
 def import_file(store: Store, path: Path) -> Imported:
     """Add the runs and rows of an exported file; rows already present are left alone (never overwritten) and
     counted when the file's values differ from the stored ones."""
+    return import_document(store, read_export(path), path)
+
+
+def read_export(path: Path) -> dict[str, Any]:
+    """An exported file's document, checked whole (what :func:`import_document` adds): a file that is missing, not
+    JSON, not an export or malformed is one error, before any store is opened or written."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -85,6 +91,11 @@ def import_file(store: Store, path: Path) -> Imported:
     if data.get("version", 0) > FORMAT_VERSION:
         raise AmpbenchError(f"import: {path} has format version {data['version']}; this ampbench reads <= {FORMAT_VERSION}")
     _check_document(data, path)  # everything is checked before anything is written
+    return data
+
+
+def import_document(store: Store, data: dict[str, Any], path: Path) -> Imported:
+    """Add a document :func:`read_export` read and checked (``path``: where it came from, for errors)."""
     runs = store.import_runs(data.get("runs", []))
     known = {r.run_id for r in store.runs()}
     orphans = {r["run_id"] for r in data.get("rows", [])} - known
