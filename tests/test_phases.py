@@ -79,3 +79,16 @@ def sleeper(payload: dict[str, object]) -> dict[str, object]:
 def test_a_timed_out_cell_names_the_phase_it_was_in() -> None:
     r = ChildProcess(timeout=6).run(Job("tests.test_phases:sleeper"))
     assert r["_killed"] and r["_failed"].startswith("timed out after 6 s") and "'FLOP count step'" in r["_failed"]
+
+
+def test_the_verbose_line_adds_up_with_its_short_phases_together() -> None:
+    """"wall 0.9 s = build 0.8" left 0.1 s unsaid: the phases under 0.05 s are said together where they add up to
+    0.05 s or more, so the line's terms add up to its wall time (to rounding)."""
+    from ampbench.report.run_text import phases_line
+
+    phases = {"build": 0.8, "first_step": 0.03, "memory_step": 0.04, "timed_steps": 0.01, "teardown": 0.02}
+    line = phases_line({"phases_s": phases, "wall_s": sum(phases.values())})
+    assert line == "wall 0.9 s = build 0.8 + 4 shorter phases 0.1"
+    terms = [float(t.split()[-1]) for t in line.split(" = ")[1].split(" + ")]
+    assert sum(terms) == pytest.approx(sum(phases.values()), abs=0.1)
+    assert phases_line({"phases_s": {"build": 0.8, "open": 0.01}, "wall_s": 0.81}) == "wall 0.8 s = build 0.8"

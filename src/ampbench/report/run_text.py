@@ -108,10 +108,13 @@ class PlainProgress:
 
 def phases_line(row: dict[str, Any]) -> str:
     """Where a cell's wall time went: ``wall 20.1 s = timed steps 7.9 + setup 3.8 + import 3.2 + ...``, largest
-    first, phases under 0.05 s left out of the text (not of the sum); a cell built ahead says how much of it ran
+    first, phases under 0.05 s said together ("+ 12 shorter phases 0.1") where they add up to 0.05 s; a cell built ahead says how much of it ran
     while the cell before measured (``wall 9.0 s, 3.1 of it ahead = ...``)."""
     phases = row.get("phases_s") or {}
     shown = sorted(((k, v) for k, v in phases.items() if v >= 0.05), key=lambda kv: -kv[1])
     parts = " + ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in shown)
+    rest = [v for v in phases.values() if v < 0.05]
+    if shown and sum(rest) >= 0.05:  # (the short phases together: "wall 0.9 s = build 0.8" did not add up)
+        parts += f" + {len(rest)} shorter phases {sum(rest):.1f}"
     ahead = f", {row['ahead_s']:.1f} of it ahead" if row.get("ahead_s") else ""
     return f"wall {row.get('wall_s') or sum(phases.values()):.1f} s{ahead} = {parts or 'nothing over 0.05 s'}"
