@@ -108,8 +108,8 @@ class PlainProgress:
 
 def phases_line(row: dict[str, Any]) -> str:
     """Where a cell's wall time went: ``wall 20.1 s = timed steps 7.9 + setup 3.8 + import 3.2 + ...``, largest
-    first, phases under 0.05 s said together ("+ 12 shorter phases 0.1") where they add up to 0.05 s; a cell built ahead says how much of it ran
-    while the cell before measured (``wall 9.0 s, 3.1 of it ahead = ...``)."""
+    first, phases under 0.05 s said together ("+ 12 shorter phases 0.1") where they add up to 0.05 s; a cell built
+    ahead says how much of it ran while the cell before measured (``wall 9.0 s, 3.1 of it ahead = ...``)."""
     phases = row.get("phases_s") or {}
     shown = sorted(((k, v) for k, v in phases.items() if v >= 0.05), key=lambda kv: -kv[1])
     parts = " + ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in shown)
