@@ -18,25 +18,17 @@ from ampbench.cli import listing, train, run, predict, results, exchange, diagno
 # isort: on
 
 
-def _one_line_summaries() -> None:
-    """`ampbench --help` lists each command with its docstring's first paragraph, and typer's rich help keeps that
-    paragraph's source line breaks (a summary wrapped in the source broke mid-sentence there): each command's short
-    help is its first paragraph on one line."""
-    for command in app.registered_commands:
-        doc = command.callback.__doc__ if command.callback else None
-        if command.short_help is None and doc:
-            command.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
-
-
-_one_line_summaries()
-
-
-def _literal_help() -> None:
-    """Option help is text, not rich markup: typer's rich help read "needs ampbench[tensorboard]" as a markup tag and
-    printed "needs ampbench". Each option's and argument's help is escaped once, here."""
+def _help_as_written() -> None:
+    """Each command's help as its source says it, once, at registration: ``ampbench --help`` lists a command with
+    its docstring's first paragraph, whose source line breaks typer's rich help kept (a summary broke mid-sentence:
+    "knows." alone on a line) -- its short help is that paragraph on one line; and an option's help is text, not
+    rich markup (typer read "needs ampbench[tensorboard]" as a tag and printed "needs ampbench") -- escaped."""
     for command in app.registered_commands:
         if command.callback is None:
             continue
+        doc = command.callback.__doc__
+        if command.short_help is None and doc:
+            command.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
         hints = typing.get_type_hints(command.callback, include_extras=True)
         for p in inspect.signature(command.callback).parameters.values():
             hint = p.annotation if not isinstance(p.annotation, str) else hints.get(p.name)
@@ -45,6 +37,6 @@ def _literal_help() -> None:
                     info.help = escape(info.help)
 
 
-_literal_help()
+_help_as_written()
 
 __all__ = ["app", "main"]

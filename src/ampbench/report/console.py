@@ -403,7 +403,8 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
         # (an execution every row shares is said once, in the title: "fp32 · channels_last" on each of eight rows
         # took 16 columns of every stacked part)
         (shared,) = executions if len(executions := {Execution.of(r) for r in group}) == 1 else (None,)
-        common = shared is not None and not shared.is_default
+        at = f", {shared.label}" if shared is not None and not shared.is_default else ""
+        common = bool(at)
         key = Col("mode", [_predicted_mode(r, execution=not common) for r in group], justify="left")
         cols = []
         for i, (head, cell) in enumerate(columns):
@@ -413,7 +414,6 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
         if group[0].get("strategy"):
             what = f"{group[0]['strategy']} x{group[0]['world_size']} (batch per GPU; samples/s of all) " + what
-        at = f", {shared.label}" if common and shared is not None else ""
         title = (f"{escape(workload)} ({escape(preset)}), batch {batch}{escape(at)}: {what} on {escape(gpu.key)}  "
                  "[dim](no GPU ran it)[/]")
         out += stack_tables(title, key, cols, width)
