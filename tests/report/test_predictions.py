@@ -114,9 +114,33 @@ def test_a_prediction_that_does_not_fit_keeps_its_line_with_its_status() -> None
     assert cells[4] == "oom" and cells[7] == "20.9 GiB / 80" and cells[8] == "–"
     assert predicted_cells(lines[1])[4] == f"unsupported: {refused['reason']}"
     console = Console(record=True, width=200)
-    console.print(predicted_table(lines))
+    for part in predicted_table(lines, 200):
+        console.print(part)
     text = console.export_text()
     assert "oom" in text and "unsupported" in text
+
+
+def test_stored_predictions_at_80_columns_cut_no_header_nor_figure() -> None:
+    """`results --predictions` at 80 columns was one eight-column table: "workloa / d", "predicte / d/s", four lines
+    a row. A table per workload and setting (its title), GPU and mode leading each row, stacked to the width."""
+    from rich.console import Console
+
+    from ampbench.report.predictions import predicted_table, table
+
+    rows = [{"workload": "user:/home/someone/models/m.py:frozen", "preset": "small", "batch_size": 64, "gpu": g,
+             "created_at": "2026-11-28T00:00:00Z", "precision": p, "status": "ok", "predicted_samples_per_s": sps,
+             "predicted_error_pct": 28} for g in ("l4", "h100-sxm") for p, sps in (("fp32", 117885.0), ("amp-bf16", 82988.0))]
+    console = Console(record=True, width=80)
+    for part in predicted_table(table(rows, []), 80):
+        console.print(part)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for head in ("GPU", "mode", "predicted/s"):
+        assert f" {head} " in text, head
+    assert "117,885" in text and "82,988" in text and "…" not in text
+    assert text.count("┏") == 1 and "user:/home/someone/models/m.py:frozen (small), batch 64, eager: predicted" in \
+        " ".join(text.split())
+    assert "measured/s" not in text  # (nothing measured: no column of "-")
 
 
 def test_error_band_lines_name_each_reference_once() -> None:

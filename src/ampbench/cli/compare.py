@@ -82,7 +82,8 @@ def _predicted(store: Any, workloads: list[str] | None, precisions: list[str] | 
     lines = [p for p in predictions_table(store.predictions(workloads), merge_repeats(store.rows(workloads=workloads)))
              if precisions is None or p["precision"] in precisions]
     if lines:
-        console.print(predicted_table(lines))
+        for table in predicted_table(lines, console.width):
+            console.print(table)
 
 
 def _cell(c: Any) -> Text:

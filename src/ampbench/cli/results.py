@@ -88,4 +88,5 @@ def _only_predictions(store: Any, fmt: str, workloads: list[str] | None = None, 
         sys.stdout.write(to_csv(predictions))
     else:
         console.print(ALL_PREDICTIONS if measured else ONLY_PREDICTIONS)
-        console.print(predicted_table(predictions_table(predictions, store.rows() if measured else [])))
+        for table in predicted_table(predictions_table(predictions, store.rows() if measured else []), console.width):
+            console.print(table)
