@@ -37,3 +37,22 @@ def test_the_gemm_tables_title_is_one_line_above_its_narrow_table() -> None:
     lines = console.export_text().splitlines()
     at = lines.index("GEMM micro-benchmark (random normal n x n @ n x n)")
     assert lines[at + 1].startswith("┏") and len(lines[at + 1]) < 40 and lines[0] == "CPU (cpu)"
+
+
+def test_modes_with_the_same_verdict_and_reason_share_a_line() -> None:
+    """The fp16 note ("fp16 math is emulated ...") was said under each of the three fp16 modes, fp8's under each of
+    three: one line per verdict and reason, naming its modes."""
+    note = "CPU (x86_64) has no AVX512-FP16/AMX-FP16: fp16 math is emulated and slower than fp32 here"
+    modes = {"fp32": {"ok": True, "reason": "", "note": ""}, "tf32": {"ok": False, "reason": "no TF32 on CPU", "note": ""},
+             **{m: {"ok": True, "reason": "", "note": note} for m in ("amp-fp16", "master-fp16", "pure-fp16")},
+             "amp-bf16": {"ok": True, "reason": "", "note": ""}}
+    probe = {"device_name": "CPU", "device": "cpu", "cpu_half_hardware": {"avx512_bf16": True},
+             "env": {"cpu": "CPU", "torch": "2.x", "python": "3.x", "torch_threads": 2, "tf32_matmul": False,
+                     "tf32_cudnn": True, "tf32_override_env": ""},
+             "peaks": None, "verdict": "v", "gemm": [], "precisions": modes}
+    console = Console(record=True, width=300)
+    for part in hw_tables(probe, "cpu"):
+        console.print(part)
+    text = console.export_text()
+    assert text.count(note) == 1 and f"ok amp-fp16, master-fp16, pure-fp16: {note}" in text
+    assert "ok fp32, amp-bf16 " in text and "no tf32: no TF32 on CPU" in text

@@ -40,11 +40,12 @@ def hw_tables(p: dict[str, Any], device_type: str) -> list[Any]:
                       if peaks else "not estimated (no AVX2/AVX-512 FMA, or the clock is unknown)")
     table.add_row("TF32 in force", f"matmul {env['tf32_matmul']}, cuDNN {env['tf32_cudnn']}"
                                    + (f", override env {env['tf32_override_env']}" if env["tf32_override_env"] else ""))
-    modes = p["precisions"]
-    lines = []
-    for name, m in modes.items():
-        why = m["reason"] or m["note"]
-        lines.append(f"{'[green]ok[/]' if m['ok'] else '[red]no[/]'} {name}" + (f": {escape(why)}" if why else ""))
+    # (modes with the same verdict and the same reason on one line: the fp16 note was said three times, fp8's too)
+    said_for: dict[tuple[bool, str], list[str]] = {}
+    for name, m in p["precisions"].items():
+        said_for.setdefault((bool(m["ok"]), m["reason"] or m["note"] or ""), []).append(name)
+    lines = [f"{'[green]ok[/]' if ok else '[red]no[/]'} {', '.join(names)}" + (f": {escape(why)}" if why else "")
+             for (ok, why), names in said_for.items()]
     h = p.get("host_ops")
     if h:
         said = (f"forward {h['forward_us_per_op']:.1f} us, backward {h['backward_us_per_op']:.1f} us; optimizer "
