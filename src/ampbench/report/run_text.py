@@ -31,7 +31,7 @@ def plan_lines(config: Any, store_path: Any, estimate: Any = None) -> list[str]:
     if len(axes_.optimizer_states) > 1:
         axes += " x optimizer states " + ", ".join(s or "as built" for s in axes_.optimizer_states)
     out = [f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(axes_.precisions)}{axes}{extra_cells}) "
-           f"on [bold]{config.device}[/], measuring {','.join(config.measure.measures)}; store "
+           f"on [bold]{config.device}[/], measuring {', '.join(config.measure.measures)}; store "
            f"{escape(str(store_path))}"]
     if estimate is not None:
         out.append(f"[dim]{escape(estimate.text())}[/]")
