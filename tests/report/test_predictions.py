@@ -99,8 +99,9 @@ def test_a_prediction_that_does_not_fit_keeps_its_line_with_its_status() -> None
     fits in the memory cell -- and a mode the GPU cannot run says why."""
     from rich.console import Console
 
+    from ampbench.report.console import predicted_table
     from ampbench.report.html import predicted_cells
-    from ampbench.report.predictions import predicted_table, table
+    from ampbench.report.predictions import table
 
     base = {"workload": "resnet50", "preset": "paper", "batch_size": 256, "gpu": "m4000",
             "created_at": "2026-11-28T00:00:00Z"}
@@ -125,7 +126,8 @@ def test_stored_predictions_at_80_columns_cut_no_header_nor_figure() -> None:
     a row. A table per workload and setting (its title), GPU and mode leading each row, stacked to the width."""
     from rich.console import Console
 
-    from ampbench.report.predictions import predicted_table, table
+    from ampbench.report.console import predicted_table
+    from ampbench.report.predictions import table
 
     rows = [{"workload": "user:/home/someone/models/m.py:frozen", "preset": "small", "batch_size": 64, "gpu": g,
              "created_at": "2026-11-28T00:00:00Z", "precision": p, "status": "ok", "predicted_samples_per_s": sps,

@@ -14,7 +14,6 @@ from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
-from ampbench.report.predictions import predicted_table
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import merge_repeats
 from ampbench.values import parse_list
@@ -82,6 +81,8 @@ def _predicted(store: Any, workloads: list[str] | None, precisions: list[str] | 
     lines = [p for p in predictions_table(store.predictions(workloads), merge_repeats(store.rows(workloads=workloads)))
              if precisions is None or p["precision"] in precisions]
     if lines:
+        from ampbench.report.console import predicted_table  # lazy: torch (the advisor's CPU facts)
+
         for table in predicted_table(lines, console.width):
             console.print(table)
 

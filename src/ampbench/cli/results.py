@@ -14,7 +14,6 @@ from ampbench.cli.declared import Opt
 from ampbench.cli.render import results_tables
 from ampbench.errors import AmpbenchError
 from ampbench.report import ALL_PREDICTIONS, ONLY_PREDICTIONS
-from ampbench.report.predictions import predicted_table
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_text import plural
 from ampbench.store import derive, to_csv
@@ -88,5 +87,7 @@ def _only_predictions(store: Any, fmt: str, workloads: list[str] | None = None, 
         sys.stdout.write(to_csv(predictions))
     else:
         console.print(ALL_PREDICTIONS if measured else ONLY_PREDICTIONS)
+        from ampbench.report.console import predicted_table  # lazy: torch (the advisor's CPU facts)
+
         for table in predicted_table(predictions_table(predictions, store.rows() if measured else []), console.width):
             console.print(table)

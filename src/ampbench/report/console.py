@@ -469,3 +469,29 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
             for line in (a.half_type, a.energy):
                 if line is not None:
                     yield f"{head}{at} {escape(line)}"
+
+
+def predicted_table(lines: list[dict[str, Any]], width: int) -> list[Any]:
+    """Predictions (``report.predictions.table`` lines) as console tables, one per workload and setting (its title),
+    a row per GPU and mode, each beside the GPU measurement of the same cell where the store holds one; stacked to
+    ``width`` (one table of eight columns cut "workload" and "predicted/s" in two at 80 columns, four lines a row)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in lines:
+        groups.setdefault((f"{p['workload']} ({p['preset']})", p["setting"]), []).append(p)
+    out: list[Any] = []
+    for (workload, setting), group in groups.items():
+        measured = any(p["measured_samples_per_s"] is not None for p in group)
+        keys = [Col("GPU", [Text(str(p["gpu"])) for p in group], "left"),
+                Col("mode", [Text(p["precision"]) for p in group], "left")]
+        cols = [Col("predicted/s", [f"{p['predicted_samples_per_s']:,.0f}" if p["status"] == "ok"
+                                    else Text(str(p["status"])) for p in group]),
+                Col("±", ["-" if p.get("predicted_error_pct") is None else f"{p['predicted_error_pct']}%"
+                          for p in group])]
+        if measured:
+            cols += [Col("measured/s", ["-" if p["measured_samples_per_s"] is None
+                                        else f"{p['measured_samples_per_s']:,.0f}" for p in group]),
+                     Col("error", ["-" if p["error"] is None else f"{p['error']:+.0%}" for p in group])]
+        title = (f"{escape(workload)}, {escape(setting)}: predicted{' beside measured' if measured else ''}  "
+                 "[dim](ampbench predict; no GPU ran these)[/]")
+        out += stack_tables(title, keys, cols, width)
+    return out
