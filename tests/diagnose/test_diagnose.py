@@ -163,6 +163,25 @@ def test_dims_100_and_30522_are_flagged_with_the_fix() -> None:
     assert ("emb", "num_embeddings") not in by and ("tied", "num_embeddings") not in by
 
 
+def test_a_layer_doing_a_sliver_of_the_flops_is_not_linted() -> None:
+    """A 2-class head on a wide model (its GEMM under 1% of the forward's FLOPs) was a warning on every GPU: padding it
+    gains nothing measurable. Layers that do their share are still linted; the batch still is."""
+    from torch import nn
+
+    from ampbench.diagnose.tensorcore import SLIVER, forward_facts, lint_dims
+    from tests.diagnose.planted import _data, _wl
+
+    model = nn.Sequential(nn.Linear(20, 1000), nn.ReLU(), nn.Linear(1000, 1000), nn.ReLU(), nn.Linear(1000, 2))
+    wl = _wl("wide", model, batch=30, data=_data(d=20))
+    facts = forward_facts(wl, torch.device("cpu"), 30)
+    head = facts.module_flops["4"] / facts.total_flops
+    assert head < SLIVER and facts.module_flops["2"] / facts.total_flops > SLIVER  # (2 x 30 x 1000 x 2 of ~64M)
+    assert facts.total_flops == 2 * 30 * (20 * 1000 + 1000 * 1000 + 1000 * 2)  # (an oracle: the three GEMMs by hand)
+    found = {(i["layer"], i["dim"]) for i in lint_dims(model, 30, facts=facts)}
+    assert ("4", "out_features") not in found and ("0", "in_features") in found and ("(batch)", "batch_size") in found
+    assert ("4", "out_features") in {(i["layer"], i["dim"]) for i in lint_dims(model, 30)}  # (without the facts)
+
+
 def test_a_small_vocabulary_is_a_multiple_of_8_not_64() -> None:
     """The embedding's weight is the output GEMM's operand (``h @ emb.weight.T``, no Linear): its rows are flagged."""
     d = diagnose(planted.small_vocab, "fp32", checks=("tensorcore",))

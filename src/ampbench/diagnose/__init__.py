@@ -124,7 +124,7 @@ def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
 
 def _tensorcore(c: CheckContext) -> tuple[Any, list[Finding]]:
     wl = c.build()
-    issues = tensorcore.lint_dims(wl.model, c.bs, gemm_pointers=tensorcore.gemm_operands(wl, c.dev, c.bs))
+    issues = tensorcore.lint_dims(wl.model, c.bs, facts=tensorcore.forward_facts(wl, c.dev, c.bs))
     return issues, tensorcore.tensorcore_findings(issues, c.dev.type == "cuda")
 
 

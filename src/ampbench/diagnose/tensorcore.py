@@ -5,6 +5,7 @@ Tensor Core requirements). Vocabulary-sized dimensions are best padded to a mult
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -66,32 +67,59 @@ class _GemmOperands(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def gemm_operands(wl: Workload, device: torch.device, batch_size: int) -> set[int]:
-    """The data pointers of the tensors one forward of ``wl`` (fp32, no grad, on one batch) passes to a GEMM: an
-    embedding's rows are a GEMM dimension only where its weight is one (an output projection tied to it); a lookup
-    is a gather, which Tensor Cores do not run."""
+SLIVER = 0.01
+"""A Linear or convolution doing under this share of the forward's FLOPs is not linted: its GEMM is a sliver of the
+step, padding it gains nothing measurable (a 2-class head on BERT was a warning on every GPU)."""
+
+
+@dataclass(frozen=True)
+class ForwardFacts:
+    """What one forward of the model showed: the data pointers of the tensors passed to a GEMM, and the FLOPs of
+    each module (by its name in the model) and of the whole forward."""
+
+    gemm_pointers: set[int]
+    module_flops: dict[str, int]
+    total_flops: int
+
+
+def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> ForwardFacts:
+    """One forward of ``wl`` (fp32, no grad, on one batch): which tensors reach a GEMM (an embedding's rows are a GEMM
+    dimension only where its weight is one -- an output projection tied to it; a lookup is a gather, which Tensor
+    Cores do not run), and each module's FLOPs (torch.utils.flop_counter)."""
+    from torch.utils.flop_counter import FlopCounterMode  # lazy: torch.utils.flop_counter
+
     model = wl.model.to(device).float().eval()
     (inputs, _), = device_batches(wl.train_data, batch_size, 1, device)
     mode = _GemmOperands()
+    counter = FlopCounterMode(display=False)
     try:
-        with torch.no_grad(), mode:
+        with torch.no_grad(), counter, mode:
             wl.call_model(model, inputs)
     finally:
         model.train()
-    return mode.pointers
+    root = type(model).__name__ + "."  # (the counter names a module "<root class>.<its name in the model>")
+    flops = {k.removeprefix(root): sum(v.values()) for k, v in counter.get_flop_counts().items()}
+    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()))
 
 
 def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8,
-              gemm_pointers: set[int] | None = None) -> list[dict[str, Any]]:
+              facts: ForwardFacts | None = None) -> list[dict[str, Any]]:
     """Dimensions of Linear / Conv / Embedding / attention layers (and the batch) that miss ``multiple``.
 
-    An embedding's ``num_embeddings`` is checked only where its weight is a GEMM operand (``gemm_pointers``, from
-    :func:`gemm_operands`) and no Linear shares it (a tied Linear's ``out_features`` is the same dimension, checked
-    there); a lookup alone is a gather."""
+    With ``facts`` (:func:`forward_facts`): an embedding's ``num_embeddings`` is checked only where its weight is a
+    GEMM operand and no Linear shares it (a tied Linear's ``out_features`` is the same dimension, checked there) -- a
+    lookup alone is a gather; a Linear or convolution doing under ``SLIVER`` of the forward's FLOPs is left out."""
     lint = DimLint(multiple)
     check = lint.check
     linear_weights = {m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Linear)}
+
+    def sliver(name: str) -> bool:
+        return facts is not None and facts.total_flops > 0 and \
+            facts.module_flops.get(name, 0) < SLIVER * facts.total_flops
+
     for name, mod in model.named_modules():
+        if isinstance(mod, (nn.Linear, nn.modules.conv._ConvNd)) and sliver(name):
+            continue
         if isinstance(mod, nn.Linear):
             check(name, "in_features", mod.in_features)
             check(name, "out_features", mod.out_features, vocab=mod.out_features >= VOCAB_MIN)
@@ -102,7 +130,7 @@ def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8
                         check(name, what, n)
         elif isinstance(mod, nn.Embedding):
             w = mod.weight.data_ptr()
-            if gemm_pointers is not None and w in gemm_pointers and w not in linear_weights:
+            if facts is not None and w in facts.gemm_pointers and w not in linear_weights:
                 check(name, "num_embeddings", mod.num_embeddings, vocab=mod.num_embeddings >= VOCAB_MIN)
             check(name, "embedding_dim", mod.embedding_dim)
         elif isinstance(mod, nn.MultiheadAttention):
