@@ -180,6 +180,12 @@ def test_a_layer_doing_a_sliver_of_the_flops_is_not_linted() -> None:
     found = {(i["layer"], i["dim"]) for i in lint_dims(model, 30, facts=facts)}
     assert ("4", "out_features") not in found and ("0", "in_features") in found and ("(batch)", "batch_size") in found
     assert ("4", "out_features") in {(i["layer"], i["dim"]) for i in lint_dims(model, 30)}  # (without the facts)
+    from ampbench.diagnose.tensorcore import slivers, tensorcore_findings
+
+    assert slivers(model, facts) == ["4"]
+    (said,) = tensorcore_findings([], False, 1)
+    assert said.title == "all GEMM dimensions are multiples of 8 (besides 1 layer doing under 1% of the forward's " \
+                         "FLOPs, not checked)"
 
 
 def test_a_small_vocabulary_is_a_multiple_of_8_not_64() -> None:

@@ -124,8 +124,9 @@ def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
 
 def _tensorcore(c: CheckContext) -> tuple[Any, list[Finding]]:
     wl = c.build()
-    issues = tensorcore.lint_dims(wl.model, c.bs, facts=tensorcore.forward_facts(wl, c.dev, c.bs))
-    return issues, tensorcore.tensorcore_findings(issues, c.dev.type == "cuda")
+    facts = tensorcore.forward_facts(wl, c.dev, c.bs)
+    issues = tensorcore.lint_dims(wl.model, c.bs, facts=facts)
+    return issues, tensorcore.tensorcore_findings(issues, c.dev.type == "cuda", len(tensorcore.slivers(wl.model, facts)))
 
 
 def _fp8(c: CheckContext) -> tuple[Any, list[Finding]]:
