@@ -48,7 +48,9 @@ def ok_detail(row: dict[str, Any]) -> str:
             row.get("metric_name") else ""
         said.append(f"final loss {row['final_loss']:.4g}{metric} after {row['converge'].get('steps')} steps")
     if row.get("max_batch") is not None:
-        said.append(f"max batch {'>=' if row.get('max_batch_limit_hit') else ''}{row['max_batch']:,}")
+        from ampbench.report.console import max_batch_text  # lazy: torch
+
+        said.append(f"max batch {max_batch_text(row)}")
     return ", ".join(said)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from ampbench.diagnose.findings import Finding
 from ampbench.measure.step import device_batches
@@ -46,25 +47,23 @@ class DimLint:
         return self.issues
 
 
-GEMM_FUNCTIONS = frozenset({"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm", "baddbmm",
-                            "addbmm", "einsum", "tensordot", "inner", "mv", "addmv"})
-"""Torch functions (and Tensor methods) whose tensor arguments are GEMM operands."""
+class _GemmOperands(TorchDispatchMode):
+    """Records the storage of every floating tensor an op with a FLOP formula takes (``registry``: the FLOP counter's
+    own -- mm, addmm, bmm, convolution, attention): at the dispatch level a GEMM is seen wherever it is called from
+    (a function mode's handler runs popped: the Linear inside ``F.multi_head_attention_forward`` escapes it), and a
+    weight's transposed or sliced view shares its data pointer."""
 
-
-class _GemmOperands(TorchFunctionMode):
-    """Records the storage of every floating tensor passed to a GEMM function (a transposed or sliced view of a
-    weight shares its data pointer)."""
-
-    def __init__(self) -> None:
+    def __init__(self, registry: dict[Any, Any]) -> None:
         super().__init__()
+        self.registry = registry
         self.pointers: set[int] = set()
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if getattr(func, "__name__", "") in GEMM_FUNCTIONS:
-            for a in (*args, *(kwargs or {}).values()):
-                if isinstance(a, torch.Tensor) and a.is_floating_point():
-                    self.pointers.add(a.data_ptr())
-        return func(*args, **(kwargs or {}))
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func._overloadpacket in self.registry:
+            self.pointers.update(t.data_ptr() for t in tree_leaves((args, kwargs))
+                                 if isinstance(t, torch.Tensor) and t.is_floating_point())
+        return func(*args, **kwargs)
 
 
 SLIVER = 0.01
@@ -90,8 +89,8 @@ def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> Forwar
 
     model = wl.model.to(device).float().eval()
     (inputs, _), = device_batches(wl.train_data, batch_size, 1, device)
-    mode = _GemmOperands()
     counter = FlopCounterMode(display=False)
+    mode = _GemmOperands(counter.flop_registry)
     try:
         with torch.no_grad(), counter, mode:
             wl.call_model(model, inputs)

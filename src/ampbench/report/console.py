@@ -125,6 +125,12 @@ def saving_note(row: dict[str, Any]) -> str:
     return "" if not note else "within noise" if "within" in note else "noise unknown"
 
 
+def max_batch_text(row: dict[str, Any]) -> str:
+    """A row's largest batch: ">=" where the search stopped at its limit, "-" where none was searched."""
+    mb = row.get("max_batch")
+    return "-" if mb is None else f"{'>=' if row.get('max_batch_limit_hit') else ''}{mb:,}"
+
+
 STATUS_STYLE = {"ok": "green", "oom": "magenta", "error": "red", "diverged": "red", "unsupported": "dim"}
 
 
@@ -264,9 +270,9 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         if any(r.get("max_batch") is not None for r in group):
             cells = []
             for r in group:
-                mb, ratio = r.get("max_batch"), r.get("max_batch_ratio_vs_fp32")
-                txt = "-" if mb is None else f"{'>=' if r.get('max_batch_limit_hit') else ''}{mb:,}"
-                cells.append(txt + (f" ({ratio:.2f}x)" if isinstance(ratio, float) and r["precision"] != "fp32" else ""))
+                ratio = r.get("max_batch_ratio_vs_fp32")
+                cells.append(max_batch_text(r)
+                             + (f" ({ratio:.2f}x)" if isinstance(ratio, float) and r["precision"] != "fp32" else ""))
             cols.append(Col("max batch", cells))
         if any(r.get("converge_verdict") for r in group):
             verdicts = [r.get("converge_verdict") or "-" for r in group]

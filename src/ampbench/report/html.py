@@ -155,14 +155,14 @@ def _env_of(rows: list[dict[str, Any]]) -> str:
 
 
 def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
-                      diagnoses: list[dict[str, Any]] | None = None, env: bool = True) -> str:
-    """``env``: the workload's environment table in its section (False: the page shows the one every workload
-    shares, once)."""
+                      diagnoses: list[dict[str, Any]] | None = None, env: str = "") -> str:
+    """``env``: the workload's environment table (:func:`_env_of`) in its section ("": the page shows the one every
+    workload shares, once)."""
     first = rows[0]
     title = f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'}) · {framework_of(first)}"
     out = [f'<h2 id="{anchor}">{e(title)}</h2>', _advice_html(advice)]
     if env:
-        out.append(_env_of(rows))
+        out.append(env)
     ok = [r for r in rows if r.get("status") == "ok"]
     axes = any(not Execution.of(r).is_default for r in rows)
     if ok:
@@ -304,16 +304,16 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
                               e(a.reason) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
                             left=3))
     # (one machine, one set of versions: its environment once, not the same eight lines under every workload)
-    envs = {_env_of(g) for g in groups}
-    shared = len(envs) == 1 and len(groups) > 1
+    envs = [_env_of(g) for g in groups]
+    shared = len(set(envs)) == 1 and len(groups) > 1
     if shared:
-        parts += ["<h2>Environment</h2>", *envs]
+        parts += ["<h2>Environment</h2>", envs[0]]
     for i, (g, a) in enumerate(zip(groups, advices)):
         latest: dict[str, dict[str, Any]] = {}
         for d in diagnoses or []:
             if d.get("target") == g[0]["workload"] and d.get("device_name") == g[0].get("device_name"):
                 latest[d["precision"]] = d
-        parts.append(_workload_section(g, a, f"w{i}", list(latest.values()), env=not shared))
+        parts.append(_workload_section(g, a, f"w{i}", list(latest.values()), env="" if shared else envs[i]))
     if all_rows and len({r.get("device_name") for r in all_rows if r.get("status") == "ok"}) > 1:
         parts.append('<h2 id="compare">Across GPUs</h2>')
         parts.append(compare_html(all_rows))
