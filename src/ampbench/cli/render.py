@@ -57,9 +57,9 @@ def ok_detail(row: dict[str, Any]) -> str:
 def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
                       tensorboard: Any = None, verbose: bool = False) -> tuple[Any, list[dict[str, Any]]]:
     """:func:`ampbench.bench.run` with a live bar (the cell count, and inside the running cell what it measures,
-    step i/N and an ETA) and one line per finished cell. Not a terminal: plain lines, a progress line when the
-    measure changes or every ``PLAIN_EVERY`` seconds. ``tensorboard``: a directory each finished cell is written
-    to as a TensorBoard run (and the run's ratios at its end)."""
+    step i/N and an ETA) and one line per finished cell. Not a terminal: plain lines, a cell's start and end, and
+    inside it a measure that has run ``PLAIN_AFTER`` seconds (:class:`~ampbench.report.run_text.PlainProgress`).
+    ``tensorboard``: a directory each finished cell is written to as a TensorBoard run (and the run's ratios at its end)."""
 
     from ampbench.bench import run  # lazy: torch
 
@@ -76,6 +76,7 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
             if ev.phase == "start":
                 bar.update(task, description=escape(progress_line(cell_text(ev.spec, config), "", budget)))
                 if not live:
+                    plain.start()
                     console.print(f"  [dim]running {what}[/]", highlight=False)
             elif ev.phase == "progress":
                 text = ev.progress.text()

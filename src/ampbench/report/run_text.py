@@ -86,24 +86,43 @@ def _middle(text: str, width: int) -> str:
     return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:] if keep // 2 else text[:keep] + "…"
 
 
+PLAIN_AFTER = 5.0
+"""Seconds a measure runs before a log (not a terminal: a file, CI) shows it. Under the phase heartbeat's 10 s
+(:data:`ampbench.phases.LONG_S`), so a heartbeat is always shown, however late its phase's start was read."""
+
 PLAIN_EVERY = 10.0
-"""Seconds between progress lines of one measure when the output is not a terminal (a log file, CI)."""
+"""Seconds between a shown measure's lines in a log."""
 
 
 class PlainProgress:
-    """When a plain progress line is due: the measure (or seed, or trial) changed, or PLAIN_EVERY seconds passed."""
+    """When a plain progress line is due. A log gets each cell's start and end from the command; inside a cell, a
+    measure (a phase, a step meter) gets a line once it has run :data:`PLAIN_AFTER` seconds, then one every
+    :data:`PLAIN_EVERY` seconds and its last step. A cell's quick phases leave no line (a 3 s cell wrote 16 lines,
+    a 29-cell run 460); a slow one is named while it runs, and a stuck one too: the cell's phase heartbeat
+    (:mod:`ampbench.phases`) reports a silent phase after 10 s, and that report is due."""
 
     def __init__(self) -> None:
-        self.last: tuple[str, str] | None = None
-        self.at = 0.0
+        self.what: str | None = None
+        self.since = 0.0
+        self.shown_at: float | None = None
+        self.shown = ""
 
-    def due(self, event: Any) -> bool:
-        now = time.monotonic()
-        key = (event.what, event.detail)
-        if key != self.last or now - self.at >= PLAIN_EVERY or event.i == event.n:
-            self.last, self.at = key, now
-            return True
-        return False
+    def start(self) -> None:
+        """A new cell: its first measure is new even where it is named as the last cell's last."""
+        self.what, self.shown_at = None, None
+
+    def due(self, event: Any, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        if event.what != self.what:  # (a measure is its name: a seed or a heartbeat's detail does not restart it)
+            self.what, self.since, self.shown_at = event.what, now, None
+        if self.shown_at is None:
+            due = now - self.since >= PLAIN_AFTER
+        else:
+            last = event.n is not None and event.i == event.n
+            due = now - self.shown_at >= PLAIN_EVERY or (last and event.text() != self.shown)
+        if due:
+            self.shown_at, self.shown = now, event.text()
+        return due
 
 
 def phases_line(row: dict[str, Any]) -> str:
