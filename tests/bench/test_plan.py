@@ -140,3 +140,16 @@ def test_a_run_expands_its_cells_once_and_asks_the_device_once_per_mode(monkeypa
     config.left_out()
     assert sorted(asked) == ["amp-bf16"]  # (fp32 always runs: never asked)
     assert config.support("amp-bf16") is config.support("amp-bf16")
+
+
+def test_a_plan_without_fp32_says_which_comparisons_it_cannot_make() -> None:
+    """Speedups, memory savings and convergence verdicts are relative to fp32 in the same run: the README's
+    optimizer-state example (amp-bf16 and pure-bf16 only) ended with "no mode converged like fp32" and said nothing
+    before it ran."""
+    config = _config(precisions=("amp-bf16", "pure-bf16"), measures=("memory", "converge"))
+    assert config.left_out() == ["fp32 is not in --precisions: no memory savings or convergence verdicts (each is "
+                                 "relative to fp32, measured in the same run); add fp32 for them"]
+    every = _config(precisions=("amp-bf16",), measures=("throughput", "memory", "converge"))
+    assert every.left_out()[0].startswith("fp32 is not in --precisions: no speedups, memory savings or convergence")
+    assert _config(precisions=("amp-bf16",), measures=("maxbatch",), memory_budget=2**30).left_out() == []  # (none)
+    assert _config(precisions=("fp32", "amp-bf16"), measures=("memory", "converge")).left_out() == []

@@ -71,9 +71,20 @@ def test_all_modes_failed() -> None:
     assert "fp32 oom (boom)" in a.evidence and "amp-fp16 diverged" in a.evidence
 
 
-def test_nothing_converged_like_fp32() -> None:
+def test_no_convergence_verdict_without_fp32_says_why_not_that_nothing_converged() -> None:
     a = advise(derive([_row("fp32", 100.0, status="oom"), _row("amp-fp16", 200.0, verdict_losses=[1.0])]))
-    assert a.recommended is None and "no-baseline" in a.evidence
+    assert a.recommended is None and a.label == "no fp32 baseline"
+    assert a.evidence.endswith("and fp32 ended oom (boom)"), a.evidence
+    # the README's optimizer-state example ran amp-bf16 and pure-bf16 only: it said "no mode converged like fp32"
+    a = advise(derive([_row("amp-bf16", 150.0, verdict_losses=[1.0]), _row("pure-bf16", 160.0, verdict_losses=[1.1])]))
+    assert a.recommended is None and a.label == "no fp32 baseline"
+    assert a.evidence.endswith("fp32 did not run: add fp32 to --precisions"), a.evidence
+    fp32 = _row("fp32", 100.0, verdict_losses=[1.0], converge={"final_losses": [float("nan")], "diverged": [True]})
+    a = advise(derive([fp32, _row("amp-bf16", 150.0, verdict_losses=[1.0])]))
+    assert a.recommended is None and a.evidence.endswith("fp32 itself diverged"), a.evidence
+    # a mode judged worse than fp32 leaves fp32 the pick, as before
+    a = advise(derive([_row("fp32", 100.0, verdict_losses=[1.0, 1.0]), _row("amp-fp16", 200.0, verdict_losses=[9.0])]))
+    assert a.recommended == "fp32" and a.label == "no mode helps"
 
 
 def test_no_mode_helps_on_a_cpu_without_half_hardware() -> None:

@@ -36,6 +36,9 @@ def test_a_state_is_advised_for_memory_only_with_its_parity_verdict() -> None:
                                   "loss within fp32's seed spread (8bit x24, fp32 x38)")
     worse = {**parity, "converge": {"final_losses": [2.0, 2.1, 2.2], "diverged": [False] * 3}}
     assert "not advised: its convergence was worse" in advise(derive([*base, worse])).optimizer_states
+    no_fp32 = derive([base[1], parity])  # (the README's example ran amp-bf16 and pure-bf16: "was no-baseline")
+    assert advise(no_fp32).optimizer_states.endswith(
+        "not advised: its convergence has no fp32 baseline to be judged by (add fp32 to --precisions)")
     unchecked = {k: v for k, v in parity.items() if k != "converge"}
     assert "not advised: run --measure converge" in advise(derive([*base, unchecked])).optimizer_states
 

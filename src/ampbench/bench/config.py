@@ -472,9 +472,16 @@ class RunConfig:
         return tuple(p for p in self.axes.precisions if p == BASELINE or not self.support(p).note)
 
     def left_out(self) -> list[str]:
-        """What native-only entries leave out, and why (printed with the run's header)."""
+        """What native-only entries leave out, and why, and what a plan without fp32 cannot say (printed with the
+        run's header)."""
 
         out = []
+        relative = {"throughput": "speedups", "memory": "memory savings", "converge": "convergence verdicts"}
+        lost = [word for m, word in relative.items() if m in self.measure.measures]
+        if BASELINE not in self.axes.precisions and lost:
+            said = " or ".join(lost) if len(lost) < 3 else f"{lost[0]}, {lost[1]} or {lost[2]}"
+            out.append(f"fp32 is not in --precisions: no {said} (each is relative to fp32, measured in the same run); "
+                       "add fp32 for them")
         for workload, preset in zip(self.targets.workloads, self.targets.presets):
             missing = [p for p in self.axes.precisions if p not in self.precisions_of(workload, preset)]
             if missing:

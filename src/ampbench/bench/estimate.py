@@ -131,6 +131,8 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         left.append("compiling")
     if any(c.strategy for c in cells):
         left.append("starting ranks")
+    if any(c.optimizer_state for c in cells):  # (each state cell is timed as its mode's optimizer as built)
+        left.append("torchao compiling its optimizer states' update")
     return Estimate(total if math.isfinite(total) else 0.0, tuple(left))
 
 

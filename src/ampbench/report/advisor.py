@@ -66,7 +66,8 @@ class Advice:
     label: str
     """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise", "noisy" (a gain
     the probe says cannot be, or against fp32 measurements that disagree),
-    "nothing converged", "nothing ran", "speed not measured" (converge-only runs: the verdicts are the finding)."""
+    "nothing converged", "no fp32 baseline" (convergence checked, but no fp32 row to judge it by), "nothing ran",
+    "speed not measured" (converge-only runs: the verdicts are the finding)."""
     combination: str | None = None
     """With several executions (--compile, --memory-format, --cuda-graphs): the fastest converging
     combination ("amp-bf16 + compile"), "fp32" when none is measurably faster than fp32 eager, "none"."""
@@ -317,6 +318,18 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
     return a
 
 
+def _no_baseline(rows: list[dict[str, Any]]) -> str:
+    """Why no convergence verdict could be given: what became of fp32 (its row with the optimizer as built)."""
+    fp32 = next((r for r in rows if r["precision"] == "fp32" and not r.get("optimizer_state")), None)
+    if fp32 is None:
+        return "fp32 did not run: add fp32 to --precisions"
+    if fp32.get("status") != "ok":
+        return f"fp32 ended {fp32.get('status')} ({fp32.get('reason') or 'no reason'})"
+    if any((fp32.get("converge") or {}).get("diverged") or []):
+        return "fp32 itself diverged"
+    return "fp32 has no convergence result"
+
+
 def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     workload = rows[0]["workload"] if rows else "?"
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0]
@@ -332,6 +345,9 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     checked = any(r.get("converge_verdict") for r in ok)
     if checked:
         pool = [r for r in ok if r.get("converge_verdict") in ("parity", "baseline")]
+        if not pool and all(r.get("converge_verdict") in ("no-baseline", None) for r in ok if r is not base):
+            return Advice(workload, None, "no verdict: convergence is judged against fp32's final loss and seed "
+                          f"spread, and {_no_baseline(rows)}", True, "no fp32 baseline")
         if not pool:
             return Advice(workload, None, "no mode converged like fp32 (" + ", ".join(
                 f"{r['precision']}: {r.get('converge_verdict')}" for r in ok) + ")", True, "nothing converged")

@@ -39,8 +39,9 @@ def state_advice(rows: list[dict[str, Any]], recommended: str | None) -> str | N
     if not parity:
         r, base, g = max(worth, key=lambda x: x[2][0])  # type: ignore[index]
         verdict = r.get("converge_verdict")
-        why = f"its convergence was {verdict}" if verdict else "run --measure converge: a state precision is advised " \
-                                                               "only with its convergence verdict"
+        why = ("its convergence has no fp32 baseline to be judged by (add fp32 to --precisions)"
+               if verdict == "no-baseline" else f"its convergence was {verdict}" if verdict else
+               "run --measure converge: a state precision is advised only with its convergence verdict")
         return f"optimizer states: {r['precision']} with {r['optimizer_state']} states {_said(g)}, not advised: {why}"
     r, base, g = max(parity, key=lambda x: x[2][0])  # type: ignore[index]
     return (f"optimizer states: {r['precision']} with {r['optimizer_state']} states {_said(g)}, final loss within "
