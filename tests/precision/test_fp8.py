@@ -72,6 +72,15 @@ def test_which_layers_convert_and_why_not() -> None:
     assert plan.summary() == "3/4 converted; skipped: head (dims 10x64 not multiples of 16)"
     auto = plan_layers(Net(), "tensorwise")  # torchao's H100 size thresholds: these layers are too small to gain
     assert auto.converted == [] and "too small to gain" in auto.skipped["up"]
+    # one reason, several layers: said once, each layer with its dims (it was the reason once per layer: bert tiny's
+    # "no Linear layer was converted" warning was 8 copies of "(...x64 too small to gain (torchao's ...))")
+    assert auto.summary() == ("0/4 converted; skipped: 3 layers too small to gain (torchao's tensorwise threshold; "
+                              "--fp8-filter dims converts them): up 128x64, down 64x128, big 64x64; head (dims 10x64 "
+                              "not multiples of 16)")
+    deep = nn.Sequential(*[nn.Linear(64, 64) for _ in range(6)], nn.Linear(64, 10))
+    assert plan_layers(deep, "tensorwise").summary().startswith(
+        "0/7 converted; skipped: 6 layers too small to gain (torchao's tensorwise threshold; --fp8-filter dims "
+        "converts them): 0 64x64, 1 64x64, 2 64x64, 3 64x64, +2 more; 6 (dims 10x64 not multiples of 16)")
     assert plan_layers(Net(), "rowwise", skip=["do"], filter="dims").skipped["down"] == "--fp8-skip"
     assert plan_layers(nn.Linear(32, 32), "tensorwise", filter="dims").converted == []  # a root cannot be swapped
     with pytest.raises(AmpbenchError, match=r"fp8_skip=\['nothing'\]: matches no layer"):

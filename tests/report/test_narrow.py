@@ -256,3 +256,22 @@ def test_a_title_wraps_between_its_parts(width: int) -> None:
                 assert any(line.strip() == part or f"  {part}" in line or line.startswith(f"{part}  ")
                            for line in head), (part, head)
     assert "\x1b[2;3mrun 20261128" in con.file.getvalue()  # (the dim parts stay dim)
+
+
+def test_a_paragraph_of_a_note_goes_below_the_table_and_a_short_one_stays_beside_its_row() -> None:
+    """A note column that got a stacked table of its own was a column of empty rows beside a wrapped paragraph (bert
+    tiny's fp8 row: 14 lines tall at 200 columns); such notes are lines below the table, led by their row."""
+    def row(precision: str, sps: float | None, **kw: object) -> dict:
+        return {"run_id": "r", "workload": "bert", "preset": "tiny", "batch_size": 4, "device_name": "CPU",
+                "device": "cpu", "precision": precision, "status": "ok", "samples_per_s": sps, "step_ms_p50": 2.0,
+                "measures": ["throughput"], **kw}
+
+    long = "no Linear layer was converted to fp8 (" + "layer too small to gain, " * 8 + "): every GEMM ran in bf16"
+    rows = derive([row("fp32", 100.0), row("amp-bf16", 90.0), row("fp8-tensorwise", 80.0, warnings=[long])])
+    for width in (80, 200):
+        text = _render(results_tables(rows, width), width)
+        assert "│ note" not in text and "note (fp8-tensorwise): no Linear layer" in text, text
+        assert text.count("amp-bf16") == 1  # (no second, note-only table of every row)
+    short = derive([row("fp32", 100.0), row("amp-fp16", None, status="oom", reason="out of memory at batch 4")])
+    text = _render(results_tables(short, 120), 120)
+    assert "note" in text and "out of memory at batch 4 │" in text  # (a column beside its row)

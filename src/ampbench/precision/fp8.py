@@ -152,19 +152,37 @@ class Fp8Layers:
 
     converted: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    kinds: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Per skipped layer whose reason is its dims: (the reason without them, its dims), which groups the layers one
+    reason leaves out in :meth:`summary`."""
 
     @property
     def total(self) -> int:
         return len(self.converted) + len(self.skipped)
 
+    def skip(self, name: str, why: str, kind: str | None = None, dims: str = "") -> None:
+        self.skipped[name] = why
+        if kind is not None:
+            self.kinds[name] = (kind, dims)
+
     def summary(self) -> str:
-        """'3/5 converted; skipped: head (dims 10x64 not multiples of 16), ...'."""
+        """'3/5 converted; skipped: head (dims 10x64 not multiples of 16)'; layers one reason leaves out are said
+        together ('10 layers too small to gain (...): layers.0.qkv 192x64, ..., +6 more'): a BERT's twelve
+        blocks were twelve copies of the reason."""
         text = f"{len(self.converted)}/{self.total} converted"
-        if self.skipped:
-            reasons = [f"{n} ({why})" for n, why in list(self.skipped.items())[:6]]
-            more = f", +{len(self.skipped) - 6} more" if len(self.skipped) > 6 else ""
-            text += "; skipped: " + ", ".join(reasons) + more
-        return text
+        if not self.skipped:
+            return text
+        groups: dict[str, list[str]] = {}
+        for name, why in self.skipped.items():
+            groups.setdefault(self.kinds[name][0] if name in self.kinds else why, []).append(name)
+        parts = []
+        for why, names in groups.items():
+            if len(names) == 1:
+                parts.append(f"{names[0]} ({self.skipped[names[0]]})")
+                continue
+            shown = ", ".join(f"{n} {self.kinds[n][1]}" if n in self.kinds else n for n in names[:4])
+            parts.append(f"{len(names)} layers {why}: {shown}" + (f", +{len(names) - 4} more" if len(names) > 4 else ""))
+        return f"{text}; skipped: " + "; ".join(parts)
 
 
 def _attention_projections(model: nn.Module) -> dict[str, str]:
@@ -194,18 +212,19 @@ def plan_layers(model: nn.Module, recipe: str, skip: Sequence[str] = (), filter:
             continue
         n, k = mod.weight.shape
         if name in attention:
-            plan.skipped[name] = (f"{attention[name]}'s output projection: its weight is used by "
-                                  "F.multi_head_attention_forward directly, never through the layer's forward")
+            plan.skip(name, f"{attention[name]}'s output projection: its weight is used by "
+                            "F.multi_head_attention_forward directly, never through the layer's forward")
         elif type(mod) is not nn.Linear:  # subclasses (and torchao's own) keep their behaviour
-            plan.skipped[name] = f"a subclass of nn.Linear ({type(mod).__name__}) with behaviour of its own"
+            plan.skip(name, f"a subclass of nn.Linear ({type(mod).__name__}) with behaviour of its own")
         elif name == "":
-            plan.skipped["(the model)"] = "the model itself is one nn.Linear: wrap it in a module to convert it"
+            plan.skip("(the model)", "the model itself is one nn.Linear: wrap it in a module to convert it")
         elif any(s in name for s in skip):
-            plan.skipped[name] = "--fp8-skip"
+            plan.skip(name, "--fp8-skip")
         elif n % 16 or k % 16:
-            plan.skipped[name] = f"dims {n}x{k} not multiples of 16"
+            plan.skip(name, f"dims {n}x{k} not multiples of 16", "with dims not multiples of 16", f"{n}x{k}")
         elif filter == "auto" and _too_small(recipe, n, k):
-            plan.skipped[name] = f"{n}x{k} too small to gain (torchao's {recipe} threshold; --fp8-filter dims converts it)"
+            plan.skip(name, f"{n}x{k} too small to gain (torchao's {recipe} threshold; --fp8-filter dims converts it)",
+                      f"too small to gain (torchao's {recipe} threshold; --fp8-filter dims converts them)", f"{n}x{k}")
         else:
             plan.converted.append(name)
     return plan

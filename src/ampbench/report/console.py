@@ -208,6 +208,10 @@ def stack_tables(title: str, key: Col | list[Col], cols: list[Col], width: int) 
     return tables
 
 
+NOTE_COLUMN_MAX = 120
+"""The longest note a results table keeps in a column beside its row; a longer one is a line below the table."""
+
+
 def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[RenderableType]:
     """One table per (workload, preset, batch size, device): a row per precision, ratios vs fp32; stacked into
     several narrower tables when its columns do not fit ``width``."""
@@ -289,12 +293,25 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
                       style="dim") for r in group]
         said = {n.plain for n in notes if n.plain}
         shared = len(said) == 1 and sum(bool(n.plain) for n in notes) > 1
+        below = shared
         if said and not shared:
-            cols.append(Col("note", notes, "left", wraps=True))
+            note = Col("note", notes, "left", wraps=True)
+            parts = stack_tables(title, keys, [*cols, note], width)
+            # (a note column that gets a table of its own is a column of empty rows beside a wrapped paragraph, and
+            # a paragraph in a column makes its row ten lines tall: such notes go below the table, each led by its row)
+            below = (len(parts) > len(stack_tables(title, keys, cols, width))
+                     or max(len(t) for t in said) > NOTE_COLUMN_MAX)
+            if not below:
+                cols.append(note)
         tables += stack_tables(title, keys, cols, width)
         if shared:  # (one note on several rows: said once, below the table, not a wrapped column of copies)
             which = [r.get("precision") or "?" for r, n in zip(group, notes) if n.plain]
             tables.append(Text(f"note ({', '.join(which)}): {next(iter(said))}", style="dim"))
+        elif below:
+            for i, n in enumerate(notes):
+                if n.plain:
+                    who = " · ".join(str(k.cells[i].plain if isinstance(k.cells[i], Text) else k.cells[i]) for k in keys)
+                    tables.append(Text(f"note ({who}): {n.plain}", style="dim"))
     return tables
 
 

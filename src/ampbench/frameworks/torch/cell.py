@@ -251,8 +251,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
         fp8_share = out["fp8_flops_share"] = flops.share_of(step.mp.fp8_layers.converted) or 0.0
         if not step.mp.fp8_layers.converted:
             out["warnings"] = [f"no Linear layer was converted to fp8 ({step.mp.fp8_layers.summary()}): every GEMM "
-                               "ran in bf16, so this row is amp-bf16's math (math_mode bf16; --fp8-filter dims converts "
-                               "layers below torchao's size thresholds)"]
+                               "ran in bf16, so this row is amp-bf16's math (math_mode bf16)"]
     # The peaks are a training step's in steady state: from here (warm-up and timed steps), the weights and optimizer
     # state held now their floor. Not the first step's (compiling: tracing, autotuning, a CUDA graph's capture) nor
     # the eager FLOP step's, which a compiled cell would otherwise report as its peak (compile's savings never shown).
