@@ -69,6 +69,28 @@ def test_list_shows_a_refusal_with_brackets_as_written(monkeypatch):
     assert code == 0 and "'ampbench[fp8]'" in out, out
 
 
+def test_list_says_a_reason_several_modes_share_once(monkeypatch):
+    """A CPU without AVX512-FP16 had "fp16 math is emulated and slower than fp32 here" under each fp16 mode, and the
+    fp8 note under each fp8 mode: each is a numbered note below the table, the modes point at it."""
+    import ampbench.precision as precision
+    from ampbench.precision.support import Support
+    from tests.conftest import cli
+
+    real = precision.supported
+
+    def fake(name: str, device: str = "cpu") -> Support:
+        if "fp16" in name:
+            return Support(True, note="fp16 math is emulated here")
+        return Support(False, "no fp8 here") if name.startswith("fp8") else real(name, device)
+
+    monkeypatch.setattr(precision, "supported", fake)
+    code, out, _ = cli("list", "precisions")
+    assert code == 0
+    assert out.count("fp16 math is emulated here") == 1 and "[1] fp16 math is emulated here" in out
+    assert out.count("no fp8 here") == 1 and "[2] no fp8 here" in out
+    assert out.count("ok (cpu) [1]") == 3 and out.count("no [2]") == 3
+
+
 @pytest.mark.parametrize("args,expect", [
     (["list", "gpu"], "cannot list 'gpu': choose one of all, precisions, workloads, gpus"),
     (["--bogus"], "No such option"),

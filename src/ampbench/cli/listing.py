@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -89,12 +90,18 @@ def _list_precisions() -> None:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     names, aliases, scales, does, here = [], [], [], [], []
-    for name in list_precisions():
+    support = {name: supported(name, device) for name in list_precisions()}
+    # (a reason several modes share is a numbered note below the table: the CPU's fp16 note was said under each of
+    # three modes, the fp8 one under three, and took the table to two stacked parts at 100 columns)
+    said = Counter(sup.note if sup.ok else sup.reason for sup in support.values())
+    notes = list(dict.fromkeys(t for t in said if t and said[t] > 1))
+    for name, sup in support.items():
         recipe = get(name)
-        sup = supported(name, device)
-        text = f"[green]ok[/] ({device})" if sup.ok else f"[red]no[/]: {escape(sup.reason)}"
-        if sup.ok and sup.note:
-            text += f" [yellow]{escape(sup.note)}[/]"  # (escaped: "pip install 'ampbench[fp8]'" is no markup)
+        why = sup.note if sup.ok else sup.reason
+        mark = escape(f"[{notes.index(why) + 1}]") if why in notes else ""
+        text = f"[green]ok[/] ({device})" if sup.ok else "[red]no[/]" + (f" {mark}" if mark else f": {escape(why)}")
+        if sup.ok and why:
+            text += f" [yellow]{mark or escape(why)}[/]"  # (escaped: "pip install 'ampbench[fp8]'" is no markup)
         names.append(Text(name, style="bold cyan"))
         aliases.append(Text(", ".join(recipe.aliases)))
         scales.append(Text(recipe.default_loss_scale))
@@ -104,3 +111,5 @@ def _list_precisions() -> None:
             Col("what it does", does, justify="left", wraps=True),
             Col("on this machine", here, justify="left", wraps=True)]
     _print_stacked("Precision modes", Col("name", names, justify="left"), cols)
+    for i, note in enumerate(notes, 1):  # (a Text: laid out to the width, as the table above it)
+        console.print(Text(f"[{i}] {note}"))
