@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -223,3 +225,10 @@ def small_grad() -> Workload:
 
 def squared() -> Workload:
     return _wl("squared", Squared())
+
+
+def half_adam() -> Workload:
+    """Adam with its default eps (1e-8, which is 0 in fp16): what the engine warns of when a pure-fp16 optimizer
+    steps half weights."""
+    wl = _wl("half-adam", nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)))
+    return dataclasses.replace(wl, make_optimizer=lambda params: torch.optim.Adam(params, lr=1e-3))

@@ -215,11 +215,31 @@ def test_profile_compares_the_mode_with_fp32() -> None:
 
 
 def _profile(ratio: float, hw: dict[str, bool], slow_op: str = "aten::_slow_conv2d_forward") -> dict[str, object]:
+    from ampbench.diagnose.profile import moved_ops
+
     fpc = {"fp32": 32.0, "bf16": 64.0 if hw.get("avx512_bf16") else 32.0, "fp16": 32.0}
+    ops = moved_ops({slow_op: 9.0 * ratio, "aten::relu": 1.0}, {"aten::mkldnn_convolution": 9.0, "aten::relu": 1.0})
     return {"precision": "amp-fp16", "device": "cpu", "cpu_half_hardware": hw, "cpu_flops_per_cycle": fpc,
-            "fallbacks": [], "vs_fp32": {"step_ms": 10.0 * ratio, "fp32_step_ms": 10.0, "ratio": ratio, "ops": [
-                {"op": slow_op, "ms": 9.0 * ratio, "fp32_ms": 0.0}, {"op": "aten::mkldnn_convolution", "ms": 0.0,
-                                                                    "fp32_ms": 9.0}]}}
+            "fallbacks": [], "vs_fp32": {"step_ms": 10.0 * ratio, "fp32_step_ms": 10.0, "ratio": ratio, "ops": ops}}
+
+
+def test_ops_are_compared_by_what_they_compute_not_by_name() -> None:
+    """fp32's CPU convolutions are aten::mkldnn_convolution, fp16's without fp16 hardware aten::_slow_conv2d_forward:
+    by name the finding read "aten::_slow_conv2d_backward 0.32 ms vs 0.00 ms" (fp32's backward took 0.76 ms)."""
+    from ampbench.diagnose.profile import moved_ops
+
+    here = {"aten::_slow_conv2d_forward": 0.33, "aten::_slow_conv2d_backward": 0.35, "aten::mm": 0.046,
+            "aten::convolution": 0.01, "aten::add_": 0.016}
+    fp32 = {"aten::mkldnn_convolution": 0.167, "aten::convolution_backward": 0.76, "aten::mm": 0.018,
+            "aten::addmm": 0.02, "aten::add_": 0.017}
+    ops = {o["op"]: o for o in moved_ops(here, fp32)}
+    assert ops["convolution backward"]["ms"] == pytest.approx(0.35)
+    assert ops["convolution backward"]["fp32_ms"] == pytest.approx(0.76)
+    assert ops["convolution forward"]["ms"] == pytest.approx(0.34)  # (the wrapper's self time is the kind's too)
+    assert ops["convolution forward"]["kernel"] == "aten::_slow_conv2d_forward"
+    assert ops["convolution forward"]["fp32_kernel"] == "aten::mkldnn_convolution"
+    assert ops["matmul"]["ms"] == pytest.approx(0.046) and ops["matmul"]["fp32_ms"] == pytest.approx(0.038)
+    assert [o["op"] for o in moved_ops(here, fp32)][:2] == ["convolution backward", "convolution forward"]
 
 
 def test_why_a_half_mode_is_slower_than_fp32_is_explained_from_the_cpu_probe() -> None:
@@ -228,13 +248,14 @@ def test_why_a_half_mode_is_slower_than_fp32_is_explained_from_the_cpu_probe() -
     no_fp16 = {"avx512_bf16": True, "amx_bf16": False, "avx512_fp16": False, "amx_fp16": False}
     (f,) = versus_fp32_findings(_profile(6.5, no_fp16))
     assert f.severity == "warning" and f.title.startswith("amp-fp16 is 6.50x slower than fp32 here")
-    assert "aten::_slow_conv2d_forward 58.50 ms vs 0.00 ms" in f.detail
+    assert ("convolution forward 58.50 ms vs 9.00 ms (aten::_slow_conv2d_forward here, aten::mkldnn_convolution in "
+            "fp32)") in f.detail
     assert "fp16 math is emulated" in f.detail and "no fast kernel" in f.detail
     assert f.fix.startswith("on this CPU use fp32 or the bf16 modes (bf16 matmuls run on AVX512-BF16")
     (f,) = versus_fp32_findings(_profile(6.5, dict.fromkeys(no_fp16, False)))
     assert f.fix.startswith("on this CPU use fp32;")
     (f,) = versus_fp32_findings(_profile(0.5, no_fp16))
-    assert f.severity == "info" and "2.00x faster than fp32" in f.title and "aten::mkldnn_convolution" in f.detail
+    assert f.severity == "info" and "2.00x faster than fp32" in f.title and "convolution forward 4.50 ms vs 9.00" in f.detail
     (f,) = versus_fp32_findings(_profile(1.02, no_fp16))
     assert f.severity == "info" and "at fp32's speed" in f.title
 
@@ -402,3 +423,17 @@ def test_profile_memory_is_the_modes_steps_not_the_fp32_baseline_built_after(mon
     d = diagnose(planted.conv, "amp-bf16", checks=("profile",), steps=2)
     m = d.details["profile"]["memory"]
     assert held and m["peak_is"] == "RSS growth" and m["peak_bytes"] < 128 * 2**20, m
+
+
+def test_the_engines_setup_warning_is_a_finding_once_not_a_raw_python_warning(recwarn: pytest.WarningsRecorder) -> None:
+    """pure-fp16 steps Adam's state in fp16, where its default eps (1e-8) is 0: the engine's warning was printed as a
+    raw UserWarning with a source line between diagnose's progress lines, once per check; it is a finding."""
+    d = diagnose(planted.half_adam, "pure-fp16", checks=("nonfinite", "gradients"), steps=2)
+    setup = [f for f in d.findings if f.check == "setup"]
+    assert len(setup) == 1 and setup[0].severity == "warning"
+    assert setup[0].title == ("Adam eps=1e-08 is 0 in float16: the optimizer state is half here (no master weights), "
+                              "so updates can become inf")
+    assert setup[0].fix == "use a larger eps (e.g. 1e-4) or a master-* mode"
+    assert not [w for w in recwarn if "eps=" in str(w.message)]
+    assert not [f for f in diagnose(planted.half_adam, "amp-fp16", checks=("nonfinite",), steps=2).findings
+                if f.check == "setup"]  # (fp32 weights and state: nothing to say)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,11 +199,17 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     if sup.note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs, fp8 through torchao on a CPU)
         say(f"{precision} on {dev}: {sup.note}; each check trains its own steps (--steps {steps}): expect them to "
             "take long")
+    caught: list[warnings.WarningMessage] = []
     for i, check in enumerate(checks, 1):
         say(check_started(i, len(checks), check))
         started, before = time.perf_counter(), len(findings)
         try:
-            details[check], found = RUNNERS[check](ctx)
+            with warnings.catch_warnings(record=True) as heard:
+                warnings.simplefilter("always")
+                try:
+                    details[check], found = RUNNERS[check](ctx)
+                finally:
+                    caught += heard
             findings += found
         except AmpbenchError:
             raise
@@ -212,10 +219,35 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         except Exception as e:  # one broken check must not hide the others' findings
             findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
         say(check_done(i, len(checks), check, time.perf_counter() - started, len(findings) - before))
+    findings += setup_findings(caught)
     if fixes.record()["tried"]:
         details["fixes"] = fixes.record()
     return Diagnosis(label, precision, str(dev), device_name(dev), bs, ordered(findings), details,
                      time.perf_counter() - t0)
+
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
+
+
+def setup_findings(caught: list[warnings.WarningMessage]) -> list[Finding]:
+    """The engine's own warnings while the checks set the mode up (Adam's eps that is 0 in fp16, say) as findings,
+    once each: they are diagnoses (a half Adam's eps=1e-8 is why its updates turn inf), and as Python warnings they
+    were a raw "UserWarning" and a source line between the progress lines. Other libraries' warnings are shown as
+    they were raised, once each."""
+    out: list[Finding] = []
+    seen: set[tuple[Any, str]] = set()
+    for w in caught:
+        key = (w.category, str(w.message))
+        if key in seen:
+            continue
+        seen.add(key)
+        if str(Path(w.filename).resolve()).startswith(_PACKAGE):
+            head, _, fix = str(w.message).partition(". ")
+            out.append(Finding("warning", "setup", head, "said by the precision engine as it set the mode up",
+                               fix[:1].lower() + fix[1:]))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return out
 
 
 __all__ = ["CHECKS", "Diagnosis", "Finding", "applicable_checks", "diagnose", "parse_checks"]

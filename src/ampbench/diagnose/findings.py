@@ -14,7 +14,8 @@ class Finding:
     """error (training breaks), warning (slower / less precise than it could be), info (context)."""
     check: str
     """nonfinite, gradients, activations, policy, tensorcore, profile; fallback (a kernel fallback the mode
-    installs on this device, reported whatever checks ran)."""
+    installs on this device, reported whatever checks ran); setup (what the precision engine warned of as the checks
+    set the mode up, e.g. a half Adam's eps that is 0)."""
     title: str
     detail: str = ""
     fix: str = ""
