@@ -165,12 +165,11 @@ def versus_fp32(wl: Workload, device: torch.device, batch_size: int, steps: int,
 def moved_ops(op_ms: dict[str, float], fp32_ops: dict[str, float], top: int = 5) -> list[dict[str, Any]]:
     """The ``top`` kinds of op (:data:`OP_KINDS`; an op of no kind is its own) whose time per step moved most from
     fp32's: each with its milliseconds here and in fp32, and the op that took most of them on each side."""
-    def by_kind(ops: dict[str, float]) -> dict[str, tuple[float, str]]:
-        out: dict[str, tuple[float, str, float]] = {}
-        for name, ms in ops.items():
-            total, lead, lead_ms = out.get(OP_KINDS.get(name, name), (0.0, name, -1.0))
-            out[OP_KINDS.get(name, name)] = (total + ms, *((name, ms) if ms > lead_ms else (lead, lead_ms)))
-        return {k: (v[0], v[1]) for k, v in out.items()}
+    def by_kind(ops: dict[str, float]) -> dict[str, tuple[float, str]]:  # kind -> (its ms, the op that took most)
+        kinds: dict[str, list[str]] = {}
+        for name in ops:
+            kinds.setdefault(OP_KINDS.get(name, name), []).append(name)
+        return {k: (sum(ops[n] for n in names), max(names, key=ops.__getitem__)) for k, names in kinds.items()}
 
     here, fp32 = by_kind(op_ms), by_kind(fp32_ops)
     moved = sorted(set(here) | set(fp32), key=lambda k: -abs(here.get(k, (0.0,))[0] - fp32.get(k, (0.0,))[0]))

@@ -294,16 +294,15 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         said = {n.plain for n in notes if n.plain}
         shared = len(said) == 1 and sum(bool(n.plain) for n in notes) > 1
         below = shared
+        laid = stack_tables(title, keys, cols, width)
         if said and not shared:
-            note = Col("note", notes, "left", wraps=True)
-            parts = stack_tables(title, keys, [*cols, note], width)
             # (a note column that gets a table of its own is a column of empty rows beside a wrapped paragraph, and
             # a paragraph in a column makes its row ten lines tall: such notes go below the table, each led by its row)
-            below = (len(parts) > len(stack_tables(title, keys, cols, width))
-                     or max(len(t) for t in said) > NOTE_COLUMN_MAX)
+            with_note = stack_tables(title, keys, [*cols, Col("note", notes, "left", wraps=True)], width)
+            below = len(with_note) > len(laid) or max(len(t) for t in said) > NOTE_COLUMN_MAX
             if not below:
-                cols.append(note)
-        tables += stack_tables(title, keys, cols, width)
+                laid = with_note
+        tables += laid
         if shared:  # (one note on several rows: said once, below the table, not a wrapped column of copies)
             which = [r.get("precision") or "?" for r, n in zip(group, notes) if n.plain]
             tables.append(Text(f"note ({', '.join(which)}): {next(iter(said))}", style="dim"))
