@@ -63,6 +63,44 @@ def test_ties_prefer_less_memory_then_the_simpler_recipe() -> None:
 def test_missing_fp32_baseline() -> None:
     a = advise(derive([_row("amp-fp16", 200.0), _row("amp-bf16", 150.0)]))
     assert a.recommended == "amp-fp16" and "no fp32 baseline" in a.evidence
+    assert "the fastest measured" in a.evidence
+
+
+def test_without_fp32_the_pick_is_not_called_the_fastest_when_a_left_out_mode_ran_faster() -> None:
+    """pure-bf16 (which needs its own convergence verdict) ran faster: amp-bf16 was "the fastest measured" beside
+    "pure-bf16 ran 1.11x faster but is not recommended"."""
+    a = advise(derive([_row("amp-bf16", 123_860.0), _row("pure-bf16", 136_994.0)]))
+    assert a.recommended == "amp-bf16" and "the fastest measured" not in a.evidence, a.evidence
+    assert "the fastest mode that needs no convergence verdict of its own (no fp32 baseline" in a.evidence
+    assert a.evidence.endswith("pure-bf16 ran 1.11x faster but is not recommended: run --measure converge first")
+
+
+def test_a_run_without_fp32_has_no_ratio_columns_in_its_tables() -> None:
+    """Every mode's "speedup" and "mem vs fp32" were "-" (console, Markdown, HTML); with fp32 they are there."""
+    import re
+
+    from rich.console import Console
+
+    from ampbench.report.console import results_tables
+    from ampbench.report.html import render_html
+    from ampbench.report.markdown import render_markdown
+
+    for with_fp32, rows in ((False, derive([_row("amp-bf16", 150.0, 600), _row("pure-bf16", 160.0, 500)])),
+                            (True, derive([_row("fp32", 100.0, 1000), _row("amp-bf16", 150.0, 600)]))):
+        out = Console(width=160, record=True)
+        for t in results_tables(rows, width=160):
+            out.print(t)
+        console = out.export_text()
+        assert ("speedup" in console and "mem vs fp32" in console) is with_fp32, console
+        assert ("1.50x" in console) is with_fp32
+        md = render_markdown(rows, {"run_id": "r"})
+        header = next(line for line in md.splitlines() if line.startswith("| precision"))
+        rule = md.splitlines()[md.splitlines().index(header) + 1]
+        assert header.count("|") == rule.count("|"), (header, rule)
+        assert ("speedup vs fp32" in header and "memory vs fp32" in header) is with_fp32, header
+        html = render_html(rows)
+        heads = re.findall(r"<th[^>]*>([^<]*)</th>", html)
+        assert ("speedup vs fp32" in heads and "vs fp32" in heads) is with_fp32, heads
 
 
 def test_all_modes_failed() -> None:

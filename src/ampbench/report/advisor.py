@@ -164,11 +164,16 @@ def _fmt_ratio(x: float) -> str:
     return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
 
 
-def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool) -> str:
+def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok: list[dict[str, Any]]) -> str:
+    """``ok``: every row that ran, the modes left out of the advice included (without fp32, the advised mode is the
+    fastest only of those it was chosen among: pure-bf16 ran faster than the amp-bf16 called "the fastest measured")."""
     parts = []
     sp = r.get("speedup_vs_fp32")
     if base is None:
-        parts.append(f"{_speed(r):,.0f} samples/s, the fastest measured (no fp32 baseline in this run)")
+        top = all(_speed(x) <= _speed(r) * (1 + TIE) for x in ok)
+        parts.append(f"{_speed(r):,.0f} samples/s, " + ("the fastest measured" if top else
+                     "the fastest mode that needs no convergence verdict of its own")
+                     + " (no fp32 baseline in this run)")
     elif r["precision"] != "fp32" and isinstance(sp, (int, float)):
         rng = r.get("speedup_vs_fp32_range")
         faster, _, how = versus_fp32(r, sp)
@@ -389,7 +394,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
             return Advice(workload, "fp32", _why_nothing_helps(base, others), checked, "no mode helps")
-    evidence = _evidence(best, base, checked) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
+    evidence = _evidence(best, base, checked, ok) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
                                                                             not r.get("converge_verdict")])
     return Advice(workload, best["precision"], evidence, checked, label)
 

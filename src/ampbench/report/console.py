@@ -58,6 +58,18 @@ def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     return text, "faster" if faster and v >= 1.05 else "slower" if slower and v <= 0.95 else "same"
 
 
+def has_speedups(rows: list[dict[str, Any]]) -> bool:
+    """Whether any row has a speedup vs fp32 (a run without fp32, or whose fp32 failed, has none: its table had a
+    column of "-" beside every mode)."""
+    return any(isinstance(r.get("speedup_vs_fp32"), (int, float)) for r in rows)
+
+
+def has_savings(rows: list[dict[str, Any]]) -> bool:
+    """Whether any row has a memory saving vs fp32, or a note on why its saving is not shown."""
+    return any(isinstance(r.get("memory_saving_vs_fp32"), (int, float)) or r.get("memory_saving_vs_fp32_note")
+               for r in rows)
+
+
 def _speedup(row: dict[str, Any]) -> Text:
     text, verdict = speedup_text(row)
     return Text(text, style={"faster": "green", "slower": "red"}.get(verdict, "yellow" if text != "-" else ""))
@@ -253,8 +265,9 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
                  *([] if batch in keys or at else [batch])]  # (one batch: said in the title)
         # (speed and memory columns where a row has them: a --measure converge run's table was five columns of "-")
         if any(r.get("samples_per_s") is not None or r.get("step_ms_p50") is not None for r in group):
-            cols += [Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]),
-                     Col("speedup", [_speedup(r) for r in group])]
+            cols.append(Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]))
+            if has_speedups(group):  # (none without an fp32 row that ran: the run's header said why)
+                cols.append(Col("speedup", [_speedup(r) for r in group]))
         if axes:
             cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
         if any(r.get("speedup_vs_tf32") is not None for r in group):
@@ -264,8 +277,9 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         if any(r.get("step_ms_p50") is not None for r in group):
             cols.append(Col("step p50 ms", [_num(r.get("step_ms_p50"), ",.2f") for r in group]))
         if any(compared_memory(r) is not None for r in group):
-            cols += [Col(mem_head, [memory_text(r, label_each) for r in group]),
-                     Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group])]
+            cols.append(Col(mem_head, [memory_text(r, label_each) for r in group]))
+            if has_savings(group):
+                cols.append(Col("mem vs fp32", [_saving(r.get("memory_saving_vs_fp32"), r) for r in group]))
         if any(r.get("skipped_steps") for r in group):  # (a column of zeros was a table of its own at 80 columns: the
             # title says none was skipped)
             cols.append(Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group]))

@@ -20,6 +20,8 @@ from ampbench.report.console import (
     compile_note,
     eager_speedup_text,
     fmt_bytes,
+    has_savings,
+    has_speedups,
     measured_energy_text,
     memory_text,
     speedup_text,
@@ -167,17 +169,20 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
     axes = any(not Execution.of(r).is_default for r in rows)
     if ok:
         out.append("<h3>Training speed</h3>")
-        out.append(_img(charts.throughput_chart(ok, "Throughput per precision (ratio vs fp32)"), "throughput chart"))
+        speedups = has_speedups(ok)  # (no column of "–" in a run without fp32)
+        out.append(_img(charts.throughput_chart(ok, "Throughput per precision" + (" (ratio vs fp32)" if speedups else "")),
+                        "throughput chart"))
         tf32 = any(r.get("speedup_vs_tf32") is not None for r in ok)
         energy = any(r.get("joules_per_sample") is not None for r in ok)
         fw = names_frameworks(ok)  # (the title names the first row's framework: a column where another's differs)
         out.append(_table(
-            ["precision", *(["framework"] if fw else []), "samples/s", "speedup vs fp32",
+            ["precision", *(["framework"] if fw else []), "samples/s", *(["speedup vs fp32"] if speedups else []),
              *(["vs fp32 eager", "compile"] if axes else []),
              *(["vs tf32"] if tf32 else []), *(["energy J/sample", "mean power W"] if energy else []),
              "step p50 ms",
              "step p90 ms", "first step ms", "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
-            [[e(display_name(r)), *([e(framework_of(r))] if fw else []), _num(r.get("samples_per_s"), ",.0f"), _speedup(r),
+            [[e(display_name(r)), *([e(framework_of(r))] if fw else []), _num(r.get("samples_per_s"), ",.0f"),
+              *([_speedup(r)] if speedups else []),
               *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
               *([_ratio(r.get("speedup_vs_tf32"))] if tf32 else []),
               *([e(measured_energy_text(r)), _num(r.get("mean_power_w"), ",.0f")] if energy else []),
@@ -208,11 +213,13 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                            "(the model's variables).</p>")
             # (a CPU cell's "reserved" is its RSS growth again: a column of the same figures said nothing)
             reserved = any(r.get("peak_reserved_bytes") != r.get("peak_allocated_bytes") for r in ok)
+            savings = has_savings(ok)
             out.append(_table(
-                ["precision", "compared memory", "vs fp32", "peak RSS growth" if cpu else "peak allocated",
+                ["precision", "compared memory", *(["vs fp32"] if savings else []),
+                 "peak RSS growth" if cpu else "peak allocated",
                  *(["peak reserved"] if reserved else []), "weights", "grads", "optimizer + masters", "activations",
                  "model file fp32 / 16-bit"],
-                [[e(display_name(r)), e(memory_text(r)), _saving(r.get("memory_saving_vs_fp32"), r),
+                [[e(display_name(r)), e(memory_text(r)), *([_saving(r.get("memory_saving_vs_fp32"), r)] if savings else []),
                   fmt_bytes(r.get("peak_allocated_bytes")),
                   *([fmt_bytes(r.get("peak_reserved_bytes"))] if reserved else []),
                   fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
@@ -223,9 +230,11 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append("<h3>Largest batch that fits</h3>")
             out.append(_img(charts.bars([display_name(r) for r in mb], [float(r["max_batch"]) for r in mb],
                                         "largest batch (samples)", "Largest batch per precision"), "max batch chart"))
-            out.append(_table(["precision", "max batch", "vs fp32", "samples/s at max batch"],
+            ratios = any(r.get("max_batch_ratio_vs_fp32") is not None for r in mb)
+            out.append(_table(["precision", "max batch", *(["vs fp32"] if ratios else []), "samples/s at max batch"],
                               [[e(display_name(r)), ("≥ " if r.get("max_batch_limit_hit") else "") + _num(r["max_batch"], ","),
-                                _ratio(r.get("max_batch_ratio_vs_fp32")), _num(r.get("max_batch_samples_per_s"), ",.0f")]
+                                *([_ratio(r.get("max_batch_ratio_vs_fp32"))] if ratios else []),
+                                _num(r.get("max_batch_samples_per_s"), ",.0f")]
                                for r in mb]))
         conv = [r for r in ok if r.get("converge")]
         if conv:

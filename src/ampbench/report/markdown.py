@@ -10,6 +10,8 @@ from ampbench.report.console import (
     compile_note,
     eager_speedup_text,
     fmt_bytes,
+    has_savings,
+    has_speedups,
     measured_energy_text,
     memory_text,
     saving_note,
@@ -85,9 +87,13 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         # columns that say the same on every row say nothing)
         fw_head, fw_rule = (" framework |", " --- |") if names_frameworks(group) else ("", "")
         converged = any(r.get("converge_verdict") for r in group)
-        lines.append(f"| precision |{fw_head}{ex_head} status | samples/s | speedup vs fp32 |{eager_head} step p50 ms | "
-                     f"{compared} | memory vs fp32 |{rss}" + (" converge |" if converged else ""))
-        lines.append(f"| --- |{fw_rule}{ex_rule} --- | ---: | ---: |{eager_rule} ---: | ---: | ---: |"
+        # (ratio columns only where a row has a ratio: a run without fp32 had two columns of "–")
+        speedups, savings = has_speedups(group), has_savings(group)
+        sp_head, sp_rule = (" speedup vs fp32 |", " ---: |") if speedups else ("", "")
+        sv_head, sv_rule = (" memory vs fp32 |", " ---: |") if savings else ("", "")
+        lines.append(f"| precision |{fw_head}{ex_head} status | samples/s |{sp_head}{eager_head} step p50 ms | "
+                     f"{compared} |{sv_head}{rss}" + (" converge |" if converged else ""))
+        lines.append(f"| --- |{fw_rule}{ex_rule} --- | ---: |{sp_rule}{eager_rule} ---: | ---: |{sv_rule}"
                      + (" ---: |" if cpu else "") + (" --- |" if converged else ""))
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
@@ -113,9 +119,10 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
             state = f" · {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
             fw_cell = f" {framework_of(r)} |" if fw_head else ""
             lines.append(f"| {md_escape(r['precision'] + state)} |{fw_cell}{ex_cell} {status} | "
-                         f"{_f(r.get('samples_per_s'), ',.0f')} | "
-                         f"{speedup} |{eager_cell} "
-                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} | {mem} |{rss_cell}"
+                         f"{_f(r.get('samples_per_s'), ',.0f')} |"
+                         + (f" {speedup} |" if speedups else "") + f"{eager_cell} "
+                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} |"
+                         + (f" {mem} |" if savings else "") + f"{rss_cell}"
                          + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else ""))
         lines.append("")
     predicted = predictions_table(predictions or [], rows)
