@@ -50,7 +50,13 @@ def test_bad_input_is_refused_at_construction_before_any_trace(kw: dict[str, str
 
 @pytest.mark.parametrize("name, said", [
     ("h100", "did you mean h100-pcie, h100-nvl or h100-sxm?"), ("h10-sxm", "did you mean h100-sxm?"),
-    ("H100", "did you mean h100-pcie, h100-nvl or h100-sxm?")])
+    ("H100", "did you mean h100-pcie, h100-nvl or h100-sxm?"),
+    # (difflib's closest spelling of a100-sxm was h100-sxm: the A100s are what it means)
+    ("a100-sxm", "did you mean a100-40gb, a100-80gb, a100-40gb-pcie or a100-80gb-pcie?"),
+    # the driver's name (a results table's heading, nvidia-smi): the card it names first
+    ("NVIDIA A100-SXM4-80GB", "did you mean a100-80gb, a100-40gb, "),
+    ("NVIDIA H100 80GB HBM3", "did you mean h100-sxm, h100-pcie or h100-nvl?"),
+    ("NVIDIA GeForce RTX 4090", "did you mean rtx-4090?")])
 def test_a_gpu_name_that_is_not_one_suggests_the_ones_it_may_mean(name: str, said: str) -> None:
     with pytest.raises(AmpbenchError, match=re.escape(said)):
         PredictConfig.from_strings(gpu=name, workloads="tabular-mlp", preset="tiny")

@@ -18,6 +18,7 @@ from ampbench.predict.run_time import (
     cell_seconds,
     run_cells,
     run_text,
+    runs_text,
 )
 
 H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" / "truth" / "runs.json"
@@ -39,7 +40,11 @@ def test_a_run_measures_each_target_s_modes_and_its_fp32_again() -> None:
     total = sum(c.seconds for c in cells)
     assert total == pytest.approx(2 * (2 * cell_seconds(0.1, 20, 3) + cell_seconds(0.02, 20, 3)) + BUILD_S)
     assert cells[0].seconds == pytest.approx(cell_seconds(0.1, 20, 3) + BUILD_S)  # (only the first cell builds at its turn)
-    assert run_text(cells, "h100-sxm").startswith(f"ampbench run of these 6 cells on h100-sxm: ~{total / 60:.1f} min")
+    assert run_text(cells, "h100-sxm").startswith("ampbench run of these 6 cells (each workload's fp32 once more at the "
+                                                  f"end: its closing baseline) on h100-sxm: ~{total / 60:.1f} min")
+    one = run_cells([r for r in rows if r["workload"] == "a"], steps=20, warmup=3)
+    assert runs_text({"h100-sxm": one, "a100-80gb": one}).startswith(
+        "ampbench run of these 3 cells (fp32 once more at the end: its closing baseline): ~")
 
 
 def test_the_constants_are_the_h200_rows_medians() -> None:

@@ -22,7 +22,10 @@ def test_power_per_kind_and_dtype_only_from_replays() -> None:
     console = Console(width=100, record=True)
     console.print(calibration_table(replay))
     text = console.export_text()
-    assert "655" in text and "idle between kernels: 98 W" in text
+    assert "655" in text and "idle between kernels: 98 W" in text and "power W" in text
+    console = Console(width=100, record=True)
+    console.print(calibration_table(old))  # (no power read, a CPU's sweep: no column of "-")
+    assert "power W" not in console.export_text()
 
 
 def test_a_gpus_issue_time_per_class_shows_where_the_sweep_timed_it() -> None:

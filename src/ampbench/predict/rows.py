@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from ampbench.cells import CellId
 from ampbench.distributed.strategy import layout
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
-from ampbench.measure.gpus import Gpu, lookup, predictable
+from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem
 from ampbench.precision.optimizer_state import check_built
@@ -75,13 +76,27 @@ def find_gpus(names: str | None, spec_file: Path | None) -> tuple[Gpu, ...]:
     return tuple(dict.fromkeys(out))
 
 
+VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla"})
+"""Words of a driver's device name that no catalogue key carries ("NVIDIA GeForce RTX 4090": rtx-4090)."""
+
+
 def gpu_suggestions(name: str) -> list[str]:
     """The catalogue GPUs a mistyped ``--gpu`` (or prices key) likely meant: those its text begins (``h100``:
-    h100-pcie, h100-nvl, h100-sxm), else up to three close spellings."""
+    h100-pcie, h100-nvl, h100-sxm); else the GPU a driver would name so ("NVIDIA A100-SXM4-80GB": a100-80gb) first,
+    then the others of its model ("a100-sxm": every a100-*; difflib's closest spelling was h100-sxm); else up to
+    three close spellings."""
     keys = [g.key for g in predictable()]
     n = name.strip().lower()
     starts = [k for k in keys if k.startswith(n) or k.replace("-", "").startswith(n.replace("-", ""))]
-    return starts or difflib.get_close_matches(n, keys, n=3, cutoff=0.6)
+    if starts:
+        return starts
+    words = [w for w in re.findall(r"[a-z0-9]+", n) if w not in VENDOR_WORDS]
+    model = next((w for w in words if any(c.isdigit() for c in w)), None)  # a100, 4090, v100
+    driver = for_device(name)
+    same = [k for k in keys if model is not None and model in k.split("-")]
+    picked = [driver.key] if driver is not None and driver.key in keys else []
+    found = list(dict.fromkeys(picked + same))
+    return found or difflib.get_close_matches(n, keys, n=3, cutoff=0.6)
 
 
 def either_of(names: list[str]) -> str:

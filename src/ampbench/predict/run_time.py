@@ -78,11 +78,19 @@ def around_s(cells: list[CellTime]) -> float:
     return len(cells) * CELL_OVERHEAD_S + (BUILD_S if cells else 0.0)
 
 
+def _these(n: str, closing: int) -> str:
+    """"these 9 cells (fp32 once more at the end: its closing baseline)": a table of 8 modes read "9 cells" with
+    nothing saying which the ninth was. ``closing``: how many workloads' fp32 runs again."""
+    why = ("" if not closing else " (fp32 once more at the end: its closing baseline)" if closing == 1 else
+           " (each workload's fp32 once more at the end: its closing baseline)")
+    return f"these {n} cells{why}"
+
+
 def run_text(cells: list[CellTime], gpu: str) -> str:
     """``ampbench run of these 63 cells: ~9.8 min on h100-sxm (steps 4.1, around them 8.1; ...)``."""
     total = sum(c.seconds for c in cells)
     around = around_s(cells)
-    these = "this cell" if len(cells) == 1 else f"these {len(cells)} cells"
+    these = "this cell" if len(cells) == 1 else _these(str(len(cells)), sum(c.closing for c in cells))
     return (f"ampbench run of {these} on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
             f"their steps at the predicted step times, {around / 60:.1f} around them at {CELL_OVERHEAD_S:g} s a cell: "
             "the lent H200 host's fork, CUDA context, setup and teardown; each workload built while the cell before "
@@ -95,5 +103,6 @@ def runs_text(per_gpu: dict[str, list[CellTime]]) -> str:
     fast, slow = min(totals, key=lambda g: totals[g]), max(totals, key=lambda g: totals[g])
     counts = sorted({len(cells) for cells in per_gpu.values() if cells})
     n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"  # (a GPU that cannot run a mode: fewer)
-    return (f"ampbench run of these {n} cells: ~{totals[fast] / 60:.1f} min on {fast} to ~{totals[slow] / 60:.1f} min on "
+    these = _these(n, max(sum(c.closing for c in cells) for cells in per_gpu.values()))
+    return (f"ampbench run of {these}: ~{totals[fast] / 60:.1f} min on {fast} to ~{totals[slow] / 60:.1f} min on "
             f"{slow} ({len(totals)} GPUs; {CELL_OVERHEAD_S:g} s a cell around its steps, the lent H200 host's)")

@@ -44,12 +44,15 @@ def calibration_table(table: dict[str, Any]) -> Group:
     t = Table(caption=None if idle is None else f"idle between kernels: {idle:.0f} W")
     rows = summary(table)
     issued = any(s["host_us"] is not None for s in rows)  # (a GPU's sweep: the host's issue per call)
-    for col in ("class", "dtype", "kernels", "best", "median", "power W", *(["issue us"] if issued else [])):
+    powered = any(s["power_w"] is not None for s in rows)  # (NVML's: a CPU's table had a column of "-")
+    for col in ("class", "dtype", "kernels", "best", "median", *(["power W"] if powered else []),
+                *(["issue us"] if issued else [])):
         t.add_column(col, justify="left" if col in ("class", "dtype") else "right")
     for s in rows:
         def fmt(v, u=s["unit"]):
             return ("-" if v is None else f"{v:,.3g} {u}")
         t.add_row(s["kind"], s["dtype"], f"{s['timed']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
-                  fmt(s["best"]), fmt(s["median"]), "-" if s["power_w"] is None else f"{s['power_w']:.0f}",
+                  fmt(s["best"]), fmt(s["median"]),
+                  *(["-" if s["power_w"] is None else f"{s['power_w']:.0f}"] if powered else []),
                   *([("-" if s["host_us"] is None else f"{s['host_us']:.1f}")] if issued else []))
     return titled(f"kernel calibration: {escape(str(table['device_name']))}", t)
