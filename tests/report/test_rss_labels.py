@@ -62,7 +62,9 @@ def test_every_output_labels_rss_figures() -> None:
         con.print(t)
     text = con.file.getvalue()  # type: ignore[attr-defined]
     assert "memory (rss)" in text and "noise unknown" in text and "77%" not in text
-    assert "framework" in text and "keras/tensorflow" in text  # (a Keras table names its framework)
+    # a Keras table names its framework: once, in its title, where every row is one framework's (a column of
+    # "keras/tensorflow" on every row was a column that said one thing)
+    assert "(tiny, keras/tensorflow)" in text and "framework" not in text and text.count("keras/tensorflow") == 1
     md = render_markdown(rows)
     assert "memory (RSS growth, approximate)" in md and "exact split" not in md and "– (noise unknown)" in md
     html = render_html(rows)
@@ -127,3 +129,31 @@ def test_a_note_every_noted_row_shares_is_said_once_below_the_table() -> None:
     for t in results_tables(apart, 200):
         con.print(t)
     assert "┃ note" in con.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _text(rows: list[dict[str, object]], width: int = 200) -> str:
+    from rich.console import Console
+
+    con = Console(width=width, file=io.StringIO(), color_system=None)
+    for t in results_tables(rows, width):
+        con.print(t)
+    return con.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_note_part_several_rows_share_is_said_once_and_each_row_keeps_its_own() -> None:
+    """"one RSS reading per cell: ..." followed the output-layer warning under every half mode: four copies, each its
+    own line below the table. The shared part is one line naming its rows; a row's own part stays its own."""
+    own = "the output layer 'dense_2' computes in float16"
+    rows = derive([_row("fp32", 273 * MIB), _row("amp-fp16", 63 * MIB, warnings=[own]),
+                   _row("amp-bf16", 70 * MIB), _row("pure-bf16", 60 * MIB)])
+    text = _text(rows)
+    shared = next(r for r in rows if r["precision"] == "amp-bf16")["memory_saving_vs_fp32_note"]
+    assert shared and text.count(shared) == 1, text
+    assert f"note (amp-fp16, amp-bf16, pure-bf16): {shared}" in text
+    assert text.count(own) == 1 and own + ";" not in text  # (the row's own note, without the shared part)
+
+
+def test_a_table_of_two_frameworks_keeps_its_framework_column() -> None:
+    torch_row = _row("fp32", 10 * MIB, key="t-fp32", framework=None, keras_backend=None, keras_version=None)
+    text = _text(derive([torch_row, _row("amp-bf16", 20 * MIB)]))
+    assert "framework" in text and "keras/tensorflow" in text and "(tiny)" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby
@@ -245,7 +246,12 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         keys = [Col("precision", [Text(r.get("precision") or "?", style="bold cyan") for r in group], "left")]
         # (the framework said where a row is not the default framework's: "torch" on every row of every PyTorch table
         # took a column of an 80-wide terminal)
-        cols = [Col("framework", [Text(framework_of(r)) for r in group], "left")] if names_frameworks(group) else []
+        frameworks = {framework_of(r) for r in group}
+        cols = []
+        if names_frameworks(group) and len(frameworks) > 1:
+            cols.append(Col("framework", [Text(framework_of(r)) for r in group], "left"))
+        elif names_frameworks(group):  # (one framework, not PyTorch: said once in the title, not on every row)
+            title = title.replace(f"({escape(preset)})", f"({escape(preset)}, {escape(next(iter(frameworks)))})", 1)
         # the columns that tell rows of one precision apart lead every part of a stacked table, beside the precision
         apart = [Col("execution", [Text(Execution.of(r).label) for r in group], "left")] if axes else []
         if dist:
@@ -302,14 +308,18 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
                 inf = r.get("inference") or {}
                 cells.append(" / ".join(_num(inf[s].get("p50_ms"), ",.2f") for s in sorted(inf, key=int)) or "-")
             cols.append(Col("infer p50 ms (b=1 / large)", cells))
-        notes = [Text(r.get("reason") or "; ".join(n for n in (*(r.get("warnings") or []), r.get("speedup_vs_fp32_doubt"),
-                                                                compile_note(r), r.get("memory_saving_vs_fp32_note")) if n),
-                      style="dim") for r in group]
+        # a note part several rows share ("one RSS reading per cell: ..." under four modes) is said once below the
+        # table, naming its rows; what is a row's own stays beside it (a column) or below it, led by its row
+        parts = [[r["reason"]] if r.get("reason") else
+                 [n for n in (*(r.get("warnings") or []), r.get("speedup_vs_fp32_doubt"), compile_note(r),
+                              r.get("memory_saving_vs_fp32_note")) if n] for r in group]
+        counted = Counter(p for ps in parts for p in dict.fromkeys(ps))
+        shared = [p for p in dict.fromkeys(p for ps in parts for p in ps) if counted[p] > 1]
+        notes = [Text("; ".join(p for p in dict.fromkeys(ps) if p not in shared), style="dim") for ps in parts]
         said = {n.plain for n in notes if n.plain}
-        shared = len(said) == 1 and sum(bool(n.plain) for n in notes) > 1
-        below = shared
+        below = False
         laid = stack_tables(title, keys, cols, width)
-        if said and not shared:
+        if said:
             # (a note column that gets a table of its own is a column of empty rows beside a wrapped paragraph, and
             # a paragraph in a column makes its row ten lines tall: such notes go below the table, each led by its row)
             with_note = stack_tables(title, keys, [*cols, Col("note", notes, "left", wraps=True)], width)
@@ -317,14 +327,15 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             if not below:
                 laid = with_note
         tables += laid
-        if shared:  # (one note on several rows: said once, below the table, not a wrapped column of copies)
-            which = [r.get("precision") or "?" for r, n in zip(group, notes) if n.plain]
-            tables.append(Text(f"note ({', '.join(which)}): {next(iter(said))}", style="dim"))
-        elif below:
-            for i, n in enumerate(notes):
-                if n.plain:
-                    who = " · ".join(str(k.cells[i].plain if isinstance(k.cells[i], Text) else k.cells[i]) for k in keys)
-                    tables.append(Text(f"note ({who}): {n.plain}", style="dim"))
+
+        def who(i: int) -> str:  # (the row's key cells: its precision, and its execution, state, batch where they vary)
+            return " · ".join(str(k.cells[i].plain if isinstance(k.cells[i], Text) else k.cells[i]) for k in keys)
+
+        for part in shared:  # (one note on several rows: said once, not a wrapped column of copies)
+            which = [who(i) for i, ps in enumerate(parts) if part in ps]
+            tables.append(Text(f"note ({', '.join(which)}): {part}", style="dim"))
+        if below:
+            tables += [Text(f"note ({who(i)}): {n.plain}", style="dim") for i, n in enumerate(notes) if n.plain]
     return tables
 
 
