@@ -328,14 +328,14 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
                 laid = with_note
         tables += laid
 
-        def who(i: int) -> str:  # (the row's key cells: its precision, and its execution, state, batch where they vary)
-            return " · ".join(str(k.cells[i].plain if isinstance(k.cells[i], Text) else k.cells[i]) for k in keys)
-
+        # (each row's key cells: its precision, and its execution, state, batch where they vary)
+        who = [" · ".join(str(k.cells[i].plain if isinstance(k.cells[i], Text) else k.cells[i]) for k in keys)
+               for i in range(len(group))]
         for part in shared:  # (one note on several rows: said once, not a wrapped column of copies)
-            which = [who(i) for i, ps in enumerate(parts) if part in ps]
+            which = [who[i] for i, ps in enumerate(parts) if part in ps]
             tables.append(Text(f"note ({', '.join(which)}): {part}", style="dim"))
         if below:
-            tables += [Text(f"note ({who(i)}): {n.plain}", style="dim") for i, n in enumerate(notes) if n.plain]
+            tables += [Text(f"note ({who[i]}): {n.plain}", style="dim") for i, n in enumerate(notes) if n.plain]
     return tables
 
 

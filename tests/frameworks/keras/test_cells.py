@@ -86,7 +86,7 @@ def test_a_keras_file_benchmarked_from_the_cli(backend, tmp_path):
             assert r["converge_verdict"] in (("baseline",) if p == "fp32" else ("parity", "worse", "better"))
         assert set(r["inference"]) == {"1", str(r["batch_size"])}
     assert rows["amp-fp16"]["math_mode"] == "fp16" and rows["fp32"]["math_mode"] == "fp32"
-    assert "keras/" in stdout  # the framework column (keras/<backend>, cut to the terminal width)
+    assert "keras/" in stdout  # the framework (keras/<backend>), in the table's title
 
 
 def test_keras_conv_dummy_is_the_torch_conv_dummy():
