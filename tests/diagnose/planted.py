@@ -232,3 +232,13 @@ def half_adam() -> Workload:
     steps half weights."""
     wl = _wl("half-adam", nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)))
     return dataclasses.replace(wl, make_optimizer=lambda params: torch.optim.Adam(params, lr=1e-3))
+
+
+def conv_bn() -> Workload:
+    """Convolutions with biases: the first's output goes straight into a BatchNorm (which cancels the bias: its
+    gradient is zero up to rounding), the second's through a ReLU first (its bias counts)."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
+                          nn.ReLU(), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 8 * 8, 4))
+    g = torch.Generator().manual_seed(0)
+    return _wl("conv-bn", model, data=TensorData((torch.randn(64, 3, 8, 8, generator=g),),
+                                                  torch.randint(0, 4, (64,), generator=g)))

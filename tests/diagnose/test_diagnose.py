@@ -398,6 +398,35 @@ def test_too_many_subnormals_at_the_scale_in_use_say_so_not_0_percent_underflow(
     assert f.severity == "error" and "25.0% of gradient values still underflow in fp16 and 16% are subnormals" in f.title
 
 
+def test_a_bias_a_batchnorm_cancels_is_information_not_an_underflow_warning() -> None:
+    """A convolution's bias just before a BatchNorm has a gradient of rounding noise (the norm subtracts each
+    channel's mean): "0.bias: 100% of its gradient underflows in fp16, fix: loss scale >= 262144" was a warning. The
+    oracle is the model's structure: 0 feeds 1 (BatchNorm2d) directly; 3 feeds a ReLU, then the norm."""
+    d = diagnose(planted.conv_bn, "pure-fp16", checks=("gradients",), steps=2)
+    params = {p["name"]: p for p in d.details["gradients"]["params"]}
+    assert params["0.bias"]["cancelled_by"] == "1 (BatchNorm2d)" and params["3.bias"]["cancelled_by"] is None
+    assert params["0.bias"]["max_abs"] < 1e-4 * params["0.weight"]["max_abs"]  # (rounding noise, next to its weight's)
+    said = [f for f in d.findings if "0.bias" in f.title]
+    assert said and all(f.severity == "info" and "zero up to rounding" in f.title and "straight into 1 (BatchNorm2d)," in f.title
+               and f.fix == "bias=False on 0 (the norm's own shift does its job)" for f in said), said
+    assert not any(f.severity != "info" and "0.bias" in f.title for f in d.findings)
+
+
+def test_a_parameters_underflow_is_judged_at_the_loss_scale_in_use() -> None:
+    """Beside "gradients fit fp16 at the loss scale in use (dynamic: 65536)" a parameter was "100% underflows", judged
+    unscaled. At the scale in use it is what is lost there; without one, what is lost unscaled."""
+    from ampbench.diagnose.ranges import _parameter_findings
+
+    p = {"name": "fc.bias", "max_abs": 5e-8, "fp16_underflow": 1.0, "fp16_underflow_at_scale_in_use": 0.0}
+    assert _parameter_findings([p], 262144.0, 65536.0, "fp16") == []
+    (f,) = _parameter_findings([p], 262144.0, None, "fp16")
+    assert f.severity == "warning" and f.title == "fc.bias: 100% of its gradient underflows in fp16"
+    (f,) = _parameter_findings([{**p, "fp16_underflow_at_scale_in_use": 0.8}], 65536.0, 65536.0, "fp16")
+    assert f.title.endswith("80% of its gradient underflows in fp16 at the loss scale in use (65536)")
+    assert f.fix.startswith("bf16")  # (no larger scale fits the largest gradient)
+    assert _parameter_findings([p], 262144.0, None, "bf16") == []  # (bf16 has fp32's range: nothing is lost)
+
+
 def test_fp16_limits_are_what_ifs_in_bf16_and_a_warning_without_scaling() -> None:
     bf16 = next(f for f in diagnose(planted.small_grad, "amp-bf16", checks=("gradients",), steps=2).findings
                 if f.check == "gradients")

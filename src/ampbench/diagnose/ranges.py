@@ -65,16 +65,37 @@ def recommended_scale(max_abs: float, margin: float = SCALE_MARGIN) -> float:
     return float(2.0 ** max(0, min(k, 40)))
 
 
-def _fp32_grads(wl: Workload, device: torch.device, batch_size: int) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """One fp32 forward/backward at loss scale 1; gradients w.r.t. each leaf module's output too."""
+def _cancels_bias(m: nn.Module) -> bool:
+    """Whether ``m`` subtracts each channel's mean of its input (statistics of the batch it is given): a per-channel
+    bias added just before it then has no effect on the loss, and its gradient is zero up to rounding."""
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        return m.training or not m.track_running_stats
+    if isinstance(m, nn.modules.instancenorm._InstanceNorm):
+        return m.training or not m.track_running_stats
+    return False
+
+
+def _fp32_grads(wl: Workload, device: torch.device,
+                batch_size: int) -> tuple[nn.Module, dict[str, torch.Tensor], dict[str, str]]:
+    """One fp32 forward/backward at loss scale 1; gradients w.r.t. each leaf module's output too; and the biases a
+    norm cancels: bias parameter name -> the norm module the bias's module's output went straight into (the very
+    tensor, not a copy: a ReLU between them keeps the bias), named with its class ("1 (BatchNorm2d)")."""
 
     model = wl.model.to(device).float().train()
     (inputs, targets), = device_batches(wl.train_data, batch_size, 1, device)
     act_grads: dict[str, torch.Tensor] = {}
     handles = []
+    biased: dict[int, tuple[torch.Tensor, str]] = {}  # id(output) -> (the output, kept alive so ids stay its; module)
+    cancelled: dict[str, str] = {}
 
     def on_output(name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if _cancels_bias(module) and args and isinstance(args[0], torch.Tensor):
+                fed = biased.get(id(args[0]))
+                if fed is not None and fed[0] is args[0]:
+                    cancelled[f"{fed[1]}.bias"] = f"{name} ({type(module).__name__})"
+            if isinstance(output, torch.Tensor) and isinstance(getattr(module, "bias", None), nn.Parameter):
+                biased[id(output)] = (output, name)
             if isinstance(output, torch.Tensor) and output.requires_grad:
                 output.register_hook(lambda g: act_grads.__setitem__(name, g.detach()))
 
@@ -90,7 +111,7 @@ def _fp32_grads(wl: Workload, device: torch.device, batch_size: int) -> tuple[nn
     finally:
         for h in handles:
             h.remove()
-    return model, act_grads
+    return model, act_grads, cancelled
 
 
 def scaled_fractions(values: torch.Tensor, scale: float) -> dict[str, float]:
@@ -101,7 +122,7 @@ def scaled_fractions(values: torch.Tensor, scale: float) -> dict[str, float]:
 def gradient_ranges(wl: Workload, device: torch.device, batch_size: int, in_use_scale: float | None = None) -> dict[str, Any]:
     """True gradients (fp32, loss scale 1) against fp16/bf16; ``in_use_scale``: the loss scale the diagnosed
     configuration trains at, whose fp16 shares are added as ``at_scale_in_use``."""
-    model, act_grads = _fp32_grads(wl, device, batch_size)
+    model, act_grads, cancelled = _fp32_grads(wl, device, batch_size)
     params = []
     all_grads = []
     for name, p in model.named_parameters():
@@ -112,7 +133,9 @@ def gradient_ranges(wl: Workload, device: torch.device, batch_size: int, in_use_
         hist, zeros = log2_histogram(g)
         # (shares first: "zeros" is then the count of exact zeros, as for the whole-model histograms)
         params.append({"name": name, "numel": g.numel(), "max_abs": float(g.abs().max()),
-                       **fractions(g), "histogram": hist, "zeros": zeros})
+                       **fractions(g), "histogram": hist, "zeros": zeros, "cancelled_by": cancelled.get(name),
+                       "fp16_underflow_at_scale_in_use": None if in_use_scale is None else
+                       scaled_fractions(g.double(), in_use_scale)["fp16_underflow"]})
     layers = []
     for name, g in act_grads.items():
         hist, zeros = log2_histogram(g)
@@ -193,11 +216,40 @@ def gradient_findings(r: dict[str, Any], settled: dict[str, Any] | None, half: s
     if o["fp16_overflow"] > 0:
         out.append(Finding("error", "gradients", f"{o['fp16_overflow']:.2%} of gradient values exceed 65504 at loss scale 1",
                            "they are inf in fp16 even before scaling", "use bf16, or clip/rescale the loss", data))
-    worst = sorted(r["params"], key=lambda p: -p["fp16_underflow"])[:3]
-    for p in worst:
-        if p["fp16_underflow"] > 0.5:
-            out.append(Finding("warning", "gradients", f"{p['name']}: {p['fp16_underflow']:.0%} of its gradient underflows "
-                               "in fp16", f"max |g| {p['max_abs']:.3g}", f"loss scale >= {s:g}"))
+    out += _parameter_findings(r["params"], s, used["scale"] if used is not None else None, half)
+    return out
+
+
+def _parameter_findings(params: list[dict[str, Any]], s: float, scale: float | None,
+                        half: str | None) -> list[Finding]:
+    """The parameters (three at most) most of whose gradient underflows in fp16 -- at the loss scale in use where
+    there is one (``scale``; it was judged unscaled: "100% of its gradient underflows, fix: loss scale >= 262144"
+    beside "gradients fit fp16 at the loss scale in use (dynamic: 65536)"). A bias a BatchNorm cancels is said apart:
+    its gradient is zero up to rounding, and flushing it loses nothing."""
+    if half != "fp16":
+        return []
+
+    def lost(p: dict[str, Any]) -> float:
+        at = p.get("fp16_underflow_at_scale_in_use")
+        return float(at if scale is not None and at is not None else p["fp16_underflow"])
+
+    at = "" if scale is None else f" at the loss scale in use ({scale:g})"
+    out = []
+    for p in sorted(params, key=lambda p: -lost(p))[:3]:
+        if lost(p) <= 0.5:
+            continue
+        norm = p.get("cancelled_by")
+        if norm:
+            owner = p["name"].removesuffix(".bias")
+            out.append(Finding("info", "gradients", f"{p['name']}: its gradient is zero up to rounding (max |g| "
+                               f"{p['max_abs']:.3g}): {owner}'s output goes straight into {norm}, which subtracts each "
+                               "channel's mean, bias and all", f"{lost(p):.0%} of it underflows in fp16{at}; that loses "
+                               "nothing", f"bias=False on {owner} (the norm's own shift does its job)"))
+            continue
+        fix = (f"loss scale >= {s:g}" if scale is None or s > scale else
+               "bf16 (fp32's exponent range): a larger loss scale would overflow the largest gradient")
+        out.append(Finding("warning", "gradients", f"{p['name']}: {lost(p):.0%} of its gradient underflows in fp16{at}",
+                           f"max |g| {p['max_abs']:.3g}", fix))
     return out
 
 
