@@ -412,6 +412,13 @@ def test_a_bias_a_batchnorm_cancels_is_information_not_an_underflow_warning() ->
     assert not any(f.severity != "info" and "0.bias" in f.title for f in d.findings)
 
 
+def test_the_largest_activation_names_its_layers_class() -> None:
+    from ampbench.diagnose.ranges import activation_findings
+
+    (f,) = activation_findings([{"name": "1", "type": "BatchNorm2d", "max_abs": 3.3}])
+    assert f.title == "activations fit fp16: largest |x| 3.3 in 1 (BatchNorm2d)"
+
+
 def test_a_parameters_underflow_is_judged_at_the_loss_scale_in_use() -> None:
     """Beside "gradients fit fp16 at the loss scale in use (dynamic: 65536)" a parameter was "100% underflows", judged
     unscaled. At the scale in use it is what is lost there; without one, what is lost unscaled."""

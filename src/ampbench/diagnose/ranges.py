@@ -319,5 +319,6 @@ def activation_findings(acts: list[dict[str, Any]], verify: Callable[[str], str]
                                {"layer": a["name"], "max_abs": a["max_abs"]}))
     if not out and acts:
         top = max(acts, key=lambda a: a["max_abs"])
-        out.append(Finding("info", "activations", f"activations fit fp16: largest |x| {top['max_abs']:.3g} in {top['name']}"))
+        out.append(Finding("info", "activations", f"activations fit fp16: largest |x| {top['max_abs']:.3g} in "
+                           f"{top['name']} ({top['type']})"))  # ("in 1" named a Sequential's layer by its index alone)
     return out
