@@ -10,6 +10,7 @@ from pathlib import Path
 from ampbench.report.console import advice_lines, results_tables
 from ampbench.report.html import render_html
 from ampbench.report.markdown import render_markdown
+from ampbench.report.numbers import sig
 from ampbench.store import derive
 
 RUNS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" / "truth" / "runs.json"
@@ -30,9 +31,17 @@ def test_the_console_shows_the_gain_over_tf32_and_the_energy_whole_at_80_columns
     text = console.export_text()
     amp = next(r for r in rows if r["precision"] == "amp-bf16")
     assert "vs tf32" in text and f"{amp['speedup_vs_tf32']:.2f}x" in text
-    assert "J/sample" in text and f"{amp['joules_per_sample']:.3g}" in text
+    assert "J/sample" in text and sig(amp["joules_per_sample"]) in text
     lines = list(advice_lines(rows))
     assert any("half type: bf16" in line for line in lines) and any("most energy-efficient" in line for line in lines)
+
+
+def test_energy_keeps_three_significant_digits() -> None:
+    """1.0003 J a sample was "1" beside 0.337 (:.3g drops trailing zeros)."""
+    from ampbench.report.console import measured_energy_text
+
+    assert measured_energy_text({"joules_per_sample": 1.0003, "predicted_joules_per_sample": 0.38}) == "1.00 (pred 0.380)"
+    assert measured_energy_text({"joules_per_sample": 0.12}) == "0.120" and measured_energy_text({}) == "-"
 
 
 def test_markdown_and_html_carry_the_same_columns_and_advice() -> None:
@@ -54,3 +63,19 @@ def test_the_speedup_over_tf32_is_the_two_rows_ratio() -> None:
             assert abs(r["speedup_vs_tf32"] - r["samples_per_s"] / tf32["samples_per_s"]) < 1e-12
         if r["precision"] in ("fp32", "tf32"):
             assert r["speedup_vs_tf32"] is None
+
+
+def test_an_execution_every_row_shares_is_in_the_title_and_a_diverged_row_unsays_no_step_skipped() -> None:
+    """ResNet-50 on the H200, every cell channels_last: "channels_last" on every row and a "vs fp32 eager" column of
+    "-" (no eager fp32 ran) took two columns of an 80-wide terminal; "no step skipped" headed a table whose amp-fp16
+    diverged after skipping 53."""
+    from rich.console import Console
+
+    rows = [r for r in _rows() if r["workload"] == "resnet50"]
+    console = Console(width=80, record=True)
+    for t in results_tables(rows, 80):
+        console.print(t)
+    text = console.export_text()
+    assert "on NVIDIA H200 · channels_last" in text and "execution" not in text and "eager" not in text, text
+    assert "diverged" in text and "no step skipped" not in text
+    assert text.count("channels_last") == 1

@@ -113,7 +113,8 @@ def measured_energy_text(row: dict[str, Any]) -> str:
     j, p = row.get("joules_per_sample"), row.get("predicted_joules_per_sample")
     if not isinstance(j, (int, float)):
         return "-"
-    return f"{j:.3g}" + (f" (pred {p:.3g})" if isinstance(p, (int, float)) else "")
+    # (sig, not :.3g: 1.0003 J was "1" in a column of 0.337 and 0.185)
+    return sig(j) + (f" (pred {sig(p)})" if isinstance(p, (int, float)) else "")
 
 
 MEMORY_HEADS = {"exact": "memory (exact)", "rss": "memory (rss)", "peak": "peak mem"}
@@ -263,7 +264,14 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             apart.append(batch)
         varies = [c for c in apart if len({str(x) for x in c.cells}) > 1]
         keys += varies
-        cols += [c for c in apart if c not in varies]
+        for c in apart:  # (an execution or strategy every row shares is said once in the title: "channels_last" on
+            # every row of an H200 table was a column that said one thing)
+            if c in varies:
+                continue
+            if c.header in ("execution", "strategy"):
+                title = title.replace("  [dim]run", f" · {escape(str(c.cells[0]))}  [dim]run", 1)
+            else:
+                cols.append(c)
         if any(r.get("scaling_efficiency") is not None for r in group):  # (CUDA only: none on a CPU)
             cols.append(Col("scaling", [_num(r.get("scaling_efficiency"), ".2f") for r in group]))
         status = [r.get("status") or "?" for r in group]
@@ -274,7 +282,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             cols.append(Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]))
             if has_speedups(group):  # (none without an fp32 row that ran: the run's header said why)
                 cols.append(Col("speedup", [_speedup(r) for r in group]))
-        if axes:
+        if axes and any(r.get("speedup_vs_fp32_eager") is not None for r in group):
             cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
         if any(r.get("speedup_vs_tf32") is not None for r in group):
             cols.append(Col("vs tf32", [times_text(r.get("speedup_vs_tf32")) for r in group]))
@@ -289,8 +297,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         if any(r.get("skipped_steps") for r in group):  # (a column of zeros was a table of its own at 80 columns: the
             # title says none was skipped)
             cols.append(Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group]))
-        elif any(r.get("skipped_steps") == 0 for r in group):
-            title += "  [dim]no step skipped[/]"
+        elif any(r.get("skipped_steps") == 0 for r in group) and not any(r.get("status") == "diverged" for r in group):
+            title += "  [dim]no step skipped[/]"  # (not where a row diverged: its note counts the steps it skipped)
         if any(r.get("max_batch") is not None for r in group):
             cells = []
             for r in group:
