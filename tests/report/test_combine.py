@@ -56,7 +56,8 @@ def test_no_combination_beyond_the_noise_keeps_fp32_eager() -> None:
 
 def test_without_fp32_eager_nothing_is_credited() -> None:
     a = advise(derive([_row("fp32", 150.0, "on"), _row("amp-bf16", 170.0, "on")]))
-    assert a.combination is None and a.evidence.startswith("(at compile) amp-bf16")  # one execution: no combination
+    assert a.combination is None and a.evidence.startswith("amp-bf16: (at compile) ")  # one execution: no combination
+    assert a.reason.startswith("(at compile) ")  # (the lines that lead with "use amp-bf16" do not say it twice)
     a = advise(derive([_row("fp32", 150.0, "on"), _row("fp32", 120.0, memory_format="channels_last")]))
     assert a.combination == "none" and "no fp32 eager cell" in (a.combination_evidence or "")
 

@@ -79,3 +79,13 @@ def test_an_execution_every_row_shares_is_in_the_title_and_a_diverged_row_unsays
     assert "on NVIDIA H200 · channels_last" in text and "execution" not in text and "eager" not in text, text
     assert "diverged" in text and "no step skipped" not in text
     assert text.count("channels_last") == 1
+
+
+def test_the_markdown_says_a_shared_execution_in_its_heading_and_the_mode_once() -> None:
+    rows = [r for r in _rows() if r["workload"] == "resnet50"]
+    md = render_markdown(rows, {"run_id": "r"})
+    assert "on NVIDIA H200 · channels_last" in md and "| execution |" not in md and "eager" not in md, md
+    assert md.count("channels_last") == 2  # (the heading, and the advice's "(at channels_last)")
+    assert "**use master-bf16** (speed only, convergence not checked): (at channels_last) " in md
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    assert not any(" - |" in line for line in table), table  # ("–" throughout, as the page's other cells)

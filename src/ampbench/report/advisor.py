@@ -309,8 +309,10 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
         return _advise_precision(rows)
     ref = executions[0]
     a = _advise_precision([r for r in rows if Execution.of(r) == ref])
-    if not ref.is_default:
-        a = replace(a, evidence=f"(at {ref.label}) {a.evidence}")
+    if not ref.is_default:  # (after the mode it names: "(at channels_last) master-bf16: ..." said the mode twice on
+        # the lines that lead with it)
+        lead = f"{a.recommended}: " if a.recommended and a.evidence.startswith(f"{a.recommended}: ") else ""
+        a = replace(a, evidence=f"{lead}(at {ref.label}) {a.evidence.removeprefix(lead)}")
     fp8_executions = [ex for ex in executions if any(_is_fp8(r) and Execution.of(r) == ex for r in rows)]
     fp8_at = fp8_executions[0] if fp8_executions and ref not in fp8_executions else None
     if fp8_at is not None:  # fp8 on CUDA compiles by default: its advice at the execution it ran at

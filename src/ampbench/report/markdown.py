@@ -33,6 +33,11 @@ def md_escape(value: Any) -> str:
     return text
 
 
+def _dash(text: str) -> str:
+    """The console's "-" for no figure as the page's "–" (a table mixed both)."""
+    return "–" if text == "-" else text
+
+
 def _f(v: Any, spec: str) -> str:
     return "–" if not isinstance(v, (int, float)) else format(v, spec)
 
@@ -48,7 +53,11 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         first = group[0]
         wl, preset, bs, dev = first["workload"], first.get("preset"), first.get("batch_size"), first.get("device_name")
         a = advise(group)
-        lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}) on {md_escape(dev)}")
+        executions = {Execution.of(r).label for r in group}
+        # (one execution every row shares, not eager: said in the heading, not a column of copies)
+        one_ex = next(iter(executions)) if len(executions) == 1 and not Execution.of(first).is_default else None
+        on = f" · {md_escape(one_ex)}" if one_ex else ""
+        lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}) on {md_escape(dev)}{on}")
         lines.append("")
         use = f"**use {md_escape(a.recommended)}**" if a.recommended else "**no recommendation**"
         lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.reason)}")
@@ -74,11 +83,12 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         compared = {"exact": "memory (exact split)", "rss": "memory (RSS growth, approximate)",
                     "peak": "peak allocated"}[next(iter(bases))] if len(bases) == 1 else "memory"
         rss = " CPU RSS peak (approximate) |" if cpu else ""
-        ex_head, ex_rule = (" execution |", " --- |") if axes else ("", "")
+        ex_head, ex_rule = (" execution |", " --- |") if axes and not one_ex else ("", "")
         dist = any(r.get("strategy") for r in group)
         if dist:
             ex_head, ex_rule = ex_head + " strategy |", ex_rule + " --- |"
-        eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if axes else ("", "")
+        eager = axes and any(r.get("speedup_vs_fp32_eager") is not None for r in group)
+        eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if eager else ("", "")
         tf32 = any(r.get("speedup_vs_tf32") is not None for r in group)
         energy = any(r.get("joules_per_sample") is not None for r in group)
         eager_head += (" vs tf32 |" if tf32 else "") + (" energy J/sample |" if energy else "")
@@ -105,23 +115,23 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                 status += f": {md_escape(r.get('reason'))}"
             elif compile_note(r) or r.get("warnings"):
                 status += f" ({md_escape('; '.join(n for n in (compile_note(r), *(r.get('warnings') or [])) if n))})"
-            ex_cell = f" {md_escape(Execution.of(r).label)} |" if axes else ""
+            ex_cell = f" {md_escape(Execution.of(r).label)} |" if ex_head else ""
             if r.get("strategy"):
                 ex_cell += f" {md_escape(strategy_label(r))} |"
             elif dist:
                 ex_cell += " 1 process |"
-            eager_cell = f" {eager_speedup_text(r)} |" if axes else ""
+            eager_cell = f" {_dash(eager_speedup_text(r))} |" if eager else ""
             if tf32:
-                eager_cell += f" {times_text(r.get('speedup_vs_tf32'))} |"
+                eager_cell += f" {_dash(times_text(r.get('speedup_vs_tf32')))} |"
             if energy:
-                eager_cell += f" {md_escape(measured_energy_text(r))} |"
-            rss_cell = f" {fmt_bytes(r.get('cpu_rss_peak_bytes'))} |" if cpu else ""
+                eager_cell += f" {_dash(md_escape(measured_energy_text(r)))} |"
+            rss_cell = f" {_dash(fmt_bytes(r.get('cpu_rss_peak_bytes')))} |" if cpu else ""
             state = f" · {r['optimizer_state']} optimizer states" if r.get("optimizer_state") else ""
             fw_cell = f" {framework_of(r)} |" if fw_head else ""
             lines.append(f"| {md_escape(r['precision'] + state)} |{fw_cell}{ex_cell} {status} | "
                          f"{_f(r.get('samples_per_s'), ',.0f')} |"
                          + (f" {speedup} |" if speedups else "") + f"{eager_cell} "
-                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {memory_text(r, len(bases) > 1)} |"
+                         f"{_f(r.get('step_ms_p50'), ',.2f')} | {_dash(memory_text(r, len(bases) > 1))} |"
                          + (f" {mem} |" if savings else "") + f"{rss_cell}"
                          + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else ""))
         lines.append("")
