@@ -89,3 +89,5 @@ def test_the_markdown_says_a_shared_execution_in_its_heading_and_the_mode_once()
     assert "**use master-bf16** (speed only, convergence not checked): (at channels_last) " in md
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert not any(" - |" in line for line in table), table  # ("–" throughout, as the page's other cells)
+    html = render_html(rows, {"run_id": "r"})
+    assert "vs fp32 eager" not in html and "<th>compile</th>" not in html and '<th class="">compile</th>' not in html

@@ -18,7 +18,6 @@ from ampbench.report.advisor import Advice, advise, group_labels, workload_group
 from ampbench.report.compare import compare_table
 from ampbench.report.console import (
     compile_note,
-    eager_speedup_text,
     fmt_bytes,
     has_savings,
     has_speedups,
@@ -167,6 +166,9 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
         out.append(env)
     ok = [r for r in rows if r.get("status") == "ok"]
     axes = any(not Execution.of(r).is_default for r in rows)
+    # (columns where a row has something to say: a run all at channels_last had two columns of "–")
+    eager = axes and any(r.get("speedup_vs_fp32_eager") is not None for r in rows)
+    compiled = axes and any(compile_note(r) for r in rows)
     if ok:
         out.append("<h3>Training speed</h3>")
         speedups = has_speedups(ok)  # (no column of "–" in a run without fp32)
@@ -177,13 +179,13 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
         fw = names_frameworks(ok)  # (the title names the first row's framework: a column where another's differs)
         out.append(_table(
             ["precision", *(["framework"] if fw else []), "samples/s", *(["speedup vs fp32"] if speedups else []),
-             *(["vs fp32 eager", "compile"] if axes else []),
+             *(["vs fp32 eager"] if eager else []), *(["compile"] if compiled else []),
              *(["vs tf32"] if tf32 else []), *(["energy J/sample", "mean power W"] if energy else []),
              "step p50 ms",
              "step p90 ms", "first step ms", "data load ms/batch", "TFLOP/s", "MFU", "skipped steps"],
             [[e(display_name(r)), *([e(framework_of(r))] if fw else []), _num(r.get("samples_per_s"), ",.0f"),
               *([_speedup(r)] if speedups else []),
-              *([e(eager_speedup_text(r)), e(compile_note(r) or "–")] if axes else []),
+              *([_ratio(r.get("speedup_vs_fp32_eager"))] if eager else []), *([e(compile_note(r) or "–")] if compiled else []),
               *([_ratio(r.get("speedup_vs_tf32"))] if tf32 else []),
               *([e(measured_energy_text(r)), _num(r.get("mean_power_w"), ",.0f")] if energy else []),
               _num(r.get("step_ms_p50"), ",.2f"), _num(r.get("step_ms_p90"), ",.2f"), _num(r.get("first_step_ms"), ",.1f"),
