@@ -46,3 +46,10 @@ def test_a_measure_shown_once_is_not_repeated_and_a_new_cell_starts_afresh() -> 
     assert not plain.due(Event("convergence", 100, 100, detail="seed 2/2"), now=8.5)  # said already
     plain.start()  # the next cell's first measure, named as this one's, is new: it waits PLAIN_AFTER again
     assert not plain.due(Event("convergence", 1, 100, detail="seed 1/2"), now=9.0)
+
+
+def test_a_last_step_right_after_the_first_line_is_not_a_second_line() -> None:
+    """bert (small) on the CPU: "step 19/20, ~0 s left" at 5 s, then "step 20/20" 0.26 s later."""
+    plain = PlainProgress()
+    assert not plain.due(Event("timed steps", 0, 20), now=0.0) and plain.due(Event("timed steps", 19, 20), now=5.0)
+    assert not plain.due(Event("timed steps", 20, 20), now=5.26)  # (its line said it was ending)

@@ -93,6 +93,10 @@ PLAIN_AFTER = 5.0
 PLAIN_EVERY = 10.0
 """Seconds between a shown measure's lines in a log."""
 
+PLAIN_LAST_GAP = 1.0
+"""A measure's last step gets its own line only this long after its line before: "step 19/20, ~0 s left" then
+"step 20/20" a quarter of a second later said one thing twice (the cell's end line follows at once)."""
+
 
 class PlainProgress:
     """When a plain progress line is due. A log gets each cell's start and end from the command; inside a cell, a
@@ -119,7 +123,8 @@ class PlainProgress:
             due = now - self.since >= PLAIN_AFTER
         else:
             last = event.n is not None and event.i == event.n
-            due = now - self.shown_at >= PLAIN_EVERY or (last and event.text() != self.shown)
+            due = now - self.shown_at >= PLAIN_EVERY or (last and event.text() != self.shown
+                                                          and now - self.shown_at >= PLAIN_LAST_GAP)
         if due:
             self.shown_at, self.shown = now, event.text()
         return due
