@@ -67,10 +67,14 @@ def test_the_report_never_scrolls_sideways_at_1280_px(tmp_path: Path, n: int) ->
     path = write_report(store, tmp_path / "report.html")
     with Chromium(CHROMIUM) as browser:  # type: ignore[arg-type]
         page = browser.load(path, {"scroll": "document.documentElement.scrollWidth", "inner": "window.innerWidth",
-                                   "text": "document.body.innerText"})
+                                   "text": "document.body.innerText",
+                                   # (the recommended mode in one line: "amp-" over "bf16" in a narrow column was two)
+                                   "use_lines": "Math.max(...[...document.querySelectorAll('h2 + table "
+                                                "td:nth-child(2) span')].map(s => s.getClientRects().length))"})
     v = page.values
     assert v["scroll"] <= v["inner"] == 1280, f"{v['scroll']} px wide with {n} GPUs"
     assert "bert (tiny)" in v["text"] and "bert (small)" in v["text"]  # (the recommendations name the preset)
+    assert v["use_lines"] == 1
 
 
 def test_chart_legends_overlap_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -311,7 +311,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
         parts.append("<h2>Recommendations</h2>")
         names = group_labels(groups)  # (bert tiny and bert small: two rows, named apart)
         parts.append(_table(["workload", "use", "evidence"],
-                            [[f'<a href="#w{i}">{e(names[i])}</a>', e(a.recommended or "–"),
+                            [[f'<a href="#w{i}">{e(names[i])}</a>', f'<span class="nb">{e(a.recommended or "–")}</span>',
                               e(a.reason) + f' <span class="dim">({e(a.label)})</span>'] for i, a in enumerate(advices)],
                             left=3))
     # (one machine, one set of versions: its environment once, not the same eight lines under every workload)
