@@ -160,7 +160,7 @@ def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> Non
 
 def test_compare_without_a_shared_setting_says_so_and_prints_no_table() -> None:
     """Two devices that share no setting: the command said "only one device has results" under tables of "1.00x";
-    it says no setting was measured on two of them and lists each device's settings (three, then a count)."""
+    it says no setting was measured on both and lists each device's settings (three, then a count)."""
     from ampbench.cli.compare import alone_text
 
     rows = [_row("r1", w, "fp32", 100.0, device_name="NVIDIA H200") for w in ("a", "b", "c", "d", "e")]
@@ -168,11 +168,13 @@ def test_compare_without_a_shared_setting_says_so_and_prints_no_table() -> None:
     tables = compare_table(rows)
     assert all(len(t.devices) == 1 for t in tables)
     text = alone_text(tables, [])
-    assert text.startswith("[dim]no setting was measured on two of the 2 devices here: ampbench results shows")
+    assert text.startswith("[dim]no setting was measured on both devices here: ampbench results shows")
     assert "NVIDIA H200 only: a (small), batch 64, eager; b (small), batch 64, eager; c (small), batch 64, eager and " \
            "2 more" in text and "AMD EPYC only: mnist (small), batch 64, eager" in text
     one = alone_text([t for t in tables if t.devices == ["NVIDIA H200"]], [])
     assert one.startswith("[dim]only one device has results here:")
+    three = compare_table([*rows, _row("r3", "vit", "fp32", 70.0, device_name="NVIDIA H100")])
+    assert alone_text(three, []).startswith("[dim]no setting was measured on two of the 3 devices here:")
 
 
 def test_run_writes_the_report(tmp_path: Path) -> None:

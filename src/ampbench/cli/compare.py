@@ -65,6 +65,7 @@ def alone_text(alone: list[Any], compared: list[Any]) -> str:
         by_device.setdefault(t.devices[0], []).append(t.title)
     devices = sorted({d for t in (*alone, *compared) for d in t.devices})
     head = ("only one device has results here" if len(devices) == 1 else
+            "no setting was measured on both devices here" if not compared and len(devices) == 2 else
             f"no setting was measured on two of the {len(devices)} devices here" if not compared else
             f"{len(alone)} of the {len(alone) + len(compared)} settings {'was' if len(alone) == 1 else 'were'} "
             "measured on one device only")
