@@ -31,6 +31,7 @@ from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.scaling import LossScaleConfig
 from ampbench.tensorboard import open_dir
 from ampbench.workloads import DataOptions
+from ampbench.workloads.data_options import check_one_target
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Target:
     backend: str | None = field(init=False)
 
     def __post_init__(self) -> None:
+        check_one_target(self.workload, self.model)  # (before the command opens its store: nothing written on a typo)
         fw, backend = seam.of_command(self.workload, self.model, self.backend_given, self.preset, self.seed)
         object.__setattr__(self, "framework", fw)
         object.__setattr__(self, "backend", backend)

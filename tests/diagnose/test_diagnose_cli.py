@@ -43,12 +43,15 @@ def test_diagnose_user_model_from_the_command_line(tmp_path: Path) -> None:
     (["mnist-cnn", "-p", "tf32"], "--precision tf32 cannot run on cpu"),
     (["mnist-cnn", "-p", "fp33"], "fp33"),
     (["mnist-cnn", "--steps", "0"], "--steps must be >= 1"),
-    ([], "give a WORKLOAD name"),
+    ([], "give a WORKLOAD name (see: ampbench list workloads) or --model file.py:factory\n"),
+    (["mnist-cnn", "--model", "x.py:f"], "give a WORKLOAD name or --model, not both (got mnist-cnn and --model x.py:f)"),
     (["--model", "missing.py:f"], "missing.py"),
 ])
 def test_bad_targets_and_options_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
     r = in_process("diagnose", *args, "--db", str(tmp_path / "r.db"))
     assert r.returncode == 2 and expect in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    if "WORKLOAD" in expect:  # (refused before the store is opened: no empty store left behind)
+        assert not (tmp_path / "r.db").exists()
 
 
 def test_report_shows_the_diagnosis_of_its_workload(tmp_path: Path) -> None:

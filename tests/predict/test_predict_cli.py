@@ -142,6 +142,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, tmp_path: 
     code, _, err = cli("predict", *args, "--db", str(tmp_path / "r.db"))
     assert code == 2 and said in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists()  # (refused before the store is opened: a typo leaves no empty store)
 
 
 def test_predict_optimizer_states_rows_refusals_and_pairing(tmp_path: Path) -> None:

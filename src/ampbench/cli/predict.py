@@ -34,8 +34,9 @@ def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribu
     json_out, csv_out = output.json_out, output.csv_out
     check_output_file(json_out, "--json", "predict.json")
     check_output_file(csv_out, "--csv", "predict.csv")
+    config = PredictConfig.from_options(gpus, targets, spread, data.parsed())  # (bad options: refused before the
+    # store is opened, so a typo leaves no empty store behind)
     store = open_store(output.db)  # (a directory or a damaged file: one line, before anything is traced)
-    config = PredictConfig.from_options(gpus, targets, spread, data.parsed())
     from ampbench.predict.run_time import run_cells, run_text, runs_text  # lazy: torch
 
     with stored_tables(store.calibrations()):  # (this store's own kernel tables price their GPUs first)

@@ -84,3 +84,12 @@ def parse_options(items: Iterable[str] | None) -> dict[str, object]:
             raise AmpbenchError(f"--option {item!r}: expected KEY=VALUE (e.g. --option task=span)")
         out[key.replace("-", "_")] = int(value) if value.isdigit() else value
     return out
+
+
+def check_one_target(workload: str | None, model: str | None) -> None:
+    """A command that works on one target got exactly one: a WORKLOAD name or ``--model`` (one line saying which
+    was wrong: "not both" was said when neither was given)."""
+    if workload is None and model is None:
+        raise AmpbenchError("give a WORKLOAD name (see: ampbench list workloads) or --model file.py:factory")
+    if workload is not None and model is not None:
+        raise AmpbenchError(f"give a WORKLOAD name or --model, not both (got {workload} and --model {model})")

@@ -21,7 +21,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import check_data_dir
 from ampbench.workloads.adapters import create_adapter_workload
 from ampbench.workloads.base import Workload, seeded
-from ampbench.workloads.data_options import DataOptions
+from ampbench.workloads.data_options import DataOptions, check_one_target
 from ampbench.workloads.registry import check_options, get_spec
 from ampbench.workloads.tasks import DataSpec
 from ampbench.workloads.user import create_user_workload
@@ -66,8 +66,7 @@ def build_target(workload: str | None, model: str | None, preset: str | None, da
     """The workload of a target -- a registered name or adapter, or the user's ``--model`` (exactly one) -- with the
     data options the user gave: the one path ``run``'s cells, ``train`` and ``diagnose`` build by. ``preset_given``:
     see :func:`~ampbench.workloads.user.create_user_workload` (a cell's preset was checked when its run was planned)."""
-    if (workload is None) == (model is None):
-        raise AmpbenchError("give a WORKLOAD name (see: ampbench list workloads) or --model file.py:factory, not both")
+    check_one_target(workload, model)
     if model is not None:
         return create_user_workload(model, data_dir=data.data_dir, preset=preset, seed=seed,
                                     val_fraction=data.val_fraction, batches=data.batches, loss=data.loss,
