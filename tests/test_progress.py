@@ -4,6 +4,7 @@ the run's callback, and what a tiny run with convergence reports."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -139,6 +140,8 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, with_estimate:
                          "--warmup", "1", "--no-isolate", "--no-report", "--db", str(tmp_path / "r.db"))
     assert code == 0, err
     assert "expected to take ~" in out
+    # the end says how long the cells took beside that estimate (so a wrong estimate shows)
+    assert re.search(r": 1 ok, 0 not ok in \d+ s \(expected ~\d+ s\); stored in", out), out
     assert "running tabular-mlp (tiny) fp32" in out and "ok          tabular-mlp (tiny) fp32" in out
     # a cell of quick phases leaves its start and end in a log, not a line per phase (run_text.PlainProgress)
     assert "timed steps" not in out and "building the workload" not in out and "first step" not in out

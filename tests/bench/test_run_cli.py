@@ -47,6 +47,7 @@ def test_must_show_run_writes_rows_with_every_key(tmp_path: Path) -> None:
     assert rows[1]["math_mode"] == "bf16" and rows[0]["math_mode"] == "fp32"
     assert "mnist-cnn (tiny)" in r.stdout and "speedup" in r.stdout
     assert "fp32 [closing baseline]" in r.stdout
+    assert re.search(r": 2 ok, 0 not ok in \d+ s; stored in", r.stdout)  # (no estimate in the tests: no "expected")
     assert rows[0]["baseline_drift"] is not None and rows[1]["speedup_vs_fp32_noise"] >= rows[0]["baseline_drift"]
     # the store has the rows (fp32's closing measurement apart); results prints them merged in every format
     assert len(Store(db).rows()) == 3

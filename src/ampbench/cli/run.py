@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from ampbench.cli.render import cell_line, plan_header, results_tables, run_with
 from ampbench.command_options import RunOptions, RunOutput
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
+from ampbench.progress import duration
 from ampbench.report import write_report
 from ampbench.report.run_text import cell_text, plural
 from ampbench.store import default_db_path, export_data, write_json
@@ -55,13 +57,17 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     if out.dry_run:
         return _dry_run(config, out.db, out.json_out)
     store = open_store(out.db)
-    plan_header(config, store.path, _estimate(config, store if out.resume else None))
+    estimate = _estimate(config, store if out.resume else None)
+    plan_header(config, store.path, estimate)
+    started = time.monotonic()
     try:
         info, rows = run_with_progress(config, store, out.resume, out.label, board, verbose=out.verbose)
     except KeyboardInterrupt:
         _interrupted(config, store)
+    took = time.monotonic() - started
     results_tables(rows)
-    _finish(store, info, rows, out.json_out, out.report_path if out.report else False)
+    _finish(store, info, rows, out.json_out, out.report_path if out.report else False,
+            f" in {duration(took)}" + (f" (expected ~{duration(estimate.seconds)})" if estimate is not None else ""))
 
 
 def _interrupted(config: Any, store: Any) -> None:
@@ -112,13 +118,15 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None) -> None:
         console.print(f"wrote the plan to {escape(str(json_out))}")
 
 
-def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | None, report: Path | bool | None) -> None:
+def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | None, report: Path | bool | None,
+            took: str = "") -> None:
     """The run's summary and advice, its JSON and report; exit code 1 when cells errored (oom/diverged are
-    measurements)."""
+    measurements). ``took``: how long the cells took, beside the estimate the header gave (" in 56 s (expected
+    ~58 s)"), so a wrong estimate shows."""
 
     bad = [r for r in rows if r["status"] != "ok"]
     errored = [r for r in rows if r["status"] == "error"]
-    console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok; stored in "
+    console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok{took}; stored in "
                   f"{escape(str(store.path))} (ampbench results / export)")
     from ampbench.report.console import advice_lines  # lazy: torch (the advisor's CPU facts)
 
