@@ -118,3 +118,30 @@ def test_ratios_compare_a_keras_row_with_fp32_on_its_own_backend():
     got = {(r["keras_backend"], r["precision"]): r["speedup_vs_fp32"] for r in rows}
     assert got[("tensorflow", "amp-fp16")] == pytest.approx(0.5) and got[("torch", "amp-fp16")] == pytest.approx(0.5)
     assert {r["framework"] for r in rows} == {"keras", "torch"}
+
+
+def test_the_float32_output_fix_is_written_for_the_layer_the_model_has() -> None:
+    """Stand-ins named as Keras's layers (the fix reads the class name, units and activation): a logits Dense is not
+    told to add a sigmoid."""
+    from ampbench.frameworks.keras.workloads import float32_output
+
+    def linear(x):  # type: ignore[no-untyped-def]
+        return x
+
+    def sigmoid(x):  # type: ignore[no-untyped-def]
+        return x
+
+    def softmax(x):  # type: ignore[no-untyped-def]
+        return x
+
+    Dense = type("Dense", (), {})
+    Activation = type("Activation", (), {})
+    Flatten = type("Flatten", (), {})
+    logits, binary, soft = Dense(), Dense(), Activation()
+    logits.units, logits.activation = 4, linear
+    binary.units, binary.activation = 1, sigmoid
+    soft.activation = softmax
+    assert float32_output(logits) == "build it as layers.Dense(4, dtype='float32')"
+    assert float32_output(binary) == "build it as layers.Dense(1, activation='sigmoid', dtype='float32')"
+    assert float32_output(soft) == "build it as layers.Activation('softmax', dtype='float32')"
+    assert float32_output(Flatten()) == "add layers.Activation('linear', dtype='float32') after it (Flatten)"

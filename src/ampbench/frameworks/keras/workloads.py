@@ -357,10 +357,23 @@ def output_warning(model: Any, policy: str) -> str | None:
     last = model.layers[-1]
     dtype = str(getattr(last, "compute_dtype", "float32"))
     if dtype in ("float16", "bfloat16"):
-        return (f"the output layer {last.name!r} computes in {dtype} under {policy}: give it dtype='float32' (e.g. "
-                "layers.Activation('sigmoid', dtype='float32')) so the output and the loss stay float32, as Keras's "
-                "mixed precision guide says")
+        return (f"the output layer {last.name!r} computes in {dtype} under {policy}: {float32_output(last)} so the "
+                "output and the loss stay float32, as Keras's mixed precision guide says")
     return None
+
+
+def float32_output(last: Any) -> str:
+    """The fix for a half output layer, written for the layer the model has (the fix named a sigmoid Activation for
+    every model, a softmax classifier's too): its own arguments with ``dtype='float32'``, or a float32 Activation
+    after it."""
+    kind = type(last).__name__
+    act = getattr(getattr(last, "activation", None), "__name__", None)
+    if kind == "Dense" and isinstance(getattr(last, "units", None), int):
+        extra = f", activation='{act}'" if act and act != "linear" else ""
+        return f"build it as layers.Dense({last.units}{extra}, dtype='float32')"
+    if kind == "Activation" and act:
+        return f"build it as layers.Activation('{act}', dtype='float32')"
+    return f"add layers.Activation('linear', dtype='float32') after it ({kind})"
 
 
 def is_keras_model(model: str, preset: str | None, seed: int) -> bool:
