@@ -43,6 +43,40 @@ def test_max_batch_resolution_stops_early() -> None:
     assert len(n) < 12
 
 
+def test_a_max_batch_the_timed_run_does_not_fit_is_not_the_max_batch() -> None:
+    """The trials fit 960 (their few steps); the timed run at 960 went over the budget: the max batch is the largest
+    batch the trials fit below it that a timed run confirms (it was "960" with a note, and the ratios built on it)."""
+    from ampbench.measure.maxbatch import measure_max_batch
+
+    timed: list[int] = []
+
+    def at(limit: int):  # the timed run's own limit: lower than the trials'
+        def throughput_at(b: int) -> dict:
+            timed.append(b)
+            return ({"status": "ok", "samples_per_s": 10.0 * b} if b <= limit else
+                    {"status": "oom", "reason": "memory peak 257 MiB > --memory-budget 256 MiB"})
+        return throughput_at
+
+    def trial(b: int) -> Trial:
+        return Trial(b, b <= 960, peak_bytes=b)
+
+    keys, error = measure_max_batch(trial, 64, 65536, at(10_000))  # (fits: as before)
+    assert keys["max_batch"] == 960 and keys["max_batch_samples_per_s"] == 9600.0 and "warnings" not in keys
+    timed.clear()
+    keys, error = measure_max_batch(trial, 64, 65536, at(950))
+    fitted = max(t[0] for t in keys["max_batch_trials"] if t[1] and t[0] < 960)  # (oracle: the trials themselves)
+    assert not error and timed == [960, fitted] and keys["max_batch"] == fitted
+    assert keys["max_batch_samples_per_s"] == 10.0 * fitted
+    assert keys["warnings"] == [f"max batch {fitted:,}, the largest the trials fit that a timed run confirmed: the "
+                                "timed run at the batch the trials fit, 960, went over (memory peak 257 MiB > "
+                                "--memory-budget 256 MiB)"]
+    keys, _ = measure_max_batch(trial, 64, 65536, at(10))  # (not below either: no number, and why)
+    assert keys["max_batch"] is None and keys["warnings"][0].startswith("no max batch: the timed run at the batch the "
+                                                                       "trials fit, 960, went over")
+    keys, _ = measure_max_batch(lambda b: Trial(b, b <= 64), 64, 65536, at(10))  # (no smaller batch was tried)
+    assert keys["max_batch"] is None and "no smaller batch was tried" in keys["warnings"][0]
+
+
 def test_percentile_interpolates() -> None:
     xs = [float(i) for i in range(1, 101)]
     assert percentile(xs, 50) == pytest.approx(50.5)

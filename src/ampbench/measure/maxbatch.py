@@ -89,10 +89,34 @@ def measure_max_batch(trial: Callable[[int], Trial], start: int, limit: int,
         speed = at.get("samples_per_s")
         if at.get("status") == "ok" and isinstance(speed, (int, float)):
             keys["max_batch_samples_per_s"] = speed
+        elif at.get("status") == "oom":
+            keys.update(_confirmed_below(result, at, throughput_at))
         else:
             why = at.get("reason") or "no row came back"
             keys["warnings"] = [f"throughput at the max batch {result.max_batch:,} not measured: "
-                                f"{at.get('status') or 'failed'} ({why})" + (
-                                    "; the trials' few steps held less than the timed run: a larger --memory-margin "
-                                    "leaves it room" if at.get("status") == "oom" else "")]
+                                f"{at.get('status') or 'failed'} ({why})"]
     return keys, result.error
+
+
+def _confirmed_below(result: SearchResult, at: dict[str, Any],
+                     throughput_at: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """The timed run at the batch the trials said fits went over the limit (its longer run held more than their few
+    steps: an allocator's growth, a CPU's resident memory): that batch does not train, so the max batch is the largest
+    the trials fit below it where the timed run did fit, tried once. (It was kept, with a note: mnist-cnn's fp32 "max
+    batch 960" on the CPU, and amp-bf16's "1.85x" over it, at a 960 that went over --memory-budget.)"""
+    top = result.max_batch
+    assert top is not None
+    over = f"the timed run at the batch the trials fit, {top:,}, went over ({at.get('reason') or 'oom'})"
+    below = [t.batch_size for t in result.trials if t.fits and t.batch_size < top]
+    if not below:
+        return {"max_batch": None, "warnings": [f"no max batch: {over}, and no smaller batch was tried; a larger "
+                                                "--memory-margin leaves the search room"]}
+    retry = max(below)
+    again = throughput_at(retry)
+    speed = again.get("samples_per_s")
+    if again.get("status") == "ok" and isinstance(speed, (int, float)):
+        return {"max_batch": retry, "max_batch_limit_hit": False, "max_batch_samples_per_s": speed,
+                "warnings": [f"max batch {retry:,}, the largest the trials fit that a timed run confirmed: {over}"]}
+    return {"max_batch": None, "warnings": [f"no max batch: {over}, and at {retry:,} too "
+                                            f"({again.get('status') or 'failed'}: {again.get('reason') or 'no reason'}); "
+                                            "a larger --memory-margin leaves the search room"]}
