@@ -151,7 +151,8 @@ class MeasureArgs:
                           "every repeat to agree.")
     seed: int = opt(0, "Seed for model init and data (converge: first of --seeds seeds).")
     memory_budget: str | None = opt(None, "Memory a cell may use, e.g. 2GiB (over it: oom).")
-    memory_margin: float = opt(0.05, "maxbatch: peak must stay below (1-margin) x limit.")
+    memory_margin: float | None = opt(None, "maxbatch: peak must stay below (1-margin) x limit (default: 0.05 on a GPU, "
+                                            "0.25 on a CPU, whose RSS peak varies between runs).")
     maxbatch_limit: int = opt(65536, "Largest batch maxbatch tries.")
     seeds: int | None = opt(None, "converge: seeds per precision (default by preset: tiny 2, small 3, paper 3).")
     converge_steps: int | None = opt(None, "converge: training steps per seed (default by preset: tiny 30, small "

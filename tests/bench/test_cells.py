@@ -120,10 +120,16 @@ def test_a_throughput_at_the_max_batch_that_failed_says_why_in_the_rows_warnings
     spec = _spec(measures=("maxbatch",), memory_budget=4 * 2**30, maxbatch_limit=8)
     over = {"status": "oom", "reason": "memory peak 275 MiB > --memory-budget 256 MiB", "samples_per_s": None}
     row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: over)
-    assert row["status"] == "ok" and row["max_batch"] == 8 and row.get("max_batch_samples_per_s") is None
-    assert row["warnings"] == ["throughput at the max batch 8 not measured: oom (memory peak 275 MiB > --memory-budget "
-                               "256 MiB); the trials' few steps held less than the timed run: a larger --memory-margin "
-                               "leaves it room"]
+    # (a batch whose timed run went over does not train: no max batch where no smaller one does, and why)
+    assert row["status"] == "ok" and row["max_batch"] is None and row.get("max_batch_samples_per_s") is None
+    (said,) = row["warnings"]
+    assert said.startswith("no max batch: the timed run at the batch the trials fit, 8, went over (memory peak 275 MiB "
+                           "> --memory-budget 256 MiB)"), said
+    ok = {"status": "ok", "samples_per_s": 123.0}
+    row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: over if b == 8 else ok)
+    below = max(t[0] for t in row["max_batch_trials"] if t[1] and t[0] < 8)  # (the trials' own record)
+    assert row["max_batch"] == below and row["max_batch_samples_per_s"] == 123.0
+    assert row["warnings"][0].startswith(f"max batch {below}, the largest the trials fit that a timed run confirmed")
     row = run_cell(spec, maxbatch_trial=inprocess_trial, throughput_at=lambda s, b: {})  # (a child that died)
     assert row["warnings"] == ["throughput at the max batch 8 not measured: failed (no row came back)"]
 

@@ -153,3 +153,16 @@ def test_a_plan_without_fp32_says_which_comparisons_it_cannot_make() -> None:
     assert every.left_out()[0].startswith("fp32 is not in --precisions: no speedups, memory savings or convergence")
     assert _config(precisions=("amp-bf16",), measures=("maxbatch",), memory_budget=2**30).left_out() == []  # (none)
     assert _config(precisions=("fp32", "amp-bf16"), measures=("memory", "converge")).left_out() == []
+
+
+def test_a_cpu_max_batch_search_leaves_the_room_its_rss_spread_needs() -> None:
+    """A CPU's RSS peak varied 1.34x between runs of one cell: its search defaults to a 0.25 margin; a GPU's, and any
+    run that searches no max batch (whose identity must not change: older runs resume), keep 0.05; a margin given is
+    kept."""
+    from ampbench.cells import default_memory_margin
+
+    assert default_memory_margin("cpu", ("maxbatch",)) == 0.25 == 1 - 0.75
+    assert default_memory_margin("cuda:0", ("maxbatch",)) == 0.05 == default_memory_margin("cpu", ("throughput",))
+    assert _config(measures=("maxbatch",), memory_budget=2**30).measure.memory_margin == 0.25
+    assert _config(measures=("throughput",)).measure.memory_margin == 0.05
+    assert _config(measures=("maxbatch",), memory_budget=2**30, memory_margin=0.1).measure.memory_margin == 0.1

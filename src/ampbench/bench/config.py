@@ -21,7 +21,14 @@ from typing import Any
 import torch
 
 from ampbench import seam
-from ampbench.bench.suites import EntrySettings, check_preset, default_steps, native_only_entries, suite_entries, suite_settings
+from ampbench.bench.suites import (
+    EntrySettings,
+    check_preset,
+    default_steps,
+    native_only_entries,
+    suite_entries,
+    suite_settings,
+)
 from ampbench.cells import (
     DEFAULT,
     FRAMEWORK_ENTRIES,
@@ -33,6 +40,7 @@ from ampbench.cells import (
     MeasureOptions,
     RecipeOptions,
     converge_work,
+    default_memory_margin,
     flat,
     route,
     with_,
@@ -214,6 +222,9 @@ class RunConfig:
         resolved = canonical_precisions(self.axes.precisions)  # (the one normalisation of --precisions)
         if resolved != self.axes.precisions:
             object.__setattr__(self, "axes", replace(self.axes, precisions=resolved))
+        if self.measure.memory_margin is None:  # (the device's, resolved once: the identity holds the number)
+            object.__setattr__(self, "measure", replace(self.measure, memory_margin=default_memory_margin(
+                self.device, self.measure.measures)))
         self._check_data()
         if "maxbatch" in self.measure.measures and not self.device.startswith("cuda") and self.measure.memory_budget is None:
             raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "
