@@ -146,7 +146,9 @@ CPU_MEMORY_MARGIN = 0.25
 """maxbatch's margin on a CPU, where a batch's peak is the process's RSS growth: one cell read 215-289 MiB over five
 runs (mnist-cnn amp-bf16 at batch 4,928, a 2-core EPYC), and a timed run 281 and 321 MiB at batches whose trials
 stayed under 243 (2026-11-28): up to 1.34x, so a trial's peak must stay under 1 / 1.34 = 0.75 x the budget for its
-timed run to fit. A GPU's peak (the allocator's reserved bytes) repeats: 5 %."""
+timed run to fit. Not always enough: at 0.25 a timed run read 277 MiB at a batch whose trial stayed under 192 (1.44x),
+which is why a max batch is confirmed by its timed run (:func:`ampbench.measure.maxbatch.measure_max_batch`). A GPU's
+peak (the allocator's reserved bytes) repeats: 5 %."""
 
 
 def default_memory_margin(device: str, measures: tuple[str, ...]) -> float:

@@ -454,3 +454,16 @@ def test_the_most_energy_efficient_mode_is_the_fewest_joules_a_sample() -> None:
             _row("pure-bf16", 300.0, joules_per_sample=0.3, mean_power_w=500.0)]
     assert advise(derive(pure)).energy.startswith("most energy-efficient: amp-bf16")  # type: ignore[union-attr]
     assert advise(derive([_row("fp32", 100.0), _row("amp-bf16", 200.0)])).energy is None
+
+
+def test_a_max_batch_run_without_speed_says_the_batches() -> None:
+    """--measure maxbatch alone: the advice said only "convergence: fp32 not checked, amp-bf16 not checked"."""
+    rows = derive([_row("fp32", None, max_batch=760, measures=["maxbatch"]),
+                   _row("amp-bf16", None, max_batch=1776, measures=["maxbatch"]),
+                   _row("pure-bf16", None, max_batch=None, measures=["maxbatch"])])
+    a = advise(rows)
+    assert a.recommended is None and a.label == "speed not measured"
+    assert a.evidence == ("largest batch: fp32 760, amp-bf16 1,776 (2.34x fp32's), pure-bf16 none; run --measure "
+                          "throughput to compare speed"), a.evidence
+    conv = advise(derive([_row("fp32", None, verdict_losses=[1.0, 1.0]), _row("amp-bf16", None, verdict_losses=[1.0, 1.0])]))
+    assert conv.evidence.startswith("convergence: fp32 baseline, amp-bf16 parity; run --measure throughput")

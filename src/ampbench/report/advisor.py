@@ -325,6 +325,15 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
     return a
 
 
+def _batch_text(r: dict[str, Any]) -> str:
+    """"amp-bf16 1,776 (1.85x fp32's)", "fp32 none" (no max batch: the row's warnings say why)."""
+    mb, ratio = r.get("max_batch"), r.get("max_batch_ratio_vs_fp32")
+    if not mb:
+        return f"{r['precision']} none"
+    more = f" ({ratio:.2f}x fp32's)" if isinstance(ratio, (int, float)) and r["precision"] != "fp32" else ""
+    return f"{r['precision']} {'>= ' if r.get('max_batch_limit_hit') else ''}{mb:,}{more}"
+
+
 def _no_baseline(rows: list[dict[str, Any]]) -> str:
     """Why no convergence verdict could be given: what became of fp32 (its row with the optimizer as built)."""
     fp32 = next((r for r in rows if r["precision"] == "fp32" and not r.get("optimizer_state")), None)
@@ -342,9 +351,15 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0]
     unspeeded = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s") is None]
     if not ok and unspeeded:  # e.g. --measure converge alone: no speed to recommend on, the verdicts are the finding
-        verdicts = ", ".join(f"{r['precision']} {r.get('converge_verdict') or 'not checked'}" for r in unspeeded)
-        return Advice(workload, None, f"convergence: {verdicts}; run --measure throughput to compare speed",
-                      any(r.get("converge_verdict") for r in unspeeded), "speed not measured")
+        checked = any(r.get("converge_verdict") for r in unspeeded)
+        found = []
+        if checked or not any(r.get("max_batch") for r in unspeeded):
+            found.append("convergence: " + ", ".join(f"{r['precision']} {r.get('converge_verdict') or 'not checked'}"
+                                                     for r in unspeeded))
+        if any(r.get("max_batch") for r in unspeeded):  # (--measure maxbatch alone: the batches are the finding)
+            found.append("largest batch: " + ", ".join(_batch_text(r) for r in unspeeded))
+        return Advice(workload, None, "; ".join(found) + "; run --measure throughput to compare speed", checked,
+                      "speed not measured")
     if not ok:
         failed = "; ".join(f"{r['precision']} {r.get('status')} ({r.get('reason') or 'no reason'})" for r in rows)
         return Advice(workload, None, f"every mode failed: {failed}" if rows else "no results", False, "nothing ran")
