@@ -171,3 +171,14 @@ def test_error_band_lines_name_each_reference_once() -> None:
         "  published AMP steps on Hopper (x): median 10%, worst 33% \\[amp-bf16]"]
     one = error_band_lines(rows[:1])
     assert one == [f"± error: the typical |error| of predictions like these ({rows[0]['predicted_error_basis']})"]
+
+
+def test_a_band_part_with_a_semicolon_in_its_parentheses_is_one_line() -> None:
+    """The launch-bound band "(the host sets them; a faster host runs them faster)" was printed as two half lines."""
+    from ampbench.report.console import error_band_lines, top_level_parts
+
+    launch = "launch-bound steps measured on h200 (the host sets them; a faster host runs them faster): median 23%, worst 55%"
+    assert top_level_parts(f"a: 1%; {launch}; b (c; d); e") == ["a: 1%", launch, "b (c; d)", "e"]
+    rows = [{"precision": "tf32", "predicted_error_basis": "fp32 steps: median 7%"},
+            {"precision": "amp-bf16", "predicted_error_basis": f"fp32 steps: median 7%; {launch}"}]
+    assert f"  {launch} \\[amp-bf16]" in error_band_lines(rows)

@@ -406,6 +406,21 @@ _FIGURE = re.compile(r"^(?P<label>.+): (?P<pct>\d+)%$")
 """A band's part that is one figure ("kernels of this op mix on Hopper (...): 21%"): merged into a range."""
 
 
+def top_level_parts(text: str, sep: str = "; ") -> list[str]:
+    """``text`` split at each ``sep`` outside parentheses ("launch-bound steps (the host sets them; a faster host runs
+    them faster): 23%" is one part: split at every "; " it was two lines, each half a sentence)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i = start = i + len(sep)
+            continue
+        i += 1
+    return [*parts, text[start:]]
+
+
 def error_band_lines(rows: list[dict[str, Any]]) -> list[str]:
     """What the ± error of the predicted rows is made of (rich markup, escaped). One basis: one line. Several (a band
     per op mix and kind of math): each reference once, a line each, its figure a range over the rows, and the modes
@@ -422,7 +437,7 @@ def error_band_lines(rows: list[dict[str, Any]]) -> list[str]:
             continue
         mode = r["precision"]
         every.append(mode)
-        for part in r["predicted_error_basis"].split("; "):
+        for part in top_level_parts(r["predicted_error_basis"]):
             m = _FIGURE.match(part)
             figures, modes = parts.setdefault(m["label"] if m else part, ([], []))
             if m:
