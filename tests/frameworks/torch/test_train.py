@@ -246,3 +246,16 @@ def test_progress_reports_a_loss_scale_only_where_the_mode_scales_the_loss(preci
     assert seen and all((p.scale is not None) == scaled for p in seen)
     if scaled:
         assert seen[-1].scale in (65536.0, 32768.0)  # (its dynamic scale, backed off once where a step overflowed)
+
+
+def test_train_says_a_mode_runs_slowly_here_as_run_and_diagnose_do():
+    """amp-fp16 on a CPU without fp16 hardware is emulated: run and diagnose said so, train trained without a word."""
+    from ampbench.precision import supported
+
+    note = supported("amp-fp16", "cpu").note
+    r = cli("train", "mnist-cnn", "--preset", "tiny", "--precision", "amp-fp16", "--max-steps", "2", "--epochs", "1")
+    assert r.returncode == 0, r.stderr
+    assert (f"amp-fp16 on cpu: {note}" in r.stdout) is bool(note), r.stdout  # (a CPU with AVX512-FP16: no note)
+    r = cli("train", "mnist-cnn", "--preset", "tiny", "--precision", "fp32", "--max-steps", "2", "--epochs", "1")
+    notes = [line for line in r.stdout.splitlines() if line.startswith("fp32 on cpu:") and "final loss" not in line]
+    assert r.returncode == 0 and notes == [], r.stdout  # (fp32 runs at full speed everywhere: no note)
