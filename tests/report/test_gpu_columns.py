@@ -91,3 +91,21 @@ def test_the_markdown_says_a_shared_execution_in_its_heading_and_the_mode_once()
     assert not any(" - |" in line for line in table), table  # ("–" throughout, as the page's other cells)
     html = render_html(rows, {"run_id": "r"})
     assert "vs fp32 eager" not in html and "<th>compile</th>" not in html and '<th class="">compile</th>' not in html
+
+
+def test_the_energy_chart_labels_keep_three_significant_digits(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The page's energy chart labelled 1.0003 J "1" beside 0.337 ("{:.3g}")."""
+    from ampbench.report import charts
+
+    texts: list[str] = []
+    real = charts._to_uri
+
+    def capture(fig):  # type: ignore[no-untyped-def]
+        texts.extend(t.get_text().strip() for t in fig.axes[0].texts)
+        return real(fig)
+
+    monkeypatch.setattr(charts, "_to_uri", capture)
+    rows = [r for r in _rows() if r["workload"] == "bert"]
+    render_html(rows, {"run_id": "r"})
+    fp32 = next(r for r in rows if r["precision"] == "fp32")
+    assert sig(fp32["joules_per_sample"]) in texts and len(sig(fp32["joules_per_sample"]).replace(".", "")) == 3

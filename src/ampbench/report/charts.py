@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Callable
 from typing import Any
 
 import matplotlib
@@ -124,12 +125,15 @@ def _legend_above(ax: Any, title: str, ncol: int, extra: list[Any] | None = None
               borderaxespad=0.2)
 
 
-def bars(labels: list[str], values: list[float], xlabel: str, title: str, fmt: str = "{:,.0f}") -> str:
+def bars(labels: list[str], values: list[float], xlabel: str, title: str,
+         fmt: str | Callable[[float], str] = "{:,.0f}") -> str:
+    """Horizontal bars, each labelled with its value (``fmt``: a format string or a function, e.g. three significant
+    digits: "{:.3g}" wrote 1.0003 J as "1" beside 0.337)."""
     fig, ax = _fig(height=0.45 * len(labels) + 1.0)
     ax.barh(labels, values, color=[_color(n) for n in labels])
     ax.invert_yaxis()
     for i, v in enumerate(values):
-        ax.text(v, i, "  " + fmt.format(v), va="center", fontsize=8)
+        ax.text(v, i, "  " + (fmt(v) if callable(fmt) else fmt.format(v)), va="center", fontsize=8)
     ax.set_xlim(0, max(values) * 1.3 if values else 1)
     ax.set_xlabel(xlabel)
     ax.set_title(title, loc="left", fontsize=10)

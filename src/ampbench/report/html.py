@@ -28,6 +28,7 @@ from ampbench.report.console import (
 from ampbench.report.gpu_comparison import advice as gpu_advice
 from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, usd_text
 from ampbench.report.gpu_comparison import memory_text as predicted_memory_text
+from ampbench.report.numbers import sig
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
@@ -196,7 +197,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append(_img(charts.bars([display_name(r) for r in ok if r.get("joules_per_sample") is not None],
                                         [float(r["joules_per_sample"]) for r in ok if r.get("joules_per_sample") is not None],
                                         "joules per sample (NVML, timed steps)", "Energy per sample per precision",
-                                        fmt="{:.3g}"), "energy chart"))
+                                        fmt=sig), "energy chart"))
         if any(r.get("peak_allocated_bytes") is not None for r in ok):
             out.append("<h3>Memory</h3>")
             out.append(_img(charts.memory_chart(ok, "Where the memory goes (bars) and the measured peak (mark)"),
