@@ -110,3 +110,13 @@ def test_the_energy_chart_labels_keep_three_significant_digits(monkeypatch) -> N
     joules = [r["joules_per_sample"] for r in rows if r["status"] == "ok" and r.get("joules_per_sample")]
     assert joules and all(sig(j) in texts for j in joules), texts
     assert sig(1.0003) == "1.00"  # (what the chart's "{:.3g}" wrote as "1")
+
+
+def test_a_gpus_memory_table_says_its_peak_once() -> None:
+    """On a GPU the compared memory is the allocator's peak: "11.0 GiB (peak)" stood beside "peak allocated 11.0 GiB"."""
+    import re
+
+    html = render_html([r for r in _rows() if r["workload"] == "bert"], {"run_id": "r"})
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", html[html.index("<h3>Memory</h3>"):])
+    assert "compared memory" not in heads[:12] and heads[1:3] == ["peak allocated", "vs fp32"], heads[:12]
+    assert "(peak)" not in html[html.index("<h3>Memory</h3>"):html.index("<h3>Memory</h3>") + 20000]

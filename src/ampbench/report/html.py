@@ -217,13 +217,18 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             # (a CPU cell's "reserved" is its RSS growth again: a column of the same figures said nothing)
             reserved = any(r.get("peak_reserved_bytes") != r.get("peak_allocated_bytes") for r in ok)
             savings = has_savings(ok)
+            # (a GPU's compared memory is its allocator's peak: "11.0 GiB (peak)" beside "peak allocated 11.0 GiB" was
+            # one figure twice; "vs fp32" then follows the peak it compares)
+            same = bases == {"peak"}
             out.append(_table(
-                ["precision", "compared memory", *(["vs fp32"] if savings else []),
-                 "peak RSS growth" if cpu else "peak allocated",
+                ["precision", *([] if same else ["compared memory"]), *(["vs fp32"] if savings and not same else []),
+                 "peak RSS growth" if cpu else "peak allocated", *(["vs fp32"] if savings and same else []),
                  *(["peak reserved"] if reserved else []), "weights", "grads", "optimizer + masters", "activations",
                  "model file fp32 / 16-bit"],
-                [[e(display_name(r)), e(memory_text(r)), *([_saving(r.get("memory_saving_vs_fp32"), r)] if savings else []),
+                [[e(display_name(r)), *([] if same else [e(memory_text(r))]),
+                  *([_saving(r.get("memory_saving_vs_fp32"), r)] if savings and not same else []),
                   fmt_bytes(r.get("peak_allocated_bytes")),
+                  *([_saving(r.get("memory_saving_vs_fp32"), r)] if savings and same else []),
                   *([fmt_bytes(r.get("peak_reserved_bytes"))] if reserved else []),
                   fmt_bytes(r.get("weights_bytes")), fmt_bytes(r.get("grads_bytes")),
                   fmt_bytes(r.get("optimizer_bytes")), fmt_bytes(r.get("activation_bytes")),
