@@ -58,6 +58,9 @@ def test_ties_prefer_less_memory_then_the_simpler_recipe() -> None:
     assert a.recommended == "master-fp16"  # within 2%: less memory wins
     a = advise(derive([_row("fp32", 100.0), _row("amp-fp16", 200.0, 600), _row("amp-bf16", 199.0, 600)]))
     assert a.recommended == "amp-bf16"  # same memory: bf16 autocast needs no loss scaling
+    # memory within MIN_MEMORY_SAVING of the least is the same memory: the simpler recipe (was master-bf16, for 2%)
+    a = advise(derive([_row("fp32", 100.0, 1000), _row("amp-bf16", 129.0, 430), _row("master-bf16", 127.0, 420)]))
+    assert a.recommended == "amp-bf16", a.evidence
 
 
 def test_missing_fp32_baseline() -> None:

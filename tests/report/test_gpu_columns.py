@@ -86,7 +86,7 @@ def test_the_markdown_says_a_shared_execution_in_its_heading_and_the_mode_once()
     md = render_markdown(rows, {"run_id": "r"})
     assert "on NVIDIA H200 · channels_last" in md and "| execution |" not in md and "eager" not in md, md
     assert md.count("channels_last") == 2  # (the heading, and the advice's "(at channels_last)")
-    assert "**use master-bf16** (speed only, convergence not checked): (at channels_last) " in md
+    assert "**use amp-bf16** (speed only, convergence not checked): (at channels_last) " in md
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert not any(" - |" in line for line in table), table  # ("–" throughout, as the page's other cells)
     html = render_html(rows, {"run_id": "r"})
