@@ -68,11 +68,8 @@ def recommended_scale(max_abs: float, margin: float = SCALE_MARGIN) -> float:
 def _cancels_bias(m: nn.Module) -> bool:
     """Whether ``m`` subtracts each channel's mean of its input (statistics of the batch it is given): a per-channel
     bias added just before it then has no effect on the loss, and its gradient is zero up to rounding."""
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
-        return m.training or not m.track_running_stats
-    if isinstance(m, nn.modules.instancenorm._InstanceNorm):
-        return m.training or not m.track_running_stats
-    return False
+    norms = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)
+    return isinstance(m, norms) and (m.training or not m.track_running_stats)
 
 
 def _fp32_grads(wl: Workload, device: torch.device,

@@ -240,7 +240,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         sizes = {r.get("batch_size") for r in group}
         (size,) = sizes if len(sizes) == 1 else (None,)
         at = f", batch {size:,}" if isinstance(size, int) else ""
-        title = f"{escape(workload)} ({escape(preset)}){at} on {escape(dev)}  [dim]run {escape(run_id)}[/]"
+        about, shared_by_all, tail = [preset], [], ""  # (the title's parts: composed once the columns are known)
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)
         mem_head, label_each = memory_head(group)
@@ -252,7 +252,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         if names_frameworks(group) and len(frameworks) > 1:
             cols.append(Col("framework", [Text(framework_of(r)) for r in group], "left"))
         elif names_frameworks(group):  # (one framework, not PyTorch: said once in the title, not on every row)
-            title = title.replace(f"({escape(preset)})", f"({escape(preset)}, {escape(next(iter(frameworks)))})", 1)
+            about.append(next(iter(frameworks)))
         # the columns that tell rows of one precision apart lead every part of a stacked table, beside the precision
         apart = [Col("execution", [Text(Execution.of(r).label) for r in group], "left")] if axes else []
         if dist:
@@ -269,7 +269,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             if c in varies:
                 continue
             if c.header in ("execution", "strategy"):
-                title = title.replace("  [dim]run", f" · {escape(str(c.cells[0]))}  [dim]run", 1)
+                shared_by_all.append(str(c.cells[0]))
             else:
                 cols.append(c)
         if any(r.get("scaling_efficiency") is not None for r in group):  # (CUDA only: none on a CPU)
@@ -298,7 +298,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             # title says none was skipped)
             cols.append(Col("skipped", [_num(r.get("skipped_steps"), ",") for r in group]))
         elif any(r.get("skipped_steps") == 0 for r in group) and not any(r.get("status") == "diverged" for r in group):
-            title += "  [dim]no step skipped[/]"  # (not where a row diverged: its note counts the steps it skipped)
+            tail = "  [dim]no step skipped[/]"  # (not where a row diverged: its note counts the steps it skipped)
         if any(r.get("max_batch") is not None for r in group):
             cells = []
             for r in group:
@@ -326,6 +326,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         notes = [Text("; ".join(p for p in dict.fromkeys(ps) if p not in shared), style="dim") for ps in parts]
         said = {n.plain for n in notes if n.plain}
         below = False
+        title = (f"{escape(workload)} ({escape(', '.join(about))}){at} on {escape(dev)}"
+                 + "".join(f" · {escape(x)}" for x in shared_by_all) + f"  [dim]run {escape(run_id)}[/]{tail}")
         laid = stack_tables(title, keys, cols, width)
         if said:
             # (a note column that gets a table of its own is a column of empty rows beside a wrapped paragraph, and
