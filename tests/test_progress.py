@@ -142,6 +142,11 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, with_estimate:
     assert "expected to take ~" in out
     # the end says how long the cells took beside that estimate (so a wrong estimate shows)
     assert re.search(r": 1 ok, 0 not ok in \d+ s \(expected ~\d+ s\); stored in", out), out
+    code, out, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--measure",
+                         "maxbatch", "--memory-budget", "64MiB", "--maxbatch-limit", "32", "--no-isolate", "--no-report",
+                         "--db", str(tmp_path / "r.db"))
+    assert code == 0, err  # (what the estimate left out is said beside it: a search took 10 s where it said ~1 s)
+    assert re.search(r"0 not ok in \d+ s \(expected ~\d+ s without the max-batch search\); stored in", out), out
     assert "running tabular-mlp (tiny) fp32" in out and "ok          tabular-mlp (tiny) fp32" in out
     # a cell of quick phases leaves its start and end in a log, not a line per phase (run_text.PlainProgress)
     assert "timed steps" not in out and "building the workload" not in out and "first step" not in out
