@@ -137,6 +137,8 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     (["--workloads", "mnist-cnn", "--model", "x.py:f"], "give --workloads or --model, not both"),
     (["--workloads", "mnist-cnn,bert", "--data-dir", "."], "--data-dir applies to one workload"),
     (["--workloads", "mnist-cnn", "-o", "size=large"], "workload 'mnist-cnn' has no option size"),
+    # an option's value too, before any cell (it was an error row of a started run, exit 1)
+    (["--workloads", "bert", "--preset", "tiny", "-o", "size=huge"], "bert size 'huge': choose one of tiny, small"),
     (["--loss-scale", "sometimes"], "--loss-scale 'sometimes': not valid"),
 ])
 def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
@@ -144,6 +146,8 @@ def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], ex
     assert r.returncode == 2, r.stdout + r.stderr
     assert expect in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    if "--resume" not in args:  # (refused before the store: nothing stored, no run started)
+        assert not (tmp_path / "r.db").exists() or not Store(tmp_path / "r.db").runs()
 
 
 @pytest.mark.parametrize("args, expect", [

@@ -105,9 +105,12 @@ def strategy_problem(spec: CellSpec) -> str | None:
 
 def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs must be checked before the run: those only a real build checks
-    (:attr:`CellSpec.inputs_need_a_build`), a framework's own process (its backend installed), and an optimizer state
-    precision (the workload's optimizer must be an Adam or AdamW: checked on a meta build)."""
-    return spec.inputs_need_a_build or seam.of_cell(spec).own_process or spec.optimizer_state is not None
+    (:attr:`CellSpec.inputs_need_a_build`), a framework's own process (its backend installed), an optimizer state
+    precision (the workload's optimizer must be an Adam or AdamW: checked on a meta build), and workload options (their
+    values are checked as the model is built: ``-o size=huge`` for bert was an error row of a run that had started,
+    exit 1, where the option's name was refused before it)."""
+    return (spec.inputs_need_a_build or seam.of_cell(spec).own_process or spec.optimizer_state is not None
+            or bool(spec.data.options))
 
 
 def validate_inputs(config: RunConfig) -> list[str]:
