@@ -74,6 +74,39 @@ def test_the_estimate_job_measures_through_the_frameworks_verbs() -> None:
     assert measure_steps({"cells": refused, "budget_s": 60.0})["targets"]["u"] == {"steps": {}}
 
 
+def test_an_emulated_mode_too_slow_to_time_is_guessed_not_timed(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """BERT-large's amp-fp16 took 64 s a step on this CPU (fp32: 1.4-1.7 s): the estimate timed it for minutes, then
+    printed nothing. An emulated mode is timed only where its two steps fit the budget, guessed as fp32's step x its
+    GEMM slowdown (planted here: 1e6x), and the header says so. Oracle: the guess is fp32's measured step x 1e6."""
+    from ampbench.bench import estimate as est
+
+    monkeypatch.setattr(est, "_emulated", lambda spec: spec.precision == "amp-fp16")  # (whatever this CPU has)
+    monkeypatch.setattr(est, "gemm_slowdown", lambda spec: 1e6)  # (a tiny step x 1e6: past any budget)
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",),
+                          precisions=("fp32", "amp-fp16", "amp-bf16"), steps=3, warmup=1)
+    pairs = [["tabular-mlp|tiny|None", c.to_dict()] for c in config.cells() if not c.closing]
+    out = est.measure_steps({"cells": pairs, "budget_s": 15.0})
+    t = out["targets"]["tabular-mlp|tiny|None"]
+    assert set(t["steps"]) == {"fp32", "amp-bf16"} and set(t["guessed"]) == {"amp-fp16"}
+    assert t["guessed"]["amp-fp16"] == t["steps"]["fp32"] * 1e6
+    e = est.estimate(config.cells(), out, 0.0)
+    assert e is not None and "a timed step of amp-fp16 (emulated here: guessed as fp32's x their GEMM slowdown)" in \
+        e.not_counted
+    fp16 = next(c for c in config.cells() if c.precision == "amp-fp16")
+    assert est.cell_seconds(fp16, t, 0.0) > est.cell_seconds(next(c for c in config.cells() if c.precision == "fp32"),
+                                                             t, 0.0) * 100
+    monkeypatch.setattr(est, "gemm_slowdown", lambda spec: 1.0)  # (a guess that fits the budget: timed as before)
+    assert "amp-fp16" in est.measure_steps({"cells": pairs, "budget_s": 15.0})["targets"]["tabular-mlp|tiny|None"]["steps"]
+
+
+def test_the_gemm_slowdown_is_at_least_one_and_cached() -> None:
+    from ampbench.bench.estimate import _SLOWDOWN, gemm_slowdown
+
+    spec = next(c for c in RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",),
+                                        precisions=("fp32", "amp-bf16")).cells() if c.precision == "amp-bf16")
+    assert gemm_slowdown(spec) >= 1.0 and any(k[1] == "cpu" for k in _SLOWDOWN)
+
+
 def test_a_crashing_model_does_not_take_an_isolated_run_s_estimate_down(with_estimate: None, tmp_path) -> None:
     (tmp_path / "crash.py").write_text("import os, torch\nclass M(torch.nn.Linear):\n    def forward(self, x):\n"
                                        "        if self.training: os.kill(os.getpid(), 11)\n        return super().forward(x)\n"

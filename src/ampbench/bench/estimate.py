@@ -48,9 +48,22 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
     verbs = seam.of_cell(pairs[0][1]).cells().verbs(pairs[0][1])
     import_s = verbs.estimate_process(pairs[0][1])
     out: dict[str, dict[str, Any]] = {}
-    for target, spec in pairs:
+    emulated = {p for _, spec in pairs if (p := spec.precision) not in out and _emulated(spec)}
+    for target, spec in sorted(pairs, key=lambda pair: pair[1].precision in emulated):  # (native modes first)
         entry = out.setdefault(target, {"steps": {}})
-        if spec.precision in entry["steps"] or (time.perf_counter() - t_start > budget and entry["steps"]):
+        if spec.precision in entry["steps"]:
+            continue
+        if spec.precision in emulated and entry["steps"]:
+            # a mode this device emulates is timed only where its two steps fit what is left of the budget, guessed
+            # as fp32's step x its GEMM slowdown here (BERT-large's amp-fp16 took 64 s a step on a CPU whose fp32 one
+            # took 1.4-1.7 and whose fp16 GEMM ran 63x slower: guessed 90 s; the estimate ran for minutes, then said
+            # nothing); else that guess stands for its step
+            base = entry["steps"].get("fp32", min(entry["steps"].values()))  # (the slowdown is against fp32's GEMM)
+            guess = base * gemm_slowdown(spec)
+            if time.perf_counter() - t_start + 2 * guess > budget:
+                entry.setdefault("guessed", {})[spec.precision] = guess
+                continue
+        if time.perf_counter() - t_start > budget and entry["steps"]:
             continue
         progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
         try:
@@ -63,6 +76,45 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
         if measured.first_s is not None:
             entry.setdefault("first", {})[spec.precision] = measured.first_s
     return {"targets": out, "import_s": import_s, "work_s": time.perf_counter() - t_start - import_s}
+
+
+def _emulated(spec: CellSpec) -> bool:
+    """A PyTorch cell whose mode runs on this device without its fast kernels (the support note says so: fp16 on a
+    CPU without AVX512-FP16/AMX, fp8 through torchao on a CPU)."""
+    if spec.framework != seam.DEFAULT:
+        return False
+    from ampbench.precision import supported  # lazy: torch
+
+    return bool(supported(spec.precision, spec.device).note)
+
+
+_SLOWDOWN: dict[tuple[str, str], float] = {}
+
+
+def gemm_slowdown(spec: CellSpec, n: int = 256) -> float:
+    """How many times slower an n x n GEMM runs in the mode's compute dtype than in fp32 on the cell's device (>= 1;
+    timed once per dtype and device, a few milliseconds)."""
+    import torch  # lazy: torch
+
+    from ampbench.precision import get  # lazy: torch
+
+    dtype = get(spec.precision).compute_dtype or torch.float32
+    key = (str(dtype), spec.device)
+    if key not in _SLOWDOWN:
+        a = torch.randn(n, n, device=spec.device)
+        h = a.to(dtype)
+
+        def best(x: Any) -> float:
+            x @ x  # (the first call's set-up left out)
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                x @ x
+                times.append(time.perf_counter() - t)
+            return min(times)
+
+        _SLOWDOWN[key] = max(1.0, best(h) / max(best(a), 1e-9))
+    return _SLOWDOWN[key]
 
 
 def _target(spec: CellSpec) -> str:
@@ -85,7 +137,7 @@ def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> floa
     times = target.get("steps") or {}
     if not times:
         return start_s
-    step_s = times.get(spec.precision, max(times.values()))
+    step_s = times.get(spec.precision, (target.get("guessed") or {}).get(spec.precision, max(times.values())))
     firsts = target.get("first") or {}
     first_s = firsts.get(spec.precision, max(firsts.values())) if firsts else 0.0
     m = spec.measure
@@ -133,6 +185,10 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         left.append("starting ranks")
     if any(c.optimizer_state for c in cells):  # (each state cell is timed as its mode's optimizer as built)
         left.append("torchao compiling its optimizer states' update")
+    guessed = sorted({p for t in [*targets.values(), *(x for k in own.values() for x in (k.get("targets") or {}).values())]
+                      for p in (t.get("guessed") or {})})
+    if guessed:
+        left.append(f"a timed step of {', '.join(guessed)} (emulated here: guessed as fp32's x their GEMM slowdown)")
     return Estimate(total if math.isfinite(total) else 0.0, tuple(left))
 
 
