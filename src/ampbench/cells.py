@@ -195,6 +195,10 @@ class MeasureOptions:
         if self.memory_margin is not None and not 0.0 <= self.memory_margin < 1.0:
             raise AmpbenchError(f"--memory-margin must be in [0, 1), got {self.memory_margin}")
 
+    def margin_on(self, device: str) -> float:
+        """The max-batch margin these options give on ``device``: the one asked for, else the device's."""
+        return default_memory_margin(device, self.measures) if self.memory_margin is None else self.memory_margin
+
 
 @dataclass(frozen=True)
 class LaunchOptions:

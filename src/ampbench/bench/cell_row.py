@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ampbench.cells import CellSpec, default_memory_margin
+from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
 from ampbench.measure.maxbatch import measure_max_batch
 from ampbench.store.row_keys import empty_row
@@ -93,10 +93,7 @@ def trial_fits(spec: CellSpec, used: int | None, device_total: int | None) -> di
     limits = [x for x in (spec.measure.memory_budget, device_total) if x is not None]
     if not limits:
         return {"fits": False, "failed": True, "peak_bytes": used, "reason": "maxbatch on CPU needs --memory-budget"}
-    margin = spec.measure.memory_margin
-    if margin is None:  # (a cell made outside a run: the device's margin)
-        margin = default_memory_margin(spec.device, spec.measures)
-    allowed = (1.0 - margin) * min(limits)
+    allowed = (1.0 - spec.measure.margin_on(spec.device)) * min(limits)  # (a cell made outside a run: the device's)
     fits = used is not None and used <= allowed
     return {"fits": fits, "peak_bytes": used,
             "reason": "" if fits else (f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed" if used is not None

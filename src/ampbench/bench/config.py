@@ -40,7 +40,6 @@ from ampbench.cells import (
     MeasureOptions,
     RecipeOptions,
     converge_work,
-    default_memory_margin,
     flat,
     route,
     with_,
@@ -223,8 +222,7 @@ class RunConfig:
         if resolved != self.axes.precisions:
             object.__setattr__(self, "axes", replace(self.axes, precisions=resolved))
         if self.measure.memory_margin is None:  # (the device's, resolved once: the identity holds the number)
-            object.__setattr__(self, "measure", replace(self.measure, memory_margin=default_memory_margin(
-                self.device, self.measure.measures)))
+            object.__setattr__(self, "measure", replace(self.measure, memory_margin=self.measure.margin_on(self.device)))
         self._check_data()
         if "maxbatch" in self.measure.measures and not self.device.startswith("cuda") and self.measure.memory_budget is None:
             raise AmpbenchError("--measure maxbatch on CPU needs --memory-budget (e.g. 2GiB): "

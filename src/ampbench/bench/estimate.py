@@ -48,7 +48,7 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
     verbs = seam.of_cell(pairs[0][1]).cells().verbs(pairs[0][1])
     import_s = verbs.estimate_process(pairs[0][1])
     out: dict[str, dict[str, Any]] = {}
-    emulated = {p for _, spec in pairs if (p := spec.precision) not in out and _emulated(spec)}
+    emulated = {p for p, spec in {spec.precision: spec for _, spec in pairs}.items() if _emulated(spec)}
     for target, spec in sorted(pairs, key=lambda pair: pair[1].precision in emulated):  # (native modes first)
         entry = out.setdefault(target, {"steps": {}})
         if spec.precision in entry["steps"]:
@@ -93,27 +93,18 @@ _SLOWDOWN: dict[tuple[str, str], float] = {}
 
 def gemm_slowdown(spec: CellSpec, n: int = 256) -> float:
     """How many times slower an n x n GEMM runs in the mode's compute dtype than in fp32 on the cell's device (>= 1;
-    timed once per dtype and device, a few milliseconds)."""
+    ``ampbench hw``'s GEMM timing, briefly: once per dtype and device, well under a second)."""
     import torch  # lazy: torch
 
+    from ampbench.measure.hw import gemm_tflops  # lazy: torch
     from ampbench.precision import get  # lazy: torch
+    from ampbench.precision.fallbacks import DTYPE_NAMES  # lazy: torch
 
-    dtype = get(spec.precision).compute_dtype or torch.float32
-    key = (str(dtype), spec.device)
+    math = DTYPE_NAMES.get(get(spec.precision).compute_dtype, "fp32")
+    key = (math, spec.device)
     if key not in _SLOWDOWN:
-        a = torch.randn(n, n, device=spec.device)
-        h = a.to(dtype)
-
-        def best(x: Any) -> float:
-            x @ x  # (the first call's set-up left out)
-            times = []
-            for _ in range(3):
-                t = time.perf_counter()
-                x @ x
-                times.append(time.perf_counter() - t)
-            return min(times)
-
-        _SLOWDOWN[key] = max(1.0, best(h) / max(best(a), 1e-9))
+        device = torch.device(spec.device)
+        _SLOWDOWN[key] = max(1.0, gemm_tflops(n, "fp32", device, 0.02) / gemm_tflops(n, math, device, 0.02))
     return _SLOWDOWN[key]
 
 
@@ -129,6 +120,12 @@ class Estimate:
     def text(self) -> str:
         rest = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
         return f"expected to take ~{duration(self.seconds)} (estimate from one timed step per workload and precision{rest})"
+
+    def against(self) -> str:
+        """How the run's closing line names it beside the time taken: " (expected ~58 s)", " (expected ~2 s without the
+        max-batch search)"."""
+        without = f" without {', '.join(self.not_counted)}" if self.not_counted else ""
+        return f" (expected ~{duration(self.seconds)}{without})"
 
 
 def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> float:
@@ -166,16 +163,19 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         return None
     total = 0.0
     unmeasured = 0
+    guessed: set[str] = set()
     for c in cells:
         if (c.framework, c.backend) not in own and not seam.of_cell(c).own_process:
-            total += cell_seconds(c, targets.get(_target(c), {}), start_s)
-            continue
-        k = own.get((c.framework, c.backend)) or {}
-        target = (k.get("targets") or {}).get(_target(c)) or {}
-        if not target.get("steps"):
-            unmeasured += 1
-            continue
-        total += cell_seconds(c, target, float(k.get("start_s") or 0.0))
+            target, started = targets.get(_target(c), {}), start_s
+        else:
+            k = own.get((c.framework, c.backend)) or {}
+            target, started = (k.get("targets") or {}).get(_target(c)) or {}, float(k.get("start_s") or 0.0)
+            if not target.get("steps"):
+                unmeasured += 1
+                continue
+        total += cell_seconds(c, target, started)
+        if c.precision in (target.get("guessed") or {}):
+            guessed.add(c.precision)
     left = [f"{unmeasured} cell{'s' if unmeasured > 1 else ''} of another framework (not measured)"] if unmeasured else []
     if any("maxbatch" in c.measures for c in cells):
         left.append("the max-batch search")
@@ -185,10 +185,9 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         left.append("starting ranks")
     if any(c.optimizer_state for c in cells):  # (each state cell is timed as its mode's optimizer as built)
         left.append("torchao compiling its optimizer states' update")
-    guessed = sorted({p for t in [*targets.values(), *(x for k in own.values() for x in (k.get("targets") or {}).values())]
-                      for p in (t.get("guessed") or {})})
     if guessed:
-        left.append(f"a timed step of {', '.join(guessed)} (emulated here: guessed as fp32's x their GEMM slowdown)")
+        left.append(f"a timed step of {', '.join(sorted(guessed))} (emulated here: guessed as fp32's x their GEMM "
+                    "slowdown)")
     return Estimate(total if math.isfinite(total) else 0.0, tuple(left))
 
 

@@ -66,9 +66,8 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
         _interrupted(config, store)
     took = time.monotonic() - started
     results_tables(rows)
-    expected = "" if estimate is None else f" (expected ~{duration(estimate.seconds)}" + (
-        f" without {', '.join(estimate.not_counted)})" if estimate.not_counted else ")")
-    _finish(store, info, rows, out.json_out, out.report_path if out.report else False, f" in {duration(took)}{expected}")
+    _finish(store, info, rows, out.json_out, out.report_path if out.report else False,
+            f" in {duration(took)}{estimate.against() if estimate is not None else ''}")
 
 
 def _interrupted(config: Any, store: Any) -> None:

@@ -65,6 +65,11 @@ def has_speedups(rows: list[dict[str, Any]]) -> bool:
     return any(isinstance(r.get("speedup_vs_fp32"), (int, float)) for r in rows)
 
 
+def has_eager_speedups(rows: list[dict[str, Any]]) -> bool:
+    """Whether any row has a speedup over fp32 eager (a run all at channels_last has none: no eager fp32 ran)."""
+    return any(r.get("speedup_vs_fp32_eager") is not None for r in rows)
+
+
 def has_savings(rows: list[dict[str, Any]]) -> bool:
     """Whether any row has a memory saving vs fp32, or a note on why its saving is not shown."""
     return any(isinstance(r.get("memory_saving_vs_fp32"), (int, float)) or r.get("memory_saving_vs_fp32_note")
@@ -282,7 +287,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             cols.append(Col("samples/s", [_num(r.get("samples_per_s"), ",.0f") for r in group]))
             if has_speedups(group):  # (none without an fp32 row that ran: the run's header said why)
                 cols.append(Col("speedup", [_speedup(r) for r in group]))
-        if axes and any(r.get("speedup_vs_fp32_eager") is not None for r in group):
+        if axes and has_eager_speedups(group):
             cols.append(Col("vs fp32 eager", [eager_speedup_text(r) for r in group]))
         if any(r.get("speedup_vs_tf32") is not None for r in group):
             cols.append(Col("vs tf32", [times_text(r.get("speedup_vs_tf32")) for r in group]))

@@ -19,6 +19,7 @@ from ampbench.report.compare import compare_table
 from ampbench.report.console import (
     compile_note,
     fmt_bytes,
+    has_eager_speedups,
     has_savings,
     has_speedups,
     measured_energy_text,
@@ -168,7 +169,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
     ok = [r for r in rows if r.get("status") == "ok"]
     axes = any(not Execution.of(r).is_default for r in rows)
     # (columns where a row has something to say: a run all at channels_last had two columns of "–")
-    eager = axes and any(r.get("speedup_vs_fp32_eager") is not None for r in rows)
+    eager = axes and has_eager_speedups(rows)
     compiled = axes and any(compile_note(r) for r in rows)
     if ok:
         out.append("<h3>Training speed</h3>")

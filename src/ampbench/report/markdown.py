@@ -10,6 +10,7 @@ from ampbench.report.console import (
     compile_note,
     eager_speedup_text,
     fmt_bytes,
+    has_eager_speedups,
     has_savings,
     has_speedups,
     measured_energy_text,
@@ -87,7 +88,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         dist = any(r.get("strategy") for r in group)
         if dist:
             ex_head, ex_rule = ex_head + " strategy |", ex_rule + " --- |"
-        eager = axes and any(r.get("speedup_vs_fp32_eager") is not None for r in group)
+        eager = axes and has_eager_speedups(group)
         eager_head, eager_rule = (" vs fp32 eager |", " ---: |") if eager else ("", "")
         tf32 = any(r.get("speedup_vs_tf32") is not None for r in group)
         energy = any(r.get("joules_per_sample") is not None for r in group)

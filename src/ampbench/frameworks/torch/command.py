@@ -65,11 +65,11 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
         view.quiet = True  # (rank 0 prints)
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
-    view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), resolve(config.precision))
-    device = resolve_device(request.device)
-    sup = supported(resolve(config.precision), device)
-    if sup.note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs; run and diagnose said it, train not)
-        view.note(f"{resolve(config.precision)} on {device}: {sup.note}")
+    mode, device = resolve(config.precision), resolve_device(request.device)
+    view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), mode)
+    note = supported(mode, device).note
+    if note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs; run and diagnose said it, train not)
+        view.note(f"{mode} on {device}: {note}")
     if request.compile is None and config.compile == "on":
         view.note("fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
                   "--compile off trains it eager")
