@@ -10,6 +10,7 @@ from ampbench.bench.suites import (
     GPU_SUITE,
     REFERENCE_GIB,
     EntrySettings,
+    SuiteEntry,
     entry_settings,
     sized_batch,
     suite_entries,
@@ -106,3 +107,30 @@ def test_every_entry_is_predicted_gpu_bound_in_amp_on_an_h100() -> None:
                      tf32=False)  # (what predict_target prices a row from)
         assert cost.bound in ("compute", "memory"), (e.workload, cost.time_split)
         assert cost.host_s < cost.gpu_s, e.workload  # (the host issues its ops faster than the GPU runs them)
+
+
+def test_a_workload_named_on_a_gpu_runs_at_the_size_people_train_it() -> None:
+    """`--workloads resnet50` on a GPU timed a 64-px ResNet of 2.3M parameters (launch-bound: "no mode helps"); a
+    named workload without --preset is its GPU suite entry there (batch, layout, options), its paper preset outside
+    the suite, small on a CPU; with --preset, that preset and nothing else."""
+    resnet = next(e for e in GPU_SUITE if e.workload == "resnet50")
+    lstm = next(e for e in GPU_SUITE if e.workload == "lstm-lm")
+    on_gpu = suite_entries(["resnet50", "mnist-cnn", "lstm-lm", "hf:bert"], None, "cuda:0")
+    assert on_gpu == (resnet, SuiteEntry("mnist-cnn", "paper"), lstm, SuiteEntry("hf:bert", "paper"))
+    assert suite_entries(["resnet50", "hf:bert"], None, "cpu") == (SuiteEntry("resnet50", "small"),
+                                                                   SuiteEntry("hf:bert", "small"))
+    assert suite_entries(["resnet50"], "small", "cuda") == (SuiteEntry("resnet50", "small"),)
+    settings = suite_settings(on_gpu, 40.0)
+    assert settings[0] == EntrySettings(sized_batch(256, 40.0), "channels_last") and settings[1] == EntrySettings()
+    assert settings[2].options == (("vocab", 100_000),)
+    assert suite_settings(suite_entries(["resnet50"], None, "cpu"), None) == ()  # (a CPU run's identity as it was)
+
+
+def test_predict_prices_a_named_workload_at_the_size_run_measures_on_a_gpu() -> None:
+    from ampbench.predict.config import PredictConfig
+
+    config = PredictConfig.from_strings(gpu="h100-sxm", workloads="resnet50", precisions="amp-bf16")
+    assert [t.preset for t in config.targets] == ["paper"]
+    assert config.settings == (EntrySettings(256, "channels_last"),)
+    small = PredictConfig.from_strings(gpu="h100-sxm", workloads="resnet50", preset="small", precisions="amp-bf16")
+    assert [t.preset for t in small.targets] == ["small"] and small.settings == ()

@@ -338,9 +338,9 @@ class RunConfig:
         if t.model is not None:
             presets = (t.preset or "small",)
         memory_gib = torch.cuda.get_device_properties(torch.device(dev)).total_memory / 2**30 \
-            if dev.startswith("cuda") and not names else None
-        settings = () if names else suite_settings(entries, memory_gib, batch_given=m.batch_size is not None,
-                                                   format_given=x.memory_format is not None)
+            if dev.startswith("cuda") and entries else None
+        settings = suite_settings(entries, memory_gib, batch_given=m.batch_size is not None,
+                                  format_given=x.memory_format is not None)
         measured = m.parsed(default_steps(dev))
         sizes = parse_batch_sizes(m.batch_size)
         # (the names as given: RunConfig normalises them, once)

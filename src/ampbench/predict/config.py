@@ -82,7 +82,8 @@ class PredictConfig:
     makes its cells."""
     settings: tuple[EntrySettings, ...] = ()
     """The default GPU suite's, per target: the batch (on a GPU of the suite's reference memory) and layout ``run``
-    gives it where the user said nothing; empty for named targets."""
+    gives it where the user said nothing (named targets too, at the size people train them: ``named_entry``); empty
+    where no target has any."""
     notes: tuple[str, ...] = ()
     """What was taken for the user where they said nothing (the console says it)."""
     built: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -123,10 +124,11 @@ class PredictConfig:
         states = parse_optimizer_states(optimizer_state, names)
         if model is not None and workloads:
             raise AmpbenchError("give --workloads or --model, not both")
-        # the cells `ampbench run` measures on a GPU: named workloads at --preset (default small), else the GPU suite
+        # the cells `ampbench run` measures on a GPU: named workloads at --preset (default: the size people train them
+        # at, their GPU suite entry's where they have one), else the GPU suite
         wanted = [w.strip() for w in (workloads or "").split(",") if w.strip()]
         entries = suite_entries(wanted, preset, "cuda") if not model else ()
-        settings = suite_settings(entries, None) if not wanted else ()
+        settings = suite_settings(entries, None)
         if model:
             targets: tuple[Target, ...] = (Target(workload=None, model=model, preset=preset or "small", seed=seed,
                                                   data=data),)
