@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ampbench.measure.gpus import lookup
 from ampbench.predict.rows import Machine, Question, predict_target
 from ampbench.report.predictions import fp8_lines, unsupported_lines
@@ -182,3 +184,34 @@ def test_a_band_part_with_a_semicolon_in_its_parentheses_is_one_line() -> None:
     rows = [{"precision": "tf32", "predicted_error_basis": "fp32 steps: median 7%"},
             {"precision": "amp-bf16", "predicted_error_basis": f"fp32 steps: median 7%; {launch}"}]
     assert f"  {launch} \\[amp-bf16]" in error_band_lines(rows)
+
+
+def test_an_mfu_over_100_percent_says_why_and_is_winograds() -> None:
+    """mnist-cnn's paper CNN (3x3 convolutions of 420 and 1,000 channels) in fp32 on an A100 is predicted at an MFU
+    over 100% of the datasheet's 19.5 TFLOP/s; without Winograd (its efficiency near zero) it is under 100%: the line
+    that says why names the reason that is true. A row under 100% gets no line."""
+    import dataclasses
+
+    from ampbench.cells import DataOptions
+    from ampbench.measure.gpus import lookup
+    from ampbench.predict import kernels
+    from ampbench.predict.config import PredictConfig
+    from ampbench.predict.cost import price
+    from ampbench.predict.trace import trace_step
+    from ampbench.report.console import mfu_over_peak_lines
+    from ampbench.workloads import build_target
+    from ampbench.workloads.factory import build_meta
+
+    rows = PredictConfig.from_strings(gpu="a100-80gb", workloads="mnist-cnn", preset="paper",
+                                      precisions="fp32,amp-bf16").predict()
+    fp32, bf16 = rows
+    assert fp32["predicted_mfu"] == pytest.approx(fp32["flops_per_step"] / (fp32["predicted_step_ms"] / 1e3) / 19.5e12)
+    assert fp32["predicted_mfu"] > 1 > bf16["predicted_mfu"]
+    (line,) = mfu_over_peak_lines(rows)
+    assert line.startswith(f"MFU over 100% (mnist-cnn fp32 {fp32['predicted_mfu']:.0%}): ") and "Winograd" in line
+    assert mfu_over_peak_lines([bf16]) == []
+    wl = build_meta(lambda: build_target("mnist-cnn", None, "paper", DataOptions(), 0, preset_given=False))
+    trace = trace_step(wl, "fp32", fp32["batch_size"], channels_last=False)
+    no_winograd = dataclasses.replace(kernels.calibration(), winograd_efficiency=1e-6)
+    cost = price(trace, lookup("a100-80gb"), tf32=False, kernels=None, cal=no_winograd)
+    assert cost.flops / cost.step_s / 19.5e12 < 1
