@@ -172,7 +172,7 @@ def test_resume_that_would_train_nothing_says_so(tmp_path):
     assert r.returncode == 2 and "already at epoch 1 of 1: nothing to train" in r.stderr
     assert "final loss" not in r.stdout and len(r.stderr.strip().splitlines()) == 1
     r = _train_cli(tmp_path, "--epochs", "2", "--resume")
-    assert r.returncode == 0 and "(resumed at epoch 1)" in r.stdout and "2 steps trained" in r.stdout
+    assert r.returncode == 0 and "(resumed after epoch 1)" in r.stdout and "2 steps trained" in r.stdout
 
 
 def test_a_second_run_into_a_checkpoint_directory_is_refused_unless_it_resumes(tmp_path):

@@ -30,7 +30,7 @@ def test_train_checkpoints_the_states_and_resumes_only_with_the_same(tmp_path: P
     assert json.loads((tmp_path / "a.json").read_text())["steps"] == 2
     code, out, err = cli("train", *ARGS, "--precision", "pure-bf16", "--optimizer-state", "8bit", "--epochs", "2",
                          "--checkpoint", str(ck), "--resume")
-    assert code == 0 and "resumed at epoch 1" in out, err
+    assert code == 0 and "resumed after epoch 1" in out, err
     for other, said in ((["--optimizer-state", "4bit"], "written with optimizer states 8bit, this run asks for 4bit: "
                                                         "resume with --optimizer-state 8bit"),
                         ([], "written with optimizer states 8bit, this run asks for the optimizer as built")):

@@ -91,7 +91,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
 
 def summary(result: Any) -> str:
     """The trained model's line: metrics, loss, speed, steps."""
-    resumed = f" (resumed at epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
+    resumed = f" (resumed after epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
     if result.compile_s is not None:
         resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
     if result.strategy:
