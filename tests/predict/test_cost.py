@@ -177,6 +177,17 @@ def test_tensor_core_convolutions_on_nchw_pay_the_layout_conversion_and_tf32_nev
     assert _price([op]).gpu_s == pytest.approx(2 * nhwc)  # (input and weight gradients: a forward's work each)
 
 
+def test_a_tensor_core_convolution_pads_its_input_channels_to_8() -> None:
+    """An ImageNet stem (3 channels, 7x7) in fp16 is the GEMM of 8 channels' windows (392, not 147, deep: the lent
+    H200's stem ran 2.7x its unpadded price); its bytes stay the 3 channels'; fp32's SIMT kernels take 3 as they are."""
+    stem = Conv(64, 3, 224, 224, 64, 7, 7, 2, 1, 112, 112)
+    io = 2 * (64 * 3 * 224 * 224 + 64 * 64 * 112 * 112) + 2 * 64 * 8 * 49
+    gemm = kernels.gemm_compute_s(A100, CAL, 1, 64 * 112 * 112, 64, 8 * 49, "fp16", CAL.tensor_conv_efficiency)
+    assert kernels.conv_s(A100, CAL, stem, "fp16", 2) == pytest.approx(max(gemm, io / BW) + FIXED)
+    assert kernels.tensor_padded(stem, "fp32") == stem and kernels.tensor_padded(stem, "bf16").c == 8
+    assert kernels.tensor_padded(Conv(64, 16, 56, 56, 64, 3, 3, 1, 1, 56, 56), "fp16").c == 16
+
+
 def test_fused_attention_runs_at_its_share_of_the_peak_and_halves_causal_work() -> None:
     flops = 4 * 8 * 16 * 1024 * 1024 * 64
     op = Op("ampbench_predict.fused_attention", "forward", flops, 3 * 2 * 8 * 16 * 1024 * 64, 2 * 8 * 16 * 1024 * 64,

@@ -24,6 +24,7 @@ H100's scaled by its measured matmul ceiling (:func:`ceiling_ratio`, the MAMF ta
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import asdict, dataclass, fields
@@ -260,12 +261,26 @@ def implicit_efficiency(conv: Conv, math_mode: str, cal: Calibration) -> float:
     return cal.conv_efficiency if math_mode == "fp32" else cal.tensor_conv_efficiency
 
 
+TENSOR_CHANNELS = 8
+"""A Tensor Core convolution's input channels (a group's) are padded to a multiple of this: the 3-channel stem of an
+ImageNet convnet runs at 8/3 of its nominal work (the lent H200's 7x7 stem: fp16 154 us measured, 56 priced unpadded,
+150 padded)."""
+
+
+def tensor_padded(conv: Conv, math_mode: str) -> Conv:
+    """``conv`` as a Tensor Core kernel computes it: a dense layer's input channels padded to
+    :data:`TENSOR_CHANNELS` (fp32's SIMT kernels take any)."""
+    if math_mode == "fp32" or conv.groups != 1 or conv.c % TENSOR_CHANNELS == 0:
+        return conv
+    return dataclasses.replace(conv, c=-(-conv.c // TENSOR_CHANNELS) * TENSOR_CHANNELS)
+
+
 def conv_s(gpu: Gpu, cal: Calibration, conv: Conv, math_mode: str, element: int, nchw: bool = False) -> float:
     """The forward (or one backward product: the same work) of a convolution: the fastest of cuDNN's algorithm
-    families this model knows -- implicit GEMM, and Winograd for dense 3x3 stride-1 layers in fp32 (for tf32 too:
-    cuDNN may keep an fp32 algorithm when it is faster). ``nchw``: the tensors are NCHW, which Tensor Core kernels
-    convert to NHWC and back."""
-    g, m, n, k = conv.gemm()
+    families this model knows -- implicit GEMM (a Tensor Core one over :func:`tensor_padded` channels), and Winograd
+    for dense 3x3 stride-1 layers in fp32 (for tf32 too: cuDNN may keep an fp32 algorithm when it is faster).
+    ``nchw``: the tensors are NCHW, which Tensor Core kernels convert to NHWC and back."""
+    g, m, n, k = tensor_padded(conv, math_mode).gemm()
     io = element * (conv.n * conv.c * conv.h * conv.w + conv.n * conv.k * conv.p * conv.q) + element * conv.k * k
     efficiency = implicit_efficiency(conv, math_mode, cal)
     implicit = max(gemm_compute_s(gpu, cal, g, m, n, k, math_mode, efficiency), memory_s(gpu, cal, io)) \
