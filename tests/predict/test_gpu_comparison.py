@@ -309,3 +309,30 @@ def test_the_energy_pick_says_the_power_its_figure_was_priced_at_and_which_gpus_
     assert "(100 mJ/sample at measured power; g0, g1, g2 and 3 more at TDP)" in line, line
     (full,) = advice(many, shown=None)
     assert "g0, g1, g2, g3, g4, g5 at TDP" in full
+
+
+def test_an_x_fp32_over_an_fp32_that_does_not_fit_is_marked_in_every_report() -> None:
+    """ResNet-50 at batch 256 on a T4: its fp32 step needs more than the T4's 16 GB, so amp-fp16's "x fp32" there is a
+    ratio against a step that cannot run -- marked, with the line that says so, in the console, Markdown and HTML; the
+    A100's, whose fp32 fits, is not."""
+    from ampbench.report.gpu_comparison import UNFIT_NOTE, markdown
+    from ampbench.report.html import render_html
+
+    rows = PredictConfig.from_strings(gpu="t4,a100-40gb", workloads="resnet50", precisions="fp32,amp-fp16").predict()
+    by = {(r["gpu"], r["precision"]): r for r in rows}
+    t4 = lookup("t4")
+    assert by["t4", "fp32"]["predicted_peak_bytes"] > t4.memory_gib * 2**30  # (an oracle on the oom: the datasheet)
+    assert by["t4", "fp32"]["status"] == "oom" and by["a100-40gb", "fp32"]["status"] == "ok"
+    x_t4, x_a100 = by["t4", "amp-fp16"]["predicted_speedup_vs_fp32"], by["a100-40gb", "amp-fp16"]["predicted_speedup_vs_fp32"]
+    console = Console(width=120, record=True)
+    for t in comparison_tables(rows, 120):
+        console.print(t)
+    text = console.export_text()
+    assert f"({x_t4:.2f}x*)" in text and f"({x_a100:.2f}x)" in text and " ".join(text.split()).count(UNFIT_NOTE) == 1
+    md = "\n".join(markdown(rows, str))
+    assert f"({x_t4:.2f}x*)" in md and f"({x_a100:.2f}x)" in md and UNFIT_NOTE in md
+    html = render_html([], {"run_id": "r"}, predictions=rows)
+    assert f"({x_t4:.2f}x*)" in html and f"({x_a100:.2f}x)" in html and "fp32 does not fit this batch" in html
+    alone = PredictConfig.from_strings(gpu="a100-40gb,h100-sxm", workloads="resnet50", precisions="fp32,amp-fp16")
+    plain = "\n".join(markdown(alone.predict(), str))
+    assert "x*)" not in plain and UNFIT_NOTE not in plain  # (every fp32 fits: no mark, no line)

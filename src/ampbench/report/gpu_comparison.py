@@ -52,10 +52,23 @@ def _ok(r: dict[str, Any] | None) -> bool:
     return r is not None and r.get("status") == "ok"
 
 
-def speed_text(r: dict[str, Any], unit: str = "") -> str:
-    """samples/s (x that GPU's fp32) ±the row's error band."""
+UNFIT_MARK = "*"
+UNFIT_NOTE = ("*: that GPU's fp32 does not fit this batch (oom): x fp32 is the ratio of step times all the same, at a "
+              "batch fp32 cannot run there")
+"""Marks an "x fp32" whose fp32 row is oom on its GPU (a T4's ResNet-50 at batch 256: amp-fp16 "3.12x" over an fp32
+that cannot run read as a speedup one could have), and the line that says so under the table."""
+
+
+def fp32_unfit(group: Group, gpu: str) -> bool:
+    """That GPU's fp32 of this cell is predicted not to fit its batch."""
+    return (group.get("fp32", {}).get(gpu) or {}).get("status") == "oom"
+
+
+def speed_text(r: dict[str, Any], unit: str = "", unfit: bool = False) -> str:
+    """samples/s (x that GPU's fp32) ±the row's error band; ``unfit``: that fp32 does not fit (marked)."""
     x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
-    return (f"{r['predicted_samples_per_s']:,.0f}{unit}" + (f" ({x:.2f}x)" if x is not None else "")
+    mark = UNFIT_MARK if unfit and r.get("precision") != "fp32" else ""
+    return (f"{r['predicted_samples_per_s']:,.0f}{unit}" + (f" ({x:.2f}x{mark})" if x is not None else "")
             + (f" ±{band}%" if band is not None else ""))
 
 
@@ -89,6 +102,7 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
     gpus, groups = compared(rows)
     priced = any(r.get("usd_per_hour") is not None for r in rows)
     out: list[RenderableType | str] = []
+    unfit = False
     for (workload, preset, batch, _), group in groups.items():
         modes = list(group)
         key = Col("mode", modes, justify="left")
@@ -103,6 +117,9 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
                 if cell is memory_text:  # (a column's sizes in one unit)
                     show = functools.partial(memory_text, unit=bytes_unit(
                         (group[m].get(gpu) or {}).get("predicted_peak_bytes") for m in modes))
+                if cell is speed_text and fp32_unfit(group, gpu):
+                    show = functools.partial(speed_text, unfit=True)
+                    unfit = True
                 texts = []
                 for m in modes:
                     r = group[m].get(gpu)
@@ -112,6 +129,8 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
                 continue
             title = f"{escape(str(workload))} ({escape(str(preset))}), batch {batch}: {head}, predicted per GPU"
             out += stack_tables(title, key, cols, width)
+    if unfit:
+        out.append(escape(UNFIT_NOTE))
     out.append("±error: how far predictions like each row missed published measurements (docs/predict.md); a gap "
                "between two GPUs smaller than both their errors is not a difference. energy: the GPU alone, at the "
                "power its architecture's kernel table measured where one did, else at its rated power (TDP: an upper "
@@ -283,8 +302,11 @@ def markdown(predictions: list[dict[str, Any]], escape_md: Callable[[Any], str])
                   "| mode | " + " | ".join(escape_md(g) for g in gpus) + " |",
                   "| --- | " + " | ".join("---:" for _ in gpus) + " |"]
         for mode, per_gpu in group.items():
-            cells = [(speed_text(r) if _ok(r) else str(r.get("status"))) if (r := per_gpu.get(g)) else "" for g in gpus]
+            cells = [(speed_text(r, unfit=fp32_unfit(group, g)) if _ok(r) else str(r.get("status")))
+                     if (r := per_gpu.get(g)) else "" for g in gpus]
             lines.append(f"| {escape_md(mode)} | " + " | ".join(cells) + " |")
+        if any(fp32_unfit(group, g) for g in gpus):
+            lines += ["", f"_{escape_md(UNFIT_NOTE)}_"]
     return lines
 
 

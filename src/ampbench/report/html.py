@@ -26,8 +26,16 @@ from ampbench.report.console import (
     memory_text,
     speedup_text,
 )
+from ampbench.report.gpu_comparison import (
+    UNFIT_MARK,
+    UNFIT_NOTE,
+    chart_data,
+    compared_cells,
+    energy_text,
+    fp32_unfit,
+    usd_text,
+)
 from ampbench.report.gpu_comparison import advice as gpu_advice
-from ampbench.report.gpu_comparison import chart_data, compared_cells, energy_text, usd_text
 from ampbench.report.gpu_comparison import memory_text as predicted_memory_text
 from ampbench.report.numbers import sig
 from ampbench.report.predictions import latest as latest_predictions
@@ -353,12 +361,14 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
             parts.append(f"<h3>{e(title)}</h3>")
             modes = list(group)
             for head, figure in WHICH_GPU_FIGURES:  # (a table per figure, a GPU a row: 41 GPUs fit the page)
-                cells = [[_figure_cell(figure, group[m].get(g)) for m in modes] for g in gpus]
+                cells = [[_figure_cell(figure, group[m].get(g), fp32_unfit(group, g)) for m in modes] for g in gpus]
                 if not any(c not in ("", "–") for row in cells for c in row):
                     continue  # (no GPU priced: no cost table)
                 parts.append(f'<div class="sub">{e(head)}</div>')
                 parts.append(_table(["GPU", *[_nobreak(m) for m in modes]],
                                     [[_nobreak(g), *row] for g, row in zip(gpus, cells)]))
+                if figure == "speed" and any(fp32_unfit(group, g) for g in gpus):
+                    parts.append(f'<p class="dim">{e(UNFIT_NOTE)}</p>')
             parts.append(_img(charts.gpu_chart(gpus, chart_data(group), f"{title}: predicted samples/s per GPU"),
                               f"{title}: predicted samples/s per precision and GPU"))
     parts.append('<p class="dim">Every figure is from the device named in its section; CPU and GPU results are '
@@ -370,15 +380,17 @@ WHICH_GPU_FIGURES = (("samples/s (x that GPU's fp32) ±error", "speed"), ("peak 
                      ("energy per sample, mJ", "energy"), ("USD per million samples (--prices)", "usd"))
 
 
-def _figure_cell(figure: str, r: dict[str, Any] | None) -> str:
-    """A GPU's cell of one figure in the "Which GPU" tables (HTML): its value; a mode it cannot run, its status."""
+def _figure_cell(figure: str, r: dict[str, Any] | None, unfit: bool = False) -> str:
+    """A GPU's cell of one figure in the "Which GPU" tables (HTML): its value; a mode it cannot run, its status;
+    ``unfit``: that GPU's fp32 does not fit the batch (its "x fp32" marked)."""
     if r is None:
         return ""
     if r.get("status") != "ok":
         return e(r.get("status")) if figure == "speed" or (figure == "memory" and r.get("status") == "oom") else ""
     if figure == "speed":
         x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
-        return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x)" if x is not None else "")
+        mark = UNFIT_MARK if unfit and r.get("precision") != "fp32" else ""
+        return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x{mark})" if x is not None else "")
                 + (f' <span class="dim">±{band}%</span>' if band is not None else ""))
     if figure == "memory":
         return e(predicted_memory_text(r))
