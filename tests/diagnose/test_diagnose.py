@@ -473,3 +473,37 @@ def test_the_engines_setup_warning_is_a_finding_once_not_a_raw_python_warning(re
     assert not [w for w in recwarn if "eps=" in str(w.message)]
     assert not [f for f in diagnose(planted.half_adam, "amp-fp16", checks=("nonfinite",), steps=2).findings
                 if f.check == "setup"]  # (fp32 weights and state: nothing to say)
+
+
+def test_the_batch_is_linted_only_where_it_is_a_gemms_rows() -> None:
+    """A token model's Linear layers run (batch x tokens) rows: at batch 4 x 16 tokens, 64 -- a multiple of 8, so a
+    batch of 4 is no Tensor Core finding (it was one for BERT); its head on the mean token (4 rows) is a sliver and
+    does not count. A feature MLP's rows are the batch: 30 is flagged. Oracle: the rows recorded are the shapes by hand."""
+    from torch import nn
+
+    from ampbench.data.tensors import TensorData
+    from ampbench.diagnose.tensorcore import forward_facts, lint_dims
+    from tests.diagnose.planted import _wl
+
+    class Tokens(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up, self.down, self.head = nn.Linear(64, 256), nn.Linear(256, 64), nn.Linear(64, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.down(torch.relu(self.up(x))).mean(1))
+
+    g = torch.Generator().manual_seed(0)
+    data = TensorData((torch.randn(16, 16, 64, generator=g),), torch.randint(0, 2, (16,), generator=g))
+    model = Tokens()
+    facts = forward_facts(_wl("tokens", model, batch=4, data=data), torch.device("cpu"), 4)
+    assert sorted(facts.gemm_rows) == [(4, 2 * 4 * 64 * 2), (64, 2 * 64 * 64 * 256), (64, 2 * 64 * 256 * 64)]
+    assert facts.rows_that_matter() == {64}
+    assert not any(i["dim"] == "batch_size" for i in lint_dims(model, 4, facts=facts))
+    assert any(i["dim"] == "batch_size" for i in lint_dims(model, 4))  # (without the facts: as before)
+    mlp = nn.Sequential(nn.Linear(20, 1000), nn.ReLU(), nn.Linear(1000, 16))
+    from tests.diagnose.planted import _data
+
+    wide = forward_facts(_wl("wide", mlp, batch=30, data=_data(d=20)), torch.device("cpu"), 30)
+    assert wide.rows_that_matter() == {30}
+    assert any(i["dim"] == "batch_size" for i in lint_dims(mlp, 30, facts=wide))

@@ -39,9 +39,14 @@ class DimLint:
             self.issues.append({"layer": where, "dim": what, "value": int(n), "multiple": m,
                                 "padded": _round_up(int(n), m)})
 
-    def batch(self, batch_size: int | None) -> list[dict[str, Any]]:
-        """The issues, the batch size's last; the list."""
-        if batch_size is not None and batch_size % self.multiple:
+    def batch(self, batch_size: int | None, gemm_rows: set[int] | None = None) -> list[dict[str, Any]]:
+        """The issues, the batch size's last; the list. ``gemm_rows``: the row counts of the GEMMs one forward ran
+        (None: not known) -- the batch is a GEMM dimension only where it is theirs: a transformer's are batch x
+        sequence (BERT at batch 4 x 16 tokens: 64, a multiple of 8), a convolution's channels are its Tensor Core
+        dimensions; so with them the batch is linted only where a GEMM's rows miss the multiple."""
+        if batch_size is None or batch_size % self.multiple == 0:
+            return self.issues
+        if gemm_rows is None or any(m % self.multiple for m in gemm_rows):
             self.issues.append({"layer": "(batch)", "dim": "batch_size", "value": batch_size, "multiple": self.multiple,
                                 "padded": _round_up(batch_size, self.multiple)})
         return self.issues
@@ -57,13 +62,23 @@ class _GemmOperands(TorchDispatchMode):
         super().__init__()
         self.registry = registry
         self.pointers: set[int] = set()
+        self.rows: list[tuple[int, int]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func._overloadpacket in self.registry:
             self.pointers.update(t.data_ptr() for t in tree_leaves((args, kwargs))
                                  if isinstance(t, torch.Tensor) and t.is_floating_point())
+            at = GEMM_ROWS.get(func._overloadpacket)
+            if at is not None:  # (the left operand's rows: the batch's share of a GEMM; the weight gradient's K)
+                a, b = args[at], args[at + 1]
+                self.rows.append((int(a.shape[-2]), 2 * a.numel() * int(b.shape[-1])))
         return func(*args, **kwargs)
+
+
+GEMM_ROWS = {torch.ops.aten.mm: 0, torch.ops.aten.addmm: 1, torch.ops.aten.bmm: 0, torch.ops.aten.baddbmm: 1}
+"""The argument of each GEMM op whose rows (``shape[-2]``) the batch runs through: ``mm(a, b)``, ``addmm(bias, a,
+b)``, ``bmm(a, b)``, ``baddbmm(c, a, b)``."""
 
 
 SLIVER = 0.01
@@ -79,6 +94,13 @@ class ForwardFacts:
     gemm_pointers: set[int]
     module_flops: dict[str, int]
     total_flops: int
+    gemm_rows: tuple[tuple[int, int], ...] = ()
+    """(rows, FLOPs) of each of the forward's GEMMs (mm, addmm, bmm, baddbmm): where the batch is a GEMM dimension."""
+
+    def rows_that_matter(self) -> set[int]:
+        """The row counts of the GEMMs doing at least ``SLIVER`` of the forward's FLOPs (a classifier head on a BERT's
+        pooled token, 4 rows at batch 4, is not why its step is slow)."""
+        return {m for m, flops in self.gemm_rows if flops >= SLIVER * self.total_flops}
 
 
 def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> ForwardFacts:
@@ -98,7 +120,7 @@ def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> Forwar
         model.train()
     root = type(model).__name__ + "."  # (the counter names a module "<root class>.<its name in the model>")
     flops = {k.removeprefix(root): sum(v.values()) for k, v in counter.get_flop_counts().items()}
-    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()))
+    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()), tuple(mode.rows))
 
 
 def slivers(model: nn.Module, facts: ForwardFacts | None) -> list[str]:
@@ -142,7 +164,7 @@ def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8
         elif isinstance(mod, (nn.LSTM, nn.GRU, nn.RNN)):
             check(name, "hidden_size", mod.hidden_size)
             check(name, "input_size", mod.input_size)
-    return lint.batch(batch_size)
+    return lint.batch(batch_size, facts.rows_that_matter() if facts is not None else None)
 
 
 def tensorcore_findings(issues: list[dict[str, Any]], on_gpu: bool, left_out: int = 0) -> list[Finding]:
