@@ -356,13 +356,15 @@ GPU_SIZES = Sizes(
     # smaller cases' workspaces did not predict); then ResNet-50's other 1x1 layers -- 28 and 7 pixels, the strided
     # downsample --, where NCHW decides: on the third H200 lease cuDNN ran the 56-pixel 1x1 layers in NCHW as fast as
     # channels-last (no conversion) and the 14-pixel one 2.8-3.7x slower in fp16/bf16 (converted); which the 28-pixel
-    # layers do sets an NCHW ResNet-50's AMP step (docs/predict.md, "NCHW on Tensor Cores")
+    # layers do sets an NCHW ResNet-50's AMP step (docs/predict.md, "NCHW on Tensor Cores": by size they convert, by
+    # alignment -- 28 x 28 = 784 pixels, a multiple of 8; 14 x 14 = 196 not -- they do not); last the UNet's first 3x3
+    # on its 3 input channels, which a Tensor Core kernel pads to 8 (the stem's 7x7 ran 2.7x its unpadded price)
     convs=(ConvShape(64, 3, 64, 224, 7, 2), ConvShape(64, 64, 64, 56, 3), ConvShape(64, 64, 256, 56, 1),
            ConvShape(64, 256, 64, 56, 1), ConvShape(64, 128, 128, 56, 3, 2), ConvShape(64, 256, 256, 14, 3),
            ConvShape(64, 1024, 256, 14, 1), ConvShape(64, 512, 512, 7, 3), ConvShape(64, 256, 256, 28, 3, 1, 32),
            ConvShape(64, 256, 256, 28, 3, 1, 256), ConvShape(64, 96, 96, 56, 7, 1, 96), ConvShape(16, 128, 128, 128, 3),
            ConvShape(32, 64, 64, 256, 3), ConvShape(64, 128, 512, 28, 1), ConvShape(64, 512, 128, 28, 1),
-           ConvShape(64, 512, 2048, 7, 1), ConvShape(64, 256, 512, 56, 1, 2)),
+           ConvShape(64, 512, 2048, 7, 1), ConvShape(64, 256, 512, 56, 1, 2), ConvShape(32, 3, 64, 256, 3)),
     rows=(16384, 768), bn=(64, 256, 56), gn=(16, 256, 64, 32), elements=64 * 2**20,
     attention=((16, 12, 1024, 64, True), (128, 12, 128, 64, False)), lstm=(20, 128, 1024, 2048),
     optimizer=(100 * 2**20, 160))
