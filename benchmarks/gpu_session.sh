@@ -277,6 +277,11 @@ case $1 in
     CAP=200 bounded $AB hw --calibrate --budget 150 --device "$DEVICE" --db "$DB" --csv "$RESULTS/calibration.csv" \
       2>&1 | log "$STATE/calibrate.log"
     lambda_cells rest-lambda || return $?  # 6. (resumable: a second call finishes it)
+    # 7. a step the host sets (issue 58): BERT-base at batch 32, where predict says amp-bf16 runs 0.79x TF32's speed
+    # on an H200 (0.87x on an H100) -- priced on the lent H200 VM's 24 us an op; two cells say whether a launch-bound
+    # AMP step really loses to TF32 on this host
+    run_resumable rest-bert32 --workloads bert --preset paper --batch-size 32 --precisions tf32,amp-bf16 \
+      --cell-timeout 90 --label "BERT-base at batch 32: launch-bound, TF32 against amp-bf16" || return $?
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
     ;;
   lease)
