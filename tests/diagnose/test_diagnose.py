@@ -507,3 +507,22 @@ def test_the_batch_is_linted_only_where_it_is_a_gemms_rows() -> None:
     wide = forward_facts(_wl("wide", mlp, batch=30, data=_data(d=20)), torch.device("cpu"), 30)
     assert wide.rows_that_matter() == {30}
     assert any(i["dim"] == "batch_size" for i in lint_dims(mlp, 30, facts=wide))
+
+
+def test_the_output_layers_width_is_the_tasks_and_its_fix_says_pad_and_slice() -> None:
+    """A 4-class head doing a fifth of the FLOPs: "make out_features 8 ... or change the width" asked to change the
+    number of classes. The forward's hooks find the Linear that wrote the model's output; its fix pads and slices. A
+    hidden layer's odd width keeps "make out_features"."""
+    from torch import nn
+
+    from ampbench.diagnose.tensorcore import forward_facts, lint_dims, tensorcore_findings
+    from tests.diagnose.planted import _data, _wl
+
+    model = nn.Sequential(nn.Linear(16, 60), nn.ReLU(), nn.Linear(60, 4))
+    facts = forward_facts(_wl("head", model, batch=32, data=_data(d=16)), torch.device("cpu"), 32)
+    assert facts.output_layers == {"2"}
+    by = {(f.data["layer"], f.data["dim"]): f for f in tensorcore_findings(lint_dims(model, 32, facts=facts), False)
+          if f.data}
+    assert by["2", "out_features"].fix.startswith("the model's output layer: 4 is its number of classes or outputs "
+                                                  "-- pad it to 8 and slice the extra outputs off before the loss")
+    assert by["0", "out_features"].fix.startswith("make out_features 64 (a multiple of 8)")

@@ -33,11 +33,12 @@ class DimLint:
         self.multiple = multiple
         self.issues: list[dict[str, Any]] = []
 
-    def check(self, where: str, what: str, n: int, vocab: bool = False) -> None:
+    def check(self, where: str, what: str, n: int, vocab: bool = False, output: bool = False) -> None:
+        """``output``: the dimension is the model's output (its classes or targets: padded, not changed)."""
         m = max(64, self.multiple) if vocab else self.multiple
         if n % m:
             self.issues.append({"layer": where, "dim": what, "value": int(n), "multiple": m,
-                                "padded": _round_up(int(n), m)})
+                                "padded": _round_up(int(n), m), **({"output": True} if output else {})})
 
     def batch(self, batch_size: int | None, gemm_rows: set[int] | None = None) -> list[dict[str, Any]]:
         """The issues, the batch size's last; the list. ``gemm_rows``: the row counts of the GEMMs one forward ran
@@ -96,6 +97,9 @@ class ForwardFacts:
     total_flops: int
     gemm_rows: tuple[tuple[int, int], ...] = ()
     """(rows, FLOPs) of each of the forward's GEMMs (mm, addmm, bmm, baddbmm): where the batch is a GEMM dimension."""
+    output_layers: frozenset[str] = frozenset()
+    """The Linear layers whose output is the model's (the logits): their ``out_features`` are the task's classes or
+    outputs, not a width to choose."""
 
     def rows_that_matter(self) -> set[int]:
         """The row counts of the GEMMs doing at least ``SLIVER`` of the forward's FLOPs (a classifier head on a BERT's
@@ -113,14 +117,23 @@ def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> Forwar
     (inputs, _), = device_batches(wl.train_data, batch_size, 1, device)
     counter = FlopCounterMode(display=False)
     mode = _GemmOperands(counter.flop_registry)
+    made: dict[int, str] = {}  # (an output's storage -> the Linear that wrote it)
+    hooks = [m.register_forward_hook(lambda _m, _i, out, name=name: made.update(
+        {out.data_ptr(): name} if isinstance(out, torch.Tensor) else {}))
+        for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     try:
         with torch.no_grad(), counter, mode:
-            wl.call_model(model, inputs)
+            output = wl.call_model(model, inputs)
     finally:
+        for h in hooks:
+            h.remove()
         model.train()
     root = type(model).__name__ + "."  # (the counter names a module "<root class>.<its name in the model>")
     flops = {k.removeprefix(root): sum(v.values()) for k, v in counter.get_flop_counts().items()}
-    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()), tuple(mode.rows))
+    logits = getattr(output, "logits", output)  # (a Hugging Face model's output object)
+    outputs = frozenset(made[t.data_ptr()] for t in tree_leaves(logits)
+                        if isinstance(t, torch.Tensor) and t.data_ptr() in made)
+    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()), tuple(mode.rows), outputs)
 
 
 def slivers(model: nn.Module, facts: ForwardFacts | None) -> list[str]:
@@ -147,7 +160,8 @@ def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8
             continue
         if isinstance(mod, nn.Linear):
             check(name, "in_features", mod.in_features)
-            check(name, "out_features", mod.out_features, vocab=mod.out_features >= VOCAB_MIN)
+            output = facts is not None and name in facts.output_layers
+            check(name, "out_features", mod.out_features, vocab=mod.out_features >= VOCAB_MIN, output=output)
         elif isinstance(mod, nn.modules.conv._ConvNd):
             if mod.groups == 1:
                 for what, n in (("in_channels", mod.in_channels), ("out_channels", mod.out_channels)):
@@ -176,6 +190,10 @@ def tensorcore_findings(issues: list[dict[str, Any]], on_gpu: bool, left_out: in
                    "used as targets")
         elif i["dim"] == "batch_size":
             fix = f"use batch size {i['padded']} (or another multiple of {i['multiple']})"
+        elif i.get("output"):  # (the model's logits: the task's classes, not a width to choose)
+            fix = (f"the model's output layer: {i['value']} is its number of classes or outputs -- pad it to "
+                   f"{i['padded']} and slice the extra outputs off before the loss (out[..., :{i['value']}]), or "
+                   "leave it: it is one GEMM of the step")
         else:
             fix = f"make {i['dim']} {i['padded']} (a multiple of {i['multiple']}), e.g. pad the layer or change the width"
         out.append(Finding("warning" if on_gpu else "info", "tensorcore",
