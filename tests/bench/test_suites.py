@@ -132,5 +132,7 @@ def test_predict_prices_a_named_workload_at_the_size_run_measures_on_a_gpu() -> 
     config = PredictConfig.from_strings(gpu="h100-sxm", workloads="resnet50", precisions="amp-bf16")
     assert [t.preset for t in config.targets] == ["paper"]
     assert config.settings == (EntrySettings(256, "channels_last"),)
+    assert config.notes[0].startswith("no --preset: resnet50 at paper, batch 256, channels_last -- the size people "
+                                      "train it at")  # (the console says what was taken for the user)
     small = PredictConfig.from_strings(gpu="h100-sxm", workloads="resnet50", preset="small", precisions="amp-bf16")
-    assert [t.preset for t in small.targets] == ["small"] and small.settings == ()
+    assert [t.preset for t in small.targets] == ["small"] and small.settings == () and small.notes == ()

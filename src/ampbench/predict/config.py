@@ -155,10 +155,16 @@ class PredictConfig:
             raise AmpbenchError(f"--strategy {strategy} needs more than one GPU: add --gpus N (and --nodes M for "
                                 "several machines)")
         notes: tuple[str, ...] = ()
+        if wanted and preset is None:  # (named workloads at the size people train them, not the CPU's small)
+            sized = [f"{e.workload} at {e.preset}" + (f", batch {e.batch}" if e.batch and batch_size is None else "")
+                     + (f", {e.memory_format}" if e.memory_format else "") for e in entries]
+            notes = (f"no --preset: {'; '.join(sized)} -- the size people train "
+                     f"{'it' if len(entries) == 1 else 'them'} at, as ampbench run on a GPU measures "
+                     f"{'it' if len(entries) == 1 else 'them'} (--preset small: the size a CPU runs in seconds)",)
         if many and strategy is None:  # (data parallel: what most people mean by training on 8 GPUs)
             strategy = "ddp"
-            notes = (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU holds "
-                     "the whole model and trains its own batch); --strategy fsdp shards the model instead",)
+            notes += (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU "
+                      "holds the whole model and trains its own batch); --strategy fsdp shards the model instead",)
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
                      strategy, interconnect, fp8, host, executions, settings, notes)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
