@@ -136,3 +136,16 @@ def test_predict_prices_a_named_workload_at_the_size_run_measures_on_a_gpu() -> 
                                       "train it at")  # (the console says what was taken for the user)
     small = PredictConfig.from_strings(gpu="h100-sxm", workloads="resnet50", preset="small", precisions="amp-bf16")
     assert [t.preset for t in small.targets] == ["small"] and small.settings == () and small.notes == ()
+
+
+def test_the_run_says_what_a_gpu_took_for_workloads_named_without_a_preset() -> None:
+    """The run's header line and predict's note are one text; nothing on a CPU, with --preset, or without names."""
+    from ampbench.bench.suites import named_note
+
+    assert named_note(["resnet50", "mnist-cnn"], None, "cuda:0") == (
+        "no --preset: resnet50 at paper, batch 256, channels_last; mnist-cnn at paper -- the size people train them at, "
+        "as ampbench run on a GPU measures them (--preset small: the size a CPU runs in seconds)")
+    assert named_note(["resnet50"], None, "cuda", batch_given=True).startswith(
+        "no --preset: resnet50 at paper, channels_last -- the size people train it at")
+    assert named_note(["resnet50"], None, "cpu") is None and named_note(["resnet50"], "paper", "cuda") is None
+    assert named_note([], None, "cuda") is None

@@ -24,6 +24,7 @@ from ampbench.report import write_report
 from ampbench.report.run_text import cell_text, plural
 from ampbench.store import default_db_path, export_data, write_json
 from ampbench.tensorboard import open_dir
+from ampbench.values import parse_list
 
 
 @app.command("run", epilog=MODEL_EXAMPLES)
@@ -55,10 +56,11 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
         return
     board = open_dir(out.tensorboard) if out.tensorboard is not None else None  # (refused now, not after the run)
     if out.dry_run:
-        return _dry_run(config, out.db, out.json_out)
+        return _dry_run(config, out.db, out.json_out, options)
     store = open_store(out.db)
     estimate = _estimate(config, store if out.resume else None)
     plan_header(config, store.path, estimate)
+    _named_note(options, config.device)
     started = time.monotonic()
     try:
         info, rows = run_with_progress(config, store, out.resume, out.label, board, verbose=out.verbose)
@@ -68,6 +70,17 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     results_tables(rows)
     _finish(store, info, rows, out.json_out, out.report_path if out.report else False,
             f" in {duration(took)}{estimate.against() if estimate is not None else ''}")
+
+
+def _named_note(options: RunOptions, device: str) -> None:
+    """On a GPU, what workloads named without --preset were sized to (a line under the plan's header)."""
+    from ampbench.bench.suites import named_note  # lazy: torch (the workloads' presets)
+
+    t = options.targets
+    note = named_note(parse_list(t.workloads, "workloads"), t.preset, device, options.measure.batch_size is not None) \
+        if t.model is None else None
+    if note:
+        console.print(f"[dim]{escape(note)}[/]")
 
 
 def _interrupted(config: Any, store: Any) -> None:
@@ -102,13 +115,14 @@ def _estimate(config: Any, store: Any = None) -> Any:
         return run_estimate(config, config.launch.isolated(config.device), cells)
 
 
-def _dry_run(config: Any, db: Path | None, json_out: Path | None) -> None:
+def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOptions) -> None:
     """The plan, checked: a store that exists is checked (never created, never written)."""
 
     path = db if db is not None else default_db_path()
     if path.exists():
         open_store(path, create=False).close()
     plan_header(config, path, _estimate(config))
+    _named_note(options, config.device)
     for spec in config.cells():
         console.print(f"  {escape(cell_text(spec, config))}", highlight=False)
     console.print("dry run: nothing was run or stored")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampbench.bench.suites import EntrySettings, suite_entries, suite_settings
+from ampbench.bench.suites import EntrySettings, named_note, suite_entries, suite_settings
 from ampbench.cells import route
 from ampbench.command_options import PredictDistribution, PredictGpus, PredictTargets
 from ampbench.command_requests import Target
@@ -154,13 +154,8 @@ class PredictConfig:
         if strategy is not None and not many:
             raise AmpbenchError(f"--strategy {strategy} needs more than one GPU: add --gpus N (and --nodes M for "
                                 "several machines)")
-        notes: tuple[str, ...] = ()
-        if wanted and preset is None:  # (named workloads at the size people train them, not the CPU's small)
-            sized = [f"{e.workload} at {e.preset}" + (f", batch {e.batch}" if e.batch and batch_size is None else "")
-                     + (f", {e.memory_format}" if e.memory_format else "") for e in entries]
-            notes = (f"no --preset: {'; '.join(sized)} -- the size people train "
-                     f"{'it' if len(entries) == 1 else 'them'} at, as ampbench run on a GPU measures "
-                     f"{'it' if len(entries) == 1 else 'them'} (--preset small: the size a CPU runs in seconds)",)
+        sized = named_note(wanted, preset, "cuda", batch_given=batch_size is not None) if not model else None
+        notes: tuple[str, ...] = (sized,) if sized else ()  # (named workloads at the size people train them)
         if many and strategy is None:  # (data parallel: what most people mean by training on 8 GPUs)
             strategy = "ddp"
             notes += (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU "
