@@ -147,5 +147,8 @@ def test_the_run_says_what_a_gpu_took_for_workloads_named_without_a_preset() -> 
         "as ampbench run on a GPU measures them (--preset small: the size a CPU runs in seconds)")
     assert named_note(["resnet50"], None, "cuda", batch_given=True).startswith(
         "no --preset: resnet50 at paper, channels_last -- the size people train it at")
+    assert named_note(["resnet50", "mnist-cnn"], None, "cuda", batches=[sized_batch(256, 40.0), None]) == (
+        "no --preset: resnet50 at paper, batch 136, channels_last; mnist-cnn at paper -- the size people train them at, "
+        "as ampbench run on a GPU measures them (--preset small: the size a CPU runs in seconds)")  # (a 40 GiB GPU's)
     assert named_note(["resnet50"], None, "cpu") is None and named_note(["resnet50"], "paper", "cuda") is None
     assert named_note([], None, "cuda") is None

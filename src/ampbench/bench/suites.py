@@ -109,16 +109,18 @@ def named_entry(workload: str, preset: str | None, device: str) -> SuiteEntry:
     return next((e for e in GPU_SUITE if e.workload == workload), SuiteEntry(workload, NAMED_PRESET["cuda"]))
 
 
-def named_note(workloads: list[str], preset: str | None, device: str, batch_given: bool = False) -> str | None:
+def named_note(workloads: list[str], preset: str | None, device: str, batch_given: bool = False,
+               batches: list[int | None] | None = None) -> str | None:
     """What a GPU took for workloads named without --preset, as the run's header and predict's notes say it
     ("no --preset: resnet50 at paper, batch 256, channels_last -- ..."); None where nothing was taken (a CPU, a
-    --preset, no named workload). The batch is the suite entry's at its reference memory (a run sizes it down on a
-    GPU with less)."""
+    --preset, no named workload). The batch is the suite entry's at its reference memory, or ``batches``' (per
+    workload: what a run sized it to on its GPU; None: none set)."""
     if not workloads or preset is not None or not device.startswith("cuda"):
         return None
     entries = [named_entry(w, None, device) for w in workloads]
-    sized = [f"{e.workload} at {e.preset}" + (f", batch {e.batch}" if e.batch and not batch_given else "")
-             + (f", {e.memory_format}" if e.memory_format else "") for e in entries]
+    sizes = batches if batches is not None else [None if batch_given else e.batch for e in entries]
+    sized = [f"{e.workload} at {e.preset}" + (f", batch {b}" if b else "")
+             + (f", {e.memory_format}" if e.memory_format else "") for e, b in zip(entries, sizes)]
     them = "it" if len(entries) == 1 else "them"
     return (f"no --preset: {'; '.join(sized)} -- the size people train {them} at, as ampbench run on a GPU measures "
             f"{them} (--preset small: the size a CPU runs in seconds)")

@@ -60,7 +60,7 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     store = open_store(out.db)
     estimate = _estimate(config, store if out.resume else None)
     plan_header(config, store.path, estimate)
-    _named_note(options, config.device)
+    _named_note(options, config)
     started = time.monotonic()
     try:
         info, rows = run_with_progress(config, store, out.resume, out.label, board, verbose=out.verbose)
@@ -72,13 +72,15 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
             f" in {duration(took)}{estimate.against() if estimate is not None else ''}")
 
 
-def _named_note(options: RunOptions, device: str) -> None:
-    """On a GPU, what workloads named without --preset were sized to (a line under the plan's header)."""
+def _named_note(options: RunOptions, config: Any) -> None:
+    """On a GPU, what workloads named without --preset were sized to (a line under the plan's header), each batch the
+    one its cells run (sized to this GPU's memory)."""
     from ampbench.bench.suites import named_note  # lazy: torch (the workloads' presets)
 
-    t = options.targets
-    note = named_note(parse_list(t.workloads, "workloads"), t.preset, device, options.measure.batch_size is not None) \
-        if t.model is None else None
+    t, settings = options.targets, config.targets.settings
+    names = parse_list(t.workloads, "workloads")
+    batches = [s.batch for s in settings] if len(settings) == len(names) else [None] * len(names)
+    note = named_note(names, t.preset, config.device, batches=batches) if t.model is None else None
     if note:
         console.print(f"[dim]{escape(note)}[/]")
 
@@ -122,7 +124,7 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOp
     if path.exists():
         open_store(path, create=False).close()
     plan_header(config, path, _estimate(config))
-    _named_note(options, config.device)
+    _named_note(options, config)
     for spec in config.cells():
         console.print(f"  {escape(cell_text(spec, config))}", highlight=False)
     console.print("dry run: nothing was run or stored")
