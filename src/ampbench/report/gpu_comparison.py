@@ -64,12 +64,17 @@ def fp32_unfit(group: Group, gpu: str) -> bool:
     return (group.get("fp32", {}).get(gpu) or {}).get("status") == "oom"
 
 
+def ratio_text(r: dict[str, Any], unfit: bool = False) -> str:
+    """" (3.12x)": the row's x that GPU's fp32 (none: ""); ``unfit``: that fp32 does not fit (marked: " (3.12x*)")."""
+    x = r.get("predicted_speedup_vs_fp32")
+    mark = UNFIT_MARK if unfit and r.get("precision") != "fp32" else ""
+    return "" if x is None else f" ({x:.2f}x{mark})"
+
+
 def speed_text(r: dict[str, Any], unit: str = "", unfit: bool = False) -> str:
     """samples/s (x that GPU's fp32) ±the row's error band; ``unfit``: that fp32 does not fit (marked)."""
-    x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
-    mark = UNFIT_MARK if unfit and r.get("precision") != "fp32" else ""
-    return (f"{r['predicted_samples_per_s']:,.0f}{unit}" + (f" ({x:.2f}x{mark})" if x is not None else "")
-            + (f" ±{band}%" if band is not None else ""))
+    band = r.get("predicted_error_pct")
+    return f"{r['predicted_samples_per_s']:,.0f}{unit}{ratio_text(r, unfit)}" + (f" ±{band}%" if band is not None else "")
 
 
 def memory_text(r: dict[str, Any], unit: str | None = None) -> str:

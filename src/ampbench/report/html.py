@@ -27,12 +27,12 @@ from ampbench.report.console import (
     speedup_text,
 )
 from ampbench.report.gpu_comparison import (
-    UNFIT_MARK,
     UNFIT_NOTE,
     chart_data,
     compared_cells,
     energy_text,
     fp32_unfit,
+    ratio_text,
     usd_text,
 )
 from ampbench.report.gpu_comparison import advice as gpu_advice
@@ -388,9 +388,8 @@ def _figure_cell(figure: str, r: dict[str, Any] | None, unfit: bool = False) -> 
     if r.get("status") != "ok":
         return e(r.get("status")) if figure == "speed" or (figure == "memory" and r.get("status") == "oom") else ""
     if figure == "speed":
-        x, band = r.get("predicted_speedup_vs_fp32"), r.get("predicted_error_pct")
-        mark = UNFIT_MARK if unfit and r.get("precision") != "fp32" else ""
-        return (f"{r['predicted_samples_per_s']:,.0f}" + (f" ({x:.2f}x{mark})" if x is not None else "")
+        band = r.get("predicted_error_pct")
+        return (f"{r['predicted_samples_per_s']:,.0f}{ratio_text(r, unfit)}"
                 + (f' <span class="dim">±{band}%</span>' if band is not None else ""))
     if figure == "memory":
         return e(predicted_memory_text(r))
