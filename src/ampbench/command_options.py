@@ -301,6 +301,8 @@ class TrainSettings:
     epochs: int | None = opt(None, "Epochs (default: the workload's).")
     batch_size: int | None = opt(None, "Batch size (default: the workload's).")
     max_steps: int | None = opt(None, "Cap on steps per epoch (quick runs).")
+    grad_accum: int = opt(1, "Micro-batches of --batch-size per optimizer step (gradient accumulation: a step's "
+                             "gradients are those of batch x N samples, unscaled and checked once).", "--grad-accum")
     device: str | None = same(MeasureArgs, "device")
     loss_scale: str | None = same(RecipeArgs, "loss_scale")
     fp8_skip: str | None = same(RecipeArgs, "fp8_skip")

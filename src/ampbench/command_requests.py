@@ -101,6 +101,8 @@ class TrainRequest:
     epochs: int | None = None
     batch_size: int | None = None
     max_steps: int | None = None
+    grad_accum: int = 1
+    """Micro-batches per optimizer step (--grad-accum)."""
     device: str | None = None
     json_out: Path | None = None
     checkpoint: Path | None = None
@@ -133,7 +135,7 @@ class TrainRequest:
         """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
         return cls(Target.of(target, data),
                    precision=s.precision, epochs=s.epochs, batch_size=s.batch_size, max_steps=s.max_steps,
-                   device=s.device, json_out=s.json_out, checkpoint=s.checkpoint, resume=s.resume,
+                   grad_accum=s.grad_accum, device=s.device, json_out=s.json_out, checkpoint=s.checkpoint, resume=s.resume,
                    tensorboard=s.tensorboard,
                    launch=Launch(d.strategy, d.nproc_per_node, d.nnodes, d.node_rank, d.rdzv_endpoint),
                    loss_scale=s.loss_scale, compile=s.compile, fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter,
@@ -145,7 +147,7 @@ class TrainRequest:
                             strategy=self.launch.given(), checkpoint=self.checkpoint is not None or self.resume,
                             tensorboard=self.tensorboard is not None,
                             fp8=self.fp8_skip is not None or self.fp8_filter is not None,
-                            optimizer_state=self.optimizer_state is not None,
+                            optimizer_state=self.optimizer_state is not None, grad_accum=self.grad_accum != 1,
                             data_dir=self.target.data.data_dir is not None, option=bool(self.target.data.options))
 
     @property

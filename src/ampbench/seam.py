@@ -59,6 +59,8 @@ class Options:
     tensorboard: bool = False
     trace: bool = False
     optimizer_state: bool = False
+    grad_accum: bool = False
+    """train's --grad-accum."""
 
     def given(self) -> list[str]:
         """The fields given, in the order of :data:`FLAGS` (the command line's)."""
@@ -68,7 +70,7 @@ class Options:
 FLAGS = {"execution": "--compile/--memory-format/--cuda-graphs", "compile": "--compile", "strategy": "--strategy",
          "loss_scale": "--loss-scale", "data_dir": "--data-dir", "option": "--option",
          "checkpoint": "--checkpoint/--resume", "fp8": "--fp8-skip/--fp8-filter", "tensorboard": "--tensorboard",
-         "trace": "--trace", "optimizer_state": "--optimizer-state"}
+         "trace": "--trace", "optimizer_state": "--optimizer-state", "grad_accum": "--grad-accum"}
 """Each :class:`Options` field as the command line spells it."""
 
 

@@ -57,6 +57,19 @@ def test_two_ranks_train_like_one_process_on_both_batches(ranks: tuple[dict[str,
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("precision, tol", [("fp32", 1e-6), ("master-bf16", 0.02)])
+def test_accumulated_micro_batches_train_as_the_whole_batch_on_every_rank(
+        ranks: tuple[dict[str, Any], dict[str, Any]], strategy: str, precision: str, tol: float) -> None:
+    """`train --grad-accum 2` under a strategy: each rank's batch of 8 as micro-batches of 5 and 3 trains as the whole
+    batch did (the ranks identical: master-* modes move each micro-batch's half gradients into the fp32 masters, so
+    every micro-batch's gradients are reduced as its backward ends -- DDP's no_sync would leave the first unreduced)."""
+    a0, a1 = (ranks[i][f"{strategy}/{precision}/accumulated"]["params"] for i in (0, 1))
+    assert a0 == a1
+    whole = ranks[0][f"{strategy}/{precision}"]["params"]
+    assert max(abs(a - b) for a, b in zip(a0, whole)) < tol
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_fp16_overflow_on_one_rank_is_skipped_on_every_rank(ranks: tuple[dict[str, Any], dict[str, Any]],
                                                             strategy: str) -> None:
     """Rank 1 alone gets an inf gradient in a row of fc1.weight that FSDP shards onto rank 0: both ranks skip

@@ -223,6 +223,23 @@ def main(out_dir: Path) -> None:
                 "seen": dict(net.seen), "skipped": mp.totals["skipped_steps"],
                 "reference": reference(precision, world) if precision in ("fp32", "amp-bf16") and rank == 0 else None,
             }
+    # gradient accumulation as `ampbench train --grad-accum 2` steps it (frameworks.torch.train._accumulate): each
+    # rank's batch in two micro-batches, every micro-batch's gradients reduced as its backward ends
+    from ampbench.data import TensorData
+    from ampbench.frameworks.torch.train import _accumulate
+    from ampbench.workloads.base import Workload
+
+    for strategy in ("ddp", "fsdp"):
+        for precision in ("fp32", "master-bf16"):
+            model, opt, mp, net = build(precision, strategy)
+            wl = Workload(name="net", model=net, train_data=TensorData((torch.zeros(1, 16),), torch.zeros(1).long()),
+                          loss_fn=lambda out, y: nn.functional.cross_entropy(out.float(), y))
+            for step in range(STEPS):
+                x, y = data(step, rank)
+                opt.zero_grad()
+                _accumulate(wl, model, mp, [((x[:5],), y[:5]), ((x[5:],), y[5:])], BATCH)
+                mp.step(opt)
+            results[f"{strategy}/{precision}/accumulated"] = {"params": full_params(model)}
     # DDP's gradient memory: its buckets (the .grad tensors are views into them), counted as DDP reports them
     from ampbench.distributed.wrap import ddp_bucket_bytes
     from ampbench.measure.memory import state_bytes

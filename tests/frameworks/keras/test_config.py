@@ -86,6 +86,9 @@ def test_a_missing_backend_names_the_install(monkeypatch):
     ("train", ["keras-conv-dummy", "--compile", "on"], "--compile is a PyTorch option: Keras compiles its own train step"),
     ("train", ["keras-conv-dummy", "--loss-scale", "static:8"], "--loss-scale is a PyTorch option"),
     ("train", ["keras-conv-dummy", "--checkpoint", "ck"], "--checkpoint/--resume is a PyTorch option"),
+    ("train", ["keras-conv-dummy", "--grad-accum", "4"],
+     "--grad-accum is a PyTorch option: Keras 3 accumulates in its optimizer: build your model's optimizer with "
+     "gradient_accumulation_steps=N"),
     ("train", ["keras-conv-dummy", "-p", "master-fp16"], "master-fp16 is not a Keras recipe"),
     ("train", ["keras-conv-dummy", "-p", "tf32"], "--precision tf32: TF32 is an NVIDIA Tensor Core math mode"),
     ("train", ["conv-dummy", "--keras-backend", "jax"], "--keras-backend jax applies to Keras models"),

@@ -82,6 +82,8 @@ TORCH_ONLY = {
     "optimizer_state": "Keras's optimizers keep their variables in float32 under the mixed policies (and take "
                        "loss_scale_factor); it has no 8-bit, 4-bit or fp8 optimizer states (its float8 is for layers) "
                        "and torchao's optimizers step PyTorch parameters",
+    "grad_accum": "Keras 3 accumulates in its optimizer: build your model's optimizer with "
+                  "gradient_accumulation_steps=N",
 }
 """Why each option of run, train and diagnose that some framework cannot take (a :class:`ampbench.seam.Options`
 field) means nothing to a Keras model (a test holds that every field has its reason)."""

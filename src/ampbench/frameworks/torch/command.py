@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ampbench.command_requests import DiagnoseRequest, TrainRequest
 from ampbench.diagnose import diagnose as run_checks
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
@@ -17,7 +19,7 @@ from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
 from ampbench.measure.env import resolve_device
 from ampbench.paths import check_output_dir
-from ampbench.precision import resolve, supported
+from ampbench.precision import get, resolve, supported
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizer_state import check_built
 from ampbench.seam import TrainOutcome, TrainView
@@ -48,7 +50,8 @@ def train_plan(request: TrainRequest) -> Any:
                        seed=request.target.seed, device=request.device, loss_scale=request.loss_scale,
                        checkpoint_dir=request.checkpoint, resume=request.resume,
                        max_steps_per_epoch=request.max_steps, compile=compile, strategy=request.launch.strategy,
-                       grad_reduce_dtype=request.grad_reduce_dtype, fp8=fp8, optimizer_state=request.optimizer_state)
+                       grad_reduce_dtype=request.grad_reduce_dtype, fp8=fp8, optimizer_state=request.optimizer_state,
+                       grad_accum=request.grad_accum)
 
 
 def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
@@ -70,6 +73,9 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     note = supported(mode, device).note
     if note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs; run and diagnose said it, train not)
         view.note(f"{mode} on {device}: {note}")
+    half_grads = accumulates_in_half(mode, config.grad_accum)
+    if half_grads:
+        view.note(half_grads)
     if request.compile is None and config.compile == "on":
         view.note("fp8 on CUDA: training the torch.compile'd model (torchao's float8 is built to be compiled); "
                   "--compile off trains it eager")
@@ -89,9 +95,24 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     return TrainOutcome(summary(result), result.to_dict())
 
 
+def accumulates_in_half(mode: str, grad_accum: int) -> str | None:
+    """The line that says a pure-half mode sums its micro-batches' gradients in its half dtype (None: it does not
+    accumulate, or sums in fp32)."""
+    recipe = get(mode)
+    if grad_accum == 1 or recipe.param_dtype == torch.float32 or recipe.master_weights:
+        return None
+    half = str(recipe.param_dtype).removeprefix("torch.").replace("bfloat16", "bf16").replace("float16", "fp16")
+    return (f"--grad-accum {grad_accum}: {mode} sums the micro-batches' gradients in {half}, its parameters' dtype "
+            f"(each sum rounded to {half}); master-{half} sums them in fp32")
+
+
 def summary(result: Any) -> str:
     """The trained model's line: metrics, loss, speed, steps."""
     resumed = f" (resumed after epoch {result.resumed_from_epoch})" if result.resumed_from_epoch else ""
+    if result.grad_accum > 1:
+        per = " per rank" if result.strategy else ""
+        resumed += (f" (gradients accumulated over {result.grad_accum} micro-batches of {result.batch_size}{per}: "
+                    f"{result.grad_accum * result.batch_size}{per} a step)")
     if result.compile_s is not None:
         resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
     if result.strategy:

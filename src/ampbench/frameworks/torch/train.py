@@ -67,6 +67,10 @@ class TrainConfig:
     grad_reduce_dtype: str | None = None
     optimizer_state: str | None = None
     """The optimizer's state precision (None: the optimizer as built; :mod:`ampbench.precision.optimizer_state`)."""
+    grad_accum: int = 1
+    """Micro-batches of ``batch_size`` per optimizer step (gradient accumulation): a step's gradients are those of
+    ``batch_size x grad_accum`` samples, each micro-batch's loss weighted by its share of them, unscaled and checked
+    for inf/NaN once (:meth:`MixedPrecision.backward`); ``max_steps_per_epoch`` counts optimizer steps."""
 
     def __post_init__(self) -> None:
         Execution(compile=self.compile)  # validates the value
@@ -76,7 +80,7 @@ class TrainConfig:
             layout(self.strategy, get(self.precision), check_reduce_dtype(self.grad_reduce_dtype))  # type: ignore[arg-type]
         elif self.grad_reduce_dtype is not None:
             raise AmpbenchError("--grad-reduce-dtype applies to --strategy ddp or fsdp")
-        for name in ("epochs", "batch_size", "max_steps_per_epoch"):
+        for name in ("epochs", "batch_size", "max_steps_per_epoch", "grad_accum"):
             v = getattr(self, name)
             if v is not None and v < 1:  # (a ParameterError: the command line names its flag, --epochs)
                 raise ParameterError(name, v, "must be >= 1")
@@ -132,6 +136,8 @@ class TrainResult:
     """Ranks that trained (samples_per_s is global: all ranks together)."""
     compile_s: float | None = None
     """Compiled runs: seconds of the first step (tracing and compiling included), left out of samples_per_s."""
+    grad_accum: int = 1
+    """Micro-batches of ``batch_size`` per optimizer step (``steps`` counts optimizer steps)."""
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,11 +239,18 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
 
     ckpt_path = config.checkpoint_dir / CHECKPOINT_NAME if config.checkpoint_dir else None
     start_epoch, history = _resume(config, ckpt_path, workload, model, optimizer, mp, epochs) if config.resume else (0, [])
-    steps_per_epoch = train_data.num_batches(batch_size) if world == 1 else len(train_data) // (batch_size * world)
+    accum = config.grad_accum
+    micro_batches = train_data.num_batches(batch_size) if world == 1 else len(train_data) // (batch_size * world)
+    if micro_batches < 1:
+        raise AmpbenchError(f"{workload.name}: the training split is empty; nothing to train")
+    steps_per_epoch = micro_batches // accum  # (an epoch's last micro-batches short of a whole step are left out)
+    if steps_per_epoch < 1:
+        raise AmpbenchError(f"--grad-accum {accum}: {workload.name}'s training split holds {micro_batches} batch"
+                            f"{'es' if micro_batches > 1 else ''} of {batch_size}{' per rank' if world > 1 else ''}, "
+                            f"fewer than one optimizer step's {accum}; give --grad-accum <= {micro_batches} or a "
+                            "smaller --batch-size")
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
-    if steps_per_epoch < 1:
-        raise AmpbenchError(f"{workload.name}: the training split is empty; nothing to train")
     steps_before = mp.totals["steps"]
     model.train()
     train_seconds, samples, loss = 0.0, 0, torch.zeros(())
@@ -246,28 +259,26 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)  # order depends on (seed, epoch) only
         t0 = last_report = time.perf_counter()
         epoch_samples = 0
-        for step, (inputs, targets) in enumerate(train_data.batches(batch_size * world, shuffle=True, generator=g,
-                                                                    drop_last=world > 1)):
-            if step >= steps_per_epoch:
-                break
+        micro = train_data.batches(batch_size * world, shuffle=True, generator=g, drop_last=world > 1)
+        for step in range(steps_per_epoch):
+            group = [next(micro) for _ in range(accum)]
             if world > 1:  # every rank shuffles alike (same generator) and takes its slice of the global batch
                 part = slice(rank * batch_size, (rank + 1) * batch_size)
-                inputs, targets = tuple(t[part] for t in inputs), targets[part]
+                group = [(tuple(t[part] for t in inputs), targets[part]) for inputs, targets in group]
+            step_samples = sum(int(targets.shape[0]) for _, targets in group)
             first = execution.compiled and compile_s is None
             if first:
                 t_first = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            with mp.autocast():
-                loss = workload.loss_fn(workload.call_model(run, inputs), targets)
-            mp.backward(loss)
+            loss = _accumulate(workload, run, mp, group, step_samples)
             mp.step(optimizer, max_grad_norm=config.max_grad_norm)
             if log is not None and rank == 0 and mp.last_step is not None:
                 log.step(mp.totals["steps"], {**mp.last_step.scalars(), "lr": optimizer.param_groups[0]["lr"]})
-            epoch_samples += int(targets.shape[0]) * world
+            epoch_samples += step_samples * world
             if first:  # the compile happens in the first step: timed apart, not in samples_per_s
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
-                compile_s, compile_samples = time.perf_counter() - t_first, int(targets.shape[0]) * world
+                compile_s, compile_samples = time.perf_counter() - t_first, step_samples * world
             now = time.perf_counter()
             if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
                 last_report = now
@@ -297,8 +308,34 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
         samples_per_s=_rate(samples, train_seconds, compile_samples, compile_s or 0.0), train_seconds=train_seconds,
         loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
-        compile=config.compile, strategy=mp.placement.strategy, world_size=world, compile_s=compile_s, history=history,
+        compile=config.compile, strategy=mp.placement.strategy, world_size=world, compile_s=compile_s, grad_accum=accum,
+        history=history,
     )
+
+
+def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
+                group: list[tuple[tuple[torch.Tensor, ...], torch.Tensor]], samples: int) -> torch.Tensor:
+    """One optimizer step's forwards and backwards, a micro-batch at a time; the step's loss (detached where there
+    are several micro-batches: their losses weighted by their share of the ``samples``, summed).
+
+    A micro-batch's mean loss weighted by its share of the step's samples makes the accumulated gradients those of
+    the whole batch's mean loss (a short last batch weighs less). Under a strategy every micro-batch's gradients are
+    reduced as its backward ends: DDP's ``no_sync`` would leave the earlier micro-batches unreduced in master-* modes,
+    whose backward moves the half gradients into the fp32 masters (and clears them) before the next one."""
+    if len(group) == 1:  # (no accumulation: the step as it always was, no extra op)
+        (inputs, targets), = group
+        with mp.autocast():
+            loss = workload.loss_fn(workload.call_model(model, inputs), targets)
+        mp.backward(loss)
+        return loss
+    total: torch.Tensor | None = None
+    for inputs, targets in group:
+        with mp.autocast():
+            loss = workload.loss_fn(workload.call_model(model, inputs), targets) * (int(targets.shape[0]) / samples)
+        mp.backward(loss)
+        total = loss.detach() if total is None else total + loss.detach()
+    assert total is not None
+    return total
 
 
 def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPrecision, batch_size: int,
