@@ -64,6 +64,16 @@ def advised_only_with_verdict(name: str) -> bool:
     return key in _ALIASES and _RECIPES[_ALIASES[key]].advised_only_with_verdict
 
 
+def half_gradients(name: str) -> bool:
+    """Whether a mode's parameters, and so the gradients its optimizer steps, are half (pure-*); False for a name that
+    is no mode (an imported row's)."""
+    key = str(name).strip().lower()
+    if key not in _ALIASES:
+        return False
+    recipe = _RECIPES[_ALIASES[key]]
+    return not recipe.master_weights and recipe.param_dtype.is_floating_point and recipe.param_dtype.itemsize == 2
+
+
 def preference(name: str) -> int:
     """The advisor's tie-break rank of a mode (lower: preferred); names that are no mode rank last."""
     key = str(name).strip().lower()

@@ -39,6 +39,7 @@ from ampbench.cells import CellId, measured_on
 from ampbench.execution.axes import Execution
 from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
+from ampbench.report.accumulation import accumulation_note
 from ampbench.report.combine import best_combination
 from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
@@ -171,16 +172,18 @@ def _fmt_ratio(x: float) -> str:
     return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
 
 
-def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok: list[dict[str, Any]]) -> str:
+def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok: list[dict[str, Any]],
+              fp32_oom: bool = False) -> str:
     """``ok``: every row that ran, the modes left out of the advice included (without fp32, the advised mode is the
-    fastest only of those it was chosen among: pure-bf16 ran faster than the amp-bf16 called "the fastest measured")."""
+    fastest only of those it was chosen among: pure-bf16 ran faster than the amp-bf16 called "the fastest measured").
+    ``fp32_oom``: fp32 ran out of memory at the batch (said so, not "no fp32 baseline in this run")."""
     parts = []
     sp = r.get("speedup_vs_fp32")
     if base is None:
         top = all(_speed(x) <= _speed(r) * (1 + TIE) for x in ok)
         parts.append(f"{_speed(r):,.0f} samples/s, " + ("the fastest measured" if top else
                      "the fastest mode that needs no convergence verdict of its own")
-                     + " (no fp32 baseline in this run)")
+                     + (" (fp32 ran out of memory)" if fp32_oom else " (no fp32 baseline in this run)"))
     elif r["precision"] != "fp32" and isinstance(sp, (int, float)):
         rng = r.get("speedup_vs_fp32_range")
         faster, _, how = versus_fp32(r, sp)
@@ -367,9 +370,12 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
             found.append("largest batch: " + ", ".join(_batch_text(r) for r in unspeeded))
         return Advice(workload, None, "; ".join(found) + "; run --measure throughput to compare speed", checked,
                       "speed not measured")
+    accumulate = accumulation_note(rows)
+    more = f"; {accumulate}" if accumulate else ""
     if not ok:
         failed = "; ".join(f"{r['precision']} {r.get('status')} ({r.get('reason') or 'no reason'})" for r in rows)
-        return Advice(workload, None, f"every mode failed: {failed}" if rows else "no results", False, "nothing ran")
+        return Advice(workload, None, f"every mode failed: {failed}{more}" if rows else "no results", False,
+                      "nothing ran")
     base = next((r for r in ok if r["precision"] == "fp32"), None)
     checked = any(r.get("converge_verdict") for r in ok)
     if checked:
@@ -418,8 +424,9 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
             return Advice(workload, "fp32", _why_nothing_helps(base, others), checked, "no mode helps")
-    evidence = _evidence(best, base, checked, ok) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
-                                                                            not r.get("converge_verdict")])
+    fp32_oom = any(r["precision"] == "fp32" and r.get("status") == "oom" for r in rows)
+    evidence = _evidence(best, base, checked, ok, fp32_oom) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
+                                                                            not r.get("converge_verdict")]) + more
     return Advice(workload, best["precision"], evidence, checked, label)
 
 

@@ -1,0 +1,60 @@
+"""The advice for a batch that ran out of memory: the split into micro-batches that trains it a step (train
+--grad-accum), from the largest batch that fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from ampbench.report.accumulation import accumulation_note, micro_batches
+from ampbench.report.advisor import advise
+from ampbench.store import derive
+from tests.report.test_advisor import _row
+
+
+@pytest.mark.parametrize("batch", [1, 7, 12, 64, 97, 256, 1000, 4096])
+@pytest.mark.parametrize("largest", [1, 3, 5, 50, 128, 1728, 5000])
+def test_the_split_is_the_fewest_equal_micro_batches_within_the_largest(batch: int, largest: int) -> None:
+    """Oracle: every N from 1 up, the first that divides the batch into micro-batches no larger than the largest."""
+    first = next(n for n in range(1, batch + 1) if batch % n == 0 and batch // n <= largest)
+    assert micro_batches(batch, largest) == (first, batch // first)
+    n, micro = micro_batches(batch, largest)
+    assert n * micro == batch and micro <= largest
+
+
+def test_out_of_memory_rows_get_their_split_and_the_gradients_they_hold() -> None:
+    rows = [_row("fp32", None, status="oom", batch_size=4096, max_batch=1728, model_bytes_fp32=597528,
+                 model_bytes_half=298776),
+            _row("pure-bf16", None, status="oom", batch_size=4096, max_batch=3072, model_bytes_fp32=597528,
+                 model_bytes_half=298776)]
+    assert accumulation_note(rows) == (
+        "batch 4,096 a step by gradient accumulation (ampbench train --batch-size M --grad-accum N, M within the "
+        "largest batch that fit): fp32 4 x 1,024, pure-bf16 2 x 2,048; the summed gradients (up to 584 KiB) stay "
+        "allocated across the micro-batches")
+    assert "292 KiB" in (accumulation_note(rows[1:]) or "")  # (pure-bf16 sums in bf16: half of fp32's bytes)
+
+
+def test_without_a_largest_batch_it_says_which_measurement_finds_it() -> None:
+    rows = [_row("fp32", None, status="oom", batch_size=512), _row("amp-bf16", 900.0, batch_size=512)]
+    assert accumulation_note(rows) == ("fp32 out of memory at batch 512: --measure maxbatch finds the largest batch "
+                                       "that fits, and ampbench train --grad-accum N trains the whole batch a step "
+                                       "from it")
+    assert accumulation_note([_row("fp32", 100.0), _row("amp-bf16", 300.0)]) is None
+
+
+def test_the_advice_names_fp32_out_of_memory_and_the_split() -> None:
+    a = advise(derive([_row("fp32", None, status="oom", batch_size=2048, max_batch=1920, model_bytes_fp32=2 << 20),
+                       _row("amp-bf16", 1500.0, batch_size=2048, max_batch=2752)]))
+    assert a.recommended == "amp-bf16"
+    assert "(fp32 ran out of memory)" in a.evidence and "no fp32 baseline" not in a.evidence
+    assert a.evidence.endswith("fp32 2 x 1,024; the summed gradients (up to 2.00 MiB) stay allocated across the "
+                               "micro-batches"), a.evidence
+    every = advise(derive([_row("fp32", None, status="oom", batch_size=4096, max_batch=1728),
+                           _row("amp-bf16", None, status="oom", batch_size=4096, max_batch=2688)]))
+    assert every.recommended is None and every.evidence.endswith("fp32 4 x 1,024, amp-bf16 2 x 2,048"), every.evidence
+
+
+def test_only_the_pure_modes_sum_in_half() -> None:
+    from ampbench.precision import half_gradients
+
+    assert [m for m in ("fp32", "tf32", "amp-fp16", "amp-bf16", "master-fp16", "master-bf16", "pure-fp16", "pure-bf16",
+                        "fp8-tensorwise", "no-such-mode") if half_gradients(m)] == ["pure-fp16", "pure-bf16"]
