@@ -79,6 +79,21 @@ def test_train_logs_each_step_and_epoch(tmp_path: Path) -> None:
     assert {"epoch/test_loss", "epoch/samples_per_s", "epoch/lr", "epoch/memory_rss_bytes"} <= set(ea.Tags()["scalars"])
 
 
+def test_train_logs_the_gradient_norm_it_clips_once_a_step(tmp_path: Path) -> None:
+    """--max-grad-norm with --grad-accum 2: one norm per optimizer step (not per micro-batch), the norm before the clip."""
+    import json
+
+    board = tmp_path / "tb"
+    code, out, err = cli("train", "tabular-mlp", "--preset", "tiny", "--epochs", "1", "--precision", "amp-bf16",
+                         "--device", "cpu", "--grad-accum", "2", "--batch-size", "8", "--max-grad-norm", "1e-6",
+                         "--tensorboard", str(board), "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    result = json.loads((tmp_path / "r.json").read_text())
+    norms = _scalars(_read(board), "train/grad_norm")
+    assert [s for s, _ in norms] == list(range(1, result["steps"] + 1)) and result["grad_accum"] == 2
+    assert all(v > 1e-6 for _, v in norms)  # (the norm before clipping: every step's clip acted)
+
+
 def test_diagnose_writes_the_gradient_and_activation_histograms(tmp_path: Path) -> None:
     import json
 

@@ -303,6 +303,8 @@ class TrainSettings:
     max_steps: int | None = opt(None, "Cap on steps per epoch (quick runs).")
     grad_accum: int = opt(1, "Micro-batches of --batch-size per optimizer step (gradient accumulation: a step's "
                              "gradients are those of batch x N samples, unscaled and checked once).", "--grad-accum")
+    max_grad_norm: float | None = opt(None, "Clip the gradients' total L2 norm to this each step, after unscaling (in "
+                                            "master-* modes the fp32 master gradients').", "--max-grad-norm")
     device: str | None = same(MeasureArgs, "device")
     loss_scale: str | None = same(RecipeArgs, "loss_scale")
     fp8_skip: str | None = same(RecipeArgs, "fp8_skip")

@@ -61,6 +61,8 @@ class Options:
     optimizer_state: bool = False
     grad_accum: bool = False
     """train's --grad-accum."""
+    max_grad_norm: bool = False
+    """train's --max-grad-norm."""
 
     def given(self) -> list[str]:
         """The fields given, in the order of :data:`FLAGS` (the command line's)."""
@@ -70,7 +72,8 @@ class Options:
 FLAGS = {"execution": "--compile/--memory-format/--cuda-graphs", "compile": "--compile", "strategy": "--strategy",
          "loss_scale": "--loss-scale", "data_dir": "--data-dir", "option": "--option",
          "checkpoint": "--checkpoint/--resume", "fp8": "--fp8-skip/--fp8-filter", "tensorboard": "--tensorboard",
-         "trace": "--trace", "optimizer_state": "--optimizer-state", "grad_accum": "--grad-accum"}
+         "trace": "--trace", "optimizer_state": "--optimizer-state", "grad_accum": "--grad-accum",
+         "max_grad_norm": "--max-grad-norm"}
 """Each :class:`Options` field as the command line spells it."""
 
 

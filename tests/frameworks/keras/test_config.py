@@ -86,6 +86,8 @@ def test_a_missing_backend_names_the_install(monkeypatch):
     ("train", ["keras-conv-dummy", "--compile", "on"], "--compile is a PyTorch option: Keras compiles its own train step"),
     ("train", ["keras-conv-dummy", "--loss-scale", "static:8"], "--loss-scale is a PyTorch option"),
     ("train", ["keras-conv-dummy", "--checkpoint", "ck"], "--checkpoint/--resume is a PyTorch option"),
+    ("train", ["keras-conv-dummy", "--max-grad-norm", "1"], "--max-grad-norm is a PyTorch option: Keras clips in its "
+     "optimizer: build your model's optimizer with global_clipnorm"),
     ("train", ["keras-conv-dummy", "--grad-accum", "4"],
      "--grad-accum is a PyTorch option: Keras 3 accumulates in its optimizer: build your model's optimizer with "
      "gradient_accumulation_steps=N"),

@@ -1,5 +1,6 @@
-"""``ampbench train --grad-accum N``: N micro-batches per optimizer step train as one batch of their samples would
-(oracle: the same steps at N x the batch), each micro-batch weighted by its share, the pure modes' half sums said."""
+"""``ampbench train --grad-accum N`` and ``--max-grad-norm``: N micro-batches per optimizer step train as one batch
+of their samples would (oracle: the same steps at N x the batch), each micro-batch weighted by its share, the pure
+modes' half sums said; the clip acts on the unscaled gradients of the whole step."""
 
 import json
 
@@ -62,7 +63,7 @@ def test_a_short_micro_batch_weighs_by_its_samples() -> None:
     whole.backward()
     for a, p in zip(got, model.parameters()):
         torch.testing.assert_close(a, p.grad, atol=1e-6, rtol=1e-5)
-    assert float(loss.detach()) == pytest.approx(float(whole), rel=1e-6)
+    assert float(loss.detach()) == pytest.approx(float(whole.detach()), rel=1e-6)
 
 
 def test_steps_count_whole_optimizer_steps_and_every_sample() -> None:
@@ -107,3 +108,29 @@ def test_cli_says_the_accumulation(tmp_path) -> None:
     assert "(gradients accumulated over 2 micro-batches of 4: 8 a step)" in r.stdout
     d = json.loads(out.read_text())
     assert d["grad_accum"] == 2 and d["batch_size"] == 4 and d["steps_trained"] == 2
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-fp16"])  # (master-fp16's model holds fp16 roundings of its
+@pytest.mark.parametrize("accum", [1, 2])  # masters: tests/precision/test_engine.py clips there, on the masters)
+def test_max_grad_norm_clips_the_unscaled_gradients_of_the_whole_step(precision: str, accum: int) -> None:
+    """One SGD step (no momentum) moves the weights by exactly lr x max_grad_norm when the clip acts: the clip is on
+    the unscaled, accumulated gradients (on amp-fp16's loss-scaled ones the step would be 65,536x shorter)."""
+    wl = _workload()
+    wl.make_optimizer = lambda params: torch.optim.SGD(params, lr=0.5)
+    before = torch.cat([w.flatten() for w in _weights(wl)])
+    r = train(wl, TrainConfig(precision=precision, epochs=1, batch_size=16 // accum, grad_accum=accum,
+                              max_steps_per_epoch=1, max_grad_norm=0.01, evaluate_train=False))
+    assert r.steps == 1 and r.skipped_steps == 0
+    moved = float((torch.cat([w.flatten() for w in _weights(wl)]) - before).norm())
+    assert moved == pytest.approx(0.5 * 0.01, rel=1e-4)
+
+
+def test_the_progress_line_says_the_gradient_norm_when_clipping() -> None:
+    seen = []
+    train(_workload(), TrainConfig(precision="fp32", epochs=1, max_steps_per_epoch=2, max_grad_norm=1.0,
+                                   evaluate_train=False), on_progress=seen.append, progress_every=0.0)
+    assert seen and all(p.grad_norm is not None and p.grad_norm > 0 for p in seen)
+    seen.clear()
+    train(_workload(), TrainConfig(precision="fp32", epochs=1, max_steps_per_epoch=2, evaluate_train=False),
+          on_progress=seen.append, progress_every=0.0)
+    assert seen and all(p.grad_norm is None for p in seen)

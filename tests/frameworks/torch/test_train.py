@@ -119,8 +119,9 @@ def test_cli_user_model_on_real_mnist(user_file, tmp_path):
      "is a file: give the directory that holds it"),  # (a CSV given as itself read "is not a directory")
     (["mnist-cnn", "--resume"], "--resume needs --checkpoint"),
     (["mnist-cnn", "--epochs", "0"], "--epochs 0: must be >= 1"),
-    (["mnist-cnn", "--max-steps", "0"], "--max-steps 0: must be >= 1"),
-    (["mnist-cnn", "--grad-accum", "0"], "--grad-accum 0: must be >= 1"),  # (it said "max-steps-per-epoch must ...")
+    (["mnist-cnn", "--max-steps", "0"], "--max-steps 0: must be >= 1"),  # (it said "max-steps-per-epoch must ...")
+    (["mnist-cnn", "--grad-accum", "0"], "--grad-accum 0: must be >= 1"),
+    (["mnist-cnn", "--max-grad-norm", "0"], "--max-grad-norm 0.0: must be a finite number > 0"),
     (["mnist-cnn", "--precision", "amp-fp16", "--loss-scale", "static:abc"],
      "--loss-scale 'static:abc': not valid"),  # (it said "Passed MixedPrecision(...)", after announcing the model)
     (["bert", "-o", "task"], "expected KEY=VALUE"),

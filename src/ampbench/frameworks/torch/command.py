@@ -51,7 +51,7 @@ def train_plan(request: TrainRequest) -> Any:
                        checkpoint_dir=request.checkpoint, resume=request.resume,
                        max_steps_per_epoch=request.max_steps, compile=compile, strategy=request.launch.strategy,
                        grad_reduce_dtype=request.grad_reduce_dtype, fp8=fp8, optimizer_state=request.optimizer_state,
-                       grad_accum=request.grad_accum)
+                       grad_accum=request.grad_accum, max_grad_norm=request.max_grad_norm)
 
 
 def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
@@ -83,7 +83,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     def on_progress(p: Any) -> None:
         view.step(f"{p.epoch}/{p.epochs}", p.step, p.steps,
                   f"loss {p.loss:.4f}  " + ("" if p.scale is None else f"scale {p.scale:g}  ")
-                  + f"{p.samples_per_s:,.0f} samples/s")
+                  + ("" if p.grad_norm is None else f"grad norm {p.grad_norm:.3g}  ") + f"{p.samples_per_s:,.0f} samples/s")
 
     log = TrainLogger(request.tensorboard) if request.tensorboard is not None else None
     try:

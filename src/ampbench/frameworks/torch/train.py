@@ -51,6 +51,7 @@ class TrainConfig:
     fp8: Fp8Options | None = None
     """fp8 modes: which Linear layers convert (--fp8-skip, --fp8-filter; None: the recipe's default)."""
     max_grad_norm: float | None = None
+    """Clip the gradients' total L2 norm to this each step, unscaled (``MixedPrecision.step``'s ``max_grad_norm``)."""
     checkpoint_dir: Path | None = None
     """Write checkpoint.pt here at the end of every epoch."""
     resume: bool = False
@@ -84,6 +85,8 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and v < 1:  # (a ParameterError: the command line names its flag, --epochs)
                 raise ParameterError(name, v, "must be >= 1")
+        if self.max_grad_norm is not None and not (0 < self.max_grad_norm < float("inf")):
+            raise ParameterError("max_grad_norm", self.max_grad_norm, "must be a finite number > 0")
         if self.resume and self.checkpoint_dir is None:
             raise AmpbenchError("--resume needs --checkpoint DIR (where the checkpoint was written)")
         if self.checkpoint_dir is not None and Path(self.checkpoint_dir).exists() and not Path(self.checkpoint_dir).is_dir():
@@ -106,6 +109,8 @@ class Progress:
     scale: float | None
     """The loss scale; None where the mode scales no loss (fp32, bf16: a "scale 1" said nothing)."""
     samples_per_s: float
+    grad_norm: float | None = None
+    """The last step's total gradient norm before clipping (with ``max_grad_norm``; inf on a step skipped for it)."""
 
 
 @dataclass
@@ -282,8 +287,10 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             now = time.perf_counter()
             if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
                 last_report = now
+                norm = mp.last_step.grad_norm_tensor if mp.last_step is not None else None
                 on_progress(Progress(epoch + 1, epochs, step + 1, steps_per_epoch, float(loss.detach()),
-                                     mp.scale if mp.loss_scale.kind != "none" else None, epoch_samples / max(now - t0, 1e-9)))
+                                     mp.scale if mp.loss_scale.kind != "none" else None, epoch_samples / max(now - t0, 1e-9),
+                                     None if norm is None else float(norm)))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - t0
