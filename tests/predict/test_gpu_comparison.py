@@ -333,6 +333,12 @@ def test_an_x_fp32_over_an_fp32_that_does_not_fit_is_marked_in_every_report() ->
     assert f"({x_t4:.2f}x*)" in md and f"({x_a100:.2f}x)" in md and UNFIT_NOTE in md
     html = render_html([], {"run_id": "r"}, predictions=rows)
     assert f"({x_t4:.2f}x*)" in html and f"({x_a100:.2f}x)" in html and "fp32 does not fit this batch" in html
+    # and how the T4's fp32 trains batch 256 all the same: equal micro-batches within its predicted largest batch
+    largest = by["t4", "fp32"]["predicted_max_batch"]
+    n = next(n for n in range(1, 257) if 256 % n == 0 and 256 // n <= largest)
+    split = ("by gradient accumulation (ampbench train --batch-size M --grad-accum N, M within its largest batch): "
+             f"t4 {n} x {256 // n}")
+    assert largest < 256 and split in " ".join(text.split()) and split in md and split in html
     alone = PredictConfig.from_strings(gpu="a100-40gb,h100-sxm", workloads="resnet50", precisions="fp32,amp-fp16")
     plain = "\n".join(markdown(alone.predict(), str))
     assert "x*)" not in plain and UNFIT_NOTE not in plain  # (every fp32 fits: no mark, no line)

@@ -245,6 +245,10 @@ def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_th
     said = " ".join(console.export_text().split())
     assert "fp32: predicted peak" in said and "x fp32 compares with its step at this batch all the same, which " \
                                                 "cannot run" in said
+    # and how it trains that batch all the same: the fewest equal micro-batches within the largest batch, accumulated
+    n = next(n for n in range(2, big + 1) if big % n == 0 and big // n <= fits["predicted_max_batch"])
+    assert (f"it trains batch {big:,} a step as {n} x {big // n:,} by gradient accumulation (ampbench train "
+            f"--batch-size {big // n} --grad-accum {n})") in said
     console = Console(record=True, width=300)
     for part in predicted_tables([row], gpu, 300):  # (alone: nothing compares with it)
         console.print(part)

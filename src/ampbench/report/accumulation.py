@@ -21,6 +21,16 @@ def micro_batches(batch: int, largest: int) -> tuple[int, int]:
     return n, batch // n
 
 
+def accumulate_text(batch: Any, largest: Any) -> str | None:
+    """"it trains batch 256 a step as 2 x 128 by gradient accumulation (ampbench train --batch-size 128 --grad-accum
+    2)" for a batch over the largest that fits (None: it fits, or either is unknown)."""
+    if not (isinstance(batch, int) and isinstance(largest, int) and 0 < largest < batch):
+        return None
+    n, micro = micro_batches(batch, largest)
+    return (f"it trains batch {batch:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train --batch-size "
+            f"{micro} --grad-accum {n})")
+
+
 def _bytes(n: int) -> str:
     unit = bytes_unit([n])
     return f"{sig(n / unit_bytes(unit))} {unit}"

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.execution.axes import Execution, strategy_label
+from ampbench.report.accumulation import accumulate_text
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, sig, unit_bytes
 from ampbench.report.titled import titled
@@ -514,8 +515,10 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
                 base = (f"; x {r['precision']} compares with its step at this batch all the same, which cannot run"
                         if r["status"] == "oom" and r["precision"] in ("fp32", "tf32") and not r.get("optimizer_state")
                         and any(o["status"] == "ok" for o in group) else "")
+                split = accumulate_text(r.get("batch_size"), r.get("predicted_max_batch")) if r["status"] == "oom" \
+                    else None
                 out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}"
-                           f"{escape(base)}")
+                           f"{escape(base)}{escape(f'; {split}' if split else '')}")
     out += mfu_over_peak_lines(rows)
     out += error_band_lines(rows)
     out.append(f"peaks, memory and bandwidth: {escape(gpu.source)}. Method, constants and "

@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.markup import escape
 
+from ampbench.report.accumulation import micro_batches
 from ampbench.report.console import Col, fmt_bytes, stack_tables
 from ampbench.report.numbers import bytes_unit, sig
 from ampbench.report.predictions import at_power, listed
@@ -57,6 +58,27 @@ UNFIT_NOTE = ("*: that GPU's fp32 does not fit this batch (oom): x fp32 is the r
               "batch fp32 cannot run there")
 """Marks an "x fp32" whose fp32 row is oom on its GPU (a T4's ResNet-50 at batch 256: amp-fp16 "3.12x" over an fp32
 that cannot run read as a speedup one could have), and the line that says so under the table."""
+
+
+def accumulation_splits(group: Group, gpus: list[str]) -> list[str]:
+    """How each of ``gpus`` whose fp32 does not fit the batch trains it all the same ("t4 2 x 128"): the fewest equal
+    micro-batches within its fp32's predicted largest batch, accumulated (``ampbench train --grad-accum``)."""
+    splits = []
+    for gpu in gpus:
+        r = group.get("fp32", {}).get(gpu) or {}
+        batch, largest = r.get("batch_size"), r.get("predicted_max_batch")
+        if fp32_unfit(group, gpu) and isinstance(batch, int) and isinstance(largest, int) and 0 < largest < batch:
+            n, micro = micro_batches(batch, largest)
+            splits.append(f"{gpu} {n} x {micro:,}")
+    return splits
+
+
+def unfit_note(splits: list[str]) -> str:
+    """:data:`UNFIT_NOTE`, with the :func:`accumulation_splits` that train the batch on those GPUs' fp32."""
+    if not splits:
+        return UNFIT_NOTE
+    return (f"{UNFIT_NOTE}; its fp32 trains that batch a step by gradient accumulation (ampbench train --batch-size M "
+            f"--grad-accum N, M within its largest batch): {', '.join(splits)}")
 
 
 def fp32_unfit(group: Group, gpu: str) -> bool:
@@ -107,7 +129,7 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
     gpus, groups = compared(rows)
     priced = any(r.get("usd_per_hour") is not None for r in rows)
     out: list[RenderableType | str] = []
-    unfit = False
+    unfit: list[str] | None = None
     for (workload, preset, batch, _), group in groups.items():
         modes = list(group)
         key = Col("mode", modes, justify="left")
@@ -124,7 +146,9 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
                         (group[m].get(gpu) or {}).get("predicted_peak_bytes") for m in modes))
                 if cell is speed_text and fp32_unfit(group, gpu):
                     show = functools.partial(speed_text, unfit=True)
-                    unfit = True
+                    splits = accumulation_splits(group, [gpu])
+                    unfit = (unfit or []) + ([f"{workload} ({preset}) batch {batch} on {s}" for s in splits]
+                                             if len(groups) > 1 else splits)
                 texts = []
                 for m in modes:
                     r = group[m].get(gpu)
@@ -134,8 +158,8 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
                 continue
             title = f"{escape(str(workload))} ({escape(str(preset))}), batch {batch}: {head}, predicted per GPU"
             out += stack_tables(title, key, cols, width)
-    if unfit:
-        out.append(escape(UNFIT_NOTE))
+    if unfit is not None:
+        out.append(escape(unfit_note(unfit)))
     out.append("±error: how far predictions like each row missed published measurements (docs/predict.md); a gap "
                "between two GPUs smaller than both their errors is not a difference. energy: the GPU alone, at the "
                "power its architecture's kernel table measured where one did, else at its rated power (TDP: an upper "
@@ -311,7 +335,7 @@ def markdown(predictions: list[dict[str, Any]], escape_md: Callable[[Any], str])
                      if (r := per_gpu.get(g)) else "" for g in gpus]
             lines.append(f"| {escape_md(mode)} | " + " | ".join(cells) + " |")
         if any(fp32_unfit(group, g) for g in gpus):
-            lines += ["", f"_{escape_md(UNFIT_NOTE)}_"]
+            lines += ["", f"_{escape_md(unfit_note(accumulation_splits(group, gpus)))}_"]
     return lines
 
 

@@ -27,12 +27,13 @@ from ampbench.report.console import (
     speedup_text,
 )
 from ampbench.report.gpu_comparison import (
-    UNFIT_NOTE,
+    accumulation_splits,
     chart_data,
     compared_cells,
     energy_text,
     fp32_unfit,
     ratio_text,
+    unfit_note,
     usd_text,
 )
 from ampbench.report.gpu_comparison import advice as gpu_advice
@@ -368,7 +369,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
                 parts.append(_table(["GPU", *[_nobreak(m) for m in modes]],
                                     [[_nobreak(g), *row] for g, row in zip(gpus, cells)]))
                 if figure == "speed" and any(fp32_unfit(group, g) for g in gpus):
-                    parts.append(f'<p class="dim">{e(UNFIT_NOTE)}</p>')
+                    parts.append(f'<p class="dim">{e(unfit_note(accumulation_splits(group, gpus)))}</p>')
             parts.append(_img(charts.gpu_chart(gpus, chart_data(group), f"{title}: predicted samples/s per GPU"),
                               f"{title}: predicted samples/s per precision and GPU"))
     parts.append('<p class="dim">Every figure is from the device named in its section; CPU and GPU results are '
