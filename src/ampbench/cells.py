@@ -39,11 +39,14 @@ def _default(f: Field[Any]) -> Any:
     return f.default_factory() if f.default_factory is not MISSING else f.default  # type: ignore[misc]
 
 
-def _jsonable(v: Any) -> Any:
+def _jsonable(v: Any, kind: str | None = None) -> Any:
+    """``v`` as JSON-able values; a dataclass's fields all, but those its ``kind`` metadata leaves out at their
+    default (a field added to a nested value after identities were stored: the Execution's ``checkpointing``)."""
     if is_dataclass(v) and not isinstance(v, type):
-        return {f.name: _jsonable(getattr(v, f.name)) for f in fields(v)}
+        return {f.name: _jsonable(getattr(v, f.name), kind) for f in fields(v)
+                if not (kind is not None and f.metadata.get(kind) == DEFAULT and getattr(v, f.name) == _default(f))}
     if isinstance(v, (tuple, list)):
-        return [_jsonable(x) for x in v]
+        return [_jsonable(x, kind) for x in v]
     return v
 
 
@@ -65,7 +68,7 @@ def flat(obj: Any, kind: str) -> dict[str, Any]:
             other = next(g for g in fields(obj) if g.name == rule[5:])
             if getattr(obj, other.name) == _default(other):
                 continue
-        out[f.name] = _jsonable(v)
+        out[f.name] = _jsonable(v, kind)
     return out
 
 

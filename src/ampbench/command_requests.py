@@ -104,6 +104,8 @@ class TrainRequest:
     grad_accum: int = 1
     """Micro-batches per optimizer step (--grad-accum)."""
     max_grad_norm: float | None = None
+    checkpointing: str | None = None
+    """--checkpointing as given (None: off)."""
     device: str | None = None
     json_out: Path | None = None
     checkpoint: Path | None = None
@@ -136,7 +138,8 @@ class TrainRequest:
         """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
         return cls(Target.of(target, data),
                    precision=s.precision, epochs=s.epochs, batch_size=s.batch_size, max_steps=s.max_steps,
-                   grad_accum=s.grad_accum, max_grad_norm=s.max_grad_norm, device=s.device, json_out=s.json_out,
+                   grad_accum=s.grad_accum, max_grad_norm=s.max_grad_norm, checkpointing=s.checkpointing,
+                   device=s.device, json_out=s.json_out,
                    checkpoint=s.checkpoint, resume=s.resume,
                    tensorboard=s.tensorboard,
                    launch=Launch(d.strategy, d.nproc_per_node, d.nnodes, d.node_rank, d.rdzv_endpoint),
@@ -151,6 +154,7 @@ class TrainRequest:
                             fp8=self.fp8_skip is not None or self.fp8_filter is not None,
                             optimizer_state=self.optimizer_state is not None, grad_accum=self.grad_accum != 1,
                             max_grad_norm=self.max_grad_norm is not None,
+                            checkpointing=self.checkpointing is not None,
                             data_dir=self.target.data.data_dir is not None, option=bool(self.target.data.options))
 
     @property

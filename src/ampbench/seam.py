@@ -44,7 +44,7 @@ class Options:
     flag (:data:`FLAGS`). ``run``, ``train`` and ``diagnose`` fill the fields their command lines have."""
 
     execution: bool = False
-    """run's execution axes: --compile, --memory-format, --cuda-graphs."""
+    """run's execution axes: --compile, --memory-format, --cuda-graphs, --checkpointing."""
     compile: bool = False
     """train's --compile."""
     strategy: bool = False
@@ -63,17 +63,19 @@ class Options:
     """train's --grad-accum."""
     max_grad_norm: bool = False
     """train's --max-grad-norm."""
+    checkpointing: bool = False
+    """train's --checkpointing."""
 
     def given(self) -> list[str]:
         """The fields given, in the order of :data:`FLAGS` (the command line's)."""
         return [name for name in FLAGS if getattr(self, name)]
 
 
-FLAGS = {"execution": "--compile/--memory-format/--cuda-graphs", "compile": "--compile", "strategy": "--strategy",
+FLAGS = {"execution": "--compile/--memory-format/--cuda-graphs/--checkpointing", "compile": "--compile", "strategy": "--strategy",
          "loss_scale": "--loss-scale", "data_dir": "--data-dir", "option": "--option",
          "checkpoint": "--checkpoint/--resume", "fp8": "--fp8-skip/--fp8-filter", "tensorboard": "--tensorboard",
          "trace": "--trace", "optimizer_state": "--optimizer-state", "grad_accum": "--grad-accum",
-         "max_grad_norm": "--max-grad-norm"}
+         "max_grad_norm": "--max-grad-norm", "checkpointing": "--checkpointing"}
 """Each :class:`Options` field as the command line spells it."""
 
 

@@ -356,7 +356,7 @@ class RunConfig:
             for fw in {f.name: f for f in owners if f.name != seam.DEFAULT}.values():
                 modes = fw.precisions(modes)
         points = executions(parse_axis(x.compile, "compile"), parse_axis(x.memory_format, "memory_format"),
-                            parse_axis(x.cuda_graphs, "cuda_graphs"))
+                            parse_axis(x.cuda_graphs, "cuda_graphs"), parse_axis(x.checkpointing, "checkpointing"))
         strategies = (None, *dict.fromkeys(parse_list(x.strategy, "strategy"))) if x.strategy is not None else (None,)
         reduces = (tuple(dict.fromkeys(parse_list(x.grad_reduce_dtype, "grad-reduce-dtype"))) if x.grad_reduce_dtype
                    else (None,))

@@ -1,4 +1,5 @@
-"""How a model is executed, orthogonal to its precision: torch.compile, memory format, CUDA graphs.
+"""How a model is executed, orthogonal to its precision: torch.compile, memory format, CUDA graphs, activation
+checkpointing (``checkpointing``: the repeated blocks recomputed in the backward).
 
 ``axes`` says what each axis value means (and which torch.compile call each pair of compile and
 CUDA-graph values is); ``apply`` applies a point on the axes to a model and reads dynamo's counters (torch).

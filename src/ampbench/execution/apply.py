@@ -16,6 +16,7 @@ from torch import nn
 
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
+from ampbench.execution.checkpointing import checkpoint_blocks
 
 CHANNELS_LAST_WORKLOADS = "mnist-cnn, resnext, conv-dummy, unet, or a --model taking (N, C, H, W) images"
 
@@ -50,10 +51,13 @@ def _channels_last_inputs(module: nn.Module, args: tuple[Any, ...], kwargs: dict
     return tuple(_to_channels_last(a) for a in args), {k: _to_channels_last(v) for k, v in kwargs.items()}
 
 
-def prepare_model(model: nn.Module, execution: Execution) -> nn.Module:
-    """Before ``mp.setup``: the weights' memory format (in place)."""
+def prepare_model(model: nn.Module, execution: Execution, what: str = "this model") -> nn.Module:
+    """Before ``mp.setup``: the weights' memory format and the checkpointed blocks (in place; ``what`` names the
+    model in a refusal)."""
     if execution.memory_format == "channels_last":
         model.to(memory_format=torch.channels_last)
+    if execution.checkpointing == "blocks":  # (before setup: FSDP2 then shards each checkpointed block as a unit)
+        checkpoint_blocks(model, what)
     return model
 
 

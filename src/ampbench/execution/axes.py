@@ -1,6 +1,7 @@
-"""How a model is executed, apart from its precision: the axes ``--compile``, ``--memory-format`` and
-``--cuda-graphs``. Each is a field of a cell and a column of its row, so that one change is measured
-at a time against the same fp32 eager baseline (the defaults: today's cells).
+"""How a model is executed, apart from its precision: the axes ``--compile``, ``--memory-format``,
+``--cuda-graphs`` and ``--checkpointing`` (activation checkpointing of the model's repeated blocks). Each is a
+field of a cell and a column of its row, so that one change is measured at a time against the same fp32 eager
+baseline (the defaults: today's cells).
 
 What each (compile, cuda_graphs) pair runs, so that every pair is one well-defined change:
 
@@ -33,8 +34,9 @@ from ampbench.errors import AmpbenchError, suggest
 COMPILE_VALUES = ("off", "on", "max-autotune")
 MEMORY_FORMATS = ("contiguous", "channels_last")
 CUDA_GRAPHS_VALUES = ("off", "on")
+CHECKPOINTING_VALUES = ("off", "blocks")
 AXES: dict[str, tuple[str, ...]] = {"compile": COMPILE_VALUES, "memory_format": MEMORY_FORMATS,
-                                    "cuda_graphs": CUDA_GRAPHS_VALUES}
+                                    "cuda_graphs": CUDA_GRAPHS_VALUES, "checkpointing": CHECKPOINTING_VALUES}
 """Each axis and its values, the default first."""
 
 _TORCH_COMPILE: dict[tuple[str, str], dict[str, str] | None] = {
@@ -58,6 +60,8 @@ class Execution:
     """contiguous | channels_last (models taking 4-D (N, C, H, W) inputs: the model and those inputs)."""
     cuda_graphs: str = field(default="off", metadata={"cell": "default"})
     """off | on (CUDA only: the compiled forward/backward replayed as CUDA graphs)."""
+    checkpointing: str = field(default="off", metadata={"cell": "default", "run": "default"})
+    """off | blocks (each repeated block's activations recomputed in the backward: :mod:`ampbench.execution.checkpointing`)."""
 
     def __post_init__(self) -> None:
         for axis, values in AXES.items():
@@ -93,6 +97,8 @@ class Execution:
             out.append(self.memory_format)
         if self.cuda_graphs != "off":
             out.append("cuda-graphs")
+        if self.checkpointing != "off":
+            out.append("checkpointing")
         return out
 
     @property
@@ -108,7 +114,7 @@ class Execution:
                                 "off (or leave it out)")
 
     def to_row(self) -> dict[str, Any]:
-        return {"compile": self.compile, "memory_format": self.memory_format, "cuda_graphs": self.cuda_graphs}
+        return {axis: getattr(self, axis) for axis in AXES}
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Execution:
@@ -136,9 +142,11 @@ def parse_axis(value: str | None, axis: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def executions(compile: tuple[str, ...], memory_format: tuple[str, ...], cuda_graphs: tuple[str, ...]) -> tuple[Execution, ...]:
+def executions(compile: tuple[str, ...], memory_format: tuple[str, ...], cuda_graphs: tuple[str, ...],
+               checkpointing: tuple[str, ...] = ("off",)) -> tuple[Execution, ...]:
     """Every combination of the axes' values (default first): each change alone and combined."""
-    return tuple(Execution(c, m, g) for c in compile for m in memory_format for g in cuda_graphs)
+    return tuple(Execution(c, m, g, k) for c in compile for m in memory_format for g in cuda_graphs
+                 for k in checkpointing)
 
 
 def strategy_label(row: dict[str, Any]) -> str:

@@ -56,7 +56,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
     """One seed's training (compiled / channels-last as ``execution`` says: a compiled cell's convergence
     is the compiled model's own); ``meter(i)`` after step i (progress)."""
     execution = execution or Execution()
-    model = prepare_model(workload.model.to(device), execution)
+    model = prepare_model(workload.model.to(device), execution, workload.name)
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, **(mp_options or {}))
     model, optimizer = mp.setup(model, optimizer)

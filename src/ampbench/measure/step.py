@@ -132,7 +132,7 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
     on the device) -- so a cell's phases say where its setup went (:func:`ampbench.phases.enter`)."""
     execution = execution or Execution()
     say = phase or (lambda name, text: None)
-    model = prepare_model(workload.model.to(device), execution)
+    model = prepare_model(workload.model.to(device), execution, workload.name)
     say("engine", "setting up the optimizer and the precision engine")
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))

@@ -23,8 +23,10 @@ from ampbench.bench.suites import EntrySettings, named_note, suite_entries, suit
 from ampbench.cells import route
 from ampbench.command_options import PredictDistribution, PredictGpus, PredictTargets
 from ampbench.command_requests import Target
+from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import parse_axis
+from ampbench.execution.checkpointing import checkpoint_blocks
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
@@ -80,6 +82,8 @@ class PredictConfig:
     executions: tuple[tuple[str, str], ...] = (("off", "off"),)
     """The (compile, cuda_graphs) values predicted (``--compile``, ``--cuda-graphs``): each combination, as ``run``
     makes its cells."""
+    checkpointing: tuple[str, ...] = ("off",)
+    """The ``--checkpointing`` values predicted (each with every execution and precision)."""
     settings: tuple[EntrySettings, ...] = ()
     """The default GPU suite's, per target: the batch (on a GPU of the suite's reference memory) and layout ``run``
     gives it where the user said nothing (named targets too, at the size people train them: ``named_entry``); empty
@@ -112,6 +116,7 @@ class PredictConfig:
         workloads, model, preset, precisions, batch_size = a.workloads, a.model, a.preset, a.precisions, a.batch_size
         optimizer_state, fp8_skip, fp8_filter, seed = a.optimizer_state, a.fp8_skip, a.fp8_filter, a.seed
         inference, channels_last, compile, cuda_graphs = a.inference, a.channels_last, a.compile, a.cuda_graphs
+        checkpointing = parse_axis(a.checkpointing, "checkpointing")
         gpus_per_node, nodes, strategy, interconnect = spread.gpus_per_node, spread.nodes, spread.strategy, \
             spread.interconnect
         host = Host.parse(host_us) if host_us is not None else MEASURED_HOST
@@ -142,6 +147,9 @@ class PredictConfig:
                                     "(measure it with ampbench run)")
         if model is not None:
             check_model_preset(model, preset, seed)  # (only a preset the user gave: "small" is then just the label)
+        if inference and checkpointing != ("off",):
+            raise AmpbenchError("--checkpointing recomputes activations in a training step's backward; --inference "
+                                "predicts the forward alone (no backward): leave one of them out")
         if inference and states != (None,):
             raise AmpbenchError("--optimizer-state applies to training; --inference predicts the forward alone (no "
                                 "optimizer)")
@@ -161,10 +169,12 @@ class PredictConfig:
             notes += (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU "
                       "holds the whole model and trains its own batch); --strategy fsdp shards the model instead",)
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host, executions, settings, notes)
+                     strategy, interconnect, fp8, host, executions, checkpointing, settings, notes)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for k, t in enumerate(targets):  # every target built (on meta) and its optimizer checked before any tracing
             config.built[k] = check_target(config.builder(t), list(names), states)
+            if "blocks" in checkpointing and not blocks(config.built[k].model):
+                checkpoint_blocks(config.built[k].model, t.label)  # (raises: no repeated blocks to checkpoint)
         return config
 
     @staticmethod
@@ -192,7 +202,7 @@ class PredictConfig:
             for size in sizes:
                 traces: dict[Any, Any] = {}  # (traced once, priced on every GPU)
                 question = Question(self.precisions, size, channels_last, t.preset, self.optimizer_states,
-                                    self.inference, self.fp8, self.executions)
+                                    self.inference, self.fp8, self.executions, self.checkpointing)
                 with tracing(t) if tracing is not None else contextlib.nullcontext():
                     for gpu in self.gpus:
                         machine = Machine(gpu, fabrics.get(gpu.key), self.host, self.prices.get(gpu.key))

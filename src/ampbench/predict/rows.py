@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
+import itertools
 import json
 import re
 import time
@@ -24,6 +26,7 @@ from ampbench.cells import CellId
 from ampbench.distributed.strategy import layout
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
+from ampbench.execution.checkpointing import checkpoint_blocks
 from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem
@@ -213,6 +216,9 @@ class Question:
     executions: tuple[tuple[str, str], ...] = (("off", "off"),)
     """The (compile, cuda_graphs) values of ``run``'s cells (:class:`~ampbench.predict.cost.Compiled`), each with
     every precision; the default: eager."""
+    checkpointing: tuple[str, ...] = ("off",)
+    """The ``--checkpointing`` values, each with every execution: ``blocks`` traces the step with the model's repeated
+    blocks checkpointed (their forward recomputed in the backward: its ops priced, its activations not held)."""
 
 
 @dataclass(frozen=True)
@@ -248,43 +254,50 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
     memory_format = "channels_last" if channels_last else "contiguous"
     traces = {} if traces is None else traces
 
-    def fresh() -> Workload:
+    def fresh(checkpointing: str) -> Workload:
         """The workload with a model of its own (a step's setup converts it): a copy of the meta model, cheap, where
-        the model can be copied; built again where it cannot."""
+        the model can be copied; built again where it cannot; its blocks checkpointed where ``checkpointing`` says."""
         try:
-            return replace(wl, model=copy.deepcopy(wl.model))
+            made = replace(wl, model=copy.deepcopy(wl.model))
         except Exception:  # (a model holding something deepcopy refuses: a handle, a generator)
-            return build_meta(build)
+            made = build_meta(build)
+        if checkpointing == "blocks":
+            checkpoint_blocks(made.model, label)
+        return made
 
-    def trace_of(precision: str, state: str | None = None, at: int | None = None) -> Any:
+    def trace_of(precision: str, state: str | None = None, at: int | None = None, checkpointing: str = "off") -> Any:
         """The traced step of ``precision`` (and optimizer state) at ``batch`` (or ``at``), traced once."""
         engine = "fp32" if get(precision).name == "tf32" else get(precision).name
         size = at or batch
-        key = (engine, state, size, inference)
+        key = (engine, state, size, inference, checkpointing)
         if key not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
                 warnings.simplefilter("always")
                 options: dict[str, Any] = {"optimizer_state": state} if state else {}
                 if fp8 is not None and get(engine).is_fp8:  # (--fp8-skip/--fp8-filter: what run converts)
                     options["fp8"] = fp8
-                traces[key] = trace_inference(fresh(), engine, size, channels_last=channels_last) if inference else \
-                    trace_step(fresh(), engine, size, channels_last=channels_last, mp_options=options or None)
+                traces[key] = trace_inference(fresh(checkpointing), engine, size, channels_last=channels_last) \
+                    if inference else trace_step(fresh(checkpointing), engine, size, channels_last=channels_last,
+                                                 mp_options=options or None)
             traces[key].notes.extend(dict.fromkeys(str(w.message) for w in caught))
         return traces[key]
 
-    def memory_of(precision: str, state: str | None = None) -> MemoryModel:
+    def memory_of(precision: str, state: str | None = None, checkpointing: str = "off") -> MemoryModel:
         """Its memory from two traces: at the batch (at least :data:`MIN_TRACED_BATCH`) and at twice it (what grows
         with the batch, and what does not)."""
         small = max(batch, MIN_TRACED_BATCH)
-        return MemoryModel(trace_of(precision, state, small), lambda: trace_of(precision, state, 2 * small))
+        return MemoryModel(trace_of(precision, state, small, checkpointing),
+                           lambda: trace_of(precision, state, 2 * small, checkpointing))
 
-    for compile_value, graphs in q.executions:
-        execution = Execution(compile_value, memory_format, graphs)
+    for (compile_value, graphs), ck in itertools.product(q.executions, q.checkpointing):
+        execution = Execution(compile_value, memory_format, graphs, ck)
         compiled = Compiled.of(execution)
+        traced = functools.partial(trace_of, checkpointing=ck)
+        memory = functools.partial(memory_of, checkpointing=ck)
         baselines: dict[str, float] = {}
         for base in ("fp32", "tf32"):
             if refusal(gpu, base) is None:
-                baselines[base] = _step_s(trace_of(base), gpu, base == "tf32", fab, host, compiled, base)
+                baselines[base] = _step_s(traced(base), gpu, base == "tf32", fab, host, compiled, base)
         for precision in precisions:
             name = get(precision).name
             seen: set[str | None] = set()
@@ -293,7 +306,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                 if state not in seen:
                     seen.add(state)
                     rows.append(_predict_row(label, q.preset or wl.preset, name, state, batch, execution, gpu,
-                                             baselines, trace_of, memory_of, fab, host, compiled, max_batch))
+                                             baselines, traced, memory, fab, host, compiled, max_batch))
     for row in rows:
         row.update(running_costs(row, gpu, machine.usd_per_hour))
         if inference:
@@ -399,13 +412,18 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                                              "time at its kernel kind's own reading)")
     if compiled is not None:  # the compile gain: this precision's eager step over this one
         spread["predicted_speedup_vs_eager"] = _step_s(trace, gpu, get(name).tf32, fab, host, None, name) / step_s
+    flops = cost.flops
+    if execution.checkpointing != "off":  # (the model's FLOPs, as run counts them: the recompute said apart)
+        flops = price(trace_of(name, state, checkpointing="off"), gpu, tf32=get(name).tf32, host=host,
+                      compiled=compiled).flops
+        spread["recomputed_flops_per_step"] = cost.flops - flops
     return {**row, **memory_keys, **trust.as_row(), **spread, **dict(
         status="ok", predicted_step_ms=step_s * 1e3, predicted_samples_per_s=world * batch / step_s,
         predicted_speedup_vs_fp32=baselines["fp32"] / step_s if "fp32" in baselines else None,
         predicted_speedup_vs_tf32=baselines["tf32"] / step_s if "tf32" in baselines else None,
-        predicted_mfu=cost.flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
+        predicted_mfu=flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
         predicted_bound=bound, predicted_time_split=time_split, predicted_op_split=cost.op_split,
-        flops_per_step=cost.flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
+        flops_per_step=flops, predicted_ops=cost.ops, predicted_launches=cost.launches,
         predicted_host_ms=cost.host_s * 1e3, predicted_gpu_ms=cost.gpu_s * 1e3,
         predicted_host=host.label,
         predicted_kernels=(f"measured: {cost.kernels}, {cost.measured_share:.0%} of the GPU time" if cost.kernels

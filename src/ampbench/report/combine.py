@@ -123,7 +123,7 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
         return Combination("fp32", Execution(), 1.0, f"the fastest combination, {_label(best)}, measured "
                            f"{_x(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun with "
                            f"{more} to settle it" + _singles_text(ok, base))
-    parts = [f"{_label(best)}: {_x(gain(best))} fp32 eager ({how})"]
+    parts = [f"{_x(gain(best))} fp32 eager ({how})"]  # (the reports name the combination just before: not twice)
     if id(best) in inherited:
         parts.append(f"convergence from {best['precision']} at another execution")
     elif checked:

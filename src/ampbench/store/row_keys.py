@@ -30,6 +30,8 @@ ROW_KEYS: dict[str, str] = {
     "compile": "Execution axis: off (eager), on (torch.compile) or max-autotune. Rows from before the axis: off.",
     "memory_format": "Execution axis: contiguous or channels_last (the model's weights and its 4-D inputs).",
     "cuda_graphs": "Execution axis: off or on (CUDA: the compiled forward/backward replayed as CUDA graphs).",
+    "checkpointing": "Execution axis: off or blocks (activation checkpointing: each of the model's repeated blocks "
+                     "recomputed in the backward). Rows from before the axis: off.",
     "compiled_by_default": "True when the cell runs compiled without --compile: fp8 on CUDA compiles by default "
                            "(torchao's float8 is built for torch.compile), beside compiled fp32 and amp-bf16 "
                            "references; --compile off times fp8 eager. Null otherwise.",
@@ -165,7 +167,10 @@ ROW_KEYS: dict[str, str] = {
     "flops_per_step": "Model FLOPs of one training step (forward + backward): torch.utils.flop_counter with "
                       "ampbench's formulas where torch's are wrong or missing (grouped/depthwise convolutions' "
                       "backward, attention on CPU, LSTM/GRU kernels; attention backward without the flash kernels' "
-                      "recomputation); checked against a textbook count per layer kind.",
+                      "recomputation); checked against a textbook count per layer kind. With --checkpointing blocks "
+                      "the backward's recompute is left out (MFU is on the model's FLOPs).",
+    "recomputed_flops_per_step": "--checkpointing blocks: the FLOPs the backward recomputes a step (the checkpointed "
+                                 "blocks' forward); flops_per_step leaves them out. Null otherwise.",
     "conv_flops_share": "Share of flops_per_step in convolutions (the rest: matmuls and attention). A GEMM "
                         "micro-benchmark predicts matmuls, not convolutions (see expected_speedup_vs_fp32).",
     "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",
@@ -287,11 +292,12 @@ def empty_row() -> dict[str, object]:
 _STR = ("run_id", "cell_key", "workload", "precision", "status")
 """Required, non-empty strings."""
 _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_at", "timer", "metric_name", "math_mode",
-            "fp8_layers", "compile", "memory_format", "cuda_graphs", "torch_compile", "compile_cache", "strategy",
-            "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source", "energy_source",
+            "fp8_layers", "compile", "memory_format", "cuda_graphs", "checkpointing", "torch_compile", "compile_cache",
+            "strategy", "grad_reduce_dtype", "speedup_vs_fp32_doubt", "framework", "memory_source", "energy_source",
             "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl", "optimizer_state", "optimizer_states",
             *(k for k, t in seam.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "energy_steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
+            "recomputed_flops_per_step",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
             "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step",

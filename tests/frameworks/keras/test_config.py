@@ -56,7 +56,7 @@ def test_the_backend_is_part_of_the_cell():
     (["--workloads", "conv-dummy", "--keras-backend", "tensorflow"], "applies to Keras models"),
     (["--workloads", "keras-conv-dummy", "--precisions", "fp32,master-fp16"], "master-fp16 is not a Keras recipe"),
     (["--workloads", "keras-conv-dummy", "--precisions", "fp8-tensorwise"], "fp8-tensorwise is not a Keras recipe"),
-    (["--workloads", "keras-conv-dummy", "--compile", "on"], "--compile/--memory-format/--cuda-graphs is a PyTorch option"),
+    (["--workloads", "keras-conv-dummy", "--compile", "on"], "--compile/--memory-format/--cuda-graphs/--checkpointing is a PyTorch option"),
     (["--workloads", "keras-conv-dummy", "--strategy", "ddp"], "--strategy is a PyTorch option"),
     (["--workloads", "keras-conv-dummy", "--loss-scale", "static:128"], "dynamic only"),
     (["--model", KERAS_MODEL, "--input-shape", "20", "--num-classes", "2", "--precisions", "master-bf16"],
@@ -88,6 +88,8 @@ def test_a_missing_backend_names_the_install(monkeypatch):
     ("train", ["keras-conv-dummy", "--checkpoint", "ck"], "--checkpoint/--resume is a PyTorch option"),
     ("train", ["keras-conv-dummy", "--max-grad-norm", "1"], "--max-grad-norm is a PyTorch option: Keras clips in its "
      "optimizer: build your model's optimizer with global_clipnorm"),
+    ("train", ["keras-conv-dummy", "--checkpointing", "blocks"], "--checkpointing is a PyTorch option: it recomputes "
+     "PyTorch modules' activations"),
     ("train", ["keras-conv-dummy", "--grad-accum", "4"],
      "--grad-accum is a PyTorch option: Keras 3 accumulates in its optimizer: build your model's optimizer with "
      "gradient_accumulation_steps=N"),

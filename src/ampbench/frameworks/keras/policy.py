@@ -85,6 +85,8 @@ TORCH_ONLY = {
     "grad_accum": "Keras 3 accumulates in its optimizer: build your model's optimizer with "
                   "gradient_accumulation_steps=N",
     "max_grad_norm": "Keras clips in its optimizer: build your model's optimizer with global_clipnorm",
+    "checkpointing": "it recomputes PyTorch modules' activations (torch.utils.checkpoint); Keras has its own "
+                     "(keras.RematScope)",
 }
 """Why each option of run, train and diagnose that some framework cannot take (a :class:`ampbench.seam.Options`
 field) means nothing to a Keras model (a test holds that every field has its reason)."""

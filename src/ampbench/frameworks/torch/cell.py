@@ -21,9 +21,10 @@ from ampbench.bench.cell_row import add_warnings, judge_timed_steps
 from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
-from ampbench.distributed.units import fsdp_split
+from ampbench.distributed.units import blocks, fsdp_split
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
+from ampbench.execution.checkpointing import checkpoint_blocks, checkpointed_names
 from ampbench.measure import memory as mem
 from ampbench.measure.converge import converge, workload_length
 from ampbench.measure.energy import NO_ENERGY, EnergyMeter
@@ -65,11 +66,24 @@ def validate(spec: CellSpec) -> dict[str, Any]:
     return {"error": ""}
 
 
+def _recomputed_flops(wl: Workload, step: TrainStep) -> int:
+    """The FLOPs a checkpointed step's backward recomputes: its checkpointed blocks' forward, counted on one forward
+    of the model without autograd (which holds no activations: a batch that fits checkpointed fits it)."""
+    model = step.eager_model or step.model
+    names = [n.removeprefix("module.").removeprefix("_orig_mod.") for n in checkpointed_names(model)]  # (as by_module)
+    inputs, _ = step.batches[0]
+    with torch.no_grad(), step.mp.autocast():
+        forward = count_step(lambda: wl.call_model(model, inputs))
+    return sum(forward.by_module.get(name, 0) for name in names)
+
+
 def check_execution(spec: CellSpec, wl: Workload) -> None:
     """The cell's execution applies to this device and model (CUDA graphs need CUDA, channels-last 4-D inputs), and
     its optimizer state to the workload's optimizer (torch's Adam/AdamW)."""
     spec.execution.check_device(spec.device)
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
+    if spec.execution.checkpointing != "off" and not blocks(wl.model):
+        checkpoint_blocks(wl.model, spec.label)  # (raises: the one line that says there are no blocks to checkpoint)
     if spec.optimizer_state is not None:
         check_optimizer(wl.make_optimizer(wl.model.parameters()), spec.optimizer_state)
 
@@ -246,6 +260,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
     flops = count_step(lambda: step(eager=True))
     out["flops_per_step"], out["conv_flops_share"] = flops.total, flops.conv_share
+    if execution.checkpointing != "off":  # (the model's FLOPs: the backward's recompute of the blocks left out)
+        out["recomputed_flops_per_step"] = recomputed = _recomputed_flops(wl, step)
+        out["flops_per_step"] = flops.total - recomputed
     fp8_share = None
     if step.mp.fp8_layers is not None:  # what ran in fp8: the converted layers' share of the FLOPs
         fp8_share = out["fp8_flops_share"] = flops.share_of(step.mp.fp8_layers.converted) or 0.0

@@ -14,6 +14,7 @@ import torch
 from ampbench.command_requests import DiagnoseRequest, TrainRequest
 from ampbench.diagnose import diagnose as run_checks
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
+from ampbench.execution.checkpointing import checkpoint_blocks
 from ampbench.frameworks.torch.train import TrainConfig
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
@@ -51,7 +52,8 @@ def train_plan(request: TrainRequest) -> Any:
                        checkpoint_dir=request.checkpoint, resume=request.resume,
                        max_steps_per_epoch=request.max_steps, compile=compile, strategy=request.launch.strategy,
                        grad_reduce_dtype=request.grad_reduce_dtype, fp8=fp8, optimizer_state=request.optimizer_state,
-                       grad_accum=request.grad_accum, max_grad_norm=request.max_grad_norm)
+                       grad_accum=request.grad_accum, max_grad_norm=request.max_grad_norm,
+                       checkpointing=(request.checkpointing or "off").strip())
 
 
 def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
@@ -67,6 +69,8 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     if rank_worker and become_rank(request.device) != 0:
         view.quiet = True  # (rank 0 prints)
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
+    if config.checkpointing != "off":  # (no repeated blocks: refused before the header, as the other options)
+        checkpoint_blocks(wl.model, wl.name)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     mode, device = resolve(config.precision), resolve_device(request.device)
     view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), mode)
@@ -113,6 +117,8 @@ def summary(result: Any) -> str:
         per = " per rank" if result.strategy else ""
         resumed += (f" (gradients accumulated over {result.grad_accum} micro-batches of {result.batch_size}{per}: "
                     f"{result.grad_accum * result.batch_size}{per} a step)")
+    if result.checkpointing != "off":
+        resumed += f" (checkpointing {result.checkpointing})"
     if result.compile_s is not None:
         resumed += f" (compiled: first step {result.compile_s:.1f} s, left out of samples/s)"
     if result.strategy:

@@ -21,7 +21,7 @@ from ampbench.distributed import checkpoint as dcheckpoint
 from ampbench.distributed.placement import placement_of
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError, ParameterError
-from ampbench.execution import Execution, finish_model
+from ampbench.execution import Execution, finish_model, prepare_model
 from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
@@ -62,6 +62,8 @@ class TrainConfig:
     """Also evaluate on the whole training split at the end (check_accuracy on both splits)."""
     compile: str = "off"
     """off | on | max-autotune: train the torch.compile'd model (ampbench.execution; evaluation stays eager)."""
+    checkpointing: str = "off"
+    """off | blocks: the model's repeated blocks recomputed in the backward (:mod:`ampbench.execution.checkpointing`)."""
     strategy: str | None = None
     """ddp | fsdp: train over the ranks of torch.distributed (initialised by the caller, e.g. under torchrun);
     batch_size is per rank, each rank takes its slice of every global batch."""
@@ -74,7 +76,7 @@ class TrainConfig:
     for inf/NaN once (:meth:`MixedPrecision.backward`); ``max_steps_per_epoch`` counts optimizer steps."""
 
     def __post_init__(self) -> None:
-        Execution(compile=self.compile)  # validates the value
+        Execution(compile=self.compile, checkpointing=self.checkpointing)  # validates the values
         check_optimizer_state(self.precision, self.optimizer_state)
 
         if check_strategy(self.strategy) is not None:
@@ -136,6 +138,7 @@ class TrainResult:
     steps_trained: int = 0
     """Optimizer steps this call ran (``steps`` counts the resumed run's earlier ones too)."""
     compile: str = "off"
+    checkpointing: str = "off"
     strategy: str | None = None
     world_size: int = 1
     """Ranks that trained (samples_per_s is global: all ranks together)."""
@@ -229,7 +232,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     epochs = config.epochs or workload.epochs
     batch_size = config.batch_size or workload.batch_size
     torch.manual_seed(config.seed)
-    model = workload.model.to(device)
+    execution = Execution(compile=config.compile, checkpointing=config.checkpointing)
+    model = prepare_model(workload.model.to(device), execution, workload.name)
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
                         placement=placement_of(config.strategy, config.grad_reduce_dtype),
@@ -237,7 +241,6 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     model, optimizer = mp.setup(model, optimizer)
     world, rank = (dist.get_world_size(), dist.get_rank()) if mp.placement.strategy else (1, 0)
     workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
-    execution = Execution(compile=config.compile)
     run = finish_model(model, execution)
     train_data = workload.train_data.to(device)
     test_data = workload.test_data.to(device) if workload.test_data is not None else None
@@ -315,7 +318,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         test_metric=test_metric, train_loss=train_loss, test_loss=test_loss,
         samples_per_s=_rate(samples, train_seconds, compile_samples, compile_s or 0.0), train_seconds=train_seconds,
         loss_scale=mp.scale, resumed_from_epoch=start_epoch, steps_trained=mp.totals["steps"] - steps_before,
-        compile=config.compile, strategy=mp.placement.strategy, world_size=world, compile_s=compile_s, grad_accum=accum,
+        compile=config.compile, checkpointing=config.checkpointing, strategy=mp.placement.strategy, world_size=world,
+        compile_s=compile_s, grad_accum=accum,
         history=history,
     )
 
