@@ -101,14 +101,19 @@ def _engine(precision: str, strategy: str | None, grad_reduce_dtype: str | None 
     return MixedPrecision(precision, placement=placement_of(strategy, grad_reduce_dtype), device="cpu", **kw)
 
 
-def train_blocks(precision: str, rank: int, world: int, strategy: str | None, **kw: Any) -> dict[str, Any]:
+def train_blocks(precision: str, rank: int, world: int, strategy: str | None, checkpointed: bool = False,
+                 **kw: Any) -> dict[str, Any]:
     """BlockNet trained STEPS steps (``strategy`` None: one process over the ranks' batches concatenated), the bytes
-    this rank put into FSDP2's all-gathers counted."""
+    this rank put into FSDP2's all-gathers counted; ``checkpointed``: its blocks checkpointed first, as ``run
+    --checkpointing blocks`` does before ``mp.setup``."""
     from ampbench.distributed.comm import fsdp_bytes
     from ampbench.distributed.units import fsdp_split
+    from ampbench.execution.checkpointing import checkpoint_blocks
 
     torch.manual_seed(0)
     net = BlockNet()
+    if checkpointed:
+        checkpoint_blocks(net, "BlockNet")
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
     mp = _engine(precision, strategy, **kw)
     model, opt = mp.setup(net, opt)
@@ -315,6 +320,9 @@ def main(out_dir: Path) -> None:
         results[f"fsdp/{precision}/blocks"] = {
             **train_blocks(precision, rank, world, "fsdp", **kw),
             "reference": train_blocks(precision, rank, world, None, **kw)["params"] if rank == 0 else None}
+    # activation checkpointing under FSDP2: each checkpointed block still a unit, recomputed with its parameters
+    # gathered for its backward
+    results["fsdp/master-bf16/blocks/checkpointed"] = train_blocks("master-bf16", rank, world, "fsdp", checkpointed=True)
     # a fused SGD (what the harness builds for SGD workloads) over FSDP2's sharded parameters: torch's fused kernel has
     # no DTensor rule, so it steps with foreach, with a warning
     import warnings

@@ -106,11 +106,12 @@ def strategy_problem(spec: CellSpec) -> str | None:
 def needs_validation(spec: CellSpec) -> bool:
     """Cells whose inputs must be checked before the run: those only a real build checks
     (:attr:`CellSpec.inputs_need_a_build`), a framework's own process (its backend installed), an optimizer state
-    precision (the workload's optimizer must be an Adam or AdamW: checked on a meta build), and workload options (their
+    precision (the workload's optimizer must be an Adam or AdamW: checked on a meta build), workload options (their
     values are checked as the model is built: ``-o size=huge`` for bert was an error row of a run that had started,
-    exit 1, where the option's name was refused before it)."""
+    exit 1, where the option's name was refused before it), and checkpointing (the model must have repeated blocks:
+    a meta build)."""
     return (spec.inputs_need_a_build or seam.of_cell(spec).own_process or spec.optimizer_state is not None
-            or bool(spec.data.options))
+            or bool(spec.data.options) or spec.execution.checkpointing != "off")
 
 
 def validate_inputs(config: RunConfig) -> list[str]:
@@ -124,8 +125,8 @@ def validate_inputs(config: RunConfig) -> list[str]:
     notes: list[str] = []
     own: dict[tuple[str, str | None], list[CellSpec]] = {}
     for spec in config.cells():
-        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.framework, spec.backend,
-                  spec.optimizer_state)
+        target = (spec.workload, spec.model, spec.preset, spec.execution.memory_format, spec.execution.checkpointing,
+                  spec.framework, spec.backend, spec.optimizer_state)
         if target in seen or not needs_validation(spec):
             continue
         seen.add(target)

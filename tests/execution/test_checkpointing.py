@@ -1,0 +1,113 @@
+"""Activation checkpointing (``--checkpointing blocks``): the same training, less held, the recompute counted apart.
+
+Oracles: the weights of the same steps without checkpointing (fp32 and amp-bf16, dropout on); the FLOPs the
+backward recomputes counted by hand from the blocks' layer sizes (2 x tokens x in x out per Linear, 2 x B x S^2 x h
+per attention product)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from ampbench.distributed.units import blocks
+from ampbench.errors import AmpbenchError
+from ampbench.execution.checkpointing import checkpoint_blocks, checkpointed_names
+from ampbench.frameworks.torch.train import TrainConfig, train
+from ampbench.workloads import create_workload
+from tests.conftest import cli
+
+
+def _block_forward_flops(workload: str, preset: str, batch: int) -> int:
+    """Each repeated block's forward FLOPs by hand: its Linear layers on batch x seq tokens, and the two attention
+    products (scores and context) of a transformer layer."""
+    wl = create_workload(workload, preset)
+    seq = wl.example_batch(2)[0][0].shape[1]
+    total = 0
+    for block in blocks(wl.model):
+        linears = [m for m in block.modules() if isinstance(m, nn.Linear)]
+        total += sum(2 * batch * seq * m.in_features * m.out_features for m in linears)
+        hidden = linears[0].in_features
+        total += 2 * (2 * batch * seq * seq * hidden)
+    return total
+
+
+def test_blocks_are_checkpointed_in_place_with_their_names_kept() -> None:
+    wl = create_workload("bert", "small")
+    names = list(wl.model.state_dict())
+    assert checkpoint_blocks(wl.model, "bert") == len(blocks(wl.model)) == 4
+    assert checkpoint_blocks(wl.model, "bert") == 4  # (once: a second call wraps nothing again)
+    assert list(wl.model.state_dict()) == names
+    assert checkpointed_names(wl.model) == [f"layers.{i}" for i in range(4)]
+
+
+def test_a_model_without_repeated_blocks_is_refused_in_one_line() -> None:
+    with pytest.raises(AmpbenchError, match=r"^--checkpointing blocks: mnist-cnn has no repeated blocks to checkpoint"):
+        checkpoint_blocks(create_workload("mnist-cnn", "tiny").model, "mnist-cnn")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
+def test_checkpointed_training_ends_at_the_same_weights(precision: str) -> None:
+    """3 steps of bert tiny with dropout: the recompute restores the RNG and autocast state of the forward, so the
+    gradients -- and the weights -- are those of the steps without checkpointing."""
+    weights = {}
+    for checkpointing in ("off", "blocks"):
+        wl = create_workload("bert", "tiny", seed=0)
+        r = train(wl, TrainConfig(precision=precision, epochs=1, max_steps_per_epoch=3, checkpointing=checkpointing,
+                                  evaluate_train=False))
+        assert r.steps == 3 and r.checkpointing == checkpointing
+        weights[checkpointing] = [p.detach().float().clone() for p in wl.model.parameters()]
+    for a, b in zip(weights["off"], weights["blocks"]):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_run_counts_the_recompute_apart_and_holds_less(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, _, err = cli("run", "--workloads", "bert", "--preset", "tiny", "--precisions", "fp32", "--checkpointing",
+                       "off,blocks", "--steps", "2", "--warmup", "1", "--device", "cpu", "--no-report", "--db",
+                       str(tmp_path / "r.db"), "--json", str(out))
+    assert code == 0, err
+    rows = {r["checkpointing"]: r for r in json.loads(out.read_text())["rows"] if not r.get("closing_baseline")}
+    off, on = rows["off"], rows["blocks"]
+    assert on["status"] == off["status"] == "ok"
+    assert on["flops_per_step"] == off["flops_per_step"]  # (the model's FLOPs: MFU on them)
+    assert off.get("recomputed_flops_per_step") is None
+    assert on["recomputed_flops_per_step"] == _block_forward_flops("bert", "tiny", off["batch_size"])
+    assert on["activation_bytes"] < off["activation_bytes"] / 2
+
+
+def test_predict_prices_the_recompute_and_the_memory_it_saves() -> None:
+    from ampbench.predict.config import PredictConfig
+
+    rows = PredictConfig.from_strings(gpu="a100-80gb", workloads="bert", preset="small", precisions="fp32,amp-bf16",
+                                      checkpointing="off,blocks").predict()
+    by = {(r["precision"], r["checkpointing"]): r for r in rows}
+    for precision in ("fp32", "amp-bf16"):
+        off, on = by[precision, "off"], by[precision, "blocks"]
+        assert on["flops_per_step"] == off["flops_per_step"]
+        assert on["recomputed_flops_per_step"] == _block_forward_flops("bert", "small", off["batch_size"])
+        assert on["predicted_step_ms"] > off["predicted_step_ms"]  # (a forward of the blocks more)
+        assert on["predicted_activation_bytes"] < off["predicted_activation_bytes"] / 4
+        assert on["predicted_max_batch"] > off["predicted_max_batch"]
+        assert on["predicted_mfu"] < off["predicted_mfu"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "--workloads", "mnist-cnn", "--preset", "tiny", "--checkpointing", "blocks", "--no-report"],
+     "--checkpointing blocks: mnist-cnn has no repeated blocks to checkpoint"),
+    (["run", "--workloads", "bert", "--checkpointing", "layers"], "--checkpointing 'layers': choose from off, blocks"),
+    (["train", "tabular-mlp", "--preset", "tiny", "--checkpointing", "blocks"],
+     "--checkpointing blocks: tabular-mlp has no repeated blocks"),
+    (["predict", "--gpu", "a100-80gb", "--workloads", "bert", "--inference", "--checkpointing", "blocks"],
+     "--checkpointing recomputes activations in a training step's backward; --inference"),
+    (["predict", "--gpu", "a100-80gb", "--workloads", "wide-mlp", "--checkpointing", "blocks"],
+     "--checkpointing blocks: wide-mlp"),
+])
+def test_what_cannot_be_checkpointed_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "r.db")] if args[0] in ("run", "predict") else []
+    code, out, err = cli(*args, *db)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (out, err)
+    assert "running" not in out and "epoch" not in out  # (refused before any cell or step)
