@@ -28,9 +28,9 @@ def test_out_of_memory_rows_get_their_split_and_the_gradients_they_hold() -> Non
                  model_bytes_half=298776)]
     assert accumulation_note(rows) == (
         "batch 4,096 a step by gradient accumulation (ampbench train --batch-size M --grad-accum N, M within the "
-        "largest batch that fit): fp32 4 x 1,024, pure-bf16 2 x 2,048; the summed gradients (up to 584 KiB) stay "
+        "largest batch that fit): fp32 4 x 1,024, pure-bf16 2 x 2,048; the summed gradients (up to 583.5 KiB) stay "
         "allocated across the micro-batches")
-    assert "292 KiB" in (accumulation_note(rows[1:]) or "")  # (pure-bf16 sums in bf16: half of fp32's bytes)
+    assert "291.8 KiB" in (accumulation_note(rows[1:]) or "")  # (pure-bf16 sums in bf16: half of fp32's bytes)
 
 
 def test_without_a_largest_batch_it_says_which_measurement_finds_it() -> None:
@@ -46,7 +46,7 @@ def test_the_advice_names_fp32_out_of_memory_and_the_split() -> None:
                        _row("amp-bf16", 1500.0, batch_size=2048, max_batch=2752)]))
     assert a.recommended == "amp-bf16"
     assert "(fp32 ran out of memory)" in a.evidence and "no fp32 baseline" not in a.evidence
-    assert a.evidence.endswith("fp32 2 x 1,024; the summed gradients (up to 2.00 MiB) stay allocated across the "
+    assert a.evidence.endswith("fp32 2 x 1,024; the summed gradients (up to 2.0 MiB) stay allocated across the "
                                "micro-batches"), a.evidence
     every = advise(derive([_row("fp32", None, status="oom", batch_size=4096, max_batch=1728),
                            _row("amp-bf16", None, status="oom", batch_size=4096, max_batch=2688)]))

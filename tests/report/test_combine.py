@@ -69,3 +69,25 @@ def test_markdown_names_each_cells_execution() -> None:
     assert "| precision | execution | status |" in md and "| vs fp32 eager |" in md
     assert "| fp32 | compile | ok (compile 2.0 s) |" in md
     assert "**fastest combination: amp-bf16 + compile**" in md
+
+
+def test_the_least_memory_combination_is_said_where_it_is_not_the_fastest() -> None:
+    """GPU rows (the allocator's peak): amp-bf16 + checkpointing holds least, amp-bf16 eager runs fastest; fp32 +
+    checkpointing holds nearly as little (within 2%: the fewer changes would win) but not within the tie."""
+    gib = 2**30
+    rows = [_row("fp32", 100.0, peak_allocated_bytes=20 * gib, max_batch=256),
+            _row("amp-bf16", 230.0, peak_allocated_bytes=12 * gib, max_batch=440),
+            _row("fp32", 72.0, peak_allocated_bytes=6 * gib, checkpointing="blocks", max_batch=900,
+                 cell_key="fp32-ck"),
+            _row("amp-bf16", 160.0, peak_allocated_bytes=4 * gib, checkpointing="blocks", max_batch=1400,
+                 cell_key="amp-ck")]
+    a = advise(derive(rows))
+    assert a.combination == "amp-bf16"
+    assert a.least_memory == ("least memory: amp-bf16 + checkpointing, 4.0 GiB against fp32 eager's 20.0 GiB (80% "
+                              "less), at 1.60x fp32 eager's speed; largest batch 256 -> 1,400")
+    md = render_markdown(rows, {"run_id": "r"})
+    assert "**least memory**: amp-bf16 + checkpointing, 4.0 GiB" in md
+    # where the fastest combination is also the leanest, its line says it: no second line
+    lean = [r for r in rows if r["precision"] == "fp32" or r.get("checkpointing") == "blocks"]
+    lean[-1]["samples_per_s"] = 260.0
+    assert advise(derive(lean)).least_memory is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.precision import half_gradients
-from ampbench.report.numbers import bytes_unit, sig, unit_bytes
+from ampbench.report.numbers import fmt_bytes
 
 
 def micro_batches(batch: int, largest: int) -> tuple[int, int]:
@@ -29,11 +29,6 @@ def accumulate_text(batch: Any, largest: Any) -> str | None:
     n, micro = micro_batches(batch, largest)
     return (f"it trains batch {batch:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train --batch-size "
             f"{micro} --grad-accum {n})")
-
-
-def _bytes(n: int) -> str:
-    unit = bytes_unit([n])
-    return f"{sig(n / unit_bytes(unit))} {unit}"
 
 
 def _held(r: dict[str, Any]) -> int | None:
@@ -62,7 +57,7 @@ def accumulation_note(rows: list[dict[str, Any]]) -> str | None:
             unmeasured.append(r["precision"])
     parts = []
     if splits:
-        gradients = f"; the summed gradients (up to {_bytes(max(held))}) stay allocated across the micro-batches"
+        gradients = f"; the summed gradients (up to {fmt_bytes(max(held))}) stay allocated across the micro-batches"
         parts.append(f"{one or 'the same batch'} a step by gradient accumulation (ampbench train --batch-size M "
                      f"--grad-accum N, M within the largest batch that fit): {', '.join(splits)}"
                      + (gradients if max(held) else ""))

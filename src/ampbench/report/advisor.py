@@ -40,7 +40,7 @@ from ampbench.execution.axes import Execution
 from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.accumulation import accumulation_note
-from ampbench.report.combine import best_combination
+from ampbench.report.combine import best_combination, least_memory
 from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
@@ -75,6 +75,9 @@ class Advice:
     combination ("amp-bf16 + compile"), "fp32" when none is measurably faster than fp32 eager, "none"."""
     combination_evidence: str | None = None
     """Its speedup over fp32 eager, and what each change bought alone and on top of the other."""
+    least_memory: str | None = None
+    """With several executions: the converging combination that holds the least memory, where it is not the fastest
+    (activation checkpointing: its memory against fp32 eager's, at the speed it costs; :func:`least_memory`)."""
     distributed: str | None = None
     """With distributed cells (--strategy): the fastest across ranks, its scaling, the least memory per rank."""
     optimizer_states: str | None = None
@@ -331,7 +334,7 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
                                 f"({b.evidence})")
     if len(executions) > 1:
         c = best_combination(rows)
-        a = replace(a, combination=c.label, combination_evidence=c.evidence)
+        a = replace(a, combination=c.label, combination_evidence=c.evidence, least_memory=least_memory(rows))
     return a
 
 

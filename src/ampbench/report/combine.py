@@ -20,7 +20,8 @@ from typing import Any
 
 from ampbench.execution.axes import Execution
 from ampbench.precision import is_fp8
-from ampbench.store.derive import speed_doubt, speedup_noise, speedup_range
+from ampbench.report.numbers import fmt_bytes
+from ampbench.store.derive import compared_memory, speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
 MIN_GAIN = 1.05
@@ -136,6 +137,36 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
     notes = _compile_notes(best)
     return Combination(best["precision"], Execution.of(best), gain(best),
                        "; ".join(parts) + _singles_text(ok, base) + notes)
+
+
+def least_memory(rows: list[dict[str, Any]]) -> str | None:
+    """With several executions: the converging combination that holds the least memory (activation checkpointing,
+    a half precision), its memory against fp32 eager's and the speed it costs or buys -- None where that is fp32 eager
+    itself or the fastest combination (whose line says it), or memory was not measured."""
+    ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0 and compared_memory(r)]
+    base = next((r for r in ok if r["precision"] == "fp32" and Execution.of(r).is_default), None)
+    if base is None:
+        return None
+    pool = _converging(ok)[0]
+    if not pool:
+        return None
+    least = min(compared_memory(r) or math.inf for r in pool)
+
+    def changes(r: dict[str, Any]) -> int:
+        return (r["precision"] != "fp32") + len(Execution.of(r).changes())
+
+    pick = min((r for r in pool if (compared_memory(r) or math.inf) <= least * (1 + TIE)),
+               key=lambda r: (changes(r), -_speed(r)))
+    fastest = best_combination(rows)
+    if pick is base or (pick["precision"], Execution.of(pick)) == (fastest.precision, fastest.execution):
+        return None
+    mine, theirs = compared_memory(pick) or 0.0, compared_memory(base) or 0.0
+    if mine >= theirs * (1 - TIE):
+        return None
+    batch = (f"; largest batch {base['max_batch']:,} -> {pick['max_batch']:,}"
+             if isinstance(base.get("max_batch"), int) and isinstance(pick.get("max_batch"), int) else "")
+    return (f"least memory: {_label(pick)}, {fmt_bytes(mine)} against fp32 eager's {fmt_bytes(theirs)} "
+            f"({1 - mine / theirs:.0%} less), at {_x(_speed(pick) / _speed(base))} fp32 eager's speed{batch}")
 
 
 def _label(r: dict[str, Any]) -> str:

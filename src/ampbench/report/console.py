@@ -18,19 +18,10 @@ from rich.text import Text
 from ampbench.execution.axes import Execution, strategy_label
 from ampbench.report.accumulation import accumulate_text
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
-from ampbench.report.numbers import bytes_unit, sig, unit_bytes
+from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
 from ampbench.store.derive import compared_memory, memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
-
-
-def fmt_bytes(n: Any, unit: str | None = None) -> str:
-    """Bytes in the largest unit they fill (``unit``: in that one, a column's: its figures side by side alike)."""
-    if not isinstance(n, (int, float)):
-        return "-"
-    unit = unit or bytes_unit([n])
-    size = unit_bytes(unit)
-    return f"{n / size:,.1f} {unit}" if size > 1 else f"{n:,.0f} B"
 
 
 def _num(v: Any, spec: str = ",.1f") -> str:
@@ -557,6 +548,8 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
             if a.combination is not None:
                 yield f"{head}{at} fastest combination: [bold green]{escape(a.combination)}[/] " \
                       f"{escape(a.combination_evidence or '')}"
+            if a.least_memory is not None:
+                yield f"{head}{at} {escape(a.least_memory)}"
             if a.distributed is not None:
                 yield f"{head}{at} distributed: {escape(a.distributed)}"
             if a.optimizer_states is not None:

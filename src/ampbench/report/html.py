@@ -146,6 +146,8 @@ def _env_table(row: dict[str, Any]) -> str:
 def _advice_html(a: Advice) -> str:
     combo = (f'<br><b>Fastest combination: {e(a.combination)}</b> — {e(a.combination_evidence)}'
              if a.combination is not None else "")
+    if a.least_memory is not None:
+        combo += f"<br><b>Least memory</b> — {e(a.least_memory.removeprefix('least memory: '))}"
     if a.distributed is not None:
         combo += f"<br><b>Distributed</b> — {e(a.distributed)}"
     if a.optimizer_states is not None:

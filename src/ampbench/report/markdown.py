@@ -66,6 +66,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         if a.combination is not None:
             lines.append(f"**fastest combination: {md_escape(a.combination)}**: {md_escape(a.combination_evidence)}")
             lines.append("")
+        if a.least_memory is not None:
+            lines.append(f"**least memory**:{md_escape(a.least_memory.removeprefix('least memory:'))}")
+            lines.append("")
         if a.distributed is not None:
             lines.append(f"**distributed**: {md_escape(a.distributed)}")
         if a.optimizer_states is not None:

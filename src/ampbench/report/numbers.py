@@ -26,3 +26,12 @@ def bytes_unit(values: Any) -> str:
 def unit_bytes(unit: str) -> int:
     """Bytes in ``unit`` (GiB, MiB, KiB or B)."""
     return dict(BYTE_UNITS).get(unit, 1)
+
+
+def fmt_bytes(n: Any, unit: str | None = None) -> str:
+    """Bytes in the largest unit they fill (``unit``: in that one, a column's: its figures side by side alike)."""
+    if not isinstance(n, (int, float)):
+        return "-"
+    unit = unit or bytes_unit([n])
+    size = unit_bytes(unit)
+    return f"{n / size:,.1f} {unit}" if size > 1 else f"{n:,.0f} B"
