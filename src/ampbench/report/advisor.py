@@ -40,7 +40,7 @@ from ampbench.execution.axes import Execution
 from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.accumulation import accumulation_note
-from ampbench.report.combine import best_combination, least_memory
+from ampbench.report.combine import MIN_MEMORY_SAVING, best_combination, least_memory
 from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
@@ -52,7 +52,6 @@ TIE = 0.02
 MIN_GAIN = 1.05
 NOISE_SIGMAS = 2.0
 """A single measurement's gain must exceed this many standard deviations of its noise."""
-MIN_MEMORY_SAVING = 0.10
 LAUNCH_BOUND_MS = 5.0
 """GPU step times below this, with the half modes no faster, point at a launch-bound model."""
 

@@ -26,6 +26,8 @@ from ampbench.store.derive import compared_memory, speed_doubt, speedup_noise, s
 TIE = 0.02
 MIN_GAIN = 1.05
 NOISE_SIGMAS = 2.0
+MIN_MEMORY_SAVING = 0.10
+"""A memory saving smaller than this share is not advised on (the precision advisor's rule too)."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def least_memory(rows: list[dict[str, Any]]) -> str | None:
     if pick is base or (pick["precision"], Execution.of(pick)) == (fastest.precision, fastest.execution):
         return None
     mine, theirs = compared_memory(pick) or 0.0, compared_memory(base) or 0.0
-    if mine >= theirs * (1 - TIE):
+    if mine > theirs * (1 - MIN_MEMORY_SAVING):  # (GPT-2's large vocabulary: 5% less for 0.70x the speed)
         return None
     batch = (f"; largest batch {base['max_batch']:,} -> {pick['max_batch']:,}"
              if isinstance(base.get("max_batch"), int) and isinstance(pick.get("max_batch"), int) else "")
