@@ -526,3 +526,21 @@ def test_the_output_layers_width_is_the_tasks_and_its_fix_says_pad_and_slice() -
     assert by["2", "out_features"].fix.startswith("the model's output layer: 4 is its number of classes or outputs "
                                                   "-- pad it to 8 and slice the extra outputs off before the loss")
     assert by["0", "out_features"].fix.startswith("make out_features 64 (a multiple of 8)")
+
+
+def test_activation_dominated_memory_names_checkpointing() -> None:
+    """bert small in amp-bf16: its saved activations outweigh its weights, gradients and Adam state (the share an
+    oracle: the split's own bytes), so the finding names the 4 repeated blocks --checkpointing would recompute."""
+    from ampbench.diagnose.profile import profile_findings, profile_steps
+    from ampbench.workloads import create_workload
+
+    p = profile_steps(create_workload("bert", "small"), "amp-bf16", torch.device("cpu"), 32, 1, None)
+    m = p["memory"]
+    static = m["weights_bytes"] + m["grads_bytes"] + m["optimizer_bytes"]
+    assert m["static_share"] == pytest.approx(static / (static + m["activation_bytes"])) and m["static_share"] < 0.4
+    (f,) = [f for f in profile_findings(p, half=True) if f.title.startswith("memory is dominated by saved activations")]
+    assert f"({1 - m['static_share']:.0%}; {m['activation_bytes'] / 2**20:,.1f} MiB)" in f.title
+    assert "(done in this mode)" in f.fix and "recomputes each of its 4 repeated blocks" in f.fix
+    fp32 = profile_findings({**p, "memory": {**m, "blocks": 0}}, half=False)
+    (f,) = [f for f in fp32 if f.title.startswith("memory is dominated by saved activations")]
+    assert "amp-*/master-*/pure-* halve them" in f.fix and "torch.utils.checkpoint around" in f.fix

@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampbench.cpuinfo import cpu_half_hardware
 from ampbench.diagnose.findings import Finding
+from ampbench.distributed.units import blocks
 from ampbench.measure import memory as mem
 from ampbench.measure.cpu import cpu_peak, half_math_claim
 from ampbench.measure.step import build_step, device_batches
@@ -224,7 +225,8 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
         "tensor_core_kernels": tc_kernels if gpu else None, "gemm_kernels": gemm_kernels if gpu else None,
         "memory": {**(sb.as_row() if sb is not None else {}), "activation_bytes": act[0],
                    "static_share": static / max(static + act[0], 1) if static is not None else None,
-                   "peak_bytes": peak["allocated"], "peak_is": "allocator peak" if gpu else "RSS growth"},
+                   "peak_bytes": peak["allocated"], "peak_is": "allocator peak" if gpu else "RSS growth",
+                   "blocks": len(blocks(step.eager_model or step.model))},
         "tf32": {"matmul": read_tf32().matmul, "cudnn": read_tf32().cudnn}, "trace": str(trace) if trace else None,
         "precision": precision, "device": str(device), "fallbacks": list(step.mp.fallbacks),
         "cpu_half_hardware": None, "cpu_flops_per_cycle": None,
@@ -363,6 +365,16 @@ def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
                            f"activations {m['activation_bytes'] / 2**20:,.1f} MiB)",
                            "autocast keeps fp32 weights, grads and Adam state; it only halves activations",
                            "master-*/pure-* halve weights and grads; a larger batch grows the activations AMP saves on"))
+    elif m["static_share"] is not None and m["static_share"] < 0.4:
+        checkpoint = (f"--checkpointing blocks (run, train, predict) recomputes each of its {m['blocks']} repeated "
+                      "blocks in the backward and holds one block's activations at a time, for about a forward of "
+                      "them more" if m.get("blocks") else "activation checkpointing (torch.utils.checkpoint around "
+                      "the model's large stages) holds fewer of them, for a forward more")
+        out.append(Finding("info", "profile", f"memory is dominated by saved activations ({1 - m['static_share']:.0%}; "
+                           f"{m['activation_bytes'] / 2**20:,.1f} MiB)",
+                           "they grow with the batch: what sets the largest batch",
+                           ("a half precision stores most of them in 16 bits (" + ("done in this mode" if half else "amp-*/"
+                            "master-*/pure-* halve them") + "); ") + checkpoint))
     if "reserved_bytes" in m and m["reserved_bytes"] > 1.5 * max(m["allocated_bytes"], 1):
         out.append(Finding("info", "profile", f"reserved {m['reserved_bytes'] / 2**20:,.0f} MiB vs allocated "
                            f"{m['allocated_bytes'] / 2**20:,.0f} MiB", "the caching allocator holds freed blocks",
