@@ -20,7 +20,7 @@ from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
 from ampbench.measure.env import resolve_device
 from ampbench.paths import check_output_dir
-from ampbench.precision import get, resolve, supported
+from ampbench.precision import get, half_gradients, resolve, supported
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizer_state import check_built
 from ampbench.seam import TrainOutcome, TrainView
@@ -102,10 +102,9 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
 def accumulates_in_half(mode: str, grad_accum: int) -> str | None:
     """The line that says a pure-half mode sums its micro-batches' gradients in its half dtype (None: it does not
     accumulate, or sums in fp32)."""
-    recipe = get(mode)
-    if grad_accum == 1 or recipe.param_dtype == torch.float32 or recipe.master_weights:
+    if grad_accum == 1 or not half_gradients(mode):
         return None
-    half = str(recipe.param_dtype).removeprefix("torch.").replace("bfloat16", "bf16").replace("float16", "fp16")
+    half = "bf16" if get(mode).param_dtype == torch.bfloat16 else "fp16"
     return (f"--grad-accum {grad_accum}: {mode} sums the micro-batches' gradients in {half}, its parameters' dtype "
             f"(each sum rounded to {half}); master-{half} sums them in fp32")
 
