@@ -31,14 +31,21 @@ from ampbench.errors import AmpbenchError
 MARK = "_ampbench_checkpointed"
 
 
-def checkpoint_blocks(model: nn.Module, what: str) -> int:
-    """Checkpoint each of ``model``'s repeated blocks (in place; once); the number of blocks. A model without
-    repeated blocks is refused in one line (``what``: the model, for the message)."""
+def check_blocks(model: nn.Module, what: str) -> list[nn.Module]:
+    """``model``'s repeated blocks; a model without any is refused in one line (``what``: the model, for the
+    message) -- checked before a run, a training or a prediction starts."""
     found = blocks(model)
     if not found:
         raise AmpbenchError(f"--checkpointing blocks: {what} has no repeated blocks to checkpoint (an nn.ModuleList or "
                             "nn.Sequential of two or more like submodules with layers of their own, e.g. a "
                             "transformer's layers or a ResNet's bottlenecks); use --checkpointing off")
+    return found
+
+
+def checkpoint_blocks(model: nn.Module, what: str) -> int:
+    """Checkpoint each of ``model``'s repeated blocks (in place; once); the number of blocks (none: refused,
+    :func:`check_blocks`)."""
+    found = check_blocks(model, what)
     for block in found:
         if getattr(block, MARK, False):
             continue

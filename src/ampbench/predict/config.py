@@ -23,10 +23,9 @@ from ampbench.bench.suites import EntrySettings, named_note, suite_entries, suit
 from ampbench.cells import route
 from ampbench.command_options import PredictDistribution, PredictGpus, PredictTargets
 from ampbench.command_requests import Target
-from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import parse_axis
-from ampbench.execution.checkpointing import checkpoint_blocks
+from ampbench.execution.checkpointing import check_blocks
 from ampbench.measure.gpus import Gpu, lookup
 from ampbench.precision import list_precisions, optimizer_state, resolve
 from ampbench.precision.fp8 import Fp8Options
@@ -173,8 +172,8 @@ class PredictConfig:
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for k, t in enumerate(targets):  # every target built (on meta) and its optimizer checked before any tracing
             config.built[k] = check_target(config.builder(t), list(names), states)
-            if "blocks" in checkpointing and not blocks(config.built[k].model):
-                checkpoint_blocks(config.built[k].model, t.label)  # (raises: no repeated blocks to checkpoint)
+            if "blocks" in checkpointing:
+                check_blocks(config.built[k].model, t.label)
         return config
 
     @staticmethod

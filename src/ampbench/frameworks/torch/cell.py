@@ -21,10 +21,10 @@ from ampbench.bench.cell_row import add_warnings, judge_timed_steps
 from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
-from ampbench.distributed.units import blocks, fsdp_split
+from ampbench.distributed.units import fsdp_split
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
-from ampbench.execution.checkpointing import checkpoint_blocks, checkpointed_names
+from ampbench.execution.checkpointing import check_blocks, checkpointed_names
 from ampbench.measure import memory as mem
 from ampbench.measure.converge import converge, workload_length
 from ampbench.measure.energy import NO_ENERGY, EnergyMeter
@@ -82,8 +82,8 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
     its optimizer state to the workload's optimizer (torch's Adam/AdamW)."""
     spec.execution.check_device(spec.device)
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
-    if spec.execution.checkpointing != "off" and not blocks(wl.model):
-        checkpoint_blocks(wl.model, spec.label)  # (raises: the one line that says there are no blocks to checkpoint)
+    if spec.execution.checkpointing != "off":
+        check_blocks(wl.model, spec.label)
     if spec.optimizer_state is not None:
         check_optimizer(wl.make_optimizer(wl.model.parameters()), spec.optimizer_state)
 

@@ -14,7 +14,7 @@ import torch
 from ampbench.command_requests import DiagnoseRequest, TrainRequest
 from ampbench.diagnose import diagnose as run_checks
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
-from ampbench.execution.checkpointing import checkpoint_blocks
+from ampbench.execution.checkpointing import check_blocks
 from ampbench.frameworks.torch.train import TrainConfig
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
@@ -70,7 +70,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
         view.quiet = True  # (rank 0 prints)
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
     if config.checkpointing != "off":  # (no repeated blocks: refused before the header, as the other options)
-        checkpoint_blocks(wl.model, wl.name)
+        check_blocks(wl.model, wl.name)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     mode, device = resolve(config.precision), resolve_device(request.device)
     view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), mode)
