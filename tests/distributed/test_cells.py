@@ -347,3 +347,16 @@ def test_largest_batch_is_searched_across_ranks() -> None:
     assert row["measures"] == ["throughput", "maxbatch"] and row["max_batch"] == 32 and row["max_batch_limit_hit"]
     assert [t[0] for t in row["max_batch_trials"]] == [16, 32] and all(t[1] and t[2] > 0 for t in row["max_batch_trials"])
     assert row["max_batch_samples_per_s"] > 0
+
+
+def test_a_merged_row_counts_every_ranks_flops_the_recompute_too() -> None:
+    """Two ranks' rows of one checkpointed DDP cell: the world's FLOPs a step, the model's and the recompute's alike
+    (the recompute was one rank's beside the model's two: 8.9M against 53.7M)."""
+    from ampbench.bench.ranks import merge
+
+    rank = {"status": "ok", "samples_per_s": 100.0, "flops_per_step": 26_840_064, "recomputed_flops_per_step": 8_912_896}
+    row = merge({0: {**rank, "rank": 0}, 1: {**rank, "rank": 1, "samples_per_s": 90.0}})
+    assert (row["flops_per_step"], row["recomputed_flops_per_step"]) == (2 * 26_840_064, 2 * 8_912_896)
+    assert row["samples_per_s"] == 180.0 and row["world_size"] == 2
+    plain = merge({0: {**rank, "rank": 0, "recomputed_flops_per_step": None}, 1: {**rank, "rank": 1}})
+    assert plain["recomputed_flops_per_step"] is None  # (rank 0's: a cell without checkpointing has none)

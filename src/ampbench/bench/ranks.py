@@ -126,8 +126,9 @@ def merge(ranks: dict[int, dict[str, Any]], world: int | None = None) -> dict[st
 
     out["samples_per_s"] = times_world(slowest.get("samples_per_s"))
     out["achieved_tflops"] = times_world(slowest.get("achieved_tflops"))
-    flops = times_world(rows[0].get("flops_per_step"))
-    out["flops_per_step"] = None if flops is None else int(flops)
+    for key in ("flops_per_step", "recomputed_flops_per_step"):  # (every rank's step: the world's FLOPs)
+        flops = times_world(rows[0].get(key))
+        out[key] = None if flops is None else int(flops)
     for k in MAX_KEYS:
         vals = [r.get(k) for r in rows if isinstance(r.get(k), (int, float))]
         out[k] = max(vals) if vals else None

@@ -267,6 +267,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)  # order depends on (seed, epoch) only
         t0 = last_report = time.perf_counter()
         epoch_samples = 0
+        compiling = (0.0, 0)  # (this epoch's compiling first step: seconds and samples, left out of its progress rate)
         micro = train_data.batches(batch_size * world, shuffle=True, generator=g, drop_last=world > 1)
         for step in range(steps_per_epoch):
             group = [next(micro) for _ in range(accum)]
@@ -287,12 +288,14 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 compile_s, compile_samples = time.perf_counter() - t_first, step_samples * world
+                compiling = (compile_s, compile_samples)
             now = time.perf_counter()
             if on_progress is not None and (now - last_report >= progress_every or step + 1 == steps_per_epoch):
                 last_report = now
                 norm = mp.last_step.grad_norm_tensor if mp.last_step is not None else None
                 on_progress(Progress(epoch + 1, epochs, step + 1, steps_per_epoch, float(loss.detach()),
-                                     mp.scale if mp.loss_scale.kind != "none" else None, epoch_samples / max(now - t0, 1e-9),
+                                     mp.scale if mp.loss_scale.kind != "none" else None,
+                                     _rate(epoch_samples, now - t0, compiling[1], compiling[0]),
                                      None if norm is None else float(norm)))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
