@@ -305,7 +305,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
         history.append({"epoch": epoch + 1, "loss": float(loss.detach()), "seconds": elapsed,
                         "skipped_steps": mp.totals["skipped_steps"], "loss_scale": mp.scale})
         if log is not None:  # (every rank evaluates: under fsdp a forward is collective; rank 0 logs)
-            scalars = _epoch_scalars(workload, test_data, mp, batch_size, history[-1], epoch_samples, optimizer, device)
+            rate = _rate(epoch_samples, elapsed, compiling[1], compiling[0])  # (the compiling step left out)
+            scalars = _epoch_scalars(workload, test_data, mp, batch_size, history[-1], rate, optimizer, device)
             if rank == 0:
                 log.epoch(epoch + 1, scalars)
         _save(config, ckpt_path, workload, model, optimizer, mp, epoch + 1, history)
@@ -353,13 +354,13 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
 
 
 def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPrecision, batch_size: int,
-                   done: dict[str, Any], samples: int, optimizer: torch.optim.Optimizer,
+                   done: dict[str, Any], samples_per_s: float, optimizer: torch.optim.Optimizer,
                    device: torch.device) -> dict[str, float | None]:
     """An epoch's log: its last loss, samples/s, loss scale, skipped steps, learning rate, memory (the CUDA
     allocator's peak so far, or this process's resident memory on a CPU) and the test split's loss and metric."""
 
     out: dict[str, float | None] = {
-        "loss": done["loss"], "samples_per_s": samples / done["seconds"] if done["seconds"] > 0 else None,
+        "loss": done["loss"], "samples_per_s": samples_per_s if done["seconds"] > 0 else None,
         "loss_scale": done["loss_scale"], "skipped_steps": done["skipped_steps"], "lr": optimizer.param_groups[0]["lr"],
     }
     if device.type == "cuda":
