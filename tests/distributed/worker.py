@@ -230,6 +230,8 @@ def main(out_dir: Path) -> None:
             }
     # gradient accumulation as `ampbench train --grad-accum 2` steps it (frameworks.torch.train._accumulate): each
     # rank's batch in two micro-batches, every micro-batch's gradients reduced as its backward ends
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
     from ampbench.data import TensorData
     from ampbench.frameworks.torch.train import _accumulate
     from ampbench.workloads.base import Workload
@@ -237,6 +239,9 @@ def main(out_dir: Path) -> None:
     for strategy in ("ddp", "fsdp"):
         for precision in ("fp32", "master-bf16"):
             model, opt, mp, net = build(precision, strategy)
+            reduced: list[int] = []  # (DDP: the buckets it all-reduced, counted by a comm hook doing the default)
+            if strategy == "ddp":
+                model.register_comm_hook(reduced, lambda seen, bucket: (seen.append(1), allreduce_hook(None, bucket))[1])
             wl = Workload(name="net", model=net, train_data=TensorData((torch.zeros(1, 16),), torch.zeros(1).long()),
                           loss_fn=lambda out, y: nn.functional.cross_entropy(out.float(), y))
             for step in range(STEPS):
@@ -244,7 +249,14 @@ def main(out_dir: Path) -> None:
                 opt.zero_grad()
                 _accumulate(wl, model, mp, [((x[:5],), y[:5]), ((x[5:],), y[5:])], BATCH)
                 mp.step(opt)
-            results[f"{strategy}/{precision}/accumulated"] = {"params": full_params(model)}
+            out = results[f"{strategy}/{precision}/accumulated"] = {"params": full_params(model),
+                                                                    "reduced_per_step": len(reduced) / STEPS}
+            if strategy == "ddp":  # (the buckets one backward reduces: a step of one micro-batch)
+                reduced.clear()
+                opt.zero_grad()
+                _accumulate(wl, model, mp, [((x,), y)], BATCH)
+                mp.step(opt)
+                out["reduced_per_backward"] = len(reduced)
     # DDP's gradient memory: its buckets (the .grad tensors are views into them), counted as DDP reports them
     from ampbench.distributed.wrap import ddp_bucket_bytes
     from ampbench.measure.memory import state_bytes

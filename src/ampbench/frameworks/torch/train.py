@@ -6,6 +6,7 @@ a rich progress bar with it).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from ampbench.data.tensors import TensorData
 from ampbench.distributed import checkpoint as dcheckpoint
@@ -334,9 +336,12 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
     are several micro-batches: their losses weighted by their share of the ``samples``, summed).
 
     A micro-batch's mean loss weighted by its share of the step's samples makes the accumulated gradients those of
-    the whole batch's mean loss (a short last batch weighs less). Under a strategy every micro-batch's gradients are
-    reduced as its backward ends: DDP's ``no_sync`` would leave the earlier micro-batches unreduced in master-* modes,
-    whose backward moves the half gradients into the fp32 masters (and clears them) before the next one."""
+    the whole batch's mean loss (a short last batch weighs less). Under DDP the micro-batches before the last run
+    under ``no_sync`` (their gradients add up on each rank; the last backward all-reduces the sum: one reduction a
+    step) -- except in master-* modes, whose backward moves the half gradients into the fp32 masters (and clears them)
+    before the next one, so a skipped reduction would never happen: there, and under FSDP2 (whose skipped
+    reduce-scatters would hold every unsharded gradient), every micro-batch's gradients are reduced as its backward
+    ends."""
     if len(group) == 1:  # (no accumulation: the step as it always was, no extra op)
         (inputs, targets), = group
         with mp.autocast():
@@ -344,13 +349,24 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
         mp.backward(loss)
         return loss
     total: torch.Tensor | None = None
-    for inputs, targets in group:
-        with mp.autocast():
-            loss = workload.loss_fn(workload.call_model(model, inputs), targets) * (int(targets.shape[0]) / samples)
-        mp.backward(loss)
+    deferred = _deferred_sync(model, mp)
+    for i, (inputs, targets) in enumerate(group):
+        with deferred() if deferred is not None and i < len(group) - 1 else contextlib.nullcontext():
+            with mp.autocast():
+                loss = workload.loss_fn(workload.call_model(model, inputs), targets) * (int(targets.shape[0]) / samples)
+            mp.backward(loss)
         total = loss.detach() if total is None else total + loss.detach()
     assert total is not None
     return total
+
+
+def _deferred_sync(model: nn.Module, mp: MixedPrecision) -> Callable[[], Any] | None:
+    """DDP's ``no_sync`` where a step's earlier micro-batches may skip their all-reduce (see :func:`_accumulate`); None
+    where each must be reduced (master-* modes, FSDP2) or there is nothing to reduce (one process)."""
+    ddp = model if isinstance(model, DistributedDataParallel) else getattr(model, "_orig_mod", None)  # (compiled)
+    if not isinstance(ddp, DistributedDataParallel) or mp.master_params():
+        return None
+    return ddp.no_sync
 
 
 def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPrecision, batch_size: int,
