@@ -111,3 +111,26 @@ def test_what_cannot_be_checkpointed_is_one_line_and_exit_2(args: list[str], say
     code, out, err = cli(*args, *db)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (out, err)
     assert "running" not in out and "epoch" not in out  # (refused before any cell or step)
+
+
+def test_batchnorm_statistics_are_updated_once_a_step_as_without_checkpointing() -> None:
+    """resnext tiny (BatchNorm in every bottleneck), 2 steps: with the blocks checkpointed the whole state -- running
+    means, variances and batch counts too -- is the state without; the plain torch.utils.checkpoint (the compiled
+    path's) updates the statistics again in the recompute, which the test shows differs."""
+    from ampbench.measure.step import build_step
+
+    states = {}
+    for checkpointing, keep in (("off", True), ("blocks", True), ("blocks", False)):
+        wl = create_workload("resnext", "tiny", seed=0)
+        if checkpointing == "blocks":
+            checkpoint_blocks(wl.model, "resnext", keep_statistics=keep)
+        step = build_step(wl, "fp32", 8, torch.device("cpu"))
+        for _ in range(2):
+            step()
+        states[checkpointing, keep] = {k: v.detach().clone() for k, v in wl.model.state_dict().items()}
+    off, kept, plain = states["off", True], states["blocks", True], states["blocks", False]
+    stats = [k for k in off if "running_" in k or "num_batches_tracked" in k]
+    assert stats and list(off) == list(kept)
+    for k in off:
+        torch.testing.assert_close(kept[k], off[k], atol=1e-6, rtol=1e-6, msg=k)
+    assert any(not torch.allclose(plain[k].float(), off[k].float()) for k in stats)
