@@ -21,12 +21,20 @@ def micro_batches(batch: int, largest: int) -> tuple[int, int]:
     return n, batch // n
 
 
+def split(batch: Any, largest: Any) -> tuple[int, int] | None:
+    """:func:`micro_batches` for a batch over the largest that fits; None where it fits or either is unknown."""
+    if not (isinstance(batch, int) and isinstance(largest, int) and 0 < largest < batch):
+        return None
+    return micro_batches(batch, largest)
+
+
 def accumulate_text(batch: Any, largest: Any) -> str | None:
     """"it trains batch 256 a step as 2 x 128 by gradient accumulation (ampbench train --batch-size 128 --grad-accum
     2)" for a batch over the largest that fits (None: it fits, or either is unknown)."""
-    if not (isinstance(batch, int) and isinstance(largest, int) and 0 < largest < batch):
+    parts = split(batch, largest)
+    if parts is None:
         return None
-    n, micro = micro_batches(batch, largest)
+    n, micro = parts
     return (f"it trains batch {batch:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train --batch-size "
             f"{micro} --grad-accum {n})")
 
@@ -48,10 +56,9 @@ def accumulation_note(rows: list[dict[str, Any]]) -> str | None:
     one = f"batch {batches[0]:,}" if len(batches) == 1 else None
     splits, held, unmeasured = [], [], []
     for r in oom:
-        largest, batch = r.get("max_batch"), r["batch_size"]
-        if isinstance(largest, int) and 0 < largest < batch:
-            n, micro = micro_batches(batch, largest)
-            splits.append(f"{r['precision']} {n} x {micro:,}")
+        largest, parts = r.get("max_batch"), split(r["batch_size"], r.get("max_batch"))
+        if parts is not None:
+            splits.append(f"{r['precision']} {parts[0]} x {parts[1]:,}")
             held.append(_held(r) or 0)
         elif not largest:
             unmeasured.append(r["precision"])

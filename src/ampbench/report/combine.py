@@ -112,11 +112,8 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
     def gain(r: dict[str, Any]) -> float:
         return _speed(r) / _speed(base)
 
-    def changes(r: dict[str, Any]) -> int:
-        return (r["precision"] != "fp32") + len(Execution.of(r).changes())
-
     top = max(gain(r) for r in pool)
-    best = min((r for r in pool if gain(r) >= top * (1 - TIE)), key=lambda r: (changes(r), -gain(r)))
+    best = min((r for r in pool if gain(r) >= top * (1 - TIE)), key=lambda r: (_changes(r), -gain(r)))
     faster, how = measurably_faster(best, base) if best is not base else (False, "")
     if not faster:
         if best is base:
@@ -141,10 +138,16 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
                        "; ".join(parts) + _singles_text(ok, base) + notes)
 
 
-def least_memory(rows: list[dict[str, Any]]) -> str | None:
+def _changes(r: dict[str, Any]) -> int:
+    """How many changes a row makes to fp32 eager (its precision, each execution axis): ties go to fewer."""
+    return (r["precision"] != "fp32") + len(Execution.of(r).changes())
+
+
+def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None) -> str | None:
     """With several executions: the converging combination that holds the least memory (activation checkpointing,
     a half precision), its memory against fp32 eager's and the speed it costs or buys -- None where that is fp32 eager
-    itself or the fastest combination (whose line says it), or memory was not measured."""
+    itself or the fastest combination (``fastest``: :func:`best_combination`'s, made here when not given; its line
+    says it), or memory was not measured."""
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0 and compared_memory(r)]
     base = next((r for r in ok if r["precision"] == "fp32" and Execution.of(r).is_default), None)
     if base is None:
@@ -153,13 +156,9 @@ def least_memory(rows: list[dict[str, Any]]) -> str | None:
     if not pool:
         return None
     least = min(compared_memory(r) or math.inf for r in pool)
-
-    def changes(r: dict[str, Any]) -> int:
-        return (r["precision"] != "fp32") + len(Execution.of(r).changes())
-
     pick = min((r for r in pool if (compared_memory(r) or math.inf) <= least * (1 + TIE)),
-               key=lambda r: (changes(r), -_speed(r)))
-    fastest = best_combination(rows)
+               key=lambda r: (_changes(r), -_speed(r)))
+    fastest = fastest if fastest is not None else best_combination(rows)
     if pick is base or (pick["precision"], Execution.of(pick)) == (fastest.precision, fastest.execution):
         return None
     mine, theirs = compared_memory(pick) or 0.0, compared_memory(base) or 0.0

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.markup import escape
 
-from ampbench.report.accumulation import micro_batches
+from ampbench.report.accumulation import split
 from ampbench.report.console import Col, fmt_bytes, stack_tables
 from ampbench.report.numbers import bytes_unit, sig
 from ampbench.report.predictions import at_power, listed
@@ -66,10 +66,9 @@ def accumulation_splits(group: Group, gpus: list[str]) -> list[str]:
     splits = []
     for gpu in gpus:
         r = group.get("fp32", {}).get(gpu) or {}
-        batch, largest = r.get("batch_size"), r.get("predicted_max_batch")
-        if fp32_unfit(group, gpu) and isinstance(batch, int) and isinstance(largest, int) and 0 < largest < batch:
-            n, micro = micro_batches(batch, largest)
-            splits.append(f"{gpu} {n} x {micro:,}")
+        parts = split(r.get("batch_size"), r.get("predicted_max_batch")) if fp32_unfit(group, gpu) else None
+        if parts is not None:
+            splits.append(f"{gpu} {parts[0]} x {parts[1]:,}")
     return splits
 
 

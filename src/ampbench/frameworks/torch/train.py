@@ -262,6 +262,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
     steps_before = mp.totals["steps"]
+    deferred = _deferred_sync(run, mp) if accum > 1 else None  # (once: not a question for every step)
     model.train()
     train_seconds, samples, loss = 0.0, 0, torch.zeros(())
     compile_s, compile_samples = None, 0
@@ -281,7 +282,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
             if first:
                 t_first = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            loss = _accumulate(workload, run, mp, group, step_samples)
+            loss = _accumulate(workload, run, mp, group, step_samples, deferred)
             mp.step(optimizer, max_grad_norm=config.max_grad_norm)
             if log is not None and rank == 0 and mp.last_step is not None:
                 log.step(mp.totals["steps"], {**mp.last_step.scalars(), "lr": optimizer.param_groups[0]["lr"]})
@@ -331,7 +332,8 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
 
 
 def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
-                group: list[tuple[tuple[torch.Tensor, ...], torch.Tensor]], samples: int) -> torch.Tensor:
+                group: list[tuple[tuple[torch.Tensor, ...], torch.Tensor]], samples: int,
+                deferred: Callable[[], Any] | None = None) -> torch.Tensor:
     """One optimizer step's forwards and backwards, a micro-batch at a time; the step's loss (detached where there
     are several micro-batches: their losses weighted by their share of the ``samples``, summed).
 
@@ -341,7 +343,8 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
     step) -- except in master-* modes, whose backward moves the half gradients into the fp32 masters (and clears them)
     before the next one, so a skipped reduction would never happen: there, and under FSDP2 (whose skipped
     reduce-scatters would hold every unsharded gradient), every micro-batch's gradients are reduced as its backward
-    ends."""
+    ends. ``deferred``: :func:`_deferred_sync`'s answer for this model, found once a training (None: every
+    micro-batch reduced)."""
     if len(group) == 1:  # (no accumulation: the step as it always was, no extra op)
         (inputs, targets), = group
         with mp.autocast():
@@ -349,7 +352,6 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
         mp.backward(loss)
         return loss
     total: torch.Tensor | None = None
-    deferred = _deferred_sync(model, mp)
     for i, (inputs, targets) in enumerate(group):
         with deferred() if deferred is not None and i < len(group) - 1 else contextlib.nullcontext():
             with mp.autocast():
