@@ -420,6 +420,9 @@ class CellId:
     optimizer_state: str | None = None
     """The optimizer's state precision when not the mode's own (None: the optimizer as built; rows from before the
     axis)."""
+    grad_accum: int = 1
+    """Micro-batches of ``batch_size`` a step accumulates (``predict --grad-accum``; 1: none, every measured row); a
+    row's ``grad_accum`` key only where it is not 1, so the rows before it keep their keys."""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CellId:
@@ -430,7 +433,7 @@ class CellId:
                    world_size=int(row.get("world_size") or 1) if strategy else 1,
                    grad_reduce_dtype=row.get("grad_reduce_dtype") if strategy else None,
                    compiled_by_default=bool(row.get("compiled_by_default")), **_framework_of(row),
-                   optimizer_state=row.get("optimizer_state") or None)
+                   optimizer_state=row.get("optimizer_state") or None, grad_accum=int(row.get("grad_accum") or 1))
 
     def to_row(self) -> dict[str, Any]:
         """The identity keys of a row (compiled_by_default null unless true, as rows have always stored it)."""
@@ -440,7 +443,8 @@ class CellId:
                 "compiled_by_default": self.compiled_by_default or None, "optimizer_state": self.optimizer_state,
                 "framework": self.framework,
                 **{seam.backend_key(f): None for f in seam.FRAMEWORKS if f != seam.DEFAULT},
-                **seam.key_entries(self.framework, self.backend)}
+                **seam.key_entries(self.framework, self.backend),
+                **({"grad_accum": self.grad_accum} if self.grad_accum != 1 else {})}
 
     def but(self, **changes: Any) -> CellId:
         return replace(self, **changes)
@@ -472,8 +476,11 @@ class CellId:
         return replace(self, precision="")
 
     def describe(self, with_batch: bool = True) -> str:
-        """How reports name a setting: 'batch 64, eager', 'batch 32, compile, fsdp x2 (bf16 reduce)'."""
+        """How reports name a setting: 'batch 64, eager', 'batch 32, compile, fsdp x2 (bf16 reduce)', 'batch 16 x 4
+        micro-batches a step, eager'."""
         parts = [f"batch {self.batch_size}"] if with_batch and self.batch_size is not None else []
+        if self.grad_accum != 1:  # ("batch 16 x 4 micro-batches a step")
+            parts.append(f"{parts.pop() + ' x ' if parts else ''}{self.grad_accum} micro-batches a step")
         setting = seam.get(self.framework).setting(self.backend)
         if setting is not None:  # (a framework with its own execution: no PyTorch execution axis)
             parts.append(setting)

@@ -312,9 +312,9 @@ def test_the_energy_pick_says_the_power_its_figure_was_priced_at_and_which_gpus_
 
 
 def test_an_x_fp32_over_an_fp32_that_does_not_fit_is_marked_in_every_report() -> None:
-    """ResNet-50 at batch 256 on a T4: its fp32 step needs more than the T4's 16 GB, so amp-fp16's "x fp32" there is a
-    ratio against a step that cannot run -- marked, with the line that says so, in the console, Markdown and HTML; the
-    A100's, whose fp32 fits, is not."""
+    """ResNet-50 at batch 256 on a T4: its fp32 step needs more than the T4's 16 GB, so amp-fp16's "x fp32" there is
+    over the step fp32 trains that batch by (2 micro-batches of 128, accumulated) -- marked, with the line that says
+    so, in the console, Markdown and HTML; the A100's, whose fp32 fits, is not."""
     from ampbench.report.gpu_comparison import UNFIT_NOTE, markdown
     from ampbench.report.html import render_html
 
@@ -324,6 +324,8 @@ def test_an_x_fp32_over_an_fp32_that_does_not_fit_is_marked_in_every_report() ->
     assert by["t4", "fp32"]["predicted_peak_bytes"] > t4.memory_gib * 2**30  # (an oracle on the oom: the datasheet)
     assert by["t4", "fp32"]["status"] == "oom" and by["a100-40gb", "fp32"]["status"] == "ok"
     x_t4, x_a100 = by["t4", "amp-fp16"]["predicted_speedup_vs_fp32"], by["a100-40gb", "amp-fp16"]["predicted_speedup_vs_fp32"]
+    fp32 = by["t4", "fp32"]  # (the oracle: x fp32 over the accumulated step that row priced)
+    assert x_t4 == pytest.approx(fp32["predicted_accumulated_step_ms"] / by["t4", "amp-fp16"]["predicted_step_ms"])
     console = Console(width=120, record=True)
     for t in comparison_tables(rows, 120):
         console.print(t)
@@ -334,11 +336,38 @@ def test_an_x_fp32_over_an_fp32_that_does_not_fit_is_marked_in_every_report() ->
     html = render_html([], {"run_id": "r"}, predictions=rows)
     assert f"({x_t4:.2f}x*)" in html and f"({x_a100:.2f}x)" in html and "fp32 does not fit this batch" in html
     # and how the T4's fp32 trains batch 256 all the same: equal micro-batches within its predicted largest batch
-    largest = by["t4", "fp32"]["predicted_max_batch"]
+    largest = fp32["predicted_max_batch"]
     n = next(n for n in range(1, 257) if 256 % n == 0 and 256 // n <= largest)
-    split = ("by gradient accumulation (ampbench train --batch-size M --grad-accum N, M within its largest batch): "
-             f"t4 {n} x {256 // n}")
+    assert fp32["predicted_accumulated_micro_batches"] == n  # (the held gradients need no finer split here)
+    split = ("x fp32 is over fp32 training that batch a step by gradient accumulation (ampbench train --batch-size M "
+             f"--grad-accum N): t4 {n} x {256 // n} ({fp32['predicted_accumulated_step_ms']:,.1f} ms a step")
     assert largest < 256 and split in " ".join(text.split()) and split in md and split in html
+    assert "cannot run" not in " ".join(text.split())
     alone = PredictConfig.from_strings(gpu="a100-40gb,h100-sxm", workloads="resnet50", precisions="fp32,amp-fp16")
     plain = "\n".join(markdown(alone.predict(), str))
     assert "x*)" not in plain and UNFIT_NOTE not in plain  # (every fp32 fits: no mark, no line)
+
+
+def test_the_unfit_note_says_what_each_marked_x_fp32_is_over() -> None:
+    """An fp32 that does not fit: "x fp32" over its priced accumulated step; rows stored before accumulated steps were
+    priced name the split alone (x fp32 then over the step that cannot run); a GPU where no micro-batch fits says so
+    as "elsewhere" beside priced ones."""
+    from ampbench.report.gpu_comparison import UNFIT_NOTE, accumulation_splits, unfit_note
+
+    def fp32(**keys):
+        return {"precision": "fp32", "status": "oom", "batch_size": 256, "predicted_max_batch": 169, **keys}
+
+    priced = fp32(predicted_accumulated_micro_batches=2, predicted_accumulated_batch=128,
+                  predicted_accumulated_step_ms=2181.7, predicted_accumulated_samples_per_s=117.3)
+    none = fp32(predicted_accumulated_micro_batches=0, predicted_accumulated_batch=0)  # (priced: nothing fits)
+    group = {"fp32": {"t4": priced, "k80": none, "old": fp32()}, "amp-fp16": {}}
+    splits = accumulation_splits(group, ["t4", "k80", "old"])
+    assert splits == (["t4 2 x 128 (2,181.7 ms a step, 117 samples/s)"], ["old 2 x 128"], ["k80"])
+    note = unfit_note(splits)
+    assert note.startswith(f"{UNFIT_NOTE}: x fp32 is over fp32 training that batch a step by gradient accumulation")
+    assert "; elsewhere x fp32 is the ratio of step times all the same, at a batch fp32 cannot run" in note
+    assert note.endswith("M within its largest batch): old 2 x 128")
+    only = unfit_note(accumulation_splits(group, ["t4"]))
+    assert "cannot run" not in only and only.endswith("t4 2 x 128 (2,181.7 ms a step, 117 samples/s)")
+    assert unfit_note(accumulation_splits(group, ["k80"])) == (f"{UNFIT_NOTE}: x fp32 is the ratio of step times all "
+                                                               "the same, at a batch fp32 cannot run")

@@ -233,7 +233,17 @@ def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_th
     assert row["status"] == "oom" and "exceeds" in row["reason"] and f"{fits['predicted_max_batch']:,}" in row["reason"]
     assert row["predicted_peak_bytes"] > row["predicted_usable_bytes"] >= 0
     assert row["predicted_max_batch"] == fits["predicted_max_batch"] and "predicted_step_ms" not in row
-    # beside a mode that fits, the console says what its "x fp32" is: fp32's step at a batch fp32 cannot run
+    # how it trains that batch all the same: the fewest equal micro-batches whose accumulated step fits -- at least
+    # as many as fit the largest batch alone (the earlier micro-batches' gradients are held), priced as that step
+    n, micro = row["predicted_accumulated_micro_batches"], row["predicted_accumulated_batch"]
+    fewest = next(n for n in range(2, big + 1) if big % n == 0 and big // n <= fits["predicted_max_batch"])
+    assert n * micro == big and n >= fewest and row["predicted_accumulated_peak_bytes"] <= row["predicted_usable_bytes"]
+    same = predict_target("tabular-mlp", build, Question(("fp32",), micro, grad_accum=n), Machine(gpu))[0]
+    assert same["status"] == "ok" and same["grad_accum"] == n  # (the oracle: that step predicted as asked for)
+    assert row["predicted_accumulated_step_ms"] == pytest.approx(same["predicted_step_ms"], rel=1e-9)
+    assert row["predicted_accumulated_samples_per_s"] == pytest.approx(same["predicted_samples_per_s"], rel=1e-9)
+    assert row["predicted_accumulated_peak_bytes"] == same["predicted_peak_bytes"]
+    # beside a mode that fits, the console says what its "x fp32" is over: that accumulated step
     from rich.console import Console
 
     from ampbench.report.console import predicted_tables
@@ -243,12 +253,20 @@ def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_th
     for part in predicted_tables([row, half], gpu, 300):
         console.print(part)
     said = " ".join(console.export_text().split())
-    assert "fp32: predicted peak" in said and "x fp32 compares with its step at this batch all the same, which " \
-                                                "cannot run" in said
-    # and how it trains that batch all the same: the fewest equal micro-batches within the largest batch, accumulated
-    n = next(n for n in range(2, big + 1) if big % n == 0 and big // n <= fits["predicted_max_batch"])
-    assert (f"it trains batch {big:,} a step as {n} x {big // n:,} by gradient accumulation (ampbench train "
-            f"--batch-size {big // n} --grad-accum {n})") in said
+    assert "fp32: predicted peak" in said and "x fp32 is over the step that trains this batch by gradient " \
+                                                "accumulation" in said
+    assert (f"it trains batch {big:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train "
+            f"--batch-size {micro} --grad-accum {n}): {same['predicted_step_ms']:,.1f} ms a step, "
+            f"{same['predicted_samples_per_s']:,.0f} samples/s predicted") in said
+    # a row predicted before accumulated steps were priced: the split within its largest batch, x fp32 as it was
+    old = {k: v for k, v in row.items() if not k.startswith("predicted_accumulated")}
+    console = Console(record=True, width=300)
+    for part in predicted_tables([old, half], gpu, 300):
+        console.print(part)
+    said = " ".join(console.export_text().split())
+    assert "x fp32 compares with its step at this batch all the same, which cannot run" in said
+    assert (f"it trains batch {big:,} a step as {fewest} x {big // fewest:,} by gradient accumulation (ampbench "
+            f"train --batch-size {big // fewest} --grad-accum {fewest})") in said
     console = Console(record=True, width=300)
     for part in predicted_tables([row], gpu, 300):  # (alone: nothing compares with it)
         console.print(part)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ampbench.report.accumulation import accumulation_note, micro_batches
+from ampbench.execution.micro_batches import micro_batches
+from ampbench.report.accumulation import accumulation_note
 from ampbench.report.advisor import advise
 from ampbench.store import derive
 from tests.report.test_advisor import _row

@@ -89,6 +89,8 @@ class PredictConfig:
     where no target has any."""
     notes: tuple[str, ...] = ()
     """What was taken for the user where they said nothing (the console says it)."""
+    grad_accum: int = 1
+    """Micro-batches of each batch size a step accumulates (``--grad-accum``; 1: none)."""
     built: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
     """Each target's workload on meta, built once when checked (a user's factory runs once, however many GPUs)."""
 
@@ -149,6 +151,13 @@ class PredictConfig:
         if inference and checkpointing != ("off",):
             raise AmpbenchError("--checkpointing recomputes activations in a training step's backward; --inference "
                                 "predicts the forward alone (no backward): leave one of them out")
+        grad_accum = a.grad_accum
+        if isinstance(grad_accum, bool) or not isinstance(grad_accum, int) or grad_accum < 1:
+            raise AmpbenchError(f"--grad-accum {grad_accum}: give the micro-batches per optimizer step, an integer >= 1 "
+                                "(1: no accumulation)")
+        if inference and grad_accum > 1:
+            raise AmpbenchError("--grad-accum accumulates a training step's gradients; --inference predicts the forward "
+                                "alone (no backward): leave one of them out")
         if inference and states != (None,):
             raise AmpbenchError("--optimizer-state applies to training; --inference predicts the forward alone (no "
                                 "optimizer)")
@@ -158,6 +167,9 @@ class PredictConfig:
         if many and inference:
             raise AmpbenchError(f"--gpus {gpus_per_node} --nodes {nodes} predicts training over many GPUs; --inference "
                                 "one GPU's forward: leave one of them out")
+        if many and grad_accum > 1:  # (DDP reduces once a step or every micro-batch by mode: not priced yet)
+            raise AmpbenchError(f"--grad-accum {grad_accum} is predicted on one GPU; over --gpus {gpus_per_node} x "
+                                f"--nodes {nodes} leave it out (or predict one GPU's step with it)")
         if strategy is not None and not many:
             raise AmpbenchError(f"--strategy {strategy} needs more than one GPU: add --gpus N (and --nodes M for "
                                 "several machines)")
@@ -168,7 +180,7 @@ class PredictConfig:
             notes += (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU "
                       "holds the whole model and trains its own batch); --strategy fsdp shards the model instead",)
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host, executions, checkpointing, settings, notes)
+                     strategy, interconnect, fp8, host, executions, checkpointing, settings, notes, grad_accum)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for k, t in enumerate(targets):  # every target built (on meta) and its optimizer checked before any tracing
             config.built[k] = check_target(config.builder(t), list(names), states)
@@ -201,7 +213,8 @@ class PredictConfig:
             for size in sizes:
                 traces: dict[Any, Any] = {}  # (traced once, priced on every GPU)
                 question = Question(self.precisions, size, channels_last, t.preset, self.optimizer_states,
-                                    self.inference, self.fp8, self.executions, self.checkpointing)
+                                    self.inference, self.fp8, self.executions, self.checkpointing,
+                                    self.grad_accum)
                 with tracing(t) if tracing is not None else contextlib.nullcontext():
                     for gpu in self.gpus:
                         machine = Machine(gpu, fabrics.get(gpu.key), self.host, self.prices.get(gpu.key))

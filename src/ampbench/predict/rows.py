@@ -27,6 +27,7 @@ from ampbench.distributed.strategy import layout
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
 from ampbench.execution.checkpointing import checkpoint_blocks
+from ampbench.execution.micro_batches import split
 from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem
@@ -34,6 +35,7 @@ from ampbench.precision.optimizer_state import check_built
 from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizer_state import refusal as optimizer_state_refusal
 from ampbench.predict import measured_kernels
+from ampbench.predict.accumulation import TRACED, accumulated
 from ampbench.predict.bands import band
 from ampbench.predict.cost import MEASURED_HOST, Compiled, Host, bound_of, math_of, price
 from ampbench.predict.memory import MIN_TRACED_BATCH, MemoryModel
@@ -219,6 +221,10 @@ class Question:
     checkpointing: tuple[str, ...] = ("off",)
     """The ``--checkpointing`` values, each with every execution: ``blocks`` traces the step with the model's repeated
     blocks checkpointed (their forward recomputed in the backward: its ops priced, its activations not held)."""
+    grad_accum: int = 1
+    """Micro-batches of ``batch_size`` a step accumulates before the optimizer steps (``ampbench train --grad-accum``):
+    priced from three traced micro-batches (:mod:`ampbench.predict.accumulation`); the peak and the largest batch are
+    the micro-batch's, the gradients of the earlier ones held."""
 
 
 @dataclass(frozen=True)
@@ -265,11 +271,11 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
             checkpoint_blocks(made.model, label)
         return made
 
-    def trace_of(precision: str, state: str | None = None, at: int | None = None, checkpointing: str = "off") -> Any:
-        """The traced step of ``precision`` (and optimizer state) at ``batch`` (or ``at``), traced once."""
+    def trace_once(precision: str, state: str | None, size: int, checkpointing: str, micro_batches: int) -> Any:
+        """The traced step of ``precision`` (and optimizer state) at ``size``, of ``micro_batches`` (1, or
+        :data:`~ampbench.predict.accumulation.TRACED` for an accumulation), traced once."""
         engine = "fp32" if get(precision).name == "tf32" else get(precision).name
-        size = at or batch
-        key = (engine, state, size, inference, checkpointing)
+        key = (engine, state, size, inference, checkpointing, micro_batches)
         if key not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
                 warnings.simplefilter("always")
@@ -278,16 +284,30 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                     options["fp8"] = fp8
                 traces[key] = trace_inference(fresh(checkpointing), engine, size, channels_last=channels_last) \
                     if inference else trace_step(fresh(checkpointing), engine, size, channels_last=channels_last,
-                                                 mp_options=options or None)
+                                                 mp_options=options or None, micro_batches=micro_batches)
             traces[key].notes.extend(dict.fromkeys(str(w.message) for w in caught))
         return traces[key]
 
-    def memory_of(precision: str, state: str | None = None, checkpointing: str = "off") -> MemoryModel:
-        """Its memory from two traces: at the batch (at least :data:`MIN_TRACED_BATCH`) and at twice it (what grows
-        with the batch, and what does not)."""
-        small = max(batch, MIN_TRACED_BATCH)
-        return MemoryModel(trace_of(precision, state, small, checkpointing),
-                           lambda: trace_of(precision, state, 2 * small, checkpointing))
+    def trace_of(precision: str, state: str | None = None, at: int | None = None, checkpointing: str = "off",
+                 accumulate: int = q.grad_accum) -> Any:
+        """The step of ``precision`` (and optimizer state) at ``batch`` (or ``at``) a micro-batch, ``accumulate``
+        micro-batches a step (:func:`~ampbench.predict.accumulation.accumulated`)."""
+        size = at or batch
+        if accumulate == 1:
+            return trace_once(precision, state, size, checkpointing, 1)
+        key = ("accumulated", "fp32" if get(precision).name == "tf32" else get(precision).name, state, size,
+               checkpointing, accumulate)
+        if key not in traces:
+            traces[key] = accumulated(trace_once(precision, state, size, checkpointing, TRACED), accumulate)
+        return traces[key]
+
+    def memory_of(precision: str, state: str | None = None, checkpointing: str = "off", at: int | None = None,
+                  accumulate: int = q.grad_accum) -> MemoryModel:
+        """Its memory from two traces: at the batch (or ``at``; at least :data:`MIN_TRACED_BATCH`) and at twice it
+        (what grows with the batch, and what does not), ``accumulate`` micro-batches a step."""
+        small = max(at or batch, MIN_TRACED_BATCH)
+        return MemoryModel(trace_of(precision, state, small, checkpointing, accumulate),
+                           lambda: trace_of(precision, state, 2 * small, checkpointing, accumulate))
 
     for (compile_value, graphs), ck in itertools.product(q.executions, q.checkpointing):
         execution = Execution(compile_value, memory_format, graphs, ck)
@@ -296,8 +316,11 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
         memory = functools.partial(memory_of, checkpointing=ck)
         baselines: dict[str, float] = {}
         for base in ("fp32", "tf32"):
-            if refusal(gpu, base) is None:
-                baselines[base] = _step_s(traced(base), gpu, base == "tf32", fab, host, compiled, base)
+            if refusal(gpu, base) is None:  # (one that does not fit its batch: the step that trains it by
+                # micro-batches accumulated, where one fits)
+                unfit = _unfit_baseline_s(base, batch, gpu, traced, memory, host, compiled) \
+                    if fab is None and not inference and q.grad_accum == 1 else None
+                baselines[base] = unfit or _step_s(traced(base), gpu, base == "tf32", fab, host, compiled, base)
         for precision in precisions:
             name = get(precision).name
             seen: set[str | None] = set()
@@ -306,7 +329,8 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                 if state not in seen:
                     seen.add(state)
                     rows.append(_predict_row(label, q.preset or wl.preset, name, state, batch, execution, gpu,
-                                             baselines, traced, memory, fab, host, compiled, max_batch))
+                                             baselines, traced, memory, fab, host, compiled, max_batch,
+                                             q.grad_accum))
     for row in rows:
         row.update(running_costs(row, gpu, machine.usd_per_hour))
         if inference:
@@ -359,11 +383,13 @@ def with_library_workspaces(model: MemoryModel, gpu: Gpu, tf32: bool) -> MemoryM
 def _predict_row(label: str, preset: str, name: str, state: str | None, batch: int, execution: Execution,
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
                  memory_of: Callable[..., MemoryModel], fab: Fabric | None = None,
-                 host: Host = MEASURED_HOST, compiled: Compiled | None = None, max_batch: bool = True) -> dict[str, Any]:
+                 host: Host = MEASURED_HOST, compiled: Compiled | None = None, max_batch: bool = True,
+                 accumulate: int = 1) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
-    reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace."""
+    reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace (``trace_of``'s:
+    ``accumulate`` micro-batches of ``batch`` a step)."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
-                  optimizer_state=state)
+                  optimizer_state=state, grad_accum=accumulate)
     row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
                            "gpu_source": gpu.source, **cell.to_row()}
     why = refusal(gpu, name) or state_refusal(gpu, name, state)
@@ -393,6 +419,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     if mem.peak - sharded > mem.usable:
         largest = memory_keys["predicted_max_batch"]
         fits = "no batch fits" if not largest else f"the largest batch that fits: {largest:,}"
+        if fab is None and accumulate == 1 and not trace.inference:  # (how it trains this batch all the same)
+            memory_keys.update(_accumulated_fit(name, state, batch, largest, gpu, trace_of, memory_of, host, compiled))
         return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
                 "reason": f"predicted peak {(mem.peak - sharded) / 2**30:,.1f} GiB exceeds the "
                           f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}
@@ -418,7 +446,7 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                       compiled=compiled).flops
         spread["recomputed_flops_per_step"] = cost.flops - flops
     return {**row, **memory_keys, **trust.as_row(), **spread, **dict(
-        status="ok", predicted_step_ms=step_s * 1e3, predicted_samples_per_s=world * batch / step_s,
+        status="ok", predicted_step_ms=step_s * 1e3, predicted_samples_per_s=world * batch * accumulate / step_s,
         predicted_speedup_vs_fp32=baselines["fp32"] / step_s if "fp32" in baselines else None,
         predicted_speedup_vs_tf32=baselines["tf32"] / step_s if "tf32" in baselines else None,
         predicted_mfu=flops / step_s / (peak * 1e12), predicted_math_mode=cost.math_mode,
@@ -432,6 +460,43 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
         notes=[*cost.notes, *trace.notes, *([COMPILED] if compiled is not None else []), *_fp8_none(trace),
                *([FP8_COMPILED if compiled is not None and compiled.fuse else FP8_EAGER] if get(name).is_fp8 else [])],
         trace_s=traced_s)}
+
+
+def _accumulated_fit(name: str, state: str | None, batch: int, largest: int | None, gpu: Gpu,
+                     trace_of: Callable[..., Any], memory_of: Callable[..., MemoryModel], host: Host,
+                     compiled: Compiled | None) -> dict[str, Any]:
+    """Where ``name`` does not fit ``batch`` on ``gpu`` and a smaller batch does (``largest``): the step that trains
+    ``batch`` samples all the same, as the fewest equal micro-batches whose accumulated step fits (``ampbench train
+    --grad-accum N``; :func:`~ampbench.execution.micro_batches.split`) -- the gradients of the earlier micro-batches
+    held through each one's forward and backward, so the split is checked on the accumulated step's own peak and
+    made finer where that does not fit -- its time, samples/s and peak (``predicted_accumulated_*``); where no
+    micro-batch fits, those keys 0 (rows from before the keys: none)."""
+    tf32 = get(name).tf32
+    parts = split(batch, largest)
+    while parts is not None:
+        n, micro = parts
+        mem = with_library_workspaces(memory_of(name, state, at=micro, accumulate=n), gpu, tf32).cost(gpu, micro)
+        if mem.peak <= mem.usable:
+            step_s = price(trace_of(name, state, micro, accumulate=n), gpu, tf32=tf32, host=host,
+                           compiled=compiled).step_s
+            return {"predicted_accumulated_micro_batches": n, "predicted_accumulated_batch": micro,
+                    "predicted_accumulated_step_ms": step_s * 1e3, "predicted_accumulated_samples_per_s": batch / step_s,
+                    "predicted_accumulated_peak_bytes": mem.peak}
+        parts = split(batch, min(mem.max_batch or 0, micro - 1))  # (the held gradients: a finer split)
+    return {"predicted_accumulated_micro_batches": 0, "predicted_accumulated_batch": 0}  # (none fits: said so)
+
+
+def _unfit_baseline_s(base: str, batch: int, gpu: Gpu, trace_of: Callable[..., Any],
+                      memory_of: Callable[..., MemoryModel], host: Host, compiled: Compiled | None) -> float | None:
+    """A baseline (fp32, tf32) that does not fit ``batch`` on ``gpu``: its :func:`_accumulated_fit` step's seconds
+    (what "x fp32" is then over: a step one can run, the same samples a step); None where it fits or no micro-batch
+    does."""
+    mem = with_library_workspaces(memory_of(base), gpu, get(base).tf32).cost(gpu, batch, max_batch=False)
+    if mem.peak <= mem.usable:
+        return None
+    ms = _accumulated_fit(base, None, batch, mem.max_batch, gpu, trace_of, memory_of, host, compiled).get(
+        "predicted_accumulated_step_ms")
+    return ms / 1e3 if ms else None
 
 
 def _fsdp_memory(trace: Any, name: str, fab: Fabric, model: MemoryModel, mem: Any, memory_keys: dict[str, Any]) -> int:

@@ -92,6 +92,12 @@ class Op:
     allocates: bool = True
     """Its output is new memory: not an op writing in place (``add_``, ``_foreach_copy_`` into the master gradients'
     buffers) or into an ``out=`` tensor (:func:`_in_place`)."""
+    micro: int = 0
+    """Of a step traced with gradient accumulation (:func:`trace_step`'s ``micro_batches`` 3): the micro-batch whose
+    forward, loss or backward it is (0, 1, 2: the first, the second -- its backward adds into the gradients the first
+    left --, and a later one, as every micro-batch from the third runs: master-* modes add the previous micro-batch's
+    half gradients into the fp32 masters there, where the second copies them), 3 for what runs once a step after them
+    (the last half gradients moved to the masters, the step, the optimizer). A step without accumulation: 0."""
     live: int = 0
     """A training step's bytes alive right after this op made its outputs (its inputs still held): every storage the
     step holds then, once each -- weights, optimizer state, the batch, saved activations, gradients made so far, the
@@ -197,6 +203,8 @@ class _Recorder(TorchDispatchMode):
         """Whether the ops now issued are the model's own (:attr:`Op.in_model`)."""
         self.in_block = False
         """Whether they are inside a repeated block's forward (:attr:`Op.in_block`)."""
+        self.micro = 0
+        """The micro-batch the ops now issued belong to (:attr:`Op.micro`)."""
         self._count = 0
         self._kept: dict[int, torch.Tensor] = {}
         self._ids: dict[int, int] = {}
@@ -305,7 +313,8 @@ class _Recorder(TorchDispatchMode):
         reduces = bool(ins and outs) and max(t.numel() for t in outs) < max(t.numel() for t in ins)
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
-                           writes, reduces, self.in_model, self.in_block, not _in_place(func), self.held))
+                           writes, reduces, self.in_model, self.in_block, not _in_place(func), self.micro,
+                           self.held))
         return out
 
 
@@ -352,6 +361,9 @@ class Trace:
     outputs: tuple[int, ...] = ()
     """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
     not (an inference forward's output is read by no traced op)."""
+    micro_batches: int = 1
+    """Micro-batches of ``batch_size`` traced before the optimizer's step (:attr:`Op.micro`): 3 for a step with
+    gradient accumulation (:func:`trace_step`), else 1."""
     fsdp: FsdpSplit | None = None
     """The model's trainable parameters' elements (each shared one once: what a data-parallel strategy moves) by the
     FSDP2 unit that would all-gather them, as ``run`` wraps the model (:mod:`ampbench.distributed.units`)."""
@@ -419,11 +431,18 @@ def _meta_inputs(wl: Workload, batch_size: int, channels_last: bool) -> tuple[tu
 
 def trace_step(wl: Workload, precision: str, batch_size: int, loss_scale: Any = None,
                mp_options: dict[str, Any] | None = None, channels_last: bool = False,
-               rules: AutocastRules = CUDA_RULES, kernels: bool = True) -> Trace:
+               rules: AutocastRules = CUDA_RULES, kernels: bool = True, micro_batches: int = 1) -> Trace:
     """Trace one steady-state training step of ``wl`` (built on meta: :func:`build_meta`) in ``precision``, as CUDA
     runs it (``rules``, ``kernels``: :class:`~ampbench.predict.cuda_dispatch.CudaDispatch`; the CPU's rules and no
-    kernel choices for the oracle tests, which compare with a real CPU step)."""
-    return _timed(wl, lambda: _trace(wl, precision, batch_size, loss_scale, mp_options, channels_last, rules, kernels))
+    kernel choices for the oracle tests, which compare with a real CPU step). ``micro_batches`` 3: the step as
+    ``ampbench train --grad-accum`` runs it, micro-batches of ``batch_size`` before the optimizer's step, each op
+    marked with its micro-batch (:attr:`Op.micro`): the first, the second and a third -- what every later micro-batch
+    of a longer accumulation runs (:func:`ampbench.predict.accumulation.accumulated` prices any number from them) --,
+    the peak the step's, the gradients of the micro-batches before held."""
+    if micro_batches not in (1, 3):
+        raise ValueError(f"micro_batches is 1 or 3 (a longer accumulation repeats the third), got {micro_batches}")
+    return _timed(wl, lambda: _trace(wl, precision, batch_size, loss_scale, mp_options, channels_last, rules, kernels,
+                                     micro_batches))
 
 
 def trace_inference(wl: Workload, precision: str, batch_size: int, channels_last: bool = False,
@@ -493,7 +512,7 @@ def _where(e: BaseException) -> str:
 
 
 def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_options: dict[str, Any] | None,
-           channels_last: bool, rules: AutocastRules, kernels: bool) -> Trace:
+           channels_last: bool, rules: AutocastRules, kernels: bool, micro_batches: int = 1) -> Trace:
     model = _meta_model(wl, channels_last)
     optimizer = wl.make_optimizer(model.parameters())
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=META, **(mp_options or {}))
@@ -508,25 +527,33 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     backward_grads: list[int] = []
 
     def step(cuda: CudaDispatch, record: bool) -> list[int]:
-        # (the saved activations over the whole step, as `ampbench run` counts them: the loss scaling saves its scale)
-        with saved_activations(model) if record else contextlib.nullcontext([0]) as act:
-            optimizer.zero_grad(set_to_none=True)
-            rec.phase, rec.in_model = "forward", True
-            with cuda.autocast():
-                out = wl.call_model(model, inputs)
-                rec.phase, rec.in_model = "loss", False
-                _on_model_backward(out, rec)
-                loss = wl.loss_fn(out, targets)
-                del out  # (run's step holds no reference to the model's output past the loss: nor does this one)
-            rec.phase = "backward"
-            mp.backward(loss)
-            rec.in_model = False
-            if record:  # the split as `ampbench run` reads it: between backward and step, master gradients moved
-                backward_grads.append(_grads(model))
-                mp.move_grads(optimizer)
-                held.append(state_bytes(model, optimizer, mp.master_params()))
-            rec.phase = "step"
-            mp.step(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        act: list[int] = [0]
+        for micro in range(micro_batches):
+            rec.micro = micro
+            # (the saved activations of a micro-batch's forward and backward, as `ampbench run` counts them over its
+            # step: the loss scaling saves its scale; with accumulation, the last micro-batch's -- each saves as much)
+            with saved_activations(model) if record else contextlib.nullcontext([0]) as counted:
+                rec.phase, rec.in_model = "forward", True
+                with cuda.autocast():
+                    out = wl.call_model(model, inputs)
+                    rec.phase, rec.in_model = "loss", False
+                    _on_model_backward(out, rec)
+                    loss = wl.loss_fn(out, targets)
+                    if micro_batches > 1:  # (ampbench train's weighting: each micro-batch's share of the samples)
+                        loss = loss * (1 / micro_batches)
+                    del out  # (run's step holds no reference to the model's output past the loss: nor does this one)
+                rec.phase = "backward"
+                mp.backward(loss)  # (master-* modes: an earlier micro-batch's half gradients moved to the masters first)
+                rec.in_model = False
+            act = counted
+        rec.micro = micro_batches if micro_batches > 1 else 0  # (what runs once a step, after the micro-batches)
+        if record:  # the split as `ampbench run` reads it: between backward and step, master gradients moved
+            backward_grads.append(_grads(model))
+            mp.move_grads(optimizer)
+            held.append(state_bytes(model, optimizer, mp.master_params()))
+        rec.phase = "step"
+        mp.step(optimizer)
         return act
 
     pre = optimizer.register_step_pre_hook(lambda *_: setattr(rec, "phase", "optimizer"))
@@ -555,7 +582,8 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  optimizer_states=describe_states(optimizer), backward_grads_bytes=backward_grads[0],
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
                  fsdp=fsdp_split(model, mp),  # (as run counts its FSDP bytes)
-                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None)
+                 fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None,
+                 micro_batches=micro_batches)
 
 
 def held_from_start(model: nn.Module, optimizer: torch.optim.Optimizer, mp: MixedPrecision, batch: Any) -> list[Any]:
@@ -593,7 +621,7 @@ def _fused_update(optimizer: torch.optim.Optimizer, rec: _Recorder) -> Iterator[
 
     def step(*_: Any, **__: Any) -> None:
         rec.ops.append(replace(fused_update(name, tensor_bytes(stepped), tensor_bytes(state), len(stepped)),
-                               allocates=False, live=rec.held))
+                               allocates=False, micro=rec.micro, live=rec.held))
 
     optimizer.step = step  # type: ignore[method-assign,assignment]  # (the instance's: the class's is left as it is)
     try:

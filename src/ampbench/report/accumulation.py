@@ -6,37 +6,47 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampbench.execution.micro_batches import split
 from ampbench.precision import half_gradients
 from ampbench.report.numbers import fmt_bytes
 
 
-def micro_batches(batch: int, largest: int) -> tuple[int, int]:
-    """(N, micro-batch): the fewest micro-batches of one size, each at most ``largest``, that make exactly ``batch``
-    samples (N = ``batch`` at worst: micro-batches of 1)."""
-    if largest < 1 or batch < 1:
-        raise ValueError(f"batch {batch} and largest {largest} must be >= 1")
-    n = -(-batch // largest)
-    while batch % n:
-        n += 1
-    return n, batch // n
-
-
-def split(batch: Any, largest: Any) -> tuple[int, int] | None:
-    """:func:`micro_batches` for a batch over the largest that fits; None where it fits or either is unknown."""
-    if not (isinstance(batch, int) and isinstance(largest, int) and 0 < largest < batch):
+def predicted_split(r: dict[str, Any]) -> tuple[int, int] | None:
+    """(N, micro-batch) an out-of-memory predicted row trains its batch by: the accumulated step ``predict`` priced
+    (``predicted_accumulated_*``: checked on its own peak, the earlier micro-batches' gradients held), else -- rows
+    predicted before those keys -- the split within its largest batch; None where none fits."""
+    if r.get("predicted_accumulated_batch"):
+        return int(r["predicted_accumulated_micro_batches"]), int(r["predicted_accumulated_batch"])
+    if "predicted_accumulated_batch" in r:  # (priced: no micro-batch fits beside the held gradients)
         return None
-    return micro_batches(batch, largest)
+    return split(r.get("batch_size"), r.get("predicted_max_batch"))
 
 
-def accumulate_text(batch: Any, largest: Any) -> str | None:
+def accumulated_step_text(r: dict[str, Any]) -> str:
+    """"612 ms a step, 418 samples/s" of a predicted row's accumulated step ("" where none was priced)."""
+    ms, rate = r.get("predicted_accumulated_step_ms"), r.get("predicted_accumulated_samples_per_s")
+    return f"{ms:,.1f} ms a step, {rate:,.0f} samples/s" if ms and rate else ""
+
+
+def accumulate_text(r: dict[str, Any]) -> str | None:
     """"it trains batch 256 a step as 2 x 128 by gradient accumulation (ampbench train --batch-size 128 --grad-accum
-    2)" for a batch over the largest that fits (None: it fits, or either is unknown)."""
-    parts = split(batch, largest)
+    2): 612 ms a step, 418 samples/s predicted" for a predicted row over the largest batch that fits
+    (:func:`predicted_split`; None: it fits, or no split is known)."""
+    parts = predicted_split(r)
     if parts is None:
         return None
-    n, micro = parts
-    return (f"it trains batch {batch:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train --batch-size "
-            f"{micro} --grad-accum {n})")
+    n, micro, step = *parts, accumulated_step_text(r)
+    return (f"it trains batch {r['batch_size']:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train "
+            f"--batch-size {micro} --grad-accum {n})" + (f": {step} predicted" if step else ""))
+
+
+def accumulated_text(r: dict[str, Any]) -> str:
+    """" x 4 micro-batches a step (64 samples)" after a predicted row's batch where its step accumulates (``predict
+    --grad-accum``); "" where it does not."""
+    n, batch = int(r.get("grad_accum") or 1), r.get("batch_size")
+    if n == 1:
+        return ""
+    return f" x {n} micro-batches a step" + (f" ({batch * n:,} samples)" if isinstance(batch, int) else "")
 
 
 def _held(r: dict[str, Any]) -> int | None:

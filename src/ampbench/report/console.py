@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.execution.axes import Execution, strategy_label
-from ampbench.report.accumulation import accumulate_text
+from ampbench.report.accumulation import accumulate_text, accumulated_text
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
@@ -475,14 +475,14 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
     no number cut), a refused precision a row with its status and its reason in a line below, then what the error
     band and the GPU's figures are (lines are rich markup, escaped)."""
     out: list[RenderableType | str] = []
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["workload"], r["preset"], r["batch_size"]), []).append(r)
+        groups.setdefault((r["workload"], r["preset"], r["batch_size"], int(r.get("grad_accum") or 1)), []).append(r)
     compiled = any(r.get("compile", "off") != "off" or r.get("cuda_graphs", "off") != "off" for r in rows)
     priced = any(r.get("predicted_usd_per_million_samples") is not None for r in rows)
     columns = [c for c in PREDICTED_COLUMNS if (c[0] != "x tf32" or "tf32" in gpu.tflops)
                and (c[0] != "x eager" or compiled) and (c[0] != "USD/M samples" or priced)]
-    for (workload, preset, batch), group in groups.items():
+    for (workload, preset, batch, _), group in groups.items():
         # (an execution every row shares is said once, in the title: "fp32 · channels_last" on each of eight rows
         # took 16 columns of every stacked part)
         (shared,) = executions if len(executions := {Execution.of(r) for r in group}) == 1 else (None,)
@@ -497,17 +497,21 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
         what = "inference (the forward alone) predicted" if group[0].get("predicted_inference") else "predicted"
         if group[0].get("strategy"):
             what = f"{group[0]['strategy']} x{group[0]['world_size']} (batch per GPU; samples/s of all) " + what
-        title = (f"{escape(workload)} ({escape(preset)}), batch {batch}{escape(at)}: {what} on {escape(gpu.key)}  "
+        title = (f"{escape(workload)} ({escape(preset)}), batch {batch}{escape(accumulated_text(group[0]))}{escape(at)}: "
+                 f"{what} on {escape(gpu.key)}  "
                  "[dim](no GPU ran it)[/]")
         out += stack_tables(title, key, cols, width)
         for r in group:
             if r["status"] != "ok":
-                # (a baseline that does not fit: the others' "x fp32" is the ratio of step times at a batch it cannot run)
-                base = (f"; x {r['precision']} compares with its step at this batch all the same, which cannot run"
-                        if r["status"] == "oom" and r["precision"] in ("fp32", "tf32") and not r.get("optimizer_state")
-                        and any(o["status"] == "ok" for o in group) else "")
-                split = accumulate_text(r.get("batch_size"), r.get("predicted_max_batch")) if r["status"] == "oom" \
-                    else None
+                # (a baseline that does not fit: the others' "x fp32" is over the step that trains its batch by
+                # gradient accumulation where one was priced, else the ratio of step times at a batch it cannot run)
+                base = ""
+                if r["status"] == "oom" and r["precision"] in ("fp32", "tf32") and not r.get("optimizer_state") \
+                        and any(o["status"] == "ok" for o in group):
+                    base = (f"; x {r['precision']} is over the step that trains this batch by gradient accumulation" if
+                            r.get("predicted_accumulated_step_ms") else
+                            f"; x {r['precision']} compares with its step at this batch all the same, which cannot run")
+                split = accumulate_text(r) if r["status"] == "oom" else None
                 out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}"
                            f"{escape(base)}{escape(f'; {split}' if split else '')}")
     out += mfu_over_peak_lines(rows)

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.markup import escape
 
-from ampbench.report.accumulation import split
+from ampbench.report.accumulation import accumulated_step_text, accumulated_text, predicted_split
 from ampbench.report.console import Col, fmt_bytes, stack_tables
 from ampbench.report.numbers import bytes_unit, sig
 from ampbench.report.predictions import at_power, listed
@@ -41,7 +41,7 @@ def compared(rows: list[dict[str, Any]]) -> tuple[list[str], dict[tuple[Any, ...
         gpu = str(r.get("gpu"))
         if gpu not in gpus:
             gpus.append(gpu)
-        batch = f"{r.get('batch_size')}{', inference' if r.get('predicted_inference') else ''}"
+        batch = f"{r.get('batch_size')}{accumulated_text(r)}{', inference' if r.get('predicted_inference') else ''}"
         if r.get("strategy"):
             batch += f" per GPU, {r['strategy']} x{r['world_size']}"
         key = (r["workload"], r.get("preset"), batch, str(r.get("execution") or {}))
@@ -54,30 +54,49 @@ def _ok(r: dict[str, Any] | None) -> bool:
 
 
 UNFIT_MARK = "*"
-UNFIT_NOTE = ("*: that GPU's fp32 does not fit this batch (oom): x fp32 is the ratio of step times all the same, at a "
-              "batch fp32 cannot run there")
-"""Marks an "x fp32" whose fp32 row is oom on its GPU (a T4's ResNet-50 at batch 256: amp-fp16 "3.12x" over an fp32
-that cannot run read as a speedup one could have), and the line that says so under the table."""
+UNFIT_NOTE = "*: that GPU's fp32 does not fit this batch (oom)"
+"""Marks an "x fp32" whose fp32 row is oom on its GPU (a T4's ResNet-50 at batch 256), and begins the line that says
+what that "x fp32" is over (:func:`unfit_note`)."""
 
 
-def accumulation_splits(group: Group, gpus: list[str]) -> list[str]:
-    """How each of ``gpus`` whose fp32 does not fit the batch trains it all the same ("t4 2 x 128"): the fewest equal
-    micro-batches within its fp32's predicted largest batch, accumulated (``ampbench train --grad-accum``)."""
-    splits = []
+Splits = tuple[list[str], list[str], list[str]]
+"""(priced, named, none): the GPUs whose fp32 does not fit a batch, by how it trains it (:func:`accumulation_splits`)."""
+
+
+def accumulation_splits(group: Group, gpus: list[str]) -> Splits:
+    """How each of ``gpus`` whose fp32 does not fit the batch trains it all the same, by gradient accumulation
+    (``ampbench train --grad-accum``; :func:`~ampbench.report.accumulation.predicted_split`): priced -- "t4 2 x 128
+    (612.0 ms a step, 418 samples/s)", predict priced that step and the "x fp32" is over it --, named -- "t4 2 x
+    128", a row predicted before accumulated steps were priced: the split alone, the "x fp32" over the step that
+    cannot run -- and none -- "t4", no micro-batch fits."""
+    out: Splits = ([], [], [])
     for gpu in gpus:
         r = group.get("fp32", {}).get(gpu) or {}
-        parts = split(r.get("batch_size"), r.get("predicted_max_batch")) if fp32_unfit(group, gpu) else None
-        if parts is not None:
-            splits.append(f"{gpu} {parts[0]} x {parts[1]:,}")
-    return splits
+        if not fp32_unfit(group, gpu):
+            continue
+        parts, step = predicted_split(r), accumulated_step_text(r)
+        if parts is None:
+            out[2].append(gpu)
+        else:
+            (out[0] if step else out[1]).append(f"{gpu} {parts[0]} x {parts[1]:,}" + (f" ({step})" if step else ""))
+    return out
 
 
-def unfit_note(splits: list[str]) -> str:
-    """:data:`UNFIT_NOTE`, with the :func:`accumulation_splits` that train the batch on those GPUs' fp32."""
-    if not splits:
-        return UNFIT_NOTE
-    return (f"{UNFIT_NOTE}; its fp32 trains that batch a step by gradient accumulation (ampbench train --batch-size M "
-            f"--grad-accum N, M within its largest batch): {', '.join(splits)}")
+def unfit_note(splits: Splits) -> str:
+    """:data:`UNFIT_NOTE` and what each marked "x fp32" is over: fp32's accumulated step where predict priced one
+    (:func:`accumulation_splits`), else the step at a batch fp32 cannot run."""
+    priced, named, none = splits
+    said = []
+    if priced:
+        said.append("x fp32 is over fp32 training that batch a step by gradient accumulation (ampbench train "
+                    f"--batch-size M --grad-accum N): {', '.join(priced)}")
+    if named or none or not priced:
+        said.append(f"{'elsewhere ' if priced else ''}x fp32 is the ratio of step times all the same, at a batch fp32 "
+                    "cannot run")
+    if named:
+        said.append("its fp32 trains that batch a step by gradient accumulation (ampbench train --batch-size M "
+                    f"--grad-accum N, M within its largest batch): {', '.join(named)}")
+    return f"{UNFIT_NOTE}: " + "; ".join(said)
 
 
 def fp32_unfit(group: Group, gpu: str) -> bool:
@@ -128,7 +147,7 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
     gpus, groups = compared(rows)
     priced = any(r.get("usd_per_hour") is not None for r in rows)
     out: list[RenderableType | str] = []
-    unfit: list[str] | None = None
+    unfit: Splits | None = None
     for (workload, preset, batch, _), group in groups.items():
         modes = list(group)
         key = Col("mode", modes, justify="left")
@@ -145,9 +164,9 @@ def comparison_tables(rows: list[dict[str, Any]], width: int) -> list[Renderable
                         (group[m].get(gpu) or {}).get("predicted_peak_bytes") for m in modes))
                 if cell is speed_text and fp32_unfit(group, gpu):
                     show = functools.partial(speed_text, unfit=True)
-                    splits = accumulation_splits(group, [gpu])
-                    unfit = (unfit or []) + ([f"{workload} ({preset}) batch {batch} on {s}" for s in splits]
-                                             if len(groups) > 1 else splits)
+                    at = f"{workload} ({preset}) batch {batch} on " if len(groups) > 1 else ""
+                    unfit = tuple([*sofar, *(at + s for s in new)] for sofar, new in  # type: ignore[assignment]
+                                  zip(unfit or ([], [], []), accumulation_splits(group, [gpu])))
                 texts = []
                 for m in modes:
                     r = group[m].get(gpu)

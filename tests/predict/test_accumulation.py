@@ -1,0 +1,152 @@
+"""A step with gradient accumulation priced from three traced micro-batches (ampbench.predict.accumulation), and
+``predict --grad-accum``: the ops each micro-batch adds, the FLOPs, the time's linearity in N, the held gradients'
+memory, the rows and their identity."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ampbench.cells import CellId
+from ampbench.data.tensors import TensorData
+from ampbench.measure.gpus import lookup
+from ampbench.predict.accumulation import TRACED, accumulated
+from ampbench.predict.cost import price
+from ampbench.predict.rows import Machine, Question, predict_target
+from ampbench.predict.trace import trace_step
+from ampbench.workloads.base import Workload
+from ampbench.workloads.factory import build_meta
+from tests.conftest import cli
+
+
+def _mlp() -> Workload:
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    return Workload("mlp", model, TensorData((torch.zeros(64, 64),), torch.zeros(64, dtype=torch.long)),
+                    loss_fn=F.cross_entropy, make_optimizer=lambda p: torch.optim.AdamW(p, lr=1e-3), batch_size=64)
+
+
+PARAMETERS = 6  # (three Linear layers: a weight and a bias each)
+
+
+def _names(trace, micro: int) -> Counter:
+    """The ops of one micro-batch by name, a scalar's aside (autograd adds a one-element gradient of its own once
+    gradients are held: nothing a step's time or memory sees)."""
+    return Counter(o.name for o in trace.ops if o.micro == micro and o.bytes_written > 8)
+
+
+def test_each_micro_batch_after_the_first_adds_its_gradients_into_the_held_ones() -> None:
+    """fp32: the second and third micro-batches run the first's ops and one in-place add per parameter (autograd's
+    AccumulateGrad into the gradients already there); the optimizer and the unscale run once, after them."""
+    t = trace_step(build_meta(_mlp), "amp-fp16", 32, micro_batches=TRACED)
+    first, second, third = (_names(t, m) for m in range(3))
+    assert second - first == Counter({"aten.add_": PARAMETERS}) and not first - second
+    assert second == third
+    once = Counter(o.name for o in t.ops if o.micro == TRACED)
+    assert once["aten._amp_foreach_non_finite_check_and_unscale_"] == 1 and sum(
+        1 for o in t.ops if o.phase == "optimizer" and o.micro < TRACED) == 0
+    single = trace_step(build_meta(_mlp), "amp-fp16", 32)
+    assert sum(first.values()) == sum(1 for o in single.ops if o.phase in ("forward", "loss", "backward")
+                                      and o.bytes_written > 8)  # (the loss's weight: a scalar, aside)
+    assert Counter(o.name for o in t.ops if o.name == "aten.mul" and o.phase == "loss")["aten.mul"] >= 3  # (weights)
+
+
+def test_master_modes_copy_the_first_micro_batch_into_the_masters_and_add_the_later_ones() -> None:
+    """master-bf16: the second micro-batch's backward copies the first's half gradients into the fp32 masters'
+    buffers (one multi-tensor copy); from the third on each adds the previous one's, cast to fp32 (a cast per
+    parameter and one multi-tensor add) -- why a later micro-batch is traced apart from the second."""
+    t = trace_step(build_meta(_mlp), "master-bf16", 32, micro_batches=TRACED)
+    first, second, third = (_names(t, m) for m in range(3))
+    assert second - first == Counter({"aten._foreach_copy_": 1})
+    assert third - second == Counter({"aten._to_copy": PARAMETERS, "aten._foreach_add_": 1})
+    assert second - third == Counter({"aten._foreach_copy_": 1})
+
+
+def test_the_accumulated_step_repeats_the_later_micro_batch_and_prices_linearly_in_n() -> None:
+    """N micro-batches: the first's and the second's ops once, the third's N - 2 times, the rest once (the op count
+    an oracle); the FLOPs N times one micro-batch's; each micro-batch more adds the same time."""
+    gpu = lookup("a100-80gb")
+    t = trace_step(build_meta(_mlp), "fp32", 32, micro_batches=TRACED)
+    single = trace_step(build_meta(_mlp), "fp32", 32)
+    counts = [sum(1 for o in t.ops if o.micro == m) for m in range(TRACED + 1)]
+    for n in (2, 3, 7):
+        a = accumulated(t, n)
+        assert a.micro_batches == n and len(a.ops) == counts[0] + counts[1] + (n - 2) * counts[2] + counts[3]
+        assert price(a, gpu, tf32=False).flops == n * price(single, gpu, tf32=False).flops
+    steps = [price(accumulated(t, n), gpu, tf32=False).step_s for n in (4, 5, 6)]
+    assert steps[2] - steps[1] == pytest.approx(steps[1] - steps[0], rel=1e-6) and steps[1] > steps[0]
+    later = [o for o in accumulated(t, 4).ops if o.micro == 2]  # (each repetition's own storages)
+    made = {k for o in later[: len(later) // 2] if o.allocates for k, _ in o.writes}
+    assert made and not made & {k for o in later[len(later) // 2:] for k, _ in o.writes}
+    with pytest.raises(ValueError):
+        accumulated(single, 2)
+    with pytest.raises(ValueError):
+        accumulated(t, 1)
+    assert accumulated(single, 1) is single
+
+
+def test_the_earlier_micro_batches_gradients_raise_the_peak_by_at_most_their_bytes() -> None:
+    """The peak of an accumulated step is above a plain step's (the gradients the first micro-batch left are held
+    while the next runs its forward and backward) by no more than those gradients (their bytes the oracle)."""
+    for mode in ("fp32", "amp-bf16"):
+        single = trace_step(build_meta(_mlp), mode, 32)
+        t = trace_step(build_meta(_mlp), mode, 32, micro_batches=TRACED)
+        assert 0 < t.live_peak_bytes - single.live_peak_bytes <= single.grads_bytes
+        assert t.activation_bytes == single.activation_bytes  # (a micro-batch's own, as run counts a step's)
+
+
+def _build() -> Workload:
+    from ampbench.workloads import build_target
+    from ampbench.workloads.data_options import DataOptions
+
+    return build_target("tabular-mlp", None, "tiny", DataOptions(), 0)
+
+
+def test_predict_grad_accum_rows_say_the_step_of_n_micro_batches() -> None:
+    """``Question(grad_accum=4)``: the step of 4 micro-batches of 16 (64 samples a step: samples/s over them), the
+    peak a micro-batch's step with the gradients held, a row identity of its own; a plain row's keys unchanged."""
+    gpu = lookup("a100-80gb")
+    plain = predict_target("tabular-mlp", _build, Question(("fp32", "amp-bf16"), 16), Machine(gpu))
+    acc = predict_target("tabular-mlp", _build, Question(("fp32", "amp-bf16"), 16, grad_accum=4), Machine(gpu))
+    for p, a in zip(plain, acc):
+        assert a["grad_accum"] == 4 and "grad_accum" not in p and a["batch_size"] == p["batch_size"] == 16
+        assert a["predicted_samples_per_s"] == pytest.approx(64 / (a["predicted_step_ms"] / 1e3))
+        assert a["predicted_step_ms"] > 3 * p["predicted_step_ms"] * 0.9
+        assert a["flops_per_step"] == 4 * p["flops_per_step"]
+        assert a["predicted_peak_bytes"] > p["predicted_peak_bytes"]
+        assert CellId.of(a).grad_accum == 4 and CellId.of(p).grad_accum == 1 and CellId.of(a) != CellId.of(p)
+        assert CellId.of(a).to_row() == {k: a[k] for k in CellId.of(a).to_row()}
+    assert acc[1]["predicted_speedup_vs_fp32"] == pytest.approx(acc[0]["predicted_step_ms"] /
+                                                                acc[1]["predicted_step_ms"])
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--grad-accum", "0"], "--grad-accum 0: give the micro-batches per optimizer step, an integer >= 1"),
+    (["--grad-accum", "2", "--inference"], "--inference predicts the forward alone"),
+    (["--grad-accum", "2", "--gpus", "2"], "--grad-accum 2 is predicted on one GPU"),
+])
+def test_predict_refuses_a_grad_accum_it_cannot_price_in_one_line(extra: list[str], said: str, tmp_path) -> None:
+    code, out, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny", *extra,
+                         "--db", str(tmp_path / "p.db"))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and said in err, err
+    assert not (tmp_path / "p.db").exists()
+
+
+def test_predict_grad_accum_on_the_command_line(tmp_path) -> None:
+    code, out, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny",
+                         "--batch-size", "16", "--grad-accum", "4", "--precisions", "fp32",
+                         "--db", str(tmp_path / "p.db"))
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "batch 16 x 4 micro-batches a step (64 samples): predicted on a100-80gb" in text
+    assert "ampbench run of these" not in text  # (run measures no accumulated step)
+
+
+def test_an_accumulated_setting_is_named_in_the_predictions_tables() -> None:
+    cell = CellId(workload="bert", preset="small", precision="fp32", batch_size=16, grad_accum=4)
+    assert cell.describe() == "batch 16 x 4 micro-batches a step, eager"
+    assert cell.describe(with_batch=False) == "4 micro-batches a step, eager"
+    assert cell.but(grad_accum=1).describe() == "batch 16, eager"
