@@ -206,8 +206,10 @@ class TorchArgs:
                                           "default contiguous).")
     cuda_graphs: str | None = opt(None, "Execution axis: off,on (CUDA only; default off): the compiled "
                                         "forward/backward replayed as CUDA graphs.")
-    checkpointing: str | None = opt(None, "Execution axis: off,blocks (activation checkpointing: each repeated block's "
-                                          "activations recomputed in the backward; default off).")
+    checkpointing: str | None = opt(None, "Execution axis: off,blocks,selective (activation checkpointing: each "
+                                          "repeated block's activations recomputed in the backward -- selective: "
+                                          "only what costs no FLOPs, the matmul/conv/attention outputs kept; "
+                                          "default off).")
     strategy: str | None = opt(None, "Distributed: ddp,fsdp (torch.distributed over --nproc-per-node ranks; "
                                      "one-process cells run too, as the scaling baseline).")
     nproc_per_node: int = opt(2, "With --strategy: ranks per machine (torchrun).")
@@ -316,8 +318,9 @@ class TrainSettings:
                                             "the weights it steps).", "--optimizer-state")
     compile: str | None = opt(None, "off | on | max-autotune: train the torch.compile'd model (the first step, which "
                                     "compiles, is timed apart). Default off; on for fp8 on CUDA.", "--compile")
-    checkpointing: str | None = opt(None, "off | blocks: activation checkpointing, each repeated block's activations "
-                                          "recomputed in the backward (less memory, a forward more). Default off.",
+    checkpointing: str | None = opt(None, "off | blocks | selective: activation checkpointing, each repeated block's "
+                                          "activations recomputed in the backward (less memory, a forward more; "
+                                          "selective: only what costs no FLOPs). Default off.",
                                     "--checkpointing")
     checkpoint: Path | None = opt(None, "Directory for checkpoint.pt, written each epoch.")
     resume: bool = opt(False, "Resume from --checkpoint DIR.")
@@ -419,9 +422,9 @@ class PredictTargets:
                                     "run's --compile cells. Each value predicts every precision.")
     cuda_graphs: str | None = opt(None, "off,on: the compiled forward and backward replayed as CUDA graphs (no host "
                                         "time per kernel), as run's --cuda-graphs cells.")
-    checkpointing: str | None = opt(None, "off,blocks: the step with each repeated block's activations recomputed in "
-                                          "the backward (a forward more, less memory), as run's --checkpointing "
-                                          "cells.")
+    checkpointing: str | None = opt(None, "off,blocks,selective: the step with each repeated block's activations "
+                                          "recomputed in the backward (a forward more, less memory; selective: only "
+                                          "what costs no FLOPs), as run's --checkpointing cells.")
     grad_accum: int = opt(1, "Micro-batches of --batch-size per optimizer step, as train --grad-accum runs them: the "
                              "step's time and samples/s over batch x N samples, the peak and largest batch a "
                              "micro-batch's.", "--grad-accum")

@@ -1,8 +1,11 @@
-"""Activation checkpointing (``--checkpointing blocks``): the same training, less held, the recompute counted apart.
+"""Activation checkpointing (``--checkpointing blocks|selective``): the same training, less held, the recompute
+counted apart.
 
 Oracles: the weights of the same steps without checkpointing (fp32 and amp-bf16, dropout on); the FLOPs the
 backward recomputes counted by hand from the blocks' layer sizes (2 x tokens x in x out per Linear, 2 x B x S^2 x h
-per attention product)."""
+per attention product); selective's: a whole step's counted FLOPs equal to the step's without checkpointing (nothing
+it recomputes is counted). Its memory is held to run's measurement and to a real CPU step's followed peak in
+tests/predict/test_memory.py (the ``sel:`` kinds)."""
 
 from __future__ import annotations
 
@@ -49,18 +52,19 @@ def test_a_model_without_repeated_blocks_is_refused_in_one_line() -> None:
         checkpoint_blocks(create_workload("mnist-cnn", "tiny").model, "mnist-cnn")
 
 
+@pytest.mark.parametrize("policy", ["blocks", "selective"])
 @pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
-def test_checkpointed_training_ends_at_the_same_weights(precision: str) -> None:
+def test_checkpointed_training_ends_at_the_same_weights(precision: str, policy: str) -> None:
     """3 steps of bert tiny with dropout: the recompute restores the RNG and autocast state of the forward, so the
     gradients -- and the weights -- are those of the steps without checkpointing."""
     weights = {}
-    for checkpointing in ("off", "blocks"):
+    for checkpointing in ("off", policy):
         wl = create_workload("bert", "tiny", seed=0)
         r = train(wl, TrainConfig(precision=precision, epochs=1, max_steps_per_epoch=3, checkpointing=checkpointing,
                                   evaluate_train=False))
         assert r.steps == 3 and r.checkpointing == checkpointing
         weights[checkpointing] = [p.detach().float().clone() for p in wl.model.parameters()]
-    for a, b in zip(weights["off"], weights["blocks"]):
+    for a, b in zip(weights["off"], weights[policy]):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
@@ -79,11 +83,76 @@ def test_run_counts_the_recompute_apart_and_holds_less(tmp_path: Path) -> None:
     assert on["activation_bytes"] < off["activation_bytes"] / 2
 
 
+def test_selective_keeps_what_costs_flops_and_holds_between_off_and_blocks(tmp_path: Path) -> None:
+    """run --checkpointing off,blocks,selective on bert tiny: selective recomputes no counted FLOP (its step's FLOPs
+    are the model's, recomputed 0), holds fewer activation bytes than off and more than blocks."""
+    out = tmp_path / "r.json"
+    code, _, err = cli("run", "--workloads", "bert", "--preset", "tiny", "--precisions", "fp32", "--checkpointing",
+                       "off,blocks,selective", "--steps", "2", "--warmup", "1", "--device", "cpu", "--no-report",
+                       "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert code == 0, err
+    rows = {r["checkpointing"]: r for r in json.loads(out.read_text())["rows"] if not r.get("closing_baseline")}
+    off, blocks_, sel = rows["off"], rows["blocks"], rows["selective"]
+    assert sel["status"] == "ok" and sel["recomputed_flops_per_step"] == 0
+    assert sel["flops_per_step"] == off["flops_per_step"]
+    assert blocks_["activation_bytes"] < sel["activation_bytes"] < off["activation_bytes"]
+
+
+def test_selective_recomputes_no_counted_flop() -> None:
+    """The oracle of ``recomputed_flops_per_step`` 0: a whole selectively checkpointed step (forward, backward with
+    its recompute) counts exactly the FLOPs of the step without checkpointing -- every op the count counts is kept --
+    where ``blocks`` counts the blocks' forward again."""
+    from ampbench.execution import Execution
+    from ampbench.measure.flops import count_step
+    from ampbench.measure.step import build_step
+
+    counted = {}
+    for policy in ("off", "blocks", "selective"):
+        step = build_step(create_workload("bert", "tiny", seed=0), "amp-bf16", 8, torch.device("cpu"),
+                          execution=Execution(checkpointing=policy))
+        counted[policy] = count_step(lambda: step()).total
+    assert counted["selective"] == counted["off"] < counted["blocks"]
+    assert counted["blocks"] - counted["off"] == _block_forward_flops("bert", "tiny", 8)
+
+
+def test_a_blocks_key_value_cache_is_not_passed_when_checkpointed() -> None:
+    """A transformers decoder layer writes its key/value cache while it runs, so a recompute would run otherwise (a
+    selective checkpoint refuses it: "aten.slice encountered during backward but not found"): checkpointed, it is
+    called without the cache, as transformers' own gradient checkpointing calls it, and trains as without."""
+    transformers = pytest.importorskip("transformers")
+    from ampbench.data.tensors import TensorData
+    from ampbench.measure.step import build_step
+    from ampbench.workloads.adapters import HFLogits
+    from ampbench.workloads.base import Workload
+
+    def gpt2() -> Workload:
+        config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=96, n_positions=16,
+                                         resid_pdrop=0.0, attn_pdrop=0.0, embd_pdrop=0.0)
+        torch.manual_seed(0)
+        ids = torch.randint(0, 96, (16, 13))
+        return Workload("hf:gpt2", HFLogits(transformers.GPT2LMHeadModel(config), None),
+                        TensorData((ids[:, :-1],), ids[:, 1:]), batch_size=8,
+                        loss_fn=lambda out, y: torch.nn.functional.cross_entropy(out.flatten(0, 1), y.flatten()))
+
+    weights = {}
+    for policy in ("off", "blocks", "selective"):
+        wl = gpt2()
+        if policy != "off":
+            checkpoint_blocks(wl.model, wl.name, policy=policy)
+        step = build_step(wl, "fp32", 8, torch.device("cpu"))
+        for _ in range(2):
+            step()
+        weights[policy] = [p.detach().clone() for p in wl.model.parameters()]
+    for policy in ("blocks", "selective"):
+        for a, b in zip(weights["off"], weights[policy]):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
 def test_predict_prices_the_recompute_and_the_memory_it_saves() -> None:
     from ampbench.predict.config import PredictConfig
 
     rows = PredictConfig.from_strings(gpu="a100-80gb", workloads="bert", preset="small", precisions="fp32,amp-bf16",
-                                      checkpointing="off,blocks").predict()
+                                      checkpointing="off,blocks,selective").predict()
     by = {(r["precision"], r["checkpointing"]): r for r in rows}
     for precision in ("fp32", "amp-bf16"):
         off, on = by[precision, "off"], by[precision, "blocks"]
@@ -93,12 +162,23 @@ def test_predict_prices_the_recompute_and_the_memory_it_saves() -> None:
         assert on["predicted_activation_bytes"] < off["predicted_activation_bytes"] / 4
         assert on["predicted_max_batch"] > off["predicted_max_batch"]
         assert on["predicted_mfu"] < off["predicted_mfu"]
+        sel = by[precision, "selective"]  # (between: the memory-bound ops recomputed, their outputs not held)
+        assert sel["flops_per_step"] == off["flops_per_step"] and sel["recomputed_flops_per_step"] == 0
+        assert off["predicted_gpu_ms"] < sel["predicted_gpu_ms"] < on["predicted_gpu_ms"]
+        # (the host's: each checkpointed block's Python, selective's dispatch modes on each of its ops -- more than
+        # blocks' on this launch-bound step: predict/cost.py's CHECKPOINT_HOST)
+        assert off["predicted_host_ms"] < on["predicted_host_ms"] < sel["predicted_host_ms"]
+        assert on["predicted_activation_bytes"] < sel["predicted_activation_bytes"] < off["predicted_activation_bytes"]
+        assert off["predicted_max_batch"] < sel["predicted_max_batch"] < on["predicted_max_batch"]
 
 
 @pytest.mark.parametrize("args, says", [
     (["run", "--workloads", "mnist-cnn", "--preset", "tiny", "--checkpointing", "blocks", "--no-report"],
      "--checkpointing blocks: mnist-cnn has no repeated blocks to checkpoint"),
-    (["run", "--workloads", "bert", "--checkpointing", "layers"], "--checkpointing 'layers': choose from off, blocks"),
+    (["run", "--workloads", "bert", "--checkpointing", "layers"],
+     "--checkpointing 'layers': choose from off, blocks, selective"),
+    (["train", "tabular-mlp", "--preset", "tiny", "--checkpointing", "selective"],
+     "--checkpointing selective: tabular-mlp has no repeated blocks"),
     (["train", "tabular-mlp", "--preset", "tiny", "--checkpointing", "blocks"],
      "--checkpointing blocks: tabular-mlp has no repeated blocks"),
     (["predict", "--gpu", "a100-80gb", "--workloads", "bert", "--inference", "--checkpointing", "blocks"],
@@ -120,17 +200,18 @@ def test_batchnorm_statistics_are_updated_once_a_step_as_without_checkpointing()
     from ampbench.measure.step import build_step
 
     states = {}
-    for checkpointing, keep in (("off", True), ("blocks", True), ("blocks", False)):
+    for checkpointing, keep in (("off", True), ("blocks", True), ("blocks", False), ("selective", True)):
         wl = create_workload("resnext", "tiny", seed=0)
-        if checkpointing == "blocks":
-            checkpoint_blocks(wl.model, "resnext", keep_statistics=keep)
+        if checkpointing != "off":
+            checkpoint_blocks(wl.model, "resnext", keep_statistics=keep, policy=checkpointing)
         step = build_step(wl, "fp32", 8, torch.device("cpu"))
         for _ in range(2):
             step()
         states[checkpointing, keep] = {k: v.detach().clone() for k, v in wl.model.state_dict().items()}
     off, kept, plain = states["off", True], states["blocks", True], states["blocks", False]
     stats = [k for k in off if "running_" in k or "num_batches_tracked" in k]
-    assert stats and list(off) == list(kept)
+    assert stats and list(off) == list(kept) == list(states["selective", True])
     for k in off:
         torch.testing.assert_close(kept[k], off[k], atol=1e-6, rtol=1e-6, msg=k)
+        torch.testing.assert_close(states["selective", True][k], off[k], atol=1e-6, rtol=1e-6, msg=k)
     assert any(not torch.allclose(plain[k].float(), off[k].float()) for k in stats)

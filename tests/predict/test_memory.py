@@ -80,8 +80,25 @@ def _gpt2() -> Workload:
                     loss_fn=lambda out, y: F.cross_entropy(out.float().flatten(0, 1), y.flatten()))
 
 
+def _selective(build):
+    """``build``'s workload with its repeated blocks checkpointed selectively (``--checkpointing selective``)."""
+    from ampbench.execution.checkpointing import checkpoint_blocks
+
+    def made() -> Workload:
+        wl = build()
+        checkpoint_blocks(wl.model, wl.name, policy="selective")
+        return wl
+
+    return made
+
+
 def _builder(kind: str):
     which, name = kind.split(":", 1)
+    if which == "sel":  # (the matmul/attention outputs kept by the checkpoint's cache, the rest recomputed)
+        from ampbench.workloads import create_workload
+
+        return _selective(_gpt2 if name == "gpt2" else (lambda: zoo.build(name, n=32)) if name in zoo.KINDS
+                          else lambda: replace(create_workload(name, "tiny"), batch_size=BATCH))
     if which == "zoo":
         return lambda: zoo.build(name, n=32)
     if which == "flop":
@@ -97,7 +114,8 @@ def _builder(kind: str):
 
 
 KINDS = [f"zoo:{k}" for k in zoo.KINDS] + [f"flop:{k}" for k in flop_zoo.KINDS] + ["hf:gpt2", "own:shared-module",
-                                                                                 "own:checkpointed"]
+                                                                                 "own:checkpointed", "sel:encoder",
+                                                                                 "sel:gpt2", "sel:resnext"]
 
 
 class _Differences(TorchDispatchMode):
@@ -134,8 +152,12 @@ def _norm_stats(model: nn.Module, counter: _Differences) -> list[Any]:
             return
         counter.norm_stats_bytes += 2 * groups * (4 - x.element_size())
 
+    from ampbench.execution.checkpointing import MARK
+
     kinds = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
-    return [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, kinds)]
+    # (a norm inside a checkpointed block saves nothing in the forward: it is recomputed in the backward)
+    recomputed = {id(m) for b in model.modules() if getattr(b, MARK, False) for m in b.modules()}
+    return [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, kinds) and id(m) not in recomputed]
 
 
 def _measured(kind: str, precision: str) -> tuple[int, int, int, int]:

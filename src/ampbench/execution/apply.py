@@ -56,8 +56,8 @@ def prepare_model(model: nn.Module, execution: Execution, what: str = "this mode
     model in a refusal)."""
     if execution.memory_format == "channels_last":
         model.to(memory_format=torch.channels_last)
-    if execution.checkpointing == "blocks":  # (before setup: FSDP2 then shards each checkpointed block as a unit)
-        checkpoint_blocks(model, what, keep_statistics=not execution.compiled)
+    if execution.checkpointing != "off":  # (before setup: FSDP2 then shards each checkpointed block as a unit)
+        checkpoint_blocks(model, what, keep_statistics=not execution.compiled, policy=execution.checkpointing)
     return model
 
 

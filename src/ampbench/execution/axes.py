@@ -34,7 +34,7 @@ from ampbench.errors import AmpbenchError, suggest
 COMPILE_VALUES = ("off", "on", "max-autotune")
 MEMORY_FORMATS = ("contiguous", "channels_last")
 CUDA_GRAPHS_VALUES = ("off", "on")
-CHECKPOINTING_VALUES = ("off", "blocks")
+CHECKPOINTING_VALUES = ("off", "blocks", "selective")
 AXES: dict[str, tuple[str, ...]] = {"compile": COMPILE_VALUES, "memory_format": MEMORY_FORMATS,
                                     "cuda_graphs": CUDA_GRAPHS_VALUES, "checkpointing": CHECKPOINTING_VALUES}
 """Each axis and its values, the default first."""
@@ -61,7 +61,8 @@ class Execution:
     cuda_graphs: str = field(default="off", metadata={"cell": "default"})
     """off | on (CUDA only: the compiled forward/backward replayed as CUDA graphs)."""
     checkpointing: str = field(default="off", metadata={"cell": "default", "run": "default"})
-    """off | blocks (each repeated block's activations recomputed in the backward: :mod:`ampbench.execution.checkpointing`)."""
+    """off | blocks (each repeated block's activations recomputed in the backward) | selective (only what costs no
+    FLOPs recomputed: the matmul, convolution and attention outputs kept) -- :mod:`ampbench.execution.checkpointing`."""
 
     def __post_init__(self) -> None:
         for axis, values in AXES.items():
@@ -98,7 +99,7 @@ class Execution:
         if self.cuda_graphs != "off":
             out.append("cuda-graphs")
         if self.checkpointing != "off":
-            out.append("checkpointing")
+            out.append("checkpointing" if self.checkpointing == "blocks" else f"{self.checkpointing}-checkpointing")
         return out
 
     @property

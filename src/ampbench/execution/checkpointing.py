@@ -17,30 +17,79 @@ Numerics: the recompute restores the RNG state (dropout draws the same masks) an
 running statistics through the recompute (momentum 0 there, their batch count restored: updated once a step, as
 without checkpointing) -- but under torch.compile, whose checkpoint takes no such context: there they are updated
 again in the recompute, as with every plain use of torch.utils.checkpoint in training mode.
+
+``--checkpointing selective`` checkpoints the same blocks selectively (``torch.utils.checkpoint``'s selective
+activation checkpointing, the policy torchtitan's "op" mode and Megatron's selective recompute take): the outputs of
+the ops that cost FLOPs -- matmuls, convolutions, attention, fused RNN layers: :func:`saved_by_selective` -- are kept
+from the forward, everything else (norms, activations, dropout, residual adds, casts) recomputed from them. The
+recompute is memory-bound work only (no FLOPs: ``recomputed_flops_per_step`` 0), for a part of what ``blocks`` saves.
+Those kept outputs are held by the checkpoint's own cache, not by autograd's saved tensors, so they are reported to
+:func:`ampbench.measure.memory.saved_activations` as the forward makes them (:class:`_Kept`): the split's activations
+stay what the step holds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.flop_counter import flop_registry
 
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
+from ampbench.measure.flop_formulas import custom_mapping
+from ampbench.measure.memory import note_saved
 
 MARK = "_ampbench_checkpointed"
 
 
-def check_blocks(model: nn.Module, what: str) -> list[nn.Module]:
+POLICIES = ("blocks", "selective")
+"""The ``--checkpointing`` values that checkpoint (``off`` does not)."""
+
+SELECTIVE_KEPT = frozenset({op.__name__ for op in (*flop_registry, *custom_mapping())
+                            if not op.__name__.endswith("_backward")} | {"fused_attention", "rnn_layer"})
+"""The ops whose outputs ``selective`` keeps: every forward op the FLOP count counts (torch's FLOP counter's -- mm,
+addmm, bmm, baddbmm, convolutions, the fused attentions, ``_scaled_mm`` -- and ours: the CPU's fused attention, the
+fused RNN layers of cuDNN and oneDNN), ``predict``'s stand-ins for fused attention and RNN layers, and every
+``_scaled_dot_product_*`` forward (:func:`saved_by_selective`): so the recompute costs no counted FLOP."""
+
+
+def saved_by_selective(op: Any) -> bool:
+    """Whether ``--checkpointing selective`` keeps ``op``'s outputs (else it is recomputed in the backward)."""
+    name = getattr(getattr(op, "_overloadpacket", None), "__name__", None) or str(op)
+    return name in SELECTIVE_KEPT or (name.startswith("_scaled_dot_product") and not name.endswith("_backward"))
+
+
+def _policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+    return CheckpointPolicy.MUST_SAVE if saved_by_selective(op) else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class _Kept(TorchDispatchMode):
+    """Around a selectively checkpointed forward: the outputs the checkpoint keeps (:func:`saved_by_selective`),
+    told to :func:`ampbench.measure.memory.note_saved` as they are made (the checkpoint holds them in a cache of its
+    own, which autograd's saved-tensor hooks -- how ``run`` counts activations -- never see)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if saved_by_selective(func):
+            note_saved(out)
+        return out
+
+
+def check_blocks(model: nn.Module, what: str, policy: str = "blocks") -> list[nn.Module]:
     """``model``'s repeated blocks; a model without any is refused in one line (``what``: the model, for the
-    message) -- checked before a run, a training or a prediction starts."""
+    message; ``policy``: the ``--checkpointing`` value asked for) -- checked before a run, a training or a prediction
+    starts."""
     found = blocks(model)
     if not found:
-        raise AmpbenchError(f"--checkpointing blocks: {what} has no repeated blocks to checkpoint (an nn.ModuleList or "
+        raise AmpbenchError(f"--checkpointing {policy}: {what} has no repeated blocks to checkpoint (an nn.ModuleList or "
                             "nn.Sequential of two or more like submodules with layers of their own, e.g. a "
                             "transformer's layers or a ResNet's bottlenecks); use --checkpointing off")
     return found
@@ -71,26 +120,101 @@ def _statistics_kept(block: nn.Module) -> Callable[[], tuple[Any, Any]] | None:
     return lambda: (contextlib.nullcontext(), recompute())
 
 
-def checkpoint_blocks(model: nn.Module, what: str, keep_statistics: bool = True) -> int:
+def _contexts(block: nn.Module, policy: str, keep_statistics: bool) -> Callable[[], tuple[Any, Any]] | None:
+    """``checkpoint``'s ``context_fn`` for ``block`` under ``policy``: blocks -- :func:`_statistics_kept` (or None);
+    selective -- torch's selective-checkpoint contexts (:func:`_policy`), with :class:`_Kept` around the forward and
+    the statistics kept around the recompute where ``keep_statistics`` (under torch.compile, which takes the
+    selective contexts alone, neither)."""
+    statistics = _statistics_kept(block) if keep_statistics else None
+    if policy == "blocks":
+        return statistics
+    if not keep_statistics:
+        return functools.partial(create_selective_checkpoint_contexts, _policy)
+
+    def both() -> tuple[Any, Any]:
+        forward, recompute = create_selective_checkpoint_contexts(_policy)  # (the statistics' own saving and
+        # restoring outside the recompute's mode, which admits only the ops the forward ran)
+        return _joined(forward, _Kept()), _joined(*((statistics()[1],) if statistics else ()), recompute)
+
+    return both
+
+
+@contextlib.contextmanager
+def _joined(*contexts: Any) -> Iterator[None]:
+    """The contexts entered in order, left in reverse."""
+    with contextlib.ExitStack() as stack:
+        for c in contexts:
+            stack.enter_context(c)
+        yield
+
+
+def checkpoint_blocks(model: nn.Module, what: str, keep_statistics: bool = True, policy: str = "blocks") -> int:
     """Checkpoint each of ``model``'s repeated blocks (in place; once); the number of blocks (none: refused,
-    :func:`check_blocks`). ``keep_statistics``: BatchNorm's running statistics not updated again in the recompute
-    (:func:`_statistics_kept`; False under torch.compile, whose checkpoint takes only selective-checkpoint contexts:
-    there they are updated twice a step, as every torch.utils.checkpoint user's are)."""
-    found = check_blocks(model, what)
+    :func:`check_blocks`). ``policy``: blocks (each block's forward recomputed) or selective (what costs no FLOPs
+    recomputed: :func:`saved_by_selective`). ``keep_statistics``: BatchNorm's running statistics not updated again in
+    the recompute (:func:`_statistics_kept`; False under torch.compile, whose checkpoint takes only selective-checkpoint
+    contexts: there they are updated twice a step, as every torch.utils.checkpoint user's are)."""
+    if policy not in POLICIES:
+        raise AmpbenchError(f"--checkpointing {policy!r}: choose from off, {', '.join(POLICIES)}")
+    found = check_blocks(model, what, policy)
     for block in found:
         if getattr(block, MARK, False):
             continue
         forward = block.forward
-        context = _statistics_kept(block) if keep_statistics else None
+        context = _contexts(block, policy, keep_statistics)
         options: dict[str, Any] = {} if context is None else {"context_fn": context}
 
+        uncached = _uncached(forward)
+
         @functools.wraps(forward)
-        def run(*args: Any, _forward: Any = forward, _options: dict[str, Any] = options, **kwargs: Any) -> Any:
+        def run(*args: Any, _forward: Any = forward, _options: dict[str, Any] = options,
+                _uncached: Callable[..., Any] | None = uncached, **kwargs: Any) -> Any:
+            if _uncached is not None and torch.is_grad_enabled():
+                args, kwargs = _uncached(args, kwargs)
             return checkpoint(_forward, *args, use_reentrant=False, **_options, **kwargs)
 
         block.forward = run  # type: ignore[method-assign]
-        setattr(block, MARK, True)
+        setattr(block, MARK, policy)
     return len(found)
+
+
+CACHE_ARGUMENTS = ("cache", "layer_past", "past_key_value", "past_key_values")
+"""A block's key/value-cache arguments (transformers' names): not passed to a checkpointed block."""
+
+
+def _uncached(forward: Callable[..., Any]) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, Any]] | None:
+    """For a block whose forward takes a key/value cache (:data:`CACHE_ARGUMENTS`, ``use_cache``: a transformers
+    decoder layer): its arguments without the cache, so the block neither reads nor writes it -- a block that writes
+    the cache while it runs would run otherwise when recomputed (the cache then holds this step's keys already; a
+    selective checkpoint refuses the difference), which is why transformers' own gradient checkpointing passes
+    ``use_cache=False`` and no cache the same way. A training forward of whole sequences reads no cache. None for a
+    block without such arguments."""
+    try:
+        signature = inspect.signature(forward)
+    except (TypeError, ValueError):
+        return None
+    names = [n for n in CACHE_ARGUMENTS if n in signature.parameters]
+    if not names and "use_cache" not in signature.parameters:
+        return None
+
+    def without(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        try:
+            bound = signature.bind_partial(*args, **kwargs)
+        except TypeError:  # (a call the signature does not describe: left as it is)
+            return args, kwargs
+        for name in names:
+            if bound.arguments.get(name) is not None:
+                bound.arguments[name] = None
+        if bound.arguments.get("use_cache"):
+            bound.arguments["use_cache"] = False
+        return bound.args, bound.kwargs
+
+    return without
+
+
+def checkpoint_policy(model: nn.Module) -> str:
+    """The policy ``model``'s blocks are checkpointed with (:data:`POLICIES`), "off" where none is."""
+    return next((str(getattr(m, MARK)) for m in model.modules() if getattr(m, MARK, False)), "off")
 
 
 def checkpointed_names(model: nn.Module) -> list[str]:

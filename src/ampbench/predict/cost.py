@@ -54,6 +54,33 @@ FORWARD_PHASES = ("forward", "loss", "step")
 engine's and torch's loops."""
 
 
+CPU_OP_SHARE = round(10.88 / 24.13, 3)
+"""The lent H200 machine's host time of a CPU-tensor op over a CUDA op's, in the same stack of tiny layers
+(``benchmarks/results/h200/host_overhead.json``: 10.88 and 24.13 us per forward op): Python's own work around the
+ops (activation checkpointing's) scales as the first."""
+
+
+@dataclass(frozen=True)
+class CheckpointHost:
+    """The host time activation checkpointing adds in eager mode beyond its ops (each priced at the host's time per
+    op, the recompute's included): per call of a checkpointed block and per forward op inside one, each in plain
+    CPU-tensor ops' time (:attr:`Host.python_us`)."""
+
+    per_block: float
+    per_op: float
+
+
+CHECKPOINT_HOST = {"blocks": CheckpointHost(per_block=15.01, per_op=2.464),
+                   "selective": CheckpointHost(per_block=23.17, per_op=9.019)}
+"""Measured, not fitted to any step: ``benchmarks/checkpoint_overhead.py`` on this project's CPU machine (AMD EPYC
+Zen 5, torch 2.13; ``benchmarks/results/cpu/checkpoint_overhead.json``) -- stacks of tiny blocks trained with and
+without checkpointing, the extra fitted as ``blocks x per_block + block ops x per_op`` on blocks of 2 and 4 layers,
+within 5% on those of 3 and 6 (held out). ``blocks``: the checkpoint's own Python around each block (the RNG and
+autocast state saved, its saved-tensor hooks, the recompute's frame); ``selective``: that and torch's selective
+checkpoint dispatch modes, which see each op of the block's forward and again in the recompute. A compiled block
+pays none of it (the graph holds the recompute)."""
+
+
 @dataclass(frozen=True)
 class Host:
     """The host that issues a step's ops: microseconds per op in the forward (Python's: the loss and the engine's step
@@ -77,6 +104,14 @@ class Host:
     launch_backward_us: float = H200_LAUNCH_US[1]
     """The host's time to launch one more kernel of an op that launches several (a convolution's backward: both
     gradients; a multi-tensor op's chunks), in the forward and after it (:data:`H200_LAUNCH_US`)."""
+    dispatch_share: float = CPU_OP_SHARE
+    """A CPU-tensor op's host time over ``forward_us`` (a CUDA op's) on this host: what Python's work around the ops
+    -- activation checkpointing's (:data:`CHECKPOINT_HOST`) -- costs in ``forward_us``'s units."""
+
+    @property
+    def python_us(self) -> float:
+        """The host time of a plain CPU-tensor op, the unit :data:`CHECKPOINT_HOST` is measured in."""
+        return self.forward_us * self.dispatch_share
 
     def op_us(self, phase: str) -> float:
         return self.forward_us if phase in FORWARD_PHASES else self.backward_us
@@ -412,6 +447,7 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
     graph: str | None = None  # the compiled graph being issued (forward, backward)
     scale = host.forward_us / MEASURED_HOST.forward_us  # (a table's issue times are its host's: another host's pace)
+    checkpointed, block = CHECKPOINT_HOST.get(trace.checkpointing), 0
     for c, t in zip(costs, modes):
         us = compiled.op_us(c.op) if compiled is not None else None
         if us is None:
@@ -419,6 +455,10 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
             extra = table.host_extra_us(c.op, math_of(c.op, t)) * scale if table is not None else 0.0
             if c.op.name not in PRICED_PER_PARAMETER:  # (each kernel beyond an op's first: its launch)
                 extra += (c.launches - 1) * host.launch_us(c.op.phase)
+            if checkpointed is not None and c.op.block and c.op.phase == "forward":  # (a checkpointed block's Python)
+                extra += (checkpointed.per_op + (checkpointed.per_block if c.op.block != block else 0.0)) \
+                    * host.python_us
+                block = c.op.block
             issued += max(0.0, _host_s(c.op, host) + extra * 1e-6)
         else:
             if graph != c.op.phase:  # (a graph's call: guards, wrappers, a CUDA graph's replay)

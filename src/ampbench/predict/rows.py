@@ -220,7 +220,8 @@ class Question:
     every precision; the default: eager."""
     checkpointing: tuple[str, ...] = ("off",)
     """The ``--checkpointing`` values, each with every execution: ``blocks`` traces the step with the model's repeated
-    blocks checkpointed (their forward recomputed in the backward: its ops priced, its activations not held)."""
+    blocks checkpointed (their forward recomputed in the backward: its ops priced, its activations not held),
+    ``selective`` with what costs no FLOPs in them recomputed (the matmul, convolution and attention outputs kept)."""
     grad_accum: int = 1
     """Micro-batches of ``batch_size`` a step accumulates before the optimizer steps (``ampbench train --grad-accum``):
     priced from three traced micro-batches (:mod:`ampbench.predict.accumulation`); the peak and the largest batch are
@@ -267,8 +268,8 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
             made = replace(wl, model=copy.deepcopy(wl.model))
         except Exception:  # (a model holding something deepcopy refuses: a handle, a generator)
             made = build_meta(build)
-        if checkpointing == "blocks":
-            checkpoint_blocks(made.model, label)
+        if checkpointing != "off":
+            checkpoint_blocks(made.model, label, policy=checkpointing)
         return made
 
     def trace_once(precision: str, state: str | None, size: int, checkpointing: str, micro_batches: int) -> Any:

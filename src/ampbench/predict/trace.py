@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ampbench.distributed.units import FsdpSplit, blocks, fsdp_split
 from ampbench.errors import AmpbenchError
+from ampbench.execution.checkpointing import checkpoint_policy
 from ampbench.measure.flop_formulas import custom_mapping, rnn_layer_flops, sdpa_backward_flops, sdpa_forward_flops
 from ampbench.measure.memory import saved_activations, state_bytes, tensor_bytes
 from ampbench.measure.op_kinds import ZERO_COST, is_view
@@ -103,6 +104,10 @@ class Op:
     step holds then, once each -- weights, optimizer state, the batch, saved activations, gradients made so far, the
     outputs not yet freed. What the caching allocator holds at that moment, libraries' workspaces aside (0: not
     followed, an inference trace)."""
+    block: int = 0
+    """Which call of a repeated block's forward the op is in (counted from 1 in the trace; 0 outside one): where one
+    block's ops end and the next one's begin (a checkpointed block's host time is priced per call:
+    :data:`ampbench.predict.cost.CHECKPOINT_HOST`)."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -205,6 +210,9 @@ class _Recorder(TorchDispatchMode):
         """Whether they are inside a repeated block's forward (:attr:`Op.in_block`)."""
         self.micro = 0
         """The micro-batch the ops now issued belong to (:attr:`Op.micro`)."""
+        self.block = 0
+        """The block call the ops now issued are in (:attr:`Op.block`; its forward pre-hook counts them)."""
+        self.block_calls = 0
         self._count = 0
         self._kept: dict[int, torch.Tensor] = {}
         self._ids: dict[int, int] = {}
@@ -314,7 +322,7 @@ class _Recorder(TorchDispatchMode):
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
                            writes, reduces, self.in_model, self.in_block, not _in_place(func), self.micro,
-                           self.held))
+                           self.held, self.block if self.in_block else 0))
         return out
 
 
@@ -361,6 +369,8 @@ class Trace:
     outputs: tuple[int, ...] = ()
     """The storages of the model's outputs (:attr:`Op.writes` keys): what its forward returns is written, read or
     not (an inference forward's output is read by no traced op)."""
+    checkpointing: str = "off"
+    """How the model's repeated blocks were checkpointed when traced (``--checkpointing``: off, blocks, selective)."""
     micro_batches: int = 1
     """Micro-batches of ``batch_size`` traced before the optimizer's step (:attr:`Op.micro`): 3 for a step with
     gradient accumulation (:func:`trace_step`), else 1."""
@@ -558,12 +568,17 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
 
     pre = optimizer.register_step_pre_hook(lambda *_: setattr(rec, "phase", "optimizer"))
     post = optimizer.register_step_post_hook(lambda *_: setattr(rec, "phase", "step"))
+    def entered(*_: Any) -> None:
+        rec.in_block, rec.block_calls = True, rec.block_calls + 1
+        rec.block = rec.block_calls
+
     block_hooks = [h for b in blocks(model) for h in (
-        b.register_forward_pre_hook(lambda *_: setattr(rec, "in_block", True)),
+        b.register_forward_pre_hook(entered),
         b.register_forward_hook(lambda *_: setattr(rec, "in_block", False)))]
     with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         rec.hold(held_from_start(model, optimizer, mp, (inputs, targets)))
+        rec.block_calls = 0  # (the recorded step's block calls counted from 1)
         with rec, _fused_update(optimizer, rec) if fusable else contextlib.nullcontext():
             act = step(cuda, True)
     backward = [o for o in rec.ops if o.phase == "backward"]
@@ -583,7 +598,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
                  stepped_bytes=tensor_bytes(stepped), state_bytes=tensor_bytes(state),
                  fsdp=fsdp_split(model, mp),  # (as run counts its FSDP bytes)
                  fp8_layers=mp.fp8_layers.summary() if mp.fp8_layers is not None else None,
-                 micro_batches=micro_batches)
+                 checkpointing=checkpoint_policy(model), micro_batches=micro_batches)
 
 
 def held_from_start(model: nn.Module, optimizer: torch.optim.Optimizer, mp: MixedPrecision, batch: Any) -> list[Any]:

@@ -30,8 +30,9 @@ ROW_KEYS: dict[str, str] = {
     "compile": "Execution axis: off (eager), on (torch.compile) or max-autotune. Rows from before the axis: off.",
     "memory_format": "Execution axis: contiguous or channels_last (the model's weights and its 4-D inputs).",
     "cuda_graphs": "Execution axis: off or on (CUDA: the compiled forward/backward replayed as CUDA graphs).",
-    "checkpointing": "Execution axis: off or blocks (activation checkpointing: each of the model's repeated blocks "
-                     "recomputed in the backward). Rows from before the axis: off.",
+    "checkpointing": "Execution axis: off, blocks (activation checkpointing: each of the model's repeated blocks "
+                     "recomputed in the backward) or selective (only what costs no FLOPs recomputed: the matmul, "
+                     "convolution and attention outputs kept). Rows from before the axis: off.",
     "compiled_by_default": "True when the cell runs compiled without --compile: fp8 on CUDA compiles by default "
                            "(torchao's float8 is built for torch.compile), beside compiled fp32 and amp-bf16 "
                            "references; --compile off times fp8 eager. Null otherwise.",
@@ -170,7 +171,8 @@ ROW_KEYS: dict[str, str] = {
                       "recomputation); checked against a textbook count per layer kind. With --checkpointing blocks "
                       "the backward's recompute is left out (MFU is on the model's FLOPs).",
     "recomputed_flops_per_step": "--checkpointing blocks: the FLOPs the backward recomputes a step (the checkpointed "
-                                 "blocks' forward); flops_per_step leaves them out. Null otherwise.",
+                                 "blocks' forward); flops_per_step leaves them out; selective: 0 (what costs FLOPs "
+                                 "is kept). Null otherwise.",
     "conv_flops_share": "Share of flops_per_step in convolutions (the rest: matmuls and attention). A GEMM "
                         "micro-benchmark predicts matmuls, not convolutions (see expected_speedup_vs_fp32).",
     "achieved_tflops": "flops_per_step x steps / timed seconds, in TFLOP/s.",

@@ -68,7 +68,10 @@ def validate(spec: CellSpec) -> dict[str, Any]:
 
 def _recomputed_flops(wl: Workload, step: TrainStep) -> int:
     """The FLOPs a checkpointed step's backward recomputes: its checkpointed blocks' forward, counted on one forward
-    of the model without autograd (which holds no activations: a batch that fits checkpointed fits it)."""
+    of the model without autograd (which holds no activations: a batch that fits checkpointed fits it); none under
+    ``selective``, which keeps the outputs of every op the count counts (``SELECTIVE_KEPT``)."""
+    if step.execution.checkpointing == "selective":
+        return 0
     model = step.eager_model or step.model
     names = [n.removeprefix("module.").removeprefix("_orig_mod.") for n in checkpointed_names(model)]  # (as by_module)
     inputs, _ = step.batches[0]
@@ -83,7 +86,7 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
     spec.execution.check_device(spec.device)
     check_memory_format(spec.execution, wl.example_batch(2)[0], spec.label)
     if spec.execution.checkpointing != "off":
-        check_blocks(wl.model, spec.label)
+        check_blocks(wl.model, spec.label, spec.execution.checkpointing)
     if spec.optimizer_state is not None:
         check_optimizer(wl.make_optimizer(wl.model.parameters()), spec.optimizer_state)
 

@@ -70,7 +70,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
         view.quiet = True  # (rank 0 prints)
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
     if config.checkpointing != "off":  # (no repeated blocks: refused before the header, as the other options)
-        check_blocks(wl.model, wl.name)
+        check_blocks(wl.model, wl.name, config.checkpointing)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     mode, device = resolve(config.precision), resolve_device(request.device)
     view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), mode)

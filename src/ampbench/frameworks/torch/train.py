@@ -65,7 +65,8 @@ class TrainConfig:
     compile: str = "off"
     """off | on | max-autotune: train the torch.compile'd model (ampbench.execution; evaluation stays eager)."""
     checkpointing: str = "off"
-    """off | blocks: the model's repeated blocks recomputed in the backward (:mod:`ampbench.execution.checkpointing`)."""
+    """off | blocks | selective: the model's repeated blocks recomputed in the backward, whole or what costs no FLOPs
+    (:mod:`ampbench.execution.checkpointing`)."""
     strategy: str | None = None
     """ddp | fsdp: train over the ranks of torch.distributed (initialised by the caller, e.g. under torchrun);
     batch_size is per rank, each rank takes its slice of every global batch."""
