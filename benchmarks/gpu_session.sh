@@ -283,10 +283,11 @@ case $1 in
     run_resumable rest-bert32 --workloads bert --preset paper --batch-size 32 --precisions tf32,amp-bf16 \
       --cell-timeout 90 --label "BERT-base at batch 32: launch-bound, TF32 against amp-bf16" || return $?
     # 8. activation checkpointing's trade, never measured on a GPU: predict says BERT-base batch 128 amp-bf16 runs
-    # ~1.32x slower checkpointed on an A100 with ~3x less memory; the allocator's peak is the check a CPU cannot make
+    # ~1.32x slower checkpointed on an A100 with ~3x less memory, selective ~1.30x with ~1.4x less (its dispatch
+    # modes' host time priced from a CPU); the allocator's peak is the check a CPU cannot make
     run_resumable rest-ckpt --workloads bert --preset paper --batch-size 128 --precisions amp-bf16 \
-      --checkpointing off,blocks --cell-timeout 90 --label "BERT-base batch 128 amp-bf16, checkpointing off and blocks" \
-      || return $?
+      --checkpointing off,blocks,selective --cell-timeout 90 \
+      --label "BERT-base batch 128 amp-bf16, checkpointing off, blocks and selective" || return $?
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
     ;;
   lease)

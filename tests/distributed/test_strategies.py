@@ -237,11 +237,14 @@ def test_fsdp_shards_each_repeated_block_as_a_unit_and_counts_what_it_gathers(
     assert max(abs(a - b) for a, b in zip(r0["params"], r0["reference"])) < (0.1 if precision.startswith("fp8") else 2e-2)
 
 
-def test_checkpointed_blocks_under_fsdp_train_as_without(ranks: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    """--checkpointing blocks under fsdp: the checkpointed blocks are still FSDP2 units, gather the same bytes, and the
-    ranks end at the weights of the same training without checkpointing (the recompute sees the gathered weights)."""
+@pytest.mark.parametrize("policy", ["checkpointed", "selective"])
+def test_checkpointed_blocks_under_fsdp_train_as_without(ranks: tuple[dict[str, Any], dict[str, Any]],
+                                                         policy: str) -> None:
+    """--checkpointing blocks (and selective) under fsdp: the checkpointed blocks are still FSDP2 units, gather the
+    same bytes, and the ranks end at the weights of the same training without checkpointing (the recompute sees the
+    gathered weights)."""
     plain = ranks[0]["fsdp/master-bf16/blocks"]
-    r0, r1 = ranks[0]["fsdp/master-bf16/blocks/checkpointed"], ranks[1]["fsdp/master-bf16/blocks/checkpointed"]
+    r0, r1 = ranks[0][f"fsdp/master-bf16/blocks/{policy}"], ranks[1][f"fsdp/master-bf16/blocks/{policy}"]
     assert r0["units"] == plain["units"] and r0["gathered_per_step"] == plain["gathered_per_step"]
     assert r0["params"] == r1["params"]
     assert max(abs(a - b) for a, b in zip(r0["params"], plain["params"])) < 1e-6

@@ -101,7 +101,7 @@ def _engine(precision: str, strategy: str | None, grad_reduce_dtype: str | None 
     return MixedPrecision(precision, placement=placement_of(strategy, grad_reduce_dtype), device="cpu", **kw)
 
 
-def train_blocks(precision: str, rank: int, world: int, strategy: str | None, checkpointed: bool = False,
+def train_blocks(precision: str, rank: int, world: int, strategy: str | None, checkpointed: bool | str = False,
                  **kw: Any) -> dict[str, Any]:
     """BlockNet trained STEPS steps (``strategy`` None: one process over the ranks' batches concatenated), the bytes
     this rank put into FSDP2's all-gathers counted; ``checkpointed``: its blocks checkpointed first, as ``run
@@ -113,7 +113,7 @@ def train_blocks(precision: str, rank: int, world: int, strategy: str | None, ch
     torch.manual_seed(0)
     net = BlockNet()
     if checkpointed:
-        checkpoint_blocks(net, "BlockNet")
+        checkpoint_blocks(net, "BlockNet", policy="blocks" if checkpointed is True else checkpointed)
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
     mp = _engine(precision, strategy, **kw)
     model, opt = mp.setup(net, opt)
@@ -335,6 +335,8 @@ def main(out_dir: Path) -> None:
     # activation checkpointing under FSDP2: each checkpointed block still a unit, recomputed with its parameters
     # gathered for its backward
     results["fsdp/master-bf16/blocks/checkpointed"] = train_blocks("master-bf16", rank, world, "fsdp", checkpointed=True)
+    results["fsdp/master-bf16/blocks/selective"] = train_blocks("master-bf16", rank, world, "fsdp",
+                                                                checkpointed="selective")
     # a fused SGD (what the harness builds for SGD workloads) over FSDP2's sharded parameters: torch's fused kernel has
     # no DTensor rule, so it steps with foreach, with a warning
     import warnings

@@ -368,8 +368,9 @@ def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
     elif m["static_share"] is not None and m["static_share"] < 0.4:
         checkpoint = (f"--checkpointing blocks (run, train, predict) recomputes each of its {m['blocks']} repeated "
                       "blocks in the backward and holds one block's activations at a time, for about a forward of "
-                      "them more" if m.get("blocks") else "activation checkpointing (torch.utils.checkpoint around "
-                      "the model's large stages) holds fewer of them, for a forward more")
+                      "them more (--checkpointing selective: only what costs no FLOPs recomputed, less saved)"
+                      if m.get("blocks") else "activation checkpointing (torch.utils.checkpoint around the model's "
+                      "large stages) holds fewer of them, for a forward more")
         out.append(Finding("info", "profile", f"memory is dominated by saved activations ({1 - m['static_share']:.0%}; "
                            f"{m['activation_bytes'] / 2**20:,.1f} MiB)",
                            "they grow with the batch: what sets the largest batch",

@@ -45,7 +45,7 @@ from torch.utils.flop_counter import flop_registry
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.measure.flop_formulas import custom_mapping
-from ampbench.measure.memory import note_saved
+from ampbench.measure.memory import counting_saved, note_saved
 
 MARK = "_ampbench_checkpointed"
 
@@ -72,9 +72,10 @@ def _policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
 
 
 class _Kept(TorchDispatchMode):
-    """Around a selectively checkpointed forward: the outputs the checkpoint keeps (:func:`saved_by_selective`),
-    told to :func:`ampbench.measure.memory.note_saved` as they are made (the checkpoint holds them in a cache of its
-    own, which autograd's saved-tensor hooks -- how ``run`` counts activations -- never see)."""
+    """Around a selectively checkpointed forward while activations are counted (``run``'s memory step, ``predict``'s
+    trace): the outputs the checkpoint keeps (:func:`saved_by_selective`), told to
+    :func:`ampbench.measure.memory.note_saved` as they are made (the checkpoint holds them in a cache of its own,
+    which autograd's saved-tensor hooks -- how ``run`` counts activations -- never see)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
@@ -133,8 +134,10 @@ def _contexts(block: nn.Module, policy: str, keep_statistics: bool) -> Callable[
 
     def both() -> tuple[Any, Any]:
         forward, recompute = create_selective_checkpoint_contexts(_policy)  # (the statistics' own saving and
-        # restoring outside the recompute's mode, which admits only the ops the forward ran)
-        return _joined(forward, _Kept()), _joined(*((statistics()[1],) if statistics else ()), recompute)
+        # restoring outside the recompute's mode, which admits only the ops the forward ran; the kept outputs told
+        # only while activations are counted: another dispatch mode on every op otherwise)
+        return (_joined(forward, *((_Kept(),) if counting_saved() else ())),
+                _joined(*((statistics()[1],) if statistics else ()), recompute))
 
     return both
 

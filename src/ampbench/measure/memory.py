@@ -216,6 +216,11 @@ _COUNTING: list[Callable[[torch.Tensor], Any]] = []
 """The counters of the :func:`saved_activations` blocks now open (the innermost last)."""
 
 
+def counting_saved() -> bool:
+    """Whether a :func:`saved_activations` block is open (what :func:`note_saved` would tell)."""
+    return bool(_COUNTING)
+
+
 def note_saved(tensors: Any) -> None:
     """Tensors held for the backward outside autograd's saved tensors -- the outputs a selective checkpoint keeps in a
     cache of its own (:mod:`ampbench.execution.checkpointing`) -- counted by every open :func:`saved_activations` as
