@@ -215,3 +215,19 @@ def test_batchnorm_statistics_are_updated_once_a_step_as_without_checkpointing()
         torch.testing.assert_close(kept[k], off[k], atol=1e-6, rtol=1e-6, msg=k)
         torch.testing.assert_close(states["selective", True][k], off[k], atol=1e-6, rtol=1e-6, msg=k)
     assert any(not torch.allclose(plain[k].float(), off[k].float()) for k in stats)
+
+
+def test_selective_keeps_every_forward_op_the_flop_count_counts() -> None:
+    """The FLOP count's own table (torch's FLOP counter and ampbench's formulas) against the ops selective keeps:
+    every forward op with FLOPs is kept (what ``recomputed_flops_per_step`` 0 rests on); a norm, an activation and a
+    dropout are not."""
+    from torch.utils.flop_counter import flop_registry
+
+    from ampbench.execution.checkpointing import saved_by_selective
+    from ampbench.measure.flop_formulas import custom_mapping
+
+    counted = [op for op in (*flop_registry, *custom_mapping()) if not op.__name__.endswith("_backward")]
+    assert counted and all(saved_by_selective(op) for op in counted), [op for op in counted if not saved_by_selective(op)]
+    aten = torch.ops.aten
+    assert not any(saved_by_selective(op) for op in (aten.native_layer_norm.default, aten.gelu.default,
+                                                     aten.native_dropout.default, aten.add.Tensor))

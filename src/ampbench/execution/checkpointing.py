@@ -24,7 +24,8 @@ the ops that cost FLOPs -- matmuls, convolutions, attention, fused RNN layers: :
 from the forward, everything else (norms, activations, dropout, residual adds, casts) recomputed from them. The
 recompute is memory-bound work only (no FLOPs: ``recomputed_flops_per_step`` 0), for a part of what ``blocks`` saves.
 Those kept outputs are held by the checkpoint's own cache, not by autograd's saved tensors, so they are reported to
-:func:`ampbench.measure.memory.saved_activations` as the forward makes them (:class:`_Kept`): the split's activations
+:func:`ampbench.measure.memory.saved_activations` as the forward makes them (:class:`_Kept`, through
+:mod:`ampbench.execution.saved`): the split's activations
 stay what the step holds.
 """
 
@@ -40,12 +41,10 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
-from torch.utils.flop_counter import flop_registry
 
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
-from ampbench.measure.flop_formulas import custom_mapping
-from ampbench.measure.memory import counting_saved, note_saved
+from ampbench.execution.saved import counting_saved, note_saved
 
 MARK = "_ampbench_checkpointed"
 
@@ -53,18 +52,26 @@ MARK = "_ampbench_checkpointed"
 POLICIES = ("blocks", "selective")
 """The ``--checkpointing`` values that checkpoint (``off`` does not)."""
 
-SELECTIVE_KEPT = frozenset({op.__name__ for op in (*flop_registry, *custom_mapping())
-                            if not op.__name__.endswith("_backward")} | {"fused_attention", "rnn_layer"})
-"""The ops whose outputs ``selective`` keeps: every forward op the FLOP count counts (torch's FLOP counter's -- mm,
-addmm, bmm, baddbmm, convolutions, the fused attentions, ``_scaled_mm`` -- and ours: the CPU's fused attention, the
-fused RNN layers of cuDNN and oneDNN), ``predict``'s stand-ins for fused attention and RNN layers, and every
-``_scaled_dot_product_*`` forward (:func:`saved_by_selective`): so the recompute costs no counted FLOP."""
+FLOP_OPS_OF_OURS = frozenset({"mkldnn_rnn_layer", "_cudnn_rnn", "fused_attention", "rnn_layer"})
+"""Forward ops with FLOPs beyond torch's FLOP counter's: the fused RNN layers ampbench's FLOP count adds
+(``measure.flop_formulas.custom_mapping``: cuDNN's and oneDNN's; a test holds that every forward op it counts is
+kept) and ``predict``'s stand-ins for fused attention and RNN layers."""
+
+
+@functools.cache
+def selective_kept() -> frozenset[str]:
+    """The ops whose outputs ``selective`` keeps: every forward op torch's FLOP counter counts (mm, addmm, bmm,
+    baddbmm, convolutions, the fused attentions, ``_scaled_mm``) and :data:`FLOP_OPS_OF_OURS` -- with every
+    ``_scaled_dot_product_*`` forward (:func:`saved_by_selective`), so the recompute costs no counted FLOP."""
+    from torch.utils.flop_counter import flop_registry  # lazy: torch.utils.flop_counter
+
+    return frozenset({op.__name__ for op in flop_registry if not op.__name__.endswith("_backward")} | FLOP_OPS_OF_OURS)
 
 
 def saved_by_selective(op: Any) -> bool:
     """Whether ``--checkpointing selective`` keeps ``op``'s outputs (else it is recomputed in the backward)."""
-    name = getattr(getattr(op, "_overloadpacket", None), "__name__", None) or str(op)
-    return name in SELECTIVE_KEPT or (name.startswith("_scaled_dot_product") and not name.endswith("_backward"))
+    name = str(getattr(getattr(op, "_overloadpacket", op), "__name__", op))  # (an op or its packet: "mm")
+    return name in selective_kept() or (name.startswith("_scaled_dot_product") and not name.endswith("_backward"))
 
 
 def _policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
@@ -74,7 +81,7 @@ def _policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
 class _Kept(TorchDispatchMode):
     """Around a selectively checkpointed forward while activations are counted (``run``'s memory step, ``predict``'s
     trace): the outputs the checkpoint keeps (:func:`saved_by_selective`), told to
-    :func:`ampbench.measure.memory.note_saved` as they are made (the checkpoint holds them in a cache of its own,
+    :func:`ampbench.execution.saved.note_saved` as they are made (the checkpoint holds them in a cache of its own,
     which autograd's saved-tensor hooks -- how ``run`` counts activations -- never see)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

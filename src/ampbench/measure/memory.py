@@ -9,7 +9,7 @@ model's fp32 weights: growth = weights + everything training adds (data tensors 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
-from torch.utils._pytree import tree_flatten
 
+from ampbench.execution.saved import listening
 from ampbench.measure.host import RssPeak, rss  # noqa: F401  (rss: used by cells and train)
 from ampbench.precision import MixedPrecision
 
@@ -203,32 +203,10 @@ def saved_activations(model: nn.Module | None = None) -> Iterator[list[int]]:
                 seen.setdefault(storage_key(x), x.untyped_storage().nbytes())
         return t
 
-    _COUNTING.append(pack)
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            yield result
-    finally:
-        _COUNTING.remove(pack)
+    # (and what a selective checkpoint keeps in a cache of its own: told by :mod:`ampbench.execution.saved`)
+    with listening(pack), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield result
     result[0] = sum(seen.values())
-
-
-_COUNTING: list[Callable[[torch.Tensor], Any]] = []
-"""The counters of the :func:`saved_activations` blocks now open (the innermost last)."""
-
-
-def counting_saved() -> bool:
-    """Whether a :func:`saved_activations` block is open (what :func:`note_saved` would tell)."""
-    return bool(_COUNTING)
-
-
-def note_saved(tensors: Any) -> None:
-    """Tensors held for the backward outside autograd's saved tensors -- the outputs a selective checkpoint keeps in a
-    cache of its own (:mod:`ampbench.execution.checkpointing`) -- counted by every open :func:`saved_activations` as
-    if autograd had saved them (each storage once; the model's own state excluded)."""
-    for pack in _COUNTING:
-        for t in tree_flatten(tensors)[0]:
-            if isinstance(t, torch.Tensor):
-                pack(t)
 
 
 def model_sizes(model: nn.Module) -> dict[str, int]:

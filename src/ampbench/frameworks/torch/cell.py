@@ -69,7 +69,7 @@ def validate(spec: CellSpec) -> dict[str, Any]:
 def _recomputed_flops(wl: Workload, step: TrainStep) -> int:
     """The FLOPs a checkpointed step's backward recomputes: its checkpointed blocks' forward, counted on one forward
     of the model without autograd (which holds no activations: a batch that fits checkpointed fits it); none under
-    ``selective``, which keeps the outputs of every op the count counts (``SELECTIVE_KEPT``)."""
+    ``selective``, which keeps the outputs of every op the count counts (``execution.checkpointing.selective_kept``)."""
     if step.execution.checkpointing == "selective":
         return 0
     model = step.eager_model or step.model
