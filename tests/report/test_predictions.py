@@ -121,6 +121,10 @@ def test_a_prediction_that_does_not_fit_keeps_its_line_with_its_status() -> None
         console.print(part)
     text = console.export_text()
     assert "oom" in text and "unsupported" in text
+    # an oom whose accumulated step was priced says how it trains that batch, and how fast
+    priced = {**oom, "predicted_accumulated_micro_batches": 4, "predicted_accumulated_batch": 64,
+              "predicted_accumulated_samples_per_s": 117.3, "predicted_accumulated_step_ms": 2182.4}
+    assert predicted_cells(table([priced], [])[0])[4] == "oom; 4 x 64 accumulated: 117/s"
 
 
 def test_stored_predictions_at_80_columns_cut_no_header_nor_figure() -> None:

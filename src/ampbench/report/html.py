@@ -424,7 +424,8 @@ def predicted_cells(p: dict[str, Any]) -> list[str]:
     band = "" if p.get("predicted_error_pct") is None else f" ±{p['predicted_error_pct']}%"
     # (not ok: its status, and why where the memory column does not say it -- an oom's peak and largest batch are there)
     predicted = (num(p["predicted_samples_per_s"], ",.0f") + band if p["status"] == "ok" else str(p["status"])
-                 + ("" if p["status"] == "oom" or not p["reason"] else f": {p['reason']}"))
+                 + ("" if p["status"] == "oom" or not p["reason"] else f": {p['reason']}")
+                 + (f"; {p['accumulated']}" if p.get("accumulated") else ""))  # (how an oom batch trains, its speed)
     return [f"{p['workload']} ({p['preset']})" if p["preset"] else str(p["workload"]), str(p["gpu"]), str(p["setting"]),
             str(p["precision"]), predicted, measured,
             f"{num(p['predicted_speedup_vs_fp32'], '.2f')} / {num(p['measured_speedup_vs_fp32'], '.2f')}",

@@ -197,6 +197,12 @@ def unsupported_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _accumulated(p: dict[str, Any]) -> str | None:
+    """"2 x 128 accumulated: 117/s" of an oom prediction whose accumulated step was priced (None otherwise)."""
+    n, micro, rate = (p.get(f"predicted_accumulated_{k}") for k in ("micro_batches", "batch", "samples_per_s"))
+    return f"{n} x {micro:,} accumulated: {rate:,.0f}/s" if n and micro and rate else None
+
+
 def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line per latest prediction: predicted and (where stored) measured samples/s and speedup, the error; a
     prediction that is not ok (the batch does not fit the GPU: oom; a mode it cannot run) keeps its line with its
@@ -219,6 +225,7 @@ def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list
             "measured_speedup_vs_fp32": m.get("speedup_vs_fp32") if m else None,
             "predicted_peak_bytes": p.get("predicted_peak_bytes"), "predicted_max_batch": p.get("predicted_max_batch"),
             "predicted_bound": p.get("predicted_bound"), "predicted_error_pct": p.get("predicted_error_pct"),
+            "accumulated": _accumulated(p) if p.get("status") == "oom" else None,
         })
     return out
 
