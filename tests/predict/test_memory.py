@@ -278,8 +278,9 @@ def _followed_peak(kind: str, precision: str) -> int:
     return max(o.live for o in rec.ops)
 
 
-PEAK_KINDS = [k for k in KINDS if k not in CPU_DEPENDENT and k != "flop:gru"]
-"""The kinds whose CPU step holds what a GPU's does (oneDNN's RNNs keep a workspace of their own: left out)."""
+PEAK_KINDS = [k for k in KINDS if k not in CPU_DEPENDENT and k not in ("flop:gru", "sel:resnext")]
+"""The kinds whose CPU step holds what a GPU's does (oneDNN's RNNs keep a workspace of their own: left out; resnext's
+selective step, ~8 s a mode here, is held by the split's test -- the encoder's and GPT-2's hold the peak)."""
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "master-bf16", "pure-bf16"])
