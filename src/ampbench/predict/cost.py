@@ -75,7 +75,7 @@ CHECKPOINT_HOST = {"blocks": CheckpointHost(per_block=13.27, per_op=2.501),
 """Measured, not fitted to any step: ``benchmarks/checkpoint_overhead.py`` on this project's CPU machine (AMD EPYC
 Zen 5, torch 2.13; ``benchmarks/results/cpu/checkpoint_overhead.json``) -- stacks of tiny blocks trained with and
 without checkpointing, the extra fitted as ``blocks x per_block + block ops x per_op`` on blocks of 2 and 4 layers,
-within 5% on those of 3 and 6 (held out: 2-4%). ``blocks``: the checkpoint's own Python around each block (the RNG and
+within 2-4% on those of 3 and 6 (held out). ``blocks``: the checkpoint's own Python around each block (the RNG and
 autocast state saved, its saved-tensor hooks, the recompute's frame); ``selective``: that and torch's selective
 checkpoint dispatch modes, which see each op of the block's forward and again in the recompute. A compiled block
 pays none of it (the graph holds the recompute)."""

@@ -1,6 +1,7 @@
-"""What a run's out-of-memory rows say about gradient accumulation: a mode that ran out of memory at its batch trains
-the same samples a step as micro-batches that fit (``ampbench train --grad-accum N``), the split chosen from the
-largest batch the run measured (``--measure maxbatch``)."""
+"""What out-of-memory rows say about gradient accumulation: a mode that ran out of memory at its batch trains the same
+samples a step as micro-batches that fit (``ampbench train --grad-accum N``) -- a run's split chosen from the largest
+batch it measured (``--measure maxbatch``), a prediction's from the accumulated step ``predict`` priced
+(``predicted_accumulated_*``)."""
 
 from __future__ import annotations
 
