@@ -67,18 +67,33 @@ def test_master_modes_copy_the_first_micro_batch_into_the_masters_and_add_the_la
 
 def test_the_accumulated_step_repeats_the_later_micro_batch_and_prices_linearly_in_n() -> None:
     """N micro-batches: the first's and the second's ops once, the third's N - 2 times, the rest once (the op count
-    an oracle); the FLOPs N times one micro-batch's; each micro-batch more adds the same time."""
+    an oracle); the FLOPs N times one micro-batch's; each micro-batch more adds the same time -- so past LINEAR_FROM
+    the step is extended linearly, equal to the ops spelt out and priced (the oracle: ``_price`` of every op)."""
+    from dataclasses import replace
+
+    from ampbench.predict.accumulation import LINEAR_FROM, step_ops
+    from ampbench.predict.cost import _price
+
     gpu = lookup("a100-80gb")
     t = trace_step(build_meta(_mlp), "fp32", 32, micro_batches=TRACED)
     single = trace_step(build_meta(_mlp), "fp32", 32)
     counts = [sum(1 for o in t.ops if o.micro == m) for m in range(TRACED + 1)]
     for n in (2, 3, 7):
         a = accumulated(t, n)
-        assert a.micro_batches == n and len(a.ops) == counts[0] + counts[1] + (n - 2) * counts[2] + counts[3]
+        assert a.accumulate == n and len(step_ops(a)) == counts[0] + counts[1] + (n - 2) * counts[2] + counts[3]
         assert price(a, gpu, tf32=False).flops == n * price(single, gpu, tf32=False).flops
-    steps = [price(accumulated(t, n), gpu, tf32=False).step_s for n in (4, 5, 6)]
+    steps = [price(accumulated(t, n), gpu, tf32=False).step_s for n in (3, 4, 5)]
     assert steps[2] - steps[1] == pytest.approx(steps[1] - steps[0], rel=1e-6) and steps[1] > steps[0]
-    later = [o for o in accumulated(t, 4).ops if o.micro == 2]  # (each repetition's own storages)
+    for n in (LINEAR_FROM + 1, 12):
+        extended, spelt = price(accumulated(t, n), gpu, tf32=False), _price(replace(t, accumulate=n), gpu, tf32=False)
+        assert extended.step_s == pytest.approx(spelt.step_s, rel=1e-9)
+        assert extended.host_s == pytest.approx(spelt.host_s, rel=1e-9) and extended.flops == spelt.flops
+        assert (extended.ops, extended.launches) == (spelt.ops, spelt.launches)
+        for k, v in spelt.time_split.items():
+            assert extended.time_split[k] == pytest.approx(v, rel=1e-9, abs=1e-12)
+        for k, v in spelt.op_split.items():
+            assert extended.op_split[k] == pytest.approx(v, rel=1e-9, abs=1e-12)
+    later = [o for o in step_ops(accumulated(t, 4)) if o.micro == 2]  # (each repetition's own storages)
     made = {k for o in later[: len(later) // 2] if o.allocates for k, _ in o.writes}
     assert made and not made & {k for o in later[len(later) // 2:] for k, _ in o.writes}
     with pytest.raises(ValueError):
@@ -186,3 +201,26 @@ def test_the_accumulated_peak_equals_what_a_real_accumulated_cpu_step_holds(prec
         assert real - trace.live_peak_bytes in (0, 4)
     else:
         assert trace.live_peak_bytes == pytest.approx(real, rel=0.005)
+
+
+def test_an_oom_row_of_a_model_with_repeated_blocks_names_checkpointing_too() -> None:
+    """bert small at a batch no T4 holds: the oom row counts its repeated blocks (4 layers: the oracle, its preset)
+    and the line under the table names the other way to that batch; a model without blocks (tabular-mlp) does not."""
+    from rich.console import Console
+
+    from ampbench.report.console import predicted_tables
+    from ampbench.workloads import build_target
+    from ampbench.workloads.data_options import DataOptions
+
+    gpu = lookup("t4")
+    bert = predict_target("bert", lambda: build_target("bert", None, "small", DataOptions(), 0),
+                          Question(("fp32",), 2**20), Machine(gpu))[0]
+    assert bert["status"] == "oom" and bert["predicted_blocks"] == 4
+    console = Console(record=True, width=400)
+    for part in predicted_tables([bert], gpu, 400):
+        console.print(part)
+    said = " ".join(console.export_text().split())
+    assert ("or with its 4 repeated blocks checkpointed (predict --checkpointing off,blocks,selective prices it)"
+            in said)
+    mlp = predict_target("tabular-mlp", _build, Question(("fp32",), 2**28), Machine(gpu))[0]
+    assert mlp["status"] == "oom" and "predicted_blocks" not in mlp

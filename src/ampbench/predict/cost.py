@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
 from ampbench.measure.gpus import Gpu
 from ampbench.precision.fused_step import DIRECT
 from ampbench.predict import fusion, kernels, measured_kernels
+from ampbench.predict.accumulation import LINEAR_FROM, step_ops
 from ampbench.predict.kernels import Calibration, calibration
 from ampbench.predict.measured_kernels import KernelTable
 from ampbench.predict.trace import Op, Trace, fused_update
@@ -419,6 +420,38 @@ AUTO = "auto"
 def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
           conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
+    """The step's time on ``gpu`` (:func:`_price`); a step accumulating more than
+    :data:`~ampbench.predict.accumulation.LINEAR_FROM` micro-batches from its steps of that many and one fewer,
+    extended linearly (every micro-batch from the third runs the same ops: the same time each, once the host and the
+    GPU are in step)."""
+    n, linear = trace.accumulate, LINEAR_FROM
+    if n <= linear:
+        return _price(trace, gpu, tf32, phases, cal, host, compiled, conv_tf32, kernels)
+    a, b = (_price(replace(trace, accumulate=k), gpu, tf32, phases, cal, host, compiled, conv_tf32, kernels)
+            for k in (linear - 1, linear))
+    return _extended(a, b, n - linear)
+
+
+def _extended(a: StepCost, b: StepCost, more: int) -> StepCost:
+    """``b`` and ``more`` times what ``b`` adds to ``a`` (one micro-batch): the sums extended, the shares of them
+    taken again over the extended totals."""
+    def ext(x: float, y: float) -> float:
+        return y + more * (y - x)
+
+    step_s, gpu_s = ext(a.step_s, b.step_s), ext(a.gpu_s, b.gpu_s)
+    time_split = {k: ext(a.time_split.get(k, 0.0) * a.step_s, v * b.step_s) / step_s for k, v in b.time_split.items()}
+    op_split = {k: ext(a.op_split.get(k, 0.0) * a.gpu_s, v * b.gpu_s) / gpu_s for k, v in b.op_split.items()}
+    energy = None if a.energy_j is None or b.energy_j is None else ext(a.energy_j, b.energy_j)
+    return replace(b, step_s=step_s, gpu_s=gpu_s, host_s=ext(a.host_s, b.host_s), flops=round(ext(a.flops, b.flops)),
+                   time_split=time_split, op_split=op_split, ops=round(ext(a.ops, b.ops)),
+                   launches=round(ext(a.launches, b.launches)),
+                   measured_share=ext(a.measured_share * a.gpu_s, b.measured_share * b.gpu_s) / gpu_s,
+                   energy_j=energy, powered_share=ext(a.powered_share * a.gpu_s, b.powered_share * b.gpu_s) / gpu_s)
+
+
+def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
+           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
+           conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
     """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
     convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
     forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
@@ -428,7 +461,8 @@ def price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     table = measured_kernels.table_for(gpu) if kernels == AUTO else kernels
     assert table is None or isinstance(table, KernelTable)
     cal = cal or calibration()
-    ops = fusion.compiled(trace.ops, trace.outputs) if compiled is not None and compiled.fuse else list(trace.ops)
+    traced = step_ops(trace)  # (an accumulated step's micro-batches spelt out)
+    ops = fusion.compiled(traced, trace.outputs) if compiled is not None and compiled.fuse else list(traced)
     if trace.fusable:  # the engine runs torch's fused optimizer on CUDA: one multi-tensor kernel, not the traced loop
         ops = [o for o in ops if o.phase != "optimizer"] + _fused_optimizer(trace, host)
     elif trace.torchao:  # traced op by op (compile off); on CUDA torchao compiles it: a kernel per parameter

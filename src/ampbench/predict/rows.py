@@ -24,6 +24,7 @@ import torch
 
 from ampbench.cells import CellId
 from ampbench.distributed.strategy import layout
+from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
 from ampbench.execution.checkpointing import checkpoint_blocks
@@ -332,6 +333,8 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                     rows.append(_predict_row(label, q.preset or wl.preset, name, state, batch, execution, gpu,
                                              baselines, traced, memory, fab, host, compiled, max_batch,
                                              q.grad_accum))
+                    if rows[-1]["status"] == "oom" and ck == "off" and not inference and (found := len(blocks(wl.model))):
+                        rows[-1]["predicted_blocks"] = found  # (the other way to that batch: --checkpointing)
     for row in rows:
         row.update(running_costs(row, gpu, machine.usd_per_hour))
         if inference:

@@ -374,6 +374,9 @@ class Trace:
     micro_batches: int = 1
     """Micro-batches of ``batch_size`` traced before the optimizer's step (:attr:`Op.micro`): 3 for a step with
     gradient accumulation (:func:`trace_step`), else 1."""
+    accumulate: int = 1
+    """The micro-batches of the step this trace prices (:func:`ampbench.predict.accumulation.accumulated`: the traced
+    ones spelt out to that many by :func:`~ampbench.predict.accumulation.step_ops`); 1 without accumulation."""
     fsdp: FsdpSplit | None = None
     """The model's trainable parameters' elements (each shared one once: what a data-parallel strategy moves) by the
     FSDP2 unit that would all-gather them, as ``run`` wraps the model (:mod:`ampbench.distributed.units`)."""
