@@ -220,7 +220,7 @@ def test_an_oom_row_of_a_model_with_repeated_blocks_names_checkpointing_too() ->
     for part in predicted_tables([bert], gpu, 400):
         console.print(part)
     said = " ".join(console.export_text().split())
-    assert ("or with its 4 repeated blocks checkpointed (predict --checkpointing off,blocks,selective prices it)"
-            in said)
+    assert ("; checkpointing its 4 repeated blocks holds less of the batch's activations (predict --checkpointing "
+            "off,blocks,selective prices it)" in said)
     mlp = predict_target("tabular-mlp", _build, Question(("fp32",), 2**28), Machine(gpu))[0]
     assert mlp["status"] == "oom" and "predicted_blocks" not in mlp

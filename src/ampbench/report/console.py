@@ -513,9 +513,9 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
                             f"; x {r['precision']} compares with its step at this batch all the same, which cannot run")
                 split = accumulate_text(r) if r["status"] == "oom" else None
                 if r.get("predicted_blocks"):  # (the other way to the batch: the activations recomputed)
-                    split = (f"{split}; or " if split else "") + (
-                        f"with its {r['predicted_blocks']} repeated blocks checkpointed (predict --checkpointing "
-                        "off,blocks,selective prices it)")
+                    split = (f"{split}; " if split else "") + (
+                        f"checkpointing its {r['predicted_blocks']} repeated blocks holds less of the batch's "
+                        "activations (predict --checkpointing off,blocks,selective prices it)")
                 out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}"
                            f"{escape(base)}{escape(f'; {split}' if split else '')}")
     out += mfu_over_peak_lines(rows)
