@@ -44,12 +44,13 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
+from ampbench.execution.axes import CHECKPOINTING_VALUES
 from ampbench.execution.saved import counting_saved, note_saved
 
 MARK = "_ampbench_checkpointed"
 
 
-POLICIES = ("blocks", "selective")
+POLICIES = tuple(v for v in CHECKPOINTING_VALUES if v != "off")
 """The ``--checkpointing`` values that checkpoint (``off`` does not)."""
 
 FLOP_OPS_OF_OURS = frozenset({"mkldnn_rnn_layer", "_cudnn_rnn", "fused_attention", "rnn_layer"})

@@ -276,7 +276,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
     def trace_once(precision: str, state: str | None, size: int, checkpointing: str, micro_batches: int) -> Any:
         """The traced step of ``precision`` (and optimizer state) at ``size``, of ``micro_batches`` (1, or
         :data:`~ampbench.predict.accumulation.TRACED` for an accumulation), traced once."""
-        engine = "fp32" if get(precision).name == "tf32" else get(precision).name
+        engine = _engine(precision)
         key = (engine, state, size, inference, checkpointing, micro_batches)
         if key not in traces:
             with warnings.catch_warnings(record=True) as caught:  # (setup's advice, e.g. a half Adam's eps: the row's)
@@ -297,8 +297,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
         size = at or batch
         if accumulate == 1:
             return trace_once(precision, state, size, checkpointing, 1)
-        key = ("accumulated", "fp32" if get(precision).name == "tf32" else get(precision).name, state, size,
-               checkpointing, accumulate)
+        key = ("accumulated", _engine(precision), state, size, checkpointing, accumulate)
         if key not in traces:
             traces[key] = accumulated(trace_once(precision, state, size, checkpointing, TRACED), accumulate)
         return traces[key]
@@ -316,11 +315,14 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
         compiled = Compiled.of(execution)
         traced = functools.partial(trace_of, checkpointing=ck)
         memory = functools.partial(memory_of, checkpointing=ck)
+        # (the step that trains an oom batch by micro-batches accumulated: found once, for its row and as a baseline)
+        fit = functools.cache(functools.partial(_accumulated_fit, batch=batch, gpu=gpu, trace_of=traced,
+                                                memory_of=memory, host=host, compiled=compiled))
         baselines: dict[str, float] = {}
         for base in ("fp32", "tf32"):
             if refusal(gpu, base) is None:  # (one that does not fit its batch: the step that trains it by
                 # micro-batches accumulated, where one fits)
-                unfit = _unfit_baseline_s(base, batch, gpu, traced, memory, host, compiled) \
+                unfit = _unfit_baseline_s(base, batch, gpu, memory, fit) \
                     if fab is None and not inference and q.grad_accum == 1 else None
                 baselines[base] = unfit or _step_s(traced(base), gpu, base == "tf32", fab, host, compiled, base)
         for precision in precisions:
@@ -332,7 +334,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                     seen.add(state)
                     rows.append(_predict_row(label, q.preset or wl.preset, name, state, batch, execution, gpu,
                                              baselines, traced, memory, fab, host, compiled, max_batch,
-                                             q.grad_accum))
+                                             q.grad_accum, fit))
                     if rows[-1]["status"] == "oom" and ck == "off" and not inference and (found := len(blocks(wl.model))):
                         rows[-1]["predicted_blocks"] = found  # (the other way to that batch: --checkpointing)
     for row in rows:
@@ -340,6 +342,11 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
         if inference:
             row["predicted_inference"] = True
     return rows
+
+
+def _engine(precision: str) -> str:
+    """The engine mode a precision's step is traced in (tf32 is fp32's step, its matmuls priced as TF32)."""
+    return "fp32" if get(precision).name == "tf32" else get(precision).name
 
 
 def _step_s(trace: Any, gpu: Gpu, tf32: bool, fab: Fabric | None, host: Host, compiled: Compiled | None,
@@ -388,10 +395,11 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                  gpu: Gpu, baselines: dict[str, float], trace_of: Callable[..., Any],
                  memory_of: Callable[..., MemoryModel], fab: Fabric | None = None,
                  host: Host = MEASURED_HOST, compiled: Compiled | None = None, max_batch: bool = True,
-                 accumulate: int = 1) -> dict[str, Any]:
+                 accumulate: int = 1, fit: Callable[..., dict[str, Any]] | None = None) -> dict[str, Any]:
     """The row of one (precision, optimizer state -- an effective one: None for the mode's own): refused with the
     reason, ``oom`` with the predicted peak and the largest batch that fits, or priced from its trace (``trace_of``'s:
-    ``accumulate`` micro-batches of ``batch`` a step)."""
+    ``accumulate`` micro-batches of ``batch`` a step). ``fit(name, state, largest=)``: an oom batch's accumulated step
+    (:func:`_accumulated_fit`, bound to this batch, GPU and execution; None: not sought)."""
     cell = CellId(workload=label, preset=preset, precision=name, batch_size=batch, execution=execution,
                   optimizer_state=state, grad_accum=accumulate)
     row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
@@ -423,8 +431,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     if mem.peak - sharded > mem.usable:
         largest = memory_keys["predicted_max_batch"]
         fits = "no batch fits" if not largest else f"the largest batch that fits: {largest:,}"
-        if fab is None and accumulate == 1 and not trace.inference:  # (how it trains this batch all the same)
-            memory_keys.update(_accumulated_fit(name, state, batch, largest, gpu, trace_of, memory_of, host, compiled))
+        if fit is not None and fab is None and accumulate == 1 and not trace.inference:  # (how it trains this batch
+            memory_keys.update(fit(name, state, largest=largest))  # all the same)
         return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
                 "reason": f"predicted peak {(mem.peak - sharded) / 2**30:,.1f} GiB exceeds the "
                           f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}
@@ -490,16 +498,15 @@ def _accumulated_fit(name: str, state: str | None, batch: int, largest: int | No
     return {"predicted_accumulated_micro_batches": 0, "predicted_accumulated_batch": 0}  # (none fits: said so)
 
 
-def _unfit_baseline_s(base: str, batch: int, gpu: Gpu, trace_of: Callable[..., Any],
-                      memory_of: Callable[..., MemoryModel], host: Host, compiled: Compiled | None) -> float | None:
-    """A baseline (fp32, tf32) that does not fit ``batch`` on ``gpu``: its :func:`_accumulated_fit` step's seconds
-    (what "x fp32" is then over: a step one can run, the same samples a step); None where it fits or no micro-batch
-    does."""
+def _unfit_baseline_s(base: str, batch: int, gpu: Gpu, memory_of: Callable[..., MemoryModel],
+                      fit: Callable[..., dict[str, Any]]) -> float | None:
+    """A baseline (fp32, tf32) that does not fit ``batch`` on ``gpu``: its accumulated step's seconds (``fit``:
+    :func:`_accumulated_fit`'s, as its row finds it: what "x fp32" is then over, a step one can run, the same samples a
+    step); None where it fits or no micro-batch does."""
     mem = with_library_workspaces(memory_of(base), gpu, get(base).tf32).cost(gpu, batch, max_batch=False)
     if mem.peak <= mem.usable:
         return None
-    ms = _accumulated_fit(base, None, batch, mem.max_batch, gpu, trace_of, memory_of, host, compiled).get(
-        "predicted_accumulated_step_ms")
+    ms = fit(base, None, largest=mem.max_batch).get("predicted_accumulated_step_ms")
     return ms / 1e3 if ms else None
 
 

@@ -210,9 +210,8 @@ class _Recorder(TorchDispatchMode):
         """Whether they are inside a repeated block's forward (:attr:`Op.in_block`)."""
         self.micro = 0
         """The micro-batch the ops now issued belong to (:attr:`Op.micro`)."""
-        self.block = 0
-        """The block call the ops now issued are in (:attr:`Op.block`; its forward pre-hook counts them)."""
         self.block_calls = 0
+        """Block forwards entered so far, the one the ops now issued are in while :attr:`in_block` (:attr:`Op.block`)."""
         self._count = 0
         self._kept: dict[int, torch.Tensor] = {}
         self._ids: dict[int, int] = {}
@@ -322,7 +321,7 @@ class _Recorder(TorchDispatchMode):
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
                            writes, reduces, self.in_model, self.in_block, not _in_place(func), self.micro,
-                           self.held, self.block if self.in_block else 0))
+                           self.held, self.block_calls if self.in_block else 0))
         return out
 
 
@@ -573,7 +572,6 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     post = optimizer.register_step_post_hook(lambda *_: setattr(rec, "phase", "step"))
     def entered(*_: Any) -> None:
         rec.in_block, rec.block_calls = True, rec.block_calls + 1
-        rec.block = rec.block_calls
 
     block_hooks = [h for b in blocks(model) for h in (
         b.register_forward_pre_hook(entered),
