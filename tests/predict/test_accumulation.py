@@ -141,7 +141,6 @@ def test_predict_grad_accum_rows_say_the_step_of_n_micro_batches() -> None:
 @pytest.mark.parametrize("extra, said", [
     (["--grad-accum", "0"], "--grad-accum 0: give the micro-batches per optimizer step, an integer >= 1"),
     (["--grad-accum", "2", "--inference"], "--inference predicts the forward alone"),
-    (["--grad-accum", "2", "--gpus", "2"], "--grad-accum 2 is predicted on one GPU"),
 ])
 def test_predict_refuses_a_grad_accum_it_cannot_price_in_one_line(extra: list[str], said: str, tmp_path) -> None:
     code, out, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "tabular-mlp", "--preset", "tiny", *extra,

@@ -280,3 +280,94 @@ def test_an_fsdp_rank_holds_its_shard_and_the_units_it_computes() -> None:
     m = fsdp_memory(trace, layout("fsdp", get("amp-bf16")), 8, 8000, 4000, 16000)
     root = (numel - 2 * layer) * 4
     assert (m.weights, m.gradients, m.optimizer) == (1000 + root + 2 * layer * 4, 500 + root + layer * 4, 2000)
+
+
+def _accumulating(precision: str) -> tuple:  # type: ignore[type-arg]
+    """bert tiny's step of ``precision`` at batch 16, traced plain and with three micro-batches."""
+    from ampbench.predict.accumulation import TRACED
+
+    build = _bert_tiny()
+    return (trace_step(build_meta(build), precision, 16),
+            trace_step(build_meta(build), precision, 16, micro_batches=TRACED))
+
+
+def test_ddp_reduces_an_accumulated_step_once_or_every_micro_batch_by_mode() -> None:
+    """DDP under gradient accumulation as train runs it: amp-* all-reduce once a step (no_sync before the last
+    micro-batch: the plain step's buckets, waited on past one backward, whatever N); master-* every micro-batch (N x
+    the buckets, N x the wait); on a network that costs nothing the step is the one-GPU accumulated step."""
+    from dataclasses import replace
+
+    from ampbench.predict.accumulation import accumulated
+
+    gpu = lookup("a100-80gb")
+    base = fabric(gpu, 8, 2, None)
+    for precision, every in (("amp-bf16", False), ("master-bf16", True)):
+        plain, traced = _accumulating(precision)
+        one = ddp_cost(plain, gpu, False, base)
+        d4, d8 = (ddp_cost(accumulated(traced, n), gpu, False, base, every_micro_batch=every) for n in (4, 8))
+        for n, d in ((4, d4), (8, d8)):
+            assert d.single_s == pytest.approx(price(accumulated(traced, n), gpu, False).step_s)
+            assert d.step_s == pytest.approx(d.single_s + d.exposed_s)
+            assert d.allreduce_s == pytest.approx(one.allreduce_s * (n if every else 1))  # (the same buckets)
+        if every:
+            assert d8.exposed_s == pytest.approx(2 * d4.exposed_s) and d4.exposed_s > 0
+        else:
+            assert d8.exposed_s == pytest.approx(d4.exposed_s)
+        # (the last micro-batch's backward adds into the held gradients: longer than a plain one, hiding as much)
+        assert 0 < d4.exposed_s / (4 if every else 1) <= one.exposed_s * (1 + 1e-9)
+        free = ddp_cost(accumulated(traced, 4), gpu, False, replace(base, bus_gbs=1e12, hop_s=0.0),
+                        every_micro_batch=every)
+        assert free.exposed_s == pytest.approx(0.0, abs=1e-9) and free.step_s == pytest.approx(d4.single_s)
+
+
+def test_fsdp_gathers_and_reduce_scatters_every_micro_batch_of_an_accumulated_step() -> None:
+    """FSDP2 under gradient accumulation: every micro-batch all-gathers and reduce-scatters as a plain step does (N x
+    the collectives and the bytes); on one rank over a free network the step is the one-GPU accumulated step priced
+    whole (within 2 %: priced as its micro-batches, each reduce-scattered shard's add for autograd's); each micro-batch
+    more adds the same time."""
+    from dataclasses import replace
+
+    from ampbench.distributed.strategy import layout
+    from ampbench.precision import get
+    from ampbench.predict.accumulation import accumulated
+
+    gpu, lay = lookup("a100-80gb"), layout("fsdp", get("amp-bf16"))
+    plain, traced = _accumulating("amp-bf16")
+    base = fabric(gpu, 8, 2, None, "fsdp")
+    one = fsdp_cost(plain, gpu, False, base, lay)
+    f3, f4, f8 = (fsdp_cost(accumulated(traced, n), gpu, False, base, lay) for n in (3, 4, 8))
+    assert f4.allgather_s == pytest.approx(4 * one.allgather_s)
+    assert f4.reduce_scatter_s == pytest.approx(4 * one.reduce_scatter_s)
+    assert f4.comm_bytes == 4 * one.comm_bytes and f4.units == one.units
+    assert f8.step_s - f4.step_s == pytest.approx(4 * (f4.step_s - f3.step_s))
+    assert f4.step_s > 3.5 * one.step_s
+    alone = fsdp_cost(accumulated(traced, 4), gpu, False, Fabric(1, 1, "nvlink", 1e12, 0.0, "fsdp"), lay)
+    assert alone.exposed_s == pytest.approx(0.0, abs=1e-9)
+    assert alone.step_s == pytest.approx(price(accumulated(traced, 4), gpu, False).step_s, rel=0.02)
+    slow = fsdp_cost(accumulated(traced, 4), gpu, False, replace(base, bus_gbs=1e-3), lay)
+    assert slow.step_s >= slow.allgather_s + slow.reduce_scatter_s  # (the collectives queue on one network)
+
+
+def test_predict_accumulated_steps_over_many_gpus(tmp_path: Path) -> None:
+    """``predict --grad-accum 4 --gpus 8``: samples/s over every rank's 4 micro-batches, each GPU's too; how often a
+    step reduces (``predicted_reductions``), said in the fabric's line."""
+    for strategy, reductions in (("ddp", {"amp-bf16": 1, "master-bf16": 4}), ("fsdp", {"amp-bf16": 4,
+                                                                                         "master-bf16": 4})):
+        out = tmp_path / f"{strategy}.json"
+        code, text, err = cli("predict", "--gpu", "a100-80gb", "--gpus", "8", "--strategy", strategy, "--workloads",
+                              "bert", "--preset", "tiny", "--batch-size", "16", "--grad-accum", "4", "--precisions",
+                              "amp-bf16,master-bf16", "--json", str(out), "--db", str(tmp_path / "r.db"))
+        assert code == 0, err
+        said = " ".join(text.split())
+        assert "batch 16 x 4 micro-batches a step (64 samples)" in said
+        rows = json.loads(out.read_text())
+        for r in rows:
+            assert (r["strategy"], r["world_size"], r["grad_accum"]) == (strategy, 8, 4)
+            assert r["predicted_samples_per_s"] == pytest.approx(8 * 16 * 4 * 1e3 / r["predicted_step_ms"])
+            assert r["predicted_samples_per_s_per_gpu"] == pytest.approx(r["predicted_samples_per_s"] / 8)
+            assert r["predicted_reductions"] == reductions[r["precision"]]
+        if strategy == "ddp":
+            assert ("the gradients' all-reduce (once, in the last of 4 micro-batches' backward; master-bf16 in each "
+                    "micro-batch's)") in said
+        else:
+            assert "each of 4 micro-batches gathers and reduce-scatters anew" in said

@@ -167,9 +167,6 @@ class PredictConfig:
         if many and inference:
             raise AmpbenchError(f"--gpus {gpus_per_node} --nodes {nodes} predicts training over many GPUs; --inference "
                                 "one GPU's forward: leave one of them out")
-        if many and grad_accum > 1:  # (DDP reduces once a step or every micro-batch by mode: not priced yet)
-            raise AmpbenchError(f"--grad-accum {grad_accum} is predicted on one GPU; over --gpus {gpus_per_node} x "
-                                f"--nodes {nodes} leave it out (or predict one GPU's step with it)")
         if strategy is not None and not many:
             raise AmpbenchError(f"--strategy {strategy} needs more than one GPU: add --gpus N (and --nodes M for "
                                 "several machines)")

@@ -29,6 +29,7 @@ from ampbench.distributed.strategy import Layout
 from ampbench.distributed.units import FsdpSplit
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import Gpu
+from ampbench.predict.accumulation import TRACED
 from ampbench.predict.cost import MEASURED_HOST, PHASES, Compiled, Host, price
 from ampbench.predict.trace import Op, Trace
 
@@ -129,11 +130,19 @@ class DdpCost:
 
 
 def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | None = None,
-             host: Host = MEASURED_HOST, compiled: Compiled | None = None) -> DdpCost:
+             host: Host = MEASURED_HOST, compiled: Compiled | None = None, every_micro_batch: bool = False) -> DdpCost:
     """The step of ``trace`` (one rank's batch) under DDP on ``fab`` (``single_s``: its one-GPU step, where the caller
-    priced it already), issued by ``host``, eager or ``compiled``."""
+    priced it already), issued by ``host``, eager or ``compiled``.
+
+    A step accumulating micro-batches (``Trace.accumulate`` N) reduces once, in the last micro-batch's backward
+    (``no_sync`` before it), or -- ``every_micro_batch``: master-* modes
+    (:func:`~ampbench.execution.micro_batches.reduced_every_micro_batch`) -- in each one's, every time waiting on what
+    runs past that backward's end; either way against the backward of one later micro-batch (its gradients added
+    into the held ones)."""
     single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s
-    backward = price(trace, gpu, tf32, phases=("backward",), host=host, compiled=compiled).step_s
+    n = trace.accumulate
+    one = micro_batch(trace, min(n, TRACED) - 1) if n > 1 else trace
+    backward = price(one, gpu, tf32, phases=("backward",), host=host, compiled=compiled).step_s
     grad_bytes = trace.backward_grads_bytes or trace.grads_bytes
     done, end, total = 0, 0.0, 0.0
     for b in buckets(grad_bytes):
@@ -143,7 +152,14 @@ def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | 
         total += t
         end = max(end, ready) + t
     exposed = min(total, max(0.0, end - backward)) if fab.world > 1 else 0.0  # (never more than it all: rounding)
-    return DdpCost(single + exposed, single, total, exposed)
+    times = n if every_micro_batch else 1
+    return DdpCost(single + times * exposed, single, times * total, times * exposed)
+
+
+def micro_batch(trace: Trace, micro: int) -> Trace:
+    """One micro-batch's forward, loss and backward of an accumulated step's trace (:attr:`Op.micro` 0, 1 or 2), as a
+    trace of its own (priced alone: no accumulation spelt out)."""
+    return replace(trace, ops=[o for o in trace.ops if o.micro == micro], micro_batches=1, accumulate=1)
 
 
 @dataclass(frozen=True)
@@ -250,17 +266,44 @@ def fsdp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, layout: Layout, h
     once the whole backward is done, before the step and the optimizer's shard. A reduce-scatter costs what an
     all-gather of the same bytes does (a ring's)."""
     single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s
-    rest = price(trace, gpu, tf32, phases=COMPUTE, host=host, compiled=compiled)
     optimizer = price(trace, gpu, tf32, phases=("optimizer",), host=host, compiled=compiled)
     n = fab.world
     shard = max(optimizer.host_s, optimizer.gpu_s / n)  # (each rank steps 1/N of the parameters: the same calls)
     split = trace.fsdp or FsdpSplit(0)
     b = fsdp_unit_bytes(layout, split)
-    step = _timeline(b, UnitCompute.of(trace, b.blocks, rest.step_s, gpu, tf32, compiled), fab.gather_s) + shard
+
+    def timeline(part: Trace) -> tuple[float, float]:
+        """(when ``part``'s compute and collectives end, its compute alone)."""
+        compute = price(part, gpu, tf32, phases=COMPUTE, host=host, compiled=compiled).step_s
+        return _timeline(b, UnitCompute.of(part, b.blocks, compute, gpu, tf32, compiled), fab.gather_s), compute
+
+    accumulate = trace.accumulate
+    if accumulate == 1:
+        step, compute = timeline(trace)
+    else:  # every micro-batch all-gathers and reduce-scatters as a step does; what runs once a step after the last
+        first, later = timeline(micro_batch(trace, 0)), timeline(_sharded_accumulation(trace, n))
+        once = replace(trace, ops=[o for o in trace.ops if o.micro >= TRACED], micro_batches=1, accumulate=1)
+        last = price(once, gpu, tf32, phases=COMPUTE, host=host, compiled=compiled).step_s
+        step = first[0] + (accumulate - 1) * later[0] + last
+        compute = first[1] + (accumulate - 1) * later[1] + last
     ag = fab.gather_s
-    return FsdpCost(step, single, ag(b.root_gather) + ag(b.root_regather) + 2 * b.blocks * ag(b.block_gather),
-                    ag(b.root_reduce) + b.blocks * ag(b.block_reduce), max(0.0, step - rest.step_s - shard),
-                    int((n - 1) / n * (b.gathered + b.reduced)) if n > 1 else 0, 1 + b.blocks)
+    return FsdpCost(step + shard, single,
+                    accumulate * (ag(b.root_gather) + ag(b.root_regather) + 2 * b.blocks * ag(b.block_gather)),
+                    accumulate * (ag(b.root_reduce) + b.blocks * ag(b.block_reduce)), max(0.0, step - compute),
+                    accumulate * int((n - 1) / n * (b.gathered + b.reduced)) if n > 1 else 0, 1 + b.blocks)
+
+
+def _sharded_accumulation(trace: Trace, world: int) -> Trace:
+    """A micro-batch after the first under FSDP2: the first's forward, loss and backward -- its gradients made
+    unsharded anew and reduce-scattered -- then each reduce-scattered shard added into the rank's sharded gradient
+    (FSDP2's ``foreach_reduce``: one add per parameter), priced as one GPU's adds into its held gradients (a later
+    micro-batch's in-place backward ops) at 1/``world`` of their bytes."""
+    adds = [replace(o, bytes_read=o.bytes_read // world, bytes_written=o.bytes_written // world,
+                    flops=o.flops // world, reads=tuple((k, n // world) for k, n in o.reads),
+                    writes=tuple((k, n // world) for k, n in o.writes))
+            for o in trace.ops if o.micro == min(trace.accumulate, TRACED) - 1 and o.phase == "backward"
+            and not o.allocates]
+    return replace(trace, ops=micro_batch(trace, 0).ops + adds, micro_batches=1, accumulate=1)
 
 
 @dataclass(frozen=True)

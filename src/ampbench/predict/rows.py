@@ -28,7 +28,7 @@ from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
 from ampbench.execution.checkpointing import checkpoint_blocks
-from ampbench.execution.micro_batches import split
+from ampbench.execution.micro_batches import reduced_every_micro_batch, split
 from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem
@@ -355,7 +355,8 @@ def _step_s(trace: Any, gpu: Gpu, tf32: bool, fab: Fabric | None, host: Host, co
     if fab is not None and fab.strategy == "fsdp":
         return fsdp_cost(trace, gpu, tf32, fab, layout("fsdp", get(precision)), host, compiled).step_s
     if fab is not None:
-        return ddp_cost(trace, gpu, tf32, fab, host=host, compiled=compiled).step_s
+        return ddp_cost(trace, gpu, tf32, fab, host=host, compiled=compiled,
+                        every_micro_batch=reduced_every_micro_batch("ddp", get(precision).master_weights)).step_s
     return price(trace, gpu, tf32=tf32, host=host, compiled=compiled).step_s
 
 
@@ -522,9 +523,10 @@ def _fsdp_memory(trace: Any, name: str, fab: Fabric, model: MemoryModel, mem: An
     return int(sharded)
 
 
-def _fabric_keys(fab: Fabric, world: int, batch: int, step_s: float) -> dict[str, Any]:
+def _fabric_keys(fab: Fabric, world: int, samples: int, step_s: float) -> dict[str, Any]:
+    """``samples``: one GPU's a step (its batch x the micro-batches it accumulates)."""
     return {"world_size": world, "gpus_per_node": fab.gpus, "nodes": fab.nodes, "interconnect": fab.interconnect,
-            "predicted_bus_gbs": fab.bus_gbs, "predicted_samples_per_s_per_gpu": batch / step_s}
+            "predicted_bus_gbs": fab.bus_gbs, "predicted_samples_per_s_per_gpu": samples / step_s}
 
 
 def _fsdp(trace: Any, gpu: Gpu, name: str, fab: Fabric, host: Host, compiled: Compiled | None, single_s: float,
@@ -533,9 +535,10 @@ def _fsdp(trace: Any, gpu: Gpu, name: str, fab: Fabric, host: Host, compiled: Co
     the row's keys)."""
     f = fsdp_cost(trace, gpu, get(name).tf32, fab, layout("fsdp", get(name)), host, compiled, single_s)
     return f.step_s, fab.world, {
-        "strategy": "fsdp", **_fabric_keys(fab, fab.world, batch, f.step_s),
+        "strategy": "fsdp", **_fabric_keys(fab, fab.world, batch * trace.accumulate, f.step_s),
         "predicted_allgather_ms": f.allgather_s * 1e3, "predicted_reduce_scatter_ms": f.reduce_scatter_s * 1e3,
-        "predicted_fsdp_units": f.units, "predicted_comm_ms": f.exposed_s * 1e3,
+        "predicted_fsdp_units": f.units, "predicted_reductions": trace.accumulate,
+        "predicted_comm_ms": f.exposed_s * 1e3,
         "predicted_comm_share": f.exposed_s / f.step_s, "predicted_scaling_efficiency": f.scaling_efficiency,
         "predicted_comm_bytes_per_step": f.comm_bytes}
 
@@ -544,9 +547,12 @@ def _ddp(trace: Any, gpu: Gpu, name: str, fab: Fabric, host: Host, compiled: Com
          batch: int) -> tuple[float, int, dict[str, Any]]:
     """DDP's step: each rank's step with the all-reduce it cannot hide (samples/s of all ranks); (step seconds, world,
     the row's keys)."""
-    d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=single_s, host=host, compiled=compiled)
+    every = reduced_every_micro_batch("ddp", get(name).master_weights)
+    d = ddp_cost(trace, gpu, get(name).tf32, fab, single_s=single_s, host=host, compiled=compiled,
+                 every_micro_batch=every)
     return d.step_s, fab.world, {
-        "strategy": "ddp", **_fabric_keys(fab, fab.world, batch, d.step_s),
+        "strategy": "ddp", **_fabric_keys(fab, fab.world, batch * trace.accumulate, d.step_s),
+        "predicted_reductions": trace.accumulate if every else 1,
         "predicted_allreduce_ms": d.allreduce_s * 1e3, "predicted_comm_ms": d.exposed_s * 1e3,
         "predicted_comm_share": d.exposed_s / d.step_s, "predicted_scaling_efficiency": d.scaling_efficiency}
 

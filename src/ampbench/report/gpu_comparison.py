@@ -403,12 +403,41 @@ def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
             shape = ("one unit, as run wraps a model without repeated blocks: nothing overlaps them" if units == 1 else
                      f"{units} units as run wraps the model, the root and {units - 1} blocks: each block's overlap its "
                      "neighbours' compute")
+            n = int(r.get("grad_accum") or 1)
+            each = f"; each of {n} micro-batches gathers and reduce-scatters anew" if n > 1 else ""
             comm = (f"all-gathers {r['predicted_allgather_ms']:,.2f} ms and reduce-scatters "
-                    f"{r['predicted_reduce_scatter_ms']:,.2f} ms a step ({shape}), {r['predicted_comm_ms']:,.2f} ms of "
-                    "them waited on")
+                    f"{r['predicted_reduce_scatter_ms']:,.2f} ms a step ({shape}{each}), "
+                    f"{r['predicted_comm_ms']:,.2f} ms of them waited on")
         else:
-            comm = (f"the gradients' all-reduce {r['predicted_allreduce_ms']:,.2f} ms a step, "
-                    f"{r['predicted_comm_ms']:,.2f} ms of it past the backward")
+            comm = _allreduce_text(group)
         yield (f"{gpu}: {r['strategy']} x{r['world_size']} ({r['gpus_per_node']} per machine x {r['nodes']}) over "
                f"{r['interconnect']} (bus {r['predicted_bus_gbs']:,.0f} GB/s): {comm}; "
                f"scaling efficiency (one GPU's step / this step) {eff}")
+
+
+def _allreduce_text(group: list[dict[str, Any]]) -> str:
+    """DDP's all-reduce a step and what of it runs past the backward: one figure where every mode's is the same, a
+    figure per mode where they differ (the gradients' dtype; a step accumulating micro-batches reduces once, in the
+    last one's backward, or -- master-* modes -- in every one's)."""
+    def ms(r: dict[str, Any]) -> str:
+        return f"{r['predicted_allreduce_ms']:,.2f} ms a step, {r['predicted_comm_ms']:,.2f} ms of it past the backward"
+
+    n = int(group[0].get("grad_accum") or 1)
+    when = "" if n == 1 else _reductions(group, n)
+    figures: dict[str, list[str]] = {}
+    for r in group:
+        figures.setdefault(ms(r), []).append(_mode(r))
+    if len(figures) == 1:
+        return f"the gradients' all-reduce {ms(group[0])}{when}"
+    return f"the gradients' all-reduce{when}: " + "; ".join(f"{', '.join(m)} {f}" for f, m in figures.items())
+
+
+
+def _reductions(group: list[dict[str, Any]], n: int) -> str:
+    """" (once, in the last of 4 micro-batches' backward; master-bf16 in each one's)" of an accumulating step's rows
+    (``predicted_reductions``: the times a step reduces its gradients)."""
+    each = [_mode(r) for r in group if int(r.get("predicted_reductions") or 1) > 1]
+    parts = [f"once, in the last of {n} micro-batches' backward"] if len(each) < len(group) else []
+    if each:
+        parts.append(f"{', '.join(each)} in each micro-batch's" if parts else f"in each of {n} micro-batches' backward")
+    return f" ({'; '.join(parts)})"

@@ -24,6 +24,7 @@ from ampbench.distributed.placement import placement_of
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
 from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.execution import Execution, finish_model, prepare_model
+from ampbench.execution.micro_batches import reduced_every_micro_batch
 from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
@@ -367,7 +368,7 @@ def _deferred_sync(model: nn.Module, mp: MixedPrecision) -> Callable[[], Any] | 
     """DDP's ``no_sync`` where a step's earlier micro-batches may skip their all-reduce (see :func:`_accumulate`); None
     where each must be reduced (master-* modes, FSDP2) or there is nothing to reduce (one process)."""
     ddp = model if isinstance(model, DistributedDataParallel) else getattr(model, "_orig_mod", None)  # (compiled)
-    if not isinstance(ddp, DistributedDataParallel) or mp.master_params():
+    if not isinstance(ddp, DistributedDataParallel) or reduced_every_micro_batch("ddp", bool(mp.master_params())):
         return None
     return ddp.no_sync
 
