@@ -371,3 +371,41 @@ def test_predict_accumulated_steps_over_many_gpus(tmp_path: Path) -> None:
                     "micro-batch's)") in said
         else:
             assert "each of 4 micro-batches gathers and reduce-scatters anew" in said
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_an_oom_batch_over_many_gpus_trains_by_accumulation_priced_as_that_step(strategy: str) -> None:
+    """A batch per GPU that does not fit a rank: its row says the strategy (its title's), and the fewest equal
+    micro-batches whose accumulated step fits a rank (FSDP: its share), priced as that step asked for with
+    ``--grad-accum`` over the same ranks (the oracle); the console names train's options for those ranks."""
+    from rich.console import Console
+
+    from ampbench.measure.gpus import lookup as gpu_of
+    from ampbench.predict.rows import Machine, Question, predict_target
+    from ampbench.report.console import predicted_tables
+    from ampbench.workloads import DataOptions, build_target
+
+    def build():  # type: ignore[no-untyped-def]
+        return build_target("tabular-mlp", None, "tiny", DataOptions(), 0)
+
+    gpu = gpu_of("t4")
+    machine = Machine(gpu, fabric(gpu, 4, 1, None, strategy))
+    fits = predict_target("tabular-mlp", build, Question(("fp32",), 64), machine)[0]
+    big = fits["predicted_max_batch"] + 1
+    row = predict_target("tabular-mlp", build, Question(("fp32",), big), machine)[0]
+    assert row["status"] == "oom" and (row["strategy"], row["world_size"], row["gpus_per_node"]) == (strategy, 4, 4)
+    n, micro = row["predicted_accumulated_micro_batches"], row["predicted_accumulated_batch"]
+    assert n >= 2 and n * micro == big and row["predicted_accumulated_peak_bytes"] <= row["predicted_usable_bytes"]
+    same = predict_target("tabular-mlp", build, Question(("fp32",), micro, grad_accum=n), machine)[0]
+    assert same["status"] == "ok" and same["strategy"] == strategy
+    assert row["predicted_accumulated_step_ms"] == pytest.approx(same["predicted_step_ms"], rel=1e-9)
+    assert row["predicted_accumulated_samples_per_s"] == pytest.approx(same["predicted_samples_per_s"], rel=1e-9)
+    assert row["predicted_accumulated_samples_per_s"] == pytest.approx(4 * big * 1e3 / same["predicted_step_ms"])
+    assert row["predicted_accumulated_peak_bytes"] == same["predicted_peak_bytes"]
+    console = Console(record=True, width=400)
+    for part in predicted_tables([row], gpu, 400):
+        console.print(part)
+    said = " ".join(console.export_text().split())
+    assert f"{strategy} x4 (batch per GPU; samples/s of all) predicted on t4" in said
+    assert (f"(ampbench train --batch-size {micro} --grad-accum {n} --strategy {strategy} --nproc-per-node 4)"
+            in said)

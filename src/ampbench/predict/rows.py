@@ -317,13 +317,13 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
         memory = functools.partial(memory_of, checkpointing=ck)
         # (the step that trains an oom batch by micro-batches accumulated: found once, for its row and as a baseline)
         fit = functools.cache(functools.partial(_accumulated_fit, batch=batch, gpu=gpu, trace_of=traced,
-                                                memory_of=memory, host=host, compiled=compiled))
+                                                memory_of=memory, host=host, compiled=compiled, fab=fab))
         baselines: dict[str, float] = {}
         for base in ("fp32", "tf32"):
             if refusal(gpu, base) is None:  # (one that does not fit its batch: the step that trains it by
                 # micro-batches accumulated, where one fits)
-                unfit = _unfit_baseline_s(base, batch, gpu, memory, fit) \
-                    if fab is None and not inference and q.grad_accum == 1 else None
+                unfit = _unfit_baseline_s(base, batch, gpu, traced, memory, fab, fit) \
+                    if not inference and q.grad_accum == 1 else None
                 baselines[base] = unfit or _step_s(traced(base), gpu, base == "tf32", fab, host, compiled, base)
         for precision in precisions:
             name = get(precision).name
@@ -405,6 +405,9 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                   optimizer_state=state, grad_accum=accumulate)
     row: dict[str, Any] = {"source": "predicted", "device": f"predicted: {gpu.key}", "gpu": gpu.key,
                            "gpu_source": gpu.source, **cell.to_row()}
+    if fab is not None:  # (every row of a many-GPU question says so: a refused or oom one's title and its split too)
+        row.update(strategy=fab.strategy, world_size=fab.world, gpus_per_node=fab.gpus, nodes=fab.nodes,
+                   interconnect=fab.interconnect)
     why = refusal(gpu, name) or state_refusal(gpu, name, state)
     if why is not None:
         return {**row, "status": "unsupported", "reason": why, "trace_s": 0.0}
@@ -432,8 +435,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
     if mem.peak - sharded > mem.usable:
         largest = memory_keys["predicted_max_batch"]
         fits = "no batch fits" if not largest else f"the largest batch that fits: {largest:,}"
-        if fit is not None and fab is None and accumulate == 1 and not trace.inference:  # (how it trains this batch
-            memory_keys.update(fit(name, state, largest=largest))  # all the same)
+        if fit is not None and accumulate == 1 and not trace.inference:  # (how it trains this batch all the same)
+            memory_keys.update(fit(name, state, largest=largest))
         return {**row, **memory_keys, "status": "oom", "trace_s": traced_s, "notes": list(trace.notes),
                 "reason": f"predicted peak {(mem.peak - sharded) / 2**30:,.1f} GiB exceeds the "
                           f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}
@@ -477,37 +480,52 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
 
 def _accumulated_fit(name: str, state: str | None, batch: int, largest: int | None, gpu: Gpu,
                      trace_of: Callable[..., Any], memory_of: Callable[..., MemoryModel], host: Host,
-                     compiled: Compiled | None) -> dict[str, Any]:
-    """Where ``name`` does not fit ``batch`` on ``gpu`` and a smaller batch does (``largest``): the step that trains
-    ``batch`` samples all the same, as the fewest equal micro-batches whose accumulated step fits (``ampbench train
-    --grad-accum N``; :func:`~ampbench.execution.micro_batches.split`) -- the gradients of the earlier micro-batches
-    held through each one's forward and backward, so the split is checked on the accumulated step's own peak and
-    made finer where that does not fit -- its time, samples/s and peak (``predicted_accumulated_*``); where no
-    micro-batch fits, those keys 0 (rows from before the keys: none)."""
+                     compiled: Compiled | None, fab: Fabric | None = None) -> dict[str, Any]:
+    """Where ``name`` does not fit ``batch`` on ``gpu`` (a rank of ``fab``'s strategy: its share under FSDP) and a
+    smaller batch does (``largest``): the step that trains ``batch`` samples (a GPU) all the same, as the fewest equal
+    micro-batches whose accumulated step fits (``ampbench train --grad-accum N``, with ``--strategy``;
+    :func:`~ampbench.execution.micro_batches.split`) -- the gradients of the earlier micro-batches held through each
+    one's forward and backward, so the split is checked on the accumulated step's own peak and made finer where that
+    does not fit -- its time (the step's reductions as ``train`` runs them), samples/s (every rank's) and peak
+    (``predicted_accumulated_*``); where no micro-batch fits, those keys 0 (rows from before the keys: none)."""
     tf32 = get(name).tf32
     parts = split(batch, largest)
     while parts is not None:
         n, micro = parts
-        mem = with_library_workspaces(memory_of(name, state, at=micro, accumulate=n), gpu, tf32).cost(gpu, micro)
-        if mem.peak <= mem.usable:
-            step_s = price(trace_of(name, state, micro, accumulate=n), gpu, tf32=tf32, host=host,
-                           compiled=compiled).step_s
+        model = with_library_workspaces(memory_of(name, state, at=micro, accumulate=n), gpu, tf32)
+        trace, mem = trace_of(name, state, micro, accumulate=n), model.cost(gpu, micro)
+        peak, most = _rank_memory(trace, name, fab, model, mem)
+        if peak <= mem.usable:
+            step_s = _step_s(trace, gpu, tf32, fab, host, compiled, name)
             return {"predicted_accumulated_micro_batches": n, "predicted_accumulated_batch": micro,
-                    "predicted_accumulated_step_ms": step_s * 1e3, "predicted_accumulated_samples_per_s": batch / step_s,
-                    "predicted_accumulated_peak_bytes": mem.peak}
-        parts = split(batch, min(mem.max_batch or 0, micro - 1))  # (the held gradients: a finer split)
+                    "predicted_accumulated_step_ms": step_s * 1e3,
+                    "predicted_accumulated_samples_per_s": (fab.world if fab else 1) * batch / step_s,
+                    "predicted_accumulated_peak_bytes": peak}
+        parts = split(batch, min(most or 0, micro - 1))  # (the held gradients: a finer split)
     return {"predicted_accumulated_micro_batches": 0, "predicted_accumulated_batch": 0}  # (none fits: said so)
 
 
-def _unfit_baseline_s(base: str, batch: int, gpu: Gpu, memory_of: Callable[..., MemoryModel],
+def _rank_memory(trace: Any, name: str, fab: Fabric | None, model: MemoryModel, mem: Any) -> tuple[int, int | None]:
+    """(peak, largest batch) of one GPU's step: ``mem``'s, or a rank's share of it under FSDP2."""
+    if fab is None or fab.strategy != "fsdp":
+        return mem.peak, mem.max_batch
+    keys: dict[str, Any] = {}
+    _fsdp_memory(trace, name, fab, model, mem, keys)
+    return keys["predicted_peak_bytes"], keys["predicted_max_batch"]
+
+
+def _unfit_baseline_s(base: str, batch: int, gpu: Gpu, trace_of: Callable[..., Any],
+                      memory_of: Callable[..., MemoryModel], fab: Fabric | None,
                       fit: Callable[..., dict[str, Any]]) -> float | None:
-    """A baseline (fp32, tf32) that does not fit ``batch`` on ``gpu``: its accumulated step's seconds (``fit``:
-    :func:`_accumulated_fit`'s, as its row finds it: what "x fp32" is then over, a step one can run, the same samples a
-    step); None where it fits or no micro-batch does."""
-    mem = with_library_workspaces(memory_of(base), gpu, get(base).tf32).cost(gpu, batch, max_batch=False)
-    if mem.peak <= mem.usable:
+    """A baseline (fp32, tf32) that does not fit ``batch`` on ``gpu`` (a rank's share under ``fab``): its accumulated
+    step's seconds (``fit``: :func:`_accumulated_fit`'s, as its row finds it: what "x fp32" is then over, a step one
+    can run, the same samples a step); None where it fits or no micro-batch does."""
+    model = with_library_workspaces(memory_of(base), gpu, get(base).tf32)
+    mem = model.cost(gpu, batch, max_batch=False)  # (the largest batch is found where one GPU's step does not fit)
+    peak, most = _rank_memory(trace_of(base), base, fab, model, mem)
+    if peak <= mem.usable:
         return None
-    ms = fit(base, None, largest=mem.max_batch).get("predicted_accumulated_step_ms")
+    ms = fit(base, None, largest=most).get("predicted_accumulated_step_ms")
     return ms / 1e3 if ms else None
 
 

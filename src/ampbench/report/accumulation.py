@@ -24,7 +24,8 @@ def predicted_split(r: dict[str, Any]) -> tuple[int, int] | None:
 
 
 def accumulated_step_text(r: dict[str, Any]) -> str:
-    """"612 ms a step, 418 samples/s" of a predicted row's accumulated step ("" where none was priced)."""
+    """"612 ms a step, 418 samples/s" of a predicted row's accumulated step ("" where none was priced; samples/s every
+    rank's over many GPUs)."""
     ms, rate = r.get("predicted_accumulated_step_ms"), r.get("predicted_accumulated_samples_per_s")
     return f"{ms:,.1f} ms a step, {rate:,.0f} samples/s" if ms and rate else ""
 
@@ -38,7 +39,16 @@ def accumulate_text(r: dict[str, Any]) -> str | None:
         return None
     n, micro, step = *parts, accumulated_step_text(r)
     return (f"it trains batch {r['batch_size']:,} a step as {n} x {micro:,} by gradient accumulation (ampbench train "
-            f"--batch-size {micro} --grad-accum {n})" + (f": {step} predicted" if step else ""))
+            f"--batch-size {micro} --grad-accum {n}{_ranks(r)})" + (f": {step} predicted" if step else ""))
+
+
+def _ranks(r: dict[str, Any]) -> str:
+    """" --strategy ddp --nproc-per-node 8" of a many-GPU row (train's options for its ranks); "" of one GPU's."""
+    if not r.get("strategy"):
+        return ""
+    nodes = int(r.get("nodes") or 1)
+    return (f" --strategy {r['strategy']} --nproc-per-node {r.get('gpus_per_node') or r.get('world_size')}"
+            + (f" --nnodes {nodes}" if nodes > 1 else ""))
 
 
 def accumulated_text(r: dict[str, Any]) -> str:
