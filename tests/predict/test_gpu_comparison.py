@@ -371,3 +371,28 @@ def test_the_unfit_note_says_what_each_marked_x_fp32_is_over() -> None:
     assert "cannot run" not in only and only.endswith("t4 2 x 128 (2,181.7 ms a step, 117 samples/s)")
     assert unfit_note(accumulation_splits(group, ["k80"])) == (f"{UNFIT_NOTE}: x fp32 is the ratio of step times all "
                                                                "the same, at a batch fp32 cannot run")
+
+
+def test_the_fabric_line_names_the_modes_behind_each_figure() -> None:
+    """A many-GPU prediction's line: one figure where every row's is the same; where they differ, each figure after
+    the modes it is theirs (an execution said where the GPU's rows are of several), and how often an accumulating
+    step reduces."""
+    from ampbench.report.gpu_comparison import ddp_lines
+
+    def row(precision: str, allreduce: float, exposed: float, reductions: int = 1, **extra) -> dict:
+        return {"gpu": "h100-sxm", "status": "ok", "strategy": "ddp", "world_size": 8, "gpus_per_node": 8, "nodes": 1,
+                "interconnect": "nvlink", "predicted_bus_gbs": 360.0, "precision": precision,
+                "predicted_allreduce_ms": allreduce, "predicted_comm_ms": exposed, "predicted_reductions": reductions,
+                "predicted_scaling_efficiency": 0.9, **extra}
+
+    (same,) = ddp_lines([row("fp32", 3.39, 0.15), row("amp-bf16", 3.39, 0.15)])
+    assert "the gradients' all-reduce: 3.39 ms a step, 0.15 ms of it past the backward; scaling" in same
+    (acc,) = ddp_lines([row("fp32", 3.39, 0.15, grad_accum=4), row("amp-bf16", 3.39, 0.15, grad_accum=4),
+                        row("master-bf16", 7.06, 0.44, 4, grad_accum=4)])
+    assert ("the gradients' all-reduce (once, in the last of 4 micro-batches' backward; master-bf16 in each "
+            "micro-batch's): fp32, amp-bf16 3.39 ms a step, 0.15 ms of it past the backward; master-bf16 7.06 ms a "
+            "step, 0.44 ms of it past the backward;") in acc
+    (ex,) = ddp_lines([row("amp-bf16", 3.39, 0.15), row("amp-bf16", 3.39, 0.05, checkpointing="selective")])
+    assert ("amp-bf16 3.39 ms a step, 0.15 ms of it past the backward; amp-bf16 · selective-checkpointing 3.39 ms a "
+            "step, 0.05 ms") in ex
+    assert "efficiency (one GPU's step / this step) amp-bf16 0.90, amp-bf16 · selective-checkpointing 0.90" in ex

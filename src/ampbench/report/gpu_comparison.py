@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.markup import escape
 
+from ampbench.execution.axes import Execution
 from ampbench.report.accumulation import accumulated_step_text, accumulated_text, predicted_split
 from ampbench.report.console import Col, fmt_bytes, stack_tables
 from ampbench.report.numbers import bytes_unit, sig
@@ -390,53 +391,58 @@ def wide_csv(rows: list[dict[str, Any]]) -> str:
 
 def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
     """Per GPU of a many-GPU prediction: the fabric, the communication a step runs (DDP's all-reduce and what of it
-    the backward does not hide; FSDP's all-gather and reduce-scatter), the scaling efficiency per mode (plain text)."""
+    the backward does not hide; FSDP's all-gather and reduce-scatter) -- one figure where every mode's is the same, the
+    modes that share a figure named before it where they differ (the layout's dtypes, the reductions a step, the
+    compute that hides them) --, the scaling efficiency per mode (plain text)."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if r.get("strategy") and r.get("status") == "ok":
             by.setdefault(str(r["gpu"]), []).append(r)
     for gpu, group in by.items():
         r = group[0]
-        eff = ", ".join(f"{_mode(x)} {x['predicted_scaling_efficiency']:.2f}" for x in group)
+        eff = ", ".join(f"{_fabric_mode(x, group)} {x['predicted_scaling_efficiency']:.2f}" for x in group)
+        n = int(r.get("grad_accum") or 1)
         if r["strategy"] == "fsdp":
             units = r.get("predicted_fsdp_units") or 1
             shape = ("one unit, as run wraps a model without repeated blocks: nothing overlaps them" if units == 1 else
                      f"{units} units as run wraps the model, the root and {units - 1} blocks: each block's overlap its "
                      "neighbours' compute")
-            n = int(r.get("grad_accum") or 1)
             each = f"; each of {n} micro-batches gathers and reduce-scatters anew" if n > 1 else ""
-            comm = (f"all-gathers {r['predicted_allgather_ms']:,.2f} ms and reduce-scatters "
-                    f"{r['predicted_reduce_scatter_ms']:,.2f} ms a step ({shape}{each}), "
-                    f"{r['predicted_comm_ms']:,.2f} ms of them waited on")
+            comm = _by_figure(group, "all-gathers and reduce-scatters", f" ({shape}{each})",
+                              lambda x: f"{x['predicted_allgather_ms']:,.2f} ms and {x['predicted_reduce_scatter_ms']:,.2f}"
+                                        f" ms a step, {x['predicted_comm_ms']:,.2f} ms of them waited on")
         else:
-            comm = _allreduce_text(group)
+            comm = _by_figure(group, "the gradients' all-reduce", "" if n == 1 else _reductions(group, n),
+                              lambda x: f"{x['predicted_allreduce_ms']:,.2f} ms a step, {x['predicted_comm_ms']:,.2f} "
+                                        "ms of it past the backward")
         yield (f"{gpu}: {r['strategy']} x{r['world_size']} ({r['gpus_per_node']} per machine x {r['nodes']}) over "
                f"{r['interconnect']} (bus {r['predicted_bus_gbs']:,.0f} GB/s): {comm}; "
                f"scaling efficiency (one GPU's step / this step) {eff}")
 
 
-def _allreduce_text(group: list[dict[str, Any]]) -> str:
-    """DDP's all-reduce a step and what of it runs past the backward: one figure where every mode's is the same, a
-    figure per mode where they differ (the gradients' dtype; a step accumulating micro-batches reduces once, in the
-    last one's backward, or -- master-* modes -- in every one's)."""
-    def ms(r: dict[str, Any]) -> str:
-        return f"{r['predicted_allreduce_ms']:,.2f} ms a step, {r['predicted_comm_ms']:,.2f} ms of it past the backward"
+def _fabric_mode(r: dict[str, Any], group: list[dict[str, Any]]) -> str:
+    """A row's mode in a fabric's line: its execution said too where the GPU's rows are of several ("amp-bf16 ·
+    selective-checkpointing")."""
+    several = len({Execution.of(x) for x in group}) > 1
+    ex = Execution.of(r)
+    return _mode(r) + (f" · {ex.label}" if several and not ex.is_default else "")
 
-    n = int(group[0].get("grad_accum") or 1)
-    when = "" if n == 1 else _reductions(group, n)
+
+def _by_figure(group: list[dict[str, Any]], what: str, how: str, figure: Callable[[dict[str, Any]], str]) -> str:
+    """"<what><how>: <figure>" where every row's figure is the same; "<what><how>: fp32, amp-bf16 <figure>;
+    master-bf16 <figure>" where they differ."""
     figures: dict[str, list[str]] = {}
     for r in group:
-        figures.setdefault(ms(r), []).append(_mode(r))
+        figures.setdefault(figure(r), []).append(_fabric_mode(r, group))
     if len(figures) == 1:
-        return f"the gradients' all-reduce {ms(group[0])}{when}"
-    return f"the gradients' all-reduce{when}: " + "; ".join(f"{', '.join(m)} {f}" for f, m in figures.items())
-
+        return f"{what}{how}: {next(iter(figures))}"
+    return f"{what}{how}: " + "; ".join(f"{', '.join(m)} {f}" for f, m in figures.items())
 
 
 def _reductions(group: list[dict[str, Any]], n: int) -> str:
     """" (once, in the last of 4 micro-batches' backward; master-bf16 in each one's)" of an accumulating step's rows
     (``predicted_reductions``: the times a step reduces its gradients)."""
-    each = [_mode(r) for r in group if int(r.get("predicted_reductions") or 1) > 1]
+    each = [_fabric_mode(r, group) for r in group if int(r.get("predicted_reductions") or 1) > 1]
     parts = [f"once, in the last of {n} micro-batches' backward"] if len(each) < len(group) else []
     if each:
         parts.append(f"{', '.join(each)} in each micro-batch's" if parts else f"in each of {n} micro-batches' backward")
