@@ -59,3 +59,33 @@ def test_only_the_pure_modes_sum_in_half() -> None:
 
     assert [m for m in ("fp32", "tf32", "amp-fp16", "amp-bf16", "master-fp16", "master-bf16", "pure-fp16", "pure-bf16",
                         "fp8-tensorwise", "no-such-mode") if half_gradients(m)] == ["pure-fp16", "pure-bf16"]
+
+
+MIB = 2**20
+
+
+def _trials(fixed: float, per_sample: float, fits: list[int], misses: list[int]) -> list[list]:
+    return [[b, True, fixed + per_sample * b] for b in fits] + [[b, False, None] for b in misses]
+
+
+def test_the_split_leaves_room_for_the_summed_gradients_by_the_trials_measured_peaks() -> None:
+    """fp32 ran out of memory at 3,456; 1,728 fit, its step holding 100 MiB + 1 MiB a sample. 2 x 1,728 would hold
+    the 50 MiB of summed gradients beyond what 1,728 held; the oracle, every N from 1 up by hand: the first whose
+    micro-batch, plus the gradients, stays within 1,728's measured peak -- 3 x 1,152."""
+    grads = 50 * MIB
+    row = _row("fp32", None, status="oom", batch_size=3456, max_batch=1728, model_bytes_fp32=grads,
+               max_batch_trials=_trials(100 * MIB, MIB, [1, 2, 4, 1024, 1536, 1728], [2048, 1792]))
+    room = 100 * MIB + 1728 * MIB
+    first = next(n for n in range(1, 3457) if 3456 % n == 0 and 100 * MIB + MIB * (3456 // n) + grads <= room)
+    assert (first, 3456 // first) == (3, 1152)
+    note = accumulation_note([row])
+    assert note is not None and "fp32 3 x 1,152" in note, note
+    assert "leaves room for the summed gradients (50.0 MiB) within the largest batch's measured peak" in note
+    assert "stay allocated" not in note  # (said only of a split the trials did not check)
+    # without the trials' peaks: the split within the largest batch, the gradients said
+    bare = accumulation_note([{**row, "max_batch_trials": [[1728, True, None], [2048, False, None]]}])
+    assert bare is not None and "fp32 2 x 1,728" in bare and "stay allocated" in bare
+    # gradients larger than the room any micro-batch leaves: said, no split
+    huge = accumulation_note([{**row, "model_bytes_fp32": 2000 * MIB}])
+    assert huge == ("fp32: no micro-batch leaves room for the summed gradients within the largest batch's measured "
+                    "peak")

@@ -66,29 +66,62 @@ def _held(r: dict[str, Any]) -> int | None:
     return held if isinstance(held, int) else None
 
 
+def held_room(r: dict[str, Any]) -> int | None:
+    """The largest micro-batch whose step, with the summed gradients held beside it, stays within what the largest
+    batch that fit held -- from the row's max-batch trials' measured peaks: the line through the two largest fitting
+    batches' (a step's memory is linear in its batch), the gradients added whole (an accumulated step holds at most
+    that much more than a plain one: ``predict``'s traced oracle). Conservative: the limit the trials were held to is
+    at least that peak. 0 where no micro-batch fits so; None where the trials do not say (fewer than two fitting peaks,
+    no gradient bytes)."""
+    held = _held(r)
+    largest = r.get("max_batch")
+    peaks = sorted({(int(b), float(p)) for b, ok, p, *_ in r.get("max_batch_trials") or []
+                    if ok and isinstance(b, int) and isinstance(p, (int, float)) and (largest is None or b <= largest)})
+    if not held or not isinstance(largest, int) or len(peaks) < 2:
+        return None
+    (b1, p1), (b2, p2) = peaks[-2:]
+    slope = (p2 - p1) / (b2 - b1)
+    if slope <= 0:
+        return None
+    room = max(p for _, p in peaks)
+    return max(0, min(largest, int((room - held - (p2 - slope * b2)) // slope)))
+
+
 def accumulation_note(rows: list[dict[str, Any]]) -> str | None:
     """One clause for the rows that ran out of memory at their batch: the split into micro-batches that trains that
-    batch a step where the largest batch that fit was measured, the measurement to run where it was not; None when no
-    row ran out of memory."""
+    batch a step where the largest batch that fit was measured -- each micro-batch small enough that the summed
+    gradients fit beside it where the trials' peaks say how much (:func:`held_room`) --, the measurement to run where
+    it was not; None when no row ran out of memory."""
     oom = [r for r in rows if r.get("status") == "oom" and isinstance(r.get("batch_size"), int)]
     if not oom:
         return None
     batches = sorted({r["batch_size"] for r in oom})
     one = f"batch {batches[0]:,}" if len(batches) == 1 else None
-    splits, held, unmeasured = [], [], []
+    splits, held, roomed, unmeasured, none = [], [], [], [], []
     for r in oom:
-        largest, parts = r.get("max_batch"), split(r["batch_size"], r.get("max_batch"))
-        if parts is not None:
+        largest, room = r.get("max_batch"), held_room(r)
+        parts = split(r["batch_size"], largest if room is None else room) if room != 0 else None
+        if room == 0:
+            none.append(r["precision"])
+        elif parts is not None:
             splits.append(f"{r['precision']} {parts[0]} x {parts[1]:,}")
-            held.append(_held(r) or 0)
+            (roomed if room is not None else held).append(_held(r) or 0)
         elif not largest:
             unmeasured.append(r["precision"])
     parts = []
     if splits:
-        gradients = f"; the summed gradients (up to {fmt_bytes(max(held))}) stay allocated across the micro-batches"
+        said = [f"the summed gradients (up to {fmt_bytes(max(held))}) stay allocated across the micro-batches"] \
+            if held and max(held) else []
+        if roomed:
+            said.append(f"{'each micro-batch' if not held else 'where the trials measured peaks, a micro-batch'} "
+                        f"leaves room for the summed gradients ({fmt_bytes(max(roomed))}) within the largest batch's "
+                        "measured peak")
         parts.append(f"{one or 'the same batch'} a step by gradient accumulation (ampbench train --batch-size M "
                      f"--grad-accum N, M within the largest batch that fit): {', '.join(splits)}"
-                     + (gradients if max(held) else ""))
+                     + "".join(f"; {x}" for x in said))
+    if none:
+        parts.append(f"{', '.join(none)}: no micro-batch leaves room for the summed gradients within the largest "
+                     "batch's measured peak")
     if unmeasured:
         parts.append(f"{', '.join(unmeasured)} out of memory at {one or 'their batches'}: --measure maxbatch finds the "
                      "largest batch that fits, and ampbench train --grad-accum N trains the whole batch a step from it")
