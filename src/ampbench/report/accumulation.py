@@ -68,10 +68,10 @@ def _held(r: dict[str, Any]) -> int | None:
 
 def held_room(r: dict[str, Any]) -> int | None:
     """The largest micro-batch whose step, with the summed gradients held beside it, stays within what the largest
-    batch that fit held -- from the row's max-batch trials' measured peaks: the line through the two largest fitting
-    batches' (a step's memory is linear in its batch), the gradients added whole (an accumulated step holds at most
-    that much more than a plain one: ``predict``'s traced oracle). Conservative: the limit the trials were held to is
-    at least that peak. 0 where no micro-batch fits so; None where the trials do not say (fewer than two fitting peaks,
+    batch that fit held -- from the row's max-batch trials' measured peaks: the line through the smallest and the
+    largest fitting batch's (a step's memory is linear in its batch), the gradients added whole (an accumulated step
+    holds at most that much more than a plain one: ``predict``'s traced oracle), within the largest fitting peak
+    (conservative: the limit the trials were held to is at least that). 0 where no micro-batch fits so; None where the trials do not say (fewer than two fitting peaks,
     no gradient bytes)."""
     held = _held(r)
     largest = r.get("max_batch")
@@ -79,7 +79,8 @@ def held_room(r: dict[str, Any]) -> int | None:
                     if ok and isinstance(b, int) and isinstance(p, (int, float)) and (largest is None or b <= largest)})
     if not held or not isinstance(largest, int) or len(peaks) < 2:
         return None
-    (b1, p1), (b2, p2) = peaks[-2:]
+    (b1, p1), (b2, p2) = peaks[0], peaks[-1]  # (the farthest apart: the search's last trials are close, their
+    # peaks' noise -- a CPU's resident memory -- a slope of any sign)
     slope = (p2 - p1) / (b2 - b1)
     if slope <= 0:
         return None
