@@ -15,8 +15,9 @@ out; ``recomputed_flops_per_step`` is what it adds, counted on one forward of th
 Numerics: the recompute restores the RNG state (dropout draws the same masks) and the autocast state of the forward
 (torch.utils.checkpoint's own), so a step's gradients are the eager step's; a block's BatchNorm layers keep their
 running statistics through the recompute (momentum 0 there, their batch count restored: updated once a step, as
-without checkpointing) -- but under torch.compile, whose checkpoint takes no such context: there they are updated
-again in the recompute, as with every plain use of torch.utils.checkpoint in training mode.
+without checkpointing; a plain eager torch.utils.checkpoint updates them again in the recompute). Under torch.compile,
+whose checkpoint takes no such context, none is needed: AOTAutograd's recompute reruns the forward's pure ops, the
+buffers' update is the forward graph's alone (once a step: tested against the eager model without checkpointing).
 
 ``--checkpointing selective`` checkpoints the same blocks selectively (``torch.utils.checkpoint``'s selective
 activation checkpointing, the policy torchtitan's "op" mode and Megatron's selective recompute take): the outputs of
@@ -133,7 +134,7 @@ def _contexts(block: nn.Module, policy: str, keep_statistics: bool) -> Callable[
     """``checkpoint``'s ``context_fn`` for ``block`` under ``policy``: blocks -- :func:`_statistics_kept` (or None);
     selective -- torch's selective-checkpoint contexts (:func:`_policy`), with :class:`_Kept` around the forward and
     the statistics kept around the recompute where ``keep_statistics`` (under torch.compile, which takes the
-    selective contexts alone, neither)."""
+    selective contexts alone and recomputes no buffer update, neither)."""
     statistics = _statistics_kept(block) if keep_statistics else None
     if policy == "blocks":
         return statistics
@@ -164,7 +165,7 @@ def checkpoint_blocks(model: nn.Module, what: str, keep_statistics: bool = True,
     :func:`check_blocks`). ``policy``: blocks (each block's forward recomputed) or selective (what costs no FLOPs
     recomputed: :func:`saved_by_selective`). ``keep_statistics``: BatchNorm's running statistics not updated again in
     the recompute (:func:`_statistics_kept`; False under torch.compile, whose checkpoint takes only selective-checkpoint
-    contexts: there they are updated twice a step, as every torch.utils.checkpoint user's are)."""
+    contexts -- and whose recompute does not update them again: no context needed)."""
     if policy not in POLICIES:
         raise AmpbenchError(f"--checkpointing {policy!r}: choose from off, {', '.join(POLICIES)}")
     found = check_blocks(model, what, policy)
