@@ -233,7 +233,8 @@ def main(out_dir: Path) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     from ampbench.data import TensorData
-    from ampbench.frameworks.torch.train import _accumulate, _deferred_sync
+    from ampbench.distributed.wrap import deferred_sync
+    from ampbench.frameworks.torch.train import _accumulate
     from ampbench.workloads.base import Workload
 
     for strategy in ("ddp", "fsdp"):
@@ -247,7 +248,7 @@ def main(out_dir: Path) -> None:
             for step in range(STEPS):
                 x, y = data(step, rank)
                 opt.zero_grad()
-                _accumulate(wl, model, mp, [((x[:5],), y[:5]), ((x[5:],), y[5:])], BATCH, _deferred_sync(model, mp))
+                _accumulate(wl, model, mp, [((x[:5],), y[:5]), ((x[5:],), y[5:])], BATCH, deferred_sync(model, mp))
                 mp.step(opt)
             out = results[f"{strategy}/{precision}/accumulated"] = {"params": full_params(model),
                                                                     "reduced_per_step": len(reduced) / STEPS}

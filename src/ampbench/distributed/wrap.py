@@ -23,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ampbench.distributed.strategy import Layout
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError, MisuseError
+from ampbench.execution.micro_batches import reduced_every_micro_batch
 
 
 def require_process_group(what: str) -> None:
@@ -79,6 +80,17 @@ def ddp_bucket_bytes(model: nn.Module) -> int | None:
         return None
     sizes = str(logging_data().get("bucket_sizes") or "")
     return sum(int(x) for x in sizes.split(",") if x.strip().isdigit())
+
+
+def deferred_sync(model: nn.Module, mp: Any) -> Any:
+    """DDP's ``no_sync`` where a step's micro-batches before the last may skip their all-reduce (their gradients add up
+    on each rank, the last backward reduces the sum); None where each must be reduced (master-* modes, FSDP2:
+    :func:`~ampbench.execution.micro_batches.reduced_every_micro_batch`) or there is nothing to reduce (one process).
+    ``mp``: the model's :class:`~ampbench.precision.MixedPrecision`."""
+    ddp = model if isinstance(model, DistributedDataParallel) else getattr(model, "_orig_mod", None)  # (compiled)
+    if not isinstance(ddp, DistributedDataParallel) or reduced_every_micro_batch("ddp", bool(mp.master_params())):
+        return None
+    return ddp.no_sync
 
 
 def compress_hook(dtype: torch.dtype) -> Any:

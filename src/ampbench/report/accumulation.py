@@ -71,8 +71,8 @@ def held_room(r: dict[str, Any]) -> int | None:
     batch that fit held -- from the row's max-batch trials' measured peaks: the line through the smallest and the
     largest fitting batch's (a step's memory is linear in its batch), the gradients added whole (an accumulated step
     holds at most that much more than a plain one: ``predict``'s traced oracle), within the largest fitting peak
-    (conservative: the limit the trials were held to is at least that). 0 where no micro-batch fits so; None where the trials do not say (fewer than two fitting peaks,
-    no gradient bytes)."""
+    (conservative: the limit the trials were held to is at least that). 0 where no micro-batch fits so; None where the
+    trials do not say (fewer than two fitting peaks, no gradient bytes)."""
     held = _held(r)
     largest = r.get("max_batch")
     peaks = sorted({(int(b), float(p)) for b, ok, p, *_ in r.get("max_batch_trials") or []

@@ -16,15 +16,14 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from ampbench.data.tensors import TensorData
 from ampbench.distributed import checkpoint as dcheckpoint
 from ampbench.distributed.placement import placement_of
 from ampbench.distributed.strategy import check_reduce_dtype, check_strategy, layout
+from ampbench.distributed.wrap import deferred_sync
 from ampbench.errors import AmpbenchError, ParameterError
 from ampbench.execution import Execution, finish_model, prepare_model
-from ampbench.execution.micro_batches import reduced_every_micro_batch
 from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
@@ -264,7 +263,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
     steps_before = mp.totals["steps"]
-    deferred = _deferred_sync(run, mp) if accum > 1 else None  # (once: not a question for every step)
+    deferred = deferred_sync(run, mp) if accum > 1 else None  # (once: not a question for every step)
     model.train()
     train_seconds, samples, loss = 0.0, 0, torch.zeros(())
     compile_s, compile_samples = None, 0
@@ -345,8 +344,8 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
     step) -- except in master-* modes, whose backward moves the half gradients into the fp32 masters (and clears them)
     before the next one, so a skipped reduction would never happen: there, and under FSDP2 (whose skipped
     reduce-scatters would hold every unsharded gradient), every micro-batch's gradients are reduced as its backward
-    ends. ``deferred``: :func:`_deferred_sync`'s answer for this model, found once a training (None: every
-    micro-batch reduced)."""
+    ends. ``deferred``: :func:`~ampbench.distributed.wrap.deferred_sync`'s answer for this model, found once a
+    training (None: every micro-batch reduced)."""
     if len(group) == 1:  # (no accumulation: the step as it always was, no extra op)
         (inputs, targets), = group
         with mp.autocast():
@@ -362,15 +361,6 @@ def _accumulate(workload: Workload, model: nn.Module, mp: MixedPrecision,
         total = loss.detach() if total is None else total + loss.detach()
     assert total is not None
     return total
-
-
-def _deferred_sync(model: nn.Module, mp: MixedPrecision) -> Callable[[], Any] | None:
-    """DDP's ``no_sync`` where a step's earlier micro-batches may skip their all-reduce (see :func:`_accumulate`); None
-    where each must be reduced (master-* modes, FSDP2) or there is nothing to reduce (one process)."""
-    ddp = model if isinstance(model, DistributedDataParallel) else getattr(model, "_orig_mod", None)  # (compiled)
-    if not isinstance(ddp, DistributedDataParallel) or reduced_every_micro_batch("ddp", bool(mp.master_params())):
-        return None
-    return ddp.no_sync
 
 
 def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPrecision, batch_size: int,
