@@ -137,3 +137,15 @@ def layout(strategy: str, recipe: Recipe, grad_reduce_dtype: torch.dtype | None 
         return Layout("fsdp", recipe.name, engine_casts=True, engine_masters=False, reduce_dtype=grad_reduce_dtype,
                       grad_dtype=recipe.param_dtype)
     return Layout("fsdp", recipe.name, engine_casts=True, engine_masters=False, reduce_dtype=grad_reduce_dtype)
+
+
+def reduced_every_micro_batch(strategy: str, master_weights: bool) -> bool:
+    """Whether a step accumulating micro-batches over ranks reduces every micro-batch's gradients (else once a step,
+    after the last): DDP defers the all-reduce of the micro-batches before the last (``no_sync``: their gradients add
+    up on each rank, the last backward reduces the sum) -- but in master-* modes, whose backward moves the half
+    gradients into the fp32 masters (and clears them) before the next one, so a skipped reduction would never
+    happen; FSDP2 reduce-scatters every micro-batch's (skipped, each rank would hold every unsharded gradient). The
+    rule ``train`` steps by and ``predict`` prices."""
+    if strategy not in ("ddp", "fsdp"):
+        raise ValueError(f"strategy {strategy!r}: ddp or fsdp")
+    return strategy == "fsdp" or master_weights

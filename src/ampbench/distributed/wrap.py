@@ -20,10 +20,9 @@ from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.nn.parallel import DistributedDataParallel
 
-from ampbench.distributed.strategy import Layout
+from ampbench.distributed.strategy import Layout, reduced_every_micro_batch
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError, MisuseError
-from ampbench.execution.micro_batches import reduced_every_micro_batch
 
 
 def require_process_group(what: str) -> None:
@@ -85,7 +84,7 @@ def ddp_bucket_bytes(model: nn.Module) -> int | None:
 def deferred_sync(model: nn.Module, mp: Any) -> Any:
     """DDP's ``no_sync`` where a step's micro-batches before the last may skip their all-reduce (their gradients add up
     on each rank, the last backward reduces the sum); None where each must be reduced (master-* modes, FSDP2:
-    :func:`~ampbench.execution.micro_batches.reduced_every_micro_batch`) or there is nothing to reduce (one process).
+    :func:`~ampbench.distributed.strategy.reduced_every_micro_batch`) or there is nothing to reduce (one process).
     ``mp``: the model's :class:`~ampbench.precision.MixedPrecision`."""
     ddp = model if isinstance(model, DistributedDataParallel) else getattr(model, "_orig_mod", None)  # (compiled)
     if not isinstance(ddp, DistributedDataParallel) or reduced_every_micro_batch("ddp", bool(mp.master_params())):

@@ -24,14 +24,3 @@ def split(batch: Any, largest: Any) -> tuple[int, int] | None:
         return None
     return micro_batches(batch, largest)
 
-
-def reduced_every_micro_batch(strategy: str, master_weights: bool) -> bool:
-    """Whether a step accumulating micro-batches over ranks reduces every micro-batch's gradients (else once a step,
-    after the last): DDP defers the all-reduce of the micro-batches before the last (``no_sync``: their gradients add
-    up on each rank, the last backward reduces the sum) -- but in master-* modes, whose backward moves the half
-    gradients into the fp32 masters (and clears them) before the next one, so a skipped reduction would never
-    happen; FSDP2 reduce-scatters every micro-batch's (skipped, each rank would hold every unsharded gradient). The
-    rule ``train`` steps by and ``predict`` prices."""
-    if strategy not in ("ddp", "fsdp"):
-        raise ValueError(f"strategy {strategy!r}: ddp or fsdp")
-    return strategy == "fsdp" or master_weights

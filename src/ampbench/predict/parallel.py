@@ -136,7 +136,7 @@ def ddp_cost(trace: Trace, gpu: Gpu, tf32: bool, fab: Fabric, single_s: float | 
 
     A step accumulating micro-batches (``Trace.accumulate`` N) reduces once, in the last micro-batch's backward
     (``no_sync`` before it), or -- ``every_micro_batch``: master-* modes
-    (:func:`~ampbench.execution.micro_batches.reduced_every_micro_batch`) -- in each one's, every time waiting on what
+    (:func:`~ampbench.distributed.strategy.reduced_every_micro_batch`) -- in each one's, every time waiting on what
     runs past that backward's end; either way against the backward of one later micro-batch (its gradients added
     into the held ones)."""
     single = price(trace, gpu, tf32, host=host, compiled=compiled).step_s if single_s is None else single_s

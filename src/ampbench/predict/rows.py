@@ -23,12 +23,12 @@ from typing import Any
 import torch
 
 from ampbench.cells import CellId
-from ampbench.distributed.strategy import layout
+from ampbench.distributed.strategy import layout, reduced_every_micro_batch
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
 from ampbench.execution.checkpointing import checkpoint_blocks
-from ampbench.execution.micro_batches import reduced_every_micro_batch, split
+from ampbench.execution.micro_batches import split
 from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem

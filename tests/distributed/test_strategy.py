@@ -1,11 +1,11 @@
-"""The one rule of when an accumulating step reduces its gradients over ranks, which train steps by (its DDP
-reductions counted in tests/distributed/test_strategies.py) and predict prices."""
+"""distributed.strategy: the one rule of when an accumulating step reduces its gradients over ranks, which train
+steps by (its DDP reductions counted in tests/distributed/test_strategies.py) and predict prices."""
 
 from __future__ import annotations
 
 import pytest
 
-from ampbench.execution.micro_batches import reduced_every_micro_batch
+from ampbench.distributed.strategy import reduced_every_micro_batch
 from ampbench.precision import get, list_precisions
 
 
