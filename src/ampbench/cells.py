@@ -305,6 +305,9 @@ class CellSpec:
     compiled_by_default: bool = field(default=False, metadata={"cell": DEFAULT})
     """Compiled because the run asked for fp8 on CUDA without --compile: an fp8 cell, or the fp32/amp-bf16
     reference compiled beside it."""
+    grad_accum: int = field(default=1, metadata={"cell": DEFAULT})
+    """Micro-batches of ``batch_size`` a timed step accumulates before the optimizer steps (``run --grad-accum``; 1:
+    none -- left out of the key, so the cells before it keep theirs)."""
 
     @classmethod
     def of(cls, **flat_fields: Any) -> CellSpec:
@@ -375,7 +378,7 @@ class CellSpec:
         d = self.distribution
         return CellId(self.label, self.preset, self.precision, self.batch_size, self.execution, d.strategy,
                       d.world_size, d.grad_reduce_dtype if d.strategy else None, self.compiled_by_default,
-                      self.framework, self.backend, self.optimizer_state)
+                      self.framework, self.backend, self.optimizer_state, self.grad_accum)
 
     def mp_options(self) -> dict[str, Any]:
         """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
@@ -421,7 +424,7 @@ class CellId:
     """The optimizer's state precision when not the mode's own (None: the optimizer as built; rows from before the
     axis)."""
     grad_accum: int = 1
-    """Micro-batches of ``batch_size`` a step accumulates (``predict --grad-accum``; 1: none, every measured row); a
+    """Micro-batches of ``batch_size`` a step accumulates (``run --grad-accum``, ``predict --grad-accum``; 1: none); a
     row's ``grad_accum`` key only where it is not 1, so the rows before it keep their keys."""
 
     @classmethod

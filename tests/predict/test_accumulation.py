@@ -156,7 +156,7 @@ def test_predict_grad_accum_on_the_command_line(tmp_path) -> None:
     text = " ".join(out.split())
     assert code == 0, err
     assert "batch 16 x 4 micro-batches a step (64 samples): predicted on a100-80gb" in text
-    assert "ampbench run of these" not in text  # (run measures no accumulated step)
+    assert "ampbench run of this cell on a100-80gb" in text  # (run --grad-accum measures the same step)
 
 
 def test_an_accumulated_setting_is_named_in_the_predictions_tables() -> None:

@@ -167,6 +167,8 @@ class Axes:
     optimizer_states: tuple[str | None, ...] = field(default=(None,), metadata={"run": DEFAULT})
     """None (the optimizer as the workload builds it: every mode's baseline) and the states --optimizer-state asked
     for, as given; each precision runs those that apply to it (:meth:`RunConfig.states_of`)."""
+    grad_accum: int = field(default=1, metadata={"run": DEFAULT})
+    """Micro-batches of each batch size every cell's step accumulates (--grad-accum; 1: none)."""
 
     def __post_init__(self) -> None:
         if not self.precisions:
@@ -176,6 +178,9 @@ class Axes:
                 check_state(state)
         if self.repeats < 1:
             raise AmpbenchError(f"--repeats must be >= 1, got {self.repeats}")
+        if isinstance(self.grad_accum, bool) or not isinstance(self.grad_accum, int) or self.grad_accum < 1:
+            raise AmpbenchError(f"--grad-accum {self.grad_accum}: give the micro-batches per optimizer step, an integer "
+                                ">= 1 (1: no accumulation)")
         if any(b is not None and b < 1 for b in self.batch_sizes):
             raise AmpbenchError(f"--batch-size must be >= 1, got {','.join(str(b) for b in self.batch_sizes)}")
         bad = [s for s in self.strategies if s is not None and s not in STRATEGIES]
@@ -233,6 +238,10 @@ class RunConfig:
         self._check_distributed()
         self._check_frameworks()
         self._check_optimizer_states()
+        if self.axes.grad_accum != 1 and "converge" in self.measure.measures:
+            raise AmpbenchError(f"--grad-accum {self.axes.grad_accum} times accumulated steps; --measure converge trains "
+                                "at the batch size alone: leave converge out (ampbench train --grad-accum trains to "
+                                "convergence with it)")
 
     def _check_optimizer_states(self) -> None:
         """Each state asked for applies to at least one of the run's modes (else one line: what it applies to);
@@ -268,7 +277,8 @@ class RunConfig:
         t = self.targets
         given = Options(execution=self.axes.executions != (Execution(),), strategy=self.axes.distributed,
                         loss_scale=self.recipe.loss_scale is not None, data_dir=self.data.data_dir is not None,
-                        option=bool(self.data.options), optimizer_state=bool(self.given_states))
+                        option=bool(self.data.options), optimizer_state=bool(self.given_states),
+                        grad_accum=self.axes.grad_accum != 1)
         seen: set[str] = set()
         for workload, _ in t.pairs:
             fw = t.framework_of(workload)
@@ -370,7 +380,7 @@ class RunConfig:
             measure=measured,
             axes=Axes(modes, sizes, m.repeats, points, strategies, x.nproc_per_node if x.strategy is not None else 1,
                       x.nnodes, reduces, fp8_compiles_by_default(x.compile is not None, dev, modes),
-                      (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state")))),
+                      (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state"))), m.grad_accum),
             launch=options.launch.parsed(x.node_rank, x.rdzv_endpoint))
 
     # -- what it means ---------------------------------------------------------------------------------------------
@@ -434,7 +444,8 @@ class RunConfig:
         for k, (workload, preset) in enumerate(self.targets.pairs):
             m = converge_work(run_measure, preset)  # (the preset's convergence work where the run left it open)
             base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
-                            batch_size=None, data=self.data_of(k), recipe=self.recipe, measure=m)
+                            batch_size=None, data=self.data_of(k), recipe=self.recipe, measure=m,
+                            grad_accum=a.grad_accum)
             precisions = self.precisions_of(workload, preset)
             entry = self.targets.settings_of(k)
             def layout(ex, f=entry.memory_format):

@@ -49,8 +49,7 @@ def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribu
                  *no_speedup_lines(rows), *(advice(rows) if several else ())]:
         console.print(f"  {escape(line)}")
     runs = {gpu.key: run_cells([r for r in rows if r.get("gpu") == gpu.key])
-            for gpu in (config.gpus if not config.inference and config.strategy is None and config.grad_accum == 1
-                        else ())}  # (run measures no accumulated step: ampbench train --grad-accum trains it)
+            for gpu in (config.gpus if not config.inference and config.strategy is None else ())}
     runs = {gpu: cells for gpu, cells in runs.items() if cells}
     if len(runs) == 1:
         (gpu_key, cells), = runs.items()

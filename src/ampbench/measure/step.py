@@ -8,6 +8,7 @@ backward, unscale + inf check + optimizer step + scale update. Batches are alrea
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import torch
 
 from ampbench.data.tensors import TensorData
 from ampbench.distributed import current_rank
-from ampbench.distributed.wrap import ddp_bucket_bytes
+from ampbench.distributed.wrap import ddp_bucket_bytes, deferred_sync
 from ampbench.execution import Execution, finish_model, graph_ran_compiled, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
 from ampbench.precision import MixedPrecision
@@ -75,26 +76,39 @@ class TrainStep:
     last_loss: torch.Tensor | None = field(default=None, repr=False)
     ran_compiled: bool | None = None
     """Set by a step called with ``probe=True``: whether its forward ran torch.compile'd code."""
+    micro_batches: int = 1
+    """Batches of ``batch_size`` whose gradients a step accumulates before the optimizer steps (``run --grad-accum``,
+    as ``train --grad-accum`` runs them): each one's loss weighted 1/N, DDP's all-reduce deferred to the last where
+    the strategy's rule allows (:func:`~ampbench.distributed.wrap.deferred_sync`)."""
 
-    def __call__(self, after_backward: Callable[[], None] | None = None, eager: bool = False, probe: bool = False) -> None:
+    def __call__(self, after_backward: Callable[[], None] | None = None, eager: bool = False, probe: bool = False,
+                 micro_batches: int | None = None) -> None:
         """One step. ``eager``: through the set-up model itself, not its compiled wrapper (for a
         TorchDispatchMode such as the FLOP counter: dynamo stops running a frame's compiled code once
-        it was called under one, so the timed steps would silently run eager)."""
-        inputs, targets = self.batches[self.calls % len(self.batches)]
-        self.calls += 1
+        it was called under one, so the timed steps would silently run eager). ``micro_batches``: this step's
+        (default: the step's own; 1: a plain step, what the saved-activation count measures -- one micro-batch's)."""
+        n = self.micro_batches if micro_batches is None else micro_batches
         model = self.eager_model if eager and self.eager_model is not None else self.model
         if model is self.model:
             mark_step(self.execution)
         self.optimizer.zero_grad(set_to_none=True)
-        with self.mp.autocast():
-            loss = self.workload.loss_fn(self.workload.call_model(model, inputs), targets)
-        if probe:
-            self.ran_compiled = graph_ran_compiled(loss)
-        self.mp.backward(loss)
+        deferred = deferred_sync(self.model, self.mp) if n > 1 else None
+        loss: torch.Tensor | None = None
+        for i in range(n):
+            inputs, targets = self.batches[self.calls % len(self.batches)]
+            self.calls += 1
+            with deferred() if deferred is not None and i < n - 1 else contextlib.nullcontext():
+                with self.mp.autocast():
+                    part = self.workload.loss_fn(self.workload.call_model(model, inputs), targets)
+                    part = part / n if n > 1 else part  # (equal micro-batches: the whole batch's mean loss)
+                if probe and i == 0:
+                    self.ran_compiled = graph_ran_compiled(part)
+                self.mp.backward(part)
+            loss = part.detach() if loss is None else loss + part.detach()
         if after_backward is not None:  # (measurement hook: gradients exist only between backward and step)
             after_backward()
         self.mp.step(self.optimizer)
-        self.last_loss = loss.detach()
+        self.last_loss = loss
 
     def state_bytes(self) -> StateBytes | None:
         """Weights, gradients and optimizer state, read between backward and step of one more step.
@@ -122,14 +136,15 @@ class TrainStep:
 def build_step(workload: Workload, precision: str, batch_size: int, device: torch.device,
                loss_scale: str | float | None = None, n_batches: int = 4, keep_fp32: list[str] | None = None,
                mp_options: dict[str, Any] | None = None, execution: Execution | None = None,
-               phase: Callable[[str, str], None] | None = None) -> TrainStep:
+               phase: Callable[[str, str], None] | None = None, micro_batches: int = 1) -> TrainStep:
     """Move the workload's model to ``device``, set it up for ``precision``, stage batches there.
     ``mp_options``: more MixedPrecision keywords (the fp8 modes' ``fp8_skip``/``fp8_filter``).
     ``execution``: channels-last and torch.compile (:mod:`ampbench.execution`; default eager). A
     compiled step starts from a clean dynamo state (torch._dynamo.reset(), counters cleared): caches and
     graph-break records of earlier steps in this process do not carry over. ``phase(name, text)``: told as each part
     after the model's move starts -- ``engine`` (the optimizer and the precision engine set up), ``batches`` (staged
-    on the device) -- so a cell's phases say where its setup went (:func:`ampbench.phases.enter`)."""
+    on the device) -- so a cell's phases say where its setup went (:func:`ampbench.phases.enter`). ``micro_batches``:
+    batches a step accumulates (:attr:`TrainStep.micro_batches`; at least that many distinct ones are staged)."""
     execution = execution or Execution()
     say = phase or (lambda name, text: None)
     model = prepare_model(workload.model.to(device), execution, workload.name)
@@ -146,5 +161,7 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
     run = finish_model(model, execution)
     rank = current_rank()
     say("batches", "staging the batches on the device")
+    n_batches = max(n_batches, micro_batches)
     batches = device_batches(workload.train_data, batch_size, n_batches, device, first=rank * n_batches)
-    return TrainStep(workload, run, optimizer, mp, batches, device, batch_size, execution, model)
+    return TrainStep(workload, run, optimizer, mp, batches, device, batch_size, execution, model,
+                     micro_batches=micro_batches)

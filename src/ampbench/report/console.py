@@ -236,7 +236,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         # what "mem vs fp32" compares, labelled (CPU PyTorch: the exact split; the RSS peak is in the JSON/HTML)
         sizes = {r.get("batch_size") for r in group}
         (size,) = sizes if len(sizes) == 1 else (None,)
-        at = f", batch {size:,}" if isinstance(size, int) else ""
+        at = f", batch {size:,}{accumulated_text(group[0])}" if isinstance(size, int) else ""
         about, shared_by_all, tail = [preset], [], ""  # (the title's parts: composed once the columns are known)
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
         dist = any(r.get("strategy") for r in group)

@@ -14,6 +14,7 @@ import ampbench
 from ampbench.execution.axes import Execution, display_name
 from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
+from ampbench.report.accumulation import accumulated_text
 from ampbench.report.advisor import Advice, advise, group_labels, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import (
@@ -173,7 +174,8 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
     """``env``: the workload's environment table (:func:`_env_of`) in its section ("": the page shows the one every
     workload shares, once)."""
     first = rows[0]
-    title = f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'}) · {framework_of(first)}"
+    title = (f"{first['workload']} ({first.get('preset')}, batch {first.get('batch_size') or '?'}"
+             f"{accumulated_text(first)}) · {framework_of(first)}")
     out = [f'<h2 id="{anchor}">{e(title)}</h2>', _advice_html(advice)]
     if env:
         out.append(env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.execution.axes import Execution, strategy_label
+from ampbench.report.accumulation import accumulated_text
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import (
     compile_note,
@@ -58,7 +59,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         # (one execution every row shares, not eager: said in the heading, not a column of copies)
         one_ex = next(iter(executions)) if len(executions) == 1 and not Execution.of(first).is_default else None
         on = f" · {md_escape(one_ex)}" if one_ex else ""
-        lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}) on {md_escape(dev)}{on}")
+        lines.append(f"### {md_escape(wl)} ({md_escape(preset)}, batch {bs}{md_escape(accumulated_text(first))}) on "
+                     f"{md_escape(dev)}{on}")
         lines.append("")
         use = f"**use {md_escape(a.recommended)}**" if a.recommended else "**no recommendation**"
         lines.append(f"{use} ({md_escape(a.label)}): {md_escape(a.reason)}")

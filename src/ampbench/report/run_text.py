@@ -44,7 +44,8 @@ def plan_lines(config: Any, store_path: Any, estimate: Any = None) -> list[str]:
 
 def cell_text(s: Any, config: Any) -> str:
     """One cell as the progress lines and the dry run name it (plain text: escape it before rich prints it)."""
-    what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "")
+    what = f"{s.label} ({s.preset}) {s.precision}" + (f" b{s.batch_size}" if s.batch_size else "") \
+        + (f" x{s.grad_accum} micro-batches" if s.grad_accum != 1 else "")
     if s.strategy:
         reduce = s.distribution.grad_reduce_dtype
         what += f" {s.strategy} x{s.world_size}" + (f" reduce {reduce}" if reduce else "")

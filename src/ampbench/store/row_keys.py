@@ -27,6 +27,11 @@ ROW_KEYS: dict[str, str] = {
     "preset": "Size preset: tiny, small, paper.",
     "precision": "Canonical precision mode name (aliases are resolved before running).",
     "batch_size": "Training batch size of the cell.",
+    "grad_accum": "Micro-batches of `batch_size` each timed step accumulates before the optimizer steps (`run "
+                  "--grad-accum N`, as `train --grad-accum N` runs them): samples/s over N x `batch_size`, "
+                  "`flops_per_step` the whole step's, `activation_bytes` one micro-batch's, the peak with the earlier "
+                  "micro-batches' gradients held, `max_batch` the largest micro-batch. Part of the cell's identity; "
+                  "null (or absent) for a plain step.",
     "compile": "Execution axis: off (eager), on (torch.compile) or max-autotune. Rows from before the axis: off.",
     "memory_format": "Execution axis: contiguous or channels_last (the model's weights and its 4-D inputs).",
     "cuda_graphs": "Execution axis: off or on (CUDA: the compiled forward/backward replayed as CUDA graphs).",

@@ -68,7 +68,8 @@ def validate(spec: CellSpec) -> dict[str, Any]:
 
 def _recomputed_flops(wl: Workload, step: TrainStep) -> int:
     """The FLOPs a checkpointed step's backward recomputes: its checkpointed blocks' forward, counted on one forward
-    of the model without autograd (which holds no activations: a batch that fits checkpointed fits it); none under
+    of the model without autograd (which holds no activations: a batch that fits checkpointed fits it), once per
+    micro-batch of an accumulating step; none under
     ``selective``, which keeps the outputs of every op the count counts (``execution.checkpointing.selective_kept``)."""
     if step.execution.checkpointing == "selective":
         return 0
@@ -77,7 +78,7 @@ def _recomputed_flops(wl: Workload, step: TrainStep) -> int:
     inputs, _ = step.batches[0]
     with torch.no_grad(), step.mp.autocast():
         forward = count_step(lambda: wl.call_model(model, inputs))
-    return sum(forward.by_module.get(name, 0) for name in names)
+    return step.micro_batches * sum(forward.by_module.get(name, 0) for name in names)  # (each micro-batch's backward)
 
 
 def check_execution(spec: CellSpec, wl: Workload) -> None:
@@ -179,7 +180,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         # (the batches staged as the timed cell stages them: with one, a CPU trial at mnist-cnn's max batch held 24 MiB
         # less than the timed run there, which then went over the --memory-budget the trial said it fits)
         step = build_step(wl, spec.precision, batch_size, self.device, spec.recipe.loss_scale,
-                          mp_options=spec.mp_options(), execution=spec.execution)
+                          mp_options=spec.mp_options(), execution=spec.execution, micro_batches=spec.grad_accum)
         for _ in range(spec.measure.maxbatch_trial_steps):
             step()
         peak = peaks.peak()
@@ -210,7 +211,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         build_s = time.perf_counter() - t0
         batch = spec.batch_size or wl.batch_size
         step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
-                          mp_options=spec.mp_options())
+                          mp_options=spec.mp_options(), micro_batches=spec.grad_accum)
         time_once(step, device)  # (the first step: eager, a step like the others once warm)
         return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3)
 
@@ -243,7 +244,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     with warnings.catch_warnings(record=True) as caught:  # setup's warnings explain a later divergence
         warnings.simplefilter("always")
         step = build_step(wl, spec.precision, batch_size, device, spec.recipe.loss_scale, mp_options=spec.mp_options(),
-                          execution=execution, phase=phases.enter)
+                          execution=execution, phase=phases.enter, micro_batches=spec.grad_accum)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
     if step.mp.placement.layout is not None:
@@ -257,7 +258,7 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     counts1 = compile_counts()
     phases.enter("memory_step", "memory step (saved activations)")
     with mem.saved_activations(step.eager_model or step.model) as act:
-        step()
+        step(micro_batches=1)  # (what one micro-batch holds for its backward: an accumulating step's are freed in turn)
     out["activation_bytes"] = act[0]
     phases.enter("flop_count", "FLOP count step")
     # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
@@ -314,8 +315,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
         out.update(_compile_keys(execution, out["first_step_ms"], counts1 - counts0, counts3 - counts0,
                                  counts3 - counts1, counts3 - counts2))
     loss = float(step.last_loss) if step.last_loss is not None else float("nan")
-    out.update(timing.throughput_row(batch_size))
-    out.update(energy.row(batch_size) if energy is not None else NO_ENERGY)
+    samples = batch_size * spec.grad_accum  # (a step's: every micro-batch's)
+    out.update(timing.throughput_row(samples))
+    out.update(energy.row(samples) if energy is not None else NO_ENERGY)
     out["data_ms_per_batch"] = data_loading_ms(wl.train_data, batch_size, device, seed=spec.measure.seed)
     out["final_loss"] = loss
     held = step.state_bytes()  # after the timed steps: the optimizer state exists once a step was not skipped
