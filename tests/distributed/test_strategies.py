@@ -63,12 +63,14 @@ def test_accumulated_micro_batches_train_as_the_whole_batch_on_every_rank(
     """`train --grad-accum 2` under a strategy: each rank's batch of 8 as micro-batches of 5 and 3 trains as the whole
     batch did, the ranks identical. DDP in fp32 all-reduces once a step (the first micro-batch under no_sync: one
     bucket reduced, not two); master-* modes move each micro-batch's half gradients into the fp32 masters, so each
-    micro-batch's are reduced (no_sync left the first unreduced there: the ranks parted when it was tried)."""
+    micro-batch's are reduced (no_sync left the first unreduced there: the ranks parted when it was tried). ``run
+    --grad-accum``'s timed step reduces as often (one rule: ``distributed.wrap.deferred_sync``)."""
     r = ranks[0][f"{strategy}/{precision}/accumulated"]
     a0, a1 = r["params"], ranks[1][f"{strategy}/{precision}/accumulated"]["params"]
     assert a0 == a1
     if strategy == "ddp":  # (master-bf16's model: two dtypes, two buckets a backward)
         assert r["reduced_per_step"] == r["reduced_per_backward"] * (1 if precision == "fp32" else 2)
+        assert r["timed_step_reduced"] == r["reduced_per_step"]  # (run --grad-accum's timed step: the same rule)
     whole = ranks[0][f"{strategy}/{precision}"]["params"]
     assert max(abs(a - b) for a, b in zip(a0, whole)) < tol
 

@@ -258,6 +258,13 @@ def main(out_dir: Path) -> None:
                 _accumulate(wl, model, mp, [((x,), y)], BATCH)
                 mp.step(opt)
                 out["reduced_per_backward"] = len(reduced)
+                # run --grad-accum's timed step (measure.step.TrainStep): the same reductions a step as train's
+                from ampbench.measure.step import TrainStep
+
+                reduced.clear()
+                TrainStep(wl, model, opt, mp, [((x[:4],), y[:4]), ((x[4:],), y[4:])], torch.device("cpu"), 4,
+                          micro_batches=2)()
+                out["timed_step_reduced"] = len(reduced)
     # DDP's gradient memory: its buckets (the .grad tensors are views into them), counted as DDP reports them
     from ampbench.distributed.wrap import ddp_bucket_bytes
     from ampbench.measure.memory import state_bytes

@@ -30,7 +30,8 @@ def test_out_of_memory_rows_get_their_split_and_the_gradients_they_hold() -> Non
     assert accumulation_note(rows) == (
         "batch 4,096 a step by gradient accumulation (ampbench train --batch-size M --grad-accum N, M within the "
         "largest batch that fit): fp32 4 x 1,024, pure-bf16 2 x 2,048; the summed gradients (up to 583.5 KiB) stay "
-        "allocated across the micro-batches")
+        "allocated across the micro-batches (run --grad-accum N --measure maxbatch measures the largest micro-batch "
+        "with them held)")
     assert "291.8 KiB" in (accumulation_note(rows[1:]) or "")  # (pure-bf16 sums in bf16: half of fp32's bytes)
 
 
@@ -48,7 +49,8 @@ def test_the_advice_names_fp32_out_of_memory_and_the_split() -> None:
     assert a.recommended == "amp-bf16"
     assert "(fp32 ran out of memory)" in a.evidence and "no fp32 baseline" not in a.evidence
     assert a.evidence.endswith("fp32 2 x 1,024; the summed gradients (up to 2.0 MiB) stay allocated across the "
-                               "micro-batches"), a.evidence
+                               "micro-batches (run --grad-accum N --measure maxbatch measures the largest micro-batch "
+                               "with them held)"), a.evidence
     every = advise(derive([_row("fp32", None, status="oom", batch_size=4096, max_batch=1728),
                            _row("amp-bf16", None, status="oom", batch_size=4096, max_batch=2688)]))
     assert every.recommended is None and every.evidence.endswith("fp32 4 x 1,024, amp-bf16 2 x 2,048"), every.evidence

@@ -111,7 +111,8 @@ def accumulation_note(rows: list[dict[str, Any]]) -> str | None:
             unmeasured.append(r["precision"])
     parts = []
     if splits:
-        said = [f"the summed gradients (up to {fmt_bytes(max(held))}) stay allocated across the micro-batches"] \
+        said = [f"the summed gradients (up to {fmt_bytes(max(held))}) stay allocated across the micro-batches "
+                "(run --grad-accum N --measure maxbatch measures the largest micro-batch with them held)"] \
             if held and max(held) else []
         if roomed:
             said.append(f"{'each micro-batch' if not held else 'where the trials measured peaks, a micro-batch'} "
