@@ -202,24 +202,50 @@ def test_the_accumulated_peak_equals_what_a_real_accumulated_cpu_step_holds(prec
         assert trace.live_peak_bytes == pytest.approx(real, rel=0.005)
 
 
-def test_an_oom_row_of_a_model_with_repeated_blocks_names_checkpointing_too() -> None:
-    """bert small at a batch no T4 holds: the oom row counts its repeated blocks (4 layers: the oracle, its preset)
-    and the line under the table names the other way to that batch; a model without blocks (tabular-mlp) does not."""
+def test_an_oom_row_of_a_model_with_repeated_blocks_prices_checkpointing_too() -> None:
+    """bert small at twice the largest batch a T4 holds: the oom row counts its repeated blocks (4 layers: the oracle,
+    its preset) and prices the batch with them checkpointed under each policy -- each figure the row of the same
+    batch asked for with ``--checkpointing`` (the oracle) -- and the line under the table names both ways to that
+    batch and the faster; a model without blocks (tabular-mlp) has neither; a row stored before the prices points
+    to --checkpointing."""
     from rich.console import Console
 
+    from ampbench.report.accumulation import checkpointed_text
     from ampbench.report.console import predicted_tables
     from ampbench.workloads import build_target
     from ampbench.workloads.data_options import DataOptions
 
     gpu = lookup("t4")
-    bert = predict_target("bert", lambda: build_target("bert", None, "small", DataOptions(), 0),
-                          Question(("fp32",), 2**20), Machine(gpu))[0]
+
+    def build():  # type: ignore[no-untyped-def]
+        return build_target("bert", None, "small", DataOptions(), 0)
+
+    largest = predict_target("bert", build, Question(("fp32",), 64), Machine(gpu))[0]["predicted_max_batch"]
+    batch = 2 * largest
+    bert = predict_target("bert", build, Question(("fp32",), batch), Machine(gpu))[0]
     assert bert["status"] == "oom" and bert["predicted_blocks"] == 4
-    console = Console(record=True, width=400)
-    for part in predicted_tables([bert], gpu, 400):
+    asked = predict_target("bert", build, Question(("fp32",), batch, checkpointing=("blocks", "selective")),
+                           Machine(gpu))
+    for r in asked:
+        c = bert["predicted_checkpointed"][r["checkpointing"]]
+        assert c["peak_bytes"] == r["predicted_peak_bytes"]
+        if r["status"] == "ok":
+            assert c["step_ms"] == pytest.approx(r["predicted_step_ms"], rel=1e-9)
+            assert c["samples_per_s"] == pytest.approx(r["predicted_samples_per_s"], rel=1e-9)
+        else:
+            assert r["status"] == "oom" and "step_ms" not in c
+    blocks = bert["predicted_checkpointed"]["blocks"]
+    assert blocks["samples_per_s"] > 0  # (blocks holds a layer's input alone: twice the batch fits)
+    console = Console(record=True, width=600)
+    for part in predicted_tables([bert], gpu, 600):
         console.print(part)
     said = " ".join(console.export_text().split())
-    assert ("; checkpointing its 4 repeated blocks holds less of the batch's activations (predict --checkpointing "
-            "off,blocks,selective prices it)" in said)
+    assert f"checkpointing its 4 repeated blocks (--checkpointing): blocks {blocks['step_ms']:,.1f} ms a step" in said
+    accumulated = bert["predicted_accumulated_samples_per_s"]
+    faster = ("gradient accumulation" if accumulated > blocks["samples_per_s"] else "--checkpointing")
+    assert f"the faster way to this batch: {faster}" in said
+    old = {k: v for k, v in bert.items() if k != "predicted_checkpointed"}
+    assert checkpointed_text(old) == ("checkpointing its 4 repeated blocks holds less of the batch's activations "
+                                      "(predict --checkpointing off,blocks,selective prices it)")
     mlp = predict_target("tabular-mlp", _build, Question(("fp32",), 2**28), Machine(gpu))[0]
     assert mlp["status"] == "oom" and "predicted_blocks" not in mlp

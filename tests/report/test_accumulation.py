@@ -91,3 +91,22 @@ def test_the_split_leaves_room_for_the_summed_gradients_by_the_trials_measured_p
     huge = accumulation_note([{**row, "model_bytes_fp32": 2000 * MIB}])
     assert huge == ("fp32: no micro-batch leaves room for the summed gradients within the largest batch's measured "
                     "peak")
+
+
+def test_the_faster_way_to_a_batch_that_does_not_fit_is_named() -> None:
+    from ampbench.report.accumulation import checkpointed_text
+
+    row = {"predicted_blocks": 12, "predicted_accumulated_samples_per_s": 90.0,
+           "predicted_checkpointed": {"blocks": {"peak_bytes": 9 * 2**30, "step_ms": 700.0, "samples_per_s": 120.0},
+                                      "selective": {"peak_bytes": 30 * 2**30}}}
+    assert checkpointed_text(row) == (
+        "checkpointing its 12 repeated blocks (--checkpointing): blocks 700.0 ms a step, 120 samples/s (9.0 GiB); "
+        "selective does not fit (30.0 GiB); the faster way to this batch: --checkpointing blocks (120 against 90 "
+        "samples/s accumulated)")
+    slower = {**row, "predicted_accumulated_samples_per_s": 150.0}
+    assert (checkpointed_text(slower) or "").endswith("the faster way to this batch: gradient accumulation (150 "
+                                                      "against 120 samples/s)")
+    none_fits = {**row, "predicted_checkpointed": {"blocks": {"peak_bytes": 20 * 2**30}}}
+    assert checkpointed_text(none_fits) == ("checkpointing its 12 repeated blocks (--checkpointing): blocks does not "
+                                            "fit (20.0 GiB)")
+    assert checkpointed_text({"predicted_checkpointed": {}}) is None  # (no blocks: nothing to say)

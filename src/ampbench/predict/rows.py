@@ -27,7 +27,7 @@ from ampbench.distributed.strategy import layout, reduced_every_micro_batch
 from ampbench.distributed.units import blocks
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution
-from ampbench.execution.checkpointing import checkpoint_blocks
+from ampbench.execution.checkpointing import POLICIES, checkpoint_blocks
 from ampbench.execution.micro_batches import split
 from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
 from ampbench.precision import get
@@ -337,6 +337,9 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
                                              q.grad_accum, fit))
                     if rows[-1]["status"] == "oom" and ck == "off" and not inference and (found := len(blocks(wl.model))):
                         rows[-1]["predicted_blocks"] = found  # (the other way to that batch: --checkpointing)
+                        if q.grad_accum == 1:  # (how fast, beside the accumulated step)
+                            rows[-1]["predicted_checkpointed"] = _checkpointed_fit(
+                                name, state, batch, gpu, trace_of, memory_of, host, compiled, fab)
     for row in rows:
         row.update(running_costs(row, gpu, machine.usd_per_hour))
         if inference:
@@ -503,6 +506,26 @@ def _accumulated_fit(name: str, state: str | None, batch: int, largest: int | No
                     "predicted_accumulated_peak_bytes": peak}
         parts = split(batch, min(most or 0, micro - 1))  # (the held gradients: a finer split)
     return {"predicted_accumulated_micro_batches": 0, "predicted_accumulated_batch": 0}  # (none fits: said so)
+
+
+def _checkpointed_fit(name: str, state: str | None, batch: int, gpu: Gpu, trace_of: Callable[..., Any],
+                      memory_of: Callable[..., MemoryModel], host: Host, compiled: Compiled | None,
+                      fab: Fabric | None) -> dict[str, dict[str, float]]:
+    """Where ``name`` does not fit ``batch`` on ``gpu`` (a rank of ``fab``'s) without checkpointing: the same batch
+    with the model's repeated blocks checkpointed, each policy (``--checkpointing blocks``, ``selective``): its peak
+    (a rank's under FSDP) and, where that fits, its step and samples/s (every rank's) -- the other way to the batch,
+    priced beside the accumulated step (:func:`_accumulated_fit`) so the faster of the two can be named."""
+    tf32, out = get(name).tf32, {}
+    for policy in POLICIES:
+        trace = trace_of(name, state, checkpointing=policy)
+        model = with_library_workspaces(memory_of(name, state, checkpointing=policy), gpu, tf32)
+        mem = model.cost(gpu, batch, max_batch=False)
+        peak, _ = _rank_memory(trace, name, fab, model, mem)
+        out[policy] = {"peak_bytes": float(peak)}
+        if peak <= mem.usable:
+            step_s = _step_s(trace, gpu, tf32, fab, host, compiled, name)
+            out[policy].update(step_ms=step_s * 1e3, samples_per_s=(fab.world if fab else 1) * batch / step_s)
+    return out
 
 
 def _rank_memory(trace: Any, name: str, fab: Fabric | None, model: MemoryModel, mem: Any) -> tuple[int, int | None]:

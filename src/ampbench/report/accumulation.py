@@ -1,7 +1,8 @@
-"""What out-of-memory rows say about gradient accumulation: a mode that ran out of memory at its batch trains the same
-samples a step as micro-batches that fit (``ampbench train --grad-accum N``) -- a run's split chosen from the largest
-batch it measured (``--measure maxbatch``), a prediction's from the accumulated step ``predict`` priced
-(``predicted_accumulated_*``)."""
+"""What out-of-memory rows say about training their batch all the same: a mode that ran out of memory at its batch
+trains the same samples a step as micro-batches that fit (``ampbench train --grad-accum N``) -- a run's split chosen
+from the largest batch it measured (``--measure maxbatch``), a prediction's from the accumulated step ``predict``
+priced (``predicted_accumulated_*``) -- or, a model with repeated blocks, whole with them checkpointed (a
+prediction's ``predicted_checkpointed``: each policy's peak and step), and which is faster."""
 
 from __future__ import annotations
 
@@ -49,6 +50,36 @@ def _ranks(r: dict[str, Any]) -> str:
     nodes = int(r.get("nodes") or 1)
     return (f" --strategy {r['strategy']} --nproc-per-node {r.get('gpus_per_node') or r.get('world_size')}"
             + (f" --nnodes {nodes}" if nodes > 1 else ""))
+
+
+def checkpointed_text(r: dict[str, Any]) -> str | None:
+    """What an out-of-memory predicted row of a model with repeated blocks says of checkpointing them at its batch
+    (``predicted_checkpointed``: each policy's peak, and step where it fits): "checkpointing its 16 repeated blocks:
+    blocks 2,910.6 ms a step, 88 samples/s (8.7 GiB); selective does not fit (17.9 GiB); the faster way to this batch:
+    gradient accumulation (117 against 88 samples/s)"; the pointer to ``--checkpointing`` where a row predates the
+    key; None without blocks."""
+    found = r.get("predicted_blocks")
+    if not found:
+        return None
+    head = f"checkpointing its {found} repeated blocks"
+    policies = r.get("predicted_checkpointed")
+    if not isinstance(policies, dict) or not policies:
+        return f"{head} holds less of the batch's activations (predict --checkpointing off,blocks,selective prices it)"
+    parts, best = [], None
+    for policy, c in policies.items():
+        peak = fmt_bytes(int(c.get("peak_bytes") or 0))
+        if c.get("samples_per_s"):
+            parts.append(f"{policy} {c['step_ms']:,.1f} ms a step, {c['samples_per_s']:,.0f} samples/s ({peak})")
+            best = best if best is not None and best[1] >= c["samples_per_s"] else (policy, c["samples_per_s"])
+        else:
+            parts.append(f"{policy} does not fit ({peak})")
+    text = f"{head} (--checkpointing): {'; '.join(parts)}"
+    accumulated = r.get("predicted_accumulated_samples_per_s")
+    if best is not None and accumulated:
+        faster = (f"gradient accumulation ({accumulated:,.0f} against {best[1]:,.0f} samples/s)" if accumulated > best[1]
+                  else f"--checkpointing {best[0]} ({best[1]:,.0f} against {accumulated:,.0f} samples/s accumulated)")
+        text += f"; the faster way to this batch: {faster}"
+    return text
 
 
 def accumulated_text(r: dict[str, Any]) -> str:

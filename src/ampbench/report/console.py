@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.execution.axes import Execution, strategy_label
-from ampbench.report.accumulation import accumulate_text, accumulated_text
+from ampbench.report.accumulation import accumulate_text, accumulated_text, checkpointed_text
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
@@ -512,10 +512,9 @@ def predicted_tables(rows: list[dict[str, Any]], gpu: Any, width: int) -> list[R
                             r.get("predicted_accumulated_step_ms") else
                             f"; x {r['precision']} compares with its step at this batch all the same, which cannot run")
                 split = accumulate_text(r) if r["status"] == "oom" else None
-                if r.get("predicted_blocks"):  # (the other way to the batch: the activations recomputed)
-                    split = (f"{split}; " if split else "") + (
-                        f"checkpointing its {r['predicted_blocks']} repeated blocks holds less of the batch's "
-                        "activations (predict --checkpointing off,blocks,selective prices it)")
+                checkpointed = checkpointed_text(r)  # (the other way to the batch: the activations recomputed)
+                if checkpointed:
+                    split = (f"{split}; " if split else "") + checkpointed
                 out.append(f"  {escape(_predicted_mode(r, ' optimizer states'))}: {escape(r.get('reason') or '')}"
                            f"{escape(base)}{escape(f'; {split}' if split else '')}")
     out += mfu_over_peak_lines(rows)

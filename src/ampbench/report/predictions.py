@@ -198,9 +198,15 @@ def unsupported_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _accumulated(p: dict[str, Any]) -> str | None:
-    """"2 x 128 accumulated: 117/s" of an oom prediction whose accumulated step was priced (None otherwise)."""
+    """"2 x 128 accumulated: 117/s; checkpointed (blocks): 88/s" of an oom prediction whose accumulated step (and
+    checkpointed steps) were priced (None where none was)."""
     n, micro, rate = (p.get(f"predicted_accumulated_{k}") for k in ("micro_batches", "batch", "samples_per_s"))
-    return f"{n} x {micro:,} accumulated: {rate:,.0f}/s" if n and micro and rate else None
+    parts = [f"{n} x {micro:,} accumulated: {rate:,.0f}/s"] if n and micro and rate else []
+    checkpointed = p.get("predicted_checkpointed")
+    for policy, c in (checkpointed.items() if isinstance(checkpointed, dict) else ()):
+        if c.get("samples_per_s"):
+            parts.append(f"checkpointed ({policy}): {c['samples_per_s']:,.0f}/s")
+    return "; ".join(parts) or None
 
 
 def table(predictions: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
