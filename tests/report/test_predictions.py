@@ -125,6 +125,9 @@ def test_a_prediction_that_does_not_fit_keeps_its_line_with_its_status() -> None
     priced = {**oom, "predicted_accumulated_micro_batches": 4, "predicted_accumulated_batch": 64,
               "predicted_accumulated_samples_per_s": 117.3, "predicted_accumulated_step_ms": 2182.4}
     assert predicted_cells(table([priced], [])[0])[4] == "oom; 4 x 64 accumulated: 117/s"
+    both = {**priced, "predicted_checkpointed": {"blocks": {"peak_bytes": 9e9, "step_ms": 2910.6, "samples_per_s": 88.0},
+                                                 "selective": {"peak_bytes": 19e9}}}
+    assert predicted_cells(table([both], [])[0])[4] == "oom; 4 x 64 accumulated: 117/s; checkpointed (blocks): 88/s"
 
 
 def test_stored_predictions_at_80_columns_cut_no_header_nor_figure() -> None:
