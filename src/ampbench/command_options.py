@@ -158,9 +158,10 @@ class MeasureArgs:
     converge_steps: int | None = opt(None, "converge: training steps per seed (default by preset: tiny 30, small "
                                            "200, paper the workload's epochs).")
     inference_batch: int | None = opt(None, "inference: the large batch (default: the training batch).")
-    grad_accum: int = opt(1, "Micro-batches of each batch size a timed step accumulates, as train --grad-accum runs "
-                             "them: samples/s over batch x N, memory with the earlier micro-batches' gradients held, "
-                             "max batch the largest micro-batch.", "--grad-accum")
+    grad_accum: str | None = opt(None, "Micro-batches of each batch size a timed step accumulates, as train "
+                                       "--grad-accum runs them (comma-separated: each beside the others, 1 the plain "
+                                       "step): samples/s over batch x N, memory with the earlier micro-batches' "
+                                       "gradients held, max batch the largest micro-batch.", "--grad-accum")
 
     def parsed(self, default_steps: tuple[int, int]) -> MeasureOptions:
         """How each cell is measured, parsed and checked (one line naming the option); ``default_steps``: the timed

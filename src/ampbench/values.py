@@ -44,6 +44,23 @@ def parse_size(value: str | None, what: str) -> int | None:
     return int(n * units[unit])
 
 
+def parse_grad_accums(value: str | int | None) -> tuple[int, ...]:
+    """``--grad-accum``: micro-batches a step, one value or several comma-separated (each an axis point); None: 1."""
+    if value is None:
+        return (1,)
+    if isinstance(value, bool):
+        raise AmpbenchError(f"--grad-accum {value!r}: expected integers >= 1, e.g. 4 or 1,4")
+    try:
+        counts = [value] if isinstance(value, int) else [int(n) for n in parse_list(value, "grad-accum")]
+    except ValueError:
+        raise AmpbenchError(f"--grad-accum {value!r}: expected integers >= 1, e.g. 4 or 1,4") from None
+    bad = [n for n in counts if n < 1]
+    if bad:
+        raise AmpbenchError(f"--grad-accum {bad[0]}: give the micro-batches per optimizer step, an integer >= 1 (1: no "
+                            "accumulation)")
+    return tuple(dict.fromkeys(counts))
+
+
 def parse_batch_sizes(value: str | None) -> tuple[int | None, ...]:
     if value is None:
         return (None,)

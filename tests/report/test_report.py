@@ -141,6 +141,9 @@ def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> Non
     r = _cli("report", "--db", db, "--run", report_store.latest_run_id, "--out", str(tmp_path / "r.md"),  # type: ignore[attr-defined]
              "--format", "md")
     assert r.returncode == 0 and (tmp_path / "r.md").read_text().startswith("## ampbench results")
+    for name, starts in (("plain.md", "## ampbench results"), ("plain.csv", "run_id,"), ("plain.html", "<!DOCTYPE")):
+        r = _cli("report", "--db", db, "--out", str(tmp_path / name))  # (no --format: the extension's)
+        assert r.returncode == 0 and (tmp_path / name).read_text().startswith(starts), (name, r.stderr)
     r = _cli("report", "--db", db)
     assert r.returncode == 0 and "reports/" in r.stdout
     c = _cli("compare", "--db", db, "--workloads", "resnext", "--precision", "O1")

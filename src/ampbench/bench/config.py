@@ -12,6 +12,7 @@ the CLI would refuse cannot be built at all. :meth:`RunConfig.cells` expands it 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -60,7 +61,7 @@ from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.support import Support
 from ampbench.seam import Options
-from ampbench.values import parse_batch_sizes, parse_list
+from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -167,8 +168,9 @@ class Axes:
     optimizer_states: tuple[str | None, ...] = field(default=(None,), metadata={"run": DEFAULT})
     """None (the optimizer as the workload builds it: every mode's baseline) and the states --optimizer-state asked
     for, as given; each precision runs those that apply to it (:meth:`RunConfig.states_of`)."""
-    grad_accum: int = field(default=1, metadata={"run": DEFAULT})
-    """Micro-batches of each batch size every cell's step accumulates (--grad-accum; 1: none)."""
+    grad_accums: tuple[int, ...] = field(default=(1,), metadata={"run": DEFAULT})
+    """Micro-batches of each batch size a cell's step accumulates (--grad-accum; 1: none), each with every
+    precision, as the batch sizes are."""
 
     def __post_init__(self) -> None:
         if not self.precisions:
@@ -178,9 +180,10 @@ class Axes:
                 check_state(state)
         if self.repeats < 1:
             raise AmpbenchError(f"--repeats must be >= 1, got {self.repeats}")
-        if isinstance(self.grad_accum, bool) or not isinstance(self.grad_accum, int) or self.grad_accum < 1:
-            raise AmpbenchError(f"--grad-accum {self.grad_accum}: give the micro-batches per optimizer step, an integer "
-                                ">= 1 (1: no accumulation)")
+        bad = [n for n in self.grad_accums if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+        if bad or not self.grad_accums:
+            raise AmpbenchError(f"--grad-accum {bad[0] if bad else ''}: give the micro-batches per optimizer step, an "
+                                "integer >= 1 (1: no accumulation)")
         if any(b is not None and b < 1 for b in self.batch_sizes):
             raise AmpbenchError(f"--batch-size must be >= 1, got {','.join(str(b) for b in self.batch_sizes)}")
         bad = [s for s in self.strategies if s is not None and s not in STRATEGIES]
@@ -238,8 +241,9 @@ class RunConfig:
         self._check_distributed()
         self._check_frameworks()
         self._check_optimizer_states()
-        if self.axes.grad_accum != 1 and "converge" in self.measure.measures:
-            raise AmpbenchError(f"--grad-accum {self.axes.grad_accum} times accumulated steps; --measure converge trains "
+        accumulated = [n for n in self.axes.grad_accums if n != 1]
+        if accumulated and "converge" in self.measure.measures:
+            raise AmpbenchError(f"--grad-accum {accumulated[0]} times accumulated steps; --measure converge trains "
                                 "at the batch size alone: leave converge out (ampbench train --grad-accum trains to "
                                 "convergence with it)")
 
@@ -278,7 +282,7 @@ class RunConfig:
         given = Options(execution=self.axes.executions != (Execution(),), strategy=self.axes.distributed,
                         loss_scale=self.recipe.loss_scale is not None, data_dir=self.data.data_dir is not None,
                         option=bool(self.data.options), optimizer_state=bool(self.given_states),
-                        grad_accum=self.axes.grad_accum != 1)
+                        grad_accum=self.axes.grad_accums != (1,))
         seen: set[str] = set()
         for workload, _ in t.pairs:
             fw = t.framework_of(workload)
@@ -380,7 +384,8 @@ class RunConfig:
             measure=measured,
             axes=Axes(modes, sizes, m.repeats, points, strategies, x.nproc_per_node if x.strategy is not None else 1,
                       x.nnodes, reduces, fp8_compiles_by_default(x.compile is not None, dev, modes),
-                      (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state"))), m.grad_accum),
+                      (None, *dict.fromkeys(parse_list(r.optimizer_state, "optimizer-state"))),
+                      parse_grad_accums(m.grad_accum)),
             launch=options.launch.parsed(x.node_rank, x.rdzv_endpoint))
 
     # -- what it means ---------------------------------------------------------------------------------------------
@@ -444,15 +449,15 @@ class RunConfig:
         for k, (workload, preset) in enumerate(self.targets.pairs):
             m = converge_work(run_measure, preset)  # (the preset's convergence work where the run left it open)
             base = CellSpec(device=self.device, workload=None, model=self.targets.model, preset="", precision=BASELINE,
-                            batch_size=None, data=self.data_of(k), recipe=self.recipe, measure=m,
-                            grad_accum=a.grad_accum)
+                            batch_size=None, data=self.data_of(k), recipe=self.recipe, measure=m)
             precisions = self.precisions_of(workload, preset)
             entry = self.targets.settings_of(k)
             def layout(ex, f=entry.memory_format):
                 return (replace(ex, memory_format=f) if f else ex)
-            for bs in (a.batch_sizes if entry.batch is None else (entry.batch,)):
+            sizes = a.batch_sizes if entry.batch is None else (entry.batch,)
+            for bs, n in itertools.product(sizes, a.grad_accums):  # (micro-batches a step: a batch dimension)
                 for r in range(repeats):
-                    cell = replace(base, workload=workload, preset=preset, batch_size=bs,
+                    cell = replace(base, workload=workload, preset=preset, batch_size=bs, grad_accum=n,
                                    framework=self.targets.framework_of(workload).name,
                                    backend=self.targets.backend_of(workload))
                     if r:
@@ -462,8 +467,8 @@ class RunConfig:
                                for dist in a.distributions() for ex, precision, auto in self.points(precisions)
                                for state in self.states_of(precision))
                 if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states):
-                    out.append(replace(base, workload=workload, preset=preset, batch_size=bs, repeat=1, closing=True,
-                                       framework=self.targets.framework_of(workload).name,
+                    out.append(replace(base, workload=workload, preset=preset, batch_size=bs, grad_accum=n, repeat=1,
+                                       closing=True, framework=self.targets.framework_of(workload).name,
                                        backend=self.targets.backend_of(workload),
                                        measure=replace(m, measures=timed), first_measures=m.measures,
                                        execution=layout(a.executions[0])))

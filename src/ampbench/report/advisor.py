@@ -101,10 +101,11 @@ class Advice:
 
 def workload_groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Rows split into what one piece of advice is about: one run on one device, one workload, preset and batch
-    size (the cell identity but the precision, execution and distribution, which :func:`advise` compares)."""
+    size (and micro-batches a step: ``--grad-accum``) -- the cell identity but the precision, execution and
+    distribution, which :func:`advise` compares."""
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         cell, (run, device) = CellId.of(r), measured_on(r)
-        return cell.workload, cell.preset, cell.batch_size or 0, device or "", run or ""
+        return cell.workload, cell.preset, cell.batch_size or 0, cell.grad_accum, device or "", run or ""
 
     return [list(g) for _, g in groupby(sorted(rows, key=key), key=key)]
 
@@ -121,8 +122,9 @@ def group_labels(groups: list[list[dict[str, Any]]]) -> list[str]:
     for g, name in zip(groups, names):
         same = [h for h, n in zip(groups, names) if n == name]
         extra = []
-        if len({h[0].get("batch_size") for h in same}) > 1:
-            extra.append(f"batch {g[0].get('batch_size')}")
+        if len({(h[0].get("batch_size"), CellId.of(h[0]).grad_accum) for h in same}) > 1:
+            n = CellId.of(g[0]).grad_accum
+            extra.append(f"batch {g[0].get('batch_size')}" + (f" x {n} micro-batches" if n != 1 else ""))
         if len({h[0].get("device_name") for h in same}) > 1:
             extra.append(str(g[0].get("device_name")))
         out.append(name[:-1] + "".join(f", {x}" for x in extra) + ")")

@@ -234,8 +234,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
     for (workload, preset, dev, run_id), group in groupby(sorted(rows, key=key), key=key):
         group = list(group)
         # what "mem vs fp32" compares, labelled (CPU PyTorch: the exact split; the RSS peak is in the JSON/HTML)
-        sizes = {r.get("batch_size") for r in group}
-        (size,) = sizes if len(sizes) == 1 else (None,)
+        sizes = {(r.get("batch_size"), int(r.get("grad_accum") or 1)) for r in group}  # (micro-batches: a batch's part)
+        ((size, _),) = sizes if len(sizes) == 1 else ((None, 1),)
         at = f", batch {size:,}{accumulated_text(group[0])}" if isinstance(size, int) else ""
         about, shared_by_all, tail = [preset], [], ""  # (the title's parts: composed once the columns are known)
         axes = len({Execution.of(r) for r in group}) > 1 or not all(Execution.of(r).is_default for r in group)
@@ -256,7 +256,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             apart.append(Col("strategy", [Text(strategy_label(r) or "1 process") for r in group], "left"))
         if any(r.get("optimizer_state") for r in group):  # (--optimizer-state: which optimizer each row stepped with)
             apart.append(Col("optimizer states", [Text(r.get("optimizer_state") or "as built") for r in group], "left"))
-        batch = Col("batch", [_num(r.get("batch_size"), ",") for r in group])
+        batch = Col("batch", [_num(r.get("batch_size"), ",") + (f" x {r['grad_accum']}" if (r.get("grad_accum") or 1) != 1
+                                                                 else "") for r in group])
         if len(sizes) > 1:
             apart.append(batch)
         varies = [c for c in apart if len({str(x) for x in c.cells}) > 1]
@@ -535,7 +536,9 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
     by_workload: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
     for group in workload_groups(rows):
         wl, preset = group[0]["workload"], group[0].get("preset") or ""
-        by_workload.setdefault((wl, preset), []).append((group[0].get("batch_size"), advise(group)))
+        n = int(group[0].get("grad_accum") or 1)  # ("64 x 4": the micro-batches a step, beside the plain 64)
+        by_workload.setdefault((wl, preset), []).append((f"{group[0].get('batch_size')}" + (f" x {n}" if n != 1 else ""),
+                                                         advise(group)))
     for (wl, preset), advices in by_workload.items():
         head = f"{escape(wl)} ({escape(preset)})"
 
