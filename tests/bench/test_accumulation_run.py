@@ -107,3 +107,30 @@ def test_plain_cells_keep_their_keys_and_bad_grad_accum_is_one_line(tmp_path: Pa
                              "--db", str(tmp_path / "bad.db"))
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
         assert not (tmp_path / "bad.db").exists()
+
+
+def test_several_grad_accums_run_side_by_side_each_with_its_baseline(tmp_path: Path) -> None:
+    """``--grad-accum 1,3``: every precision at each (a batch dimension: each its own fp32 baseline and closing
+    baseline, its own advice), one table with the batch column saying "16 x 3"."""
+    config = RunConfig.from_strings(device="cpu", workloads="tabular-mlp", preset="tiny", precisions="fp32,amp-bf16",
+                                    grad_accum="1,3")
+    cells = [(c.precision, c.grad_accum, c.closing) for c in config.cells()]
+    assert cells == [("fp32", 1, False), ("amp-bf16", 1, False), ("fp32", 1, True),
+                     ("fp32", 3, False), ("amp-bf16", 3, False), ("fp32", 3, True)]
+    out = tmp_path / "r.json"
+    code, text, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16",
+                          "--batch-size", "16", "--grad-accum", "1,3", "--steps", "3", "--warmup", "1", "--no-isolate",
+                          "--no-report", "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert code in (0, 1), err
+    said = " ".join(text.split())
+    assert "16 x 3 │" in text, text  # (the batch column)
+    assert "tabular-mlp (tiny) at batch 16, 16 x 3:" in said or "; batch 16 x 3:" in said, said  # (the advice)
+    from ampbench.store import derive
+
+    rows = [r for r in derive(json.loads(out.read_text())["rows"]) if not r.get("closing_baseline")]
+    for r in rows:  # (each ratio over the fp32 of its own accumulation)
+        base = next(b for b in rows if b["precision"] == "fp32" and b.get("grad_accum") == r.get("grad_accum"))
+        assert r["speedup_vs_fp32"] == pytest.approx(r["samples_per_s"] / base["samples_per_s"])
+    code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--grad-accum", "1,x",
+                       "--db", str(tmp_path / "bad.db"))
+    assert code == 2 and "--grad-accum '1,x': expected integers >= 1" in err and len(err.strip().splitlines()) == 1

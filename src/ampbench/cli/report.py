@@ -15,7 +15,6 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import STDOUT, check_output_file
 from ampbench.report import FORMATS, build_report, write_report
 
-
 SUFFIXES = {".md": "md", ".markdown": "md", ".csv": "csv", ".html": "html", ".htm": "html"}
 """The format an ``--out`` file's extension names, where ``--format`` is not given."""
 
