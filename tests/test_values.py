@@ -58,3 +58,13 @@ def test_one_router_takes_flat_options_to_their_sections() -> None:
     assert (options.measure.steps, options.recipe.precisions, options.launch.cell_timeout) == (4, "fp32", 9.0)
     with pytest.raises(TypeError, match="RunOptions.of"):
         RunOptions.of(stepz=4)
+
+
+def test_grad_accum_values() -> None:
+    from ampbench.values import parse_grad_accums
+
+    assert parse_grad_accums(None) == (1,) and parse_grad_accums(4) == (4,) and parse_grad_accums("1,4,4") == (1, 4)
+    for bad, said in (("0", "--grad-accum 0: give the micro-batches"), ("1,x", "expected integers >= 1"),
+                      (True, "expected integers >= 1")):
+        with pytest.raises(AmpbenchError, match=said):
+            parse_grad_accums(bad)

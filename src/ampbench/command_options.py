@@ -429,9 +429,10 @@ class PredictTargets:
     checkpointing: str | None = opt(None, "off,blocks,selective: the step with each repeated block's activations "
                                           "recomputed in the backward (a forward more, less memory; selective: only "
                                           "what costs no FLOPs), as run's --checkpointing cells.")
-    grad_accum: int = opt(1, "Micro-batches of --batch-size per optimizer step, as train --grad-accum runs them: the "
-                             "step's time and samples/s over batch x N samples, the peak and largest batch a "
-                             "micro-batch's.", "--grad-accum")
+    grad_accum: str | None = opt(None, "Micro-batches of --batch-size per optimizer step, as train --grad-accum runs "
+                                       "them (comma-separated: each beside the others, 1 the plain step): the step's "
+                                       "time and samples/s over batch x N samples, the peak and largest batch a "
+                                       "micro-batch's.", "--grad-accum")
 
     def __post_init__(self) -> None:
         adapter_as_workload(self, "workloads")

@@ -249,3 +249,19 @@ def test_an_oom_row_of_a_model_with_repeated_blocks_prices_checkpointing_too() -
                                       "(predict --checkpointing off,blocks,selective prices it)")
     mlp = predict_target("tabular-mlp", _build, Question(("fp32",), 2**28), Machine(gpu))[0]
     assert mlp["status"] == "oom" and "predicted_blocks" not in mlp
+
+
+def test_predict_several_grad_accums_side_by_side(tmp_path) -> None:
+    """``--grad-accum 1,4``: each accumulation's rows, every precision; the step of 4 priced from the same traces as
+    asking for it alone."""
+    from ampbench.predict.config import PredictConfig
+
+    both = PredictConfig.from_strings(gpu="a100-80gb", workloads="tabular-mlp", preset="tiny", batch_size="16",
+                                      precisions="fp32,amp-bf16", grad_accum="1,4").predict()
+    assert [(r["precision"], int(r.get("grad_accum") or 1)) for r in both] == [
+        ("fp32", 1), ("amp-bf16", 1), ("fp32", 4), ("amp-bf16", 4)]
+    alone = PredictConfig.from_strings(gpu="a100-80gb", workloads="tabular-mlp", preset="tiny", batch_size="16",
+                                       precisions="fp32,amp-bf16", grad_accum="4").predict()
+    for a, b in zip(both[2:], alone):
+        assert a["predicted_step_ms"] == pytest.approx(b["predicted_step_ms"], rel=1e-12)
+        assert a["predicted_peak_bytes"] == b["predicted_peak_bytes"]

@@ -32,7 +32,7 @@ from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.parallel import Fabric, fabric
 from ampbench.predict.rows import Machine, Question, check_target, either_of, find_gpus, gpu_suggestions, predict_target
-from ampbench.values import parse_batch_sizes, parse_list
+from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
@@ -89,7 +89,7 @@ class PredictConfig:
     where no target has any."""
     notes: tuple[str, ...] = ()
     """What was taken for the user where they said nothing (the console says it)."""
-    grad_accum: int = 1
+    grad_accums: tuple[int, ...] = (1,)
     """Micro-batches of each batch size a step accumulates (``--grad-accum``; 1: none)."""
     built: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
     """Each target's workload on meta, built once when checked (a user's factory runs once, however many GPUs)."""
@@ -151,11 +151,8 @@ class PredictConfig:
         if inference and checkpointing != ("off",):
             raise AmpbenchError("--checkpointing recomputes activations in a training step's backward; --inference "
                                 "predicts the forward alone (no backward): leave one of them out")
-        grad_accum = a.grad_accum
-        if isinstance(grad_accum, bool) or not isinstance(grad_accum, int) or grad_accum < 1:
-            raise AmpbenchError(f"--grad-accum {grad_accum}: give the micro-batches per optimizer step, an integer >= 1 "
-                                "(1: no accumulation)")
-        if inference and grad_accum > 1:
+        grad_accums = parse_grad_accums(a.grad_accum)
+        if inference and grad_accums != (1,):
             raise AmpbenchError("--grad-accum accumulates a training step's gradients; --inference predicts the forward "
                                 "alone (no backward): leave one of them out")
         if inference and states != (None,):
@@ -177,7 +174,7 @@ class PredictConfig:
             notes += (f"{gpus_per_node * nodes} GPUs and no --strategy: predicted as DDP (data parallel: each GPU "
                       "holds the whole model and trains its own batch); --strategy fsdp shards the model instead",)
         config = cls(gpus, targets, names, sizes, states, channels_last, priced, inference, gpus_per_node, nodes,
-                     strategy, interconnect, fp8, host, executions, checkpointing, settings, notes, grad_accum)
+                     strategy, interconnect, fp8, host, executions, checkpointing, settings, notes, grad_accums)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for k, t in enumerate(targets):  # every target built (on meta) and its optimizer checked before any tracing
             config.built[k] = check_target(config.builder(t), list(names), states)
@@ -208,14 +205,15 @@ class PredictConfig:
             sizes = (entry.batch,) if entry.batch is not None and self.batch_sizes == (None,) else self.batch_sizes
             channels_last = self.channels_last or entry.memory_format == "channels_last"
             for size in sizes:
-                traces: dict[Any, Any] = {}  # (traced once, priced on every GPU)
-                question = Question(self.precisions, size, channels_last, t.preset, self.optimizer_states,
-                                    self.inference, self.fp8, self.executions, self.checkpointing,
-                                    self.grad_accum)
-                with tracing(t) if tracing is not None else contextlib.nullcontext():
-                    for gpu in self.gpus:
-                        machine = Machine(gpu, fabrics.get(gpu.key), self.host, self.prices.get(gpu.key))
-                        rows += predict_target(t.label, build, question, machine, traces, built=self.built.get(k))
+                traces: dict[Any, Any] = {}  # (traced once, priced on every GPU and accumulation)
+                for n in self.grad_accums:
+                    question = Question(self.precisions, size, channels_last, t.preset, self.optimizer_states,
+                                        self.inference, self.fp8, self.executions, self.checkpointing, n)
+                    with tracing(t) if tracing is not None else contextlib.nullcontext():
+                        for gpu in self.gpus:
+                            machine = Machine(gpu, fabrics.get(gpu.key), self.host, self.prices.get(gpu.key))
+                            rows += predict_target(t.label, build, question, machine, traces,
+                                                   built=self.built.get(k))
         return rows
 
 
