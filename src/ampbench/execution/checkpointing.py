@@ -232,3 +232,21 @@ def checkpoint_policy(model: nn.Module) -> str:
 def checkpointed_names(model: nn.Module) -> list[str]:
     """The names of ``model``'s modules that run checkpointed (as ``named_modules`` says them)."""
     return [name for name, m in model.named_modules() if getattr(m, MARK, False)]
+
+
+def compiled_batchnorm_doubt(model: nn.Module, compiled: bool) -> str | None:
+    """Why a compiled step of ``model`` (its blocks checkpointed) may not compute what eager does: on a CPU whose ATen
+    runs AVX2 kernels (an AVX2-only CPU, or ATEN_CPU_CAPABILITY=avx2), torch 2.13's Inductor computes a checkpointed
+    block's BatchNorm forward otherwise than eager (seen here: the first loss differs; with LayerNorm, or compiled
+    without checkpointing, it does not; on AVX-512 it matches) -- upstream, told in the row, not refused. None where
+    that does not apply."""
+    if not compiled or getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() != "AVX2":
+        return None
+    checkpointed = [b for b in blocks(model) if getattr(b, MARK, False)]
+    on_cpu = any(p.device.type == "cpu" for p in model.parameters())
+    if not on_cpu or not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for b in checkpointed for m in b.modules()):
+        return None
+    return ("torch.compile of checkpointed blocks holding BatchNorm on a CPU running AVX2 kernels: torch's Inductor "
+            "computed another forward than eager in ampbench's test (a torch bug; AVX-512 CPUs and GPUs match): this "
+            "cell's numbers may not be eager's model")
+

@@ -24,7 +24,7 @@ from ampbench.distributed.comm import bytes_per_step
 from ampbench.distributed.units import fsdp_split
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
-from ampbench.execution.checkpointing import check_blocks, checkpointed_names
+from ampbench.execution.checkpointing import check_blocks, checkpointed_names, compiled_batchnorm_doubt
 from ampbench.measure import memory as mem
 from ampbench.measure.converge import converge, workload_length
 from ampbench.measure.energy import NO_ENERGY, EnergyMeter
@@ -247,6 +247,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
                           execution=execution, phase=phases.enter, micro_batches=spec.grad_accum)
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
+    doubt = compiled_batchnorm_doubt(step.eager_model or step.model, execution.compiled)
+    if doubt is not None:
+        out["warnings"] = [doubt]
     if step.mp.placement.layout is not None:
         out["comm_bytes_per_step"] = _comm_bytes(wl.model, step.mp)
     phases.enter("environment", "reading the environment (NVML, library versions)")
@@ -271,8 +274,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     if step.mp.fp8_layers is not None:  # what ran in fp8: the converted layers' share of the FLOPs
         fp8_share = out["fp8_flops_share"] = flops.share_of(step.mp.fp8_layers.converted) or 0.0
         if not step.mp.fp8_layers.converted:
-            out["warnings"] = [f"no Linear layer was converted to fp8 ({step.mp.fp8_layers.summary()}): every GEMM "
-                               "ran in bf16, so this row is amp-bf16's math (math_mode bf16)"]
+            out.setdefault("warnings", []).append(f"no Linear layer was converted to fp8 ({step.mp.fp8_layers.summary()}): "
+                                                  "every GEMM ran in bf16, so this row is amp-bf16's math (math_mode "
+                                                  "bf16)")
     # The peaks are a training step's in steady state: from here (warm-up and timed steps), the weights and optimizer
     # state held now their floor. Not the first step's (compiling: tracing, autotuning, a CUDA graph's capture) nor
     # the eager FLOP step's, which a compiled cell would otherwise report as its peak (compile's savings never shown).
