@@ -125,6 +125,9 @@ def test_several_grad_accums_run_side_by_side_each_with_its_baseline(tmp_path: P
     said = " ".join(text.split())
     assert "16 x 3 │" in text, text  # (the batch column)
     assert "tabular-mlp (tiny) at batch 16, 16 x 3:" in said or "; batch 16 x 3:" in said, said  # (the advice)
+    assert "tabular-mlp (tiny) batch 16 x 3 micro-batches a step: fp32 " in said  # (what accumulating cost)
+    code, md, err = cli("report", "--db", str(tmp_path / "r.db"), "--out", "-", "--format", "md")
+    assert code == 0 and "### Gradient accumulation" in md and "x 3 micro-batches a step: fp32 " in md, err
     from ampbench.store import derive
 
     rows = [r for r in derive(json.loads(out.read_text())["rows"]) if not r.get("closing_baseline")]

@@ -110,3 +110,18 @@ def test_the_faster_way_to_a_batch_that_does_not_fit_is_named() -> None:
     assert checkpointed_text(none_fits) == ("checkpointing its 12 repeated blocks (--checkpointing): blocks does not "
                                             "fit (20.0 GiB)")
     assert checkpointed_text({"predicted_checkpointed": {}}) is None  # (no blocks: nothing to say)
+
+
+def test_what_accumulating_costs_is_each_precisions_samples_over_its_plain_twin() -> None:
+    from ampbench.report.accumulation import accumulation_cost
+
+    def row(precision: str, n: int, rate: float, **extra) -> dict:
+        return {"run_id": "r1", "workload": "bert", "preset": "small", "precision": precision, "batch_size": 16,
+                "status": "ok", "samples_per_s": rate, **({"grad_accum": n} if n != 1 else {}), **extra}
+
+    rows = [row("fp32", 1, 117.0), row("amp-bf16", 1, 238.0), row("fp32", 4, 114.0), row("amp-bf16", 4, 219.0),
+            row("fp32", 1, 120.0, closing_baseline=True), row("amp-bf16", 4, 1.0, run_id="r2")]  # (no twin in r2)
+    assert accumulation_cost(rows) == [
+        f"bert (small) batch 16 x 4 micro-batches a step: fp32 {114 / 117:.2f}x, amp-bf16 {219 / 238:.2f}x the plain "
+        "step's samples/s (each later micro-batch adds its gradients into the held ones; one optimizer step for all)"]
+    assert accumulation_cost(rows[2:4]) == []  # (no plain step measured beside them)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampbench.cells import CellId
 from ampbench.execution.micro_batches import split
 from ampbench.precision import half_gradients
 from ampbench.report.numbers import fmt_bytes
@@ -159,3 +160,26 @@ def accumulation_note(rows: list[dict[str, Any]]) -> str | None:
         parts.append(f"{', '.join(unmeasured)} out of memory at {one or 'their batches'}: --measure maxbatch finds the "
                      "largest batch that fits, and ampbench train --grad-accum N trains the whole batch a step from it")
     return "; ".join(parts) or None
+
+
+def accumulation_cost(rows: list[dict[str, Any]]) -> list[str]:
+    """What accumulating micro-batches cost, measured side by side in one run (``run --grad-accum 1,4``): per
+    workload, batch and accumulation, each precision's samples/s over its plain step's at the same batch (the same
+    execution and distribution) -- "bert (small) batch 16 x 4 micro-batches a step: fp32 0.97x, amp-bf16 0.92x the
+    plain step's samples/s (the adds into the held gradients)". Nothing where a run has no plain twin."""
+    ok = [r for r in rows if r.get("status") == "ok" and not r.get("closing_baseline") and not r.get("repeat")
+          and isinstance(r.get("samples_per_s"), (int, float))]
+    plain = {(CellId.of(r), r.get("run_id")): r for r in ok if CellId.of(r).grad_accum == 1}
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for r in ok:
+        cell = CellId.of(r)
+        twin = plain.get((cell.but(grad_accum=1), r.get("run_id")))
+        if cell.grad_accum == 1 or twin is None or not twin["samples_per_s"]:
+            continue
+        label = f"{r['workload']} ({r.get('preset')}) batch {cell.batch_size}"
+        groups.setdefault((label, cell.grad_accum), []).append(
+            f"{r['precision']} {r['samples_per_s'] / twin['samples_per_s']:.2f}x")
+    return [f"{label} x {n} micro-batches a step: {', '.join(parts)} the plain step's samples/s (each later "
+            "micro-batch adds its gradients into the held ones; one optimizer step for all)"
+            for (label, n), parts in groups.items()]
+

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.execution.axes import Execution, strategy_label
-from ampbench.report.accumulation import accumulate_text, accumulated_text, checkpointed_text
+from ampbench.report.accumulation import accumulate_text, accumulated_text, accumulation_cost, checkpointed_text
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
@@ -567,6 +567,8 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
             for line in (a.half_type, a.energy):
                 if line is not None:
                     yield f"{head}{at} {escape(line)}"
+    for line in accumulation_cost(rows):  # (run --grad-accum 1,N: the accumulated step beside the plain one)
+        yield escape(line)
 
 
 def predicted_table(lines: list[dict[str, Any]], width: int) -> list[Any]:

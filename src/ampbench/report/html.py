@@ -14,7 +14,7 @@ import ampbench
 from ampbench.execution.axes import Execution, display_name
 from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts
-from ampbench.report.accumulation import accumulated_text
+from ampbench.report.accumulation import accumulated_text, accumulation_cost
 from ampbench.report.advisor import Advice, advise, group_labels, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import (
@@ -345,6 +345,10 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
             if d.get("target") == g[0]["workload"] and d.get("device_name") == g[0].get("device_name"):
                 latest[d["precision"]] = d
         parts.append(_workload_section(g, a, f"w{i}", list(latest.values()), env="" if shared else envs[i]))
+    cost = accumulation_cost(rows)
+    if cost:  # (run --grad-accum 1,N: the accumulated step beside the plain one, measured in one run)
+        parts.append('<h2 id="accumulation">Gradient accumulation</h2>')
+        parts.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in cost) + "</ul>")
     if all_rows and len({r.get("device_name") for r in all_rows if r.get("status") == "ok"}) > 1:
         parts.append('<h2 id="compare">Across GPUs</h2>')
         parts.append(compare_html(all_rows))

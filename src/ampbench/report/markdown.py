@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.execution.axes import Execution, strategy_label
-from ampbench.report.accumulation import accumulated_text
+from ampbench.report.accumulation import accumulated_text, accumulation_cost
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import (
     compile_note,
@@ -141,6 +141,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                          + (f" {mem} |" if savings else "") + f"{rss_cell}"
                          + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else ""))
         lines.append("")
+    cost = accumulation_cost(rows)
+    if cost:  # (run --grad-accum 1,N: the accumulated step beside the plain one, measured in one run)
+        lines += ["### Gradient accumulation", "", *(f"- {md_escape(line)}" for line in cost), ""]
     predicted = predictions_table(predictions or [], rows)
     if predicted:
         from ampbench.report.html import PREDICTED_HEADERS, predicted_cells  # lazy: matplotlib
