@@ -222,3 +222,19 @@ def test_an_mfu_over_100_percent_says_why_and_is_winograds() -> None:
     no_winograd = dataclasses.replace(kernels.calibration(), winograd_efficiency=1e-6)
     cost = price(trace, lookup("a100-80gb"), tf32=False, kernels=None, cal=no_winograd)
     assert cost.flops / cost.step_s / 19.5e12 < 1
+
+
+def test_an_accumulated_prediction_pairs_with_the_accumulated_measurement_only() -> None:
+    """``predict --grad-accum 4`` and ``run --grad-accum 4`` name one cell (CellId's grad_accum): the prediction of the
+    step of 4 micro-batches pairs with that measured row, never with the plain step at the same batch."""
+    from ampbench.report.predictions import measured_for
+
+    pred = {"gpu": "h200", "workload": "bert", "preset": "paper", "precision": "amp-bf16", "batch_size": 32,
+            "grad_accum": 4, "status": "ok"}
+    measured = {"workload": "bert", "preset": "paper", "precision": "amp-bf16", "batch_size": 32, "status": "ok",
+                "device": "cuda", "device_name": "NVIDIA H200", "samples_per_s": 1000.0}
+    plain = {**measured, "grad_accum": None}
+    accumulated = {**measured, "grad_accum": 4, "samples_per_s": 900.0}
+    assert measured_for(pred, [plain]) is None
+    assert measured_for(pred, [plain, accumulated]) is accumulated
+    assert measured_for({**pred, "grad_accum": None}, [plain, accumulated]) is plain
