@@ -66,6 +66,9 @@ class MeasuredStep:
     predicted_j_per_sample: float | None = None
     energy_basis: str = ""
     """What the prediction's energy was priced at: measured power (a kernel table's) or TDP."""
+    checkpointing: str = "off"
+    grad_accum: int = 1
+    """Micro-batches of ``batch_size`` the step accumulated (``run --grad-accum``)."""
 
     @property
     def error(self) -> float:
@@ -80,6 +83,8 @@ class MeasuredStep:
     def name(self) -> str:
         execution = "".join(f"-{axis}" for axis, on in (("compile", self.compile != "off"),
                                                            ("graphs", self.cuda_graphs == "on")) if on)
+        execution += f"-{self.checkpointing}-checkpointing" if self.checkpointing != "off" else ""
+        execution += f"-x{self.grad_accum}" if self.grad_accum != 1 else ""
         return f"{self.workload.rsplit(':', 1)[-1]}-{self.preset}-{self.precision}{execution}"
 
 
@@ -146,11 +151,12 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
     """Every ok cell of ``benchmarks/results/<folder>/runs.json`` beside its prediction (cached: 8-15 s of tracing a
     folder -- each precision traced once: no max batch)."""
     gpu, rows, configs = load(folder)
-    groups: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["workload"], r["preset"], r["batch_size"], r["memory_format"]), []).append(r)
+    groups: dict[tuple[str, str, int, str, str, int], list[dict[str, Any]]] = {}
+    for r in rows:  # (a checkpointed or accumulated step is a cell of its own: priced as that step)
+        groups.setdefault((r["workload"], r["preset"], r["batch_size"], r["memory_format"],
+                           r.get("checkpointing") or "off", int(r.get("grad_accum") or 1)), []).append(r)
     out: list[MeasuredStep] = []
-    for (workload, preset, batch, layout), measured in groups.items():
+    for (workload, preset, batch, layout, checkpointing, n), measured in groups.items():
         build = _build(workload, preset, configs[measured[0]["run_id"]])
         measured = [r for r in measured if not stale(r, build)]
         if not measured:
@@ -160,7 +166,7 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
         # optimizer.step(), whose Python the host model prices apart)
         direct = all(DIRECTLY in (r.get("optimizer_impl") or "") for r in measured)
         question = Question(tuple(dict.fromkeys(r["precision"] for r in measured)), batch, layout == "channels_last",
-                            preset, executions=executions)
+                            preset, executions=executions, checkpointing=(checkpointing,), grad_accum=n)
         machine = Machine(gpu, host=replace(MEASURED_HOST, steps_directly=direct))
         predicted = {(p["precision"], p["compile"], p["cuda_graphs"]): p
                      for p in predict_target(workload, build, question, machine, max_batch=False)}
@@ -171,7 +177,7 @@ def steps(folder: str = "h200") -> tuple[MeasuredStep, ...]:
                                     p["predicted_step_ms"], p["predicted_bound"], p["predicted_error_pct"] / 100,
                                     r["peak_allocated_bytes"], p["predicted_peak_bytes"], *execution,
                                     r.get("joules_per_sample"), p.get("predicted_joules_per_sample"),
-                                    str(p.get("predicted_energy_basis") or "")))
+                                    str(p.get("predicted_energy_basis") or ""), checkpointing, n))
     return tuple(out)
 
 
