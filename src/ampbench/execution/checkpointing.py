@@ -247,6 +247,6 @@ def compiled_batchnorm_doubt(model: nn.Module, compiled: bool) -> str | None:
     if not on_cpu or not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for b in checkpointed for m in b.modules()):
         return None
     return ("torch.compile of checkpointed blocks holding BatchNorm on a CPU running AVX2 kernels: torch's Inductor "
-            "computed another forward than eager in ampbench's test (a torch bug; AVX-512 CPUs and GPUs match): this "
-            "cell's numbers may not be eager's model")
+            "computed another forward than eager in ampbench's test (a torch bug; on AVX-512 kernels it matched): "
+            "this cell's numbers may not be eager's model's")
 

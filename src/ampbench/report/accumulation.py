@@ -2,7 +2,8 @@
 trains the same samples a step as micro-batches that fit (``ampbench train --grad-accum N``) -- a run's split chosen
 from the largest batch it measured (``--measure maxbatch``), a prediction's from the accumulated step ``predict``
 priced (``predicted_accumulated_*``) -- or, a model with repeated blocks, whole with them checkpointed (a
-prediction's ``predicted_checkpointed``: each policy's peak and step), and which is faster."""
+prediction's ``predicted_checkpointed``: each policy's peak and step), and which is faster; and what accumulating
+costs where a run measured it beside the plain step (``run --grad-accum 1,N``: :func:`accumulation_cost`)."""
 
 from __future__ import annotations
 
