@@ -125,3 +125,14 @@ def test_what_accumulating_costs_is_each_precisions_samples_over_its_plain_twin(
         f"bert (small) batch 16 x 4 micro-batches a step: fp32 {114 / 117:.2f}x, amp-bf16 {219 / 238:.2f}x the plain "
         "step's samples/s (each later micro-batch adds its gradients into the held ones; one optimizer step for all)"]
     assert accumulation_cost(rows[2:4]) == []  # (no plain step measured beside them)
+
+
+def test_an_oom_row_of_a_model_with_repeated_blocks_names_checkpointing_too() -> None:
+    rows = [_row("fp32", None, status="oom", batch_size=4096, max_batch=1728, model_bytes_fp32=597528,
+                 repeated_blocks=12)]
+    note = accumulation_note(rows) or ""
+    assert note.endswith("; or checkpoint the model's 12 repeated blocks to hold less of each batch's activations "
+                         "(run --checkpointing off,blocks,selective measures what it holds and costs)"), note
+    checkpointed = [{**rows[0], "checkpointing": "blocks"}]  # (already checkpointed: nothing more to say of it)
+    assert "checkpoint the model's" not in (accumulation_note(checkpointed) or "")
+    assert "checkpoint the model's" not in (accumulation_note([{**rows[0], "repeated_blocks": None}]) or "")

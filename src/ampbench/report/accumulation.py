@@ -160,6 +160,11 @@ def accumulation_note(rows: list[dict[str, Any]]) -> str | None:
     if unmeasured:
         parts.append(f"{', '.join(unmeasured)} out of memory at {one or 'their batches'}: --measure maxbatch finds the "
                      "largest batch that fits, and ampbench train --grad-accum N trains the whole batch a step from it")
+    found = max((int(r.get("repeated_blocks") or 0) for r in oom if (r.get("checkpointing") or "off") == "off"),
+                default=0)
+    if found:  # (the other way to the batch: the activations recomputed -- run measures it, predict prices it)
+        parts.append(f"or checkpoint the model's {found} repeated blocks to hold less of each batch's activations (run "
+                     "--checkpointing off,blocks,selective measures what it holds and costs)")
     return "; ".join(parts) or None
 
 

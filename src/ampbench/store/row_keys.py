@@ -169,6 +169,8 @@ ROW_KEYS: dict[str, str] = {
     "model_bytes_fp32": "Tensor bytes torch.save writes for the state_dict with floating tensors in fp32 (the model "
                         "file, headers aside): each storage once, so tied weights count once.",
     "model_bytes_half": "The same with floating tensors in 16 bits.",
+    "repeated_blocks": "The model's repeated blocks (FSDP2's units, what `--checkpointing` checkpoints; null: none), "
+                       "counted when the cell builds it: an out-of-memory row's advice names checkpointing by it.",
     # FLOPs / MFU
     "flops_per_step": "Model FLOPs of one training step (forward + backward): torch.utils.flop_counter with "
                       "ampbench's formulas where torch's are wrong or missing (grouped/depthwise convolutions' "
@@ -304,7 +306,7 @@ _OPT_STR = ("preset", "device", "device_name", "repeat_of", "reason", "created_a
             "memory_saving_vs_fp32_note", "memory_basis", "optimizer_impl", "optimizer_state", "optimizer_states",
             *(k for k, t in seam.row_types().items() if t is str))
 _OPT_INT = ("batch_size", "repeat", "steps", "energy_steps", "warmup", "skipped_steps", "max_batch", "flops_per_step",
-            "recomputed_flops_per_step",
+            "recomputed_flops_per_step", "grad_accum", "repeated_blocks",
             "peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "gpu_used_bytes", "cpu_rss_peak_bytes",
             "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "model_bytes_fp32", "model_bytes_half",
             "graphs_compiled", "graph_breaks", "recompiles", "recompiles_timed", "world_size", "comm_bytes_per_step",

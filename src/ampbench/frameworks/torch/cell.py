@@ -21,7 +21,7 @@ from ampbench.bench.cell_row import add_warnings, judge_timed_steps
 from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
 from ampbench.cells import CellSpec
 from ampbench.distributed.comm import bytes_per_step
-from ampbench.distributed.units import fsdp_split
+from ampbench.distributed.units import blocks, fsdp_split
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution import check_memory_format, compile_counts, cuda_graphs_problem, graph_break_reasons
 from ampbench.execution.checkpointing import check_blocks, checkpointed_names, compiled_batchnorm_doubt
@@ -129,6 +129,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         wl, self.built = self.built or build_workload(spec), None
         self.base_rss = _cpu_baseline(spec, wl, self.device)
         row.update(mem.model_sizes(wl.model))
+        row["repeated_blocks"] = len(blocks(wl.model)) or None  # (what --checkpointing would checkpoint: the oom advice)
         return wl
 
     def batch_size(self, workload: Workload) -> int:
