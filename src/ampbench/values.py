@@ -54,11 +54,16 @@ def parse_grad_accums(value: str | int | None) -> tuple[int, ...]:
         counts = [value] if isinstance(value, int) else [int(n) for n in parse_list(value, "grad-accum")]
     except ValueError:
         raise AmpbenchError(f"--grad-accum {value!r}: expected integers >= 1, e.g. 4 or 1,4") from None
-    bad = [n for n in counts if n < 1]
-    if bad:
-        raise AmpbenchError(f"--grad-accum {bad[0]}: give the micro-batches per optimizer step, an integer >= 1 (1: no "
-                            "accumulation)")
+    for n in counts:
+        check_grad_accum(n)
     return tuple(dict.fromkeys(counts))
+
+
+def check_grad_accum(n: object) -> None:
+    """One ``--grad-accum`` value: an integer >= 1, else one line naming it."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise AmpbenchError(f"--grad-accum {n}: give the micro-batches per optimizer step, an integer >= 1 (1: no "
+                            "accumulation)")
 
 
 def parse_batch_sizes(value: str | None) -> tuple[int | None, ...]:

@@ -61,7 +61,7 @@ from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.support import Support
 from ampbench.seam import Options
-from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list
+from ampbench.values import check_grad_accum, parse_batch_sizes, parse_grad_accums, parse_list
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -180,10 +180,8 @@ class Axes:
                 check_state(state)
         if self.repeats < 1:
             raise AmpbenchError(f"--repeats must be >= 1, got {self.repeats}")
-        bad = [n for n in self.grad_accums if isinstance(n, bool) or not isinstance(n, int) or n < 1]
-        if bad or not self.grad_accums:
-            raise AmpbenchError(f"--grad-accum {bad[0] if bad else ''}: give the micro-batches per optimizer step, an "
-                                "integer >= 1 (1: no accumulation)")
+        for n in self.grad_accums or ("",):
+            check_grad_accum(n)
         if any(b is not None and b < 1 for b in self.batch_sizes):
             raise AmpbenchError(f"--batch-size must be >= 1, got {','.join(str(b) for b in self.batch_sizes)}")
         bad = [s for s in self.strategies if s is not None and s not in STRATEGIES]

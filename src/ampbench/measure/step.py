@@ -80,6 +80,12 @@ class TrainStep:
     """Batches of ``batch_size`` whose gradients a step accumulates before the optimizer steps (``run --grad-accum``,
     as ``train --grad-accum`` runs them): each one's loss weighted 1/N, DDP's all-reduce deferred to the last where
     the strategy's rule allows (:func:`~ampbench.distributed.wrap.deferred_sync`)."""
+    deferred: Any = field(init=False, default=None, repr=False)
+    """DDP's ``no_sync`` for the micro-batches before the last (None: each reduced, or nothing to reduce): found once
+    for the model, not every step."""
+
+    def __post_init__(self) -> None:
+        self.deferred = deferred_sync(self.model, self.mp)
 
     def __call__(self, after_backward: Callable[[], None] | None = None, eager: bool = False, probe: bool = False,
                  micro_batches: int | None = None) -> None:
@@ -92,7 +98,7 @@ class TrainStep:
         if model is self.model:
             mark_step(self.execution)
         self.optimizer.zero_grad(set_to_none=True)
-        deferred = deferred_sync(self.model, self.mp) if n > 1 else None
+        deferred = self.deferred if n > 1 else None
         loss: torch.Tensor | None = None
         for i in range(n):
             inputs, targets = self.batches[self.calls % len(self.batches)]

@@ -520,8 +520,8 @@ def _checkpointed_fit(name: str, state: str | None, batch: int, gpu: Gpu, trace_
         trace = trace_of(name, state, checkpointing=policy)
         model = with_library_workspaces(memory_of(name, state, checkpointing=policy), gpu, tf32)
         mem = model.cost(gpu, batch, max_batch=False)
-        peak, _ = _rank_memory(trace, name, fab, model, mem)
-        out[policy] = {"peak_bytes": float(peak)}
+        peak = mem.peak - _fsdp_share(trace, name, fab, model, mem)[1] if fab and fab.strategy == "fsdp" else mem.peak
+        out[policy] = {"peak_bytes": float(peak)}  # (the peak alone: no largest batch sought, no second trace)
         if peak <= mem.usable:
             step_s = _step_s(trace, gpu, tf32, fab, host, compiled, name)
             out[policy].update(step_ms=step_s * 1e3, samples_per_s=(fab.world if fab else 1) * batch / step_s)
@@ -556,12 +556,17 @@ def _fsdp_memory(trace: Any, name: str, fab: Fabric, model: MemoryModel, mem: An
     """FSDP2's memory per rank: each rank holds 1/N of the weights, gradients and optimizer state and the units it is
     computing (the half gradients master-* holds beside its masters before moving them: per unit too). Updates
     ``memory_keys`` to the rank's; returns the bytes a rank holds less than one device would."""
-    rank = fsdp_memory(trace, layout("fsdp", get(name)), fab.world, mem.weights, mem.gradients, mem.optimizer)
-    sharded = mem.weights + mem.gradients + mem.optimizer - rank.held + model.in_flight
+    rank, sharded = _fsdp_share(trace, name, fab, model, mem)
     memory_keys.update(predicted_weights_bytes=rank.weights, predicted_grads_bytes=rank.gradients,
                        predicted_optimizer_bytes=rank.optimizer, predicted_peak_bytes=mem.peak - sharded,
                        predicted_max_batch=model.max_batch(mem.usable + sharded, mem.workspace))
     return int(sharded)
+
+
+def _fsdp_share(trace: Any, name: str, fab: Fabric, model: MemoryModel, mem: Any) -> tuple[Any, float]:
+    """(a rank's :class:`~ampbench.predict.parallel.FsdpMemory`, the bytes it holds less than one device would)."""
+    rank = fsdp_memory(trace, layout("fsdp", get(name)), fab.world, mem.weights, mem.gradients, mem.optimizer)
+    return rank, mem.weights + mem.gradients + mem.optimizer - rank.held + model.in_flight
 
 
 def _fabric_keys(fab: Fabric, world: int, samples: int, step_s: float) -> dict[str, Any]:

@@ -84,6 +84,12 @@ def checkpointed_text(r: dict[str, Any]) -> str | None:
     return text
 
 
+def micro_text(r: dict[str, Any]) -> str:
+    """" x 4" after the batch of a row whose step accumulates 4 micro-batches of it ("" where it does not)."""
+    n = int(r.get("grad_accum") or 1)
+    return f" x {n}" if n != 1 else ""
+
+
 def accumulated_text(r: dict[str, Any]) -> str:
     """" x 4 micro-batches a step (64 samples)" after a predicted row's batch where its step accumulates (``predict
     --grad-accum``); "" where it does not."""
@@ -175,10 +181,10 @@ def accumulation_cost(rows: list[dict[str, Any]]) -> list[str]:
     plain step's samples/s (the adds into the held gradients)". Nothing where a run has no plain twin."""
     ok = [r for r in rows if r.get("status") == "ok" and not r.get("closing_baseline") and not r.get("repeat")
           and isinstance(r.get("samples_per_s"), (int, float))]
-    plain = {(CellId.of(r), r.get("run_id")): r for r in ok if CellId.of(r).grad_accum == 1}
+    cells = [(CellId.of(r), r) for r in ok]
+    plain = {(cell, r.get("run_id")): r for cell, r in cells if cell.grad_accum == 1}
     groups: dict[tuple[Any, ...], list[str]] = {}
-    for r in ok:
-        cell = CellId.of(r)
+    for cell, r in cells:
         twin = plain.get((cell.but(grad_accum=1), r.get("run_id")))
         if cell.grad_accum == 1 or twin is None or not twin["samples_per_s"]:
             continue

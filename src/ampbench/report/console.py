@@ -16,7 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ampbench.execution.axes import Execution, strategy_label
-from ampbench.report.accumulation import accumulate_text, accumulated_text, accumulation_cost, checkpointed_text
+from ampbench.report.accumulation import (
+    accumulate_text,
+    accumulated_text,
+    accumulation_cost,
+    checkpointed_text,
+    micro_text,
+)
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
@@ -256,8 +262,7 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             apart.append(Col("strategy", [Text(strategy_label(r) or "1 process") for r in group], "left"))
         if any(r.get("optimizer_state") for r in group):  # (--optimizer-state: which optimizer each row stepped with)
             apart.append(Col("optimizer states", [Text(r.get("optimizer_state") or "as built") for r in group], "left"))
-        batch = Col("batch", [_num(r.get("batch_size"), ",") + (f" x {r['grad_accum']}" if (r.get("grad_accum") or 1) != 1
-                                                                 else "") for r in group])
+        batch = Col("batch", [_num(r.get("batch_size"), ",") + micro_text(r) for r in group])
         if len(sizes) > 1:
             apart.append(batch)
         varies = [c for c in apart if len({str(x) for x in c.cells}) > 1]
@@ -536,8 +541,8 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
     by_workload: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
     for group in workload_groups(rows):
         wl, preset = group[0]["workload"], group[0].get("preset") or ""
-        n = int(group[0].get("grad_accum") or 1)  # ("64 x 4": the micro-batches a step, beside the plain 64)
-        by_workload.setdefault((wl, preset), []).append((f"{group[0].get('batch_size')}" + (f" x {n}" if n != 1 else ""),
+        # ("64 x 4": the micro-batches a step, beside the plain 64)
+        by_workload.setdefault((wl, preset), []).append((f"{group[0].get('batch_size')}{micro_text(group[0])}",
                                                          advise(group)))
     for (wl, preset), advices in by_workload.items():
         head = f"{escape(wl)} ({escape(preset)})"

@@ -399,8 +399,8 @@ def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
         if r.get("strategy") and r.get("status") == "ok":
             by.setdefault(str(r["gpu"]), []).append(r)
     for gpu, group in by.items():
-        r = group[0]
-        eff = ", ".join(f"{_fabric_mode(x, group)} {x['predicted_scaling_efficiency']:.2f}" for x in group)
+        r, modes = group[0], _fabric_modes(group)
+        eff = ", ".join(f"{m} {x['predicted_scaling_efficiency']:.2f}" for x, m in zip(group, modes))
         n = int(r.get("grad_accum") or 1)
         if r["strategy"] == "fsdp":
             units = r.get("predicted_fsdp_units") or 1
@@ -408,11 +408,11 @@ def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
                      f"{units} units as run wraps the model, the root and {units - 1} blocks: each block's overlap its "
                      "neighbours' compute")
             each = f"; each of {n} micro-batches gathers and reduce-scatters anew" if n > 1 else ""
-            comm = _by_figure(group, "all-gathers and reduce-scatters", f" ({shape}{each})",
+            comm = _by_figure(group, modes, "all-gathers and reduce-scatters", f" ({shape}{each})",
                               lambda x: f"{x['predicted_allgather_ms']:,.2f} ms and {x['predicted_reduce_scatter_ms']:,.2f}"
                                         f" ms a step, {x['predicted_comm_ms']:,.2f} ms of them waited on")
         else:
-            comm = _by_figure(group, "the gradients' all-reduce", "" if n == 1 else _reductions(group, n),
+            comm = _by_figure(group, modes, "the gradients' all-reduce", "" if n == 1 else _reductions(group, modes, n),
                               lambda x: f"{x['predicted_allreduce_ms']:,.2f} ms a step, {x['predicted_comm_ms']:,.2f} "
                                         "ms of it past the backward")
         yield (f"{gpu}: {r['strategy']} x{r['world_size']} ({r['gpus_per_node']} per machine x {r['nodes']}) over "
@@ -420,29 +420,30 @@ def ddp_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
                f"scaling efficiency (one GPU's step / this step) {eff}")
 
 
-def _fabric_mode(r: dict[str, Any], group: list[dict[str, Any]]) -> str:
-    """A row's mode in a fabric's line: its execution said too where the GPU's rows are of several ("amp-bf16 ·
+def _fabric_modes(group: list[dict[str, Any]]) -> list[str]:
+    """Each row's mode in a fabric's line: its execution said too where the GPU's rows are of several ("amp-bf16 ·
     selective-checkpointing")."""
-    several = len({Execution.of(x) for x in group}) > 1
-    ex = Execution.of(r)
-    return _mode(r) + (f" · {ex.label}" if several and not ex.is_default else "")
+    executions = [Execution.of(x) for x in group]
+    several = len(set(executions)) > 1
+    return [_mode(r) + (f" · {ex.label}" if several and not ex.is_default else "") for r, ex in zip(group, executions)]
 
 
-def _by_figure(group: list[dict[str, Any]], what: str, how: str, figure: Callable[[dict[str, Any]], str]) -> str:
+def _by_figure(group: list[dict[str, Any]], modes: list[str], what: str, how: str,
+               figure: Callable[[dict[str, Any]], str]) -> str:
     """"<what><how>: <figure>" where every row's figure is the same; "<what><how>: fp32, amp-bf16 <figure>;
-    master-bf16 <figure>" where they differ."""
+    master-bf16 <figure>" where they differ (``modes``: :func:`_fabric_modes`)."""
     figures: dict[str, list[str]] = {}
-    for r in group:
-        figures.setdefault(figure(r), []).append(_fabric_mode(r, group))
+    for r, mode in zip(group, modes):
+        figures.setdefault(figure(r), []).append(mode)
     if len(figures) == 1:
         return f"{what}{how}: {next(iter(figures))}"
     return f"{what}{how}: " + "; ".join(f"{', '.join(m)} {f}" for f, m in figures.items())
 
 
-def _reductions(group: list[dict[str, Any]], n: int) -> str:
+def _reductions(group: list[dict[str, Any]], modes: list[str], n: int) -> str:
     """" (once, in the last of 4 micro-batches' backward; master-bf16 in each one's)" of an accumulating step's rows
     (``predicted_reductions``: the times a step reduces its gradients)."""
-    each = [_fabric_mode(r, group) for r in group if int(r.get("predicted_reductions") or 1) > 1]
+    each = [m for r, m in zip(group, modes) if int(r.get("predicted_reductions") or 1) > 1]
     parts = [f"once, in the last of {n} micro-batches' backward"] if len(each) < len(group) else []
     if each:
         parts.append(f"{', '.join(each)} in each micro-batch's" if parts else f"in each of {n} micro-batches' backward")
