@@ -72,6 +72,18 @@ def flat(obj: Any, kind: str) -> dict[str, Any]:
     return out
 
 
+def defaults_left_out(cls: type, kind: str) -> dict[str, Any]:
+    """The scalar fields of dataclass ``cls`` (its sections' too) that :func:`flat` leaves out of a ``kind`` dict while
+    they hold their default, with that default: what a stored identity that lacks one of them held (``repeats``: 1)."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.metadata.get("section"):
+            out.update(defaults_left_out(f.default_factory, kind))  # type: ignore[arg-type]  # (its factory is its class)
+        elif f.metadata.get(kind) == DEFAULT and isinstance(_default(f), (str, int, float, bool)):
+            out[f.name] = _default(f)
+    return out
+
+
 FRAMEWORK_ENTRIES = "framework entries"
 """Metadata rule of the framework and backend fields: left out of the flat dict, whose owner adds
 :func:`ampbench.seam.key_entries` instead (``keras_backend`` for a Keras cell, nothing for a PyTorch one: the

@@ -1,7 +1,11 @@
-"""``ampbench compare``: throughput across devices, one table per setting."""
+"""``ampbench compare``: throughput across devices, one table per setting; with ``--runs``, two runs of the same
+cells side by side (:mod:`ampbench.report.run_diff`)."""
 
 from __future__ import annotations
 
+import json
+import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,13 +13,26 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from ampbench.cli.core import app, console, open_store
+from ampbench.cells import defaults_left_out
+from ampbench.cli.core import app, console, err_console, open_store
 from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
 from ampbench.report.predictions import table as predictions_table
+from ampbench.report.run_diff import (
+    MIN_CHANGE,
+    cell_line,
+    cell_name,
+    change_text,
+    diff_runs,
+    header_lines,
+    markdown,
+    summary_line,
+)
+from ampbench.store import derive
 from ampbench.store.derive import merge_repeats
+from ampbench.store.exchange import clean_json
 from ampbench.values import parse_list
 
 
@@ -26,14 +43,28 @@ def compare_cmd(
     precision: Annotated[Opt[str], typer.Option("--precisions", "--precision",
                                                   help="Only these modes (comma-separated).")] = None,
     reference: Annotated[Opt[str], typer.Option(help="Device name to normalise to (default: the slowest in fp32).")] = None,
+    runs: Annotated[Opt[str], typer.Option(help="Two runs, BEFORE,AFTER (ids, unique prefixes, or previous / latest): "
+                                                "each cell in both, what changed beyond the noise, what differs "
+                                                "between the runs.")] = None,
+    fail_if_slower: Annotated[Opt[float], typer.Option(
+        help="With --runs: exit 1 when a cell ran more than PCT % slower beyond the noise, or stopped running "
+             "(a regression gate).", metavar="PCT")] = None,
+    min_change: Annotated[Opt[float], typer.Option(
+        help="With --runs: the smallest change that counts, whatever the noise (default 1).", metavar="PCT")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="With --runs: table | md | json.")] = "table",
 ) -> None:
-    """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device."""
+    """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device; with --runs,
+    two runs of the same cells: what changed beyond the noise."""
     from ampbench.precision import resolve  # lazy: torch
     from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
 
+    check_run_options(runs, reference, fail_if_slower, min_change, fmt)
     store = open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
     wanted = parse_list(workloads, "workloads") or None
+    if runs is not None:
+        _runs(store, runs, wanted, precs, fail_if_slower, MIN_CHANGE if min_change is None else min_change / 100, fmt)
+        return
     tables = compare_table(merge_repeats(store.rows()), reference, wanted, precs)
     if not tables:
         if store.latest_run() is None and store.predictions(wanted):
@@ -55,6 +86,101 @@ def compare_cmd(
     if alone:
         console.print(alone_text(alone, compared), soft_wrap=True)
     _predicted(store, sorted({t.workload for t in tables}), precs)
+
+
+def check_run_options(runs: str | None, reference: str | None, fail_if_slower: float | None,
+                      min_change: float | None, fmt: str) -> None:
+    """The options of a two-run comparison, checked before the store is read (each a one-line error)."""
+    if fmt not in ("table", "md", "json"):
+        raise AmpbenchError(f"--format {fmt!r}: choose table, md or json")
+    if runs is None:
+        given = next((name for name, v in (("--fail-if-slower", fail_if_slower), ("--min-change", min_change),
+                                           ("--format", None if fmt == "table" else fmt)) if v is not None), None)
+        if given:
+            raise AmpbenchError(f"{given} compares two runs: give --runs BEFORE,AFTER")
+        return
+    if reference is not None:
+        raise AmpbenchError("--reference normalises devices; --runs compares two runs: give one")
+    if len(parse_list(runs, "runs")) != 2:
+        raise AmpbenchError(f"--runs {runs!r}: give two runs, BEFORE,AFTER (ids, unique prefixes, previous, latest)")
+    for name, pct in (("--fail-if-slower", fail_if_slower), ("--min-change", min_change)):
+        if pct is not None and not (math.isfinite(pct) and 0 <= pct < 100):
+            raise AmpbenchError(f"{name} {pct:g}: a percentage from 0 to 100 (5: a cell 5 % slower)")
+
+
+def _pick(store: Any, name: str) -> Any:
+    """A run named on the command line: an id or unique prefix, or previous / latest."""
+    runs = store.runs()
+    if name in ("latest", "previous"):
+        back = 1 if name == "latest" else 2
+        if len(runs) < back:
+            raise AmpbenchError(f"--runs {name}: {store.path} holds {len(runs)} run{'s' if len(runs) != 1 else ''}")
+        return runs[-back]
+    return store.run(name)
+
+
+def _runs(store: Any, runs: str, workloads: list[str] | None, precisions: list[str] | None,
+          fail_if_slower: float | None, min_change: float, fmt: str) -> None:
+    """``compare --runs BEFORE,AFTER``: the same cells in two runs, side by side."""
+    first, second = (_pick(store, n) for n in parse_list(runs, "runs"))
+    if first.run_id == second.run_id:
+        raise AmpbenchError(f"--runs {runs!r}: both name run {first.run_id}; give two runs")
+    sides = []
+    for info in (first, second):
+        rows = derive(store.rows(info.run_id, workloads), store.hw())
+        sides.append([r for r in rows if precisions is None or r["precision"] in precisions])
+    from ampbench.bench.config import RunConfig  # lazy: torch
+
+    diff = diff_runs(first, sides[0], second, sides[1], defaults_left_out(RunConfig, "run"), min_change)
+    if not any(c.before is not None and c.after is not None for c in diff.changes):
+        raise AmpbenchError(f"runs {first.run_id} and {second.run_id} measured no cell in common"
+                            f"{' (of the workloads and precisions asked)' if workloads or precisions else ''}: "
+                            "ampbench results --run ID lists each run's cells")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(clean_json(diff.to_dict()), indent=1) + "\n")
+    elif fmt == "md":
+        sys.stdout.write(markdown(diff))
+    else:
+        _print_diff(diff)
+    if fail_if_slower is not None:
+        bad = diff.regressions(fail_if_slower / 100)
+        if bad:
+            err_console.print(f"[red]regression:[/] {escape(regression_text(bad, fail_if_slower))}", highlight=False)
+            raise typer.Exit(1)
+
+
+def regression_text(bad: list[Any], pct: float) -> str:
+    """One line naming the cells a ``--fail-if-slower`` gate fails on."""
+    named = "; ".join(f"{cell_name(c.cell)} {change_text(c)}" for c in bad[:3])
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return (f"{len(bad)} cell{'s' if len(bad) != 1 else ''} slower than {pct:g} % beyond the noise or no longer "
+            f"running: {named}{more}")
+
+
+def _print_diff(diff: Any) -> None:
+    from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
+
+    for line in header_lines(diff):
+        console.print(escape(line), highlight=False)
+    for setting, changes in diff.settings():
+        cells = [cell_line(c) for c in changes]
+        key = Col("precision", [escape(c["precision"]) for c in cells], justify="left")
+        cols = [Col("before /s", [c["before"] for c in cells]), Col("after /s", [c["after"] for c in cells]),
+                Col("change", [c["change"] for c in cells]),
+                Col("verdict", [Text(c["verdict"], style=_style(c["verdict"])) for c in cells],
+                    justify="left", wraps=True),
+                Col("x fp32 before -> after", [c["gain"] for c in cells]),
+                Col("memory before -> after", [c["memory"] for c in cells], wraps=True)]
+        title = f"{setting.workload} ({setting.preset}), {setting.describe()}"
+        for table in stack_tables(escape(title), key, cols, console.width):
+            console.print(table)
+    console.print(escape(summary_line(diff)), highlight=False)
+
+
+def _style(verdict: str) -> str:
+    """Green for a gain (faster, now runs), red for a loss (slower, now fails)."""
+    return ("green" if verdict.startswith(("faster", "now runs")) else
+            "red" if verdict.startswith(("slower", "now fails")) else "")
 
 
 def alone_text(alone: list[Any], compared: list[Any]) -> str:

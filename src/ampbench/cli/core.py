@@ -4,8 +4,9 @@ Every user error is one line on stderr and exit code 2, never a traceback. Text 
 (names, paths, reasons) is escaped before rich prints it: ``ampbench[timm]`` stays as written.
 
 Exit codes: 0 success (for ``run``: every cell ok, or a status that is a measurement -- oom, diverged,
-unsupported); 1 ``run`` finished but some cells errored (a crash, a timeout, data that failed while running); 2 bad
-input, found before any work started; 130 interrupted.
+unsupported); 1 ``run`` finished but some cells errored (a crash, a timeout, data that failed while running), or
+``compare --runs --fail-if-slower`` found a cell slower beyond the noise; 2 bad input, found before any work started;
+130 interrupted.
 """
 
 from __future__ import annotations

@@ -1,0 +1,233 @@
+"""``ampbench compare --runs BEFORE,AFTER``: the same cells in two runs, each change judged against its noise.
+
+Oracles: every change and noise is recomputed here from the rows' own keys (ratio, quadrature sum, sample standard
+deviation written out); the verdicts are checked on both sides of each boundary; the two H200 leases' stored runs
+give the real-data path, checked against their export files read directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ampbench.bench.config import RunConfig
+from ampbench.cells import CellId, defaults_left_out
+from ampbench.report import run_diff as rd
+from ampbench.store import Store, derive
+from tests.conftest import cli
+from tests.report.conftest import _row
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Info:
+    def __init__(self, run_id: str, config: dict | None = None, created_at: str = "2026-11-27T05:47:53+00:00") -> None:
+        self.run_id, self.created_at, self.device_name, self.hostname = run_id, created_at, "NVIDIA H200", "vm"
+        self.config = config or {"identity": {"steps": 30}}
+
+
+def _ok(run: str, precision: str, sps: float, noise: float | None = None, **kw: object) -> dict:
+    kw.setdefault("peak_allocated_bytes", 2**30)
+    return _row(run, "bert", precision, sps, samples_per_s_noise=noise, **kw)
+
+
+def _change(before: dict | None, after: dict | None, **kw: object) -> rd.CellChange:
+    row = before or after
+    assert row is not None
+    return rd.change_of(CellId.of(row), before, after, **kw)  # type: ignore[arg-type]
+
+
+def test_the_change_and_its_noise_are_the_rows_own() -> None:
+    """change = after / before - 1; noise = both cells' block noise, both repeats' spread and both runs' fp32 drift,
+    in quadrature: written out here term by term."""
+    reps_a, reps_b = [100.0, 104.0, 98.0], [120.0, 118.0]
+
+    def rel_sd(xs: list[float]) -> float:
+        m = sum(xs) / len(xs)
+        return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) / m
+
+    before = _ok("a", "amp-bf16", 100.0, 0.01, samples_per_s_repeats=reps_a)
+    after = _ok("b", "amp-bf16", 120.0, 0.02, samples_per_s_repeats=reps_b)
+    base_a, base_b = _ok("a", "fp32", 50.0, baseline_drift=0.03), _ok("b", "fp32", 50.0, baseline_drift=0.04)
+    c = rd.change_of(CellId.of(before), before, after, base_a, base_b)
+    assert c.change == pytest.approx(120.0 / 100.0 - 1)
+    expected = math.sqrt(0.01**2 + rel_sd(reps_a) ** 2 + 0.03**2 + 0.02**2 + rel_sd(reps_b) ** 2 + 0.04**2)
+    assert c.noise == pytest.approx(expected)
+    assert c.verdict == rd.FASTER  # (+20% against 2 x ~6.6%)
+
+
+@pytest.mark.parametrize(("after", "noise", "verdict", "text"), [
+    (103.0, 0.01, rd.FASTER, "faster"),         # +3% > 2 x 1.41%
+    (102.0, 0.01, rd.SAME, "within noise"),     # +2% < 2 x 1.41%
+    (97.0, 0.01, rd.SLOWER, "slower"),
+    (100.8, 0.001, rd.SAME, "within 1%"),       # beyond 2 x noise (0.28%) but under the 1% that counts
+    (101.5, 0.001, rd.FASTER, "faster"),
+    (150.0, None, rd.UNKNOWN, "noise unknown"),  # nothing measured the noise: no verdict, however large
+])
+def test_a_change_counts_beyond_twice_its_noise_and_the_smallest_change(after: float, noise: float | None,
+                                                                       verdict: str, text: str) -> None:
+    c = _change(_ok("a", "tf32", 100.0, noise), _ok("b", "tf32", after, noise))
+    assert (c.verdict, rd.verdict_text(c)) == (verdict, text)
+    loose = _change(_ok("a", "tf32", 100.0, noise), _ok("b", "tf32", after, noise), min_change=0.0)
+    if noise is not None and abs(after / 100 - 1) > 2 * math.hypot(noise, noise):
+        assert loose.verdict in (rd.FASTER, rd.SLOWER)
+
+
+def test_statuses_and_cells_measured_once() -> None:
+    ok_a, ok_b = _ok("a", "amp-fp16", 100.0, 0.01), _ok("b", "amp-fp16", 90.0, 0.01)
+    oom_a = _row("a", "bert", "amp-fp16", None, status="oom", reason="CUDA out of memory")
+    oom_b = _row("b", "bert", "amp-fp16", None, status="oom", reason="CUDA out of memory")
+    cases = [(ok_a, oom_b, rd.NOW_FAILS, "now fails (oom)"), (oom_a, ok_b, rd.NOW_RUNS, "now runs (was oom)"),
+             (oom_a, oom_b, rd.BOTH_FAIL, "fails in both (oom)"), (ok_a, None, rd.BEFORE_ONLY, "before only"),
+             (None, ok_b, rd.AFTER_ONLY, "after only")]
+    for a, b, verdict, text in cases:
+        c = _change(a, b)
+        assert (c.verdict, rd.verdict_text(c), c.change, rd.change_text(c)) == (verdict, text, None, "-")
+    assert _change(ok_a, oom_b).slower_by_more_than(0.5)  # a cell that stopped running fails any gate
+    slower = _change(ok_a, ok_b)  # -10% +- 1.4%
+    assert slower.slower_by_more_than(0.05) and not slower.slower_by_more_than(0.10)
+    assert not _change(ok_b, ok_a).slower_by_more_than(0.0)
+
+
+def test_memory_compares_one_measure_and_rss_only_beyond_its_noise() -> None:
+    a = _ok("a", "fp32", 100.0, 0.01, peak_allocated_bytes=1000)
+    b = _ok("b", "fp32", 100.0, 0.01, peak_allocated_bytes=1250)
+    assert _change(a, b).memory_change == pytest.approx(0.25)
+    split = dict(weights_bytes=10, grads_bytes=10, optimizer_bytes=20, activation_bytes=60)
+    cpu = _ok("b", "fp32", 100.0, 0.01, device="cpu", memory_source="exact split", **split)
+    c = _change(a, cpu)
+    assert c.memory_change is None and c.memory_note == "not the same measure (peak before, exact after)"
+    rss = dict(device="cpu", memory_source="rss growth")
+    one = _change(_ok("a", "fp32", 1.0, 0.01, cpu_rss_peak_bytes=100, **rss),
+                  _ok("b", "fp32", 1.0, 0.01, cpu_rss_peak_bytes=300, **rss))
+    assert one.memory_change is None and "unmeasured" in (one.memory_note or "")
+    noisy = _change(_ok("a", "fp32", 1.0, 0.01, cpu_rss_peak_bytes_repeats=[100, 200], **rss),
+                    _ok("b", "fp32", 1.0, 0.01, cpu_rss_peak_bytes_repeats=[150, 250], **rss))
+    assert noisy.memory_change is None and noisy.memory_note == "RSS growth within the readings' noise"
+    clear = _change(_ok("a", "fp32", 1.0, 0.01, cpu_rss_peak_bytes_repeats=[100, 110], **rss),
+                    _ok("b", "fp32", 1.0, 0.01, cpu_rss_peak_bytes_repeats=[300, 310], **rss))
+    assert clear.memory_change == pytest.approx(300 / 100 - 1)  # (each side its readings' lower median)
+
+
+def test_what_differs_between_the_runs_is_listed_with_left_out_defaults_named() -> None:
+    """A run's stored config leaves a setting out while it holds its default: --repeats 3 against a plain run reads
+    'repeats 1 -> 3', not '- -> 3'."""
+    defaults = defaults_left_out(RunConfig, "run")
+    assert defaults["repeats"] == 1
+    a = [_ok("a", "fp32", 100.0, 0.01)]
+    b = [_ok("b", "fp32", 100.0, 0.01, env={**a[0]["env"], "torch": "2.13"})]  # type: ignore[dict-item]
+    diff = rd.diff_runs(_Info("a"), a, _Info("b", {"identity": {"steps": 20, "repeats": 3}}), b, defaults)
+    assert diff.differences == [("torch", "2.11", "2.13"), ("repeats", "1", "3"), ("steps", "30", "20")]
+    same = rd.diff_runs(_Info("a"), a, _Info("c"), [_ok("c", "fp32", 100.0, 0.01)], defaults)
+    assert same.differences == [] and "nothing the rows recorded" in rd.header_lines(same)[2]
+
+
+def test_defaults_left_out_are_exactly_what_a_run_identity_omits_at_their_default() -> None:
+    config = RunConfig(device="cpu", axes=RunConfig.__dataclass_fields__["axes"].default_factory(  # type: ignore[misc]
+        precisions=("fp32",)))
+    left = defaults_left_out(RunConfig, "run")
+    assert left and not set(left) & set(config.identity())
+
+
+def _store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "d.db")
+    a = s.create_run({"identity": {"steps": 30}}, device="cuda:0", device_name="NVIDIA A100-SXM4-80GB",
+                     hostname="gpu-box").run_id
+    for r in (_row(a, "bert", "fp32", 1000.0, samples_per_s_noise=0.005, peak_allocated_bytes=4 * 2**30),
+              _row(a, "bert", "amp-bf16", 3000.0, samples_per_s_noise=0.005, peak_allocated_bytes=2 * 2**30),
+              _row(a, "bert", "amp-fp16", 3100.0, samples_per_s_noise=0.005, peak_allocated_bytes=2 * 2**30),
+              _row(a, "vit", "fp32", 500.0, samples_per_s_noise=0.005)):
+        s.add(r)
+    b = s.create_run({"identity": {"steps": 30}}, device="cuda:0", device_name="NVIDIA A100-SXM4-80GB",
+                     hostname="gpu-box").run_id
+    env = {"device": "cuda:0", "capability": "8.0", "torch": "2.13", "hostname": "gpu-box", "driver": "550.54",
+           "cuda": "12.4", "cudnn": 90100}
+    for r in (_row(b, "bert", "fp32", 1003.0, samples_per_s_noise=0.005, peak_allocated_bytes=4 * 2**30, env=env),
+              _row(b, "bert", "amp-bf16", 2700.0, samples_per_s_noise=0.005, peak_allocated_bytes=2 * 2**30, env=env),
+              _row(b, "bert", "amp-fp16", None, status="oom", reason="CUDA out of memory", env=env),
+              _row(b, "unet", "fp32", 80.0, samples_per_s_noise=0.005, env=env)):
+        s.add(r)
+    return s
+
+
+def test_compare_runs_prints_each_setting_and_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ampbench.cli import core
+
+    monkeypatch.setattr(core.console, "_width", 80)
+    db = str(_store(tmp_path).path)
+    code, out, err = cli("compare", "--db", db, "--runs", "previous,latest")
+    assert code == 0, err
+    tables = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]  # (messages are one line: the terminal wraps)
+    assert tables and max(len(line) for line in tables) <= 80 and "…" not in out
+    flat = " ".join(out.split())
+    assert "what differs: torch 2.11 -> 2.13" in flat
+    assert "bert (small), batch 64, eager" in flat and "vit (small)" in flat and "unet (small)" in flat
+    for word in ("+0.3%", "-10.0%", "slower", "now fails (oom)", "before only", "after only", "3.00x -> 2.69x"):
+        assert word in flat, word
+    assert flat.endswith("5 cells: 1 slower, 1 now fails, 1 unchanged, 1 before only, 1 after only; the largest "
+                         "slowdown: bert (small) amp-bf16, batch 64, eager -10.0% ±0.7%"), flat
+    code, _, err = cli("compare", "--db", db, "--runs", "previous,latest", "--fail-if-slower", "5")
+    assert code == 1 and err.count("\n") == 1 and "2 cells slower than 5 % beyond the noise or no longer running" in err
+    code, _, err = cli("compare", "--db", db, "--runs", "previous,latest", "--fail-if-slower", "5", "--precisions",
+                       "fp32")
+    assert code == 0, err
+
+
+def test_compare_runs_as_json_and_markdown(tmp_path: Path) -> None:
+    db = str(_store(tmp_path).path)
+    code, out, _ = cli("compare", "--db", db, "--runs", "previous,latest", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["counts"] == {"slower": 1, "now fails": 1, "unchanged": 1, "before only": 1,
+                                           "after only": 1} and doc["significance"] == 2.0
+    (bf16,) = [c for c in doc["cells"] if c["precision"] == "amp-bf16"]
+    assert bf16["change"] == pytest.approx(2700 / 3000 - 1) and bf16["verdict"] == "slower"
+    assert bf16["before"]["samples_per_s"] == 3000 and bf16["after"]["memory_bytes"] == 2 * 2**30
+    code, md, _ = cli("compare", "--db", db, "--runs", "previous,latest", "--format", "md", "--workloads", "bert")
+    assert code == 0 and md.count("| precision | before /s |") == 1 and "| amp-bf16 | 3,000 | 2,700 | -10.0% ±0.7% |" in md
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--runs", "x"], "--runs 'x': give two runs, BEFORE,AFTER"),
+    (["--runs", "latest,latest"], "both name run"),
+    (["--runs", "nope,latest"], "no run 'nope'"),
+    (["--fail-if-slower", "5"], "--fail-if-slower compares two runs: give --runs BEFORE,AFTER"),
+    (["--format", "json"], "--format compares two runs"),
+    (["--runs", "previous,latest", "--reference", "H200"], "--reference normalises devices"),
+    (["--runs", "previous,latest", "--min-change", "-1"], "--min-change -1: a percentage from 0 to 100"),
+    (["--runs", "previous,latest", "--format", "xml"], "--format 'xml': choose table, md or json"),
+    (["--runs", "previous,latest", "--workloads", "gpt2"], "measured no cell in common (of the workloads and"),
+])
+def test_compare_runs_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    code, out, err = cli("compare", "--db", str(_store(tmp_path).path), *args)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_two_h200_leases_compared_from_their_exports(tmp_path: Path) -> None:
+    """The committed H200 runs of two leases (the real-scale suite, nine hours apart): each paired change is the
+    export files' own samples/s ratio, and what differs is what their configs say."""
+    files = [ROOT / "benchmarks/results/h200/truth/runs.json", ROOT / "benchmarks/results/h200/lease3/runs.json"]
+    db = tmp_path / "h200.db"
+    for f in files:
+        assert cli("import", "--db", str(db), str(f))[0] == 0
+    code, out, err = cli("compare", "--db", str(db), "--runs", "20261127-0547,20261127-1450", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    raw = {}
+    for f in files:
+        for r in json.loads(f.read_text())["rows"]:
+            if r["status"] == "ok" and not r.get("repeat_of") and r["precision"] != "fp32":
+                raw.setdefault((r["run_id"][:15], r["workload"], r["precision"]), r["samples_per_s"])
+    # (fp32's closing measurement is folded into its row, as every reader folds it: the other modes are one row each)
+    paired = [c for c in doc["cells"] if c["change"] is not None and c["precision"] != "fp32"]
+    assert len(paired) >= 20
+    for c in paired:
+        a, b = raw[("20261127-054753", c["workload"], c["precision"])], raw[("20261127-145038", c["workload"],
+                                                                              c["precision"])]
+        assert c["change"] == pytest.approx(b / a - 1), c
+    assert {"what": "steps", "before": "30", "after": "20"} in doc["differences"]
+    assert all(d["what"] not in ("torch", "device", "driver") for d in doc["differences"])  # one GPU, one stack
+    rows = derive(Store(db).rows())
+    assert rows  # (the store reads back whole)
