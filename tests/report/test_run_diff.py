@@ -231,3 +231,48 @@ def test_two_h200_leases_compared_from_their_exports(tmp_path: Path) -> None:
     assert all(d["what"] not in ("torch", "device", "driver") for d in doc["differences"])  # one GPU, one stack
     rows = derive(Store(db).rows())
     assert rows  # (the store reads back whole)
+
+
+def test_a_run_measuring_memory_alone_is_not_timed_not_failed() -> None:
+    timed = _ok("a", "fp32", 100.0, 0.01, peak_allocated_bytes=1000)
+    memory_only = _ok("b", "fp32", None, None, peak_allocated_bytes=1100)  # type: ignore[arg-type]
+    c = _change(timed, memory_only)
+    assert (c.verdict, c.change, c.memory_change) == (rd.NOT_TIMED, None, pytest.approx(0.1))
+    assert not c.slower_by_more_than(0.0) and rd.cell_line(c)["after"] == "-"
+
+
+def test_since_last_finds_the_latest_run_on_the_same_device_with_shared_timed_cells(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+
+    def run(device: str, *rows: tuple[str, str, float | None]) -> str:
+        run_id = s.create_run({"identity": {}}, device="cuda:0", device_name=device, hostname="h").run_id
+        for workload, precision, sps in rows:
+            s.add(_row(run_id, workload, precision, sps, device_name=device, samples_per_s_noise=0.001))
+        return run_id
+
+    a100, h100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100"
+    first = run(a100, ("bert", "fp32", 100.0), ("bert", "amp-bf16", 300.0))
+    run(h100, ("bert", "fp32", 500.0))          # another device: never the baseline of an A100 run
+    run(a100, ("vit", "fp32", 50.0))            # no shared cell
+    run(a100, ("bert", "fp32", None))           # shared, but timed in neither... (memory alone)
+    last = run(a100, ("bert", "fp32", 100.5), ("bert", "amp-bf16", 240.0), ("unet", "fp32", 10.0))
+    diff = rd.since_last(s, s.run(last))
+    assert diff is not None and diff.before.run_id == first
+    assert [(c.cell.precision, c.verdict) for c in diff.changes] == [("fp32", rd.SAME), ("amp-bf16", rd.SLOWER)]
+    line = rd.since_line(diff)
+    assert line.startswith(f"since run {first} (") and f"compare --runs {first},{last}" in line
+    assert "2 cells: 1 slower, 1 unchanged; the largest slowdown: bert (small) amp-bf16, batch 64, eager -20.0%" in line
+    assert rd.since_last(s, s.run(first)) is None
+
+
+def test_run_ends_with_what_changed_since_the_last_run_of_its_cells(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    args = ["run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "3",
+            "--warmup", "1", "--no-isolate", "--no-report", "--db", db]
+    code, out, err = cli(*args)
+    assert code == 0 and "since run" not in out, err
+    first = Store(tmp_path / "r.db").latest_run().run_id  # type: ignore[union-attr]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith("since run")]
+    assert line.startswith(f"since run {first} (") and "the last on this device to measure this cell: 1 cell: " in line

@@ -134,6 +134,17 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOp
         console.print(f"wrote the plan to {escape(str(json_out))}")
 
 
+def _since_last(store: Any, info: Any) -> None:
+    """What changed since the last run on this device that measured these cells (beyond the noise): one line."""
+    from ampbench.bench.config import RunConfig  # lazy: torch
+    from ampbench.cells import defaults_left_out
+    from ampbench.report.run_diff import since_last, since_line
+
+    diff = since_last(store, store.run(info.run_id), defaults_left_out(RunConfig, "run"))
+    if diff is not None:
+        console.print(escape(since_line(diff)), highlight=False)
+
+
 def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | None, report: Path | bool | None,
             took: str = "") -> None:
     """The run's summary and advice, its JSON and report; exit code 1 when cells errored (oom/diverged are
@@ -148,6 +159,7 @@ def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | 
 
     for advice in advice_lines(rows):
         console.print(advice)
+    _since_last(store, info)
     if json_out is not None:
         write_json(export_data(store, [info.run_id], kernel_tables=False), json_out)
         console.print(f"wrote {escape(str(json_out))}")

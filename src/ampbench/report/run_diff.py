@@ -36,8 +36,8 @@ is not all in the noise one run measures; 1 % is twice the largest of those."""
 
 FASTER, SLOWER, SAME, UNKNOWN = "faster", "slower", "unchanged", "noise unknown"
 NOW_FAILS, NOW_RUNS, BOTH_FAIL = "now fails", "now runs", "fails in both"
-BEFORE_ONLY, AFTER_ONLY = "before only", "after only"
-VERDICTS = (SLOWER, NOW_FAILS, FASTER, NOW_RUNS, SAME, UNKNOWN, BOTH_FAIL, BEFORE_ONLY, AFTER_ONLY)
+BEFORE_ONLY, AFTER_ONLY, NOT_TIMED = "before only", "after only", "not timed in both"
+VERDICTS = (SLOWER, NOW_FAILS, FASTER, NOW_RUNS, SAME, UNKNOWN, BOTH_FAIL, NOT_TIMED, BEFORE_ONLY, AFTER_ONLY)
 """Every verdict, in the order a summary names them (what needs a look first)."""
 
 ENV_FACTS = (("device_name", "device"), ("capability", "compute capability"), ("driver", "driver"), ("cuda", "CUDA"),
@@ -168,8 +168,11 @@ class RunDiff:
 
 
 def _ok(r: dict[str, Any] | None) -> bool:
-    return r is not None and r.get("status") == "ok" and isinstance(r.get("samples_per_s"), (int, float)) and \
-        r["samples_per_s"] > 0
+    return r is not None and r.get("status") == "ok"
+
+
+def _timed(r: dict[str, Any] | None) -> bool:
+    return _ok(r) and isinstance(r.get("samples_per_s"), (int, float)) and r["samples_per_s"] > 0  # type: ignore[union-attr]
 
 
 def repeat_spread(row: dict[str, Any]) -> float | None:
@@ -213,12 +216,14 @@ def change_of(cell: CellId, before: dict[str, Any] | None, after: dict[str, Any]
     if not (_ok(before) and _ok(after)):
         verdict = NOW_FAILS if _ok(before) else NOW_RUNS if _ok(after) else BOTH_FAIL
         return CellChange(cell, before, after, None, None, verdict, min_change=min_change)
+    memory_change, memory_note = _memory(before, after)
+    if not (_timed(before) and _timed(after)):  # (a run that measured memory or the largest batch alone)
+        return CellChange(cell, before, after, None, None, NOT_TIMED, memory_change, memory_note, min_change)
     change = after["samples_per_s"] / before["samples_per_s"] - 1.0
     terms = noise_terms(before, base_before) + noise_terms(after, base_after)
     noise = math.hypot(*terms) if terms else None
     verdict = UNKNOWN if noise is None else SAME if abs(change) <= max(SIGNIFICANCE * noise, min_change) else \
         FASTER if change > 0 else SLOWER
-    memory_change, memory_note = _memory(before, after)
     return CellChange(cell, before, after, change, noise, verdict, memory_change, memory_note, min_change)
 
 
@@ -270,8 +275,10 @@ def _sps(r: dict[str, Any] | None) -> str:
     v = (r or {}).get("samples_per_s")
     if r is None:
         return "-"
-    if r.get("status") != "ok" or not isinstance(v, (int, float)):
+    if r.get("status") != "ok":
         return str(r.get("status") or "-")
+    if not isinstance(v, (int, float)):
+        return "-"
     return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
 
 
@@ -348,3 +355,41 @@ def markdown(diff: RunDiff) -> str:
                                                                   "gain", "memory")) + " |")
     out += ["", esc(summary_line(diff))]
     return "\n".join(out) + "\n"
+
+
+# -- the line `ampbench run` ends with ------------------------------------------------------------------------------
+RECENT_RUNS = 20
+"""How many earlier runs ``run`` looks through for the last one that measured its cells (newest first)."""
+
+
+def since_last(store: Any, info: Any, defaults: Mapping[str, Any] | None = None) -> RunDiff | None:
+    """The run just finished (``info``) beside the latest earlier run in ``store`` on the same device that measured
+    at least one of its cells, as a :class:`RunDiff` of the cells both measured (and, ok in both, timed in both);
+    None when no recent run did."""
+    from ampbench.store import derive
+
+    rows = [r for r in derive(store.rows(info.run_id)) if r.get("device_name") == info.device_name]
+    mine = {CellId.of(r) for r in rows}
+    runs = store.runs()  # (in the order they were created: two runs can share a second)
+    earlier = runs[:next((i for i, r in enumerate(runs) if r.run_id == info.run_id), len(runs))]
+    for run in reversed(earlier[-RECENT_RUNS:]):
+        if run.device_name != info.device_name:
+            continue
+        theirs = [r for r in derive(store.rows(run.run_id)) if r.get("device_name") == info.device_name]
+        shared = mine & {CellId.of(r) for r in theirs}
+        if shared:
+            diff = diff_runs(run, [r for r in theirs if CellId.of(r) in shared], info,
+                             [r for r in rows if CellId.of(r) in shared], defaults)
+            diff.changes = [c for c in diff.changes if c.verdict != NOT_TIMED]
+            if diff.changes:
+                return diff
+    return None
+
+
+def since_line(diff: RunDiff) -> str:
+    """'since run X (2026-11-29 10:46 UTC), the last on this device to measure these cells: 4 cells: 1 slower, 3
+    unchanged; ... -- ampbench compare --runs X,Y shows them'."""
+    when = diff.before.created_at[:16].replace("T", " ") + " UTC"
+    cells = "these cells" if len(diff.changes) > 1 else "this cell"
+    return (f"since run {diff.before.run_id} ({when}), the last on this device to measure {cells}: "
+            f"{summary_line(diff)} -- ampbench compare --runs {diff.before.run_id},{diff.after.run_id} shows them")
