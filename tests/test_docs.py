@@ -73,6 +73,17 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code == 0, err
     import json
 
+    # compare --runs: the same run again under another id (its rows as measured: every change 0, so a documented
+    # --fail-if-slower gate passes whatever the machine's load did to two real runs)
+    again = json.loads((home / "b.json").read_text())
+    first = again["runs"][0]["run_id"]
+    for r in [*again["runs"], *again["rows"]]:
+        r["run_id"] = "again-" + r["run_id"]
+    (home / "again.json").write_text(json.dumps(again))
+    code, _, err = cli("import", str(home / "again.json"), "--db", db)
+    assert code == 0, err
+    (work / "runs.txt").write_text(f"{first},again-{first}")
+
     other = json.loads((home / "b.json").read_text())  # the same run as if measured on another device
     for r in [*other["runs"], *other["rows"]]:
         r["run_id"] = "docs-" + r["run_id"]
@@ -101,6 +112,10 @@ def _with_test_options(args: list[str], db: str) -> list[str]:
         return args + ["--preset", "tiny", "--steps", "2", "--db", db]
     if cmd == "hw":
         return args + ["--sizes", "64", "--db", db]
+    if cmd == "compare" and "--runs" in args:  # (previous,latest: the sandbox's two runs of the same cells, whatever
+        # runs the other documented commands stored after them)
+        i = args.index("--runs") + 1
+        return [*args[:i], (Path(db).parent / "runs.txt").read_text(), *args[i + 1:], "--db", db]
     if cmd in ("results", "report", "export", "import", "compare"):
         return args + ["--db", db]
     if cmd == "predict":  # (traced on meta, nothing measured: the tiny preset only keeps the traces short)

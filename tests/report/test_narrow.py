@@ -220,7 +220,7 @@ def test_a_converge_only_table_and_its_cell_lines_say_what_was_measured() -> Non
     text = _render(results_tables(rows, 80), 80)
     heads = text.split("┡")[0]
     assert "converge" in heads and "baseline" in text and "parity" in text
-    for head in ("samples/s", "speedup", "p50", "memory", "fp32"):
+    for head in ("samples/s", "speedup", "p50", "memory", "fp32"):  # (no curves stored: no time to fp32's loss)
         assert head not in heads, head
     assert "-" not in text.split("┡")[1].replace("amp-bf16", "")
     cell = {"samples_per_s": None, "final_loss": 1.8789, "metric_name": "accuracy", "metric": 0.421875,

@@ -46,6 +46,7 @@ from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
 from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory, speedup_noise
+from ampbench.store.time_to_loss import evidence as time_to_loss_evidence
 
 TIE = 0.02
 """Relative speed difference treated as equal speed."""
@@ -208,6 +209,9 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok:
         parts.append(f"batch {base['max_batch']:,} → {r['max_batch']:,}")
     if checked:
         parts.append("final loss within fp32's seed spread" if r["precision"] != "fp32" else "the baseline")
+        sooner = time_to_loss_evidence(r, base) if r["precision"] != "fp32" else None
+        if sooner:
+            parts.append(sooner)
     return f"{r['precision']}: " + ", ".join(parts)
 
 

@@ -44,6 +44,7 @@ from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
+from ampbench.store.time_to_loss import text as time_to_loss_text
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -264,6 +265,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append(_img(charts.loss_curves(conv, "Training loss, mean over seeds with min–max band"), "loss curves"))
             out.append(_img(charts.scale_chart(conv, "Loss scale of the fp16 modes (first seed)"), "loss scale chart"))
             rows_c = []
+            to_loss = any(r.get("fp32_loss_target") is not None for r in conv)
             for r in conv:
                 c = r["converge"]
                 fl = [x for x in c["final_losses"] if x is not None]
@@ -274,9 +276,11 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                                _num(sum(metric) / len(metric), ".4g") if metric else "–",
                                f'<span class="{"ok" if v in ("parity", "baseline") else "bad"}">{e(v)}</span>',
                                _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
-                               e(f"{c['steps']} × {len(c['seeds'])}")])
+                               e(f"{c['steps']} × {len(c['seeds'])}"),
+                               *([e(time_to_loss_text(r))] if to_loss else [])])
             out.append(_table(["precision", "final loss (mean ± half range)", e(first.get("metric_name") or "metric"),
-                               "verdict", "tolerance", "skipped steps", "steps × seeds"], rows_c))
+                               "verdict", "tolerance", "skipped steps", "steps × seeds",
+                               *(["to fp32 loss: speedup (steps)"] if to_loss else [])], rows_c))
         inf = [r for r in ok if r.get("inference")]
         if inf:
             out.append("<h3>Inference latency</h3>")

@@ -25,6 +25,7 @@ from ampbench.report.predictions import latest
 from ampbench.report.predictions import table as predictions_table
 from ampbench.store.derive import memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
+from ampbench.store.time_to_loss import text as time_to_loss_text
 
 
 def md_escape(value: Any) -> str:
@@ -103,14 +104,16 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         # columns that say the same on every row say nothing)
         fw_head, fw_rule = (" framework |", " --- |") if names_frameworks(group) else ("", "")
         converged = any(r.get("converge_verdict") for r in group)
+        to_loss = any(r.get("fp32_loss_target") is not None for r in group)
         # (ratio columns only where a row has a ratio: a run without fp32 had two columns of "–")
         speedups, savings = has_speedups(group), has_savings(group)
         sp_head, sp_rule = (" speedup vs fp32 |", " ---: |") if speedups else ("", "")
         sv_head, sv_rule = (" memory vs fp32 |", " ---: |") if savings else ("", "")
         lines.append(f"| precision |{fw_head}{ex_head} status | samples/s |{sp_head}{eager_head} step p50 ms | "
-                     f"{compared} |{sv_head}{rss}" + (" converge |" if converged else ""))
+                     f"{compared} |{sv_head}{rss}" + (" converge |" if converged else "")
+                     + (" to fp32 loss |" if to_loss else ""))
         lines.append(f"| --- |{fw_rule}{ex_rule} --- | ---: |{sp_rule}{eager_rule} ---: | ---: |{sv_rule}"
-                     + (" ---: |" if cpu else "") + (" --- |" if converged else ""))
+                     + (" ---: |" if cpu else "") + (" --- |" if converged else "") + (" ---: |" if to_loss else ""))
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
             mem = (f"– ({saving_note(r)})" if saving_note(r) else "–" if not isinstance(saving, (int, float))
@@ -139,7 +142,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                          + (f" {speedup} |" if speedups else "") + f"{eager_cell} "
                          f"{_f(r.get('step_ms_p50'), ',.2f')} | {_dash(memory_text(r, len(bases) > 1))} |"
                          + (f" {mem} |" if savings else "") + f"{rss_cell}"
-                         + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else ""))
+                         + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else "")
+                         + (f" {_dash(time_to_loss_text(r))} |" if to_loss else ""))
         lines.append("")
     cost = accumulation_cost(rows)
     if cost:  # (run --grad-accum 1,N: the accumulated step beside the plain one, measured in one run)

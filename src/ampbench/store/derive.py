@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from ampbench.cells import CellId, measured_on
+from ampbench.store.time_to_loss import time_to_loss
 
 BASELINE = "fp32"
 CONVERGE_REL_FLOOR = 0.02
@@ -237,19 +238,29 @@ def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[
         return None, None
     if any(conv.get("diverged") or []):
         return "diverged", None
-    base_conv = base.get("converge") if base else None
-    if not base_conv or any(base_conv.get("diverged") or []):
-        return "no-baseline", None
-    ref = [x for x in base_conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
+    bound = parity_bound(base)
     mine = [x for x in conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
-    if not ref or not mine:
+    if bound is None or not mine:
         return "no-baseline", None
-    mean_ref = statistics.fmean(ref)
-    spread = statistics.stdev(ref) if len(ref) > 1 else 0.0
-    tol = max(CONVERGE_SPREAD_FACTOR * spread, CONVERGE_REL_FLOOR * abs(mean_ref), 1e-6)
+    mean_ref, tol = bound
     if row.get("precision") == BASELINE and not row.get("optimizer_state"):  # (fp32 with 8bit states: judged)
         return "baseline", tol
     return ("parity" if statistics.fmean(mine) <= mean_ref + tol else "worse"), tol
+
+
+def parity_bound(base: dict[str, Any] | None) -> tuple[float, float] | None:
+    """(fp32's mean final loss over its seeds, the tolerance within which another mode's is parity): this many
+    seed-to-seed standard deviations, at least a share of the loss. None when fp32 has no convergence data or a seed
+    of it diverged."""
+    base_conv = base.get("converge") if base else None
+    if not base_conv or any(base_conv.get("diverged") or []):
+        return None
+    ref = [x for x in base_conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
+    if not ref:
+        return None
+    mean_ref = statistics.fmean(ref)
+    spread = statistics.stdev(ref) if len(ref) > 1 else 0.0
+    return mean_ref, max(CONVERGE_SPREAD_FACTOR * spread, CONVERGE_REL_FLOOR * abs(mean_ref), 1e-6)
 
 
 def best_gemm_tflops(hw: list[dict[str, Any]], device_name: str | None, math_mode: str | None) -> float | None:
@@ -346,6 +357,7 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["expected_speedup_vs_fp32"] = expected_speedup(
             mfu_vs_measured(base), base.get("conv_flops_share"), gemm_ratio(hw, r.get("device_name"), r.get("math_mode"))
         ) if ok else None
+        d.update(time_to_loss(r, base, parity_bound(base)))
         if r.get("status") == "ok":
             d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base)
         else:  # a cell that diverged while converge was measured has that verdict; others have none

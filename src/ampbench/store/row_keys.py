@@ -269,13 +269,26 @@ ROW_KEYS: dict[str, str] = {
     "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
                         "a tolerance from fp32's seed-to-seed spread, and no divergence).",
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
+    "fp32_loss_target": "The loss the time to fp32's loss is measured to: fp32's mean final loss + converge_tolerance "
+                        "(what the verdict calls parity) (derived; null without convergence curves of the row and "
+                        "fp32).",
+    "steps_to_fp32_loss": "Median over seeds of the first step at which a seed's loss, averaged over the trailing "
+                          "tenth of its steps, is at or below fp32_loss_target (derived; null unless every seed "
+                          "reached it).",
+    "seeds_reaching_fp32_loss": "Seeds whose smoothed loss reached fp32_loss_target within the convergence steps "
+                                "(derived).",
+    "time_to_fp32_loss_s": "steps_to_fp32_loss x the mean timed step (step_ms_mean): seconds of training to fp32's "
+                           "loss at the measured speed, compile time apart (derived).",
+    "time_to_fp32_loss_vs_fp32": "fp32's time_to_fp32_loss_s / this row's: the speedup at equal loss, speed and "
+                                 "convergence together (derived; null unless both reached the target).",
 }
 
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_tf32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
                 "speedup_vs_fp32_noise", "speedup_vs_fp32_doubt",
                 "memory_saving_vs_fp32", "memory_saving_vs_fp32_note", "memory_basis", "max_batch_ratio_vs_fp32",
                 "expected_speedup_vs_fp32", "mfu_vs_measured",
-                "converge_verdict", "converge_tolerance")
+                "converge_verdict", "converge_tolerance", "fp32_loss_target", "steps_to_fp32_loss",
+                "seeds_reaching_fp32_loss", "time_to_fp32_loss_s", "time_to_fp32_loss_vs_fp32")
 
 
 def framework_of(row: dict[str, Any]) -> str:
