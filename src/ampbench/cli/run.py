@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from ampbench.bench.estimate import run_estimate
+from ampbench.cells import defaults_left_out
 from ampbench.cli import declared
 from ampbench.cli.core import app, console, err_console, invocation, open_store, working
 from ampbench.cli.examples import MODEL_EXAMPLES
@@ -21,6 +22,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.progress import duration
 from ampbench.report import write_report
+from ampbench.report.run_diff import since_last, since_line
 from ampbench.report.run_text import cell_text, plural
 from ampbench.store import default_db_path, export_data, write_json
 from ampbench.tensorboard import open_dir
@@ -137,8 +139,6 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOp
 def _since_last(store: Any, info: Any) -> None:
     """What changed since the last run on this device that measured these cells (beyond the noise): one line."""
     from ampbench.bench.config import RunConfig  # lazy: torch
-    from ampbench.cells import defaults_left_out
-    from ampbench.report.run_diff import since_last, since_line
 
     diff = since_last(store, store.run(info.run_id), defaults_left_out(RunConfig, "run"))
     if diff is not None:

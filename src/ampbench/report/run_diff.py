@@ -24,7 +24,7 @@ from typing import Any
 
 from ampbench.cells import CellId
 from ampbench.report.numbers import bytes_unit, fmt_bytes
-from ampbench.store.derive import compared_memory, memory_basis, memory_noise
+from ampbench.store.derive import compared_memory, derive, memory_basis, memory_noise
 
 SIGNIFICANCE = 2.0
 """A change counts when it exceeds this many times the combined relative noise (about 95 % of the changes that
@@ -366,8 +366,6 @@ def since_last(store: Any, info: Any, defaults: Mapping[str, Any] | None = None)
     """The run just finished (``info``) beside the latest earlier run in ``store`` on the same device that measured
     at least one of its cells, as a :class:`RunDiff` of the cells both measured (and, ok in both, timed in both);
     None when no recent run did."""
-    from ampbench.store import derive
-
     rows = [r for r in derive(store.rows(info.run_id)) if r.get("device_name") == info.device_name]
     mine = {CellId.of(r) for r in rows}
     runs = store.runs()  # (in the order they were created: two runs can share a second)
