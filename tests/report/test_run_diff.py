@@ -276,3 +276,23 @@ def test_run_ends_with_what_changed_since_the_last_run_of_its_cells(tmp_path: Pa
     assert code == 0, err
     (line,) = [line for line in out.splitlines() if line.startswith("since run")]
     assert line.startswith(f"since run {first} (") and "the last on this device to measure this cell: 1 cell: " in line
+
+
+def test_a_runs_report_has_a_since_section_and_the_first_run_none(tmp_path: Path) -> None:
+    from ampbench.report import build_report
+
+    s = _store(tmp_path)
+    first, second = (r.run_id for r in s.runs())
+    _, md = build_report(s, second, "md")
+    section = md.split(f"### Since run {first}", 1)[1]
+    assert "#### bert (small), batch 64, eager" in section and "| amp-bf16 | 3,000 | 2,700 | -10.0% ±0.7% | slower |" \
+        in section and "3 cells: 1 slower, 1 now fails, 1 unchanged; the largest" in section
+    _, html = build_report(s, second, "html")
+    assert f'<h2 id="since">Since run {first}' in html and '<span class="bad">slower</span>' in html
+    assert "Since run" not in build_report(s, first, "md")[1] and "Since run" not in build_report(s, first, "html")[1]
+
+
+def test_the_run_settings_defaults_are_found_when_not_given() -> None:
+    a, b = [_ok("a", "fp32", 100.0, 0.01)], [_ok("b", "fp32", 100.0, 0.01)]
+    found = rd.diff_runs(_Info("a"), a, _Info("b", {"identity": {"steps": 30, "repeats": 3}}), b)
+    assert found.differences == [("repeats", "1", "3")]

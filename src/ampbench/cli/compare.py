@@ -13,7 +13,6 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from ampbench.cells import defaults_left_out
 from ampbench.cli.core import app, console, err_console, open_store
 from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
@@ -129,9 +128,7 @@ def _runs(store: Any, runs: str, workloads: list[str] | None, precisions: list[s
     for info in (first, second):
         rows = derive(store.rows(info.run_id, workloads), store.hw())
         sides.append([r for r in rows if precisions is None or r["precision"] in precisions])
-    from ampbench.bench.config import RunConfig  # lazy: torch
-
-    diff = diff_runs(first, sides[0], second, sides[1], defaults_left_out(RunConfig, "run"), min_change)
+    diff = diff_runs(first, sides[0], second, sides[1], min_change=min_change)
     if not any(c.before is not None and c.after is not None for c in diff.changes):
         raise AmpbenchError(f"runs {first.run_id} and {second.run_id} measured no cell in common"
                             f"{' (of the workloads and precisions asked)' if workloads or precisions else ''}: "

@@ -12,7 +12,6 @@ import typer
 from rich.markup import escape
 
 from ampbench.bench.estimate import run_estimate
-from ampbench.cells import defaults_left_out
 from ampbench.cli import declared
 from ampbench.cli.core import app, console, err_console, invocation, open_store, working
 from ampbench.cli.examples import MODEL_EXAMPLES
@@ -138,9 +137,7 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOp
 
 def _since_last(store: Any, info: Any) -> None:
     """What changed since the last run on this device that measured these cells (beyond the noise): one line."""
-    from ampbench.bench.config import RunConfig  # lazy: torch
-
-    diff = since_last(store, store.run(info.run_id), defaults_left_out(RunConfig, "run"))
+    diff = since_last(store, store.run(info.run_id))
     if diff is not None:
         console.print(escape(since_line(diff)), highlight=False)
 

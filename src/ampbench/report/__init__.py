@@ -8,6 +8,7 @@ from typing import Any
 from ampbench.errors import AmpbenchError
 from ampbench.paths import write_text_atomic
 from ampbench.report.predictions import attach as attach_predictions
+from ampbench.report.run_diff import since_last
 from ampbench.store import Store, derive, to_csv
 
 FORMATS = ("html", "md", "csv")
@@ -43,14 +44,16 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html",
             f"{', ...' if len(others) > 5 else ''}): ampbench report --predictions shows every one") if others else ""
     if fmt == "csv":
         return info.run_id, to_csv(rows)
+    since = since_last(store, info)
     if fmt == "md":
         from ampbench.report.markdown import render_markdown  # lazy: torch
 
-        return info.run_id, render_markdown(rows, {**info.to_dict(), "predictions_note": note}, predictions)
+        return info.run_id, render_markdown(rows, {**info.to_dict(), "predictions_note": note, "since": since},
+                                            predictions)
     from ampbench.report.html import render_html  # lazy: matplotlib, torch
 
     every_device = derive(store.rows(workloads=workloads), hw) if workloads else []
-    return info.run_id, render_html(rows, {**info.to_dict(), "predictions_note": note}, every_device,
+    return info.run_id, render_html(rows, {**info.to_dict(), "predictions_note": note, "since": since}, every_device,
                                     store.diagnoses(), predictions)
 
 

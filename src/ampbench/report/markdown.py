@@ -23,6 +23,7 @@ from ampbench.report.console import (
 from ampbench.report.gpu_comparison import markdown as gpu_markdown
 from ampbench.report.predictions import latest
 from ampbench.report.predictions import table as predictions_table
+from ampbench.report.run_diff import markdown as diff_markdown
 from ampbench.store.derive import memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
 from ampbench.store.time_to_loss import text as time_to_loss_text
@@ -162,6 +163,9 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
     which = gpu_markdown(latest(predictions or []), md_escape)
     if which:
         lines += ["### Which GPU (ampbench predict --gpu a,b,c: the same cell priced on each GPU)", *which, ""]
+    since = run.get("since")
+    if since is not None:  # (the last run on this device that timed these cells: what changed since)
+        lines += [f"### Since run {md_escape(since.before.run_id)}", "", diff_markdown(since, heading="####"), ""]
     lines.append("_Measured by ampbench; every figure is from the device named in its heading (predictions: the GPU "
                  "named in their row)._")
     return "\n".join(lines) + "\n"

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampbench.cells import CellId
+from ampbench.cells import CellId, defaults_left_out
 from ampbench.report.numbers import bytes_unit, fmt_bytes
 from ampbench.store.derive import compared_memory, derive, memory_basis, memory_noise
 
@@ -227,11 +227,19 @@ def change_of(cell: CellId, before: dict[str, Any] | None, after: dict[str, Any]
     return CellChange(cell, before, after, change, noise, verdict, memory_change, memory_note, min_change)
 
 
+def setting_defaults() -> dict[str, Any]:
+    """The settings a stored run leaves out while they hold their default (``ampbench run``'s), with that default."""
+    from ampbench.bench.config import RunConfig  # lazy: torch
+
+    return defaults_left_out(RunConfig, "run")
+
+
 def diff_runs(before: Any, before_rows: list[dict[str, Any]], after: Any, after_rows: list[dict[str, Any]],
               defaults: Mapping[str, Any] | None = None, min_change: float = MIN_CHANGE) -> RunDiff:
     """Pair every cell of two runs (``RunInfo`` and its derived rows each: :func:`ampbench.store.derive`) and judge
-    each change (``defaults``: as :meth:`Side.of` takes them; ``min_change``: as :func:`change_of`). Cells in the
-    order the first run measured them, then those only the second did."""
+    each change (``defaults``: as :meth:`Side.of` takes them, :func:`setting_defaults` when None; ``min_change``: as
+    :func:`change_of`). Cells in the order the first run measured them, then those only the second did."""
+    defaults = setting_defaults() if defaults is None else defaults
     def by_cell(rows: list[dict[str, Any]]) -> dict[CellId, dict[str, Any]]:
         out: dict[CellId, dict[str, Any]] = {}
         for r in rows:
@@ -303,6 +311,11 @@ def _memory_text(c: CellChange) -> str:
     return text
 
 
+TABLE = (("precision", "precision"), ("before", "before /s"), ("after", "after /s"), ("change", "change"),
+         ("verdict", "verdict"), ("gain", "x fp32 before -> after"), ("memory", "memory before -> after"))
+"""The comparison's columns: :func:`cell_line`'s keys and their headers, in order."""
+
+
 def cell_line(c: CellChange) -> dict[str, str]:
     """One cell's figures as the tables write them."""
     precision = c.cell.precision + (f" ({c.cell.optimizer_state} states)" if c.cell.optimizer_state else "")
@@ -339,20 +352,18 @@ def summary_line(diff: RunDiff) -> str:
     return line
 
 
-def markdown(diff: RunDiff) -> str:
-    """The comparison as Markdown: the header lines, a table per setting, the summary."""
+def markdown(diff: RunDiff, heading: str = "###") -> str:
+    """The comparison as Markdown: the header lines, a table per setting (under ``heading``), the summary."""
     def esc(text: str) -> str:
         return text.replace("|", "\\|")
 
     out = [f"- {esc(line)}" for line in header_lines(diff)]
     for setting, changes in diff.settings():
-        out += ["", f"### {esc(setting.workload)} ({esc(setting.preset)}), {esc(setting.describe())}", "",
-                "| precision | before /s | after /s | change | verdict | x fp32 before -> after | memory before -> after |",
-                "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
+        out += ["", f"{heading} {esc(setting.workload)} ({esc(setting.preset)}), {esc(setting.describe())}", "",
+                "| " + " | ".join(head for _, head in TABLE) + " |", "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
         for c in changes:
             line = cell_line(c)
-            out.append("| " + " | ".join(esc(line[k]) for k in ("precision", "before", "after", "change", "verdict",
-                                                                  "gain", "memory")) + " |")
+            out.append("| " + " | ".join(esc(line[k]) for k, _ in TABLE) + " |")
     out += ["", esc(summary_line(diff))]
     return "\n".join(out) + "\n"
 
