@@ -256,6 +256,8 @@ case $1 in
     gpt2_phases truth-gpt2 || return $?  # 5.
     lambda_cells truth-lambda || return $?  # 6.
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
+    # 7. what changed since the last lease of this GPU: the suite run beside the newest committed one (compare --runs)
+    CAP=30 bounded $PY benchmarks/since_last_lease.py --db "$DB" --results "$RESULTS" --out "$RESULTS/since_last_lease.md"
     ;;
   rest)
     # what the third lease (H200, 2026-11-27) left, most telling first; its kernel table and suite are committed
