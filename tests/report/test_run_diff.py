@@ -296,3 +296,19 @@ def test_the_run_settings_defaults_are_found_when_not_given() -> None:
     a, b = [_ok("a", "fp32", 100.0, 0.01)], [_ok("b", "fp32", 100.0, 0.01)]
     found = rd.diff_runs(_Info("a"), a, _Info("b", {"identity": {"steps": 30, "repeats": 3}}), b)
     assert found.differences == [("repeats", "1", "3")]
+
+
+def test_picking_precisions_keeps_fp32s_drift_in_each_modes_noise(tmp_path: Path) -> None:
+    """compare --runs --precisions amp-bf16: fp32's rows are still read (their drift is part of amp-bf16's noise),
+    only the table leaves them out -- the verdict did not change with the filter (it did: 'faster' alone, 'within
+    noise' beside fp32)."""
+    s = Store(tmp_path / "d.db")
+    for sps in (100.0, 104.0):
+        run = s.create_run({"identity": {}}, device="cpu", device_name="cpu", hostname="h").run_id
+        s.add(_row(run, "bert", "fp32", 100.0, samples_per_s_noise=0.005, baseline_drift=0.03))
+        s.add(_row(run, "bert", "amp-bf16", sps, samples_per_s_noise=0.005))
+    docs = [json.loads(cli("compare", "--db", str(s.path), "--runs", "previous,latest", "--format", "json", *extra)[1])
+            for extra in ([], ["--precisions", "amp-bf16"])]
+    (every,), (picked,) = ([c for c in d["cells"] if c["precision"] == "amp-bf16"] for d in docs)
+    assert picked == every and every["noise"] == pytest.approx(math.sqrt(2 * 0.005**2 + 2 * 0.03**2))
+    assert every["verdict"] == "unchanged" and [c["precision"] for c in docs[1]["cells"]] == ["amp-bf16"]

@@ -124,11 +124,12 @@ def _runs(store: Any, runs: str, workloads: list[str] | None, precisions: list[s
     first, second = (_pick(store, n) for n in parse_list(runs, "runs"))
     if first.run_id == second.run_id:
         raise AmpbenchError(f"--runs {runs!r}: both name run {first.run_id}; give two runs")
-    sides = []
-    for info in (first, second):
-        rows = derive(store.rows(info.run_id, workloads), store.hw())
-        sides.append([r for r in rows if precisions is None or r["precision"] in precisions])
-    diff = diff_runs(first, sides[0], second, sides[1], min_change=min_change)
+    hw = store.hw()
+    # (every precision paired, then the ones asked kept: fp32's drift is part of each mode's noise)
+    diff = diff_runs(first, derive(store.rows(first.run_id, workloads), hw), second,
+                     derive(store.rows(second.run_id, workloads), hw), min_change=min_change)
+    if precisions is not None:
+        diff.changes = [c for c in diff.changes if c.cell.precision in precisions]
     if not any(c.before is not None and c.after is not None for c in diff.changes):
         raise AmpbenchError(f"runs {first.run_id} and {second.run_id} measured no cell in common"
                             f"{' (of the workloads and precisions asked)' if workloads or precisions else ''}: "
