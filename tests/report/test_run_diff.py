@@ -312,3 +312,16 @@ def test_picking_precisions_keeps_fp32s_drift_in_each_modes_noise(tmp_path: Path
     (every,), (picked,) = ([c for c in d["cells"] if c["precision"] == "amp-bf16"] for d in docs)
     assert picked == every and every["noise"] == pytest.approx(math.sqrt(2 * 0.005**2 + 2 * 0.03**2))
     assert every["verdict"] == "unchanged" and [c["precision"] for c in docs[1]["cells"]] == ["amp-bf16"]
+
+
+def test_since_last_keeps_the_earlier_runs_fp32_drift_when_this_run_timed_amp_alone(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    first = s.create_run({"identity": {}}, device="cpu", device_name="cpu", hostname="h").run_id
+    s.add(_row(first, "bert", "fp32", 100.0, samples_per_s_noise=0.0, baseline_drift=0.04))
+    s.add(_row(first, "bert", "amp-bf16", 200.0, samples_per_s_noise=0.01))
+    second = s.create_run({"identity": {}}, device="cpu", device_name="cpu", hostname="h").run_id
+    s.add(_row(second, "bert", "amp-bf16", 190.0, samples_per_s_noise=0.01))
+    diff = rd.since_last(s, s.run(second))
+    assert diff is not None and [c.cell.precision for c in diff.changes] == ["amp-bf16"]
+    (c,) = diff.changes
+    assert c.noise == pytest.approx(math.sqrt(0.01**2 + 0.04**2 + 0.01**2)) and c.verdict == rd.SAME  # (-5% < 2 x 4.2%)

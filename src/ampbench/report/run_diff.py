@@ -386,10 +386,9 @@ def since_last(store: Any, info: Any, defaults: Mapping[str, Any] | None = None)
             continue
         theirs = [r for r in derive(store.rows(run.run_id)) if r.get("device_name") == info.device_name]
         shared = mine & {CellId.of(r) for r in theirs}
-        if shared:
-            diff = diff_runs(run, [r for r in theirs if CellId.of(r) in shared], info,
-                             [r for r in rows if CellId.of(r) in shared], defaults)
-            diff.changes = [c for c in diff.changes if c.verdict != NOT_TIMED]
+        if shared:  # (all rows paired, the shared cells kept: each run's fp32 drift stays in the noise)
+            diff = diff_runs(run, theirs, info, rows, defaults)
+            diff.changes = [c for c in diff.changes if c.cell in shared and c.verdict != NOT_TIMED]
             if diff.changes:
                 return diff
     return None
