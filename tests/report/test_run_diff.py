@@ -317,10 +317,10 @@ def test_picking_precisions_keeps_fp32s_drift_in_each_modes_noise(tmp_path: Path
 def test_since_last_keeps_the_earlier_runs_fp32_drift_when_this_run_timed_amp_alone(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
     first = s.create_run({"identity": {}}, device="cpu", device_name="cpu", hostname="h").run_id
-    s.add(_row(first, "bert", "fp32", 100.0, samples_per_s_noise=0.0, baseline_drift=0.04))
-    s.add(_row(first, "bert", "amp-bf16", 200.0, samples_per_s_noise=0.01))
+    s.add(_row(first, "bert", "fp32", 100.0, samples_per_s_noise=0.0, baseline_drift=0.04, device_name="cpu"))
+    s.add(_row(first, "bert", "amp-bf16", 200.0, samples_per_s_noise=0.01, device_name="cpu"))
     second = s.create_run({"identity": {}}, device="cpu", device_name="cpu", hostname="h").run_id
-    s.add(_row(second, "bert", "amp-bf16", 190.0, samples_per_s_noise=0.01))
+    s.add(_row(second, "bert", "amp-bf16", 190.0, samples_per_s_noise=0.01, device_name="cpu"))
     diff = rd.since_last(s, s.run(second))
     assert diff is not None and [c.cell.precision for c in diff.changes] == ["amp-bf16"]
     (c,) = diff.changes
