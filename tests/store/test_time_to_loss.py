@@ -57,6 +57,10 @@ def test_the_same_curves_twice_as_fast_reach_fp32s_loss_exactly_twice_as_soon() 
     assert fp32["time_to_fp32_loss_vs_fp32"] == pytest.approx(1.0)
     assert text(mode) == f"2.00x ({mode['steps_to_fp32_loss']} steps)"
     assert text({**mode, "speedup_vs_fp32_noise": 0.04}) == f"2.00x ±4% ({mode['steps_to_fp32_loss']} steps)"
+    assert mode["energy_to_fp32_loss_j"] is None  # (no power reading: a CPU row)
+    fp32_w, mode_w = derive([{**fp32, "mean_power_w": 400.0}, {**mode, "mean_power_w": 600.0}])
+    assert mode_w["energy_to_fp32_loss_j"] == pytest.approx(mode["steps_to_fp32_loss"] * 0.005 * 600.0)
+    assert fp32_w["energy_to_fp32_loss_j"] == pytest.approx(fp32["steps_to_fp32_loss"] * 0.010 * 400.0)
 
 
 def test_a_mode_needing_twice_the_steps_at_1_5x_the_speed_is_later() -> None:

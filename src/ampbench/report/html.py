@@ -268,6 +268,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append(_img(charts.scale_chart(conv, "Loss scale of the fp16 modes (first seed)"), "loss scale chart"))
             rows_c = []
             to_loss = any(r.get("fp32_loss_target") is not None for r in conv)
+            energy_to_loss = any(r.get("energy_to_fp32_loss_j") is not None for r in conv)
             for r in conv:
                 c = r["converge"]
                 fl = [x for x in c["final_losses"] if x is not None]
@@ -279,10 +280,12 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                                f'<span class="{"ok" if v in ("parity", "baseline") else "bad"}">{e(v)}</span>',
                                _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
                                e(f"{c['steps']} × {len(c['seeds'])}"),
-                               *([e(time_to_loss_text(r))] if to_loss else [])])
+                               *([e(time_to_loss_text(r))] if to_loss else []),
+                               *([_num(r.get("energy_to_fp32_loss_j"), ",.0f")] if energy_to_loss else [])])
             out.append(_table(["precision", "final loss (mean ± half range)", e(first.get("metric_name") or "metric"),
                                "verdict", "tolerance", "skipped steps", "steps × seeds",
-                               *(["to fp32 loss: speedup (steps)"] if to_loss else [])], rows_c))
+                               *(["to fp32 loss: speedup (steps)"] if to_loss else []),
+                               *(["J to fp32 loss"] if energy_to_loss else [])], rows_c))
         inf = [r for r in ok if r.get("inference")]
         if inf:
             out.append("<h3>Inference latency</h3>")

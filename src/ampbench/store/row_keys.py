@@ -281,6 +281,8 @@ ROW_KEYS: dict[str, str] = {
                            "loss at the measured speed, compile time apart (derived).",
     "time_to_fp32_loss_vs_fp32": "fp32's time_to_fp32_loss_s / this row's: the speedup at equal loss, speed and "
                                  "convergence together (derived; null unless both reached the target).",
+    "energy_to_fp32_loss_j": "time_to_fp32_loss_s x mean_power_w: joules the board draws training to fp32's loss "
+                             "(derived; GPU rows with an NVML energy reading).",
 }
 
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_tf32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
@@ -288,7 +290,7 @@ DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_tf32", "speedup_vs_fp32_eager", "
                 "memory_saving_vs_fp32", "memory_saving_vs_fp32_note", "memory_basis", "max_batch_ratio_vs_fp32",
                 "expected_speedup_vs_fp32", "mfu_vs_measured",
                 "converge_verdict", "converge_tolerance", "fp32_loss_target", "steps_to_fp32_loss",
-                "seeds_reaching_fp32_loss", "time_to_fp32_loss_s", "time_to_fp32_loss_vs_fp32")
+                "seeds_reaching_fp32_loss", "time_to_fp32_loss_s", "time_to_fp32_loss_vs_fp32", "energy_to_fp32_loss_j")
 
 
 def framework_of(row: dict[str, Any]) -> str:

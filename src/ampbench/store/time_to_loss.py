@@ -18,7 +18,7 @@ import statistics
 from typing import Any
 
 KEYS = ("fp32_loss_target", "steps_to_fp32_loss", "seeds_reaching_fp32_loss", "time_to_fp32_loss_s",
-        "time_to_fp32_loss_vs_fp32")
+        "time_to_fp32_loss_vs_fp32", "energy_to_fp32_loss_j")
 
 
 def reach_step(steps: list[int], losses: list[float], target: float) -> int | None:
@@ -72,6 +72,9 @@ def time_to_loss(row: dict[str, Any], base: dict[str, Any] | None, bound: tuple[
     mine, theirs = step_seconds(row), step_seconds(base)
     if steps is not None and mine is not None:
         out["time_to_fp32_loss_s"] = steps * mine
+        power = row.get("mean_power_w")  # (a GPU's board power over the timed steps, from NVML)
+        if isinstance(power, (int, float)) and power > 0 and math.isfinite(power):
+            out["energy_to_fp32_loss_j"] = steps * mine * power
         if base_steps is not None and theirs is not None:
             out["time_to_fp32_loss_vs_fp32"] = (base_steps * theirs) / (steps * mine)
     return out
