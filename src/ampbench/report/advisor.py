@@ -41,6 +41,7 @@ from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.accumulation import accumulation_note
 from ampbench.report.combine import MIN_MEMORY_SAVING, best_combination, least_memory
+from ampbench.report.data_loading import data_advice
 from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
@@ -88,6 +89,9 @@ class Advice:
     measured speeds, and why (:func:`half_type_advice`)."""
     energy: str | None = None
     """With energy measured (GPU rows, NVML): the mode that trains a sample for the fewest joules (:func:`energy_advice`)."""
+    data: str | None = None
+    """Where loading a batch takes a tenth of the advised mode's step or more: what a loop that does not overlap it
+    loses (:func:`ampbench.report.data_loading.data_advice`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -255,7 +259,7 @@ def advise(rows: list[dict[str, Any]]) -> Advice:
     eager = [r for r in (built or single or rows) if Execution.of(r).is_default] or built or single or rows
     a = replace(a, optimizer_states=state_advice([r for r in single if Execution.of(r).is_default] or single,
                                                  a.recommended), half_type=half_type_advice(eager),
-                energy=energy_advice(eager))
+                energy=energy_advice(eager), data=data_advice(eager, a.recommended))
     return replace(a, distributed=summary) if summary else a
 
 

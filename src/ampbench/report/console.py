@@ -572,7 +572,7 @@ def advice_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
                 yield f"{head}{at} distributed: {escape(a.distributed)}"
             if a.optimizer_states is not None:
                 yield f"{head}{at} {escape(a.optimizer_states)}"
-            for line in (a.half_type, a.energy):
+            for line in (a.half_type, a.energy, a.data):
                 if line is not None:
                     yield f"{head}{at} {escape(line)}"
     for line in accumulation_cost(rows):  # (run --grad-accum 1,N: the accumulated step beside the plain one)

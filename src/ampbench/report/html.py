@@ -156,7 +156,7 @@ def _advice_html(a: Advice) -> str:
         combo += f"<br><b>Distributed</b> — {e(a.distributed)}"
     if a.optimizer_states is not None:
         combo += f"<br><b>Optimizer states</b> — {e(a.optimizer_states)}"
-    for said in (a.half_type, a.energy):
+    for said in (a.half_type, a.energy, a.data):
         if said is not None:
             head, _, rest = said.partition(":")
             combo += f"<br><b>{e(head.capitalize())}</b> — {e(rest.strip())}"

@@ -78,7 +78,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         if a.optimizer_states is not None:
             lines.append(f"**{md_escape(a.optimizer_states.split(':', 1)[0])}**:{md_escape(a.optimizer_states.split(':', 1)[1])}")
             lines.append("")
-        for said in (a.half_type, a.energy):
+        for said in (a.half_type, a.energy, a.data):
             if said is not None:
                 head, _, rest = said.partition(":")
                 lines += [f"**{md_escape(head)}**:{md_escape(rest)}", ""]
