@@ -325,3 +325,17 @@ def test_since_last_keeps_the_earlier_runs_fp32_drift_when_this_run_timed_amp_al
     assert diff is not None and [c.cell.precision for c in diff.changes] == ["amp-bf16"]
     (c,) = diff.changes
     assert c.noise == pytest.approx(math.sqrt(0.01**2 + 0.04**2 + 0.01**2)) and c.verdict == rd.SAME  # (-5% < 2 x 4.2%)
+
+
+def test_fp32_moving_beyond_its_noise_is_said_as_the_machines_move() -> None:
+    """Every mode 20% slower, fp32 too: a summary that named only "the largest slowdown" read as a regression of one
+    mode; fp32's own move says the machine (or the software under every mode) moved."""
+    before = [_ok("a", p, 100.0 * k, 0.01) for p, k in (("fp32", 1), ("amp-bf16", 2))]
+    after = [_ok("b", p, 80.0 * k, 0.01) for p, k in (("fp32", 1), ("amp-bf16", 2))]
+    diff = rd.diff_runs(_Info("a"), derive(before), _Info("b"), derive(after), {})
+    assert rd.summary_line(diff).endswith("; fp32 itself ran 20% slower (the median of its 1 setting): the machine or "
+                                          "the software under every mode moved, not one mode -- the x fp32 columns "
+                                          "compare each mode's gain")
+    calm = rd.diff_runs(_Info("a"), derive(before), _Info("b"), derive([after[0] | {"samples_per_s": 100.0},
+                                                                      after[1]]), {})
+    assert rd.baseline_moved(calm) is None

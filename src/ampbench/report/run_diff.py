@@ -349,7 +349,22 @@ def summary_line(diff: RunDiff) -> str:
     if unknown:
         line += (f"; {unknown} with no noise measured in either run (--repeats 3, or more --steps, measures it): no "
                  "verdict")
-    return line
+    moved = baseline_moved(diff)
+    return line + (f"; {moved}" if moved else "")
+
+
+def baseline_moved(diff: RunDiff) -> str | None:
+    """Where fp32 itself changed beyond the noise in at least half its settings: the machine (its load, clocks) or
+    the software under every mode moved, not one mode -- said, with where to look (each run's gains over fp32)."""
+    fp32 = [c for c in diff.changes if c.cell.precision == "fp32" and not c.cell.optimizer_state
+            and c.change is not None]
+    moved = [c for c in fp32 if c.verdict in (FASTER, SLOWER)]
+    if not moved or 2 * len(moved) < len(fp32):
+        return None
+    m = statistics.median(c.change for c in fp32 if c.change is not None)
+    return (f"fp32 itself ran {abs(m):.0%} {'slower' if m < 0 else 'faster'} (the median of its {len(fp32)} "
+            f"setting{'s' if len(fp32) != 1 else ''}): the machine or the software under every mode moved, not one "
+            "mode -- the x fp32 columns compare each mode's gain")
 
 
 def markdown(diff: RunDiff, heading: str = "###") -> str:
