@@ -339,3 +339,35 @@ def test_fp32_moving_beyond_its_noise_is_said_as_the_machines_move() -> None:
     calm = rd.diff_runs(_Info("a"), derive(before), _Info("b"), derive([after[0] | {"samples_per_s": 100.0},
                                                                       after[1]]), {})
     assert rd.baseline_moved(calm) is None
+
+
+def test_history_marks_each_move_beyond_the_noise_against_the_run_before(tmp_path: Path) -> None:
+    """Three runs of one setting: amp-bf16 100 -> 100.5 (within 1%) -> 80 (-20.4%, beyond 2 x its noise), the
+    torch version changing at the third; another device's run of the same cell is a series of its own (one run:
+    none)."""
+    from ampbench.report.history import history, point_text
+
+    s = Store(tmp_path / "h.db")
+    for sps, torch in ((100.0, "2.11"), (100.5, "2.11"), (80.0, "2.13")):
+        run = s.create_run({"identity": {}}, device="cuda:0", device_name="NVIDIA A100-SXM4-80GB", hostname="h").run_id
+        env = {"device": "cuda:0", "torch": torch, "hostname": "gpu-box"}
+        s.add(_row(run, "bert", "fp32", 50.0, samples_per_s_noise=0.005, env=env))
+        s.add(_row(run, "bert", "amp-bf16", sps, samples_per_s_noise=0.005, env=env))
+    other = s.create_run({"identity": {}}, device="cuda:0", device_name="NVIDIA H100", hostname="h").run_id
+    s.add(_row(other, "bert", "amp-bf16", 300.0, device_name="NVIDIA H100"))
+    (series,) = history(derive(s.rows()), s.runs())
+    runs = [r for r, _ in series.runs]
+    amp = [series.points["amp-bf16"][r] for r in runs]
+    assert [p.verdict for p in amp] == [None, rd.SAME, rd.SLOWER]
+    assert amp[2].change == pytest.approx(80.0 / 100.5 - 1) and point_text(amp[2]) == f"80.0 {80.0 / 100.5 - 1:+.1%}"
+    assert point_text(amp[1]) == "100" and series.env == {runs[2]: "torch 2.11 -> 2.13"}
+    assert len(history(derive(s.rows()), s.runs(), last=2)[0].runs) == 2
+    code, out, err = cli("compare", "--db", str(s.path), "--history", "--precisions", "amp-bf16")
+    assert code == 0 and "80.0 -20.4%" in out and f"{runs[2]}: torch 2.11 -> 2.13" in out and "fp32 /s" not in out
+    doc = json.loads(cli("compare", "--db", str(s.path), "--history", "--format", "json")[1])
+    assert [p["verdict"] for p in doc[0]["points"]["amp-bf16"]] == [None, "unchanged", "slower"]
+    for args, message in ((["--runs", "a,b"], "--history is every run of the same cells; --runs"),
+                          (["--last", "1"], "--last 1: at least 2 runs"), (["--format", "md"], "--format md"),
+                          (["--workloads", "vit"], "no setting was timed in two runs")):
+        code, _, err = cli("compare", "--db", str(s.path), "--history", *args)
+        assert code == 2 and message in err and err.count("\n") == 1, err

@@ -18,6 +18,8 @@ from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
+from ampbench.report.history import history as history_of
+from ampbench.report.history import point_text
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_diff import (
     MIN_CHANGE,
@@ -49,18 +51,27 @@ def compare_cmd(
         help="With --runs: exit 1 when a cell ran more than PCT % slower beyond the noise, or stopped running "
              "(a regression gate).", metavar="PCT")] = None,
     min_change: Annotated[Opt[float], typer.Option(
-        help="With --runs: the smallest change that counts, whatever the noise (default 1).", metavar="PCT")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="With --runs: table | md | json.")] = "table",
+        help="With --runs or --history: the smallest change that counts, whatever the noise (default 1).",
+        metavar="PCT")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="With --runs: table | md | json (--history: table | json).")]
+    = "table",
+    history: Annotated[bool, typer.Option("--history", help="Every run of the same cells on one device, oldest "
+                                                            "first: each precision's samples/s run after run, marked "
+                                                            "where it moved beyond the noise.")] = False,
+    last: Annotated[int, typer.Option(help="With --history: the runs each table keeps, the latest.")] = 10,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device; with --runs,
-    two runs of the same cells: what changed beyond the noise."""
+    two runs of the same cells: what changed beyond the noise; with --history, every run of them."""
     from ampbench.precision import resolve  # lazy: torch
     from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
 
-    check_run_options(runs, reference, fail_if_slower, min_change, fmt)
+    check_run_options(runs, reference, fail_if_slower, min_change, fmt, history, last)
     store = open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
     wanted = parse_list(workloads, "workloads") or None
+    if history:
+        _history(store, wanted, precs, last, MIN_CHANGE if min_change is None else min_change / 100, fmt)
+        return
     if runs is not None:
         _runs(store, runs, wanted, precs, fail_if_slower, MIN_CHANGE if min_change is None else min_change / 100, fmt)
         return
@@ -88,10 +99,20 @@ def compare_cmd(
 
 
 def check_run_options(runs: str | None, reference: str | None, fail_if_slower: float | None,
-                      min_change: float | None, fmt: str) -> None:
-    """The options of a two-run comparison, checked before the store is read (each a one-line error)."""
+                      min_change: float | None, fmt: str, history: bool = False, last: int = 10) -> None:
+    """The options of a comparison of runs, checked before the store is read (each a one-line error)."""
     if fmt not in ("table", "md", "json"):
         raise AmpbenchError(f"--format {fmt!r}: choose table, md or json")
+    if history:
+        clash = next((name for name, v in (("--runs", runs), ("--reference", reference),
+                                           ("--fail-if-slower", fail_if_slower)) if v is not None), None)
+        if clash:
+            raise AmpbenchError(f"--history is every run of the same cells; {clash} is another comparison: give one")
+        if fmt == "md":
+            raise AmpbenchError("--format md: --history writes table or json")
+        if last < 2:
+            raise AmpbenchError(f"--last {last}: at least 2 runs make a history")
+        return
     if runs is None:
         given = next((name for name, v in (("--fail-if-slower", fail_if_slower), ("--min-change", min_change),
                                            ("--format", None if fmt == "table" else fmt)) if v is not None), None)
@@ -145,6 +166,35 @@ def _runs(store: Any, runs: str, workloads: list[str] | None, precisions: list[s
         if bad:
             err_console.print(f"[red]regression:[/] {escape(regression_text(bad, fail_if_slower))}", highlight=False)
             raise typer.Exit(1)
+
+
+def _history(store: Any, workloads: list[str] | None, precisions: list[str] | None, last: int, min_change: float,
+             fmt: str) -> None:
+    """``compare --history``: each setting's runs on one device, oldest first, a column per precision."""
+    from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
+
+    rows = derive(store.rows(None, workloads), store.hw())
+    series = [s for s in history_of(rows, store.runs(), last, min_change)
+              if precisions is None or any(p.split(" (")[0] in precisions for p in s.points)]
+    if not series:
+        raise AmpbenchError(f"no setting was timed in two runs on one device in {store.path}"
+                            f"{' (of the workloads and precisions asked)' if workloads or precisions else ''}: "
+                            "ampbench results --all lists every run's cells")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(clean_json([s.to_dict() for s in series]), indent=1) + "\n")
+        return
+    for s in series:
+        precs = [p for p in s.points if precisions is None or p.split(" (")[0] in precisions]
+        key = Col("run", [r for r, _ in s.runs], justify="left")  # (its id says when: 20261127-145038-...)
+        cols = [Col(f"{p} /s", [Text(point_text(s.points[p].get(r)), style=_style(s.points[p][r].verdict or "")
+                                     if r in s.points[p] else "") for r, _ in s.runs]) for p in precs]
+        for table in stack_tables(escape(s.title), key, cols, console.width):
+            console.print(table)
+        for run, moved in s.env.items():
+            console.print(f"[dim]  {escape(run)}: {escape(moved)}[/]", highlight=False)
+    console.print(f"[dim]a figure shows its change where it moved beyond {2:g}x the noise both runs measured and "
+                  f"{min_change:.0%} against the run before it (ampbench compare --runs A,B sets two runs side by "
+                  "side)[/]", highlight=False)
 
 
 def regression_text(bad: list[Any], pct: float) -> str:
