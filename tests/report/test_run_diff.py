@@ -371,3 +371,6 @@ def test_history_marks_each_move_beyond_the_noise_against_the_run_before(tmp_pat
                           (["--workloads", "vit"], "no setting was timed in two runs")):
         code, _, err = cli("compare", "--db", str(s.path), "--history", *args)
         assert code == 2 and message in err and err.count("\n") == 1, err
+    for args, message in ((["--last", "3"], "--last is how many runs --history keeps"),):
+        code, _, err = cli("compare", "--db", str(s.path), *args)
+        assert code == 2 and message in err and err.count("\n") == 1, err

@@ -58,7 +58,8 @@ def compare_cmd(
     history: Annotated[bool, typer.Option("--history", help="Every run of the same cells on one device, oldest "
                                                             "first: each precision's samples/s run after run, marked "
                                                             "where it moved beyond the noise.")] = False,
-    last: Annotated[int, typer.Option(help="With --history: the runs each table keeps, the latest.")] = 10,
+    last: Annotated[Opt[int], typer.Option(help="With --history: the runs each table keeps, the latest (default 10).")]
+    = None,
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device; with --runs,
     two runs of the same cells: what changed beyond the noise; with --history, every run of them."""
@@ -70,7 +71,7 @@ def compare_cmd(
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
     wanted = parse_list(workloads, "workloads") or None
     if history:
-        _history(store, wanted, precs, last, MIN_CHANGE if min_change is None else min_change / 100, fmt)
+        _history(store, wanted, precs, last or 10, MIN_CHANGE if min_change is None else min_change / 100, fmt)
         return
     if runs is not None:
         _runs(store, runs, wanted, precs, fail_if_slower, MIN_CHANGE if min_change is None else min_change / 100, fmt)
@@ -99,10 +100,12 @@ def compare_cmd(
 
 
 def check_run_options(runs: str | None, reference: str | None, fail_if_slower: float | None,
-                      min_change: float | None, fmt: str, history: bool = False, last: int = 10) -> None:
+                      min_change: float | None, fmt: str, history: bool = False, last: int | None = None) -> None:
     """The options of a comparison of runs, checked before the store is read (each a one-line error)."""
     if fmt not in ("table", "md", "json"):
         raise AmpbenchError(f"--format {fmt!r}: choose table, md or json")
+    if last is not None and not history:
+        raise AmpbenchError("--last is how many runs --history keeps: give --history")
     if history:
         clash = next((name for name, v in (("--runs", runs), ("--reference", reference),
                                            ("--fail-if-slower", fail_if_slower)) if v is not None), None)
@@ -110,7 +113,7 @@ def check_run_options(runs: str | None, reference: str | None, fail_if_slower: f
             raise AmpbenchError(f"--history is every run of the same cells; {clash} is another comparison: give one")
         if fmt == "md":
             raise AmpbenchError("--format md: --history writes table or json")
-        if last < 2:
+        if last is not None and last < 2:
             raise AmpbenchError(f"--last {last}: at least 2 runs make a history")
         return
     if runs is None:

@@ -15,8 +15,8 @@ from typing import Any
 from ampbench.cells import CellId
 from ampbench.report.run_diff import ENV_FACTS, FASTER, MIN_CHANGE, SLOWER, change_of
 
-MARKS = {FASTER: "+", SLOWER: "-"}
-"""How a figure that moved beyond the noise against the run before it is marked (before its change)."""
+MOVED = (FASTER, SLOWER)
+"""The verdicts against the run before that a figure shows its change for."""
 
 
 @dataclass
@@ -113,5 +113,4 @@ def point_text(p: Point | None) -> str:
         return "-"
     v = p.row.get("samples_per_s") or 0.0
     figure = f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
-    mark = MARKS.get(p.verdict or "")
-    return f"{figure} {p.change:+.1%}" if mark and p.change is not None else figure
+    return f"{figure} {p.change:+.1%}" if p.verdict in MOVED and p.change is not None else figure
