@@ -371,6 +371,5 @@ def test_history_marks_each_move_beyond_the_noise_against_the_run_before(tmp_pat
                           (["--workloads", "vit"], "no setting was timed in two runs")):
         code, _, err = cli("compare", "--db", str(s.path), "--history", *args)
         assert code == 2 and message in err and err.count("\n") == 1, err
-    for args, message in ((["--last", "3"], "--last is how many runs --history keeps"),):
-        code, _, err = cli("compare", "--db", str(s.path), *args)
-        assert code == 2 and message in err and err.count("\n") == 1, err
+    code, _, err = cli("compare", "--db", str(s.path), "--last", "3")
+    assert code == 2 and "--last is how many runs --history keeps" in err and err.count("\n") == 1, err

@@ -1,5 +1,6 @@
 """``ampbench compare``: throughput across devices, one table per setting; with ``--runs``, two runs of the same
-cells side by side (:mod:`ampbench.report.run_diff`)."""
+cells side by side (:mod:`ampbench.report.run_diff`); with ``--history``, every run of them
+(:mod:`ampbench.report.history`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ampbench.report.history import point_text
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_diff import (
     MIN_CHANGE,
+    SIGNIFICANCE,
     cell_line,
     cell_name,
     change_text,
@@ -31,6 +33,7 @@ from ampbench.report.run_diff import (
     markdown,
     summary_line,
 )
+from ampbench.report.run_diff import TABLE as DIFF_TABLE
 from ampbench.store import derive
 from ampbench.store.derive import merge_repeats
 from ampbench.store.exchange import clean_json
@@ -195,7 +198,7 @@ def _history(store: Any, workloads: list[str] | None, precisions: list[str] | No
             console.print(table)
         for run, moved in s.env.items():
             console.print(f"[dim]  {escape(run)}: {escape(moved)}[/]", highlight=False)
-    console.print(f"[dim]a figure shows its change where it moved beyond {2:g}x the noise both runs measured and "
+    console.print(f"[dim]a figure shows its change where it moved beyond {SIGNIFICANCE:g}x the noise both runs measured and "
                   f"{min_change:.0%} against the run before it (ampbench compare --runs A,B sets two runs side by "
                   "side)[/]", highlight=False)
 
@@ -215,13 +218,9 @@ def _print_diff(diff: Any) -> None:
         console.print(escape(line), highlight=False)
     for setting, changes in diff.settings():
         cells = [cell_line(c) for c in changes]
-        key = Col("precision", [escape(c["precision"]) for c in cells], justify="left")
-        cols = [Col("before /s", [c["before"] for c in cells]), Col("after /s", [c["after"] for c in cells]),
-                Col("change", [c["change"] for c in cells]),
-                Col("verdict", [Text(c["verdict"], style=_style(c["verdict"])) for c in cells],
-                    justify="left", wraps=True),
-                Col("x fp32 before -> after", [c["gain"] for c in cells]),
-                Col("memory before -> after", [c["memory"] for c in cells], wraps=True)]
+        key, *cols = [Col(head, [Text(c[k], style=_style(c[k]) if k == "verdict" else "") for c in cells],
+                          justify="left" if k in ("precision", "verdict") else "right", wraps=k in ("verdict", "memory"))
+                      for k, head in DIFF_TABLE]  # (the columns of the Markdown and the HTML, in their order)
         title = f"{setting.workload} ({setting.preset}), {setting.describe()}"
         for table in stack_tables(escape(title), key, cols, console.width):
             console.print(table)
