@@ -133,6 +133,22 @@ def test_export_import_roundtrip_between_stores(tmp_path: Path) -> None:
     assert len(b.hw("dev")) == 1
 
 
+def test_a_probe_without_its_time_is_imported_once_whenever_imported(tmp_path: Path, monkeypatch) -> None:
+    """The probe's time is stamped into it when stored: an export imported again a second later adds nothing (the
+    round trip above failed once in CI when its two imports straddled a second)."""
+    from ampbench.store import sqlite
+
+    a, _ = _store(tmp_path)
+    a.add_hw({"device_name": "dev", "gemm": []})
+    write_json(export_data(a), tmp_path / "x.json")
+    b = Store(tmp_path / "other.db")
+    import_file(b, tmp_path / "x.json")
+    monkeypatch.setattr(sqlite, "utcnow", lambda: "2099-01-01T00:00:00+00:00")  # (a later second)
+    import_file(b, tmp_path / "x.json")
+    (probe,) = b.hw("dev")
+    assert probe["created_at"] == a.hw("dev")[0]["created_at"] != "2099-01-01T00:00:00+00:00"
+
+
 def test_a_kernel_table_moves_with_export_and_import_once(tmp_path: Path) -> None:
     """``hw --calibrate`` on the GPU machine, ``predict`` on a laptop: the table travels in the export (it did not:
     runs, rows and probes only) and is added once; oracle: the stored table read back from the other store."""

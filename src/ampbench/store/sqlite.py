@@ -350,9 +350,13 @@ class Store:
 
     # -- hardware probes -----------------------------------------------------------------------
     def add_hw(self, probe: dict[str, Any]) -> None:
+        """Store a hardware probe once per (device, time). A probe without its time is stamped with it, in the stored
+        probe too: its export carries the time, so importing it twice adds it once (it added it again when the
+        second import fell in another second)."""
+        probe = {**probe, "created_at": probe.get("created_at") or utcnow()}
         with self._tx() as c:
             c.execute("INSERT OR IGNORE INTO hw (device_name, created_at, probe) VALUES (?,?,?)",
-                      (probe["device_name"], probe.get("created_at") or utcnow(), json.dumps(probe)))
+                      (probe["device_name"], probe["created_at"], json.dumps(probe)))
 
     def hw(self, device_name: str | None = None) -> list[dict[str, Any]]:
         sql, args = "SELECT probe FROM hw", []
