@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -263,6 +264,10 @@ def test_since_last_finds_the_latest_run_on_the_same_device_with_shared_timed_ce
     assert line.startswith(f"since run {first} (") and f"compare --runs {first},{last}" in line
     assert "2 cells: 1 slower, 1 unchanged; the largest slowdown: bert (small) amp-bf16, batch 64, eager -20.0%" in line
     assert rd.since_last(s, s.run(first)) is None
+    assert "(what differs" not in line  # (the same environment and settings)
+    diff.after = replace(diff.after, env={**diff.after.env, "torch": "2.13"})
+    assert "the last on this device to measure these cells (what differs: torch 2.11 -> 2.13): 2 cells" in \
+        rd.since_line(diff)
 
 
 def test_run_ends_with_what_changed_since_the_last_run_of_its_cells(tmp_path: Path) -> None:

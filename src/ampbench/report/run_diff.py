@@ -414,5 +414,9 @@ def since_line(diff: RunDiff) -> str:
     unchanged; ... -- ampbench compare --runs X,Y shows them'."""
     when = diff.before.created_at[:16].replace("T", " ") + " UTC"
     cells = "these cells" if len(diff.changes) > 1 else "this cell"
-    return (f"since run {diff.before.run_id} ({when}), the last on this device to measure {cells}: "
-            f"{summary_line(diff)} -- ampbench compare --runs {diff.before.run_id},{diff.after.run_id} shows them")
+    moved = diff.differences
+    differs = "; ".join(f"{w} {a} -> {b}" for w, a, b in moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3
+                                                                       else "")
+    return (f"since run {diff.before.run_id} ({when}), the last on this device to measure {cells}"
+            f"{f' (what differs: {differs})' if moved else ''}: {summary_line(diff)} -- ampbench compare --runs "
+            f"{diff.before.run_id},{diff.after.run_id} shows them")
