@@ -32,6 +32,7 @@ from ampbench.report.run_diff import (
     header_lines,
     markdown,
     summary_line,
+    verdict_tone,
 )
 from ampbench.report.run_diff import TABLE as DIFF_TABLE
 from ampbench.store import derive
@@ -179,18 +180,20 @@ def _history(store: Any, workloads: list[str] | None, precisions: list[str] | No
     """``compare --history``: each setting's runs on one device, oldest first, a column per precision."""
     from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
 
+    def shown(s: Any) -> list[str]:  # (a column's label is its precision, "(8bit states)" after it where it has one)
+        return [p for p in s.points if precisions is None or p.split(" (")[0] in precisions]
+
     rows = derive(store.rows(None, workloads), store.hw())
-    series = [s for s in history_of(rows, store.runs(), last, min_change)
-              if precisions is None or any(p.split(" (")[0] in precisions for p in s.points)]
+    series = [(s, shown(s)) for s in history_of(rows, store.runs(), last, min_change)]
+    series = [(s, precs) for s, precs in series if precs]
     if not series:
         raise AmpbenchError(f"no setting was timed in two runs on one device in {store.path}"
                             f"{' (of the workloads and precisions asked)' if workloads or precisions else ''}: "
                             "ampbench results --all lists every run's cells")
     if fmt == "json":
-        sys.stdout.write(json.dumps(clean_json([s.to_dict() for s in series]), indent=1) + "\n")
+        sys.stdout.write(json.dumps(clean_json([s.to_dict() for s, _ in series]), indent=1) + "\n")
         return
-    for s in series:
-        precs = [p for p in s.points if precisions is None or p.split(" (")[0] in precisions]
+    for s, precs in series:
         key = Col("run", [r for r, _ in s.runs], justify="left")  # (its id says when: 20261127-145038-...)
         cols = [Col(f"{p} /s", [Text(point_text(s.points[p].get(r)), style=_style(s.points[p][r].verdict or "")
                                      if r in s.points[p] else "") for r, _ in s.runs]) for p in precs]
@@ -228,9 +231,8 @@ def _print_diff(diff: Any) -> None:
 
 
 def _style(verdict: str) -> str:
-    """Green for a gain (faster, now runs), red for a loss (slower, now fails)."""
-    return ("green" if verdict.startswith(("faster", "now runs")) else
-            "red" if verdict.startswith(("slower", "now fails")) else "")
+    """Green for a gain (faster, now runs), red for a loss (slower, now fails): :func:`verdict_tone`'s colours."""
+    return {"good": "green", "bad": "red"}.get(verdict_tone(verdict), "")
 
 
 def alone_text(alone: list[Any], compared: list[Any]) -> str:

@@ -137,7 +137,7 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOp
 
 def _since_last(store: Any, info: Any) -> None:
     """What changed since the last run on this device that measured these cells (beyond the noise): one line."""
-    diff = since_last(store, store.run(info.run_id))
+    diff = since_last(store, info)
     if diff is not None:
         console.print(escape(since_line(diff)), highlight=False)
 

@@ -44,7 +44,7 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html",
             f"{', ...' if len(others) > 5 else ''}): ampbench report --predictions shows every one") if others else ""
     if fmt == "csv":
         return info.run_id, to_csv(rows)
-    since = since_last(store, info)
+    since = since_last(store, info, rows=rows)  # (this run's rows, derived above: not read again)
     if fmt == "md":
         from ampbench.report.markdown import render_markdown  # lazy: torch
 

@@ -26,11 +26,11 @@ def sample_ms(row: dict[str, Any], with_data: bool) -> float | None:
     """Milliseconds a sample takes at the row's mean timed step, and with each micro-batch's loading added in
     series (``with_data``): the loop that loads a batch, then steps on it."""
     step, batch = _number(row.get("step_ms_mean")), _number(row.get("batch_size"))
-    data = _number(row.get("data_ms_per_batch"))
-    if step is None or batch is None or (with_data and data is None):
+    data = _number(row.get("data_ms_per_batch")) if with_data else 0.0
+    if step is None or batch is None or data is None:
         return None
     micro = int(row.get("grad_accum") or 1)
-    return (step + (data or 0.0) * micro * with_data) / (batch * micro)
+    return (step + data * micro) / (batch * micro)
 
 
 def data_advice(rows: list[dict[str, Any]], recommended: str | None) -> str | None:
@@ -41,11 +41,13 @@ def data_advice(rows: list[dict[str, Any]], recommended: str | None) -> str | No
     if best is None:
         return None
     step, data = _number(best.get("step_ms_mean")), _number(best.get("data_ms_per_batch"))
-    micro = int(best.get("grad_accum") or 1)
-    if step is None or data is None or data * micro < DATA_SHARE * step:
+    if step is None or data is None:
+        return None
+    share = data * int(best.get("grad_accum") or 1) / step  # (each micro-batch is loaded)
+    if share < DATA_SHARE:
         return None
     text = (f"data loading: a batch took {data:,.3g} ms to gather and copy to the device (the floor: from memory, no "
-            f"decoding) against {recommended}'s {step:,.3g} ms step ({data * micro / step:.0%})")
+            f"decoding) against {recommended}'s {step:,.3g} ms step ({share:.0%})")
     base = ok.get("fp32")
     if base is not None and base is not best:
         alone = [sample_ms(r, False) for r in (base, best)]

@@ -43,7 +43,7 @@ from ampbench.report.numbers import sig
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_diff import TABLE as DIFF_TABLE
-from ampbench.report.run_diff import cell_line, header_lines, summary_line
+from ampbench.report.run_diff import cell_line, header_lines, summary_line, verdict_tone
 from ampbench.store.derive import memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
 from ampbench.store.time_to_loss import text as time_to_loss_text
@@ -407,9 +407,8 @@ def _since_html(diff: Any) -> str:
         cells = []
         for c in changes:
             line = cell_line(c)
-            good = line["verdict"].startswith(("faster", "now runs"))
-            bad = line["verdict"].startswith(("slower", "now fails"))
-            verdict = f'<span class="{"ok" if good else "bad" if bad else ""}">{e(line["verdict"])}</span>'
+            tone = {"good": "ok", "bad": "bad"}.get(verdict_tone(line["verdict"]), "")
+            verdict = f'<span class="{tone}">{e(line["verdict"])}</span>'
             cells.append([e(line[k]) if k != "verdict" else verdict for k, _ in DIFF_TABLE])
         out.append(_table([head for _, head in DIFF_TABLE], cells))
     out.append(f"<p>{e(summary_line(diff))}</p>")

@@ -144,6 +144,11 @@ class RunDiff:
                 out.append((key, a or "-", b or "-"))
         return out
 
+    @property
+    def min_change(self) -> float:
+        """The smallest change that counted (every cell's is the one the comparison was made with)."""
+        return self.changes[0].min_change if self.changes else MIN_CHANGE
+
     def settings(self) -> list[tuple[CellId, list[CellChange]]]:
         """The changes grouped by setting (everything but the precision), in a stable order."""
         groups: dict[CellId, list[CellChange]] = {}
@@ -163,8 +168,8 @@ class RunDiff:
     def to_dict(self) -> dict[str, Any]:
         return {"before": self.before.__dict__, "after": self.after.__dict__,
                 "differences": [{"what": w, "before": a, "after": b} for w, a, b in self.differences],
-                "significance": SIGNIFICANCE, "min_change": self.changes[0].min_change if self.changes else MIN_CHANGE,
-                "counts": self.counts(), "cells": [c.to_dict() for c in self.changes]}
+                "significance": SIGNIFICANCE, "min_change": self.min_change, "counts": self.counts(),
+                "cells": [c.to_dict() for c in self.changes]}
 
 
 def _ok(r: dict[str, Any] | None) -> bool:
@@ -267,6 +272,13 @@ def change_text(c: CellChange) -> str:
     return f"{c.change:+.1%}{noise}"
 
 
+def verdict_tone(verdict: str) -> str:
+    """"good" for a gain (faster, now runs), "bad" for a loss (slower, now fails), "" otherwise: how the console and
+    the HTML colour a verdict (its text may carry a status: "now fails (oom)")."""
+    return ("good" if verdict.startswith((FASTER, NOW_RUNS)) else
+            "bad" if verdict.startswith((SLOWER, NOW_FAILS)) else "")
+
+
 def verdict_text(c: CellChange) -> str:
     """The verdict, with the status a failing side ended in: 'now fails (oom)', 'fails in both (diverged)'."""
     failed = [str(r.get("status")) for r in (c.after, c.before) if r is not None and not _ok(r)]
@@ -331,9 +343,8 @@ def header_lines(diff: RunDiff) -> list[str]:
         lines.append("what differs: " + "; ".join(f"{w} {a} -> {b}" for w, a, b in differences))
     else:
         lines.append("what differs: nothing the rows recorded (device, driver, CUDA, cuDNN, torch, host, settings)")
-    share = diff.changes[0].min_change if diff.changes else MIN_CHANGE
     lines.append(f"a change counts beyond {SIGNIFICANCE:g}x its noise (±: both runs' measured noise, one standard "
-                 f"deviation) and {share:.0%}")
+                 f"deviation) and {diff.min_change:.0%}")
     return lines
 
 
@@ -388,11 +399,13 @@ RECENT_RUNS = 20
 """How many earlier runs ``run`` looks through for the last one that measured its cells (newest first)."""
 
 
-def since_last(store: Any, info: Any, defaults: Mapping[str, Any] | None = None) -> RunDiff | None:
+def since_last(store: Any, info: Any, defaults: Mapping[str, Any] | None = None,
+               rows: list[dict[str, Any]] | None = None) -> RunDiff | None:
     """The run just finished (``info``) beside the latest earlier run in ``store`` on the same device that measured
     at least one of its cells, as a :class:`RunDiff` of the cells both measured (and, ok in both, timed in both);
-    None when no recent run did."""
-    rows = [r for r in derive(store.rows(info.run_id)) if r.get("device_name") == info.device_name]
+    None when no recent run did. ``rows``: the run's derived rows where the caller has them (read here otherwise)."""
+    rows = [r for r in (derive(store.rows(info.run_id)) if rows is None else rows)
+            if r.get("device_name") == info.device_name]
     mine = {CellId.of(r) for r in rows}
     runs = store.runs()  # (in the order they were created: two runs can share a second)
     earlier = runs[:next((i for i, r in enumerate(runs) if r.run_id == info.run_id), len(runs))]
