@@ -8,6 +8,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ampbench.measure.gpus import lookup
 from ampbench.predict import kernels
@@ -190,3 +193,75 @@ def test_a_kinds_issue_beyond_the_per_op_mix_is_added_to_the_host_where_the_tabl
     without = price(_trace(ops), h200, tf32=False, kernels=plain)
     assert with_issue.host_s - without.host_s == pytest.approx(50 * 33.0e-6)
     assert with_issue.step_s > without.step_s
+
+
+class _Attention(nn.Module):
+    """One scaled-dot-product attention over ``heads`` heads of ``dim``, causal or not, between two Linear layers."""
+
+    def __init__(self, heads: int, dim: int, causal: bool) -> None:
+        super().__init__()
+        self.heads, self.dim, self.causal = heads, dim, causal
+        self.qkv, self.out = nn.Linear(heads * dim, 3 * heads * dim), nn.Linear(heads * dim, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, self.dim).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.out(y.transpose(1, 2).reshape(b, s, -1).mean(1))
+
+
+def _attention_rows(shape: dict, dtype: str, us: dict[str, float]) -> list[dict]:
+    return [{"kind": "attention", "op": op, "dtype": dtype, "layout": "", "us": t, "shape": shape, "flops": 0.0,
+             "bytes": 0.0} for op, t in us.items()]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
+def test_an_attention_kernel_at_a_measured_shape_costs_its_measured_time(precision: str) -> None:
+    """A traced attention at a shape the table measured costs what the table measured there: the forward its ``_fwd``
+    row, the backward its ``_fwd_bwd`` row less that, causal or not (oracle: the rows; each kind a different time, so
+    a causal op priced from the full kernel's row, or a backward from a forward's, shows). It did not: the causal
+    half was left out twice (a causal kernel priced at ~2x its measured time) and every backward was modelled at 2.5x
+    the forward's FLOPs where the op is priced at its traced 2x (0.8x its measured time)."""
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    h200, (b, heads, s, d) = lookup("h200"), (4, 8, 512, 64)
+    dtype = "fp32" if precision == "fp32" else "bf16"
+    shape = {"batch": b, "heads": heads, "seq": s, "dim": d}
+    us = {"sdpa_causal_fwd": 700.0, "sdpa_causal_fwd_bwd": 2600.0, "sdpa_fwd": 1100.0, "sdpa_fwd_bwd": 3900.0}
+    table = KernelTable.of(_table(_attention_rows(shape, dtype, us)), h200)
+    for causal, name in ((True, "sdpa_causal"), (False, "sdpa")):
+        model = _Attention(heads, d, causal)
+        trace = trace_step(build_meta(lambda m=model: Workload_of(m, (torch.zeros(b, s, heads * d),))), precision, b)
+        ops = {o.name.rsplit(".", 1)[-1]: o for o in trace.ops if "fused_attention" in o.name}
+        assert set(ops) == {"fused_attention", "fused_attention_backward"} and ops["fused_attention"].causal is causal
+        fwd = price(_trace([ops["fused_attention"]]), h200, tf32=False, kernels=table).gpu_s
+        bwd = price(_trace([ops["fused_attention_backward"]]), h200, tf32=False, kernels=table).gpu_s
+        assert fwd == pytest.approx(us[f"{name}_fwd"] * 1e-6, rel=1e-9), name
+        assert bwd == pytest.approx((us[f"{name}_fwd_bwd"] - us[f"{name}_fwd"]) * 1e-6, rel=1e-9), name
+
+
+def test_the_shipped_h200_table_prices_gpt2s_attention_at_what_it_measured_there() -> None:
+    """GPT-2 at its paper preset (batch 16, 1,024 tokens, 12 heads of 64: the shape the H200's sweep timed, causal):
+    its attention priced from the shipped table is the table's own row (oracle: the CSV, read here as text)."""
+    import csv
+    import json
+
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+
+    pytest.importorskip("transformers")
+    from ampbench.workloads import create_workload
+
+    h200 = lookup("h200")
+    rows = {(r[1], r[2]): float(r[7]) for r in csv.reader(
+        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#"))
+        if r[0] == "attention" and json.loads(r[4]) == {"batch": 16, "dim": 64, "heads": 12, "seq": 1024}}
+    trace = trace_step(build_meta(lambda: create_workload("gpt2", "paper")), "amp-bf16", 16)
+    fwd = next(o for o in trace.ops if o.name.endswith("fused_attention"))
+    bwd = next(o for o in trace.ops if o.name.endswith("fused_attention_backward"))
+    assert fwd.causal and bwd.causal
+    assert price(_trace([fwd]), h200, tf32=False).gpu_s == pytest.approx(rows["sdpa_causal_fwd", "bf16"] * 1e-6)
+    assert price(_trace([bwd]), h200, tf32=False).gpu_s == pytest.approx(
+        (rows["sdpa_causal_fwd_bwd", "bf16"] - rows["sdpa_causal_fwd", "bf16"]) * 1e-6)

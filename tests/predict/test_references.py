@@ -221,13 +221,12 @@ def test_the_real_scale_suites_steps_median_within_10_and_worst_within_25_percen
     assert statistics.median(errors) <= 0.10 and max(errors) <= 0.25, (statistics.median(errors), max(errors))
 
 
-@pytest.mark.xfail(strict=True, reason="median 10.03% (the 13th and 14th of 26: gpt2 amp-bf16/tf32 +9.9%, lstm-lm "
-                                       "amp-fp16/tf32 +10.1%); 9.9% before cuDNN's RNN weight copy was priced, which "
-                                       "brought both LSTM-LM steps nearer (TF32 -2% -> -1%, AMP -12% -> -11%) and "
-                                       "their ratio 0.2 points farther")
 def test_the_real_scale_suites_amp_speedups_median_within_10_percent() -> None:
     """AMP over fp32 and over TF32, every pair of ok cells (ResNet-50's amp-fp16 diverged on that lease: 26 pairs);
-    oracle: a pair by hand."""
+    oracle: a pair by hand. Met since 2026-11-29 (median 9.0%; 10.03% before): the measured kernel table had priced
+    GPT-2's causal attention at about twice the time the table itself measured at that very shape (the causal half
+    taken twice; ``test_measured_kernels``), which held its fp32 and TF32 steps 14-20% slow and its AMP/TF32 ratio
+    +10-11% high (now -4% to -5%)."""
     errors = measured.speedup_errors(_suite())
     assert len(errors) == 26
     cells = {(s.workload, s.precision): s for s in _suite()}

@@ -181,16 +181,20 @@ class KernelTable:
         elif kind == "attention":
             base = op.rsplit("_", 1)[0] if op.endswith("_fwd") else op.rsplit("_", 2)[0]
             causal = base.endswith("causal")
-            flops = 4.0 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["dim"] * (0.5 if causal else 1.0)
+            # (modelled as price_op prices a traced op of this shape: the forward's FLOPs counted whole -- the causal
+            # half left out by the pricing, once -- and the backward at twice them, its traced count; the row's own
+            # ``flops`` column is the causal half. Until 2026-11-29 the half was taken twice and the backward modelled
+            # at 2.5x: a causal kernel was priced at twice its measured time, every backward at 0.8x it.)
+            flops = 4.0 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["dim"]
             moved = 4 * shape["batch"] * shape["heads"] * shape["seq"] * shape["dim"] * element
-            where = _logs(flops)  # (a traced attention op knows its FLOPs, not its shape)
+            where = _attention_where(flops, causal)
             if op.endswith("_fwd"):
                 yield ("attention", "fwd", dtype), where, _attention_s(g, cal, flops, moved, dtype, causal), t
             else:
                 f = fwd.get((base, dtype, r.get("layout", ""), _key(shape)))
                 if f is not None:
                     yield (("attention", "bwd", dtype), where,
-                           _attention_s(g, cal, 2.5 * flops, 2 * moved, dtype, causal), t - f)
+                           _attention_s(g, cal, BACKWARD_FLOPS * flops, 2 * moved, dtype, causal), t - f)
         elif kind == "rnn":
             steps, batch, inputs, hidden = (int(shape[k]) for k in ("seq", "batch", "inputs", "hidden"))
             rnn = (steps, batch, inputs, 4 * hidden, hidden)
@@ -263,8 +267,8 @@ class KernelTable:
             b, m, n, k = op.gemm
             return self.ratio(("gemm", mode), _logs(m, n, k, b))
         if name.startswith("ampbench_predict.fused_attention"):
-            work = op.flops / 3.5 if backward else op.flops  # (the points' FLOPs: the forward's)
-            return self.ratio(("attention", "bwd" if backward else "fwd", mode), _logs(work))
+            work = op.flops / BACKWARD_FLOPS if backward else op.flops  # (the points' FLOPs: the forward's)
+            return self.ratio(("attention", "bwd" if backward else "fwd", mode), _attention_where(work, op.causal))
         moved = op.bytes_read + op.bytes_written
         element = ELEMENT.get(op.dtype, 4)
         family = "softmax" if "softmax" in name else norm_family(name) if "norm" in name else None
@@ -366,9 +370,20 @@ def _key(shape: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(shape.items()))
 
 
+BACKWARD_FLOPS = 2
+"""A traced attention backward's FLOPs over its forward's (:func:`ampbench.measure.flop_formulas.sdpa_backward_flops`:
+four products of the forward's two; the flash kernels' recomputation of the scores is not counted)."""
+
+
+def _attention_where(forward_flops: float, causal: bool) -> tuple[float, ...]:
+    """Where an attention kernel sits in the table: its forward's FLOPs counted whole (a traced op knows its FLOPs, not
+    its shape) and whether it is causal, one apart (a causal and a full kernel of one shape are two cases)."""
+    return (*_logs(forward_flops), float(causal))
+
+
 def _attention_s(gpu: Gpu, cal: Calibration, work: float, moved: float, mode: str, causal: bool) -> float:
-    """The model's fused attention, as :func:`ampbench.predict.cost.price_op` prices it (``work`` counted without the
-    causal half)."""
+    """The model's fused attention, as :func:`ampbench.predict.cost.price_op` prices it (``work`` counted whole: the
+    causal half is left out here, as there)."""
     compute = kernels.attention_compute_s(gpu, cal, work / (2 if causal else 1), mode)
     return max(compute, kernels.memory_s(gpu, cal, moved)) + cal.kernel_us * 1e-6
 
