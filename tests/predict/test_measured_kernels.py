@@ -265,3 +265,33 @@ def test_the_shipped_h200_table_prices_gpt2s_attention_at_what_it_measured_there
     assert price(_trace([fwd]), h200, tf32=False).gpu_s == pytest.approx(rows["sdpa_causal_fwd", "bf16"] * 1e-6)
     assert price(_trace([bwd]), h200, tf32=False).gpu_s == pytest.approx(
         (rows["sdpa_causal_fwd_bwd", "bf16"] - rows["sdpa_causal_fwd", "bf16"]) * 1e-6)
+
+
+def test_a_batch_norm_is_priced_at_its_own_layouts_measured_kernel() -> None:
+    """The H200 ran NCHW half batch norms 1.9-2.5x slower than channels-last ones of the same shape; both were one key
+    at one position, so every batch norm was priced at the NHWC case. Oracle: synthetic rows of one shape, each
+    layout a different time, and a traced ``nn.BatchNorm2d`` on NCHW and on channels-last input."""
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    h200, (b, c, size) = lookup("h200"), (8, 64, 32)
+    us = {("nhwc", "batch_norm_fwd"): 50.0, ("nhwc", "batch_norm_fwd_bwd"): 140.0,
+          ("nchw", "batch_norm_fwd"): 90.0, ("nchw", "batch_norm_fwd_bwd"): 300.0}
+    rows = [{"kind": "norm", "op": op, "dtype": "fp32", "layout": layout, "us": t,
+             "shape": {"batch": b, "channels": c, "size": size}, "flops": 0.0, "bytes": 0.0}
+            for (layout, op), t in us.items()]
+    table = KernelTable.of(_table(rows), h200)
+    for channels_last, layout in ((False, "nchw"), (True, "nhwc")):
+        model = nn.Sequential(nn.BatchNorm2d(c), nn.Flatten(), nn.Linear(c * size * size, 10))
+        trace = trace_step(build_meta(lambda m=model: Workload_of(m, (torch.zeros(b, c, size, size),))), "fp32", b,
+                           channels_last=channels_last)
+        norms = [o for o in trace.ops if "batch_norm" in o.name]
+        assert {o.phase for o in norms} == {"forward", "backward"} and all(o.nchw is not channels_last for o in norms)
+        for o in norms:
+            # (the case's modelled bytes are the norm's elements read and written, the traced op's a few more: its
+            # weights and statistics -- within 1 %)
+            got = price(_trace([o]), h200, tf32=False, kernels=table).gpu_s
+            fwd = us[layout, "batch_norm_fwd"]
+            want = fwd if o.phase == "forward" else us[layout, "batch_norm_fwd_bwd"] - fwd
+            assert got == pytest.approx(want * 1e-6, rel=0.01), (layout, o.name)

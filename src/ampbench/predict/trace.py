@@ -67,7 +67,7 @@ class Op:
     gemm: tuple[int, int, int, int] | None = None
     """(batch, M, N, K) of a matmul, or of a 1-D/3-D convolution's implicit GEMM (batch = groups)."""
     nchw: bool = False
-    """A 2-D convolution on NCHW tensors (cuDNN's Tensor Core kernels are NHWC: it converts them)."""
+    """A 2-D convolution (cuDNN's Tensor Core kernels are NHWC: it converts them) or a batch norm on NCHW tensors."""
     conv: Conv | None = None
     """A 2-D convolution's shape (what picks cuDNN's algorithm)."""
     products: int = 1
@@ -312,8 +312,13 @@ class _Recorder(TorchDispatchMode):
             flops = int(fn(*args, **kwargs, out_val=out)) if fn is not None else 0
         if name.startswith(("_foreach", "_fused", "_amp_foreach")) and isinstance(args[0], (list, tuple)):
             tensors = len(args[0])
-        nchw = (name in ("convolution", "convolution_backward") and args[0].dim() == 4
-                and not args[0].is_contiguous(memory_format=torch.channels_last))
+        # (a batch norm's layout is its input's -- its backward's second argument in ATen's, its first in cuDNN's --:
+        # CUDA's kernels take the gradient in the input's format)
+        nchw = False
+        if name in ("convolution", "convolution_backward") or "batch_norm" in name:
+            x = args[1] if name == "native_batch_norm_backward" else args[0]
+            nchw = (isinstance(x, torch.Tensor) and x.dim() == 4
+                    and not x.is_contiguous(memory_format=torch.channels_last))
         conv, products = _conv_shape(name, args, out)
         reads = tuple((self._key(t), effective_bytes(t)) for t in read_from)
         writes = tuple((self._key(t), effective_bytes(t)) for t in outs)
