@@ -43,6 +43,17 @@ def test_a_convolutions_flops_are_what_torchs_counter_counts(shape: cal.ConvShap
         assert out.shape[-1] == shape.out
 
 
+@pytest.mark.parametrize(("op", "source", "result"), [("to_fp32", torch.bfloat16, torch.float32),
+                                                      ("to_half", torch.float32, torch.bfloat16)])
+def test_a_cast_case_converts_its_direction_and_counts_both_sides_bytes(op: str, source: torch.dtype,
+                                                                       result: torch.dtype) -> None:
+    """Autocast's two casts: a bf16 tensor to fp32 and an fp32 one to bf16, each moving 2 + 4 bytes an element (oracle:
+    the call's own input and output)."""
+    case = cal.elementwise_case(op, 1000, "bf16")
+    out = case.make(torch.device("cpu"))()
+    assert out.dtype == result and out.numel() == 1000 and case.bytes == 1000 * (source.itemsize + result.itemsize)
+
+
 def test_the_gpu_case_list_runs_on_this_cpu_at_cpu_sizes() -> None:
     """The GPU's dtypes (tf32, fp16 too) through every kind of case at CPU sizes: each case timed or its error said;
     fp32 and bf16 ones all timed, with rates that are rates."""

@@ -295,3 +295,38 @@ def test_a_batch_norm_is_priced_at_its_own_layouts_measured_kernel() -> None:
             fwd = us[layout, "batch_norm_fwd"]
             want = fwd if o.phase == "forward" else us[layout, "batch_norm_fwd_bwd"] - fwd
             assert got == pytest.approx(want * 1e-6, rel=0.01), (layout, o.name)
+
+
+def _elementwise_row(op: str, dtype: str, elements: int, us: float) -> dict:
+    return {"kind": "elementwise", "op": f"{op}_fwd", "dtype": dtype, "layout": "", "us": us,
+            "shape": {"elements": elements}, "flops": 0.0, "bytes": 6.0 * elements}  # (2-byte add, either cast: 6 n)
+
+
+def test_a_cast_is_priced_at_the_measured_cast_of_its_direction_and_only_that() -> None:
+    """The H200 cast a half tensor to fp32 at half the rate of an add of the same bytes; a cast was priced between
+    the two. Oracle: synthetic rows of one size -- an add, a widening cast, each its own time -- and the casts autocast
+    traces in an amp-bf16 step (a Linear's weight narrowed to bf16, its output widened for a LayerNorm): the widening
+    one at exactly the size costs the cast row's time; a narrowing one, with no narrowing case in the table, the add's
+    ratio (what every elementwise op gets); with a narrowing case, that case's."""
+    from ampbench.predict.measured_kernels import cast_direction
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    h200, n = lookup("h200"), 1 << 20
+    model = nn.Sequential(nn.Linear(1024, n // 64), nn.LayerNorm(n // 64), nn.Linear(n // 64, 10))  # (norm: in fp32)
+    trace = trace_step(build_meta(lambda: Workload_of(model, (torch.zeros(64, 1024),))), "amp-bf16", 64)
+    casts = [o for o in trace.ops if cast_direction(o) is not None]
+    assert {cast_direction(o) for o in casts} == {"widen", "narrow"}
+    assert all(o.name == "aten._to_copy" and o.bytes_written == {"widen": 2, "narrow": 0.5}[cast_direction(o)]
+               * o.bytes_read for o in casts)
+    widen = next(o for o in casts if cast_direction(o) == "widen" and o.bytes_read + o.bytes_written == 6 * n)
+    narrow = max((o for o in casts if cast_direction(o) == "narrow"), key=lambda o: o.bytes_read)
+    adds = [_elementwise_row("add", "bf16", n, 40.0)]
+    table = KernelTable.of(_table([*adds, _elementwise_row("to_fp32", "bf16", n, 90.0)]), h200)
+    assert price(_trace([widen]), h200, tf32=False, kernels=table).gpu_s == pytest.approx(90e-6, rel=1e-9)
+    add_only = KernelTable.of(_table(adds), h200)
+    assert price(_trace([narrow]), h200, tf32=False, kernels=table).gpu_s == pytest.approx(
+        price(_trace([narrow]), h200, tf32=False, kernels=add_only).gpu_s, rel=1e-9)
+    with_narrow = KernelTable.of(_table([*adds, _elementwise_row("to_half", "bf16", n, 70.0)]), h200)
+    assert with_narrow.ratio_for(narrow, "bf16") == pytest.approx(with_narrow.points[("elementwise", "narrow")][0].ratio)

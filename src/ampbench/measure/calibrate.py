@@ -245,13 +245,17 @@ def group_norm_case(b: int, c: int, size: int, groups: int, dtype: str, backward
 
 
 def elementwise_case(op: str, elements: int, dtype: str) -> Case:
-    """add (two inputs, one output), gelu (one in, one out), a cast to fp32 (``to_fp32``)."""
+    """add (two inputs, one output), gelu (one in, one out), a cast of a ``dtype`` tensor to fp32 (``to_fp32``) and of
+    an fp32 tensor to ``dtype`` (``to_half``): autocast's two directions."""
     def build(device: torch.device) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
-        x, y = _rand((elements,), DTYPES[dtype], device), _rand((elements,), DTYPES[dtype], device)
-        fn = {"add": lambda: x + y, "gelu": lambda: F.gelu(x), "to_fp32": lambda: x.float()}[op]
+        x = _rand((elements,), torch.float32 if op == "to_half" else DTYPES[dtype], device)
+        y = _rand((elements,), DTYPES[dtype], device)
+        fn = {"add": lambda: x + y, "gelu": lambda: F.gelu(x), "to_fp32": lambda: x.float(),
+              "to_half": lambda: x.to(DTYPES[dtype])}[op]
         return fn, []
 
-    passes = {"add": 1.5, "gelu": 1.0, "to_fp32": 1.5}[op]  # (bytes over 2 x elements; the cast writes 4-byte values)
+    # (bytes over 2 x elements of ``dtype``: a cast moves a 4-byte value one way and a 2-byte one the other)
+    passes = {"add": 1.5, "gelu": 1.0, "to_fp32": 1.5, "to_half": 1.5}[op]
     return memory_case("elementwise", op, dtype, {"elements": elements}, elements, 2.0 * passes, build)
 
 
@@ -395,8 +399,8 @@ def cases(sizes: Sizes, dtypes: list[str], fp8: bool = False, conv_dtypes: list[
             out += [layer_norm_case(rows, width, d, bwd), batch_norm_case(*sizes.bn, d, bwd, True),
                     batch_norm_case(*sizes.bn, d, bwd, False), group_norm_case(*sizes.gn, d, bwd),
                     softmax_case(rows, width, d, bwd)]
-        out += [elementwise_case(op, sizes.elements, d) for op in ("add", "gelu", "to_fp32")
-                if not (op == "to_fp32" and d == "fp32")]  # (fp32 to fp32 launches no kernel)
+        out += [elementwise_case(op, sizes.elements, d) for op in ("add", "gelu", "to_fp32", "to_half")
+                if not (op.startswith("to_") and d == "fp32")]  # (fp32 to fp32 launches no kernel)
     for d in ["fp32", *(["tf32"] if "tf32" in dtypes else []), *half]:  # (cuDNN's RNNs follow the TF32 flag)
         for bwd in (False, True):
             out += [attention_case(*a[:4], d, a[4], bwd) for a in sizes.attention]

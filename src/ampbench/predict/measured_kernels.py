@@ -219,7 +219,8 @@ class KernelTable:
                     yield (("norm", family, "bwd", dtype, layout), where,
                            kernels.reduction_s(g, cal, 3 * elements * element, reduction), t - f)
         elif kind in ("elementwise", "optimizer"):
-            yield (kind,), _logs(r["bytes"]), kernels.streaming_s(g, cal, r["bytes"]), t
+            cast = CAST_CASES.get(op[:-4]) if kind == "elementwise" else None  # (a dtype cast: its own kind, below)
+            yield (kind, *((cast,) if cast else ())), _logs(r["bytes"]), kernels.streaming_s(g, cal, r["bytes"]), t
 
     # -- lookups ---------------------------------------------------------------------------------------------------
     def ratio(self, key: tuple[str, ...], where: tuple[float, ...], exclude: str | None = None) -> float | None:
@@ -284,6 +285,11 @@ class KernelTable:
                                                                       _logs(elements))) is not None), None)
         if op.phase == "optimizer":
             return self.ratio(("optimizer",), _logs(moved))
+        direction = cast_direction(op)
+        if direction is not None:  # (the H200 cast half to fp32 at half an add's rate of the same bytes: its own kind)
+            cast = self.ratio(("elementwise", direction), _logs(moved))
+            if cast is not None:
+                return cast
         return self.ratio(("elementwise",), _logs(moved))
 
     def workspace_for(self, op: Any, mode: str) -> float:
@@ -370,6 +376,21 @@ def power_kind(op: Any, mode: str) -> tuple[str, str]:
     if "norm" in name:
         return "norm", dtype
     return "elementwise", dtype
+
+
+CASTS = ("aten._to_copy", "aten.copy_")
+CAST_CASES = {"to_fp32": "widen", "to_half": "narrow"}
+"""The sweep's cast cases (``calibrate.elementwise_case``) -> the direction they time: a half tensor to fp32 (the
+H200's table), fp32 to the half type (sweeps from 2026-11-29 on)."""
+
+
+def cast_direction(op: Any) -> str | None:
+    """``widen`` (half to fp32: twice the bytes written as read) or ``narrow`` (fp32 to half: half) for a traced copy
+    that converts a tensor's dtype (autocast's and master-*'s casts), else None. Each is priced from the table's casts
+    of its own direction only: a table without them prices it as any elementwise op."""
+    if op.name not in CASTS or op.bytes_read <= 0:
+        return None
+    return {2.0: "widen", 0.5: "narrow"}.get(op.bytes_written / op.bytes_read)
 
 
 def _key(shape: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
