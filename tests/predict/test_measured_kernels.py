@@ -330,3 +330,46 @@ def test_a_cast_is_priced_at_the_measured_cast_of_its_direction_and_only_that() 
         price(_trace([narrow]), h200, tf32=False, kernels=add_only).gpu_s, rel=1e-9)
     with_narrow = KernelTable.of(_table([*adds, _elementwise_row("to_half", "bf16", n, 70.0)]), h200)
     assert with_narrow.ratio_for(narrow, "bf16") == pytest.approx(with_narrow.points[("elementwise", "narrow")][0].ratio)
+
+
+class _Conv(nn.Module):
+    """A 3x3 convolution (ResNet-50's 64 -> 64 at 56 pixels) after a 1x1, its output averaged over the image: the
+    gradient reaching its backward arrives NCHW whatever the model's layout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.conv = nn.Conv2d(64, 64, 1), nn.Conv2d(64, 64, 3, padding=1, bias=False)
+        self.out = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.conv(self.pre(x)).mean((2, 3)))
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+@pytest.mark.parametrize("precision", ["fp32", "amp-fp16", "amp-bf16"])
+def test_a_convolution_is_priced_at_the_shipped_tables_kernels_of_its_layout(precision: str,
+                                                                            channels_last: bool) -> None:
+    """On the H200, at a shape its sweep timed: the forward costs the ``conv_fwd`` row of its layout, the backward the
+    ``conv_dgrad`` and ``conv_wgrad`` rows (oracle: the CSV, read here as text). The backward of a channels-last
+    model's convolution had been priced NCHW -- 2.1x its measured time in fp16 -- where its output's gradient arrived
+    NCHW (cuDNN takes the layout from the input and the weight)."""
+    import csv
+    import json
+
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    h200, dtype = lookup("h200"), {"fp32": "fp32", "amp-fp16": "fp16", "amp-bf16": "bf16"}[precision]
+    layout = "nhwc" if channels_last else "nchw"
+    shape = {"batch": 64, "cin": 64, "cout": 64, "groups": 1, "kernel": 3, "size": 56, "stride": 1}
+    us = {r[1]: float(r[7]) * 1e-6 for r in csv.reader(
+        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#"))
+        if r[0] == "conv" and r[2] == dtype and r[3] == layout and json.loads(r[4]) == shape}
+    trace = trace_step(build_meta(lambda: Workload_of(_Conv(), (torch.zeros(64, 64, 56, 56),))), precision, 64,
+                       channels_last=channels_last)
+    fwd, bwd = (next(o for o in trace.ops if o.name == name and o.conv is not None and o.conv.r == 3)
+                for name in ("aten.convolution", "aten.convolution_backward"))
+    assert fwd.nchw is bwd.nchw is not channels_last and bwd.products == 2
+    assert price(_trace([fwd]), h200, tf32=False).gpu_s == pytest.approx(us["conv_fwd"])
+    assert price(_trace([bwd]), h200, tf32=False).gpu_s == pytest.approx(us["conv_dgrad"] + us["conv_wgrad"])

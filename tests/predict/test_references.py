@@ -221,8 +221,8 @@ def test_the_real_scale_suites_steps_median_within_10_and_worst_within_25_percen
     assert statistics.median(errors) <= 0.10 and max(errors) <= 0.25, (statistics.median(errors), max(errors))
 
 
-@pytest.mark.xfail(strict=True, reason="median 10.1% (the 13th and 14th of 26: gpt2 amp-bf16/fp32 +9.9%, vit "
-                                       "amp-bf16/tf32 -10.3%): the fp32 steps of the transformers 10-14% too slow and "
+@pytest.mark.xfail(strict=True, reason="median 10.2% (the 13th and 14th of 26: gpt2 amp-bf16/fp32 +9.9%, vit "
+                                       "amp-bf16/tf32 -10.4%): the fp32 steps of the transformers 10-14% too slow and "
                                        "their TF32 ones 6-19% too fast. It was met, 9.0%, between two fixes of "
                                        "2026-11-29 -- GPT-2's causal attention priced at what the table measured (was "
                                        "10.03%) and then batch norms and casts each at its own measured kernel, which "

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._prims_common import suggest_memory_format
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
@@ -312,13 +313,7 @@ class _Recorder(TorchDispatchMode):
             flops = int(fn(*args, **kwargs, out_val=out)) if fn is not None else 0
         if name.startswith(("_foreach", "_fused", "_amp_foreach")) and isinstance(args[0], (list, tuple)):
             tensors = len(args[0])
-        # (a batch norm's layout is its input's -- its backward's second argument in ATen's, its first in cuDNN's --:
-        # CUDA's kernels take the gradient in the input's format)
-        nchw = False
-        if name in ("convolution", "convolution_backward") or "batch_norm" in name:
-            x = args[1] if name == "native_batch_norm_backward" else args[0]
-            nchw = (isinstance(x, torch.Tensor) and x.dim() == 4
-                    and not x.is_contiguous(memory_format=torch.channels_last))
+        nchw = _nchw(name, args)
         conv, products = _conv_shape(name, args, out)
         reads = tuple((self._key(t), effective_bytes(t)) for t in read_from)
         writes = tuple((self._key(t), effective_bytes(t)) for t in outs)
@@ -430,6 +425,24 @@ def meta_batch(wl: Workload, batch_size: int) -> tuple[tuple[torch.Tensor, ...],
     inputs = tuple(torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype, device=META) for t in one.inputs)
     t = one.targets
     return inputs, torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype, device=META)
+
+
+_LAID_OUT_BY = {"convolution": slice(0, 2), "convolution_backward": slice(1, 3), "native_batch_norm_backward": slice(1, 2)}
+"""The arguments whose layout picks a kernel's: a convolution's input and weight (its backward's, after the output's
+gradient), a batch norm's input (ATen's backward's second argument; every other batch norm op's first)."""
+
+
+def _nchw(name: str, args: tuple[Any, ...]) -> bool:
+    """Whether a 2-D convolution or a batch norm runs NCHW kernels on CUDA: none of the tensors that pick its layout
+    suggests channels-last (PyTorch's rule, ``cudnn_conv_suggest_memory_format``: a convolution goes channels-last
+    where its input *or* its weight does -- and the gradient arrives in whatever layout; ``suggest_memory_format``
+    tells a 1x1 NCHW weight, contiguous in both senses, from a channels-last one). Until 2026-11-29 the first argument
+    decided: a backward's output gradient, which in a channels-last model often arrives NCHW (from a mean over the
+    image, a loss), priced its convolution as NCHW -- a Tensor Core one with the conversion both ways."""
+    if name not in _LAID_OUT_BY and "batch_norm" not in name:
+        return False
+    laid = [t for t in args[_LAID_OUT_BY.get(name, slice(0, 1))] if isinstance(t, torch.Tensor) and t.dim() == 4]
+    return bool(laid) and all(suggest_memory_format(t) != torch.channels_last for t in laid)
 
 
 def _meta_model(wl: Workload, channels_last: bool) -> nn.Module:
