@@ -54,6 +54,23 @@ def test_a_cast_case_converts_its_direction_and_counts_both_sides_bytes(op: str,
     assert out.dtype == result and out.numel() == 1000 and case.bytes == 1000 * (source.itemsize + result.itemsize)
 
 
+@pytest.mark.parametrize("layout", ["", "nt", "tn"])
+def test_a_gemm_case_runs_its_layout(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain case multiplies row-major operands; ``nt`` a transposed view as the second (a Linear's forward),
+    ``tn`` as the first (its weight gradient). Oracle: the operands torch.mm is handed, and their product made
+    contiguous."""
+    case = cal.gemm_case(8, 4, 6, "fp32", layout=layout)
+    assert case.layout == layout and case.flops == 2 * 8 * 4 * 6
+    seen: list[torch.Tensor] = []
+    mm = torch.mm
+    monkeypatch.setattr(torch, "mm", lambda a, b: (seen.extend((a, b)), mm(a, b))[1])
+    out = case.make(torch.device("cpu"))()
+    a, b = seen
+    assert a.shape == (8, 6) and b.shape == (6, 4)
+    assert (not a.is_contiguous()) == (layout == "tn") and (not b.is_contiguous()) == (layout == "nt")
+    assert torch.allclose(out, a.contiguous() @ b.contiguous())
+
+
 def test_the_gpu_case_list_runs_on_this_cpu_at_cpu_sizes() -> None:
     """The GPU's dtypes (tf32, fp16 too) through every kind of case at CPU sizes: each case timed or its error said;
     fp32 and bf16 ones all timed, with rates that are rates."""

@@ -435,3 +435,47 @@ def test_every_memory_bound_and_recurrent_kind_at_a_measured_shape_costs_the_tab
     for o in ops:
         want = us[f"{op}_fwd"] if o.phase == "forward" else us[f"{op}_fwd_bwd"] - us[f"{op}_fwd"]
         assert price(_trace([o]), h200, tf32=False).gpu_s == pytest.approx(want, rel=0.005), (o.name, o.phase)
+
+
+def test_a_linear_layers_gemms_carry_the_layouts_they_run() -> None:
+    """``nn.Linear``: its forward ``x @ W.t()`` (nt), its data gradient ``grad @ W`` (nn), its weight gradient
+    ``grad.t() @ x`` (tn) -- in fp32 and under autocast, whose cast weight is transposed as a view (oracle: the
+    formulas, by shape: (m, n, k) of each)."""
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    for precision in ("fp32", "amp-bf16"):
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        trace = trace_step(build_meta(lambda m=model: Workload_of(m, (torch.zeros(32, 64),))), precision, 32)
+        got = sorted((o.phase, o.gemm[1:], o.gemm_layout) for o in trace.ops if o.gemm_layout)
+        assert got == sorted([("forward", (32, 128, 64), "nt"), ("forward", (32, 10, 128), "nt"),
+                              ("backward", (32, 128, 10), "nn"), ("backward", (10, 128, 32), "tn"),
+                              ("backward", (128, 64, 32), "tn")]), (precision, got)
+        assert all(o.gemm_layout == "" for o in trace.ops if o.gemm is None)
+
+
+def _layout_row(m: int, n: int, k: int, dtype: str, us: float, layout: str = "") -> dict:
+    return {**_gemm_row(m, n, k, dtype, us), "layout": layout}
+
+
+def test_a_gemm_is_priced_at_its_layouts_cost_over_the_plain_case() -> None:
+    """A table that timed a GEMM plain and transposed prices a transposed op of that shape at the transposed time; at
+    a shape timed plain only, at the plain time there times what transposing cost at the nearest timed shape; a plain
+    op, or a table without transposed cases (the shipped one), as before. Oracle: the rows."""
+    h200 = lookup("h200")
+    rows = [_layout_row(4096, 4096, 4096, "tf32", 400.0), _layout_row(4096, 4096, 4096, "tf32", 520.0, "tn"),
+            _layout_row(1024, 1024, 1024, "tf32", 12.0)]
+    table = KernelTable.of(_table(rows), h200)
+
+    def op(n: int, layout: str) -> Op:
+        return Op("aten.mm", "backward", 2 * n**3, 8 * n * n, 4 * n * n, "fp32", gemm=(1, n, n, n), gemm_layout=layout)
+
+    def cost(o: Op, t: KernelTable | None = table) -> float:
+        return price(_trace([o]), h200, tf32=True, kernels=t).gpu_s
+
+    assert cost(op(4096, "tn")) == pytest.approx(520e-6) and cost(op(4096, "nn")) == pytest.approx(400e-6)
+    assert cost(op(1024, "tn")) == pytest.approx(12e-6 * 520 / 400) and cost(op(1024, "nn")) == pytest.approx(12e-6)
+    assert cost(op(4096, "nt")) == pytest.approx(400e-6)  # (nt not timed: the plain time)
+    plain = KernelTable.of(_table([rows[0], rows[2]]), h200)
+    assert cost(op(4096, "tn"), plain) == pytest.approx(400e-6)

@@ -127,16 +127,17 @@ def _size(dtype: str) -> int:
     return DTYPES[dtype].itemsize
 
 
-def gemm_case(m: int, n: int, k: int, dtype: str, batch: int = 1) -> Case:
+def gemm_case(m: int, n: int, k: int, dtype: str, batch: int = 1, layout: str = "") -> Case:
     """``batch`` x (m x k) @ (k x n); fp8: ``torch._scaled_mm`` with unit scales and a bf16 output (as fp8 training
-    runs its GEMMs)."""
+    runs its GEMMs); ``layout``: ``nt`` or ``tn`` where an operand is a transposed view (:data:`~ampbench.measure.hw.
+    GEMM_LAYOUTS`; "" the plain ``nn`` case every table has)."""
     def make(device: torch.device) -> Callable[[], object]:
-        return matmul(m, n, k, dtype, device, batch)
+        return matmul(m, n, k, dtype, device, batch, layout or "nn")
 
     out_size = 2 if dtype == "fp8" else _size(dtype)
     return Case("bmm" if batch > 1 else "gemm", "bmm" if batch > 1 else "mm", dtype,
                 {"batch": batch, "m": m, "n": n, "k": k}, 2.0 * batch * m * n * k,
-                float(batch * ((m * k + k * n) * _size(dtype) + m * n * out_size)), make=make)
+                float(batch * ((m * k + k * n) * _size(dtype) + m * n * out_size)), layout, make=make)
 
 
 @dataclass(frozen=True)
@@ -346,6 +347,9 @@ class Sizes:
     """(seq, batch, inputs, hidden)"""
     optimizer: tuple[int, int]
     """(parameters, tensors)"""
+    gemm_layouts: tuple[tuple[int, int, int], ...] = ()
+    """GEMMs of :attr:`gemms` timed again with a transposed operand (``nt``, ``tn``): what a Linear's forward and weight
+    gradient run; priced as the plain case's time times what transposing cost at the nearest of these."""
 
 
 GPU_SIZES = Sizes(
@@ -371,12 +375,15 @@ GPU_SIZES = Sizes(
            ConvShape(64, 512, 2048, 7, 1), ConvShape(64, 256, 512, 56, 1, 2), ConvShape(32, 3, 64, 256, 3)),
     rows=(16384, 768), bn=(64, 256, 56), gn=(16, 256, 64, 32), elements=64 * 2**20,
     attention=((16, 12, 1024, 64, True), (128, 12, 128, 64, False)), lstm=(20, 128, 1024, 2048),
-    optimizer=(100 * 2**20, 160))
+    optimizer=(100 * 2**20, 160),
+    # a transformer's Linear at 16k tokens, its weight gradient, a wide MLP's: the H200 third lease's TF32 steps of
+    # Linear-layer models ran 11-19 % slower than these plain (nn) GEMMs priced them, its bf16 ones as priced
+    gemm_layouts=((16384, 2304, 768), (16384, 768, 3072), (768, 3072, 16384), (4096, 8192, 8192)))
 CPU_SIZES = Sizes(
     gemms=((64, 64, 64), (256, 256, 256)), bmms=((8, 64, 64, 32),),
     convs=(ConvShape(2, 8, 16, 16, 3), ConvShape(2, 16, 16, 8, 1), ConvShape(2, 16, 16, 8, 3, 1, 16)),
     rows=(256, 64), bn=(4, 8, 8), gn=(2, 8, 8, 4), elements=2**16, attention=((2, 2, 32, 16, True),),
-    lstm=(4, 2, 16, 16), optimizer=(2**16, 8))
+    lstm=(4, 2, 16, 16), optimizer=(2**16, 8), gemm_layouts=((64, 64, 64),))
 
 
 def cases(sizes: Sizes, dtypes: list[str], fp8: bool = False, conv_dtypes: list[str] | None = None) -> list[Case]:
@@ -406,6 +413,9 @@ def cases(sizes: Sizes, dtypes: list[str], fp8: bool = False, conv_dtypes: list[
             out += [attention_case(*a[:4], d, a[4], bwd) for a in sizes.attention]
             out.append(lstm_case(*sizes.lstm, d, bwd))
     out += [optimizer_case("adamw", *sizes.optimizer), optimizer_case("sgd", *sizes.optimizer)]
+    # (last: a sweep out of time leaves them out before any kind the tables already price)
+    out += [gemm_case(m, n, k, d, layout=layout) for m, n, k in sizes.gemm_layouts for d in dtypes
+            for layout in ("nt", "tn")]
     return out
 
 

@@ -27,14 +27,24 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "
           "fp8": torch.float8_e4m3fn}
 
 
-def matmul(m: int, n: int, k: int, math_mode: str, device: torch.device, batch: int = 1) -> Callable[[], object]:
+GEMM_LAYOUTS = ("nn", "nt", "tn")
+"""The operands' layouts a training step's GEMMs take, read as ``torch.mm(a, b)`` of row-major tensors: ``nn`` both
+row-major (a Hugging Face ``Conv1D``'s forward, a Linear's data gradient ``grad @ W``), ``nt`` the second a transposed
+view (a Linear's forward ``x @ W.t()``), ``tn`` the first one (a Linear's weight gradient ``grad.t() @ x``)."""
+
+
+def matmul(m: int, n: int, k: int, math_mode: str, device: torch.device, batch: int = 1,
+           layout: str = "nn") -> Callable[[], object]:
     """``batch`` x (m x k) @ (k x n) of ``math_mode``: torch.mm (torch.bmm for ``batch`` > 1), or for fp8
     ``torch._scaled_mm`` (e4m3 operands, the second column-major as the fp8 kernels need, unit scales, bf16 out:
-    the GEMM fp8 training runs; no batch)."""
+    the GEMM fp8 training runs; no batch); ``layout`` (:data:`GEMM_LAYOUTS`): which operand is a transposed view."""
+    if layout not in GEMM_LAYOUTS:
+        raise ValueError(f"layout {layout!r}: one of {', '.join(GEMM_LAYOUTS)}")
     g = torch.Generator(device=device).manual_seed(0)
     lead = (batch,) if batch > 1 else ()
-    a = torch.randn(*lead, m, k, device=device, generator=g).to(DTYPES[math_mode])
-    b = torch.randn(*lead, k, n, device=device, generator=g).to(DTYPES[math_mode])
+    a = torch.randn(*lead, *((k, m) if layout == "tn" else (m, k)), device=device, generator=g).to(DTYPES[math_mode])
+    b = torch.randn(*lead, *((n, k) if layout == "nt" else (k, n)), device=device, generator=g).to(DTYPES[math_mode])
+    a, b = (a.transpose(-2, -1) if layout == "tn" else a), (b.transpose(-2, -1) if layout == "nt" else b)
     if math_mode != "fp8":
         return (lambda: torch.bmm(a, b)) if batch > 1 else (lambda: torch.mm(a, b))
     if batch > 1:

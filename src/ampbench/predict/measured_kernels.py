@@ -149,9 +149,9 @@ class KernelTable:
                 issued.setdefault(r["kind"], []).append(host)
         out.host_us = {k: statistics.median(v) for k, v in issued.items()}
         fwd: dict[tuple[Any, ...], float] = {}
-        for r in rows:  # (the forward of each fwd_bwd case: the backward is the difference)
-            if r["op"].endswith("_fwd"):
-                fwd[(r["op"][:-4], r["dtype"], r.get("layout", ""), _key(r["shape"]))] = r["us"] * 1e-6
+        for r in rows:  # (the forward of each fwd_bwd case: the backward is the difference; a plain GEMM's time)
+            if r["op"].endswith("_fwd") or (r["kind"] in ("gemm", "bmm") and not r.get("layout")):
+                fwd[(r["op"].removesuffix("_fwd"), r["dtype"], r.get("layout", ""), _key(r["shape"]))] = r["us"] * 1e-6
         for r in rows:
             for key, where, modelled, measured in out._cases(r, fwd, cal):
                 if modelled > 0 and measured > 0:
@@ -172,7 +172,13 @@ class KernelTable:
         element = ELEMENT.get(dtype, 4)
         if kind in ("gemm", "bmm"):
             b, m, n, k = int(shape["batch"]), int(shape["m"]), int(shape["n"]), int(shape["k"])
-            yield ("gemm", dtype), _logs(m, n, k, b), kernels.gemm_s(g, cal, b, m, n, k, dtype, element), t
+            layout = r.get("layout") or ""
+            if not layout:
+                yield ("gemm", dtype), _logs(m, n, k, b), kernels.gemm_s(g, cal, b, m, n, k, dtype, element), t
+            else:  # (a transposed operand: what it cost over the plain case of the same shape, which it needs)
+                plain = fwd.get((op, dtype, "", _key(shape)))
+                if plain is not None:
+                    yield ("gemm_layout", dtype, layout), _logs(m, n, k, b), plain, t
         elif kind == "conv":
             c = _conv_of(shape)
             direction = DIRECTIONS[op]
@@ -266,7 +272,12 @@ class KernelTable:
             return self.ratio(("rnn", "bwd" if backward else "fwd", mode), _logs(batch, recurrent, inputs, steps))
         if op.gemm is not None and op.flops:
             b, m, n, k = op.gemm
-            return self.ratio(("gemm", mode), _logs(m, n, k, b))
+            where = _logs(m, n, k, b)
+            ratio = self.ratio(("gemm", mode), where)
+            layout = op.gemm_layout
+            if ratio is not None and layout not in ("", "nn"):  # (times what its layout cost the nearest timed ones)
+                ratio *= self.ratio(("gemm_layout", mode, layout), where) or 1.0
+            return ratio
         if name.startswith("ampbench_predict.fused_attention"):
             work = op.flops / BACKWARD_FLOPS if backward else op.flops  # (the points' FLOPs: the forward's)
             return self.ratio(("attention", "bwd" if backward else "fwd", mode), _attention_where(work, op.causal))

@@ -109,6 +109,10 @@ class Op:
     """Which call of a repeated block's forward the op is in (counted from 1 in the trace; 0 outside one): where one
     block's ops end and the next one's begin (a checkpointed block's host time is priced per call:
     :data:`ampbench.predict.cost.CHECKPOINT_HOST`)."""
+    gemm_layout: str = ""
+    """A matmul's operands as ``torch.mm(a, b)`` reads them (:data:`ampbench.measure.hw.GEMM_LAYOUTS`): ``nn`` both
+    row-major, ``nt``/``tn`` the second/first a transposed view, ``tt`` both; "" not a matmul. TF32 kernels (Hopper's
+    take only K-major operands) and others cost by it; a GPU's sweep times the layouts a step runs."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -150,6 +154,22 @@ def _gemm_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int, i
             return (groups, out_like.shape[0] * math.prod(out_like.shape[2:]), w.shape[0] // groups,
                     w.shape[1] * math.prod(w.shape[2:]))
     return None
+
+
+def _transposed(t: torch.Tensor) -> bool:
+    """A matrix (the last two dims) that is a transposed view: its rows' elements apart, its columns' adjacent."""
+    rows, cols = t.shape[-2], t.shape[-1]
+    if cols == 1 or (t.stride(-1) == 1 and (rows == 1 or t.stride(-2) >= cols)):
+        return False  # (row-major, or one column: either way)
+    return t.stride(-2) == 1
+
+
+def _gemm_layout(name: str, args: tuple[Any, ...]) -> str:
+    """``nn``, ``nt``, ``tn`` or ``tt`` of a matmul's two operands (:attr:`Op.gemm_layout`); "" for any other op."""
+    if name not in ("mm", "addmm", "bmm", "baddbmm"):
+        return ""
+    a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+    return "".join("t" if _transposed(t) else "n" for t in (a, b))
 
 
 def _conv_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[Conv | None, int]:
@@ -321,7 +341,7 @@ class _Recorder(TorchDispatchMode):
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
                            writes, reduces, self.in_model, self.in_block, not _in_place(func), self.micro,
-                           self.held, self.block_calls if self.in_block else 0))
+                           self.held, self.block_calls if self.in_block else 0, _gemm_layout(name, args)))
         return out
 
 
