@@ -269,7 +269,8 @@ def test_the_shipped_h200_table_prices_gpt2s_attention_at_what_it_measured_there
 
 def test_a_batch_norm_is_priced_at_its_own_layouts_measured_kernel() -> None:
     """The H200 ran NCHW half batch norms 1.9-2.5x slower than channels-last ones of the same shape; both were one key
-    at one position, so every batch norm was priced at the NHWC case. Oracle: synthetic rows of one shape, each
+    at one position, so every batch norm was priced at a mean of the two (a traced one sits a few bytes off the case:
+    its weights and statistics). Oracle: synthetic rows of one shape, each
     layout a different time, and a traced ``nn.BatchNorm2d`` on NCHW and on channels-last input."""
     from ampbench.predict.trace import trace_step
     from ampbench.workloads.factory import build_meta

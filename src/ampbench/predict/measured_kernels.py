@@ -289,8 +289,8 @@ class KernelTable:
             dtype = op.dtype if op.dtype in ("fp16", "bf16") else "fp32"
             direction = "bwd" if backward else "fwd"
             # (a batch norm's layout first, the other where the table timed only that; other norms have none. Until
-            # 2026-11-29 a batch norm's two layouts shared one key and position: every one was priced at the NHWC
-            # case, where the H200 ran NCHW half batch norms 1.9-2.5x slower)
+            # 2026-11-29 a batch norm's two layouts shared one key and position: a traced one, a few bytes off the
+            # case's, got a mean of both -- the H200 ran NCHW half batch norms 1.9-2.5x slower than channels-last)
             layouts = ("",) if family != "batch_norm" else ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw")
             return next((r for layout in layouts if (r := self.ratio(("norm", family, direction, dtype, layout),
                                                                       _logs(elements))) is not None), None)
