@@ -480,3 +480,54 @@ def test_a_gemm_is_priced_at_its_layouts_cost_over_the_plain_case() -> None:
     assert cost(op(4096, "nt")) == pytest.approx(400e-6)  # (nt not timed: the plain time)
     plain = KernelTable.of(_table([rows[0], rows[2]]), h200)
     assert cost(op(4096, "tn"), plain) == pytest.approx(400e-6)
+
+
+class _ConvAt(nn.Module):
+    """A convolution of ``shape`` (the sweep's dict) after a 1x1 of its input channels (so the input needs a gradient,
+    as the sweep's data-gradient case has it)."""
+
+    def __init__(self, shape: dict) -> None:
+        super().__init__()
+        c, k = shape["cin"], shape["kernel"]
+        self.pre = nn.Conv2d(c, c, 1)
+        self.conv = nn.Conv2d(c, shape["cout"], k, shape["stride"], k // 2, groups=shape["groups"], bias=False)
+        self.out = nn.Linear(shape["cout"], 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.conv(self.pre(x)).mean((2, 3)))
+
+
+def test_every_convolution_the_h200_timed_costs_its_rows_in_every_layout_and_mode() -> None:
+    """Each of the shipped table's convolution shapes, traced in fp32, amp-fp16 and amp-bf16, channels-last and NCHW:
+    the forward costs its ``conv_fwd`` row, the backward ``conv_dgrad`` + ``conv_wgrad`` (oracle: the CSV as text).
+    Dense, 1x1, strided, grouped, depthwise and the 3-channel stems alike."""
+    import csv
+    import json
+
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    h200 = lookup("h200")
+    rows = {(json.dumps(json.loads(r[4]), sort_keys=True), r[1], r[2], r[3]): float(r[7]) * 1e-6 for r in csv.reader(
+        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#")) if r[0] == "conv"}
+    shapes = sorted({k[0] for k in rows})
+    assert len(shapes) >= 12  # (the third lease's sweep; later ones time more)
+    checked = 0
+    for key in shapes:
+        shape = json.loads(key)
+        for precision, dtype in (("fp32", "fp32"), ("amp-fp16", "fp16"), ("amp-bf16", "bf16")):
+            for channels_last, layout in ((True, "nhwc"), (False, "nchw")):
+                x = torch.zeros(shape["batch"], shape["cin"], shape["size"], shape["size"])
+                trace = trace_step(build_meta(lambda s=shape, x=x: Workload_of(_ConvAt(s), (x,))), precision,
+                                   shape["batch"], channels_last=channels_last)
+                ops = [o for o in trace.ops if o.conv is not None and (o.conv.c, o.conv.k, o.conv.r, o.conv.stride) == (
+                    shape["cin"], shape["cout"], shape["kernel"], shape["stride"])]
+                assert {o.name for o in ops} == {"aten.convolution", "aten.convolution_backward"}, (shape, precision)
+                for o in ops:
+                    want = rows[key, "conv_fwd", dtype, layout] if o.name == "aten.convolution" else (
+                        rows[key, "conv_dgrad", dtype, layout] + rows[key, "conv_wgrad", dtype, layout])
+                    got = price(_trace([o]), h200, tf32=False).gpu_s
+                    assert got == pytest.approx(want, rel=1e-6), (shape, precision, layout, o.name)
+                    checked += 1
+    assert checked == len(shapes) * 3 * 2 * 2
