@@ -531,3 +531,32 @@ def test_every_convolution_the_h200_timed_costs_its_rows_in_every_layout_and_mod
                     assert got == pytest.approx(want, rel=1e-6), (shape, precision, layout, o.name)
                     checked += 1
     assert checked == len(shapes) * 3 * 2 * 2
+
+
+def test_a_pure_fp16_batch_norm_is_priced_at_pytorchs_own_kernel_not_cudnns() -> None:
+    """PyTorch gives cuDNN a half batch norm only with fp32 weights (amp-fp16, master-fp16: the table's fp16 cases);
+    pure-fp16's fp16 weights take its own kernel, priced at the table's bf16 case (the kernel bf16 runs on: 2x cuDNN
+    fp16's time on the H200). Oracle: synthetic rows, each dtype its own time, and traced BatchNorm2d steps."""
+    from ampbench.predict.trace import trace_step
+    from ampbench.workloads.factory import build_meta
+    from tests.predict.test_cuda_dispatch import Workload_of
+
+    h200, (b, c, size) = lookup("h200"), (8, 64, 32)
+    us = {("fp16", "batch_norm_fwd"): 50.0, ("fp16", "batch_norm_fwd_bwd"): 140.0,
+          ("bf16", "batch_norm_fwd"): 100.0, ("bf16", "batch_norm_fwd_bwd"): 260.0}
+    rows = [{"kind": "norm", "op": op, "dtype": dtype, "layout": "nhwc", "us": t,
+             "shape": {"batch": b, "channels": c, "size": size}, "flops": 0.0, "bytes": 0.0}
+            for (dtype, op), t in us.items()]
+    table = KernelTable.of(_table(rows), h200)
+    for precision, weights, priced_as in (("amp-fp16", "fp32", "fp16"), ("pure-fp16", "fp16", "bf16"),
+                                          ("pure-bf16", "bf16", "bf16")):
+        model = nn.Sequential(nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.Flatten(), nn.Linear(c * size * size, 10))
+        trace = trace_step(build_meta(lambda m=model: Workload_of(m, (torch.zeros(b, c, size, size),))), precision, b,
+                           channels_last=True)
+        norms = [o for o in trace.ops if "batch_norm" in o.name]
+        assert norms and all(o.weight_dtype == weights for o in norms), precision
+        for o in norms:
+            fwd = us[priced_as, "batch_norm_fwd"]
+            want = fwd if o.phase == "forward" else us[priced_as, "batch_norm_fwd_bwd"] - fwd
+            assert price(_trace([o]), h200, tf32=False, kernels=table).gpu_s == pytest.approx(want * 1e-6, rel=0.01), (
+                precision, o.name)

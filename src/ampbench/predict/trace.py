@@ -113,6 +113,9 @@ class Op:
     """A matmul's operands as ``torch.mm(a, b)`` reads them (:data:`ampbench.measure.hw.GEMM_LAYOUTS`): ``nn`` both
     row-major, ``nt``/``tn`` the second/first a transposed view, ``tt`` both; "" not a matmul. TF32 kernels (Hopper's
     take only K-major operands) and others cost by it; a GPU's sweep times the layouts a step runs."""
+    weight_dtype: str = ""
+    """A batch norm's weight's dtype ("" for any other op): PyTorch runs a half input on cuDNN's kernel only with fp32
+    weights (amp-*, master-*), on its own with half ones (pure-*)."""
 
 
 WRITE_ONLY = {"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "normal_", "uniform_", "bernoulli_",
@@ -341,7 +344,8 @@ class _Recorder(TorchDispatchMode):
         self.ops.append(Op(func._overloadpacket._qualified_op_name.replace("::", "."), self.phase, flops, read, written,
                            dtype, tensors, _gemm_shape(name, args, out), nchw, conv, products, causal, rnn, reads,
                            writes, reduces, self.in_model, self.in_block, not _in_place(func), self.micro,
-                           self.held, self.block_calls if self.in_block else 0, _gemm_layout(name, args)))
+                           self.held, self.block_calls if self.in_block else 0, _gemm_layout(name, args),
+                           _norm_weight_dtype(name, args)))
         return out
 
 
@@ -450,6 +454,15 @@ def meta_batch(wl: Workload, batch_size: int) -> tuple[tuple[torch.Tensor, ...],
 _LAID_OUT_BY = {"convolution": slice(0, 2), "convolution_backward": slice(1, 3), "native_batch_norm_backward": slice(1, 2)}
 """The arguments whose layout picks a kernel's: a convolution's input and weight (its backward's, after the output's
 gradient), a batch norm's input (ATen's backward's second argument; every other batch norm op's first)."""
+
+
+def _norm_weight_dtype(name: str, args: tuple[Any, ...]) -> str:
+    """A batch norm op's weight's dtype (:attr:`Op.weight_dtype`; its backward's third argument, the forward's second);
+    "" for any other op or a norm without weights."""
+    if "batch_norm" not in name:
+        return ""
+    w = args[2] if name.endswith("backward") and len(args) > 2 else args[1] if len(args) > 1 else None
+    return _DTYPES.get(w.dtype, "") if isinstance(w, torch.Tensor) else ""
 
 
 def _nchw(name: str, args: tuple[Any, ...]) -> bool:
