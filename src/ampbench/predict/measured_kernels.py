@@ -288,9 +288,9 @@ class KernelTable:
             elements = moved / element / (3 if backward else 2)
             dtype = op.dtype if op.dtype in ("fp16", "bf16") else "fp32"
             if family == "batch_norm" and dtype == "fp16" and op.weight_dtype == "fp16":
-                # (pure-fp16: PyTorch takes cuDNN's kernel for a half input only with fp32 weights, as the table's
-                # cases have them; with fp16 ones it runs its own kernel -- the one it runs bf16 on, which cuDNN is
-                # not given either: the table's bf16 batch norm is that kernel at the same element size)
+                # (pure-fp16: PyTorch's _select_batch_norm_backend takes cuDNN for a half input only with fp32
+                # weights, as the table's cases have them, and never for bf16; with fp16 weights it runs its own
+                # kernel, the one bf16 runs on: the table's bf16 batch norm is that kernel at the same element size)
                 dtype = "bf16"
             direction = "bwd" if backward else "fwd"
             # (a batch norm's layout first, the other where the table timed only that; other norms have none. Until
