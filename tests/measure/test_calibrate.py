@@ -15,6 +15,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from ampbench.measure import calibrate as cal
 from ampbench.measure.energy import Energy
 from ampbench.measure.flop_formulas import custom_mapping
+from ampbench.measure.gpus import lookup
+from ampbench.predict.measured_kernels import KernelTable
 from ampbench.store import Store
 
 SHIPPED = Path(__file__).resolve().parents[2] / "src" / "ampbench" / "predict" / "calibration"
@@ -123,6 +125,12 @@ def test_the_table_is_stored_and_its_csv_reads_back(tmp_path) -> None:  # type: 
         assert math.isclose(a["us"], b["us"], rel_tol=1e-3)
         assert a["power_w"] == (321.5 if a["kind"] == "gemm" else None)
         assert a["host_us"] is None
+    # a GEMM timed with a transposed operand reads back as such, and prices as such (its ratio over the plain case)
+    laid = cal.sweep(torch.device("cpu"), cases=[c for c in cal.cases(cal.CPU_SIZES, ["fp32"])
+                                                 if c.kind == "gemm" and c.shape["m"] == 64], min_s=0.0)
+    assert sorted(k["layout"] for k in cal.from_csv(cal.to_csv(laid))["kernels"]) == ["", "nt", "tn"]
+    points = KernelTable.of(cal.from_csv(cal.to_csv(laid)), lookup("h200")).points
+    assert set(points) == {("gemm", "fp32"), ("gemm_layout", "fp32", "nt"), ("gemm_layout", "fp32", "tn")}
     # a GPU's rows carry the host's issue time per call: it reads back
     issued = {**table, "kernels": [{**k, "host_us": 12.5} for k in table["kernels"]]}
     assert {k["host_us"] for k in cal.from_csv(cal.to_csv(issued))["kernels"]} == {12.5}
