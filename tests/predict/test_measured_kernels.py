@@ -5,7 +5,11 @@ wins; the interpolation's error is measured by leaving each case out."""
 
 from __future__ import annotations
 
+import csv
+import functools
+import json
 import math
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -27,6 +31,23 @@ def _table(rows: list[dict], device: str = "NVIDIA H200") -> dict:
 def _gemm_row(m: int, n: int, k: int, dtype: str, us: float) -> dict:
     return {"kind": "gemm", "op": "mm", "dtype": dtype, "layout": "", "us": us,
             "shape": {"batch": 1, "m": m, "n": n, "k": k}, "flops": 2.0 * m * n * k, "bytes": 0.0}
+
+
+class _Row(NamedTuple):
+    kind: str
+    op: str
+    dtype: str
+    layout: str
+    shape: dict
+    us: float
+
+
+@functools.cache
+def _shipped_rows() -> tuple[_Row, ...]:
+    """The shipped H200 table's timed rows, read from its CSV as text (the oracle: not the product's reader)."""
+    lines = (line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#"))
+    return tuple(_Row(r["kind"], r["op"], r["dtype"], r["layout"], json.loads(r["shape"]), float(r["us"]))
+                 for r in csv.DictReader(lines) if r["us"])
 
 
 def _op(m: int, n: int, k: int, dtype: str = "bf16") -> Op:
@@ -245,8 +266,6 @@ def test_an_attention_kernel_at_a_measured_shape_costs_its_measured_time(precisi
 def test_the_shipped_h200_table_prices_gpt2s_attention_at_what_it_measured_there() -> None:
     """GPT-2 at its paper preset (batch 16, 1,024 tokens, 12 heads of 64: the shape the H200's sweep timed, causal):
     its attention priced from the shipped table is the table's own row (oracle: the CSV, read here as text)."""
-    import csv
-    import json
 
     from ampbench.predict.trace import trace_step
     from ampbench.workloads.factory import build_meta
@@ -255,9 +274,8 @@ def test_the_shipped_h200_table_prices_gpt2s_attention_at_what_it_measured_there
     from ampbench.workloads import create_workload
 
     h200 = lookup("h200")
-    rows = {(r[1], r[2]): float(r[7]) for r in csv.reader(
-        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#"))
-        if r[0] == "attention" and json.loads(r[4]) == {"batch": 16, "dim": 64, "heads": 12, "seq": 1024}}
+    rows = {(r.op, r.dtype): r.us for r in _shipped_rows()
+            if r.kind == "attention" and r.shape == {"batch": 16, "dim": 64, "heads": 12, "seq": 1024}}
     trace = trace_step(build_meta(lambda: create_workload("gpt2", "paper")), "amp-bf16", 16)
     fwd = next(o for o in trace.ops if o.name.endswith("fused_attention"))
     bwd = next(o for o in trace.ops if o.name.endswith("fused_attention_backward"))
@@ -354,8 +372,6 @@ def test_a_convolution_is_priced_at_the_shipped_tables_kernels_of_its_layout(pre
     ``conv_dgrad`` and ``conv_wgrad`` rows (oracle: the CSV, read here as text). The backward of a channels-last
     model's convolution had been priced NCHW -- 2.1x its measured time in fp16 -- where its output's gradient arrived
     NCHW (cuDNN takes the layout from the input and the weight)."""
-    import csv
-    import json
 
     from ampbench.predict.trace import trace_step
     from ampbench.workloads.factory import build_meta
@@ -364,9 +380,8 @@ def test_a_convolution_is_priced_at_the_shipped_tables_kernels_of_its_layout(pre
     h200, dtype = lookup("h200"), {"fp32": "fp32", "amp-fp16": "fp16", "amp-bf16": "bf16"}[precision]
     layout = "nhwc" if channels_last else "nchw"
     shape = {"batch": 64, "cin": 64, "cout": 64, "groups": 1, "kernel": 3, "size": 56, "stride": 1}
-    us = {r[1]: float(r[7]) * 1e-6 for r in csv.reader(
-        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#"))
-        if r[0] == "conv" and r[2] == dtype and r[3] == layout and json.loads(r[4]) == shape}
+    us = {r.op: r.us * 1e-6 for r in _shipped_rows()
+          if r.kind == "conv" and r.dtype == dtype and r.layout == layout and r.shape == shape}
     trace = trace_step(build_meta(lambda: Workload_of(_Conv(), (torch.zeros(64, 64, 56, 56),))), precision, 64,
                        channels_last=channels_last)
     fwd, bwd = (next(o for o in trace.ops if o.name == name and o.conv is not None and o.conv.r == 3)
@@ -416,8 +431,6 @@ def test_every_memory_bound_and_recurrent_kind_at_a_measured_shape_costs_the_tab
     shipped table: the forward its ``_fwd`` row, the backward its ``_fwd_bwd`` row less that (oracle: the CSV as text;
     within 0.5 %: a traced norm also moves its weights and statistics, which the case's modelled bytes leave out). The
     attention, convolution, batch norm and cast tests above hold the kinds that were wrong."""
-    import csv
-    import json
 
     from ampbench.predict.trace import trace_step
     from ampbench.workloads.factory import build_meta
@@ -425,9 +438,8 @@ def test_every_memory_bound_and_recurrent_kind_at_a_measured_shape_costs_the_tab
 
     op, shape, make, size, traced = _KINDS[kind]
     dtype = "fp32" if precision == "fp32" else "bf16"
-    us = {r[1]: float(r[7]) * 1e-6 for r in csv.reader(
-        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#"))
-        if r[1].startswith(op + "_fwd") and r[2] == dtype and json.loads(r[4]) == shape}
+    us = {r.op: r.us * 1e-6 for r in _shipped_rows()
+          if r.op.startswith(op + "_fwd") and r.dtype == dtype and r.shape == shape}
     trace = trace_step(build_meta(lambda: Workload_of(make(), (torch.zeros(size),))), precision, size[0])
     ops = [o for o in trace.ops if o.name.rsplit(".", 1)[-1] in (traced, f"{traced}_backward", "_softmax_backward_data"
                                                               if traced == "_softmax" else "")]
@@ -501,16 +513,14 @@ def test_every_convolution_the_h200_timed_costs_its_rows_in_every_layout_and_mod
     """Each of the shipped table's convolution shapes, traced in fp32, amp-fp16 and amp-bf16, channels-last and NCHW:
     the forward costs its ``conv_fwd`` row, the backward ``conv_dgrad`` + ``conv_wgrad`` (oracle: the CSV as text).
     Dense, 1x1, strided, grouped, depthwise and the 3-channel stems alike."""
-    import csv
-    import json
 
     from ampbench.predict.trace import trace_step
     from ampbench.workloads.factory import build_meta
     from tests.predict.test_cuda_dispatch import Workload_of
 
     h200 = lookup("h200")
-    rows = {(json.dumps(json.loads(r[4]), sort_keys=True), r[1], r[2], r[3]): float(r[7]) * 1e-6 for r in csv.reader(
-        line for line in shipped()["h200"].read_text().splitlines() if not line.startswith("#")) if r[0] == "conv"}
+    rows = {(json.dumps(r.shape, sort_keys=True), r.op, r.dtype, r.layout): r.us * 1e-6 for r in _shipped_rows()
+            if r.kind == "conv"}
     shapes = sorted({k[0] for k in rows})
     assert len(shapes) >= 12  # (the third lease's sweep; later ones time more)
     checked = 0

@@ -94,6 +94,12 @@ def _nearest_mean(pts: list[Point], where: tuple[float, ...]) -> float:
     return sum(w * p.ratio for w, (_, p) in zip(weights, dist)) / sum(weights)
 
 
+def _own_layout_first(op: Any) -> tuple[str, str]:
+    """The table's layouts to look a convolution or batch norm up in: its own first, the other where the table timed
+    only that."""
+    return ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw")
+
+
 def _conv_where(c: Conv) -> tuple[float, ...]:
     g, m, n, k = c.gemm()
     return _logs(m, n, k, g)
@@ -259,7 +265,7 @@ class KernelTable:
             found = []
             for d in directions:
                 r = None
-                for layout in ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw"):  # (its own layout first)
+                for layout in _own_layout_first(op):
                     r = self.ratio(("conv", d, mode, layout, conv_family(c)), _conv_where(c))
                     if r is not None:
                         break
@@ -296,7 +302,7 @@ class KernelTable:
             # (a batch norm's layout first, the other where the table timed only that; other norms have none. Until
             # 2026-11-29 a batch norm's two layouts shared one key and position: a traced one, a few bytes off the
             # case's, got a mean of both -- the H200 ran NCHW half batch norms 1.9-2.5x slower than channels-last)
-            layouts = ("",) if family != "batch_norm" else ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw")
+            layouts = ("",) if family != "batch_norm" else _own_layout_first(op)
             return next((r for layout in layouts if (r := self.ratio(("norm", family, direction, dtype, layout),
                                                                       _logs(elements))) is not None), None)
         if op.phase == "optimizer":
@@ -319,7 +325,7 @@ class KernelTable:
         directions = ("fwd",) if "backward" not in op.name else ("dgrad", "wgrad") if op.products >= 2 else ("wgrad",)
         per_byte = []
         for d in directions:
-            for layout in ("nchw", "nhwc") if op.nchw else ("nhwc", "nchw"):  # (its own layout first)
+            for layout in _own_layout_first(op):
                 pts = self.workspace.get(("conv", d, mode, layout, conv_family(c)))
                 if pts:
                     per_byte.append(_nearest_mean(pts, _conv_where(c)))

@@ -147,9 +147,17 @@ def effective_bytes(t: torch.Tensor) -> int:
     return n * t.element_size()
 
 
+MATMULS = ("mm", "addmm", "bmm", "baddbmm")
+
+
+def _operands(name: str, args: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A matmul's two factors (an ``addmm``'s and a ``baddbmm``'s after the added input)."""
+    return (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+
+
 def _gemm_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int, int, int] | None:
-    if name in ("mm", "addmm", "bmm", "baddbmm"):
-        a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+    if name in MATMULS:
+        a, b = _operands(name, args)
         return (a.shape[0] if a.dim() == 3 else 1), a.shape[-2], b.shape[-1], a.shape[-1]
     if name in ("convolution", "convolution_backward"):  # implicit GEMM: groups x (N*P*Q) x C_out/g x (C_in/g*R*S)
         out_like, w, groups = (out, args[1], args[8]) if name == "convolution" else (args[0], args[2], args[9])
@@ -169,10 +177,9 @@ def _transposed(t: torch.Tensor) -> bool:
 
 def _gemm_layout(name: str, args: tuple[Any, ...]) -> str:
     """``nn``, ``nt``, ``tn`` or ``tt`` of a matmul's two operands (:attr:`Op.gemm_layout`); "" for any other op."""
-    if name not in ("mm", "addmm", "bmm", "baddbmm"):
+    if name not in MATMULS:
         return ""
-    a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
-    return "".join("t" if _transposed(t) else "n" for t in (a, b))
+    return "".join("t" if _transposed(t) else "n" for t in _operands(name, args))
 
 
 def _conv_shape(name: str, args: tuple[Any, ...], out: Any) -> tuple[Conv | None, int]:

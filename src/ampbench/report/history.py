@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.cells import CellId
-from ampbench.report.run_diff import ENV_FACTS, FASTER, MIN_CHANGE, SLOWER, change_of
+from ampbench.report.run_diff import FASTER, MIN_CHANGE, SLOWER, change_of, moved_facts, moves_text
 
 MOVED = (FASTER, SLOWER)
 """The verdicts against the run before that a figure shows its change for."""
@@ -57,10 +57,7 @@ class Series:
 
 
 def _env_change(before: dict[str, Any], after: dict[str, Any]) -> str | None:
-    a, b = before.get("env") or {}, after.get("env") or {}
-    moved = [f"{name} {a.get(k)} -> {b.get(k)}" for k, name in ENV_FACTS
-             if k != "device_name" and a.get(k) != b.get(k) and (a.get(k) is not None or b.get(k) is not None)]
-    return "; ".join(moved) or None
+    return moves_text(moved_facts(before.get("env") or {}, after.get("env") or {}, skip=("device_name",))) or None
 
 
 def history(rows: list[dict[str, Any]], runs: list[Any], last: int = 10,

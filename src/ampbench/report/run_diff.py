@@ -133,11 +133,7 @@ class RunDiff:
     @property
     def differences(self) -> list[tuple[str, str, str]]:
         """(what, before, after) for each environment fact and setting the two runs recorded differently."""
-        out = []
-        for key, name in ENV_FACTS:
-            a, b = self.before.env.get(key), self.after.env.get(key)
-            if a != b and (a is not None or b is not None):
-                out.append((name, a or "-", b or "-"))
+        out = [(name, a or "-", b or "-") for name, a, b in moved_facts(self.before.env, self.after.env)]
         for key in sorted(set(self.before.settings) | set(self.after.settings)):
             a, b = (side.settings.get(key) or "-" for side in (self.before, self.after))
             if a != b:
@@ -170,6 +166,21 @@ class RunDiff:
                 "differences": [{"what": w, "before": a, "after": b} for w, a, b in self.differences],
                 "significance": SIGNIFICANCE, "min_change": self.min_change, "counts": self.counts(),
                 "cells": [c.to_dict() for c in self.changes]}
+
+
+def moved_facts(before: Mapping[str, Any], after: Mapping[str, Any],
+                skip: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """(name, before, after) of each of :data:`ENV_FACTS` (but ``skip``) that two environments hold differently."""
+    return [(name, before.get(key), after.get(key)) for key, name in ENV_FACTS
+            if key not in skip and before.get(key) != after.get(key)
+            and (before.get(key) is not None or after.get(key) is not None)]
+
+
+def moves_text(moves: list[tuple[str, Any, Any]], most: int | None = None) -> str:
+    """'torch 2.11 -> 2.13; driver 570 -> 580' of (what, before, after) triples; past ``most``, ' and N more'."""
+    shown = moves if most is None else moves[:most]
+    more = len(moves) - len(shown)
+    return "; ".join(f"{w} {a} -> {b}" for w, a, b in shown) + (f" and {more} more" if more else "")
 
 
 def _ok(r: dict[str, Any] | None) -> bool:
@@ -340,7 +351,7 @@ def header_lines(diff: RunDiff) -> list[str]:
     lines = [f"before: {diff.before.describe()}", f"after:  {diff.after.describe()}"]
     differences = diff.differences
     if differences:
-        lines.append("what differs: " + "; ".join(f"{w} {a} -> {b}" for w, a, b in differences))
+        lines.append("what differs: " + moves_text(differences))
     else:
         lines.append("what differs: nothing the rows recorded (device, driver, CUDA, cuDNN, torch, host, settings)")
     lines.append(f"a change counts beyond {SIGNIFICANCE:g}x its noise (±: both runs' measured noise, one standard "
@@ -428,8 +439,7 @@ def since_line(diff: RunDiff) -> str:
     when = diff.before.created_at[:16].replace("T", " ") + " UTC"
     cells = "these cells" if len(diff.changes) > 1 else "this cell"
     moved = diff.differences
-    differs = "; ".join(f"{w} {a} -> {b}" for w, a, b in moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3
-                                                                       else "")
+    differs = moves_text(moved, most=3)
     return (f"since run {diff.before.run_id} ({when}), the last on this device to measure {cells}"
             f"{f' (what differs: {differs})' if moved else ''}: {summary_line(diff)} -- ampbench compare --runs "
             f"{diff.before.run_id},{diff.after.run_id} shows them")
