@@ -136,6 +136,7 @@ class TrainRequest:
     def of(cls, target: CommandTarget, data: DataArgs, s: TrainSettings, d: TrainDistribution,
            argv: tuple[str, ...] = ()) -> TrainRequest:
         """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
+        resolve(s.precision)  # (a misspelt mode: one line before --model's file is imported to find its framework)
         return cls(Target.of(target, data),
                    precision=s.precision, epochs=s.epochs, batch_size=s.batch_size, max_steps=s.max_steps,
                    grad_accum=s.grad_accum, max_grad_norm=s.max_grad_norm, checkpointing=s.checkpointing,
@@ -208,6 +209,9 @@ class DiagnoseRequest:
     @classmethod
     def of(cls, target: CommandTarget, data: DataArgs, s: DiagnoseSettings) -> DiagnoseRequest:
         """The request the command line's declared options say (:mod:`ampbench.command_options`)."""
+        resolve(s.precision)  # (as TrainRequest.of: before --model's file is imported)
+        if s.checks is not None:
+            parse_checks(s.checks)
         return cls(Target.of(target, data),
                    precision=s.precision, steps=s.steps, checks=s.checks, batch_size=s.batch_size, device=s.device,
                    fp8_skip=s.fp8_skip, fp8_filter=s.fp8_filter, json_out=s.json_out, trace=s.trace,

@@ -195,6 +195,24 @@ def test_outputs_are_checked_before_the_run(tmp_path: Path, option: str) -> None
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.parametrize("bad", [("run", "--precisions", "fp33"), ("run", "--memory-format", "weird"),
+                                 ("run", "--compile", "maybe"), ("train", "--precision", "fp33"),
+                                 ("diagnose", "--precision", "fp33"), ("diagnose", "--checks", "nonfinite,foo")])
+def test_bad_axes_fail_before_the_users_model_file_is_imported(tmp_path: Path, bad: tuple[str, str, str]) -> None:
+    """A model file can take long to import and build (a large model, a download cache): a misspelt mode or axis
+    value is one line before any of it runs."""
+    marker = tmp_path / "imported"
+    model = tmp_path / "m.py"
+    model.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('yes')\n"
+                     "import torch\n\ndef f():\n    return torch.nn.Linear(4, 2)\n")
+    command, *option = bad
+    r = cli(command, "--model", f"{model}:f", "--input-shape", "4", "--num-classes", "2", *option,
+            *(["--no-isolate"] if command == "run" else []),
+            *(["--db", str(tmp_path / "r.db")] if command != "train" else []))
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert option[1].split(",")[-1] in r.stderr and not marker.exists()
+
+
 def test_exit_codes_say_whether_cells_errored(tmp_path: Path) -> None:
     ok = _tiny_run(tmp_path)
     assert ok.returncode == 0 and "1 cell (fp32)" in ok.stdout  # and "1 cell", not "1 cells"

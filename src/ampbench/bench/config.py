@@ -357,6 +357,12 @@ class RunConfig:
         sizes = parse_batch_sizes(m.batch_size)
         # (the names as given: RunConfig normalises them, once)
         modes = tuple(parse_list(r.precisions, "precisions")) if r.precisions is not None else default_precisions(dev)
+        canonical_precisions(modes)  # (an unknown name: one line now, before --model's file is imported and built)
+        points = executions(parse_axis(x.compile, "compile"), parse_axis(x.memory_format, "memory_format"),
+                            parse_axis(x.cuda_graphs, "cuda_graphs"), parse_axis(x.checkpointing, "checkpointing"))
+        strategies = (None, *dict.fromkeys(parse_list(x.strategy, "strategy"))) if x.strategy is not None else (None,)
+        reduces = (tuple(dict.fromkeys(parse_list(x.grad_reduce_dtype, "grad-reduce-dtype"))) if x.grad_reduce_dtype
+                   else (None,))
         owners = [seam.of_workload(w) for w in wl_names]
         model_framework = seam.DEFAULT
         if t.model is not None:
@@ -367,11 +373,6 @@ class RunConfig:
         if r.precisions is None:  # the default modes of a run with another framework's target: those it has
             for fw in {f.name: f for f in owners if f.name != seam.DEFAULT}.values():
                 modes = fw.precisions(modes)
-        points = executions(parse_axis(x.compile, "compile"), parse_axis(x.memory_format, "memory_format"),
-                            parse_axis(x.cuda_graphs, "cuda_graphs"), parse_axis(x.checkpointing, "checkpointing"))
-        strategies = (None, *dict.fromkeys(parse_list(x.strategy, "strategy"))) if x.strategy is not None else (None,)
-        reduces = (tuple(dict.fromkeys(parse_list(x.grad_reduce_dtype, "grad-reduce-dtype"))) if x.grad_reduce_dtype
-                   else (None,))
         return cls(
             device=dev,
             targets=Targets(wl_names, presets, t.model,
