@@ -40,7 +40,7 @@ from ampbench.execution.axes import Execution
 from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.accumulation import accumulation_note
-from ampbench.report.combine import MIN_MEMORY_SAVING, best_combination, least_memory
+from ampbench.report.combine import MIN_GAIN, MIN_MEMORY_SAVING, NOISE_SIGMAS, TIE, best_combination, least_memory, noise_text
 from ampbench.report.data_loading import data_advice
 from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
@@ -49,11 +49,6 @@ from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import compared_memory, speedup_noise
 from ampbench.store.time_to_loss import evidence as time_to_loss_evidence
 
-TIE = 0.02
-"""Relative speed difference treated as equal speed."""
-MIN_GAIN = 1.05
-NOISE_SIGMAS = 2.0
-"""A single measurement's gain must exceed this many standard deviations of its noise."""
 LAUNCH_BOUND_MS = 5.0
 """GPU step times below this, with the half modes no faster, point at a launch-bound model."""
 
@@ -173,7 +168,7 @@ def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
     noise = r.get("speedup_vs_fp32_noise")
     if isinstance(noise, (int, float)) and math.isfinite(noise):
         band = NOISE_SIGMAS * noise
-        return gain > 1.0 + band, gain < 1.0 - band, f"±{noise:.0%}"
+        return gain > 1.0 + band, gain < 1.0 - band, noise_text(noise)
     return gain > 1.0, gain < 1.0, "no noise estimate"
 
 

@@ -24,8 +24,10 @@ from ampbench.report.numbers import fmt_bytes
 from ampbench.store.derive import compared_memory, speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
+"""Relative speed difference treated as equal speed."""
 MIN_GAIN = 1.05
 NOISE_SIGMAS = 2.0
+"""A single measurement's gain must exceed this many standard deviations of its noise."""
 MIN_MEMORY_SAVING = 0.10
 """A memory saving smaller than this share is not advised on (the precision advisor's rule too)."""
 
@@ -61,6 +63,12 @@ def _x(v: float) -> str:
     return f"{v:.2f}x" if v < 10 else f"{v:.0f}x"
 
 
+def noise_text(noise: float) -> str:
+    """How a gain was judged against one measurement's noise: the noise and the gain it takes to count (a 1.19x
+    "within noise" beside "±10%" read as a contradiction until the two sigmas were said)."""
+    return f"±{noise:.0%}; a gain counts beyond {1.0 + NOISE_SIGMAS * noise:.2f}x"
+
+
 def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, str]:
     """Whether ``row`` is faster than ``base`` beyond the noise, and how that was judged."""
     gain = _speed(row) / _speed(base)
@@ -72,7 +80,7 @@ def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, 
         return rng[0] > 1.0 and gain >= MIN_GAIN, f"repeats {rng[0]:.2f}-{rng[1]:.2f}x"
     noise = speedup_noise(row, base)
     if noise is not None:
-        return gain >= MIN_GAIN and gain > 1.0 + NOISE_SIGMAS * noise, f"±{noise:.0%}"
+        return gain >= MIN_GAIN and gain > 1.0 + NOISE_SIGMAS * noise, noise_text(noise)
     return gain >= MIN_GAIN, "no noise estimate"
 
 
