@@ -35,6 +35,22 @@ class Hot(nn.Module):
         return self.head(self.norm(self.fc2(torch.relu(self.fc1(x)))))
 
 
+class TiedHot(nn.Module):
+    """A language-model-like head tied to its embedding (scaled by 300): the head's logits reach ~1e5 > 65504."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        with torch.no_grad():
+            self.embed.weight.mul_(300)
+        self.mid = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 16, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.mid(self.embed(ids).mean(1)))
+
+
 class TinyGrad(nn.Module):
     """Trained with its loss multiplied by 1e-9 (see tiny_grad): every gradient sits below 2^-24."""
 
@@ -175,6 +191,12 @@ def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, d
 
 def hot() -> Workload:
     return _wl("hot", Hot())
+
+
+def tied_hot() -> Workload:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 16, (64, 6), generator=g)
+    return _wl("tied-hot", TiedHot(), data=TensorData((x,), torch.randint(0, 16, (64,), generator=g)))
 
 
 def tiny_grad() -> Workload:

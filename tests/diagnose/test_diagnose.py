@@ -51,6 +51,18 @@ def test_a_fix_diagnose_offers_is_one_it_saw_work() -> None:
     assert abs(trial_loss(build, "master-fp16", cpu, 32, 12, keep=["soft"]) - fp32) <= 0.05 * fp32
 
 
+def test_a_tied_layers_fix_keeps_what_it_is_tied_to() -> None:
+    """A head tied to the embedding cannot be kept in fp32 alone (one tensor, cast to half for the embedding): the
+    fixes tried and the policy search keep both, and say so (the diagnosis failed on the first such trial)."""
+    d = diagnose(planted.tied_hot, "master-fp16", checks=("nonfinite", "policy"), steps=6)
+    f = next(f for f in d.findings if f.title.startswith("NaN/Inf first appears in the forward of head"))
+    assert "MixedPrecision('master-fp16', keep_fp32=['head', 'embed'])" in f.fix, f.fix
+    assert d.details["fixes"]["tried"]["head"][0]["keep"] == ("head", "embed")
+    (policy,) = [f for f in d.findings if f.check == "policy"]
+    keep = policy.data["keep_fp32"]
+    assert keep is None or ("head" in keep) == ("embed" in keep), keep  # (never one without the other)
+
+
 def test_forward_nonfinite_is_located_in_the_overflowing_layer() -> None:
     d = diagnose(planted.hot, "pure-fp16", checks=("nonfinite",), steps=3)
     f = d.findings[0]

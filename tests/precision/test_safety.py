@@ -379,6 +379,21 @@ class Tied(nn.Module):
         return self.head(self.mid(self.embed(ids)))
 
 
+def test_with_tied_names_every_module_a_kept_one_shares_a_tensor_with():
+    from ampbench.precision.convert import with_tied
+
+    model = Tied()
+    assert with_tied(model, ["head"]) == ["head", "embed"] and with_tied(model, ["embed"]) == ["embed", "head"]
+    assert with_tied(model, ["mid"]) == ["mid"] and with_tied(model, []) == []
+    chain = nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.Linear(4, 4), "c": nn.Linear(4, 4), "d": nn.Linear(4, 4)})
+    chain.b.weight, chain.c.bias = chain.a.weight, chain.b.bias  # a~b by weight, b~c by bias: a chain
+    assert with_tied(chain, ["a"]) == ["a", "b", "c"]
+    # oracle: the engine takes what it names (and refuses the part alone, below)
+    mp = MixedPrecision("master-fp16", keep_fp32=with_tied(model, ["head"]))
+    mp.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert model.head.weight.dtype == torch.float32
+
+
 def test_keep_fp32_on_a_tied_layer_fails_at_setup():
     model = Tied()
     mp = MixedPrecision("master-fp16", keep_fp32=["head"])

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from ampbench.diagnose.policy import REL_TOL, trial_loss
 from ampbench.precision import get, supported
+from ampbench.precision.convert import with_tied
 from ampbench.workloads.base import Workload
 
 
@@ -72,6 +74,13 @@ class FixChecker:
         self.bf16_ok = supported("amp-bf16", device).ok
         self._fp32: float | None = None
         self._done: dict[str, list[Tried]] = {}
+        self._built: nn.Module | None = None
+
+    def _model(self) -> nn.Module:
+        """The model as built (once): which of its modules are tied."""
+        if self._built is None:
+            self._built = self.build().model
+        return self._built
 
     @property
     def fp32_loss(self) -> float:
@@ -89,6 +98,10 @@ class FixChecker:
             return self._done[module]
         tried: list[Tried] = []
         for text, precision, keep in candidates(self.precision, module, self.casts_model, self.fp16 and self.bf16_ok):
+            if keep:  # (a module tied to another is kept with it, as the trial keeps it: say both)
+                tied = tuple(with_tied(self._model(), keep))
+                if tied != keep:
+                    text, keep = f"MixedPrecision('{precision}', keep_fp32={list(tied)!r})", tied
             loss = trial_loss(self.build, precision, self.device, self.batch_size, self.steps, list(keep) or None)
             tried.append(Tried(text, precision, keep, loss, self.matches(loss)))
             if tried[-1].matches:

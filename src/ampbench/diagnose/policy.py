@@ -20,7 +20,7 @@ from torch import nn
 from ampbench.diagnose.findings import Finding
 from ampbench.errors import TrainingDivergedError
 from ampbench.measure.step import build_step
-from ampbench.precision.convert import NORM_TYPES
+from ampbench.precision.convert import NORM_TYPES, with_tied
 from ampbench.workloads.base import Workload
 
 REL_TOL = 0.05
@@ -53,8 +53,8 @@ def trial_loss(build: Callable[[], Workload], precision: str, device: torch.devi
     """Mean loss of the last fifth of ``steps`` steps (nan when anything went non-finite)."""
 
     wl = build()
-    try:
-        step = build_step(wl, precision, batch_size, device, keep_fp32=keep or None)
+    try:  # (a module tied to another is kept with it: :func:`~ampbench.precision.convert.with_tied`)
+        step = build_step(wl, precision, batch_size, device, keep_fp32=with_tied(wl.model, keep) if keep else None)
         losses = []
         for _ in range(steps):
             step()
@@ -100,6 +100,7 @@ def find_policy(build: Callable[[], Workload], device: torch.device, batch_size:
 
     keep = needed(cands, [])
     final = trial_loss(build, precision, device, batch_size, steps, keep)
+    keep = with_tied(build().model, keep)  # (what the trials kept, and what the user must write)
     return PolicyResult(keep, ref, final, plain, len(log) + 1, len(cands), log)
 
 

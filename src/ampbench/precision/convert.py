@@ -120,6 +120,26 @@ def resolve_keep_fp32(
     return outer
 
 
+def with_tied(model: nn.Module, keep: Sequence[str]) -> list[str]:
+    """``keep`` (module names) and every module whose parameters are tied to a kept one's, to a fixed point: what
+    ``keep_fp32`` must name to keep ``keep`` in fp32 (one shared tensor cannot be fp32 for one module and half for
+    another: :func:`cast_model` refuses that). A search over keep sets (diagnose's policy check, its fixes) asks
+    for any subset of a model's modules: a tied LM head without its embedding failed the whole diagnosis."""
+    out = list(dict.fromkeys(keep))
+    modules = dict(model.named_modules(remove_duplicate=False))
+    owners: dict[int, list[str]] = {}  # a parameter -> the modules holding it directly
+    for mname, module in modules.items():
+        for _, p in module.named_parameters(recurse=False, remove_duplicate=False):
+            owners.setdefault(id(p), []).append(mname)
+    while True:
+        kept = {id(sub) for name in out if name in modules for sub in modules[name].modules()}
+        more = [o for names in owners.values() if any(id(modules[n]) in kept for n in names)
+                for o in names if o and id(modules[o]) not in kept]
+        if not more:
+            return out
+        out += list(dict.fromkeys(more))
+
+
 def _check_tied(model: nn.Module, kept: list[tuple[str, nn.Module]]) -> None:
     """Refuse to keep a module fp32 when one of its parameters is shared (tied) with a module cast to
     half: one tensor cannot be both, and the forward would fail later with a dtype mismatch."""
