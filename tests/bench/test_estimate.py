@@ -3,11 +3,15 @@ tiny run (its convergence work following the preset)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ampbench.bench import RunConfig
 from ampbench.bench.estimate import cell_seconds, estimate, run_estimate
 from ampbench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureOptions, converge_work
+from ampbench.workloads.data_options import DataOptions
+from ampbench.workloads.factory import build_target
 
 
 def test_the_plan_arithmetic_matches_a_hand_count() -> None:
@@ -29,6 +33,10 @@ def test_the_plan_arithmetic_matches_a_hand_count() -> None:
     assert e is not None and e.seconds == pytest.approx(6.0 + per_cell["fp32"] + per_cell["amp-bf16"] + closing)
     assert estimate(cells, {"targets": {}}, 2.0) is None  # nothing measured: nothing said
     assert e.not_counted == ()
+    # each convergence seed evaluates the test split after it: 12 forward passes at a third of a step each
+    evaluated = {**target, "eval_batches": 12}
+    assert cell_seconds(cells[0], evaluated, 2.0) == pytest.approx(2.0 + per_cell["fp32"] + 0.01 * 2 * 12 / 3)
+    assert cell_seconds(cells[2], evaluated, 2.0) == pytest.approx(2.0 + closing)  # (no convergence: no evaluation)
 
 
 def test_optimizer_state_cells_say_the_compile_is_not_counted() -> None:
@@ -68,6 +76,8 @@ def test_the_estimate_job_measures_through_the_frameworks_verbs() -> None:
     t = out["targets"]["t"]
     assert set(t["steps"]) == {"fp32", "amp-bf16"} and all(v > 0 for v in t["steps"].values())
     assert t["build_s"] > 0 and t["length"] > 0 and "first" not in t
+    wl = build_target("tabular-mlp", None, "tiny", DataOptions(), 0)  # oracle: the test split over the training batch
+    assert t["eval_batches"] == math.ceil(len(wl.test_data) / wl.batch_size) > 0
     assert out["import_s"] > 0  # (every cell's process pays the runtime's warm-up before its first step: counted)
     assert set(measure_steps({"cells": pairs, "budget_s": 0.0})["targets"]["t"]["steps"]) == {"fp32"}
     refused = [["u", {**pairs[0][1], "precision": "tf32"}]]  # (no TF32 on a CPU: the cell says so when it runs)

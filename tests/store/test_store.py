@@ -11,7 +11,7 @@ import pytest
 
 from ampbench.errors import AmpbenchError
 from ampbench.store import DERIVED_KEYS, ROW_KEYS, SCHEMA_VERSION, Store, derive, export_data, import_file, to_csv, write_json
-from ampbench.store.derive import converge_verdict, merge_repeats
+from ampbench.store.derive import converge_verdict, merge_repeats, no_learning
 from ampbench.store.exchange import Imported
 
 
@@ -115,6 +115,43 @@ def test_converge_verdict() -> None:
     # one seed: the relative floor (2%) is the tolerance
     assert converge_verdict({"precision": "x", "converge": _conv([1.019])}, {"converge": _conv([1.0])})[0] == "parity"
     assert converge_verdict({"precision": "x", "converge": _conv([1.03])}, {"converge": _conv([1.0])})[0] == "worse"
+
+
+def _curves(curves: list[list[float]]) -> dict[str, object]:
+    """A convergence record with loss curves, final losses the mean of each curve's last tenth (as measured)."""
+    finals = [sum(c[-max(1, len(c) // 10):]) / max(1, len(c) // 10) for c in curves]
+    return {"steps": len(curves[0]), "curve_steps": list(range(1, len(curves[0]) + 1)), "losses": curves,
+            "final_losses": finals, "diverged": [False] * len(curves)}
+
+
+def test_a_convergence_run_in_which_fp32_did_not_learn_is_inconclusive() -> None:
+    """fp32's loss 10.84 -> 10.84 over 30 steps (hf:gpt2 at AdamW 1e-4): a mode that learned nothing at all would be
+    "parity"; every row is inconclusive instead, with no time to fp32's loss. Where fp32 learned (10.8 -> 2.0) the
+    verdicts are what they were; rows without curves (older stores) too."""
+    flat = [10.84 + 0.01 * ((i * 7) % 3 - 1) for i in range(30)]
+    fp32 = {"precision": "fp32", "status": "ok", "converge": _curves([flat, flat[::-1]])}
+    amp = {"precision": "amp-bf16", "status": "ok", "converge": _curves([flat, flat])}
+    assert converge_verdict(amp, fp32)[0] == "inconclusive" and converge_verdict(fp32, fp32)[0] == "inconclusive"
+    why = no_learning(fp32)
+    # oracle by hand: the first fifth (6 points) and the final (last 3) of the flat curves, tolerance 2% of the loss
+    assert why is not None and "10.84 → 10.84" in why and "in 30 steps" in why and "(0.217)" in why, why
+    learning = [10.8 - 8.8 * min(1.0, i / 15) for i in range(30)]  # 10.8 -> 2.0 by step 16
+    fp32_learns = {"precision": "fp32", "status": "ok", "converge": _curves([learning, learning])}
+    assert no_learning(fp32_learns) is None
+    assert converge_verdict({"precision": "amp-bf16", "converge": _curves([learning, learning])}, fp32_learns)[0] \
+        == "parity"
+    assert converge_verdict(amp, fp32_learns)[0] == "worse"  # (the mode that never learned: caught now)
+    # just below and just above the line: a fall within the tolerance is not learning
+    tol = 0.02 * 2.0
+    edge = [2.0 + 0.99 * tol] * 6 + [2.0] * 24
+    assert no_learning({"converge": _curves([edge])}) is not None
+    edge = [2.0 + 1.01 * tol] * 6 + [2.0] * 24
+    assert no_learning({"converge": _curves([edge])}) is None
+    assert no_learning({"converge": _conv([1.0, 1.02])}) is None  # (no curves: judged as before)
+    rows = derive([fp32 | {"run_id": "r", "workload": "w", "samples_per_s": 10.0, "step_ms_mean": 100.0},
+                   amp | {"run_id": "r", "workload": "w", "samples_per_s": 12.0, "step_ms_mean": 80.0}])
+    assert [r["converge_verdict"] for r in rows] == ["inconclusive", "inconclusive"]
+    assert all(r["fp32_loss_target"] is None and r["steps_to_fp32_loss"] is None for r in rows)
 
 
 def test_export_import_roundtrip_between_stores(tmp_path: Path) -> None:

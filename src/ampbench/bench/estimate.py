@@ -72,6 +72,7 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
             continue
         entry.setdefault("build_s", measured.build_s)
         entry.setdefault("length", measured.length)
+        entry.setdefault("eval_batches", measured.eval_batches)
         entry["steps"][spec.precision] = measured.step_s
         if measured.first_s is not None:
             entry.setdefault("first", {})[spec.precision] = measured.first_s
@@ -143,7 +144,8 @@ def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> floa
         n += 3 + max(0, m.warmup - 1) + m.steps
     if "converge" in spec.measures:
         per_seed = m.converge_steps if m.converge_steps is not None else int(target.get("length") or 0)
-        n += (m.seeds or 1) * per_seed
+        # (and each seed's evaluation of the test split: forward passes at the training batch)
+        n += (m.seeds or 1) * (per_seed + int(target.get("eval_batches") or 0) * FORWARD_SHARE)
     if "inference" in spec.measures:
         n += 2 * (max(m.steps, 10) + 3) * FORWARD_SHARE
     builds = 1 + ((m.seeds or 1) if "converge" in spec.measures else 0)

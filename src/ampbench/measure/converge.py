@@ -20,7 +20,7 @@ from ampbench.data.tensors import TensorData
 from ampbench.distributed import current_rank
 from ampbench.errors import TrainingDivergedError
 from ampbench.execution import Execution, finish_model, mark_step, prepare_model
-from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
+from ampbench.measure.seeds import eval_batch, final_loss, first_nonfinite, summarize
 from ampbench.precision import MixedPrecision
 from ampbench.precision.optimizers import fused_where_supported
 from ampbench.workloads.base import Workload
@@ -96,7 +96,7 @@ def train_seed(workload: Workload, precision: str, device: torch.device, steps: 
         reason = reason or first_nonfinite(curve)
     test_loss = metric = None
     if not diverged and workload.test_data is not None:
-        test_loss, metric = evaluate(workload, workload.test_data.to(device), mp, max(batch_size, 256))
+        test_loss, metric = evaluate(workload, workload.test_data.to(device), mp, eval_batch(batch_size))
     return {"curve": curve, "scales": [float(s) for s in scales], "final_loss": final, "test_loss": test_loss, "metric": metric,
             "skipped_steps": mp.totals["skipped_steps"], "diverged": diverged, "reason": reason,
             "fp8_layers": mp.fp8_layers.summary() if mp.fp8_layers is not None else None}

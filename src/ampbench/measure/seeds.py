@@ -14,6 +14,15 @@ from typing import Any
 MAX_CURVE_POINTS = 200
 
 
+def eval_batch(batch_size: int) -> int:
+    """The batch a no-grad evaluation of a test (or train) split runs at: the training batch, every framework's. A
+    forward without autograd at the batch a training step fitted holds less than that step. It was max(batch, 256):
+    a language model's logits at 256 sequences -- hf:gpt2 at 64 tokens, vocabulary 50,257: 3.3 GB a batch in fp32,
+    at 1,024 tokens 53 GB -- where training at batch 8 held a fraction of that (a CPU cell's evaluation paged for
+    seconds; a GPU's would run out of memory after its training had fitted)."""
+    return batch_size
+
+
 def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[list[int], list[float]]:
     """(steps, values): windows averaged so a curve keeps at most ``points`` points (1-based step = window end)."""
     if len(values) <= points:

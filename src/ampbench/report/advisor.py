@@ -46,7 +46,7 @@ from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
 from ampbench.report.strategies import strategy_summary
-from ampbench.store.derive import compared_memory, speedup_noise
+from ampbench.store.derive import INCONCLUSIVE, compared_memory, judged, no_learning, speedup_noise
 from ampbench.store.time_to_loss import evidence as time_to_loss_evidence
 
 LAUNCH_BOUND_MS = 5.0
@@ -62,7 +62,8 @@ class Advice:
     """One sentence: why this mode (or why none helps)."""
     convergence_checked: bool
     label: str
-    """"converges like fp32", "speed only, convergence not checked", "no mode helps", "within noise", "noisy" (a gain
+    """"converges like fp32", "speed only, convergence not checked", "speed only, convergence inconclusive" (fp32 did
+    not learn over the convergence run), "no mode helps", "within noise", "noisy" (a gain
     the probe says cannot be, or against fp32 measurements that disagree),
     "nothing converged", "no fp32 baseline" (convergence checked, but no fp32 row to judge it by), "nothing ran",
     "speed not measured" (converge-only runs: the verdicts are the finding)."""
@@ -373,6 +374,10 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
         if checked or not any(r.get("max_batch") for r in unspeeded):
             found.append("convergence: " + ", ".join(f"{r['precision']} {r.get('converge_verdict') or 'not checked'}"
                                                      for r in unspeeded))
+            base = next((r for r in unspeeded if r["precision"] == "fp32"), None)
+            why = no_learning(base) if any(r.get("converge_verdict") == INCONCLUSIVE for r in unspeeded) else None
+            if why:
+                found.append(f"inconclusive: {why}")
         if any(r.get("max_batch") for r in unspeeded):  # (--measure maxbatch alone: the batches are the finding)
             found.append("largest batch: " + ", ".join(_batch_text(r) for r in unspeeded))
         return Advice(workload, None, "; ".join(found) + "; run --measure throughput to compare speed", checked,
@@ -384,7 +389,8 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
         return Advice(workload, None, f"every mode failed: {failed}{more}" if rows else "no results", False,
                       "nothing ran")
     base = next((r for r in ok if r["precision"] == "fp32"), None)
-    checked = any(r.get("converge_verdict") for r in ok)
+    checked = any(judged(r) for r in ok)  # (an inconclusive verdict -- fp32 itself did not learn -- checked nothing)
+    inconclusive = no_learning(base) if any(r.get("converge_verdict") == INCONCLUSIVE for r in ok) else None
     if checked:
         pool = [r for r in ok if r.get("converge_verdict") in ("parity", "baseline")]
         if not pool and all(r.get("converge_verdict") in ("no-baseline", None) for r in ok if r is not base):
@@ -403,7 +409,9 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
         names = ", ".join(sorted({r["precision"] for r in unchecked}))
         return Advice(workload, None, f"only modes that need their own convergence verdict ran ({names}), without one: "
                       "run --measure converge first", checked, "nothing converged")
-    label = "converges like fp32" if checked else "speed only, convergence not checked"
+    label = "converges like fp32" if checked else \
+        "speed only, convergence inconclusive" if inconclusive else "speed only, convergence not checked"
+    more += f"; convergence inconclusive: {inconclusive}" if inconclusive else ""
     if base is None or base not in pool:  # nothing to compare with: the fastest that ran
         best = _pick(pool, by_speed=True)
     else:
@@ -433,7 +441,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
             return Advice(workload, "fp32", _why_nothing_helps(base, others), checked, "no mode helps")
     fp32_oom = any(r["precision"] == "fp32" and r.get("status") == "oom" for r in rows)
     evidence = _evidence(best, base, checked, ok, fp32_oom) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
-                                                                            not r.get("converge_verdict")]) + more
+                                                                            not judged(r)]) + more
     return Advice(workload, best["precision"], evidence, checked, label)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from ampbench.execution.axes import Execution
 from ampbench.precision import is_fp8
 from ampbench.report.numbers import fmt_bytes
-from ampbench.store.derive import compared_memory, speed_doubt, speedup_noise, speedup_range
+from ampbench.store.derive import compared_memory, judged, speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
 """Relative speed difference treated as equal speed."""
@@ -86,17 +86,17 @@ def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, 
 
 def _converging(ok: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int], bool]:
     """(rows that converge, ids of those whose verdict was taken from another execution, whether any verdict exists)."""
-    checked = any(r.get("converge_verdict") for r in ok)
+    checked = any(judged(r) for r in ok)  # (an inconclusive verdict checked nothing)
     if not checked:
         return [r for r in ok if not is_fp8(r["precision"])], set(), False
     verdicts: dict[str, set[str]] = {}
     for r in ok:
-        if r.get("converge_verdict"):
+        if judged(r):
             verdicts.setdefault(r["precision"], set()).add(r["converge_verdict"])
     good = {"parity", "baseline"}
     out, inherited = [], set()
     for r in ok:
-        v = r.get("converge_verdict")
+        v = judged(r)
         if v in good:
             out.append(r)
         elif v is None and verdicts.get(r["precision"]) and verdicts[r["precision"]] <= good \

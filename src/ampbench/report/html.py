@@ -277,7 +277,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                 v = r.get("converge_verdict") or "–"
                 rows_c.append([e(display_name(r)), f"{sum(fl) / len(fl):.4f} ± {spread / 2:.4f}" if fl else "–",
                                _num(sum(metric) / len(metric), ".4g") if metric else "–",
-                               f'<span class="{"ok" if v in ("parity", "baseline") else "bad"}">{e(v)}</span>',
+                               f'<span class="{_verdict_class(v)}">{e(v)}</span>',
                                _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
                                e(f"{c['steps']} × {len(c['seeds'])}"),
                                *([e(time_to_loss_text(r))] if to_loss else []),
@@ -481,3 +481,9 @@ def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> st
             body.append([e(gpu)] + cells)
         out.append(_table(["device"] + [e(p) for p in t.precisions], body))
     return "\n".join(out)
+
+
+def _verdict_class(verdict: str) -> str:
+    """A convergence verdict's colour: parity and the baseline good, inconclusive (fp32 did not learn) dim, the rest
+    bad."""
+    return "ok" if verdict in ("parity", "baseline") else "dim" if verdict == "inconclusive" else "bad"

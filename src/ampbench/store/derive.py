@@ -231,8 +231,13 @@ def _ratio(a: Any, b: Any) -> float | None:
     return None
 
 
+INCONCLUSIVE = "inconclusive"
+"""The verdict of every row of a convergence run in which fp32 itself did not learn (:func:`no_learning`)."""
+
+
 def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[str | None, float | None]:
-    """(verdict, tolerance): parity when the mean final loss is within fp32's seed spread, and nothing diverged."""
+    """(verdict, tolerance): parity when the mean final loss is within fp32's seed spread, and nothing diverged;
+    inconclusive when fp32's own loss did not fall by more than that tolerance (:func:`no_learning`)."""
     conv = row.get("converge")
     if not conv:
         return None, None
@@ -243,6 +248,8 @@ def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[
     if bound is None or not mine:
         return "no-baseline", None
     mean_ref, tol = bound
+    if no_learning(base) is not None:
+        return INCONCLUSIVE, tol
     if row.get("precision") == BASELINE and not row.get("optimizer_state"):  # (fp32 with 8bit states: judged)
         return "baseline", tol
     return ("parity" if statistics.fmean(mine) <= mean_ref + tol else "worse"), tol
@@ -261,6 +268,35 @@ def parity_bound(base: dict[str, Any] | None) -> tuple[float, float] | None:
     mean_ref = statistics.fmean(ref)
     spread = statistics.stdev(ref) if len(ref) > 1 else 0.0
     return mean_ref, max(CONVERGE_SPREAD_FACTOR * spread, CONVERGE_REL_FLOOR * abs(mean_ref), 1e-6)
+
+
+def judged(row: dict[str, Any]) -> str | None:
+    """The row's convergence verdict where it says something: none for an inconclusive one (the advice and the
+    combinations take such a row as not checked, and say why)."""
+    v = row.get("converge_verdict")
+    return None if v == INCONCLUSIVE else v
+
+
+def no_learning(base: dict[str, Any] | None) -> str | None:
+    """Why fp32's convergence run cannot tell a mode that learns like fp32 from one that learns nothing -- its loss
+    fell by no more than the parity tolerance over the run (the mean of its curves' first fifth of points against its
+    mean final loss, seeds averaged: a mode whose loss never moved would be "within fp32's spread") -- or None where
+    it learned, or where the row has no curves to tell (rows from before curves were kept: judged as then). Seen: an
+    hf:gpt2 at AdamW 1e-4 for 30 steps, 10.84 → 10.84 in fp32 and amp-bf16, called "converges like fp32"."""
+    bound = parity_bound(base)
+    conv = (base or {}).get("converge") or {}
+    curves = [[float(x) for x in c if x is not None and math.isfinite(x)] for c in conv.get("losses") or []]
+    heads = [statistics.fmean(c[:max(1, len(c) // 5)]) for c in curves if c]
+    if bound is None or not heads:
+        return None
+    final, tol = bound
+    start = statistics.fmean(heads)
+    if start - final > tol:
+        return None
+    steps = conv.get("steps")
+    return (f"fp32's loss did not fall by more than the parity tolerance ({tol:.3g})"
+            + (f" in {steps:,} steps" if isinstance(steps, int) else "")
+            + f" ({start:.4g} → {final:.4g}): a mode that learned nothing would pass; raise --converge-steps")
 
 
 def best_gemm_tflops(hw: list[dict[str, Any]], device_name: str | None, math_mode: str | None) -> float | None:
@@ -357,7 +393,8 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["expected_speedup_vs_fp32"] = expected_speedup(
             mfu_vs_measured(base), base.get("conv_flops_share"), gemm_ratio(hw, r.get("device_name"), r.get("math_mode"))
         ) if ok else None
-        d.update(time_to_loss(r, base, parity_bound(base)))
+        # (no time to fp32's loss where fp32 did not learn: its "target" is where every curve started)
+        d.update(time_to_loss(r, base, parity_bound(base) if no_learning(base) is None else None))
         if r.get("status") == "ok":
             d["converge_verdict"], d["converge_tolerance"] = converge_verdict(r, base)
         else:  # a cell that diverged while converge was measured has that verdict; others have none

@@ -266,8 +266,10 @@ ROW_KEYS: dict[str, str] = {
                                 "not a GEMM's). Explains a speedup far below the GEMM ratio: the rest of the step "
                                 "does not get faster under autocast; pure-*/master-* also halve the bytes of "
                                 "elementwise ops and can beat it.",
-    "converge_verdict": "baseline (the fp32 row), parity, worse, diverged or no-baseline (derived: final loss within "
-                        "a tolerance from fp32's seed-to-seed spread, and no divergence).",
+    "converge_verdict": "baseline (the fp32 row), parity, worse, diverged, no-baseline or inconclusive (derived: "
+                        "final loss within a tolerance from fp32's seed-to-seed spread, and no divergence; "
+                        "inconclusive, every row of the run, when fp32's own loss fell by no more than that "
+                        "tolerance: a mode that learned nothing would pass).",
     "converge_tolerance": "The loss tolerance the verdict used (derived).",
     "fp32_loss_target": "The loss the time to fp32's loss is measured to: fp32's mean final loss + converge_tolerance "
                         "(what the verdict calls parity) (derived; null without convergence curves of the row and "

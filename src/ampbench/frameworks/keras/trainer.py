@@ -17,7 +17,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.frameworks.keras import backends
 from ampbench.frameworks.keras.policy import policy_of
 from ampbench.frameworks.keras.workloads import KerasWorkload, build_workload
-from ampbench.measure.seeds import final_loss, first_nonfinite, summarize
+from ampbench.measure.seeds import eval_batch, final_loss, first_nonfinite, summarize
 
 
 def device_env(device: str) -> None:
@@ -118,7 +118,7 @@ def train_seed(keras: Any, spec: CellSpec, steps: int, batch_size: int, seed: in
 
 def evaluate(model: Any, x: Any, y: Any, batch_size: int, metric: str | None) -> tuple[float, float | None]:
     """(loss, metric) of ``model`` over a split (Keras's evaluate, batches of at least 256)."""
-    logs = model.evaluate(x, y, batch_size=max(batch_size, 256), verbose=0, return_dict=True)
+    logs = model.evaluate(x, y, batch_size=eval_batch(batch_size), verbose=0, return_dict=True)
     return float(logs["loss"]), (float(logs[metric]) if metric in logs else None)
 
 

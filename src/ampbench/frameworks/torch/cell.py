@@ -9,6 +9,7 @@ state hold.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from typing import Any
@@ -32,6 +33,7 @@ from ampbench.measure.env import device_gpu_memory, device_name, environment, pr
 from ampbench.measure.flops import count_step, mfu
 from ampbench.measure.inference import inference_latency
 from ampbench.measure.peaks import math_mode_of
+from ampbench.measure.seeds import eval_batch
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
@@ -214,7 +216,8 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
                           mp_options=spec.mp_options(), micro_batches=spec.grad_accum)
         time_once(step, device)  # (the first step: eager, a step like the others once warm)
-        return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3)
+        evals = math.ceil(len(wl.test_data) / eval_batch(batch)) if wl.test_data is not None else 0
+        return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3, eval_batches=evals)
 
 
 def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | None:

@@ -27,6 +27,7 @@ from ampbench.execution import Execution, finish_model, prepare_model
 from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
+from ampbench.measure.seeds import eval_batch
 from ampbench.precision import Fp8Options, MixedPrecision, get
 from ampbench.precision.optimizer_state import check as check_optimizer_state
 from ampbench.precision.optimizers import fused_where_supported
@@ -315,7 +316,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
                 log.epoch(epoch + 1, scalars)
         _save(config, ckpt_path, workload, model, optimizer, mp, epoch + 1, history)
 
-    eval_bs = max(batch_size, 256)
+    eval_bs = eval_batch(batch_size)
     train_loss, train_metric = evaluate(workload, train_data, mp, eval_bs) if config.evaluate_train else (None, None)
     test_loss, test_metric = evaluate(workload, test_data, mp, eval_bs) if test_data is not None else (None, None)
     return TrainResult(
@@ -378,7 +379,7 @@ def _epoch_scalars(workload: Workload, test_data: TensorData | None, mp: MixedPr
     else:
         out["memory_rss_bytes"] = rss()
     if test_data is not None:
-        test_loss, metric = evaluate(workload, test_data, mp, max(batch_size, 256))
+        test_loss, metric = evaluate(workload, test_data, mp, eval_batch(batch_size))
         out["test_loss"] = test_loss
         if workload.metric is not None:
             out[f"test_{workload.metric.name}"] = metric
