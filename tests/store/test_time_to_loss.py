@@ -95,6 +95,17 @@ def test_the_advice_says_how_much_sooner_at_equal_loss() -> None:
     assert advice.recommended == "amp-bf16" and f"fp32's loss 2.00x sooner ({steps} steps; fp32 {steps})" in advice.evidence
 
 
+def test_a_parity_mode_one_seed_of_which_never_got_there_says_so_in_the_advice() -> None:
+    """The verdict judges the seeds' mean final loss (0.49 and 0.54: mean 0.515, within fp32's 0.505 + 0.021), the time
+    each seed: the advice is "converges like fp32" and says the second seed never reached fp32's loss."""
+    fp32, mode = _rows([_curve(100, floor=0.49), _curve(100, floor=0.54)], 5.0)
+    assert mode["converge_verdict"] == "parity" and mode["seeds_reaching_fp32_loss"] == 1
+    advice = advise([fp32, mode])
+    assert advice.recommended == "amp-bf16" and advice.label == "converges like fp32"
+    assert advice.evidence.endswith("final loss within fp32's seed spread, fp32's loss reached by 1 of 2 seeds in "
+                                    "100 steps"), advice.evidence
+
+
 def test_step_seconds_prefers_the_timed_mean() -> None:
     assert step_seconds({"step_ms_mean": 20.0, "samples_per_s": 1.0, "batch_size": 4}) == pytest.approx(0.02)
     assert step_seconds({"samples_per_s": 800.0, "batch_size": 16, "world_size": 2}) == pytest.approx(0.04)

@@ -90,17 +90,29 @@ def text(row: dict[str, Any]) -> str:
         noise = row.get("speedup_vs_fp32_noise")
         pm = f"±{noise:.0%} " if isinstance(noise, (int, float)) and math.isfinite(noise) and ratio is not None else ""
         return (f"{ratio:.2f}x {pm}" if ratio is not None else "") + f"({steps:,} steps)"
-    conv = row.get("converge") or {}
-    ran, seeds = conv.get("steps"), len(conv.get("losses") or [])
-    within = f" in {ran:,} steps" if isinstance(ran, int) else ""
-    reached = row.get("seeds_reaching_fp32_loss") or 0
+    reached, seeds, within = _short(row)
     return f"{reached} of {seeds} seeds{within}" if reached else f"not{within or ' reached'}"
 
 
+def _short(row: dict[str, Any]) -> tuple[int, int, str]:
+    """A row not every seed of which reached fp32's loss: (the seeds that did, its seeds, " in N steps")."""
+    conv = row.get("converge") or {}
+    ran = conv.get("steps")
+    return (row.get("seeds_reaching_fp32_loss") or 0, len(conv.get("losses") or []),
+            f" in {ran:,} steps" if isinstance(ran, int) else "")
+
+
 def evidence(row: dict[str, Any], base: dict[str, Any] | None) -> str | None:
-    """The advisor's words: "fp32's loss 1.85x sooner (140 steps; fp32 150)" -- or later, or None without a time."""
+    """The advisor's words: "fp32's loss 1.85x sooner (140 steps; fp32 150)" -- or later; "fp32's loss reached by 2 of
+    3 seeds in 200 steps" where a seed did not reach it (its final loss can still be within the verdict's tolerance:
+    the mean of the seeds is judged, each seed here -- the advice said "converges like fp32" and nothing more of a
+    pure-bf16 whose third seed never got there); None without a time."""
     ratio, steps = row.get("time_to_fp32_loss_vs_fp32"), row.get("steps_to_fp32_loss")
     base_steps = (base or {}).get("steps_to_fp32_loss")
+    if steps is None and base_steps is not None and row.get("fp32_loss_target") is not None:
+        reached, seeds, within = _short(row)
+        return (f"fp32's loss reached by {reached} of {seeds} seeds{within}" if reached
+                else f"fp32's loss not reached{within}")
     if not isinstance(ratio, (int, float)) or steps is None or base_steps is None:
         return None
     when = f"{ratio:.2f}x sooner" if ratio >= 1 else f"{1 / ratio:.2f}x later"
