@@ -211,6 +211,31 @@ def test_hw_probe_on_cpu() -> None:
     assert "verdict" in p and "Measured GEMM vs fp32" in p["verdict"]
 
 
+def test_a_gemm_faster_than_its_peak_shows_no_fraction_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This CPU's bf16 GEMM ran 1.50x the peak computed at the nominal clock a VM's /proc/cpuinfo gives ("150% of
+    peak"): that proves the peak low, every fraction of it overstated -- none is shown, the rates stand, a note says
+    why. Simulated rates: fp32 at 0.8 and bf16 at 1.5 of their peaks."""
+    from ampbench.measure import hw
+
+    peaks: dict[str, float] = {}
+    share = {"fp32": 0.8, "bf16": 1.5}
+
+    def rate(n: int, mode: str, device: torch.device, min_seconds: float = 0.2) -> float:
+        return share.get(mode, 0.5) * (peaks.get(mode) or 1.0)
+
+    p0 = hw.probe(torch.device("cpu"), sizes=(64,), run_gemm=False)
+    peaks.update(p0["peaks"] or {})
+    monkeypatch.setattr(hw, "gemm_tflops", rate)
+    p = hw.probe(torch.device("cpu"), sizes=(64,))
+    assert all(g["fraction_of_peak"] is None for g in p["gemm"]) and all(g["tflops"] > 0 for g in p["gemm"])
+    assert any("bf16 GEMM at n=64 ran 1.50x its peak above" in n for n in p.get("notes") or []), p.get("notes")
+    share["bf16"] = 0.75  # bf16 within its peak: the fractions are shown
+    p = hw.probe(torch.device("cpu"), sizes=(64,))
+    shown = {g["math_mode"]: g["fraction_of_peak"] for g in p["gemm"]}
+    assert shown["fp32"] == pytest.approx(0.8) and shown["bf16"] == pytest.approx(0.75)
+    assert not any("its peak above" in n for n in p.get("notes") or [])
+
+
 def test_gpu_gemm_timing_queues_calls_between_events(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CUDA branch of the GEMM timer, on a simulated clock: calls are counted between two events
     (no sync per call) and the count grows until the span reaches the minimum time."""
