@@ -133,7 +133,7 @@ def test_a_convergence_run_in_which_fp32_did_not_learn_is_inconclusive() -> None
     amp = {"precision": "amp-bf16", "status": "ok", "converge": _curves([flat, flat])}
     assert converge_verdict(amp, fp32)[0] == "inconclusive" and converge_verdict(fp32, fp32)[0] == "inconclusive"
     why = no_learning(fp32)
-    # oracle by hand: the first fifth (6 points) and the final (last 3) of the flat curves, tolerance 2% of the loss
+    # oracle by hand: the first loss and the final (last 3) of the flat curves (10.83, 10.84), tolerance 2% of it
     assert why is not None and "10.84 → 10.84" in why and "in 30 steps" in why and "(0.217)" in why, why
     learning = [10.8 - 8.8 * min(1.0, i / 15) for i in range(30)]  # 10.8 -> 2.0 by step 16
     fp32_learns = {"precision": "fp32", "status": "ok", "converge": _curves([learning, learning])}
@@ -143,10 +143,12 @@ def test_a_convergence_run_in_which_fp32_did_not_learn_is_inconclusive() -> None
     assert converge_verdict(amp, fp32_learns)[0] == "worse"  # (the mode that never learned: caught now)
     # just below and just above the line: a fall within the tolerance is not learning
     tol = 0.02 * 2.0
-    edge = [2.0 + 0.99 * tol] * 6 + [2.0] * 24
+    edge = [2.0 + 0.99 * tol] + [2.0] * 29
     assert no_learning({"converge": _curves([edge])}) is not None
-    edge = [2.0 + 1.01 * tol] * 6 + [2.0] * 24
+    edge = [2.0 + 1.01 * tol] + [2.0] * 29
     assert no_learning({"converge": _curves([edge])}) is None
+    fast = [2.3, 1.5, 0.8, 0.3] + [0.1] * 196  # (a loss that falls in 4 of 200 steps and stays: it learned)
+    assert no_learning({"converge": _curves([fast, [x + 0.2 for x in fast]])}) is None
     assert no_learning({"converge": _conv([1.0, 1.02])}) is None  # (no curves: judged as before)
     rows = derive([fp32 | {"run_id": "r", "workload": "w", "samples_per_s": 10.0, "step_ms_mean": 100.0},
                    amp | {"run_id": "r", "workload": "w", "samples_per_s": 12.0, "step_ms_mean": 80.0}])

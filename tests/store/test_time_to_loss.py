@@ -120,7 +120,8 @@ def test_a_real_run_times_its_own_curves(tmp_path) -> None:
 
     code, _, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16",
                        "--measure", "throughput,converge", "--steps", "3", "--warmup", "1", "--seeds", "2",
-                       "--converge-steps", "20", "--no-isolate", "--no-report", "--db", str(tmp_path / "r.db"))
+                       "--converge-steps", "60", "--no-isolate", "--no-report", "--db", str(tmp_path / "r.db"))
+    # (60 steps: in 20 this MLP's per-batch losses, 0.36-1.93, fall by less than fp32's seed spread -- inconclusive)
     assert code == 0, err
     rows = {r["precision"]: r for r in derive(Store(tmp_path / "r.db").rows())}
     target = rows["fp32"]["fp32_loss_target"]

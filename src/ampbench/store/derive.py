@@ -279,14 +279,16 @@ def judged(row: dict[str, Any]) -> str | None:
 
 def no_learning(base: dict[str, Any] | None) -> str | None:
     """Why fp32's convergence run cannot tell a mode that learns like fp32 from one that learns nothing -- its loss
-    fell by no more than the parity tolerance over the run (the mean of its curves' first fifth of points against its
-    mean final loss, seeds averaged: a mode whose loss never moved would be "within fp32's spread") -- or None where
-    it learned, or where the row has no curves to tell (rows from before curves were kept: judged as then). Seen: an
-    hf:gpt2 at AdamW 1e-4 for 30 steps, 10.84 → 10.84 in fp32 and amp-bf16, called "converges like fp32"."""
+    fell by no more than the parity tolerance over the run: its first loss (the untrained model's, before any update)
+    against its mean final loss, seeds averaged; a mode that learned nothing ends near that first loss, and would be
+    "within fp32's spread" (the first loss alone: a mean of the first steps would take in a fall that is over in a
+    few of them) -- or None where it learned, or where the row has no curves to tell (rows from before curves were
+    kept: judged as then). Seen: an hf:gpt2 at AdamW 1e-4 for 30 steps, 10.84 → 10.84 in fp32 and amp-bf16, called
+    "converges like fp32"."""
     bound = parity_bound(base)
     conv = (base or {}).get("converge") or {}
     curves = [[float(x) for x in c if x is not None and math.isfinite(x)] for c in conv.get("losses") or []]
-    heads = [statistics.fmean(c[:max(1, len(c) // 5)]) for c in curves if c]
+    heads = [c[0] for c in curves if c]
     if bound is None or not heads:
         return None
     final, tol = bound
