@@ -272,6 +272,35 @@ def test_why_a_half_mode_is_slower_than_fp32_is_explained_from_the_cpu_probe() -
     assert f.severity == "info" and "at fp32's speed" in f.title
 
 
+def test_the_batch_scaling_times_a_few_steps_a_round_not_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """5 rounds at both batch sizes of at most SCALING_STEPS steps each (each round took --steps at both sizes: 300
+    step-equivalents at the default 20, most of a slow mode's profile check); the ratio is the median of the rounds'."""
+    from ampbench.diagnose import profile
+
+    timed: list[tuple[int, int]] = []
+
+    class Timing:
+        def __init__(self, ms: float) -> None:
+            self.ms = ms
+
+        def summary(self) -> dict[str, float]:
+            return {"step_ms_p50": self.ms}
+
+    def time_steps(step, steps, device):  # type: ignore[no-untyped-def]
+        size = len(step.batches[0][1])
+        timed.append((size, steps))
+        return Timing(1.0 if size == 8 else 1.5 + 0.1 * len(timed))  # (rounds' ratios 1.7, 1.9, 2.1, 2.3, 2.5)
+
+    class Step:
+        device = torch.device("cpu")
+        batches = [((torch.zeros(8, 16),), torch.zeros(8, dtype=torch.long))]
+
+    monkeypatch.setattr(profile, "time_steps", time_steps)
+    ratio = profile._batch_scaling(Step(), planted.hot(), 8, 20)
+    assert [steps for _, steps in timed] == [profile.SCALING_STEPS] * 10 and {s for s, _ in timed} == {8, 16}
+    assert ratio == pytest.approx(2.1)
+
+
 def test_launch_bound_tiny_model_is_explained() -> None:
     """The verdict follows the measured batch scaling (a timing: on a loaded machine a 0.9 ms step can scale by
     1.3x or more, so the test asserts the rule and the finding's text, not this machine's number)."""

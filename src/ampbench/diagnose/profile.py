@@ -245,11 +245,18 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
     return out
 
 
+SCALING_STEPS = 5
+"""Steps per batch size in each of the batch-scaling rounds (at most ``--steps``): the median of 5 rounds' ratios
+settles a ratio of ~1 against ~2. Each round took ``--steps`` at both sizes until 2026-11-29 -- 300 step-equivalents
+at the default 20, 6 of the 8.5 minutes a pure-fp16 diagnosis of a small transformer took on this CPU."""
+
+
 def _batch_scaling(step: Any, wl: Workload, batch_size: int, steps: int, rounds: int = 5) -> float | None:
     """Step time at twice the batch / step time at the batch. ~1: per-op overhead sets the time (launch-bound);
     ~2: the arithmetic does. The two are timed in alternating rounds and the median of the per-round ratios
     is taken, so a clock or scheduling change mid-measurement moves both. None if 2x does not fit."""
 
+    steps = min(steps, SCALING_STEPS)
     small = step.batches
     try:
         big = device_batches(wl.train_data, 2 * batch_size, 2, step.device)
