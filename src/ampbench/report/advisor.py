@@ -374,8 +374,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
         if checked or not any(r.get("max_batch") for r in unspeeded):
             found.append("convergence: " + ", ".join(f"{r['precision']} {r.get('converge_verdict') or 'not checked'}"
                                                      for r in unspeeded))
-            base = next((r for r in unspeeded if r["precision"] == "fp32"), None)
-            why = no_learning(base) if any(r.get("converge_verdict") == INCONCLUSIVE for r in unspeeded) else None
+            why = _inconclusive(unspeeded)
             if why:
                 found.append(f"inconclusive: {why}")
         if any(r.get("max_batch") for r in unspeeded):  # (--measure maxbatch alone: the batches are the finding)
@@ -390,7 +389,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                       "nothing ran")
     base = next((r for r in ok if r["precision"] == "fp32"), None)
     checked = any(judged(r) for r in ok)  # (an inconclusive verdict -- fp32 itself did not learn -- checked nothing)
-    inconclusive = no_learning(base) if any(r.get("converge_verdict") == INCONCLUSIVE for r in ok) else None
+    inconclusive = _inconclusive(ok)
     if checked:
         pool = [r for r in ok if r.get("converge_verdict") in ("parity", "baseline")]
         if not pool and all(r.get("converge_verdict") in ("no-baseline", None) for r in ok if r is not base):
@@ -443,6 +442,13 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     evidence = _evidence(best, base, checked, ok, fp32_oom) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
                                                                             not judged(r)]) + more
     return Advice(workload, best["precision"], evidence, checked, label)
+
+
+def _inconclusive(rows: list[dict[str, Any]]) -> str | None:
+    """Why the rows' convergence verdicts are inconclusive (fp32 itself did not learn), where they are."""
+    if not any(r.get("converge_verdict") == INCONCLUSIVE for r in rows):
+        return None
+    return no_learning(next((r for r in rows if r["precision"] == "fp32"), None))
 
 
 def _is_fp8(r: dict[str, Any]) -> bool:

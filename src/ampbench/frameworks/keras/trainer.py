@@ -117,7 +117,7 @@ def train_seed(keras: Any, spec: CellSpec, steps: int, batch_size: int, seed: in
 
 
 def evaluate(model: Any, x: Any, y: Any, batch_size: int, metric: str | None) -> tuple[float, float | None]:
-    """(loss, metric) of ``model`` over a split (Keras's evaluate, batches of at least 256)."""
+    """(loss, metric) of ``model`` over a split (Keras's evaluate, at the training batch: :func:`eval_batch`)."""
     logs = model.evaluate(x, y, batch_size=eval_batch(batch_size), verbose=0, return_dict=True)
     return float(logs["loss"]), (float(logs[metric]) if metric in logs else None)
 
