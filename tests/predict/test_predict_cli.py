@@ -319,6 +319,27 @@ def test_bound_agrees_with_the_notes_and_advice_never_recommends_the_mode_in_use
     assert "pure-bf16 (8bit optimizer states)" in lines[0] and "master-*/pure-*" not in lines[0]
 
 
+def test_a_launch_bound_line_per_execution_names_it_and_a_cure_it_does_not_run() -> None:
+    """Four executions of one launch-bound mode read "no speedup predicted for amp-bf16, amp-bf16, amp-bf16, amp-bf16;
+    ... try CUDA graphs or torch.compile" -- told to the rows that ran both. Now a line per execution, named, each
+    told what it does not run yet."""
+    from ampbench.report.predictions import no_speedup_lines
+
+    launch = {"status": "ok", "workload": "w", "preset": "p", "batch_size": 8, "precision": "amp-bf16",
+              "predicted_speedup_vs_fp32": 0.7, "predicted_bound": "launch", "predicted_time_split": {"launch": 0.95}}
+    rows = [{**launch, "compile": c, "cuda_graphs": g} for c in ("off", "on") for g in ("off", "on")]
+    lines = no_speedup_lines(rows)
+    assert len(lines) == 4, lines
+    eager, graphs, compiled, both = lines
+    assert "for amp-bf16; " in eager and eager.endswith("try CUDA graphs or torch.compile (--cuda-graphs on, "
+                                                       "--compile on), or a larger batch")
+    assert "for amp-bf16 · cuda-graphs; " in graphs and graphs.endswith("try torch.compile (--compile on), or a larger "
+                                                                       "batch")
+    assert "for amp-bf16 · compile; " in compiled and compiled.endswith("try CUDA graphs (--cuda-graphs on), or a "
+                                                                        "larger batch")
+    assert "for amp-bf16 · compile+cuda-graphs; " in both and "--cuda-graphs on" not in both and "--compile on" not in both
+
+
 def test_a_store_holding_only_predictions_shows_them_and_says_so(tmp_path: Path) -> None:
     """results, report and compare on a store predict wrote (nothing measured): the predictions, labelled predicted,
     and "only predictions" -- not "no results yet: run ampbench run first"."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ampbench.cells import CellId
+from ampbench.execution.axes import Execution
 from ampbench.measure.gpus import for_device, lookup
 
 
@@ -58,7 +59,7 @@ def why_no_speedup(pred: dict[str, Any], share_text: str | None = None) -> str:
                 "shorten it")
     if bound == "launch":
         return (f"launch-bound ({share_text} of the predicted step is launch overhead): faster math does not shorten "
-                "it; try CUDA graphs or torch.compile (--cuda-graphs on, --compile on), or a larger batch")
+                f"it; {_launch_cure(pred)}")
     if bound == "memory":
         half_model = precision.startswith(("master-", "pure-"))
         return (f"memory-bound ({share_text} of the predicted step moves bytes): "
@@ -71,10 +72,27 @@ def why_no_speedup(pred: dict[str, Any], share_text: str | None = None) -> str:
             "keep matmul dimensions multiples of 8 (16 for fp8)")
 
 
+def _launch_cure(pred: dict[str, Any]) -> str:
+    """What shortens a launch-bound step that the row does not run already: CUDA graphs and torch.compile for an eager
+    one; a step replayed as CUDA graphs only a larger batch (it was told to try "--cuda-graphs on" as it ran them)."""
+    ex = Execution.of(pred)
+    tries = [what for what, off in (("CUDA graphs", ex.cuda_graphs == "off"), ("torch.compile", ex.compile == "off"))
+             if off]
+    flags = [flag for flag, off in (("--cuda-graphs on", ex.cuda_graphs == "off"), ("--compile on", ex.compile == "off"))
+             if off]
+    if not tries:  # (compiled and replayed as CUDA graphs)
+        return "a larger batch does (its kernels are already compiled and replayed as CUDA graphs)"
+    return f"try {' or '.join(tries)} ({', '.join(flags)}), or a larger batch"
+
+
 def _mode(row: dict[str, Any]) -> str:
-    """A row's mode as the advice names it: the precision, and the optimizer state where it is not the mode's own."""
+    """A row's mode as the advice names it: the precision, the optimizer state where it is not the mode's own, and the
+    execution where it is not eager ("amp-bf16 · cuda-graphs": four executions of one mode read "amp-bf16, amp-bf16,
+    amp-bf16, amp-bf16")."""
     state = row.get("optimizer_state")
-    return f"{row['precision']} ({state} optimizer states)" if state else str(row["precision"])
+    ex = Execution.of(row)
+    return (f"{row['precision']} ({state} optimizer states)" if state else str(row["precision"])) \
+        + ("" if ex.is_default else f" · {ex.label}")
 
 
 def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str]:
@@ -96,9 +114,9 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
             groups.setdefault((*cell, "no tensor cores", ""), []).append(r)
         elif (r.get("predicted_speedup_vs_fp32") or 0) < below and (r.get("predicted_comm_share") or 0) >= 0.3:
             groups.setdefault((*cell, "communication", ""), []).append(r)
-        elif (r.get("predicted_speedup_vs_fp32") or 0) < below:
-            groups.setdefault((*cell, r["predicted_bound"], kind if r["predicted_bound"] != "launch" else ""),
-                              []).append(r)
+        elif (r.get("predicted_speedup_vs_fp32") or 0) < below:  # (a launch-bound line per execution: its cure)
+            groups.setdefault((*cell, r["predicted_bound"], kind if r["predicted_bound"] != "launch" else
+                               Execution.of(r).label), []).append(r)
     several = len({r.get("gpu") for r in rows}) > 1
     said: dict[tuple[Any, ...], tuple[list[str], list[dict[str, Any]]]] = {}  # (the same finding on several GPUs: once)
     for (workload, preset, batch, gpu, bound, kind), group in groups.items():
