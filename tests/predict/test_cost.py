@@ -100,6 +100,12 @@ def test_many_tiny_ops_are_launch_bound_by_the_host() -> None:
     assert c.host_s == pytest.approx(100 * cost.MEASURED_HOST.op_us("forward") * 1e-6) and c.step_s == pytest.approx(
         c.host_s + one)
     assert c.bound == "launch" and c.time_split["launch"] > 0.9 and c.notes[0].startswith("launch-bound")
+    assert c.notes[0].endswith("(CUDA graphs or torch.compile remove most of it)")
+    # (a compiled step is told of CUDA graphs alone, one replayed as CUDA graphs of a larger batch: not what it runs)
+    for compiled, cure in ((cost.Compiled(fuse=True, graphs=False), "(CUDA graphs remove most of it)"),
+                           (cost.Compiled(fuse=True, graphs=True), "(a larger batch)")):
+        c = cost.price(_trace(ops), A100, tf32=False, cal=CAL, compiled=compiled)
+        assert c.bound == "launch" and c.notes[0].endswith(cure), c.notes
 
 
 def test_a_host_bound_forward_does_not_hide_a_gpu_bound_backward() -> None:

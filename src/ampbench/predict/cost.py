@@ -513,8 +513,9 @@ def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
     waited = step_s - gpu_s  # the GPU idle, waiting for the host to issue its next op: launch overhead too
     by_bound["launch"] += waited
     if host_s > gpu_s:
-        cure = "a larger batch" if compiled is not None and compiled.graphs else "CUDA graphs or torch.compile remove " \
-            "most of it"
+        cure = ("a larger batch" if compiled is not None and compiled.graphs else  # (what the step does not run yet)
+                "CUDA graphs remove most of it" if compiled is not None and compiled.fuse else
+                "CUDA graphs or torch.compile remove most of it")
         notes.append(f"launch-bound: the host issues {len(costs)} ops in ~{host_s * 1e3:.2f} ms, the GPU runs them in "
                      f"~{gpu_s * 1e3:.2f} ms ({cure})")
     time_split = {k: by_bound.get(k, 0.0) / step_s for k in ("compute", "memory", "launch")} if step_s else {}
