@@ -38,6 +38,18 @@ def test_fastest_combination_and_the_single_change_that_buys_most() -> None:
     assert "compiling took 39.0 s" in ev
 
 
+def test_a_combination_on_a_convergence_run_fp32_learned_nothing_from_says_inconclusive() -> None:
+    """fp32's loss 2.30 -> 2.30 (its first loss against its final one, 2% tolerance): every verdict inconclusive, the
+    combination judged on speed and said so -- not "converges like fp32", not "not checked"."""
+    flat = {"steps": 20, "curve_steps": list(range(1, 21)), "losses": [[2.3] * 20], "final_losses": [2.3],
+            "diverged": [False]}
+    rows = [_row(p, sps, c, losses=[2.3], converge=flat) for p, sps, c in
+            (("fp32", 100.0, "off"), ("fp32", 160.0, "on"), ("amp-bf16", 120.0, "off"), ("amp-bf16", 190.0, "on"))]
+    a = advise(derive(rows))
+    assert a.combination == "amp-bf16 + compile" and a.label == "speed only, convergence inconclusive"
+    assert "speed only, convergence inconclusive (fp32 itself did not learn)" in (a.combination_evidence or "")
+
+
 def test_a_combination_must_converge_and_may_take_its_precisions_verdict() -> None:
     good, bad = [1.0, 1.01, 0.99], [2.0, 2.1, 2.2]
     rows = [_row("fp32", 100.0, losses=good), _row("fp32", 150.0, "on"),

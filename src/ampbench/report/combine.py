@@ -21,7 +21,7 @@ from typing import Any
 from ampbench.execution.axes import Execution
 from ampbench.precision import is_fp8
 from ampbench.report.numbers import fmt_bytes
-from ampbench.store.derive import compared_memory, judged, speed_doubt, speedup_noise, speedup_range
+from ampbench.store.derive import INCONCLUSIVE, compared_memory, judged, speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
 """Relative speed difference treated as equal speed."""
@@ -136,6 +136,8 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
         parts.append(f"convergence from {best['precision']} at another execution")
     elif checked:
         parts.append("converges like fp32")
+    elif any(r.get("converge_verdict") == INCONCLUSIVE for r in ok):  # (the precision advice says why)
+        parts.append("speed only, convergence inconclusive (fp32 itself did not learn)")
     else:
         parts.append("speed only, convergence not checked")
     on_top = _on_top(best, ok)
