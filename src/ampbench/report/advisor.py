@@ -46,7 +46,7 @@ from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
 from ampbench.report.strategies import strategy_summary
-from ampbench.store.derive import INCONCLUSIVE, compared_memory, judged, no_learning, speedup_noise
+from ampbench.store.derive import CONVERGED, INCONCLUSIVE, compared_memory, judged, no_learning, speedup_noise
 from ampbench.store.time_to_loss import evidence as time_to_loss_evidence
 
 LAUNCH_BOUND_MS = 5.0
@@ -391,7 +391,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     checked = any(judged(r) for r in ok)  # (an inconclusive verdict -- fp32 itself did not learn -- checked nothing)
     inconclusive = _inconclusive(ok)
     if checked:
-        pool = [r for r in ok if r.get("converge_verdict") in ("parity", "baseline")]
+        pool = [r for r in ok if r.get("converge_verdict") in CONVERGED]
         if not pool and all(r.get("converge_verdict") in ("no-baseline", None) for r in ok if r is not base):
             return Advice(workload, None, "no verdict: convergence is judged against fp32's final loss and seed "
                           f"spread, and {_no_baseline(rows)}", True, "no fp32 baseline")

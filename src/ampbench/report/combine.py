@@ -21,7 +21,7 @@ from typing import Any
 from ampbench.execution.axes import Execution
 from ampbench.precision import is_fp8
 from ampbench.report.numbers import fmt_bytes
-from ampbench.store.derive import INCONCLUSIVE, compared_memory, judged, speed_doubt, speedup_noise, speedup_range
+from ampbench.store.derive import CONVERGED, INCONCLUSIVE, compared_memory, judged, speed_doubt, speedup_noise, speedup_range
 
 TIE = 0.02
 """Relative speed difference treated as equal speed."""
@@ -93,7 +93,7 @@ def _converging(ok: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int
     for r in ok:
         if judged(r):
             verdicts.setdefault(r["precision"], set()).add(r["converge_verdict"])
-    good = {"parity", "baseline"}
+    good = set(CONVERGED)
     out, inherited = [], set()
     for r in ok:
         v = judged(r)

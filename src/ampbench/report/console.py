@@ -26,7 +26,7 @@ from ampbench.report.accumulation import (
 from ampbench.report.advisor import advise, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
-from ampbench.store.derive import compared_memory, memory_basis
+from ampbench.store.derive import compared_memory, converge_tone, memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
 from ampbench.store.time_to_loss import text as time_to_loss_text
 
@@ -312,8 +312,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
             cols.append(Col("max batch", cells))
         if any(r.get("converge_verdict") for r in group):
             verdicts = [r.get("converge_verdict") or "-" for r in group]
-            cols.append(Col("converge", [Text(v, style="green" if v in ("parity", "baseline") else
-                                              "yellow" if v == "inconclusive" else "red") for v in verdicts]))
+            style = {"good": "green", "unsure": "yellow", "bad": "red"}
+            cols.append(Col("converge", [Text(v, style=style[converge_tone(v)]) for v in verdicts]))
         if any(r.get("fp32_loss_target") is not None for r in group):  # (speed and convergence together)
             cols.append(Col("to fp32 loss", [time_to_loss_text(r) for r in group]))
         if any(r.get("inference") for r in group):

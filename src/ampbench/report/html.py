@@ -44,11 +44,14 @@ from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_diff import TABLE as DIFF_TABLE
 from ampbench.report.run_diff import cell_line, header_lines, summary_line, verdict_tone
-from ampbench.store.derive import memory_basis
+from ampbench.store.derive import converge_tone, memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
 from ampbench.store.time_to_loss import text as time_to_loss_text
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+VERDICT_CLASS = {"good": "ok", "unsure": "dim", "bad": "bad"}
+"""A convergence verdict's tone (:func:`~ampbench.store.derive.converge_tone`) -> its CSS class."""
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0 auto;
@@ -277,7 +280,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
                 v = r.get("converge_verdict") or "–"
                 rows_c.append([e(display_name(r)), f"{sum(fl) / len(fl):.4f} ± {spread / 2:.4f}" if fl else "–",
                                _num(sum(metric) / len(metric), ".4g") if metric else "–",
-                               f'<span class="{_verdict_class(v)}">{e(v)}</span>',
+                               f'<span class="{VERDICT_CLASS[converge_tone(v)]}">{e(v)}</span>',
                                _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
                                e(f"{c['steps']} × {len(c['seeds'])}"),
                                *([e(time_to_loss_text(r))] if to_loss else []),
@@ -482,8 +485,3 @@ def compare_html(rows: list[dict[str, Any]], reference: str | None = None) -> st
         out.append(_table(["device"] + [e(p) for p in t.precisions], body))
     return "\n".join(out)
 
-
-def _verdict_class(verdict: str) -> str:
-    """A convergence verdict's colour: parity and the baseline good, inconclusive (fp32 did not learn) dim, the rest
-    bad."""
-    return "ok" if verdict in ("parity", "baseline") else "dim" if verdict == "inconclusive" else "bad"

@@ -76,13 +76,11 @@ def _launch_cure(pred: dict[str, Any]) -> str:
     """What shortens a launch-bound step that the row does not run already: CUDA graphs and torch.compile for an eager
     one; a step replayed as CUDA graphs only a larger batch (it was told to try "--cuda-graphs on" as it ran them)."""
     ex = Execution.of(pred)
-    tries = [what for what, off in (("CUDA graphs", ex.cuda_graphs == "off"), ("torch.compile", ex.compile == "off"))
-             if off]
-    flags = [flag for flag, off in (("--cuda-graphs on", ex.cuda_graphs == "off"), ("--compile on", ex.compile == "off"))
-             if off]
-    if not tries:  # (compiled and replayed as CUDA graphs)
+    missing = [(what, flag) for what, flag, off in (("CUDA graphs", "--cuda-graphs on", ex.cuda_graphs == "off"),
+                                                    ("torch.compile", "--compile on", ex.compile == "off")) if off]
+    if not missing:  # (compiled and replayed as CUDA graphs)
         return "a larger batch does (its kernels are already compiled and replayed as CUDA graphs)"
-    return f"try {' or '.join(tries)} ({', '.join(flags)}), or a larger batch"
+    return (f"try {' or '.join(w for w, _ in missing)} ({', '.join(f for _, f in missing)}), or a larger batch")
 
 
 def _mode(row: dict[str, Any]) -> str:

@@ -233,6 +233,14 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 INCONCLUSIVE = "inconclusive"
 """The verdict of every row of a convergence run in which fp32 itself did not learn (:func:`no_learning`)."""
+CONVERGED = ("parity", "baseline")
+"""The verdicts of rows that train like fp32 (the fp32 row itself: the baseline)."""
+
+
+def converge_tone(verdict: str | None) -> str:
+    """How a table colours a convergence verdict: ``good`` (:data:`CONVERGED`), ``unsure`` (inconclusive: fp32 did not
+    learn), ``bad`` (worse, diverged, no-baseline)."""
+    return "good" if verdict in CONVERGED else "unsure" if verdict == INCONCLUSIVE else "bad"
 
 
 def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[str | None, float | None]:
