@@ -99,3 +99,14 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, tmp_path: 
     code, _, err = cli("run", *args, "--dry-run", "--no-isolate", "--db", str(tmp_path / "r.db"))
     assert code == 2 and said in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_plan_names_only_the_states_some_cell_runs(tmp_path: Path) -> None:
+    """bf16 states come with bf16 weights (pure-bf16's as built): no cell runs them, so the plan's axis leaves them out
+    and the note says why."""
+    code, out, err = cli("run", "--model", MODEL, *SHAPE, "--precisions", "fp32,amp-bf16,pure-bf16", "--optimizer-state",
+                         "bf16,8bit", "--dry-run", "--no-isolate", "--db", str(tmp_path / "r.db"))
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "(fp32, amp-bf16, pure-bf16 x optimizer states as built, 8bit + 1 closing fp32)" in text
+    assert "--optimizer-state bf16 left out for fp32, amp-bf16" in text

@@ -125,6 +125,15 @@ def test_what_accumulating_costs_is_each_precisions_samples_over_its_plain_twin(
         f"bert (small) batch 16 x 4 micro-batches a step: fp32 {114 / 117:.2f}x, amp-bf16 {219 / 238:.2f}x the plain "
         "step's samples/s (each later micro-batch adds its gradients into the held ones; one optimizer step for all)"]
     assert accumulation_cost(rows[2:4]) == []  # (no plain step measured beside them)
+    # A state precision is named beside its mode (two fp32 rows never read alike); two executions, a line each,
+    # each saying which.
+    states = [row("fp32", 1, 100.0), row("fp32", 1, 20.0, optimizer_state="8bit"), row("fp32", 4, 120.0),
+              row("fp32", 4, 60.0, optimizer_state="8bit"), row("fp32", 1, 50.0, compile="on"),
+              row("fp32", 4, 55.0, compile="on")]
+    lines = accumulation_cost(states)
+    assert [line.split(" the plain")[0] for line in lines] == [
+        "bert (small) batch 16 x 4 micro-batches a step, eager: fp32 1.20x, fp32 (8bit states) 3.00x",
+        "bert (small) batch 16 x 4 micro-batches a step, compile: fp32 1.10x"]
 
 
 def test_an_oom_row_of_a_model_with_repeated_blocks_names_checkpointing_too() -> None:

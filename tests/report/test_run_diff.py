@@ -126,6 +126,29 @@ def test_what_differs_between_the_runs_is_listed_with_left_out_defaults_named() 
     assert same.differences == [] and "nothing the rows recorded" in rd.header_lines(same)[2]
 
 
+def test_settings_of_a_measurement_differ_only_between_runs_that_both_took_it() -> None:
+    """A throughput run stores convergence placeholders (200 steps, 3 seeds): against a tiny converge run (30 x 2)
+    they are no difference; two converge runs' steps are, and so are two max-batch searches' margins."""
+    a, b = [_ok("a", "fp32", 100.0, 0.01)], [_ok("b", "fp32", 100.0, 0.01)]
+
+    def info(run: str, measures: list[str], **identity: object) -> _Info:
+        return _Info(run, {"identity": {"steps": 20, "measures": measures, **identity}})
+
+    conv = dict(converge_steps=30, seeds=2, memory_margin=0.05, inference_batch=None)
+    tput = dict(converge_steps=200, seeds=3, memory_margin=0.05, inference_batch=None)
+    diff = rd.diff_runs(info("a", ["throughput", "converge"], **conv), a, info("b", ["throughput"], **tput), b, {})
+    assert diff.differences == []
+    diff = rd.diff_runs(info("a", ["converge"], **conv), a, info("b", ["converge"], **tput), b, {})
+    assert diff.differences == [("converge_steps", "30", "200"), ("seeds", "2", "3")]
+    mb = rd.diff_runs(info("a", ["maxbatch"], memory_margin=0.25), a, info("b", ["maxbatch"], memory_margin=0.05), b, {})
+    assert mb.differences == [("memory_margin", "0.25", "0.05")]
+    one = rd.diff_runs(info("a", ["maxbatch"], memory_margin=0.25), a, info("b", ["memory"], memory_margin=0.05), b, {})
+    assert one.differences == []
+    # A config without its measures (hand-made) keeps every setting, as before.
+    old = rd.diff_runs(_Info("a", {"identity": {"seeds": 2}}), a, _Info("b", {"identity": {"seeds": 3}}), b, {})
+    assert old.differences == [("seeds", "2", "3")]
+
+
 def test_defaults_left_out_are_exactly_what_a_run_identity_omits_at_their_default() -> None:
     config = RunConfig(device="cpu", axes=RunConfig.__dataclass_fields__["axes"].default_factory(  # type: ignore[misc]
         precisions=("fp32",)))

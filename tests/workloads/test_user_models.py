@@ -98,6 +98,10 @@ def test_batches_dict_is_called_by_keyword_and_the_task_is_inferred() -> None:
     assert reg.metric is not None and reg.metric.name == "loss" and not reg.metric.higher_is_better
     with pytest.raises(AmpbenchError, match=r"output \(2, 2\) is not \(2, 3\) predictions"):
         create_user_workload(f"{M}:linear2", preset="tiny", batches=f"{M}:make_regression_batch")
+    # A model taking the dict whole fails with the convention named: keyword arguments, the keys in order.
+    with pytest.raises(AmpbenchError, match=r"feats=\(2, 8\), ids=\(2,\) failed: TypeError: .*check --batches; a dict "
+                                            r"batch is called as model\(\*\*inputs\): forward\(feats, ids\)"):
+        create_user_workload(f"{M}:mlp", preset="tiny", batches=f"{M}:make_batch")
 
 
 def test_synthetic_token_data_stay_in_the_vocabulary_and_learnable() -> None:

@@ -49,6 +49,13 @@ ENV_FACTS = (("device_name", "device"), ("capability", "compute capability"), ("
 """The environment facts a row records that can move a measurement, each with how it is named (per-cell flags a
 precision sets, TF32's, and readings of the moment, a temperature, are left out)."""
 
+MEASURE_SETTINGS = {"converge": ("converge_steps", "seeds"),
+                    "maxbatch": ("maxbatch_limit", "maxbatch_trial_steps", "memory_margin"),
+                    "inference": ("inference_batch",)}
+"""Settings that only one measurement reads. A run that did not take that measurement still stores them (its
+identity holds placeholders: 200 convergence steps on a tiny throughput run), so they are a difference between two
+runs only where both took it."""
+
 
 @dataclass(frozen=True)
 class Side:
@@ -77,6 +84,12 @@ class Side:
         settings = {k: str(v) for k, v in (defaults or {}).items()}
         stored = [(k, v) for section in ("identity", "extra") for k, v in (config.get(section) or {}).items()]
         settings.update({k: "-" if v is None else str(v) for k, v in stored if v is None or isinstance(v, (str, int, float))})
+        measures = (config.get("identity") or {}).get("measures")
+        if isinstance(measures, list):  # (a stored config always names them; a hand-made one may not)
+            for measure, keys in MEASURE_SETTINGS.items():
+                if measure not in measures:
+                    for key in keys:
+                        settings.pop(key, None)
         return cls(info.run_id, info.created_at, info.device_name, info.hostname,
                    {k: ", ".join(v) for k, v in env.items() if v}, settings)
 
@@ -134,7 +147,9 @@ class RunDiff:
     def differences(self) -> list[tuple[str, str, str]]:
         """(what, before, after) for each environment fact and setting the two runs recorded differently."""
         out = [(name, a or "-", b or "-") for name, a, b in moved_facts(self.before.env, self.after.env)]
-        for key in sorted(set(self.before.settings) | set(self.after.settings)):
+        unread = {k for keys in MEASURE_SETTINGS.values() for k in keys
+                  if (k in self.before.settings) != (k in self.after.settings)}  # (one run took no such measurement)
+        for key in sorted((set(self.before.settings) | set(self.after.settings)) - unread):
             a, b = (side.settings.get(key) or "-" for side in (self.before, self.after))
             if a != b:
                 out.append((key, a or "-", b or "-"))

@@ -28,8 +28,10 @@ def plan_lines(config: Any, store_path: Any, estimate: Any = None) -> list[str]:
     if axes_.distributed:
         world = axes_.nproc * axes_.nnodes
         axes += " x " + ", ".join(f"{s} x{world}" if s else "1 process" for s in axes_.strategies)
-    if len(axes_.optimizer_states) > 1:
-        axes += " x optimizer states " + ", ".join(s or "as built" for s in axes_.optimizer_states)
+    ran = [s for s in axes_.optimizer_states if any(c.optimizer_state == s for c in cells)]  # (a state no mode takes
+    # is left out of every cell: the note below says why)
+    if len(ran) > 1:
+        axes += " x optimizer states " + ", ".join(s or "as built" for s in ran)
     out = [f"[bold]ampbench run[/]: {plural(len(cells), 'cell')} ({', '.join(axes_.precisions)}{axes}{extra_cells}) "
            f"on [bold]{config.device}[/], measuring {', '.join(config.measure.measures)}; store "
            f"{escape(str(store_path))}"]

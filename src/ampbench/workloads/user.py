@@ -290,7 +290,16 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
 def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> tuple[Any, torch.Tensor]:
     """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training."""
     inputs, targets = workload.example_batch(2)
-    shapes = ", ".join(f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs)
+    shapes = [f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs]
+    names = workload.input_names
+    # How the batch reached forward, so a signature mismatch says which convention it met.
+    if names:
+        shapes = [f"{n}={s}" for n, s in zip(names, shapes)]
+        called = f"; a dict batch is called as model(**inputs): forward({', '.join(names)})"
+    elif len(shapes) > 1:
+        called = f"; a tuple batch is called as model(*inputs): {len(shapes)} positional arguments"
+    else:
+        called = ""
     try:
         with torch.no_grad():
             return workload.call_model(workload.model, inputs, prepared=True), targets
@@ -299,8 +308,8 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> 
     except Exception as e:
         msg = str(e).splitlines()[0][:200] if str(e) else ""
         fix = "check --batches" if made else "check --input-shape" + (" and --vocab-size" if tokens else "")
-        raise AmpbenchError(f"{where}: forward on a batch of shape {shapes} failed: {type(e).__name__}: {msg}. "
-                            f"{fix}") from None
+        raise AmpbenchError(f"{where}: forward on a batch of shape {', '.join(shapes)} failed: {type(e).__name__}: "
+                            f"{msg}. {fix}{called if made else ''}") from None
 
 
 def _check_loss(workload: Workload, out: Any, targets: torch.Tensor, where: str, own_loss: bool) -> None:
