@@ -172,7 +172,10 @@ def test_resume_that_would_train_nothing_says_so(tmp_path):
     assert _train_cli(tmp_path, "--epochs", "1").returncode == 0
     r = _train_cli(tmp_path, "--epochs", "1", "--resume")
     assert r.returncode == 2 and "already at epoch 1 of 1: nothing to train" in r.stderr
-    assert "final loss" not in r.stdout and len(r.stderr.strip().splitlines()) == 1
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1  # (said before the header: nothing printed)
+    r = _train_cli(tmp_path, "--epochs", "2", "--resume", "--precision", "amp-bf16")
+    assert r.returncode == 2 and "written for precision 'fp32', this run is 'amp-bf16'" in r.stderr, r.stderr
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
     r = _train_cli(tmp_path, "--epochs", "2", "--resume")
     assert r.returncode == 0 and "(resumed after epoch 1)" in r.stdout and "2 steps trained" in r.stdout
 

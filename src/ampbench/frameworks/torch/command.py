@@ -15,7 +15,7 @@ from ampbench.command_requests import DiagnoseRequest, TrainRequest
 from ampbench.diagnose import diagnose as run_checks
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution.checkpointing import check_blocks
-from ampbench.frameworks.torch.train import TrainConfig
+from ampbench.frameworks.torch.train import TrainConfig, check_resume
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
 from ampbench.measure.env import resolve_device
@@ -73,6 +73,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
         check_blocks(wl.model, wl.name, config.checkpointing)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     mode, device = resolve(config.precision), resolve_device(request.device)
+    check_resume(config, wl, mode)  # (a checkpoint of another precision refused before the header, as the rest)
     view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), mode)
     note = supported(mode, device).note
     if note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs; run and diagnose said it, train not)

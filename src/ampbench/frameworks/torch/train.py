@@ -179,18 +179,7 @@ def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, mod
                                 f"to train; give --epochs N with N > {start_epoch} to train further")
     else:
         assert ckpt_path is not None
-        if not ckpt_path.exists():
-            raise AmpbenchError(f"--resume: no checkpoint at {ckpt_path}")
-        try:
-            # map_location cpu, as distributed/checkpoint.py: torch.set_rng_state takes a CPU ByteTensor only (mapped
-            # to CUDA it raised, and was reported as a checkpoint that "does not fit"); model, optimizer and mp states
-            # are copied onto their parameters' devices by their load_state_dict
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        except Exception as e:
-            if "torchao" in str(e):  # (torchao's state classes load once torchao.optim is imported: --optimizer-state)
-                raise AmpbenchError(f"--resume: {ckpt_path} holds torchao's low-precision optimizer states (written "
-                                    "with --optimizer-state): resume with the same --optimizer-state") from None
-            raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
+        state = _read_checkpoint(ckpt_path)
         _check_resumable(state, ckpt_path, workload, mp.name, mp.optimizer_state)
         try:
             model.load_state_dict(state["model"])
@@ -206,6 +195,38 @@ def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, mod
             raise AmpbenchError(f"--resume: {ckpt_path} is already at epoch {start_epoch} of {epochs}: nothing to "
                                 f"train; give --epochs N with N > {start_epoch} to train further")
     return start_epoch, history
+
+
+def _read_checkpoint(ckpt_path: Path, mmap: bool = False) -> Any:
+    """A one-file checkpoint's contents (``mmap``: its tensors left on disk until read: the metadata alone)."""
+    if not ckpt_path.exists():
+        raise AmpbenchError(f"--resume: no checkpoint at {ckpt_path}")
+    try:
+        # map_location cpu, as distributed/checkpoint.py: torch.set_rng_state takes a CPU ByteTensor only (mapped
+        # to CUDA it raised, and was reported as a checkpoint that "does not fit"); model, optimizer and mp states
+        # are copied onto their parameters' devices by their load_state_dict
+        return torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=mmap)
+    except Exception as e:
+        if "torchao" in str(e):  # (torchao's state classes load once torchao.optim is imported: --optimizer-state)
+            raise AmpbenchError(f"--resume: {ckpt_path} holds torchao's low-precision optimizer states (written "
+                                "with --optimizer-state): resume with the same --optimizer-state") from None
+        raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
+
+
+def check_resume(config: TrainConfig, workload: Workload, precision: str) -> None:
+    """``--resume``'s refusals that need no model or optimizer set up -- a checkpoint missing, unreadable, or of
+    another workload, precision, preset, data or optimizer states, or already at the last epoch --, said before the
+    command prints anything (:func:`train` checks them again as it loads). One-file checkpoints; a distributed one
+    is read shard by shard into the set-up model (:mod:`ampbench.distributed.checkpoint`) and is checked there."""
+    if not config.resume or config.strategy or config.checkpoint_dir is None:
+        return
+    path = config.checkpoint_dir / CHECKPOINT_NAME
+    state = _read_checkpoint(path, mmap=True)
+    _check_resumable(state, path, workload, precision, config.optimizer_state)
+    epochs = config.epochs or workload.epochs
+    if int(state["epoch"]) >= epochs:
+        raise AmpbenchError(f"--resume: {path} is already at epoch {state['epoch']} of {epochs}: nothing to train; "
+                            f"give --epochs N with N > {state['epoch']} to train further")
 
 
 def _save(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model: nn.Module,
