@@ -6,6 +6,7 @@ import pytest
 
 from ampbench.report.advisor import advise
 from ampbench.store import derive
+from ampbench.store.derive import below_fp32
 
 
 def _row(precision: str, sps: float | None, peak: int = 1000, status: str = "ok", verdict_losses: list[float] | None = None,
@@ -67,6 +68,23 @@ def test_convergence_failure_of_the_fastest_mode_skips_it() -> None:
     a = advise(derive(rows))
     assert a.recommended == "amp-bf16" and a.convergence_checked and a.label == "converges like fp32"
     assert a.evidence.endswith("final loss within fp32's seed spread")
+
+
+def test_a_mode_ending_below_fp32s_spread_is_not_said_to_train_like_fp32() -> None:
+    """Parity judges the final loss against fp32's mean + tolerance: a mode far below it (a Keras CNN in pure-fp16,
+    1.96 against fp32's 2.23) passes, but "within fp32's seed spread" and "converges like fp32" were false."""
+    rows = [_row("fp32", 100.0, verdict_losses=[1.0, 1.01, 0.99]), _row("amp-bf16", 250.0, 600, verdict_losses=[0.5, 0.52])]
+    a = advise(derive(rows))
+    tol = 3 * 0.01  # (3 seed-to-seed standard deviations of fp32's [1.0, 1.01, 0.99], above 2 % of its loss)
+    assert a.recommended == "amp-bf16" and a.label == "converges, below fp32's loss"
+    assert a.evidence.endswith(f"final loss 0.51, below fp32's 1 by more than its seed spread ({tol:.2g}): it did not "
+                               "train as fp32 does (a longer --converge-steps run shows whether it stays ahead)"), a.evidence
+    # at the edge of the spread it is parity as ever
+    edge = [_row("fp32", 100.0, verdict_losses=[1.0, 1.01, 0.99]), _row("amp-bf16", 250.0, 600, verdict_losses=[0.971])]
+    a = advise(derive(edge))
+    assert a.label == "converges like fp32" and a.evidence.endswith("final loss within fp32's seed spread")
+    assert below_fp32(edge[1], edge[0]) is None
+    assert below_fp32({"converge": {"final_losses": [0.969]}}, edge[0]) == (0.969, 1.0, pytest.approx(tol))
 
 
 def test_ties_prefer_less_memory_then_the_simpler_recipe() -> None:

@@ -34,6 +34,10 @@ def test_a_state_is_advised_for_memory_only_with_its_parity_verdict() -> None:
     assert a.recommended == "amp-bf16"
     assert a.optimizer_states == ("optimizer states: amp-bf16 with 8bit states fits batch 900 instead of 640, final "
                                   "loss within fp32's seed spread (8bit x24, fp32 x38)")
+    below = {**parity, "converge": {"final_losses": [0.5, 0.5, 0.5], "diverged": [False] * 3}}
+    assert advise(derive([*base, below])).optimizer_states == (
+        "optimizer states: amp-bf16 with 8bit states fits batch 900 instead of 640, final loss 0.5, below fp32's 1 by "
+        "more than its seed spread: it did not train as fp32 does (8bit x24, fp32 x38)")
     worse = {**parity, "converge": {"final_losses": [2.0, 2.1, 2.2], "diverged": [False] * 3}}
     assert "not advised: its convergence was worse" in advise(derive([*base, worse])).optimizer_states
     no_fp32 = derive([base[1], parity])  # (the README's example ran amp-bf16 and pure-bf16: "was no-baseline")

@@ -46,7 +46,15 @@ from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
 from ampbench.report.predictions import at_power
 from ampbench.report.strategies import strategy_summary
-from ampbench.store.derive import CONVERGED, INCONCLUSIVE, compared_memory, judged, no_learning, speedup_noise
+from ampbench.store.derive import (
+    CONVERGED,
+    INCONCLUSIVE,
+    below_fp32,
+    compared_memory,
+    judged,
+    no_learning,
+    speedup_noise,
+)
 from ampbench.store.time_to_loss import evidence as time_to_loss_evidence
 
 LAUNCH_BOUND_MS = 5.0
@@ -62,8 +70,9 @@ class Advice:
     """One sentence: why this mode (or why none helps)."""
     convergence_checked: bool
     label: str
-    """"converges like fp32", "speed only, convergence not checked", "speed only, convergence inconclusive" (fp32 did
-    not learn over the convergence run), "no mode helps", "within noise", "noisy" (a gain
+    """"converges like fp32" ("converges, below fp32's loss": parity by ending lower than fp32's seed spread), "speed
+    only, convergence not checked", "speed only, convergence inconclusive" (fp32 did not learn over the convergence
+    run), "no mode helps", "within noise", "noisy" (a gain
     the probe says cannot be, or against fp32 measurements that disagree),
     "nothing converged", "no fp32 baseline" (convergence checked, but no fp32 row to judge it by), "nothing ran",
     "speed not measured" (converge-only runs: the verdicts are the finding)."""
@@ -208,7 +217,13 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok:
     if base is not None and r.get("max_batch") and base.get("max_batch") and r["precision"] != "fp32":
         parts.append(f"batch {base['max_batch']:,} → {r['max_batch']:,}")
     if checked:
-        parts.append("final loss within fp32's seed spread" if r["precision"] != "fp32" else "the baseline")
+        below = below_fp32(r, base) if r["precision"] != "fp32" else None
+        if below:  # (parity, but not by staying near fp32: it trained otherwise, and the advice says so)
+            parts.append(f"final loss {below[0]:.4g}, below fp32's {below[1]:.4g} by more than its seed spread "
+                         f"({below[2]:.2g}): it did not train as fp32 does (a longer --converge-steps run shows "
+                         "whether it stays ahead)")
+        else:
+            parts.append("final loss within fp32's seed spread" if r["precision"] != "fp32" else "the baseline")
         sooner = time_to_loss_evidence(r, base) if r["precision"] != "fp32" else None
         if sooner:
             parts.append(sooner)
@@ -441,6 +456,8 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
     fp32_oom = any(r["precision"] == "fp32" and r.get("status") == "oom" for r in rows)
     evidence = _evidence(best, base, checked, ok, fp32_oom) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
                                                                             not judged(r)]) + more
+    if checked and below_fp32(best, base):  # (parity by ending lower: not "like fp32"; the evidence says by how much)
+        label = "converges, below fp32's loss"
     return Advice(workload, best["precision"], evidence, checked, label)
 
 

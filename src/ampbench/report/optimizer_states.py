@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.store.derive import compared_memory
+from ampbench.store.derive import below_fp32, compared_memory
 
 MIN_SAVING = 0.05
 """The share of the mode's memory a state must save to be worth its numerics (with a measured max batch: a batch at
@@ -44,8 +44,11 @@ def state_advice(rows: list[dict[str, Any]], recommended: str | None) -> str | N
                "run --measure converge: a state precision is advised only with its convergence verdict")
         return f"optimizer states: {r['precision']} with {r['optimizer_state']} states {_said(g)}, not advised: {why}"
     r, base, g = max(parity, key=lambda x: x[2][0])  # type: ignore[index]
-    return (f"optimizer states: {r['precision']} with {r['optimizer_state']} states {_said(g)}, final loss within "
-            f"fp32's seed spread ({r.get('optimizer_states') or r['optimizer_state']})")
+    below = below_fp32(r, own.get("fp32"))
+    loss = (f"final loss {below[0]:.4g}, below fp32's {below[1]:.4g} by more than its seed spread: it did not train "
+            "as fp32 does" if below else "final loss within fp32's seed spread")
+    return (f"optimizer states: {r['precision']} with {r['optimizer_state']} states {_said(g)}, {loss} "
+            f"({r.get('optimizer_states') or r['optimizer_state']})")
 
 
 def _gain(r: dict[str, Any], base: dict[str, Any]) -> tuple[float, str] | None:
