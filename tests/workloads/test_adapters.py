@@ -129,3 +129,19 @@ def test_a_config_field_the_config_refuses_is_one_line() -> None:
         pytest.skip("this transformers does not validate config fields as they are set")
     with pytest.raises(AmpbenchError, match=r"--option n_layer=abc: hf:gpt2's GPT2Config refuses it: .*expected int"):
         create_workload("hf:gpt2", "tiny", n_layer="abc")
+
+
+@needs_hf
+def test_a_hub_name_is_answered_with_the_model_type_it_begins_with() -> None:
+    """Nothing is downloaded: 'bert-base-uncased' and 'openai-community/gpt2-large' are refused in one line that names
+    the model type to build instead (its default config); a name no type begins with gets no guess."""
+    import transformers
+
+    from ampbench.errors import AmpbenchError
+
+    for name, near in (("bert-base-uncased", "bert"), ("openai-community/gpt2-large", "gpt2"), ("gpt2", "gpt2"),
+                       ("google/vit-base-patch16-224", "vit"), ("foo-bar", None)):
+        assert adapters._model_type_in(transformers, name) == near, name
+    with pytest.raises(AmpbenchError, match=r"no model type or local config 'bert-base-uncased' .*; hf:bert builds "
+                                            r"bert's default config, and -o FIELD=VALUE sizes it$"):
+        create_workload("hf:bert-base-uncased", "tiny")

@@ -147,6 +147,14 @@ def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any])
         return _hf_built(target, preset, data, options)
 
 
+def _model_type_in(transformers: Any, name: str) -> str | None:
+    """The model type a Hub name begins with ("bert-base-uncased", "openai-community/gpt2-large": bert, gpt2), the
+    longest that does; None where none does."""
+    base = name.rsplit("/", 1)[-1].lower()
+    types = [t for t in transformers.CONFIG_MAPPING.keys() if base == t or base.startswith(t + "-")]
+    return max(types, key=len) if types else None
+
+
 def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
     transformers = _import("transformers", "hf")
     try:  # a model type ("bert", "gpt2") builds its default config; else a local config path or cached name
@@ -155,8 +163,11 @@ def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any])
         try:
             config = transformers.AutoConfig.from_pretrained(target, local_files_only=True)
         except Exception as e:
-            raise AmpbenchError(f"hf: no model type or local config {target!r} (nothing is downloaded at run time): "
-                                f"{str(e).splitlines()[0][:160]}") from None
+            near = _model_type_in(transformers, target)
+            hint = (f"; hf:{near} builds {near}'s default config, and -o FIELD=VALUE sizes it"
+                    if near else "")
+            raise AmpbenchError(f"hf: no model type or local config {target!r} (nothing is downloaded at run time: "
+                                f"{str(e).splitlines()[0][:160]}){hint}") from None
     for key, value in options.items():
         if not hasattr(config, key):
             raise AmpbenchError(f"hf:{target}: its {type(config).__name__} has no field {key!r} (--option {key}=...)")
