@@ -151,7 +151,7 @@ def _model_type_in(transformers: Any, name: str) -> str | None:
     """The model type a Hub name begins with ("bert-base-uncased", "openai-community/gpt2-large": bert, gpt2), the
     longest that does; None where none does."""
     base = name.rsplit("/", 1)[-1].lower()
-    types = [t for t in transformers.CONFIG_MAPPING.keys() if base == t or base.startswith(t + "-")]
+    types = [t for t in transformers.CONFIG_MAPPING if base == t or base.startswith(t + "-")]
     return max(types, key=len) if types else None
 
 
