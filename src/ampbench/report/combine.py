@@ -207,7 +207,7 @@ def _singles_text(ok: list[dict[str, Any]], base: dict[str, Any]) -> str:
         return ""
     name, g = singles[0]
     rest = ", ".join(f"{n} {_x(v)}" for n, v in singles[1:4])
-    return f"; the single change that buys most: {name} ({_x(g)} alone" + (f"; then {rest}" if rest else "") + ")"
+    return f"; the single change that buys most: {name} ({_x(g)} alone" + (f"; the others alone: {rest}" if rest else "") + ")"
 
 
 def _on_top(best: dict[str, Any], ok: list[dict[str, Any]]) -> str:
