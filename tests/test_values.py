@@ -23,6 +23,7 @@ def test_lists_sizes_measures_and_batches() -> None:
     with pytest.raises(AmpbenchError, match="--measure speed: unknown measurement"):
         parse_measures("speed")
     assert parse_batch_sizes("64,128") == (64, 128) and parse_batch_sizes(None) == (None,)
+    assert parse_batch_sizes("64,128,64") == (64, 128)  # (a size given twice: one cell, not two runs of it)
     with pytest.raises(AmpbenchError, match="expected integers"):
         parse_batch_sizes("64,big")
 

@@ -166,3 +166,24 @@ def test_a_cpu_max_batch_search_leaves_the_room_its_rss_spread_needs() -> None:
     assert _config(measures=("maxbatch",), memory_budget=2**30).measure.memory_margin == 0.25
     assert _config(measures=("throughput",)).measure.memory_margin == 0.05
     assert _config(measures=("maxbatch",), memory_budget=2**30, memory_margin=0.1).measure.memory_margin == 0.1
+
+
+def test_a_workload_or_batch_size_named_twice_is_planned_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`--workloads mnist-cnn,mnist-cnn --batch-size 16,16` planned (and would have run) each cell twice over --
+    predict priced it twice -- as a precision named twice never was."""
+    import json
+
+    from tests.conftest import cli
+
+    code, out, err = cli("run", "--workloads", "mnist-cnn,mnist-cnn", "--preset", "tiny", "--batch-size", "16,8,16",
+                         "--precisions", "fp32,amp-bf16", "--measure", "memory", "--dry-run", "--db",
+                         str(tmp_path / "r.db"), "--json", str(tmp_path / "plan.json"))
+    assert code == 0, err
+    assert "ampbench run: 4 cells" in out
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert sorted((c["precision"], c["batch_size"]) for c in plan["cells"]) == [
+        ("amp-bf16", 8), ("amp-bf16", 16), ("fp32", 8), ("fp32", 16)]
+    assert len({c["key"] for c in plan["cells"]}) == 4
+    code, out, err = cli("predict", "--workloads", "mnist-cnn,mnist-cnn", "--gpu", "h100-sxm", "--precisions", "fp32",
+                         "--preset", "tiny", "--db", str(tmp_path / "p.db"))
+    assert code == 0 and "stored 1 predicted row in" in out, (out, err)

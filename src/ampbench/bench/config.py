@@ -341,7 +341,7 @@ class RunConfig:
         """The config the command line's options say: parsed here, checked by the sections and the config."""
         t, m, r, x = options.targets, options.measure, options.recipe, options.torch
         dev = str(resolve_device(m.device))
-        names = parse_list(t.workloads, "workloads")
+        names = list(dict.fromkeys(parse_list(t.workloads, "workloads")))  # (a workload named twice: its cells once)
         if t.model is not None and names:
             raise AmpbenchError("give --workloads or --model, not both")
         data = options.data.parsed()

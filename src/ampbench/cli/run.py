@@ -79,7 +79,7 @@ def _named_note(options: RunOptions, config: Any) -> None:
     from ampbench.bench.suites import named_note  # lazy: torch (the workloads' presets)
 
     t, settings = options.targets, config.targets.settings
-    names = parse_list(t.workloads, "workloads")
+    names = list(dict.fromkeys(parse_list(t.workloads, "workloads")))  # (as the config names them: once each)
     batches = [s.batch for s in settings] if len(settings) == len(names) else [None] * len(names)
     note = named_note(names, t.preset, config.device, batches=batches) if t.model is None else None
     if note:

@@ -132,7 +132,7 @@ class PredictConfig:
             raise AmpbenchError("give --workloads or --model, not both")
         # the cells `ampbench run` measures on a GPU: named workloads at --preset (default: the size people train them
         # at, their GPU suite entry's where they have one), else the GPU suite
-        wanted = [w.strip() for w in (workloads or "").split(",") if w.strip()]
+        wanted = list(dict.fromkeys(w.strip() for w in (workloads or "").split(",") if w.strip()))  # (once each)
         entries = suite_entries(wanted, preset, "cuda") if not model else ()
         settings = suite_settings(entries, None)
         if model:
