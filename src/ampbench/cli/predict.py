@@ -57,7 +57,8 @@ def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribu
     elif runs:
         console.print(f"  {escape(runs_text(runs))}")
     store.add_predictions(rows)
-    console.print(f"stored {len(rows)} predicted row{'' if len(rows) == 1 else 's'} in {escape(str(store.path))} (ampbench report --predictions "
+    console.print(f"stored {len(rows)} predicted row{'' if len(rows) == 1 else 's'} in {escape(str(store.path))} "
+                  "(ampbench report --predictions "
                   "shows every stored prediction; a run's report, those of its workloads beside its measurements)")
     if json_out is not None:
         write_text_atomic(json_out, json.dumps(rows, indent=1))
