@@ -247,6 +247,25 @@ def test_train_with_a_strategy_resumes_exactly(tmp_path: Path) -> None:
     assert (a["strategy"], a["world_size"]) == ("fsdp", 2) and b["resumed_from_epoch"] == 2
     assert b["final_loss"] == a["final_loss"] and b["test_metric"] == a["test_metric"] and b["loss_scale"] == a["loss_scale"]
     assert "fsdp x2: samples/s of all ranks" in " ".join(straight.stdout.split())
+    # A checkpoint the ranks could not resume is refused before torchrun starts them, in one line with exit 2 (each
+    # rank said it, then torchrun's traceback and failure table followed, exit 1).
+    for extra, says in ((["--precision", "amp-bf16"], "written for precision 'amp-fp16', this run is 'amp-bf16'"),
+                        (["--strategy", "ddp"], "was saved with strategy 'fsdp' on 2 ranks; this run is 'ddp' on 2"),
+                        (["--nproc-per-node", "1"], "this run is 'fsdp' on 1: resume with the same ones"),
+                        (["--epochs", "2"], "is already at epoch 3 of 2: nothing to train")):
+        r = cli(*common, "--epochs", "3", "--checkpoint", str(tmp_path / "ck"), "--resume", *extra)
+        assert r.returncode == 2 and says in r.stderr and r.stdout == "", (extra, r.stderr[-2000:])
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_refusal_every_rank_makes_is_one_line_and_exit_2() -> None:
+    """A refusal the ranks make themselves (the split holds fewer micro-batches than one step): each rank said it and
+    torchrun added its traceback and ChildFailedError table, exit 1. Now the line once, exit 2, nothing of torchrun's."""
+    r = cli("train", "tabular-mlp", "--preset", "tiny", "--strategy", "ddp", "--precision", "amp-bf16", "--device", "cpu",
+            "--grad-accum", "1000")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.count("error: --grad-accum 1000:") == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr and "ChildFailedError" not in r.stderr
 
 
 def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Path) -> None:

@@ -69,6 +69,20 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
     dist.barrier()
 
 
+def about(path: str | Path) -> dict[str, Any]:
+    """What a checkpoint :func:`save` wrote says of itself (strategy, world size, the extras: workload, precision,
+    epoch, ...), read without a process group or a model (ddp's weights left on disk: mmap) -- so the command that
+    starts the ranks can refuse a checkpoint they could not resume, before starting them."""
+    file = Path(path) / CURRENT / ENGINE_FILE
+    if not file.exists():
+        raise AmpbenchError(f"no ampbench distributed checkpoint in {file.parent} (missing {file.name})")
+    try:
+        engine = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:
+        raise AmpbenchError(f"--resume: {file} is not a readable checkpoint ({type(e).__name__}: {e})") from None
+    return {k: v for k, v in engine.items() if k not in ("model", "optimizer")}
+
+
 def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, mp: Any) -> dict[str, Any]:
     """Collective: restore what :func:`save` wrote into a set-up model, optimizer and engine; returns the extras."""
     path = Path(path) / CURRENT

@@ -119,10 +119,46 @@ def _rank_env(**extra: str) -> dict[str, str]:
 
 
 def relaunch(args: list[str], nproc: int, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None) -> int:
-    """``python -m ampbench ARGS`` again, in ``nproc`` ranks per machine started by torchrun; its exit code."""
+    """``python -m ampbench ARGS`` again, in ``nproc`` ranks per machine started by torchrun; its exit code (2 where
+    every rank that failed refused its input: :func:`forward_stderr`)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
            *node_args(nnodes, node_rank, endpoint), "-m", "ampbench", *args]
-    return subprocess.run(cmd, env=_rank_env(), preexec_fn=die_with_parent).returncode
+    proc = subprocess.Popen(cmd, env=_rank_env(), preexec_fn=die_with_parent, stderr=subprocess.PIPE, text=True,
+                            bufsize=1)
+    assert proc.stderr is not None
+    return forward_stderr(proc.stderr, proc.wait, sys.stderr)
+
+
+TORCHRUN_REPORT = re.compile(r"^[EWI]\d{4} [\d:.]+ +\d+ \S*torch/distributed/elastic/")
+"""The first line of torchrun's own account of a failed rank (glog-style, from its elastic agent), which its
+traceback and the ChildFailedError table follow."""
+EXIT_CODE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+
+
+def forward_stderr(lines: Any, wait: Callable[[], int], out: Any) -> int:
+    """The ranks' standard error passed on as it comes, each ampbench ``error:`` line once (every rank says the same
+    refusal), and torchrun's report of the failure held back: where every rank that failed exited 2 -- an ampbench
+    refusal, its one line already said --, the report is left out and the exit code is 2, as the same refusal
+    one process makes; any other failure (a crash, a signal) gets the report whole, and torchrun's exit code."""
+    said: set[str] = set()
+    held: list[str] = []
+    for line in lines:
+        if held or TORCHRUN_REPORT.match(line):
+            held.append(line)
+            continue
+        if line.startswith("error: "):
+            if line in said:
+                continue
+            said.add(line)
+        out.write(line)
+        out.flush()
+    code = wait()
+    codes = {int(m.group(1)) for m in map(EXIT_CODE.match, held) if m}
+    if code != 0 and said and codes == {2}:
+        return 2
+    out.writelines(held)
+    out.flush()
+    return code
 
 
 def is_rank() -> bool:

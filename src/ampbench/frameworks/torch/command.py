@@ -62,7 +62,8 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     t, launch = request.target, request.launch
     rank_worker = launch.given() and is_rank()  # a rank torchrun started
     if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
-        build_target(t.workload, t.model, t.preset, t.data, t.seed)
+        wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
+        check_resume(config, wl, resolve(config.precision), launch.nproc * launch.nnodes)  # (before any rank starts)
         # the same command in launch.nproc ranks per machine (the launcher dies with this process, the ranks with it)
         code = relaunch(list(request.argv), launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint)
         return TrainOutcome("", {}, exit_code=code)
@@ -73,7 +74,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
         check_blocks(wl.model, wl.name, config.checkpointing)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     mode, device = resolve(config.precision), resolve_device(request.device)
-    check_resume(config, wl, mode)  # (a checkpoint of another precision refused before the header, as the rest)
+    check_resume(config, wl, mode, launch.nproc * launch.nnodes if launch.given() else 1)  # (before the header)
     view.begin(wl.name, ", ".join(p for p in (wl.description, f"preset {wl.preset}") if p), mode)
     note = supported(mode, device).note
     if note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs; run and diagnose said it, train not)

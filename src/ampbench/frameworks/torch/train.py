@@ -213,15 +213,23 @@ def _read_checkpoint(ckpt_path: Path, mmap: bool = False) -> Any:
         raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
 
 
-def check_resume(config: TrainConfig, workload: Workload, precision: str) -> None:
+def check_resume(config: TrainConfig, workload: Workload, precision: str, world_size: int = 1) -> None:
     """``--resume``'s refusals that need no model or optimizer set up -- a checkpoint missing, unreadable, or of
-    another workload, precision, preset, data or optimizer states, or already at the last epoch --, said before the
-    command prints anything (:func:`train` checks them again as it loads). One-file checkpoints; a distributed one
-    is read shard by shard into the set-up model (:mod:`ampbench.distributed.checkpoint`) and is checked there."""
-    if not config.resume or config.strategy or config.checkpoint_dir is None:
+    another workload, precision, preset, data, optimizer states (a distributed one: strategy or ranks), or already at
+    the last epoch --, said before the command prints anything or starts a rank (:func:`train` checks them again as
+    it loads). ``world_size``: the ranks a distributed run starts."""
+    if not config.resume or config.checkpoint_dir is None:
         return
-    path = config.checkpoint_dir / CHECKPOINT_NAME
-    state = _read_checkpoint(path, mmap=True)
+    if config.strategy:
+        path = config.checkpoint_dir
+        state = {**dcheckpoint.about(path), "model": 1, "optimizer": 1, "mp": 1}
+        if state.get("strategy") != config.strategy or state.get("world_size") != world_size:
+            raise AmpbenchError(f"--resume: {path} was saved with strategy {state.get('strategy')!r} on "
+                                f"{state.get('world_size')} ranks; this run is {config.strategy!r} on {world_size}: "
+                                "resume with the same ones")
+    else:
+        path = config.checkpoint_dir / CHECKPOINT_NAME
+        state = _read_checkpoint(path, mmap=True)
     _check_resumable(state, path, workload, precision, config.optimizer_state)
     epochs = config.epochs or workload.epochs
     if int(state["epoch"]) >= epochs:
