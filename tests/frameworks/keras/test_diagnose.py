@@ -94,3 +94,32 @@ def test_a_looked_up_vocabulary_is_not_a_gemm_dimension_a_reversed_one_is(tmp_pa
     assert r.returncode == 0, r.stderr
     issues = json.loads(r.stdout.strip().splitlines()[-1])
     assert issues == [{"layer": "tied", "dim": "input_dim", "value": 30522, "multiple": 64, "padded": 30528}]
+
+
+def test_the_output_layers_units_are_the_tasks_width_not_one_to_choose(tmp_path):
+    """A Dense(10) head under a softmax Activation: its 10 units are the classes -- marked as the output (the fix says
+    pad and slice, or leave it; it said "make units 16 ... change the width"); a hidden Dense(30) is any width."""
+    import os
+    import subprocess
+    import sys
+
+    from ampbench.diagnose.tensorcore import tensorcore_findings
+
+    script = tmp_path / "lint.py"
+    script.write_text(
+        "import json\nimport keras\nfrom keras import layers\n"
+        "from ampbench.frameworks.keras.diagnose import lint_dims\n"
+        "x = keras.Input((24,))\n"
+        "h = layers.Dense(30, name='hidden')(x)\n"
+        "h = layers.BatchNormalization(name='norm')(h)\n"
+        "out = layers.Activation('softmax', dtype='float32')(layers.Dense(10, name='head')(h))\n"
+        "print(json.dumps(lint_dims(keras.Model(x, out))))\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "KERAS_BACKEND": "torch"})
+    assert r.returncode == 0, r.stderr
+    issues = json.loads(r.stdout.strip().splitlines()[-1])
+    assert issues == [{"layer": "hidden", "dim": "units", "value": 30, "multiple": 8, "padded": 32},
+                      {"layer": "head", "dim": "input dim", "value": 30, "multiple": 8, "padded": 32},
+                      {"layer": "head", "dim": "units", "value": 10, "multiple": 8, "padded": 16, "output": True}]
+    fixes = [f.fix for f in tensorcore_findings(issues, on_gpu=True)]
+    assert fixes[0].startswith("make units 32") and fixes[2].startswith("the model's output layer: 10 is its number")

@@ -173,17 +173,27 @@ def _layers(model: Any) -> list[Any]:
     return out
 
 
+def _last_with_weights(layers: list[Any]) -> Any:
+    """The last layer holding weights: a model's output layer where only weightless ones (an Activation, a Softmax)
+    follow it -- its units are the task's classes or targets, not a width to choose."""
+    weighted = [lay for lay in layers if getattr(lay, "weights", None) and not getattr(lay, "layers", None)]
+    return weighted[-1] if weighted else None
+
+
 def lint_dims(model: Any, batch_size: int | None = None, multiple: int = 8) -> list[dict[str, Any]]:
     """Keras layers' GEMM dimensions that miss ``multiple`` (64 for a vocabulary), from their built kernels."""
     lint = DimLint(multiple)
     check = lint.check
-    for layer in _layers(model):
+    layers = _layers(model)
+    dense = [lay for lay in layers if type(lay).__name__ in ("Dense", "EinsumDense")]
+    head = dense[-1] if dense and dense[-1] is _last_with_weights(layers) else None  # (the logits: the task's width)
+    for layer in layers:
         kind = type(layer).__name__
         kernel = getattr(layer, "kernel", None) if getattr(layer, "built", False) else None
         shape = tuple(int(d) for d in kernel.shape) if kernel is not None else None
         if kind in ("Dense", "EinsumDense") and shape:
             check(layer.name, "input dim", shape[0])
-            check(layer.name, "units", shape[-1], vocab=shape[-1] >= VOCAB_MIN)
+            check(layer.name, "units", shape[-1], vocab=shape[-1] >= VOCAB_MIN, output=layer is head)
         elif kind.startswith("Conv") and shape and getattr(layer, "groups", 1) == 1:
             if shape[-2] >= 16:  # a 1/3-channel image input is expected
                 check(layer.name, "input channels", shape[-2])
