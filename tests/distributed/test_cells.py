@@ -258,14 +258,15 @@ def test_train_with_a_strategy_resumes_exactly(tmp_path: Path) -> None:
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
-def test_a_refusal_every_rank_makes_is_one_line_and_exit_2() -> None:
-    """A refusal the ranks make themselves (the split holds fewer micro-batches than one step): each rank said it and
-    torchrun added its traceback and ChildFailedError table, exit 1. Now the line once, exit 2, nothing of torchrun's."""
+def test_a_split_too_small_for_one_step_is_refused_before_the_ranks_start() -> None:
+    """The split holds fewer micro-batches than one step: the ranks refused it, each saying so, and torchrun added its
+    traceback and ChildFailedError table, exit 1. Now the launcher refuses it in one line, exit 2 (a refusal the ranks
+    still make alone is said once: tests/launch/test_torchrun.py)."""
     r = cli("train", "tabular-mlp", "--preset", "tiny", "--strategy", "ddp", "--precision", "amp-bf16", "--device", "cpu",
             "--grad-accum", "1000")
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.count("error: --grad-accum 1000:") == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "Traceback" not in r.stderr and "ChildFailedError" not in r.stderr
+    assert "Traceback" not in r.stderr and "ChildFailedError" not in r.stderr and r.stdout == ""
 
 
 def test_train_over_two_machines_is_two_launchers_meeting_at_node_0(tmp_path: Path) -> None:

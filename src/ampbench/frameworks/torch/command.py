@@ -15,7 +15,7 @@ from ampbench.command_requests import DiagnoseRequest, TrainRequest
 from ampbench.diagnose import diagnose as run_checks
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
 from ampbench.execution.checkpointing import check_blocks
-from ampbench.frameworks.torch.train import TrainConfig, check_resume
+from ampbench.frameworks.torch.train import TrainConfig, check_resume, epoch_steps
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
 from ampbench.measure.env import resolve_device
@@ -63,7 +63,9 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     rank_worker = launch.given() and is_rank()  # a rank torchrun started
     if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
         wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
-        check_resume(config, wl, resolve(config.precision), launch.nproc * launch.nnodes)  # (before any rank starts)
+        world = launch.nproc * launch.nnodes
+        check_resume(config, wl, resolve(config.precision), world)  # (before any rank starts)
+        epoch_steps(wl, config.batch_size or wl.batch_size, config.grad_accum, world)  # (one step fits an epoch)
         # the same command in launch.nproc ranks per machine (the launcher dies with this process, the ranks with it)
         code = relaunch(list(request.argv), launch.nproc, launch.nnodes, launch.node_rank, launch.rdzv_endpoint)
         return TrainOutcome("", {}, exit_code=code)

@@ -213,6 +213,26 @@ def _read_checkpoint(ckpt_path: Path, mmap: bool = False) -> Any:
         raise AmpbenchError(f"--resume: {ckpt_path} is not a readable checkpoint ({type(e).__name__}: {e})") from None
 
 
+def epoch_steps(workload: Workload, batch_size: int, accum: int, world: int = 1) -> tuple[int, int]:
+    """(micro-batches, optimizer steps) an epoch of the training split holds at ``batch_size`` per rank over ``world``
+    ranks, ``accum`` micro-batches a step; an AmpbenchError where not one step fits (said before any rank starts by
+    :func:`check_epoch`)."""
+    n = len(workload.train_data)
+    micro_batches = workload.train_data.num_batches(batch_size) if world == 1 else n // (batch_size * world)
+    if micro_batches < 1:
+        raise AmpbenchError(f"{workload.name}: the training split is empty; nothing to train" if n == 0 else
+                            f"--batch-size {batch_size}: {workload.name}'s training split holds {n} samples, fewer "
+                            f"than one batch of {batch_size} on each of {world} ranks; give --batch-size <= "
+                            f"{n // world}")
+    steps_per_epoch = micro_batches // accum  # (an epoch's last micro-batches short of a whole step are left out)
+    if steps_per_epoch < 1:
+        raise AmpbenchError(f"--grad-accum {accum}: {workload.name}'s training split holds {micro_batches} batch"
+                            f"{'es' if micro_batches > 1 else ''} of {batch_size}{' per rank' if world > 1 else ''}, "
+                            f"fewer than one optimizer step's {accum}; give --grad-accum <= {micro_batches} or a "
+                            "smaller --batch-size")
+    return micro_batches, steps_per_epoch
+
+
 def check_resume(config: TrainConfig, workload: Workload, precision: str, world_size: int = 1) -> None:
     """``--resume``'s refusals that need no model or optimizer set up -- a checkpoint missing, unreadable, or of
     another workload, precision, preset, data, optimizer states (a distributed one: strategy or ranks), or already at
@@ -281,15 +301,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     ckpt_path = config.checkpoint_dir / CHECKPOINT_NAME if config.checkpoint_dir else None
     start_epoch, history = _resume(config, ckpt_path, workload, model, optimizer, mp, epochs) if config.resume else (0, [])
     accum = config.grad_accum
-    micro_batches = train_data.num_batches(batch_size) if world == 1 else len(train_data) // (batch_size * world)
-    if micro_batches < 1:
-        raise AmpbenchError(f"{workload.name}: the training split is empty; nothing to train")
-    steps_per_epoch = micro_batches // accum  # (an epoch's last micro-batches short of a whole step are left out)
-    if steps_per_epoch < 1:
-        raise AmpbenchError(f"--grad-accum {accum}: {workload.name}'s training split holds {micro_batches} batch"
-                            f"{'es' if micro_batches > 1 else ''} of {batch_size}{' per rank' if world > 1 else ''}, "
-                            f"fewer than one optimizer step's {accum}; give --grad-accum <= {micro_batches} or a "
-                            "smaller --batch-size")
+    micro_batches, steps_per_epoch = epoch_steps(workload, batch_size, accum, world)
     if config.max_steps_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_steps_per_epoch)
     steps_before = mp.totals["steps"]
