@@ -505,3 +505,21 @@ def test_a_max_batch_run_without_speed_says_the_batches() -> None:
                           "throughput to compare speed"), a.evidence
     conv = advise(derive([_row("fp32", None, verdict_losses=[1.0, 1.0]), _row("amp-bf16", None, verdict_losses=[1.0, 1.0])]))
     assert conv.evidence.startswith("convergence: fp32 baseline, amp-bf16 parity; run --measure throughput")
+
+
+def test_fp32_alone_or_beside_modes_it_cannot_recommend_is_not_no_mode_helps() -> None:
+    """A run of fp32 alone read "no half-precision mode ran faster than fp32 for this model"; fp32 beside a faster
+    pure-bf16 without a convergence verdict read the same, though one did run faster."""
+    cpu = dict(device="cpu")
+    a = advise(derive([_row("fp32", 100.0, **cpu)]))
+    assert (a.recommended, a.label) == ("fp32", "fp32 alone")
+    assert a.reason == ("only fp32 ran: nothing to compare it with -- --precisions names the modes to run beside it "
+                        "(ampbench list: those this device runs)")
+    a = advise(derive([_row("fp32", 100.0, **cpu), _row("pure-bf16", 150.0, 500, **cpu)]))
+    assert (a.recommended, a.label) == ("fp32", "no mode helps")
+    assert a.reason == ("no other mode may be recommended: pure-bf16 (1.50x fp32's speed; it needs its own "
+                        "convergence verdict: run --measure converge first)"), a.reason
+    a = advise(derive([_row("fp32", 100.0, verdict_losses=[1.0, 1.0]), _row("amp-fp16", 200.0, verdict_losses=[9.0])]))
+    assert a.reason == "no other mode may be recommended: amp-fp16 (2.00x fp32's speed; its convergence was worse)"
+    # with a mode that ran and is no faster, the reason is as before
+    assert advise(derive([_row("fp32", 100.0, **cpu), _row("amp-bf16", 90.0, **cpu)])).label == "no mode helps"

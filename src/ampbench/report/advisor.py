@@ -74,7 +74,8 @@ class Advice:
     only, convergence not checked", "speed only, convergence inconclusive" (fp32 did not learn over the convergence
     run), "no mode helps", "within noise", "noisy" (a gain
     the probe says cannot be, or against fp32 measurements that disagree),
-    "nothing converged", "no fp32 baseline" (convergence checked, but no fp32 row to judge it by), "nothing ran",
+    "nothing converged", "no fp32 baseline" (convergence checked, but no fp32 row to judge it by), "fp32 alone"
+    (no other mode ran), "nothing ran",
     "speed not measured" (converge-only runs: the verdicts are the finding)."""
     combination: str | None = None
     """With several executions (--compile, --memory-format, --cuda-graphs): the fastest converging
@@ -452,6 +453,15 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                 return Advice(workload, "fp32", f"{top['precision']} measured {_fmt_ratio(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
+            if not others:  # (nothing else in the pool: "no half-precision mode ran faster" would be untrue)
+                left = [r for r in ok if r is not base]
+                if not left:
+                    return Advice(workload, "fp32", "only fp32 ran: nothing to compare it with -- --precisions names "
+                                  "the modes to run beside it (ampbench list: those this device runs)" + more, checked,
+                                  "fp32 alone")
+                return Advice(workload, "fp32", "no other mode may be recommended: " + ", ".join(
+                    f"{r['precision']} ({_fmt_ratio(gain(r))} fp32's speed; {_left_out_why(r)})" for r in left) + more,
+                    checked, "no mode helps")
             return Advice(workload, "fp32", _why_nothing_helps(base, others), checked, "no mode helps")
     fp32_oom = any(r["precision"] == "fp32" and r.get("status") == "oom" for r in rows)
     evidence = _evidence(best, base, checked, ok, fp32_oom) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
@@ -470,6 +480,17 @@ def _inconclusive(rows: list[dict[str, Any]]) -> str | None:
 
 def _is_fp8(r: dict[str, Any]) -> bool:
     return is_fp8(str(r.get("precision", "")))
+
+
+def _left_out_why(r: dict[str, Any]) -> str:
+    """Why a mode that ran is out of the advice's pool: its convergence verdict, or that it needs one of its own."""
+    verdict = r.get("converge_verdict")
+    if verdict in CONVERGED:
+        return "converged"  # (not out for its convergence: here for completeness)
+    if verdict and verdict != INCONCLUSIVE:
+        return f"its convergence was {verdict}"
+    return ("it needs its own convergence verdict: " + ("fp32 did not learn in the convergence run" if verdict else
+                                                          "run --measure converge first"))
 
 
 def _unchecked_notes(best: dict[str, Any], ok: list[dict[str, Any]], unchecked: list[dict[str, Any]]) -> str:
