@@ -209,6 +209,11 @@ def test_hw_probe_on_cpu() -> None:
     assert all(g["peak_tflops"] is None for g in p["gemm"] if g["math_mode"] == "fp8")  # no CPU fp8 peak claimed
     assert all(g["tflops"] > 0 for g in p["gemm"])
     assert "verdict" in p and "Measured GEMM vs fp32" in p["verdict"]
+    # each ratio as measured, never rounded to zero (an emulated fp16 GEMM at 1/200 of fp32's rate read "0.00x")
+    for mode, ratio in p["gemm_vs_fp32"].items():
+        if mode != "fp32":
+            shown = p["verdict"].split("Measured GEMM vs fp32")[1].split(f" {mode} ", 1)[1].split("x", 1)[0]
+            assert float(shown) == pytest.approx(ratio, rel=0.06, abs=0.006), (mode, shown, ratio)
 
 
 def test_a_gemm_faster_than_its_peak_shows_no_fraction_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,6 +239,10 @@ def test_a_gemm_faster_than_its_peak_shows_no_fraction_of_it(monkeypatch: pytest
     shown = {g["math_mode"]: g["fraction_of_peak"] for g in p["gemm"]}
     assert shown["fp32"] == pytest.approx(0.8) and shown["bf16"] == pytest.approx(0.75)
     assert not any("its peak above" in n for n in p.get("notes") or [])
+    rates = {"fp32": 0.221, "bf16": 0.976, "fp16": 0.001}  # (this EPYC's n=1,024 rates: fp16 emulated)
+    monkeypatch.setattr(hw, "gemm_tflops", lambda n, mode, device, min_seconds=0.2: rates.get(mode, 0.1))
+    verdict = hw.probe(torch.device("cpu"), sizes=(64,))["verdict"]
+    assert "bf16 4.42x, fp16 0.0045x" in verdict, verdict  # (fp16 read "0.00x")
 
 
 def test_gpu_gemm_timing_queues_calls_between_events(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -213,7 +213,8 @@ def _probe(device: torch.device, sizes: tuple[int, ...] | None, run_gemm: bool) 
         halves = {m: r for m, r in out["gemm_vs_fp32"].items() if m in ("fp16", "bf16", "fp8")}
         if halves:
             best = max(halves, key=lambda m: halves[m])
-            said = ", ".join(f"{m} {r:.2f}x" for m, r in halves.items())
+            said = ", ".join(f"{m} {r:.2f}x" if r >= 0.01 else f"{m} {r:.2g}x" for m, r in halves.items())  # (an
+            # emulated fp16 GEMM at 1/200 of fp32's rate read "0.00x")
             out["verdict"] += (f". Measured GEMM vs fp32 at n={max(g['size'] for g in gemm)}: {said}: "
                                + (f"{best} is faster here" if halves[best] > 1.05 else
                                   "no lower precision is faster here"))
