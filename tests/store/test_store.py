@@ -100,6 +100,25 @@ def test_derive_mfu_vs_measured_uses_hw_probe() -> None:
     assert derive(rows, [])[0]["mfu_vs_measured"] is None
 
 
+def test_an_mfu_against_a_peak_the_device_outran_is_not_shown() -> None:
+    """This VM's bf16 GEMM ran 1.47x the peak at its nominal clock: every peak of it is a lower bound, and a cell's
+    MFU against them overstated by as much (fp32 read 41%): null with the reason, the stored figure kept."""
+    rows = [_row("r", "fp32", 1.0, achieved_tflops=0.135, peak_tflops=0.332, mfu=0.407, math_mode="fp32")]
+    probe = {"device_name": "dev", "gemm": [{"math_mode": "fp32", "tflops": 0.221, "peak_tflops": 0.332},
+                                            {"math_mode": "bf16", "tflops": 0.976, "peak_tflops": 0.664}]}
+    d = derive(rows, [probe])[0]
+    assert d["mfu"] is None and d["mfu_note"] == ("ampbench hw measured a bf16 GEMM at 1.47x this device's peak: its "
+                                                  "peaks are lower bounds here, so no MFU against them is shown")
+    assert rows[0]["mfu"] == 0.407  # (the row as stored)
+    from ampbench.report.html import render_html
+
+    assert "MFU: ampbench hw measured a bf16 GEMM at 1.47x this device&#x27;s peak" in render_html(derive(rows, [probe]))
+    within = {**probe, "gemm": [{**g, "tflops": 0.5 * g["peak_tflops"]} for g in probe["gemm"]]}
+    for hw in ([within], [{**probe, "device_name": "other"}], []):
+        d = derive(rows, hw)[0]
+        assert d["mfu"] == 0.407 and d.get("mfu_note") is None
+
+
 def _conv(finals: list[float], diverged: bool = False) -> dict[str, object]:
     return {"final_losses": finals, "diverged": [diverged] * len(finals)}
 

@@ -213,6 +213,9 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
               _num(r.get("data_ms_per_batch"), ",.2f"), _num(r.get("achieved_tflops"), ",.3f"), _num(r.get("mfu"), ".1%"),
               _num(r.get("skipped_steps"), ",")]
              for r in ok]))
+        low = next((r["mfu_note"] for r in ok if r.get("mfu_note")), None)
+        if low:  # (the MFU column's dashes, said)
+            out.append(f'<p class="sub">MFU: {e(low)}.</p>')
         if energy:
             out.append(_img(charts.bars([display_name(r) for r in ok if r.get("joules_per_sample") is not None],
                                         [float(r["joules_per_sample"]) for r in ok if r.get("joules_per_sample") is not None],

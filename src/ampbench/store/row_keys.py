@@ -193,7 +193,10 @@ ROW_KEYS: dict[str, str] = {
                    "CPU's theoretical peak, cores x clock x FLOPs/cycle (env.cpu_peak says what it assumes; "
                    "measure/cpu.py). fp8 modes: the fp8 and bf16 peaks mixed by fp8_flops_share (1 / (s / fp8 + "
                    "(1 - s) / bf16): the converted layers' FLOPs at fp8's rate, the rest at bf16's).",
-    "mfu": "achieved_tflops / peak_tflops (null when the GPU is not in the table).",
+    "mfu": "achieved_tflops / peak_tflops (null when the GPU is not in the table). Read through the store, null with "
+           "mfu_note where an `ampbench hw` probe of the device measured a GEMM above its peak (the peak then a lower "
+           "bound: a CPU's clock read as nominal in a VM).",
+    "mfu_note": "Why mfu reads null though the cell stored one (derived): the device's peaks are lower bounds.",
     "energy_j": "GPU: joules the board drew over the timed steps, from NVML (its total-energy counter read after the "
                 "synchronisations that open and close them; on a GPU without one, its power sampled every 10 ms and "
                 "integrated), over at least 2 s: timed steps shorter than that are followed inside the window by "
@@ -290,7 +293,7 @@ ROW_KEYS: dict[str, str] = {
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_tf32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
                 "speedup_vs_fp32_noise", "speedup_vs_fp32_doubt",
                 "memory_saving_vs_fp32", "memory_saving_vs_fp32_note", "memory_basis", "max_batch_ratio_vs_fp32",
-                "expected_speedup_vs_fp32", "mfu_vs_measured",
+                "expected_speedup_vs_fp32", "mfu_vs_measured", "mfu_note",
                 "converge_verdict", "converge_tolerance", "fp32_loss_target", "steps_to_fp32_loss",
                 "seeds_reaching_fp32_loss", "time_to_fp32_loss_s", "time_to_fp32_loss_vs_fp32", "energy_to_fp32_loss_j")
 
