@@ -182,6 +182,19 @@ class Squared(nn.Module):
         return self.head(torch.softmax(h * h, dim=-1))
 
 
+class Saturating(nn.Module):
+    """Its own forward scales fc2's output past 65504 and a tanh absorbs the inf: amp-fp16 trains to another loss than
+    fp32 with nothing non-finite, and no module's output is out of fp16's range for the activation hooks to see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(16, 64), nn.Linear(64, 64), nn.Linear(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc2(torch.relu(self.fc1(x)) * 10000.0) * 50.0
+        return self.head(torch.tanh(h / 1e6))  # (fp32: tanh of up to a few; fp16: inf past 65504, tanh 1)
+
+
 def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, data: TensorData | None = None) -> Workload:
     """SGD with lr 0.1 / loss_scale: a tiny loss factor shrinks the gradients, not the fp32 updates."""
     data = data or _data()
@@ -264,3 +277,7 @@ def conv_bn() -> Workload:
     g = torch.Generator().manual_seed(0)
     return _wl("conv-bn", model, data=TensorData((torch.randn(64, 3, 8, 8, generator=g),),
                                                   torch.randint(0, 4, (64,), generator=g)))
+
+
+def saturating() -> Workload:
+    return _wl("saturating", Saturating())

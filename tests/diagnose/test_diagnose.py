@@ -347,6 +347,31 @@ def test_per_layer_policy_found_and_training_with_it_matches_fp32() -> None:
     assert abs(fixed - fp32) <= 0.05 * fp32
 
 
+def test_the_mode_asked_about_is_trained_beside_fp32_not_only_master_half() -> None:
+    """The policy check searched master-fp16's keep set alone: asked about amp-fp16 on a model whose own forward
+    overflows fp16 into a tanh, the diagnosis said "no NaN/Inf" and spoke of master-fp16, never that amp-fp16 trains
+    to another loss. Now the first finding says so, with the losses (oracle: the trials run here) and amp-bf16 verified."""
+    d = diagnose(planted.saturating, "amp-fp16", checks=("nonfinite", "policy"), steps=12)
+    first = next(f for f in d.findings if f.check == "policy")
+    assert first.severity == "error" and first.title.startswith("amp-fp16 does not train like fp32 over 12 steps"), first
+
+    def build():  # type: ignore[no-untyped-def]
+        with seeded(0):
+            return planted.saturating()
+
+    cpu = torch.device("cpu")
+    fp32, amp = (trial_loss(build, p, cpu, 32, 12) for p in ("fp32", "amp-fp16"))
+    assert math.isfinite(amp) and abs(amp - fp32) > 0.05 * fp32
+    assert first.data["loss"] == pytest.approx(amp) and first.data["fp32_loss"] == pytest.approx(fp32)
+    assert "its loss stayed finite" in first.detail and first.fix.startswith("verified: amp-bf16 trains like fp32")
+    assert any(f.title == "no NaN/Inf in 12 steps of amp-fp16" for f in d.findings)
+    # a mode that trains like fp32 says that (an info), and master-* is its own search's, not repeated
+    ok = next(f for f in diagnose(planted.saturating, "amp-bf16", checks=("policy",), steps=12).findings)
+    assert ok.severity == "info" and ok.title.startswith("amp-bf16 trains like fp32 over 12"), ok
+    master = diagnose(planted.hostile, "master-fp16", checks=("policy",), steps=12)
+    assert not any("trains like fp32 over" in f.title or "does not train like" in f.title for f in master.findings)
+
+
 def test_healthy_model_has_no_errors_and_a_failing_check_does_not_hide_others(monkeypatch: pytest.MonkeyPatch) -> None:
     from ampbench.diagnose import tensorcore
 

@@ -118,9 +118,16 @@ def _activations(c: CheckContext) -> tuple[Any, list[Finding]]:
 
 
 def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
-    pr = policy.find_policy(c.build, c.dev, c.bs, c.steps, precision=f"master-{c.half16}")
+    master = f"master-{c.half16}"
+    pr = policy.find_policy(c.build, c.dev, c.bs, c.steps, precision=master)
     bf16 = c.half16 == "fp16" and supported("amp-bf16", c.dev).ok
-    return pr.to_dict(), policy.policy_findings(pr, (lambda: c.fixes.mode_text("amp-bf16")) if bf16 else None)
+    found = policy.policy_findings(pr, (lambda: c.fixes.mode_text("amp-bf16")) if bf16 else None)
+    if c.recipe.is_half and c.precision != master and not c.mp_options:  # (the mode asked about, trained beside
+        # fp32 itself: the search above is master-*'s, and an amp mode can differ from fp32 with nothing non-finite)
+        found.insert(0, policy.mode_finding(c.precision, c.fixes.mode_trial(c.precision), c.fixes.fp32_loss, c.steps,
+                                            (lambda: c.fixes.mode_text("amp-bf16")) if bf16 and
+                                            c.precision != "amp-bf16" else None))
+    return pr.to_dict(), found
 
 
 def _tensorcore(c: CheckContext) -> tuple[Any, list[Finding]]:

@@ -126,13 +126,17 @@ class FixChecker:
     def _verified(self, fix: str, loss: float) -> str:
         return f"verified: {fix} trains like fp32 (loss {loss:.4g} vs fp32 {self.fp32_loss:.4g} after {self.steps} steps)"
 
-    def mode_text(self, precision: str) -> str:
-        """Whether training all in ``precision`` matches fp32 (tried once, remembered with the others)."""
+    def mode_trial(self, precision: str) -> Tried:
+        """Training all in ``precision`` from fp32's init on its batches (tried once, remembered with the others)."""
         key = f"mode:{precision}"
         if key not in self._done:
             loss = trial_loss(self.build, precision, self.device, self.batch_size, self.steps)
             self._done[key] = [Tried(f"MixedPrecision('{precision}')", precision, (), loss, self.matches(loss))]
-        t = self._done[key][0]
+        return self._done[key][0]
+
+    def mode_text(self, precision: str) -> str:
+        """Whether training all in ``precision`` matches fp32 (tried once, remembered with the others)."""
+        t = self.mode_trial(precision)
         if t.matches:
             return self._verified(precision, t.loss)
         return f"{precision} did not match fp32 either (loss {t.loss:.4g} vs {self.fp32_loss:.4g}): train in fp32"

@@ -104,6 +104,26 @@ def find_policy(build: Callable[[], Workload], device: torch.device, batch_size:
     return PolicyResult(keep, ref, final, plain, len(log) + 1, len(cands), log)
 
 
+def mode_finding(precision: str, trial: Any, fp32_loss: float, steps: int,
+                 otherwise: Callable[[], str] | None = None) -> Finding:
+    """Whether the diagnosed mode itself trains like fp32 (``trial``: its :class:`~ampbench.diagnose.fixes.Tried`,
+    from fp32's init on fp32's batches). Seen: a model scaling an activation past 65504 between its modules --
+    amp-fp16 overflowed to inf there, a tanh absorbed it, and it trained to 0.457 against fp32's 0.545 with nothing
+    non-finite, while the diagnosis spoke only of master-fp16."""
+    data = {"precision": precision, "loss": trial.loss, "fp32_loss": fp32_loss, "steps": steps}
+    if trial.matches:
+        return Finding("info", "policy", f"{precision} trains like fp32 over {steps} steps (loss {trial.loss:.4g} vs "
+                       f"{fp32_loss:.4g})", data=data)
+    finite = math.isfinite(trial.loss)
+    return Finding("error", "policy", f"{precision} does not train like fp32 over {steps} steps (loss "
+                   f"{trial.loss:.4g} vs fp32 {fp32_loss:.4g}, from the same init on the same batches)",
+                   ("its loss stayed finite: a value rounded or overflowed in the half dtype and absorbed downstream "
+                    "(e.g. an inf into a tanh or a clamp), perhaps in the model's own forward code between modules, "
+                    "where the activations check does not look" if finite else
+                    "it went non-finite: the non-finite check says where it starts"),
+                   otherwise() if otherwise is not None else "train in fp32 where no half mode matches it", data)
+
+
 def policy_findings(r: PolicyResult, otherwise: Callable[[], str] | None = None) -> list[Finding]:
     """``otherwise()``: what was verified instead when no set of fp32 modules helps (amp-bf16's trial)."""
     data = r.to_dict()
