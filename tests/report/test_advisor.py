@@ -477,6 +477,20 @@ def test_where_amp_fp16_diverged_and_amp_bf16_trained_the_half_type_is_bf16_sayi
     assert advise(derive(neither)).half_type is None
 
 
+def test_a_half_type_or_the_most_efficient_mode_judged_worse_is_never_the_pick() -> None:
+    """amp-fp16 ran 1.3x amp-bf16's speed for the fewest joules, but its convergence was judged worse: the half-type
+    line said "fp16" and the energy line named it. Now the verdict decides; a tie of verdicts leaves speed to it."""
+    fp32 = _row("fp32", 100.0, verdict_losses=[1.0, 1.01, 0.99], joules_per_sample=1.0, mean_power_w=500.0)
+    fast = _row("amp-fp16", 260.0, verdict_losses=[2.0, 2.1], joules_per_sample=0.4, mean_power_w=500.0)
+    slow = _row("amp-bf16", 200.0, verdict_losses=[1.0, 1.0], joules_per_sample=0.5, mean_power_w=500.0)
+    a = advise(derive([fp32, fast, slow]))
+    assert a.half_type == ("half type: bf16 -- amp-fp16 converged worse here where amp-bf16 converged parity (amp-fp16 "
+                           "ran 1.30x amp-bf16's speed)"), a.half_type
+    assert (a.energy or "").startswith("most energy-efficient: amp-bf16, 0.500 J"), a.energy
+    both = advise(derive([fp32, fast, {**slow, "converge": {"final_losses": [2.0, 2.1], "diverged": [False] * 2}}]))
+    assert (both.half_type or "").startswith("half type: fp16 -- amp-fp16 ran 1.30x amp-bf16's speed")
+
+
 def test_the_most_energy_efficient_mode_is_the_fewest_joules_a_sample() -> None:
     """H200 GPT-2: the mode with the fewest joules per sample, against fp32's (oracle: the rows' own numbers);
     never a mode that needs its own convergence verdict without one; none without measured energy."""

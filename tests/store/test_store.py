@@ -116,7 +116,7 @@ def test_an_mfu_against_a_peak_the_device_outran_is_not_shown() -> None:
     within = {**probe, "gemm": [{**g, "tflops": 0.5 * g["peak_tflops"]} for g in probe["gemm"]]}
     for hw in ([within], [{**probe, "device_name": "other"}], []):
         d = derive(rows, hw)[0]
-        assert d["mfu"] == 0.407 and d.get("mfu_note") is None
+        assert d["mfu"] == 0.407 and d["mfu_note"] is None
 
 
 def _conv(finals: list[float], diverged: bool = False) -> dict[str, object]:

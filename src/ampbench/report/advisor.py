@@ -284,7 +284,8 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
     the faster one where the difference clears their noise and ``TIE`` (on the H200 cuDNN's bf16 convolutions ran
     ResNet-50 23 % slower than its fp16 ones, while transformers ran both alike), bf16 where they tie (fp32's range:
     no loss scale to manage). Never a rule that prefers one whatever was measured. bf16 where amp-fp16 diverged and
-    amp-bf16 trained (saying why fp16 stopped). None without both rows."""
+    amp-bf16 trained (saying why fp16 stopped); the one whose convergence was judged like fp32's where the other's
+    was worse, whatever their speeds. None without both rows."""
     ok = {r["precision"]: r for r in rows if r.get("status") == "ok" and _speed(r) > 0}
     fp16, bf16 = ok.get("amp-fp16"), ok.get("amp-bf16")
     diverged = next((r for r in rows if r.get("precision") == "amp-fp16" and r.get("status") == "diverged"), None)
@@ -295,6 +296,11 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
     if fp16 is None or bf16 is None:
         return None
     ratio = _speed(fp16) / _speed(bf16)
+    for mine, other, half in ((fp16, bf16, "bf16"), (bf16, fp16, "fp16")):  # (a speed never outweighs a verdict)
+        if _judged_worse(mine) and not _judged_worse(other):
+            return (f"half type: {half} -- {mine['precision']} converged {mine.get('converge_verdict')} here where "
+                    f"{other['precision']} converged {other.get('converge_verdict') or 'unchecked'} (amp-fp16 ran "
+                    f"{ratio:.2f}x amp-bf16's speed)")
     band = max(TIE, NOISE_SIGMAS * (speedup_noise(fp16, bf16) or 0.0))
     conv = fp16.get("conv_flops_share")
     convs = isinstance(conv, (int, float)) and conv >= CONV_SHARE
@@ -316,7 +322,7 @@ def energy_advice(rows: list[dict[str, Any]]) -> str | None:
     advisor may recommend (fp8 and pure-* only with their own parity verdict). None with under two such rows."""
     ok = [r for r in rows if r.get("status") == "ok" and isinstance(r.get("joules_per_sample"), (int, float))
           and r["joules_per_sample"] > 0 and not (advised_only_with_verdict(r["precision"])
-                                                  and r.get("converge_verdict") != "parity")]
+                                                  and r.get("converge_verdict") != "parity") and not _judged_worse(r)]
     if len(ok) < 2:
         return None
     best = min(ok, key=lambda r: (r["joules_per_sample"], _pref(r["precision"])))
@@ -330,6 +336,12 @@ def energy_advice(rows: list[dict[str, Any]]) -> str | None:
     if isinstance(predicted, (int, float)):
         text += f"; predicted {at_power(best)} {_joules(predicted)}"
     return text
+
+
+def _judged_worse(r: dict[str, Any]) -> bool:
+    """The row's convergence was judged, and not like fp32's (worse; diverged is a status of its own)."""
+    verdict = judged(r)
+    return verdict is not None and verdict not in CONVERGED and verdict != "no-baseline"
 
 
 def _joules(j: float) -> str:

@@ -427,9 +427,9 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["memory_basis"] = memory_basis(r)
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
         d["mfu_vs_measured"] = mfu_vs_measured(r)
-        low = peak_understated(hw, r.get("device_name")) if r.get("mfu") is not None else None
-        if low:  # (the stored figure stands in the store; what is read from it is not overstated)
-            d["mfu"], d["mfu_note"] = None, low
+        d["mfu_note"] = peak_understated(hw, r.get("device_name")) if r.get("mfu") is not None else None
+        if d["mfu_note"]:  # (the stored figure stands in the store; what is read from it is not overstated)
+            d["mfu"] = None
         d["expected_speedup_vs_fp32"] = expected_speedup(
             mfu_vs_measured(base), base.get("conv_flops_share"), gemm_ratio(hw, r.get("device_name"), r.get("math_mode"))
         ) if ok else None
