@@ -484,7 +484,7 @@ def test_a_half_type_or_the_most_efficient_mode_judged_worse_is_never_the_pick()
     fast = _row("amp-fp16", 260.0, verdict_losses=[2.0, 2.1], joules_per_sample=0.4, mean_power_w=500.0)
     slow = _row("amp-bf16", 200.0, verdict_losses=[1.0, 1.0], joules_per_sample=0.5, mean_power_w=500.0)
     a = advise(derive([fp32, fast, slow]))
-    assert a.half_type == ("half type: bf16 -- amp-fp16 converged worse here where amp-bf16 converged parity (amp-fp16 "
+    assert a.half_type == ("half type: bf16 -- amp-fp16's convergence was worse here, amp-bf16's parity (amp-fp16 "
                            "ran 1.30x amp-bf16's speed)"), a.half_type
     assert (a.energy or "").startswith("most energy-efficient: amp-bf16, 0.500 J"), a.energy
     both = advise(derive([fp32, fast, {**slow, "converge": {"final_losses": [2.0, 2.1], "diverged": [False] * 2}}]))

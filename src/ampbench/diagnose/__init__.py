@@ -124,9 +124,9 @@ def _policy(c: CheckContext) -> tuple[Any, list[Finding]]:
     found = policy.policy_findings(pr, (lambda: c.fixes.mode_text("amp-bf16")) if bf16 else None)
     if c.recipe.is_half and c.precision != master and not c.mp_options:  # (the mode asked about, trained beside
         # fp32 itself: the search above is master-*'s, and an amp mode can differ from fp32 with nothing non-finite)
+        other = c.precision != "amp-bf16" and supported("amp-bf16", c.dev).ok  # (pure-bf16 too: amp-bf16 is the try)
         found.insert(0, policy.mode_finding(c.precision, c.fixes.mode_trial(c.precision), c.fixes.fp32_loss, c.steps,
-                                            (lambda: c.fixes.mode_text("amp-bf16")) if bf16 and
-                                            c.precision != "amp-bf16" else None))
+                                            (lambda: c.fixes.mode_text("amp-bf16")) if other else None))
     return pr.to_dict(), found
 
 

@@ -298,8 +298,8 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
     ratio = _speed(fp16) / _speed(bf16)
     for mine, other, half in ((fp16, bf16, "bf16"), (bf16, fp16, "fp16")):  # (a speed never outweighs a verdict)
         if _judged_worse(mine) and not _judged_worse(other):
-            return (f"half type: {half} -- {mine['precision']} converged {mine.get('converge_verdict')} here where "
-                    f"{other['precision']} converged {other.get('converge_verdict') or 'unchecked'} (amp-fp16 ran "
+            return (f"half type: {half} -- {mine['precision']}'s convergence was {mine.get('converge_verdict')} here, "
+                    f"{other['precision']}'s {other.get('converge_verdict') or 'not checked'} (amp-fp16 ran "
                     f"{ratio:.2f}x amp-bf16's speed)")
     band = max(TIE, NOISE_SIGMAS * (speedup_noise(fp16, bf16) or 0.0))
     conv = fp16.get("conv_flops_share")
@@ -497,8 +497,6 @@ def _is_fp8(r: dict[str, Any]) -> bool:
 def _left_out_why(r: dict[str, Any]) -> str:
     """Why a mode that ran is out of the advice's pool: its convergence verdict, or that it needs one of its own."""
     verdict = r.get("converge_verdict")
-    if verdict in CONVERGED:
-        return "converged"  # (not out for its convergence: here for completeness)
     if verdict and verdict != INCONCLUSIVE:
         return f"its convergence was {verdict}"
     return ("it needs its own convergence verdict: " + ("fp32 did not learn in the convergence run" if verdict else

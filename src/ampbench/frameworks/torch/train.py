@@ -215,8 +215,8 @@ def _read_checkpoint(ckpt_path: Path, mmap: bool = False) -> Any:
 
 def epoch_steps(workload: Workload, batch_size: int, accum: int, world: int = 1) -> tuple[int, int]:
     """(micro-batches, optimizer steps) an epoch of the training split holds at ``batch_size`` per rank over ``world``
-    ranks, ``accum`` micro-batches a step; an AmpbenchError where not one step fits (said before any rank starts by
-    :func:`check_epoch`)."""
+    ranks, ``accum`` micro-batches a step; an AmpbenchError where not one step fits (``train --strategy`` asks it
+    before torchrun starts the ranks)."""
     n = len(workload.train_data)
     micro_batches = workload.train_data.num_batches(batch_size) if world == 1 else n // (batch_size * world)
     if micro_batches < 1:
