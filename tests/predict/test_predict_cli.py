@@ -338,6 +338,10 @@ def test_a_launch_bound_line_per_execution_names_it_and_a_cure_it_does_not_run()
     assert "for amp-bf16 · compile; " in compiled and compiled.endswith("try CUDA graphs (--cuda-graphs on), or a "
                                                                         "larger batch")
     assert "for amp-bf16 · compile+cuda-graphs; " in both and "--cuda-graphs on" not in both and "--compile on" not in both
+    # the micro-batches a step are a setting of their own: batch 8 and batch 8 x 4 read "amp-bf16, amp-bf16" as one
+    accumulated = no_speedup_lines([launch, {**launch, "grad_accum": 4}])
+    assert [line.split(":")[0] for line in accumulated] == ["w (p, batch 8)", "w (p, batch 8 x 4 micro-batches a step)"]
+    assert all("no speedup predicted for amp-bf16; " in line for line in accumulated)
 
 
 def test_a_store_holding_only_predictions_shows_them_and_says_so(tmp_path: Path) -> None:

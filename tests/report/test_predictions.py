@@ -49,6 +49,12 @@ def test_an_fp8_row_slower_than_bf16_says_why() -> None:
     assert fp8["fp8_layers"].startswith("1/3 converted") and fp8["predicted_step_ms"] > bf16["predicted_step_ms"]
     assert f"slower than amp-bf16 (h100-sxm {bf16['predicted_step_ms'] / fp8['predicted_step_ms']:.2f}x" in line
     assert "scaling and casts cost more" in line
+    # an accumulated fp8 step is its own line, compared with amp-bf16's accumulated step, not the plain one
+    fast_plain = {**bf16, "predicted_step_ms": fp8["predicted_step_ms"] * 10}  # (would say nothing if compared)
+    rows4 = [fast_plain, {**fp8, "grad_accum": 4}, {**bf16, "grad_accum": 4}]
+    (line4,) = fp8_lines(rows4)
+    assert line4.startswith("tabular-mlp (tiny, batch 16 x 4 micro-batches a step) fp8-rowwise: 1/3 converted")
+    assert "slower than amp-bf16" in line4
 
 
 def test_every_stored_prediction_is_reachable_beside_runs_of_other_workloads(tmp_path) -> None:  # type: ignore[no-untyped-def]

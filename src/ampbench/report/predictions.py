@@ -100,8 +100,8 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
     peak beside fp32's)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     fp32_peak: dict[tuple[Any, ...], Any] = {}
-    for r in rows:
-        cell = (r["workload"], r.get("preset"), r["batch_size"], r.get("gpu"))
+    for r in rows:  # (the batch with its micro-batches a step: batch 32 and batch 32 x 4 are two settings)
+        cell = (r["workload"], r.get("preset"), (r["batch_size"], int(r.get("grad_accum") or 1)), r.get("gpu"))
         if r.get("status") == "ok" and r.get("precision") == "fp32" and not r.get("optimizer_state"):
             fp32_peak[cell] = r.get("predicted_peak_bytes")
         if r.get("status") != "ok" or r.get("precision") == "fp32":
@@ -123,8 +123,9 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
         gpus.append(str(gpu))
         found += group
     out = []
-    for (workload, preset, batch, bound, _, modes_key), (gpus, group) in said.items():
-        where = f"{workload} ({preset}, batch {batch}{f', {listed(gpus)}' if several else ''})"
+    for (workload, preset, (batch, accum), bound, _, modes_key), (gpus, group) in said.items():
+        steps = f" x {accum} micro-batches a step" if accum != 1 else ""
+        where = f"{workload} ({preset}, batch {batch}{steps}{f', {listed(gpus)}' if several else ''})"
         modes = ", ".join(modes_key)
         if bound == "no tensor cores":
             cards = [c for c in (lookup(g) for g in gpus) if c is not None]
@@ -133,7 +134,7 @@ def no_speedup_lines(rows: list[dict[str, Any]], below: float = 1.1) -> list[str
             speed = f"{speeds[0]:.2f}x" if speeds[0] == speeds[-1] else f"{speeds[0]:.2f}-{speeds[-1]:.2f}x"
             memory = ""
             if len(gpus) == 1:
-                base = fp32_peak.get((workload, preset, batch, gpus[0]))
+                base = fp32_peak.get((workload, preset, (batch, accum), gpus[0]))
                 peaks = ", ".join(f"{_mode(r)} {r['predicted_peak_bytes'] / 2**30:,.2f} GiB" for r in group)
                 memory = f"; peak memory fp32 {base / 2**30:,.2f} GiB, {peaks}" if base else ""
             out.append(f"{where}: {modes} {'buys' if len(modes_key) == 1 else 'buy'} memory, not speed, on "
@@ -166,7 +167,10 @@ def listed(names: list[str], shown: int | None = 4) -> str:
 def fp8_lines(rows: list[dict[str, Any]]) -> list[str]:
     """One line per fp8 cell predicted: which Linear layers its recipe converted (none: the row is amp-bf16's step,
     op for op) -- what an fp8 speed, or its absence, comes from."""
-    bf16 = {(r["workload"], r.get("preset"), r["batch_size"], r.get("gpu")): r for r in rows
+    def batch(r: dict[str, Any]) -> tuple[Any, int]:  # (with its micro-batches a step: an fp8 step of 8 x 4 is not
+        return r["batch_size"], int(r.get("grad_accum") or 1)  # compared with amp-bf16's plain step of 8)
+
+    bf16 = {(r["workload"], r.get("preset"), batch(r), r.get("gpu")): r for r in rows
             if r.get("status") == "ok" and r.get("precision") == "amp-bf16" and not r.get("optimizer_state")}
     out: dict[tuple[Any, ...], str] = {}
     slower: dict[tuple[Any, ...], list[str]] = {}
@@ -174,11 +178,12 @@ def fp8_lines(rows: list[dict[str, Any]]) -> list[str]:
         layers = r.get("fp8_layers")
         if r.get("status") != "ok" or not layers:
             continue
-        key = (r["workload"], r.get("preset"), r["batch_size"], r["precision"])
+        key = (r["workload"], r.get("preset"), batch(r), r["precision"])
         what = ("no layer converted, so it is predicted as amp-bf16's step op for op" if str(layers).startswith("0/")
                 else "the converted layers' matmuls at the fp8 rate, with their scaling and casts")
-        out.setdefault(key, f"{r['workload']} ({r.get('preset')}, batch {r['batch_size']}) {r['precision']}: {layers} "
-                            f"-- {what} (--fp8-filter, --fp8-skip choose the layers)")
+        steps = f" x {batch(r)[1]} micro-batches a step" if batch(r)[1] != 1 else ""
+        out.setdefault(key, f"{r['workload']} ({r.get('preset')}, batch {r['batch_size']}{steps}) {r['precision']}: "
+                            f"{layers} -- {what} (--fp8-filter, --fp8-skip choose the layers)")
         base = bf16.get((*key[:3], r.get("gpu")))
         if base is not None and not str(layers).startswith("0/") and \
                 r["predicted_step_ms"] > base["predicted_step_ms"] * (1 + (r.get("predicted_error_pct") or 0) / 100):
