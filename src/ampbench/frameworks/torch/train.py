@@ -29,7 +29,10 @@ from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
 from ampbench.measure.seeds import eval_batch
 from ampbench.precision import Fp8Options, MixedPrecision, get
+from ampbench.precision.fp8 import import_torchao
+from ampbench.precision.optimizer_state import INSTALL as OPTIM_INSTALL
 from ampbench.precision.optimizer_state import check as check_optimizer_state
+from ampbench.precision.optimizer_state import effective as effective_state
 from ampbench.precision.optimizers import fused_where_supported
 from ampbench.train_line import accuracy_keys
 from ampbench.workloads.base import Workload
@@ -240,6 +243,9 @@ def check_resume(config: TrainConfig, workload: Workload, precision: str, world_
     it loads). ``world_size``: the ranks a distributed run starts."""
     if not config.resume or config.checkpoint_dir is None:
         return
+    if effective_state(precision, config.optimizer_state) is not None:  # (torchao's state classes: readable by a
+        # weights-only load once torchao.optim is imported -- the engine imports it later, as it builds the optimizer)
+        import_torchao("torchao.optim", "low-precision optimizers", OPTIM_INSTALL)
     if config.strategy:
         path = config.checkpoint_dir
         state = {**dcheckpoint.about(path), "model": 1, "optimizer": 1, "mp": 1}
