@@ -116,6 +116,12 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     assert sorted(x["precision"] for x in rows) == ["amp-bf16", "fp32", "fp32", "pure-bf16"]  # + closing
     assert {x["cell_key"]: x["created_at"] for x in kept}.items() <= {x["cell_key"]: x["created_at"] for x in rows}.items()
     assert len(Store(db).runs()) == 1 and Store(db).latest_run().finished_at is not None
+    # an option changed by mistake finds nothing to resume: the refusal names what differs from the latest run
+    other = [a if a != "fp32,amp-bf16,pure-bf16" else "fp32,amp-bf16" for a in args]
+    r = cli(*other, "--resume")
+    run_id = Store(db).latest_run().run_id
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        f"; the latest run, {run_id}, had precisions fp32, amp-bf16, pure-bf16 (these: fp32, amp-bf16)"), r.stderr
 
 
 @pytest.mark.parametrize("args, expect", [

@@ -200,11 +200,32 @@ def lend_ranks(config: RunConfig, on_cell: Callable[[CellSpec, dict[str, Any]], 
 
 
 def find_resumable(store: Store, config: RunConfig) -> RunInfo:
-    for info in reversed(store.runs()):
-        if info.config.get("identity") == config.identity():
+    mine = config.identity()
+    runs = store.runs()
+    for info in reversed(runs):
+        if info.config.get("identity") == mine:
             return info
     raise AmpbenchError(f"--resume: no earlier run in {store.path} with these options; run again without --resume "
-                        "(or with the same options as the run to continue)")
+                        "(or with the same options as the run to continue)" + _unlike_latest(runs, mine))
+
+
+def _unlike_latest(runs: list[RunInfo], mine: dict[str, Any]) -> str:
+    """How the latest run's options differ from these ("; the latest run, ID, had precisions fp32 (these: fp32,
+    amp-bf16)"): an option changed by mistake is the usual reason a resume finds nothing."""
+    if not runs:
+        return ""
+    latest = runs[-1]
+    theirs = latest.config.get("identity") or {}
+
+    def shown(v: Any) -> str:
+        return "-" if v is None or v == [] else ", ".join(map(str, v)) if isinstance(v, list) else str(v)
+
+    moved = [f"{k} {shown(theirs.get(k))} (these: {shown(mine.get(k))})" for k in sorted(set(theirs) | set(mine))
+             if theirs.get(k) != mine.get(k)]
+    if not moved:
+        return ""
+    more = f" and {len(moved) - 3} more" if len(moved) > 3 else ""
+    return f"; the latest run, {latest.run_id}, had {'; '.join(moved[:3])}{more}"
 
 
 def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | None = None,
