@@ -366,8 +366,10 @@ def test_the_mode_asked_about_is_trained_beside_fp32_not_only_master_half() -> N
     assert "its loss stayed finite" in first.detail and first.fix.startswith("verified: amp-bf16 trains like fp32")
     assert any(f.title == "no NaN/Inf in 12 steps of amp-fp16" for f in d.findings)
     # a mode that trains like fp32 says that (an info), and master-* is its own search's, not repeated
-    ok = next(f for f in diagnose(planted.saturating, "amp-bf16", checks=("policy",), steps=12).findings)
-    assert ok.severity == "info" and ok.title.startswith("amp-bf16 trains like fp32 over 12"), ok
+    bf16 = diagnose(planted.saturating, "amp-bf16", checks=("policy",), steps=12).findings
+    assert bf16[0].severity == "info" and bf16[0].title.startswith("amp-bf16 trains like fp32 over 12"), bf16[0]
+    # a bf16 mode's keep-set search is master-bf16's, and its finding says so (it said "master-fp16")
+    assert bf16[1].title.startswith("master-bf16 ") and "master-fp16" not in bf16[1].title, bf16[1]
     master = diagnose(planted.hostile, "master-fp16", checks=("policy",), steps=12)
     assert not any("trains like fp32 over" in f.title or "does not train like" in f.title for f in master.findings)
 

@@ -1,4 +1,5 @@
-"""The smallest set of modules that must stay in fp32 for ``master-fp16`` training to match fp32.
+"""The smallest set of modules that must stay in fp32 for ``master-fp16`` training (``master-bf16`` for a bf16
+mode's diagnosis) to match fp32.
 
 A trial trains the model from the same init on the same batches for a few steps with a candidate
 ``keep_fp32`` set and compares the loss with fp32's (within a relative tolerance, nothing
@@ -34,10 +35,12 @@ class PolicyResult:
     fp32_loss: float
     policy_loss: float | None
     plain_loss: float
-    """master-fp16 loss with nothing extra kept."""
+    """The searched mode's loss with nothing extra kept."""
     trials: int
     candidates: int
     log: list[dict[str, Any]] = field(default_factory=list)
+    precision: str = "master-fp16"
+    """The mode searched (master-bf16 for a bf16 mode's diagnosis: every finding names it)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -81,10 +84,10 @@ def find_policy(build: Callable[[], Workload], device: torch.device, batch_size:
 
     cands = candidates(build().model)
     if matches([]):
-        return PolicyResult([], ref, log[-1]["loss"], log[-1]["loss"], len(log), len(cands), log)
+        return PolicyResult([], ref, log[-1]["loss"], log[-1]["loss"], len(log), len(cands), log, precision)
     plain = log[-1]["loss"]
     if not matches(cands):
-        return PolicyResult(None, ref, None, plain, len(log), len(cands), log)
+        return PolicyResult(None, ref, None, plain, len(log), len(cands), log, precision)
 
     def needed(group: list[str], fixed: list[str]) -> list[str]:
         """Minimal subset R of ``group`` with fixed + R matching (given that fixed + group matches)."""
@@ -101,7 +104,7 @@ def find_policy(build: Callable[[], Workload], device: torch.device, batch_size:
     keep = needed(cands, [])
     final = trial_loss(build, precision, device, batch_size, steps, keep)
     keep = with_tied(build().model, keep)  # (what the trials kept, and what the user must write)
-    return PolicyResult(keep, ref, final, plain, len(log) + 1, len(cands), log)
+    return PolicyResult(keep, ref, final, plain, len(log) + 1, len(cands), log, precision)
 
 
 def mode_finding(precision: str, trial: Any, fp32_loss: float, steps: int,
@@ -128,19 +131,20 @@ def policy_findings(r: PolicyResult, otherwise: Callable[[], str] | None = None)
     """``otherwise()``: what was verified instead when no set of fp32 modules helps (amp-bf16's trial)."""
     data = r.to_dict()
     data.pop("log")
+    m = r.precision  # (the mode searched: master-bf16's findings said "master-fp16")
     if r.keep_fp32 == []:
-        return [Finding("info", "policy", f"master-fp16 matches fp32 with no extra fp32 modules (loss {r.plain_loss:.4g} "
+        return [Finding("info", "policy", f"{m} matches fp32 with no extra fp32 modules (loss {r.plain_loss:.4g} "
                         f"vs {r.fp32_loss:.4g})", data=data)]
     if r.keep_fp32 is None:
-        return [Finding("error", "policy", "keeping modules in fp32 does not make master-fp16 match fp32",
-                        f"fp32 loss {r.fp32_loss:.4g}; master-fp16 with every leaf module kept fp32: "
+        return [Finding("error", "policy", f"keeping modules in fp32 does not make {m} match fp32",
+                        f"fp32 loss {r.fp32_loss:.4g}; {m} with every leaf module kept fp32: "
                         f"{r.log[-1]['loss']:.4g} (a kept module's output is cast back to fp16, so an overflowing "
                         "output overflows again)", "the problem crosses module boundaries, or is outside the modules "
                         "(the loss, the model's own forward code, the optimizer: e.g. eps); "
                         + (otherwise() if otherwise is not None else "see the non-finite and activations checks"), data)]
     names = ", ".join(repr(n) for n in r.keep_fp32)
     return [Finding("error" if not math.isfinite(r.plain_loss) else "warning", "policy",
-                    f"master-fp16 needs {len(r.keep_fp32)} module(s) in fp32 to match fp32: {names}",
-                    f"loss: fp32 {r.fp32_loss:.4g}; master-fp16 {r.plain_loss:.4g}; with the policy {r.policy_loss:.4g} "
+                    f"{m} needs {len(r.keep_fp32)} module(s) in fp32 to match fp32: {names}",
+                    f"loss: fp32 {r.fp32_loss:.4g}; {m} {r.plain_loss:.4g}; with the policy {r.policy_loss:.4g} "
                     f"({r.trials} trials over {r.candidates} modules)",
-                    f"MixedPrecision('master-fp16', keep_fp32=[{names}])", data)]
+                    f"MixedPrecision('{m}', keep_fp32=[{names}])", data)]
