@@ -65,6 +65,13 @@ def test_no_combination_beyond_the_noise_keeps_fp32_eager() -> None:
     a = advise(derive(rows))
     assert a.combination == "fp32"
     assert "within this measurement's noise" in (a.combination_evidence or "")
+    # printed after the combination's name, it reads as one sentence ("fastest combination: fp32 the fastest
+    # combination, fp32 + compile, measured ..." did not)
+    from ampbench.report.console import advice_lines
+
+    line = next(x for x in advice_lines(derive(rows)) if "fastest combination:" in x)
+    assert "fastest combination: [bold green]fp32[/] (nothing measurably faster) fp32 + compile, the fastest measured, " \
+           "ran 1.10x fp32 eager, within this measurement's noise" in line, line
 
 
 def test_without_fp32_eager_nothing_is_credited() -> None:

@@ -125,12 +125,14 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
     faster, how = measurably_faster(best, base) if best is not base else (False, "")
     if not faster:
         if best is base:
-            return Combination("fp32", Execution(), 1.0, "no change and no combination is faster than fp32 eager"
+            return Combination("fp32", Execution(), 1.0, "(no change and no combination is faster than fp32 eager)"
                                + _singles_text(ok, base))
         more = "more --repeats" if speedup_range(best, base) else "--repeats 3"
-        return Combination("fp32", Execution(), 1.0, f"the fastest combination, {_label(best)}, measured "
-                           f"{_x(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun with "
-                           f"{more} to settle it" + _singles_text(ok, base))
+        # (the reports print it after the combination's name: "fastest combination: fp32 (nothing measurably
+        # faster) ..." -- it read "fastest combination: fp32 the fastest combination, master-bf16, measured ...")
+        return Combination("fp32", Execution(), 1.0, f"(nothing measurably faster) {_label(best)}, the fastest "
+                           f"measured, ran {_x(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun "
+                           f"with {more} to settle it" + _singles_text(ok, base))
     parts = [f"{_x(gain(best))} fp32 eager ({how})"]  # (the reports name the combination just before: not twice)
     if id(best) in inherited:
         parts.append(f"convergence from {best['precision']} at another execution")
