@@ -121,6 +121,16 @@ def test_the_least_memory_combination_is_said_where_it_is_not_the_fastest() -> N
     tie[2]["peak_allocated_bytes"] = int(4.04 * gib)
     tie[3]["samples_per_s"] = 160.0  # (as first given: the lean case above set it to 260)
     assert (advise(derive(tie)).least_memory or "").startswith("least memory: amp-bf16 + checkpointing, 4.0 GiB")
+    # the precision advice's own mode at its execution: its line has said that memory (the CPU CNN's master-bf16
+    # eager, "49% less memory" in both lines)
+    from ampbench.execution import Execution
+    from ampbench.report.combine import least_memory
+
+    lean = [_row("fp32", 100.0, peak_allocated_bytes=20 * gib),
+            _row("master-bf16", 119.0, peak_allocated_bytes=10 * gib, samples_per_s_noise=0.2),  # (within noise)
+            _row("fp32", 50.0, memory_format="channels_last", peak_allocated_bytes=20 * gib, cell_key="fp32-cl")]
+    assert (least_memory(derive(lean)) or "").startswith("least memory: master-bf16, 10.0 GiB")
+    assert least_memory(derive(lean), advised=("master-bf16", Execution())) is None
     tie[3]["samples_per_s"] = 73.0  # (then alike in speed: the one change fewer)
     tie[1]["samples_per_s"] = 90.0  # (fp32 eager the fastest: its line is not this one)
     assert (advise(derive(tie)).least_memory or "").startswith("least memory: fp32 + checkpointing, 4.0 GiB")

@@ -367,7 +367,8 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
                                 f"({b.evidence})")
     if len(executions) > 1:
         c = best_combination(rows)
-        a = replace(a, combination=c.label, combination_evidence=c.evidence, least_memory=least_memory(rows, c))
+        a = replace(a, combination=c.label, combination_evidence=c.evidence,
+                    least_memory=least_memory(rows, c, (a.recommended, ref)))
     return a
 
 

@@ -155,10 +155,12 @@ def _changes(r: dict[str, Any]) -> int:
     return (r["precision"] != "fp32") + len(Execution.of(r).changes())
 
 
-def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None) -> str | None:
+def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None,
+                 advised: tuple[str | None, Execution] | None = None) -> str | None:
     """With several executions: the converging combination that holds the least memory (activation checkpointing,
     a half precision), its memory against fp32 eager's and the speed it costs or buys -- None where that is fp32 eager
-    itself or the fastest combination (``fastest``: :func:`best_combination`'s, made here when not given; its line
+    itself, the fastest combination or the precision advice's mode at its execution (``advised``), whose lines say it
+    (``fastest``: :func:`best_combination`'s, made here when not given; its line
     says it), or memory was not measured."""
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0 and compared_memory(r)]
     base = next((r for r in ok if r["precision"] == "fp32" and Execution.of(r).is_default), None)
@@ -174,8 +176,8 @@ def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None)
     # speed was picked over amp-bf16 + checkpointing at 1.02x, 1% apart in memory, for its one change fewer.
     pick = min((r for r in tied if _speed(r) >= top * (1 - TIE)), key=lambda r: (_changes(r), -_speed(r)))
     fastest = fastest if fastest is not None else best_combination(rows)
-    if pick is base or (pick["precision"], Execution.of(pick)) == (fastest.precision, fastest.execution):
-        return None
+    if pick is base or (pick["precision"], Execution.of(pick)) in ((fastest.precision, fastest.execution), advised):
+        return None  # (``advised``: the precision advice's mode at its execution, whose memory it has said)
     mine, theirs = compared_memory(pick) or 0.0, compared_memory(base) or 0.0
     if mine > theirs * (1 - MIN_MEMORY_SAVING):  # (GPT-2's large vocabulary: 5% less for 0.70x the speed)
         return None
