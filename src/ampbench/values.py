@@ -75,4 +75,4 @@ def parse_batch_sizes(value: str | None) -> tuple[int | None, ...]:
         raise AmpbenchError(f"--batch-size {value!r}: expected integers, e.g. 64 or 64,128") from None
     if any(b < 1 for b in sizes):
         raise AmpbenchError(f"--batch-size must be >= 1, got {value}")
-    return tuple(dict.fromkeys(sizes))  # (a size given twice is one cell, as a precision given twice: each ran twice)
+    return tuple(dict.fromkeys(sizes))  # (a size given twice is one cell, as a precision given twice is: it ran twice)

@@ -72,52 +72,44 @@ def test_what_does_not_apply_to_a_keras_model_is_one_line(extra, says, tmp_path)
     assert code == 2 and says in err and err.count("\n") == 1, (out, err)
 
 
-def test_a_looked_up_vocabulary_is_not_a_gemm_dimension_a_reversed_one_is(tmp_path):
-    """keras.layers.Embedding's rows are gathered (no Tensor Core GEMM has them as a dimension): not flagged; a
-    ReversibleEmbedding's reverse call is the output projection, whose N is its input_dim: flagged, padded to 64."""
+def _linted(tmp_path, model: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    """lint_dims of the Keras model the lines ``model`` build (into ``model``), in a process of its own on the torch
+    backend."""
     import os
     import subprocess
     import sys
 
     script = tmp_path / "lint.py"
-    script.write_text(
-        "import json\nimport keras\nfrom keras import layers\n"
-        "from ampbench.frameworks.keras.diagnose import lint_dims\n"
-        "tokens = keras.Input((8,), dtype='int32')\n"
-        "looked_up = layers.Embedding(30522, 64, name='lookup')(tokens)\n"
-        "rev = layers.ReversibleEmbedding(30522, 64, name='tied')\n"
-        "h = rev(tokens) + looked_up\n"
-        "model = keras.Model(tokens, rev(keras.ops.mean(h, axis=1), reverse=True))\n"
-        "print(json.dumps(lint_dims(model)))\n")
+    script.write_text("import json\nimport keras\nfrom keras import layers\n"
+                      f"from ampbench.frameworks.keras.diagnose import lint_dims\n{model}\n"
+                      "print(json.dumps(lint_dims(model)))\n")
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "KERAS_BACKEND": "torch"})
     assert r.returncode == 0, r.stderr
-    issues = json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_looked_up_vocabulary_is_not_a_gemm_dimension_a_reversed_one_is(tmp_path):
+    """keras.layers.Embedding's rows are gathered (no Tensor Core GEMM has them as a dimension): not flagged; a
+    ReversibleEmbedding's reverse call is the output projection, whose N is its input_dim: flagged, padded to 64."""
+    issues = _linted(tmp_path, "tokens = keras.Input((8,), dtype='int32')\n"
+                               "looked_up = layers.Embedding(30522, 64, name='lookup')(tokens)\n"
+                               "rev = layers.ReversibleEmbedding(30522, 64, name='tied')\n"
+                               "h = rev(tokens) + looked_up\n"
+                               "model = keras.Model(tokens, rev(keras.ops.mean(h, axis=1), reverse=True))")
     assert issues == [{"layer": "tied", "dim": "input_dim", "value": 30522, "multiple": 64, "padded": 30528}]
 
 
 def test_the_output_layers_units_are_the_tasks_width_not_one_to_choose(tmp_path):
     """A Dense(10) head under a softmax Activation: its 10 units are the classes -- marked as the output (the fix says
     pad and slice, or leave it; it said "make units 16 ... change the width"); a hidden Dense(30) is any width."""
-    import os
-    import subprocess
-    import sys
-
     from ampbench.diagnose.tensorcore import tensorcore_findings
 
-    script = tmp_path / "lint.py"
-    script.write_text(
-        "import json\nimport keras\nfrom keras import layers\n"
-        "from ampbench.frameworks.keras.diagnose import lint_dims\n"
-        "x = keras.Input((24,))\n"
-        "h = layers.Dense(30, name='hidden')(x)\n"
-        "h = layers.BatchNormalization(name='norm')(h)\n"
-        "out = layers.Activation('softmax', dtype='float32')(layers.Dense(10, name='head')(h))\n"
-        "print(json.dumps(lint_dims(keras.Model(x, out))))\n")
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "KERAS_BACKEND": "torch"})
-    assert r.returncode == 0, r.stderr
-    issues = json.loads(r.stdout.strip().splitlines()[-1])
+    issues = _linted(tmp_path, "x = keras.Input((24,))\n"
+                               "h = layers.Dense(30, name='hidden')(x)\n"
+                               "h = layers.BatchNormalization(name='norm')(h)\n"
+                               "out = layers.Activation('softmax', dtype='float32')(layers.Dense(10, name='head')(h))\n"
+                               "model = keras.Model(x, out)")
     assert issues == [{"layer": "hidden", "dim": "units", "value": 30, "multiple": 8, "padded": 32},
                       {"layer": "head", "dim": "input dim", "value": 30, "multiple": 8, "padded": 32},
                       {"layer": "head", "dim": "units", "value": 10, "multiple": 8, "padded": 16, "output": True}]
