@@ -56,7 +56,23 @@ def test_run_writes_one_tensorboard_run_per_cell_with_the_stored_values(tmp_path
         assert _scalars(ea, "throughput/samples_per_s") == [(0, pytest.approx(stored["samples_per_s"], rel=1e-6))]
         if row["precision"] != "fp32":
             assert _scalars(ea, "ratio/speedup_vs_fp32") == [(0, pytest.approx(row["speedup_vs_fp32"], rel=1e-6))]
+        # MFU as read through the store (null where hw measured a GEMM above the peak: not logged then)
+        assert _scalars(ea, "throughput/mfu") == ([(0, pytest.approx(row["mfu"], rel=1e-6))] if row["mfu"] else [])
     assert "TensorBoard: 3 cells written" in out
+
+
+def test_the_derived_ratios_and_mfu_go_to_each_cells_run(tmp_path: Path) -> None:
+    """The max-batch ratio was looked up as "max_batch_vs_fp32", a key no row has: it was never written."""
+    from ampbench.tensorboard import RunLogger
+
+    row = {"run_id": "r", "workload": "w", "preset": "tiny", "precision": "amp-bf16", "batch_size": 8,
+           "speedup_vs_fp32": 1.5, "memory_saving_vs_fp32": 0.4, "max_batch_ratio_vs_fp32": 1.8, "mfu": None}
+    board = RunLogger(tmp_path)
+    board.ratios([row, {**row, "precision": "pure-bf16", "mfu": 0.3}])
+    ea = _read(tmp_path / "r" / "w_tiny" / "amp-bf16_b8")
+    assert _scalars(ea, "ratio/max_batch_ratio_vs_fp32") == [(0, pytest.approx(1.8))]
+    assert ea.Tags()["scalars"] and "throughput/mfu" not in ea.Tags()["scalars"]  # type: ignore[attr-defined]
+    assert _scalars(_read(tmp_path / "r" / "w_tiny" / "pure-bf16_b8"), "throughput/mfu") == [(0, pytest.approx(0.3))]
 
 
 def test_train_logs_each_step_and_epoch(tmp_path: Path) -> None:

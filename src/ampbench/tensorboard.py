@@ -165,11 +165,14 @@ class TrainLogger:
 
 
 # -- run ------------------------------------------------------------------------------------------------------------
-THROUGHPUT_KEYS = ("samples_per_s", "step_ms_p50", "step_ms_p90", "first_step_ms", "mfu", "flops_per_step",
+THROUGHPUT_KEYS = ("samples_per_s", "step_ms_p50", "step_ms_p90", "first_step_ms", "flops_per_step",
                    "max_batch", "max_batch_samples_per_s")
 MEMORY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "cpu_rss_peak_bytes", "activation_bytes", "weights_bytes",
                "grads_bytes", "optimizer_bytes")
-RATIO_KEYS = ("speedup_vs_fp32", "memory_saving_vs_fp32", "max_batch_vs_fp32")
+RATIO_KEYS = ("speedup_vs_fp32", "memory_saving_vs_fp32", "max_batch_ratio_vs_fp32")
+"""Derived keys (the key ``max_batch_vs_fp32`` named none: no max-batch ratio was ever written)."""
+DERIVED_THROUGHPUT_KEYS = ("mfu",)
+"""Logged from the derived row: null where ``ampbench hw`` measured a GEMM above the device's peak (``mfu_note``)."""
 
 
 def cell_dir(root: Path, row: Mapping[str, Any]) -> Path:
@@ -227,13 +230,15 @@ class RunLogger:
         return path
 
     def ratios(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """The derived ratios (vs fp32) of a finished run, into each cell's run."""
+        """The derived ratios (vs fp32) of a finished run, and its MFU as read through the store, into each cell's
+        run."""
         for row in rows:
-            found = {k: row[k] for k in RATIO_KEYS if _finite(row.get(k))}
+            found = {f"ratio/{k}": row[k] for k in RATIO_KEYS if _finite(row.get(k))}
+            found.update({f"throughput/{k}": row[k] for k in DERIVED_THROUGHPUT_KEYS if _finite(row.get(k))})
             if found:
                 w = writer(cell_dir(self.root, row))
-                for k, v in found.items():
-                    w.add_scalar(f"ratio/{k}", v, 0)
+                for tag, v in found.items():
+                    w.add_scalar(tag, v, 0)
                 w.close()
 
 
