@@ -134,3 +134,11 @@ def test_the_least_memory_combination_is_said_where_it_is_not_the_fastest() -> N
     tie[3]["samples_per_s"] = 73.0  # (then alike in speed: the one change fewer)
     tie[1]["samples_per_s"] = 90.0  # (fp32 eager the fastest: its line is not this one)
     assert (advise(derive(tie)).least_memory or "").startswith("least memory: fp32 + checkpointing, 4.0 GiB")
+
+
+def test_a_ratio_is_never_printed_as_zero() -> None:
+    """The advice's ratios: two decimals, whole numbers from 10x, two significant digits below 0.01x (an emulated fp16
+    step on a CPU at 1/200 of fp32's speed read "0.00x")."""
+    from ampbench.report.combine import times
+
+    assert [times(v) for v in (12.4, 1.234, 0.05, 0.0045, 0.01)] == ["12x", "1.23x", "0.05x", "0.0045x", "0.01x"]

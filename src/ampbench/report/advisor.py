@@ -40,7 +40,16 @@ from ampbench.execution.axes import Execution
 from ampbench.measure.cpu import half_math_claim
 from ampbench.precision import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.accumulation import accumulation_note
-from ampbench.report.combine import MIN_GAIN, MIN_MEMORY_SAVING, NOISE_SIGMAS, TIE, best_combination, least_memory, noise_text
+from ampbench.report.combine import (
+    MIN_GAIN,
+    MIN_MEMORY_SAVING,
+    NOISE_SIGMAS,
+    TIE,
+    best_combination,
+    least_memory,
+    noise_text,
+    times,
+)
 from ampbench.report.data_loading import data_advice
 from ampbench.report.numbers import sig
 from ampbench.report.optimizer_states import state_advice
@@ -184,7 +193,7 @@ def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
 
 
 def _fmt_ratio(x: float) -> str:
-    return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
+    return times(x)
 
 
 def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok: list[dict[str, Any]],

@@ -59,8 +59,9 @@ def _speed(r: dict[str, Any]) -> float:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
 
 
-def _x(v: float) -> str:
-    return f"{v:.2f}x" if v < 10 else f"{v:.0f}x"
+def times(v: float) -> str:
+    """1.23x, 12x; under 0.01x two significant digits (0.0045x: an emulated fp16 step on a CPU, never "0.00x")."""
+    return f"{v:.0f}x" if v >= 10 else f"{v:.2f}x" if v >= 0.01 else f"{v:.2g}x"
 
 
 def noise_text(noise: float) -> str:
@@ -131,9 +132,9 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
         # (the reports print it after the combination's name: "fastest combination: fp32 (nothing measurably
         # faster) ..." -- it read "fastest combination: fp32 the fastest combination, master-bf16, measured ...")
         return Combination("fp32", Execution(), 1.0, f"(nothing measurably faster) {_label(best)}, the fastest "
-                           f"measured, ran {_x(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun "
+                           f"measured, ran {times(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun "
                            f"with {more} to settle it" + _singles_text(ok, base))
-    parts = [f"{_x(gain(best))} fp32 eager ({how})"]  # (the reports name the combination just before: not twice)
+    parts = [f"{times(gain(best))} fp32 eager ({how})"]  # (the reports name the combination just before: not twice)
     if id(best) in inherited:
         parts.append(f"convergence from {best['precision']} at another execution")
     elif checked:
@@ -184,7 +185,7 @@ def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None,
     batch = (f"; largest batch {base['max_batch']:,} -> {pick['max_batch']:,}"
              if isinstance(base.get("max_batch"), int) and isinstance(pick.get("max_batch"), int) else "")
     return (f"least memory: {_label(pick)}, {fmt_bytes(mine)} against fp32 eager's {fmt_bytes(theirs)} "
-            f"({1 - mine / theirs:.0%} less), at {_x(_speed(pick) / _speed(base))} fp32 eager's speed{batch}")
+            f"({1 - mine / theirs:.0%} less), at {times(_speed(pick) / _speed(base))} fp32 eager's speed{batch}")
 
 
 def _label(r: dict[str, Any]) -> str:
@@ -210,8 +211,8 @@ def _singles_text(ok: list[dict[str, Any]], base: dict[str, Any]) -> str:
     if not singles:
         return ""
     name, g = singles[0]
-    rest = ", ".join(f"{n} {_x(v)}" for n, v in singles[1:4])
-    return f"; the single change that buys most: {name} ({_x(g)} alone" + (f"; the others alone: {rest}" if rest else "") + ")"
+    rest = ", ".join(f"{n} {times(v)}" for n, v in singles[1:4])
+    return f"; the single change that buys most: {name} ({times(g)} alone" + (f"; the others alone: {rest}" if rest else "") + ")"
 
 
 def _on_top(best: dict[str, Any], ok: list[dict[str, Any]]) -> str:
@@ -224,9 +225,9 @@ def _on_top(best: dict[str, Any], ok: list[dict[str, Any]]) -> str:
     same_p_eager = next((r for r in ok if r["precision"] == best["precision"] and Execution.of(r).is_default), None)
     parts = []
     if same_ex_fp32 is not None:
-        parts.append(f"{best['precision']} adds {_x(_speed(best) / _speed(same_ex_fp32))} on top of {ex.label}")
+        parts.append(f"{best['precision']} adds {times(_speed(best) / _speed(same_ex_fp32))} on top of {ex.label}")
     if same_p_eager is not None:
-        parts.append(f"{ex.label} adds {_x(_speed(best) / _speed(same_p_eager))} on top of {best['precision']}")
+        parts.append(f"{ex.label} adds {times(_speed(best) / _speed(same_p_eager))} on top of {best['precision']}")
     return ", ".join(parts)
 
 
