@@ -42,6 +42,12 @@ def test_a_convergence_run_fp32_learned_nothing_from_is_speed_only_and_says_why(
     assert "convergence inconclusive: fp32's loss did not fall by more than the parity tolerance (0.217) in 30 steps " \
            "(10.84 → 10.84): a mode that learned nothing would pass; raise --converge-steps" in a.evidence, a.evidence
     assert "pure-bf16 ran 1.27x faster but is not recommended: its convergence was inconclusive" in a.evidence
+    # where no mode helps, the advice still says why every verdict reads "inconclusive" (it said nothing of it)
+    slow = [rows[0], _row("amp-bf16", 80.0, 900, verdict_losses=[10.84], converge=conv)]
+    a = advise(derive(slow))
+    assert a.label == "no mode helps" and a.reason.endswith(
+        "; convergence inconclusive: fp32's loss did not fall by more than the parity tolerance (0.217) in 30 steps "
+        "(10.84 → 10.84): a mode that learned nothing would pass; raise --converge-steps"), a.reason
 
 
 def test_the_console_markdown_and_html_lines_name_the_pick_once() -> None:

@@ -484,7 +484,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                 return Advice(workload, "fp32", "no other mode may be recommended: " + ", ".join(
                     f"{r['precision']} ({_fmt_ratio(gain(r))} fp32's speed; {_left_out_why(r)})" for r in left) + more,
                     checked, "no mode helps")
-            return Advice(workload, "fp32", _why_nothing_helps(base, others), checked, "no mode helps")
+            return Advice(workload, "fp32", _why_nothing_helps(base, others) + more, checked, "no mode helps")
     fp32_oom = any(r["precision"] == "fp32" and r.get("status") == "oom" for r in rows)
     evidence = _evidence(best, base, checked, ok, fp32_oom) + _unchecked_notes(best, ok, [r for r in unchecked if _is_fp8(r) or
                                                                             not judged(r)]) + more
