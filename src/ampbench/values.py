@@ -17,6 +17,12 @@ def parse_list(value: str | None, what: str) -> list[str]:
     return items
 
 
+def parse_unique(value: str | None, what: str) -> list[str]:
+    """:func:`parse_list` with each item once, in the order given (a workload named twice is one workload, as a
+    precision named twice is one mode: it ran every cell of it twice)."""
+    return list(dict.fromkeys(parse_list(value, what)))
+
+
 def parse_measures(value: str | None) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_MEASURES

@@ -61,7 +61,7 @@ from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.support import Support
 from ampbench.seam import Options
-from ampbench.values import check_grad_accum, parse_batch_sizes, parse_grad_accums, parse_list
+from ampbench.values import check_grad_accum, parse_batch_sizes, parse_grad_accums, parse_list, parse_unique
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -341,7 +341,7 @@ class RunConfig:
         """The config the command line's options say: parsed here, checked by the sections and the config."""
         t, m, r, x = options.targets, options.measure, options.recipe, options.torch
         dev = str(resolve_device(m.device))
-        names = list(dict.fromkeys(parse_list(t.workloads, "workloads")))  # (a workload named twice: its cells once)
+        names = parse_unique(t.workloads, "workloads")
         if t.model is not None and names:
             raise AmpbenchError("give --workloads or --model, not both")
         data = options.data.parsed()

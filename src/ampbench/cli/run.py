@@ -25,7 +25,7 @@ from ampbench.report.run_diff import since_last, since_line
 from ampbench.report.run_text import cell_text, plural
 from ampbench.store import default_db_path, export_data, write_json
 from ampbench.tensorboard import open_dir
-from ampbench.values import parse_list
+from ampbench.values import parse_unique
 
 
 @app.command("run", epilog=MODEL_EXAMPLES)
@@ -79,7 +79,7 @@ def _named_note(options: RunOptions, config: Any) -> None:
     from ampbench.bench.suites import named_note  # lazy: torch (the workloads' presets)
 
     t, settings = options.targets, config.targets.settings
-    names = list(dict.fromkeys(parse_list(t.workloads, "workloads")))  # (as the config names them: once each)
+    names = parse_unique(t.workloads, "workloads")  # (as the config names them)
     batches = [s.batch for s in settings] if len(settings) == len(names) else [None] * len(names)
     note = named_note(names, t.preset, config.device, batches=batches) if t.model is None else None
     if note:

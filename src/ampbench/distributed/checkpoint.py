@@ -69,13 +69,27 @@ def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, m
     dist.barrier()
 
 
+def _engine_file(path: str | Path) -> Path:
+    """The engine file of the checkpoint in ``path`` (an AmpbenchError where there is none)."""
+    file = Path(path) / CURRENT / ENGINE_FILE
+    if not file.exists():
+        raise AmpbenchError(f"no ampbench distributed checkpoint in {file.parent} (missing {file.name})")
+    return file
+
+
+def check_placement(engine: dict[str, Any], where: str, strategy: str | None, world_size: int) -> None:
+    """A checkpoint resumes only with the strategy and the rank count it was saved with (``where``: how the error
+    names it)."""
+    if engine.get("strategy") != strategy or engine.get("world_size") != world_size:
+        raise AmpbenchError(f"{where} was saved with strategy {engine.get('strategy')!r} on {engine.get('world_size')} "
+                            f"ranks; this run is {strategy!r} on {world_size}: resume with the same ones")
+
+
 def about(path: str | Path) -> dict[str, Any]:
     """What a checkpoint :func:`save` wrote says of itself (strategy, world size, the extras: workload, precision,
     epoch, ...), read without a process group or a model (ddp's weights left on disk: mmap) -- so the command that
     starts the ranks can refuse a checkpoint they could not resume, before starting them."""
-    file = Path(path) / CURRENT / ENGINE_FILE
-    if not file.exists():
-        raise AmpbenchError(f"no ampbench distributed checkpoint in {file.parent} (missing {file.name})")
+    file = _engine_file(path)
     try:
         engine = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:
@@ -85,15 +99,11 @@ def about(path: str | Path) -> dict[str, Any]:
 
 def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, mp: Any) -> dict[str, Any]:
     """Collective: restore what :func:`save` wrote into a set-up model, optimizer and engine; returns the extras."""
-    path = Path(path) / CURRENT
-    file = path / ENGINE_FILE
-    if not file.exists():
-        raise AmpbenchError(f"no ampbench distributed checkpoint in {path} (missing {file.name})")
+    file = _engine_file(path)
+    path = file.parent
     engine = torch.load(file, map_location="cpu", weights_only=True)
     strategy = mp.placement.strategy
-    if engine.get("strategy") != strategy or engine.get("world_size") != dist.get_world_size():
-        raise AmpbenchError(f"{path} was saved with strategy {engine.get('strategy')!r} on {engine.get('world_size')} "
-                            f"ranks; this run is {strategy!r} on {dist.get_world_size()}: resume with the same ones")
+    check_placement(engine, str(path), strategy, dist.get_world_size())
     if strategy == "fsdp":
         import torch.distributed.checkpoint as dcp  # lazy: torch.distributed.checkpoint
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # lazy: torch.distributed.checkpoint

@@ -23,6 +23,11 @@ def eval_batch(batch_size: int) -> int:
     return batch_size
 
 
+def eval_batches(samples: int | None, batch_size: int) -> int:
+    """The batches one evaluation of a split of ``samples`` takes at :func:`eval_batch` (0 without a split)."""
+    return -(-samples // eval_batch(batch_size)) if samples else 0
+
+
 def _downsample(values: list[float], points: int = MAX_CURVE_POINTS) -> tuple[list[int], list[float]]:
     """(steps, values): windows averaged so a curve keeps at most ``points`` points (1-based step = window end)."""
     if len(values) <= points:

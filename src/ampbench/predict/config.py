@@ -32,7 +32,7 @@ from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.parallel import Fabric, fabric
 from ampbench.predict.rows import Machine, Question, check_target, either_of, find_gpus, gpu_suggestions, predict_target
-from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list
+from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list, parse_unique
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
@@ -132,7 +132,7 @@ class PredictConfig:
             raise AmpbenchError("give --workloads or --model, not both")
         # the cells `ampbench run` measures on a GPU: named workloads at --preset (default: the size people train them
         # at, their GPU suite entry's where they have one), else the GPU suite
-        wanted = list(dict.fromkeys(w.strip() for w in (workloads or "").split(",") if w.strip()))  # (once each)
+        wanted = parse_unique(workloads, "workloads") if (workloads or "").strip(", ") else []  # (",," names none)
         entries = suite_entries(wanted, preset, "cuda") if not model else ()
         settings = suite_settings(entries, None)
         if model:

@@ -7,6 +7,7 @@ costs where a run measured it beside the plain step (``run --grad-accum 1,N``: :
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from ampbench.cells import CellId
@@ -193,10 +194,10 @@ def accumulation_cost(rows: list[dict[str, Any]]) -> list[str]:
         states = f" ({cell.optimizer_state} states)" if cell.optimizer_state else ""
         groups.setdefault(cell.but(precision="", optimizer_state=None), []).append(
             f"{r['precision']}{states} {r['samples_per_s'] / twin['samples_per_s']:.2f}x")
-    shown = [(cell.workload, cell.preset, cell.batch_size, cell.grad_accum) for cell in groups]
+    shown = Counter((cell.workload, cell.preset, cell.batch_size, cell.grad_accum) for cell in groups)
     lines = []
     for cell, parts in groups.items():
-        several = shown.count((cell.workload, cell.preset, cell.batch_size, cell.grad_accum)) > 1
+        several = shown[(cell.workload, cell.preset, cell.batch_size, cell.grad_accum)] > 1
         setting = cell.describe() if several else f"batch {cell.batch_size} x {cell.grad_accum} micro-batches a step"
         lines.append(f"{cell.workload} ({cell.preset}) {setting}: {', '.join(parts)} the plain step's samples/s "
                      "(each later micro-batch adds its gradients into the held ones; one optimizer step for all)")

@@ -192,10 +192,6 @@ def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
     return gain > 1.0, gain < 1.0, "no noise estimate"
 
 
-def _fmt_ratio(x: float) -> str:
-    return times(x)
-
-
 def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok: list[dict[str, Any]],
               fp32_oom: bool = False) -> str:
     """``ok``: every row that ran, the modes left out of the advice included (without fp32, the advised mode is the
@@ -212,14 +208,14 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok:
         rng = r.get("speedup_vs_fp32_range")
         faster, _, how = versus_fp32(r, sp)
         if faster and sp >= 1:
-            parts.append(f"{_fmt_ratio(sp)} faster than fp32" + (f" (repeats {rng[0]:.2f}-{rng[1]:.2f}x)" if rng else ""))
+            parts.append(f"{times(sp)} faster than fp32" + (f" (repeats {rng[0]:.2f}-{rng[1]:.2f}x)" if rng else ""))
             exp = r.get("expected_speedup_vs_fp32")
             if isinstance(exp, (int, float)):
-                parts.append(f"faster matmuls alone would give ~{_fmt_ratio(exp)} (ampbench hw's GEMM speedup over "
+                parts.append(f"faster matmuls alone would give ~{times(exp)} (ampbench hw's GEMM speedup over "
                              "this model's matmul share)")
         else:  # not measurably faster: say the ratio, and that it is inside the noise (or doubtful) when above 1
             doubt = r.get("speedup_vs_fp32_doubt")
-            parts.append(f"{_fmt_ratio(sp)} the speed of fp32" + (f" (not claimed: {doubt})" if doubt else
+            parts.append(f"{times(sp)} the speed of fp32" + (f" (not claimed: {doubt})" if doubt else
                                                                    f" (within noise: {how})" if sp >= 1 else ""))
     saving = r.get("memory_saving_vs_fp32")
     if isinstance(saving, (int, float)) and r["precision"] != "fp32" and abs(saving) >= 0.01:
@@ -256,8 +252,8 @@ def _why_nothing_helps(base: dict[str, Any], others: list[dict[str, Any]]) -> st
         if half and isinstance(g, (int, float)):
             best = max(half, key=lambda r: r["expected_speedup_vs_fp32"])
             return (f"{why} -- its matmuls are ~{min(g, 1.0):.0%} of fp32's step at ampbench hw's GEMM speed, so "
-                    f"{best['precision']} could gain ~{_fmt_ratio(best['expected_speedup_vs_fp32'])} at most "
-                    f"(measured {_fmt_ratio(_speed(best) / max(_speed(base), 1e-12))})")
+                    f"{best['precision']} could gain ~{times(best['expected_speedup_vs_fp32'])} at most "
+                    f"(measured {times(_speed(best) / max(_speed(base), 1e-12))})")
         return f"{why} -- ampbench hw measures its GEMM speeds, ampbench diagnose --checks profile where the time goes"
     if base.get("predicted_why"):  # a prediction of this cell on this GPU (ampbench predict): its breakdown says why
         return f"no mode is more than {MIN_GAIN - 1:.0%} faster than fp32; predicted for fp32: {base['predicted_why']}"
@@ -470,9 +466,9 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                 how = versus_fp32(top, gain(top))[2]
                 more = "more --repeats" if top.get("speedup_vs_fp32_range") else "--repeats 3"
                 if top.get("speedup_vs_fp32_doubt"):
-                    return Advice(workload, "fp32", f"{top['precision']} measured {_fmt_ratio(gain(top))} "
+                    return Advice(workload, "fp32", f"{top['precision']} measured {times(gain(top))} "
                                   f"faster, not claimed: {how}; rerun with {more} on an idle machine", checked, "noisy")
-                return Advice(workload, "fp32", f"{top['precision']} measured {_fmt_ratio(gain(top))} "
+                return Advice(workload, "fp32", f"{top['precision']} measured {times(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")
             if not others:  # (nothing else in the pool: "no half-precision mode ran faster" would be untrue)
@@ -482,7 +478,7 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                                   "the modes to run beside it (ampbench list: those this device runs)" + more, checked,
                                   "fp32 alone")
                 return Advice(workload, "fp32", "no other mode may be recommended: " + ", ".join(
-                    f"{r['precision']} ({_fmt_ratio(gain(r))} fp32's speed; {_left_out_why(r)})" for r in left) + more,
+                    f"{r['precision']} ({times(gain(r))} fp32's speed; {_left_out_why(r)})" for r in left) + more,
                     checked, "no mode helps")
             return Advice(workload, "fp32", _why_nothing_helps(base, others) + more, checked, "no mode helps")
     fp32_oom = any(r["precision"] == "fp32" and r.get("status") == "oom" for r in rows)
@@ -520,14 +516,14 @@ def _unchecked_notes(best: dict[str, Any], ok: list[dict[str, Any]], unchecked: 
     bf16 = [r for r in ok if r.get("math_mode") == "bf16"]
     if _is_fp8(best) and bf16:
         top = max(bf16, key=_speed)
-        notes.append(f"{_fmt_ratio(_speed(best) / _speed(top))} the speed of the best bf16 mode ({top['precision']})")
+        notes.append(f"{times(_speed(best) / _speed(top))} the speed of the best bf16 mode ({top['precision']})")
     better = [r for r in unchecked if _speed(r) > _speed(best) or (compared_memory(r) or float("inf")) <
               (compared_memory(best) or float("inf")) * (1 - MIN_MEMORY_SAVING)]
     if better:
         top = max(better, key=_speed)
         verdict = top.get("converge_verdict")
         why = f"its convergence was {verdict}" if verdict else "run --measure converge first"
-        what = (f"ran {_fmt_ratio(_speed(top) / _speed(best))} faster" if _speed(top) > _speed(best)
+        what = (f"ran {times(_speed(top) / _speed(best))} faster" if _speed(top) > _speed(best)
                 else "uses less memory")
         notes.append(f"{top['precision']} {what} but is not recommended: {why}")
     return "".join(f"; {n}" for n in notes)

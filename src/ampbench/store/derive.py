@@ -243,6 +243,11 @@ def converge_tone(verdict: str | None) -> str:
     return "good" if verdict in CONVERGED else "unsure" if verdict == INCONCLUSIVE else "bad"
 
 
+def _final_losses(conv: dict[str, Any] | None) -> list[float]:
+    """A convergence result's finite final losses, one per seed that ended finite."""
+    return [x for x in (conv or {}).get("final_losses") or [] if x is not None and math.isfinite(x)]
+
+
 def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[str | None, float | None]:
     """(verdict, tolerance): parity when the mean final loss is within fp32's seed spread, and nothing diverged;
     inconclusive when fp32's own loss did not fall by more than that tolerance (:func:`no_learning`)."""
@@ -252,7 +257,7 @@ def converge_verdict(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[
     if any(conv.get("diverged") or []):
         return "diverged", None
     bound = parity_bound(base)
-    mine = [x for x in conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
+    mine = _final_losses(conv)
     if bound is None or not mine:
         return "no-baseline", None
     mean_ref, tol = bound
@@ -268,7 +273,7 @@ def below_fp32(row: dict[str, Any], base: dict[str, Any] | None) -> tuple[float,
     tolerance -- not "within fp32's seed spread": it trained otherwise than fp32 (seen: a Keras CNN in pure-fp16,
     1.96 against fp32's 2.23 +- 0.045 after 30 steps, while pure-bf16 learned nothing); None otherwise."""
     bound = parity_bound(base)
-    mine = [x for x in (row.get("converge") or {}).get("final_losses") or [] if x is not None and math.isfinite(x)]
+    mine = _final_losses(row.get("converge"))
     if bound is None or not mine or row is base:
         return None
     mean = statistics.fmean(mine)
@@ -282,7 +287,7 @@ def parity_bound(base: dict[str, Any] | None) -> tuple[float, float] | None:
     base_conv = base.get("converge") if base else None
     if not base_conv or any(base_conv.get("diverged") or []):
         return None
-    ref = [x for x in base_conv.get("final_losses") or [] if x is not None and math.isfinite(x)]
+    ref = _final_losses(base_conv)
     if not ref:
         return None
     mean_ref = statistics.fmean(ref)
@@ -401,6 +406,7 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
     def mfu_vs_measured(row: dict[str, Any]) -> float | None:
         return _ratio(row.get("achieved_tflops"), best_gemm_tflops(hw, row.get("device_name"), row.get("math_mode")))
 
+    low_peaks: dict[Any, str | None] = {}
     out = []
     for r in rows:
         d = dict(r)
@@ -427,7 +433,9 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["memory_basis"] = memory_basis(r)
         d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
         d["mfu_vs_measured"] = mfu_vs_measured(r)
-        d["mfu_note"] = peak_understated(hw, r.get("device_name")) if r.get("mfu") is not None else None
+        if r.get("device_name") not in low_peaks:  # (once per device: every row of it reads the same probes)
+            low_peaks[r.get("device_name")] = peak_understated(hw, r.get("device_name"))
+        d["mfu_note"] = low_peaks[r.get("device_name")] if r.get("mfu") is not None else None
         if d["mfu_note"]:  # (the stored figure stands in the store; what is read from it is not overstated)
             d["mfu"] = None
         d["expected_speedup_vs_fp32"] = expected_speedup(

@@ -14,7 +14,6 @@ Failures become a status (oom on any backend's out-of-memory), never an exceptio
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 import warnings
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from ampbench.frameworks.keras.workloads import KerasWorkload, build_workload, o
 from ampbench.measure.host import rss
 from ampbench.measure.host_env import host_environment
 from ampbench.measure.peaks import math_mode_of
-from ampbench.measure.seeds import eval_batch
+from ampbench.measure.seeds import eval_batches
 from ampbench.measure.stats import latencies, time_host
 
 
@@ -128,7 +127,7 @@ class KerasCell(CellVerbs[KerasWorkload, Any]):
         trainer()  # (the first step traces and compiles the train function: counted apart)
         t2 = time.perf_counter()
         trainer()
-        evals = math.ceil(len(wl.x_test) / eval_batch(batch)) if wl.x_test is not None else 0
+        evals = eval_batches(len(wl.x_test) if wl.x_test is not None else None, batch)
         return EstimatedSteps(build_s, wl.epochs * wl.steps_per_epoch(batch), time.perf_counter() - t2, first_s=t2 - t1,
                               eval_batches=evals)
 

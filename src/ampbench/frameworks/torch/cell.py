@@ -9,7 +9,6 @@ state hold.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from typing import Any
@@ -33,7 +32,7 @@ from ampbench.measure.env import device_gpu_memory, device_name, environment, pr
 from ampbench.measure.flops import count_step, mfu
 from ampbench.measure.inference import inference_latency
 from ampbench.measure.peaks import math_mode_of
-from ampbench.measure.seeds import eval_batch
+from ampbench.measure.seeds import eval_batches
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
 from ampbench.precision import get, supported
@@ -216,7 +215,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
                           mp_options=spec.mp_options(), micro_batches=spec.grad_accum)
         time_once(step, device)  # (the first step: eager, a step like the others once warm)
-        evals = math.ceil(len(wl.test_data) / eval_batch(batch)) if wl.test_data is not None else 0
+        evals = eval_batches(len(wl.test_data) if wl.test_data is not None else None, batch)
         return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3, eval_batches=evals)
 
 

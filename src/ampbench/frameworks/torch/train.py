@@ -177,9 +177,7 @@ def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, mod
                          mp.optimizer_state)
         torch.set_rng_state(state["rng"])
         start_epoch, history = int(state["epoch"]), list(state.get("history", []))
-        if start_epoch >= epochs:
-            raise AmpbenchError(f"--resume: {config.checkpoint_dir} is already at epoch {start_epoch} of {epochs}: nothing "
-                                f"to train; give --epochs N with N > {start_epoch} to train further")
+        _check_unfinished(config.checkpoint_dir, start_epoch, epochs)
     else:
         assert ckpt_path is not None
         state = _read_checkpoint(ckpt_path)
@@ -194,10 +192,15 @@ def _resume(config: TrainConfig, ckpt_path: Path | None, workload: Workload, mod
                                 f"{str(e).strip().splitlines()[0][:160]}): was it written with another preset, "
                                 "--option or model?") from None
         start_epoch, history = int(state["epoch"]), list(state.get("history", []))
-        if start_epoch >= epochs:
-            raise AmpbenchError(f"--resume: {ckpt_path} is already at epoch {start_epoch} of {epochs}: nothing to "
-                                f"train; give --epochs N with N > {start_epoch} to train further")
+        _check_unfinished(ckpt_path, start_epoch, epochs)
     return start_epoch, history
+
+
+def _check_unfinished(path: Path, epoch: int, epochs: int) -> None:
+    """A checkpoint at the last epoch asked for has nothing left to train."""
+    if epoch >= epochs:
+        raise AmpbenchError(f"--resume: {path} is already at epoch {epoch} of {epochs}: nothing to train; give "
+                            f"--epochs N with N > {epoch} to train further")
 
 
 def _read_checkpoint(ckpt_path: Path, mmap: bool = False) -> Any:
@@ -249,18 +252,12 @@ def check_resume(config: TrainConfig, workload: Workload, precision: str, world_
     if config.strategy:
         path = config.checkpoint_dir
         state = {**dcheckpoint.about(path), "model": 1, "optimizer": 1, "mp": 1}
-        if state.get("strategy") != config.strategy or state.get("world_size") != world_size:
-            raise AmpbenchError(f"--resume: {path} was saved with strategy {state.get('strategy')!r} on "
-                                f"{state.get('world_size')} ranks; this run is {config.strategy!r} on {world_size}: "
-                                "resume with the same ones")
+        dcheckpoint.check_placement(state, f"--resume: {path}", config.strategy, world_size)
     else:
         path = config.checkpoint_dir / CHECKPOINT_NAME
         state = _read_checkpoint(path, mmap=True)
     _check_resumable(state, path, workload, precision, config.optimizer_state)
-    epochs = config.epochs or workload.epochs
-    if int(state["epoch"]) >= epochs:
-        raise AmpbenchError(f"--resume: {path} is already at epoch {state['epoch']} of {epochs}: nothing to train; "
-                            f"give --epochs N with N > {state['epoch']} to train further")
+    _check_unfinished(path, int(state["epoch"]), config.epochs or workload.epochs)
 
 
 def _save(config: TrainConfig, ckpt_path: Path | None, workload: Workload, model: nn.Module,
