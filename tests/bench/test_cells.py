@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,31 @@ def test_the_memory_peak_is_the_steady_state_step_s_not_the_first_step_s() -> No
     _, row = throughput_memory(wl, spec, 8, torch.device("cpu"), None)
     assert row["first_step_ms"] > 0 and wl.model.calls > 3
     assert row["cpu_rss_peak_bytes"] < 128 * 2**20, row["cpu_rss_peak_bytes"]  # (the 256 MiB are not in it)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_isolated_cell_s_max_batch_trials_are_forked_not_fresh_interpreters(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each trial of an isolated cell ran in a fresh interpreter that imported torch again: 16 trials of a small MLP's
+    CPU search took 64 s, ~4 s each, nearly all imports. Each is a process of its own still (an OOM is the trial's
+    alone), forked from a fork server as the cell itself is; the rows are those of in-process trials (the oracle)."""
+    from ampbench.bench.runner import execute, inprocess_trial
+    from tests.bench.planted import BUILT_IN
+
+    log = tmp_path / "built.txt"
+    monkeypatch.setenv(BUILT_IN, str(log))
+    spec = _spec(model=f"{PLANTED}:recorded", measures=("maxbatch",), memory_budget=4 * 2**30, maxbatch_limit=16)
+    row = execute(spec, isolate=True, timeout=300)
+    assert row["status"] == "ok", row["reason"]
+    assert [t[0] for t in row["max_batch_trials"]] == [4, 8, 16] and row["max_batch"] == 16
+    assert row["max_batch_samples_per_s"] > 0
+    built = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    cell, *others = built  # (the cell's own build first, then each trial's and the throughput's at the max batch)
+    assert len(others) == 4
+    for pid, parent, cmdline in others:
+        assert "ampbench.launch.zygote" in cmdline and "ampbench.launch.child" not in cmdline, cmdline
+        assert pid != cell[0] and parent != cell[0]  # (a process of its own, forked by a server, not by the cell)
+    assert len({pid for pid, _, _ in others}) == 4
+    plain = run_cell(spec, maxbatch_trial=inprocess_trial,
+                     throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
+    assert plain["max_batch_trials"] and [t[:2] for t in plain["max_batch_trials"]] == [t[:2] for t in row["max_batch_trials"]]
