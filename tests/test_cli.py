@@ -104,6 +104,23 @@ def test_bad_input_is_one_line_exit_2(args, expect):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args,expect", [
+    # (click suggested "--tensorboard" for train's --workload: its workload is an argument, without a flag)
+    (["train", "--workload", "mnist-cnn"], "No such option '--workload': workload is train's argument, given without "
+                                           "a flag: ampbench train WORKLOAD [OPTIONS] (see: ampbench train --help)"),
+    (["diagnose", "--workloads", "x"], "No such option '--workloads': workload is diagnose's argument"),
+    (["list", "--what", "modes"], "No such option '--what': what is list's argument"),
+    # (run's suggestion was "one of: '--tensorboard', '--workloads'": the plural is the one)
+    (["run", "--workload", "mnist-cnn"], "No such option '--workload'. Did you mean '--workloads'? (see: ampbench run"),
+    (["run", "--precison", "fp32"], "(Did you mean one of: '--precision', '--precisions', '--preset'?)"),
+])
+def test_an_unknown_option_names_the_argument_or_the_option_meant(capsys, args, expect):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and expect in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
+
+
 def test_main_exits_2_in_process(capsys):
     with pytest.raises(SystemExit) as e:
         main(["list", "gpu"])

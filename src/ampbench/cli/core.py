@@ -129,6 +129,25 @@ FLAGS = {"optimizer_state": "--optimizer-state", "fp8_filter": "--fp8-filter", "
 """The Python API's parameter names as the command line spells them (:class:`~ampbench.errors.ParameterError`)."""
 
 
+def _no_such_option(e: click.exceptions.NoSuchOption) -> str:
+    """Click's message, where it misleads, said better: an option spelling a positional argument (``train
+    --workload mnist-cnn``: "Did you mean '--tensorboard'?") names the argument; a near miss that is the option's
+    singular or plural (``run --workload``) is the one suggestion, not one of difflib's ("'--tensorboard',
+    '--workloads'")."""
+    wanted = e.option_name.lstrip("-").replace("-", "_")
+    command = e.ctx.command if e.ctx else None
+    for param in command.params if command else ():
+        if isinstance(param, click.Argument) and param.name in (wanted, wanted.rstrip("s")):
+            arg = param.name.upper()
+            assert e.ctx is not None
+            return (f"No such option '{e.option_name}': {param.name} is {e.ctx.info_name}'s argument, given without a "
+                    f"flag: {e.ctx.command_path} {arg} [OPTIONS]")
+    near = [p for p in e.possibilities or () if p.lstrip("-").replace("-", "_") in (wanted + "s", wanted.rstrip("s"))]
+    if near:
+        return f"No such option '{e.option_name}'. Did you mean {near[0]!r}?"
+    return e.format_message()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: AmpbenchError -> one line on stderr, exit code 2."""
     global _invocation
@@ -155,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":  # help was printed
             sys.exit(0)
         if isinstance(e, click.exceptions.UsageError):
-            msg = e.format_message()
+            msg = _no_such_option(e) if isinstance(e, click.exceptions.NoSuchOption) else e.format_message()
             cmd = e.ctx.command_path if e.ctx else "ampbench"
             hint = f" (see: {cmd} --help)"
             err_console.print(f"[red]error:[/] {escape(msg + hint)}", highlight=False, soft_wrap=True)
