@@ -143,7 +143,8 @@ def test_csv_table(tmp_path):
     bad.write_text("a,target\n1,2\n3\n")
     with pytest.raises(DataError, match="line 3 has 1 fields"):
         read_csv_table(bad)
-    with pytest.raises(DataError, match="no target column 'y'"):
+    with pytest.raises(DataError, match=r"no target column 'y' \(columns: store, day, temp, target\); name the column "
+                                        "to predict with -o target=NAME, e.g. -o target=target"):
         read_csv_table(p, target="y")
 
 

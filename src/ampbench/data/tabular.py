@@ -60,7 +60,8 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
     rows = read_csv_rows(path)
     header, body = rows[0], rows[1:]
     if target not in header:
-        raise DataError(f"{path}: no target column {target!r} (columns: {', '.join(header)})")
+        raise DataError(f"{path}: no target column {target!r} (columns: {', '.join(header)}); name the column to "
+                        f"predict with -o target=NAME, e.g. -o target={header[-1]}")
     for i, r in enumerate(body, start=2):
         if len(r) != len(header):
             raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
