@@ -69,7 +69,10 @@ def test_text_csv_bpe_tokenizer_is_deterministic(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("content,expect", [
-    ("text,stars\nhello,1\n", "needs a 'text' column and a label column"),
+    ("text,stars\nhello,1\n", r"needs a label column \(label, sentiment, target, class\); the header has text, stars: "
+                               "name yours with -o label=NAME"),
+    ("review,stars\nhello,1\n", r"needs a text column 'text' and a label column \(label, sentiment, target, class\); "
+                                 "the header has review, stars: name yours with -o text=NAME -o label=NAME"),
     ("text,label\nhello,1\nbye\n", "line 3 has 1 fields, the header has 2"),
     ("text,label\nhello,\n", "line 2 has no label"),
     ("text,label\n", "needs a header row and at least one data row"),
@@ -101,6 +104,35 @@ def test_bert_and_user_token_models_train_on_a_text_csv(tmp_path: Path) -> None:
     assert "2 labels" in user.description and "word tokenizer" in user.description
     r = train(user, TrainConfig(precision="amp-bf16", epochs=4))
     assert r.test_metric is not None and r.test_metric >= 0.8  # the label words are in the text
+
+
+def test_a_text_csv_s_columns_named_with_options(tmp_path: Path) -> None:
+    """A reviews CSV (review, stars) was refused with no way round but renaming its columns: -o text=NAME and
+    -o label=NAME name them, for bert and for a user's token model; the tokens are those of the same table with
+    the default names (the oracle)."""
+    named = tmp_path / "named"
+    named.mkdir()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    write_tweets(plain / "tweets.csv", 60)
+    with open(plain / "tweets.csv") as f:
+        rows = list(csv.reader(f))
+    with open(named / "reviews.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["id", "Review", "stars"], *rows[1:]])
+    want = load_text_classification(plain, seq_len=12, vocab_size=50)
+    got = load_text_classification(named, seq_len=12, vocab_size=50, text="review", label="Stars")
+    assert torch.equal(got.train_ids, want.train_ids) and torch.equal(got.test_labels, want.test_labels)
+    assert got.labels == want.labels
+    bert = create_workload("bert", "tiny", named, seq_len=12, text="Review", label="stars")
+    assert torch.equal(bert.train_data.inputs[0], create_workload("bert", "tiny", plain, seq_len=12).train_data.inputs[0])
+    user = create_user_workload(f"{M}:token_transformer", input_shape="12", vocab_size=300, data_dir=named,
+                                preset="tiny", options={"text": "Review", "label": "stars"})
+    assert "2 labels" in user.description
+    with pytest.raises(DataError, match=r"needs a label column 'grade'; the header has id, Review, stars: name yours "
+                                        "with -o label=NAME"):
+        create_workload("bert", "tiny", named, seq_len=12, text="Review", label="grade")
+    with pytest.raises(AmpbenchError, match="bert text=...: it applies to a text CSV; give --data-dir too"):
+        create_workload("bert", "tiny", None, text="Review")
 
 
 def test_user_lm_trains_on_a_text_corpus(tmp_path: Path) -> None:

@@ -18,6 +18,21 @@ def test_all_workloads_registered():
     assert list_workloads() == EXPECTED
 
 
+def test_the_list_does_not_depend_on_which_family_a_process_imported_first():
+    """A process that imported ``imagenet`` first (a test did) listed resnet50 and vit ahead of mnist-cnn, in the
+    list and in an unknown name's "Valid: ..." (golden tests failed by test order)."""
+    import subprocess
+    import sys
+
+    code = ("import ampbench.workloads.gpt, ampbench.workloads.imagenet\n"
+            "from ampbench.workloads import list_workloads, get_spec\n"
+            "print(','.join(list_workloads()))\n"
+            "try:\n    get_spec('nosuch')\nexcept Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].split(",") == EXPECTED
+    assert f"Valid: {', '.join(EXPECTED)}, timm:<model>" in out[1]
+
+
 def _first_tensor(out):
     return out[0] if isinstance(out, tuple) else out
 

@@ -2,8 +2,9 @@
 mixed-precision benchmarks used), tokenized by a tokenizer built from the training text.
 
 ``data_dir`` holds ``train.csv`` and optionally ``test.csv``; else one ``*.csv`` whose last
-``val_fraction`` (default 10%) of rows is held out. The label column may be called label, sentiment,
-target or class; labels are sorted (numerically when they are all integers) and numbered from 0.
+``val_fraction`` (default 10%) of rows is held out. The text column is ``text`` and the label column label, sentiment,
+target or class, unless named (the options ``text=NAME``, ``label=NAME``); labels are sorted (numerically when they
+are all integers) and numbered from 0.
 Tokenizers (seeded by nothing: built deterministically from the training text, no download):
 
 - ``word``: lower-cased words and punctuation, the ``vocab_size - 3`` most frequent (ties by spelling);
@@ -52,15 +53,21 @@ class TextClassification:
                 f"{self.tokenizer} tokenizer ({self.vocab_used:,} ids), seq {self.train_ids.shape[1]}")
 
 
-def read_text_csv(path: Path) -> tuple[list[str], list[str]]:
-    """(texts, labels) of a CSV with a header naming a text and a label column."""
+def read_text_csv(path: Path, text: str | None = None, label: str | None = None) -> tuple[list[str], list[str]]:
+    """(texts, labels) of a CSV with a header naming a text and a label column: ``text`` / ``label`` where given
+    (compared case-insensitively), else ``text`` and the first of :data:`LABEL_COLUMNS` there."""
     rows = read_csv_rows(path)
     header = [h.strip().lower() for h in rows[0]]
-    label_col = next((c for c in LABEL_COLUMNS if c in header), None)
-    if "text" not in header or label_col is None:
-        raise DataError(f"{path}: needs a 'text' column and a label column ({', '.join(LABEL_COLUMNS)}); "
-                        f"the header has {', '.join(rows[0]) or 'nothing'}")
-    ti, li = header.index("text"), header.index(label_col)
+    text_col = (text or "text").strip().lower()
+    label_col = label.strip().lower() if label else next((c for c in LABEL_COLUMNS if c in header), None)
+    missing = [what for what, col in (("text", text_col), ("label", label_col)) if col not in header]
+    if missing:
+        wanted = {"text": f"a text column {text_col!r}", "label": f"a label column {label_col!r}" if label_col
+                  else f"a label column ({', '.join(LABEL_COLUMNS)})"}
+        raise DataError(f"{path}: needs {' and '.join(wanted[m] for m in missing)}; the header has "
+                        f"{', '.join(rows[0]) or 'nothing'}: name yours with "
+                        + " ".join(f"-o {m}=NAME" for m in missing))
+    ti, li = header.index(text_col), header.index(str(label_col))
     texts, labels = [], []
     for i, r in enumerate(rows[1:], start=2):
         if not r:
@@ -122,7 +129,8 @@ def encode(texts: list[str], tokenize: Callable[[str], list[int]], seq_len: int)
 
 
 def load_text_classification(data_dir: str | Path, seq_len: int, vocab_size: int, tokenizer: str = "word",
-                             val_fraction: float | None = None) -> TextClassification:
+                             val_fraction: float | None = None, text: str | None = None,
+                             label: str | None = None) -> TextClassification:
     data_dir = Path(data_dir)
     if tokenizer not in TOKENIZERS:
         raise DataError(f"tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZERS)}")
@@ -132,9 +140,9 @@ def load_text_classification(data_dir: str | Path, seq_len: int, vocab_size: int
         raise DataError(f"vocabulary {vocab_size}: need at least {len(SPECIALS) + 1} ids ([PAD], [UNK], [CLS], a token)")
     train_path, test_path = data_dir / "train.csv", data_dir / "test.csv"
     if train_path.is_file():
-        train_t, train_l = read_text_csv(train_path)
+        train_t, train_l = read_text_csv(train_path, text, label)
         if test_path.is_file():
-            test_t, test_l = read_text_csv(test_path)
+            test_t, test_l = read_text_csv(test_path, text, label)
         else:
             cut = len(train_t) - held_out(len(train_t), val_fraction or 0.1, train_path)
             train_t, test_t, train_l, test_l = train_t[:cut], train_t[cut:], train_l[:cut], train_l[cut:]
@@ -144,7 +152,7 @@ def load_text_classification(data_dir: str | Path, seq_len: int, vocab_size: int
         if len(csvs) != 1:
             raise DataError(f"{data_dir}: expected train.csv [test.csv] or a single .csv file, found "
                             f"{', '.join(p.name for p in csvs) or 'none'}")
-        texts, labels = read_text_csv(csvs[0])
+        texts, labels = read_text_csv(csvs[0], text, label)
         cut = len(texts) - held_out(len(texts), val_fraction or 0.1, csvs[0])
         train_t, test_t, train_l, test_l = texts[:cut], texts[cut:], labels[:cut], labels[cut:]
         source = str(csvs[0])

@@ -19,7 +19,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
-from ampbench.workloads.user import build_module_workload
+from ampbench.workloads.user import USER_OPTIONS, build_module_workload
 
 
 def _import(module: str, extra: str):
@@ -61,7 +61,7 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
         raise AmpbenchError(f"{name!r}: give a model after the colon, e.g. timm:resnet50 or hf:bert")
     data = data or DataSpec()
     options = {k: _value(v) for k, v in options.items()}
-    tokenizer = options.pop("tokenizer", None)
+    csv_options = {k: options.pop(k) for k in USER_OPTIONS if k in options}  # (a text CSV's, not the model's)
     if kind == "timm":
         model, data = _timm_model(target, preset, data, options)
         optimizer = adam(1e-3)
@@ -71,7 +71,7 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
     else:
         raise AmpbenchError(f"unknown adapter {kind!r} in {name!r}: use timm:<model> or hf:<config>")
     wl = build_module_workload(model, name, data, data_dir=data_dir, preset=preset, seed=seed, batch_size=batch_size,
-                               val_fraction=val_fraction, options={"tokenizer": tokenizer} if tokenizer else {},
+                               val_fraction=val_fraction, options=csv_options,
                                make_optimizer=optimizer)
     wl.description = f"{kind} {target}: " + wl.description.removeprefix("user model: ")
     return wl

@@ -110,13 +110,17 @@ def bert_model(preset: str, size: str | None = None, task: str = "cls", seq_len:
     description="BERT encoder fine-tuning: classification (task=cls) or SQuAD-style spans (task=span)",
     paper="BERT-base (12x768, ~110M) seq 128; options size=large (24x1024, ~340M), task=span, seq_len=384/512; "
           "vocab 30522, AdamW 2e-5",
-    data="text,label CSV: train.csv [test.csv] or one .csv (task=cls; tokenizer=word|byte|bpe)",
-    model=lambda preset, size=None, task="cls", seq_len=None, tokenizer=None: bert_model(preset, size, task),
+    data="text,label CSV: train.csv [test.csv] or one .csv (task=cls; tokenizer=word|byte|bpe; text=NAME, "
+         "label=NAME: its columns)",
+    model=lambda preset, size=None, task="cls", seq_len=None, tokenizer=None, text=None, label=None: bert_model(
+        preset, size, task),
 )
 def build_bert(preset: str, data_dir: Path | None, seed: int, size: str | None = None, task: str = "cls",
-               seq_len: int | None = None, tokenizer: str | None = None, val_fraction: float | None = None) -> Workload:
-    if tokenizer is not None and data_dir is None:
-        raise AmpbenchError("bert tokenizer=...: the tokenizer reads a text CSV; give --data-dir too")
+               seq_len: int | None = None, tokenizer: str | None = None, val_fraction: float | None = None,
+               text: str | None = None, label: str | None = None) -> Workload:
+    for name, given in (("tokenizer", tokenizer), ("text", text), ("label", label)):
+        if given is not None and data_dir is None:
+            raise AmpbenchError(f"bert {name}=...: it applies to a text CSV; give --data-dir too")
     seq = int(seq_len or {"tiny": 16, "small": 64, "paper": 128 if task == "cls" else 384}[preset])
     if not 8 <= seq <= 512:
         raise AmpbenchError(f"bert seq_len {seq} must be between 8 and 512")
@@ -124,12 +128,12 @@ def build_bert(preset: str, data_dir: Path | None, seed: int, size: str | None =
         if task != "cls":
             raise DataError("bert --data-dir reads text classification (a text,label CSV): use task=cls")
         # the vocabulary is the model's: read the text before building the model, which needs its labels
-        text = load_text_classification(data_dir, seq_len=seq, vocab_size=bert_vocab(preset, bert_size(preset, size)),
-                                        tokenizer=tokenizer or "word", val_fraction=val_fraction)
-        model = bert_model(preset, size, task, num_labels=len(text.labels))
-        train = TensorData((text.train_ids, (text.train_ids != PAD).long()), text.train_labels)
-        test = TensorData((text.test_ids, (text.test_ids != PAD).long()), text.test_labels)
-        loss_fn, metric, about = F.cross_entropy, ACCURACY, f"on {text.describe()}"
+        read = load_text_classification(data_dir, seq_len=seq, vocab_size=bert_vocab(preset, bert_size(preset, size)),
+                                        tokenizer=tokenizer or "word", val_fraction=val_fraction, text=text, label=label)
+        model = bert_model(preset, size, task, num_labels=len(read.labels))
+        train = TensorData((read.train_ids, (read.train_ids != PAD).long()), read.train_labels)
+        test = TensorData((read.test_ids, (read.test_ids != PAD).long()), read.test_labels)
+        loss_fn, metric, about = F.cross_entropy, ACCURACY, f"on {read.describe()}"
     else:
         model = bert_model(preset, size, task)
         vocab = model.word.num_embeddings

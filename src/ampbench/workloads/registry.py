@@ -57,14 +57,25 @@ def register_workload(name: str, *, description: str, paper: str, data: str,
     return deco
 
 
+FAMILIES = ("vision", "imagenet", "nlp", "gpt", "tabular")
+"""The workload modules, in the order their workloads are listed (and :mod:`~ampbench.workloads.factory` imports
+them). Registration order alone made the list (and the "Valid: ..." of an unknown name) depend on which module a
+process imported first: a test importing ``imagenet`` put resnet50 ahead of mnist-cnn."""
+
+
 def list_workloads() -> list[str]:
-    return list(_WORKLOADS)
+    """Every registered workload: by family (:data:`FAMILIES`), then as each family registers them."""
+    def family(name: str) -> int:
+        module = _WORKLOADS[name].build.__module__.rpartition(".")[2]
+        return FAMILIES.index(module) if module in FAMILIES else len(FAMILIES)
+
+    return sorted(_WORKLOADS, key=family)
 
 
 def get_spec(name: str) -> WorkloadSpec:
     if name not in _WORKLOADS:
         raise AmpbenchError(
-            f"unknown workload {name!r}.{suggest(name, _WORKLOADS)} Valid: {', '.join(_WORKLOADS)}, "
+            f"unknown workload {name!r}.{suggest(name, _WORKLOADS)} Valid: {', '.join(list_workloads())}, "
             "timm:<model>, hf:<config>, or --model file.py:factory"
         )
     return _WORKLOADS[name]

@@ -96,10 +96,16 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
                                  options=options)
 
 
-NO_CSV_FOR_TOKENIZER = "--option tokenizer=...: the tokenizer reads a text,label CSV in --data-dir; there is none"
+USER_OPTIONS = ("tokenizer", "text", "label")
+"""--option keys a user model takes, all of a text CSV in --data-dir: tokenizer=word|byte|bpe, and the names of its text
+and label columns."""
 
-USER_OPTIONS = ("tokenizer",)
-"""--option keys a user model takes: tokenizer=word|byte|bpe for a text CSV in --data-dir."""
+
+def _no_csv_for(options: dict[str, Any]) -> None:
+    """A text CSV's options where no text CSV is read: refused, naming the first."""
+    given = next((k for k in USER_OPTIONS if options.get(k) is not None), None)
+    if given is not None:
+        raise AmpbenchError(f"--option {given}=...: it applies to a text,label CSV in --data-dir; there is none")
 
 
 def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_dir: str | Path | None = None,
@@ -112,8 +118,8 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
     where = spec if spec.startswith(("hf:", "timm:")) else f"--model {spec!r}"
     input_names: tuple[str, ...] | None = None
     prepare = None
-    if (options or {}).get("tokenizer") is not None and data_dir is None:
-        raise AmpbenchError(NO_CSV_FOR_TOKENIZER)
+    if data_dir is None:
+        _no_csv_for(options or {})
     if batches is not None:
         data = data.resolve(where, need_shape=False) if data.given() else DataSpec()  # (task None: from the targets)
         train, test, input_names, made_by = _from_batches(batches, preset, seed, batch)
@@ -160,13 +166,11 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
                ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
     """--data-dir for a user module: a text corpus (--task lm), a text,label CSV (token models) or images."""
     if data.task == "lm" or (data_dir / "train.txt").is_file():
-        if options.get("tokenizer") is not None:
-            raise AmpbenchError(NO_CSV_FOR_TOKENIZER)
+        _no_csv_for(options)
         return _real_corpus(data_dir, data, where, val_fraction)
     if any(data_dir.glob("*.csv")):
         return _real_text_csv(data_dir, data, where, val_fraction, options)
-    if options.get("tokenizer") is not None:
-        raise AmpbenchError(NO_CSV_FOR_TOKENIZER)
+    _no_csv_for(options)
     train, test = _load_images(data_dir, val_fraction)
     real_shape = tuple(train.inputs[0].shape[1:])
     if data.input_shape is not None and data.input_shape != real_shape:
@@ -206,7 +210,8 @@ def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: flo
     if data.input_shape is None or len(data.input_shape) != 1:
         raise AmpbenchError("text classification: give --input-shape SEQ (one sequence length, e.g. 128)")
     text = load_text_classification(data_dir, seq_len=data.input_shape[0], vocab_size=data.vocab_size,
-                                    tokenizer=str(options.get("tokenizer", "word")), val_fraction=val_fraction)
+                                    tokenizer=str(options.get("tokenizer", "word")), val_fraction=val_fraction,
+                                    text=options.get("text"), label=options.get("label"))
     classes = len(text.labels)
     if data.num_classes is not None and data.num_classes < classes:
         raise AmpbenchError(f"--num-classes {data.num_classes}: {data_dir} has {classes} labels "
