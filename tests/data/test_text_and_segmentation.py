@@ -176,6 +176,22 @@ def test_segmentation_folder_png_and_npy(tmp_path: Path) -> None:
     assert r.test_metric is not None
 
 
+def test_segmentation_npy_images_saved_channels_first_read_as_channels_last(tmp_path: Path) -> None:
+    """A PyTorch pipeline's (C, H, W) arrays were refused ("an image must be (H, W) or (H, W, C)"): read as the same
+    images saved (H, W, C) (the oracle); a shape that is neither still says what is valid."""
+    hwc = _seg_pairs(tmp_path / "hwc", n=4)
+    chw = _seg_pairs(tmp_path / "chw", n=4)
+    for f in (chw / "images").glob("*.npy"):
+        np.save(f, np.load(f).transpose(2, 0, 1))
+        assert np.load(f).shape == (3, 32, 48)
+    a, b = load_segmentation_dir(hwc), load_segmentation_dir(chw)
+    assert torch.equal(a.images, b.images) and torch.equal(a.masks, b.masks)
+    np.save(chw / "images" / "p0.npy", np.zeros((2, 32, 48), np.uint8))
+    with pytest.raises(DataError, match=r"p0.npy: an image must be \(H, W\), \(H, W, C\) or \(C, H, W\) with C in 1, 3, "
+                                        r"4; got shape \(2, 32, 48\)"):
+        load_segmentation_dir(chw)
+
+
 def test_segmentation_problems_name_the_file(tmp_path: Path) -> None:
     root = _seg_pairs(tmp_path / "a", n=4)
     (root / "masks" / "p1.png").unlink()

@@ -1,7 +1,8 @@
 """Segmentation pairs from a folder: ``images/`` and ``masks/``, matched by file name (without extension).
 
-Formats: ``.npy`` always (images (H, W) or (H, W, C) uint8, or float in [0, 1]; masks (H, W) integer
-class ids), ``.png`` when Pillow is installed (images grey or RGB, masks grey or palette = class ids).
+Formats: ``.npy`` always (images (H, W), (H, W, C) or (C, H, W) -- channels first where the last side is not 1, 3
+or 4 --, uint8 or float in [0, 1]; masks (H, W) integer class ids), ``.png`` when Pillow is installed (images grey
+or RGB, masks grey or palette = class ids).
 A mask file that only holds 0 and 255 (a binary mask saved as an image) is read as classes 0 and 1. Every
 image must have the size and channels of the first, every mask its image's size; a corrupt or
 truncated file is a one-line :class:`DataError` naming it.
@@ -19,6 +20,8 @@ import torch
 from ampbench.data.errors import DataError
 
 EXTENSIONS = (".png", ".npy")
+CHANNELS = (1, 3, 4)
+"""An image's channel counts: grey, RGB, RGBA."""
 
 
 @dataclass
@@ -73,8 +76,11 @@ def _image(path: Path) -> np.ndarray:
     a = _read(path, mask=False)
     if a.ndim == 2:
         a = a[:, :, None]
-    if a.ndim != 3 or a.shape[2] not in (1, 3, 4):
-        raise DataError(f"{path}: an image must be (H, W) or (H, W, C) with C in 1, 3, 4; got shape {a.shape}")
+    if a.ndim == 3 and a.shape[0] in CHANNELS and a.shape[2] not in CHANNELS:
+        a = a.transpose(1, 2, 0)  # (C, H, W), as a PyTorch pipeline saves its arrays
+    if a.ndim != 3 or a.shape[2] not in CHANNELS:
+        raise DataError(f"{path}: an image must be (H, W), (H, W, C) or (C, H, W) with C in 1, 3, 4; got shape "
+                        f"{a.shape}")
     if a.dtype == np.uint8:
         return a
     if np.issubdtype(a.dtype, np.floating):
