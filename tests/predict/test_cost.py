@@ -262,7 +262,13 @@ def test_gpu_names_and_spec_files(tmp_path: Path) -> None:
     assert refusal(g, "tf32") == "my-gpu's spec has no tf32 peak (add tflops.tf32 to --gpu-spec)"
     for bad, said in [({"name": "x"}, "missing tflops"), ({**json.loads(f.read_text()), "tflops": {"fp16": 1}},
                                                           "tflops must map fp32"),
-                      ({**json.loads(f.read_text()), "capability": "eight"}, "capability is MAJOR.MINOR")]:
+                      ({**json.loads(f.read_text()), "capability": "eight"}, "capability is MAJOR.MINOR"),
+                      # (a misspelt key was ignored: "memory_gb" read as a missing memory_gib, "tdp" as no board power)
+                      ({**json.loads(f.read_text()), "tdp": 300, "boost": 1800},
+                       r"unknown keys 'tdp' \(did you mean 'tdp_w'\?\), 'boost' \(did you mean 'boost_mhz'\?\) "
+                       r"\(keys: name, tflops, memory_gib, bandwidth_gbs, sms, capability; optional: tdp_w, base_mhz, "
+                       r"boost_mhz, memory, source\)"),
+                      ({"name": "x", "memory_gb": 24}, r"unknown key 'memory_gb' \(did you mean 'memory_gib'\?\)")]:
         f.write_text(json.dumps(bad))
         with pytest.raises(AmpbenchError, match=said):
             find_gpu(None, f)

@@ -110,6 +110,7 @@ def either_of(names: list[str]) -> str:
 
 
 SPEC_KEYS = ("name", "tflops", "memory_gib", "bandwidth_gbs", "sms", "capability")
+OPTIONAL_SPEC_KEYS = ("tdp_w", "base_mhz", "boost_mhz", "memory", "source")
 
 
 def load_spec(path: Path) -> Gpu:
@@ -121,6 +122,12 @@ def load_spec(path: Path) -> Gpu:
         raise AmpbenchError(f"--gpu-spec {path}: cannot read it as JSON ({e})") from None
     if not isinstance(data, dict):
         raise AmpbenchError(f"--gpu-spec {path}: a JSON object is needed with keys {', '.join(SPEC_KEYS)}")
+    unknown = [k for k in data if k not in SPEC_KEYS + OPTIONAL_SPEC_KEYS]
+    if unknown:  # (ignored, a "memory_gb" read as a missing memory_gib, a "tdp" as no board power at all)
+        said = ", ".join(f"{k!r}" + "".join(f" (did you mean {c!r}?)" for c in difflib.get_close_matches(
+            k, SPEC_KEYS + OPTIONAL_SPEC_KEYS, n=1, cutoff=0.6)) for k in unknown)
+        raise AmpbenchError(f"--gpu-spec {path}: unknown key{'s' if len(unknown) > 1 else ''} {said} (keys: "
+                            f"{', '.join(SPEC_KEYS)}; optional: {', '.join(OPTIONAL_SPEC_KEYS)})")
     missing = [k for k in SPEC_KEYS if k not in data]
     if missing:
         raise AmpbenchError(f"--gpu-spec {path}: missing {', '.join(missing)} (keys: {', '.join(SPEC_KEYS)})")
