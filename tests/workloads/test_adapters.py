@@ -97,7 +97,7 @@ def test_the_hf_adapter_builds_inside_torchao_quiet(monkeypatch: pytest.MonkeyPa
     """transformers imports torchao (its quantizers) when a model class is built: the build runs quietly."""
     seen = []
     monkeypatch.setattr(adapters, "_hf_built", lambda *a: seen.append(logging.getLogger("torchao").level))
-    adapters._hf_model("bert", "tiny", DataSpec.of(), {})
+    adapters._hf_model("bert", "tiny", DataSpec.of(), {}, lambda: None)
     assert seen == [logging.ERROR]
 
 
@@ -145,3 +145,51 @@ def test_a_hub_name_is_answered_with_the_model_type_it_begins_with() -> None:
     with pytest.raises(AmpbenchError, match=r"no model type or local config 'bert-base-uncased' .*; hf:bert builds "
                                             r"bert's default config, and -o FIELD=VALUE sizes it$"):
         create_workload("hf:bert-base-uncased", "tiny")
+
+
+VIT = dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64, patch_size=4)
+
+
+@needs_hf
+def test_an_hf_image_model_is_built_as_an_image_classifier_of_the_data() -> None:
+    """hf: built every config as a token model: hf:vit failed in every cell ("'ViTConfig' object has no attribute
+    'vocab_size'"), and DeiT (several heads for one config) in transformers' own lookup. Oracle: the logits are
+    transformers' ViTForImageClassification's own on the same pixels."""
+    import transformers
+
+    wl = create_workload("hf:vit", "tiny", data=DataSpec.of(num_classes=5, input_shape="3,16,16"), **VIT)
+    (pixels,), _ = wl.example_batch(2)
+    assert pixels.shape == (2, 3, 16, 16) and pixels.is_floating_point()
+    inner = wl.model.inner
+    assert isinstance(inner, transformers.ViTForImageClassification) and inner.config.image_size == 16
+    wl.model.eval()
+    out = wl.call_model(wl.model, (pixels,), prepared=True)
+    assert out.shape == (2, 5) and torch.equal(out, inner(pixel_values=pixels).logits)
+    deit = create_workload("hf:deit", "tiny", data=DataSpec.of(input_shape="3,8,8"), **VIT)
+    assert type(deit.model.inner).__name__ == "DeiTForImageClassification" and deit.model.inner.config.num_labels == 10
+    from ampbench.predict.trace import trace_step
+
+    trace = trace_step(build_meta(lambda: create_workload("hf:vit", "tiny", data=DataSpec.of(num_classes=5), **VIT)),
+                       "amp-bf16", 4)
+    assert sum(o.flops for o in trace.ops) > 0
+
+
+@needs_hf
+def test_an_hf_image_model_takes_its_data_dir_s_image_shape_and_says_what_tiles_it(tmp_path) -> None:
+    """On MNIST (1x28x28) hf:vit was built for the preset's 3,32,32 and refused the data with "--input-shape 3,32,32
+    does not match", a shape nobody gave; a patch that does not tile the side names the option that does."""
+    from ampbench.errors import AmpbenchError
+    from tests.data.test_readers import _mnist_dir
+
+    _mnist_dir(tmp_path, n=40)  # (MNIST's own IDX files: 1x28x28 digits)
+    wl = create_workload("hf:vit", "tiny", data_dir=tmp_path, **VIT)  # (patch 4 tiles 28)
+    assert wl.model.inner.config.image_size == 28 and wl.model.inner.config.num_channels == 1
+    assert wl.model.inner.config.num_labels == 10 and tuple(wl.train_data.inputs[0].shape[1:]) == (1, 28, 28)
+    with pytest.raises(AmpbenchError, match=r"^the --data-dir images \(1,28,28\): hf:vit's 16-pixel patches do not "
+                                            r"tile a 28-pixel side; give -o patch_size=N, a divisor of 28 \(e\.g\. 14\)$"):
+        create_workload("hf:vit", "tiny", data_dir=tmp_path, **{**VIT, "patch_size": 16})
+    with pytest.raises(AmpbenchError, match=r"^--input-shape 3,30,30: .* give -o patch_size=N, a divisor of 30 "
+                                            r"\(e\.g\. 15\) or --input-shape 3,16,16$"):
+        create_workload("hf:vit", "tiny", data=DataSpec.of(input_shape="3,30,30"), **{**VIT, "patch_size": 16})
+    with pytest.raises(AmpbenchError, match=r"hf:vit is an image model \(ViTConfig\): drop --vocab-size/--task lm"):
+        create_workload("hf:vit", "tiny", data=DataSpec.of(vocab_size=100, input_shape="16"), **VIT)

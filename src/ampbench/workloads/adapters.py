@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
-from ampbench.workloads.user import USER_OPTIONS, build_module_workload
+from ampbench.workloads.user import USER_OPTIONS, build_module_workload, image_shape
 
 
 def _import(module: str, extra: str):
@@ -62,11 +62,17 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
     data = data or DataSpec()
     options = {k: _value(v) for k, v in options.items()}
     csv_options = {k: options.pop(k) for k in USER_OPTIONS if k in options}  # (a text CSV's, not the model's)
+    given = data.input_shape
+
+    def images() -> tuple[int, ...] | None:
+        """The shape an image model is built for where --input-shape says none: its --data-dir images'."""
+        return given or (image_shape(Path(data_dir), val_fraction) if data_dir is not None else None)
+
     if kind == "timm":
-        model, data = _timm_model(target, preset, data, options)
+        model, data = _timm_model(target, preset, data, options, images)
         optimizer = adam(1e-3)
     elif kind == "hf":
-        model, data = _hf_model(target, preset, data, options)
+        model, data = _hf_model(target, preset, data, options, images)
         optimizer = lambda p: torch.optim.AdamW(p, lr=1e-4)  # noqa: E731 (random init: a from-scratch rate)
     else:
         raise AmpbenchError(f"unknown adapter {kind!r} in {name!r}: use timm:<model> or hf:<config>")
@@ -77,12 +83,13 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
     return wl
 
 
-def _timm_model(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
+def _timm_model(target: str, preset: str, data: DataSpec, options: dict[str, Any],
+                images: Callable[[], tuple[int, ...] | None]) -> tuple[nn.Module, DataSpec]:
     timm = _import("timm", "timm")
     if data.tokens or data.task == "lm":
         raise AmpbenchError(f"timm:{target} is an image model: drop --vocab-size/--task lm")
     size = TIMM_SIZE[preset]
-    shape = data.input_shape or (3, size, size)
+    shape = images() or (3, size, size)
     if len(shape) != 3:
         raise AmpbenchError(f"--input-shape {show(shape)}: timm:{target} takes images C,H,W")
     data = dataclasses.replace(data, input_shape=shape).resolve(f"timm:{target}", need_shape=False)
@@ -120,6 +127,64 @@ class HFLogits(nn.Module):
         return self.inner(input_ids=ids, attention_mask=mask).logits
 
 
+class HFImageLogits(nn.Module):
+    """An HF image model called with pixels only: returns ``.logits``."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.inner(pixel_values=pixels).logits
+
+
+def _is_vision(config: Any) -> bool:
+    """An image model's config (ViT, DeiT, Swin, ConvNeXt, ResNet ...): channels and no vocabulary. hf: built every
+    config as a token model: hf:vit failed in every cell ("'ViTConfig' object has no attribute 'vocab_size'")."""
+    return hasattr(config, "num_channels") and not hasattr(config, "vocab_size")
+
+
+def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: DataSpec,
+               given: tuple[int, ...] | None) -> tuple[nn.Module, DataSpec]:
+    """An HF image classifier from its config (``AutoModelForImageClassification``): images C,H,W (``given``: those of
+    --input-shape or --data-dir; default: the config's channels at the preset's side, as timm: models are sized),
+    ``--num-classes`` (default 10) or ``--num-outputs`` classes/outputs."""
+    if data.tokens or data.task == "lm":
+        raise AmpbenchError(f"hf:{target} is an image model ({type(config).__name__}): drop --vocab-size/--task lm")
+    size = TIMM_SIZE[preset]
+    shape = given or (int(config.num_channels), size, size)
+    if len(shape) != 3 or shape[1] != shape[2]:
+        raise AmpbenchError(f"--input-shape {show(shape)}: hf:{target} takes square images C,H,W (e.g. 3,224,224)")
+    patch = getattr(config, "patch_size", None)
+    if isinstance(patch, int) and shape[1] % patch:
+        side = shape[1]
+        fits = [d for d in range(2, side // 2 + 1) if side % d == 0]
+        near = min(fits, key=lambda d: (abs(d - patch), d)) if fits else None
+        where = f"--input-shape {show(shape)}" if data.input_shape else f"the --data-dir images ({show(shape)})"
+        fix = [f"-o patch_size=N, a divisor of {side} (e.g. {near})"] if near else []
+        if data.input_shape:
+            fix.append(f"--input-shape {shape[0]},{side // patch * patch or patch},{side // patch * patch or patch}")
+        raise AmpbenchError(f"{where}: hf:{target}'s {patch}-pixel patches do not tile a {side}-pixel side; give "
+                            + " or ".join(fix or [f"-o patch_size=N, a divisor of {side}"]))
+    config.num_channels = shape[0]
+    if hasattr(config, "image_size"):
+        config.image_size = shape[1]
+    data = dataclasses.replace(data, input_shape=shape).resolve(f"hf:{target}", need_shape=False)
+    if data.task == "classify" and data.num_classes is None:
+        data = dataclasses.replace(data, num_classes=10)
+    config.num_labels = data.num_classes if data.task == "classify" else data.num_outputs
+    if data.task == "regress":
+        config.problem_type = "regression"
+    if getattr(config, "architectures", None) is None:  # (a type with several heads, DeiT's: transformers iterates
+        config.architectures = []                        # the config's architectures to pick one, and None fails)
+    try:
+        model = transformers.AutoModelForImageClassification.from_config(config)
+    except Exception as e:
+        raise AmpbenchError(f"hf:{target}: transformers cannot build it as an image classifier: {type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:200]}") from None
+    return HFImageLogits(model), data
+
+
 WARN_PADDING = "warn_if_padding_and_no_attention_mask"
 """transformers' PreTrainedModel method that reads ``input_ids`` to warn about padding left unmasked."""
 
@@ -142,9 +207,10 @@ def _ignore(*_: Any) -> None:
     return None
 
 
-def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
+def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any],
+              images: Callable[[], tuple[int, ...] | None]) -> tuple[nn.Module, DataSpec]:
     with torchao_quiet():  # transformers' quantizers import torchao, where installed, when a model class is built
-        return _hf_built(target, preset, data, options)
+        return _hf_built(target, preset, data, options, images)
 
 
 def _model_type_in(transformers: Any, name: str) -> str | None:
@@ -155,7 +221,8 @@ def _model_type_in(transformers: Any, name: str) -> str | None:
     return max(types, key=len) if types else None
 
 
-def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any]) -> tuple[nn.Module, DataSpec]:
+def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any],
+              images: Callable[[], tuple[int, ...] | None]) -> tuple[nn.Module, DataSpec]:
     transformers = _import("transformers", "hf")
     try:  # a model type ("bert", "gpt2") builds its default config; else a local config path or cached name
         config = transformers.AutoConfig.for_model(target)
@@ -177,6 +244,8 @@ def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any])
             cause = e.__cause__ or e
             raise AmpbenchError(f"--option {key}={value}: hf:{target}'s {type(config).__name__} refuses it: "
                                 f"{str(cause).splitlines()[0][:160]}") from None
+    if _is_vision(config):
+        return _hf_vision(transformers, target, preset, config, data, images())
     if data.vocab_size is not None:
         config.vocab_size = data.vocab_size  # a smaller vocabulary than the config's: the user's choice
     shape = data.input_shape or (HF_SEQ[preset],)

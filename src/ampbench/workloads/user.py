@@ -222,6 +222,20 @@ def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: flo
     return train, test, data, None, text.describe()
 
 
+def image_shape(data_dir: Path, val_fraction: float | None = None) -> tuple[int, ...] | None:
+    """The per-sample shape of the images in ``data_dir`` (MNIST IDX, CIFAR-10); None where it holds text (a CSV, a
+    train.txt corpus) or nothing readable (the workload's build says why). An adapter's image model is built for it
+    where --input-shape is not given: hf:vit on MNIST was built for the preset's 3,32,32 and refused the data with
+    "--input-shape 3,32,32 does not match", a shape nobody gave."""
+    if not data_dir.is_dir() or (data_dir / "train.txt").is_file() or any(data_dir.glob("*.csv")):
+        return None
+    try:
+        train, _ = _load_images(data_dir, val_fraction)
+    except DataError:
+        return None
+    return tuple(int(d) for d in train.inputs[0].shape[1:])
+
+
 def _load_images(data_dir: Path, val_fraction: float | None = None) -> tuple[TensorData, TensorData]:
     errors = []
     for loader in (load_mnist_dir, load_cifar10_dir):
