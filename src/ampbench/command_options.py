@@ -179,7 +179,8 @@ class MeasureArgs:
 class RecipeArgs:
     PANEL: ClassVar[str] = "Precisions"
 
-    precisions: str | None = opt(None, "Modes or aliases (default: all the device runs).", "--precisions",
+    precisions: str | None = opt(None, "Modes or aliases, or all (default: every mode the device runs; on a CPU "
+                                       "the emulated fp8 modes only when named, or with all).", "--precisions",
                                  "--precision")
     loss_scale: str | None = opt(None, "none | dynamic | hysteresis[:N] | static:V.")
     fp8_skip: str | None = opt(None, "fp8 modes: Linear layers kept in bf16, name substrings, comma-separated (e.g. "

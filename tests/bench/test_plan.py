@@ -187,3 +187,26 @@ def test_a_workload_or_batch_size_named_twice_is_planned_once(tmp_path) -> None:
     code, out, err = cli("predict", "--workloads", "mnist-cnn,mnist-cnn", "--gpu", "h100-sxm", "--precisions", "fp32",
                          "--preset", "tiny", "--db", str(tmp_path / "p.db"))
     assert code == 0 and "stored 1 predicted row in" in out, (out, err)
+
+
+def test_precisions_all_is_every_mode_the_device_runs_and_a_keras_target_s_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`--precisions all` was refused as an unknown precision (the help said "default: all the device runs"). Oracle:
+    the modes `supported` says this CPU runs, the emulated fp8 ones too (the default leaves them out); for a Keras
+    target, its own recipes as the default gives them; predict: every mode."""
+    import json
+
+    from ampbench.bench.config import default_precisions, given_precisions
+    from ampbench.precision import list_precisions, supported
+    from ampbench.predict.config import parse_predicted_precisions
+    from tests.conftest import cli
+
+    runs = [p for p in list_precisions() if supported(p, "cpu").ok]
+    assert given_precisions("all", "cpu") == given_precisions("fp32,ALL", "cpu") == tuple(runs)
+    assert set(default_precisions("cpu")) < set(runs) or not any(p.startswith("fp8") for p in runs)
+    assert given_precisions("fp32,amp-bf16", "cpu") == ("fp32", "amp-bf16")
+    assert parse_predicted_precisions("all") == tuple(list_precisions())
+    code, out, err = cli("run", "--workloads", "mnist-cnn", "--preset", "tiny", "--precisions", "all", "--measure",
+                         "memory", "--dry-run", "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "plan.json"))
+    assert code == 0, err
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert [c["precision"] for c in plan["cells"] if not c.get("closing")][:len(runs)] == runs

@@ -6,7 +6,7 @@ from ampbench.precision import aliases_of, get, list_precisions, resolve
 EXPECTED = {
     "fp32": ["O0", "32-true"],
     "tf32": [],
-    "amp-fp16": ["O1", "16-mixed"],
+    "amp-fp16": ["O1", "16-mixed", "fp16"],  # (fp16 as HF Trainer's --fp16: it was "Did you mean 'bf16'?")
     "amp-bf16": ["bf16-mixed"],
     "master-fp16": ["O2"],
     "master-bf16": [],

@@ -356,7 +356,7 @@ class RunConfig:
         measured = m.parsed(default_steps(dev))
         sizes = parse_batch_sizes(m.batch_size)
         # (the names as given: RunConfig normalises them, once)
-        modes = tuple(parse_list(r.precisions, "precisions")) if r.precisions is not None else default_precisions(dev)
+        modes = given_precisions(r.precisions, dev)
         canonical_precisions(modes)  # (an unknown name: one line now, before --model's file is imported and built)
         points = executions(parse_axis(x.compile, "compile"), parse_axis(x.memory_format, "memory_format"),
                             parse_axis(x.cuda_graphs, "cuda_graphs"), parse_axis(x.checkpointing, "checkpointing"))
@@ -370,7 +370,8 @@ class RunConfig:
             owners.append(seam.get(model_framework))
             if model_framework == seam.DEFAULT:
                 check_model_preset(t.model, t.preset, m.seed)  # (only a preset the user gave: "small" is just the label)
-        if r.precisions is None:  # the default modes of a run with another framework's target: those it has
+        if r.precisions is None or _all(r.precisions):  # the default modes (or all) of a run with another framework's
+            # target: those it has
             for fw in {f.name: f for f in owners if f.name != seam.DEFAULT}.values():
                 modes = fw.precisions(modes)
         return cls(
@@ -527,6 +528,22 @@ def canonical_precisions(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(dict.fromkeys(resolve(n) for n in names), key=lambda p: p != BASELINE))
 
 
+def given_precisions(value: str | None, device: str) -> tuple[str, ...]:
+    """``--precisions`` as given (names or aliases; RunConfig normalises them), ``all``: every mode ``device`` runs
+    (the emulated fp8 modes a CPU leaves out of its defaults too; it was refused as an unknown precision), None: the
+    device's defaults."""
+    if value is None:
+        return default_precisions(device)
+    if _all(value):
+        return canonical_precisions(p for p in list_precisions() if supported(p, device).ok)
+    return tuple(parse_list(value, "precisions"))
+
+
+def _all(value: str) -> bool:
+    """Whether ``--precisions`` names ``all`` (alone or among modes: it holds them)."""
+    return any(n.strip().lower() == "all" for n in parse_list(value, "precisions"))
+
+
 def default_precisions(device: str) -> tuple[str, ...]:
     """The modes a run on ``device`` measures when --precisions says none: every mode it runs (a CPU: those in its
     defaults), fp32 first."""
@@ -542,4 +559,5 @@ def fp8_compiles_by_default(compile_given: bool, device: str, precisions: Iterab
     return not compile_given and device.startswith("cuda") and any(is_fp8(p) for p in precisions)
 
 
-__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "canonical_precisions", "default_precisions"]
+__all__ = ["Axes", "LaunchOptions", "RunConfig", "Targets", "canonical_precisions", "default_precisions",
+           "given_precisions"]

@@ -59,7 +59,7 @@ class AutocastRecipe(Precision):
 class AmpFP16(AutocastRecipe):
     name = "amp-fp16"
     preference = 1
-    aliases = ("O1", "16-mixed", "16", "amp", "mixed_float16")
+    aliases = ("O1", "16-mixed", "16", "fp16", "amp", "mixed_float16")  # (fp16: as HF Trainer's --fp16, bf16 as --bf16)
     summary = "autocast fp16, fp32 weights, dynamic loss scaling"
     compute_dtype = torch.float16
     default_loss_scale = "dynamic"

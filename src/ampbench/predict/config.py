@@ -39,10 +39,13 @@ from ampbench.workloads.user import check_preset as check_model_preset
 
 def parse_predicted_precisions(value: str | None) -> tuple[str, ...]:
     """Names or aliases -> canonical names, in the order given; default: every mode but fp8 (torchao, an optional
-    extra; ask for the fp8 modes by name)."""
+    extra; ask for the fp8 modes by name, or ``all``: every mode)."""
     if value is None:
         return tuple(p for p in list_precisions() if not p.startswith("fp8"))
-    return tuple(resolve(p) for p in parse_list(value, "precisions"))
+    names = parse_list(value, "precisions")
+    if any(n.strip().lower() == "all" for n in names):
+        return tuple(list_precisions())
+    return tuple(dict.fromkeys(resolve(p) for p in names))
 
 
 def parse_optimizer_states(value: str | None, precisions: tuple[str, ...]) -> tuple[str | None, ...]:
