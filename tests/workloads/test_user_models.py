@@ -218,6 +218,27 @@ def test_hf_causal_lm_and_classifier_take_token_inputs() -> None:
         create_workload("hf:bert", "tiny", nonsense=1)
 
 
+@needs_hf
+def test_a_user_factory_s_hf_model_trains_on_the_logits_of_its_model_output() -> None:
+    """A factory returning transformers' BertForSequenceClassification was refused ("the model returned
+    SequenceClassifierOutput, not a tensor") unless a --loss read it; its logits are taken, as hf: takes them.
+    Oracle: the inner model's own logits. In a fresh process, building it printed torch's pytree warnings about
+    torchao (imported by transformers) above the command's output."""
+    from ampbench.workloads.user import OutputLogits
+
+    wl = create_user_workload(f"{M}:hf_classifier", input_shape="12", vocab_size=100, num_classes=3, preset="tiny")
+    assert isinstance(wl.model, OutputLogits) and "the logits of its SequenceClassifierOutput" in wl.description
+    wl.model.eval()
+    (ids,), _ = wl.example_batch(2)
+    assert torch.equal(wl.call_model(wl.model, (ids,), prepared=True), wl.model.inner(ids).logits)
+    r = subprocess.run([sys.executable, "-m", "ampbench", "train", "--model", f"{M}:hf_classifier", "--input-shape",
+                        "12", "--vocab-size", "100", "--num-classes", "3", "--preset", "tiny", "--max-steps", "2",
+                        "--device", "cpu"], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, COLUMNS="200"))
+    assert r.returncode == 0, r.stderr
+    assert "_pytree" not in r.stderr + r.stdout and "2 steps trained" in r.stdout, (r.stdout, r.stderr)
+
+
 def test_timm_adapter_builds_with_the_image_data_options(monkeypatch: pytest.MonkeyPatch) -> None:
     """timm does not import with the CPU torch here: a stand-in module with timm's create_model signature."""
     import types

@@ -134,3 +134,12 @@ class Spiky(nn.Module):
 
 def spiky():
     return Spiky()
+
+
+def hf_classifier():
+    """An HF model built in the user's own factory (not hf:): its forward returns a SequenceClassifierOutput."""
+    import transformers
+
+    config = transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                     vocab_size=100, num_labels=3)
+    return transformers.BertForSequenceClassification(config)

@@ -11,7 +11,7 @@ Every failure is an :class:`AmpbenchError` naming what to fix, found with one fo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,10 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         **({"prepare": prepare} if prepare is not None else {}),
     )
     out, targets = _check_forward(workload, where, data.tokens, batches is not None)
+    if loss is None and _logits_of(out) is not None:  # (an HF model's ModelOutput, a dict with "logits")
+        workload.model = OutputLogits(model)
+        workload.description += f" (the logits of its {type(out).__name__})"
+        out = _logits_of(out)
     if loss is None:
         if batches is not None and data.task is None:
             data = tasks.infer(out, targets, where)
@@ -304,6 +308,26 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
     n_test = max(len(chunks) // 5, 1) * batch
     train, test = TensorData(inputs, targets).split_off(n_test)
     return train, test, names, batches
+
+
+class OutputLogits(nn.Module):
+    """A model whose output is a mapping holding ``logits`` (a transformers ``ModelOutput``: an HF model built in the
+    user's own factory), called as it is, its logits returned -- as the hf: adapter takes an HF model's. It was
+    refused ("the model returned SequenceClassifierOutput, not a tensor") unless a --loss read it."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.inner(*args, **kwargs)["logits"]
+
+
+def _logits_of(out: Any) -> torch.Tensor | None:
+    """The ``logits`` tensor of a mapping output (a ModelOutput is one), else None."""
+    if isinstance(out, Mapping) and isinstance(out.get("logits"), torch.Tensor):
+        return out["logits"]
+    return None
 
 
 def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> tuple[Any, torch.Tensor]:

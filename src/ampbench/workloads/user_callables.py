@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ampbench.errors import AmpbenchError
+from ampbench.quiet_imports import torchao_quiet
 
 
 @contextlib.contextmanager
@@ -51,12 +52,14 @@ def load_factory(spec: str, flag: str = "--model", what: str = "factory") -> Cal
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module
         try:
-            module_spec.loader.exec_module(module)
+            with torchao_quiet(warnings_too=False):  # (a module importing transformers, which imports torchao: its
+                module_spec.loader.exec_module(module)  # W... _pytree.py lines printed above the command's output)
         except Exception as e:
             raise AmpbenchError(f"{flag} {spec!r}: importing {path} failed: {type(e).__name__}: {e}{raised_where(e)}") from None
     else:
         try:
-            module = importlib.import_module(target)
+            with torchao_quiet(warnings_too=False):
+                module = importlib.import_module(target)
         except Exception as e:
             raise AmpbenchError(f"{flag} {spec!r}: cannot import module {target!r}: {type(e).__name__}: {e}") from None
     factory = getattr(module, attr, None)
@@ -72,7 +75,7 @@ def load_factory(spec: str, flag: str = "--model", what: str = "factory") -> Cal
 def call_factory(factory: Callable[..., Any], spec: str, preset: str | None, seed: int) -> Any:
     takes_preset = "preset" in parameter_names(factory)
     try:
-        with seeded_if_loaded(seed):
+        with seeded_if_loaded(seed), torchao_quiet(warnings_too=False):  # (transformers builds a model class: torchao)
             return factory(preset=preset or "small") if takes_preset else factory()
     except AmpbenchError:
         raise
