@@ -124,18 +124,27 @@ class TrainStep:
         says "0 bytes of optimizer state" (seen: amp-fp16 "46% less memory" than fp32, 20% with the
         state counted). Call after steps that updated the weights: None if none has yet.
         """
-        totals = self.mp.totals
-        if totals["steps"] - totals["skipped_steps"] <= 0:
+        if not self.updated():
             return None
-
         held: list[StateBytes] = []
+        self(after_backward=self.state_reader(held))
+        return held[0]
+
+    def updated(self) -> bool:
+        """Whether a step so far updated the weights (not every one was skipped): the optimizer's state exists."""
+        totals = self.mp.totals
+        return totals["steps"] - totals["skipped_steps"] > 0
+
+    def state_reader(self, into: list[StateBytes]) -> Callable[[], None]:
+        """An ``after_backward`` hook appending the weights, gradients and optimizer state to ``into`` (what
+        :meth:`state_bytes` reads; a cell reads them in a step it runs anyway, once :meth:`updated`)."""
         buckets = ddp_bucket_bytes(self.model)  # (DDP: its buckets hold the gradients)
+
         def read() -> None:  # (master-* modes: as the optimizer steps, the half gradients moved to the fp32 masters)
             self.mp.move_grads(self.optimizer)
-            held.append(state_bytes(self.model, self.optimizer, self.mp.master_params(), buckets))
+            into.append(state_bytes(self.model, self.optimizer, self.mp.master_params(), buckets))
 
-        self(after_backward=read)
-        return held[0]
+        return read
 
 
 
