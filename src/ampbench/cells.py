@@ -254,6 +254,22 @@ NOT_CONVERGING = (200, 3)
 """What a cell that does not measure convergence carries (unused): the values its key has always held."""
 
 
+def memory_step_counts_flops(compiled: bool, grad_accum: int) -> bool:
+    """Whether a cell's memory step counts the step's FLOPs too: an eager step of one micro-batch is the whole step,
+    so its own FLOP-count step was one more step of the cell (on the CPU, GPT-2 small's 1.0 s of a 7.0 s cell). Not a
+    compiled one (its memory step runs compiled code, and a compiled frame run under the counter's dispatch mode
+    stops running it: the count takes the eager model), nor an accumulating one (its memory step is one micro-batch
+    of the step's several)."""
+    return not compiled and grad_accum == 1
+
+
+def extra_steps(compiled: bool = False, grad_accum: int = 1) -> int:
+    """Steps a cell runs besides the timed and warm-up ones: the first and the memory step, which reads the state's
+    sizes too and, where :func:`memory_step_counts_flops`, counts the FLOPs; else the count in one more. (Four until
+    2026-11-29: the FLOP and the state step apart.)"""
+    return 2 if memory_step_counts_flops(compiled, grad_accum) else 3
+
+
 def converge_work(measure: MeasureOptions, preset: str) -> MeasureOptions:
     """``measure`` with the convergence steps and seeds the run left open (None) filled in for ``preset``."""
     if measure.converge_steps is not None and measure.seeds is not None:

@@ -247,3 +247,27 @@ def test_the_state_bytes_are_read_in_the_memory_step_with_the_figures_of_a_step_
         assert row[key] == old[key] and (row[key] > 0 or (key == "grads_bytes" and precision.startswith("master"))), key
         # masters, with the optimizer's state)
     assert now == len(calls) - 1  # (one step fewer)
+
+
+@pytest.mark.parametrize("workload, precision, checkpointing", [
+    ("mnist-cnn", "fp32", "off"), ("mnist-cnn", "amp-bf16", "off"), ("gpt2", "amp-bf16", "blocks")])
+def test_an_eager_cell_counts_its_flops_in_its_memory_step_with_the_figures_of_a_step_of_their_own(
+        workload: str, precision: str, checkpointing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An eager cell's FLOP count ran in a step of its own after the memory step (GPT-2 small on the CPU: 1.0 s of
+    a 7.0 s cell); one step counts both now. Oracle: the cell with the count in its own step."""
+    import ampbench.frameworks.torch.cell as torch_cell
+
+    spec = CellSpec.of(workload=workload, model=None, preset="tiny", precision=precision, batch_size=4, device="cpu",
+                       measures=("throughput", "memory"), steps=2, warmup=1, checkpointing=checkpointing)
+    assert torch_cell.counted_in_the_memory_step(spec)
+    row = run_cell(spec)
+    monkeypatch.setattr(torch_cell, "counted_in_the_memory_step", lambda spec: False)
+    apart = run_cell(spec)
+    assert row["status"] == apart["status"] == "ok", (row["reason"], apart["reason"])
+    assert "flop_count" not in row["phases_s"] and apart["phases_s"]["flop_count"] > 0
+    for key in ("activation_bytes", "flops_per_step", "conv_flops_share", "recomputed_flops_per_step"):
+        assert row.get(key) == apart.get(key), key
+    assert row["flops_per_step"] > 0 and row["checkpointing"] == checkpointing
+    assert (row["recomputed_flops_per_step"] or 0) > 0 or checkpointing == "off"
+    assert not torch_cell.counted_in_the_memory_step(spec.with_flat(grad_accum=2))
+    assert not torch_cell.counted_in_the_memory_step(spec.with_flat(compile="on"))

@@ -22,10 +22,11 @@ def test_the_plan_arithmetic_matches_a_hand_count() -> None:
     assert [c.precision for c in cells] == ["fp32", "amp-bf16", "fp32"]  # (the closing baseline: throughput only)
     target = {"steps": {"fp32": 0.01, "amp-bf16": 0.04}, "build_s": 0.5, "length": 7}
     measured = {"targets": {"tabular-mlp|tiny|None": target}}
-    # by hand: (first + memory + FLOP steps) + (warmup - 1) + timed; 2 seeds x 50; inference 2 x (10 + 3) / 3
-    per_cell = {"fp32": 0.01 * (3 + 2 + 10 + 100 + 2 * 13 / 3) + 0.5 * 3,
-                "amp-bf16": 0.04 * (3 + 2 + 10 + 100 + 2 * 13 / 3) + 0.5 * 3}
-    closing = 0.01 * (3 + 2 + 10) + 0.5
+    # by hand: (first + memory steps: an eager cell counts its FLOPs and reads its state's sizes in its memory step)
+    # + (warmup - 1) + timed; 2 seeds x 50; inference 2 x (10 + 3) / 3
+    per_cell = {"fp32": 0.01 * (2 + 2 + 10 + 100 + 2 * 13 / 3) + 0.5 * 3,
+                "amp-bf16": 0.04 * (2 + 2 + 10 + 100 + 2 * 13 / 3) + 0.5 * 3}
+    closing = 0.01 * (2 + 2 + 10) + 0.5
     assert cell_seconds(cells[0], target, 2.0) == pytest.approx(2.0 + per_cell["fp32"])
     assert cell_seconds(cells[1], target, 2.0) == pytest.approx(2.0 + per_cell["amp-bf16"])
     assert cell_seconds(cells[2], target, 2.0) == pytest.approx(2.0 + closing)
@@ -37,6 +38,9 @@ def test_the_plan_arithmetic_matches_a_hand_count() -> None:
     evaluated = {**target, "eval_batches": 12}
     assert cell_seconds(cells[0], evaluated, 2.0) == pytest.approx(2.0 + per_cell["fp32"] + 0.01 * 2 * 12 / 3)
     assert cell_seconds(cells[2], evaluated, 2.0) == pytest.approx(2.0 + closing)  # (no convergence: no evaluation)
+    # a compiled cell counts its FLOPs in a step of its own (its memory step runs compiled code): one step more
+    compiled = cells[2].with_flat(compile="on")
+    assert cell_seconds(compiled, target, 2.0) == pytest.approx(2.0 + closing + 0.01)
 
 
 def test_optimizer_state_cells_say_the_compile_is_not_counted() -> None:

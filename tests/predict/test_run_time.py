@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from predict_checks.run_time import medians
 
+from ampbench.cells import extra_steps
 from ampbench.measure.energy import MIN_WINDOW_S
 from ampbench.predict.run_time import (
     BUILD_S,
     CELL_OVERHEAD_S,
-    EXTRA_STEPS,
     FIRST_STEP_EXTRA_S,
     cell_seconds,
     run_cells,
@@ -26,9 +26,12 @@ H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200" /
 
 def test_a_cells_seconds_count_every_step_it_runs() -> None:
     slow = cell_seconds(0.3, steps=20, warmup=3)  # (6 s of timed steps: no energy top-up)
-    assert slow == pytest.approx(CELL_OVERHEAD_S + FIRST_STEP_EXTRA_S + 0.3 * (EXTRA_STEPS + 2 + 20))
+    # (an eager cell: the first step and the memory step, which counts the FLOPs and reads the state's sizes)
+    assert slow == pytest.approx(CELL_OVERHEAD_S + FIRST_STEP_EXTRA_S + 0.3 * (2 + 2 + 20))
     fast = cell_seconds(0.01, steps=20, warmup=3)  # (0.2 s timed: the energy window runs 1.8 s more)
-    assert fast == pytest.approx(CELL_OVERHEAD_S + FIRST_STEP_EXTRA_S + 0.01 * 26 + (MIN_WINDOW_S - 0.2))
+    assert fast == pytest.approx(CELL_OVERHEAD_S + FIRST_STEP_EXTRA_S + 0.01 * 24 + (MIN_WINDOW_S - 0.2))
+    compiled = cell_seconds(0.3, steps=20, warmup=3, extra=extra_steps(compiled=True))  # (its FLOP step apart)
+    assert compiled == pytest.approx(slow + 0.3) and extra_steps(grad_accum=4) == 3
 
 
 def test_a_run_measures_each_target_s_modes_and_its_fp32_again() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ampbench import progress, seam
 from ampbench.bench.jobs import launcher
-from ampbench.cells import CellSpec
+from ampbench.cells import CellSpec, extra_steps
 from ampbench.launch import ChildProcess, Forked, Inline, Job
 from ampbench.progress import duration
 
@@ -141,7 +141,7 @@ def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> floa
     m = spec.measure
     n = 0.0
     if set(spec.measures) & {"throughput", "memory", "inference"}:
-        n += 3 + max(0, m.warmup - 1) + m.steps
+        n += extra_steps(spec.execution.compiled, spec.grad_accum) + max(0, m.warmup - 1) + m.steps
     if "converge" in spec.measures:
         per_seed = m.converge_steps if m.converge_steps is not None else int(target.get("length") or 0)
         # (and each seed's evaluation of the test split: forward passes at the training batch)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ampbench.bench.suites import GPU_STEPS, GPU_WARMUP
+from ampbench.cells import extra_steps
 from ampbench.measure.energy import MIN_WINDOW_S
 
 CELL_OVERHEAD_S = 5.8
@@ -31,10 +32,6 @@ BUILD_S = 1.8
 """The same cells' median ``build``: the workload built on the host (paid by a run's first cell only)."""
 FIRST_STEP_EXTRA_S = 0.43
 """The first step's time over a step's (the same cells' median: cuDNN's and cuBLAS's first calls)."""
-EXTRA_STEPS = 4
-"""Steps a cell runs besides the timed and warm-up ones: the first, the memory step, the FLOP step, the state step."""
-
-
 @dataclass(frozen=True)
 class CellTime:
     workload: str
@@ -45,10 +42,19 @@ class CellTime:
 
 
 def cell_seconds(step_s: float, steps: int = GPU_STEPS, warmup: int = GPU_WARMUP,
-                 overhead_s: float = CELL_OVERHEAD_S) -> float:
-    """One GPU cell's wall time for a step of ``step_s``."""
+                 overhead_s: float = CELL_OVERHEAD_S, extra: int | None = None) -> float:
+    """One GPU cell's wall time for a step of ``step_s`` (``extra``: its :func:`~ampbench.cells.extra_steps`, an eager
+    cell's by default). :data:`CELL_OVERHEAD_S`'s rows still held a step of their own reading the state's sizes in
+    their ``after_steps`` (4 extra steps then; read in the memory step since 2026-11-29): one step a cell over, until
+    a lent GPU's rows re-derive it."""
     energy_top_up = max(0.0, MIN_WINDOW_S - steps * step_s)
-    return overhead_s + FIRST_STEP_EXTRA_S + step_s * (EXTRA_STEPS + max(0, warmup - 1) + steps) + energy_top_up
+    extra = extra_steps() if extra is None else extra
+    return overhead_s + FIRST_STEP_EXTRA_S + step_s * (extra + max(0, warmup - 1) + steps) + energy_top_up
+
+
+def _extra_of(row: dict[str, Any]) -> int:
+    """A predicted row's cell's :func:`extra_steps` (its compile and accumulation as the row names them)."""
+    return extra_steps(str(row.get("compile") or "off") != "off", int(row.get("grad_accum") or 1))
 
 
 def run_cells(rows: Iterable[dict[str, Any]], steps: int = GPU_STEPS, warmup: int = GPU_WARMUP) -> list[CellTime]:
@@ -63,11 +69,12 @@ def run_cells(rows: Iterable[dict[str, Any]], steps: int = GPU_STEPS, warmup: in
     for (workload, _, _), group in by_target.items():
         for r in group:
             step = r["predicted_step_ms"] / 1e3
-            out.append(CellTime(workload, r["precision"], step, cell_seconds(step, steps, warmup)))
+            out.append(CellTime(workload, r["precision"], step, cell_seconds(step, steps, warmup, extra=_extra_of(r))))
         fp32 = next((r for r in group if r["precision"] == "fp32"), None)
         if fp32 is not None and len(group) > 1:
             step = fp32["predicted_step_ms"] / 1e3
-            out.append(CellTime(workload, "fp32", step, cell_seconds(step, steps, warmup), closing=True))
+            out.append(CellTime(workload, "fp32", step, cell_seconds(step, steps, warmup, extra=_extra_of(fp32)),
+                                closing=True))
     if out:  # (the run's first cell builds at its turn; every later one while the cell before it measures)
         out[0] = replace(out[0], seconds=out[0].seconds + BUILD_S)
     return out

@@ -2,9 +2,9 @@
 
 Order inside a cell (throughput + memory): build the workload; reset memory peaks; move the model
 to the device and set it up; time the first step apart; one step counting the bytes autograd saves
-(activations) and one counting FLOPs; restart the peaks (steady-state steps from here); ``warmup - 1``
-plain warm-up steps; ``steps`` timed steps; then read the memory peaks and what weights/grads/optimizer
-state hold.
+(activations), reading what weights/grads/optimizer state hold and -- eager, one micro-batch a step -- counting the
+FLOPs (else one step more counts them); restart the peaks (steady-state steps from here); ``warmup - 1`` plain
+warm-up steps; ``steps`` timed steps; then read the memory peaks.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch.distributed as dist
 from ampbench import phases, progress
 from ampbench.bench.cell_row import add_warnings, judge_timed_steps
 from ampbench.bench.scenario import CellVerbs, EstimatedSteps, check_budget
-from ampbench.cells import CellSpec
+from ampbench.cells import CellSpec, memory_step_counts_flops
 from ampbench.distributed.comm import bytes_per_step
 from ampbench.distributed.units import blocks, fsdp_split
 from ampbench.errors import AmpbenchError, UnsupportedPrecisionError
@@ -234,6 +234,11 @@ def _math_mode(recipe: Any, env: dict[str, Any], fp8_share: float | None = None)
     return math_mode_of(mode or DTYPE_NAMES.get(recipe.compute_dtype, "fp32"), bool(env["tf32_matmul"]))
 
 
+def counted_in_the_memory_step(spec: CellSpec) -> bool:
+    """Whether this cell's memory step counts its FLOPs (:func:`ampbench.cells.memory_step_counts_flops`)."""
+    return memory_step_counts_flops(spec.execution.compiled, spec.grad_accum)
+
+
 def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: torch.device,
                       base_rss: int | None) -> tuple[TrainStep, dict[str, Any]]:
     """Set up and time ``spec.measure.steps`` steps after warm-up; peaks and the memory split."""
@@ -262,17 +267,24 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     phases.enter("first_step", "first step" + (" (compiling)" if execution.compiled else ""))
     out["first_step_ms"] = time_once(step, device)  # compiled: tracing and compiling forward and backward happen here
     counts1 = compile_counts()
-    phases.enter("memory_step", "memory step (saved activations)")
+    both = counted_in_the_memory_step(spec)
+    phases.enter("memory_step", "memory step (saved activations" + (", FLOPs)" if both else ")"))
     # the weights, gradients and optimizer state read in this step where the first one updated the weights: they
     # were read in a step of their own after the timed ones (on the CPU, GPT-2 small's 0.9 s of a 7.7 s cell)
     held_now: list[Any] = []
     with mem.saved_activations(step.eager_model or step.model) as act:
-        step(micro_batches=1,  # (what one micro-batch holds for its backward: an accumulating step's are freed in turn)
-             after_backward=step.state_reader(held_now) if step.updated() else None)
+        def memory_step() -> None:  # (what one micro-batch holds for its backward: an accumulating step's are freed
+            step(micro_batches=1, after_backward=step.state_reader(held_now) if step.updated() else None)  # in turn)
+
+        flops = count_step(memory_step) if both else None
+        if not both:
+            memory_step()
     out["activation_bytes"] = act[0]
-    phases.enter("flop_count", "FLOP count step")
-    # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same FLOPs)
-    flops = count_step(lambda: step(eager=True))
+    if flops is None:
+        phases.enter("flop_count", "FLOP count step")
+        # eager: a compiled frame called under the FLOP counter's dispatch mode stops running compiled code (the same
+        # FLOPs)
+        flops = count_step(lambda: step(eager=True))
     out["flops_per_step"], out["conv_flops_share"] = flops.total, flops.conv_share
     if execution.checkpointing != "off":  # (the model's FLOPs: the backward's recompute of the blocks left out)
         out["recomputed_flops_per_step"] = recomputed = _recomputed_flops(wl, step)
