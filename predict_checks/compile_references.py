@@ -33,6 +33,7 @@ from ampbench.data import TensorData
 from ampbench.measure.gpus import lookup
 from ampbench.predict.cost import Compiled, price
 from ampbench.predict.trace import Trace, trace_inference
+from ampbench.workloads.adapters import HFImageLogits
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
@@ -65,16 +66,6 @@ GAIN_GOAL = 0.05
 """A checked row's predicted gain (eager over compiled) within 5% of the published one."""
 
 
-class _Logits(nn.Module):
-    """A Transformers image classifier called as the guide calls it, returning its logits."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        return self.inner(pixel_values=pixel_values).logits
-
 
 def _model(name: str) -> nn.Module:
     import transformers as tf  # lazy: transformers (only these checks build its models)
@@ -88,7 +79,7 @@ def _model(name: str) -> nn.Module:
         "resnet": lambda: tf.ResNetForImageClassification(tf.ResNetConfig(num_labels=1000)),
     }
     with torch.device("meta"):
-        return _Logits(configs[name]())
+        return HFImageLogits(configs[name]())  # (called as the guide calls it: its logits)
 
 
 def workload(name: str) -> Callable[[], Workload]:
