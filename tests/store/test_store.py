@@ -242,6 +242,35 @@ def test_a_kernel_table_moves_with_export_and_import_once(tmp_path: Path) -> Non
     assert c.runs() == [] and c.calibrations() == []
 
 
+def test_predictions_move_with_export_and_import_once(tmp_path: Path) -> None:
+    """A store holding only `ampbench predict`'s rows exported "0 runs, 0 rows": its predictions travel with an
+    export of every run (not with --run, nor run --json: a run's own results) and are added once. Oracle: the rows
+    read back from the other store."""
+    a, run = _store(tmp_path)
+    a.add(_row(run, "fp32", 100.0))
+    predicted = [{"workload": "mnist-cnn", "precision": p, "gpu": "h100-sxm", "batch_size": 16, "status": "ok",
+                  "predicted_step_ms": ms, "predicted_mfu": float("nan")} for p, ms in (("fp32", 1.5), ("amp-bf16", 0.9))]
+    a.add_predictions(predicted)
+    data = export_data(a)
+    assert [p["precision"] for p in data["predictions"]] == ["fp32", "amp-bf16"]
+    assert data["predictions"][0]["predicted_mfu"] is None  # (strict JSON: NaN as null)
+    assert export_data(a, [run])["predictions"] == [] and export_data(a, kernel_tables=False)["predictions"] == []
+    write_json(data, tmp_path / "x.json")
+    b = Store(tmp_path / "other.db")
+    assert import_file(b, tmp_path / "x.json") == Imported(1, 1, 0, 0, 2)
+    assert import_file(b, tmp_path / "x.json") == Imported(0, 0, 0, 0, 0)  # (the same rows: not again)
+    back = b.predictions()
+    assert [(p["precision"], p["predicted_step_ms"], p["created_at"]) for p in back] == [
+        (p["precision"], p["predicted_step_ms"], p["created_at"]) for p in a.predictions()]
+    doc = json.loads((tmp_path / "x.json").read_text())
+    doc["predictions"][1] = {"workload": "mnist-cnn", "precision": "amp-bf16"}
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    c = Store(tmp_path / "third.db")
+    with pytest.raises(AmpbenchError, match="prediction 1 needs a workload, precision and gpu .* nothing was imported"):
+        import_file(c, tmp_path / "bad.json")
+    assert c.runs() == [] and c.predictions() == []
+
+
 @pytest.mark.parametrize("content, msg", [("{", "is not JSON"), ('{"format": "other"}', "not an ampbench export"),
                                           ('{"format": "ampbench-results", "version": 99}', "format version 99")])
 def test_import_rejects_bad_files(tmp_path: Path, content: str, msg: str) -> None:

@@ -22,8 +22,8 @@ def export_cmd(
     db: Annotated[Opt[Path], typer.Option(help="Results store.")] = None,
     run: Annotated[Opt[list[str]], typer.Option("--run", help="Run id(s) to export (default: all).")] = None,
 ) -> None:
-    """Write runs and rows (and the store's kernel tables, hw --calibrate's) as JSON, to move them to another
-    machine (ampbench import). --out - writes them to standard output."""
+    """Write runs and rows (and the store's kernel tables, hw --calibrate's, and its predictions) as JSON, to move
+    them to another machine (ampbench import). --out - writes them to standard output."""
 
     check_output_file(out, "--out", "results.json")
     store = open_store(db, create=False)
@@ -34,6 +34,7 @@ def export_cmd(
         return
     write_json(data, out)
     tables = f", {plural(len(data['calibrations']), 'kernel table')}" if data["calibrations"] else ""
+    tables += f", {plural(len(data['predictions']), 'prediction')}" if data["predictions"] else ""
     console.print(f"wrote {plural(len(data['runs']), 'run')}, {plural(len(data['rows']), 'row')}{tables} to "
                   f"{escape(str(out))}")
 
@@ -53,5 +54,6 @@ def import_cmd(
                 "and {} kept as stored (import never overwrites: import into another --db to keep both)".format(
                     "was" if done.differing == 1 else "were")) if done.differing else ""
         tables = f", {plural(done.calibrations, 'new kernel table')}" if done.calibrations else ""
+        tables += f", {plural(done.predictions, 'new prediction')}" if done.predictions else ""
         console.print(escape(f"{f}: {plural(done.runs, 'new run')}, {plural(done.rows, 'new row')}{tables}{kept}"))
 

@@ -32,9 +32,11 @@ def clean_json(value: Any) -> Any:
 
 
 def export_data(store: Store, run_ids: list[str] | None = None, kernel_tables: bool = True) -> dict[str, Any]:
-    """Runs, their rows (with derived keys), the hardware probes and the kernel tables (``ampbench hw --calibrate``:
-    a GPU's own kernels, which ``predict`` on another machine prices that GPU from once imported), as one JSON-able
-    document. ``kernel_tables=False``: without them (``run --json``: the run's own results)."""
+    """Runs, their rows (with derived keys), the hardware probes, the kernel tables (``ampbench hw --calibrate``:
+    a GPU's own kernels, which ``predict`` on another machine prices that GPU from once imported) and, exporting every
+    run, the stored predictions (``ampbench predict``'s rows: a store holding only them exported "0 runs, 0 rows"), as
+    one JSON-able document. ``kernel_tables=False``: without the tables and predictions (``run --json``: the run's
+    own results)."""
     runs = [r for r in store.runs() if run_ids is None or r.run_id in run_ids]
     hw = store.hw()
     rows: list[dict[str, Any]] = []
@@ -47,6 +49,7 @@ def export_data(store: Store, run_ids: list[str] | None = None, kernel_tables: b
         "rows": clean_json(derive(rows, hw)),
         "hw": clean_json(hw),
         "calibrations": clean_json(store.calibrations()) if kernel_tables else [],
+        "predictions": clean_json(store.predictions()) if kernel_tables and run_ids is None else [],
     }
 
 
@@ -68,6 +71,8 @@ class Imported:
     differing: int = 0
     calibrations: int = 0
     """Kernel tables added (one already stored -- its device and time -- is not added again)."""
+    predictions: int = 0
+    """Predicted rows added (one already stored, the same in every key, is not added again)."""
 
 
 def import_file(store: Store, path: Path) -> Imported:
@@ -114,7 +119,19 @@ def import_document(store: Store, data: dict[str, Any], path: Path) -> Imported:
     tables = [t for t in data.get("calibrations", []) if (t["device_name"], t.get("created_at")) not in have]
     for table in tables:
         store.add_calibration(table)
-    return Imported(runs, rows, differing, len(tables))
+    stored = {_same(p) for p in store.predictions()}
+    predictions: dict[str, dict[str, Any]] = {}
+    for p in data.get("predictions", []):
+        if _same(p) not in stored:
+            predictions.setdefault(_same(p), p)
+    if predictions:
+        store.add_predictions(list(predictions.values()))
+    return Imported(runs, rows, differing, len(tables), len(predictions))
+
+
+def _same(prediction: dict[str, Any]) -> str:
+    """A predicted row's identity for import: all of it, as exports write it (NaN as null)."""
+    return json.dumps(clean_json(prediction), sort_keys=True, default=str)
 
 
 def _differs(stored: dict[str, Any] | None, incoming: dict[str, Any]) -> bool:
@@ -129,7 +146,7 @@ def _differs(stored: dict[str, Any] | None, incoming: dict[str, Any]) -> bool:
 def _check_document(data: dict[str, Any], path: Path) -> None:
     """Refuse the whole file, naming the first bad entry, when a run, row or probe is not what ampbench writes."""
     where = f"import: {path}"
-    for key in ("runs", "rows", "hw", "calibrations"):
+    for key in ("runs", "rows", "hw", "calibrations", "predictions"):
         if not isinstance(data.get(key, []), list):
             raise AmpbenchError(f"{where}: \"{key}\" must be a list; nothing was imported")
     for i, r in enumerate(data.get("runs", [])):
@@ -150,6 +167,10 @@ def _check_document(data: dict[str, Any], path: Path) -> None:
                 and isinstance(t.get("kernels"), list) and all(isinstance(k, dict) for k in t["kernels"])):
             raise AmpbenchError(f"{where}: kernel table {i} needs a device_name and created_at (strings) and a list of "
                                 "kernels; nothing was imported")
+    for i, p in enumerate(data.get("predictions", [])):
+        if not (isinstance(p, dict) and all(isinstance(p.get(k), str) and p[k] for k in ("workload", "precision", "gpu"))):
+            raise AmpbenchError(f"{where}: prediction {i} needs a workload, precision and gpu (strings); nothing was "
+                                "imported")
 
 
 CSV_NESTED = ("env", "converge", "inference", "max_batch_trials", "measures", "samples_per_s_repeats",
