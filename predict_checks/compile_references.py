@@ -33,9 +33,9 @@ from ampbench.data import TensorData
 from ampbench.measure.gpus import lookup
 from ampbench.predict.cost import Compiled, price
 from ampbench.predict.trace import Trace, trace_inference
-from ampbench.workloads.adapters import HFImageLogits
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
+from ampbench.workloads.user import OutputLogits
 
 SOURCE = ("Hugging Face Transformers docs, 'Optimize inference using torch.compile()' (perf_torch_compile.md): "
           "torch 2.0.1, default mode, fp32, mean of 300 forwards")
@@ -79,7 +79,7 @@ def _model(name: str) -> nn.Module:
         "resnet": lambda: tf.ResNetForImageClassification(tf.ResNetConfig(num_labels=1000)),
     }
     with torch.device("meta"):
-        return HFImageLogits(configs[name]())  # (called as the guide calls it: its logits)
+        return OutputLogits(configs[name]())  # (called as the guide calls it, with its pixels: its logits)
 
 
 def workload(name: str) -> Callable[[], Workload]:

@@ -23,6 +23,11 @@ def parse_unique(value: str | None, what: str) -> list[str]:
     return list(dict.fromkeys(parse_list(value, what)))
 
 
+def says_all(names: list[str]) -> bool:
+    """Whether a parsed list names ``all`` (alone or among others: it holds them)."""
+    return any(n.strip().lower() == "all" for n in names)
+
+
 def parse_measures(value: str | None) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_MEASURES

@@ -61,7 +61,14 @@ from ampbench.precision.optimizer_state import natural as natural_state
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.support import Support
 from ampbench.seam import Options
-from ampbench.values import check_grad_accum, parse_batch_sizes, parse_grad_accums, parse_list, parse_unique
+from ampbench.values import (
+    check_grad_accum,
+    parse_batch_sizes,
+    parse_grad_accums,
+    parse_list,
+    parse_unique,
+    says_all,
+)
 from ampbench.workloads import get_spec
 from ampbench.workloads.registry import check_options
 from ampbench.workloads.user import check_preset as check_model_preset
@@ -370,8 +377,8 @@ class RunConfig:
             owners.append(seam.get(model_framework))
             if model_framework == seam.DEFAULT:
                 check_model_preset(t.model, t.preset, m.seed)  # (only a preset the user gave: "small" is just the label)
-        if r.precisions is None or _all(r.precisions):  # the default modes (or all) of a run with another framework's
-            # target: those it has
+        if r.precisions is None or says_all(parse_list(r.precisions, "precisions")):
+            # the default modes (or all) of a run with another framework's target: those it has
             for fw in {f.name: f for f in owners if f.name != seam.DEFAULT}.values():
                 modes = fw.precisions(modes)
         return cls(
@@ -534,14 +541,10 @@ def given_precisions(value: str | None, device: str) -> tuple[str, ...]:
     device's defaults."""
     if value is None:
         return default_precisions(device)
-    if _all(value):
+    names = parse_list(value, "precisions")
+    if says_all(names):
         return canonical_precisions(p for p in list_precisions() if supported(p, device).ok)
-    return tuple(parse_list(value, "precisions"))
-
-
-def _all(value: str) -> bool:
-    """Whether ``--precisions`` names ``all`` (alone or among modes: it holds them)."""
-    return any(n.strip().lower() == "all" for n in parse_list(value, "precisions"))
+    return tuple(names)
 
 
 def default_precisions(device: str) -> tuple[str, ...]:

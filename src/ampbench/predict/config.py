@@ -32,7 +32,7 @@ from ampbench.precision.fp8 import Fp8Options
 from ampbench.predict.cost import MEASURED_HOST, Host
 from ampbench.predict.parallel import Fabric, fabric
 from ampbench.predict.rows import Machine, Question, check_target, either_of, find_gpus, gpu_suggestions, predict_target
-from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list, parse_unique
+from ampbench.values import parse_batch_sizes, parse_grad_accums, parse_list, parse_unique, says_all
 from ampbench.workloads import DataOptions, build_target
 from ampbench.workloads.user import check_preset as check_model_preset
 
@@ -43,7 +43,7 @@ def parse_predicted_precisions(value: str | None) -> tuple[str, ...]:
     if value is None:
         return tuple(p for p in list_precisions() if not p.startswith("fp8"))
     names = parse_list(value, "precisions")
-    if any(n.strip().lower() == "all" for n in names):
+    if says_all(names):
         return tuple(list_precisions())
     return tuple(dict.fromkeys(resolve(p) for p in names))
 

@@ -32,6 +32,8 @@ BUILD_S = 1.8
 """The same cells' median ``build``: the workload built on the host (paid by a run's first cell only)."""
 FIRST_STEP_EXTRA_S = 0.43
 """The first step's time over a step's (the same cells' median: cuDNN's and cuBLAS's first calls)."""
+
+
 @dataclass(frozen=True)
 class CellTime:
     workload: str

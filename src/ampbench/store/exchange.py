@@ -122,8 +122,9 @@ def import_document(store: Store, data: dict[str, Any], path: Path) -> Imported:
     stored = {_same(p) for p in store.predictions()}
     predictions: dict[str, dict[str, Any]] = {}
     for p in data.get("predictions", []):
-        if _same(p) not in stored:
-            predictions.setdefault(_same(p), p)
+        key = _same(p)
+        if key not in stored:
+            predictions.setdefault(key, p)
     if predictions:
         store.add_predictions(list(predictions.values()))
     return Imported(runs, rows, differing, len(tables), len(predictions))

@@ -19,7 +19,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
-from ampbench.workloads.user import USER_OPTIONS, build_module_workload, image_shape
+from ampbench.workloads.user import USER_OPTIONS, OutputLogits, build_module_workload, image_shape
 
 
 def _import(module: str, extra: str):
@@ -127,17 +127,6 @@ class HFLogits(nn.Module):
         return self.inner(input_ids=ids, attention_mask=mask).logits
 
 
-class HFImageLogits(nn.Module):
-    """An HF image model called with pixels only: returns ``.logits``."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.inner(pixel_values=pixels).logits
-
-
 def _is_vision(config: Any) -> bool:
     """An image model's config (ViT, DeiT, Swin, ConvNeXt, ResNet ...): channels and no vocabulary. hf: built every
     config as a token model: hf:vit failed in every cell ("'ViTConfig' object has no attribute 'vocab_size'")."""
@@ -182,7 +171,7 @@ def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: D
     except Exception as e:
         raise AmpbenchError(f"hf:{target}: transformers cannot build it as an image classifier: {type(e).__name__}: "
                             f"{str(e).splitlines()[0][:200]}") from None
-    return HFImageLogits(model), data
+    return OutputLogits(model), data  # (pixel_values: every HF image classifier's first argument)
 
 
 WARN_PADDING = "warn_if_padding_and_no_attention_mask"

@@ -67,14 +67,14 @@ def lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 ACCURACY = Metric("accuracy", _accuracy)
 PIXEL_ACCURACY = Metric("pixel_accuracy", _pixel_accuracy)
 RMSE = Metric("rmse", _squared_error, finalize=math.sqrt, higher_is_better=False)
+PERPLEXITY = Metric("perplexity", _token_nll, finalize=lambda m: math.exp(min(m, 50.0)), higher_is_better=False)
+SPAN_EXACT_MATCH = Metric("exact_match", _span_exact)
+BINARY_ACCURACY = Metric("accuracy", _binary_accuracy)
 
 
 def rmse_in_units(scale: float) -> Metric:
     """RMSE of a model trained on a target divided by ``scale``, in the target's own units."""
     return Metric("rmse", _squared_error, finalize=lambda m: math.sqrt(m) * scale, higher_is_better=False)
-PERPLEXITY = Metric("perplexity", _token_nll, finalize=lambda m: math.exp(min(m, 50.0)), higher_is_better=False)
-SPAN_EXACT_MATCH = Metric("exact_match", _span_exact)
-BINARY_ACCURACY = Metric("accuracy", _binary_accuracy)
 
 
 def adam(lr: float = 1e-3) -> Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]:

@@ -143,10 +143,11 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         **({"prepare": prepare} if prepare is not None else {}),
     )
     out, targets = _check_forward(workload, where, data.tokens, batches is not None)
-    if loss is None and _logits_of(out) is not None:  # (an HF model's ModelOutput, a dict with "logits")
+    logits = _logits_of(out) if loss is None else None
+    if logits is not None:  # (an HF model's ModelOutput, a dict with "logits")
         workload.model = OutputLogits(model)
         workload.description += f" (the logits of its {type(out).__name__})"
-        out = _logits_of(out)
+        out = logits
     if loss is None:
         if batches is not None and data.task is None:
             data = tasks.infer(out, targets, where)
@@ -234,13 +235,23 @@ def image_shape(data_dir: Path, val_fraction: float | None = None) -> tuple[int,
     if not data_dir.is_dir() or (data_dir / "train.txt").is_file() or any(data_dir.glob("*.csv")):
         return None
     try:
-        train, _ = _load_images(data_dir, val_fraction)
+        splits = _load_images(data_dir, val_fraction)
     except DataError:
         return None
-    return tuple(int(d) for d in train.inputs[0].shape[1:])
+    PEEKED.clear()
+    PEEKED[(str(data_dir.resolve()), val_fraction)] = splits
+    return tuple(int(d) for d in splits[0].inputs[0].shape[1:])
+
+
+PEEKED: dict[tuple[str, float | None], tuple[TensorData, TensorData]] = {}
+"""The images :func:`image_shape` read, kept for the build that follows it (read once, not twice), as
+:data:`~ampbench.workloads.user_callables.MADE` keeps what a factory made."""
 
 
 def _load_images(data_dir: Path, val_fraction: float | None = None) -> tuple[TensorData, TensorData]:
+    peeked = PEEKED.pop((str(data_dir.resolve()), val_fraction), None)
+    if peeked is not None:
+        return peeked
     errors = []
     for loader in (load_mnist_dir, load_cifar10_dir):
         try:
@@ -312,8 +323,8 @@ def _from_batches(batches: str, preset: str, seed: int, batch: int
 
 class OutputLogits(nn.Module):
     """A model whose output is a mapping holding ``logits`` (a transformers ``ModelOutput``: an HF model built in the
-    user's own factory), called as it is, its logits returned -- as the hf: adapter takes an HF model's. It was
-    refused ("the model returned SequenceClassifierOutput, not a tensor") unless a --loss read it."""
+    user's own factory, or the hf: adapter's image classifier, called with its pixels), called as it is, its logits
+    returned. It was refused ("the model returned SequenceClassifierOutput, not a tensor") unless a --loss read it."""
 
     def __init__(self, inner: nn.Module) -> None:
         super().__init__()
