@@ -121,6 +121,38 @@ def test_an_unknown_option_names_the_argument_or_the_option_meant(capsys, args, 
     assert e.value.code == 2 and expect in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("args,flag,following", [
+    # (click said "Got unexpected extra argument (20)")
+    (["train", "mnist-cnn", "--compile", "--max-steps", "20"], "--compile", "--max-steps"),
+    (["run", "--compile", "--workloads=mnist-cnn"], "--compile", "--workloads=mnist-cnn"),
+    (["train", "mnist-cnn", "-o", "--precision", "fp32"], "-o", "--precision"),
+])
+def test_an_option_followed_by_another_is_refused_naming_both(capsys, args, flag, following):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = " ".join(capsys.readouterr().err.split())
+    assert e.value.code == 2
+    assert f"{flag} needs a value, and the option {following} follows it: give {flag} VALUE" in err, err
+
+
+def test_a_path_option_followed_by_a_flag_writes_nothing(capsys, tmp_path, monkeypatch):
+    # (`--checkpoint --resume` trained and wrote its checkpoint to a directory named "--resume")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["train", "mnist-cnn", "--checkpoint", "--resume"])
+    assert e.value.code == 2 and "--checkpoint needs a value" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_option_value_that_is_no_option_is_taken_as_given():
+    from ampbench.cli.core import _option_taken_as_value
+
+    assert _option_taken_as_value(["train", "mnist-cnn", "--compile", "on", "--max-steps", "2"]) is None
+    assert _option_taken_as_value(["train", "--checkpoint", "--", "--resume"]) is None  # (after --: arguments)
+    assert _option_taken_as_value(["run", "--resume", "--workloads", "x"]) is None  # (a flag takes no value)
+    assert _option_taken_as_value(["nosuch", "--a", "--b"]) is None and _option_taken_as_value([]) is None
+
+
 def test_main_exits_2_in_process(capsys):
     with pytest.raises(SystemExit) as e:
         main(["list", "gpu"])

@@ -148,11 +148,44 @@ def _no_such_option(e: click.exceptions.NoSuchOption) -> str:
     return e.format_message()
 
 
+def _option_taken_as_value(argv: list[str]) -> str | None:
+    """An option that takes a value, followed by another of the command's options (``train --compile --max-steps
+    20``): click takes the second as the first's value and says "unexpected extra argument (20)" -- or, with no
+    value after it, goes on with it (``--checkpoint --resume`` wrote a directory named "--resume"). The line that
+    says so, or None."""
+    import typer.main  # lazy: typer's click command tree (built for the command's run anyway)
+
+    group = typer.main.get_command(app)
+    command = group.commands.get(argv[0]) if argv and isinstance(group, click.Group) else None
+    if command is None:
+        return None
+    options = [p for p in command.params if isinstance(p, click.Option)]
+    known = {name for p in options for name in (*p.opts, *p.secondary_opts)}
+    valued = {name for p in options if not p.is_flag and not p.count for name in p.opts}
+    i = 1
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            break
+        if token in valued and i + 1 < len(argv):
+            following = argv[i + 1]
+            if following.split("=", 1)[0] in known:
+                return (f"{token} needs a value, and the option {following} follows it: give {token} VALUE "
+                        f"(see: ampbench {argv[0]} --help)")
+            i += 1
+        i += 1
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: AmpbenchError -> one line on stderr, exit code 2."""
     global _invocation
     _invocation = list(sys.argv[1:] if argv is None else argv)
     try:
+        taken = _option_taken_as_value(_invocation)
+        if taken:
+            err_console.print(f"[red]error:[/] {escape(taken)}", highlight=False, soft_wrap=True)
+            sys.exit(2)
         code = app(args=_invocation, standalone_mode=False, prog_name="ampbench")
         if isinstance(code, int) and code:  # typer.Exit(N) inside a command comes back as N without standalone mode
             sys.exit(code)
