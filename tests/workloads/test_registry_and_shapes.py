@@ -30,7 +30,7 @@ def test_the_list_does_not_depend_on_which_family_a_process_imported_first():
             "try:\n    get_spec('nosuch')\nexcept Exception as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0].split(",") == EXPECTED
-    assert f"Valid: {', '.join(EXPECTED)}, timm:<model>" in out[1]
+    assert f"Valid: {', '.join(EXPECTED)}, keras-conv-dummy, timm:<model>" in out[1]
 
 
 def _first_tensor(out):
@@ -109,6 +109,19 @@ def test_paper_recipes():
 def test_bad_workload_requests(call, match):
     with pytest.raises(AmpbenchError, match=match):
         call()
+
+
+def test_an_unknown_name_lists_and_suggests_every_frameworks_workloads():
+    # (the list named the PyTorch workloads alone: keras-conv-dummy, which `list workloads` shows, was missing)
+    from ampbench import seam
+
+    keras = [w.name for fw in seam.all_frameworks() if fw.name != seam.DEFAULT for w in fw.workloads()]
+    assert keras and "keras-conv-dummy" in keras
+    with pytest.raises(AmpbenchError) as e:
+        create_workload("keras-conv-dumy")
+    said = str(e.value)
+    assert "Did you mean 'keras-conv-dummy'?" in said
+    assert said.split("Valid: ")[1].startswith(", ".join(list_workloads() + keras) + ", timm:<model>")
 
 
 def test_synthetic_data_is_seeded():

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Optional
 
 import click
 import typer
+import typer.main
 from rich.console import Console
 from rich.markup import escape
 
@@ -153,8 +154,6 @@ def _option_taken_as_value(argv: list[str]) -> str | None:
     20``): click takes the second as the first's value and says "unexpected extra argument (20)" -- or, with no
     value after it, goes on with it (``--checkpoint --resume`` wrote a directory named "--resume"). The line that
     says so, or None."""
-    import typer.main  # lazy: typer's click command tree (built for the command's run anyway)
-
     group = typer.main.get_command(app)
     command = group.commands.get(argv[0]) if argv and isinstance(group, click.Group) else None
     if command is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import nn
 
+from ampbench import seam
 from ampbench.errors import AmpbenchError, suggest
 from ampbench.workloads.base import PRESETS, Workload
 
@@ -74,8 +75,10 @@ def list_workloads() -> list[str]:
 
 def get_spec(name: str) -> WorkloadSpec:
     if name not in _WORKLOADS:
+        valid = list_workloads() + [w.name for fw in seam.all_frameworks() if fw.name != seam.DEFAULT
+                                    for w in fw.workloads()]
         raise AmpbenchError(
-            f"unknown workload {name!r}.{suggest(name, _WORKLOADS)} Valid: {', '.join(list_workloads())}, "
+            f"unknown workload {name!r}.{suggest(name, valid)} Valid: {', '.join(valid)}, "
             "timm:<model>, hf:<config>, or --model file.py:factory"
         )
     return _WORKLOADS[name]
