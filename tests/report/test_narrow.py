@@ -211,8 +211,8 @@ def test_list_gpus_cuts_no_number_nor_header(monkeypatch: pytest.MonkeyPatch, wi
 
 def test_a_converge_only_table_and_its_cell_lines_say_what_was_measured() -> None:
     """--measure converge alone: the table had five columns of "-" (speed, step time, memory) and each finished
-    cell's line ended in two spaces; the table keeps the columns with a figure, each cell's line says its final loss
-    (and metric) -- the verdict needs fp32's cell -- and a largest batch where one was searched."""
+    cell's line ended in two spaces; the table keeps the columns with a figure, each cell's line says its final training loss
+    (and the held-out split's metric) -- the verdict needs fp32's cell -- and a largest batch where one was searched."""
     from ampbench.cli.render import cell_line, ok_detail
     from tests.report.test_advisor import _row
 
@@ -227,7 +227,9 @@ def test_a_converge_only_table_and_its_cell_lines_say_what_was_measured() -> Non
     assert "-" not in text.split("┡")[1].replace("amp-bf16", "")
     cell = {"samples_per_s": None, "final_loss": 1.8789, "metric_name": "accuracy", "metric": 0.421875,
             "converge": {"steps": 30}, "max_batch": 3072, "max_batch_limit_hit": False}
-    assert ok_detail(cell) == "final loss 1.879, accuracy 0.4219 after 30 steps, max batch 3,072"
+    assert ok_detail(cell) == "after 30 steps: train loss 1.879, test accuracy 42.19%, max batch 3,072"
+    lm = {"final_loss": 3.816, "metric_name": "perplexity", "metric": 26.9, "converge": {"steps": 30}}
+    assert ok_detail(lm) == "after 30 steps: train loss 3.816, test perplexity 26.9"
     assert ok_detail({"samples_per_s": 6037.2}) == "6,037 samples/s"
     assert cell_line("ok", "ok", "w (tiny) fp32", "") == "  [green]ok         [/] w (tiny) fp32"
 

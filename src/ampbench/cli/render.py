@@ -23,6 +23,7 @@ from ampbench.report.run_text import (
     progress_line,
 )
 from ampbench.tensorboard import RunLogger
+from ampbench.train_line import metric_text
 
 
 def plan_header(config: Any, store_path: Any, estimate: Any = None) -> None:
@@ -44,9 +45,11 @@ def ok_detail(row: dict[str, Any]) -> str:
     fp32's cell, in the table at the end)."""
     said = [f"{row['samples_per_s']:,.0f} samples/s"] if row.get("samples_per_s") else []
     if row.get("converge") and row.get("final_loss") is not None:
-        metric = f", {row['metric_name']} {row['metric']:.4g}" if row.get("metric") is not None and \
-            row.get("metric_name") else ""
-        said.append(f"final loss {row['final_loss']:.4g}{metric} after {row['converge'].get('steps')} steps")
+        # (the loss is the training loss of the last steps, the metric the held-out split's: "final loss 3.816,
+        # perplexity 26.9" read as one figure twice -- exp(3.816) is 45)
+        metric = f", test {row['metric_name']} {metric_text(row['metric_name'], row['metric'])}" \
+            if row.get("metric") is not None and row.get("metric_name") else ""
+        said.append(f"after {row['converge'].get('steps')} steps: train loss {row['final_loss']:.4g}{metric}")
     if row.get("max_batch") is not None:
         from ampbench.report.console import max_batch_text  # lazy: torch
 
