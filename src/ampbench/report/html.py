@@ -13,7 +13,7 @@ from typing import Any
 import ampbench
 from ampbench.execution.axes import Execution, display_name
 from ampbench.measure.cpu import half_math_claim
-from ampbench.report import charts
+from ampbench.report import charts, convergence
 from ampbench.report.accumulation import accumulated_text, accumulation_cost
 from ampbench.report.advisor import Advice, advise, group_labels, workload_groups
 from ampbench.report.compare import compare_table
@@ -46,7 +46,6 @@ from ampbench.report.run_diff import TABLE as DIFF_TABLE
 from ampbench.report.run_diff import cell_line, header_lines, summary_line, verdict_tone
 from ampbench.store.derive import converge_tone, memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
-from ampbench.store.time_to_loss import text as time_to_loss_text
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -273,25 +272,12 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             out.append(_img(charts.loss_curves(conv, "Training loss, mean over seeds with min–max band"), "loss curves"))
             out.append(_img(charts.scale_chart(conv, "Loss scale of the fp16 modes (first seed)"), "loss scale chart"))
             rows_c = []
-            to_loss = any(r.get("fp32_loss_target") is not None for r in conv)
-            energy_to_loss = any(r.get("energy_to_fp32_loss_j") is not None for r in conv)
             for r in conv:
-                c = r["converge"]
-                fl = [x for x in c["final_losses"] if x is not None]
-                spread = (max(fl) - min(fl)) if len(fl) > 1 else 0.0
-                metric = [m for m in c.get("metrics") or [] if m is not None]
-                v = r.get("converge_verdict") or "–"
-                rows_c.append([e(display_name(r)), f"{sum(fl) / len(fl):.4f} ± {spread / 2:.4f}" if fl else "–",
-                               _num(sum(metric) / len(metric), ".4g") if metric else "–",
-                               f'<span class="{VERDICT_CLASS[converge_tone(v)]}">{e(v)}</span>',
-                               _num(r.get("converge_tolerance"), ".4f"), e(sum(c.get("skipped_steps") or [])),
-                               e(f"{c['steps']} × {len(c['seeds'])}"),
-                               *([e(time_to_loss_text(r))] if to_loss else []),
-                               *([_num(r.get("energy_to_fp32_loss_j"), ",.0f")] if energy_to_loss else [])])
-            out.append(_table(["precision", "final loss (mean ± half range)", e(first.get("metric_name") or "metric"),
-                               "verdict", "tolerance", "skipped steps", "steps × seeds",
-                               *(["to fp32 loss: speedup (steps)"] if to_loss else []),
-                               *(["J to fp32 loss"] if energy_to_loss else [])], rows_c))
+                final, metric, verdict, *rest = convergence.cells(r, conv)
+                rows_c.append([e(display_name(r)), e(final), e(metric),
+                               f'<span class="{VERDICT_CLASS[converge_tone(verdict)]}">{e(verdict)}</span>',
+                               *(e(c) for c in rest)])
+            out.append(_table([e(h) for h in convergence.headers(conv)], rows_c))
         inf = [r for r in ok if r.get("inference")]
         if inf:
             out.append("<h3>Inference latency</h3>")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ampbench.execution.axes import Execution, strategy_label
+from ampbench.execution.axes import Execution, display_name, strategy_label
+from ampbench.report import convergence
 from ampbench.report.accumulation import accumulated_text, accumulation_cost
 from ampbench.report.advisor import advise, workload_groups
 from ampbench.report.console import (
@@ -146,6 +147,14 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                          + (f" {md_escape(r.get('converge_verdict') or '–')} |" if converged else "")
                          + (f" {_dash(time_to_loss_text(r))} |" if to_loss else ""))
         lines.append("")
+        conv = [r for r in group if r.get("status") == "ok" and r.get("converge")]
+        if conv:  # (the final losses and the metric: the HTML page had them, the summary only the verdicts)
+            heads = convergence.headers(conv)
+            lines += [f"Convergence ({md_escape(wl)}):", "", "| " + " | ".join(md_escape(h) for h in heads) + " |",
+                      "| --- |" + " ---: |" * 2 + " --- |" + " ---: |" * (len(heads) - 4)]
+            lines += ["| " + " | ".join(md_escape(c) for c in (display_name(r), *convergence.cells(r, conv))) + " |"
+                      for r in conv]
+            lines.append("")
     cost = accumulation_cost(rows)
     if cost:  # (run --grad-accum 1,N: the accumulated step beside the plain one, measured in one run)
         lines += ["### Gradient accumulation", "", *(f"- {md_escape(line)}" for line in cost), ""]
