@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from ampbench.measure.gpus import predictable
 from ampbench.precision import list_precisions
@@ -216,6 +217,39 @@ def test_a_model_that_reads_a_value_is_refused_in_one_line_naming_where(tmp_path
                          "4", "--db", str(tmp_path / "r.db"))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "cannot be predicted: it reads a tensor's value" in err and "reads.py:11" in err
+
+
+def test_a_routed_model_is_refused_in_one_line_naming_the_routing(tmp_path: Path) -> None:
+    """A mixture of experts routes tokens with torch.nonzero (a boolean mask's indexing): predict printed torch's
+    traceback ("The register_meta function for torch.nonzero() raises unimplemented")."""
+    model = tmp_path / "moe.py"
+    model.write_text("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                     "        super().__init__()\n        self.gate = nn.Linear(8, 2)\n"
+                     "        self.experts = nn.ModuleList(nn.Linear(8, 4) for _ in range(2))\n\n"
+                     "    def forward(self, x):\n        top = self.gate(x).argmax(-1)\n"
+                     "        out = x.new_zeros(x.shape[0], 4)\n        for i, e in enumerate(self.experts):\n"
+                     "            out[top == i] = e(x[top == i])\n        return out\n\n\ndef build():\n"
+                     "    return M()\n")
+    code, out, err = cli("predict", "--gpu", "t4", "--model", f"{model}:build", "--input-shape", "8", "--num-classes",
+                         "4", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "cannot be predicted: its shapes depend on tensor values (torch.nonzero" in err and "moe.py:15" in err
+
+
+@pytest.mark.parametrize("op, said", [
+    (lambda x: torch.nonzero(x), "its shapes depend on tensor values (torch.nonzero"),
+    (lambda x: x[x > 0], "its shapes depend on tensor values (torch.nonzero"),
+    (lambda x: torch.unique(x), "it runs aten::_unique2, which has no meta kernel"),
+    (lambda x: torch.masked_select(x, x > 0), "it runs aten::masked_select, which has no meta kernel"),
+    (lambda x: torch.repeat_interleave(x.long()), "repeat_interleave by a tensor"),
+    (lambda x: x.sum().item(), "it reads a tensor's value"),
+])
+def test_each_value_that_a_meta_tensor_lacks_is_named(op, said) -> None:
+    from ampbench.predict.trace import _value_read
+
+    with pytest.raises((RuntimeError, NotImplementedError)) as e:  # (torch's own error, on a meta tensor)
+        op(torch.ones(8, device="meta"))
+    assert said in (_value_read(e.value) or ""), str(e.value)
 
 
 def test_a_batch_that_does_not_fit_is_oom_with_its_peak_and_the_largest_batch_that_fits() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import time
 import traceback
 import weakref
@@ -566,8 +567,20 @@ def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_las
 
 def _value_read(e: BaseException) -> str | None:
     text = str(e)
+    # (the shapes that follow values: a boolean mask's indexing, torch.where(mask) and nonzero -- a mixture of
+    # experts' routing --, unique, masked_select, bincount, repeat_interleave by a tensor: meta holds no values, and
+    # torch's meta kernels for them raise; each was a traceback)
+    no_meta = re.search(r"(aten::\w+): attempted to run this operator with Meta tensors", text)
+    if no_meta:
+        return (f"it runs {no_meta.group(1)}, which has no meta kernel (an output shaped by tensor values, as "
+                "unique, masked_select or bincount)")
     marks = {"item()": "it reads a tensor's value (.item())", "numpy": "it converts a tensor to numpy",
-             "data-dependent": "its shapes depend on tensor values", "meta tensors": "it reads a tensor's value",
+             "data-dependent": "its shapes depend on tensor values",
+             "torch.nonzero()": "its shapes depend on tensor values (torch.nonzero: a boolean mask's indexing, "
+                                "torch.where(mask), argwhere -- a mixture of experts' routing)",
+             "without output_size": "its shapes depend on tensor values (repeat_interleave by a tensor, without "
+                                    "output_size)",
+             "meta tensors": "it reads a tensor's value",
              "Cannot copy out of meta": "it copies a tensor to the host", "can't convert meta": "it converts a tensor to "
              "a Python value", "Boolean value of Tensor": "it branches on a tensor's value"}
     return next((why for mark, why in marks.items() if mark in text), None)
