@@ -191,5 +191,13 @@ def test_an_hf_image_model_takes_its_data_dir_s_image_shape_and_says_what_tiles_
     with pytest.raises(AmpbenchError, match=r"^--input-shape 3,30,30: .* give -o patch_size=N, a divisor of 30 "
                                             r"\(e\.g\. 15\) or --input-shape 3,16,16$"):
         create_workload("hf:vit", "tiny", data=DataSpec.of(input_shape="3,30,30"), **{**VIT, "patch_size": 16})
+    from tests.data.test_imagefolder import _folder
+
+    pets = _folder(tmp_path / "pets", {"cat": 3, "dog": 3})  # (12x16 images: not square)
+    with pytest.raises(AmpbenchError, match=r"^the --data-dir images \(3,12,16\): hf:vit takes square images; give "
+                                            r"--input-shape 3,12,12 \(class folders"):
+        create_workload("hf:vit", "tiny", data_dir=pets, **VIT)
+    wl = create_workload("hf:vit", "tiny", data_dir=pets, data=DataSpec.of(input_shape="3,12,12"), **VIT)
+    assert tuple(wl.train_data.inputs[0].shape[1:]) == (3, 12, 12) and wl.model.inner.config.image_size == 12
     with pytest.raises(AmpbenchError, match=r"hf:vit is an image model \(ViTConfig\): drop --vocab-size/--task lm"):
         create_workload("hf:vit", "tiny", data=DataSpec.of(vocab_size=100, input_shape="16"), **VIT)

@@ -143,6 +143,11 @@ def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: D
     size = TIMM_SIZE[preset]
     shape = given or (int(config.num_channels), size, size)
     if len(shape) != 3 or shape[1] != shape[2]:
+        if data.input_shape is None:  # (the --data-dir images' own shape: "--input-shape 3,48,64" was none given)
+            side = min(shape[1:]) if len(shape) == 3 else size
+            raise AmpbenchError(f"the --data-dir images ({show(shape)}): hf:{target} takes square images; give "
+                                f"--input-shape {shape[0]},{side},{side} (class folders of images are resized and "
+                                "centre-cropped to it)")
         raise AmpbenchError(f"--input-shape {show(shape)}: hf:{target} takes square images C,H,W (e.g. 3,224,224)")
     patch = getattr(config, "patch_size", None)
     if isinstance(patch, int) and shape[1] % patch:

@@ -16,6 +16,8 @@ from torch.nn import functional as F
 
 from ampbench.data import synthetic
 from ampbench.data.errors import DataError
+from ampbench.data.imagefolder import is_image_folder, load_image_folder
+from ampbench.data.splits import classification_splits
 from ampbench.data.tensors import TensorData
 from ampbench.workloads.base import Workload, image_prep, split
 from ampbench.workloads.registry import register_workload
@@ -106,30 +108,43 @@ def resnet_model(preset: str) -> nn.Module:
     description="ResNet-50 v1.5 on ImageNet-size images (224x224, 1000 classes): the convnet every GPU guide times",
     paper="ResNet-50 v1.5 (torchvision layout, 25.6M parameters), 224x224, 1000 classes, SGD lr 0.1 momentum 0.9 "
           "wd 1e-4 (torchvision's reference recipe), batch 256 (NVIDIA DeepLearningExamples' per-GPU batch)",
-    data="none (synthetic learnable images; the model is what is measured)",
+    data="class folders of images (<class>/<image>, or train/ and val/ of them: ImageNet's layout), resized and "
+         "centre-cropped to the preset's side, at most as many classes as its head; a single split -> 80/20 "
+         "(--val-fraction); none: synthetic learnable images",
     model=resnet_model,
 )
-def build_resnet50(preset: str, data_dir: Path | None, seed: int) -> Workload:
+def build_resnet50(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     # (torchvision's recipe. The lent H200's amp-fp16 cells "diverged" at lr 0.256 and again at 0.1: not the rate but
     # torch's fused SGD, whose skipped first step left its momentum buffers uninitialised -- the engine now drops
     # them, precision/scaling.unstarted_momentum)
     return _imagenet_workload("resnet50", "ResNet-50 v1.5", resnet_model(preset), preset, data_dir, seed,
                               RESNET_BATCH[preset], 90, lambda p: torch.optim.SGD(
-                                  p, lr=0.1 if preset == "paper" else 0.05, momentum=0.9, weight_decay=1e-4))
+                                  p, lr=0.1 if preset == "paper" else 0.05, momentum=0.9, weight_decay=1e-4),
+                              val_fraction)
 
 
 def _imagenet_workload(name: str, what: str, model: nn.Module, preset: str, data_dir: Path | None, seed: int,
-                       batch: int, paper_epochs: int, optimizer: Any) -> Workload:
-    """An ImageNet-size classifier on synthetic learnable images (no --data-dir: the model is what is measured)."""
-    if data_dir is not None:
-        raise DataError(f"{name} trains on synthetic ImageNet-size images; it takes no --data-dir (give your own with "
-                        "--model and --data-dir)")
-    train, test = _imagenet_data(preset, seed, batch)
-    side = IMAGE[preset][0]
+                       batch: int, paper_epochs: int, optimizer: Any, val_fraction: float | None = None) -> Workload:
+    """An ImageNet-size classifier on synthetic learnable images, or on class folders of images in ``data_dir``
+    (ImageNet's own layout) at the preset's side."""
+    side, classes = IMAGE[preset]
+    if data_dir is None:
+        train, test = _imagenet_data(preset, seed, batch)
+        said = f"{side}x{side} (synthetic)"
+    else:
+        if not is_image_folder(data_dir):
+            raise DataError(f"{name} --data-dir {data_dir}: no class folders of images (<class>/<image>, or train/ and "
+                            "val/ of them, as ImageNet comes)")
+        folder = load_image_folder(data_dir, (3, side, side))
+        if len(folder.classes) > classes:
+            raise DataError(f"{data_dir} has {len(folder.classes)} classes; {name}'s head at preset {preset} has "
+                            f"{classes} (presets: tiny 10, small 100, paper 1000 classes)")
+        train, test = classification_splits(data_dir, lambda _: folder.splits, val_fraction)  # type: ignore[misc]
+        said = folder.describe(data_dir)
     return Workload(name=name, model=model, train_data=train, test_data=test, make_optimizer=optimizer,
                     prepare=image_prep(IMAGENET_MEAN, IMAGENET_STD), batch_size=batch,
                     epochs={"tiny": 1, "small": 2, "paper": paper_epochs}[preset], preset=preset,
-                    description=f"{what} at {side}x{side} (synthetic)")
+                    description=f"{what} at {said}")
 
 
 # -- vit -------------------------------------------------------------------------------------------------------------
@@ -185,9 +200,12 @@ def vit_model(preset: str) -> nn.Module:
     description="Vision Transformer ViT-B/16 on ImageNet-size images (224x224, 1000 classes)",
     paper="ViT-B/16 (12x768, 12 heads, MLP 3072, 86.6M parameters), 224x224, 1000 classes, AdamW lr 1e-3 wd 0.05, "
           "batch 128 per GPU",
-    data="none (synthetic learnable images; the model is what is measured)",
+    data="class folders of images (<class>/<image>, or train/ and val/ of them: ImageNet's layout), resized and "
+         "centre-cropped to the preset's side, at most as many classes as its head; a single split -> 80/20 "
+         "(--val-fraction); none: synthetic learnable images",
     model=vit_model,
 )
-def build_vit(preset: str, data_dir: Path | None, seed: int) -> Workload:
+def build_vit(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
     return _imagenet_workload("vit", "ViT", vit_model(preset), preset, data_dir, seed, VIT_BATCH[preset], 300,
-                              lambda p: torch.optim.AdamW(p, lr=1e-3 if preset == "paper" else 3e-4, weight_decay=0.05))
+                              lambda p: torch.optim.AdamW(p, lr=1e-3 if preset == "paper" else 3e-4, weight_decay=0.05),
+                              val_fraction)

@@ -2,7 +2,7 @@
 
 The factory returns an ``nn.Module`` or a ready :class:`Workload`. For a module, the data come from
 what the user says about them (:class:`~ampbench.workloads.tasks.DataSpec`: any per-sample shape, token
-ids, classification / regression / language modelling), from ``--data-dir`` (MNIST/CIFAR-10 images, a
+ids, classification / regression / language modelling), from ``--data-dir`` (MNIST/CIFAR-10 images, class folders of images, a
 ``text,label`` CSV for token models, a plain-text corpus for ``--task lm``), or from the user's own
 ``--batches file.py:make_batch`` (any inputs: tensor, tuple or dict), with ``--loss file.py:fn`` optional.
 A factory that takes a ``preset`` argument gets ``--preset`` (so a Workload it returns can be sized by it).
@@ -21,6 +21,7 @@ from torch import nn
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
 from ampbench.data.idx import load_mnist_dir
+from ampbench.data.imagefolder import is_image_folder, load_image_folder
 from ampbench.data.splits import check_val_fraction, classification_splits
 from ampbench.data.tensors import TensorData
 from ampbench.data.text import load_corpus, windows
@@ -176,7 +177,7 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
     if any(data_dir.glob("*.csv")):
         return _real_text_csv(data_dir, data, where, val_fraction, options)
     _no_csv_for(options)
-    train, test = _load_images(data_dir, val_fraction)
+    train, test, what = _load_images(data_dir, val_fraction, data.input_shape)
     real_shape = tuple(train.inputs[0].shape[1:])
     if data.input_shape is not None and data.input_shape != real_shape:
         raise AmpbenchError(f"--input-shape {show(data.input_shape)} does not match the data in {data_dir} "
@@ -187,7 +188,7 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
     if data.num_classes is not None and data.num_classes < classes:
         raise AmpbenchError(f"--num-classes {data.num_classes}: the labels in {data_dir} go up to {classes - 1}")
     data = DataSpec(real_shape, None, data.num_classes or classes, None, "classify")
-    return train, test, data, image_prep(), f"images from {data_dir}"
+    return train, test, data, image_prep(), what
 
 
 def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None
@@ -228,10 +229,10 @@ def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: flo
 
 
 def image_shape(data_dir: Path, val_fraction: float | None = None) -> tuple[int, ...] | None:
-    """The per-sample shape of the images in ``data_dir`` (MNIST IDX, CIFAR-10); None where it holds text (a CSV, a
-    train.txt corpus) or nothing readable (the workload's build says why). An adapter's image model is built for it
-    where --input-shape is not given: hf:vit on MNIST was built for the preset's 3,32,32 and refused the data with
-    "--input-shape 3,32,32 does not match", a shape nobody gave."""
+    """The per-sample shape of the images in ``data_dir`` (MNIST IDX, CIFAR-10, class folders of images of one
+    size); None where it holds text (a CSV, a train.txt corpus) or nothing readable (the workload's build says why).
+    An adapter's image model is built for it where --input-shape is not given: hf:vit on MNIST was built for the
+    preset's 3,32,32 and refused the data with "--input-shape 3,32,32 does not match", a shape nobody gave."""
     if not data_dir.is_dir() or (data_dir / "train.txt").is_file() or any(data_dir.glob("*.csv")):
         return None
     try:
@@ -239,27 +240,36 @@ def image_shape(data_dir: Path, val_fraction: float | None = None) -> tuple[int,
     except DataError:
         return None
     PEEKED.clear()
-    PEEKED[(str(data_dir.resolve()), val_fraction)] = splits
+    PEEKED[(str(data_dir.resolve()), val_fraction, None)] = splits
     return tuple(int(d) for d in splits[0].inputs[0].shape[1:])
 
 
-PEEKED: dict[tuple[str, float | None], tuple[TensorData, TensorData]] = {}
+PEEKED: dict[tuple[str, float | None, tuple[int, ...] | None], tuple[TensorData, TensorData, str]] = {}
 """The images :func:`image_shape` read, kept for the build that follows it (read once, not twice), as
 :data:`~ampbench.workloads.user_callables.MADE` keeps what a factory made."""
 
 
-def _load_images(data_dir: Path, val_fraction: float | None = None) -> tuple[TensorData, TensorData]:
-    peeked = PEEKED.pop((str(data_dir.resolve()), val_fraction), None)
+def _load_images(data_dir: Path, val_fraction: float | None = None, shape: tuple[int, ...] | None = None
+                 ) -> tuple[TensorData, TensorData, str]:
+    """(train, test, what they are) of the images in ``data_dir``: MNIST IDX, CIFAR-10, or class folders of images
+    (resized and centre-cropped to ``shape`` where given: :mod:`ampbench.data.imagefolder`)."""
+    peeked = PEEKED.pop((str(data_dir.resolve()), val_fraction, shape), None)
     if peeked is not None:
         return peeked
+    if is_image_folder(data_dir):
+        folder = load_image_folder(data_dir, shape)
+        train, test = classification_splits(data_dir, lambda _: folder.splits, val_fraction)  # type: ignore[misc]
+        return train, test, folder.describe(data_dir)
     errors = []
     for loader in (load_mnist_dir, load_cifar10_dir):
         try:
-            return classification_splits(data_dir, loader, val_fraction)  # type: ignore[return-value]
+            train, test = classification_splits(data_dir, loader, val_fraction)  # type: ignore[misc]
+            return train, test, f"images from {data_dir}"
         except DataError as e:
             errors.append(str(e))
     raise DataError(f"--data-dir {data_dir}: no data found: no MNIST IDX or CIFAR-10 files ({'; '.join(errors)}), no "
-                    "text,label CSV (token models), no train.txt corpus (--task lm)")
+                    "class folders of images (<class>/<image>, or train/ and val/ of them), no text,label CSV (token "
+                    "models), no train.txt corpus (--task lm)")
 
 
 def _as_inputs(inputs: Any, batches: str, n: int) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...] | None]:
