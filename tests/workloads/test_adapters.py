@@ -175,6 +175,28 @@ def test_an_hf_image_model_is_built_as_an_image_classifier_of_the_data() -> None
 
 
 @needs_hf
+@pytest.mark.parametrize("shape", [None, "3,8,8"])
+def test_an_hf_image_model_takes_its_data_dir_s_classes_reading_the_images_once(tmp_path, monkeypatch, shape) -> None:
+    """12 class folders: hf:vit was built with 10 classes and refused them ("--num-classes 10: the labels in DIR go up
+    to 11", a number nobody gave). The images are read once for the shape, the classes and the data."""
+    from ampbench.data import imagefolder
+    from ampbench.workloads import user
+    from tests.data.test_imagefolder import _save, _solid
+
+    for k in range(12):
+        for i in range(2):
+            _save(tmp_path / f"c{k:02d}" / f"{i}.png", _solid(8, 8, (k * 20, i, 0)))
+    reads = []
+    real = imagefolder.load_image_folder
+    monkeypatch.setattr(user, "load_image_folder", lambda *a, **k: reads.append(a) or real(*a, **k))
+    wl = create_workload("hf:vit", "tiny", data_dir=tmp_path, data=DataSpec.of(input_shape=shape), **VIT)
+    assert wl.model.inner.config.num_labels == 12 and len(reads) == 1
+    assert int(wl.train_data.targets.max()) <= 11 and tuple(wl.train_data.inputs[0].shape[1:]) == (3, 8, 8)
+    given = create_workload("hf:vit", "tiny", data_dir=tmp_path, data=DataSpec.of(num_classes=13), **VIT)
+    assert given.model.inner.config.num_labels == 13  # (--num-classes given: as given)
+
+
+@needs_hf
 def test_an_hf_image_model_takes_its_data_dir_s_image_shape_and_says_what_tiles_it(tmp_path) -> None:
     """On MNIST (1x28x28) hf:vit was built for the preset's 3,32,32 and refused the data with "--input-shape 3,32,32
     does not match", a shape nobody gave; a patch that does not tile the side names the option that does."""

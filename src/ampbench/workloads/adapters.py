@@ -19,7 +19,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
-from ampbench.workloads.user import USER_OPTIONS, OutputLogits, build_module_workload, image_shape
+from ampbench.workloads.user import USER_OPTIONS, OutputLogits, build_module_workload, peek_images
 
 
 def _import(module: str, extra: str):
@@ -64,9 +64,11 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
     csv_options = {k: options.pop(k) for k in USER_OPTIONS if k in options}  # (a text CSV's, not the model's)
     given = data.input_shape
 
-    def images() -> tuple[int, ...] | None:
-        """The shape an image model is built for where --input-shape says none: its --data-dir images'."""
-        return given or (image_shape(Path(data_dir), val_fraction) if data_dir is not None else None)
+    def images() -> tuple[tuple[int, ...] | None, int | None]:
+        """The shape an image model is built for where --input-shape says none, and its classes where --num-classes
+        says none: its --data-dir images' (None, None: no images there)."""
+        seen = peek_images(Path(data_dir), val_fraction, given) if data_dir is not None else None
+        return given or (seen[0] if seen else None), seen[1] if seen else None
 
     if kind == "timm":
         model, data = _timm_model(target, preset, data, options, images)
@@ -84,17 +86,18 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
 
 
 def _timm_model(target: str, preset: str, data: DataSpec, options: dict[str, Any],
-                images: Callable[[], tuple[int, ...] | None]) -> tuple[nn.Module, DataSpec]:
+                images: Callable[[], tuple[tuple[int, ...] | None, int | None]]) -> tuple[nn.Module, DataSpec]:
     timm = _import("timm", "timm")
     if data.tokens or data.task == "lm":
         raise AmpbenchError(f"timm:{target} is an image model: drop --vocab-size/--task lm")
     size = TIMM_SIZE[preset]
-    shape = images() or (3, size, size)
+    seen, classes = images()
+    shape = seen or (3, size, size)
     if len(shape) != 3:
         raise AmpbenchError(f"--input-shape {show(shape)}: timm:{target} takes images C,H,W")
     data = dataclasses.replace(data, input_shape=shape).resolve(f"timm:{target}", need_shape=False)
     if data.task == "classify" and data.num_classes is None:
-        data = dataclasses.replace(data, num_classes=10)
+        data = dataclasses.replace(data, num_classes=classes or 10)
     outputs = data.num_classes if data.task == "classify" else data.num_outputs
     try:
         model = timm.create_model(target, pretrained=False, num_classes=outputs, in_chans=shape[0], **options)
@@ -134,13 +137,15 @@ def _is_vision(config: Any) -> bool:
 
 
 def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: DataSpec,
-               given: tuple[int, ...] | None) -> tuple[nn.Module, DataSpec]:
-    """An HF image classifier from its config (``AutoModelForImageClassification``): images C,H,W (``given``: those of
-    --input-shape or --data-dir; default: the config's channels at the preset's side, as timm: models are sized),
-    ``--num-classes`` (default 10) or ``--num-outputs`` classes/outputs."""
+               images: tuple[tuple[int, ...] | None, int | None]) -> tuple[nn.Module, DataSpec]:
+    """An HF image classifier from its config (``AutoModelForImageClassification``): images C,H,W (``images``: the shape
+    of --input-shape or --data-dir, and the --data-dir images' classes; default: the config's channels at the preset's
+    side, as timm: models are sized),
+    ``--num-classes`` (default: the images' classes, else 10) or ``--num-outputs`` classes/outputs."""
     if data.tokens or data.task == "lm":
         raise AmpbenchError(f"hf:{target} is an image model ({type(config).__name__}): drop --vocab-size/--task lm")
     size = TIMM_SIZE[preset]
+    given, classes = images
     shape = given or (int(config.num_channels), size, size)
     if len(shape) != 3 or shape[1] != shape[2]:
         if data.input_shape is None:  # (the --data-dir images' own shape: "--input-shape 3,48,64" was none given)
@@ -165,7 +170,7 @@ def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: D
         config.image_size = shape[1]
     data = dataclasses.replace(data, input_shape=shape).resolve(f"hf:{target}", need_shape=False)
     if data.task == "classify" and data.num_classes is None:
-        data = dataclasses.replace(data, num_classes=10)
+        data = dataclasses.replace(data, num_classes=classes or 10)
     config.num_labels = data.num_classes if data.task == "classify" else data.num_outputs
     if data.task == "regress":
         config.problem_type = "regression"
@@ -202,7 +207,7 @@ def _ignore(*_: Any) -> None:
 
 
 def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any],
-              images: Callable[[], tuple[int, ...] | None]) -> tuple[nn.Module, DataSpec]:
+              images: Callable[[], tuple[tuple[int, ...] | None, int | None]]) -> tuple[nn.Module, DataSpec]:
     with torchao_quiet():  # transformers' quantizers import torchao, where installed, when a model class is built
         return _hf_built(target, preset, data, options, images)
 
@@ -216,7 +221,7 @@ def _model_type_in(transformers: Any, name: str) -> str | None:
 
 
 def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any],
-              images: Callable[[], tuple[int, ...] | None]) -> tuple[nn.Module, DataSpec]:
+              images: Callable[[], tuple[tuple[int, ...] | None, int | None]]) -> tuple[nn.Module, DataSpec]:
     transformers = _import("transformers", "hf")
     try:  # a model type ("bert", "gpt2") builds its default config; else a local config path or cached name
         config = transformers.AutoConfig.for_model(target)

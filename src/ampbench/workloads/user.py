@@ -228,24 +228,28 @@ def _real_text_csv(data_dir: Path, data: DataSpec, where: str, val_fraction: flo
     return train, test, data, None, text.describe()
 
 
-def image_shape(data_dir: Path, val_fraction: float | None = None) -> tuple[int, ...] | None:
-    """The per-sample shape of the images in ``data_dir`` (MNIST IDX, CIFAR-10, class folders of images of one
-    size); None where it holds text (a CSV, a train.txt corpus) or nothing readable (the workload's build says why).
-    An adapter's image model is built for it where --input-shape is not given: hf:vit on MNIST was built for the
-    preset's 3,32,32 and refused the data with "--input-shape 3,32,32 does not match", a shape nobody gave."""
+def peek_images(data_dir: Path, val_fraction: float | None = None, shape: tuple[int, ...] | None = None
+                ) -> tuple[tuple[int, ...], int] | None:
+    """(per-sample shape, classes) of the images in ``data_dir`` (MNIST IDX, CIFAR-10, class folders of images --
+    at ``shape`` where given, else of their own shape where they share one); None where it holds text (a CSV, a
+    train.txt corpus) or nothing readable (the workload's build says why). An adapter's image model is built for
+    them where --input-shape and --num-classes say nothing: hf:vit on MNIST was built for the preset's 3,32,32 and
+    refused the data with "--input-shape 3,32,32 does not match", a shape nobody gave; on 12 class folders it was
+    built with 10 classes and refused them with "--num-classes 10: the labels go up to 11"."""
     if not data_dir.is_dir() or (data_dir / "train.txt").is_file() or any(data_dir.glob("*.csv")):
         return None
     try:
-        splits = _load_images(data_dir, val_fraction)
+        splits = _load_images(data_dir, val_fraction, shape)
     except DataError:
         return None
     PEEKED.clear()
-    PEEKED[(str(data_dir.resolve()), val_fraction, None)] = splits
-    return tuple(int(d) for d in splits[0].inputs[0].shape[1:])
+    PEEKED[(str(data_dir.resolve()), val_fraction)] = splits
+    train = splits[0]
+    return tuple(int(d) for d in train.inputs[0].shape[1:]), int(train.targets.max()) + 1
 
 
-PEEKED: dict[tuple[str, float | None, tuple[int, ...] | None], tuple[TensorData, TensorData, str]] = {}
-"""The images :func:`image_shape` read, kept for the build that follows it (read once, not twice), as
+PEEKED: dict[tuple[str, float | None], tuple[TensorData, TensorData, str]] = {}
+"""The images :func:`peek_images` read, kept for the build that follows it (read once, not twice), as
 :data:`~ampbench.workloads.user_callables.MADE` keeps what a factory made."""
 
 
@@ -253,8 +257,8 @@ def _load_images(data_dir: Path, val_fraction: float | None = None, shape: tuple
                  ) -> tuple[TensorData, TensorData, str]:
     """(train, test, what they are) of the images in ``data_dir``: MNIST IDX, CIFAR-10, or class folders of images
     (resized and centre-cropped to ``shape`` where given: :mod:`ampbench.data.imagefolder`)."""
-    peeked = PEEKED.pop((str(data_dir.resolve()), val_fraction, shape), None)
-    if peeked is not None:
+    peeked = PEEKED.pop((str(data_dir.resolve()), val_fraction), None)
+    if peeked is not None and (shape is None or tuple(peeked[0].inputs[0].shape[1:]) == tuple(shape)):
         return peeked
     if is_image_folder(data_dir):
         folder = load_image_folder(data_dir, shape)
