@@ -15,6 +15,12 @@ from ampbench.data.imagefolder import is_image_folder, load_image_folder
 COLOURS = {"cat": (200, 30, 30), "dog": (30, 200, 30), "fox": (30, 30, 200)}
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own decoded-image cache (the folders of one test are not another's)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 def _save(path: Path, array: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(array).save(path)
@@ -141,3 +147,44 @@ def test_a_user_model_and_resnet50_train_on_a_folder(tmp_path: Path) -> None:
         _save(many / f"c{i}" / "0.png", _solid(12, 16, (i, i, i)))
     with pytest.raises(AmpbenchError, match="has 11 classes; resnet50's head at preset tiny has 10"):
         build_target("resnet50", None, "tiny", DataOptions(data_dir=str(many)))
+
+
+def test_a_folder_is_decoded_once_and_again_only_when_a_file_changes(tmp_path: Path, monkeypatch) -> None:
+    """Every cell (and max-batch trial) builds its workload in a process of its own: each decoded the folder again."""
+    from ampbench.data import imagefolder
+
+    root = _folder(tmp_path / "pets", {"cat": 3, "dog": 3})
+    decoded: list[Path] = []
+    real = imagefolder._decode
+    monkeypatch.setattr(imagefolder, "_decode", lambda image_mod, path, *a: decoded.append(path) or real(image_mod, path, *a))
+    first = load_image_folder(root, (3, 8, 8))
+    assert len(decoded) == 6
+    again = load_image_folder(root, (3, 8, 8))
+    assert len(decoded) == 6  # (from the cache)
+    for split in first.splits:
+        assert all(torch.equal(a, b) for a, b in zip(first.splits[split], again.splits[split]))
+    assert again.classes == first.classes and again.found == first.found
+    _save(root / "dog" / "0.png", _solid(12, 16, (1, 2, 3)))  # (a file changed: decoded again)
+    changed = load_image_folder(root, (3, 8, 8))
+    assert len(decoded) == 12 and not torch.equal(changed.splits["train"][0], first.splits["train"][0])
+    load_image_folder(root, (3, 4, 4))  # (another shape: another key)
+    assert len(decoded) == 18
+
+
+def test_a_damaged_cache_is_decoded_again_and_only_the_latest_are_kept(tmp_path: Path, monkeypatch) -> None:
+    from ampbench.data import imagefolder
+
+    root = _folder(tmp_path / "pets", {"cat": 2, "dog": 2})
+    load_image_folder(root, (3, 8, 8))
+    (cached,) = imagefolder.cache_dir().glob("*.npz")
+    cached.write_bytes(cached.read_bytes()[:100])  # (cut short, as by a kill mid-write of an older version)
+    assert load_image_folder(root, (3, 8, 8)).read == 4
+    for side in range(2, 2 + imagefolder.CACHE_KEEP + 2):
+        load_image_folder(root, (3, side, side))
+    assert len(list(imagefolder.cache_dir().glob("*.npz"))) == imagefolder.CACHE_KEEP
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(imagefolder.np, "savez", full)  # (a cache that cannot be written: no error)
+    assert load_image_folder(root, (3, 9, 9)).read == 4
+    assert not list(imagefolder.cache_dir().glob("*.tmp.npz"))
