@@ -152,7 +152,7 @@ BAD = [
     (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "-o", "size=2"], "has no option size"),
     (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "-o", "tokenizer=bpe"], "there is none"),
     (["--model", f"{M}:mlp", "--input-shape", "20", "--num-classes", "3", "-o", "label=stars"],
-     "--option label=...: it applies to a text,label CSV in --data-dir; there is none"),
+     "--option label=...: it applies to a CSV in --data-dir; there is none"),
     (["--loss", f"{M}:l1_loss"], "apply to --model only"),
 ]
 

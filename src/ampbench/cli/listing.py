@@ -64,7 +64,8 @@ def _list_workloads() -> None:
     rows.append(("--model F:fn", "your own model, any shape: --input-shape, --vocab-size, --num-classes | "
                  "--num-outputs | --task lm, or --batches F:make_batch (ampbench run --help); a keras.Model runs "
                  "under Keras's policies (--keras-backend)", "-",
-                 "MNIST IDX / CIFAR-10, class folders of images, text,label CSV (token models), train.txt (--task lm)",
+                 "MNIST IDX / CIFAR-10, class folders of images, a CSV of features and a label, text,label CSV (token "
+                 "models), train.txt (--task lm)",
                  "tokenizer, text, label"))
     names, *texts = zip(*rows)
     cols = [Col(header, [Text(c) for c in cells], justify="left", wraps=True)  # (Text: "ampbench[hf]" is no markup)

@@ -1,9 +1,9 @@
 """User workloads: ``--model path/to/file.py:factory`` or ``package.module:factory``.
 
-The factory returns an ``nn.Module`` or a ready :class:`Workload`. For a module, the data come from
-what the user says about them (:class:`~ampbench.workloads.tasks.DataSpec`: any per-sample shape, token
-ids, classification / regression / language modelling), from ``--data-dir`` (MNIST/CIFAR-10 images, class folders of images, a
-``text,label`` CSV for token models, a plain-text corpus for ``--task lm``), or from the user's own
+The factory returns an ``nn.Module`` or a ready :class:`Workload`. For a module, the data come from what the user says
+about them (:class:`~ampbench.workloads.tasks.DataSpec`: any per-sample shape, token ids, classification / regression /
+language modelling), from ``--data-dir`` (MNIST/CIFAR-10 images, class folders of images, a CSV of features and a
+label, a ``text,label`` CSV for token models, a plain-text corpus for ``--task lm``), or from the user's own
 ``--batches file.py:make_batch`` (any inputs: tensor, tuple or dict), with ``--loss file.py:fn`` optional.
 A factory that takes a ``preset`` argument gets ``--preset`` (so a Workload it returns can be sized by it).
 Every failure is an :class:`AmpbenchError` naming what to fix, found with one forward pass before training.
@@ -20,6 +20,7 @@ from torch import nn
 
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
+from ampbench.data.features import is_text_csv, read_feature_csv
 from ampbench.data.idx import load_mnist_dir
 from ampbench.data.imagefolder import is_image_folder, load_image_folder
 from ampbench.data.splits import check_val_fraction, classification_splits
@@ -98,15 +99,15 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
 
 
 USER_OPTIONS = ("tokenizer", "text", "label")
-"""--option keys a user model takes, all of a text CSV in --data-dir: tokenizer=word|byte|bpe, and the names of its text
-and label columns."""
+"""--option keys a user model takes, all of a CSV in --data-dir: tokenizer=word|byte|bpe and the name of the text column
+of a text,label CSV, and the name of the label column (of a text CSV or a table of features)."""
 
 
 def _no_csv_for(options: dict[str, Any]) -> None:
     """A text CSV's options where no text CSV is read: refused, naming the first."""
     given = next((k for k in USER_OPTIONS if options.get(k) is not None), None)
     if given is not None:
-        raise AmpbenchError(f"--option {given}=...: it applies to a text,label CSV in --data-dir; there is none")
+        raise AmpbenchError(f"--option {given}=...: it applies to a CSV in --data-dir; there is none")
 
 
 def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_dir: str | Path | None = None,
@@ -117,6 +118,7 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
     """A module + what the user said about its data -> a checked Workload (also used by the hf:/timm: adapters)."""
     batch = batch_size or tasks.BATCH[preset]
     where = spec if spec.startswith(("hf:", "timm:")) else f"--model {spec!r}"
+    own_metric: Metric | None = None
     input_names: tuple[str, ...] | None = None
     prepare = None
     if data_dir is None:
@@ -127,13 +129,15 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         what = f"batches from {made_by}"
     elif data_dir is not None:
         data_dir = check_data_dir(data_dir)
-        train, test, data, prepare, what = _real_data(data_dir, data, where, val_fraction, (options or {}))
+        train, test, data, prepare, what, own_metric = _real_data(data_dir, data, where, val_fraction, (options or {}))
     else:
         data = data.resolve(where)
         train, test, prepare = tasks.synthesize(data, preset, seed, batch)
         what = f"synthetic {data.describe()}"
     objective = tasks.OBJECTIVES[data.task or "classify"]
     loss_fn, metric = objective.loss_fn, objective.metric
+    if own_metric is not None:
+        metric = own_metric  # (a standardised label's RMSE, said in its own units)
     if loss is not None:
         loss_fn = load_factory(loss, "--loss", "fn")
         metric = _loss_metric(loss_fn)
@@ -143,7 +147,8 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         epochs=tasks.EPOCHS[preset], preset=preset, description=description or f"user model: {what}",
         **({"prepare": prepare} if prepare is not None else {}),
     )
-    out, targets = _check_forward(workload, where, data.tokens, batches is not None)
+    out, targets = _check_forward(workload, where, data.tokens, batches is not None,
+                                  what if data_dir is not None and batches is None else None)
     logits = _logits_of(out) if loss is None else None
     if logits is not None:  # (an HF model's ModelOutput, a dict with "logits")
         workload.model = OutputLogits(model)
@@ -169,13 +174,18 @@ def _loss_metric(loss_fn: Callable[..., torch.Tensor]) -> Metric:
 
 
 def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None, options: dict[str, Any]
-               ) -> tuple[TensorData, TensorData, DataSpec, Any, str]:
-    """--data-dir for a user module: a text corpus (--task lm), a text,label CSV (token models) or images."""
+               ) -> tuple[TensorData, TensorData, DataSpec, Any, str, Metric | None]:
+    """--data-dir for a user module: a text corpus (--task lm), a text,label CSV (token models), a CSV of features and
+    a label (a model of one vector a row), or images; with the metric of data that brings its own, else None."""
     if data.task == "lm" or (data_dir / "train.txt").is_file():
         _no_csv_for(options)
-        return _real_corpus(data_dir, data, where, val_fraction)
-    if any(data_dir.glob("*.csv")):
-        return _real_text_csv(data_dir, data, where, val_fraction, options)
+        return (*_real_corpus(data_dir, data, where, val_fraction), None)
+    csvs = sorted(data_dir.glob("*.csv"))
+    if csvs:
+        first = next((c for c in csvs if c.name == "train.csv"), csvs[0])
+        if data.vocab_size is not None or is_text_csv(first, options.get("text")):
+            return (*_real_text_csv(data_dir, data, where, val_fraction, options), None)
+        return _real_table(data_dir, data, where, val_fraction, options)
     _no_csv_for(options)
     train, test, what = _load_images(data_dir, val_fraction, data.input_shape)
     real_shape = tuple(train.inputs[0].shape[1:])
@@ -188,7 +198,42 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
     if data.num_classes is not None and data.num_classes < classes:
         raise AmpbenchError(f"--num-classes {data.num_classes}: the labels in {data_dir} go up to {classes - 1}")
     data = DataSpec(real_shape, None, data.num_classes or classes, None, "classify")
-    return train, test, data, image_prep(), what
+    return train, test, data, image_prep(), what, None
+
+
+def _real_table(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None, options: dict[str, Any]
+                ) -> tuple[TensorData, TensorData, DataSpec, Any, str, Metric | None]:
+    """A CSV of features and a label (:mod:`ampbench.data.features`) for a model that takes one vector a row; a
+    regression label is trained standardised, its metric its RMSE in the label's own units."""
+    from ampbench.workloads.tabular import standardised  # lazy: the tabular family registers workloads on import
+
+    if options.get("tokenizer") is not None:
+        raise AmpbenchError("--option tokenizer=...: it applies to a text,label CSV for a token model (give "
+                            "--vocab-size); this CSV is read as features and a label")
+    if data.task == "lm":
+        raise AmpbenchError(f"--data-dir {data_dir} holds a CSV: --task lm reads a train.txt corpus")
+    regress = data.task == "regress" or data.num_outputs is not None
+    table = read_feature_csv(data_dir, options.get("label"), regress, val_fraction)
+    width = len(table.features)
+    if data.input_shape is not None and data.input_shape != (width,):
+        raise AmpbenchError(f"--input-shape {show(data.input_shape)} does not match the data in {data_dir}: "
+                            f"{width} features a row ({', '.join(table.features[:6])}{', ...' if width > 6 else ''})")
+    train = TensorData((table.train_x,), table.train_y)
+    test = TensorData((table.test_x,), table.test_y)
+    if regress:
+        if data.num_outputs not in (None, 1):
+            raise AmpbenchError(f"--num-outputs {data.num_outputs}: {data_dir} has one label column ({table.label!r})")
+        y, metric = standardised(torch.cat([table.train_y, table.test_y]), len(table.train_y))
+        train, test = TensorData((table.train_x,), y[:len(table.train_y)]), TensorData((table.test_x,),
+                                                                                        y[len(table.train_y):])
+        return train, test, DataSpec((width,), None, None, 1, "regress"), None, table.describe(), metric
+    else:
+        classes = len(table.classes or [])
+        if data.num_classes is not None and data.num_classes < classes:
+            raise AmpbenchError(f"--num-classes {data.num_classes}: {table.label!r} in {data_dir} has {classes} "
+                                f"values ({', '.join((table.classes or [])[:8])})")
+        spec = DataSpec((width,), None, data.num_classes or classes, None, "classify")
+    return train, test, spec, None, table.describe(), None
 
 
 def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None
@@ -355,8 +400,11 @@ def _logits_of(out: Any) -> torch.Tensor | None:
     return None
 
 
-def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> tuple[Any, torch.Tensor]:
-    """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training."""
+def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, real: str | None = None
+                   ) -> tuple[Any, torch.Tensor]:
+    """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training. ``real``: what the
+    --data-dir data are, where they set the shape (a CSV's one-hot columns widen its rows: "check --input-shape" was
+    no help where none was given)."""
     inputs, targets = workload.example_batch(2)
     shapes = [f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs]
     names = workload.input_names
@@ -376,6 +424,8 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool) -> 
     except Exception as e:
         msg = str(e).splitlines()[0][:200] if str(e) else ""
         fix = "check --batches" if made else "check --input-shape" + (" and --vocab-size" if tokens else "")
+        if real is not None and not made:
+            fix = f"the batch is the --data-dir data's ({real}): make the model take it"
         raise AmpbenchError(f"{where}: forward on a batch of shape {', '.join(shapes)} failed: {type(e).__name__}: "
                             f"{msg}. {fix}{called if made else ''}") from None
 
