@@ -621,6 +621,25 @@ def test_the_output_layers_width_is_the_tasks_and_its_fix_says_pad_and_slice() -
     assert by["0", "out_features"].fix.startswith("make out_features 64 (a multiple of 8)")
 
 
+def test_the_input_layers_width_is_the_datas_and_its_fix_says_pad_the_rows() -> None:
+    """A table of 6 features a row: "make in_features 8 ... or change the width" asked to change the data. The
+    forward's pre-hooks find the Linear that takes the batch's own tensor; a hidden layer's odd width keeps "make"."""
+    from torch import nn
+
+    from ampbench.diagnose.tensorcore import forward_facts, lint_dims, tensorcore_findings
+    from tests.diagnose.planted import _data, _wl
+
+    model = nn.Sequential(nn.Linear(6, 60), nn.ReLU(), nn.Linear(60, 36), nn.ReLU(), nn.Linear(36, 8))
+    facts = forward_facts(_wl("table", model, batch=32, data=_data(d=6)), torch.device("cpu"), 32)
+    assert facts.input_layers == {"0"} and facts.output_layers == {"4"}
+    by = {(f.data["layer"], f.data["dim"]): f for f in tensorcore_findings(lint_dims(model, 32, facts=facts), False)
+          if f.data}
+    assert by["0", "in_features"].fix == ("the model's input layer: 6 is the data's features a row -- pad each row "
+                                          "with 2 zero features (F.pad(x, (0, 2))) and the layer to in_features=8, "
+                                          "or leave it: it is one layer of the step")
+    assert by["2", "in_features"].fix.startswith("make in_features 64 (a multiple of 8)")
+
+
 def test_activation_dominated_memory_names_checkpointing() -> None:
     """bert small in amp-bf16: its saved activations outweigh its weights, gradients and Adam state (the share an
     oracle: the split's own bytes), so the finding names the 4 repeated blocks --checkpointing would recompute."""

@@ -33,12 +33,15 @@ class DimLint:
         self.multiple = multiple
         self.issues: list[dict[str, Any]] = []
 
-    def check(self, where: str, what: str, n: int, vocab: bool = False, output: bool = False) -> None:
-        """``output``: the dimension is the model's output (its classes or targets: padded, not changed)."""
+    def check(self, where: str, what: str, n: int, vocab: bool = False, output: bool = False,
+              data: bool = False) -> None:
+        """``output``: the dimension is the model's output (its classes or targets: padded, not changed); ``data``:
+        it is the data's (a feature vector's width: padded with zero features, not changed)."""
         m = max(64, self.multiple) if vocab else self.multiple
         if n % m:
             self.issues.append({"layer": where, "dim": what, "value": int(n), "multiple": m,
-                                "padded": _round_up(int(n), m), **({"output": True} if output else {})})
+                                "padded": _round_up(int(n), m), **({"output": True} if output else {}),
+                                **({"data": True} if data else {})})
 
     def batch(self, batch_size: int | None, gemm_rows: set[int] | None = None) -> list[dict[str, Any]]:
         """The issues, the batch size's last; the list. ``gemm_rows``: the row counts of the GEMMs one forward ran
@@ -100,6 +103,9 @@ class ForwardFacts:
     output_layers: frozenset[str] = frozenset()
     """The Linear layers whose output is the model's (the logits): their ``out_features`` are the task's classes or
     outputs, not a width to choose."""
+    input_layers: frozenset[str] = frozenset()
+    """The Linear layers that take the batch's own tensor (a table's rows): their ``in_features`` are the data's
+    features, not a width to choose."""
 
     def rows_that_matter(self) -> set[int]:
         """The row counts of the GEMMs doing at least ``SLIVER`` of the forward's FLOPs (a classifier head on a BERT's
@@ -118,9 +124,13 @@ def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> Forwar
     counter = FlopCounterMode(display=False)
     mode = _GemmOperands(counter.flop_registry)
     made: dict[int, str] = {}  # (an output's storage -> the Linear that wrote it)
+    took: dict[str, int] = {}  # (a Linear -> the storage of its input)
+    linears = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     hooks = [m.register_forward_hook(lambda _m, _i, out, name=name: made.update(
-        {out.data_ptr(): name} if isinstance(out, torch.Tensor) else {}))
-        for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+        {out.data_ptr(): name} if isinstance(out, torch.Tensor) else {})) for name, m in linears]
+    hooks += [m.register_forward_pre_hook(lambda _m, args, name=name: took.update(
+        {name: args[0].data_ptr()} if args and isinstance(args[0], torch.Tensor) else {})) for name, m in linears]
+    batch = {t.data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()}
     try:
         with torch.no_grad(), counter, mode:
             output = wl.call_model(model, inputs)
@@ -133,7 +143,8 @@ def forward_facts(wl: Workload, device: torch.device, batch_size: int) -> Forwar
     logits = getattr(output, "logits", output)  # (a Hugging Face model's output object)
     outputs = frozenset(made[t.data_ptr()] for t in tree_leaves(logits)
                         if isinstance(t, torch.Tensor) and t.data_ptr() in made)
-    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()), tuple(mode.rows), outputs)
+    return ForwardFacts(mode.pointers, flops, int(counter.get_total_flops()), tuple(mode.rows), outputs,
+                        frozenset(name for name, ptr in took.items() if ptr in batch))
 
 
 def slivers(model: nn.Module, facts: ForwardFacts | None) -> list[str]:
@@ -159,7 +170,7 @@ def lint_dims(model: nn.Module, batch_size: int | None = None, multiple: int = 8
         if name in left_out:
             continue
         if isinstance(mod, nn.Linear):
-            check(name, "in_features", mod.in_features)
+            check(name, "in_features", mod.in_features, data=facts is not None and name in facts.input_layers)
             output = facts is not None and name in facts.output_layers
             check(name, "out_features", mod.out_features, vocab=mod.out_features >= VOCAB_MIN, output=output)
         elif isinstance(mod, nn.modules.conv._ConvNd):
@@ -194,6 +205,10 @@ def tensorcore_findings(issues: list[dict[str, Any]], on_gpu: bool, left_out: in
             fix = (f"the model's output layer: {i['value']} is its number of classes or outputs -- pad it to "
                    f"{i['padded']} and slice the extra outputs off before the loss (out[..., :{i['value']}]), or "
                    "leave it: it is one GEMM of the step")
+        elif i.get("data"):  # (the batch's own features: the data's width, not a width to choose)
+            fix = (f"the model's input layer: {i['value']} is the data's features a row -- pad each row with "
+                   f"{i['padded'] - i['value']} zero features (F.pad(x, (0, {i['padded'] - i['value']}))) and the "
+                   f"layer to in_features={i['padded']}, or leave it: it is one layer of the step")
         else:
             fix = f"make {i['dim']} {i['padded']} (a multiple of {i['multiple']}), e.g. pad the layer or change the width"
         out.append(Finding("warning" if on_gpu else "info", "tensorcore",
