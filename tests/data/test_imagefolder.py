@@ -188,3 +188,13 @@ def test_a_damaged_cache_is_decoded_again_and_only_the_latest_are_kept(tmp_path:
     monkeypatch.setattr(imagefolder.np, "savez", full)  # (a cache that cannot be written: no error)
     assert load_image_folder(root, (3, 9, 9)).read == 4
     assert not list(imagefolder.cache_dir().glob("*.tmp.npz"))
+
+
+def test_a_16_bit_grey_image_keeps_its_range(tmp_path: Path) -> None:
+    """Pillow's conversion of a 16-bit PNG to 8 bits clips: a microscope's or a scanner's images read all white."""
+    ramp = (np.arange(16 * 16).reshape(16, 16) * 256).astype(np.uint16)  # (0 .. 65280)
+    for name in ("a", "b"):
+        _save(tmp_path / name / "0.png", ramp)
+    x, _ = load_image_folder(tmp_path).splits["train"]
+    assert tuple(x.shape[1:]) == (1, 16, 16)
+    assert torch.equal(x[0, 0], torch.from_numpy(np.rint(ramp / 257.0).astype(np.uint8)))

@@ -134,7 +134,7 @@ def _shape_of(image_mod: Any, files: list[Path]) -> tuple[int, int, int]:
     for f in files:
         with _opened(image_mod, f) as im:
             sizes.setdefault(im.size, f)
-            grey = grey and im.mode in ("1", "L", "I", "I;16", "F")
+            grey = grey and im.mode in ("1", "L", "I", "I;16", "I;16B", "I;16L", "F")
         if len(sizes) > 1:
             (a, fa), (b, fb) = list(sizes.items())[:2]
             raise DataError(f"the images differ in size ({a[0]}x{a[1]} in {_short(fa)}, {b[0]}x{b[1]} in {_short(fb)}): give "
@@ -155,7 +155,7 @@ def _decode(image_mod: Any, path: Path, shape: tuple[int, int, int], own: Path |
             scale = max(h / im.height, w / im.width)
             size = (max(w, round(im.width * scale)), max(h, round(im.height * scale)))
             im.draft("L" if c == 1 else "RGB", size)  # (a JPEG decoded at a reduced scale where it is far larger)
-            im = im.convert("L" if c == 1 else "RGB")
+            im = _eight_bit(image_mod, im).convert("L" if c == 1 else "RGB")
             scale = max(h / im.height, w / im.width)
             size = (max(w, round(im.width * scale)), max(h, round(im.height * scale)))
             if size != im.size:
@@ -167,6 +167,17 @@ def _decode(image_mod: Any, path: Path, shape: tuple[int, int, int], own: Path |
         except Exception as e:  # (a truncated or corrupt file fails when its pixels are read)
             raise DataError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
     return arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
+
+
+def _eight_bit(image_mod: Any, im: Any) -> Any:
+    """A 16-bit or float grey image as 8-bit grey, its range scaled (Pillow's own conversion clips: a 16-bit PNG, as
+    medical and microscope images come, read all white); other images as they are."""
+    if im.mode not in ("I;16", "I;16B", "I;16L", "I", "F"):
+        return im
+    a = np.asarray(im, dtype=np.float64)
+    top = 1.0 if im.mode == "F" and a.max(initial=0.0) <= 1.0 else \
+        255.0 if a.max(initial=0.0) <= 255 else 65535.0 if im.mode.startswith("I;16") or a.max() <= 65535 else a.max()
+    return image_mod.fromarray(np.clip(np.rint(a * (255.0 / top)), 0, 255).astype(np.uint8), "L")
 
 
 def load_image_folder(data_dir: str | Path, shape: tuple[int, ...] | None = None, seed: int = 0,
