@@ -192,6 +192,19 @@ def test_segmentation_npy_images_saved_channels_first_read_as_channels_last(tmp_
         load_segmentation_dir(chw)
 
 
+def test_a_16_bit_png_image_keeps_its_range(tmp_path: Path) -> None:
+    """A 16-bit grey PNG (a microscope's, a scanner's) read all white through Pillow's conversion to RGB."""
+    from PIL import Image
+
+    root = _seg_pairs(tmp_path, n=2)
+    ramp = (np.arange(32 * 48).reshape(32, 48) * 40).astype(np.uint16)
+    for f in (root / "images").glob("*"):
+        f.unlink()
+        Image.fromarray(ramp).save(root / "images" / f"{f.stem}.png")
+    seg = load_segmentation_dir(root)
+    assert torch.equal(seg.images[0, 0], torch.from_numpy(np.rint(ramp / 257.0).astype(np.uint8)))
+
+
 def test_segmentation_problems_name_the_file(tmp_path: Path) -> None:
     root = _seg_pairs(tmp_path / "a", n=4)
     (root / "masks" / "p1.png").unlink()

@@ -155,7 +155,7 @@ def _decode(image_mod: Any, path: Path, shape: tuple[int, int, int], own: Path |
             scale = max(h / im.height, w / im.width)
             size = (max(w, round(im.width * scale)), max(h, round(im.height * scale)))
             im.draft("L" if c == 1 else "RGB", size)  # (a JPEG decoded at a reduced scale where it is far larger)
-            im = _eight_bit(image_mod, im).convert("L" if c == 1 else "RGB")
+            im = eight_bit(image_mod, im).convert("L" if c == 1 else "RGB")
             scale = max(h / im.height, w / im.width)
             size = (max(w, round(im.width * scale)), max(h, round(im.height * scale)))
             if size != im.size:
@@ -169,7 +169,7 @@ def _decode(image_mod: Any, path: Path, shape: tuple[int, int, int], own: Path |
     return arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
 
 
-def _eight_bit(image_mod: Any, im: Any) -> Any:
+def eight_bit(image_mod: Any, im: Any) -> Any:
     """A 16-bit or float grey image as 8-bit grey, its range scaled (Pillow's own conversion clips: a 16-bit PNG, as
     medical and microscope images come, read all white); other images as they are."""
     if im.mode not in ("I;16", "I;16B", "I;16L", "I", "F"):

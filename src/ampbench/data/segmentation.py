@@ -2,7 +2,7 @@
 
 Formats: ``.npy`` always (images (H, W), (H, W, C) or (C, H, W) -- channels first where the last side is not 1, 3
 or 4 --, uint8 or float in [0, 1]; masks (H, W) integer class ids), ``.png`` when Pillow is installed (images grey
-or RGB, masks grey or palette = class ids).
+or RGB -- a 16-bit grey image scaled to 8 bits by its depth --, masks grey or palette = class ids).
 A mask file that only holds 0 and 255 (a binary mask saved as an image) is read as classes 0 and 1. Every
 image must have the size and channels of the first, every mask its image's size; a corrupt or
 truncated file is a one-line :class:`DataError` naming it.
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ampbench.data.errors import DataError
+from ampbench.data.imagefolder import eight_bit
 
 EXTENSIONS = (".png", ".npy")
 CHANNELS = (1, 3, 4)
@@ -54,6 +55,7 @@ def _png(path: Path, mask: bool) -> np.ndarray:
                 if im.mode not in ("L", "P", "I", "I;16", "1"):
                     raise DataError(f"{path}: a mask must be a grey or palette image of class ids, not mode {im.mode}")
                 return np.asarray(im.convert("I") if im.mode in ("I;16", "1") else im)
+            im = eight_bit(image_mod, im)  # (a 16-bit grey image: Pillow's conversion read it all white)
             return np.asarray(im if im.mode in ("L", "RGB") else im.convert("RGB"))
     except DataError:
         raise
