@@ -148,6 +148,19 @@ def test_csv_table(tmp_path):
         read_csv_table(p, target="y")
 
 
+def test_csv_table_scales_its_continuous_columns_on_the_training_rows_alone(tmp_path):
+    """The means and standard deviations were the whole file's: the held-out rows leaked into the training rows'
+    scaling. Oracle: statistics' own, on the first 8 of 10 rows."""
+    import statistics
+
+    days = [1, 2, 3, 4, 5, 6, 7, 8, 50, 90]
+    p = tmp_path / "sales.csv"
+    p.write_text("day,target\n" + "".join(f"{d},{i}\n" for i, d in enumerate(days)))
+    t = read_csv_table(p, held_out_fraction=0.2)
+    mean, std = statistics.fmean(days[:8]), statistics.pstdev(days[:8])
+    assert t.n_test == 2 and t.continuous[:, 0].tolist() == pytest.approx([(d - mean) / std for d in days])
+
+
 def test_text_corpus(tmp_path):
     (tmp_path / "train.txt").write_text("the cat sat on the mat\n" * 30)
     streams, vocab = load_corpus(tmp_path, max_vocab=4)

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from ampbench.data.errors import DataError
+from ampbench.data.splits import held_out
 
 
 @dataclass
@@ -26,6 +27,8 @@ class Table:
     cardinalities: list[int]
     cat_names: list[str]
     cont_names: list[str]
+    n_test: int = 0
+    """The last rows, held out for testing (``held_out``): the continuous columns' statistics are the others'."""
 
 
 MISSING = frozenset({"", "nan", "na", "n/a", "null", "none", "<na>", "#n/a", "-nan"})
@@ -55,7 +58,11 @@ def read_csv_rows(path: Path) -> list[list[str]]:
     return rows
 
 
-def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None) -> Table:
+def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None,
+                   held_out_fraction: float | None = None) -> Table:
+    """The table of ``path``; ``held_out_fraction``: the share of its last rows held out for testing, whose values
+    the continuous columns' means and standard deviations do not see (they were the whole file's: the test rows
+    leaked into the training rows' scaling)."""
     path = Path(path)
     rows = read_csv_rows(path)
     header, body = rows[0], rows[1:]
@@ -82,10 +89,11 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
         vocab = {v: i for i, v in enumerate(sorted(set(cols[h])))}
         cats.append([vocab[v] for v in cols[h]])
         cards.append(len(vocab))
+    n_test = held_out(len(body), held_out_fraction, path) if held_out_fraction is not None else 0
     conts = []
     for h in cont_names:
         vals = [math.nan if _is_missing(v) else float(v) for v in cols[h]]
-        finite = [v for v in vals if not math.isnan(v)]
+        finite = [v for v in vals[:len(vals) - n_test] if not math.isnan(v)]
         mean = sum(finite) / len(finite) if finite else 0.0
         std = math.sqrt(sum((v - mean) ** 2 for v in finite) / max(len(finite), 1)) or 1.0
         conts.append([((v if not math.isnan(v) else mean) - mean) / std for v in vals])
@@ -94,5 +102,5 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
         categorical=torch.tensor(cats, dtype=torch.int64).T.contiguous() if cats else torch.zeros(n, 0, dtype=torch.int64),
         continuous=torch.tensor(conts, dtype=torch.float32).T.contiguous() if conts else torch.zeros(n, 0),
         target=torch.tensor([float(v) for v in cols[target]], dtype=torch.float32).unsqueeze(1),
-        cardinalities=cards, cat_names=cat_names, cont_names=cont_names,
+        cardinalities=cards, cat_names=cat_names, cont_names=cont_names, n_test=n_test,
     )

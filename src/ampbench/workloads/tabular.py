@@ -64,14 +64,14 @@ def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "
         csvs = sorted(Path(data_dir).glob("*.csv"))
         if not csvs:
             raise DataError(f"{data_dir}: no .csv file for tabular-mlp")
-        table = read_csv_table(csvs[0], target=target)
+        table = read_csv_table(csvs[0], target=target, held_out_fraction=val_fraction or 0.1)
         cards, n_cont = [c + 1 for c in table.cardinalities], table.continuous.shape[1]
         cats, cont, y = table.categorical, table.continuous, table.target
         n = len(y)
     else:
         g = torch.Generator().manual_seed(seed)
         cats, cont, y = synthetic.tabular(n, cards, n_cont, g)
-    n_test = held_out(n, val_fraction or 0.1, csvs[0] if data_dir else "tabular-mlp")
+    n_test = table.n_test if data_dir is not None else held_out(n, val_fraction or 0.1, "tabular-mlp")
     if data_dir is not None:
         y, metric = standardised(y, n - n_test)
     train, test = split((cats, cont), y, n_test)
