@@ -9,7 +9,7 @@ takes the row's vector: ``--input-shape`` is its width, which the data says.
 
 Classification (the default): the label's values, sorted (numerically where all are numbers), are the classes.
 Regression (``--task regress`` or ``--num-outputs 1``): the label is a number, trained standardised on the training rows
-(:func:`~ampbench.workloads.tabular.standardised`). One file is cut in two: for regression its last rows are held out
+(:func:`~ampbench.workloads.base.standardised`). One file is cut in two: for regression its last rows are held out
 (rows in time order, as Rossmann's, are forecast), for classification a seeded sample of its rows (a file sorted by
 its label held out one class).
 
@@ -28,7 +28,7 @@ import torch
 
 from ampbench.data.errors import DataError
 from ampbench.data.splits import held_out
-from ampbench.data.tabular import _is_missing, _is_number, read_csv_rows
+from ampbench.data.tabular import is_missing, is_number, read_csv_rows
 
 LABEL_NAMES = ("label", "target", "class", "y")
 """Label columns found by name (any case) where ``-o label=`` names none; else the last column."""
@@ -74,7 +74,7 @@ def _label_column(header: list[str], path: Path, label: str | None) -> str:
 
 
 def _sorted_values(values: set[str]) -> list[str]:
-    return sorted(values, key=float) if all(_is_number(v) for v in values) else sorted(values)
+    return sorted(values, key=float) if all(is_number(v) for v in values) else sorted(values)
 
 
 def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -114,7 +114,7 @@ def read_feature_csv(data_dir: str | Path, label: str | None = None, regress: bo
         train, test = train[:-n_test], train[-n_test:]
     rows = len(train) + len(test)
     if regress:
-        bad = next((r[j] for r in train + test if not _is_number(r[j])), None)
+        bad = next((r[j] for r in train + test if not is_number(r[j])), None)
         if bad is not None:
             raise DataError(f"{where}: label column {name!r} must be numeric for regression; it holds {bad!r}")
         train_y = torch.tensor([[float(r[j])] for r in train], dtype=torch.float32)
@@ -139,28 +139,28 @@ def read_feature_csv(data_dir: str | Path, label: str | None = None, regress: bo
         if k == j:
             continue
         values = [r[k] for r in train]
-        if all(_is_number(v) or _is_missing(v) for v in values):
-            fit = [float(v) for v in values if not _is_missing(v)]
+        if all(is_number(v) or is_missing(v) for v in values):
+            fit = [float(v) for v in values if not is_missing(v)]
             mean = sum(fit) / len(fit) if fit else 0.0
             std = math.sqrt(sum((v - mean) ** 2 for v in fit) / len(fit)) if fit else 0.0
             std = std if std > 0 else 1.0
 
             def scaled(v: str, mean: float = mean, std: float = std) -> float:
-                return 0.0 if _is_missing(v) or not _is_number(v) else (float(v) - mean) / std
+                return 0.0 if is_missing(v) or not is_number(v) else (float(v) - mean) / std
 
             features.append(h)
             train_cols.append([scaled(v) for v in values])
             test_cols.append([scaled(r[k]) for r in test])
             continue
-        levels = sorted({v.strip() if not _is_missing(v) else "" for v in values})
+        levels = sorted({v.strip() if not is_missing(v) else "" for v in values})
         if len(levels) > MAX_ONE_HOT:
             raise DataError(f"{where}: column {h!r} has {len(levels):,} distinct non-numeric values: too many to "
                             f"one-hot encode (at most {MAX_ONE_HOT}); drop it, or for a text column give --vocab-size "
                             f"and -o text={h} (a text,label CSV for a token model)")
         for level in levels:
             features.append(f"{h}={level or '<missing>'}")
-            train_cols.append([float((v.strip() if not _is_missing(v) else "") == level) for v in values])
-            test_cols.append([float((r[k].strip() if not _is_missing(r[k]) else "") == level) for r in test])
+            train_cols.append([float((v.strip() if not is_missing(v) else "") == level) for v in values])
+            test_cols.append([float((r[k].strip() if not is_missing(r[k]) else "") == level) for r in test])
     if not features:
         raise DataError(f"{where}: no feature column beside the label {name!r}")
 

@@ -35,11 +35,11 @@ MISSING = frozenset({"", "nan", "na", "n/a", "null", "none", "<na>", "#n/a", "-n
 """Cells read as missing (compared lower-case, stripped): pandas' default na_values."""
 
 
-def _is_missing(s: str) -> bool:
+def is_missing(s: str) -> bool:
     return s.strip().lower() in MISSING
 
 
-def _is_number(s: str) -> bool:
+def is_number(s: str) -> bool:
     try:
         return math.isfinite(float(s))
     except ValueError:
@@ -73,7 +73,7 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
         if len(r) != len(header):
             raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
     cols = {h: [r[j] for r in body] for j, h in enumerate(header)}
-    bad = next((i for i, v in enumerate(cols[target], start=2) if not _is_number(v)), None)
+    bad = next((i for i, v in enumerate(cols[target], start=2) if not is_number(v)), None)
     if bad is not None:
         raise DataError(f"{path}: target column {target!r} must be numeric (regression); line {bad} has "
                         f"{cols[target][bad - 2]!r}")
@@ -81,7 +81,7 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
     unknown = forced - set(header)
     if unknown:
         raise DataError(f"{path}: categorical columns {sorted(unknown)} not in the header")
-    cat_names = [h for h in header if h != target and (h in forced or not all(_is_number(v) or _is_missing(v)
+    cat_names = [h for h in header if h != target and (h in forced or not all(is_number(v) or is_missing(v)
                                                                               for v in cols[h]))]
     cont_names = [h for h in header if h != target and h not in cat_names]
     cats, cards = [], []
@@ -92,7 +92,7 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
     n_test = held_out(len(body), held_out_fraction, path) if held_out_fraction is not None else 0
     conts = []
     for h in cont_names:
-        vals = [math.nan if _is_missing(v) else float(v) for v in cols[h]]
+        vals = [math.nan if is_missing(v) else float(v) for v in cols[h]]
         finite = [v for v in vals[:len(vals) - n_test] if not math.isnan(v)]
         mean = sum(finite) / len(finite) if finite else 0.0
         std = math.sqrt(sum((v - mean) ** 2 for v in finite) / max(len(finite), 1)) or 1.0

@@ -3,7 +3,6 @@ GEMM-bound MLP classifier."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
@@ -12,7 +11,7 @@ from torch import nn
 from ampbench.data import synthetic
 from ampbench.data.errors import DataError
 from ampbench.data.tabular import read_csv_table
-from ampbench.workloads.base import RMSE, Metric, Workload, adam, held_out, mse_loss, rmse_in_units, split
+from ampbench.workloads.base import RMSE, Workload, adam, held_out, mse_loss, split, standardised
 from ampbench.workloads.registry import register_workload
 
 # Cardinalities (+1 for unknown) of the 22 categorical variables of fast.ai's Rossmann notebook
@@ -81,19 +80,6 @@ def build_tabular(preset: str, data_dir: Path | None, seed: int, target: str = "
         batch_size={"tiny": 16, "small": 512, "paper": 512}[preset], epochs={"tiny": 1, "small": 3, "paper": 10}[preset],
         preset=preset, description="tabular MLP" + (f" ({csvs[0].name})" if data_dir else " (synthetic)"),
     )
-
-
-def standardised(y: torch.Tensor, n_train: int) -> tuple[torch.Tensor, Metric]:
-    """The target around its training rows' mean in units of their standard deviation, and the RMSE that reads a
-    model of it in the target's own units. Trained raw, a CSV's target in its own units (Rossmann's sales: thousands)
-    left the MLP at an RMSE near the target's mean in every mode after 30 steps (its output starts near 0), and put
-    amp-fp16's scaled gradients past fp16's range (13 of 30 steps skipped); fast.ai's Rossmann trains a scaled target
-    too (log sales, a bounded output). The test rows' statistics are not used."""
-    fit = y[:n_train]
-    mean = float(fit.mean())
-    std = float(fit.std()) if n_train > 1 else 0.0
-    scale = std if math.isfinite(std) and std > 0 else 1.0  # (a constant target: centred only)
-    return (y - mean) / scale, rmse_in_units(scale)
 
 
 # -- wide-mlp ------------------------------------------------------------------------------------------------------

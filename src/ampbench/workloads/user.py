@@ -30,7 +30,7 @@ from ampbench.data.textcsv import load_text_classification
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_data_dir
 from ampbench.workloads import tasks
-from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep
+from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep, standardised
 from ampbench.workloads.tasks import DataSpec, shape_of, show
 from ampbench.workloads.user_callables import (  # noqa: F401  (re-exported)
     MADE,
@@ -205,8 +205,6 @@ def _real_table(data_dir: Path, data: DataSpec, where: str, val_fraction: float 
                 ) -> tuple[TensorData, TensorData, DataSpec, Any, str, Metric | None]:
     """A CSV of features and a label (:mod:`ampbench.data.features`) for a model that takes one vector a row; a
     regression label is trained standardised, its metric its RMSE in the label's own units."""
-    from ampbench.workloads.tabular import standardised  # lazy: the tabular family registers workloads on import
-
     if options.get("tokenizer") is not None:
         raise AmpbenchError("--option tokenizer=...: it applies to a text,label CSV for a token model (give "
                             "--vocab-size); this CSV is read as features and a label")
