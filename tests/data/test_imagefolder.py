@@ -198,3 +198,26 @@ def test_a_16_bit_grey_image_keeps_its_range(tmp_path: Path) -> None:
     x, _ = load_image_folder(tmp_path).splits["train"]
     assert tuple(x.shape[1:]) == (1, 16, 16)
     assert torch.equal(x[0, 0], torch.from_numpy(np.rint(ramp / 257.0).astype(np.uint8)))
+
+
+def test_mnist_cnn_and_resnext_read_class_folders_at_their_own_shape(tmp_path: Path) -> None:
+    """mnist_png's layout (training/<digit>/*.png beside testing/<digit>/*.png) for mnist-cnn, a folder of CIFAR
+    PNGs for resnext: each model's own input shape, its head's classes at most."""
+    from ampbench.errors import AmpbenchError
+    from ampbench.workloads import create_workload
+
+    for split, n in (("training", 4), ("testing", 2)):
+        for digit in range(3):
+            for i in range(n):
+                _save(tmp_path / "mnist_png" / split / str(digit) / f"{i}.png", np.full((28, 28), 80 * digit, np.uint8))
+    mnist = create_workload("mnist-cnn", "tiny", tmp_path / "mnist_png")
+    x, y = mnist.train_data.inputs[0], mnist.train_data.targets
+    assert tuple(x.shape) == (12, 1, 28, 28) and len(mnist.test_data) == 6
+    assert all(int(img.max()) == 80 * int(label) for img, label in zip(x, y))  # (each digit's grey, its label)
+    cifar = _folder(tmp_path / "cifar", {"cat": 3, "dog": 3}, size=(40, 40))
+    resnext = create_workload("resnext", "tiny", cifar)
+    assert tuple(resnext.train_data.inputs[0].shape[1:]) == (3, 32, 32)
+    for k in range(11):
+        _save(tmp_path / "many" / f"c{k}" / "0.png", _solid(32, 32, (k, k, k)))
+    with pytest.raises(AmpbenchError, match="has 11 classes; the model's head has 10"):
+        create_workload("resnext", "tiny", tmp_path / "many")

@@ -1,6 +1,6 @@
 """Images in class folders, as torchvision's ``ImageFolder`` reads them (and ImageNet, Kaggle's image sets and most
 people's own photos come): ``DIR/<class>/<image>``, or ``DIR/train/<class>/...`` beside ``DIR/val/<class>/...``
-(``valid``, ``validation`` or ``test``).
+(``valid``, ``validation``, ``test`` or ``testing``; ``training`` for ``train``: mnist_png's layout).
 
 Labels are the class folders' indices in sorted order (torchvision's). Each image is decoded with Pillow (a
 dependency of matplotlib, so always here), its shorter side resized to the wanted side and its centre cropped to the
@@ -44,7 +44,7 @@ from ampbench.data.errors import DataError
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 """Image files (torchvision's ``IMG_EXTENSIONS`` less the rare ``.ppm``/``.pgm``), any case."""
 TRAIN_NAMES = ("train", "training")
-TEST_NAMES = ("val", "valid", "validation", "test")
+TEST_NAMES = ("val", "valid", "validation", "test", "testing")
 MAX_IMAGE_BYTES = 1 * 2**30
 """Decoded images held at most (uint8 at the wanted shape); past it a seeded sample of the files is read."""
 CACHE_KEEP = 4

@@ -12,6 +12,7 @@ from ampbench.data import synthetic
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
 from ampbench.data.idx import load_mnist_dir
+from ampbench.data.imagefolder import is_image_folder, load_image_folder
 from ampbench.data.segmentation import load_segmentation_dir
 from ampbench.data.splits import classification_splits
 from ampbench.data.tensors import TensorData
@@ -35,7 +36,14 @@ CIFAR_MEAN, CIFAR_STD = 0.4734, 0.2516
 def image_classification_data(data_dir: Path | None, loader, shape: tuple[int, int, int], sizes: tuple[int, int],
                               seed: int, classes: int = 10, val_fraction: float | None = None
                               ) -> tuple[TensorData, TensorData]:
-    """Real splits from ``data_dir`` when given, else seeded learnable synthetic images (n_train, n_test)."""
+    """Real splits from ``data_dir`` when given -- the workload's own format (``loader``), or class folders of images
+    (``mnist_png``'s ``training/0/*.png`` layout, a folder of CIFAR PNGs) resized and centre-cropped to ``shape``, at
+    most ``classes`` of them --, else seeded learnable synthetic images (n_train, n_test)."""
+    if data_dir is not None and is_image_folder(Path(data_dir)):
+        folder = load_image_folder(data_dir, shape)
+        if len(folder.classes) > classes:
+            raise DataError(f"{data_dir} has {len(folder.classes)} classes; the model's head has {classes}")
+        return classification_splits(data_dir, lambda _: folder.splits, val_fraction)  # type: ignore[return-value]
     real = classification_splits(data_dir, loader, val_fraction)
     if real is not None:
         return real
@@ -71,7 +79,8 @@ def mnist_model(preset: str) -> nn.Module:
     "mnist-cnn",
     description="small CNN on MNIST: the batch-grows-with-fp16 experiment",
     paper="conv(1->420)-conv(420->1000)-Linear(49000->10), Adam 1e-3, batch 590 (fp32) / 1000 (fp16), 3 epochs",
-    data="MNIST/Fashion-MNIST IDX (.gz or raw); one split only (e.g. t10k) -> 80/20 (--val-fraction)",
+    data="MNIST/Fashion-MNIST IDX (.gz or raw), or class folders of images (mnist_png: training/0/*.png ..., "
+         "read at 1x28x28); one split only (e.g. t10k) -> 80/20 (--val-fraction)",
     model=mnist_model,
 )
 def build_mnist(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
@@ -192,8 +201,8 @@ RESNEXT = {"tiny": dict(layers=(1, 1, 1, 1), groups=4, width_per_group=4, base=1
     "resnext",
     description="ResNeXt on 10-class 64x64 images (CIFAR-10 upsampled), the apex O0-O3 comparison",
     paper="ResNeXt-101 32x4d, CIFAR-10 upsampled to 64x64, SGD (lr 0.1, momentum 0.9, wd 5e-4), batch 256",
-    data="CIFAR-10 python pickle batches or binary .bin batches (upsampled to 64x64 on the device); train or test "
-         "batches only -> 80/20 (--val-fraction)",
+    data="CIFAR-10 python pickle batches or binary .bin batches, or class folders of images (read at 3x32x32, up to "
+         "10 classes; upsampled to 64x64 on the device); train or test batches only -> 80/20 (--val-fraction)",
     model=lambda preset: ResNeXt(**RESNEXT[preset]),
 )
 def build_resnext(preset: str, data_dir: Path | None, seed: int, val_fraction: float | None = None) -> Workload:
@@ -205,7 +214,7 @@ def build_resnext(preset: str, data_dir: Path | None, seed: int, val_fraction: f
         make_optimizer=sgd(0.1 if preset == "paper" else 0.05, 0.9, 5e-4),
         prepare=image_prep(CIFAR_MEAN, CIFAR_STD, size=size),
         batch_size={"tiny": 8, "small": 64, "paper": 256}[preset], epochs={"tiny": 1, "small": 2, "paper": 90}[preset],
-        preset=preset, description=f"ResNeXt at {size}x{size}" + (" (CIFAR-10)" if data_dir else " (synthetic)"),
+        preset=preset, description=f"ResNeXt at {size}x{size}" + (" (real data)" if data_dir else " (synthetic)"),
     )
 
 
