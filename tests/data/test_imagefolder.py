@@ -18,7 +18,7 @@ COLOURS = {"cat": (200, 30, 30), "dog": (30, 200, 30), "fox": (30, 30, 200)}
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test its own decoded-image cache (the folders of one test are not another's)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path.parent / f"{tmp_path.name}-cache"))  # (not in a data folder)
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -221,3 +221,16 @@ def test_mnist_cnn_and_resnext_read_class_folders_at_their_own_shape(tmp_path: P
         _save(tmp_path / "many" / f"c{k}" / "0.png", _solid(32, 32, (k, k, k)))
     with pytest.raises(AmpbenchError, match="has 11 classes; the model's head has 10"):
         create_workload("resnext", "tiny", tmp_path / "many")
+
+
+def test_an_empty_class_folder_is_refused_and_a_zips_mac_folder_ignored(tmp_path: Path) -> None:
+    """An empty class skipped would shift every later class's label (torchvision refuses it); macOS zips carry
+    __MACOSX/<class>/._<image> resource forks, no images."""
+    root = _folder(tmp_path / "a", {"cat": 2, "dog": 2})
+    (root / "__MACOSX" / "cat").mkdir(parents=True)
+    (root / "__MACOSX" / "cat" / "._0.png").write_bytes(b"\x00\x05\x16\x07 not an image")
+    assert load_image_folder(root).classes == ["cat", "dog"]
+    (root / "bird").mkdir()
+    (root / "bird" / "notes.txt").write_text("no images yet")
+    with pytest.raises(DataError, match="bird: a class folder with no images"):
+        load_image_folder(root)

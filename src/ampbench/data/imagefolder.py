@@ -86,7 +86,8 @@ def _images_in(folder: Path) -> list[Path]:
 
 
 def _class_folders(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """The class folders: not hidden, nor a zip's ``__MACOSX`` (its ``._x.jpg`` files are no images)."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "__MACOSX")
 
 
 def _layout(data_dir: Path) -> dict[str, Path] | None:
@@ -193,7 +194,11 @@ def load_image_folder(data_dir: str | Path, shape: tuple[int, ...] | None = None
     if shape is not None and (len(shape) != 3 or shape[0] not in (1, 3)):
         raise DataError(f"--input-shape {','.join(map(str, shape))}: images from class folders are C,H,W with C 1 "
                         "(grey) or 3 (RGB), e.g. 3,224,224")
-    classes = [c.name for c in _class_folders(layout["train"]) if _images_in(c)]
+    classes = [c.name for c in _class_folders(layout["train"])]
+    empty = next((c for c in _class_folders(layout["train"]) if not _images_in(c)), None)
+    if empty is not None:  # (torchvision refuses it too: skipped, it would shift every later class's label)
+        raise DataError(f"{empty}: a class folder with no images ({', '.join(EXTENSIONS)}); add its images or remove "
+                        "it (labels are the class folders' indices in sorted order)")
     index = {c: i for i, c in enumerate(classes)}
     files: dict[str, list[tuple[Path, int]]] = {}
     for split, folder in layout.items():
