@@ -180,7 +180,6 @@ def test_an_hf_image_model_takes_its_data_dir_s_classes_reading_the_images_once(
     """12 class folders: hf:vit was built with 10 classes and refused them ("--num-classes 10: the labels in DIR go up
     to 11", a number nobody gave). The images are read once for the shape, the classes and the data."""
     from ampbench.data import imagefolder
-    from ampbench.workloads import user
     from tests.data.test_imagefolder import _save, _solid
 
     for k in range(12):
@@ -188,7 +187,7 @@ def test_an_hf_image_model_takes_its_data_dir_s_classes_reading_the_images_once(
             _save(tmp_path / f"c{k:02d}" / f"{i}.png", _solid(8, 8, (k * 20, i, 0)))
     reads = []
     real = imagefolder.load_image_folder
-    monkeypatch.setattr(user, "load_image_folder", lambda *a, **k: reads.append(a) or real(*a, **k))
+    monkeypatch.setattr(imagefolder, "load_image_folder", lambda *a, **k: reads.append(a) or real(*a, **k))
     wl = create_workload("hf:vit", "tiny", data_dir=tmp_path, data=DataSpec.of(input_shape=shape), **VIT)
     assert wl.model.inner.config.num_labels == 12 and len(reads) == 1
     assert int(wl.train_data.targets.max()) <= 11 and tuple(wl.train_data.inputs[0].shape[1:]) == (3, 8, 8)

@@ -40,6 +40,8 @@ import numpy as np
 import torch
 
 from ampbench.data.errors import DataError
+from ampbench.data.splits import classification_splits
+from ampbench.data.tensors import TensorData
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 """Image files (torchvision's ``IMG_EXTENSIONS`` less the rare ``.ppm``/``.pgm``), any case."""
@@ -285,3 +287,16 @@ def _keep(key: str, folder: ImageFolder) -> None:
                 old.unlink(missing_ok=True)
     except OSError:
         tmp.unlink(missing_ok=True)
+
+
+def folder_splits(data_dir: str | Path, shape: tuple[int, ...] | None, val_fraction: float | None = None,
+                  classes: int | None = None, head: str = "the model's head", more: str = ""
+                  ) -> tuple[TensorData, TensorData, str]:
+    """(train, test, what they are) of the class folders in ``data_dir`` at ``shape``: its train and val folders, or
+    its one split cut by ``val_fraction`` (:func:`~ampbench.data.splits.classification_splits`); at most ``classes``
+    (the ``head``'s, ``more`` said after) where a model's head is fixed."""
+    folder = load_image_folder(data_dir, shape)
+    if classes is not None and len(folder.classes) > classes:
+        raise DataError(f"{data_dir} has {len(folder.classes)} classes; {head} has {classes}{more}")
+    train, test = classification_splits(Path(data_dir), lambda _: folder.splits, val_fraction)  # type: ignore[misc]
+    return train, test, folder.describe(Path(data_dir))

@@ -16,8 +16,7 @@ from torch.nn import functional as F
 
 from ampbench.data import synthetic
 from ampbench.data.errors import DataError
-from ampbench.data.imagefolder import is_image_folder, load_image_folder
-from ampbench.data.splits import classification_splits
+from ampbench.data.imagefolder import folder_splits, is_image_folder
 from ampbench.data.tensors import TensorData
 from ampbench.workloads.base import Workload, image_prep, split
 from ampbench.workloads.registry import register_workload
@@ -135,12 +134,9 @@ def _imagenet_workload(name: str, what: str, model: nn.Module, preset: str, data
         if not is_image_folder(data_dir):
             raise DataError(f"{name} --data-dir {data_dir}: no class folders of images (<class>/<image>, or train/ and "
                             "val/ of them, as ImageNet comes)")
-        folder = load_image_folder(data_dir, (3, side, side))
-        if len(folder.classes) > classes:
-            raise DataError(f"{data_dir} has {len(folder.classes)} classes; {name}'s head at preset {preset} has "
-                            f"{classes} (presets: tiny 10, small 100, paper 1000 classes)")
-        train, test = classification_splits(data_dir, lambda _: folder.splits, val_fraction)  # type: ignore[misc]
-        said = folder.describe(data_dir)
+        train, test, said = folder_splits(data_dir, (3, side, side), val_fraction, classes,
+                                          f"{name}'s head at preset {preset}",
+                                          " (presets: tiny 10, small 100, paper 1000 classes)")
     return Workload(name=name, model=model, train_data=train, test_data=test, make_optimizer=optimizer,
                     prepare=image_prep(IMAGENET_MEAN, IMAGENET_STD), batch_size=batch,
                     epochs={"tiny": 1, "small": 2, "paper": paper_epochs}[preset], preset=preset,

@@ -22,7 +22,7 @@ from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
 from ampbench.data.features import is_text_csv, read_feature_csv
 from ampbench.data.idx import load_mnist_dir
-from ampbench.data.imagefolder import is_image_folder, load_image_folder
+from ampbench.data.imagefolder import folder_splits, is_image_folder
 from ampbench.data.splits import check_val_fraction, classification_splits
 from ampbench.data.tensors import TensorData
 from ampbench.data.text import load_corpus, windows
@@ -185,7 +185,7 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
         first = next((c for c in csvs if c.name == "train.csv"), csvs[0])
         if data.vocab_size is not None or is_text_csv(first, options.get("text")):
             return (*_real_text_csv(data_dir, data, where, val_fraction, options), None)
-        return _real_table(data_dir, data, where, val_fraction, options)
+        return _real_table(data_dir, data, val_fraction, options)
     _no_csv_for(options)
     train, test, what = _load_images(data_dir, val_fraction, data.input_shape)
     real_shape = tuple(train.inputs[0].shape[1:])
@@ -201,7 +201,7 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
     return train, test, data, image_prep(), what, None
 
 
-def _real_table(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None, options: dict[str, Any]
+def _real_table(data_dir: Path, data: DataSpec, val_fraction: float | None, options: dict[str, Any]
                 ) -> tuple[TensorData, TensorData, DataSpec, Any, str, Metric | None]:
     """A CSV of features and a label (:mod:`ampbench.data.features`) for a model that takes one vector a row; a
     regression label is trained standardised, its metric its RMSE in the label's own units."""
@@ -216,22 +216,19 @@ def _real_table(data_dir: Path, data: DataSpec, where: str, val_fraction: float 
     if data.input_shape is not None and data.input_shape != (width,):
         raise AmpbenchError(f"--input-shape {show(data.input_shape)} does not match the data in {data_dir}: "
                             f"{width} features a row ({', '.join(table.features[:6])}{', ...' if width > 6 else ''})")
-    train = TensorData((table.train_x,), table.train_y)
-    test = TensorData((table.test_x,), table.test_y)
+    n = len(table.train_y)
     if regress:
         if data.num_outputs not in (None, 1):
             raise AmpbenchError(f"--num-outputs {data.num_outputs}: {data_dir} has one label column ({table.label!r})")
-        y, metric = standardised(torch.cat([table.train_y, table.test_y]), len(table.train_y))
-        train, test = TensorData((table.train_x,), y[:len(table.train_y)]), TensorData((table.test_x,),
-                                                                                        y[len(table.train_y):])
-        return train, test, DataSpec((width,), None, None, 1, "regress"), None, table.describe(), metric
-    else:
-        classes = len(table.classes or [])
-        if data.num_classes is not None and data.num_classes < classes:
-            raise AmpbenchError(f"--num-classes {data.num_classes}: {table.label!r} in {data_dir} has {classes} "
-                                f"values ({', '.join((table.classes or [])[:8])})")
-        spec = DataSpec((width,), None, data.num_classes or classes, None, "classify")
-    return train, test, spec, None, table.describe(), None
+        y, metric = standardised(torch.cat([table.train_y, table.test_y]), n)
+        return (TensorData((table.train_x,), y[:n]), TensorData((table.test_x,), y[n:]),
+                DataSpec((width,), None, None, 1, "regress"), None, table.describe(), metric)
+    classes = len(table.classes or [])
+    if data.num_classes is not None and data.num_classes < classes:
+        raise AmpbenchError(f"--num-classes {data.num_classes}: {table.label!r} in {data_dir} has {classes} "
+                            f"values ({', '.join((table.classes or [])[:8])})")
+    return (TensorData((table.train_x,), table.train_y), TensorData((table.test_x,), table.test_y),
+            DataSpec((width,), None, data.num_classes or classes, None, "classify"), None, table.describe(), None)
 
 
 def _real_corpus(data_dir: Path, data: DataSpec, where: str, val_fraction: float | None
@@ -304,9 +301,7 @@ def _load_images(data_dir: Path, val_fraction: float | None = None, shape: tuple
     if peeked is not None and (shape is None or tuple(peeked[0].inputs[0].shape[1:]) == tuple(shape)):
         return peeked
     if is_image_folder(data_dir):
-        folder = load_image_folder(data_dir, shape)
-        train, test = classification_splits(data_dir, lambda _: folder.splits, val_fraction)  # type: ignore[misc]
-        return train, test, folder.describe(data_dir)
+        return folder_splits(data_dir, shape, val_fraction)
     errors = []
     for loader in (load_mnist_dir, load_cifar10_dir):
         try:

@@ -12,7 +12,7 @@ from ampbench.data import synthetic
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
 from ampbench.data.idx import load_mnist_dir
-from ampbench.data.imagefolder import is_image_folder, load_image_folder
+from ampbench.data.imagefolder import folder_splits, is_image_folder
 from ampbench.data.segmentation import load_segmentation_dir
 from ampbench.data.splits import classification_splits
 from ampbench.data.tensors import TensorData
@@ -40,10 +40,7 @@ def image_classification_data(data_dir: Path | None, loader, shape: tuple[int, i
     (``mnist_png``'s ``training/0/*.png`` layout, a folder of CIFAR PNGs) resized and centre-cropped to ``shape``, at
     most ``classes`` of them --, else seeded learnable synthetic images (n_train, n_test)."""
     if data_dir is not None and is_image_folder(Path(data_dir)):
-        folder = load_image_folder(data_dir, shape)
-        if len(folder.classes) > classes:
-            raise DataError(f"{data_dir} has {len(folder.classes)} classes; the model's head has {classes}")
-        return classification_splits(data_dir, lambda _: folder.splits, val_fraction)  # type: ignore[return-value]
+        return folder_splits(data_dir, shape, val_fraction, classes)[:2]
     real = classification_splits(data_dir, loader, val_fraction)
     if real is not None:
         return real
