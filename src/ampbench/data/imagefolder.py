@@ -196,8 +196,9 @@ def load_image_folder(data_dir: str | Path, shape: tuple[int, ...] | None = None
     if shape is not None and (len(shape) != 3 or shape[0] not in (1, 3)):
         raise DataError(f"--input-shape {','.join(map(str, shape))}: images from class folders are C,H,W with C 1 "
                         "(grey) or 3 (RGB), e.g. 3,224,224")
-    classes = [c.name for c in _class_folders(layout["train"])]
-    empty = next((c for c in _class_folders(layout["train"]) if not _images_in(c)), None)
+    listed = {split: {c: _images_in(c) for c in _class_folders(folder)} for split, folder in layout.items()}
+    classes = [c.name for c in listed["train"]]
+    empty = next((c for c, images in listed["train"].items() if not images), None)
     if empty is not None:  # (torchvision refuses it too: skipped, it would shift every later class's label)
         raise DataError(f"{empty}: a class folder with no images ({', '.join(EXTENSIONS)}); add its images or remove "
                         "it (labels are the class folders' indices in sorted order)")
@@ -205,8 +206,7 @@ def load_image_folder(data_dir: str | Path, shape: tuple[int, ...] | None = None
     files: dict[str, list[tuple[Path, int]]] = {}
     for split, folder in layout.items():
         files[split] = []
-        for c in _class_folders(folder):
-            images = _images_in(c)
+        for c, images in listed[split].items():
             if not images:
                 continue
             if c.name not in index:
