@@ -11,10 +11,12 @@ Every failure is an :class:`AmpbenchError` naming what to fix, found with one fo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -199,6 +201,38 @@ def _real_data(data_dir: Path, data: DataSpec, where: str, val_fraction: float |
         raise AmpbenchError(f"--num-classes {data.num_classes}: the labels in {data_dir} go up to {classes - 1}")
     data = DataSpec(real_shape, None, data.num_classes or classes, None, "classify")
     return train, test, data, image_prep(), what, None
+
+
+def write_real(payload: dict[str, Any]) -> dict[str, Any]:
+    """Job (:mod:`ampbench.launch`): the --data-dir data a user's PyTorch model would get for ``payload["data"]`` (a
+    DataSpec's fields, the shape per sample as PyTorch takes it), ``data_dir``, ``val_fraction`` and ``options``,
+    prepared as the model gets them (images as normalised floats; ``channels_last``: (N, H, W, C), as a Keras model
+    takes them), saved as numpy arrays to ``payload["out"]`` (``.npz``: ``x_train_<i>``, ``y_train``, ``x_test_<i>``,
+    ``y_test``). Run in a process of its own for a framework whose cells must not import torch (a Keras cell on
+    TensorFlow or JAX), as :func:`~ampbench.workloads.tasks.write_synthetic` is. Returns ``{"inputs": n, "what": ...,
+    "data": the resolved DataSpec's fields}``, or ``{"error": line}``."""
+    d = payload["data"]
+    spec = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
+                    d["num_classes"], d["num_outputs"], d["task"])
+    try:
+        data_dir = check_data_dir(payload["data_dir"])
+        train, test, data, prepare, what, metric = _real_data(data_dir, spec, payload["where"],
+                                                              payload["val_fraction"], dict(payload["options"]))
+    except AmpbenchError as e:
+        return {"error": str(e)}
+    if metric is not None:
+        return {"error": f"{payload['where']}: a CSV's regression label is trained standardised, its RMSE said in "
+                         "its units by ampbench's PyTorch loop; for a Keras model give --batches file.py:make_batch"}
+    arrays: dict[str, Any] = {}
+    for name, part in (("train", train), ("test", test)):
+        inputs = prepare(part.inputs) if prepare is not None else part.inputs
+        for i, t in enumerate(inputs):
+            if payload.get("channels_last") and t.dim() == 4:
+                t = t.permute(0, 2, 3, 1).contiguous()
+            arrays[f"x_{name}_{i}"] = t.numpy()
+        arrays[f"y_{name}"] = part.targets.numpy()
+    np.savez(payload["out"], **arrays)
+    return {"inputs": len(train.inputs), "what": what, "data": dataclasses.asdict(data)}
 
 
 def _real_table(data_dir: Path, data: DataSpec, val_fraction: float | None, options: dict[str, Any]

@@ -110,3 +110,19 @@ def mse(y_true, y_pred):
 
 def ragged(batch_size, rng):
     return (rng.standard_normal((batch_size, 8)), rng.standard_normal((batch_size + 1, 4))), rng.integers(0, 2, batch_size)
+
+
+def table():
+    """A classifier of 3 features a row (a CSV's, by --data-dir)."""
+    inputs = keras.Input((3,))
+    x = layers.Dense(16, activation="relu")(inputs)
+    outputs = layers.Activation("softmax", dtype="float32")(layers.Dense(2)(x))
+    return keras.Model(inputs, outputs)
+
+
+def small_conv():
+    """A convnet of 12x12 RGB images, channels-last as Keras takes them (class folders, by --data-dir)."""
+    inputs = keras.Input((12, 12, 3))
+    x = layers.GlobalAveragePooling2D()(layers.Conv2D(4, 3, activation="relu")(inputs))
+    outputs = layers.Activation("softmax", dtype="float32")(layers.Dense(3)(x))
+    return keras.Model(inputs, outputs)

@@ -147,6 +147,38 @@ def test_train_a_keras_model(precision, scaled, tmp_path):
         assert f"epoch {h['epoch']}/2 loss {h['loss']:.4f}  loss scale {h['loss_scale']:g}" in stdout
 
 
+@pytest.mark.parametrize("backend", BACKENDS[:2])
+def test_a_keras_model_trains_on_the_data_dirs_table_and_images(backend, tmp_path):
+    """--data-dir was refused for every Keras target ("the real-data readers feed PyTorch workloads"): a Keras --model
+    trains on what a PyTorch model gets from the same readers, images channels-last, read in a process of its own on
+    TensorFlow (the cell's never imports torch). Oracle: the same readers' arrays, on the PyTorch side."""
+    import numpy as np
+
+    from ampbench.workloads.user import write_real
+    from tests.data.test_imagefolder import _folder
+
+    table = tmp_path / "table"
+    table.mkdir()
+    rows = [(str(i % 5), "a" if i % 3 else "b", "yes" if i % 5 > 1 else "no") for i in range(60)]
+    (table / "t.csv").write_text("n,city,label\n" + "".join(",".join(r) + "\n" for r in rows))
+    out = tmp_path / "t.json"
+    code, stdout, err = cli("train", "--model", f"{MODELS}:table", "--data-dir", str(table), "-p", "fp32", "--epochs",
+                            "2", "--device", "cpu", "--keras-backend", backend, "--json", str(out))
+    assert code == 0, (stdout, err)
+    assert "t.csv: 60 rows, 3 features (city one-hot), label 'label' (2 classes)" in stdout
+    assert json.loads(out.read_text())["framework"] == "keras"
+    pets = _folder(tmp_path / "pets", {"cat": 4, "dog": 4, "fox": 4}, size=(12, 16))
+    code, stdout, err = cli("train", "--model", f"{MODELS}:small_conv", "--data-dir", str(pets), "-p", "fp32",
+                            "--epochs", "1", "--device", "cpu", "--keras-backend", backend)
+    assert code == 0 and "12 images of 3 classes" in stdout and "at 3x12x12" in stdout, (stdout, err)
+    npz = tmp_path / "x.npz"
+    said = write_real({"data": {"input_shape": (3, 12, 12), "vocab_size": None, "num_classes": None,
+                                "num_outputs": None, "task": None}, "data_dir": str(pets), "where": "m",
+                       "val_fraction": None, "options": {}, "out": str(npz), "channels_last": True})
+    with np.load(npz) as f:
+        assert f["x_train_0"].shape[1:] == (12, 12, 3) and said["data"]["num_classes"] == 3
+
+
 def test_a_max_batch_trial_fits_by_its_measured_peak():
     spec = CellSpec.of(device="cpu", workload="keras-conv-dummy", preset="tiny", precision="fp32", batch_size=None,
                        keras_backend="torch", memory_budget=2**30, maxbatch_trial_steps=2)

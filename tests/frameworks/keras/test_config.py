@@ -99,6 +99,8 @@ def test_a_missing_backend_names_the_install(monkeypatch):
     ("train", ["conv-dummy", "--keras-backend", "jax"], "--keras-backend jax applies to Keras models"),
     ("train", ["keras-conv-dummy", "--keras-backend", "mxnet"], "--keras-backend 'mxnet': unknown backend"),
     ("train", ["keras-conv-dummy", "--input-shape", "20"], "--input-shape applies to --model"),
+    ("train", ["keras-conv-dummy", "--data-dir", "."], "--data-dir: keras-conv-dummy trains on its own random images "
+     "by design; a Keras --model takes --data-dir"),
 ])
 def test_train_and_diagnose_say_what_they_take_of_a_keras_model(command, args, says, tmp_path):
     code, out, err = cli(command, *args, "--device", "cpu", *(["--db", str(tmp_path / "r.db")] if command == "diagnose" else []))

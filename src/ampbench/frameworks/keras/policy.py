@@ -72,7 +72,6 @@ TORCH_ONLY = {
     "compile": _COMPILES,
     "strategy": "torch.distributed strategies wrap PyTorch modules",
     "loss_scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
-    "data_dir": "the real-data readers feed PyTorch workloads",
     "option": "workload options are PyTorch workloads'",
     "checkpoint": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
     "fp8": "fp8 runs through torchao's float8 layers",
@@ -93,8 +92,12 @@ field) means nothing to a Keras model (a test holds that every field has its rea
 
 
 def refuse_torch_only(what: str, options: Options) -> None:
-    """One line for the first PyTorch-only option given with the Keras target ``what``."""
-    given = options.given()
+    """One line for the first PyTorch-only option given with the Keras target ``what`` (a ``--model`` takes
+    ``--data-dir``: :func:`~ampbench.frameworks.keras.workloads.user_workload`)."""
+    given = [g for g in options.given() if not (g == "data_dir" and what.startswith("--model"))]
     if given:
         name = given[0]
+        if name == "data_dir":  # (not PyTorch's alone: a Keras --model takes it)
+            raise AmpbenchError(f"--data-dir: {what} trains on its own random images by design; a Keras --model takes "
+                                "--data-dir")
         raise AmpbenchError(f"{FLAGS[name]} is a PyTorch option: {TORCH_ONLY[name]}; drop it for {what} (a Keras model)")

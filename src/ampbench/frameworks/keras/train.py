@@ -36,6 +36,7 @@ def train_job(payload: dict[str, Any]) -> dict[str, Any]:
 def train(spec: CellSpec, epochs: int | None, max_steps: int | None) -> dict[str, Any]:
     keras, policy = setup(spec)
     wl = build_workload(keras, spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed)
+    progress.report("data:", detail=wl.description)  # (what it trains on, said as a PyTorch train's header says it)
     batch_size = spec.batch_size or wl.batch_size
     epochs = epochs or wl.epochs
     per_epoch = wl.steps_per_epoch(batch_size) if max_steps is None else min(max_steps, wl.steps_per_epoch(batch_size))

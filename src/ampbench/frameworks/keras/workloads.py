@@ -13,7 +13,8 @@ returning ``(inputs, targets)``: each an array, a tuple/list of arrays (a model 
 in the order of ``model.inputs`` / ``model.outputs``) or a dict of arrays by input/output name.
 ``--loss file.py:fn`` is a Keras loss ``fn(y_true, y_pred)`` (one loss: applied to every output of a model with
 several); a factory that compiles its model keeps its losses (one per output).
-The synthetic data are the very tensors a PyTorch model gets for the same options (one seeded generator).
+The synthetic data are the very tensors a PyTorch model gets for the same options (one seeded generator), and
+``--data-dir`` data the very arrays its readers give a PyTorch model (images channels-last).
 """
 
 from __future__ import annotations
@@ -282,6 +283,43 @@ def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.n
     return inputs("train"), arrays["y_train"], inputs("test"), arrays["y_test"]
 
 
+def _real(spec: str, options: Any, data: DataSpec) -> tuple[Any, np.ndarray, Any, np.ndarray, DataSpec, str]:
+    """The --data-dir data of a Keras ``--model``: what a PyTorch model gets from the same readers (class folders of
+    images, MNIST/CIFAR-10, a CSV of features and a label, a text,label CSV), images channels-last as Keras models
+    take them -- read, as the synthetic data are made, in a short process of its own on TensorFlow or JAX (this
+    cell's process, whose memory is measured, never imports torch). ``data``: the options, the model's own input
+    shape (channels-last) where --input-shape gives none."""
+    if options.batches is not None:
+        raise AmpbenchError("--batches makes the data itself: drop --data-dir")
+    shape = data.input_shape
+    if shape is not None and len(shape) == 3 and shape[-1] in (1, 3):  # (H, W, C) -> the readers' (C, H, W)
+        shape = (shape[2], shape[0], shape[1])
+    asked = dataclasses.replace(data, input_shape=shape)
+    with tempfile.TemporaryDirectory(prefix="ampbench-data-") as tmp:
+        out = Path(tmp) / "real.npz"
+        payload = {"data": dataclasses.asdict(asked), "data_dir": str(options.data_dir), "where": f"--model {spec!r}",
+                   "val_fraction": options.val_fraction, "options": dict(options.options or {}), "out": str(out),
+                   "channels_last": True}
+        job = Job("ampbench.workloads.user:write_real", payload)
+        result = job.call() if "torch" in sys.modules else ChildProcess().run(job)
+        if "error" in result:
+            raise AmpbenchError(result["error"])
+        if "_failed" in result:
+            raise RuntimeError(f"reading --data-dir failed: {result['_failed']}")
+        with np.load(out) as f:
+            arrays = {k: f[k] for k in f.files}
+    n = int(result["inputs"])
+
+    def inputs(name: str) -> Any:
+        x = [arrays[f"x_{name}_{i}"] for i in range(n)]
+        return x[0] if n == 1 else x
+
+    d = result["data"]
+    read = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
+                    d["num_classes"], d["num_outputs"], d["task"])
+    return inputs("train"), arrays["y_train"], inputs("test"), arrays["y_test"], read, str(result["what"])
+
+
 def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -> KerasWorkload:
     """The workload of ``--model spec`` returning a keras.Model; ``options``: the cell's DataOptions."""
 
@@ -304,7 +342,9 @@ def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -
                             "returning their targets as a tuple/list or a dict by output name")
     data = DataSpec.of(options.input_shape or _model_input_shape(first), options.vocab_size, options.num_classes,
                        options.num_outputs, options.task)
-    if options.batches is not None:
+    if options.data_dir is not None:
+        x_tr, y_tr, x_te, y_te, data, said = _real(spec, options, data)
+    elif options.batches is not None:
         x_tr, y_tr, x_te, y_te = _user_batches(options.batches, preset, seed, batch)
         if is_nested(y_tr):  # several outputs: the factory's compile or --loss says what each is
             data = DataSpec(None, None, None, None, "custom")
@@ -332,10 +372,12 @@ def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -
     def build() -> Any:  # the first model is the one checked; later calls (convergence seeds) build anew
         return built.pop() if built else check_keras_model(keras, call_factory(factory, spec, preset, seed), spec)
 
+    description = said if options.data_dir is not None else data.describe() if options.batches is None else \
+        f"--batches {options.batches}"
     return KerasWorkload(name=f"user:{spec}", preset=preset, build=build, x_train=x_tr, y_train=y_tr, x_test=x_te,
                          y_test=y_te, loss=loss, metrics=metrics, make_optimizer=_adam(1e-3), batch_size=batch,
-                         epochs=EPOCHS[preset], metric_name=metric_name, description=data.describe()
-                         if options.batches is None else f"--batches {options.batches}", own_loss=options.loss is not None)
+                         epochs=EPOCHS[preset], metric_name=metric_name, description=description,
+                         own_loss=options.loss is not None)
 
 
 def build_workload(keras: Any, workload: str | None, model: str | None, preset: str, options: Any,
