@@ -371,7 +371,8 @@ def test_the_package_holds_the_product_and_not_its_checks() -> None:
 
 def test_the_options_a_framework_may_refuse_are_declared_once() -> None:
     """seam.Options is the one list of options some framework cannot take: each field has its flag (FLAGS), and Keras
-    -- which takes none of them -- a reason for each; a command names them by keyword, so a misspelt one fails."""
+    -- whose own workloads take none of them (a Keras --model takes --data-dir) -- a reason for each; a command names
+    them by keyword, so a misspelt one fails."""
     import dataclasses
 
     import pytest

@@ -72,6 +72,7 @@ TORCH_ONLY = {
     "compile": _COMPILES,
     "strategy": "torch.distributed strategies wrap PyTorch modules",
     "loss_scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
+    "data_dir": "its images are random by design (a Keras --model takes --data-dir)",
     "option": "workload options are PyTorch workloads'",
     "checkpoint": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
     "fp8": "fp8 runs through torchao's float8 layers",
