@@ -260,18 +260,25 @@ def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.n
     """The synthetic data a PyTorch model gets for the same options, as numpy (images as floats, normalised).
 
     Made by torch's generator (:func:`ampbench.workloads.tasks.write_synthetic`) and read back from a ``.npz``: the
-    values are the PyTorch model's to the bit. On TensorFlow or JAX in a short process of its own, so this cell's
-    process (whose memory is measured) never imports torch; on Keras's torch backend, which has torch loaded
+    values are the PyTorch model's to the bit."""
+    payload = {"data": dataclasses.asdict(data), "preset": preset, "seed": seed, "batch": batch}
+    x_tr, y_tr, x_te, y_te, _ = _arrays_of("ampbench.workloads.tasks:write_synthetic", payload, "making the synthetic data")
+    return x_tr, y_tr, x_te, y_te
+
+
+def _arrays_of(target: str, payload: dict[str, Any], doing: str) -> tuple[Any, np.ndarray, Any, np.ndarray, dict]:
+    """(train inputs, train targets, test inputs, test targets, the job's result) of a job that writes them to the
+    ``.npz`` ``payload["out"]`` names (its own, here). On TensorFlow or JAX in a short process of its own, so this
+    cell's process (whose memory is measured) never imports torch; on Keras's torch backend, which has torch loaded
     already, in this process."""
     with tempfile.TemporaryDirectory(prefix="ampbench-data-") as tmp:
-        out = Path(tmp) / "synthetic.npz"
-        payload = {"data": dataclasses.asdict(data), "preset": preset, "seed": seed, "batch": batch, "out": str(out)}
-        job = Job("ampbench.workloads.tasks:write_synthetic", payload)
+        out = Path(tmp) / "arrays.npz"
+        job = Job(target, {**payload, "out": str(out)})
         result = job.call() if "torch" in sys.modules else ChildProcess().run(job)
         if "error" in result:
             raise AmpbenchError(result["error"])
         if "_failed" in result:
-            raise RuntimeError(f"making the synthetic data failed: {result['_failed']}")
+            raise RuntimeError(f"{doing} failed: {result['_failed']}")
         with np.load(out) as f:
             arrays = {k: f[k] for k in f.files}
     n = int(result["inputs"])
@@ -280,44 +287,27 @@ def _synthetic(data: Any, preset: str, seed: int, batch: int) -> tuple[Any, np.n
         x = [arrays[f"x_{name}_{i}"] for i in range(n)]
         return x[0] if n == 1 else x
 
-    return inputs("train"), arrays["y_train"], inputs("test"), arrays["y_test"]
+    return inputs("train"), arrays["y_train"], inputs("test"), arrays["y_test"], result
 
 
 def _real(spec: str, options: Any, data: DataSpec) -> tuple[Any, np.ndarray, Any, np.ndarray, DataSpec, str]:
     """The --data-dir data of a Keras ``--model``: what a PyTorch model gets from the same readers (class folders of
-    images, MNIST/CIFAR-10, a CSV of features and a label, a text,label CSV), images channels-last as Keras models
-    take them -- read, as the synthetic data are made, in a short process of its own on TensorFlow or JAX (this
-    cell's process, whose memory is measured, never imports torch). ``data``: the options, the model's own input
-    shape (channels-last) where --input-shape gives none."""
+    images, MNIST/CIFAR-10, a CSV of features and a label, a text,label CSV; :func:`ampbench.workloads.user.
+    write_real`), images channels-last as Keras models take them, read as the synthetic data are made.
+    ``data``: the options, the model's own input shape (channels-last) where --input-shape gives none."""
     if options.batches is not None:
         raise AmpbenchError("--batches makes the data itself: drop --data-dir")
     shape = data.input_shape
     if shape is not None and len(shape) == 3 and shape[-1] in (1, 3):  # (H, W, C) -> the readers' (C, H, W)
         shape = (shape[2], shape[0], shape[1])
-    asked = dataclasses.replace(data, input_shape=shape)
-    with tempfile.TemporaryDirectory(prefix="ampbench-data-") as tmp:
-        out = Path(tmp) / "real.npz"
-        payload = {"data": dataclasses.asdict(asked), "data_dir": str(options.data_dir), "where": f"--model {spec!r}",
-                   "val_fraction": options.val_fraction, "options": dict(options.options or {}), "out": str(out),
-                   "channels_last": True}
-        job = Job("ampbench.workloads.user:write_real", payload)
-        result = job.call() if "torch" in sys.modules else ChildProcess().run(job)
-        if "error" in result:
-            raise AmpbenchError(result["error"])
-        if "_failed" in result:
-            raise RuntimeError(f"reading --data-dir failed: {result['_failed']}")
-        with np.load(out) as f:
-            arrays = {k: f[k] for k in f.files}
-    n = int(result["inputs"])
-
-    def inputs(name: str) -> Any:
-        x = [arrays[f"x_{name}_{i}"] for i in range(n)]
-        return x[0] if n == 1 else x
-
+    payload = {"data": dataclasses.asdict(dataclasses.replace(data, input_shape=shape)),
+               "data_dir": str(options.data_dir), "where": f"--model {spec!r}", "val_fraction": options.val_fraction,
+               "options": dict(options.options or {}), "channels_last": True}
+    x_tr, y_tr, x_te, y_te, result = _arrays_of("ampbench.workloads.user:write_real", payload, "reading --data-dir")
     d = result["data"]
     read = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
                     d["num_classes"], d["num_outputs"], d["task"])
-    return inputs("train"), arrays["y_train"], inputs("test"), arrays["y_test"], read, str(result["what"])
+    return x_tr, y_tr, x_te, y_te, read, str(result["what"])
 
 
 def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -> KerasWorkload:
