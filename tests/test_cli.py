@@ -126,6 +126,7 @@ def test_an_unknown_option_names_the_argument_or_the_option_meant(capsys, args, 
     (["train", "mnist-cnn", "--compile", "--max-steps", "20"], "--compile", "--max-steps"),
     (["run", "--compile", "--workloads=mnist-cnn"], "--compile", "--workloads=mnist-cnn"),
     (["train", "mnist-cnn", "-o", "--precision", "fp32"], "-o", "--precision"),
+    (["train", "mnist-cnn", "--checkpoint", "--help"], "--checkpoint", "--help"),  # (trained into a dir "--help")
 ])
 def test_an_option_followed_by_another_is_refused_naming_both(capsys, args, flag, following):
     with pytest.raises(SystemExit) as e:

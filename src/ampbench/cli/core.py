@@ -159,7 +159,7 @@ def _option_taken_as_value(argv: list[str]) -> str | None:
     if command is None:
         return None
     options = [p for p in command.params if isinstance(p, click.Option)]
-    known = {name for p in options for name in (*p.opts, *p.secondary_opts)}
+    known = {name for p in options for name in (*p.opts, *p.secondary_opts)} | {"--help"}  # (click's own)
     valued = {name for p in options if not p.is_flag and not p.count for name in p.opts}
     i = 1
     while i < len(argv):
