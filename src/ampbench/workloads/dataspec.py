@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from ampbench.errors import AmpbenchError
 
 TASKS = ("classify", "regress", "lm")
+USER_OPTIONS = ("tokenizer", "text", "label")
+"""--option keys a user model takes (a PyTorch or a Keras one), all of a CSV in --data-dir: tokenizer=word|byte|bpe and
+the name of the text column of a text,label CSV, and the name of the label column (of a text CSV or a table of
+features)."""
 
 SAMPLES = {"tiny": 64, "small": 4096, "paper": 50000}
 """Synthetic training + test samples per preset (a fifth is held out for testing)."""

@@ -33,6 +33,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import check_data_dir
 from ampbench.workloads import tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep, standardised
+from ampbench.workloads.dataspec import USER_OPTIONS
 from ampbench.workloads.tasks import DataSpec, shape_of, show
 from ampbench.workloads.user_callables import (  # noqa: F401  (re-exported)
     MADE,
@@ -100,9 +101,6 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
                                  options=options)
 
 
-USER_OPTIONS = ("tokenizer", "text", "label")
-"""--option keys a user model takes, all of a CSV in --data-dir: tokenizer=word|byte|bpe and the name of the text column
-of a text,label CSV, and the name of the label column (of a text CSV or a table of features)."""
 
 
 def _no_csv_for(options: dict[str, Any]) -> None:

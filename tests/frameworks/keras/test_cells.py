@@ -119,6 +119,8 @@ def test_a_half_output_layer_is_warned_about(tmp_path):
     ("not_a_model", [], "the factory returned list, not a keras.Model"),
     ("torch", ["--keras-backend", "torch"], "(a torch.nn.Module is measured as a PyTorch model: drop --keras-backend)"),
     ("mlp", ["--num-classes", "3"], "output has 2 units; --num-classes 3 needs 3"),
+    ("mlp", ["-o", "colour=red"], "--model has no option colour (options: tokenizer, text, label)"),
+    ("mlp", ["-o", "label=y"], "--option label=...: it applies to a CSV in --data-dir; there is none"),
 ])
 def test_a_bad_keras_model_is_one_line_and_exit_2(model, extra, says, tmp_path):
     target = f"{HERE / 'torch_models.py'}:mlp" if model == "torch" else f"{MODELS}:{model}"
@@ -167,6 +169,10 @@ def test_a_keras_model_trains_on_the_data_dirs_table_and_images(backend, tmp_pat
     assert code == 0, (stdout, err)
     assert "t.csv: 60 rows, 3 features (city one-hot), label 'label' (2 classes)" in stdout
     assert json.loads(out.read_text())["framework"] == "keras"
+    (table / "t.csv").write_text("n,outcome,city\n" + "".join(f"{r[0]},{r[2]},{r[1]}\n" for r in rows))
+    code, stdout, err = cli("train", "--model", f"{MODELS}:table", "--data-dir", str(table), "-o", "label=outcome",
+                            "-p", "fp32", "--epochs", "1", "--device", "cpu", "--keras-backend", backend)
+    assert code == 0 and "label 'outcome' (2 classes)" in stdout, (stdout, err)  # (-o label: not the last column)
     pets = _folder(tmp_path / "pets", {"cat": 4, "dog": 4, "fox": 4}, size=(12, 16))
     code, stdout, err = cli("train", "--model", f"{MODELS}:small_conv", "--data-dir", str(pets), "-p", "fp32",
                             "--epochs", "1", "--device", "cpu", "--keras-backend", backend)

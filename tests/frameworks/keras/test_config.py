@@ -101,6 +101,8 @@ def test_a_missing_backend_names_the_install(monkeypatch):
     ("train", ["keras-conv-dummy", "--input-shape", "20"], "--input-shape applies to --model"),
     ("train", ["keras-conv-dummy", "--data-dir", "."], "--data-dir: keras-conv-dummy trains on its own random images "
      "by design; a Keras --model takes --data-dir"),
+    ("train", ["keras-conv-dummy", "-o", "label=y"], "--option is a PyTorch option: workload options are PyTorch "
+     "workloads' (a Keras --model takes a CSV's: label, text, tokenizer)"),
 ])
 def test_train_and_diagnose_say_what_they_take_of_a_keras_model(command, args, says, tmp_path):
     code, out, err = cli(command, *args, "--device", "cpu", *(["--db", str(tmp_path / "r.db")] if command == "diagnose" else []))

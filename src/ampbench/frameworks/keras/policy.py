@@ -73,7 +73,7 @@ TORCH_ONLY = {
     "strategy": "torch.distributed strategies wrap PyTorch modules",
     "loss_scale": "Keras's LossScaleOptimizer is dynamic only (mixed_float16 adds it)",
     "data_dir": "its images are random by design (a Keras --model takes --data-dir)",
-    "option": "workload options are PyTorch workloads'",
+    "option": "workload options are PyTorch workloads' (a Keras --model takes a CSV's: label, text, tokenizer)",
     "checkpoint": "ampbench's checkpoints hold PyTorch state dicts (use keras.callbacks.ModelCheckpoint)",
     "fp8": "fp8 runs through torchao's float8 layers",
     "tensorboard": "ampbench's TensorBoard files follow the PyTorch engine's steps and hooks (use "
@@ -94,8 +94,8 @@ field) means nothing to a Keras model (a test holds that every field has its rea
 
 def refuse_torch_only(what: str, options: Options) -> None:
     """One line for the first PyTorch-only option given with the Keras target ``what`` (a ``--model`` takes
-    ``--data-dir``: :func:`~ampbench.frameworks.keras.workloads.user_workload`)."""
-    given = [g for g in options.given() if not (g == "data_dir" and what.startswith("--model"))]
+    ``--data-dir`` and a CSV's ``--option``s: :func:`~ampbench.frameworks.keras.workloads.user_workload`)."""
+    given = [g for g in options.given() if not (g in ("data_dir", "option") and what.startswith("--model"))]
     if given:
         name = given[0]
         if name == "data_dir":  # (not PyTorch's alone: a Keras --model takes it)

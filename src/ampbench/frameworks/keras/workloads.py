@@ -39,7 +39,7 @@ from ampbench.frameworks.keras.policy import check_precisions, refuse_torch_only
 from ampbench.frameworks.keras.trees import concat, cut, is_nested, leaves, samples, structure, take, tree_map
 from ampbench.launch import ChildProcess, Job
 from ampbench.seam import Options
-from ampbench.workloads.dataspec import BATCH, EPOCHS, DataSpec, sample_count
+from ampbench.workloads.dataspec import BATCH, EPOCHS, USER_OPTIONS, DataSpec, sample_count
 from ampbench.workloads.user_callables import MADE, call_factory, call_make_batch, load_factory, made_by
 
 PRESETS = ("tiny", "small", "paper")
@@ -316,6 +316,12 @@ def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -
     if options.task == "lm":
         raise AmpbenchError(f"--model {spec!r}: --task lm is not measured for Keras models yet; give --loss "
                             "file.py:fn with --batches file.py:make_batch for a language model")
+    given = dict(options.options or {})
+    bad = sorted(set(given) - set(USER_OPTIONS))
+    if bad:
+        raise AmpbenchError(f"--model has no option {', '.join(bad)} (options: {', '.join(USER_OPTIONS)})")
+    if given and options.data_dir is None:
+        raise AmpbenchError(f"--option {next(iter(given))}=...: it applies to a CSV in --data-dir; there is none")
     factory = load_factory(spec)
     first = check_keras_model(keras, call_factory(factory, spec, preset, seed), spec)
     batch = BATCH[preset]
