@@ -149,12 +149,12 @@ def _no_such_option(e: click.exceptions.NoSuchOption) -> str:
     return e.format_message()
 
 
-def _option_taken_as_value(argv: list[str]) -> str | None:
+def _option_taken_as_value(argv: list[str], group: click.Command | None = None) -> str | None:
     """An option that takes a value, followed by another of the command's options (``train --compile --max-steps
     20``): click takes the second as the first's value and says "unexpected extra argument (20)" -- or, with no
     value after it, goes on with it (``--checkpoint --resume`` wrote a directory named "--resume"). The line that
-    says so, or None."""
-    group = typer.main.get_command(app)
+    says so, or None. ``group``: the app's click command, built once by :func:`main` for both."""
+    group = group or typer.main.get_command(app)
     command = group.commands.get(argv[0]) if argv and isinstance(group, click.Group) else None
     if command is None:
         return None
@@ -181,11 +181,12 @@ def main(argv: list[str] | None = None) -> None:
     global _invocation
     _invocation = list(sys.argv[1:] if argv is None else argv)
     try:
-        taken = _option_taken_as_value(_invocation)
+        group = typer.main.get_command(app)  # (what app() builds each call: built once for the check and the run)
+        taken = _option_taken_as_value(_invocation, group)
         if taken:
             err_console.print(f"[red]error:[/] {escape(taken)}", highlight=False, soft_wrap=True)
             sys.exit(2)
-        code = app(args=_invocation, standalone_mode=False, prog_name="ampbench")
+        code = group(args=_invocation, standalone_mode=False, prog_name="ampbench")
         if isinstance(code, int) and code:  # typer.Exit(N) inside a command comes back as N without standalone mode
             sys.exit(code)
     except AmpbenchError as e:

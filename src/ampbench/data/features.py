@@ -29,7 +29,7 @@ import torch
 
 from ampbench.data.errors import DataError
 from ampbench.data.splits import held_out
-from ampbench.data.tabular import is_missing, is_number, read_csv_rows
+from ampbench.data.tabular import is_missing, is_number, read_csv_header, read_csv_header_body
 
 LABEL_NAMES = ("label", "target", "class", "y")
 """Label columns found by name (any case) where ``-o label=`` names none; else the last column."""
@@ -62,7 +62,7 @@ def is_text_csv(path: Path, text: str | None) -> bool:
     """Whether the CSV is text for a token model: a ``text`` column (the text reader's), or ``-o text=`` given."""
     if text is not None:
         return True
-    header = read_csv_rows(path)[0]
+    header = read_csv_header(path)  # (its first line: the file is read whole once, by its reader)
     return any(h.strip().lower() == "text" for h in header)
 
 
@@ -78,15 +78,6 @@ def _sorted_values(values: set[str]) -> list[str]:
     return sorted(values, key=float) if all(is_number(v) for v in values) else sorted(values)
 
 
-def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    rows = read_csv_rows(path)
-    header, body = rows[0], rows[1:]
-    for i, r in enumerate(body, start=2):
-        if len(r) != len(header):
-            raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
-    return header, body
-
-
 def read_feature_csv(data_dir: str | Path, label: str | None = None, regress: bool = False,
                      val_fraction: float | None = None, seed: int = 0) -> FeatureTable:
     """The feature table of the CSV(s) in ``data_dir`` (module docstring)."""
@@ -94,15 +85,15 @@ def read_feature_csv(data_dir: str | Path, label: str | None = None, regress: bo
     train_path, test_path = data_dir / "train.csv", data_dir / "test.csv"
     csvs = sorted(data_dir.glob("*.csv"))
     if train_path.is_file():
-        header, train = _rows(train_path)
-        test_header, test = _rows(test_path) if test_path.is_file() else (header, [])
+        header, train = read_csv_header_body(train_path)
+        test_header, test = read_csv_header_body(test_path) if test_path.is_file() else (header, [])
         if test_header != header:
             raise DataError(f"{test_path}: its columns ({', '.join(test_header)}) are not train.csv's "
                             f"({', '.join(header)})")
         source = "train.csv + test.csv" if test else "train.csv"
         where = train_path
     elif len(csvs) == 1:
-        header, train = _rows(csvs[0])
+        header, train = read_csv_header_body(csvs[0])
         test, source, where = [], csvs[0].name, csvs[0]
     else:
         raise DataError(f"{data_dir}: {len(csvs)} .csv files; give train.csv [+ test.csv], or one .csv")

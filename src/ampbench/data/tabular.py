@@ -58,20 +58,36 @@ def read_csv_rows(path: Path) -> list[list[str]]:
     return rows
 
 
+def read_csv_header(path: Path) -> list[str]:
+    """The header row of a UTF-8 CSV (a byte-order mark is fine), the rest unread."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DataError(f"{path}: cannot read as UTF-8 CSV ({e})") from None
+
+
+def read_csv_header_body(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(header, data rows) of a UTF-8 CSV whose every row has the header's number of fields (one line naming the
+    first that has not)."""
+    rows = read_csv_rows(path)
+    header, body = rows[0], rows[1:]
+    for i, r in enumerate(body, start=2):
+        if len(r) != len(header):
+            raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
+    return header, body
+
+
 def read_csv_table(path: str | Path, target: str = "target", categorical: list[str] | None = None,
                    held_out_fraction: float | None = None) -> Table:
     """The table of ``path``; ``held_out_fraction``: the share of its last rows held out for testing, whose values
     the continuous columns' means and standard deviations do not see (they were the whole file's: the test rows
     leaked into the training rows' scaling)."""
     path = Path(path)
-    rows = read_csv_rows(path)
-    header, body = rows[0], rows[1:]
+    header, body = read_csv_header_body(path)
     if target not in header:
         raise DataError(f"{path}: no target column {target!r} (columns: {', '.join(header)}); name the column to "
                         f"predict with -o target=NAME, e.g. -o target={header[-1]}")
-    for i, r in enumerate(body, start=2):
-        if len(r) != len(header):
-            raise DataError(f"{path}: line {i} has {len(r)} fields, the header has {len(header)}")
     cols = {h: [r[j] for r in body] for j, h in enumerate(header)}
     bad = next((i for i, v in enumerate(cols[target], start=2) if not is_number(v)), None)
     if bad is not None:

@@ -9,25 +9,10 @@ that loss's exponential (run's line said "final loss 3.816, perplexity 26.9"; ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ampbench.store.time_to_loss import text as time_to_loss_text
 from ampbench.train_line import metric_text
-
-
-@dataclass(frozen=True)
-class ConvergenceRow:
-    """One mode's cells, as text (no figure: "–")."""
-
-    final_loss: str
-    metric: str
-    verdict: str
-    tolerance: str
-    skipped_steps: str
-    steps_seeds: str
-    to_fp32_loss: str
-    energy_to_fp32_loss: str
 
 
 def headers(rows: list[dict[str, Any]]) -> list[str]:
@@ -47,30 +32,19 @@ def has_energy_to_loss(rows: list[dict[str, Any]]) -> bool:
     return any(r.get("energy_to_fp32_loss_j") is not None for r in rows)
 
 
-def row(r: dict[str, Any]) -> ConvergenceRow:
-    """The cells of one converge row (``r["converge"]`` as :func:`ampbench.measure.seeds.summarize` stores it)."""
+def cells(r: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """The row's cells after its name, in :func:`headers`' order, as text (no figure: "–"); ``r["converge"]`` as
+    :func:`ampbench.measure.seeds.summarize` stores it, ``rows`` the table's (for its optional columns)."""
     c = r["converge"]
     finals = [x for x in c.get("final_losses") or [] if x is not None]
     spread = (max(finals) - min(finals)) if len(finals) > 1 else 0.0
     metrics = [m for m in c.get("metrics") or [] if m is not None]
-    name = r.get("metric_name") or "metric"
     energy = r.get("energy_to_fp32_loss_j")
     to_loss = time_to_loss_text(r)
-    return ConvergenceRow(
-        final_loss=f"{sum(finals) / len(finals):.4f} ± {spread / 2:.4f}" if finals else "–",
-        metric=metric_text(name, sum(metrics) / len(metrics)) if metrics else "–",
-        verdict=r.get("converge_verdict") or "–",
-        tolerance=f"{r['converge_tolerance']:.4f}" if isinstance(r.get("converge_tolerance"), (int, float)) else "–",
-        skipped_steps=str(sum(c.get("skipped_steps") or [])),
-        steps_seeds=f"{c.get('steps')} × {len(c.get('seeds') or [])}",
-        to_fp32_loss="–" if to_loss == "-" else to_loss,
-        energy_to_fp32_loss=f"{energy:,.0f}" if isinstance(energy, (int, float)) else "–",
-    )
-
-
-def cells(r: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
-    """The row's cells after its name, in :func:`headers`' order (``rows``: the table's, for its optional columns)."""
-    c = row(r)
-    return [c.final_loss, c.metric, c.verdict, c.tolerance, c.skipped_steps, c.steps_seeds,
-            *([c.to_fp32_loss] if has_time_to_loss(rows) else []),
-            *([c.energy_to_fp32_loss] if has_energy_to_loss(rows) else [])]
+    return [f"{sum(finals) / len(finals):.4f} ± {spread / 2:.4f}" if finals else "–",
+            metric_text(r.get("metric_name") or "metric", sum(metrics) / len(metrics)) if metrics else "–",
+            r.get("converge_verdict") or "–",
+            f"{r['converge_tolerance']:.4f}" if isinstance(r.get("converge_tolerance"), (int, float)) else "–",
+            str(sum(c.get("skipped_steps") or [])), f"{c.get('steps')} × {len(c.get('seeds') or [])}",
+            *(["–" if to_loss == "-" else to_loss] if has_time_to_loss(rows) else []),
+            *([f"{energy:,.0f}" if isinstance(energy, (int, float)) else "–"] if has_energy_to_loss(rows) else [])]

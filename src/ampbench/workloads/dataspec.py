@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ampbench.errors import AmpbenchError
 
@@ -54,6 +55,13 @@ class DataSpec:
     def of(cls, input_shape: str | tuple[int, ...] | None = None, vocab_size: int | None = None,
            num_classes: int | None = None, num_outputs: int | None = None, task: str | None = None) -> DataSpec:
         return cls(parse_shape(input_shape), vocab_size, num_classes, num_outputs, task)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DataSpec:
+        """The spec ``dataclasses.asdict`` wrote (through JSON: a job's payload or result; the shape a list again)."""
+        shape = d["input_shape"]
+        return cls(tuple(shape) if shape is not None else None, d["vocab_size"], d["num_classes"], d["num_outputs"],
+                   d["task"])
 
     def given(self) -> list[str]:
         """The options set, as CLI flags (for 'applies to --model only' messages)."""

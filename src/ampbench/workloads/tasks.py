@@ -91,20 +91,26 @@ def write_synthetic(payload: dict[str, Any]) -> dict[str, Any]:
     Run in a process of its own by a framework whose cells must not import torch (a Keras cell on TensorFlow or
     JAX): its model trains on exactly the values a PyTorch model gets for the same options. Returns ``{"inputs": n}``,
     or ``{"error": line}`` for data the options cannot make."""
-    d = payload["data"]
-    spec = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
-                    d["num_classes"], d["num_outputs"], d["task"])
+    spec = DataSpec.from_dict(payload["data"])
     try:
         train, test, prepare = synthesize(spec, payload["preset"], int(payload["seed"]), int(payload["batch"]))
     except AmpbenchError as e:
         return {"error": str(e)}
+    save_splits(payload["out"], train, test, prepare)
+    return {"inputs": len(train.inputs)}
+
+
+def save_splits(out: str, train: Any, test: Any, prepare: Any, channels_last: bool = False) -> None:
+    """``train`` and ``test`` (TensorData) as a job's ``.npz`` for a framework that reads numpy (``x_train_<i>``,
+    ``y_train``, ``x_test_<i>``, ``y_test``), the inputs ``prepare``d as a model gets them; ``channels_last``: images
+    (N, H, W, C), as a Keras model takes them."""
     arrays: dict[str, Any] = {}
     for name, part in (("train", train), ("test", test)):
         inputs = prepare(part.inputs) if prepare is not None else part.inputs
-        arrays.update({f"x_{name}_{i}": t.numpy() for i, t in enumerate(inputs)})
+        for i, t in enumerate(inputs):
+            arrays[f"x_{name}_{i}"] = (t.permute(0, 2, 3, 1).contiguous() if channels_last and t.dim() == 4 else t).numpy()
         arrays[f"y_{name}"] = part.targets.numpy()
-    np.savez(payload["out"], **arrays)
-    return {"inputs": len(train.inputs)}
+    np.savez(out, **arrays)
 
 
 def infer(out: Any, targets: torch.Tensor, where: str) -> DataSpec:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -209,9 +208,7 @@ def write_real(payload: dict[str, Any]) -> dict[str, Any]:
     ``y_test``). Run in a process of its own for a framework whose cells must not import torch (a Keras cell on
     TensorFlow or JAX), as :func:`~ampbench.workloads.tasks.write_synthetic` is. Returns ``{"inputs": n, "what": ...,
     "data": the resolved DataSpec's fields}``, or ``{"error": line}``."""
-    d = payload["data"]
-    spec = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
-                    d["num_classes"], d["num_outputs"], d["task"])
+    spec = DataSpec.from_dict(payload["data"])
     try:
         data_dir = check_data_dir(payload["data_dir"])
         train, test, data, prepare, what, metric = _real_data(data_dir, spec, payload["where"],
@@ -221,15 +218,7 @@ def write_real(payload: dict[str, Any]) -> dict[str, Any]:
     if metric is not None:
         return {"error": f"{payload['where']}: a CSV's regression label is trained standardised, its RMSE said in "
                          "its units by ampbench's PyTorch loop; for a Keras model give --batches file.py:make_batch"}
-    arrays: dict[str, Any] = {}
-    for name, part in (("train", train), ("test", test)):
-        inputs = prepare(part.inputs) if prepare is not None else part.inputs
-        for i, t in enumerate(inputs):
-            if payload.get("channels_last") and t.dim() == 4:
-                t = t.permute(0, 2, 3, 1).contiguous()
-            arrays[f"x_{name}_{i}"] = t.numpy()
-        arrays[f"y_{name}"] = part.targets.numpy()
-    np.savez(payload["out"], **arrays)
+    tasks.save_splits(payload["out"], train, test, prepare, bool(payload.get("channels_last")))
     return {"inputs": len(train.inputs), "what": what, "data": dataclasses.asdict(data)}
 
 

@@ -304,10 +304,7 @@ def _real(spec: str, options: Any, data: DataSpec) -> tuple[Any, np.ndarray, Any
                "data_dir": str(options.data_dir), "where": f"--model {spec!r}", "val_fraction": options.val_fraction,
                "options": dict(options.options or {}), "channels_last": True}
     x_tr, y_tr, x_te, y_te, result = _arrays_of("ampbench.workloads.user:write_real", payload, "reading --data-dir")
-    d = result["data"]
-    read = DataSpec(tuple(d["input_shape"]) if d["input_shape"] is not None else None, d["vocab_size"],
-                    d["num_classes"], d["num_outputs"], d["task"])
-    return x_tr, y_tr, x_te, y_te, read, str(result["what"])
+    return x_tr, y_tr, x_te, y_te, DataSpec.from_dict(result["data"]), str(result["what"])
 
 
 def user_workload(keras: Any, spec: str, options: Any, preset: str, seed: int) -> KerasWorkload:
