@@ -310,7 +310,9 @@ def test_launch_bound_tiny_model_is_explained() -> None:
     p = d.details["profile"]
     assert p["kernels_per_step"] > 50 and isinstance(p["batch_scaling"], float) and p["batch_scaling"] > 0
     assert p["launch_bound"] == (p["batch_scaling"] < LAUNCH_BOUND_SCALING)
-    f = profile_findings({**p, "launch_bound": True, "batch_scaling": 1.05}, half=False)[0]
+    overhead = {"gemm": 0.5, "cast": 0.0, "optimizer": 0.1, "other": 0.4}  # (per-op overhead's: little weight work --
+    # the measured shares are this CPU's: under AVX2 a tiny model's Adam passed the weight-work rule's quarter)
+    f = profile_findings({**p, "launch_bound": True, "batch_scaling": 1.05, "share": overhead}, half=False)[0]
     assert f.title.startswith("launch-bound: doubling the batch costs 1.05x the time, not ~2x;")
     assert "faster" in f.detail and "(half-precision) math cannot" in f.detail
     if p["launch_bound"]:
