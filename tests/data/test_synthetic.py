@@ -83,3 +83,38 @@ def test_class_images_build_on_meta() -> None:
     with torch.device("meta"):
         x, y = synthetic.class_images(9, 1000, (3, 16, 16), torch.Generator())
     assert x.shape == (9, 3, 16, 16) and y.shape == (9,) and x.dtype == torch.uint8
+
+
+@pytest.mark.parametrize("n", [1, 50, 4095, 4096 * 3 + 17])
+def test_markov_tokens_are_chains_walked_one_token_at_a_time(n: int) -> None:
+    """The stream walked side by side over its chains is the one walked token by token, chain after chain, from the
+    same draws (a plain loop over Python lists: the oracle); every chain starts at a uniform token."""
+    vocab = 37
+    got = synthetic.markov_tokens(n, vocab, torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(3)
+    chains = max(1, n // synthetic.CHAIN_TOKENS)
+    length = -(-n // chains)
+    succ = torch.randint(0, vocab, (vocab, 4), generator=g).tolist()
+    choice = torch.randint(0, 4, (length, chains), generator=g).tolist()
+    jump = (torch.rand(length, chains, generator=g) < 0.1).tolist()
+    rand_tok = torch.randint(0, vocab, (length, chains), generator=g).tolist()
+    want: list[int] = []
+    for c in range(chains):
+        tok = rand_tok[0][c]
+        for i in range(length):
+            tok = tok if i == 0 else rand_tok[i][c] if jump[i][c] else succ[tok][choice[i][c]]
+            want.append(tok)
+    assert got.dtype == torch.int64 and got.tolist() == want[:n]
+
+
+def test_markov_tokens_follow_their_successor_table() -> None:
+    """~90 % of a stream's steps go to one of the token's 4 successors (a jump lands on one by chance 4 / vocab), and
+    the seed makes the stream."""
+    vocab, n = 1000, 200_000
+    stream = synthetic.markov_tokens(n, vocab, torch.Generator().manual_seed(0))
+    succ = torch.randint(0, vocab, (vocab, 4), generator=torch.Generator().manual_seed(0))
+    follows = (succ[stream[:-1]] == stream[1:, None]).any(1).double().mean().item()
+    expected = 0.9 + 0.1 * 4 / vocab - (n // synthetic.CHAIN_TOKENS) / n * 0.9  # (a chain's start: a jump)
+    assert abs(follows - expected) < 5 * (expected * (1 - expected) / n) ** 0.5
+    assert torch.equal(stream, synthetic.markov_tokens(n, vocab, torch.Generator().manual_seed(0)))
+    assert not torch.equal(stream, synthetic.markov_tokens(n, vocab, torch.Generator().manual_seed(1)))
