@@ -62,8 +62,9 @@ def main() -> None:
                            if name not in fit.FITTED and name != "tensor_conv_efficiency"},
             "data": "references/neusight/kernels (NeuSight, MIT): linear, bmm, conv, elem, ln, softmax; fp32, TF32 off; "
                     "references/xla_matmul (OpenXLA, Apache-2.0): H100 SXM batched GEMMs in bf16 (its TF32 ones reported, "
-                    "not fitted on: slower than cuBLAS's); the lent H200's cuBLAS GEMMs in fp16, bf16, TF32, three sweeps "
-                    "of two leases (predict/calibration/h200.csv, benchmarks/results/h200/truth/calibration*.csv: "
+                    "not fitted on: slower than cuBLAS's); the lent H200's plain cuBLAS GEMMs in fp16, bf16, TF32, four "
+                    "sweeps of three leases (predict/calibration/h200.csv, benchmarks/results/h200/lease3/calibration.csv, "
+                    "benchmarks/results/h200/truth/calibration*.csv: "
                     "the tensor_* and tf32_* constants; other GPUs' Tensor Core share scaled by "
                     "references/mamf, matmul_ceilings.json)",
             "tensor_conv_efficiency": f"fitted on {convs.relative_to(convs.parents[4])} (dense windowed fp16/bf16 "

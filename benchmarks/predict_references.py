@@ -104,7 +104,11 @@ def measured_table(steps: tuple[measured.MeasuredStep, ...]) -> list[str]:
              "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for s in steps:
         target = s.workload.rsplit(":", 1)[-1] + (" channels-last" if s.memory_format == "channels_last" else "")
-        lines.append(f"| {s.gpu} | {target} ({s.preset}) | {s.batch_size} | {s.precision} | {s.measured_ms:.2f} | "
+        how = [*(["compiled"] if s.compile != "off" else []), *(["CUDA graphs"] if s.cuda_graphs == "on" else []),
+               *([f"{s.checkpointing} checkpointed"] if s.checkpointing != "off" else [])]
+        target += f" ({s.preset}{''.join(', ' + h for h in how)})"
+        batch = f"{s.batch_size} x {s.grad_accum}" if s.grad_accum != 1 else f"{s.batch_size}"
+        lines.append(f"| {s.gpu} | {target} | {batch} | {s.precision} | {s.measured_ms:.2f} | "
                      f"{s.predicted_ms:.2f} | {s.error:+.0%} | {s.bound} | {s.measured_peak_bytes / 2**20:,.0f} | "
                      f"{s.predicted_peak_bytes / 2**20:,.0f} | {s.memory_error:+.0%} |")
     by: dict[str, list[float]] = {}

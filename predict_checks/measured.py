@@ -35,7 +35,7 @@ KEPT_BATCHNORM_TAKES_HALF = "2026-11-27"
 """From this day a kept BatchNorm takes its half input (master-*): cells of models with BatchNorm measured before it
 ran a cast around each norm, which the engine (and so a prediction) no longer has -- they are left out
 (:func:`stale`), to be measured again."""
-LENT: dict[str, str] = {"h200": "h200", "h200/truth": "h200", "h200/lease3": "h200"}
+LENT: dict[str, str] = {"h200": "h200", "h200/truth": "h200", "h200/lease3": "h200", "h200/rest": "h200"}
 """Results folders of lent GPUs -> the catalogue key of the GPU that filled them (``measure/gpus.csv``)."""
 
 
@@ -141,9 +141,10 @@ def stale(row: dict[str, Any], build: Callable[[], Workload]) -> bool:
 
 
 def lent() -> tuple[MeasuredStep, ...]:
-    """Every lent GPU's steps the tables check: the first lease's H200 set and the real-scale suite of the second and
-    third leases (the third's in all 8 modes, built ahead)."""
-    return steps() + steps("h200/truth") + steps("h200/lease3")
+    """Every lent GPU's steps the tables check: the first lease's H200 set, the real-scale suite of the second and
+    third leases (the third's in all 8 modes, built ahead) and the fourth lease's cells (ResNet-50's fp16 modes,
+    GPT-2 at 1,024 tokens, ResNet-50 NCHW at Lambda's batches, BERT-base checkpointed and accumulated)."""
+    return steps() + steps("h200/truth") + steps("h200/lease3") + steps("h200/rest")
 
 
 @functools.cache
