@@ -20,9 +20,10 @@ _RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 TABLES = (TABLES_DIR / "h200.csv", _RESULTS / "h200" / "lease3" / "calibration.csv",
           _RESULTS / "h200" / "truth" / "calibration.csv", _RESULTS / "h200" / "truth" / "calibration_repeat.csv")
 """The committed tables fitted on: the shipped H200 table (the fourth lease's sweep, 2026-11-30: the first with the
-host's issue time per call), the third lease's and the two sweeps of the second, all of one GPU at the same shapes -- the Tensor Core constants move along a ridge (efficiency against
-``tensor_k_half``) with a few per cent of noise in 17 GEMMs a dtype, so every sweep of a GPU is fitted on, not the
-last alone. Each file's first comment line names no GPU: the GPU is read from ``device_name``."""
+host's issue time per call), the third lease's and the two sweeps of the second, all of one GPU at the same shapes --
+the Tensor Core constants move along a ridge (efficiency against ``tensor_k_half``) with a few per cent of noise in
+17 GEMMs a dtype, so every sweep of a GPU is fitted on, not the last alone. Each file's first comment line names no
+GPU: the GPU is read from ``device_name``."""
 GPUS = ("h200",)
 DTYPES = {"fp16": 2, "bf16": 2, "tf32": 4}
 
