@@ -15,6 +15,11 @@
 #   rest    (an H200) what the third lease left: ResNet-50's fp16 cells with the fused-SGD fix, the GPU tests, the GPT-2
 #           cells' phases, the wide-mlp A/B of building ahead, the kernel table again, then Lambda's published ResNet-50
 #           configuration (NCHW, batch 640 TF32 / 1280 AMP: the cross-GPU check's A100/H100 AMP miss) (~9 min)
+#   after   (an H200, once rest is committed: benchmarks/results/h200/rest) what the fourth lease (2026-11-30) left:
+#           the GPU tests (the energy oracle fixed), GPT-2's and own workloads' cells after the build fixes (the Markov
+#           text walked over chains, torch._dynamo imported while building ahead: their phases), BERT-base b32 plain
+#           and 4 micro-batches in 3 interleaved repeats (the launch-bound noise against the +39% accumulation miss),
+#           ResNet-50 NCHW beside channels-last at batch 256 (the NCHW miss at Lambda's batches: layout or batch?)
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
@@ -62,7 +67,7 @@
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 keras==3.15.1 namex optree h5py
 # absl-py -d .whl` (pure-python keras 1.5 MB; optree/h5py manylinux wheels); installed only where keras is missing.
 set -uo pipefail
-STAGES="truth rest lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
+STAGES="truth rest after lease lease2 checks predict paper suite bench fp8 optim axes dist keras export compat"
 usage() {
   cat <<'USAGE'
 usage: bash benchmarks/gpu_session.sh [--dry-run] STAGE     (on the lent GPU machine, from the repo root)
@@ -73,6 +78,8 @@ resume). Times are what each was sized to, not yet measured on a GPU.
 
   truth    the kernel table (hw --calibrate), the real-scale GPU suite in every mode, the BatchNorm and energy GPU
            tests, hf:gpt2 at 1024 tokens with its phases, runs.json (resume: call it again)        ~9 min a call
+  after    (an H200, rest committed) the GPU tests; GPT-2 and bert/resnet50 cells' phases after the build fixes;
+           BERT-base b32 x1/x4 amp-bf16 in 3 repeats; ResNet-50 NCHW beside channels-last at batch 256   ~7 min
   rest     (an H200: its suite is committed) what the third lease left: ResNet-50 in amp-fp16 and master-fp16 with the
            fused-SGD fix beside amp-bf16, the kept-BatchNorm and energy GPU tests, hf:gpt2 at 1024 tokens with its
            phases, the wide-mlp A/B of building ahead, runs.json, then the kernel table again (the host's issue
@@ -298,6 +305,28 @@ case $1 in
       --precisions amp-bf16,master-bf16 --cell-timeout 90 \
       --label "BERT-base 32 and 4 x 32 micro-batches a step, amp-bf16 and master-bf16" || return $?
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_rest.json"
+    ;;
+  after)
+    # what the fourth lease (H200, 2026-11-30; benchmarks/results/h200/rest) left, most telling first
+    export AMPBENCH_NO_ESTIMATE=1
+    gpu_tests  # 1. (tests/bench/test_gpu.py's energy oracle failed on the lease: it counted the timed steps' samples)
+    # 2. a cell's wall time after the build fixes: GPT-2's build was 22 s of its 29 s (10.5 s the Markov text, now
+    # ~0.5 s), each own workload's engine phase 3.4-5.3 s (torch._dynamo's import, now while the cell before runs)
+    gpt2_phases after-gpt2 || return $?
+    run_resumable after-phases --workloads bert,resnet50 --preset paper --precisions fp32,amp-bf16 --cell-timeout 90 \
+      --label "bert and resnet50 paper: the engine phase after torch._dynamo is imported while building ahead" \
+      || return $?
+    [ -n "$DRY" ] || pack
+    # 3. gradient accumulation predicted +39% too slow (67 ms measured, 94 predicted) while two runs of the plain cell
+    # measured 24.6 and 30.0 ms: three interleaved repeats say how much of it is this host's noise
+    run_resumable after-accum --workloads bert --preset paper --batch-size 32 --grad-accum 1,4 --precisions amp-bf16 \
+      --repeats 3 --cell-timeout 90 --label "BERT-base 32 and 4 x 32 micro-batches, amp-bf16, 3 repeats" || return $?
+    # 4. ResNet-50 NCHW at Lambda's batches (640/1,280) was predicted 17-24% too fast; the table's NCHW convolutions
+    # are at batch 16-64: the same layouts at batch 256 say whether the layout or the batch is missed
+    run_resumable after-nchw --workloads resnet50 --preset paper --batch-size 256 \
+      --memory-format contiguous,channels_last --precisions tf32,amp-fp16 --cell-timeout 90 \
+      --label "resnet50 paper b256: NCHW beside channels-last, tf32 and amp-fp16" || return $?
+    CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_after.json"
     ;;
   lease)
     local KEY; KEY=$(gpu_key)
