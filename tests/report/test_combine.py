@@ -82,6 +82,24 @@ def test_without_fp32_eager_nothing_is_credited() -> None:
     assert a.combination == "none" and "no fp32 eager cell" in (a.combination_evidence or "")
 
 
+def test_without_fp32_each_change_is_said_against_its_own_precisions_eager_cell() -> None:
+    """``run --precisions amp-bf16 --checkpointing off,blocks,selective`` (the fourth H200 lease's BERT-base cells):
+    no fp32 eager cell ranks the combinations, and each checkpointing is still said against amp-bf16 eager -- its
+    speed and peak memory (oracle: the ratios by hand)."""
+    gib = 2**30
+    rows = [_row("amp-bf16", 3782.0, peak_allocated_bytes=int(7.1 * gib)),
+            _row("amp-bf16", 2050.0, peak_allocated_bytes=int(2.5 * gib), checkpointing="blocks", cell_key="b"),
+            _row("amp-bf16", 1502.0, peak_allocated_bytes=int(5.1 * gib), checkpointing="selective", cell_key="s")]
+    a = advise(derive(rows))
+    assert a.combination == "none"
+    text = a.combination_evidence or ""
+    assert text.startswith("(no fp32 eager cell ran ok")
+    blocks, selective = 2050 / 3782, 1502 / 3782  # 0.54x, 0.40x
+    assert (f"amp-bf16 + checkpointing {blocks:.2f}x, 2.5 GiB ({1 - 2.5 / 7.1:.0%} less), amp-bf16 + "
+            f"selective-checkpointing {selective:.2f}x, 5.1 GiB ({1 - 5.1 / 7.1:.0%} less)") in text
+    assert "**fastest combination: none**: (no fp32 eager cell" in render_markdown(rows, {"run_id": "r"})
+
+
 def test_markdown_names_each_cells_execution() -> None:
     md = render_markdown(derive([_row("fp32", 100.0), _row("fp32", 160.0, "on", compile_s=2.0),
                                  _row("amp-bf16", 190.0, "on")]))

@@ -112,8 +112,9 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
     ok = [r for r in rows if r.get("status") == "ok" and _speed(r) > 0]
     base = next((r for r in ok if r["precision"] == "fp32" and Execution.of(r).is_default), None)
     if base is None:
-        return Combination(None, None, None, "no fp32 eager cell ran ok (compile off, contiguous, no CUDA graphs): "
-                           "nothing to compare the combinations with; add --compile off / the defaults to the run")
+        return Combination(None, None, None, "(no fp32 eager cell ran ok: compile off, contiguous, no CUDA graphs -- "
+                           "nothing ranks the combinations; add fp32 and the defaults to the run)"
+                           + _against_own_eager(ok))
     pool, inherited, checked = _converging(ok)
     if not pool:
         return Combination(None, None, None, "no combination converged like fp32")
@@ -186,6 +187,26 @@ def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None,
              if isinstance(base.get("max_batch"), int) and isinstance(pick.get("max_batch"), int) else "")
     return (f"least memory: {_label(pick)}, {fmt_bytes(mine)} against fp32 eager's {fmt_bytes(theirs)} "
             f"({1 - mine / theirs:.0%} less), at {times(_speed(pick) / _speed(base))} fp32 eager's speed{batch}")
+
+
+def _against_own_eager(ok: list[dict[str, Any]]) -> str:
+    """Without fp32 eager: each changed execution against its own precision's eager cell -- its speed, and its peak
+    memory where both measured one (``run --precisions amp-bf16 --checkpointing off,blocks,selective``: what each
+    checkpointing costs and saves, said though no fp32 cell ran)."""
+    parts = []
+    for r in ok:
+        ex = Execution.of(r)
+        eager = next((e for e in ok if e["precision"] == r["precision"] and Execution.of(e).is_default), None)
+        if ex.is_default or eager is None:
+            continue
+        text = f"{_label(r)} {times(_speed(r) / _speed(eager))}"
+        mine, theirs = compared_memory(r), compared_memory(eager)
+        if mine and theirs and abs(1 - mine / theirs) >= 0.005:
+            text += f", {fmt_bytes(mine)} ({abs(1 - mine / theirs):.0%} {'less' if mine < theirs else 'more'})"
+        parts.append(text)
+    if not parts:
+        return ""
+    return "; each change against its precision's eager cell (speed, peak memory): " + ", ".join(parts)
 
 
 def _label(r: dict[str, Any]) -> str:
