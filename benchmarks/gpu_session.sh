@@ -18,7 +18,7 @@
 #   after   (an H200, once rest is committed: benchmarks/results/h200/rest) what the fourth lease (2026-11-30) left:
 #           the GPU tests (the energy oracle fixed), GPT-2's and own workloads' cells after the build fixes (the Markov
 #           text walked over chains, torch._dynamo imported while building ahead: their phases), BERT-base b32 plain
-#           and 4 micro-batches in 3 interleaved repeats (the launch-bound noise against the +39% accumulation miss),
+#           and 4 micro-batches in 3 interleaved repeats (the launch-bound noise against the +32% accumulation miss),
 #           ResNet-50 NCHW beside channels-last at batch 256 (the NCHW miss at Lambda's batches: layout or batch?)
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
@@ -317,7 +317,7 @@ case $1 in
       --label "bert and resnet50 paper: the engine phase after torch._dynamo is imported while building ahead" \
       || return $?
     [ -n "$DRY" ] || pack
-    # 3. gradient accumulation predicted +39% too slow (67 ms measured, 94 predicted) while two runs of the plain cell
+    # 3. gradient accumulation predicted +32% too slow (67 ms measured, 89 predicted) while two runs of the plain cell
     # measured 24.6 and 30.0 ms: three interleaved repeats say how much of it is this host's noise
     run_resumable after-accum --workloads bert --preset paper --batch-size 32 --grad-accum 1,4 --precisions amp-bf16 \
       --repeats 3 --cell-timeout 90 --label "BERT-base 32 and 4 x 32 micro-batches, amp-bf16, 3 repeats" || return $?

@@ -54,6 +54,52 @@ def test_each_micro_batch_after_the_first_adds_its_gradients_into_the_held_ones(
     assert Counter(o.name for o in t.ops if o.name == "aten.mul" and o.phase == "loss")["aten.mul"] >= 3  # (weights)
 
 
+def test_autograds_adds_into_held_gradients_are_marked_and_cost_the_host_a_launch_not_an_op() -> None:
+    """AccumulateGrad's add into a held gradient takes the place of the detach that hands a fresh one over (a real
+    CPU step of this model, counted: the same backward calls, a detach per parameter or an add), so each costs the host
+    the launch it adds, not a whole op: one per parameter in each later micro-batch is marked, nothing else is, and
+    the step's host time is each marked op's launch where pricing them as ops would take the backward's per-op figure
+    (oracle: the difference by hand; an Ampere card: no kernel table, no kind's issue time beside the per-op figure)."""
+    from dataclasses import replace
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from ampbench.measure.step import build_step
+    from ampbench.predict.cost import MEASURED_HOST
+
+    t = trace_step(build_meta(_mlp), "fp32", 32, micro_batches=TRACED)
+    marked = [o for o in t.ops if o.accumulates_grad]
+    assert [sum(1 for o in marked if o.micro == m) for m in range(TRACED + 1)] == [0, PARAMETERS, PARAMETERS, 0]
+    assert all(o.name == "aten.add_" and o.phase == "backward" for o in marked)
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: Counter = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.names[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    counts = []
+    for n in (1, 2):  # (a plain step, then two micro-batches: the second's backward accumulates)
+        step = build_step(_mlp(), "fp32", 32, torch.device("cpu"), micro_batches=n)
+        step()
+        with Count() as c:
+            step()
+        counts.append(c.names)
+    plain, two = counts
+    # (two micro-batches a step issue twice a plain step's calls: an add per parameter where a detach was)
+    assert plain["add_"] == 0 and two["add_"] == PARAMETERS
+    assert two["detach"] == 2 * plain["detach"] - PARAMETERS and sum(two.values()) == 2 * sum(plain.values())
+    gpu = lookup("a100-80gb")
+    step_n = accumulated(t, 4)
+    as_ops = replace(step_n, ops=[replace(o, accumulates_grad=False) for o in step_n.ops])
+    saved = price(as_ops, gpu, False).host_s - price(step_n, gpu, False).host_s
+    per = (MEASURED_HOST.op_us("backward") - MEASURED_HOST.launch_us("backward")) * 1e-6
+    assert saved == pytest.approx(PARAMETERS * 3 * per)  # (micro-batches 2, 3 and 4 of 4)
+
+
 def test_master_modes_copy_the_first_micro_batch_into_the_masters_and_add_the_later_ones() -> None:
     """master-bf16: the second micro-batch's backward copies the first's half gradients into the fp32 masters'
     buffers (one multi-tensor copy); from the third on each adds the previous one's, cast to fp32 (a cast per

@@ -44,3 +44,27 @@ def test_a_gpus_issue_time_per_class_shows_where_the_sweep_timed_it() -> None:
     console = Console(width=100, record=True)
     console.print(calibration_table(_table("", {})))
     assert "issue us" not in console.export_text()
+
+
+def test_the_h200_tables_summary_fits_80_columns_one_line_a_class() -> None:
+    """The lent H200's sweep (its CSV's rows, rates as the sweep stores them): every class and dtype one line at 80
+    columns, "elementwise" whole, rates without an exponent (it printed "4.34e+03 GB/s", each row wrapped in two)."""
+    import csv
+
+    from ampbench.measure import calibrate as cal
+    from ampbench.predict.measured_kernels import TABLES_DIR
+
+    text = (TABLES_DIR / "h200.csv").read_text()
+    table = cal.from_csv(text)
+    raw = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    for k, r in zip(table["kernels"], raw, strict=True):
+        k.update(tflops=float(r["tflops"]) if r["tflops"] else None, gbps=float(r["gbps"]) if r["gbps"] else None)
+    table["device_name"] = "NVIDIA H200"
+    console = Console(width=80, record=True)
+    console.print(calibration_table(table))
+    lines = console.export_text().splitlines()
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == len(summary(table)) and max(len(line) for line in lines) <= 80
+    assert "e+" not in console.export_text() and "issue us" in lines[2]
+    (elementwise,) = [line for line in rows if "elementwise" in line and "fp32" in line]
+    assert elementwise.split("│")[4:7] == [" 4,336 ", "  4,266 ", " GB/s    "]  # (4336, 4266 GB/s in the CSV)

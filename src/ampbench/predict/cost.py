@@ -493,7 +493,10 @@ def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
                 extra += (checkpointed.per_op + (checkpointed.per_block if c.op.block != block else 0.0)) \
                     * host.python_us
                 block = c.op.block
-            issued += max(0.0, _host_s(c.op, host) + extra * 1e-6)
+            if c.op.accumulates_grad:  # (in place of a kernel-less detach: the launch it adds, not a whole op)
+                issued += host.launch_us("backward") * 1e-6
+            else:
+                issued += max(0.0, _host_s(c.op, host) + extra * 1e-6)
         else:
             if graph != c.op.phase:  # (a graph's call: guards, wrappers, a CUDA graph's replay)
                 graph = c.op.phase

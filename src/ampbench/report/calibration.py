@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ampbench.measure.kernel_power import IDLE, REPLAY, issue_us, power_key
+from ampbench.report.numbers import sig
 from ampbench.report.titled import titled
 
 COMPUTE = ("gemm", "bmm", "conv", "attention", "rnn")
@@ -45,14 +46,16 @@ def calibration_table(table: dict[str, Any]) -> Group:
     rows = summary(table)
     issued = any(s["host_us"] is not None for s in rows)  # (a GPU's sweep: the host's issue per call)
     powered = any(s["power_w"] is not None for s in rows)  # (NVML's: a CPU's table had a column of "-")
-    for col in ("class", "dtype", "kernels", "best", "median", *(["power W"] if powered else []),
+    # (the unit a column of its own and the rates by sig -- "4,340", not "4.34e+03 GB/s" in each cell: the table wrapped
+    # every row in two at 80 columns and cut "elementwise")
+    for col in ("class", "dtype", "timed", "best", "median", "unit", *(["power W"] if powered else []),
                 *(["issue us"] if issued else [])):
-        t.add_column(col, justify="left" if col in ("class", "dtype") else "right")
+        t.add_column(col, justify="left" if col in ("class", "dtype", "unit") else "right", no_wrap=True)
     for s in rows:
-        def fmt(v, u=s["unit"]):
-            return ("-" if v is None else f"{v:,.3g} {u}")
+        def fmt(v: float | None) -> str:
+            return "-" if v is None else sig(v)
         t.add_row(s["kind"], s["dtype"], f"{s['timed']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
-                  fmt(s["best"]), fmt(s["median"]),
+                  fmt(s["best"]), fmt(s["median"]), s["unit"],
                   *(["-" if s["power_w"] is None else f"{s['power_w']:.0f}"] if powered else []),
                   *([("-" if s["host_us"] is None else f"{s['host_us']:.1f}")] if issued else []))
     return titled(f"kernel calibration: {escape(str(table['device_name']))}", t)
