@@ -197,7 +197,7 @@ def test_low_precision_optimizer_states_traced_on_meta_take_what_a_real_step_hol
 
 
 def test_a_language_model_on_synthetic_text_is_built_on_meta_its_tokens_on_the_cpu() -> None:
-    """The Markov text is walked value by value (on the CPU whatever the default device); the model around it stays on
+    """The Markov text is walked reading its values (on the CPU whatever the default device); the model around it stays on
     meta -- not the whole workload rebuilt on the CPU, its weights initialised for nothing. The tokens are the ones a
     real build draws."""
     from ampbench.workloads import create_workload
