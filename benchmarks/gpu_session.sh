@@ -19,7 +19,8 @@
 #           the GPU tests (the energy oracle fixed), GPT-2's and own workloads' cells after the build fixes (the Markov
 #           text walked over chains, torch._dynamo imported while building ahead: their phases), BERT-base b32 plain
 #           and 4 micro-batches in 3 interleaved repeats (the launch-bound noise against the +32% accumulation miss),
-#           ResNet-50 NCHW beside channels-last at batch 256 (the NCHW miss at Lambda's batches: layout or batch?)
+#           ResNet-50 NCHW beside channels-last at batch 256 (the NCHW miss at Lambda's batches: layout or batch?),
+#           the profiler's trace of two launch-bound small-suite steps (~1 ms a step longer than priced)
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
@@ -79,7 +80,8 @@ resume). Times are what each was sized to, not yet measured on a GPU.
   truth    the kernel table (hw --calibrate), the real-scale GPU suite in every mode, the BatchNorm and energy GPU
            tests, hf:gpt2 at 1024 tokens with its phases, runs.json (resume: call it again)        ~9 min a call
   after    (an H200, rest committed) the GPU tests; GPT-2 and bert/resnet50 cells' phases after the build fixes;
-           BERT-base b32 x1/x4 amp-bf16 in 3 repeats; ResNet-50 NCHW beside channels-last at batch 256   ~7 min
+           BERT-base b32 x1/x4 amp-bf16 in 3 repeats; ResNet-50 NCHW beside channels-last at batch 256; the
+           profiler's trace of mnist-cnn and tabular-mlp small steps (launch-bound)                       ~8 min
   rest     (an H200: its suite is committed) what the third lease left: ResNet-50 in amp-fp16 and master-fp16 with the
            fused-SGD fix beside amp-bf16, the kept-BatchNorm and energy GPU tests, hf:gpt2 at 1024 tokens with its
            phases, the wide-mlp A/B of building ahead, runs.json, then the kernel table again (the host's issue
@@ -326,6 +328,15 @@ case $1 in
     run_resumable after-nchw --workloads resnet50 --preset paper --batch-size 256 \
       --memory-format contiguous,channels_last --precisions tf32,amp-fp16 --cell-timeout 90 \
       --label "resnet50 paper b256: NCHW beside channels-last, tf32 and amp-fp16" || return $?
+    # 5. where a launch-bound step's host time goes: the small suite's steps ran ~1 ms longer than priced on the first
+    # lease whatever their mode (mnist-cnn small 1.58 ms against 0.79, tabular-mlp 3.64 against 2.54) -- the profiler's
+    # Chrome trace of 10 steps each (host ops, the gaps between them, the kernels) says what that millisecond is
+    local m
+    for m in mnist-cnn tabular-mlp; do
+      CAP=60 bounded $AB diagnose "$m" --preset small --precision fp32 --checks profile --steps 10 --device "$DEVICE" \
+        --db "$DB" --trace "$RESULTS/trace_${m}_small_fp32.json" --json "$RESULTS/diagnose_${m}_small_fp32.json" 2>&1 \
+        | log "$STATE/after-profile-$m.log"
+    done
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs_after.json"
     ;;
   lease)

@@ -83,7 +83,7 @@ def test_the_session_has_its_runs_and_other_commands() -> None:
     assert len(_RUNS) >= 10
     fp8 = [a for a in _RUNS if "--precisions" in a and "fp8" in a[a.index("--precisions") + 1]]
     assert fp8 and all(a[a.index("--fp8-filter") + 1] == "dims" for a in fp8)  # (auto converts none of BERT-large)
-    assert {c[0] for c in _OTHERS} == {"hw", "predict", "compare", "export", "report"}
+    assert {c[0] for c in _OTHERS} == {"hw", "predict", "compare", "export", "report", "diagnose"}
 
 
 # (one test per command: the two workers share them)
