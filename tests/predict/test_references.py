@@ -241,9 +241,9 @@ def test_the_real_scale_suites_peak_memory_median_within_10_percent() -> None:
     assert statistics.median(abs(s.memory_error) for s in _suite()) <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="UNet fp32 -42 %: its fp32 step held 11,610 MiB more than its TF32 one, far "
-                                       "beyond the workspaces the table's smaller convolutions measured (the next "
-                                       "sweep times UNet's own first 3x3 at its batch)")
+@pytest.mark.xfail(strict=True, reason="UNet fp32 -39 %: its fp32 step held 11,610 MiB more than its TF32 one, far "
+                                       "beyond the workspaces the table's convolutions measured -- UNet's own first "
+                                       "3x3 at its batch among them since the fourth sweep (-42 % before)")
 def test_the_real_scale_suites_peak_memory_worst_within_15_percent() -> None:
     worst = max(_suite(), key=lambda s: abs(s.memory_error))
     assert abs(worst.memory_error) <= 0.15, f"{worst.name} {worst.memory_error:+.0%}"
@@ -252,9 +252,51 @@ def test_the_real_scale_suites_peak_memory_worst_within_15_percent() -> None:
 def test_bf16_against_fp16_on_a_convnet_within_10_percent_of_the_measured() -> None:
     """The H200 ran UNet's amp-bf16 steps 0.86x as fast as amp-fp16 (cuDNN's bf16 convolutions); predicted from the
     measured kernel table, not at 1.00x. (ResNet-50's amp-fp16 diverged on that lease -- torch's fused SGD, fixed
-    since -- so it has no pair there.)"""
+    since -- so it has no pair there; the fourth lease's is checked below.)"""
     cells = {(s.workload, s.precision): s for s in _suite()}
     bf16, fp16 = cells[("unet", "amp-bf16")], cells[("unet", "amp-fp16")]
     measured_ratio = fp16.measured_ms / bf16.measured_ms
     predicted_ratio = fp16.predicted_ms / bf16.predicted_ms
     assert measured_ratio < 0.9 and abs(predicted_ratio / measured_ratio - 1) <= 0.10
+
+
+# -- the fourth H200 lease's cells (benchmarks/results/h200/rest): held out, nothing fitted on them
+def _fourth() -> tuple[measured.MeasuredStep, ...]:
+    return measured.steps("h200/rest")  # (cached: the docs' and the bands' tests trace it in this process)
+
+
+def test_the_fourth_leases_peak_memory_within_15_percent_checkpointed_and_accumulated_included() -> None:
+    """18 cells: ResNet-50's fp16 modes, GPT-2 at 1,024 tokens, ResNet-50 NCHW at Lambda's batches, BERT-base
+    checkpointed (blocks 2.5 GiB, selective 5.1) and accumulated (4 x 32): worst 6 %."""
+    cells = _fourth()
+    assert len(cells) == 18 and {s.checkpointing for s in cells} == {"off", "blocks", "selective"}
+    assert {s.grad_accum for s in cells} == {1, 4}
+    worst = max(cells, key=lambda s: abs(s.memory_error))
+    assert abs(worst.memory_error) <= 0.15, f"{worst.name} {worst.memory_error:+.0%}"
+
+
+def test_the_fourth_leases_steps_the_gpu_sets_median_within_10_and_worst_within_25_percent() -> None:
+    """The 12 cells the prediction says the GPU sets (the launch-bound ones are the host's band's): median 6.4 %,
+    worst 24 % (ResNet-50 NCHW amp-fp16 at batch 1,280, too fast)."""
+    errors = [abs(s.error) for s in _fourth() if s.bound != "launch"]
+    assert len(errors) == 12
+    assert statistics.median(errors) <= 0.10 and max(errors) <= 0.25, (statistics.median(errors), max(errors))
+
+
+def test_resnet50_bf16_against_fp16_within_10_percent_of_the_measured() -> None:
+    """The fourth lease measured ResNet-50's fp16 pair (channels-last, batch 256): amp-bf16 0.78x amp-fp16's speed
+    (cuDNN's bf16 convolutions), predicted from the table 0.81x -- not the 1.00x of datasheet rates."""
+    cells = {(s.workload, s.precision, s.batch_size): s for s in _fourth()}
+    bf16, fp16 = cells[("resnet50", "amp-bf16", 256)], cells[("resnet50", "amp-fp16", 256)]
+    measured_ratio = fp16.measured_ms / bf16.measured_ms
+    predicted_ratio = fp16.predicted_ms / bf16.predicted_ms
+    assert measured_ratio < 0.85 and abs(predicted_ratio / measured_ratio - 1) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="+32 %: 67 ms measured, 89 predicted -- 16.8 ms a micro-batch against the plain "
+                                       "step's 24.6-30.0 ms on that host (two runs); +39 % while autograd's adds into "
+                                       "held gradients were priced as ops")
+def test_an_accumulated_step_within_25_percent() -> None:
+    cells = {(s.precision, s.grad_accum): s for s in _fourth()}
+    s = cells[("amp-bf16", 4)]
+    assert abs(s.error) <= 0.25, f"{s.error:+.0%}"
