@@ -68,3 +68,17 @@ def test_the_h200_tables_summary_fits_80_columns_one_line_a_class() -> None:
     assert "e+" not in console.export_text() and "issue us" in lines[2]
     (elementwise,) = [line for line in rows if "elementwise" in line and "fp32" in line]
     assert elementwise.split("│")[4:7] == [" 4,336 ", "  4,266 ", " GB/s    "]  # (4336, 4266 GB/s in the CSV)
+
+
+def test_a_cpus_sub_teraflop_rates_are_said_in_gflops() -> None:
+    """A CPU's LSTM at 0.000523 TFLOP/s reads 0.523 GFLOP/s; a class at 1 TFLOP/s or more stays in TFLOP/s."""
+    table = _table("", {})
+    table["kernels"] = [{"kind": "rnn", "op": "lstm_fwd", "dtype": "fp32", "us": 9.0, "tflops": 0.000523, "gbps": None,
+                         "error": ""}, *table["kernels"]]
+    console = Console(width=80, record=True)
+    console.print(calibration_table(table))
+    rows = {line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): line.split("│")[4:7]
+            for line in console.export_text().splitlines() if line.startswith("│")}
+    assert rows["rnn/fp32"] == [" 0.523 ", "  0.523 ", " GFLOP/s "]
+    assert rows["gemm/bf16"] == ["   700 ", "    700 ", " TFLOP/s "]
+

@@ -52,10 +52,13 @@ def calibration_table(table: dict[str, Any]) -> Group:
                 *(["issue us"] if issued else [])):
         t.add_column(col, justify="left" if col in ("class", "dtype", "unit") else "right", no_wrap=True)
     for s in rows:
-        def fmt(v: float | None) -> str:
-            return "-" if v is None else sig(v)
+        # (a CPU's rates in GFLOP/s: "0.000523 TFLOP/s" for its LSTM read as nothing)
+        scale, unit = (1e3, "GFLOP/s") if s["unit"] == "TFLOP/s" and (s["best"] or 0.0) < 1.0 else (1.0, s["unit"])
+
+        def fmt(v: float | None, scale: float = scale) -> str:
+            return "-" if v is None else sig(v * scale)
         t.add_row(s["kind"], s["dtype"], f"{s['timed']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
-                  fmt(s["best"]), fmt(s["median"]), s["unit"],
+                  fmt(s["best"]), fmt(s["median"]), unit,
                   *(["-" if s["power_w"] is None else f"{s['power_w']:.0f}"] if powered else []),
                   *([("-" if s["host_us"] is None else f"{s['host_us']:.1f}")] if issued else []))
     return titled(f"kernel calibration: {escape(str(table['device_name']))}", t)
