@@ -20,7 +20,6 @@ continuous columns apart; a user's model takes one vector.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ import torch
 
 from ampbench.data.errors import DataError
 from ampbench.data.splits import held_out
-from ampbench.data.tabular import is_missing, is_number, read_csv_header, read_csv_header_body
+from ampbench.data.tabular import column_scaler, is_missing, is_number, read_csv_header, read_csv_header_body
 
 LABEL_NAMES = ("label", "target", "class", "y")
 """Label columns found by name (any case) where ``-o label=`` names none; else the last column."""
@@ -129,14 +128,7 @@ def read_feature_csv(data_dir: str | Path, label: str | None = None, regress: bo
             continue
         values = [r[k] for r in train]
         if all(is_number(v) or is_missing(v) for v in values):
-            fit = [float(v) for v in values if not is_missing(v)]
-            mean = sum(fit) / len(fit) if fit else 0.0
-            std = math.sqrt(sum((v - mean) ** 2 for v in fit) / len(fit)) if fit else 0.0
-            std = std if std > 0 else 1.0
-
-            def scaled(v: str, mean: float = mean, std: float = std) -> float:
-                return 0.0 if is_missing(v) or not is_number(v) else (float(v) - mean) / std
-
+            scaled = column_scaler(values)
             features.append(h)
             train_cols.append([scaled(v) for v in values])
             test_cols.append([scaled(r[k]) for r in test])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,21 @@ def is_number(s: str) -> bool:
         return math.isfinite(float(s))
     except ValueError:
         return False
+
+
+def column_scaler(fit: Iterable[str]) -> Callable[[str], float]:
+    """A numeric column's cells standardised with the mean and (population) standard deviation of its ``fit`` cells --
+    the training rows' (1 where they do not vary) --, a missing cell its mean (0): tabular-mlp's continuous columns
+    and a feature table's numeric ones (:mod:`ampbench.data.features`)."""
+    values = [float(v) for v in fit if not is_missing(v)]
+    mean = sum(values) / len(values) if values else 0.0
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+    std = std or 1.0
+
+    def scaled(v: str) -> float:
+        return 0.0 if is_missing(v) or not is_number(v) else (float(v) - mean) / std
+
+    return scaled
 
 
 def read_csv_rows(path: Path) -> list[list[str]]:
@@ -108,11 +124,8 @@ def read_csv_table(path: str | Path, target: str = "target", categorical: list[s
     n_test = held_out(len(body), held_out_fraction, path) if held_out_fraction is not None else 0
     conts = []
     for h in cont_names:
-        vals = [math.nan if is_missing(v) else float(v) for v in cols[h]]
-        finite = [v for v in vals[:len(vals) - n_test] if not math.isnan(v)]
-        mean = sum(finite) / len(finite) if finite else 0.0
-        std = math.sqrt(sum((v - mean) ** 2 for v in finite) / max(len(finite), 1)) or 1.0
-        conts.append([((v if not math.isnan(v) else mean) - mean) / std for v in vals])
+        scaled = column_scaler(cols[h][:len(body) - n_test])
+        conts.append([scaled(v) for v in cols[h]])
     n = len(body)
     return Table(
         categorical=torch.tensor(cats, dtype=torch.int64).T.contiguous() if cats else torch.zeros(n, 0, dtype=torch.int64),

@@ -100,8 +100,6 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
                                  options=options)
 
 
-
-
 def _no_csv_for(options: dict[str, Any]) -> None:
     """A text CSV's options where no text CSV is read: refused, naming the first."""
     given = next((k for k in USER_OPTIONS if options.get(k) is not None), None)
