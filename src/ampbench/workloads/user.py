@@ -11,6 +11,7 @@ Every failure is an :class:`AmpbenchError` naming what to fix, found with one fo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,7 +31,7 @@ from ampbench.data.text import load_corpus, windows
 from ampbench.data.textcsv import load_text_classification
 from ampbench.errors import AmpbenchError
 from ampbench.paths import check_data_dir
-from ampbench.workloads import tasks
+from ampbench.workloads import meta_check, tasks
 from ampbench.workloads.base import PRESETS, Metric, Workload, adam, image_prep, standardised
 from ampbench.workloads.dataspec import USER_OPTIONS
 from ampbench.workloads.tasks import DataSpec, shape_of, show
@@ -144,20 +145,39 @@ def build_module_workload(model: nn.Module, spec: str, data: DataSpec, *, data_d
         epochs=tasks.EPOCHS[preset], preset=preset, description=description or f"user model: {what}",
         **({"prepare": prepare} if prepare is not None else {}),
     )
-    out, targets = _check_forward(workload, where, data.tokens, batches is not None,
-                                  what if data_dir is not None and batches is None else None)
-    logits = _logits_of(out) if loss is None else None
-    if logits is not None:  # (an HF model's ModelOutput, a dict with "logits")
+    real = what if data_dir is not None and batches is None else None
+    checked = None
+    if meta_check.on_meta():  # (a run's cell: the run checked this target for real; see meta_check)
+        with contextlib.suppress(Exception):  # (anything the copy cannot stand in for: the real check says)
+            checked = _check(workload, where, data, batches is not None, real, loss is not None, meta=True)
+    wrapped, inferred = checked or _check(workload, where, data, batches is not None, real, loss is not None)
+    if wrapped is not None:  # (an HF model's ModelOutput, a dict with "logits")
         workload.model = OutputLogits(model)
-        workload.description += f" (the logits of its {type(out).__name__})"
-        out = logits
-    if loss is None:
-        if batches is not None and data.task is None:
-            data = tasks.infer(out, targets, where)
-            workload.loss_fn, workload.metric = tasks.OBJECTIVES[data.task].loss_fn, tasks.OBJECTIVES[data.task].metric
-        tasks.check_output(out, data, targets, where)
-    _check_loss(workload, out, targets, where, loss is not None)
+        workload.description += f" (the logits of its {wrapped})"
+    if inferred is not None:
+        workload.loss_fn, workload.metric = (tasks.OBJECTIVES[inferred.task].loss_fn,  # type: ignore[index]
+                                             tasks.OBJECTIVES[inferred.task].metric)  # type: ignore[index]
     return workload
+
+
+def _check(workload: Workload, where: str, data: DataSpec, made: bool, real: str | None, own_loss: bool,
+           meta: bool = False) -> tuple[str | None, DataSpec | None]:
+    """The check forward, the output against the task and the loss on it (each failure one line): the type whose
+    logits the model's output holds (None: the output is the logits, or --loss takes it), and the task inferred from
+    --batches data (None: the task was given). ``meta``: on a meta copy of the model (:mod:`ampbench.workloads.
+    meta_check`), raising :class:`~ampbench.workloads.meta_check.NotOnMeta` where the copy cannot stand in."""
+    out, targets = _check_forward(workload, where, data.tokens, made, real, meta=meta)
+    logits = _logits_of(out) if not own_loss else None
+    wrapped = type(out).__name__ if logits is not None else None
+    out = logits if logits is not None else out
+    inferred = None
+    if not own_loss:
+        if made and data.task is None:
+            data = inferred = tasks.infer(out, targets, where)
+        tasks.check_output(out, data, targets, where)
+    loss_fn = workload.loss_fn if inferred is None else tasks.OBJECTIVES[inferred.task].loss_fn  # type: ignore[index]
+    _check_loss(loss_fn, out, meta_check.to_meta(targets) if meta else targets, where, own_loss)
+    return wrapped, inferred
 
 
 def _loss_metric(loss_fn: Callable[..., torch.Tensor]) -> Metric:
@@ -412,12 +432,20 @@ def _logits_of(out: Any) -> torch.Tensor | None:
     return None
 
 
-def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, real: str | None = None
-                   ) -> tuple[Any, torch.Tensor]:
+def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, real: str | None = None,
+                   meta: bool = False) -> tuple[Any, torch.Tensor]:
     """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training. ``real``: what the
     --data-dir data are, where they set the shape (a CSV's one-hot columns widen its rows: "check --input-shape" was
-    no help where none was given)."""
+    no help where none was given). ``meta``: on a meta copy of the model, its output on meta
+    (:func:`~ampbench.workloads.meta_check.meta_forward`; :class:`~ampbench.workloads.meta_check.NotOnMeta` where the
+    copy cannot stand in)."""
     inputs, targets = workload.example_batch(2)
+    if meta:
+        ran = meta_check.meta_forward(workload.model, lambda clone: workload.call_model(
+            clone, meta_check.to_meta(inputs), prepared=True))
+        if ran is None:
+            raise meta_check.NotOnMeta(where)
+        return ran[0], targets
     shapes = [f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs]
     names = workload.input_names
     # How the batch reached forward, so a signature mismatch says which convention it met.
@@ -442,10 +470,10 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, rea
                             f"{msg}. {fix}{called if made else ''}") from None
 
 
-def _check_loss(workload: Workload, out: Any, targets: torch.Tensor, where: str, own_loss: bool) -> None:
+def _check_loss(loss_fn: Callable[..., Any], out: Any, targets: torch.Tensor, where: str, own_loss: bool) -> None:
     try:
         with torch.no_grad():
-            value = workload.loss_fn(out, targets)
+            value = loss_fn(out, targets)
     except Exception as e:
         msg = str(e).splitlines()[0][:200] if str(e) else ""
         fix = "check --loss" if own_loss else "give --loss file.py:fn, or --task/--num-classes/--num-outputs"

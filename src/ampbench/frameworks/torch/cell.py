@@ -9,6 +9,7 @@ warm-up steps; ``steps`` timed steps; then read the memory peaks.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 import warnings
@@ -43,13 +44,25 @@ from ampbench.precision.optimizers import DIRECTLY, implementation
 from ampbench.workloads import build_target
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
+from ampbench.workloads.meta_check import checked_by_the_run
 
 DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 
 
-def build_workload(spec: CellSpec, seed: int | None = None) -> Workload:
-    return build_target(spec.workload, spec.model, spec.preset, spec.data, spec.measure.seed if seed is None else seed,
-                        preset_given=False)  # (a preset the user gave was checked when the run was planned)
+def build_workload(spec: CellSpec, seed: int | None = None, checked: bool = False) -> Workload:
+    """The cell's workload. ``checked``: the run built this target for real before its first cell
+    (:func:`ampbench.bench.runner.validate_inputs`), so a module's check forward runs on a meta copy of it
+    (:mod:`ampbench.workloads.meta_check`: ~0.1 s, where GPT-2 at 1,024 tokens took 7 s on the host each cell, trial
+    and seed)."""
+    with checked_by_the_run() if checked else contextlib.nullcontext():
+        return build_target(spec.workload, spec.model, spec.preset, spec.data,
+                            spec.measure.seed if seed is None else seed,
+                            preset_given=False)  # (a preset the user gave was checked when the run was planned)
+
+
+def _built(spec: CellSpec, seed: int | None = None) -> Workload:
+    """A run's cell, trial or convergence seed builds its workload so: its inputs were checked before any cell."""
+    return build_workload(spec, seed, checked=True)
 
 
 def validate_cell_inputs(spec: CellSpec) -> None:
@@ -123,7 +136,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            self.built = build_workload(spec)
+            self.built = _built(spec)
             # torch.optim's Optimizer.__init__ imports torch._dynamo on its first call (torch._disable_dynamo): 3.5 s
             # of every cell's engine set-up on the lent H200's image, now while the previous cell runs
             importlib.import_module("torch._dynamo")
@@ -131,7 +144,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
             torch.set_num_threads(threads)
 
     def build(self, spec: CellSpec, row: dict[str, Any]) -> Workload:
-        wl, self.built = self.built or build_workload(spec), None
+        wl, self.built = self.built or _built(spec), None
         self.base_rss = _cpu_baseline(spec, wl, self.device)
         row.update(mem.model_sizes(wl.model))
         row["repeated_blocks"] = len(blocks(wl.model)) or None  # (what --checkpointing would checkpoint: the oom advice)
@@ -151,7 +164,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
 
     def converge(self, workload: Workload, spec: CellSpec, batch_size: int, row: dict[str, Any]) -> dict[str, Any]:
         m = spec.measure
-        conv = converge(lambda s: build_workload(spec, s), spec.precision, self.device, m.converge_steps, m.seeds,
+        conv = converge(lambda s: _built(spec, s), spec.precision, self.device, m.converge_steps, m.seeds,
                         spec.batch_size, m.seed, spec.recipe.loss_scale, spec.mp_options(), spec.execution)
         row["fp8_layers"] = row.get("fp8_layers") or conv.pop("fp8_layers")  # (a converge-only fp8 row says it too)
         return conv
@@ -180,7 +193,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         return mem.is_oom(e)
 
     def trial_peak(self, spec: CellSpec, batch_size: int) -> tuple[int | None, int | None]:
-        wl = build_workload(spec)
+        wl = _built(spec)
         peaks = mem.PeakMemory(self.device)
         peaks.start(_cpu_baseline(spec, wl, self.device))
         # (the batches staged as the timed cell stages them: with one, a CPU trial at mnist-cnn's max batch held 24 MiB
@@ -213,7 +226,7 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         if not sup.ok:
             raise UnsupportedPrecisionError(sup.reason)
         t0 = time.perf_counter()
-        wl = build_workload(spec)
+        wl = _built(spec)
         build_s = time.perf_counter() - t0
         batch = spec.batch_size or wl.batch_size
         step = build_step(wl, spec.precision, batch, device, spec.recipe.loss_scale, n_batches=2,
