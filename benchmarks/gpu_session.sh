@@ -20,7 +20,8 @@
 #           text walked over chains, torch._dynamo imported while building ahead: their phases), BERT-base b32 plain
 #           and 4 micro-batches in 3 interleaved repeats (the launch-bound noise against the +32% accumulation miss),
 #           ResNet-50 NCHW beside channels-last at batch 256 (the NCHW miss at Lambda's batches: layout or batch?),
-#           the profiler's trace of two launch-bound small-suite steps (~1 ms a step longer than priced)
+#           each traced op's kernel time beside its price (benchmarks/op_times.py: ViT and BERT AMP, ResNet-50 NCHW and
+#           channels-last, mnist-cnn), the profiler's trace of two launch-bound small-suite steps (~1 ms longer than priced)
 #   lease   everything one 15-minute lease holds, in one ~9-minute command, most telling first: the predict
 #           stage's predictions and measurements plus two it lacks (a user's nn.MultiheadAttention model; bert at the
 #           paper preset), the host's time per op, the engine's host time per step, the GEMM probe, the GPU tests,
@@ -80,8 +81,9 @@ resume). Times are what each was sized to, not yet measured on a GPU.
   truth    the kernel table (hw --calibrate), the real-scale GPU suite in every mode, the BatchNorm and energy GPU
            tests, hf:gpt2 at 1024 tokens with its phases, runs.json (resume: call it again)        ~9 min a call
   after    (an H200, rest committed) the GPU tests; GPT-2 and bert/resnet50 cells' phases after the build fixes;
+           each traced op's kernel time beside its price (ViT, BERT, ResNet-50 NCHW/channels-last, mnist-cnn);
            BERT-base b32 x1/x4 amp-bf16 in 3 repeats; ResNet-50 NCHW beside channels-last at batch 256; the
-           profiler's trace of mnist-cnn and tabular-mlp small steps (launch-bound)                       ~8 min
+           profiler's trace of mnist-cnn and tabular-mlp small steps (launch-bound)      ~10 min, 2 calls
   rest     (an H200: its suite is committed) what the third lease left: ResNet-50 in amp-fp16 and master-fp16 with the
            fused-SGD fix beside amp-bf16, the kept-BatchNorm and energy GPU tests, hf:gpt2 at 1024 tokens with its
            phases, the wide-mlp A/B of building ahead, runs.json, then the kernel table again (the host's issue
@@ -235,6 +237,22 @@ lambda_cells() {  # $1 = log name: Lambda's published ResNet-50 configuration (p
   run_resumable "$1-amp" --workloads resnet50 --preset paper --memory-format contiguous --batch-size 1280 \
     --precisions amp-fp16 --cell-timeout 120 --label "Lambda's ResNet-50 configuration, AMP fp16, NCHW"
 }
+op_times() {  # where a whole step's miss lives: each traced op's kernel time beside its price (benchmarks/op_times.py,
+  # ~20 s each), most telling first -- ViT and BERT in AMP (predicted 8-15 % too fast on the lent H200), ResNet-50
+  # amp-fp16 on NCHW tensors beside channels-last (-24 % at Lambda's batch 1,280 against -3 %), mnist-cnn small fp32
+  # (launch-bound: its kernels' total against its 1.58 ms step)
+  local spec w preset mode batch layout
+  for spec in "vit paper amp-bf16 128 contiguous" "bert paper amp-bf16 128 contiguous" \
+              "resnet50 paper amp-fp16 256 contiguous" "resnet50 paper amp-fp16 256 channels_last" \
+              "mnist-cnn small fp32 64 contiguous"; do
+    read -r w preset mode batch layout <<<"$spec"
+    # (a second call of the stage on a warm machine: what its first measured stays, in out/gpu)
+    [ -z "$DRY" ] && grep -q "^step " "$STATE/op-times-$w-$layout.log" 2>/dev/null && continue
+    CAP=60 bounded $PY benchmarks/op_times.py --workload "$w" --preset "$preset" --precision "$mode" \
+      --batch-size "$batch" $([ "$layout" = channels_last ] && echo --channels-last) --device "$DEVICE" \
+      --out "$RESULTS/op_times_${w}_${mode}_${layout}.json" 2>&1 | log "$STATE/op-times-$w-$layout.log"
+  done
+}
 
 stage() {
 case $1 in
@@ -267,6 +285,7 @@ case $1 in
     CAP=30 bounded $AB export --db "$DB" --out "$RESULTS/runs.json"
     # 7. what changed since the last lease of this GPU: the suite run beside the newest committed one (compare --runs)
     CAP=30 bounded $PY benchmarks/since_last_lease.py --db "$DB" --results "$RESULTS" --out "$RESULTS/since_last_lease.md"
+    op_times  # 8. each traced op's kernel time beside its price, on this GPU
     ;;
   rest)
     # what the third lease (H200, 2026-11-27) left, most telling first; its kernel table and suite are committed
@@ -319,16 +338,18 @@ case $1 in
       --label "bert and resnet50 paper: the engine phase after torch._dynamo is imported while building ahead" \
       || return $?
     [ -n "$DRY" ] || pack
-    # 3. gradient accumulation predicted +32% too slow (67 ms measured, 89 predicted) while two runs of the plain cell
+    # 3. which ops the misses live in: ViT/BERT AMP -8..-15 %, ResNet-50 NCHW, mnist-cnn's launch-bound step
+    op_times
+    # 4. gradient accumulation predicted +32% too slow (67 ms measured, 89 predicted) while two runs of the plain cell
     # measured 24.6 and 30.0 ms: three interleaved repeats say how much of it is this host's noise
     run_resumable after-accum --workloads bert --preset paper --batch-size 32 --grad-accum 1,4 --precisions amp-bf16 \
       --repeats 3 --cell-timeout 90 --label "BERT-base 32 and 4 x 32 micro-batches, amp-bf16, 3 repeats" || return $?
-    # 4. ResNet-50 NCHW at Lambda's batches (640/1,280) was predicted 17-24% too fast; the table's NCHW convolutions
+    # 5. ResNet-50 NCHW at Lambda's batches (640/1,280) was predicted 17-24% too fast; the table's NCHW convolutions
     # are at batch 16-64: the same layouts at batch 256 say whether the layout or the batch is missed
     run_resumable after-nchw --workloads resnet50 --preset paper --batch-size 256 \
       --memory-format contiguous,channels_last --precisions tf32,amp-fp16 --cell-timeout 90 \
       --label "resnet50 paper b256: NCHW beside channels-last, tf32 and amp-fp16" || return $?
-    # 5. where a launch-bound step's host time goes: the small suite's steps ran ~1 ms longer than priced on the first
+    # 6. where a launch-bound step's host time goes: the small suite's steps ran ~1 ms longer than priced on the first
     # lease whatever their mode (mnist-cnn small 1.58 ms against 0.79, tabular-mlp 3.64 against 2.54) -- the profiler's
     # Chrome trace of 10 steps each (host ops, the gaps between them, the kernels) says what that millisecond is
     local m

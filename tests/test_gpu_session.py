@@ -122,7 +122,8 @@ def test_the_other_ampbench_commands_of_the_session_run(args: list[str], tmp_pat
     assert code == 0, (args, err)
 
 
-@pytest.mark.parametrize("script", ["engine_overhead.py", "host_overhead.py", "harness_overhead.py", "grad_reduce.py"])
+@pytest.mark.parametrize("script", ["engine_overhead.py", "host_overhead.py", "harness_overhead.py", "grad_reduce.py",
+                                    "op_times.py"])
 def test_the_benchmark_scripts_take_the_sessions_options(script: str) -> None:
     calls = [c for c in _dry_run() if (len(c) > 1 and c[1] == f"benchmarks/{script}") or
              (len(c) > 3 and c[3] == f"benchmarks/{script}")]

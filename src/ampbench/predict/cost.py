@@ -449,15 +449,12 @@ def _extended(a: StepCost, b: StepCost, more: int) -> StepCost:
                    energy_j=energy, powered_share=ext(a.powered_share * a.gpu_s, b.powered_share * b.gpu_s) / gpu_s)
 
 
-def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
-           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
-           conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
-    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
-    convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
-    forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
-    backward as torch.compile runs them (None: eager); ``kernels``: a measured kernel table correcting each op's
-    modelled time (:mod:`ampbench.predict.measured_kernels`; AUTO: the GPU architecture's where one exists, None: the
-    model alone)."""
+def op_costs(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES, cal: Calibration | None = None,
+             host: Host = MEASURED_HOST, compiled: Compiled | None = None, conv_tf32: bool = False,
+             kernels: KernelTable | str | None = AUTO) -> tuple[list[OpCost], list[bool], KernelTable | None, float]:
+    """Each op of the step as the GPU runs it, priced (:func:`price_op`, corrected by the measured kernel table where
+    one prices it): the costs in issue order, each one's TF32 flag, the table used (None: the model alone) and the GPU
+    time the table priced. The arguments are :func:`_price`'s."""
     table = measured_kernels.table_for(gpu) if kernels == AUTO else kernels
     assert table is None or isinstance(table, KernelTable)
     cal = cal or calibration()
@@ -477,6 +474,20 @@ def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
             if ratio is not None:
                 c.gpu_s, c.compute_s, c.fixed_s = c.gpu_s * ratio, c.compute_s * ratio, c.fixed_s * ratio
                 measured_s += c.gpu_s
+    return costs, modes, table, measured_s
+
+
+def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
+           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
+           conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
+    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
+    convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
+    forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
+    backward as torch.compile runs them (None: eager); ``kernels``: a measured kernel table correcting each op's
+    modelled time (:mod:`ampbench.predict.measured_kernels`; AUTO: the GPU architecture's where one exists, None: the
+    model alone)."""
+    costs, modes, table, measured_s = op_costs(trace, gpu, tf32, phases, cal, host, compiled, conv_tf32, kernels)
+    ops = [c.op for c in costs]
     gpu_s = sum(c.gpu_s for c in costs)
     issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
     graph: str | None = None  # the compiled graph being issued (forward, backward)
