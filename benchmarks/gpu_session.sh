@@ -332,10 +332,11 @@ case $1 in
     export AMPBENCH_NO_ESTIMATE=1
     gpu_tests  # 1. (tests/bench/test_gpu.py's energy oracle failed on the lease: it counted the timed steps' samples)
     # 2. a cell's wall time after the build fixes: GPT-2's build was 22 s of its 29 s (10.5 s the Markov text, now
-    # ~0.5 s), each own workload's engine phase 3.4-5.3 s (torch._dynamo's import, now while the cell before runs)
+    # ~0.5 s; ~7 s the check forward, now on a meta copy), each own workload's engine phase 3.4-5.3 s (torch._dynamo's
+    # import, now once in the fork server: predict's run time counts 0.43 s a cell at its turn -- this checks it)
     gpt2_phases after-gpt2 || return $?
     run_resumable after-phases --workloads bert,resnet50 --preset paper --precisions fp32,amp-bf16 --cell-timeout 90 \
-      --label "bert and resnet50 paper: the engine phase after torch._dynamo is imported while building ahead" \
+      --label "bert and resnet50 paper: the engine phase with torch._dynamo imported by the fork server" \
       || return $?
     [ -n "$DRY" ] || pack
     # 3. which ops the misses live in: ViT/BERT AMP -8..-15 %, ResNet-50 NCHW, mnist-cnn's launch-bound step

@@ -27,3 +27,13 @@ def medians(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {"overhead_s": median(overhead_s(r["phases_s"]) for r in rows),
             "build_s": median(r["phases_s"].get("build", 0.0) for r in rows),
             "first_step_extra_s": median((r["first_step_ms"] - r["step_ms_p50"]) / 1e3 for r in rows)}
+
+
+def preloaded_overhead_s(rows: Iterable[Mapping[str, Any]]) -> float:
+    """``overhead_s`` as a cell pays it with torch._dynamo imported in the fork server (``CELL_OVERHEAD_S`` since
+    2026-11-30): the median over ``rows`` of each one's overhead less its ``engine`` phase (torch.optim's first
+    optimizer imported torch._dynamo there), plus the median ``engine`` of the rows whose process had imported it
+    already (``hf:`` cells: transformers imports it)."""
+    rows = [r for r in rows if r.get("phases_s") and r.get("status") == "ok"]
+    preloaded = [r["phases_s"].get("engine", 0.0) for r in rows if str(r["workload"]).startswith("hf:")]
+    return median(overhead_s(r["phases_s"]) - r["phases_s"].get("engine", 0.0) for r in rows) + median(preloaded)

@@ -164,6 +164,10 @@ class ForkServer:
 
     modules: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    warm: tuple[str, ...] = ()
+    """Modules imported after ``modules`` where a child forked after them can still use CUDA (each cell would import
+    them itself: torch._dynamo, which torch.optim's first optimizer imports -- 3.4-5.3 s a cell on the lent H200);
+    dropped, the server started again without them, where they would not (:func:`ampbench.launch.zygote.main`)."""
 
 
 @runtime_checkable

@@ -137,3 +137,34 @@ def test_a_server_started_in_another_directory_imports_from_the_launcher_s(monke
     monkeypatch.chdir(home)
     back = Forked(PRELOAD).run(Job("tests.launch.test_forked:where"))
     assert back.get("cwd") == home, back
+
+
+def loaded(payload: dict[str, object]) -> dict[str, object]:
+    import sys
+
+    return {name: name in sys.modules for name in payload["names"]}  # type: ignore[union-attr]
+
+
+def test_warm_modules_are_imported_once_where_a_fork_stays_cuda_safe() -> None:
+    """torch._dynamo (every cell's first optimizer imports it: 3.4-5.3 s a cell on the lent H200) in the server, once;
+    a warm module after which a child could not use CUDA is dropped -- the server starts again without it -- and the
+    server still serves."""
+    names = ["torch._dynamo", "tests.launch.poisons_cuda_fork"]
+    kept = _zygote(PRELOAD, warm=("torch._dynamo",))
+    assert kept is not None and kept.ok and kept.warm == ("torch._dynamo",)
+    assert Forked(PRELOAD, warm=("torch._dynamo",)).run(Job("tests.launch.test_forked:loaded", {"names": names})) == {
+        "torch._dynamo": True, "tests.launch.poisons_cuda_fork": False}
+    dropped = _zygote(PRELOAD, warm=("tests.launch.poisons_cuda_fork",))
+    assert dropped is not None and dropped.ok and dropped.warm == ()
+    assert Forked(PRELOAD, warm=("tests.launch.poisons_cuda_fork",)).run(
+        Job("tests.launch.test_forked:loaded", {"names": names}))["tests.launch.poisons_cuda_fork"] is False
+
+
+def test_a_torch_cell_s_server_keeps_torch_dynamo_warm() -> None:
+    from ampbench.bench.jobs import launcher
+    from ampbench.cells import CellSpec
+
+    spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="fp32", batch_size=None, device="cpu", steps=2)
+    forked = launcher(spec, None)
+    assert isinstance(forked, Forked) and forked.warm == ("torch._dynamo",)
+    assert forked.run(Job("tests.launch.test_forked:loaded", {"names": ["torch._dynamo"]})) == {"torch._dynamo": True}

@@ -36,7 +36,7 @@ def launcher(spec: CellSpec, timeout: float | None) -> ChildProcess | Forked:
     server = seam.of_cell(spec).fork_server(spec.device, spec.backend)
     if server is None:
         return ChildProcess(timeout)
-    return Forked((HERE, *server.modules), timeout, env=server.env)
+    return Forked((HERE, *server.modules), timeout, env=server.env, warm=server.warm)
 
 
 def trial_of(result: dict[str, Any], batch_size: int) -> Trial:

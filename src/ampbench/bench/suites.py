@@ -67,9 +67,10 @@ GPU_SUITE = (
     SuiteEntry("wide-mlp", "paper", batch=4096),  # GEMM-bound MLP
 )
 # 7 workloads x (8 modes + closing fp32) = 63 cells; each costs its steps (GPU_STEPS + GPU_WARMUP + 3, and untimed ones
-# filling energy's 2 s window) plus ~5-6 s of CUDA context, setup and teardown on the lent H200's host, its build
-# overlapping the cell before (phases_s says where): ampbench predict --gpu h100-sxm prints the suite's expected time
-# on that GPU (9.9 min); the third H200 lease ran the 63 cells in ~9.1 min.
+# filling energy's 2 s window) plus ~0.4 s of CUDA context, setup and teardown on the lent H200's host (4-5 s until the
+# fork server imported torch._dynamo), its build overlapping the cell before (phases_s says where): ampbench predict
+# --gpu h100-sxm prints the suite's expected time on that GPU (~4.0 min); the third H200 lease ran the 63 cells in
+# ~9.1 min, each cell importing torch._dynamo.
 CPU_STEPS, CPU_WARMUP = 20, 3
 GPU_STEPS, GPU_WARMUP = 20, 3
 

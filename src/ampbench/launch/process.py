@@ -105,10 +105,12 @@ class _Zygote:
     """A running fork server (:mod:`ampbench.launch.zygote`): jobs sent with an id, its answers read by id (those about
     another job kept until asked for: several children may live at once)."""
 
-    def __init__(self, preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = (),
+                 warm: tuple[str, ...] = ()) -> None:
         # (numpy's OpenBLAS starts a thread pool at import: held to one thread, the server stays single-threaded and
         # safe to fork -- the cells' own tensor work is torch's, whose threads start in each child)
-        self.proc = subprocess.Popen([sys.executable, "-m", "ampbench.launch.zygote", *preload],
+        self.proc = subprocess.Popen([sys.executable, "-m", "ampbench.launch.zygote", *preload,
+                                      *(("--warm", *warm) if warm else ())],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=dict(os.environ, PYTHONWARNINGS="ignore", OPENBLAS_NUM_THREADS="1", **dict(env)))
         self.buffer = b""
@@ -116,6 +118,8 @@ class _Zygote:
         self.kept: dict[tuple[int, str], dict[str, Any]] = {}  # (id, "pid" | "exit") -> its answer
         ready = self.read(120.0)
         self.ok = ready is not None and ready.get("threads") == 1  # (one thread: safe to fork)
+        self.warm: tuple[str, ...] = tuple(ready.get("warm") or ()) if ready is not None else ()
+        """The ``warm`` modules the server kept (:func:`ampbench.launch.zygote.main`)."""
 
     def read(self, timeout: float | None) -> dict[str, Any] | None:
         """The next answer, or None when ``timeout`` s passed or the server ended."""
@@ -172,12 +176,13 @@ is in): not the server's environment -- a new value would start another server -
 are when it is forked."""
 
 
-def _zygote(preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> _Zygote | None:
+def _zygote(preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = (),
+            warm: tuple[str, ...] = ()) -> _Zygote | None:
     """The fork server preloading ``preload`` in this process's environment as it is now, with ``env`` set on top
     (started on first use, ended at exit; another for another environment: what a library reads at import -- thread
     counts, CPU ISA caps, visible GPUs, Keras's backend -- is the server's, so a child sees the environment a fresh
     process would); None where it cannot serve."""
-    key = (preload, env, tuple(sorted((k, v) for k, v in os.environ.items() if k not in PER_CHILD_ENV)))
+    key = (preload, env, tuple(sorted((k, v) for k, v in os.environ.items() if k not in PER_CHILD_ENV)), warm)
     z = _ZYGOTES.get(key)
     if z is None or z.proc.poll() is not None:
         if not hasattr(os, "fork"):
@@ -187,7 +192,7 @@ def _zygote(preload: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> 
         if not _ZYGOTES:
             atexit.unregister(close_zygotes)  # (once)
             atexit.register(close_zygotes)
-        z = _ZYGOTES[key] = _Zygote(preload, env)
+        z = _ZYGOTES[key] = _Zygote(preload, env, warm)
     return z if z.ok else None
 
 
@@ -280,6 +285,9 @@ class Forked:
     timeout: float | None = None
     on_progress: Callable[[Event], None] | None = field(default=None, compare=False)
     env: tuple[tuple[str, str], ...] = ()
+    warm: tuple[str, ...] = ()
+    """Imported in the server after ``preload`` where a fork after them stays CUDA-safe (:attr:`ampbench.seam.
+    ForkServer.warm`)."""
 
     def run(self, job: Job) -> dict[str, Any]:
         return self.run_stamped(job)[0]
@@ -287,7 +295,7 @@ class Forked:
     def run_stamped(self, job: Job) -> tuple[dict[str, Any], dict[str, float] | None]:
         """As :meth:`ChildProcess.run_stamped` (the fork server's own start, on a run's first job, in its spawn)."""
         spawned_at = time.time()
-        z = _zygote(self.preload, self.env)
+        z = _zygote(self.preload, self.env, self.warm)
         if z is None:
             return ChildProcess(self.timeout, self.on_progress).run_stamped(job)
         result, stamps = Started(self, z, job, held=False).wait()
@@ -297,5 +305,5 @@ class Forked:
 
     def start(self, job: Job, held: bool = False) -> Started | None:
         """The job's child, forked now (None where no fork server can run: :meth:`run` it instead)."""
-        z = _zygote(self.preload, self.env)
+        z = _zygote(self.preload, self.env, self.warm)
         return None if z is None else Started(self, z, job, held)

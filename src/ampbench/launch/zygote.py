@@ -117,13 +117,41 @@ def _reap(children: dict[int, object]) -> None:
             _say({"id": children.pop(pid), "pid": pid, "exit": os.waitstatus_to_exitcode(status)})
 
 
+WARM = "--warm"
+"""``MODULE... --warm MODULE...``: the modules after it are imported only where a child forked after them can still use
+CUDA (:func:`cuda_fork_safe`)."""
+
+
 def main(argv: list[str]) -> int:
-    for module in argv:  # (what every job would import: done once, here)
+    modules, _, warm = (argv[:argv.index(WARM)], WARM, argv[argv.index(WARM) + 1:]) if WARM in argv else (argv, "", [])
+    for module in modules:  # (what every job would import: done once, here)
         importlib.import_module(module)
+    kept: list[str] = []
+    if warm:
+        for module in warm:
+            importlib.import_module(module)
+        if not cuda_fork_safe():  # (a warm import asked CUDA something: start again without them)
+            os.execv(sys.executable, [sys.executable, "-m", "ampbench.launch.zygote", *modules])
+        kept = warm
     # (a fork copies one thread: the parent says how many this process has -- the imports started none, or it is not
     # safe to fork and the launcher starts processes instead)
-    _say({"ready": os.getpid(), "threads": threads()})
+    _say({"ready": os.getpid(), "threads": threads(), "warm": kept})
     return serve()
+
+
+def cuda_fork_safe() -> bool:
+    """Whether a child forked now could still use CUDA. torch marks every child forked after this process asked the
+    CUDA runtime anything (a device count: its ``pthread_atfork`` handler) as "in bad fork", where CUDA refuses to
+    start; a probe child forked here reports it. True without a CUDA build of torch (nothing to ask)."""
+    torch = sys.modules.get("torch")
+    in_bad_fork = getattr(getattr(torch, "_C", None), "_cuda_isInBadFork", None)
+    if in_bad_fork is None:
+        return True
+    pid = os.fork()
+    if pid == 0:  # (the probe: its answer is its exit code; no teardown)
+        os._exit(1 if in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def threads() -> int:

@@ -4,10 +4,13 @@ predicted time, plus what a cell costs around its steps.
 A cell runs, besides its ``steps`` timed ones: the first step (cuDNN's and cuBLAS's first-call work on top of a step),
 the memory step and the FLOP-count step, ``warmup - 1`` warm-up steps, one more step to read the weights', gradients'
 and optimizer's bytes, and -- on a GPU, where energy is read over at least
-:data:`~ampbench.measure.energy.MIN_WINDOW_S` -- untimed steps until the timed window reaches it. Around them: the
-cell's process forked from the run's fork server, its CUDA context, the model's setup, the teardown
-(:data:`CELL_OVERHEAD_S`); the workload's build overlaps the cell before (``--build-ahead``, on for GPU runs), so only
-the run's first cell pays it (:data:`BUILD_S`). Each workload's fp32 runs once more at the end (the closing baseline).
+:data:`~ampbench.measure.energy.MIN_WINDOW_S` -- untimed steps until the timed window reaches it. Around them, at its
+turn: its CUDA context, the model's move and the engine's set-up, the teardown (:data:`CELL_OVERHEAD_S`). Before its
+turn (``--build-ahead``, on for GPU runs): the cell's process, forked from the run's fork server (torch, the harness and
+torch._dynamo imported there once) when the cell before it starts, builds its workload (:data:`BUILD_S`) while that
+cell measures -- so a cell's turn starts when the one before ends or its own build does, whichever is later: the run
+takes ``BUILD_S + sum(max(turn of cell i, BUILD_S of cell i + 1))``. Each workload's fp32 runs once more at the end
+(the closing baseline).
 """
 
 from __future__ import annotations
@@ -20,16 +23,18 @@ from ampbench.bench.suites import GPU_STEPS, GPU_WARMUP
 from ampbench.cells import extra_steps
 from ampbench.measure.energy import MIN_WINDOW_S
 
-CELL_OVERHEAD_S = 5.8
-"""Seconds a GPU cell costs outside its steps: the median overhead over the 32 cells of the real-scale suite
-measured on the lent H200 (``benchmarks/results/h200/truth/runs.json``, 2026-11-27: ``open``, ``setup`` -- the CUDA
-context inside it --, ``after_steps``, ``finish``, ``close``, ``teardown``; ``predict_checks/run_time.py`` derives it
-and tests/predict/test_run_time.py recomputes it). Not in it: the process's start and imports (4.1 s there), which
-the run's fork server now pays once, and the build (:data:`BUILD_S`), which now overlaps the previous cell. That
-machine's host: another host differs. Held out: the third lease's suite, built ahead, ran its 63 cells in ~9.1 min
-where these constants said 9.8 (its own median overhead 4.8 s a cell: not fitted on)."""
+CELL_OVERHEAD_S = 0.43
+"""Seconds a GPU cell costs at its turn outside its steps, with torch._dynamo imported in the fork server: the median,
+over the 18 cells of the fourth H200 lease (``benchmarks/results/h200/rest/runs.json``, 2026-11-30), of their
+``open``, ``cuda_init``, ``setup``, ``batches``, ``environment``, ``after_steps``, ``finish``, ``close`` and
+``teardown``, plus the ``engine`` phase of its cells whose process had imported torch._dynamo before it (the two
+``hf:`` cells: transformers imports it; 0.003 s). Every other cell's ``engine`` there was 3.4-4.0 s: torch.optim's
+first optimizer importing torch._dynamo, which the fork server imports once since (``predict_checks/run_time.py``
+derives it, ``tests/predict/test_run_time.py`` recomputes it). Derived, not yet checked: the 5.8 s of the second
+lease's suite and the 4.8 s of the third's each held that import; the next lease's suite checks it."""
 BUILD_S = 1.8
-"""The same cells' median ``build``: the workload built on the host (paid by a run's first cell only)."""
+"""The second lease's suite cells' median ``build`` (``benchmarks/results/h200/truth/runs.json``): the workload built on
+the host -- at the run's first cell's turn, each later cell's while the one before measures."""
 FIRST_STEP_EXTRA_S = 0.43
 """The first step's time over a step's (the same cells' median: cuDNN's and cuBLAS's first calls)."""
 
@@ -60,9 +65,10 @@ def _extra_of(row: dict[str, Any]) -> int:
 
 
 def run_cells(rows: Iterable[dict[str, Any]], steps: int = GPU_STEPS, warmup: int = GPU_WARMUP) -> list[CellTime]:
-    """The cells a run of the predicted rows' targets would measure on their GPU (one GPU's rows), each with its
-    expected seconds: every ok row's cell, and each target's fp32 again (its closing baseline) where it has fp32 and
-    another mode."""
+    """The cells a run of the predicted rows' targets would measure on their GPU (one GPU's rows), each with the
+    seconds it adds to the run: every ok row's cell, and each target's fp32 again (its closing baseline) where it has
+    fp32 and another mode. The first cell adds its build and its turn; every other cell its turn or the next cell's
+    build, whichever is longer (the next cell builds while it measures); the last its turn."""
     out: list[CellTime] = []
     by_target: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
@@ -77,14 +83,17 @@ def run_cells(rows: Iterable[dict[str, Any]], steps: int = GPU_STEPS, warmup: in
             step = fp32["predicted_step_ms"] / 1e3
             out.append(CellTime(workload, "fp32", step, cell_seconds(step, steps, warmup, extra=_extra_of(fp32)),
                                 closing=True))
+    out = [replace(c, seconds=max(c.seconds, BUILD_S)) if i < len(out) - 1 else c for i, c in enumerate(out)]
     if out:  # (the run's first cell builds at its turn; every later one while the cell before it measures)
         out[0] = replace(out[0], seconds=out[0].seconds + BUILD_S)
     return out
 
 
-def around_s(cells: list[CellTime]) -> float:
-    """The seconds of a run of ``cells`` spent around their steps."""
-    return len(cells) * CELL_OVERHEAD_S + (BUILD_S if cells else 0.0)
+def around_s(cells: list[CellTime], steps: int = GPU_STEPS, warmup: int = GPU_WARMUP) -> float:
+    """The seconds of a run of ``cells`` spent around their steps: their turns' overheads, the first cell's build and
+    any build longer than the turn it overlaps."""
+    return sum(c.seconds for c in cells) - sum(cell_seconds(c.step_s, steps, warmup, overhead_s=0.0)
+                                               - FIRST_STEP_EXTRA_S for c in cells)
 
 
 def _these(n: str, closing: int) -> str:
@@ -101,9 +110,9 @@ def run_text(cells: list[CellTime], gpu: str) -> str:
     around = around_s(cells)
     these = "this cell" if len(cells) == 1 else _these(str(len(cells)), sum(c.closing for c in cells))
     return (f"ampbench run of {these} on {gpu}: ~{total / 60:.1f} min ({(total - around) / 60:.1f} in "
-            f"their steps at the predicted step times, {around / 60:.1f} around them at {CELL_OVERHEAD_S:g} s a cell: "
-            "the lent H200 host's fork, CUDA context, setup and teardown; each workload built while the cell before "
-            "measures)")
+            f"their steps at the predicted step times, {around / 60:.1f} around them: {CELL_OVERHEAD_S:g} s a cell at "
+            f"its turn -- the lent H200 host's CUDA context, set-up and teardown -- and each workload's {BUILD_S:g} s "
+            "build while the cell before measures)")
 
 
 def runs_text(per_gpu: dict[str, list[CellTime]]) -> str:

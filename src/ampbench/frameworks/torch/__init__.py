@@ -45,7 +45,9 @@ class Torch:
         return None  # (ampbench's own dependency)
 
     def fork_server(self, device: str, backend: str | None) -> ForkServer | None:
-        return ForkServer((self.cell_module,))  # (importing torch and the cell module touches no GPU)
+        # (importing torch and the cell module touches no GPU; torch._dynamo, which every cell's first optimizer
+        # imports, kept only where the server checks that it did not either)
+        return ForkServer((self.cell_module,), warm=("torch._dynamo",))
 
     def check(self, what: str, precisions: tuple[str, ...] | list[str], options: Options) -> None:
         return None  # (every mode and option is PyTorch's; RunConfig checks them against the device)

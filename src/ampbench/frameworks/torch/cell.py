@@ -138,7 +138,8 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
         try:
             self.built = _built(spec)
             # torch.optim's Optimizer.__init__ imports torch._dynamo on its first call (torch._disable_dynamo): 3.5 s
-            # of every cell's engine set-up on the lent H200's image, now while the previous cell runs
+            # of every cell's engine set-up on the lent H200's image. The fork server imports it once where that
+            # leaves its forks CUDA-safe (ForkServer.warm); where it could not, this cell imports it before its turn
             importlib.import_module("torch._dynamo")
         finally:
             torch.set_num_threads(threads)
