@@ -83,7 +83,7 @@ resume). Times are what each was sized to, not yet measured on a GPU.
   after    (an H200, rest committed) the GPU tests; GPT-2 and bert/resnet50 cells' phases after the build fixes;
            each traced op's kernel time beside its price (ViT, BERT, ResNet-50 NCHW/channels-last, mnist-cnn);
            BERT-base b32 x1/x4 amp-bf16 in 3 repeats; ResNet-50 NCHW beside channels-last at batch 256; the
-           profiler's trace of mnist-cnn and tabular-mlp small steps (launch-bound)      ~10 min, 2 calls
+           profiler's trace of mnist-cnn and tabular-mlp small steps (launch-bound)                ~8 min
   rest     (an H200: its suite is committed) what the third lease left: ResNet-50 in amp-fp16 and master-fp16 with the
            fused-SGD fix beside amp-bf16, the kept-BatchNorm and energy GPU tests, hf:gpt2 at 1024 tokens with its
            phases, the wide-mlp A/B of building ahead, runs.json, then the kernel table again (the host's issue
