@@ -13,6 +13,7 @@ per op: what ``predict`` scales by its host's figure, ``predict/cost.py``'s ``CH
 of 3 and 6 (``held_out``: the fit's error there).
 
     python benchmarks/checkpoint_overhead.py --out benchmarks/results/cpu/checkpoint_overhead.json
+    python benchmarks/checkpoint_overhead.py --workload bert --batch 2 --steps 150   # a real model's blocks, checked
 """
 
 from __future__ import annotations
@@ -87,6 +88,65 @@ def _measure(device: torch.device, layers: int, per_block: int, width: int, batc
     return out
 
 
+def _workload(name: str, preset: str, batch: int, steps: int, options: dict[str, Any]) -> dict[str, Any]:
+    """A registered workload's own repeated blocks (``--workload``), each policy beside plain CPU steps in turns: the
+    extra measured (its forward + backward less its own ops at the plain step's us per op, absolute microseconds)
+    against what ``predict`` prices it at here (``CHECKPOINT_HOST`` in this CPU's plain CPU-tensor op time, the tiny
+    stack's -- the unit ``Host.python_us`` is on a GPU host): not fitted on, a check of the stacks' fit on a real
+    model's blocks."""
+    from ampbench.distributed.units import blocks
+    from ampbench.measure.host_ops import measure
+    from ampbench.predict.cost import CHECKPOINT_HOST
+    from ampbench.workloads import create_workload
+
+    models = {}
+    for p in POLICIES:
+        torch.manual_seed(0)
+        models[p] = wl = create_workload(name, preset, **options)
+        if p != "off":
+            checkpoint_blocks(wl.model, name, policy=p)
+    first = models["off"]
+    inputs, targets = next(first.train_data.subset(0, batch).batches(batch))
+    x = first.prepare(inputs)
+
+    def step(wl: Any, count: _Count | None = None) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        loss = wl.loss_fn(wl.call_model(wl.model, x, prepared=True), targets)
+        t1 = time.perf_counter()
+        if count is not None:
+            count.phase = "backward"
+        loss.backward()
+        t2 = time.perf_counter()
+        wl.model.zero_grad(set_to_none=True)
+        return t1 - t0, t2 - t1
+
+    counts = {}
+    for p, wl in models.items():
+        for _ in range(10):
+            step(wl)
+        counts[p] = _Count()
+        with counts[p]:
+            step(wl, counts[p])
+    times: dict[str, list[tuple[float, float]]] = {p: [] for p in POLICIES}
+    for i in range(steps * len(POLICIES)):
+        p = POLICIES[i % len(POLICIES)]
+        times[p].append(step(models[p]))
+    us = {p: [statistics.median(t[k] for t in ts) * 1e6 for k in (0, 1)] for p, ts in times.items()}
+    per_op = [us["off"][k] / counts["off"].ops[phase] for k, phase in enumerate(("forward", "backward"))]
+    unit = measure("cpu", steps=steps).per_op("forward")  # (the stack's plain CPU-tensor op: predict's python_us)
+    n = len(blocks(first.model))
+    out: dict[str, Any] = {"workload": name, "preset": preset, "batch": batch, "n_blocks": n, "stack_op_us": round(unit, 2),
+                           "forward_us_per_op": round(per_op[0], 2), "backward_us_per_op": round(per_op[1], 2),
+                           "ops": {p: dict(c.ops) for p, c in counts.items()}}
+    for p in POLICIES[1:]:
+        c = counts[p].ops
+        measured = sum(us[p]) - (c["forward"] * per_op[0] + c["backward"] * per_op[1])
+        recomputed = c["backward"] - counts["off"].ops["backward"]  # (the blocks' forward ops, again in the backward)
+        priced = (CHECKPOINT_HOST[p].per_block * n + CHECKPOINT_HOST[p].per_op * recomputed) * unit
+        out[p] = {"extra_us": round(measured, 1), "priced_us": round(priced, 1), "ratio": round(measured / priced, 2)}
+    return out
+
+
 def fit(rows: list[dict[str, Any]], policy: str) -> dict[str, float]:
     """``extra = blocks x per_block + block_ops x per_op`` over the stacks (least squares), in forward ops' time."""
     a = torch.tensor([[r["blocks"], r["block_ops"]] for r in rows], dtype=torch.float64)
@@ -103,10 +163,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=8)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--workload", default=None, help="a registered workload's own blocks instead of the stacks "
+                    "(CPU; measured against predict's price, not fitted on)")
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("-o", "--option", action="append", default=[], help="workload option KEY=VALUE (bert: seq_len=8)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     device = torch.device(args.device)
+    if args.workload is not None:
+        options = {k: int(v) if v.isdigit() else v for k, _, v in (o.partition("=") for o in args.option)}
+        got = _workload(args.workload, args.preset, args.batch, args.steps, options)
+        for p in POLICIES[1:]:
+            print(f"{args.workload} ({args.preset}), {got['n_blocks']} blocks, {p}: extra {got[p]['extra_us']:.0f} us "
+                  f"measured, {got[p]['priced_us']:.0f} priced ({got[p]['ratio']:.2f}x)")
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"benchmark": "checkpoint_overhead", "torch": torch.__version__,
+                           "machine": platform.processor() or platform.machine(), "config": vars(args), **got}, f,
+                          indent=1)
+        return 0
     rows = [_measure(device, args.layers, k, args.width, args.batch, args.steps) for k in (2, 3, 4, 6)]
     fitted_on = [r for r in rows if r["layers_per_block"] in (2, 4)]
     fitted = {p: fit(fitted_on, p) for p in POLICIES[1:]}
