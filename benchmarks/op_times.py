@@ -33,6 +33,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from ampbench.execution.axes import Execution
+from ampbench.execution.checkpointing import checkpoint_blocks
 from ampbench.measure.gpus import for_device, lookup
 from ampbench.measure.step import build_step
 from ampbench.measure.timing import time_steps
@@ -145,7 +146,7 @@ def predicted_ops(costs: list[Any]) -> dict[str, OpTime]:
 
 def measure(workload: str, preset: str, precision: str, batch_size: int | None, channels_last: bool,
             device: torch.device, steps: int, rules: str, gpu_key: str | None,
-            options: dict[str, Any]) -> dict[str, Any]:
+            options: dict[str, Any], checkpointing: str = "off") -> dict[str, Any]:
     """The step measured op by op on ``device`` and predicted for ``gpu_key`` (see the module's docstring)."""
     wl = create_workload(workload, preset, **options)
     batch = batch_size or wl.batch_size
@@ -155,12 +156,14 @@ def measure(workload: str, preset: str, precision: str, batch_size: int | None, 
     mode = get(precision)
     engine = "fp32" if mode.name == "tf32" else mode.name
     meta = build_meta(lambda: create_workload(workload, preset, **options))
+    if checkpointing != "off":  # (as predict traces a checkpointed step: its blocks under torch.utils.checkpoint)
+        checkpoint_blocks(meta.model, workload, policy=checkpointing)
     trace = trace_step(meta, engine, batch, channels_last=channels_last,
                        rules=CPU_RULES if rules == "cpu" else CUDA_RULES, kernels=rules != "cpu")
     costs = op_costs(trace, target, mode.tf32)[0]
     step_cost = price(trace, target, tf32=mode.tf32)
     predicted = predicted_ops(costs)
-    execution = Execution(memory_format="channels_last" if channels_last else "contiguous")
+    execution = Execution(memory_format="channels_last" if channels_last else "contiguous", checkpointing=checkpointing)
     step = build_step(wl, precision, batch, device, execution=execution)
     for _ in range(3):
         step()
@@ -191,7 +194,8 @@ def measure(workload: str, preset: str, precision: str, batch_size: int | None, 
         "cudnn": torch.backends.cudnn.version() if gpu else None, "predicted_for": target.key,
         "priced_from": step_cost.kernels or "the model alone",
         "cell": {"workload": workload, "preset": preset, "precision": precision, "batch_size": batch,
-                 "memory_format": execution.memory_format, "options": options, "steps": steps, "rules": rules},
+                 "memory_format": execution.memory_format, "checkpointing": checkpointing, "options": options,
+                 "steps": steps, "rules": rules},
         "measured_step_ms": step_ms, "predicted_step_ms": step_cost.step_s * 1e3,
         "measured_device_ms": measured.device_ms, "predicted_gpu_ms": step_cost.gpu_s * 1e3,
         "kernels_ms": sum(k["ms"] for k in kernels),
@@ -220,7 +224,8 @@ def kernel_times(events: Any, steps: int) -> list[dict[str, Any]]:
 
 def show(result: dict[str, Any], top: int = 20) -> str:
     c = result["cell"]
-    lines = [f"{c['workload']} ({c['preset']}) {c['precision']} batch {c['batch_size']} {c['memory_format']} on "
+    ckpt = f" checkpointing {c['checkpointing']}" if c.get("checkpointing", "off") != "off" else ""
+    lines = [f"{c['workload']} ({c['preset']}) {c['precision']} batch {c['batch_size']} {c['memory_format']}{ckpt} on "
              f"{result['device_name']}, predicted for {result['predicted_for']} ({result['priced_from']})",
              f"step {result['measured_step_ms']:.2f} ms measured, {result['predicted_step_ms']:.2f} predicted; "
              f"kernels {result['measured_device_ms']:.2f} ms a step, predicted GPU time "
@@ -247,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--checkpointing", choices=("off", "blocks", "selective"), default="off")
     ap.add_argument("--steps", type=int, default=5, help="profiled steps")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--gpu", default=None, help="the catalogue GPU to predict for (default: the device's; h200 on a CPU)")
@@ -264,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         k, _, v = o.partition("=")
         options[k] = int(v) if v.lstrip("-").isdigit() else v
     result = measure(args.workload, args.preset, args.precision, args.batch_size, args.channels_last, device,
-                     args.steps, args.rules or ("cuda" if gpu else "cpu"), key, options)
+                     args.steps, args.rules or ("cuda" if gpu else "cpu"), key, options, args.checkpointing)
     print(show(result))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

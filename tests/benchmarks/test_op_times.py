@@ -98,10 +98,34 @@ def test_a_cpu_step_calls_each_traced_op_as_often_as_the_trace_has_it(workload: 
     assert traced and all(r["predicted_calls"] > 0 for r in traced)
     assert {r["op"]: r["measured_calls"] for r in traced} == {r["op"]: r["predicted_calls"] for r in traced}
     assert result["cell"] == {"workload": workload, "preset": "tiny", "precision": precision,
-                              "batch_size": result["cell"]["batch_size"], "memory_format": "contiguous", "options": {},
+                              "batch_size": result["cell"]["batch_size"], "memory_format": "contiguous",
+                              "checkpointing": "off", "options": {},
                               "steps": 2, "rules": "cpu"}
     rounding = 5e-5 * len(result["ops"])  # (each row's figures rounded to 0.1 us)
     assert result["measured_device_ms"] == pytest.approx(sum(r["measured_ms"] for r in result["ops"]), abs=rounding)
     assert sum(v["predicted_ms"] for v in result["classes"].values()) == pytest.approx(result["predicted_gpu_ms"],
                                                                                        abs=rounding)
     assert result["measured_step_ms"] > 0 and result["predicted_for"] == "h200"
+
+
+def test_a_checkpointed_step_recomputes_its_blocks_forward_ops_in_the_trace_and_the_profile(tmp_path: Path) -> None:
+    """Each block's forward again in the backward, on both sides: the traced op counts stay the profiler's."""
+    s = _script()
+    out = {}
+    for policy in ("off", "blocks"):
+        out[policy] = tmp_path / f"{policy}.json"
+        assert s.main(["--workload", "resnext", "--preset", "tiny", "--steps", "2", "--device", "cpu",
+                       "--checkpointing", policy, "--out", str(out[policy])]) == 0
+    plain, ckpt = (json.loads(out[p].read_text()) for p in ("off", "blocks"))
+    def merged(key: str) -> dict[str, float]:  # (autograd sums a gradient with add, or in place with add_ where it
+        out: dict[str, float] = {}             # may: the same kernel; the trace says add, the CPU add_ 4 times here)
+        for r in ckpt["ops"]:
+            if not r["op"].startswith("not traced"):
+                op = r["op"].removesuffix("_") if r["op"] == "aten.add_" else r["op"]
+                out[op] = out.get(op, 0.0) + r[key]
+        return out
+
+    calls = merged("predicted_calls")
+    assert calls == merged("measured_calls")
+    assert ckpt["cell"]["checkpointing"] == "blocks"
+    assert sum(calls.values()) > sum(r["predicted_calls"] for r in plain["ops"])  # (the recompute)
