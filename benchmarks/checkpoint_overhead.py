@@ -45,6 +45,24 @@ def _model(layers: int, per_block: int, width: int, device: torch.device, policy
     return model
 
 
+def _in_turns(models: dict[str, Any], step: Any, steps: int) -> tuple[dict[str, list[float]], dict[str, _Count]]:
+    """Each policy's model warmed up, its ops counted over one step, then ``steps`` steps each in turns: the medians of
+    their forward and backward (microseconds) and the counts. ``step(model, count)``: one step's (forward, backward)
+    seconds, ``count``'s phase turned to the backward between them."""
+    counts = {}
+    for p, m in models.items():
+        for _ in range(10):
+            step(m)
+        counts[p] = _Count()
+        with counts[p]:
+            step(m, counts[p])
+    times: dict[str, list[tuple[float, float]]] = {p: [] for p in POLICIES}
+    for i in range(steps * len(POLICIES)):
+        p = POLICIES[i % len(POLICIES)]
+        times[p].append(step(models[p]))
+    return {p: [statistics.median(t[k] for t in ts) * 1e6 for k in (0, 1)] for p, ts in times.items()}, counts
+
+
 def _measure(device: torch.device, layers: int, per_block: int, width: int, batch: int,
              steps: int) -> dict[str, Any]:
     """One stack: each policy's forward and backward (medians over ``steps`` turns) and counted ops."""
@@ -64,18 +82,7 @@ def _measure(device: torch.device, layers: int, per_block: int, width: int, batc
             torch.cuda.synchronize(device)
         return t1 - t0, t2 - t1
 
-    counts = {}
-    for p, m in models.items():
-        for _ in range(10):
-            step(m)
-        counts[p] = _Count()
-        with counts[p]:
-            step(m, counts[p])
-    times: dict[str, list[tuple[float, float]]] = {p: [] for p in POLICIES}
-    for i in range(steps * len(POLICIES)):
-        p = POLICIES[i % len(POLICIES)]
-        times[p].append(step(models[p]))
-    us = {p: [statistics.median(t[k] for t in ts) * 1e6 for k in (0, 1)] for p, ts in times.items()}
+    us, counts = _in_turns(models, step, steps)
     per_op = [us["off"][k] / counts["off"].ops[phase] for k, phase in enumerate(("forward", "backward"))]
     block_ops = counts["off"].ops["forward"] - 2  # (the loss's square and mean: outside the blocks)
     out: dict[str, Any] = {"layers_per_block": per_block, "blocks": layers // per_block, "block_ops": block_ops,
@@ -120,18 +127,7 @@ def _workload(name: str, preset: str, batch: int, steps: int, options: dict[str,
         wl.model.zero_grad(set_to_none=True)
         return t1 - t0, t2 - t1
 
-    counts = {}
-    for p, wl in models.items():
-        for _ in range(10):
-            step(wl)
-        counts[p] = _Count()
-        with counts[p]:
-            step(wl, counts[p])
-    times: dict[str, list[tuple[float, float]]] = {p: [] for p in POLICIES}
-    for i in range(steps * len(POLICIES)):
-        p = POLICIES[i % len(POLICIES)]
-        times[p].append(step(models[p]))
-    us = {p: [statistics.median(t[k] for t in ts) * 1e6 for k in (0, 1)] for p, ts in times.items()}
+    us, counts = _in_turns(models, step, steps)
     per_op = [us["off"][k] / counts["off"].ops[phase] for k, phase in enumerate(("forward", "backward"))]
     unit = measure("cpu", steps=steps).per_op("forward")  # (the stack's plain CPU-tensor op: predict's python_us)
     n = len(blocks(first.model))
