@@ -38,7 +38,15 @@ from ampbench.measure.gpus import for_device, lookup
 from ampbench.measure.step import build_step
 from ampbench.measure.timing import time_steps
 from ampbench.precision import get
-from ampbench.predict.cost import DIRECT_FUSED_STEP, FUSED_OPTIMIZER, op_class, op_costs, price
+from ampbench.predict.cost import (
+    DIRECT_FUSED_STEP,
+    FUSED_OPTIMIZER,
+    MEASURED_HOST,
+    issue_times,
+    op_class,
+    op_costs,
+    price,
+)
 from ampbench.predict.cuda_dispatch import CPU_RULES, CUDA_RULES
 from ampbench.predict.trace import trace_step
 from ampbench.workloads import create_workload
@@ -68,6 +76,9 @@ class OpTime:
     ms: float = 0.0
     calls: float = 0.0
     cls: str = ""
+    host_ms: float = 0.0
+    """The host's time issuing it: predicted (``cost.issue_times``), or profiled (its calls' CPU time, the profiler's
+    own overhead in it)."""
 
 
 @dataclass
@@ -123,23 +134,27 @@ def by_traced_op(events: Any, traced: dict[str, str], steps: int, gpu: bool) -> 
         if mine is not None:
             op = out.ops.setdefault(mine, OpTime(cls=traced[mine]))
             op.ms += _time(ev, gpu, inclusive=True) / 1e3 / steps
+            op.host_ms += ev.cpu_time_total / 1e3 / steps
             op.calls += 1 / steps
             out.device_ms += _time(ev, gpu, inclusive=True) / 1e3 / steps
         else:  # (its own time only: its traced children's is theirs)
             own = _time(ev, gpu, inclusive=False) / 1e3 / steps
-            if own > 0:
+            host = ev.self_cpu_time_total / 1e3 / steps
+            if own > 0 or (gpu and host > 0):
                 op = out.ops.setdefault(NOT_TRACED + ev.name, OpTime(cls="not traced"))
                 op.ms += own
+                op.host_ms += host
                 op.calls += 1 / steps
                 out.device_ms += own
     return out
 
 
-def predicted_ops(costs: list[Any]) -> dict[str, OpTime]:
+def predicted_ops(costs: list[Any], issues: list[tuple[float, ...]]) -> dict[str, OpTime]:
     out: dict[str, OpTime] = {}
-    for c in costs:
+    for c, issue in zip(costs, issues):
         op = out.setdefault(c.op.name, OpTime(cls=op_class(c.op)))
         op.ms += c.gpu_s * 1e3
+        op.host_ms += sum(issue) * 1e3
         op.calls += 1
     return out
 
@@ -160,9 +175,9 @@ def measure(workload: str, preset: str, precision: str, batch_size: int | None, 
         checkpoint_blocks(meta.model, workload, policy=checkpointing)
     trace = trace_step(meta, engine, batch, channels_last=channels_last,
                        rules=CPU_RULES if rules == "cpu" else CUDA_RULES, kernels=rules != "cpu")
-    costs = op_costs(trace, target, mode.tf32)[0]
+    costs, modes, table, _ = op_costs(trace, target, mode.tf32)
     step_cost = price(trace, target, tf32=mode.tf32)
-    predicted = predicted_ops(costs)
+    predicted = predicted_ops(costs, issue_times(trace, costs, modes, table, MEASURED_HOST))
     execution = Execution(memory_format="channels_last" if channels_last else "contiguous", checkpointing=checkpointing)
     step = build_step(wl, precision, batch, device, execution=execution)
     for _ in range(3):
@@ -183,11 +198,12 @@ def measure(workload: str, preset: str, precision: str, batch_size: int | None, 
         p, m = predicted.get(name, OpTime()), measured.ops.get(name, OpTime())
         rows.append({"op": name, "class": p.cls or m.cls, "measured_ms": round(m.ms, 4),
                      "predicted_ms": round(p.ms, 4), "measured_calls": round(m.calls, 2),
-                     "predicted_calls": round(p.calls, 2)})
-    classes: dict[str, dict[str, float]] = defaultdict(lambda: {"measured_ms": 0.0, "predicted_ms": 0.0})
+                     "predicted_calls": round(p.calls, 2), "profiled_host_ms": round(m.host_ms, 4),
+                     "predicted_host_ms": round(p.host_ms, 4)})
+    classes: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(CLASS_KEYS, 0.0))
     for r in rows:
-        classes[r["class"]]["measured_ms"] += r["measured_ms"]
-        classes[r["class"]]["predicted_ms"] += r["predicted_ms"]
+        for k in CLASS_KEYS:
+            classes[r["class"]][k] += r[k]
     return {
         "benchmark": "op_times", "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if gpu else "cpu", "torch": torch.__version__,
@@ -200,6 +216,7 @@ def measure(workload: str, preset: str, precision: str, batch_size: int | None, 
         "measured_device_ms": measured.device_ms, "predicted_gpu_ms": step_cost.gpu_s * 1e3,
         "kernels_ms": sum(k["ms"] for k in kernels),
         "predicted_host_ms": step_cost.host_s * 1e3,
+        "profiled_host_ms": sum(v.host_ms for v in measured.ops.values()),
         "classes": {k: {kk: round(vv, 4) for kk, vv in v.items()} for k, v in sorted(classes.items())},
         "ops": sorted(rows, key=lambda r: -abs(r["measured_ms"] - r["predicted_ms"])),
         "kernels": kernels[:KERNELS_KEPT],
@@ -207,6 +224,7 @@ def measure(workload: str, preset: str, precision: str, batch_size: int | None, 
 
 
 KERNELS_KEPT = 40
+CLASS_KEYS = ("measured_ms", "predicted_ms", "profiled_host_ms", "predicted_host_ms")
 
 
 def kernel_times(events: Any, steps: int) -> list[dict[str, Any]]:
@@ -231,10 +249,13 @@ def show(result: dict[str, Any], top: int = 20) -> str:
              f"kernels {result['measured_device_ms']:.2f} ms a step, predicted GPU time "
              f"{result['predicted_gpu_ms']:.2f} (host {result['predicted_host_ms']:.2f})"
              + (f"; the kernels' own events {result['kernels_ms']:.2f} ms" if result["kernels"] else ""),
-             f"{'class':16s} {'measured ms':>12s} {'predicted':>10s} {'error':>7s}"]
+             f"host: profiled {result['profiled_host_ms']:.2f} ms a step (the profiler's overhead in it), predicted "
+             f"{result['predicted_host_ms']:.2f}",
+             f"{'class':16s} {'measured ms':>12s} {'predicted':>10s} {'error':>7s} {'host prof.':>11s} {'predicted':>10s}"]
     for k, v in result["classes"].items():
         err = f"{v['predicted_ms'] / v['measured_ms'] - 1:+.0%}" if v["measured_ms"] > 0 else ""
-        lines.append(f"{k:16s} {v['measured_ms']:12.3f} {v['predicted_ms']:10.3f} {err:>7s}")
+        lines.append(f"{k:16s} {v['measured_ms']:12.3f} {v['predicted_ms']:10.3f} {err:>7s} "
+                     f"{v['profiled_host_ms']:11.3f} {v['predicted_host_ms']:10.3f}")
     lines.append(f"{'op':48s} {'measured ms':>12s} {'predicted':>10s} {'calls':>13s}")
     for r in result["ops"][:top]:
         lines.append(f"{r['op'][:48]:48s} {r['measured_ms']:12.3f} {r['predicted_ms']:10.3f} "

@@ -31,6 +31,7 @@ class Ev:
     name: str
     own: float = 0.0
     cpu_parent: Ev | None = None
+    self_cpu_time_total: float = 1.0  # (every call: 1 us of the host's own)
     children: list[Ev] = field(default_factory=list)
     device_type: str = "DeviceType.CPU"
 
@@ -46,6 +47,10 @@ class Ev:
     @property
     def device_time_total(self) -> float:
         return self.own + sum(c.device_time_total for c in self.children)
+
+    @property
+    def cpu_time_total(self) -> float:
+        return self.self_cpu_time_total + sum(c.cpu_time_total for c in self.children)
 
     @property
     def time_range(self) -> SimpleNamespace:
@@ -77,12 +82,16 @@ def test_each_kernel_is_counted_once_in_the_outermost_traced_call() -> None:
               "aten.convolution_backward": "matmul/conv", "ampbench_predict.fused_attention": "attention",
               "ampbench.direct_fused_step": "optimizer"}
     out = s.by_traced_op(events, traced, steps=2, gpu=True)
-    got = {k: (round(v.ms, 6), v.calls) for k, v in out.ops.items()}
+    got = {k: (round(v.ms, 6), v.calls) for k, v in out.ops.items() if v.ms > 0}
     assert got == {"aten.convolution": (0.0515, 0.5), "aten.addmm": (0.025, 0.5),
                    "aten.convolution_backward": (0.04, 0.5), "ampbench_predict.fused_attention": (0.01, 0.5),
                    "ampbench.direct_fused_step": (0.0045, 0.5), "not traced: aten::fill_": (0.001, 0.5)}
     assert out.device_ms == pytest.approx((100 + 3 + 50 + 80 + 20 + 9 + 2) / 1e3 / 2)  # (every kernel, once)
     assert s.kernel_times(events, steps=2) == [{"kernel": "sm90_xmma_gemm", "ms": 0.025, "calls": 0.5}]
+    host = {k: round(v.host_ms * 2e3, 6) for k, v in out.ops.items()}  # (us a step, over 2 steps)
+    assert host["aten.convolution"] == 4 and host["aten.addmm"] == 1  # (a traced op: its calls' host time, nested too)
+    assert host["not traced: aten::conv2d"] == host["not traced: aten::t"] == 1  # (the rest: each call's own)
+    assert sum(host.values()) == len(events) - 1  # (every call's host time once; the kernel's event is no call)
 
 
 @pytest.mark.parametrize("workload, precision", [("mnist-cnn", "fp32"), ("tabular-mlp", "amp-bf16"),

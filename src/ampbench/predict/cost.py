@@ -477,19 +477,13 @@ def op_costs(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASE
     return costs, modes, table, measured_s
 
 
-def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
-           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
-           conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
-    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
-    convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
-    forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
-    backward as torch.compile runs them (None: eager); ``kernels``: a measured kernel table correcting each op's
-    modelled time (:mod:`ampbench.predict.measured_kernels`; AUTO: the GPU architecture's where one exists, None: the
-    model alone)."""
-    costs, modes, table, measured_s = op_costs(trace, gpu, tf32, phases, cal, host, compiled, conv_tf32, kernels)
-    ops = [c.op for c in costs]
-    gpu_s = sum(c.gpu_s for c in costs)
-    issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
+def issue_times(trace: Trace, costs: list[OpCost], modes: list[bool], table: KernelTable | None, host: Host,
+                compiled: Compiled | None = None) -> list[tuple[float, ...]]:
+    """The host's time to issue each op of :func:`op_costs` (seconds, in the parts :func:`_price` adds them in): the
+    host's time per op of its phase, its kind's issue beyond the per-op mix where the kernel table timed it, a launch
+    for each kernel beyond its first, a checkpointed block's Python; in a compiled graph its launch, and the graph's
+    call on its first op."""
+    out: list[tuple[float, ...]] = []
     graph: str | None = None  # the compiled graph being issued (forward, backward)
     scale = host.forward_us / MEASURED_HOST.forward_us  # (a table's issue times are its host's: another host's pace)
     checkpointed, block = CHECKPOINT_HOST.get(trace.checkpointing), 0
@@ -505,14 +499,34 @@ def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
                     * host.python_us
                 block = c.op.block
             if c.op.accumulates_grad:  # (in place of a kernel-less detach: the launch it adds, not a whole op)
-                issued += host.launch_us("backward") * 1e-6
+                out.append((host.launch_us("backward") * 1e-6,))
             else:
-                issued += max(0.0, _host_s(c.op, host) + extra * 1e-6)
+                out.append((max(0.0, _host_s(c.op, host) + extra * 1e-6),))
         else:
+            call = ()
             if graph != c.op.phase:  # (a graph's call: guards, wrappers, a CUDA graph's replay)
                 graph = c.op.phase
-                issued += compiled.graph_call_us() * 1e-6  # type: ignore[union-attr]
-            issued += us * 1e-6
+                call = (compiled.graph_call_us() * 1e-6,)  # type: ignore[union-attr]
+            out.append((*call, us * 1e-6))
+    return out
+
+
+def _price(trace: Trace, gpu: Gpu, tf32: bool, phases: Collection[str] = PHASES,
+           cal: Calibration | None = None, host: Host = MEASURED_HOST, compiled: Compiled | None = None,
+           conv_tf32: bool = False, kernels: KernelTable | str | None = AUTO) -> StepCost:
+    """The step's time on ``gpu`` (``tf32``: fp32 matmuls and convolutions may run as TF32; ``conv_tf32``: the
+    convolutions alone, as cuDNN's default is) issued by ``host``; ``phases``: the parts of the step priced (a
+    forward-and-backward reference leaves the loss and the optimizer out); ``compiled``: the model's forward and
+    backward as torch.compile runs them (None: eager); ``kernels``: a measured kernel table correcting each op's
+    modelled time (:mod:`ampbench.predict.measured_kernels`; AUTO: the GPU architecture's where one exists, None: the
+    model alone)."""
+    costs, modes, table, measured_s = op_costs(trace, gpu, tf32, phases, cal, host, compiled, conv_tf32, kernels)
+    ops = [c.op for c in costs]
+    gpu_s = sum(c.gpu_s for c in costs)
+    issued, done = 0.0, 0.0  # the host issues each op in turn; the GPU runs it once issued and the previous one done
+    for c, issue in zip(costs, issue_times(trace, costs, modes, table, host, compiled)):
+        for part in issue:
+            issued += part
         done = max(done, issued) + c.gpu_s
     host_s = issued
     step_s = done
