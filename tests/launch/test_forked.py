@@ -156,6 +156,8 @@ def test_warm_modules_are_imported_once_where_a_fork_stays_cuda_safe() -> None:
         "torch._dynamo": True, "tests.launch.poisons_cuda_fork": False}
     dropped = _zygote(PRELOAD, warm=("tests.launch.poisons_cuda_fork",))
     assert dropped is not None and dropped.ok and dropped.warm == ()
+    missing = _zygote(PRELOAD, warm=("tests.launch.no_such_module",))  # (one that does not import: dropped too)
+    assert missing is not None and missing.ok and missing.warm == ()
     assert Forked(PRELOAD, warm=("tests.launch.poisons_cuda_fork",)).run(
         Job("tests.launch.test_forked:loaded", {"names": names}))["tests.launch.poisons_cuda_fork"] is False
 

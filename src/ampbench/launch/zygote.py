@@ -128,9 +128,13 @@ def main(argv: list[str]) -> int:
         importlib.import_module(module)
     kept: list[str] = []
     if warm:
-        for module in warm:
-            importlib.import_module(module)
-        if not cuda_fork_safe():  # (a warm import asked CUDA something: start again without them)
+        try:
+            for module in warm:
+                importlib.import_module(module)
+            safe = cuda_fork_safe()
+        except Exception:  # (a warm module that does not import here: the jobs import what they need themselves)
+            safe = False
+        if not safe:  # (or a warm import asked CUDA something: start again without them)
             os.execv(sys.executable, [sys.executable, "-m", "ampbench.launch.zygote", *modules])
         kept = warm
     # (a fork copies one thread: the parent says how many this process has -- the imports started none, or it is not
