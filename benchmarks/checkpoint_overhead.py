@@ -29,8 +29,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from ampbench.distributed.units import blocks
 from ampbench.execution.checkpointing import checkpoint_blocks
-from ampbench.measure.host_ops import _Count
+from ampbench.measure.host_ops import _Count, measure
+from ampbench.predict.cost import CHECKPOINT_HOST
+from ampbench.workloads import create_workload
 
 POLICIES = ("off", "blocks", "selective")
 
@@ -101,11 +104,6 @@ def _workload(name: str, preset: str, batch: int, steps: int, options: dict[str,
     against what ``predict`` prices it at here (``CHECKPOINT_HOST`` in this CPU's plain CPU-tensor op time, the tiny
     stack's -- the unit ``Host.python_us`` is on a GPU host): not fitted on, a check of the stacks' fit on a real
     model's blocks."""
-    from ampbench.distributed.units import blocks
-    from ampbench.measure.host_ops import measure
-    from ampbench.predict.cost import CHECKPOINT_HOST
-    from ampbench.workloads import create_workload
-
     models = {}
     for p in POLICIES:
         torch.manual_seed(0)

@@ -284,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     gpu = device.type == "cuda"
-    key = args.gpu or (for_device(torch.cuda.get_device_name(device)).key if gpu and for_device(  # type: ignore[union-attr]
-        torch.cuda.get_device_name(device)) is not None else "h200")
+    card = for_device(torch.cuda.get_device_name(device)) if gpu else None
+    key = args.gpu or (card.key if card is not None else "h200")
     options = {}
     for o in args.option:
         k, _, v = o.partition("=")

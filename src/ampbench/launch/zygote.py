@@ -123,7 +123,8 @@ CUDA (:func:`cuda_fork_safe`)."""
 
 
 def main(argv: list[str]) -> int:
-    modules, _, warm = (argv[:argv.index(WARM)], WARM, argv[argv.index(WARM) + 1:]) if WARM in argv else (argv, "", [])
+    cut = argv.index(WARM) if WARM in argv else len(argv)
+    modules, warm = argv[:cut], argv[cut + 1:]
     for module in modules:  # (what every job would import: done once, here)
         importlib.import_module(module)
     kept: list[str] = []

@@ -48,6 +48,7 @@ from ampbench.predict.cuda_dispatch import (
 )
 from ampbench.predict.kernels import Conv
 from ampbench.workloads.base import Workload
+from ampbench.workloads.meta_check import meta_twins
 
 META = torch.device("meta")
 
@@ -442,21 +443,14 @@ class UntraceableModel(AmpbenchError):
 
 
 def to_meta(model: nn.Module) -> nn.Module:
-    """``model`` with its parameters and buffers on the meta device, each shared tensor still shared (``model.to
-    ("meta")`` makes one new parameter per module that holds it: an LM head tied to its embedding becomes two)."""
-    memo: dict[int, Any] = {}
-
-    def moved(t: torch.Tensor) -> torch.Tensor:
-        if id(t) not in memo:
-            meta = torch.empty_like(t, device=META)
-            memo[id(t)] = nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else meta
-        return memo[id(t)]
-
+    """``model`` with its parameters and buffers on the meta device, in place, each shared tensor still shared
+    (:func:`~ampbench.workloads.meta_check.meta_twins`)."""
+    twins = meta_twins(model)
     for module in model.modules():
         for table in (module._parameters, module._buffers):
             for key, t in table.items():
-                if t is not None and t.device != META:
-                    table[key] = moved(t)
+                if t is not None and id(t) in twins:
+                    table[key] = twins[id(t)]
     return model
 
 

@@ -47,21 +47,28 @@ def on_meta() -> bool:
     return _CHECKED.get()
 
 
-def meta_copy(model: nn.Module) -> nn.Module | None:
-    """A copy of ``model`` with every parameter and buffer on the meta device, tied ones still tied (``.to("meta")``
-    would untie them) and the model itself untouched; None where it cannot be copied (a handle, a generator)."""
-    memo: dict[int, Any] = {}
+def meta_twins(model: nn.Module) -> dict[int, torch.Tensor]:
+    """A meta twin of each of ``model``'s parameters and buffers not on meta already, by the original's ``id``: a
+    parameter's a parameter (its ``requires_grad`` kept), one twin for a tensor two modules share -- ``.to("meta")``
+    makes one new parameter per module that holds it: an LM head tied to its embedding becomes two."""
+    twins: dict[int, torch.Tensor] = {}
     for module in model.modules():
         for table in (module._parameters, module._buffers):
             for t in table.values():
-                if t is None or id(t) in memo:
-                    continue
-                if isinstance(t, nn.parameter.UninitializedTensorMixin):
-                    return None  # (a lazy module: its first forward makes the parameters the optimizer needs)
-                meta = torch.empty_like(t, device=META)
-                memo[id(t)] = nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else meta
+                if t is not None and t.device != META and id(t) not in twins:
+                    meta = torch.empty_like(t, device=META)
+                    twins[id(t)] = nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) \
+                        else meta
+    return twins
+
+
+def meta_copy(model: nn.Module) -> nn.Module | None:
+    """A copy of ``model`` with every parameter and buffer on the meta device, tied ones still tied (:func:`meta_twins`)
+    and the model itself untouched; None where it cannot be copied (a handle, a generator) or has lazy parameters."""
+    if any(isinstance(t, nn.parameter.UninitializedTensorMixin) for t in [*model.parameters(), *model.buffers()]):
+        return None  # (a lazy module: its first forward makes the parameters the optimizer needs)
     try:
-        return copy.deepcopy(model, memo)
+        return copy.deepcopy(model, meta_twins(model))  # (the memo: each tensor's twin in its place)
     except Exception:  # (deepcopy refuses some attributes: a lock, a file, a C handle)
         return None
 
@@ -72,14 +79,14 @@ def structure(model: nn.Module) -> dict[str, tuple[tuple[int, ...], torch.dtype]
     return {name: (tuple(t.shape), t.dtype) for name, t in tensors}
 
 
-def to_meta(x: Any) -> Any:
-    """Tensors (in tuples, lists and dicts) on the meta device, shapes and dtypes kept."""
+def meta_like(x: Any) -> Any:
+    """Tensors (in tuples, lists and dicts) on the meta device, shapes and dtypes kept: a batch's inputs and targets."""
     if isinstance(x, torch.Tensor):
         return torch.empty_like(x, device=META)
     if isinstance(x, (tuple, list)):
-        return type(x)(to_meta(v) for v in x)
+        return type(x)(meta_like(v) for v in x)
     if isinstance(x, dict):
-        return {k: to_meta(v) for k, v in x.items()}
+        return {k: meta_like(v) for k, v in x.items()}
     return x
 
 

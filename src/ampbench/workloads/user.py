@@ -176,7 +176,7 @@ def _check(workload: Workload, where: str, data: DataSpec, made: bool, real: str
             data = inferred = tasks.infer(out, targets, where)
         tasks.check_output(out, data, targets, where)
     loss_fn = workload.loss_fn if inferred is None else tasks.OBJECTIVES[inferred.task].loss_fn  # type: ignore[index]
-    _check_loss(loss_fn, out, meta_check.to_meta(targets) if meta else targets, where, own_loss)
+    _check_loss(loss_fn, out, meta_check.meta_like(targets) if meta else targets, where, own_loss)
     return wrapped, inferred
 
 
@@ -442,7 +442,7 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, rea
     inputs, targets = workload.example_batch(2)
     if meta:
         ran = meta_check.meta_forward(workload.model, lambda clone: workload.call_model(
-            clone, meta_check.to_meta(inputs), prepared=True))
+            clone, meta_check.meta_like(inputs), prepared=True))
         if ran is None:
             raise meta_check.NotOnMeta(where)
         return ran[0], targets
