@@ -291,3 +291,48 @@ def pair_errors(errors: Collection[StepError], x: str, y: str) -> list[float]:
         if e.step.gpu == y and other is not None:
             out.append((e.predicted_ms / other.predicted_ms) / (e.step.total_ms / other.step.total_ms) - 1)
     return out
+
+
+# ---- NeuSight's kernels of one GPU as a kernel table (``ampbench hw --calibrate``'s shape) -------------------------
+def kernel_table(gpu: str, root: Path = ROOT, kinds: Collection[str] | None = None) -> dict[str, Any]:
+    """NeuSight's measured kernels of ``gpu`` (a key of our catalogue) as a calibration table that
+    :class:`~ampbench.predict.measured_kernels.KernelTable` reads: its ``nn.Linear`` forwards as fp32 GEMMs, its
+    ``torch.bmm``, its dense 3x3 convolutions' forwards (NCHW), its elementwise ops, layer norms and softmaxes, all
+    forward and fp32. ``kinds``: only these of the table's kinds (gemm, bmm, conv, elementwise, norm, softmax).
+
+    What it is for: ``benchmarks/neusight_tables.py`` prices NeuSight's whole steps of a GPU from that GPU's own
+    kernels (as a table of your GPU prices it) to see whether isolated kernels carry into a step. They are not shipped
+    as tables: a set of forwards only -- one GEMM layout, no backward convolution or norm -- moved the V100's steps the
+    wrong way (docs/predict.md, "What was tried")."""
+    device = {v: k for k, v in DEVICES.items()}[gpu]
+    rows: list[dict[str, Any]] = []
+
+    def add(kind: str, op: str, shape: dict[str, int], latency_ms: str, nbytes: float = 0.0, layout: str = "") -> None:
+        if kinds is None or kind in kinds:
+            rows.append({"kind": kind, "op": op, "dtype": "fp32", "layout": layout, "shape": shape,
+                         "us": float(latency_ms) * 1e3, "bytes": nbytes, "flops": 0.0})
+
+    for name, kind in (("linear", "gemm"), ("bmm", "bmm")):
+        for r in _rows(root, name):
+            if r["Device"] == device:
+                b, m, n, k = (int(r[x]) for x in "BMNK")
+                shape = {"batch": 1, "m": b * m, "n": n, "k": k} if name == "linear" else {"batch": b, "m": m, "n": n,
+                                                                                            "k": k}
+                add(kind, "mm" if name == "linear" else "bmm", shape, r["Latency"])
+    for r in _rows(root, "conv"):  # (every one 3x3, stride 1, padded 1: the table's shapes assume kernel // 2)
+        if r["Device"] == device and int(r["Padding"]) == int(r["Kernel_Szie"]) // 2:
+            add("conv", "conv_fwd", {"batch": int(r["B"]), "cin": int(r["Input_Channel"]),
+                                     "cout": int(r["Output_Channel"]), "kernel": int(r["Kernel_Szie"]),
+                                     "size": int(r["Input_Size"]), "stride": int(r["Stride"]), "groups": 1},
+                r["Latency"], layout="nchw")
+    for r in _rows(root, "elem"):
+        if r["Device"] == device:
+            elements = int(r["B"]) * int(r["H"])
+            add("elementwise", f"{r['OPName']}_fwd", {"elements": elements}, r["Latency"],
+                4.0 * elements * (3 if r["OPName"] in BINARY else 2))
+    for name, kind, op in (("ln", "norm", "layer_norm_fwd"), ("softmax", "softmax", "softmax_fwd")):
+        for r in _rows(root, name):
+            if r["Device"] == device:
+                add(kind, op, {"rows": int(r["B"]), "cols": int(r["H"])}, r["Latency"])
+    env = {"device_name": device, "torch": "2.1.0", "cudnn": "8902", "source": "NeuSight's published kernels"}
+    return {"env": env, "device_name": device, "kernels": rows, "created_at": "", "power": {}, "power_basis": ""}

@@ -1,0 +1,65 @@
+"""benchmarks/neusight_tables.py's tables: NeuSight's kernels of one GPU read as that GPU's kernel table price each
+measured kernel at its measured time (the table's own contract), and every kind the conversion writes is one the table
+reads (none silently dropped). Device: none."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+
+import pytest
+from predict_checks import neusight
+
+from ampbench.measure.gpus import lookup
+from ampbench.predict import kernels
+from ampbench.predict.kernels import calibration
+from ampbench.predict.measured_kernels import KernelTable, _logs
+
+pytestmark = pytest.mark.skipif(not neusight.ROOT.is_dir(), reason="references/neusight is not beside this checkout")
+
+
+@pytest.fixture(scope="module")
+def l4() -> tuple[dict, KernelTable]:
+    table = neusight.kernel_table("l4")
+    gpu = lookup("l4")
+    assert gpu is not None
+    return table, KernelTable.of(table, gpu)
+
+
+def _first(name: str, device: str) -> dict[str, str]:
+    with gzip.open(neusight.ROOT / "kernels" / f"{name}.csv.gz", "rt") as f:
+        return next(r for r in csv.DictReader(f) if r["Device"] == device)
+
+
+def test_a_measured_linear_and_layer_norm_are_priced_at_their_measured_time(l4) -> None:
+    """Oracle: the source's CSV row read directly (not through the conversion), priced by the kernel model times the
+    table's ratio at that very shape."""
+    _, table = l4
+    gpu, cal = table.gpu, calibration()
+    r = _first("linear", "NVIDIA L4")
+    b, m, n, k = (int(r[x]) for x in "BMNK")
+    modelled = kernels.gemm_s(gpu, cal, 1, b * m, n, k, "fp32", 4)
+    ratio = table.ratio(("gemm", "fp32"), _logs(b * m, n, k, 1))
+    assert ratio is not None and modelled * ratio == pytest.approx(float(r["Latency"]) * 1e-3, rel=1e-9)
+    r = _first("ln", "NVIDIA L4")
+    elements = int(r["B"]) * int(r["H"])
+    ratio = table.ratio(("norm", "layer_norm", "fwd", "fp32", ""), _logs(elements))
+    assert ratio is not None
+    assert kernels.reduction_s(gpu, cal, 8 * elements, "norm") * ratio == pytest.approx(float(r["Latency"]) * 1e-3,
+                                                                                           rel=1e-9)
+
+
+def test_every_converted_kernel_becomes_a_point_of_the_table(l4) -> None:
+    """The L4 has no convolutions in the source; each of its other rows is one point of a key the pricing looks up."""
+    rows, table = l4
+    assert {r["kind"] for r in rows["kernels"]} == {"gemm", "bmm", "elementwise", "norm", "softmax"}
+    assert sum(len(p) for p in table.points.values()) == len(rows["kernels"])
+    assert set(table.points) == {("gemm", "fp32"), ("elementwise",), ("norm", "layer_norm", "fwd", "fp32", ""),
+                                 ("norm", "softmax", "fwd", "fp32", "")}
+    assert all(math.isfinite(p.ratio) and p.ratio > 0 for pts in table.points.values() for p in pts)
+
+
+def test_a_gpu_with_convolutions_has_them_as_nchw_forwards() -> None:
+    rows = neusight.kernel_table("v100-32gb-pcie", kinds=("conv",))["kernels"]
+    assert len(rows) > 4000 and {(r["op"], r["layout"], r["shape"]["kernel"]) for r in rows} == {("conv_fwd", "nchw", 3)}
