@@ -3,15 +3,19 @@ whole training steps on, read as that GPU's kernel table (as ``ampbench hw --cal
 be), price those steps; beside them, the steps priced as ``predict`` prices them today (the fitted model; the H100
 from the lent H200's table). Per kind too: the table's GEMMs alone, its batched GEMMs alone, and so on.
 
-No GPU is used: predictions beside published measurements. Nothing here is fitted; the answer decides whether such
-tables ship (docs/predict.md, "What was tried").
+No GPU is used: predictions beside published measurements. Nothing here is fitted. ``--write`` ships the tables
+(``src/ampbench/predict/calibration/<gpu>.csv.gz``) of the GPUs whose architecture has no table of its own measuring
+(:data:`SHIPPED`), each pricing its own card alone; the comparison runs against the fitted model whether or not they
+are shipped (they are set aside for it).
 
-    python benchmarks/neusight_tables.py [--json benchmarks/results/neusight_tables.json]
+    python benchmarks/neusight_tables.py [--json benchmarks/results/neusight_tables.json] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gzip
 import json
 import statistics
 import sys
@@ -19,13 +23,35 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (predict_checks: the checkout's root)
 
-from predict_checks import neusight
+from predict_checks import neusight, references
 
+from ampbench.measure.calibrate import to_csv
 from ampbench.predict import measured_kernels
 
+SHIPPED = ("p4", "p100-16gb", "t4", "v100-32gb-pcie", "a100-40gb-pcie", "a100-80gb-pcie", "l4")
+"""NeuSight's GPUs whose tables ship: all but the H100 SXM, which the lent H200's table prices (every dtype, direction
+and layout: a table of fp32 forwards would replace it)."""
 GPUS = ("v100-32gb-pcie", "a100-80gb-pcie", "h100-sxm", "l4")
 """The GPUs NeuSight timed whole training steps on (each has its own kernels there)."""
+INFERENCE_GPUS = ("v100-32gb-pcie", "a100-40gb-pcie", "h100-sxm", "l4", "t4", "p100-16gb", "p4")
+"""The GPUs NeuSight timed inference forwards on: forwards alone, as its kernels are."""
+DLE_TABLES = {"t4": "t4"}
+"""NVIDIA's published ResNet-50 inference latencies (``predict_checks.references``) -> the GPU whose NeuSight kernels
+price them: the T4's own (the V100's are an SXM2 16 GB card's, which the PCIe card's table does not price)."""
 KINDS = (("gemm",), ("bmm",), ("conv",), ("elementwise",), ("norm", "softmax"))
+
+
+@contextlib.contextmanager
+def _unshipped():
+    """Inside, the shipped NeuSight tables are set aside: "today" is the fitted model (the H100: the H200's table)."""
+    keep = {k: p for k, p in measured_kernels.shipped().items() if k not in SHIPPED}
+    measured_kernels.shipped.cache_clear()
+    real = measured_kernels.shipped
+    measured_kernels.shipped = lambda: keep  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        measured_kernels.shipped = real  # type: ignore[assignment]
 
 
 def _errors(gpu: str, table: dict | None) -> dict[str, float]:
@@ -53,6 +79,36 @@ def compare(gpus: tuple[str, ...] = GPUS) -> dict[str, dict]:
     return out
 
 
+def _forward_errors(gpu: str, table: dict | None) -> dict[str, float]:
+    with measured_kernels.stored_tables([] if table is None else [table]):
+        return {st.name: e for st, e in neusight.inference_errors(gpus={gpu})}
+
+
+def _dle_errors(gpu: str, precision: str, table: dict | None) -> dict[str, float]:
+    published = references.INFERENCE_LATENCY_MS[(gpu, precision)]
+    with measured_kernels.stored_tables([] if table is None else [table]):
+        return {f"ResNet-50 {precision} batch {b}": references.predicted_inference_ms(gpu, precision, b) / published[b] - 1
+                for b in (64, 128, 256)}
+
+
+def compare_forwards() -> dict[str, dict]:
+    """The forwards alone -- what NeuSight's kernels time: its inference steps per GPU, and DeepLearningExamples'
+    ResNet-50 inference latencies (batches 64-256, where the GPU sets them), today and from the GPU's own kernels."""
+    out: dict[str, dict] = {}
+    for gpu in INFERENCE_GPUS:
+        today, own = _forward_errors(gpu, None), _forward_errors(gpu, neusight.kernel_table(gpu))
+        out[f"{gpu} (NeuSight inference)"] = {"today": _summary(today), "own_kernels": _summary(own),
+                                              "steps": {s: {"today": today[s], "own_kernels": own[s]} for s in today}}
+    for (gpu, precision) in references.INFERENCE_LATENCY_MS:
+        if gpu in DLE_TABLES:
+            today = _dle_errors(gpu, precision, None)
+            own = _dle_errors(gpu, precision, neusight.kernel_table(DLE_TABLES[gpu]))
+            out[f"{gpu} ResNet-50 {precision} (DLE inference)"] = {
+                "today": _summary(today), "own_kernels": _summary(own),
+                "steps": {s: {"today": today[s], "own_kernels": own[s]} for s in today}}
+    return out
+
+
 def markdown(result: dict[str, dict]) -> list[str]:
     lines = ["| GPU | its kernels | steps | today: median / worst | its own kernels as its table | of which GEMMs alone |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -64,18 +120,44 @@ def markdown(result: dict[str, dict]) -> list[str]:
     return lines
 
 
+def forwards_markdown(result: dict[str, dict]) -> list[str]:
+    lines = ["| forwards | steps | today: median / worst | its own kernels as its table |", "| --- | ---: | ---: | ---: |"]
+    for name, r in result.items():
+        lines.append(f"| {name} | {len(r['steps'])} | {r['today']['median']:.0%} / {r['today']['worst']:.0%} | "
+                     f"{r['own_kernels']['median']:.0%} / {r['own_kernels']['worst']:.0%} |")
+    return lines
+
+
+def write() -> list[Path]:
+    """The shipped tables, gzipped CSV (deterministic: no timestamp in the gzip header)."""
+    out = []
+    for gpu in SHIPPED:
+        path = measured_kernels.TABLES_DIR / f"{gpu}.csv.gz"
+        path.write_bytes(gzip.compress(to_csv(neusight.kernel_table(gpu)).encode(), mtime=0))
+        out.append(path)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="also write the per-step errors here")
+    ap.add_argument("--write", action="store_true", help=f"write the shipped tables ({', '.join(SHIPPED)})")
     args = ap.parse_args()
-    result = compare()
+    if args.write:
+        for path in write():
+            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    with _unshipped():
+        result = compare()
+        forwards = compare_forwards()
     print("\n".join(markdown(result)))
+    print()
+    print("\n".join(forwards_markdown(forwards)))
     for gpu, r in result.items():
         for step, e in r["steps"].items():
             kinds = " ".join(f"{k.removeprefix('only_')} {v:+.0%}" for k, v in e.items() if k.startswith("only_"))
             print(f"{gpu:16s} {step:28s} today {e['today']:+.0%}, own kernels {e['own_kernels']:+.0%} ({kinds})")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+        args.json.write_text(json.dumps({"training": result, "forwards": forwards}, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from ampbench.measure.gpus import Gpu, lookup
 from ampbench.predict import kernels
 from ampbench.predict.cost import price
 from ampbench.predict.kernels import Calibration, Conv
+from ampbench.predict.measured_kernels import CARD_ONLY
 from ampbench.predict.trace import trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
@@ -276,6 +277,25 @@ def step_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[
     return out
 
 
+
+def inference_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[tuple[Step, float]]:
+    """Each measured inference forward (fp32, TF32 off; the source's ``-inf-`` steps) beside its prediction: predicted
+    / measured - 1, the model traced as the source ran it (eval mode, no loss)."""
+    from ampbench.predict.trace import trace_inference  # (beside trace_step: the forward alone)
+
+    traces: dict[tuple[str, int, int], Any] = {}
+    out = []
+    for st in steps(root, kind="inf"):
+        if gpus is not None and st.gpu not in gpus:
+            continue
+        key = (st.model, st.seq, st.batch)
+        if key not in traces:
+            traces[key] = trace_inference(build_meta(step_workload(st, root)), "fp32", st.batch)
+        spec = lookup(st.gpu)
+        assert spec is not None
+        out.append((st, price(traces[key], spec, tf32=False).step_s * 1e3 / st.forward_ms - 1))
+    return out
+
 STEP_PAIRS = (("a100-80gb-pcie", "h100-sxm"), ("v100-32gb-pcie", "a100-80gb-pcie"), ("v100-32gb-pcie", "h100-sxm"),
               ("v100-32gb-pcie", "l4"), ("a100-80gb-pcie", "l4"), ("h100-sxm", "l4"))
 """Pairs of GPUs whose steps NeuSight measured in one setup (same model, sequence, batch): across-GPU checks."""
@@ -298,19 +318,19 @@ def kernel_table(gpu: str, root: Path = ROOT, kinds: Collection[str] | None = No
     """NeuSight's measured kernels of ``gpu`` (a key of our catalogue) as a calibration table that
     :class:`~ampbench.predict.measured_kernels.KernelTable` reads: its ``nn.Linear`` forwards as fp32 GEMMs, its
     ``torch.bmm``, its dense 3x3 convolutions' forwards (NCHW), its elementwise ops, layer norms and softmaxes, all
-    forward and fp32. ``kinds``: only these of the table's kinds (gemm, bmm, conv, elementwise, norm, softmax).
+    forward and fp32, timed one at a time. ``kinds``: only these of the table's kinds (gemm, bmm, conv, elementwise,
+    norm, softmax). Scoped to its own card (:data:`~ampbench.predict.measured_kernels.CARD_ONLY`).
 
-    What it is for: ``benchmarks/neusight_tables.py`` prices NeuSight's whole steps of a GPU from that GPU's own
-    kernels (as a table of your GPU prices it) to see whether isolated kernels carry into a step. They are not shipped
-    as tables: a set of forwards only -- one GEMM layout, no backward convolution or norm -- moved the V100's steps the
-    wrong way (docs/predict.md, "What was tried")."""
+    ``benchmarks/neusight_tables.py`` prices NeuSight's whole steps of each GPU from it, beside the fitted model, and
+    ``--write`` ships the tables of the GPUs without one of their own measuring (docs/predict.md)."""
     device = {v: k for k, v in DEVICES.items()}[gpu]
     rows: list[dict[str, Any]] = []
 
     def add(kind: str, op: str, shape: dict[str, int], latency_ms: str, nbytes: float = 0.0, layout: str = "") -> None:
         if kinds is None or kind in kinds:
             rows.append({"kind": kind, "op": op, "dtype": "fp32", "layout": layout, "shape": shape,
-                         "us": float(latency_ms) * 1e3, "bytes": nbytes, "flops": 0.0})
+                         "us": float(latency_ms) * 1e3, "bytes": nbytes, "flops": 0.0, "tflops": None, "gbps": None,
+                         "calls": 0, "timer": "cuda_events", "error": "", "workspace_bytes": None, "host_us": None})
 
     for name, kind in (("linear", "gemm"), ("bmm", "bmm")):
         for r in _rows(root, name):
@@ -334,5 +354,8 @@ def kernel_table(gpu: str, root: Path = ROOT, kinds: Collection[str] | None = No
         for r in _rows(root, name):
             if r["Device"] == device:
                 add(kind, op, {"rows": int(r["B"]), "cols": int(r["H"])}, r["Latency"])
-    env = {"device_name": device, "torch": "2.1.0", "cudnn": "8902", "source": "NeuSight's published kernels"}
-    return {"env": env, "device_name": device, "kernels": rows, "created_at": "", "power": {}, "power_basis": ""}
+    env = {"device_name": device, "torch": "2.1.0", "cuda": "12.1", "cudnn": "8902", "scope": CARD_ONLY,
+           "source": "NeuSight published them (fp32 forwards, TF32 off, each timed alone; PyTorch 2.1.0, CUDA 12.1, "
+                     "cuDNN 8.9.2; references/neusight, MIT)"}
+    return {"env": env, "device_name": device, "kernels": rows, "created_at": "published", "power": {},
+            "power_basis": ""}

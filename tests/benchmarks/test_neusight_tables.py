@@ -63,3 +63,41 @@ def test_every_converted_kernel_becomes_a_point_of_the_table(l4) -> None:
 def test_a_gpu_with_convolutions_has_them_as_nchw_forwards() -> None:
     rows = neusight.kernel_table("v100-32gb-pcie", kinds=("conv",))["kernels"]
     assert len(rows) > 4000 and {(r["op"], r["layout"], r["shape"]["kernel"]) for r in rows} == {("conv_fwd", "nchw", 3)}
+
+
+def _benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "neusight_tables.py"
+    spec = importlib.util.spec_from_file_location("neusight_tables", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_the_shipped_tables_are_neusights_kernels_now() -> None:
+    """Each shipped table is, byte for byte, the conversion of NeuSight's kernels of its card (``--write`` again
+    changes nothing), scoped to that card; the H100's is not shipped (the H200's table prices Hopper)."""
+    from ampbench.measure.calibrate import to_csv
+    from ampbench.predict.measured_kernels import CARD_ONLY, _header, shipped
+
+    bench = _benchmark()
+    tables = shipped()
+    assert "h100-sxm" not in tables and set(bench.SHIPPED) <= set(tables)
+    for gpu in bench.SHIPPED:
+        path = tables[gpu]
+        assert gzip.decompress(path.read_bytes()).decode() == to_csv(neusight.kernel_table(gpu)), gpu
+        assert _header(str(path))["scope"] == CARD_ONLY
+
+
+def test_a_step_priced_with_and_without_its_cards_table() -> None:
+    """The comparison's "today" is the model alone for a shipped card (its table set aside) and the same as with no
+    table shipped; with the card's table it is what ``predict`` now gives."""
+    from ampbench.predict import measured_kernels
+
+    bench = _benchmark()
+    with bench._unshipped():
+        assert measured_kernels.table_for(lookup("l4")) is None
+        assert measured_kernels.table_for(lookup("h100-sxm")) is not None  # (the H200's: kept)
+    assert measured_kernels.table_for(lookup("l4")) is not None

@@ -78,6 +78,7 @@ def test_without_tensor_cores_fp16_math_is_fp32_s() -> None:
     ("NVIDIA A100 80GB PCIe", 79.1, "a100-80gb-pcie"), ("NVIDIA A100-PCIE-40GB", 39.4, "a100-40gb-pcie"),
     ("NVIDIA H100 80GB HBM3", 79.1, "h100-sxm"), ("NVIDIA H100 PCIe", 79.6, "h100-pcie"), ("NVIDIA H100 NVL", 93.6, "h100-nvl"),
     ("NVIDIA H200", 139.8, "h200"), ("Tesla V100-SXM2-16GB", 15.8, "v100-16gb"), ("Tesla V100-SXM2-32GB", 31.7, "v100-32gb"),
+    ("Tesla V100-PCIE-32GB", 31.7, "v100-32gb-pcie"), ("Tesla V100-PCIE-16GB", 15.8, "v100-16gb-pcie"),
     ("Tesla T4", 14.6, "t4"), ("NVIDIA L4", 22.0, "l4"), ("NVIDIA L40", 44.4, "l40"), ("NVIDIA L40S", 44.4, "l40s"),
     ("NVIDIA GeForce RTX 4090", 23.6, "rtx-4090"), ("NVIDIA RTX A6000", 47.5, "rtx-a6000"),
     ("NVIDIA GeForce RTX 2080 Ti", 10.7, "rtx-2080-ti"), ("NVIDIA GeForce RTX 2080", 7.8, "rtx-2080"),

@@ -15,9 +15,7 @@ from torch import nn
 
 from ampbench.data.tensors import TensorData
 from ampbench.errors import AmpbenchError
-from ampbench.measure.gpus import lookup
 from ampbench.predict.config import PredictConfig
-from ampbench.predict.cost import price
 from ampbench.predict.trace import trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
@@ -76,22 +74,19 @@ def test_predict_inference_rows(tmp_path: Path) -> None:
 @functools.cache
 def _inference_errors() -> dict[str, list[float]]:
     pytest.importorskip("transformers")
-    traces: dict[tuple[str, int, int], object] = {}
     out: dict[str, list[float]] = {}
-    for st in neusight.steps(kind="inf"):
-        key = (st.model, st.seq, st.batch)
-        if key not in traces:
-            traces[key] = trace_inference(build_meta(neusight.step_workload(st)), "fp32", st.batch)
-        predicted_ms = price(traces[key], lookup(st.gpu), tf32=False).step_s * 1e3  # type: ignore[arg-type]
-        out.setdefault(st.gpu, []).append(predicted_ms / st.forward_ms - 1)
+    for st, error in neusight.inference_errors():
+        out.setdefault(st.gpu, []).append(error)
     return out
 
 
 INFERENCE_MISSES = {  # (measured here; the kernel constants are fitted on every GPU's kernels, these forwards on none)
     # (h100-sxm was median 21%, worst 23%, too fast: met since Hopper is priced from the H200's measured kernels;
     # p100-16gb median 17% too fast when the constants were fitted on four GPUs: met since they are fitted on eight)
-    "l4": "median 25%, worst 38%: predicted too slow, as its fp32 training steps",
-    "p4": "median 40%: predicted too fast (BERT-large's forward: -40%, -49%)",
+    # (l4 was median 25%, worst 38%, too slow from the fitted model: met -- 12%, 22% -- since it is priced from its
+    # own kernels as NeuSight published them, predict/calibration/l4.csv.gz)
+    "p4": "median 39%: predicted too fast (BERT-large's forward: -39%, -49%), from its own kernels as NeuSight "
+          "published them as from the fitted model (40%)",
 }
 
 
@@ -105,10 +100,11 @@ def test_inference_forwards_median_within_15_percent(gpu: str) -> None:
 
 # ---- DeepLearningExamples' ResNet-50 inference tables (V100 16GB, T4; FP32 and mixed precision) ---------------------
 DLE_MISSES = {
-    ("t4", "fp32"): "+27% to +35%: predicted too slow (the T4's fp32 convolutions at batch 64-256)",
+    ("t4", "fp32"): "+15% to +25%: predicted too slow (the T4's fp32 convolutions at batch 64-256; +27% to +35% from the "
+                    "fitted model, before its own convolutions' forwards as NeuSight published them priced it)",
     # (v100-16gb amp-fp16 was -14% to -17%, too fast, at the Tensor Core prior: met since the Tensor Core convolutions'
     # share is the lent H200's measured one)
-    ("t4", "amp-fp16"): "+14% to +16%: predicted too slow (the T4's Tensor Core convolutions at the H200's measured "
+    ("t4", "amp-fp16"): "+16% to +18%: predicted too slow (the T4's Tensor Core convolutions at the H200's measured "
                         "share of the GEMM rate, the T4 not in the MAMF table: the H100's GEMM share)",
 }
 

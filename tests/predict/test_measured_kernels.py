@@ -84,12 +84,30 @@ def test_between_measured_shapes_the_ratio_is_the_neighbours_and_another_card_sc
 
 def test_tables_price_their_architecture_only_and_a_stores_own_table_comes_first() -> None:
     assert "h200" in shipped()
-    assert table_for(lookup("h100-sxm")) is not None and table_for(lookup("a100-80gb")) is None
+    assert table_for(lookup("h100-sxm")) is not None and table_for(lookup("rtx-3090")) is None  # (no GA10x table)
     mine = _table([_gemm_row(4096, 4096, 4096, "bf16", 123.0)], device="NVIDIA H100 80GB HBM3")
     with stored_tables([mine]):
         t = table_for(lookup("h100-sxm"))
         assert t is not None and t.gpu.key == "h100-sxm" and len(t.points[("gemm", "bf16")]) == 1
     assert table_for(lookup("h100-sxm")).gpu.key == "h200"  # type: ignore[union-attr]  (the shipped one again)
+
+
+def test_a_card_only_table_prices_its_own_card_alone() -> None:
+    """NeuSight's published kernels ship as tables of their cards alone (``scope: card``): the L4's prices the L4, not
+    the RTX 4090 (Ada too, not power-capped); the A100 80GB PCIe's prices the A100 SXM of the same peaks (one card,
+    :meth:`~ampbench.measure.gpus.Gpu.same_card`), the V100 PCIe's not the V100 SXM2 (other clocks). A stored table of
+    that scope is held to it too; one without it prices its whole architecture."""
+    assert {"l4", "t4", "v100-32gb-pcie", "a100-80gb-pcie", "a100-40gb-pcie", "p100-16gb", "p4"} <= set(shipped())
+    l4 = table_for(lookup("l4"))
+    assert l4 is not None and l4.gpu.key == "l4" and "NeuSight published them" in l4.source
+    assert table_for(lookup("rtx-4090")) is None and table_for(lookup("v100-16gb")) is None
+    assert table_for(lookup("a100-80gb")).gpu.key == "a100-80gb-pcie"  # type: ignore[union-attr]
+    rows = [_gemm_row(4096, 4096, 4096, "fp32", 9000.0)]
+    scoped = {**_table(rows, device="NVIDIA GeForce RTX 4080"), "env": {"scope": "card"}}
+    with stored_tables([scoped]):
+        assert table_for(lookup("rtx-4090")) is None and table_for(lookup("rtx-4080")) is not None
+    with stored_tables([_table(rows, device="NVIDIA GeForce RTX 4080")]):
+        assert table_for(lookup("rtx-4090")).gpu.key == "rtx-4080"  # type: ignore[union-attr]
 
 
 def test_the_shipped_h200_table_interpolates_gemms_within_10_percent_left_out() -> None:
@@ -110,8 +128,11 @@ def test_a_predicted_row_says_what_its_kernels_were_priced_from() -> None:
                           Question(("amp-bf16",), 16), Machine(lookup("h200")))
     assert rows[0]["predicted_kernels"].startswith("measured: NVIDIA H200's measured kernels")
     rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")),
-                          Question(("amp-bf16",), 16), Machine(lookup("a100-80gb")))
+                          Question(("amp-bf16",), 16), Machine(lookup("rtx-3090")))
     assert rows[0]["predicted_kernels"].startswith("model:")
+    rows = predict_target("wide-mlp", lambda: build_meta(lambda: create_workload("wide-mlp", "tiny")),
+                          Question(("fp32",), 16), Machine(lookup("a100-80gb")))
+    assert rows[0]["predicted_kernels"].startswith("measured: NVIDIA A100 80GB PCIe's kernels as NeuSight published")
 
 
 def _powered(rows: list[dict], power: dict[str, float]) -> dict:

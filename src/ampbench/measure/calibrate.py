@@ -675,7 +675,10 @@ def idle_power(device: torch.device, meter: Callable[[], EnergyMeter],
 CSV_COLUMNS = ("kind", "op", "dtype", "layout", "shape", "flops", "bytes", "us", "tflops", "gbps", "calls", "timer",
                "power_w", "error", "workspace_bytes", "host_us")
 ENV_KEYS = ("device_name", "capability", "driver", "cuda", "cudnn", "torch", "sm_clock_mhz", "sm_clock_max_mhz",
-            "mem_clock_mhz", "power_limit_w", "multiprocessors", "memory_total_bytes", "cpu", "hostname")
+            "mem_clock_mhz", "power_limit_w", "multiprocessors", "memory_total_bytes", "cpu", "hostname", "source",
+            "scope")
+"""The environment a table's CSV heads with (``source`` and ``scope``: a table of published kernels, shipped with
+ampbench: whose they are, and :data:`ampbench.predict.measured_kernels.CARD_ONLY` where it prices its card alone)."""
 
 
 def to_csv(table: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ How good the interpolation is, measured: every case priced from the others alone
 from __future__ import annotations
 
 import contextlib
+import gzip
 import math
 import statistics
 from collections.abc import Iterable, Iterator
@@ -143,7 +144,8 @@ class KernelTable:
         env = table.get("env") or {}
         when = str(table.get("created_at") or env.get("time") or "")[:10]
         name = env.get("device_name") or table.get("device_name") or gpu.name
-        source = f"{name}'s measured kernels ({when}; torch {env.get('torch', '?')}, cuDNN {env.get('cudnn', '?')})"
+        source = (f"{name}'s kernels as {env['source']}" if env.get("source") else
+                  f"{name}'s measured kernels ({when}; torch {env.get('torch', '?')}, cuDNN {env.get('cudnn', '?')})")
         out = cls(gpu, source)
         if table.get("power_basis") == REPLAY and IDLE in (table.get("power") or {}):
             out.power_w = {k: float(v["mean_power_w"]) for k, v in table["power"].items() if v.get("mean_power_w")}
@@ -445,15 +447,44 @@ def _rnn_s(gpu: Gpu, cal: Calibration, rnn: tuple[int, int, int, int, int], mode
 # -- which table prices which GPU --------------------------------------------------------------------------------------
 @cache
 def shipped() -> dict[str, Path]:
-    """The committed tables: GPU key -> CSV."""
-    return {p.stem: p for p in sorted(TABLES_DIR.glob("*.csv"))} if TABLES_DIR.is_dir() else {}
+    """The committed tables: GPU key -> CSV (``<key>.csv``, or gzipped: ``<key>.csv.gz``)."""
+    if not TABLES_DIR.is_dir():
+        return {}
+    paths = sorted([*TABLES_DIR.glob("*.csv"), *TABLES_DIR.glob("*.csv.gz")])
+    return {p.name.removesuffix(".gz").removesuffix(".csv"): p for p in paths}
+
+
+def _text(path: Path) -> str:
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
 
 
 @cache
 def _load(path: str) -> dict[str, Any]:
     from ampbench.measure.calibrate import from_csv  # lazy: torch (the sweep's module)
 
-    return from_csv(Path(path).read_text())
+    return from_csv(_text(Path(path)))
+
+
+@cache
+def _header(path: str) -> dict[str, str]:
+    """A shipped table's environment lines (``# key: value``) without its rows: which card measured it, and its
+    ``scope`` (``card``: it prices that card alone)."""
+    out: dict[str, str] = {}
+    for line in _text(Path(path)).splitlines():
+        if not line.startswith("#"):
+            break
+        key, sep, value = line[2:].partition(": ")
+        if sep:
+            out[key] = value
+    return out
+
+
+CARD_ONLY = "card"
+"""A table's ``scope`` when it prices only the card that measured it (its rows of the same peaks: SXM and PCIe,
+:meth:`~ampbench.measure.gpus.Gpu.same_card`), not the other cards of its architecture: the
+kernels others published for their cards (NeuSight's, ``predict_checks/neusight.py``: fp32 forwards only, timed one
+at a time on cards some of which are power-capped), whose ratios to the model carry that card's clocks and power cap
+-- an L4's would price an RTX 4090's fp32 kernels at a 72 W card's efficiency."""
 
 
 _STORED: list[dict[str, Any]] = []
@@ -473,23 +504,30 @@ def stored_tables(tables: list[dict[str, Any]]) -> Iterator[None]:
 
 def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTable | None:
     """The kernel table that prices ``gpu``: its own (the newest stored one of its card, else the shipped one), else
-    one of a GPU of the same architecture (compute capability), its own card's first; None without one. ``stored``:
-    tables of a store (default: those :func:`stored_tables` gives)."""
-    candidates: list[tuple[int, Gpu, dict[str, Any]]] = []
+    one of a GPU of the same architecture (compute capability), its own card's first -- but a table of
+    :data:`CARD_ONLY` scope prices its own card alone; None without one. ``stored``: tables of a store (default:
+    those :func:`stored_tables` gives)."""
+    candidates: list[tuple[int, Gpu, dict[str, Any] | str]] = []
     for t in _STORED if stored is None else stored:
         card = for_device(t.get("device_name"))
-        if card is not None and card.capability == gpu.capability:
-            candidates.append((0 if card.same_card(gpu) else 2, card, t))
-    for path in shipped().values():
-        table = _load(str(path))
-        card = for_device(table.get("device_name"))
-        if card is not None and card.capability == gpu.capability:
-            candidates.append((1 if card.same_card(gpu) else 3, card, table))
+        if _prices(card, gpu, (t.get("env") or {}).get("scope")):
+            candidates.append((0 if card.same_card(gpu) else 2, card, t))  # type: ignore[union-attr]
+    for path in shipped().values():  # (their headers only: a table's rows are read once it is the one chosen)
+        header = _header(str(path))
+        card = for_device(header.get("device_name"))
+        if _prices(card, gpu, header.get("scope")):
+            candidates.append((1 if card.same_card(gpu) else 3, card, str(path)))  # type: ignore[union-attr]
     if not candidates:
         return None
     best = min(c[0] for c in candidates)
     _, card, table = [c for c in candidates if c[0] == best][-1]  # (stored ones oldest first: the newest)
-    return _table_of(table, card)
+    return _table_of(_load(table) if isinstance(table, str) else table, card)
+
+
+def _prices(card: Gpu | None, gpu: Gpu, scope: str | None) -> bool:
+    """Whether a table measured on ``card`` may price ``gpu``: one of its architecture, its own card alone where the
+    table's ``scope`` says so."""
+    return card is not None and card.capability == gpu.capability and (card.same_card(gpu) or scope != CARD_ONLY)
 
 
 _TABLES: dict[int, tuple[dict[str, Any], KernelTable]] = {}

@@ -370,7 +370,7 @@ def render_html(rows: list[dict[str, Any]], run: dict[str, Any] | None = None,
         for title, gpus, group in which:
             parts.append(f"<h3>{e(title)}</h3>")
             modes = list(group)
-            for head, figure in WHICH_GPU_FIGURES:  # (a table per figure, a GPU a row: 41 GPUs fit the page)
+            for head, figure in WHICH_GPU_FIGURES:  # (a table per figure, a GPU a row: the whole catalogue fits the page)
                 cells = [[_figure_cell(figure, group[m].get(g), fp32_unfit(group, g)) for m in modes] for g in gpus]
                 if not any(c not in ("", "–") for row in cells for c in row):
                     continue  # (no GPU priced: no cost table)
