@@ -1,7 +1,7 @@
 """Do a GPU's isolated kernels carry into its whole steps? NeuSight's measured fp32 kernels of each GPU it also timed
-whole training steps on, read as that GPU's kernel table (as ``ampbench hw --calibrate``'s table of your GPU would
-be), price those steps; beside them, the steps priced as ``predict`` prices them today (the fitted model; the H100
-from the lent H200's table). Per kind too: the table's GEMMs alone, its batched GEMMs alone, and so on.
+whole steps on, read as that GPU's kernel table (as ``ampbench hw --calibrate``'s table of your GPU would be), price
+those steps; beside them, the steps priced by the fitted model (``model``; the H100 from the lent H200's table). Per
+kind too: the table's GEMMs alone, its batched GEMMs alone, and so on.
 
 No GPU is used: predictions beside published measurements. Nothing here is fitted. ``--write`` ships the tables
 (``src/ampbench/predict/calibration/<gpu>.csv.gz``) of the GPUs whose architecture has no table of its own measuring
@@ -43,7 +43,8 @@ KINDS = (("gemm",), ("bmm",), ("conv",), ("elementwise",), ("norm", "softmax"))
 
 @contextlib.contextmanager
 def _unshipped():
-    """Inside, the shipped NeuSight tables are set aside: "today" is the fitted model (the H100: the H200's table)."""
+    """Inside, the shipped NeuSight tables are set aside: the fitted model prices their cards (the H100: the H200's
+    table, kept)."""
     keep = {k: p for k, p in measured_kernels.shipped().items() if k not in SHIPPED}
     measured_kernels.shipped.cache_clear()
     real = measured_kernels.shipped
@@ -55,7 +56,7 @@ def _unshipped():
 
 
 def _errors(gpu: str, table: dict | None) -> dict[str, float]:
-    """Each step of ``gpu``: predicted / measured - 1, priced with ``table`` as the GPU's own (None: as today)."""
+    """Each step of ``gpu``: predicted / measured - 1, priced with ``table`` as the GPU's own (None: the model)."""
     tables = [] if table is None else [table]
     with measured_kernels.stored_tables(tables):
         return {e.step.name: e.error for e in neusight.step_errors(gpus={gpu})}
@@ -69,12 +70,12 @@ def _summary(errors: dict[str, float]) -> dict[str, float]:
 def compare(gpus: tuple[str, ...] = GPUS) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for gpu in gpus:
-        today = _errors(gpu, None)
+        model = _errors(gpu, None)
         whole = _errors(gpu, neusight.kernel_table(gpu))
         per_kind = {"+".join(k): _errors(gpu, neusight.kernel_table(gpu, kinds=k)) for k in KINDS}
-        out[gpu] = {"steps": {s: {"today": today[s], "own_kernels": whole[s],
-                                  **{f"only_{k}": e[s] for k, e in per_kind.items()}} for s in today},
-                    "today": _summary(today), "own_kernels": _summary(whole),
+        out[gpu] = {"steps": {s: {"model": model[s], "own_kernels": whole[s],
+                                  **{f"only_{k}": e[s] for k, e in per_kind.items()}} for s in model},
+                    "model": _summary(model), "own_kernels": _summary(whole),
                     "kernels": len(neusight.kernel_table(gpu)["kernels"])}
     return out
 
@@ -93,37 +94,40 @@ def _dle_errors(gpu: str, precision: str, table: dict | None) -> dict[str, float
 
 def compare_forwards() -> dict[str, dict]:
     """The forwards alone -- what NeuSight's kernels time: its inference steps per GPU, and DeepLearningExamples'
-    ResNet-50 inference latencies (batches 64-256, where the GPU sets them), today and from the GPU's own kernels."""
+    ResNet-50 inference latencies (batches 64-256, where the GPU sets them), from the fitted model and from the GPU's
+    own kernels."""
     out: dict[str, dict] = {}
     for gpu in INFERENCE_GPUS:
-        today, own = _forward_errors(gpu, None), _forward_errors(gpu, neusight.kernel_table(gpu))
-        out[f"{gpu} (NeuSight inference)"] = {"today": _summary(today), "own_kernels": _summary(own),
-                                              "steps": {s: {"today": today[s], "own_kernels": own[s]} for s in today}}
+        model, own = _forward_errors(gpu, None), _forward_errors(gpu, neusight.kernel_table(gpu))
+        out[f"{gpu} (NeuSight inference)"] = {"model": _summary(model), "own_kernels": _summary(own),
+                                              "steps": {s: {"model": model[s], "own_kernels": own[s]} for s in model}}
     for (gpu, precision) in references.INFERENCE_LATENCY_MS:
         if gpu in DLE_TABLES:
-            today = _dle_errors(gpu, precision, None)
+            model = _dle_errors(gpu, precision, None)
             own = _dle_errors(gpu, precision, neusight.kernel_table(DLE_TABLES[gpu]))
             out[f"{gpu} ResNet-50 {precision} (DLE inference)"] = {
-                "today": _summary(today), "own_kernels": _summary(own),
-                "steps": {s: {"today": today[s], "own_kernels": own[s]} for s in today}}
+                "model": _summary(model), "own_kernels": _summary(own),
+                "steps": {s: {"model": model[s], "own_kernels": own[s]} for s in model}}
     return out
 
 
 def markdown(result: dict[str, dict]) -> list[str]:
-    lines = ["| GPU | its kernels | steps | today: median / worst | its own kernels as its table | of which GEMMs alone |",
+    lines = ["| GPU | its kernels | steps | fitted model: median / worst | its own kernels as its table | "
+             "of which GEMMs alone |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for gpu, r in result.items():
         gemm = _summary({s: v["only_gemm"] for s, v in r["steps"].items()})
-        lines.append(f"| {gpu} | {r['kernels']:,} | {len(r['steps'])} | {r['today']['median']:.0%} / "
-                     f"{r['today']['worst']:.0%} | {r['own_kernels']['median']:.0%} / {r['own_kernels']['worst']:.0%}"
+        lines.append(f"| {gpu} | {r['kernels']:,} | {len(r['steps'])} | {r['model']['median']:.0%} / "
+                     f"{r['model']['worst']:.0%} | {r['own_kernels']['median']:.0%} / {r['own_kernels']['worst']:.0%}"
                      f" | {gemm['median']:.0%} / {gemm['worst']:.0%} |")
     return lines
 
 
 def forwards_markdown(result: dict[str, dict]) -> list[str]:
-    lines = ["| forwards | steps | today: median / worst | its own kernels as its table |", "| --- | ---: | ---: | ---: |"]
+    lines = ["| forwards | steps | fitted model: median / worst | its own kernels as its table |",
+             "| --- | ---: | ---: | ---: |"]
     for name, r in result.items():
-        lines.append(f"| {name} | {len(r['steps'])} | {r['today']['median']:.0%} / {r['today']['worst']:.0%} | "
+        lines.append(f"| {name} | {len(r['steps'])} | {r['model']['median']:.0%} / {r['model']['worst']:.0%} | "
                      f"{r['own_kernels']['median']:.0%} / {r['own_kernels']['worst']:.0%} |")
     return lines
 
@@ -155,7 +159,7 @@ def main() -> None:
     for gpu, r in result.items():
         for step, e in r["steps"].items():
             kinds = " ".join(f"{k.removeprefix('only_')} {v:+.0%}" for k, v in e.items() if k.startswith("only_"))
-            print(f"{gpu:16s} {step:28s} today {e['today']:+.0%}, own kernels {e['own_kernels']:+.0%} ({kinds})")
+            print(f"{gpu:16s} {step:28s} fitted model {e['model']:+.0%}, own kernels {e['own_kernels']:+.0%} ({kinds})")
     if args.json:
         args.json.write_text(json.dumps({"training": result, "forwards": forwards}, indent=1, sort_keys=True) + "\n")
 

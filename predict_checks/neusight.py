@@ -25,7 +25,7 @@ from ampbench.predict import kernels
 from ampbench.predict.cost import price
 from ampbench.predict.kernels import Calibration, Conv
 from ampbench.predict.measured_kernels import CARD_ONLY
-from ampbench.predict.trace import trace_step
+from ampbench.predict.trace import trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 
@@ -256,45 +256,41 @@ class StepError:
         return self.predicted_ms / self.step.total_ms - 1
 
 
+def _traced(kind: str, root: Path, gpus: Collection[str] | None) -> Iterator[tuple[Step, Any, Gpu]]:
+    """Each measured step of ``kind`` (train, inf) on ``gpus`` (None: all), its model traced as the source ran it
+    (once per model, sequence and batch: a training step, or the forward alone in eval mode) and its GPU."""
+    traces: dict[tuple[str, int, int], Any] = {}
+    for st in steps(root, kind):
+        if gpus is not None and st.gpu not in gpus:
+            continue
+        key = (st.model, st.seq, st.batch)
+        if key not in traces:
+            wl = build_meta(step_workload(st, root))
+            traces[key] = trace_step(wl, "fp32", st.batch) if kind == "train" else trace_inference(wl, "fp32", st.batch)
+        spec = lookup(st.gpu)
+        assert spec is not None
+        yield st, traces[key], spec
+
+
 def step_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[StepError]:
     """Each measured single-GPU training step (forward + backward, fp32, TF32 off) beside its prediction: the model
     rebuilt from its config on meta, traced as the source ran it, priced without the loss's forward and the optimizer
     (the source times neither)."""
     theirs = their_errors(root)
-    traces: dict[tuple[str, int, int], Any] = {}
     out = []
-    for st in steps(root):
-        if gpus is not None and st.gpu not in gpus:
-            continue
-        key = (st.model, st.seq, st.batch)
-        if key not in traces:
-            traces[key] = trace_step(build_meta(step_workload(st, root)), "fp32", st.batch)
-        spec = lookup(st.gpu)
-        assert spec is not None
-        total = price(traces[key], spec, tf32=False, phases=("forward", "backward")).step_s
-        forward = price(traces[key], spec, tf32=False, phases=("forward",)).step_s
+    for st, trace, spec in _traced("train", root, gpus):
+        total = price(trace, spec, tf32=False, phases=("forward", "backward")).step_s
+        forward = price(trace, spec, tf32=False, phases=("forward",)).step_s
         out.append(StepError(st, total * 1e3, forward * 1e3, theirs.get((st.gpu, st.model, st.batch), {})))
     return out
-
 
 
 def inference_errors(root: Path = ROOT, gpus: Collection[str] | None = None) -> list[tuple[Step, float]]:
     """Each measured inference forward (fp32, TF32 off; the source's ``-inf-`` steps) beside its prediction: predicted
     / measured - 1, the model traced as the source ran it (eval mode, no loss)."""
-    from ampbench.predict.trace import trace_inference  # (beside trace_step: the forward alone)
+    return [(st, price(trace, spec, tf32=False).step_s * 1e3 / st.forward_ms - 1)
+            for st, trace, spec in _traced("inf", root, gpus)]
 
-    traces: dict[tuple[str, int, int], Any] = {}
-    out = []
-    for st in steps(root, kind="inf"):
-        if gpus is not None and st.gpu not in gpus:
-            continue
-        key = (st.model, st.seq, st.batch)
-        if key not in traces:
-            traces[key] = trace_inference(build_meta(step_workload(st, root)), "fp32", st.batch)
-        spec = lookup(st.gpu)
-        assert spec is not None
-        out.append((st, price(traces[key], spec, tf32=False).step_s * 1e3 / st.forward_ms - 1))
-    return out
 
 STEP_PAIRS = (("a100-80gb-pcie", "h100-sxm"), ("v100-32gb-pcie", "a100-80gb-pcie"), ("v100-32gb-pcie", "h100-sxm"),
               ("v100-32gb-pcie", "l4"), ("a100-80gb-pcie", "l4"), ("h100-sxm", "l4"))

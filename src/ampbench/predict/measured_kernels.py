@@ -470,12 +470,13 @@ def _header(path: str) -> dict[str, str]:
     """A shipped table's environment lines (``# key: value``) without its rows: which card measured it, and its
     ``scope`` (``card``: it prices that card alone)."""
     out: dict[str, str] = {}
-    for line in _text(Path(path)).splitlines():
-        if not line.startswith("#"):
-            break
-        key, sep, value = line[2:].partition(": ")
-        if sep:
-            out[key] = value
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:  # (the lines before the rows alone)
+        for line in f:
+            if not line.startswith("#"):
+                break
+            key, sep, value = line[2:].rstrip("\n").partition(": ")
+            if sep:
+                out[key] = value
     return out
 
 
@@ -510,13 +511,13 @@ def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTab
     candidates: list[tuple[int, Gpu, dict[str, Any] | str]] = []
     for t in _STORED if stored is None else stored:
         card = for_device(t.get("device_name"))
-        if _prices(card, gpu, (t.get("env") or {}).get("scope")):
-            candidates.append((0 if card.same_card(gpu) else 2, card, t))  # type: ignore[union-attr]
+        if card is not None and _prices(card, gpu, (t.get("env") or {}).get("scope")):
+            candidates.append((0 if card.same_card(gpu) else 2, card, t))
     for path in shipped().values():  # (their headers only: a table's rows are read once it is the one chosen)
         header = _header(str(path))
         card = for_device(header.get("device_name"))
-        if _prices(card, gpu, header.get("scope")):
-            candidates.append((1 if card.same_card(gpu) else 3, card, str(path)))  # type: ignore[union-attr]
+        if card is not None and _prices(card, gpu, header.get("scope")):
+            candidates.append((1 if card.same_card(gpu) else 3, card, str(path)))
     if not candidates:
         return None
     best = min(c[0] for c in candidates)
@@ -524,10 +525,10 @@ def table_for(gpu: Gpu, stored: list[dict[str, Any]] | None = None) -> KernelTab
     return _table_of(_load(table) if isinstance(table, str) else table, card)
 
 
-def _prices(card: Gpu | None, gpu: Gpu, scope: str | None) -> bool:
+def _prices(card: Gpu, gpu: Gpu, scope: str | None) -> bool:
     """Whether a table measured on ``card`` may price ``gpu``: one of its architecture, its own card alone where the
     table's ``scope`` says so."""
-    return card is not None and card.capability == gpu.capability and (card.same_card(gpu) or scope != CARD_ONLY)
+    return card.capability == gpu.capability and (card.same_card(gpu) or scope != CARD_ONLY)
 
 
 _TABLES: dict[int, tuple[dict[str, Any], KernelTable]] = {}
