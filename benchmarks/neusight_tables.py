@@ -55,11 +55,20 @@ def _unshipped():
         measured_kernels.shipped = real  # type: ignore[assignment]
 
 
+def _as_its_own(table: dict | None) -> contextlib.AbstractContextManager[None]:
+    """Inside, ``table`` prices its card as the card's own table would (None: the fitted model)."""
+    return measured_kernels.stored_tables([] if table is None else [table])
+
+
 def _errors(gpu: str, table: dict | None) -> dict[str, float]:
     """Each step of ``gpu``: predicted / measured - 1, priced with ``table`` as the GPU's own (None: the model)."""
-    tables = [] if table is None else [table]
-    with measured_kernels.stored_tables(tables):
+    with _as_its_own(table):
         return {e.step.name: e.error for e in neusight.step_errors(gpus={gpu})}
+
+
+def _only(table: dict, kinds: tuple[str, ...]) -> dict:
+    """``table`` with only its rows of ``kinds``."""
+    return {**table, "kernels": [r for r in table["kernels"] if r["kind"] in kinds]}
 
 
 def _summary(errors: dict[str, float]) -> dict[str, float]:
@@ -70,24 +79,23 @@ def _summary(errors: dict[str, float]) -> dict[str, float]:
 def compare(gpus: tuple[str, ...] = GPUS) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for gpu in gpus:
-        model = _errors(gpu, None)
-        whole = _errors(gpu, neusight.kernel_table(gpu))
-        per_kind = {"+".join(k): _errors(gpu, neusight.kernel_table(gpu, kinds=k)) for k in KINDS}
+        table = neusight.kernel_table(gpu)  # (read once: each kind's rows are taken from it)
+        model, whole = _errors(gpu, None), _errors(gpu, table)
+        per_kind = {"+".join(k): _errors(gpu, _only(table, k)) for k in KINDS}
         out[gpu] = {"steps": {s: {"model": model[s], "own_kernels": whole[s],
                                   **{f"only_{k}": e[s] for k, e in per_kind.items()}} for s in model},
-                    "model": _summary(model), "own_kernels": _summary(whole),
-                    "kernels": len(neusight.kernel_table(gpu)["kernels"])}
+                    "model": _summary(model), "own_kernels": _summary(whole), "kernels": len(table["kernels"])}
     return out
 
 
 def _forward_errors(gpu: str, table: dict | None) -> dict[str, float]:
-    with measured_kernels.stored_tables([] if table is None else [table]):
+    with _as_its_own(table):
         return {st.name: e for st, e in neusight.inference_errors(gpus={gpu})}
 
 
 def _dle_errors(gpu: str, precision: str, table: dict | None) -> dict[str, float]:
     published = references.INFERENCE_LATENCY_MS[(gpu, precision)]
-    with measured_kernels.stored_tables([] if table is None else [table]):
+    with _as_its_own(table):
         return {f"ResNet-50 {precision} batch {b}": references.predicted_inference_ms(gpu, precision, b) / published[b] - 1
                 for b in (64, 128, 256)}
 

@@ -310,12 +310,11 @@ def pair_errors(errors: Collection[StepError], x: str, y: str) -> list[float]:
 
 
 # ---- NeuSight's kernels of one GPU as a kernel table (``ampbench hw --calibrate``'s shape) -------------------------
-def kernel_table(gpu: str, root: Path = ROOT, kinds: Collection[str] | None = None) -> dict[str, Any]:
+def kernel_table(gpu: str, root: Path = ROOT) -> dict[str, Any]:
     """NeuSight's measured kernels of ``gpu`` (a key of our catalogue) as a calibration table that
     :class:`~ampbench.predict.measured_kernels.KernelTable` reads: its ``nn.Linear`` forwards as fp32 GEMMs, its
     ``torch.bmm``, its dense 3x3 convolutions' forwards (NCHW), its elementwise ops, layer norms and softmaxes, all
-    forward and fp32, timed one at a time. ``kinds``: only these of the table's kinds (gemm, bmm, conv, elementwise,
-    norm, softmax). Scoped to its own card (:data:`~ampbench.predict.measured_kernels.CARD_ONLY`).
+    forward and fp32, timed one at a time. Scoped to its own card (:data:`~ampbench.predict.measured_kernels.CARD_ONLY`).
 
     ``benchmarks/neusight_tables.py`` prices NeuSight's whole steps of each GPU from it, beside the fitted model, and
     ``--write`` ships the tables of the GPUs without one of their own measuring (docs/predict.md)."""
@@ -323,10 +322,9 @@ def kernel_table(gpu: str, root: Path = ROOT, kinds: Collection[str] | None = No
     rows: list[dict[str, Any]] = []
 
     def add(kind: str, op: str, shape: dict[str, int], latency_ms: str, nbytes: float = 0.0, layout: str = "") -> None:
-        if kinds is None or kind in kinds:
-            rows.append({"kind": kind, "op": op, "dtype": "fp32", "layout": layout, "shape": shape,
-                         "us": float(latency_ms) * 1e3, "bytes": nbytes, "flops": 0.0, "tflops": None, "gbps": None,
-                         "calls": 0, "timer": "cuda_events", "error": "", "workspace_bytes": None, "host_us": None})
+        rows.append({"kind": kind, "op": op, "dtype": "fp32", "layout": layout, "shape": shape,
+                     "us": float(latency_ms) * 1e3, "bytes": nbytes, "flops": 0.0, "tflops": None, "gbps": None,
+                     "calls": 0, "timer": "cuda_events", "error": "", "workspace_bytes": None, "host_us": None})
 
     for name, kind in (("linear", "gemm"), ("bmm", "bmm")):
         for r in _rows(root, name):

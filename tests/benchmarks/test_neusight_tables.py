@@ -61,7 +61,7 @@ def test_every_converted_kernel_becomes_a_point_of_the_table(l4) -> None:
 
 
 def test_a_gpu_with_convolutions_has_them_as_nchw_forwards() -> None:
-    rows = neusight.kernel_table("v100-32gb-pcie", kinds=("conv",))["kernels"]
+    rows = [r for r in neusight.kernel_table("v100-32gb-pcie")["kernels"] if r["kind"] == "conv"]
     assert len(rows) > 4000 and {(r["op"], r["layout"], r["shape"]["kernel"]) for r in rows} == {("conv_fwd", "nchw", 3)}
 
 
