@@ -72,6 +72,23 @@ def test_an_hf_classifier_makes_on_meta_the_calls_it_makes_on_synthetic_ids(mode
 
 
 @needs_hf
+def test_an_hf_language_model_builds_on_meta_though_its_tokens_are_drawn_on_the_cpu() -> None:
+    """An LM's synthetic tokens are drawn on the CPU (a Markov chain reads values) while its model is built on meta:
+    the check's loss takes the meta logits with the targets moved to meta, not the whole model built again on the
+    CPU with a real forward (hf:gpt2 at 1,024 tokens: ~9 s and a 400 MB logits tensor, every ``predict``)."""
+    def lm() -> object:
+        return create_workload("hf:gpt2", "tiny", data=DataSpec.of(task="lm", input_shape="16"),
+                               n_layer=1, n_embd=32, n_head=2)
+
+    built: list[bool] = []
+    wl = build_meta(lambda: built.append(True) or lm())
+    assert built == [True]  # built once: on meta, no CPU fallback
+    assert all(p.is_meta for p in wl.model.parameters())
+    x, y = wl.example_batch(2)
+    assert not y.is_meta and y.shape == (2, 16)  # (the data stay real: the oracle of the targets' shape)
+
+
+@needs_hf
 def test_an_hf_classifier_is_predicted() -> None:
     """``predict`` traces an encoder classifier (it stopped at transformers' ``mask.all()`` on meta before)."""
     from ampbench.predict.trace import trace_step

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten
 
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
@@ -176,7 +177,9 @@ def _check(workload: Workload, where: str, data: DataSpec, made: bool, real: str
             data = inferred = tasks.infer(out, targets, where)
         tasks.check_output(out, data, targets, where)
     loss_fn = workload.loss_fn if inferred is None else tasks.OBJECTIVES[inferred.task].loss_fn  # type: ignore[index]
-    _check_loss(loss_fn, out, meta_check.meta_like(targets) if meta else targets, where, own_loss)
+    # (the output on meta: a copy's, or the model's own built on meta for ``predict``, its data drawn on the CPU)
+    on_meta = meta or any(t.is_meta for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+    _check_loss(loss_fn, out, meta_check.meta_like(targets) if on_meta else targets, where, own_loss)
     return wrapped, inferred
 
 
