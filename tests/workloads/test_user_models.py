@@ -276,3 +276,31 @@ def test_a_workload_factory_without_a_preset_is_refused_only_for_a_preset_the_us
         assert code == 0, (args, err)
         code, _, err = cli(*args, "--model", f"{f}:build", "--preset", "small", "--db", db)
         assert code == 2 and "takes no preset argument" in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_a_model_kept_by_the_presets_check_is_built_again_on_meta_for_predict() -> None:
+    """``predict`` checks the preset (the factory's model built on the CPU and kept for the next build), then builds
+    on meta: the kept CPU model is not taken there -- it met meta data, failed its check, and the whole build was done
+    again on the CPU with a real forward. Oracle: the devices of what the meta build holds, and nothing left kept."""
+    from ampbench.workloads.factory import build_meta
+    from ampbench.workloads.user_callables import MADE, made_by
+
+    spec = f"{M}:mlp"
+    kept = made_by(spec, "small", 0)
+    assert next(kept.parameters()).device.type == "cpu" and (spec, "small", 0) in MADE
+    wl = build_meta(lambda: create_user_workload(spec, input_shape="20", num_classes=3, preset="small"))
+    assert all(p.is_meta for p in wl.model.parameters()) and wl.model is not kept
+    assert (spec, "small", 0) not in MADE
+
+
+def test_a_model_on_meta_is_checked_on_meta_though_its_data_are_drawn_on_the_cpu() -> None:
+    """A module built on meta with data drawn on the CPU (a --data-dir's, a token chain's): the check forward takes
+    the batch on meta -- a convolution refused the mix of devices, and the build fell back to the CPU."""
+    from ampbench.workloads.user import build_module_workload
+
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3))
+    wl = build_module_workload(model, "--model x", DataSpec.of(input_shape="3,8,8", num_classes=3))
+    x, y = wl.example_batch(2)
+    assert not x[0].is_meta and not y.is_meta  # (the premise: the data are real)
+    assert all(p.is_meta for p in wl.model.parameters())

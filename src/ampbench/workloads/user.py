@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,9 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
     if batches is not None and (data_dir is not None or data.input_shape is not None or data.vocab_size is not None):
         raise AmpbenchError("--batches makes the data itself: drop --data-dir, --input-shape and --vocab-size")
     factory = load_factory(spec)
-    made = MADE.pop((spec, preset, seed)) if (spec, preset, seed) in MADE else call_factory(factory, spec, preset, seed)
+    made = MADE.pop((spec, preset, seed), None)
+    if made is None or _built_elsewhere(made):
+        made = call_factory(factory, spec, preset, seed)
     if isinstance(made, Workload):
         given = data.given() + [f for f, v in (("--data-dir", data_dir), ("--batches", batches), ("--loss", loss),
                                                ("--option", options)) if v]
@@ -100,6 +103,16 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
     return build_module_workload(made, spec, data, data_dir=data_dir, preset=preset or "small", seed=seed,
                                  batch_size=batch_size, val_fraction=val_fraction, batches=batches, loss=loss,
                                  options=options)
+
+
+def _built_elsewhere(made: Any) -> bool:
+    """A module an earlier check kept (:data:`~ampbench.workloads.user_callables.MADE`) on another device than the
+    one this build is on: ``predict`` builds on meta, where the preset's check had built it on the CPU -- taken as
+    it was, the CPU model met meta data and failed its check, and the whole build was done again on the CPU."""
+    if not isinstance(made, nn.Module):
+        return False
+    held = next(itertools.chain(made.parameters(), made.buffers()), None)
+    return held is not None and held.device.type != torch.get_default_device().type
 
 
 def _no_csv_for(options: dict[str, Any]) -> None:
@@ -449,6 +462,8 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, rea
         if ran is None:
             raise meta_check.NotOnMeta(where)
         return ran[0], targets
+    if any(t.is_meta for t in workload.model.parameters()):  # (built on meta for ``predict``, its data drawn on the
+        inputs = meta_check.meta_like(inputs)  # CPU: checked on meta -- a value read says so, and the build retries)
     shapes = [f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs]
     names = workload.input_names
     # How the batch reached forward, so a signature mismatch says which convention it met.
