@@ -16,6 +16,7 @@ PLANTED = str(Path(__file__).with_name("planted.py"))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """In a process of its own: what torch's C++ prints to the process's stderr (the profiler's) shows there."""
     return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, COLUMNS="200"))
 
@@ -56,10 +57,10 @@ def test_bad_targets_and_options_exit_2(tmp_path: Path, args: list[str], expect:
 
 def test_report_shows_the_diagnosis_of_its_workload(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    assert cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
-               "--warmup", "1", "--no-isolate", "--db", str(db), "--no-report").returncode == 0
-    assert cli("diagnose", "tabular-mlp", "--preset", "tiny", "--checks", "tensorcore,activations", "--db",
-               str(db)).returncode == 0
+    assert in_process("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32", "--steps", "2",
+                      "--warmup", "1", "--no-isolate", "--db", str(db), "--no-report").returncode == 0
+    assert in_process("diagnose", "tabular-mlp", "--preset", "tiny", "--checks", "tensorcore,activations", "--db",
+                      str(db)).returncode == 0
     _, page = build_report(Store(db))
     assert "Diagnostics: amp-fp16" in page and "activations fit fp16" in page
 

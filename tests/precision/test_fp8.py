@@ -4,7 +4,6 @@ checkpoint/resume, support and missing-torchao errors, the harness's fp8_layers 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from torch import nn
 from ampbench.errors import AmpbenchError
 from ampbench.precision import MixedPrecision, supported
 from ampbench.precision.fp8 import plan_layers
+from tests.conftest import in_process
 
 FP8_PROBLEM = supported("fp8-tensorwise", "cpu").reason or None
 """Why fp8 cannot run on this CPU (no torchao, or no fp8 matmul kernel: AVX2 and AVX-512 CPUs without FP16/AMX)."""
@@ -138,8 +138,8 @@ def test_checkpoint_resume_in_fp8(precision: str, tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, COLUMNS="200"))
+    """The command line in this process (its runs --no-isolate: nothing needs a process of its own)."""
+    return in_process(*args)
 
 
 def test_run_records_fp8_layers_and_refuses_misuse(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from ampbench.report import build_report, write_report
 from ampbench.report.compare import compare_table
 from ampbench.store import Store, derive
+from tests.conftest import in_process
 
 from .chromium import Chromium, find_chromium
 from .conftest import EVIL, _row
@@ -156,8 +156,16 @@ def test_compare_sets_a_figure_only_beside_the_same_cell(tmp_path: Path) -> None
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ampbench", *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, COLUMNS="200"))
+    """The command line in this process (nothing here needs a process of its own: ~2 s of imports each), 200 wide."""
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"  # (the console reads it when it prints)
+    try:
+        return in_process(*args)
+    finally:
+        if before is None:
+            os.environ.pop("COLUMNS")
+        else:
+            os.environ["COLUMNS"] = before
 
 
 def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> None:

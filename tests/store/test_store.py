@@ -13,6 +13,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.store import DERIVED_KEYS, ROW_KEYS, SCHEMA_VERSION, Store, derive, export_data, import_file, to_csv, write_json
 from ampbench.store.derive import converge_verdict, merge_repeats, no_learning
 from ampbench.store.exchange import Imported
+from tests.conftest import cli
 
 
 def _row(run_id: str, precision: str, sps: float | None, peak: int | None = 1000, status: str = "ok",
@@ -424,12 +425,10 @@ def test_readers_skip_a_malformed_stored_row_instead_of_crashing(tmp_path: Path)
     reader = Store(tmp_path / "r.db")
     assert [r["precision"] for r in reader.rows()] == ["fp32"] and reader.skipped_rows == 1
     db = str(tmp_path / "r.db")
-    for args in (["results"], ["report", "--format", "md", "--out", "-"], ["compare"]):
-        r = subprocess.run([sys.executable, "-m", "ampbench", *args, "--db", db], capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr)
-    assert "1 stored row with malformed values skipped" in subprocess.run(
-        [sys.executable, "-m", "ampbench", "results", "--db", db], capture_output=True, text=True).stderr
+    for args in (["results"], ["report", "--format", "md", "--out", "-"], ["compare"]):  # (in this process: a crash
+        code, _, err = cli(*args, "--db", db)  # raises here)
+        assert code == 0 and "Traceback" not in err, (args, err)
+    assert "1 stored row with malformed values skipped" in cli("results", "--db", db)[2]
 
 
 def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:

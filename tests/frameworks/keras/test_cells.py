@@ -169,10 +169,11 @@ def test_a_keras_model_trains_on_the_data_dirs_table_and_images(backend, tmp_pat
     assert code == 0, (stdout, err)
     assert "t.csv: 60 rows, 3 features (city one-hot), label 'label' (2 classes)" in stdout
     assert json.loads(out.read_text())["framework"] == "keras"
-    (table / "t.csv").write_text("n,outcome,city\n" + "".join(f"{r[0]},{r[2]},{r[1]}\n" for r in rows))
-    code, stdout, err = cli("train", "--model", f"{MODELS}:table", "--data-dir", str(table), "-o", "label=outcome",
-                            "-p", "fp32", "--epochs", "1", "--device", "cpu", "--keras-backend", backend)
-    assert code == 0 and "label 'outcome' (2 classes)" in stdout, (stdout, err)  # (-o label: not the last column)
+    if backend == "torch":  # (-o label is the CSV reader's, the same for every backend: checked once)
+        (table / "t.csv").write_text("n,outcome,city\n" + "".join(f"{r[0]},{r[2]},{r[1]}\n" for r in rows))
+        code, stdout, err = cli("train", "--model", f"{MODELS}:table", "--data-dir", str(table), "-o", "label=outcome",
+                                "-p", "fp32", "--epochs", "1", "--device", "cpu", "--keras-backend", backend)
+        assert code == 0 and "label 'outcome' (2 classes)" in stdout, (stdout, err)  # (-o label: not the last column)
     pets = _folder(tmp_path / "pets", {"cat": 4, "dog": 4, "fox": 4}, size=(12, 16))
     code, stdout, err = cli("train", "--model", f"{MODELS}:small_conv", "--data-dir", str(pets), "-p", "fp32",
                             "--epochs", "1", "--device", "cpu", "--keras-backend", backend)
