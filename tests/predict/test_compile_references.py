@@ -21,7 +21,9 @@ CHECKED = sorted((g, m, b) for (g, b), models in PUBLISHED.items() for m in mode
 
 @functools.cache
 def _rows() -> dict[tuple[str, str, int], CompileRow]:
+    """The checked rows, traced once a process when a test asks (not while collecting)."""
     return {(r.gpu, r.model, r.batch): r for r in rows()}
+
 
 MISSED = {
     ("T4", "convnext", 4): "ConvNeXt's gain",
