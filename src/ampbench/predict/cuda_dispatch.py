@@ -147,12 +147,14 @@ def _op(name: str) -> Any:
     return getattr(getattr(torch.ops.aten, packet), overload or "default")
 
 
-def autocast_kernel_ops(device: str) -> set[str]:
+@functools.cache
+def autocast_kernel_ops(device: str) -> frozenset[str]:
     """The aten ops the dispatcher holds an autocast kernel for on ``device`` ("cpu" or "cuda"; the CPU build of torch
-    registers CUDA's too): what :class:`AutocastRules` must list."""
+    registers CUDA's too): what :class:`AutocastRules` must list. Torch's own, so read once a process (every trace
+    asked again: ~20 ms over the dispatcher's ~3,000 op names, 4 % of a traced step)."""
     key = "AutocastCPU" if device == "cpu" else "AutocastCUDA"
-    return {n.removeprefix("aten::") for n in torch._C._dispatch_get_all_op_names()
-            if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, key)}
+    return frozenset(n.removeprefix("aten::") for n in torch._C._dispatch_get_all_op_names()
+                     if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, key))
 
 
 # ---- CUDA's fused kernels as ops of ours ---------------------------------------------------------------------------
