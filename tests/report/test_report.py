@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -157,15 +158,8 @@ def test_compare_sets_a_figure_only_beside_the_same_cell(tmp_path: Path) -> None
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The command line in this process (nothing here needs a process of its own: ~2 s of imports each), 200 wide."""
-    before = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "200"  # (the console reads it when it prints)
-    try:
+    with mock.patch.dict(os.environ, COLUMNS="200"):  # (the console reads it when it prints)
         return in_process(*args)
-    finally:
-        if before is None:
-            os.environ.pop("COLUMNS")
-        else:
-            os.environ["COLUMNS"] = before
 
 
 def test_report_and_compare_commands(report_store: Store, tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten
 
 from ampbench.data.cifar import load_cifar10_dir
 from ampbench.data.errors import DataError
@@ -105,14 +104,17 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
                                  options=options)
 
 
+def _device_type(model: nn.Module) -> str | None:
+    """Where a module's tensors are ("cpu", "meta", ...; None: it holds none)."""
+    held = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return None if held is None else held.device.type
+
+
 def _built_elsewhere(made: Any) -> bool:
     """A module an earlier check kept (:data:`~ampbench.workloads.user_callables.MADE`) on another device than the
     one this build is on: ``predict`` builds on meta, where the preset's check had built it on the CPU -- taken as
     it was, the CPU model met meta data and failed its check, and the whole build was done again on the CPU."""
-    if not isinstance(made, nn.Module):
-        return False
-    held = next(itertools.chain(made.parameters(), made.buffers()), None)
-    return held is not None and held.device.type != torch.get_default_device().type
+    return isinstance(made, nn.Module) and _device_type(made) not in (None, torch.get_default_device().type)
 
 
 def _no_csv_for(options: dict[str, Any]) -> None:
@@ -180,7 +182,10 @@ def _check(workload: Workload, where: str, data: DataSpec, made: bool, real: str
     logits the model's output holds (None: the output is the logits, or --loss takes it), and the task inferred from
     --batches data (None: the task was given). ``meta``: on a meta copy of the model (:mod:`ampbench.workloads.
     meta_check`), raising :class:`~ampbench.workloads.meta_check.NotOnMeta` where the copy cannot stand in."""
-    out, targets = _check_forward(workload, where, data.tokens, made, real, meta=meta)
+    # (a model built on meta for ``predict``, its data drawn on the CPU: checked on meta -- a value read says so, and
+    # the build retries on the CPU)
+    built_on_meta = _device_type(workload.model) == "meta"
+    out, targets = _check_forward(workload, where, data.tokens, made, real, meta=meta, built_on_meta=built_on_meta)
     logits = _logits_of(out) if not own_loss else None
     wrapped = type(out).__name__ if logits is not None else None
     out = logits if logits is not None else out
@@ -190,9 +195,7 @@ def _check(workload: Workload, where: str, data: DataSpec, made: bool, real: str
             data = inferred = tasks.infer(out, targets, where)
         tasks.check_output(out, data, targets, where)
     loss_fn = workload.loss_fn if inferred is None else tasks.OBJECTIVES[inferred.task].loss_fn  # type: ignore[index]
-    # (the output on meta: a copy's, or the model's own built on meta for ``predict``, its data drawn on the CPU)
-    on_meta = meta or any(t.is_meta for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
-    _check_loss(loss_fn, out, meta_check.meta_like(targets) if on_meta else targets, where, own_loss)
+    _check_loss(loss_fn, out, meta_check.meta_like(targets) if meta or built_on_meta else targets, where, own_loss)
     return wrapped, inferred
 
 
@@ -449,12 +452,12 @@ def _logits_of(out: Any) -> torch.Tensor | None:
 
 
 def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, real: str | None = None,
-                   meta: bool = False) -> tuple[Any, torch.Tensor]:
+                   meta: bool = False, built_on_meta: bool = False) -> tuple[Any, torch.Tensor]:
     """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training. ``real``: what the
     --data-dir data are, where they set the shape (a CSV's one-hot columns widen its rows: "check --input-shape" was
     no help where none was given). ``meta``: on a meta copy of the model, its output on meta
     (:func:`~ampbench.workloads.meta_check.meta_forward`; :class:`~ampbench.workloads.meta_check.NotOnMeta` where the
-    copy cannot stand in)."""
+    copy cannot stand in). ``built_on_meta``: the model itself is on meta, the batch is moved there."""
     inputs, targets = workload.example_batch(2)
     if meta:
         ran = meta_check.meta_forward(workload.model, lambda clone: workload.call_model(
@@ -462,8 +465,8 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, rea
         if ran is None:
             raise meta_check.NotOnMeta(where)
         return ran[0], targets
-    if any(t.is_meta for t in workload.model.parameters()):  # (built on meta for ``predict``, its data drawn on the
-        inputs = meta_check.meta_like(inputs)  # CPU: checked on meta -- a value read says so, and the build retries)
+    if built_on_meta:
+        inputs = meta_check.meta_like(inputs)
     shapes = [f"(2, {show(tuple(t.shape[1:]))})" if t.dim() > 1 else "(2,)" for t in inputs]
     names = workload.input_names
     # How the batch reached forward, so a signature mismatch says which convention it met.
