@@ -4,7 +4,8 @@ nothing computed.
 The step is the engine's own (:class:`~ampbench.precision.MixedPrecision` set up on ``meta``: its casts, master
 copies, scaling and optimizer) as a CUDA GPU runs it (:mod:`ampbench.predict.cuda_dispatch`: CUDA autocast's rules at
 every call depth, cuDNN's layouts, the fused kernels), on a batch of meta inputs. Two steps run; the second is recorded
-(the first creates the optimizer's state). The memory split is read from the traced tensors as ``ampbench run`` reads a
+(the first creates the optimizer's state); the meta kernels' outputs are remembered across both and every repeated
+block (:mod:`ampbench.predict.meta_memo`). The memory split is read from the traced tensors as ``ampbench run`` reads a
 real step's (:mod:`ampbench.measure.memory`).
 """
 
@@ -47,6 +48,7 @@ from ampbench.predict.cuda_dispatch import (
     CudaDispatch,
 )
 from ampbench.predict.kernels import Conv
+from ampbench.predict.meta_memo import MetaMemo
 from ampbench.workloads.base import Workload
 from ampbench.workloads.meta_check import meta_twins
 
@@ -554,7 +556,8 @@ def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_las
     counter = FlopCounterMode(display=False, custom_mapping=custom_mapping())
     rec = _Recorder(counter.flop_registry, track_live=True)
     autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
-    with compile_as_no_op(), torch.no_grad(), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
+    with compile_as_no_op(), torch.no_grad(), CudaDispatch(autocast_dtype, rules, kernels) as cuda, \
+            MetaMemo((rules.device, kernels)):
         with cuda.autocast():
             wl.call_model(model, inputs)  # (a warm-up: lazy modules and caches made once, as in a steady state)
         with rec, cuda.autocast():
@@ -652,7 +655,8 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
     block_hooks = [h for b in blocks(model) for h in (
         b.register_forward_pre_hook(entered),
         b.register_forward_hook(lambda *_: setattr(rec, "in_block", False)))]
-    with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda:
+    with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda, \
+            MetaMemo((rules.device, kernels)):
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         rec.hold(held_from_start(model, optimizer, mp, (inputs, targets)))
         rec.block_calls = 0  # (the recorded step's block calls counted from 1)
