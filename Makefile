@@ -16,7 +16,14 @@ setup: $(STAMP)
 # benchmark suite of the best device here (CUDA if present, else CPU), every precision it supports side by
 # side; rows go to out/results.db and out/run.json. The probe lets the advice say what faster matmuls
 # alone would give each model (expected_speedup_vs_fp32).
+# Each target first writes the bytecode of what its processes import (compileall: only what changed since), which the
+# interpreter does not where PYTHONDONTWRITEBYTECODE is set (this project's machines set it): every process -- a run's
+# parent, its fork server, each torchrun rank, each test's child -- compiled ampbench's ~200 modules from source again,
+# ~1 s of CPU each (an `ampbench run` of one tiny cell: 5.5 -> 4.5 s of CPU; tests/bench/test_run_cli.py 53 -> 44 s).
+COMPILE = $(PY) -m compileall -q -j 0
+
 run: $(STAMP)
+	@$(COMPILE) src
 	$(VENV)/bin/ampbench hw --db out/results.db
 	$(VENV)/bin/ampbench run --db out/results.db --json out/run.json
 
@@ -34,6 +41,7 @@ lint: $(STAMP)
 # The tests assert behaviour and numerics, never a timing, so the thread count changes no result.
 WORKERS ?= 2
 test: $(STAMP) lint
+	@$(COMPILE) src tests predict_checks benchmarks
 	COLUMNS=80 OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q --durations=12 $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(WORKERS) --dist worksteal")
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -q -m isa
 
