@@ -75,21 +75,57 @@ def test_a_remembered_output_keeps_its_layout_and_dtype(monkeypatch: pytest.Monk
     assert kernel[1][2] == torch.float16 and kernel[0][1] != kernel[2][1]
 
 
-def test_views_in_place_ops_subclasses_and_other_devices_run_their_kernel_every_time(monkeypatch) -> None:
+def test_views_shape_changing_ops_out_variants_and_other_devices_run_their_kernel_every_time(monkeypatch) -> None:
     monkeypatch.setattr(meta_memo, "_MEMOS", {})
     x = torch.empty(4, 4, device="meta")
+    out = torch.empty(4, 4, device="meta")
+    ws = [torch.empty(4, 6, device="meta") for _ in range(2)]
     with MetaMemo("test") as memo:
-        for _ in range(2):
+        for w in ws:
             v = x.t()  # a view: the same storage as x
             assert v.untyped_storage()._cdata == x.untyped_storage()._cdata
-            x.add_(1)  # in place: x itself
+            w.t_()  # an in-place view: its shape changes
+            assert w.shape == (6, 4)
+            torch.add(x, 1, out=out)  # out=: a written argument that is not the first
             y = torch.ones(3) * 2  # CPU tensors: values, not metadata
-            assert y.tolist() == [2.0, 2.0, 2.0]
-    assert memo.hits == 0
-    assert not memo.memo  # nothing remembered
-    assert not meta_memo._op_cacheable(torch.ops.aten.add_.Tensor)
-    assert not meta_memo._op_cacheable(torch.ops.aten.t.default)
-    assert meta_memo._op_cacheable(torch.ops.aten.mm.default)
+            y.add_(1)
+            assert y.tolist() == [3.0, 3.0, 3.0]
+    assert memo.hits == 0 and not memo.memo  # nothing remembered
+    for op in (torch.ops.aten.t.default, torch.ops.aten.t_.default, torch.ops.aten.resize_.default,
+               torch.ops.aten.add.out, torch.ops.aten.set_.source_Tensor):
+        assert not meta_memo._op_cacheable(op), op
+    assert meta_memo._op_kind(torch.ops.aten.mm.default) == meta_memo.FRESH
+    assert meta_memo._op_kind(torch.ops.aten.add_.Tensor) == meta_memo.IN_PLACE
+    assert meta_memo._op_kind(torch.ops.aten._foreach_mul_.Scalar) == meta_memo.IN_PLACE
+
+
+def test_an_in_place_op_answered_from_the_memo_returns_the_tensor_it_writes(monkeypatch) -> None:
+    """As the kernel: ``add_`` returns its first argument, the same object, metadata as it was (a foreach op returns
+    nothing). A second tensor of the same metadata is answered without the kernel."""
+    monkeypatch.setattr(meta_memo, "_MEMOS", {})
+    a, b = (torch.empty(3, 5, device="meta").t() for _ in range(2))
+    xs = [torch.empty(2, device="meta"), torch.empty(7, 2, device="meta")]
+    with MetaMemo("test") as memo:
+        assert a.add_(1) is a and a.mul_(a) is a
+        torch._foreach_mul_(xs, 2.0)
+        misses = memo.misses
+        assert b.add_(1) is b and b.mul_(b) is b
+        torch._foreach_mul_(xs, 2.0)
+    assert memo.misses == misses and memo.hits == 3
+    assert (b.shape, b.stride()) == ((5, 3), (1, 5))
+
+
+def test_an_in_place_op_that_changed_its_tensor_is_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_resize_output_`` writes its tensor's shape and is not tagged a view op: the first call's metadata check
+    keeps it out of the memo, so the next tensor is resized too."""
+    monkeypatch.setattr(meta_memo, "_MEMOS", {})
+    resize = torch.ops.aten._resize_output_.default
+    assert meta_memo._op_kind(resize) == meta_memo.IN_PLACE
+    xs = [torch.empty(2, 3, device="meta") for _ in range(2)]
+    with MetaMemo("test") as memo:
+        for x in xs:
+            resize(x, [4, 5], torch.device("meta"))
+    assert [x.shape for x in xs] == [(4, 5), (4, 5)] and memo.hits == 0
 
 
 def test_an_op_that_raised_is_not_remembered_and_raises_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,6 +135,8 @@ def test_an_op_that_raised_is_not_remembered_and_raises_again(monkeypatch: pytes
         for _ in range(2):
             with pytest.raises(RuntimeError):
                 torch.mm(a, b)
+            with pytest.raises(RuntimeError):
+                a.add_(b)  # (an in-place op refused: the shapes do not broadcast)
     assert not memo.memo and memo.hits == 0
 
 

@@ -11,12 +11,17 @@ plain meta tensors (:mod:`ampbench.predict.trace`).
 
 An output is remembered only where rebuilding it is exact: an op that writes none of its arguments and returns no
 alias of one (its schema says so), on plain strided meta tensors, whose outputs are plain tensors of their own storage
-(not a view, offset 0, the storage of exactly the bytes ``empty_strided`` gives). Anything else -- tensor subclasses
-(torchao's float8 tensors, DTensor), views, in-place ops, an op that raised -- runs the kernel every time.
+(not a view, offset 0, the storage of exactly the bytes ``empty_strided`` gives). An in-place op (``add_``, an
+optimizer's ``lerp_``/``addcdiv_``, ``_foreach_mul_``; not one that changes its tensor's shape, as ``resize_`` or
+``t_``) returns the tensor it wrote, whose metadata the meta kernel only checks: where the first call on some metadata
+left every tensor it writes as it was, the same call again returns that tensor (or nothing) at once. Anything else --
+tensor subclasses (torchao's float8 tensors, DTensor), views, ``out=`` variants, an op that raised -- runs the kernel
+every time.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -35,18 +40,35 @@ class _Uncacheable(Exception):
     pass
 
 
-_cacheable: dict[Any, bool] = {}
+FRESH, IN_PLACE = "fresh", "in place"
+_SELF, _NOTHING = "returns its first argument", "returns nothing"
+"""What an in-place op's call returned (remembered: the call on those metadata left every tensor it writes as it was)."""
+_kinds: dict[Any, str | None] = {}
+
+
+def _op_kind(func: Any) -> str | None:
+    """FRESH: an op that writes no argument and returns new tensors; IN_PLACE: one that writes its first arguments
+    (positional) and returns the first or nothing, without changing a shape (no ``inplace_view``); None: neither."""
+    if func in _kinds:
+        return _kinds[func]
+    kind = None
+    schema = getattr(func, "_schema", None)
+    if isinstance(func, torch._ops.OpOverload) and schema is not None and not (
+            {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output, torch.Tag.inplace_view} & set(func.tags)):
+        written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        if not schema.is_mutable and schema.returns and all(r.alias_info is None for r in schema.returns):
+            kind = FRESH
+        elif (torch.Tag.inplace in func.tags and written and written[0] == 0
+              and all(not schema.arguments[i].kwarg_only for i in written)
+              and (not schema.returns or (len(schema.returns) == 1 and schema.returns[0].alias_info is not None))):
+            kind = IN_PLACE
+    _kinds[func] = kind
+    return kind
 
 
 def _op_cacheable(func: Any) -> bool:
-    ok = _cacheable.get(func)
-    if ok is None:
-        schema = getattr(func, "_schema", None)
-        ok = _cacheable[func] = (
-            isinstance(func, torch._ops.OpOverload) and schema is not None and not schema.is_mutable
-            and bool(schema.returns) and all(r.alias_info is None for r in schema.returns)
-            and torch.Tag.dynamic_output_shape not in func.tags and torch.Tag.data_dependent_output not in func.tags)
-    return ok
+    """Whether ``func``'s meta outputs may be remembered (:func:`_op_kind`)."""
+    return _op_kind(func) is not None
 
 
 def _key(x: Any) -> Any:
@@ -118,7 +140,8 @@ class MetaMemo(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if not _op_cacheable(func):
+        kind = _op_kind(func)
+        if kind is None:
             return func(*args, **kwargs)
         try:
             key = (func, _key(args), _key(tuple(kwargs.items())), torch.get_default_dtype())
@@ -127,12 +150,44 @@ class MetaMemo(TorchDispatchMode):
         entry = self.memo.get(key)
         if entry is not None:
             self.hits += 1
+            if kind is IN_PLACE:
+                return args[0] if entry is _SELF else None
             return _rebuild(entry)
         self.misses += 1
-        out = func(*args, **kwargs)
-        entry = _entry(out, args, kwargs)
+        if kind is IN_PLACE:
+            if _written(func)[-1] >= len(args):  # (a written tensor given by keyword: not followed)
+                return func(*args, **kwargs)
+            written = [args[i] for i in _written(func)]
+            before = _metadata(written)
+            out = func(*args, **kwargs)
+            entry = _SELF if out is args[0] else _NOTHING if out is None else None
+            if entry is not None and _metadata(written) != before:
+                entry = None
+        else:
+            out = func(*args, **kwargs)
+            entry = _entry(out, args, kwargs)
         if entry is not None:
             if len(self.memo) >= MAX_ENTRIES:
                 self.memo.clear()
             self.memo[key] = entry
         return out
+
+
+@functools.cache
+def _written(func: Any) -> tuple[int, ...]:
+    return tuple(i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+
+
+def _metadata(tree: Any) -> list[Any]:
+    out: list[Any] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            out.append((x.shape, x.stride(), x.dtype, x.storage_offset(), x.untyped_storage()._cdata,
+                        x.untyped_storage().nbytes()))
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(tree)
+    return out
