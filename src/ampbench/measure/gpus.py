@@ -119,7 +119,16 @@ def predictable() -> tuple[Gpu, ...]:
 
 def lookup(key: str) -> Gpu | None:
     """The GPU ``--gpu key`` names (case-insensitive), or None."""
-    return next((g for g in catalogue() if g.key == key.lower()), None)
+    return _by_key().get(key.lower())
+
+
+@cache
+def _by_key() -> dict[str, Gpu]:
+    """The catalogue by key (the first row of a key, as a scan of it finds: pricing looks a GPU up per kernel)."""
+    out: dict[str, Gpu] = {}
+    for g in catalogue():
+        out.setdefault(g.key, g)
+    return out
 
 
 def for_device(device_name: str | None, memory_gib: float | None = None) -> Gpu | None:
