@@ -159,3 +159,13 @@ def test_each_regime_has_its_own_memo(monkeypatch: pytest.MonkeyPatch) -> None:
     with MetaMemo(("cpu", True)) as other:
         x * 2
     assert other.hits == 0 and set(meta_memo._MEMOS) == {("cuda", True), ("cpu", True)}
+
+
+def test_a_full_memo_starts_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(meta_memo, "_MEMOS", {})
+    monkeypatch.setattr(meta_memo, "MAX_ENTRIES", 3)
+    with MetaMemo("test") as memo:
+        for n in range(1, 8):
+            torch.empty(n, device="meta") * 2
+            assert len(memo.memo) <= 3
+    assert memo.hits == 0 and len(memo.memo) >= 1
