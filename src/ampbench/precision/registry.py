@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from ampbench.errors import AmpbenchError, suggest
+from ampbench.mode_names import MODES
 from ampbench.precision.base import Precision
 
 _RECIPES: dict[str, type[Precision]] = {}
@@ -14,7 +15,10 @@ P = TypeVar("P", bound=type[Precision])
 
 
 def register(cls: P) -> P:
-    """Class decorator: make a recipe available under its name and aliases."""
+    """Class decorator: make a recipe available under its name and aliases (a name :data:`ampbench.mode_names.MODES`
+    lists: what reads stored rows knows the modes without importing the recipes)."""
+    if cls.name not in MODES:
+        raise ValueError(f"precision {cls.name!r} is not in ampbench/mode_names.py's MODES: add it there, in order")
     for key in (cls.name, *cls.aliases):
         k = key.lower()
         if k in _ALIASES and _ALIASES[k] != cls.name:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ampbench.cells import CellId
 from ampbench.errors import AmpbenchError
+from ampbench.mode_names import MODES
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,7 @@ class CompareTable:
 
 
 def _order(p: str) -> int:
-    from ampbench.precision import list_precisions  # lazy: torch
-
-    names = list_precisions()
-    return names.index(p) if p in names else len(names)
+    return MODES.index(p) if p in MODES else len(MODES)
 
 
 def _setting_order(c: CellId) -> tuple[Any, ...]:

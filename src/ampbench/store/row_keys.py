@@ -14,6 +14,7 @@ from typing import Any
 
 from ampbench import seam
 from ampbench.execution import AXES
+from ampbench.mode_names import MODES
 
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
 """ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
@@ -373,8 +374,6 @@ def row_problem(row: object, strict: bool = False) -> str | None:
     Readers rely on this: ``import`` refuses a file with such a row (``strict``: a number must also be finite, except
     a diverged loss), and reading the store skips one (a stored NaN is what a cell measured: exports write it as null).
     """
-    from ampbench.precision import list_precisions  # lazy: torch
-
     if not isinstance(row, dict):
         return f"is a {type(row).__name__}, not an object"
     for k in _STR:
@@ -382,8 +381,8 @@ def row_problem(row: object, strict: bool = False) -> str | None:
             return f"{k} must be a non-empty string, got {row.get(k)!r}"
     if row["status"] not in STATUSES:
         return f"status {row['status']!r} is not one of {', '.join(STATUSES)}"
-    if row["precision"] not in list_precisions():
-        return f"precision {row['precision']!r} is not a mode name ({', '.join(list_precisions())})"
+    if row["precision"] not in MODES:
+        return f"precision {row['precision']!r} is not a mode name ({', '.join(MODES)})"
 
     for axis, values in AXES.items():
         if row.get(axis) is not None and row[axis] not in values:
