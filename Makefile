@@ -12,16 +12,16 @@ $(STAMP): pyproject.toml scripts/bootstrap.sh
 
 setup: $(STAMP)
 
-# The main job: the device probe (half-precision hardware, peak, GEMM speed per dtype), then the default
-# benchmark suite of the best device here (CUDA if present, else CPU), every precision it supports side by
-# side; rows go to out/results.db and out/run.json. The probe lets the advice say what faster matmuls
-# alone would give each model (expected_speedup_vs_fp32).
 # Each target first writes the bytecode of what its processes import (compileall: only what changed since), which the
 # interpreter does not where PYTHONDONTWRITEBYTECODE is set (this project's machines set it): every process -- a run's
 # parent, its fork server, each torchrun rank, each test's child -- compiled ampbench's ~200 modules from source again,
 # ~1 s of CPU each (an `ampbench run` of one tiny cell: 5.5 -> 4.5 s of CPU; tests/bench/test_run_cli.py 53 -> 44 s).
 COMPILE = $(PY) -m compileall -q -j 0
 
+# The main job: the device probe (half-precision hardware, peak, GEMM speed per dtype), then the default
+# benchmark suite of the best device here (CUDA if present, else CPU), every precision it supports side by
+# side; rows go to out/results.db and out/run.json. The probe lets the advice say what faster matmuls
+# alone would give each model (expected_speedup_vs_fp32).
 run: $(STAMP)
 	@$(COMPILE) src
 	$(VENV)/bin/ampbench hw --db out/results.db
