@@ -508,6 +508,12 @@ class CudaDispatch:
         return kernel
 
     @property
+    def meta_regime(self) -> tuple[str, bool]:
+        """What decides the meta kernels under this dispatch besides their arguments (its kernel choices override
+        convolution's on CUDA: :meth:`__enter__`): the regime of a :class:`~ampbench.predict.meta_memo.MetaMemo`."""
+        return self.rules.device, self.kernels
+
+    @property
     def _casting(self) -> bool:
         """Inside :meth:`autocast`'s region. The flag is CPU autocast's thread-local dtype (this dtype inside, the other
         half dtype outside), not an attribute of ours: ``torch.utils.checkpoint`` saves the autocast state at the

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 _PLAIN = (torch.Tensor, nn.Parameter)
 _SCALARS = (bool, int, float, complex, str, torch.dtype, torch.device, torch.memory_format, torch.layout)
@@ -44,32 +45,30 @@ class _Uncacheable(Exception):
 FRESH, IN_PLACE = "fresh", "in place"
 _SELF, _NOTHING = "returns its first argument", "returns nothing"
 """What an in-place op's call returned (remembered: the call on those metadata left every tensor it writes as it was)."""
-_kinds: dict[Any, str | None] = {}
+
+
+@functools.cache
+def _schema_facts(func: Any) -> tuple[str | None, tuple[int, ...]]:
+    """(:func:`_op_kind`, the positions of the arguments ``func`` writes), read from its schema once."""
+    schema = getattr(func, "_schema", None)
+    if not isinstance(func, torch._ops.OpOverload) or schema is None or (
+            {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output, torch.Tag.inplace_view} & set(func.tags)):
+        return None, ()
+    written = tuple(i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+    if not schema.is_mutable and schema.returns and all(r.alias_info is None for r in schema.returns):
+        return FRESH, written
+    if (torch.Tag.inplace in func.tags and written and written[0] == 0
+            and all(not schema.arguments[i].kwarg_only for i in written)
+            and (not schema.returns or (len(schema.returns) == 1 and schema.returns[0].alias_info is not None))):
+        return IN_PLACE, written
+    return None, written
 
 
 def _op_kind(func: Any) -> str | None:
     """FRESH: an op that writes no argument and returns new tensors; IN_PLACE: one that writes its first arguments
-    (positional) and returns the first or nothing, without changing a shape (no ``inplace_view``); None: neither."""
-    if func in _kinds:
-        return _kinds[func]
-    kind = None
-    schema = getattr(func, "_schema", None)
-    if isinstance(func, torch._ops.OpOverload) and schema is not None and not (
-            {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output, torch.Tag.inplace_view} & set(func.tags)):
-        written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
-        if not schema.is_mutable and schema.returns and all(r.alias_info is None for r in schema.returns):
-            kind = FRESH
-        elif (torch.Tag.inplace in func.tags and written and written[0] == 0
-              and all(not schema.arguments[i].kwarg_only for i in written)
-              and (not schema.returns or (len(schema.returns) == 1 and schema.returns[0].alias_info is not None))):
-            kind = IN_PLACE
-    _kinds[func] = kind
-    return kind
-
-
-def _op_cacheable(func: Any) -> bool:
-    """Whether ``func``'s meta outputs may be remembered (:func:`_op_kind`)."""
-    return _op_kind(func) is not None
+    (positional) and returns the first or nothing, without changing a shape (no ``inplace_view``); None: neither (its
+    kernel runs every time)."""
+    return _schema_facts(func)[0]
 
 
 def _key(x: Any) -> Any:
@@ -84,17 +83,6 @@ def _key(x: Any) -> Any:
     raise _Uncacheable
 
 
-def _storages(tree: Any, into: set[int]) -> None:
-    if isinstance(tree, torch.Tensor):
-        into.add(tree.untyped_storage()._cdata)
-    elif isinstance(tree, (list, tuple)):
-        for x in tree:
-            _storages(x, into)
-    elif isinstance(tree, dict):
-        for x in tree.values():
-            _storages(x, into)
-
-
 def _new(shape: torch.Size, stride: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
 
@@ -103,8 +91,7 @@ def _entry(out: Any, args: Any, kwargs: Any) -> Any:
     """How to make ``out`` again (None where a rebuilt one would differ from it in anything the trace reads)."""
     many = isinstance(out, (tuple, list))
     outs = out if many else (out,)
-    taken: set[int] = set()
-    _storages((args, kwargs), taken)
+    taken = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
     made = []
     for t in outs:
         if t is None:
@@ -141,7 +128,7 @@ class MetaMemo(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        kind = _op_kind(func)
+        kind, writes = _schema_facts(func)
         if kind is None:
             return func(*args, **kwargs)
         try:
@@ -156,9 +143,9 @@ class MetaMemo(TorchDispatchMode):
             return _rebuild(entry)
         self.misses += 1
         if kind is IN_PLACE:
-            if _written(func)[-1] >= len(args):  # (a written tensor given by keyword: not followed)
+            if writes[-1] >= len(args):  # (a written tensor given by keyword: not followed)
                 return func(*args, **kwargs)
-            written = [args[i] for i in _written(func)]
+            written = [args[i] for i in writes]
             before = _metadata(written)
             out = func(*args, **kwargs)
             entry = _SELF if out is args[0] else _NOTHING if out is None else None
@@ -174,21 +161,7 @@ class MetaMemo(TorchDispatchMode):
         return out
 
 
-@functools.cache
-def _written(func: Any) -> tuple[int, ...]:
-    return tuple(i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
-
-
-def _metadata(tree: Any) -> list[Any]:
-    out: list[Any] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, torch.Tensor):
-            out.append((x.shape, x.stride(), x.dtype, x.storage_offset(), x.untyped_storage()._cdata,
-                        x.untyped_storage().nbytes()))
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-
-    walk(tree)
-    return out
+def _metadata(tensors: list[Any]) -> list[Any]:
+    """What an in-place op must leave as it was: each written tensor's metadata and storage."""
+    return [(t.shape, t.stride(), t.dtype, t.storage_offset(), t.untyped_storage()._cdata, t.untyped_storage().nbytes())
+            for t in tree_flatten(tensors)[0] if isinstance(t, torch.Tensor)]

@@ -557,7 +557,7 @@ def _trace_inference(wl: Workload, precision: str, batch_size: int, channels_las
     rec = _Recorder(counter.flop_registry, track_live=True)
     autocast_dtype = mp.recipe.compute_dtype if mp.recipe.autocasts else None
     with compile_as_no_op(), torch.no_grad(), CudaDispatch(autocast_dtype, rules, kernels) as cuda, \
-            MetaMemo((rules.device, kernels)):
+            MetaMemo(cuda.meta_regime):
         with cuda.autocast():
             wl.call_model(model, inputs)  # (a warm-up: lazy modules and caches made once, as in a steady state)
         with rec, cuda.autocast():
@@ -656,7 +656,7 @@ def _trace(wl: Workload, precision: str, batch_size: int, loss_scale: Any, mp_op
         b.register_forward_pre_hook(entered),
         b.register_forward_hook(lambda *_: setattr(rec, "in_block", False)))]
     with compile_as_no_op(), _closing(pre, post, *block_hooks), CudaDispatch(autocast_dtype, rules, kernels) as cuda, \
-            MetaMemo((rules.device, kernels)):
+            MetaMemo(cuda.meta_regime):
         step(cuda, False)  # (torchao compiles its update: traced op by op; the optimizer's state is created here)
         rec.hold(held_from_start(model, optimizer, mp, (inputs, targets)))
         rec.block_calls = 0  # (the recorded step's block calls counted from 1)
