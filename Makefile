@@ -15,7 +15,7 @@ setup: $(STAMP)
 # Each target first writes the bytecode of what its processes import (compileall: only what changed since), which the
 # interpreter does not where PYTHONDONTWRITEBYTECODE is set (this project's machines set it): every process -- a run's
 # parent, its fork server, each torchrun rank, each test's child -- compiled ampbench's ~200 modules from source again,
-# ~1 s of CPU each (an `ampbench run` of one tiny cell: 5.5 -> 4.5 s of CPU; tests/bench/test_run_cli.py 53 -> 44 s).
+# ~1 s of CPU each (2-core AMD EPYC: one tiny `ampbench run` cell 5.5 -> 4.5 s of CPU; tests/bench/test_run_cli.py 53 -> 44 s).
 COMPILE = $(PY) -m compileall -q -j 0
 
 # The main job: the device probe (half-precision hardware, peak, GEMM speed per dtype), then the default

@@ -29,7 +29,7 @@ def test_a_mode_not_listed_is_refused_when_it_registers() -> None:
 
 def test_exporting_a_store_imports_no_torch(tmp_path: Path) -> None:
     """``ampbench export`` checks every row's precision (``row_problem``) from the names: no torch imported (1.7 s ->
-    0.2 s on a 2-core CPU)."""
+    0.2 s on a 2-core AMD EPYC)."""
     from ampbench.store import Store
     from tests.store.test_store import _row
 
