@@ -31,7 +31,7 @@ def test_list_at_80_columns_shows_every_word_of_every_mode_and_workload(monkeypa
     over 80, every summary and workload description whole once its wrapping is undone."""
     from ampbench import seam
     from ampbench.cli import core
-    from ampbench.precision import get, list_precisions
+    from ampbench.precision import aliases_of, get, list_precisions
     from tests.conftest import cli
 
     monkeypatch.setattr(core.console, "_width", 80)
@@ -46,7 +46,7 @@ def test_list_at_80_columns_shows_every_word_of_every_mode_and_workload(monkeypa
 
     words = unwrapped(out).split()
     for name in list_precisions():
-        for w in (*get(name).summary.split(), *", ".join(get(name).aliases).split()):
+        for w in (*get(name).summary.split(), *", ".join(aliases_of(name)).split()):
             assert w in words, (name, w)
     words2 = unwrapped(out2).split()
     for entry in (w for fw in seam.all_frameworks() for w in fw.workloads()):

@@ -25,6 +25,7 @@ from typing import Any
 from ampbench import seam
 from ampbench.errors import AmpbenchError
 from ampbench.execution.axes import Execution, strategy_label
+from ampbench.modes import is_fp8
 from ampbench.workloads.data_options import DEFAULT, DataOptions
 
 # -- when a field is left out of a key (DEFAULT: while it holds its default) ------------------------------------
@@ -410,8 +411,6 @@ class CellSpec:
 
     def mp_options(self) -> dict[str, Any]:
         """MixedPrecision keywords beyond the mode's name: the fp8 layer choice, the distributed strategy."""
-        from ampbench.precision import is_fp8  # lazy: torch
-
         out: dict[str, Any] = {}
         if self.strategy is not None:
             from ampbench.distributed.placement import placement_of  # lazy: torch

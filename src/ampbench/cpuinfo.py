@@ -75,3 +75,18 @@ def cpu_half_hardware() -> dict[str, bool]:
     """Which native half-precision math the CPU has (x86 flags; AVX512-BF16, AMX, AVX512-FP16) and oneDNN may use:
     under ``ONEDNN_MAX_CPU_ISA=AVX2`` an AVX512-BF16 CPU computes bf16 as an AVX2 one does (emulated)."""
     return {flag: usable(flag) for flag in ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")}
+
+
+def half_math_claim(hw: dict[str, bool], flops_per_cycle: dict[str, float] | None = None) -> str:
+    """What a CPU's half-precision hardware lets one expect, from its flags and (when known) the peak
+    FLOPs per cycle of :func:`ampbench.measure.cpu.cpu_peak`: the same words in ``hw``, the advisor and ``diagnose``."""
+    fpc = flops_per_cycle or {}
+    parts = []
+    for mode, amx, vec in (("bf16", "amx_bf16", "avx512_bf16"), ("fp16", "amx_fp16", "avx512_fp16")):
+        unit = f"AMX-{mode.upper()}" if hw.get(amx) else f"AVX512-{mode.upper()}" if hw.get(vec) else None
+        if unit is None:
+            parts.append(f"{mode} math is emulated (converted to fp32: slower than fp32)")
+            continue
+        ratio = fpc.get(mode, 0) / fpc["fp32"] if fpc.get("fp32") else None
+        parts.append(f"{mode} matmuls run on {unit}" + (f" (peak {ratio:g}x fp32's)" if ratio else ""))
+    return "; ".join(parts)

@@ -44,7 +44,7 @@ def test_unknown_name_lists_valid_names_and_aliases():
             assert a in msg
 
 
-def test_recipes_own_their_facts_fp8_and_the_advisor_preference() -> None:
+def test_the_fp8_modes_and_the_advisor_preference() -> None:
     from ampbench.precision import Fp8Options, is_fp8, list_precisions, preference
 
     assert [p for p in list_precisions() if is_fp8(p)] == ["fp8-tensorwise", "fp8-rowwise", "fp8-rowwise-gw-hp"]

@@ -17,8 +17,10 @@ from rich.text import Text
 from ampbench.cli.core import app, console, err_console, open_store
 from ampbench.cli.declared import Opt
 from ampbench.errors import AmpbenchError
+from ampbench.modes import resolve
 from ampbench.report import ONLY_PREDICTIONS
 from ampbench.report.compare import compare_table
+from ampbench.report.console import Col, predicted_table, stack_tables
 from ampbench.report.history import history as history_of
 from ampbench.report.history import point_text
 from ampbench.report.predictions import table as predictions_table
@@ -67,9 +69,6 @@ def compare_cmd(
 ) -> None:
     """Throughput across GPUs: rows = devices, columns = precisions, relative to a reference device; with --runs,
     two runs of the same cells: what changed beyond the noise; with --history, every run of them."""
-    from ampbench.precision import resolve  # lazy: torch
-    from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
-
     check_run_options(runs, reference, fail_if_slower, min_change, fmt, history, last)
     store = open_store(db, create=False)
     precs = [resolve(p) for p in parse_list(precision, "precision")] or None
@@ -178,8 +177,6 @@ def _runs(store: Any, runs: str, workloads: list[str] | None, precisions: list[s
 def _history(store: Any, workloads: list[str] | None, precisions: list[str] | None, last: int, min_change: float,
              fmt: str) -> None:
     """``compare --history``: each setting's runs on one device, oldest first, a column per precision."""
-    from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
-
     def shown(s: Any) -> list[str]:  # (a column's label is its precision, "(8bit states)" after it where it has one)
         return [p for p in s.points if precisions is None or p.split(" (")[0] in precisions]
 
@@ -215,8 +212,6 @@ def regression_text(bad: list[Any], pct: float) -> str:
 
 
 def _print_diff(diff: Any) -> None:
-    from ampbench.report.console import Col, stack_tables  # lazy: torch (the advisor's CPU facts)
-
     for line in header_lines(diff):
         console.print(escape(line), highlight=False)
     for setting, changes in diff.settings():
@@ -260,8 +255,6 @@ def _predicted(store: Any, workloads: list[str] | None, precisions: list[str] | 
     lines = [p for p in predictions_table(store.predictions(workloads), merge_repeats(store.rows(workloads=workloads)))
              if precisions is None or p["precision"] in precisions]
     if lines:
-        from ampbench.report.console import predicted_table  # lazy: torch (the advisor's CPU facts)
-
         for table in predicted_table(lines, console.width):
             console.print(table)
 

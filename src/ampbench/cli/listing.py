@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -13,9 +13,7 @@ from ampbench import seam
 from ampbench.cli.core import app, console
 from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import predictable
-
-if TYPE_CHECKING:
-    from ampbench.report.console import Col
+from ampbench.report.console import Col, stack_tables
 
 
 @app.command("list")
@@ -36,8 +34,6 @@ def list_cmd(
 
 
 def _list_gpus() -> None:
-    from ampbench.report.console import Col  # lazy: torch
-
     gpus = predictable()
     peaks = {m: [f"{g.tflops[m]:g}" if m in g.tflops else ("fp32 math" if m == "fp16" and not g.tensor_cores else "-")
                  for g in gpus] for m in ("fp32", "tf32", "fp16", "bf16", "fp8")}
@@ -52,7 +48,6 @@ def _list_gpus() -> None:
 
 
 def _list_workloads() -> None:
-    from ampbench.report.console import Col  # lazy: torch
     from ampbench.workloads import PRESETS  # lazy: torch
 
     rows = [(w.name, w.description, w.paper, w.data, w.options)
@@ -78,8 +73,6 @@ def _print_stacked(title: str, key: Col, cols: list[Col]) -> None:
     """The columns as one table, or stacked into narrower tables each led by the ``key`` column when they do not fit
     the terminal (:func:`ampbench.report.console.stack_tables`): no number or header cut; at 80 columns every text
     wraps at its spaces in a column of at least 24, none is squeezed to a sliver."""
-    from ampbench.report.console import stack_tables  # lazy: torch
-
     for table in stack_tables(title, key, cols, console.width):
         console.print(table)
 
@@ -87,8 +80,7 @@ def _print_stacked(title: str, key: Col, cols: list[Col]) -> None:
 def _list_precisions() -> None:
     import torch  # lazy: torch
 
-    from ampbench.precision import get, list_precisions, supported  # lazy: torch
-    from ampbench.report.console import Col  # lazy: torch
+    from ampbench.precision import aliases_of, get, list_precisions, supported  # lazy: torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     names, aliases, scales, does, here = [], [], [], [], []
@@ -105,7 +97,7 @@ def _list_precisions() -> None:
         if sup.ok and why:
             text += f" [yellow]{mark or escape(why)}[/]"  # (escaped: "pip install 'ampbench[fp8]'" is no markup)
         names.append(Text(name, style="bold cyan"))
-        aliases.append(Text(", ".join(recipe.aliases)))
+        aliases.append(Text(", ".join(aliases_of(name))))
         scales.append(Text(recipe.default_loss_scale))
         does.append(Text(recipe.summary))
         here.append(Text.from_markup(text))

@@ -13,6 +13,8 @@ from ampbench.cli.examples import PYTORCH_MODEL_EXAMPLES
 from ampbench.command_options import PredictData, PredictDistribution, PredictGpus, PredictOutput, PredictTargets
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.predict.measured_kernels import stored_tables
+from ampbench.report.console import predicted_tables
+from ampbench.report.gpu_comparison import advice, comparison_tables, ddp_lines, mark_ranks, wide_csv
 from ampbench.report.predictions import fp8_lines, no_speedup_lines, unsupported_lines
 
 
@@ -28,9 +30,6 @@ def predict_cmd(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistr
 def _predict(gpus: PredictGpus, targets: PredictTargets, spread: PredictDistribution, data: PredictData,
              output: PredictOutput) -> None:
     from ampbench.predict.config import PredictConfig  # lazy: torch, torch.utils.flop_counter
-    from ampbench.report.console import predicted_tables  # lazy: torch
-    from ampbench.report.gpu_comparison import advice, comparison_tables, ddp_lines, mark_ranks, wide_csv  # lazy: torch
-
     json_out, csv_out = output.json_out, output.csv_out
     check_output_file(json_out, "--json", "predict.json")
     check_output_file(csv_out, "--csv", "predict.csv")

@@ -12,6 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ampbench.cli.core import console
+from ampbench.report.console import STATUS_STYLE, max_batch_text
+from ampbench.report.console import results_tables as tables
 from ampbench.report.run_text import (
     BAR_COLUMNS,
     BAR_WIDTH,
@@ -33,8 +35,6 @@ def plan_header(config: Any, store_path: Any, estimate: Any = None) -> None:
 
 def cell_line(status: str, label: str, what: str, detail: str) -> str:
     """A finished cell's line: its ``label`` in its status's colour, the cell (``what``: markup-escaped), the detail."""
-    from ampbench.report.console import STATUS_STYLE  # lazy: torch
-
     line = f"  [{STATUS_STYLE.get(status, '')}]{label:<11}[/] {what}"
     return f"{line}  [dim]{escape(detail)}[/]" if detail else line
 
@@ -51,8 +51,6 @@ def ok_detail(row: dict[str, Any]) -> str:
             if row.get("metric") is not None and row.get("metric_name") else ""
         said.append(f"after {row['converge'].get('steps')} steps: train loss {row['final_loss']:.4g}{metric}")
     if row.get("max_batch") is not None:
-        from ampbench.report.console import max_batch_text  # lazy: torch
-
         said.append(f"max batch {max_batch_text(row)}")
     return ", ".join(said)
 
@@ -112,7 +110,5 @@ def run_with_progress(config: Any, store: Any, resume: bool, label: str | None,
 
 
 def results_tables(rows: list[dict[str, Any]]) -> None:
-    from ampbench.report.console import results_tables as tables  # lazy: torch
-
     for table in tables(rows, console.width):
         console.print(table)

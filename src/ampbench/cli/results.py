@@ -13,7 +13,9 @@ from ampbench.cli.core import app, console, err_console, open_store
 from ampbench.cli.declared import Opt
 from ampbench.cli.render import results_tables
 from ampbench.errors import AmpbenchError
+from ampbench.modes import resolve
 from ampbench.report import ALL_PREDICTIONS, ONLY_PREDICTIONS
+from ampbench.report.console import predicted_table
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_text import plural
 from ampbench.store import derive, to_csv
@@ -34,9 +36,6 @@ def results_cmd(
                                                                     "instead of the measured rows.")] = False,
 ) -> None:
     """List stored results (with speedup / memory saving vs fp32)."""
-
-    from ampbench.precision import resolve  # lazy: torch
-
     if fmt not in ("table", "json", "csv"):
         raise AmpbenchError(f"--format {fmt!r}: choose table, json or csv")
     if run is not None and all_runs:
@@ -87,7 +86,5 @@ def _only_predictions(store: Any, fmt: str, workloads: list[str] | None = None, 
         sys.stdout.write(to_csv(predictions))
     else:
         console.print(ALL_PREDICTIONS if measured else ONLY_PREDICTIONS)
-        from ampbench.report.console import predicted_table  # lazy: torch (the advisor's CPU facts)
-
         for table in predicted_table(predictions_table(predictions, store.rows() if measured else []), console.width):
             console.print(table)

@@ -21,6 +21,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.progress import duration
 from ampbench.report import write_report
+from ampbench.report.console import advice_lines
 from ampbench.report.run_diff import since_last, since_line
 from ampbench.report.run_text import cell_text, plural
 from ampbench.store import default_db_path, export_data, write_json
@@ -152,8 +153,6 @@ def _finish(store: Any, info: Any, rows: list[dict[str, Any]], json_out: Path | 
     errored = [r for r in rows if r["status"] == "error"]
     console.print(f"run [bold]{info.run_id}[/]: {len(rows) - len(bad)} ok, {len(bad)} not ok{took}; stored in "
                   f"{escape(str(store.path))} (ampbench results / export)")
-    from ampbench.report.console import advice_lines  # lazy: torch (the advisor's CPU facts)
-
     for advice in advice_lines(rows):
         console.print(advice)
     _since_last(store, info)

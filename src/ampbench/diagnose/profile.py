@@ -27,11 +27,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ampbench.cpuinfo import cpu_half_hardware
+from ampbench.cpuinfo import cpu_half_hardware, half_math_claim
 from ampbench.diagnose.findings import Finding
 from ampbench.distributed.units import blocks
 from ampbench.measure import memory as mem
-from ampbench.measure.cpu import cpu_peak, half_math_claim
+from ampbench.measure.cpu import cpu_peak
 from ampbench.measure.step import build_step, device_batches
 from ampbench.measure.timing import time_steps
 from ampbench.precision import get

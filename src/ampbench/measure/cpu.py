@@ -139,20 +139,6 @@ def half_hardware_summary(hw: dict[str, bool] | None = None) -> str:
     return ", ".join(names) or "none"
 
 
-def half_math_claim(hw: dict[str, bool], flops_per_cycle: dict[str, float] | None = None) -> str:
-    """What a CPU's half-precision hardware lets one expect, from its flags and (when known) the peak
-    FLOPs per cycle of :func:`cpu_peak`: the same words in ``hw``, the advisor and ``diagnose``."""
-    fpc = flops_per_cycle or {}
-    parts = []
-    for mode, amx, vec in (("bf16", "amx_bf16", "avx512_bf16"), ("fp16", "amx_fp16", "avx512_fp16")):
-        unit = f"AMX-{mode.upper()}" if hw.get(amx) else f"AVX512-{mode.upper()}" if hw.get(vec) else None
-        if unit is None:
-            parts.append(f"{mode} math is emulated (converted to fp32: slower than fp32)")
-            continue
-        ratio = fpc.get(mode, 0) / fpc["fp32"] if fpc.get("fp32") else None
-        parts.append(f"{mode} matmuls run on {unit}" + (f" (peak {ratio:g}x fp32's)" if ratio else ""))
-    return "; ".join(parts)
-
 
 def cpu_facts() -> dict[str, Any]:
     """What every CPU row's env records about the hardware (the same probe as ``ampbench hw``)."""

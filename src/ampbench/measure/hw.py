@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from ampbench.cpuinfo import cpu_half_hardware
+from ampbench.cpuinfo import cpu_half_hardware, half_math_claim
 from ampbench.measure import host_ops
-from ampbench.measure.cpu import cpu_peak, half_math_claim
+from ampbench.measure.cpu import cpu_peak
 from ampbench.measure.env import environment
 from ampbench.measure.gpus import for_device
 from ampbench.measure.peaks import tensor_core_generation

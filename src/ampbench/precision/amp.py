@@ -58,8 +58,6 @@ class AutocastRecipe(Precision):
 @register
 class AmpFP16(AutocastRecipe):
     name = "amp-fp16"
-    preference = 1
-    aliases = ("O1", "16-mixed", "16", "fp16", "amp", "mixed_float16")  # (fp16: as HF Trainer's --fp16, bf16 as --bf16)
     summary = "autocast fp16, fp32 weights, dynamic loss scaling"
     compute_dtype = torch.float16
     default_loss_scale = "dynamic"
@@ -68,7 +66,5 @@ class AmpFP16(AutocastRecipe):
 @register
 class AmpBF16(AutocastRecipe):
     name = "amp-bf16"
-    preference = 0
-    aliases = ("bf16-mixed", "bf16", "mixed_bfloat16")
     summary = "autocast bf16, fp32 weights, no loss scaling (bf16 has fp32's exponent range)"
     compute_dtype = torch.bfloat16

@@ -26,9 +26,8 @@ class Precision:
     """One precision mode = one recipe. Subclasses set the class attributes below."""
 
     name: ClassVar[str]
-    """Canonical name (``amp-fp16``)."""
-    aliases: ClassVar[tuple[str, ...]] = ()
-    """Other accepted names (apex ``O1``, Lightning ``16-mixed``)."""
+    """Canonical name (``amp-fp16``): its row in :mod:`ampbench.modes`' table holds its aliases and how the advisor
+    ranks it."""
     summary: ClassVar[str]
     """One line for ``ampbench list``."""
     param_dtype: ClassVar[torch.dtype] = torch.float32
@@ -52,12 +51,6 @@ class Precision:
     autocasts: ClassVar[bool] = False
     """Whether the half math comes from autocast (``forward_context``): a forward outside ``mp.autocast()`` then
     runs in fp32 (the engine warns)."""
-    advised_only_with_verdict: ClassVar[bool] = False
-    """Whether the advisor recommends this mode only with its own convergence verdict (parity with fp32), never on
-    speed or memory alone: modes that change the numerics beyond autocast's (pure half keeps no fp32 weights, fp8)."""
-    preference: ClassVar[int] = 100
-    """The advisor's tie-break among modes of equal speed and memory, lowest first: autocast first (no model
-    changes; bf16 needs no loss scaling), then master weights, fp8, pure half, fp32 last."""
 
     # -- hooks -------------------------------------------------------------------------------
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:

@@ -11,8 +11,6 @@ from ampbench.precision.registry import register
 @register
 class FP32(Precision):
     name = "fp32"
-    preference = 10
-    aliases = ("O0", "32-true", "32", "float32")
     summary = "true IEEE fp32: TF32 disabled for matmul and cuDNN conv (the honest baseline)"
     param_dtype = compute_dtype = torch.float32
     tf32 = False
@@ -21,7 +19,6 @@ class FP32(Precision):
 @register
 class TF32(Precision):
     name = "tf32"
-    preference = 9
     summary = "fp32 storage, TF32 Tensor Core math for matmul/conv (NVIDIA GPUs with CC >= 8.0)"
     param_dtype = compute_dtype = torch.float32
     tf32 = True

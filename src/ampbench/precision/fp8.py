@@ -245,7 +245,6 @@ def _cast_input_to_autocast_dtype(module: nn.Module, args: tuple[Any, ...]) -> t
 class _Fp8(AutocastRecipe):
     compute_dtype = torch.bfloat16
     math_mode = "fp8"
-    advised_only_with_verdict = True  # never recommended on speed alone (fp8's scaling changes the numerics)
     in_cpu_defaults = False
     fp8_recipe: ClassVar[str]
 
@@ -283,8 +282,6 @@ class _Fp8(AutocastRecipe):
 @register
 class Fp8Tensorwise(_Fp8):
     name = "fp8-tensorwise"
-    preference = 4
-    aliases = ("fp8",)
     summary = "amp-bf16 with eligible Linear layers in fp8 (torchao, per-tensor scales; extra ampbench[fp8])"
     fp8_recipe = "tensorwise"
 
@@ -292,7 +289,6 @@ class Fp8Tensorwise(_Fp8):
 @register
 class Fp8Rowwise(_Fp8):
     name = "fp8-rowwise"
-    preference = 5
     summary = "amp-bf16 with eligible Linear layers in fp8 (torchao, per-row scales)"
     fp8_recipe = "rowwise"
 
@@ -300,6 +296,5 @@ class Fp8Rowwise(_Fp8):
 @register
 class Fp8RowwiseGwHp(_Fp8):
     name = "fp8-rowwise-gw-hp"
-    preference = 6
     summary = "fp8-rowwise with the grad-weight matmul kept in bf16 (torchao's most conservative recipe)"
     fp8_recipe = "rowwise_with_gw_hp"

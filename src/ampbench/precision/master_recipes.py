@@ -31,8 +31,6 @@ class _Master(Precision):
 @register
 class MasterFP16(_Master):
     name = "master-fp16"
-    preference = 3
-    aliases = ("O2",)
     summary = "fp16 model (norm layers fp32), fp32 master weights in the optimizer, dynamic loss scaling"
     param_dtype = compute_dtype = torch.float16
     default_loss_scale = "dynamic"
@@ -41,6 +39,5 @@ class MasterFP16(_Master):
 @register
 class MasterBF16(_Master):
     name = "master-bf16"
-    preference = 2
     summary = "bf16 model (norm layers fp32), fp32 master weights in the optimizer, no loss scaling"
     param_dtype = compute_dtype = torch.bfloat16

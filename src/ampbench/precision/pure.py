@@ -19,7 +19,6 @@ from ampbench.precision.registry import register
 
 class _Pure(Precision):
     casts_model = True
-    advised_only_with_verdict = True  # no fp32 copy of the weights: updates below the half ulp are lost
 
     def convert_module(self, module: nn.Module, keep_fp32: Sequence[str | type[nn.Module]]) -> nn.Module:
         cast_model(module, self.param_dtype, keep_fp32, keep_norm=False)
@@ -29,8 +28,6 @@ class _Pure(Precision):
 @register
 class PureFP16(_Pure):
     name = "pure-fp16"
-    preference = 8
-    aliases = ("O3", "16-true", "float16")
     summary = "everything fp16, no master copy, no loss scaling by default (may not converge)"
     param_dtype = compute_dtype = torch.float16
 
@@ -38,7 +35,5 @@ class PureFP16(_Pure):
 @register
 class PureBF16(_Pure):
     name = "pure-bf16"
-    preference = 7
-    aliases = ("bf16-true", "bfloat16")
     summary = "everything bf16, no master copy (updates below bf16's resolution are lost)"
     param_dtype = compute_dtype = torch.bfloat16

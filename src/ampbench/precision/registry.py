@@ -1,84 +1,55 @@
-"""Registry of precision recipes: one canonical name per recipe, aliases resolve to it (cf. timm)."""
+"""Registry of precision recipes: one canonical name per recipe, aliases resolve to it (cf. timm).
+
+A mode's names and the facts the advisor reads (:mod:`ampbench.modes`' table) are kept apart from its recipe, which
+imports torch; the registry holds each recipe to its row there."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
-from ampbench.errors import AmpbenchError, suggest
-from ampbench.mode_names import MODES
+from ampbench.modes import (
+    TABLE,
+    advised_only_with_verdict,
+    aliases_of,
+    find,
+    half_gradients,
+    is_fp8,
+    preference,
+    resolve,
+)
 from ampbench.precision.base import Precision
 
+__all__ = ["advised_only_with_verdict", "aliases_of", "get", "half_gradients", "is_fp8", "list_precisions",
+           "preference", "register", "resolve"]
+
 _RECIPES: dict[str, type[Precision]] = {}
-_ALIASES: dict[str, str] = {}
 
 P = TypeVar("P", bound=type[Precision])
 
 
 def register(cls: P) -> P:
-    """Class decorator: make a recipe available under its name and aliases (a name :data:`ampbench.mode_names.MODES`
-    lists: what reads stored rows knows the modes without importing the recipes)."""
-    if cls.name not in MODES:
-        raise ValueError(f"precision {cls.name!r} is not in ampbench/mode_names.py's MODES: add it there, in order")
-    for key in (cls.name, *cls.aliases):
-        k = key.lower()
-        if k in _ALIASES and _ALIASES[k] != cls.name:
-            raise ValueError(f"precision name {key!r} is already used by {_ALIASES[k]!r}")
-        _ALIASES[k] = cls.name
+    """Class decorator: make a recipe available under its name and its aliases, as :mod:`ampbench.modes`' table lists
+    them (what reads stored rows knows the modes without importing the recipes). Refused: a name the table does not
+    list, and a recipe whose math or weights disagree with its row there."""
+    found = find(cls.name)
+    if found is None or found.name != cls.name:
+        raise ValueError(f"precision {cls.name!r} is not in ampbench/modes.py's TABLE: add it there, in order")
+    half_weights = not cls.master_weights and cls.param_dtype.is_floating_point and cls.param_dtype.itemsize == 2
+    if (cls.math_mode == "fp8") != found.fp8 or half_weights != found.half_weights:
+        raise ValueError(f"precision {cls.name!r}: ampbench/modes.py says fp8={found.fp8}, "
+                         f"half_weights={found.half_weights}; the recipe says {cls.math_mode == 'fp8'}, {half_weights}")
+    if cls.name in _RECIPES:
+        raise ValueError(f"precision {cls.name!r} is already registered by {_RECIPES[cls.name].__qualname__}")
     _RECIPES[cls.name] = cls
     return cls
 
 
 def list_precisions() -> list[str]:
-    """Canonical names, in registration order."""
-    return list(_RECIPES)
-
-
-def aliases_of(name: str) -> tuple[str, ...]:
-    return _RECIPES[resolve(name)].aliases
-
-
-def resolve(name: str) -> str:
-    """Canonical name for a name or alias (case-insensitive); AmpbenchError listing valid names."""
-    key = str(name).strip().lower()
-    if key in _ALIASES:
-        return _ALIASES[key]
-    valid = ", ".join(
-        f"{n} ({'/'.join(c.aliases)})" if c.aliases else n for n, c in _RECIPES.items()
-    )
-    raise AmpbenchError(
-        f"unknown precision {name!r}.{suggest(key, _ALIASES)} Valid names (aliases): {valid}"
-    )
+    """Canonical names, in the table's order (every recipe registers at ``import ampbench.precision``)."""
+    return [m.name for m in TABLE if m.name in _RECIPES]
 
 
 def get(name: str, **options: object) -> Precision:
     """A fresh recipe instance for a name or alias; ``options``: the recipe's own (the fp8 modes take
     ``options=Fp8Options(...)``)."""
     return _RECIPES[resolve(name)](**options)
-
-
-def is_fp8(name: str) -> bool:
-    """Whether a mode (name or alias) computes in fp8; False for a name that is no mode (an imported row's)."""
-    key = str(name).strip().lower()
-    return key in _ALIASES and _RECIPES[_ALIASES[key]].math_mode == "fp8"
-
-
-def advised_only_with_verdict(name: str) -> bool:
-    """Whether the advisor needs a mode's own convergence verdict before recommending it (pure-*, fp8)."""
-    key = str(name).strip().lower()
-    return key in _ALIASES and _RECIPES[_ALIASES[key]].advised_only_with_verdict
-
-
-def half_gradients(name: str) -> bool:
-    """Whether a mode's parameters, and so the gradients its optimizer steps, are half (pure-*); False for a name that
-    is no mode (an imported row's)."""
-    key = str(name).strip().lower()
-    if key not in _ALIASES:
-        return False
-    recipe = _RECIPES[_ALIASES[key]]
-    return not recipe.master_weights and recipe.param_dtype.is_floating_point and recipe.param_dtype.itemsize == 2
-
-
-def preference(name: str) -> int:
-    """The advisor's tie-break rank of a mode (lower: preferred); names that are no mode rank last."""
-    key = str(name).strip().lower()
-    return _RECIPES[_ALIASES[key]].preference if key in _ALIASES else 1000

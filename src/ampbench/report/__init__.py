@@ -7,6 +7,7 @@ from typing import Any
 
 from ampbench.errors import AmpbenchError
 from ampbench.paths import write_text_atomic
+from ampbench.report.markdown import render_markdown
 from ampbench.report.predictions import attach as attach_predictions
 from ampbench.report.run_diff import since_last
 from ampbench.store import Store, derive, to_csv
@@ -46,11 +47,9 @@ def build_report(store: Store, run_id: str | None = None, fmt: str = "html",
         return info.run_id, to_csv(rows)
     since = since_last(store, info, rows=rows)  # (this run's rows, derived above: not read again)
     if fmt == "md":
-        from ampbench.report.markdown import render_markdown  # lazy: torch
-
         return info.run_id, render_markdown(rows, {**info.to_dict(), "predictions_note": note, "since": since},
                                             predictions)
-    from ampbench.report.html import render_html  # lazy: matplotlib, torch
+    from ampbench.report.html import render_html  # lazy: matplotlib
 
     every_device = derive(store.rows(workloads=workloads), hw) if workloads else []
     return info.run_id, render_html(rows, {**info.to_dict(), "predictions_note": note, "since": since}, every_device,
@@ -68,10 +67,8 @@ def _predictions_only(predictions: list[dict[str, Any]], fmt: str, measured: boo
         return to_csv(predictions)
     note = {"label": ALL_PREDICTIONS if measured else ONLY_PREDICTIONS, "run_id": "(none: predictions only)"}
     if fmt == "md":
-        from ampbench.report.markdown import render_markdown  # lazy: torch
-
         return render_markdown([], note, predictions)
-    from ampbench.report.html import render_html  # lazy: matplotlib, torch
+    from ampbench.report.html import render_html  # lazy: matplotlib
 
     return render_html([], note, [], [], predictions)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ampbench.cells import CellId
 from ampbench.execution.micro_batches import split
-from ampbench.precision import half_gradients
+from ampbench.modes import half_gradients
 from ampbench.report.numbers import fmt_bytes
 
 

@@ -36,9 +36,9 @@ from itertools import groupby
 from typing import Any
 
 from ampbench.cells import CellId, measured_on
+from ampbench.cpuinfo import half_math_claim
 from ampbench.execution.axes import Execution
-from ampbench.measure.cpu import half_math_claim
-from ampbench.precision import advised_only_with_verdict, is_fp8, preference
+from ampbench.modes import advised_only_with_verdict, is_fp8, preference
 from ampbench.report.accumulation import accumulation_note
 from ampbench.report.combine import (
     MIN_GAIN,

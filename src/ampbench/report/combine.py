@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampbench.execution.axes import Execution
-from ampbench.precision import is_fp8
+from ampbench.modes import is_fp8
 from ampbench.report.numbers import fmt_bytes
 from ampbench.store.derive import CONVERGED, INCONCLUSIVE, compared_memory, judged, speed_doubt, speedup_noise, speedup_range
 

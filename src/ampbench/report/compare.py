@@ -15,7 +15,7 @@ from typing import Any
 
 from ampbench.cells import CellId
 from ampbench.errors import AmpbenchError
-from ampbench.mode_names import MODES
+from ampbench.modes import MODES
 
 
 @dataclass(frozen=True)

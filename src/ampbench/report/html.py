@@ -11,8 +11,8 @@ import html
 from typing import Any
 
 import ampbench
+from ampbench.cpuinfo import half_math_claim
 from ampbench.execution.axes import Execution, display_name
-from ampbench.measure.cpu import half_math_claim
 from ampbench.report import charts, convergence
 from ampbench.report.accumulation import accumulated_text, accumulation_cost
 from ampbench.report.advisor import Advice, advise, group_labels, workload_groups

@@ -14,7 +14,7 @@ from typing import Any
 
 from ampbench import seam
 from ampbench.execution import AXES
-from ampbench.mode_names import MODES
+from ampbench.modes import MODES
 
 STATUSES = ("ok", "oom", "error", "diverged", "unsupported")
 """ok; oom (out of memory, or over --memory-budget on CPU); error (crash, timeout, bad model);
