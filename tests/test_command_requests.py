@@ -46,6 +46,10 @@ def test_a_train_request_checks_the_files_it_will_write(tmp_path: Path) -> None:
 def test_the_launch_and_the_data_options_are_checked() -> None:
     with pytest.raises(AmpbenchError, match="--nproc-per-node must be >= 1"):
         Launch("ddp", nproc=0)
+    with pytest.raises(AmpbenchError, match="--nproc-per-node must be >= 1"):
+        Launch(None, nproc=0)
+    with pytest.raises(AmpbenchError, match="--nproc-per-node 4 applies with --strategy"):
+        Launch(None, nproc=4)  # (was dropped unsaid: one process)
     with pytest.raises(AmpbenchError, match="--node-rank"):
         Launch(None, node_rank=1)
     with pytest.raises(AmpbenchError, match="--batches"):

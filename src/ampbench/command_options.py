@@ -83,6 +83,10 @@ def adapter_as_workload(section: Any, workload_field: str) -> None:
         object.__setattr__(section, "model", None)
 
 
+NPROC_DEFAULT = 2
+"""--nproc-per-node's default (run, train, diagnose): two ranks per machine."""
+
+
 @dataclass(frozen=True)
 class TargetArgs:
     PANEL: ClassVar[str] = "What to measure"
@@ -217,7 +221,7 @@ class TorchArgs:
                                           "default off).")
     strategy: str | None = opt(None, "Distributed: ddp,fsdp (torch.distributed over --nproc-per-node ranks; "
                                      "one-process cells run too, as the scaling baseline).")
-    nproc_per_node: int = opt(2, "With --strategy: ranks per machine (torchrun).")
+    nproc_per_node: int = opt(NPROC_DEFAULT, "With --strategy: ranks per machine (torchrun).")
     grad_reduce_dtype: str | None = opt(None, "Distributed: fp32,bf16,fp16 (the dtype gradients are reduced in; "
                                               "default: their own).")
     nnodes: int = opt(1, "With --strategy: machines (the same command on each, with its --node-rank; node 0 prints "

@@ -20,7 +20,14 @@ from typing import Any
 
 from ampbench import seam
 from ampbench.bench.config import fp8_compiles_by_default
-from ampbench.command_options import CommandTarget, DataArgs, DiagnoseSettings, TrainDistribution, TrainSettings
+from ampbench.command_options import (
+    NPROC_DEFAULT,
+    CommandTarget,
+    DataArgs,
+    DiagnoseSettings,
+    TrainDistribution,
+    TrainSettings,
+)
 from ampbench.diagnose import applicable_checks, parse_checks
 from ampbench.errors import AmpbenchError
 from ampbench.launch import check_nodes
@@ -78,14 +85,16 @@ class Launch:
     """``--strategy`` over ``--nproc-per-node`` ranks on ``--nnodes`` machines (torchrun); kept out of the results."""
 
     strategy: str | None = None
-    nproc: int = 2
+    nproc: int = NPROC_DEFAULT
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None
 
     def __post_init__(self) -> None:
-        if self.strategy is not None and self.nproc < 1:
+        if self.nproc < 1:
             raise AmpbenchError(f"--nproc-per-node must be >= 1, got {self.nproc}")
+        if self.strategy is None and self.nproc != NPROC_DEFAULT:
+            raise AmpbenchError(f"--nproc-per-node {self.nproc} applies with --strategy ddp or fsdp")
         check_nodes(self.strategy, self.nnodes, self.node_rank, self.rdzv_endpoint)
 
     def given(self) -> bool:

@@ -124,6 +124,7 @@ ERRORS: dict[str, list[str]] = {
     "run-channels-last-vector": ["run", "--workloads", "tabular-mlp", "--memory-format", "channels_last", "--no-isolate"],
     "run-strategy-value": ["run", "--workloads", "bert", "--strategy", "horovod"],
     "run-nproc-0": ["run", "--workloads", "bert", "--strategy", "ddp", "--nproc-per-node", "0"],
+    "run-nproc-without-strategy": ["run", "--workloads", "bert", "--nproc-per-node", "4"],  # (was dropped unsaid)
     "run-reduce-without-strategy": ["run", "--workloads", "bert", "--grad-reduce-dtype", "bf16"],
     "run-reduce-value": ["run", "--workloads", "bert", "--strategy", "ddp", "--grad-reduce-dtype", "fp8"],
     "run-nnodes-no-endpoint": ["run", "--workloads", "bert", "--strategy", "ddp", "--nnodes", "2"],
@@ -165,6 +166,7 @@ ERRORS: dict[str, list[str]] = {
     "train-strategy-compression": ["train", "tabular-mlp", "--preset", "tiny", "--strategy", "ddp", "--precision",
                                    "master-bf16", "--grad-reduce-dtype", "fp16"],
     "train-reduce-without-strategy": ["train", "tabular-mlp", "--grad-reduce-dtype", "bf16"],
+    "train-nproc-without-strategy": ["train", "tabular-mlp", "--nproc-per-node", "0"],  # (was dropped unsaid)
     "train-compile-value": ["train", "tabular-mlp", "--compile", "fast"],
     "train-checkpoint-is-file": ["train", "tabular-mlp", "--checkpoint", "README.md"],
     # diagnose

@@ -110,6 +110,8 @@ def test_several_gpus_without_a_strategy_are_ddp_said_so_and_a_slow_fabric_is_co
 
 @pytest.mark.parametrize("kw, said", [
     ({"strategy": "ddp"}, "--strategy ddp needs more than one GPU: add --gpus N"),
+    ({"gpus_per_node": 0}, "--gpus 0: give a count >= 1"),  # (was predicted as one GPU)
+    ({"gpus_per_node": 8, "nodes": -1}, "--nodes -1: give a count >= 1"),
     ({"gpus_per_node": 8, "strategy": "zero3"}, "predict takes ddp or fsdp"),
     ({"gpus_per_node": 8, "strategy": "ddp", "inference": True}, "--inference one GPU's forward"),
     ({"gpus_per_node": 8, "inference": True}, "--gpus 8 --nodes 1 predicts training over many GPUs"),

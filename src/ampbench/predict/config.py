@@ -163,6 +163,9 @@ class PredictConfig:
                                 "optimizer)")
         if strategy not in (None, "ddp", "fsdp"):
             raise AmpbenchError(f"--strategy {strategy}: predict takes ddp or fsdp (as run --strategy runs them)")
+        for flag, n in (("--gpus", gpus_per_node), ("--nodes", nodes)):
+            if n < 1:
+                raise AmpbenchError(f"{flag} {n}: give a count >= 1 (--gpus: GPUs per machine, --nodes: machines)")
         many = gpus_per_node * nodes > 1
         if many and inference:
             raise AmpbenchError(f"--gpus {gpus_per_node} --nodes {nodes} predicts training over many GPUs; --inference "
