@@ -8,6 +8,7 @@ never leaves a half-written file where a good one was.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from ampbench.errors import AmpbenchError
@@ -22,8 +23,11 @@ def _creatable_dir(d: Path, option: str, path: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise AmpbenchError(f"{option} {path}: cannot create the directory {d} ({e.strerror or e})") from None
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise AmpbenchError(f"{option} {path}: the directory {d} is not writable")
+    try:  # (a file made and dropped, not os.access: root passes that on a read-only mount or in /proc)
+        with tempfile.TemporaryFile(dir=d):
+            pass
+    except OSError as e:
+        raise AmpbenchError(f"{option} {path}: the directory {d} is not writable ({e.strerror or e})") from None
 
 
 def check_output_file(path: Path | None, option: str, example: str = "out.json") -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -658,3 +660,19 @@ def test_activation_dominated_memory_names_checkpointing() -> None:
     fp32 = profile_findings({**p, "memory": {**m, "blocks": 0}}, half=False)
     (f,) = [f for f in fp32 if f.title.startswith("memory is dominated by saved activations")]
     assert "amp-*/master-*/pure-* halve them" in f.fix and "torch.utils.checkpoint around" in f.fix
+
+
+def test_a_chrome_trace_is_said_written_only_where_it_is(tmp_path: Path) -> None:
+    """The profiler logs a file it cannot open and returns as if it wrote it: the trace goes through a .tmp renamed
+    over it, and the finding says "not written" where no file came (/proc takes no new file, even from root)."""
+    def said(trace: Path) -> dict[str, str]:
+        d = diagnose(planted.launch_bound, "fp32", checks=("profile",), steps=2, trace=trace)
+        return {f.title: f.severity for f in d.findings}
+
+    good = tmp_path / "t.json"
+    assert said(good)[f"Chrome trace: {good}"] == "info"
+    assert json.loads(good.read_text())["traceEvents"] and not list(tmp_path.glob("*.tmp"))
+    if Path("/proc/self").is_dir():
+        bad = Path("/proc/ampbench-trace.json")
+        assert said(bad)[f"Chrome trace not written: the profiler could not write {bad}"] == "warning"
+        assert not bad.exists()

@@ -142,8 +142,14 @@ def _profiled(step: Any, steps: int, device: torch.device, trace: Path | None = 
         with _quiet_native_stderr():
             prof.stop()
     if trace is not None:
+        # (through a .tmp renamed over it: the profiler logs a file it cannot open and returns as if it wrote it, so
+        # the trace is said written only where it is)
         trace.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace))
+        tmp = trace.with_name(trace.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        prof.export_chrome_trace(str(tmp))
+        if tmp.is_file():
+            tmp.replace(trace)
     return prof
 
 
@@ -235,6 +241,7 @@ def profile_steps(wl: Workload, precision: str, device: torch.device, batch_size
                    "peak_bytes": peak["allocated"], "peak_is": "allocator peak" if gpu else "RSS growth",
                    "blocks": len(blocks(step.eager_model or step.model))},
         "tf32": {"matmul": read_tf32().matmul, "cudnn": read_tf32().cudnn}, "trace": str(trace) if trace else None,
+        "trace_written": trace is not None and trace.is_file(),
         "precision": precision, "device": str(device), "fallbacks": list(step.mp.fallbacks),
         "cpu_half_hardware": None, "cpu_flops_per_cycle": None,
     }
@@ -413,6 +420,9 @@ def profile_findings(p: dict[str, Any], half: bool) -> list[Finding]:
         out.append(Finding("info", "profile", f"reserved {m['reserved_bytes'] / 2**20:,.0f} MiB vs allocated "
                            f"{m['allocated_bytes'] / 2**20:,.0f} MiB", "the caching allocator holds freed blocks",
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation"))
-    if p.get("trace"):
+    if p.get("trace") and p.get("trace_written", True):  # (a stored profile from before the key: it was written)
         out.append(Finding("info", "profile", f"Chrome trace: {p['trace']}", "open in chrome://tracing or ui.perfetto.dev"))
+    elif p.get("trace"):
+        out.append(Finding("warning", "profile", f"Chrome trace not written: the profiler could not write {p['trace']}",
+                           "give --trace a path in a writable directory"))
     return out
