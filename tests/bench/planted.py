@@ -46,6 +46,24 @@ def ok() -> nn.Module:
     return _Base()
 
 
+def frozen() -> nn.Module:  # nothing to train: every step failed at autograd, after the run had started
+    return _Base().requires_grad_(False)
+
+
+class _SparseBag(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(100, 8, sparse=True)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.bag(ids))
+
+
+def sparse_bag() -> nn.Module:  # sparse gradients, which the default optimizer (Adam) cannot step
+    return _SparseBag()
+
+
 def nan() -> nn.Module:
     return _NaN()
 

@@ -146,6 +146,11 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     # an option's value too, before any cell (it was an error row of a started run, exit 1)
     (["--workloads", "bert", "--preset", "tiny", "-o", "size=huge"], "bert size 'huge': choose one of tiny, small"),
     (["--loss-scale", "sometimes"], "--loss-scale 'sometimes': not valid"),
+    # what a training step needs of the model, before any cell (each cell failed at its first step, exit 1)
+    (["--model", f"{PLANTED}:frozen", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
+      "--precisions", "fp32", "--measure", "inference"], "the model has no trainable parameter"),
+    (["--model", f"{PLANTED}:sparse_bag", "--input-shape", "8", "--vocab-size", "100", "--num-classes", "2",
+      "--preset", "tiny", "--precisions", "fp32"], "EmbeddingBag 'bag' has sparse=True (sparse gradients), which Adam"),
 ])
 def test_bad_run_options_are_one_line_exit_2(tmp_path: Path, args: list[str], expect: str) -> None:
     r = in_process("run", "--db", str(tmp_path / "r.db"), *args)

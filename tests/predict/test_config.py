@@ -14,6 +14,8 @@ from ampbench.predict import config as predict_config
 from ampbench.predict.config import PredictConfig
 from tests.conftest import cli
 
+PLANTED = str(Path(__file__).parents[1] / "bench" / "planted.py")
+
 
 def test_the_rows_are_the_command_s(tmp_path: Path) -> None:
     config = PredictConfig.from_strings(gpu="a100-80gb", workloads="tabular-mlp", preset="tiny",
@@ -68,3 +70,21 @@ def test_a_prices_key_that_is_not_a_gpu_suggests_too(tmp_path) -> None:  # type:
     with pytest.raises(AmpbenchError, match=re.escape("'h100' is not a known GPU (did you mean h100-pcie, h100-nvl "
                                                       "or h100-sxm?")):
         PredictConfig.from_strings(gpu="h100-sxm", workloads="tabular-mlp", preset="tiny", prices=prices)
+
+
+@pytest.mark.parametrize("model, data, said", [
+    ("frozen", ["--input-shape", "3,4,4", "--num-classes", "5"], "the model has no trainable parameter"),
+    ("sparse_bag", ["--input-shape", "8", "--vocab-size", "100", "--num-classes", "2"],
+     "EmbeddingBag 'bag' has sparse=True (sparse gradients), which Adam cannot step"),
+])
+def test_a_training_step_the_model_cannot_take_is_one_line(model: str, data: list[str], said: str,
+                                                           tmp_path: Path) -> None:
+    """As run checks it (the trace failed at autograd or at Adam's step, exit 1 with a traceback); its forward alone
+    (--inference) is still predicted."""
+    args = ["predict", "--gpu", "t4", "--model", f"{PLANTED}:{model}", *data, "--precisions", "fp32",
+            "--db", str(tmp_path / "r.db")]
+    code, _, err = cli(*args)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = cli(*args, "--inference")
+    assert code == 0 and "fp32" in out, err
+

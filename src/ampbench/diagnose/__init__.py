@@ -24,6 +24,7 @@ from ampbench.diagnose.findings import Finding, check_done, check_started, order
 from ampbench.diagnose.fixes import FixChecker
 from ampbench.errors import AmpbenchError, TrainingDivergedError, suggest
 from ampbench.measure.env import device_name, resolve_device
+from ampbench.measure.trainable import check_trainable
 from ampbench.precision import get, is_fp8, resolve, supported
 from ampbench.workloads import create_workload
 from ampbench.workloads.base import Workload, seeded
@@ -180,6 +181,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         raise AmpbenchError(f"--batch-size must be >= 1, got {batch_size}")
     # Built (data read, model initialised) once; every check gets a deep copy of the untouched model.
     first = _first_build(target, preset, seed, options or {})
+    check_trainable(first.model, first.make_optimizer, name or (target if isinstance(target, str) else first.name))
     pristine = first.model
 
     def build() -> Workload:

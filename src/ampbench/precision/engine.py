@@ -55,7 +55,13 @@ from ampbench.precision.optimizer_state import effective as optimizer_state_of
 from ampbench.precision.optimizer_state import refusal as state_refusal
 from ampbench.precision.registry import get
 from ampbench.precision.scaling import LossScaleConfig, LossScaler
-from ampbench.precision.setup_checks import SETUP_ATTR, models_and_optimizers, warn_eps_underflow, watch_loads
+from ampbench.precision.setup_checks import (
+    SETUP_ATTR,
+    models_and_optimizers,
+    refuse_sparse_gradients_with_masters,
+    warn_eps_underflow,
+    watch_loads,
+)
 from ampbench.precision.step_record import StepRecord
 from ampbench.precision.support import Support, supported
 
@@ -196,6 +202,8 @@ class MixedPrecision:
         place = self.placement
         place.before_setup(models, f"MixedPrecision({self.name!r}, placement={place!r})")
         with_masters = self.recipe.master_weights and place.engine_masters
+        if with_masters:
+            refuse_sparse_gradients_with_masters(models, self.name)
 
         fp32_copies: dict[int, torch.Tensor] = {}
         if with_masters:  # taken before the cast: masters start from the exact fp32 init

@@ -50,6 +50,23 @@ def models_and_optimizers(model: Any, optimizer: Any) -> tuple[list[nn.Module], 
     return models, optimizers
 
 
+def sparse_gradient_modules(models: list[nn.Module]) -> list[str]:
+    """The embeddings of ``models`` that make sparse gradients (``sparse=True``, trained), by name."""
+    return [f"{type(m).__name__} {name or '(root)'!r}" for model in models for name, m in model.named_modules()
+            if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse and m.weight.requires_grad]
+
+
+def refuse_sparse_gradients_with_masters(models: list[nn.Module], name: str) -> None:
+    """Master weights keep a dense fp32 gradient per parameter, which a sparse gradient cannot be copied into
+    (``copy_() between dense and sparse Tensors is not implemented`` at the first step): refused at setup, with what
+    works instead."""
+    sparse = sparse_gradient_modules(models)
+    if sparse:
+        raise AmpbenchError(f"{name} keeps dense fp32 master gradients; {sparse[0]} has sparse=True (sparse "
+                            "gradients): give it sparse=False, or use an amp-* mode (autocast keeps the weights, and "
+                            "their sparse gradients, as they are)")
+
+
 def warn_eps_underflow(optimizer: torch.optim.Optimizer) -> None:
     """Adam's default eps (1e-8) rounds to 0 in fp16: the update divides by sqrt(v)=0 -> inf."""
     for group in optimizer.param_groups:

@@ -183,7 +183,7 @@ class PredictConfig:
                      strategy, interconnect, fp8, host, executions, checkpointing, settings, notes, grad_accums)
         config.fabrics()  # (each GPU's fabric checked now: NVLink where asked, the interconnect for the nodes)
         for k, t in enumerate(targets):  # every target built (on meta) and its optimizer checked before any tracing
-            config.built[k] = check_target(config.builder(t), list(names), states)
+            config.built[k] = check_target(config.builder(t), list(names), states, trains=not inference)
             for policy in (c for c in checkpointing if c != "off"):
                 check_blocks(config.built[k].model, t.label, policy)
         return config

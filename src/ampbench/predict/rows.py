@@ -30,6 +30,7 @@ from ampbench.execution.axes import Execution
 from ampbench.execution.checkpointing import POLICIES, checkpoint_blocks
 from ampbench.execution.micro_batches import split
 from ampbench.measure.gpus import Gpu, for_device, lookup, predictable
+from ampbench.measure.trainable import check_trainable
 from ampbench.precision import get
 from ampbench.precision.fp8 import Fp8Options, torchao_problem
 from ampbench.precision.optimizer_state import check_built
@@ -193,11 +194,15 @@ def state_refusal(gpu: Gpu, precision: str, state: str | None) -> str | None:
 
 
 def check_target(build: Callable[[], Workload], precisions: list[str],
-                 optimizer_states: tuple[str | None, ...] = (None,), built: Workload | None = None) -> Workload:
-    """The workload ``build`` makes, on meta (``built``: one it made already), checked before anything is traced: its
-    optimizer can hold each optimizer state asked for (torch's Adam/AdamW), as ``run`` checks it; one line
+                 optimizer_states: tuple[str | None, ...] = (None,), built: Workload | None = None,
+                 trains: bool = True) -> Workload:
+    """The workload ``build`` makes, on meta (``built``: one it made already), checked before anything is traced: a
+    training step's (``trains``) has a parameter to train and an optimizer that steps its gradients, and its
+    optimizer can hold each optimizer state asked for (torch's Adam/AdamW), as ``run`` checks them; one line
     otherwise."""
     wl = built if built is not None else build_meta(build)
+    if trains:
+        check_trainable(wl.model, wl.make_optimizer, wl.name)
     for state in dict.fromkeys(s for s in optimizer_states if s is not None):
         for precision in precisions:
             if optimizer_state_refusal(get(precision).name, state) is None:
@@ -264,7 +269,7 @@ def predict_target(label: str, build: Callable[[], Workload], question: Question
     precisions, channels_last, inference, fp8 = list(q.precisions), q.channels_last, q.inference, q.fp8
     optimizer_states = q.optimizer_states
     rows: list[dict[str, Any]] = []
-    wl = check_target(build, precisions, optimizer_states, built)
+    wl = check_target(build, precisions, optimizer_states, built, trains=not inference)
     batch = q.batch_size or wl.batch_size
     memory_format = "channels_last" if channels_last else "contiguous"
     traces = {} if traces is None else traces

@@ -264,3 +264,13 @@ def test_train_says_a_mode_runs_slowly_here_as_run_and_diagnose_do():
     r = cli("train", "mnist-cnn", "--preset", "tiny", "--precision", "fp32", "--max-steps", "2", "--epochs", "1")
     notes = [line for line in r.stdout.splitlines() if line.startswith("fp32 on cpu:") and "final loss" not in line]
     assert r.returncode == 0 and notes == [], r.stdout  # (fp32 runs at full speed everywhere: no note)
+
+
+@pytest.mark.parametrize("command", ["train", "diagnose"])
+def test_a_model_with_nothing_to_train_is_one_line_before_the_first_step(command: str) -> None:
+    """(train failed at autograd's "element 0 of tensors does not require grad" after its header, exit 1)"""
+    planted = Path(__file__).parents[2] / "bench" / "planted.py"
+    r = in_process(command, "--model", f"{planted}:frozen", "--input-shape", "3,4,4", "--num-classes", "5",
+                   "--preset", "tiny", "--device", "cpu")
+    assert r.returncode == 2 and "the model has no trainable parameter" in r.stderr, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "epoch" not in r.stdout

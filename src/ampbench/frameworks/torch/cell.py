@@ -37,6 +37,7 @@ from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.seeds import eval_batches
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
+from ampbench.measure.trainable import check_trainable
 from ampbench.precision import get, supported
 from ampbench.precision.optimizer_state import check_optimizer
 from ampbench.precision.optimizer_state import describe as describe_states
@@ -105,6 +106,7 @@ def check_execution(spec: CellSpec, wl: Workload) -> None:
         check_blocks(wl.model, spec.label, spec.execution.checkpointing)
     if spec.optimizer_state is not None:
         check_optimizer(wl.make_optimizer(wl.model.parameters()), spec.optimizer_state)
+    check_trainable(wl.model, wl.make_optimizer, spec.label)  # (every cell trains: inference is timed after its steps)
 
 
 def verbs(spec: CellSpec) -> TorchCell:

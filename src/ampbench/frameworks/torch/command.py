@@ -19,6 +19,7 @@ from ampbench.frameworks.torch.train import TrainConfig, check_resume, epoch_ste
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
 from ampbench.measure.env import resolve_device
+from ampbench.measure.trainable import check_trainable
 from ampbench.paths import check_output_dir
 from ampbench.precision import get, half_gradients, resolve, supported
 from ampbench.precision.optimizer_state import check as check_optimizer_state
@@ -63,6 +64,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     rank_worker = launch.given() and is_rank()  # a rank torchrun started
     if launch.given() and not rank_worker:  # validated here, once; then torchrun starts the ranks
         wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
+        check_trainable(wl.model, wl.make_optimizer, wl.name)
         world = launch.nproc * launch.nnodes
         check_resume(config, wl, resolve(config.precision), world)  # (before any rank starts)
         epoch_steps(wl, config.batch_size or wl.batch_size, config.grad_accum, world)  # (one step fits an epoch)
@@ -74,6 +76,7 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     wl = build_target(t.workload, t.model, t.preset, t.data, t.seed)
     if config.checkpointing != "off":  # (no repeated blocks: refused before the header, as the other options)
         check_blocks(wl.model, wl.name, config.checkpointing)
+    check_trainable(wl.model, wl.make_optimizer, wl.name)
     check_built(wl.make_optimizer, wl.model.parameters(), request.precision, request.optimizer_state)  # (before the bar)
     mode, device = resolve(config.precision), resolve_device(request.device)
     check_resume(config, wl, mode, launch.nproc * launch.nnodes if launch.given() else 1)  # (before the header)
