@@ -38,6 +38,18 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dic
     return json.loads((out / "rank0.json").read_text()), json.loads((out / "rank1.json").read_text())
 
 
+@pytest.mark.parametrize("precision", ["fp32", "master-bf16"])
+def test_a_parameter_the_loss_does_not_reach_steps_under_ddp_and_is_said(ranks: tuple[dict[str, Any], dict[str, Any]],
+                                                                         precision: str) -> None:
+    """An unused head (aux: 32 x 3 + 3) failed DDP at its second step ("Expected to have finished reduction in the
+    prior iteration"); found on a meta copy before the wrap, DDP is told to look for it, and the warning names it."""
+    r0, r1 = ranks[0][f"ddp/{precision}/unused"], ranks[1][f"ddp/{precision}/unused"]
+    assert r0["find_unused"] and r0["params"] == r1["params"]
+    assert r0["warned"] == ["ddp: 2 trained parameter(s) get no gradient from the loss (aux.weight, aux.bias): "
+                            "DistributedDataParallel(find_unused_parameters=True), which walks the autograd graph each "
+                            "step; freeze them (requires_grad_(False)) to spare that"]
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 @pytest.mark.parametrize("precision", MODES)
 def test_ranks_hold_identical_weights_after_steps(ranks: tuple[dict[str, Any], dict[str, Any]], strategy: str,

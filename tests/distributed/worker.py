@@ -310,6 +310,30 @@ def main(out_dir: Path) -> None:
         train(model, opt, mp, net, rank, range(STEPS), plant=True)
         results[f"{strategy}/amp-fp16/fused/optimizer.step"] = {"params": full_params(model),
                                                                 "direct_steps": mp.direct_steps}
+    # a model whose loss does not reach every trained parameter (an unused head) steps under DDP as run steps it
+    # (measure.step.build_step: DDP told to find them, a warning says so); it failed at its second step
+    import warnings
+
+    from ampbench.data import TensorData
+    from ampbench.distributed.placement import Ddp
+    from ampbench.measure.step import build_step
+    from ampbench.workloads.base import Workload
+
+    for precision in ("fp32", "master-bf16"):
+        torch.manual_seed(0)
+        head = Net()
+        head.aux = nn.Linear(32, 3)  # (never called)
+        x, y = data(0, rank)
+        wl = Workload(name="unused", model=head, train_data=TensorData((x,), y), batch_size=4,
+                      loss_fn=lambda out, y: nn.functional.cross_entropy(out.float(), y))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = build_step(wl, precision, 4, torch.device("cpu"), mp_options={"placement": Ddp()})
+        for _ in range(3):
+            step()
+        results[f"ddp/{precision}/unused"] = {
+            "find_unused": step.model.find_unused_parameters, "params": full_params(step.model),
+            "warned": [str(w.message) for w in caught if str(w.message).startswith("ddp:")]}
     # compressed gradient all-reduce (DDP comm hook) and FSDP reduce dtype
     for strategy in ("ddp", "fsdp"):
         model, opt, mp, net = build("amp-bf16", strategy, grad_reduce_dtype="bf16")

@@ -10,9 +10,11 @@ import pytest
 import torch
 from torch import nn
 
+from ampbench.data import TensorData
 from ampbench.errors import AmpbenchError
-from ampbench.measure.trainable import check_trainable
+from ampbench.measure.trainable import check_trainable, unused_parameters
 from ampbench.precision import MixedPrecision
+from ampbench.workloads.base import Workload
 
 
 class Bag(nn.Module):
@@ -106,3 +108,33 @@ def test_master_weights_refuse_sparse_gradients_at_setup_and_autocast_steps_them
     mp.step()
     changed = (model.bag.weight != before).any(dim=1)
     assert set(changed.nonzero().flatten().tolist()) == set(ids.flatten().tolist())  # (only the rows looked up)
+
+
+class Heads(nn.Module):
+    """A body, the head the loss reads, an aux head it does not, a frozen unused one, and a branch taken only when
+    the input's values say so (a value read: a meta copy cannot say which)."""
+
+    def __init__(self, read_values: bool = False) -> None:
+        super().__init__()
+        self.body, self.head, self.aux = nn.Linear(4, 8), nn.Linear(8, 2), nn.Linear(8, 3)
+        self.frozen = nn.Linear(8, 3).requires_grad_(False)
+        self.read_values = read_values
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.body(x))
+        if self.read_values and bool(x.sum() > 1e9):
+            return self.aux(h)[:, :2]
+        return self.head(h)
+
+
+@pytest.mark.parametrize("read_values", [False, True])
+def test_the_unused_parameters_are_those_a_real_backward_leaves_without_a_gradient(read_values: bool) -> None:
+    model = Heads(read_values)
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 0, 1, 0, 1])
+    wl = Workload(name="heads", model=model, train_data=TensorData((x,), y), batch_size=2)
+    found = unused_parameters(wl)
+    nn.functional.cross_entropy(model(x[:2]), y[:2]).backward()  # (the oracle: the real step, on the CPU)
+    real = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert real == ["aux.weight", "aux.bias"]
+    assert found == (None if read_values else real)  # (a value read: not known, DDP keeps its default)
+    assert all(p.device.type == "cpu" for p in model.parameters())  # (the model itself untouched)

@@ -109,15 +109,18 @@ class Ddp(_Strategy):
 
     strategy = "ddp"
 
-    def __init__(self, reduce_dtype: str | torch.dtype | None = None, process_group: Any = None) -> None:
+    def __init__(self, reduce_dtype: str | torch.dtype | None = None, process_group: Any = None,
+                 find_unused_parameters: bool = False) -> None:
         super().__init__(reduce_dtype)
         self.process_group = process_group
+        self.find_unused_parameters = find_unused_parameters
+        """DDP's own option: parameters the loss may not reach are looked for each step (a walk of the graph)."""
 
     def wrap(self, models: list[nn.Module], optimizers: list[torch.optim.Optimizer], device: torch.device,
              fp32_units: Callable[[nn.Module], list[nn.Module]]) -> list[nn.Module]:
         """DDP's wrappers, made after the casts (its buckets get the trained dtypes)."""
         assert self.layout is not None, "bind the placement first"
-        return [wrap.wrap_ddp(m, self.layout, device, self.process_group) for m in models]
+        return [wrap.wrap_ddp(m, self.layout, device, self.process_group, self.find_unused_parameters) for m in models]
 
     def trained(self, given: Any, wrapped: list[nn.Module]) -> Any:
         """DDP's wrappers, as one or a list as given."""

@@ -58,11 +58,13 @@ def rebind_optimizer(optimizer: torch.optim.Optimizer, model: nn.Module, names: 
         group["params"] = new
 
 
-def wrap_ddp(model: nn.Module, layout: Layout, device: torch.device, process_group: Any = None) -> nn.Module:
+def wrap_ddp(model: nn.Module, layout: Layout, device: torch.device, process_group: Any = None,
+             find_unused_parameters: bool = False) -> nn.Module:
     ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
     # gradient_as_bucket_view: the gradients are views into the all-reduce buckets (DDP's own advice for memory):
     # without it every rank holds the gradients twice, once as .grad and once in the buckets
-    ddp = DistributedDataParallel(model, device_ids=ids, process_group=process_group, gradient_as_bucket_view=True)
+    ddp = DistributedDataParallel(model, device_ids=ids, process_group=process_group, gradient_as_bucket_view=True,
+                                  find_unused_parameters=find_unused_parameters)
     if layout.reduce_dtype is not None and layout.reduce_dtype != layout.grad_dtype:
         ddp.register_comm_hook(process_group, compress_hook(layout.reduce_dtype))
     return ddp

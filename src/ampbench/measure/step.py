@@ -22,6 +22,7 @@ from ampbench.distributed import current_rank
 from ampbench.distributed.wrap import ddp_bucket_bytes, deferred_sync
 from ampbench.execution import Execution, finish_model, graph_ran_compiled, mark_step, prepare_model
 from ampbench.measure.memory import StateBytes, state_bytes
+from ampbench.measure.trainable import find_unused_under_ddp
 from ampbench.precision import MixedPrecision
 from ampbench.precision.optimizers import fused_where_supported
 from ampbench.workloads.base import Workload
@@ -166,6 +167,7 @@ def build_step(workload: Workload, precision: str, batch_size: int, device: torc
     say("engine", "setting up the optimizer and the precision engine")
     optimizer = fused_where_supported(workload.make_optimizer(model.parameters()))  # (steps with no host sync)
     mp = MixedPrecision(precision, loss_scale=loss_scale, device=device, keep_fp32=keep_fp32 or (), **(mp_options or {}))
+    find_unused_under_ddp(workload, mp.placement)
     model, optimizer = mp.setup(model, optimizer)  # (under ddp: the DDP wrapper)
     model.train()
     if execution.compiled:

@@ -37,7 +37,7 @@ from ampbench.measure.peaks import math_mode_of
 from ampbench.measure.seeds import eval_batches
 from ampbench.measure.step import TrainStep, build_step, data_loading_ms
 from ampbench.measure.timing import on_device, time_once, time_steps
-from ampbench.measure.trainable import check_trainable
+from ampbench.measure.trainable import UnusedParametersWarning, check_trainable
 from ampbench.precision import get, supported
 from ampbench.precision.optimizer_state import check_optimizer
 from ampbench.precision.optimizer_state import describe as describe_states
@@ -276,8 +276,9 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
     if step.mp.fp8_layers is not None:
         out["fp8_layers"] = step.mp.fp8_layers.summary()
     doubt = compiled_batchnorm_doubt(step.eager_model or step.model, execution.compiled)
+    out["warnings"] = [str(w.message) for w in caught if issubclass(w.category, UnusedParametersWarning)]
     if doubt is not None:
-        out["warnings"] = [doubt]
+        out["warnings"].append(doubt)
     if step.mp.placement.layout is not None:
         out["comm_bytes_per_step"] = _comm_bytes(wl.model, step.mp)
     phases.enter("environment", "reading the environment (NVML, library versions)")

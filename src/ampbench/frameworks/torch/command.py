@@ -19,7 +19,7 @@ from ampbench.frameworks.torch.train import TrainConfig, check_resume, epoch_ste
 from ampbench.frameworks.torch.train import train as train_workload
 from ampbench.launch import become_rank, is_rank, relaunch
 from ampbench.measure.env import resolve_device
-from ampbench.measure.trainable import check_trainable
+from ampbench.measure.trainable import check_trainable, unused_note, unused_parameters
 from ampbench.paths import check_output_dir
 from ampbench.precision import get, half_gradients, resolve, supported
 from ampbench.precision.optimizer_state import check as check_optimizer_state
@@ -84,6 +84,9 @@ def train(request: TrainRequest, config: Any, view: TrainView) -> TrainOutcome:
     note = supported(mode, device).note
     if note:  # (a mode that runs here but not fast: emulated fp16 on most CPUs; run and diagnose said it, train not)
         view.note(f"{mode} on {device}: {note}")
+    unused = unused_parameters(wl) if config.strategy == "ddp" else None
+    if unused:  # (the ranks' own warnings are silenced: rank 0 says it here; train() tells DDP)
+        view.note(unused_note(unused))
     half_grads = accumulates_in_half(mode, config.grad_accum)
     if half_grads:
         view.note(half_grads)

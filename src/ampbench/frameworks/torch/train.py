@@ -28,6 +28,7 @@ from ampbench.measure.converge import evaluate
 from ampbench.measure.env import resolve_device
 from ampbench.measure.memory import rss
 from ampbench.measure.seeds import eval_batch
+from ampbench.measure.trainable import find_unused_under_ddp
 from ampbench.precision import Fp8Options, MixedPrecision, get
 from ampbench.precision.fp8 import import_torchao
 from ampbench.precision.optimizer_state import INSTALL as OPTIM_INSTALL
@@ -294,6 +295,7 @@ def train(workload: Workload, config: TrainConfig, on_progress: Callable[[Progre
     mp = MixedPrecision(config.precision, loss_scale=config.loss_scale, device=device, fp8=config.fp8,
                         placement=placement_of(config.strategy, config.grad_reduce_dtype),
                         optimizer_state=config.optimizer_state)
+    find_unused_under_ddp(workload, mp.placement)
     model, optimizer = mp.setup(model, optimizer)
     world, rank = (dist.get_world_size(), dist.get_rank()) if mp.placement.strategy else (1, 0)
     workload.model = model  # (evaluation and checkpoints use the set-up model itself; under ddp its DDP wrapper)
