@@ -146,6 +146,8 @@ def test_kill_9_keeps_finished_cells_and_resume_runs_the_rest(tmp_path: Path) ->
     # an option's value too, before any cell (it was an error row of a started run, exit 1)
     (["--workloads", "bert", "--preset", "tiny", "-o", "size=huge"], "bert size 'huge': choose one of tiny, small"),
     (["--loss-scale", "sometimes"], "--loss-scale 'sometimes': not valid"),
+    (["--model", f"{PLANTED}:bf16", "--input-shape", "3,4,4", "--num-classes", "5"],
+     "2 of the model's 2 floating-point parameters are bfloat16; build it in float32"),
     # what a training step needs of the model, before any cell (each cell failed at its first step, exit 1)
     (["--model", f"{PLANTED}:frozen", "--input-shape", "3,4,4", "--num-classes", "5", "--preset", "tiny",
       "--precisions", "fp32", "--measure", "inference"], "the model has no trainable parameter"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -95,13 +96,29 @@ def create_user_workload(spec: str, input_shape: str | tuple[int, ...] | None = 
             raise _no_preset(spec, preset)
         if preset is not None and made.preset == "custom":
             made.preset = preset
+        check_fp32(made.model, f"--model {spec!r}")
         return made
     if not isinstance(made, nn.Module):
         raise AmpbenchError(f"--model {spec!r}: the factory returned {type(made).__name__}; "
                             "return an nn.Module or an ampbench.Workload")
+    check_fp32(made, f"--model {spec!r}")
     return build_module_workload(made, spec, data, data_dir=data_dir, preset=preset or "small", seed=seed,
                                  batch_size=batch_size, val_fraction=val_fraction, batches=batches, loss=loss,
                                  options=options)
+
+
+def check_fp32(model: nn.Module, where: str) -> None:
+    """Every mode starts from the model in fp32 and casts it as it runs (master-* and pure-* to half; fp32 keeps it):
+    a model built in half or double made every mode's forward fail on the fp32 batch ("mat1 and mat2 must have the
+    same dtype ... check --input-shape"), and one whose forward took the batch as it was would have measured its own
+    dtype's math as "fp32". One line naming the dtype instead."""
+    dtypes = Counter(p.dtype for p in model.parameters() if p.is_floating_point())
+    other = {d: n for d, n in dtypes.items() if d != torch.float32}
+    if other:
+        d, n = max(other.items(), key=lambda kv: kv[1])
+        raise AmpbenchError(f"{where}: {n} of the model's {sum(dtypes.values())} floating-point parameters are "
+                            f"{str(d).removeprefix('torch.')}; build it in float32 (no .half(), .double() or "
+                            ".to(dtype)): each precision mode casts the model itself")
 
 
 def _device_type(model: nn.Module) -> str | None:
