@@ -1,7 +1,9 @@
-"""What a training step needs of a model, checked before the run: a parameter to train, and an optimizer that takes
-the gradients it will get. Without this check both failed at the first step of every cell, after the run had started:
-a frozen model at autograd's "element 0 of tensors does not require grad", a sparse embedding under Adam at "Adam
-does not support sparse gradients". Each is one line now, before any cell."""
+"""What a training step needs of a model, checked before the run: a parameter to train, an optimizer that takes the
+gradients it will get, and -- under DDP -- whether the loss reaches every trained parameter. Without these, the first
+two failed at the first step of every cell, after the run had started (a frozen model at autograd's "element 0 of
+tensors does not require grad", a sparse embedding under Adam at "Adam does not support sparse gradients"), and DDP
+at its second step ("Expected to have finished reduction in the prior iteration"). The first two are one line now,
+before any cell; the third is found on a meta copy and DDP told to look for those parameters."""
 
 from __future__ import annotations
 
