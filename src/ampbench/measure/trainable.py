@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
+from ampbench.distributed.placement import Ddp, Placement
 from ampbench.errors import AmpbenchError
 from ampbench.precision.setup_checks import sparse_gradient_modules
 from ampbench.workloads.base import Workload
@@ -63,17 +64,17 @@ def unused_parameters(workload: Workload) -> list[str] | None:
     return [name for name, p in clone.named_parameters() if p.requires_grad and p.grad is None]
 
 
-def find_unused_under_ddp(workload: Workload, placement: object) -> None:
+def find_unused_under_ddp(workload: Workload, placement: Placement) -> None:
     """Under DDP (``placement``, a :class:`~ampbench.distributed.placement.Ddp`), parameters the loss does not reach
     made every run fail at its second step ("Expected to have finished reduction in the prior iteration"): where the
     model has some, DDP is told to look for them (``find_unused_parameters=True``, which walks the autograd graph every
     step, as DDP's own error advises), and a warning says so; a model whose every parameter is reached keeps DDP's
     default (no walk)."""
-    if getattr(placement, "strategy", None) != "ddp":
+    if not isinstance(placement, Ddp):
         return
     unused = unused_parameters(workload)
     if unused:
-        placement.find_unused_parameters = True  # type: ignore[attr-defined]
+        placement.find_unused_parameters = True
         warnings.warn(unused_note(unused), UnusedParametersWarning, stacklevel=2)
 
 
