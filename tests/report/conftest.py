@@ -17,6 +17,8 @@ def _row(run: str, workload: str, precision: str, sps: float | None, device_name
              precision=precision, batch_size=64, device="cuda:0", device_name=device_name, status=status, reason=reason,
              created_at="2026-11-21T00:00:00+00:00", samples_per_s=sps, measures=["throughput", "memory", "converge"],
              step_ms_p50=None if sps is None else 64_000 / sps, step_ms_p90=None if sps is None else 66_000 / sps,
+             # (a measured cell's noise, as 20 timed steps measure it; under 0.5 %: no "±" in the tables)
+             steps=20, samples_per_s_noise=None if sps is None else 0.002,
              env={"device": "cuda:0", "capability": "8.0", "torch": "2.11", "tf32_matmul": False, "tf32_cudnn": False,
                   "hostname": "gpu-box", "driver": "550.54", "cuda": "12.4", "cudnn": 90100})
     r.update(kw)

@@ -14,6 +14,7 @@ def _row(precision: str, sps: float | None, peak: int = 1000, status: str = "ok"
     r: dict[str, object] = {"run_id": "r", "workload": "w", "preset": "small", "batch_size": 64, "device_name": "GPU",
                             "device": device, "precision": precision, "status": status, "reason": "" if status == "ok" else
                             "boom", "samples_per_s": sps, "peak_allocated_bytes": peak, "step_ms_p50": 50.0,
+                            "steps": 20, "samples_per_s_noise": None if sps is None else 0.002,  # (20 steps' noise)
                             "measures": ["throughput", "memory"] + (["converge"] if verdict_losses else [])}
     if verdict_losses is not None:
         r["converge"] = {"final_losses": verdict_losses, "diverged": [False] * len(verdict_losses)}
@@ -273,6 +274,40 @@ def test_speedup_text_shows_noise_or_range_and_colours_only_beyond_it() -> None:
     assert speedup_text(dict(d["fp32"], baseline_drift=0.031)) == ("1.00x (moved 3%)", "same")
     rows = derive(_rep("fp32", [100.0, 100.0]) + _rep("amp-bf16", [80.0, 85.0]))
     assert speedup_text(rows[1]) == ("0.80x (0.80-0.85)", "slower")
+
+
+def test_a_difference_of_unmeasured_noise_is_neither_a_gain_nor_a_loss() -> None:
+    """The reported case: a --steps 3 DDP run on a busy CPU, whose cells measure no noise (two blocks of 2 steps
+    take 4) and whose strategy has no closing fp32 baseline: amp-bf16 "1.91x", coloured faster and open to the
+    advice, while the one-process cells of the same run said 0.76x. Oracle: the same speeds with a measured 2% noise
+    are claimed, so only the missing estimate withholds the claim."""
+    from ampbench.report.console import speedup_text
+
+    def rows(noise: float | None) -> list[dict[str, object]]:
+        return [_row(p, sps, peak, steps=3, samples_per_s_noise=noise, strategy="ddp", world_size=2)
+                for p, sps, peak in (("fp32", 100.0, 1000), ("amp-bf16", 191.0, 1000), ("amp-fp16", 50.0, 1000))]
+
+    measured = {r["precision"]: r for r in derive(rows(0.02))}
+    assert speedup_text(measured["amp-bf16"]) == ("1.91x ±3%", "faster")
+    assert speedup_text(measured["amp-fp16"]) == ("0.50x ±3%", "slower")
+    assert advise(derive(rows(0.02))).recommended == "amp-bf16"
+    unmeasured = {r["precision"]: r for r in derive(rows(None))}
+    assert unmeasured["amp-bf16"]["speedup_vs_fp32_noise"] is None
+    assert speedup_text(unmeasured["amp-bf16"]) == ("1.91x (noise unknown)", "same")
+    assert speedup_text(unmeasured["amp-fp16"]) == ("0.50x (noise unknown)", "same")
+    assert speedup_text(unmeasured["fp32"]) == ("1.00x", "same")
+    a = advise(derive(rows(None)))
+    assert a.recommended == "fp32" and a.label == "noise unknown"
+    assert a.evidence == ("amp-bf16 measured 1.91x faster, not claimed, noise not measured: 3 timed steps a cell, an "
+                          "estimate takes 4 or more, or --repeats 3")
+    # picked for its memory at fp32's speed: the ratio is said with why it is not judged
+    lean = derive([_row("fp32", 100.0, 1000, steps=3, samples_per_s_noise=None),
+                   _row("amp-bf16", 101.0, 500, steps=3, samples_per_s_noise=None)])
+    assert advise(lean).evidence == ("amp-bf16: 1.01x the speed of fp32 (noise not measured: 3 timed steps a cell, an "
+                                     "estimate takes 4 or more, or --repeats 3), 50% less memory")
+    # a row stored with enough steps but no noise (stored before the key existed): no step count to blame
+    old = derive([_row("fp32", 100.0, samples_per_s_noise=None), _row("amp-bf16", 191.0, samples_per_s_noise=None)])
+    assert advise(old).evidence.endswith("not claimed, noise not measured: --repeats 3 measures it")
 
 
 def test_a_disturbed_baseline_cannot_make_every_mode_look_faster() -> None:

@@ -74,6 +74,21 @@ def test_no_combination_beyond_the_noise_keeps_fp32_eager() -> None:
            "ran 1.10x fp32 eager, within this measurement's noise" in line, line
 
 
+def test_a_combination_of_unmeasured_noise_is_not_claimed() -> None:
+    """Cells of 3 timed steps measure no noise: compile's 1.60x over fp32 eager is said, not credited (with a
+    measured noise, the same speeds are: the oracle)."""
+    def rows(noise: float | None) -> list[dict[str, object]]:
+        return [_row("fp32", 100.0, steps=3, samples_per_s_noise=noise),
+                _row("fp32", 160.0, "on", steps=3, samples_per_s_noise=noise)]
+
+    assert advise(derive(rows(0.01))).combination == "fp32 + compile"
+    a = advise(derive(rows(None)))
+    assert a.combination == "fp32"
+    assert (a.combination_evidence or "").startswith(
+        "(nothing measurably faster) fp32 + compile, the fastest measured, ran 1.60x fp32 eager, not claimed, noise not "
+        "measured: 3 timed steps a cell, an estimate takes 4 or more, or --repeats 3")
+
+
 def test_without_fp32_eager_nothing_is_credited() -> None:
     a = advise(derive([_row("fp32", 150.0, "on"), _row("amp-bf16", 170.0, "on")]))
     assert a.combination is None and a.evidence.startswith("amp-bf16: (at compile) ")  # one execution: no combination

@@ -93,6 +93,31 @@ def test_markdown_memory_columns_compare_the_same_measure_on_cpu(tmp_path: Path)
     assert "| peak allocated | memory vs fp32 |\n" in gpu and "| 512.0 MiB | 50% less |" in gpu
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+def test_every_markdown_row_has_its_headers_cells(compiled: bool, device: str) -> None:
+    """Each table row holds as many cells as its header, whichever optional columns the rows bring: one-process and
+    DDP rows at one execution carried an execution cell ("eager") that their header, with only a strategy column,
+    lacked, so every figure sat under the wrong heading."""
+    from ampbench.report.markdown import render_markdown
+
+    cpu = dict(device=device, device_name="CPU" if device == "cpu" else "GPU", cpu_rss_peak_bytes=2**20,
+               weights_bytes=10, grads_bytes=10, optimizer_bytes=20, activation_bytes=40) if device == "cpu" else {}
+    rows = [_row("r", "w", p, sps, strategy=strategy, world_size=2 if strategy else None, cell_key=f"{p}-{strategy}-{c}",
+                 compile=c, **cpu)
+            for p, sps in (("fp32", 100.0), ("amp-bf16", 150.0)) for strategy in (None, "ddp")
+            for c in (("off", "on") if compiled else ("off",))]
+    tables = [line for line in render_markdown(derive(rows)).splitlines() if line.startswith("| ")]
+    heads = [i for i, line in enumerate(tables) if line.startswith("| precision |")]
+    assert heads
+    for i in heads:
+        width = tables[i].count(" |")
+        body = [line for line in tables[i + 1:] if not line.startswith("| precision |")][:len(rows) + 1]
+        assert body and all(line.count(" |") == width for line in body), (tables[i], body)
+    one = [line for line in tables if line.startswith("| amp-bf16 | ddp x2 |")]
+    assert compiled or (one and one[0].startswith("| amp-bf16 | ddp x2 | ok | 150 | 1.50x |")), tables
+
+
 def test_the_convergence_table_says_the_training_loss_and_the_held_out_metric_in_html_and_markdown() -> None:
     """The Markdown summary had the verdicts alone (the HTML page the losses); both said "final loss" beside a bare
     metric -- a perplexity read as that loss's exponential. Oracle: the seeds' figures, averaged here."""

@@ -25,6 +25,9 @@ def percentile(values: list[float], q: float) -> float:
 
 NOISE_BLOCKS = 5
 MIN_BLOCK_STEPS = 2
+MIN_NOISE_STEPS = 2 * MIN_BLOCK_STEPS
+"""Timed steps a cell needs for a noise estimate: two blocks of ``MIN_BLOCK_STEPS``, whose throughputs disagree by
+the noise (:meth:`Timing.throughput_noise`)."""
 
 
 @dataclass

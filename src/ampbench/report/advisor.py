@@ -58,11 +58,13 @@ from ampbench.report.strategies import strategy_summary
 from ampbench.store.derive import (
     CONVERGED,
     INCONCLUSIVE,
+    NOISE_NOT_MEASURED,
     below_fp32,
     compared_memory,
     judged,
     no_learning,
     speedup_noise,
+    unmeasured_noise,
 )
 from ampbench.store.time_to_loss import evidence as time_to_loss_evidence
 
@@ -82,7 +84,7 @@ class Advice:
     """"converges like fp32" ("converges, below fp32's loss": parity by ending lower than fp32's seed spread), "speed
     only, convergence not checked", "speed only, convergence inconclusive" (fp32 did not learn over the convergence
     run), "no mode helps", "within noise", "noisy" (a gain
-    the probe says cannot be, or against fp32 measurements that disagree),
+    the probe says cannot be, or against fp32 measurements that disagree), "noise unknown" (a gain of unmeasured noise),
     "nothing converged", "no fp32 baseline" (convergence checked, but no fp32 row to judge it by), "fp32 alone"
     (no other mode ran), "nothing ran",
     "speed not measured" (converge-only runs: the verdicts are the finding)."""
@@ -178,7 +180,7 @@ def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
     """For mode row ``r`` whose speed is ``gain`` x fp32's: (measurably faster, measurably slower, how
     the noise was judged). Measurably = every repeat agrees, or beyond NOISE_SIGMAS x the noise; never
     faster when the gain contradicts the device's probe or rests on fp32 measurements that disagree
-    (``speedup_vs_fp32_doubt``)."""
+    (``speedup_vs_fp32_doubt``), and neither faster nor slower with no noise estimate."""
     doubt = r.get("speedup_vs_fp32_doubt")
     if doubt:
         return False, False, str(doubt)
@@ -189,7 +191,7 @@ def versus_fp32(r: dict[str, Any], gain: float) -> tuple[bool, bool, str]:
     if isinstance(noise, (int, float)) and math.isfinite(noise):
         band = NOISE_SIGMAS * noise
         return gain > 1.0 + band, gain < 1.0 - band, noise_text(noise)
-    return gain > 1.0, gain < 1.0, "no noise estimate"
+    return False, False, unmeasured_noise(r)  # (a difference of unknown noise is neither a gain nor a loss)
 
 
 def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok: list[dict[str, Any]],
@@ -216,6 +218,7 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok:
         else:  # not measurably faster: say the ratio, and that it is inside the noise (or doubtful) when above 1
             doubt = r.get("speedup_vs_fp32_doubt")
             parts.append(f"{times(sp)} the speed of fp32" + (f" (not claimed: {doubt})" if doubt else
+                                                                   f" ({how})" if how.startswith(NOISE_NOT_MEASURED) else
                                                                    f" (within noise: {how})" if sp >= 1 else ""))
     saving = r.get("memory_saving_vs_fp32")
     if isinstance(saving, (int, float)) and r["precision"] != "fp32" and abs(saving) >= 0.01:
@@ -468,6 +471,9 @@ def _advise_precision(rows: list[dict[str, Any]]) -> Advice:
                 if top.get("speedup_vs_fp32_doubt"):
                     return Advice(workload, "fp32", f"{top['precision']} measured {times(gain(top))} "
                                   f"faster, not claimed: {how}; rerun with {more} on an idle machine", checked, "noisy")
+                if how.startswith(NOISE_NOT_MEASURED):  # (how says what measures it)
+                    return Advice(workload, "fp32", f"{top['precision']} measured {times(gain(top))} faster, not "
+                                  f"claimed, {how}", checked, "noise unknown")
                 return Advice(workload, "fp32", f"{top['precision']} measured {times(gain(top))} "
                               f"faster, within this measurement's noise ({how}); rerun with {more} to settle it",
                               checked, "within noise")

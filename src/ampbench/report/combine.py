@@ -21,7 +21,17 @@ from typing import Any
 from ampbench.execution.axes import Execution
 from ampbench.modes import is_fp8
 from ampbench.report.numbers import fmt_bytes
-from ampbench.store.derive import CONVERGED, INCONCLUSIVE, compared_memory, judged, speed_doubt, speedup_noise, speedup_range
+from ampbench.store.derive import (
+    CONVERGED,
+    INCONCLUSIVE,
+    NOISE_NOT_MEASURED,
+    compared_memory,
+    judged,
+    speed_doubt,
+    speedup_noise,
+    speedup_range,
+    unmeasured_noise,
+)
 
 TIE = 0.02
 """Relative speed difference treated as equal speed."""
@@ -82,7 +92,7 @@ def measurably_faster(row: dict[str, Any], base: dict[str, Any]) -> tuple[bool, 
     noise = speedup_noise(row, base)
     if noise is not None:
         return gain >= MIN_GAIN and gain > 1.0 + NOISE_SIGMAS * noise, noise_text(noise)
-    return gain >= MIN_GAIN, "no noise estimate"
+    return False, unmeasured_noise(row)
 
 
 def _converging(ok: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int], bool]:
@@ -132,9 +142,10 @@ def best_combination(rows: list[dict[str, Any]]) -> Combination:
         more = "more --repeats" if speedup_range(best, base) else "--repeats 3"
         # (the reports print it after the combination's name: "fastest combination: fp32 (nothing measurably
         # faster) ..." -- it read "fastest combination: fp32 the fastest combination, master-bf16, measured ...")
+        claim = (f"not claimed, {how}" if how.startswith(NOISE_NOT_MEASURED) else
+                 f"within this measurement's noise ({how}); rerun with {more} to settle it")
         return Combination("fp32", Execution(), 1.0, f"(nothing measurably faster) {_label(best)}, the fastest "
-                           f"measured, ran {times(gain(best))} fp32 eager, within this measurement's noise ({how}); rerun "
-                           f"with {more} to settle it" + _singles_text(ok, base))
+                           f"measured, ran {times(gain(best))} fp32 eager, {claim}" + _singles_text(ok, base))
     parts = [f"{times(gain(best))} fp32 eager ({how})"]  # (the reports name the combination just before: not twice)
     if id(best) in inherited:
         parts.append(f"convergence from {best['precision']} at another execution")

@@ -37,7 +37,8 @@ def _num(v: Any, spec: str = ",.1f") -> str:
 
 def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise),
-    "1.06x (0.98-1.10)" (range over repeats), or for fp32 "1.00x (moved 3%)" (its closing baseline).
+    "1.06x (0.98-1.10)" (range over repeats), "2.86x (noise unknown)" (no estimate: cells of under 4 timed steps), or
+    for fp32 "1.00x (moved 3%)" (its closing baseline).
     The verdict, "faster", "slower" or "same", counts only differences beyond the noise (the
     advisor's rule), so colours never call noise a win."""
     v = row.get("speedup_vs_fp32")
@@ -49,6 +50,8 @@ def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
         text += f" ({rng[0]:.2f}-{rng[1]:.2f})"
     elif isinstance(noise, (int, float)) and noise >= 0.005:
         text += f" ±{noise:.0%}"
+    elif noise is None and row.get("precision") != "fp32":
+        text += " (noise unknown)"
     if row.get("precision") == "fp32":
         drift = row.get("baseline_drift")
         return text + (f" (moved {drift:.0%})" if isinstance(drift, (int, float)) and drift >= 0.005 else ""), "same"

@@ -92,7 +92,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         compared = {"exact": "memory (exact split)", "rss": "memory (RSS growth, approximate)",
                     "peak": "peak allocated"}[next(iter(bases))] if len(bases) == 1 else "memory"
         rss = " CPU RSS peak (approximate) |" if cpu else ""
-        ex_head, ex_rule = (" execution |", " --- |") if axes and not one_ex else ("", "")
+        ex_col = axes and not one_ex
+        ex_head, ex_rule = (" execution |", " --- |") if ex_col else ("", "")
         dist = any(r.get("strategy") for r in group)
         if dist:
             ex_head, ex_rule = ex_head + " strategy |", ex_rule + " --- |"
@@ -126,7 +127,8 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
                 status += f": {md_escape(r.get('reason'))}"
             elif compile_note(r) or r.get("warnings"):
                 status += f" ({md_escape('; '.join(n for n in (compile_note(r), *(r.get('warnings') or [])) if n))})"
-            ex_cell = f" {md_escape(Execution.of(r).label)} |" if ex_head else ""
+            # (ex_col, not ex_head: a strategy column alone made every row carry an execution cell its header lacked)
+            ex_cell = f" {md_escape(Execution.of(r).label)} |" if ex_col else ""
             if r.get("strategy"):
                 ex_cell += f" {md_escape(strategy_label(r))} |"
             elif dist:

@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from ampbench.cells import CellId, measured_on
+from ampbench.measure.stats import MIN_NOISE_STEPS
 from ampbench.store.time_to_loss import time_to_loss
 
 BASELINE = "fp32"
@@ -95,6 +96,21 @@ def speedup_noise(row: dict[str, Any], base: dict[str, Any]) -> float | None:
     terms = [v for v in (row.get("samples_per_s_noise"), base.get("samples_per_s_noise"), base.get("baseline_drift"))
              if isinstance(v, (int, float)) and math.isfinite(v)]
     return math.hypot(*terms) if terms else None
+
+
+NOISE_NOT_MEASURED = "noise not measured"
+"""How :func:`unmeasured_noise`'s reasons begin (the reports tell them from a noise judged by its start)."""
+
+
+def unmeasured_noise(row: dict[str, Any]) -> str:
+    """Why a row's speedup has no noise estimate (neither cell timed enough steps to measure one, no closing baseline
+    moved, no repeats), said where its gain or loss is then not claimed: without a noise estimate a 2.86x of a 3-step
+    DDP cell on a busy CPU read as a gain while the same run's one-process cells of the same modes said 0.43x."""
+    steps = row.get("steps")
+    if isinstance(steps, int) and steps < MIN_NOISE_STEPS:
+        return (f"{NOISE_NOT_MEASURED}: {steps} timed step{'s' if steps != 1 else ''} a cell, an estimate takes "
+                f"{MIN_NOISE_STEPS} or more, or --repeats 3")
+    return f"{NOISE_NOT_MEASURED}: --repeats 3 measures it"
 
 
 EMULATED_MAX_SPEEDUP = 1.25
