@@ -53,6 +53,23 @@ def test_one_measurement_per_cell_closes_each_workload_with_fp32_again() -> None
     assert not any(c.closing for c in _config(measures=("converge",)).cells())
 
 
+def test_each_distribution_closes_with_its_own_fp32_again() -> None:
+    """A DDP mode's speedup divides by fp32 under DDP: that cell is timed again after the others, as the one-process
+    fp32 is (a disturbed fp32 DDP cell made every DDP mode look faster, with no drift to say so); its closing
+    measurement folds into that cell's row (repeat_of), never into another distribution's."""
+    cells = _config(workloads=("mnist-cnn",), presets=("tiny",), strategies=(None, "ddp"), nproc=2).cells()
+    firsts = {c.strategy: c for c in cells if c.precision == "fp32" and not c.closing}
+    closing = [c for c in cells if c.closing]
+    assert [c.strategy for c in closing] == [None, "ddp"] and cells[-2:] == closing
+    assert [c.repeat_of() for c in closing] == [firsts[None].key(), firsts["ddp"].key()]
+    assert closing[1].distribution == firsts["ddp"].distribution and closing[1].measures == closing[0].measures
+    assert len({c.key() for c in cells}) == len(cells) == 6
+    # fp32 alone under a strategy: its one-process cell (the scaling baseline) closes, no mode divides by the other
+    alone = _config(workloads=("mnist-cnn",), presets=("tiny",), precisions=("fp32",), strategies=(None, "ddp"),
+                    nproc=2).cells()
+    assert [c.strategy for c in alone if c.closing] == [None]
+
+
 def test_a_repeat_crosses_into_a_child_and_back() -> None:
     from ampbench.cells import CellSpec
 

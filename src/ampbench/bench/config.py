@@ -421,8 +421,9 @@ class RunConfig:
         default (eager) first.
 
         With one measurement per cell, fp32 is timed once more after the workload's other modes
-        (the closing baseline, A-B-A, at the run's first execution): every speedup divides by fp32, so a disturbed fp32
-        cell would make every mode look faster; how far fp32 moved between its two measurements becomes part
+        (the closing baseline, A-B-A, at the run's first execution, once per distribution: the one-process cell and
+        each strategy's, whose modes divide by fp32 under that strategy): every speedup divides by fp32, so a disturbed
+        fp32 cell would make every mode look faster; how far fp32 moved between its two measurements becomes part
         of every speedup's noise (``baseline_drift``).
 
         Expanded once per config (the plan, the progress bar, the runner and --resume read the same list; each caller
@@ -475,12 +476,16 @@ class RunConfig:
                                        compiled_by_default=auto, optimizer_state=state)
                                for dist in a.distributions() for ex, precision, auto in self.points(precisions)
                                for state in self.states_of(precision))
-                if closing and (len(precisions) > 1 or len(a.executions) > 1 or len(a.distributions()) > 1 or states):
-                    out.append(replace(base, workload=workload, preset=preset, batch_size=bs, grad_accum=n, repeat=1,
-                                       closing=True, framework=self.targets.framework_of(workload).name,
-                                       backend=self.targets.backend_of(workload),
-                                       measure=replace(m, measures=timed), first_measures=m.measures,
-                                       execution=layout(a.executions[0])))
+                # (one per distribution whose fp32 other cells divide by: a DDP run's modes are compared with fp32
+                # under DDP, and a disturbed fp32 DDP cell made every DDP mode look faster, with nothing to say so)
+                compared = len(precisions) > 1 or len(a.executions) > 1 or states
+                for dist in (a.distributions() if closing else ()):
+                    if compared or (dist.strategy is None and len(a.distributions()) > 1):
+                        out.append(replace(base, workload=workload, preset=preset, batch_size=bs, grad_accum=n,
+                                           repeat=1, closing=True, framework=self.targets.framework_of(workload).name,
+                                           backend=self.targets.backend_of(workload),
+                                           measure=replace(m, measures=timed), first_measures=m.measures,
+                                           execution=layout(a.executions[0]), distribution=dist))
         return out
 
     def points(self, precisions: tuple[str, ...]) -> list[tuple[Execution, str, bool]]:
