@@ -310,6 +310,44 @@ def test_a_difference_of_unmeasured_noise_is_neither_a_gain_nor_a_loss() -> None
     assert advise(old).evidence.endswith("not claimed, noise not measured: --repeats 3 measures it")
 
 
+def test_a_max_batch_search_stopped_at_its_limit_bounds_the_ratio_and_two_such_give_none() -> None:
+    """A search that stops at --maxbatch-limit found a lower bound. tabular-mlp tiny on a CPU: every mode
+    ">=65,536", each shown "(1.00x)" -- equal batches that nobody measured. Oracle: the bound follows from which
+    search stopped (the mode's: its real ratio is larger; fp32's: smaller), the value is the two batches' quotient."""
+    from rich.console import Console
+
+    from ampbench.report.console import results_tables
+    from ampbench.report.html import _batch_ratio
+
+    def rows(fp32_hit: bool, mode_hit: bool) -> dict[str, dict[str, object]]:
+        return {r["precision"]: r for r in derive([
+            _row("fp32", 100.0, 1000, max_batch=590, max_batch_limit_hit=fp32_hit),
+            _row("amp-fp16", 290.0, 540, max_batch=1120, max_batch_limit_hit=mode_hit)])}
+
+    found = rows(False, False)["amp-fp16"]
+    assert found["max_batch_ratio_vs_fp32"] == pytest.approx(1120 / 590) and found["max_batch_ratio_bound"] is None
+    above = rows(False, True)["amp-fp16"]
+    assert (above["max_batch_ratio_vs_fp32"], above["max_batch_ratio_bound"]) == (pytest.approx(1120 / 590), ">=")
+    below = rows(True, False)["amp-fp16"]
+    assert below["max_batch_ratio_bound"] == "<="
+    both = rows(True, True)
+    assert both["amp-fp16"]["max_batch_ratio_vs_fp32"] is None and both["amp-fp16"]["max_batch_ratio_bound"] is None
+
+    def table(r: dict[str, dict[str, object]]) -> str:
+        console = Console(width=160, record=True)
+        for t in results_tables(list(r.values())):
+            console.print(t)
+        return console.export_text()
+
+    assert ">=1,120 (>=1.90x)" in table(rows(False, True)) and "1,120 (<=1.90x)" in table(rows(True, False))
+    text = table(both)
+    assert ">=1,120" in text and "x)" not in text.split("max batch")[-1]  # (no ratio beside two lower bounds)
+    assert advise(list(rows(False, True).values())).evidence.endswith("batch 590 → >=1,120")
+    assert _batch_ratio(rows(False, True)["amp-fp16"]) == '<span class="good">&gt;=1.90x</span>'
+    assert _batch_ratio(rows(True, False)["amp-fp16"]) == '<span class="">&lt;=1.90x</span>'  # (not called better)
+    assert _batch_ratio(both["amp-fp16"]) == "–"
+
+
 def test_a_disturbed_baseline_cannot_make_every_mode_look_faster() -> None:
     """A-B-A: fp32 ran at half speed in its first cell (another process was busy) and at full speed
     when timed again after the other modes; the 1.9x 'gain' is the baseline's, not amp-bf16's."""

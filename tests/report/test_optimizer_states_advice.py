@@ -59,6 +59,16 @@ def test_without_a_max_batch_the_saving_is_the_compared_memory_and_a_small_one_i
     assert state_advice(derive([_row("fp32", 100.0, 1000)]), "fp32") is None
 
 
+def test_a_max_batch_search_stopped_at_its_limit_is_no_batch_to_compare() -> None:
+    """Both searches stopped at --maxbatch-limit: "fits batch 65,536 instead of 65,536" compared two lower bounds and
+    said the state saved nothing; the compared memory says what it saves."""
+    at_limit = dict(max_batch=65536, max_batch_limit_hit=True)
+    rows = derive([_row("fp32", 100.0, 1000, **at_limit), _row("fp32", 95.0, 700, optimizer_state="4bit", **at_limit)])
+    line = state_advice(rows, "fp32")
+    assert line.startswith("optimizer states: fp32 with 4bit states takes 30% less memory than fp32 with its optimizer")
+    assert "65,536" not in line
+
+
 def test_fp32_with_a_state_is_judged_against_fp32_as_built_not_called_the_baseline() -> None:
     rows = derive([_row("fp32", 100.0, 1000, verdict_losses=FP32_LOSSES),
                    _row("fp32", 90.0, 800, optimizer_state="8bit", verdict_losses=[1.6, 1.7, 1.65])])

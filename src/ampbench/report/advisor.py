@@ -224,7 +224,10 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok:
     if isinstance(saving, (int, float)) and r["precision"] != "fp32" and abs(saving) >= 0.01:
         parts.append(f"{saving:.0%} less memory" if saving > 0 else f"{-saving:.0%} more memory")
     if base is not None and r.get("max_batch") and base.get("max_batch") and r["precision"] != "fp32":
-        parts.append(f"batch {base['max_batch']:,} → {r['max_batch']:,}")
+        def at_most(x: dict[str, Any]) -> str:  # (a search stopped at its limit found a lower bound)
+            return f"{'>=' if x.get('max_batch_limit_hit') else ''}{x['max_batch']:,}"
+
+        parts.append(f"batch {at_most(base)} → {at_most(r)}")
     if checked:
         below = below_fp32(r, base) if r["precision"] != "fp32" else None
         if below:  # (parity, but not by staying near fp32: it trained otherwise, and the advice says so)
@@ -380,12 +383,21 @@ def _advise_execution(rows: list[dict[str, Any]]) -> Advice:
     return a
 
 
+def batch_ratio_text(r: dict[str, Any]) -> str | None:
+    """A mode's max batch over fp32's as said: "1.85x", ">=1.85x" (its search stopped at the limit), "<=0.50x"
+    (fp32's did); None without one (fp32's own row, or both searches at their limit)."""
+    ratio = r.get("max_batch_ratio_vs_fp32")
+    if not isinstance(ratio, (int, float)) or r["precision"] == "fp32":
+        return None
+    return f"{r.get('max_batch_ratio_bound') or ''}{ratio:.2f}x"
+
+
 def _batch_text(r: dict[str, Any]) -> str:
     """"amp-bf16 1,776 (1.85x fp32's)", "fp32 none" (no max batch: the row's warnings say why)."""
-    mb, ratio = r.get("max_batch"), r.get("max_batch_ratio_vs_fp32")
+    mb, ratio = r.get("max_batch"), batch_ratio_text(r)
     if not mb:
         return f"{r['precision']} none"
-    more = f" ({ratio:.2f}x fp32's)" if isinstance(ratio, (int, float)) and r["precision"] != "fp32" else ""
+    more = f" ({ratio} fp32's)" if ratio else ""
     return f"{r['precision']} {'>= ' if r.get('max_batch_limit_hit') else ''}{mb:,}{more}"
 
 

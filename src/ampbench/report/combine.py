@@ -194,7 +194,10 @@ def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None,
     mine, theirs = compared_memory(pick) or 0.0, compared_memory(base) or 0.0
     if mine > theirs * (1 - MIN_MEMORY_SAVING):  # (GPT-2's large vocabulary: 5% less for 0.70x the speed)
         return None
-    batch = (f"; largest batch {base['max_batch']:,} -> {pick['max_batch']:,}"
+    def largest(r: dict[str, Any]) -> str:  # (a search stopped at its limit found a lower bound)
+        return f"{'>=' if r.get('max_batch_limit_hit') else ''}{r['max_batch']:,}"
+
+    batch = (f"; largest batch {largest(base)} -> {largest(pick)}"
              if isinstance(base.get("max_batch"), int) and isinstance(pick.get("max_batch"), int) else "")
     return (f"least memory: {_label(pick)}, {fmt_bytes(mine)} against fp32 eager's {fmt_bytes(theirs)} "
             f"({1 - mine / theirs:.0%} less), at {times(_speed(pick) / _speed(base))} fp32 eager's speed{batch}")

@@ -23,7 +23,7 @@ from ampbench.report.accumulation import (
     checkpointed_text,
     micro_text,
 )
-from ampbench.report.advisor import advise, versus_fp32, workload_groups
+from ampbench.report.advisor import advise, batch_ratio_text, versus_fp32, workload_groups
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
 from ampbench.store.derive import compared_memory, converge_tone, memory_basis
@@ -309,9 +309,8 @@ def results_tables(rows: list[dict[str, Any]], width: int = 160) -> list[Rendera
         if any(r.get("max_batch") is not None for r in group):
             cells = []
             for r in group:
-                ratio = r.get("max_batch_ratio_vs_fp32")
-                cells.append(max_batch_text(r)
-                             + (f" ({ratio:.2f}x)" if isinstance(ratio, float) and r["precision"] != "fp32" else ""))
+                ratio = batch_ratio_text(r)
+                cells.append(max_batch_text(r) + (f" ({ratio})" if ratio else ""))
             cols.append(Col("max batch", cells))
         if any(r.get("converge_verdict") for r in group):
             verdicts = [r.get("converge_verdict") or "-" for r in group]

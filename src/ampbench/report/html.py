@@ -15,7 +15,7 @@ from ampbench.cpuinfo import half_math_claim
 from ampbench.execution.axes import Execution, display_name
 from ampbench.report import charts, convergence
 from ampbench.report.accumulation import accumulated_text, accumulation_cost
-from ampbench.report.advisor import Advice, advise, group_labels, workload_groups
+from ampbench.report.advisor import Advice, advise, batch_ratio_text, group_labels, workload_groups
 from ampbench.report.compare import compare_table
 from ampbench.report.console import (
     compile_note,
@@ -87,6 +87,17 @@ def _ratio(v: Any) -> str:
         return "–"
     cls = "good" if v >= 1.05 else "bad" if v < 0.95 else ""
     return f'<span class="{cls}">{v:.2f}x</span>'
+
+
+def _batch_ratio(row: dict[str, Any]) -> str:
+    """The max batch over fp32's, with its bound (">=1.85x": the mode's search stopped at its limit)."""
+    text = batch_ratio_text(row)
+    if text is None:
+        return "–"
+    v = row["max_batch_ratio_vs_fp32"]
+    cls = "good" if v >= 1.05 and row.get("max_batch_ratio_bound") != "<=" else \
+        "bad" if v < 0.95 and row.get("max_batch_ratio_bound") != ">=" else ""
+    return f'<span class="{cls}">{e(text)}</span>'
 
 
 def _speedup(row: dict[str, Any]) -> str:
@@ -263,7 +274,7 @@ def _workload_section(rows: list[dict[str, Any]], advice: Advice, anchor: str,
             ratios = any(r.get("max_batch_ratio_vs_fp32") is not None for r in mb)
             out.append(_table(["precision", "max batch", *(["vs fp32"] if ratios else []), "samples/s at max batch"],
                               [[e(display_name(r)), ("≥ " if r.get("max_batch_limit_hit") else "") + _num(r["max_batch"], ","),
-                                *([_ratio(r.get("max_batch_ratio_vs_fp32"))] if ratios else []),
+                                *([_batch_ratio(r)] if ratios else []),
                                 _num(r.get("max_batch_samples_per_s"), ",.0f")]
                                for r in mb]))
         conv = [r for r in ok if r.get("converge")]

@@ -53,9 +53,10 @@ def state_advice(rows: list[dict[str, Any]], recommended: str | None) -> str | N
 
 def _gain(r: dict[str, Any], base: dict[str, Any]) -> tuple[float, str] | None:
     """(relative gain, what it is in words) of state row ``r`` over its mode's row ``base``: the max batch when both
-    have one, else the compared memory."""
+    have one (found: a search stopped at its limit found only a lower bound), else the compared memory."""
     mine, theirs = r.get("max_batch"), base.get("max_batch")
-    if isinstance(mine, int) and isinstance(theirs, int) and theirs > 0:
+    found = not (r.get("max_batch_limit_hit") or base.get("max_batch_limit_hit"))
+    if isinstance(mine, int) and isinstance(theirs, int) and theirs > 0 and found:
         return mine / theirs - 1, f"fits batch {mine:,} instead of {theirs:,}"
     a, b = compared_memory(r), compared_memory(base)
     if a is None or not b:

@@ -167,6 +167,17 @@ def speed_doubt(row: dict[str, Any], base: dict[str, Any] | None) -> str | None:
     return None
 
 
+def max_batch_ratio(row: dict[str, Any], base: dict[str, Any]) -> tuple[float | None, str | None]:
+    """(max batch over fp32's, how it bounds the real ratio): ">=" where the row's search stopped at its limit (its
+    real maximum is larger), "<=" where fp32's did; no ratio where both did -- two lower bounds say nothing of each
+    other (tabular-mlp tiny on a CPU: every mode ">=65,536", shown as "(1.00x)", equal batches nobody measured)."""
+    ratio = _ratio(row.get("max_batch"), base.get("max_batch"))
+    mine, fp32s = bool(row.get("max_batch_limit_hit")), bool(base.get("max_batch_limit_hit"))
+    if ratio is None or (mine and fp32s):
+        return None, None
+    return ratio, ">=" if mine else "<=" if fp32s else None
+
+
 SPLIT_KEYS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
 
 
@@ -447,7 +458,7 @@ def derive(rows: list[dict[str, Any]], hw: list[dict[str, Any]] | None = None) -
         d["speedup_vs_fp32_doubt"] = speed_doubt(r, base) if ok else None
         d["memory_saving_vs_fp32"], d["memory_saving_vs_fp32_note"] = memory_saving(r, base) if ok else (None, None)
         d["memory_basis"] = memory_basis(r)
-        d["max_batch_ratio_vs_fp32"] = _ratio(r.get("max_batch"), base.get("max_batch")) if ok else None
+        d["max_batch_ratio_vs_fp32"], d["max_batch_ratio_bound"] = max_batch_ratio(r, base) if ok else (None, None)
         d["mfu_vs_measured"] = mfu_vs_measured(r)
         if r.get("device_name") not in low_peaks:  # (once per device: every row of it reads the same probes)
             low_peaks[r.get("device_name")] = peak_understated(hw, r.get("device_name"))

@@ -263,7 +263,10 @@ ROW_KEYS: dict[str, str] = {
     "cpu_rss_peak_bytes_repeats": "RSS-based rows with --repeats: cpu_rss_peak_bytes of each measurement of the cell, "
                                   "in order (each repeat is a process of its own); their median is compared and "
                                   "their range is the noise a saving must clear (derived when repeats are merged).",
-    "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived).",
+    "max_batch_ratio_vs_fp32": "max_batch / fp32's max_batch (derived; null where both searches stopped at their "
+                               "limit: two lower bounds).",
+    "max_batch_ratio_bound": "How max_batch_ratio_vs_fp32 bounds the real ratio (derived): '>=' where this row's search "
+                             "stopped at its limit, '<=' where fp32's did, null where both maxima were found.",
     "expected_speedup_vs_fp32": "What faster matmuls alone would give this mode (Amdahl): 1 / ((1 - g) + g / r), g = "
                                 "fp32's mfu_vs_measured (the share of its step the matmuls would take at the GEMM "
                                 "speed `ampbench hw` measured), r = that GEMM's measured speedup in this row's math "
@@ -297,6 +300,7 @@ ROW_KEYS: dict[str, str] = {
 DERIVED_KEYS = ("speedup_vs_fp32", "speedup_vs_tf32", "speedup_vs_fp32_eager", "scaling_efficiency", "speedup_vs_fp32_range",
                 "speedup_vs_fp32_noise", "speedup_vs_fp32_doubt",
                 "memory_saving_vs_fp32", "memory_saving_vs_fp32_note", "memory_basis", "max_batch_ratio_vs_fp32",
+                "max_batch_ratio_bound",
                 "expected_speedup_vs_fp32", "mfu_vs_measured", "mfu_note",
                 "converge_verdict", "converge_tolerance", "fp32_loss_target", "steps_to_fp32_loss",
                 "seeds_reaching_fp32_loss", "time_to_fp32_loss_s", "time_to_fp32_loss_vs_fp32", "energy_to_fp32_loss_j")
