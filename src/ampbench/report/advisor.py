@@ -312,7 +312,11 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
             return (f"half type: {half} -- {mine['precision']}'s convergence was {mine.get('converge_verdict')} here, "
                     f"{other['precision']}'s {other.get('converge_verdict') or 'not checked'} (amp-fp16 ran "
                     f"{ratio:.2f}x amp-bf16's speed)")
-    band = max(TIE, NOISE_SIGMAS * (speedup_noise(fp16, bf16) or 0.0))
+    noise = speedup_noise(fp16, bf16)
+    if noise is None and abs(ratio - 1) > TIE:  # (a difference of unmeasured noise picks neither)
+        return (f"half type: bf16 -- amp-fp16 ran {ratio:.2f}x amp-bf16's speed, not judged ({unmeasured_noise(fp16)}); "
+                "bf16 keeps fp32's range, so no loss scale to manage")
+    band = max(TIE, NOISE_SIGMAS * (noise or 0.0))
     conv = fp16.get("conv_flops_share")
     convs = isinstance(conv, (int, float)) and conv >= CONV_SHARE
     if ratio > 1 + band:
@@ -330,19 +334,39 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
 
 def energy_advice(rows: list[dict[str, Any]]) -> str | None:
     """The mode that trains a sample for the fewest joules (measured, NVML), beside fp32's; among the modes the
-    advisor may recommend (fp8 and pure-* only with their own parity verdict). None with under two such rows."""
+    advisor may recommend (fp8 and pure-* only with their own parity verdict). None with under two such rows.
+
+    Joules per sample are the mean power over the throughput, so they carry the throughput's noise: modes whose
+    joules lie within ``TIE`` or ``NOISE_SIGMAS`` x that noise of the fewest cannot be told apart from it (nor can any
+    whose noise was not measured), and the pick among them is the simpler recipe, the others named beside it
+    (transformers ran amp-fp16 and amp-bf16 at one speed on the H200: which of the two drew 1 % fewer joules was
+    the noise's call)."""
     ok = [r for r in rows if r.get("status") == "ok" and isinstance(r.get("joules_per_sample"), (int, float))
           and r["joules_per_sample"] > 0 and not (advised_only_with_verdict(r["precision"])
                                                   and r.get("converge_verdict") != "parity") and not _judged_worse(r)]
     if len(ok) < 2:
         return None
-    best = min(ok, key=lambda r: (r["joules_per_sample"], _pref(r["precision"])))
+    least = min(ok, key=lambda r: (r["joules_per_sample"], _pref(r["precision"])))
+
+    def apart(r: dict[str, Any]) -> bool:  # r's joules measurably more than the fewest's
+        noise = speedup_noise(r, least)
+        return r is not least and noise is not None and \
+            r["joules_per_sample"] > least["joules_per_sample"] * (1 + max(TIE, NOISE_SIGMAS * noise))
+
+    tied = [r for r in ok if not apart(r)]
+    best = min(tied, key=lambda r: (_pref(r["precision"]), r["joules_per_sample"]))
     base = next((r for r in ok if r["precision"] == "fp32"), None)
     text = (f"most energy-efficient: {best['precision']}, {_joules(best['joules_per_sample'])} a sample at "
             f"{best.get('mean_power_w') or 0:.0f} W")
-    if base is not None and base is not best:
-        text += (f" (fp32: {_joules(base['joules_per_sample'])}, "
-                 f"{base['joules_per_sample'] / best['joules_per_sample']:.1f}x more)")
+    notes = []
+    if base is not None and base not in tied:
+        notes.append(f"fp32: {_joules(base['joules_per_sample'])}, "
+                     f"{base['joules_per_sample'] / best['joules_per_sample']:.1f}x more")
+    for unknown, said in ((False, "within the noise of it"), (True, "noise not measured, not told apart from it")):
+        others = [r for r in tied if r is not best and (speedup_noise(r, least) is None) == unknown]
+        if others:
+            notes.append(f"{said}: " + ", ".join(f"{r['precision']} {_joules(r['joules_per_sample'])}" for r in others))
+    text += f" ({'; '.join(notes)})" if notes else ""
     predicted = best.get("predicted_joules_per_sample")
     if isinstance(predicted, (int, float)):
         text += f"; predicted {at_power(best)} {_joules(predicted)}"
