@@ -239,3 +239,24 @@ def test_an_hf_image_model_takes_its_data_dir_s_image_shape_and_says_what_tiles_
     assert tuple(wl.train_data.inputs[0].shape[1:]) == (3, 12, 12) and wl.model.inner.config.image_size == 12
     with pytest.raises(AmpbenchError, match=r"hf:vit is an image model \(ViTConfig\): drop --vocab-size/--task lm"):
         create_workload("hf:vit", "tiny", data=DataSpec.of(vocab_size=100, input_shape="16"), **VIT)
+
+
+SWIN = dict(embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1])
+
+
+@needs_hf
+def test_an_hf_image_model_too_small_at_the_preset_s_side_says_the_size_it_was_made_for() -> None:
+    """hf:swin at the tiny preset: its 7-patch windows do not fit a 32-pixel image's last stage (32 / 4 / 2^3 = 1
+    patch), its forward failed, and the line said "check --input-shape" where none was given. It now names the
+    config's own size; the model that size builds (oracle: the same config at 224 pixels runs), and a shape the user
+    gave gets no such hint (theirs to change)."""
+    from ampbench.workloads.user import ForwardFailed
+
+    with pytest.raises(ForwardFailed, match=r"check --input-shape \(hf:swin's config is sized for 224-pixel images and "
+                                            r"the tiny preset gives it 32: --input-shape 3,224,224 or --preset paper\)$"):
+        create_workload("hf:swin", "tiny", **SWIN)
+    with pytest.raises(ForwardFailed, match=r"check --input-shape$"):
+        create_workload("hf:swin", "tiny", data=DataSpec.of(input_shape="3,32,32"), **SWIN)
+    wl = create_workload("hf:swin", "tiny", data=DataSpec.of(input_shape="3,224,224"), **SWIN)
+    assert wl.model.inner.config.image_size == 224
+    assert create_workload("hf:swin", "tiny", window_size=1, **SWIN).model.inner.config.image_size == 32

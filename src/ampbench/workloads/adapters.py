@@ -19,7 +19,7 @@ from ampbench.errors import AmpbenchError
 from ampbench.quiet_imports import torchao_quiet
 from ampbench.workloads.base import PRESETS, Workload, adam
 from ampbench.workloads.tasks import DataSpec, show
-from ampbench.workloads.user import USER_OPTIONS, OutputLogits, build_module_workload, peek_images
+from ampbench.workloads.user import USER_OPTIONS, ForwardFailed, OutputLogits, build_module_workload, peek_images
 
 
 def _import(module: str, extra: str):
@@ -70,17 +70,23 @@ def create_adapter_workload(name: str, preset: str, data_dir: Path | None, seed:
         seen = peek_images(Path(data_dir), val_fraction, given) if data_dir is not None else None
         return given or (seen[0] if seen else None), seen[1] if seen else None
 
+    hint = None
     if kind == "timm":
         model, data = _timm_model(target, preset, data, options, images)
         optimizer = adam(1e-3)
     elif kind == "hf":
-        model, data = _hf_model(target, preset, data, options, images)
+        model, data, hint = _hf_model(target, preset, data, options, images)
         optimizer = lambda p: torch.optim.AdamW(p, lr=1e-4)  # noqa: E731 (random init: a from-scratch rate)
     else:
         raise AmpbenchError(f"unknown adapter {kind!r} in {name!r}: use timm:<model> or hf:<config>")
-    wl = build_module_workload(model, name, data, data_dir=data_dir, preset=preset, seed=seed, batch_size=batch_size,
-                               val_fraction=val_fraction, options=csv_options,
-                               make_optimizer=optimizer)
+    try:
+        wl = build_module_workload(model, name, data, data_dir=data_dir, preset=preset, seed=seed,
+                                   batch_size=batch_size, val_fraction=val_fraction, options=csv_options,
+                                   make_optimizer=optimizer)
+    except ForwardFailed as e:
+        if hint is None:
+            raise
+        raise ForwardFailed(f"{e} ({hint})") from None
     wl.description = f"{kind} {target}: " + wl.description.removeprefix("user model: ")
     return wl
 
@@ -137,11 +143,13 @@ def _is_vision(config: Any) -> bool:
 
 
 def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: DataSpec,
-               images: tuple[tuple[int, ...] | None, int | None]) -> tuple[nn.Module, DataSpec]:
+               images: tuple[tuple[int, ...] | None, int | None]) -> tuple[nn.Module, DataSpec, str | None]:
     """An HF image classifier from its config (``AutoModelForImageClassification``): images C,H,W (``images``: the shape
     of --input-shape or --data-dir, and the --data-dir images' classes; default: the config's channels at the preset's
     side, as timm: models are sized),
-    ``--num-classes`` (default: the images' classes, else 10) or ``--num-outputs`` classes/outputs."""
+    ``--num-classes`` (default: the images' classes, else 10) or ``--num-outputs`` classes/outputs. With it, what to
+    say if its forward fails at a preset's side smaller than the config's own: hf:swin's windows (7 patches) do not
+    fit a 32-pixel image's last stage, and its forward failed with "check --input-shape", none having been given."""
     if data.tokens or data.task == "lm":
         raise AmpbenchError(f"hf:{target} is an image model ({type(config).__name__}): drop --vocab-size/--task lm")
     size = TIMM_SIZE[preset]
@@ -166,6 +174,11 @@ def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: D
         raise AmpbenchError(f"{where}: hf:{target}'s {patch}-pixel patches do not tile a {side}-pixel side; give "
                             + " or ".join(fix or [f"-o patch_size=N, a divisor of {side}"]))
     config.num_channels = shape[0]
+    designed = getattr(config, "image_size", None)
+    hint = (f"hf:{target}'s config is sized for {designed}-pixel images and the {preset} preset gives it {shape[1]}: "
+            f"--input-shape {shape[0]},{designed},{designed}" + (" or --preset paper" if TIMM_SIZE["paper"] == designed
+                                                                  else "")
+            if given is None and isinstance(designed, int) and designed > shape[1] else None)
     if hasattr(config, "image_size"):
         config.image_size = shape[1]
     data = dataclasses.replace(data, input_shape=shape).resolve(f"hf:{target}", need_shape=False)
@@ -181,7 +194,7 @@ def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: D
     except Exception as e:
         raise AmpbenchError(f"hf:{target}: transformers cannot build it as an image classifier: {type(e).__name__}: "
                             f"{str(e).splitlines()[0][:200]}") from None
-    return OutputLogits(model), data  # (pixel_values: every HF image classifier's first argument)
+    return OutputLogits(model), data, hint  # (pixel_values: every HF image classifier's first argument)
 
 
 WARN_PADDING = "warn_if_padding_and_no_attention_mask"
@@ -207,7 +220,8 @@ def _ignore(*_: Any) -> None:
 
 
 def _hf_model(target: str, preset: str, data: DataSpec, options: dict[str, Any],
-              images: Callable[[], tuple[tuple[int, ...] | None, int | None]]) -> tuple[nn.Module, DataSpec]:
+              images: Callable[[], tuple[tuple[int, ...] | None, int | None]]
+              ) -> tuple[nn.Module, DataSpec, str | None]:
     with torchao_quiet():  # transformers' quantizers import torchao, where installed, when a model class is built
         return _hf_built(target, preset, data, options, images)
 
@@ -221,7 +235,8 @@ def _model_type_in(transformers: Any, name: str) -> str | None:
 
 
 def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any],
-              images: Callable[[], tuple[tuple[int, ...] | None, int | None]]) -> tuple[nn.Module, DataSpec]:
+              images: Callable[[], tuple[tuple[int, ...] | None, int | None]]
+              ) -> tuple[nn.Module, DataSpec, str | None]:
     transformers = _import("transformers", "hf")
     try:  # a model type ("bert", "gpt2") builds its default config; else a local config path or cached name
         config = transformers.AutoConfig.for_model(target)
@@ -277,4 +292,4 @@ def _hf_built(target: str, preset: str, data: DataSpec, options: dict[str, Any],
                             f"{str(e).splitlines()[0][:200]}") from None
     if data.task == "classify" and data.num_classes is None:
         data = DataSpec(shape, config.vocab_size, config.num_labels, None, "classify")
-    return HFLogits(model, pad), data
+    return HFLogits(model, pad), data, None

@@ -468,6 +468,11 @@ def _logits_of(out: Any) -> torch.Tensor | None:
     return None
 
 
+class ForwardFailed(AmpbenchError):
+    """The check forward on 2 samples failed: the model does not take the batch as it is shaped (a builder that chose
+    the shape can say what would fit: :func:`~ampbench.workloads.adapters.create_adapter_workload`)."""
+
+
 def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, real: str | None = None,
                    meta: bool = False, built_on_meta: bool = False) -> tuple[Any, torch.Tensor]:
     """One fp32 forward on 2 samples, so a shape mismatch is a clear error before any training. ``real``: what the
@@ -504,7 +509,7 @@ def _check_forward(workload: Workload, where: str, tokens: bool, made: bool, rea
         fix = "check --batches" if made else "check --input-shape" + (" and --vocab-size" if tokens else "")
         if real is not None and not made:
             fix = f"the batch is the --data-dir data's ({real}): make the model take it"
-        raise AmpbenchError(f"{where}: forward on a batch of shape {', '.join(shapes)} failed: {type(e).__name__}: "
+        raise ForwardFailed(f"{where}: forward on a batch of shape {', '.join(shapes)} failed: {type(e).__name__}: "
                             f"{msg}. {fix}{called if made else ''}") from None
 
 
