@@ -372,3 +372,30 @@ def test_a_step_that_does_not_fit_says_the_largest_batch_that_does_even_without_
     (row,) = predict_target("encoder", lambda: zoo.build("encoder", n=32), Question(("fp32",), 2**22), Machine(gpu),
                             max_batch=False)
     assert row["status"] == "oom" and 0 < row["predicted_max_batch"] < 2**22 and "largest batch" in row["reason"]
+
+
+def test_two_traces_are_paired_once_whatever_the_gpu_prices_them() -> None:
+    """The pairing of the two traces' ops (difflib's matching blocks) depends on their op names alone: it is made once
+    and reused for every GPU and workspace figure (it was 42 of `predict --gpu all`'s 104 s, made 2,358 times). Oracle:
+    the lines equal those of a fresh SequenceMatcher over the same sequences, an op the large trace lacks included."""
+    import difflib
+
+    from ampbench.predict.memory import Line, _matching_blocks, _paired
+
+    small = [("mm", 10.0), ("sum", 4.0), ("relu", 6.0), ("mm", 8.0)]
+    large = [("mm", 20.0), ("relu", 12.0), ("mm", 16.0), ("add", 3.0)]
+    expected: set[Line] = set()
+    paired = set()
+    for m in difflib.SequenceMatcher(None, [n for n, _ in small], [n for n, _ in large],
+                                     autojunk=False).get_matching_blocks():
+        for k in range(m.size):
+            expected.add(Line.through(2, small[m.a + k][1], 4, large[m.b + k][1]))
+            paired.add(m.a + k)
+    expected |= {Line(size, 0.0) for i, (_, size) in enumerate(small) if i not in paired}
+    _matching_blocks.cache_clear()
+    assert _paired(small, large, 2, 4, lambda size: Line(size, 0.0)) == expected
+    assert Line(4.0, 0.0) in expected  # ("sum": no partner at the larger batch, kept as it is)
+    doubled = [(n, 2 * f) for n, f in small]  # (another GPU's workspaces: the same names, other figures)
+    again = _paired(doubled, large, 2, 4, lambda size: Line(size, 0.0))
+    assert _matching_blocks.cache_info().hits == 1 and _matching_blocks.cache_info().misses == 1
+    assert again != expected and Line(8.0, 0.0) in again
