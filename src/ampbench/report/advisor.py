@@ -45,6 +45,7 @@ from ampbench.report.combine import (
     MIN_MEMORY_SAVING,
     NOISE_SIGMAS,
     TIE,
+    batch_figure,
     best_combination,
     least_memory,
     noise_text,
@@ -224,10 +225,7 @@ def _evidence(r: dict[str, Any], base: dict[str, Any] | None, checked: bool, ok:
     if isinstance(saving, (int, float)) and r["precision"] != "fp32" and abs(saving) >= 0.01:
         parts.append(f"{saving:.0%} less memory" if saving > 0 else f"{-saving:.0%} more memory")
     if base is not None and r.get("max_batch") and base.get("max_batch") and r["precision"] != "fp32":
-        def at_most(x: dict[str, Any]) -> str:  # (a search stopped at its limit found a lower bound)
-            return f"{'>=' if x.get('max_batch_limit_hit') else ''}{x['max_batch']:,}"
-
-        parts.append(f"batch {at_most(base)} → {at_most(r)}")
+        parts.append(f"batch {batch_figure(base)} → {batch_figure(r)}")
     if checked:
         below = below_fp32(r, base) if r["precision"] != "fp32" else None
         if below:  # (parity, but not by staying near fp32: it trained otherwise, and the advice says so)

@@ -69,6 +69,11 @@ def _speed(r: dict[str, Any]) -> float:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
 
 
+def batch_figure(r: dict[str, Any]) -> str:
+    """A row's largest batch, ">=" where its search stopped at its limit (a lower bound): "1,120", ">=65,536"."""
+    return f"{'>=' if r.get('max_batch_limit_hit') else ''}{r['max_batch']:,}"
+
+
 def times(v: float) -> str:
     """1.23x, 12x; under 0.01x two significant digits (0.0045x: an emulated fp16 step on a CPU, never "0.00x")."""
     return f"{v:.0f}x" if v >= 10 else f"{v:.2f}x" if v >= 0.01 else f"{v:.2g}x"
@@ -194,10 +199,7 @@ def least_memory(rows: list[dict[str, Any]], fastest: Combination | None = None,
     mine, theirs = compared_memory(pick) or 0.0, compared_memory(base) or 0.0
     if mine > theirs * (1 - MIN_MEMORY_SAVING):  # (GPT-2's large vocabulary: 5% less for 0.70x the speed)
         return None
-    def largest(r: dict[str, Any]) -> str:  # (a search stopped at its limit found a lower bound)
-        return f"{'>=' if r.get('max_batch_limit_hit') else ''}{r['max_batch']:,}"
-
-    batch = (f"; largest batch {largest(base)} -> {largest(pick)}"
+    batch = (f"; largest batch {batch_figure(base)} -> {batch_figure(pick)}"
              if isinstance(base.get("max_batch"), int) and isinstance(pick.get("max_batch"), int) else "")
     return (f"least memory: {_label(pick)}, {fmt_bytes(mine)} against fp32 eager's {fmt_bytes(theirs)} "
             f"({1 - mine / theirs:.0%} less), at {times(_speed(pick) / _speed(base))} fp32 eager's speed{batch}")

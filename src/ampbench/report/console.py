@@ -24,6 +24,7 @@ from ampbench.report.accumulation import (
     micro_text,
 )
 from ampbench.report.advisor import advise, batch_ratio_text, versus_fp32, workload_groups
+from ampbench.report.combine import batch_figure
 from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
 from ampbench.store.derive import compared_memory, converge_tone, memory_basis
@@ -148,8 +149,7 @@ def saving_note(row: dict[str, Any]) -> str:
 
 def max_batch_text(row: dict[str, Any]) -> str:
     """A row's largest batch: ">=" where the search stopped at its limit, "-" where none was searched."""
-    mb = row.get("max_batch")
-    return "-" if mb is None else f"{'>=' if row.get('max_batch_limit_hit') else ''}{mb:,}"
+    return "-" if row.get("max_batch") is None else batch_figure(row)
 
 
 STATUS_STYLE = {"ok": "green", "oom": "magenta", "error": "red", "diverged": "red", "unsupported": "dim"}

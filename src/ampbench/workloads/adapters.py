@@ -174,11 +174,11 @@ def _hf_vision(transformers: Any, target: str, preset: str, config: Any, data: D
         raise AmpbenchError(f"{where}: hf:{target}'s {patch}-pixel patches do not tile a {side}-pixel side; give "
                             + " or ".join(fix or [f"-o patch_size=N, a divisor of {side}"]))
     config.num_channels = shape[0]
-    designed = getattr(config, "image_size", None)
-    hint = (f"hf:{target}'s config is sized for {designed}-pixel images and the {preset} preset gives it {shape[1]}: "
-            f"--input-shape {shape[0]},{designed},{designed}" + (" or --preset paper" if TIMM_SIZE["paper"] == designed
-                                                                  else "")
-            if given is None and isinstance(designed, int) and designed > shape[1] else None)
+    designed, hint = getattr(config, "image_size", None), None
+    if given is None and isinstance(designed, int) and designed > shape[1]:  # (the preset chose the side, not the user)
+        hint = (f"hf:{target}'s config is sized for {designed}-pixel images and the {preset} preset gives it "
+                f"{shape[1]}: --input-shape {shape[0]},{designed},{designed}"
+                + (" or --preset paper" if TIMM_SIZE["paper"] == designed else ""))
     if hasattr(config, "image_size"):
         config.image_size = shape[1]
     data = dataclasses.replace(data, input_shape=shape).resolve(f"hf:{target}", need_shape=False)
