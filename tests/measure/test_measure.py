@@ -102,6 +102,19 @@ def test_throughput_noise_is_the_spread_of_block_throughputs() -> None:
     assert Timing([1.0] * 3, 0.003, "perf_counter").throughput_noise() is None  # fewer than 2 blocks of 2
 
 
+def test_no_noise_from_two_blocks() -> None:
+    """4-5 timed steps make two blocks, and the spread of two numbers is no estimate (the advisor's gain must clear
+    2 x the noise; a two-block spread lands below a third of the true one about a quarter of the time): no noise,
+    whatever the steps say. Six steps make three blocks, the same formula (oracle: the sample standard deviation)."""
+    for n in (4, 5):
+        assert Timing([1.0, 3.0] * 2 + [1.0] * (n - 4), float(n), "perf_counter").throughput_noise() is None
+    t = Timing([1.0, 1.0, 1.0, 3.0, 2.0, 2.0], 0.010, "perf_counter")
+    rates = [2 / 2.0, 2 / 4.0, 2 / 4.0]
+    mean = sum(rates) / 3
+    std = (sum((r - mean) ** 2 for r in rates) / 2) ** 0.5
+    assert t.throughput_noise() == pytest.approx(std / mean)
+
+
 @pytest.mark.parametrize("name, key", [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
                                        ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A10", "a10"),
                                        ("Tesla V100-SXM2-16GB", "v100-16gb"), ("Tesla T4", "t4"),

@@ -299,12 +299,12 @@ def test_a_difference_of_unmeasured_noise_is_neither_a_gain_nor_a_loss() -> None
     a = advise(derive(rows(None)))
     assert a.recommended == "fp32" and a.label == "noise unknown"
     assert a.evidence == ("amp-bf16 measured 1.91x faster, not claimed, noise not measured: 3 timed steps a cell, an "
-                          "estimate takes 4 or more, or --repeats 3")
+                          "estimate takes 6 or more, or --repeats 3")
     # picked for its memory at fp32's speed: the ratio is said with why it is not judged
     lean = derive([_row("fp32", 100.0, 1000, steps=3, samples_per_s_noise=None),
                    _row("amp-bf16", 101.0, 500, steps=3, samples_per_s_noise=None)])
     assert advise(lean).evidence == ("amp-bf16: 1.01x the speed of fp32 (noise not measured: 3 timed steps a cell, an "
-                                     "estimate takes 4 or more, or --repeats 3), 50% less memory")
+                                     "estimate takes 6 or more, or --repeats 3), 50% less memory")
     # a row stored with enough steps but no noise (stored before the key existed): no step count to blame
     old = derive([_row("fp32", 100.0, samples_per_s_noise=None), _row("amp-bf16", 191.0, samples_per_s_noise=None)])
     assert advise(old).evidence.endswith("not claimed, noise not measured: --repeats 3 measures it")
@@ -628,7 +628,7 @@ def test_a_half_type_difference_of_unmeasured_noise_picks_neither() -> None:
     blind = [{**r, "samples_per_s_noise": None, "steps": 3} for r in rows]
     assert advise(derive(blind)).half_type == (
         "half type: bf16 -- amp-fp16 ran 1.25x amp-bf16's speed, not judged (noise not measured: 3 timed steps a cell, "
-        "an estimate takes 4 or more, or --repeats 3); bf16 keeps fp32's range, so no loss scale to manage")
+        "an estimate takes 6 or more, or --repeats 3); bf16 keeps fp32's range, so no loss scale to manage")
 
 
 def test_a_max_batch_run_without_speed_says_the_batches() -> None:

@@ -86,7 +86,7 @@ def test_a_combination_of_unmeasured_noise_is_not_claimed() -> None:
     assert a.combination == "fp32"
     assert (a.combination_evidence or "").startswith(
         "(nothing measurably faster) fp32 + compile, the fastest measured, ran 1.60x fp32 eager, not claimed, noise not "
-        "measured: 3 timed steps a cell, an estimate takes 4 or more, or --repeats 3")
+        "measured: 3 timed steps a cell, an estimate takes 6 or more, or --repeats 3")
 
 
 def test_without_fp32_eager_nothing_is_credited() -> None:

@@ -25,9 +25,14 @@ def percentile(values: list[float], q: float) -> float:
 
 NOISE_BLOCKS = 5
 MIN_BLOCK_STEPS = 2
-MIN_NOISE_STEPS = 2 * MIN_BLOCK_STEPS
-"""Timed steps a cell needs for a noise estimate: two blocks of ``MIN_BLOCK_STEPS``, whose throughputs disagree by
-the noise (:meth:`Timing.throughput_noise`)."""
+MIN_NOISE_BLOCKS = 3
+"""Blocks a noise estimate needs. The spread of two numbers is no estimate of a spread: at one degree of freedom the
+97.5 % t-quantile is 12.7 (4.3 at two, 2.8 at the default five), and the advisor's gain must clear only 2 x the
+noise. Cells of 4-5 timed steps had two blocks: an FSDP x2 cell on a busy 2-core CPU read amp-bf16 "1.65x ±16%",
+coloured faster, while the same run's other distributions said 0.46-0.92x."""
+MIN_NOISE_STEPS = MIN_NOISE_BLOCKS * MIN_BLOCK_STEPS
+"""Timed steps a cell needs for a noise estimate: ``MIN_NOISE_BLOCKS`` blocks of ``MIN_BLOCK_STEPS``, whose
+throughputs disagree by the noise (:meth:`Timing.throughput_noise`)."""
 
 
 @dataclass
@@ -49,7 +54,8 @@ class Timing:
                 "samples_per_s_noise": self.throughput_noise()}
 
     def throughput_noise(self, blocks: int = NOISE_BLOCKS) -> float | None:
-        """Relative standard deviation of the throughput of consecutive blocks of steps (None: too few steps).
+        """Relative standard deviation of the throughput of consecutive blocks of steps (None: too few steps for
+        ``MIN_NOISE_BLOCKS`` blocks).
 
         Per-step spread overstates noise (one slow step is averaged out over a cell) and the standard
         error of the mean understates it (drift between cells is not independent step jitter); the
@@ -57,7 +63,7 @@ class Timing:
         what makes two cells measured a minute apart disagree.
         """
         k = min(blocks, len(self.step_ms) // MIN_BLOCK_STEPS)
-        if k < 2:
+        if k < MIN_NOISE_BLOCKS:
             return None
         size = len(self.step_ms) // k
         rates = [size / sum(self.step_ms[i * size:(i + 1) * size]) for i in range(k)]

@@ -38,7 +38,7 @@ def _num(v: Any, spec: str = ",.1f") -> str:
 
 def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     """(text, verdict) of a row's speedup vs fp32: "2.61x", "1.06x ±12%" (within-cell noise),
-    "1.06x (0.98-1.10)" (range over repeats), "2.86x (noise unknown)" (no estimate: cells of under 4 timed steps), or
+    "1.06x (0.98-1.10)" (range over repeats), "2.86x (noise unknown)" (no estimate: cells of under 6 timed steps), or
     for fp32 "1.00x (moved 3%)" (its closing baseline).
     The verdict, "faster", "slower" or "same", counts only differences beyond the noise (the
     advisor's rule), so colours never call noise a win."""

@@ -93,8 +93,8 @@ ROW_KEYS: dict[str, str] = {
     "samples_per_s": "Training samples per second over the timed steps (full steps: forward, loss, scaled backward, "
                      "unscale/inf-check, optimizer step, scale update).",
     "samples_per_s_noise": "Relative standard deviation of the throughput of 5 consecutive blocks of the timed steps "
-                           "(drift within the cell; null under 4 steps). The advisor treats differences inside this "
-                           "noise as no difference.",
+                           "(drift within the cell; null under 6 steps: 3 blocks of 2). The advisor treats differences "
+                           "inside this noise as no difference.",
     "samples_per_s_repeats": "samples_per_s of each repeat, in order (null for a repeat that failed); with "
                              "`--repeats` > 1 the row's timing keys (samples_per_s, step_ms_*, achieved_tflops, mfu, "
                              "samples_per_s_noise) are those of the median repeat. Null with one repeat.",
