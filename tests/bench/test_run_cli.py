@@ -282,3 +282,21 @@ def test_hw_checks_the_store_before_probing(tmp_path: Path) -> None:
     r = cli("hw", "--db", str(bad))
     assert r.returncode == 2 and "not a usable ampbench results store" in r.stderr
     assert "GEMM" not in r.stdout and time.perf_counter() - t < 60
+
+
+@pytest.mark.parametrize(("extra", "said"), [(["--steps", "5"], True), (["--steps", "6"], False),
+                                             (["--steps", "3", "--repeats", "2"], False),
+                                             (["--steps", "3", "--measure", "memory"], False)])
+def test_a_run_too_short_for_a_noise_estimate_says_so_before_it_runs(tmp_path: Path, extra: list[str],
+                                                                       said: bool) -> None:
+    """Under 6 timed steps a cell measures no noise, and with one measurement a cell no speedup of the run is claimed:
+    said in the plan, not first by the tables' "(noise unknown)" after the run (repeats measure it; a run that times
+    nothing has no speedups)."""
+    from tests.conftest import cli
+
+    code, out, err = cli("run", "--workloads", "tabular-mlp", "--preset", "tiny", "--precisions", "fp32,amp-bf16",
+                         "--dry-run", "--no-isolate", "--db", str(tmp_path / "r.db"), *extra)
+    assert code == 0, err
+    note = ("a cell measures its noise over 6 or more timed steps; with fewer, and one measurement a cell, no speedup "
+            "of this run is claimed (--steps 6, or --repeats 3)")
+    assert (note in " ".join(err.split())) == said, err

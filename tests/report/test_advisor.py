@@ -305,6 +305,14 @@ def test_a_difference_of_unmeasured_noise_is_neither_a_gain_nor_a_loss() -> None
                    _row("amp-bf16", 101.0, 500, steps=3, samples_per_s_noise=None)])
     assert advise(lean).evidence == ("amp-bf16: 1.01x the speed of fp32 (noise not measured: 3 timed steps a cell, an "
                                      "estimate takes 6 or more, or --repeats 3), 50% less memory")
+    # cells of 5 steps (two blocks: no estimate) whose fp32 moved 5 % between its two measurements: that one
+    # difference stands for no noise either
+    drift = [_row("fp32", 100.0, steps=5, samples_per_s_noise=None, baseline_drift=0.05),
+             _row("amp-bf16", 191.0, steps=5, samples_per_s_noise=None)]
+    d = derive(drift)
+    assert d[1]["speedup_vs_fp32_noise"] is None and advise(d).label == "noise unknown"
+    assert advise(d).evidence.endswith("noise not measured: 5 timed steps a cell, an estimate takes 6 or more, or "
+                                       "--repeats 3")
     # a row stored with enough steps but no noise (stored before the key existed): no step count to blame
     old = derive([_row("fp32", 100.0, samples_per_s_noise=None), _row("amp-bf16", 191.0, samples_per_s_noise=None)])
     assert advise(old).evidence.endswith("not claimed, noise not measured: --repeats 3 measures it")

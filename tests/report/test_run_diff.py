@@ -60,6 +60,17 @@ def test_the_change_and_its_noise_are_the_rows_own() -> None:
     assert c.verdict == rd.FASTER  # (+20% against 2 x ~6.6%)
 
 
+def test_fp32_s_drift_alone_is_no_noise_estimate() -> None:
+    """Cells of under 6 timed steps measure no noise of their own; fp32's drift between its two measurements is one
+    difference of two numbers: it widens an estimate (above) and stands for none -- no verdict, however large."""
+    base_a, base_b = _ok("a", "fp32", 50.0, baseline_drift=0.03), _ok("b", "fp32", 50.0, baseline_drift=0.04)
+    c = rd.change_of(CellId.of(_ok("a", "tf32", 100.0)), _ok("a", "tf32", 100.0), _ok("b", "tf32", 150.0), base_a, base_b)
+    assert c.noise is None and c.verdict == rd.UNKNOWN
+    one = rd.change_of(CellId.of(_ok("a", "tf32", 100.0)), _ok("a", "tf32", 100.0, 0.01), _ok("b", "tf32", 150.0),
+                       base_a, base_b)  # (one run measured the cell's noise: both drifts join it)
+    assert one.noise == pytest.approx(math.sqrt(0.01**2 + 0.03**2 + 0.04**2))
+
+
 @pytest.mark.parametrize(("after", "noise", "verdict", "text"), [
     (103.0, 0.01, rd.FASTER, "faster"),         # +3% > 2 x 1.41%
     (102.0, 0.01, rd.SAME, "within noise"),     # +2% < 2 x 1.41%

@@ -63,6 +63,7 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     estimate = _estimate(config, store if out.resume else None)
     plan_header(config, store.path, estimate)
     _named_note(options, config)
+    _noise_note(config)
     started = time.monotonic()
     try:
         info, rows = run_with_progress(config, store, out.resume, out.label, board, verbose=out.verbose)
@@ -72,6 +73,18 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
     results_tables(rows)
     _finish(store, info, rows, out.json_out, out.report_path if out.report else False,
             f" in {duration(took)}{estimate.against() if estimate is not None else ''}")
+
+
+def _noise_note(config: Any) -> None:
+    """Said before the run: timed too briefly for a noise estimate, with one measurement a cell, none of its speedups
+    will be claimed (a --steps 3 run's tables read "(noise unknown)" after it had run)."""
+    from ampbench.measure.stats import MIN_NOISE_STEPS  # (torch-free)
+
+    m = config.measure
+    if "throughput" in m.measures and config.axes.repeats == 1 and m.steps < MIN_NOISE_STEPS:
+        err_console.print(f"[yellow]note:[/] --steps {m.steps}: a cell measures its noise over {MIN_NOISE_STEPS} or more "
+                          f"timed steps; with fewer, and one measurement a cell, no speedup of this run is claimed "
+                          f"(--steps {MIN_NOISE_STEPS}, or --repeats 3)", highlight=False)
 
 
 def _named_note(options: RunOptions, config: Any) -> None:
@@ -127,6 +140,7 @@ def _dry_run(config: Any, db: Path | None, json_out: Path | None, options: RunOp
         open_store(path, create=False).close()
     plan_header(config, path, _estimate(config))
     _named_note(options, config)
+    _noise_note(config)
     for spec in config.cells():
         console.print(f"  {escape(cell_text(spec, config))}", highlight=False)
     console.print("dry run: nothing was run or stored")

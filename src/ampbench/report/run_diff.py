@@ -212,11 +212,17 @@ def repeat_spread(row: dict[str, Any]) -> float | None:
     return statistics.stdev(values) / statistics.fmean(values) if len(values) >= 2 else None
 
 
-def noise_terms(row: dict[str, Any], baseline: dict[str, Any] | None) -> list[float]:
-    """The relative noises one run measured of a cell: its block noise, its repeats' spread, and the drift of its
-    run's fp32 measurement of the same setting (the row itself where it is fp32)."""
-    terms = [row.get("samples_per_s_noise"), repeat_spread(row), (baseline or {}).get("baseline_drift")]
+def own_noise(row: dict[str, Any]) -> list[float]:
+    """The relative noises one run measured of a cell itself: its block noise and its repeats' spread."""
+    terms = [row.get("samples_per_s_noise"), repeat_spread(row)]
     return [float(t) for t in terms if isinstance(t, (int, float)) and math.isfinite(t)]
+
+
+def noise_terms(row: dict[str, Any], baseline: dict[str, Any] | None) -> list[float]:
+    """The relative noises one run measured of a cell: its own (:func:`own_noise`) and the drift of its run's fp32
+    measurement of the same setting (the row itself where it is fp32)."""
+    drift = (baseline or {}).get("baseline_drift")
+    return own_noise(row) + ([float(drift)] if isinstance(drift, (int, float)) and math.isfinite(drift) else [])
 
 
 def _memory(before: dict[str, Any], after: dict[str, Any]) -> tuple[float | None, str | None]:
@@ -252,7 +258,9 @@ def change_of(cell: CellId, before: dict[str, Any] | None, after: dict[str, Any]
         return CellChange(cell, before, after, None, None, NOT_TIMED, memory_change, memory_note, min_change)
     change = after["samples_per_s"] / before["samples_per_s"] - 1.0
     terms = noise_terms(before, base_before) + noise_terms(after, base_after)
-    noise = math.hypot(*terms) if terms else None
+    # (fp32's drifts only beside a noise either run measured of the cell itself: each is one difference of two
+    # measurements, which widens an estimate and stands for none)
+    noise = math.hypot(*terms) if own_noise(before) or own_noise(after) else None
     verdict = UNKNOWN if noise is None else SAME if abs(change) <= max(SIGNIFICANCE * noise, min_change) else \
         FASTER if change > 0 else SLOWER
     return CellChange(cell, before, after, change, noise, verdict, memory_change, memory_note, min_change)

@@ -92,10 +92,15 @@ def speedup_range(row: dict[str, Any], base: dict[str, Any]) -> list[float] | No
 
 def speedup_noise(row: dict[str, Any], base: dict[str, Any]) -> float | None:
     """Relative noise of a speedup: both cells' within-cell noise and how far fp32 moved between its
-    opening and closing measurements (independent errors add in quadrature)."""
-    terms = [v for v in (row.get("samples_per_s_noise"), base.get("samples_per_s_noise"), base.get("baseline_drift"))
-             if isinstance(v, (int, float)) and math.isfinite(v)]
-    return math.hypot(*terms) if terms else None
+    opening and closing measurements (independent errors add in quadrature). None where neither cell measured its own:
+    fp32's drift is the difference of two measurements -- it widens an estimate, and stands for none (cells of 4-5
+    timed steps had only it after two-block spreads stopped counting, :data:`~ampbench.measure.stats.MIN_NOISE_BLOCKS`)."""
+    own = [v for v in (row.get("samples_per_s_noise"), base.get("samples_per_s_noise"))
+           if isinstance(v, (int, float)) and math.isfinite(v)]
+    drift = base.get("baseline_drift")
+    if not own:
+        return None
+    return math.hypot(*own, *([drift] if isinstance(drift, (int, float)) and math.isfinite(drift) else []))
 
 
 NOISE_NOT_MEASURED = "noise not measured"
@@ -103,8 +108,8 @@ NOISE_NOT_MEASURED = "noise not measured"
 
 
 def unmeasured_noise(row: dict[str, Any]) -> str:
-    """Why a row's speedup has no noise estimate (neither cell timed enough steps to measure one, no closing baseline
-    moved, no repeats), said where its gain or loss is then not claimed: without a noise estimate a 2.86x of a 3-step
+    """Why a row's speedup has no noise estimate (neither cell timed enough steps to measure one, no repeats), said
+    where its gain or loss is then not claimed: without a noise estimate a 2.86x of a 3-step
     DDP cell on a busy CPU read as a gain while the same run's one-process cells of the same modes said 0.43x."""
     steps = row.get("steps")
     if isinstance(steps, int) and steps < MIN_NOISE_STEPS:

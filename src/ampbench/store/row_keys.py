@@ -244,7 +244,8 @@ ROW_KEYS: dict[str, str] = {
     "speedup_vs_fp32_range": "[lowest, highest] of the per-repeat speedups (repeat r of this mode over repeat r of "
                              "fp32, measured next to each other) (derived; null with fewer than 2 repeats).",
     "speedup_vs_fp32_noise": "Relative noise of speedup_vs_fp32: the two cells' samples_per_s_noise and fp32's "
-                             "baseline_drift combined (root of the sum of squares) (derived).",
+                             "baseline_drift combined (root of the sum of squares) (derived; null where neither cell "
+                             "measured its own noise: the drift alone is no estimate).",
     "speedup_vs_fp32_doubt": "Why a gain over fp32 is not claimed whatever its noise says (derived; null when none): "
                              "the mode's math is emulated on this device by its probe (a CPU without that dtype's "
                              "instructions) yet it measured over 1.25x fp32, or fp32's own measurements of the cell "
