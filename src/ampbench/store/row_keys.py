@@ -99,8 +99,8 @@ ROW_KEYS: dict[str, str] = {
                              "`--repeats` > 1 the row's timing keys (samples_per_s, step_ms_*, achieved_tflops, mfu, "
                              "samples_per_s_noise) are those of the median repeat. Null with one repeat.",
     "baseline_drift": "fp32 rows: |closing - first| / first samples/s of fp32's two measurements around the other "
-                      "modes; part of every speedup's noise (`speedup_vs_fp32_noise`). Null without a closing "
-                      "measurement.",
+                      "modes; part of every speedup's noise (`speedup_vs_fp32_noise`) beside the cells' own (alone, "
+                      "it stands for none). Null without a closing measurement.",
     "step_ms_p10": "10th percentile of the timed step times (ms).",
     "step_ms_p50": "Median step time (ms).",
     "step_ms_p90": "90th percentile step time (ms).",
