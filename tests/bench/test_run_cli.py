@@ -299,4 +299,4 @@ def test_a_run_too_short_for_a_noise_estimate_says_so_before_it_runs(tmp_path: P
     assert code == 0, err
     note = ("a cell measures its noise over 6 or more timed steps; with fewer, and one measurement a cell, no speedup "
             "of this run is claimed (--steps 6, or --repeats 3)")
-    assert (note in " ".join(err.split())) == said, err
+    assert (note in " ".join(out.split())) == said, out  # (in the plan, on standard output: stderr is for errors)

@@ -18,6 +18,7 @@ from ampbench.cli.examples import MODEL_EXAMPLES
 from ampbench.cli.render import cell_line, plan_header, results_tables, run_with_progress
 from ampbench.command_options import RunOptions, RunOutput
 from ampbench.errors import AmpbenchError
+from ampbench.measure.stats import MIN_NOISE_STEPS
 from ampbench.paths import check_output_file, write_text_atomic
 from ampbench.progress import duration
 from ampbench.report import write_report
@@ -78,11 +79,9 @@ def run_cmd(options: RunOptions, output: RunOutput) -> None:
 def _noise_note(config: Any) -> None:
     """Said before the run: timed too briefly for a noise estimate, with one measurement a cell, none of its speedups
     will be claimed (a --steps 3 run's tables read "(noise unknown)" after it had run)."""
-    from ampbench.measure.stats import MIN_NOISE_STEPS  # (torch-free)
-
     m = config.measure
     if "throughput" in m.measures and config.axes.repeats == 1 and m.steps < MIN_NOISE_STEPS:
-        err_console.print(f"[yellow]note:[/] --steps {m.steps}: a cell measures its noise over {MIN_NOISE_STEPS} or more "
+        console.print(f"[yellow]note:[/] --steps {m.steps}: a cell measures its noise over {MIN_NOISE_STEPS} or more "
                           f"timed steps; with fewer, and one measurement a cell, no speedup of this run is claimed "
                           f"(--steps {MIN_NOISE_STEPS}, or --repeats 3)", highlight=False)
 
