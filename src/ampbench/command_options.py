@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from ampbench import seam
 from ampbench.cells import LaunchOptions, MeasureOptions, RecipeOptions, route
+from ampbench.errors import AmpbenchError
 from ampbench.measure.gpus import predictable
 from ampbench.values import parse_measures, parse_size
 from ampbench.workloads.data_options import DataOptions, parse_options
@@ -85,6 +86,13 @@ def adapter_as_workload(section: Any, workload_field: str) -> None:
 
 NPROC_DEFAULT = 2
 """--nproc-per-node's default (run, train, diagnose): two ranks per machine."""
+
+
+def check_nproc_given(strategy: str | None, nproc: int) -> None:
+    """--nproc-per-node applies with --strategy: a count given without one was dropped unsaid (one process per cell,
+    ``run``; ``train`` ran anyway). AmpbenchError (exit 2) otherwise."""
+    if strategy is None and nproc != NPROC_DEFAULT:
+        raise AmpbenchError(f"--nproc-per-node {nproc} applies with --strategy ddp or fsdp")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ampbench.command_options import (
     DiagnoseSettings,
     TrainDistribution,
     TrainSettings,
+    check_nproc_given,
 )
 from ampbench.diagnose import applicable_checks, parse_checks
 from ampbench.errors import AmpbenchError
@@ -93,8 +94,7 @@ class Launch:
     def __post_init__(self) -> None:
         if self.nproc < 1:
             raise AmpbenchError(f"--nproc-per-node must be >= 1, got {self.nproc}")
-        if self.strategy is None and self.nproc != NPROC_DEFAULT:
-            raise AmpbenchError(f"--nproc-per-node {self.nproc} applies with --strategy ddp or fsdp")
+        check_nproc_given(self.strategy, self.nproc)
         check_nodes(self.strategy, self.nnodes, self.node_rank, self.rdzv_endpoint)
 
     def given(self) -> bool:

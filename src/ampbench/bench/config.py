@@ -45,7 +45,7 @@ from ampbench.cells import (
     route,
     with_,
 )
-from ampbench.command_options import NPROC_DEFAULT, RunOptions
+from ampbench.command_options import RunOptions, check_nproc_given
 from ampbench.distributed.strategy import REDUCE_DTYPES, STRATEGIES
 from ampbench.errors import AmpbenchError
 from ampbench.execution import Execution, executions, parse_axis
@@ -368,8 +368,7 @@ class RunConfig:
         points = executions(parse_axis(x.compile, "compile"), parse_axis(x.memory_format, "memory_format"),
                             parse_axis(x.cuda_graphs, "cuda_graphs"), parse_axis(x.checkpointing, "checkpointing"))
         strategies = (None, *dict.fromkeys(parse_list(x.strategy, "strategy"))) if x.strategy is not None else (None,)
-        if x.strategy is None and x.nproc_per_node != NPROC_DEFAULT:  # (else dropped unsaid: one process per cell)
-            raise AmpbenchError(f"--nproc-per-node {x.nproc_per_node} applies with --strategy ddp or fsdp")
+        check_nproc_given(x.strategy, x.nproc_per_node)
         reduces = (tuple(dict.fromkeys(parse_list(x.grad_reduce_dtype, "grad-reduce-dtype"))) if x.grad_reduce_dtype
                    else (None,))
         owners = [seam.of_workload(w) for w in wl_names]

@@ -82,8 +82,8 @@ def _noise_note(config: Any) -> None:
     m = config.measure
     if "throughput" in m.measures and config.axes.repeats == 1 and m.steps < MIN_NOISE_STEPS:
         console.print(f"[yellow]note:[/] --steps {m.steps}: a cell measures its noise over {MIN_NOISE_STEPS} or more "
-                          f"timed steps; with fewer, and one measurement a cell, no speedup of this run is claimed "
-                          f"(--steps {MIN_NOISE_STEPS}, or --repeats 3)", highlight=False)
+                      f"timed steps; with fewer, and one measurement a cell, no speedup of this run is claimed "
+                      f"(--steps {MIN_NOISE_STEPS}, or --repeats 3)", highlight=False)
 
 
 def _named_note(options: RunOptions, config: Any) -> None:

@@ -139,7 +139,6 @@ def half_hardware_summary(hw: dict[str, bool] | None = None) -> str:
     return ", ".join(names) or "none"
 
 
-
 def cpu_facts() -> dict[str, Any]:
     """What every CPU row's env records about the hardware (the same probe as ``ampbench hw``)."""
     peak = cpu_peak()

@@ -351,11 +351,12 @@ def energy_advice(rows: list[dict[str, Any]]) -> str | None:
     if len(ok) < 2:
         return None
     least = min(ok, key=lambda r: (r["joules_per_sample"], _pref(r["precision"])))
+    noise = {id(r): speedup_noise(r, least) for r in ok}  # (joules carry the speed's noise)
 
     def apart(r: dict[str, Any]) -> bool:  # r's joules measurably more than the fewest's
-        noise = speedup_noise(r, least)
-        return r is not least and noise is not None and \
-            r["joules_per_sample"] > least["joules_per_sample"] * (1 + max(TIE, NOISE_SIGMAS * noise))
+        n = noise[id(r)]
+        return r is not least and n is not None and \
+            r["joules_per_sample"] > least["joules_per_sample"] * (1 + max(TIE, NOISE_SIGMAS * n))
 
     tied = [r for r in ok if not apart(r)]
     best = min(tied, key=lambda r: (_pref(r["precision"]), r["joules_per_sample"]))
@@ -367,7 +368,7 @@ def energy_advice(rows: list[dict[str, Any]]) -> str | None:
         notes.append(f"fp32: {_joules(base['joules_per_sample'])}, "
                      f"{base['joules_per_sample'] / best['joules_per_sample']:.1f}x more")
     for unknown, said in ((False, "within the noise of it"), (True, "noise not measured, not told apart from it")):
-        others = [r for r in tied if r is not best and (speedup_noise(r, least) is None) == unknown]
+        others = [r for r in tied if r is not best and (noise[id(r)] is None) == unknown]
         if others:
             notes.append(f"{said}: " + ", ".join(f"{r['precision']} {_joules(r['joules_per_sample'])}" for r in others))
     text += f" ({'; '.join(notes)})" if notes else ""
