@@ -196,8 +196,8 @@ def test_the_distributed_advice_says_when_one_process_ran_faster_and_the_console
 
     def row(strategy: str | None, precision: str, sps: float, device: str) -> dict[str, object]:
         return {"run_id": "r", "workload": "w", "preset": "small", "batch_size": 8, "device_name": "D", "device": device,
-                "precision": precision, "status": "ok", "samples_per_s": sps, "strategy": strategy,
-                "world_size": 2 if strategy else 1, "grad_reduce_dtype": None}
+                "precision": precision, "status": "ok", "samples_per_s": sps, "samples_per_s_noise": 0.03,
+                "strategy": strategy, "world_size": 2 if strategy else 1, "grad_reduce_dtype": None}
 
     cpu = derive([row(None, "fp32", 1704.0, "cpu"), row(None, "master-bf16", 1714.0, "cpu"),
                   row("ddp", "fp32", 1214.0, "cpu"), row("fsdp", "fp32", 466.0, "cpu")])
