@@ -9,7 +9,7 @@ import pytest
 
 from ampbench.bench import RunConfig
 from ampbench.bench.estimate import cell_seconds, estimate, run_estimate
-from ampbench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, MeasureOptions, converge_work
+from ampbench.cells import CONVERGE_BY_PRESET, NOT_CONVERGING, CellSpec, MeasureOptions, converge_work
 from ampbench.workloads.data_options import DataOptions
 from ampbench.workloads.factory import build_target
 
@@ -192,3 +192,76 @@ def test_what_a_cell_s_process_costs_leaves_out_the_fork_server_s_own_start(monk
     job = Job("x:y", {})
     assert est._apart(Served(("m",)), job) == ({"work_s": 2.0}, 1.0)
     assert est._apart(Fresh(), job) == ({"work_s": 2.0}, 3.0)
+
+
+def _ddp_config(nnodes: int = 1) -> RunConfig:
+    return RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32", "amp-bf16"),
+                        strategies=(None, "ddp"), nproc=2, nnodes=nnodes, steps=10, warmup=3,
+                        extra={"endpoint": "10.0.0.1:29500"} if nnodes > 1 else None)
+
+
+def test_distributed_cells_are_priced_from_a_probe_of_their_distribution() -> None:
+    """A run of mnist-cnn tiny in 2 ranks on a 2-core Xeon said "~1 s without starting ranks" and took 11 s: each DDP
+    cell took 3.4 s against 0.14 s in one process. Hand count: the probe (fp32) cost 3.0 s besides its steps and
+    stepped 3x its one-process step; a DDP cell = (3.0 - the probe target's build) + its own build + its steps x 3."""
+    cells = _ddp_config().cells()
+    target = {"steps": {"fp32": 0.01, "amp-bf16": 0.02}, "build_s": 0.5, "length": 7}
+    measured = {"targets": {"tabular-mlp|tiny|None": target}}
+    probe = {"fixed_s": 3.0, "step_s": 0.03, "target": "tabular-mlp|tiny|None", "precision": "fp32"}
+    e = estimate(cells, measured, 1.0, ranks={("ddp", 2): probe})
+    n = 2 + 2 + 10  # (first + memory steps, warmup - 1, timed)
+    one = {p: 1.0 + 0.5 + n * s for p, s in target["steps"].items()}
+    ddp = {p: (3.0 - 0.5) + 0.5 + n * s * 3 for p, s in target["steps"].items()}
+    kinds = [(c.strategy, c.precision, c.closing) for c in cells]
+    hand = sum((ddp if strategy else one)[p] if not closing else
+               (2.5 + 0.5 + n * 0.03 if strategy else 1.5 + n * 0.01) for strategy, p, closing in kinds)
+    assert e is not None and e.seconds == pytest.approx(hand)
+    assert "starting ranks" not in e.not_counted and e.probed == ("ddp x2",)
+    assert e.text().startswith("expected to take ~") and "precision, and a short ddp x2 cell)" in e.text()
+    unprobed = estimate(cells, measured, 1.0)  # (no probe: the one-process pricing, and the start not counted)
+    assert unprobed is not None and unprobed.not_counted == ("starting ranks",) and unprobed.probed == ()
+    assert unprobed.seconds == pytest.approx(sum(1.5 + n * target["steps"][p] for _, p, _ in kinds))
+
+
+def test_ranks_on_several_machines_are_not_probed_and_say_so() -> None:
+    from ampbench.bench.estimate import distribution_of
+
+    cells = _ddp_config(nnodes=2).cells()
+    assert {distribution_of(c) for c in cells} == {None}  # (their ranks start on the other machines too)
+    e = estimate(cells, {"targets": {"tabular-mlp|tiny|None": {"steps": {"fp32": 0.01, "amp-bf16": 0.01}}}}, 0.0,
+                 ranks={("ddp", 2): {"fixed_s": 3.0, "step_s": 0.03, "target": "tabular-mlp|tiny|None",
+                                     "precision": "fp32"}})
+    assert e is not None and "starting ranks" in e.not_counted and e.probed == ()
+
+
+def test_a_probe_s_fixed_cost_is_its_wall_time_less_its_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fake clock: a probe cell living 5 s whose slowest rank stepped 250 ms -> 5 - 4 x 0.25 = 4 s besides its
+    steps (first and memory steps, then 2 timed after the one warm-up, which is the first); a failed probe: None."""
+    from ampbench.bench import estimate as est
+
+    clock = _Clock()
+    monkeypatch.setattr(est.time, "perf_counter", clock)
+    seen: list[CellSpec] = []
+
+    def ranks_ran(spec: CellSpec, timeout: float | None = None) -> dict[str, object]:
+        seen.append(spec)
+        clock.now += 5.0
+        return {"status": "ok", "step_ms_p50": 250.0}
+
+    monkeypatch.setattr(est, "run_distributed", ranks_ran)
+    spec = next(c for c in _ddp_config().cells() if c.strategy)
+    assert est.probe_ranks(spec) == {"fixed_s": pytest.approx(4.0), "step_s": 0.25}
+    assert (seen[0].measure.steps, seen[0].measure.warmup, seen[0].measures) == (2, 1, ("throughput",))
+    assert seen[0].strategy == "ddp" and seen[0].distribution.nproc == 2
+    monkeypatch.setattr(est, "run_distributed", lambda spec, timeout=None: {"status": "error", "step_ms_p50": None})
+    assert est.probe_ranks(spec) is None
+
+
+def test_a_ddp_run_is_estimated_with_its_ranks_started(with_estimate: None) -> None:
+    """The real thing, in 2 ranks of gloo: the probe ran, so the start is counted; a DDP cell costs more than its
+    one-process twin (its ranks' start and imports)."""
+    e = run_estimate(_ddp_config(), isolate=False)
+    assert e is not None and e.probed == ("ddp x2",) and "starting ranks" not in e.not_counted
+    one_process = run_estimate(RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",),
+                                            precisions=("fp32", "amp-bf16"), steps=10, warmup=3), isolate=False)
+    assert one_process is not None and e.seconds > 2 * one_process.seconds

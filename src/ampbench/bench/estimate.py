@@ -10,6 +10,15 @@ a third of a training step) plus building the workload and, for isolated cells, 
 measurement's own process took to start, with the runtime's warm-up before its first step: the framework's
 :meth:`~ampbench.bench.scenario.CellVerbs.estimate_process`). Not counted, and said so: the max-batch search and compiling.
 
+A distributed cell (``--strategy``) pays more than its steps: torchrun, every rank's imports and process group, the
+model built and wrapped under the strategy, the teardown -- 3.4 s a cell of mnist-cnn tiny in 2 ranks on a 2-core
+Xeon, whose one-process cells took 0.14 s; a run of such cells estimated at "~1 s without starting ranks" took 11 s.
+So each strategy and rank count of one machine is measured once, by a short cell of its own
+(:func:`probe_ranks`: one warm-up and :data:`PROBE_STEPS` timed steps, the run's cheapest target): what such a cell
+costs besides its steps, and its step under the strategy against the same step in one process (the ranks share the
+host's cores, wait for each other's gradients). Every cell of that distribution is priced from it. Ranks on several
+machines cannot be started from here: their start stays not counted, and said so.
+
 Each framework's cells are measured through its verbs (:meth:`~ampbench.bench.scenario.CellVerbs.estimate_steps`); a
 framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a
 fresh process per backend, whose start and import every such cell pays, and the first step of every model it builds
@@ -26,6 +35,7 @@ from typing import Any
 
 from ampbench import progress, seam
 from ampbench.bench.jobs import launcher
+from ampbench.bench.ranks import run_distributed
 from ampbench.cells import CellSpec, extra_steps
 from ampbench.launch import ChildProcess, Forked, Inline, Job
 from ampbench.progress import duration
@@ -34,6 +44,8 @@ BUDGET_S = 15.0
 """Seconds the measurement may take before it stops timing more precisions."""
 FORWARD_SHARE = 1 / 3
 """An inference forward pass as a share of a training step (forward + backward ~ 3 forwards)."""
+PROBE_STEPS = 2
+"""Timed steps of a rank probe (:func:`probe_ranks`), after its one warm-up step."""
 
 
 def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
@@ -117,10 +129,14 @@ def _target(spec: CellSpec) -> str:
 class Estimate:
     seconds: float
     not_counted: tuple[str, ...] = field(default=())
+    probed: tuple[str, ...] = field(default=())
+    """The distributions a short cell of their own measured (:func:`probe_ranks`): "ddp x2"."""
 
     def text(self) -> str:
         rest = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
-        return f"expected to take ~{duration(self.seconds)} (estimate from one timed step per workload and precision{rest})"
+        probes = f", and a short {' and a short '.join(self.probed)} cell" if self.probed else ""
+        return (f"expected to take ~{duration(self.seconds)} (estimate from one timed step per workload and "
+                f"precision{probes}{rest})")
 
     def against(self) -> str:
         """How the run's closing line names it beside the time taken: " (expected ~58 s)", " (expected ~2 s without the
@@ -152,19 +168,68 @@ def cell_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> floa
     return start_s + builds * (float(target.get("build_s") or 0.0) + first_s) + n * step_s
 
 
+def distribution_of(spec: CellSpec) -> tuple[str, int] | None:
+    """The distribution a rank probe measures for ``spec``: (strategy, ranks per machine) of a one-machine distributed
+    cell; None for a one-process cell, and for ranks on several machines (not started from here)."""
+    d = spec.distribution
+    return (d.strategy, d.nproc) if d.strategy and d.nnodes == 1 else None
+
+
+def distribution_text(key: tuple[str, int]) -> str:
+    return f"{key[0]} x{key[1]}"
+
+
+def probe_ranks(spec: CellSpec, timeout: float | None = None) -> dict[str, Any] | None:
+    """One short cell of ``spec``'s distribution (throughput only, eager, one warm-up and :data:`PROBE_STEPS` timed
+    steps), as the run's cells are started (:func:`~ampbench.bench.ranks.run_distributed`): ``fixed_s``, what it
+    cost besides its steps (torchrun, the ranks' imports and process group, the build under the strategy, the memory
+    step's reading, the teardown), and ``step_s``, its step under the strategy (the slowest rank's median: the ranks
+    step in lockstep). None when it did not run ok (its cells say why when they run)."""
+    probe = spec.with_flat(steps=PROBE_STEPS, warmup=1, compile="off", cuda_graphs="off", repeat=0,
+                           closing=False).measuring(("throughput",))
+    key = (str(probe.strategy), probe.distribution.nproc)
+    progress.report("estimating the run's length", detail=f"a short {distribution_text(key)} cell")
+    t0 = time.perf_counter()
+    row = run_distributed(probe, timeout)
+    wall = time.perf_counter() - t0
+    step_ms = row.get("step_ms_p50")
+    if row.get("status") != "ok" or not isinstance(step_ms, (int, float)) or not math.isfinite(step_ms):
+        return None
+    n = extra_steps(False, probe.grad_accum) + PROBE_STEPS  # (cell_seconds' count: its one warm-up is the first step)
+    return {"fixed_s": max(0.0, wall - n * step_ms / 1e3), "step_s": step_ms / 1e3}
+
+
+def _in_ranks(target: dict[str, Any], probe: dict[str, Any], probed: dict[str, Any]) -> tuple[dict[str, Any], float] | None:
+    """A target's one-process measurement as its distributed cells run, from the probe of their distribution
+    (``probed``: the one-process measurement of the probe's own target): every step x the probe's step over the same
+    step in one process; and what such a cell pays besides its build and steps (the probe's fixed cost less its own
+    target's build, which the cell's own build replaces). None where the probe's step has no one-process twin."""
+    base = (probed.get("steps") or {}).get(probe["precision"])
+    if not base or not target.get("steps"):
+        return None
+    k = probe["step_s"] / base
+    scaled = {**target, "steps": {p: v * k for p, v in target["steps"].items()},
+              "guessed": {p: v * k for p, v in (target.get("guessed") or {}).items()}}
+    return scaled, max(0.0, probe["fixed_s"] - float(probed.get("build_s") or 0.0))
+
+
 def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
-             own: dict[tuple[str, str | None], dict[str, Any]] | None = None) -> Estimate | None:
+             own: dict[tuple[str, str | None], dict[str, Any]] | None = None,
+             ranks: dict[tuple[str, int], dict[str, Any]] | None = None) -> Estimate | None:
     """The plan's expected seconds (None when nothing could be measured). ``measured``: the measurement of the cells
     that run in the run's way (``start_s``: a child's start, when isolated); ``own``: per (framework, backend) whose
     cells run in a process of their own, its measurement with ``start_s`` (a fresh process and the backend's import:
-    what each such cell pays)."""
+    what each such cell pays); ``ranks``: per distribution (:func:`distribution_of`), its probe (:func:`probe_ranks`,
+    with the ``target`` and ``precision`` it ran)."""
     targets = measured.get("targets") or {}
     own = own or {}
+    ranks = ranks or {}
     if not any(t.get("steps") for t in targets.values()) and not any(
             t.get("steps") for k in own.values() for t in (k.get("targets") or {}).values()):
         return None
     total = 0.0
     unmeasured = 0
+    unstarted = False
     guessed: set[str] = set()
     for c in cells:
         if (c.framework, c.backend) not in own and not seam.of_cell(c).own_process:
@@ -175,6 +240,13 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
             if not target.get("steps"):
                 unmeasured += 1
                 continue
+        if c.strategy:
+            probe = ranks.get(distribution_of(c)) if distribution_of(c) else None
+            priced = _in_ranks(target, probe, targets.get(probe["target"], {})) if probe else None
+            if priced is None:
+                unstarted = True
+            else:
+                target, started = priced
         total += cell_seconds(c, target, started)
         if c.precision in (target.get("guessed") or {}):
             guessed.add(c.precision)
@@ -183,14 +255,15 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         left.append("the max-batch search")
     if any(c.execution.compiled for c in cells):
         left.append("compiling")
-    if any(c.strategy for c in cells):
+    if unstarted:
         left.append("starting ranks")
     if any(c.optimizer_state for c in cells):  # (each state cell is timed as its mode's optimizer as built)
         left.append("torchao compiling its optimizer states' update")
     if guessed:
         left.append(f"a timed step of {', '.join(sorted(guessed))} (emulated here: guessed as fp32's x their GEMM "
                     "slowdown)")
-    return Estimate(total if math.isfinite(total) else 0.0, tuple(left))
+    probed = tuple(distribution_text(k) for k in ranks if any(distribution_of(c) == k for c in cells))
+    return Estimate(total if math.isfinite(total) else 0.0, tuple(left), probed)
 
 
 def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float]:
@@ -243,4 +316,20 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
         if "_failed" in k:
             return None
         r, start_s = {"targets": {**r["targets"], **k["targets"]}}, took
-    return estimate(cells, r, start_s, own)
+    return estimate(cells, r, start_s, own, _probe_all(cells, r["targets"]))
+
+
+def _probe_all(cells: list[CellSpec], targets: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """A probe per distribution of the plan (:func:`probe_ranks`), each on its cell whose one-process step measured
+    fastest (the cheapest probe)."""
+    def step(c: CellSpec) -> float:
+        return float((targets.get(_target(c), {}).get("steps") or {}).get(c.precision) or math.inf)
+
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for key in dict.fromkeys(k for k in map(distribution_of, cells) if k):
+        spec = min((c for c in cells if distribution_of(c) == key), key=step)
+        if math.isfinite(step(spec)):
+            probe = probe_ranks(spec, BUDGET_S * 8)
+            if probe is not None:
+                out[key] = {**probe, "target": _target(spec), "precision": spec.precision}
+    return out
