@@ -309,29 +309,31 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
         if _judged_worse(mine) and not _judged_worse(other):
             return (f"half type: {half} -- {mine['precision']}'s convergence was {mine.get('converge_verdict')} here, "
                     f"{other['precision']}'s {other.get('converge_verdict') or 'not checked'} (amp-fp16 ran "
-                    f"{ratio:.2f}x amp-bf16's speed)")
+                    f"{times(ratio)} amp-bf16's speed)")
     noise = speedup_noise(fp16, bf16)
     if noise is None and abs(ratio - 1) > TIE:  # (a difference of unmeasured noise picks neither)
-        return (f"half type: bf16 -- amp-fp16 ran {ratio:.2f}x amp-bf16's speed, not judged ({unmeasured_noise(fp16)}); "
+        return (f"half type: bf16 -- amp-fp16 ran {times(ratio)} amp-bf16's speed, not judged ({unmeasured_noise(fp16)}); "
                 "bf16 keeps fp32's range, so no loss scale to manage")
     band = max(TIE, NOISE_SIGMAS * (noise or 0.0))
     conv = fp16.get("conv_flops_share")
     convs = isinstance(conv, (int, float)) and conv >= CONV_SHARE
     if ratio > 1 + band:
-        why = (f"{conv:.0%} of its FLOPs are convolutions, and this GPU's bf16 convolution kernels (cuDNN) run slower "
+        gpu = str(fp16.get("device") or "").startswith("cuda")  # (a CPU's convolutions are oneDNN's, not cuDNN's)
+        why = (f"{conv:.0%} of its FLOPs are convolutions, and this "
+               f"{'GPU' if gpu else 'CPU'}'s bf16 convolution kernels ({'cuDNN' if gpu else 'oneDNN'}) run slower "
                "than its fp16 ones" if convs else "its fp16 kernels ran faster than its bf16 ones here")
         skipped = fp16.get("skipped_steps")
-        return (f"half type: fp16 -- amp-fp16 ran {ratio:.2f}x amp-bf16's speed ({why}); fp16 needs loss scaling, "
+        return (f"half type: fp16 -- amp-fp16 ran {times(ratio)} amp-bf16's speed ({why}); fp16 needs loss scaling, "
                 f"which the engine does (dynamic: {skipped if skipped is not None else '?'} steps skipped here)")
     if ratio < 1 - band:
-        return (f"half type: bf16 -- amp-bf16 ran {1 / ratio:.2f}x amp-fp16's speed here, with fp32's range and no "
+        return (f"half type: bf16 -- amp-bf16 ran {times(1 / ratio)} amp-fp16's speed here, with fp32's range and no "
                 "loss scale to manage")
     if abs(ratio - 1) <= TIE:
-        return (f"half type: bf16 -- fp16 and bf16 ran alike here (amp-fp16 {ratio:.2f}x amp-bf16's speed, within "
+        return (f"half type: bf16 -- fp16 and bf16 ran alike here (amp-fp16 {times(ratio)} amp-bf16's speed, within "
                 f"{TIE:.0%}); bf16 keeps fp32's range, so no loss scale to manage")
     # (not "alike": a difference inside wide noise is no evidence of equal speed -- bert tiny on a busy CPU, 0.77x
     # with ±24 % noise, read "ran alike ... within 48%")
-    return (f"half type: bf16 -- neither ran measurably faster here (amp-fp16 {ratio:.2f}x amp-bf16's speed, inside "
+    return (f"half type: bf16 -- neither ran measurably faster here (amp-fp16 {times(ratio)} amp-bf16's speed, inside "
             f"this measurement's noise: a difference counts beyond {band:.0%}); bf16 keeps fp32's range, so no loss "
             "scale to manage")
 
