@@ -61,7 +61,8 @@ def test_a_tiny_run_is_estimated_from_real_steps(with_estimate: None) -> None:
                           measures=("throughput", "maxbatch"), steps=3, warmup=1, memory_budget=2**30)
     e = run_estimate(config, isolate=False)
     assert e is not None and 0 < e.seconds < 60
-    assert e.not_counted == ("the max-batch search",) and "not counted: the max-batch search" in e.text()
+    assert e.not_counted == () and e.trials_to is not None and e.trials_to >= 16  # (its search: priced on trials)
+    assert f"max-batch trials up to batch {e.trials_to:,})" in e.text()
     isolated = run_estimate(config, isolate=True)  # (measured in a child, whose start-up each cell pays too: the
     # arithmetic of that start is the hand count's above; two measured estimates are not compared here)
     assert isolated is not None and isolated.seconds > 0
@@ -265,3 +266,65 @@ def test_a_ddp_run_is_estimated_with_its_ranks_started(with_estimate: None) -> N
     one_process = run_estimate(RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",),
                                             precisions=("fp32", "amp-bf16"), steps=10, warmup=3), isolate=False)
     assert one_process is not None and e.seconds > 2 * one_process.seconds
+
+
+def _search_cell(limit: int = 65536, **kw: object) -> CellSpec:
+    config = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
+                          measures=("throughput", "maxbatch"), steps=10, warmup=3, memory_budget=2**30,
+                          maxbatch_limit=limit, **kw)
+    return config.cells()[0]
+
+
+def test_the_max_batch_search_is_priced_on_the_trials_it_would_run() -> None:
+    """mnist-cnn tiny's search on this Xeon took 3 minutes of a run estimated at "~0 s, not counted". Planted trials:
+    peaks 100 B at batch 16 and 1,100 B at 1,024 (a line: fits up to 9,995 under 10,000 B allowed), 0.1 s and 0.5 s.
+    Oracle, by hand: doubling 16..8,192 fits (10 trials), 16,384 does not; bisecting, 12,288 and 10,240 do not, 9,216,
+    9,728 and 9,984 do, 10,112 does not: within 1/64 of 9,984 -- 17 trials, each on the time line and a process
+    start of 1 s; then the throughput cell at 9,984 (a start, the build, 2 + 2 + 10 steps of the step grown by the
+    trials' seconds per sample)."""
+    from ampbench.bench.estimate import search_seconds
+
+    spec = _search_cell()
+    target = {"steps": {"fp32": 0.01}, "build_s": 0.5,
+              "search": {"fp32": {"points": [[16, 100, True, 0.1], [1024, 1100, True, 0.5]], "allowed": 10_000.0}}}
+    batches = [16 * 2**i for i in range(10)] + [16384, 12288, 10240, 9216, 9728, 9984, 10112]
+    trial = [0.1 + 0.4 / 1008 * (b - 16) for b in batches]
+    step = 0.01 + 0.4 / 1008 / 3 * (9984 - 16)
+    hand = sum(trial) + 1.0 * len(batches) + 1.0 + 0.5 + (2 + 2 + 10) * step
+    assert search_seconds(spec, target, 1.0) == pytest.approx(hand)
+
+
+def test_a_trial_out_of_memory_without_a_peak_ends_the_fit_halfway_and_a_flat_peak_fits_to_the_limit() -> None:
+    """Hand counts: a miss at 64 after a fit at 16 -> fits up to 40: 16, 32, 64, then 48, 40, 44, 42, 41 (8 trials,
+    40 found); a peak that did not grow -> every batch fits, the search doubles to its limit (256: 5 trials)."""
+    from ampbench.bench.estimate import search_seconds
+
+    spec = _search_cell()
+    oom = {"steps": {"fp32": 0.01}, "build_s": 0.0,
+           "search": {"fp32": {"points": [[16, 100, True, 0.1], [64, None, False, 0.1]], "allowed": 10_000.0}}}
+    n = 2 + 2 + 10
+    assert search_seconds(spec, oom, 0.0) == pytest.approx(8 * 0.1 + n * 0.01)  # (time flat: step as measured)
+    flat = {"steps": {"fp32": 0.01}, "build_s": 0.0,
+            "search": {"fp32": {"points": [[16, 100, True, 0.1], [64, 100, True, 0.1]], "allowed": 10_000.0}}}
+    assert search_seconds(_search_cell(limit=256), flat, 0.0) == pytest.approx(5 * 0.1 + n * 0.01)
+    assert search_seconds(spec, {"steps": {"fp32": 0.01}}, 0.0) is None  # (no trials measured: not counted)
+    ddp = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
+                       measures=("throughput", "maxbatch"), memory_budget=2**30, strategies=("ddp",), nproc=2).cells()
+    e = estimate(ddp, {"targets": {"tabular-mlp|tiny|None": flat}}, 0.0)
+    assert e is not None and "the max-batch search" in e.not_counted  # (a distributed cell's search: not priced)
+
+
+def test_the_measurement_tries_the_search_s_own_trial_at_batches_4x_apart() -> None:
+    """Real trials of tabular-mlp tiny: from the cell's batch, 4x apart, each but the last fitting and quicker than
+    SEARCH_TRIAL_S (or the limit reached); ``allowed`` is the search's own: (1 - margin) x --memory-budget."""
+    from ampbench.bench.estimate import SEARCH_TRIAL_S, search_points
+    from ampbench.bench.jobs import verbs
+
+    spec = _search_cell(limit=4096)
+    got = search_points(spec, verbs(spec), 64)
+    assert got is not None and got["allowed"] == pytest.approx((1 - spec.measure.margin_on("cpu")) * 2**30)
+    points = got["points"]
+    assert [p[0] for p in points] == [min(64 * 4**i, 4096) for i in range(len(points))]
+    assert all(p[2] and p[3] < SEARCH_TRIAL_S for p in points[:-1]) and all(p[1] is not None for p in points)
+    last = points[-1]
+    assert not last[2] or last[3] >= SEARCH_TRIAL_S or last[0] == 4096

@@ -86,14 +86,22 @@ def trial_failed(e: BaseException, oom: bool) -> dict[str, Any]:
     return {"fits": False, "failed": True, "peak_bytes": None, "reason": first_line(e)}
 
 
+def allowed_bytes(spec: CellSpec, device_total: int | None) -> float | None:
+    """The most a max-batch trial may hold: (1 - margin) x the smaller of --memory-budget and the GPU's memory
+    (``device_total``; None on a CPU); None without either."""
+    limits = [x for x in (spec.measure.memory_budget, device_total) if x is not None]
+    if not limits:
+        return None
+    return (1.0 - spec.measure.margin_on(spec.device)) * min(limits)  # (a cell made outside a run: the device's)
+
+
 def trial_fits(spec: CellSpec, used: int | None, device_total: int | None) -> dict[str, Any]:
     """The fit rule of a max-batch trial, for every framework: a batch fits when its peak ``used`` stays under
     (1 - margin) x the limit -- the smaller of --memory-budget and the GPU's memory (``device_total``; None on a CPU,
     where --memory-budget is required)."""
-    limits = [x for x in (spec.measure.memory_budget, device_total) if x is not None]
-    if not limits:
+    allowed = allowed_bytes(spec, device_total)
+    if allowed is None:
         return {"fits": False, "failed": True, "peak_bytes": used, "reason": "maxbatch on CPU needs --memory-budget"}
-    allowed = (1.0 - spec.measure.margin_on(spec.device)) * min(limits)  # (a cell made outside a run: the device's)
     fits = used is not None and used <= allowed
     return {"fits": fits, "peak_bytes": used,
             "reason": "" if fits else (f"peak {used / 2**20:,.0f} MiB > {allowed / 2**20:,.0f} MiB allowed" if used is not None

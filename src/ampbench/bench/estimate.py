@@ -19,6 +19,16 @@ costs besides its steps, and its step under the strategy against the same step i
 host's cores, wait for each other's gradients). Every cell of that distribution is priced from it. Ranks on several
 machines cannot be started from here: their start stays not counted, and said so.
 
+The max-batch search (``--measure maxbatch``) runs trials at growing batches until one does not fit, each a few steps
+(a fresh process each where the cells are isolated), then times the batch found: mnist-cnn tiny's search on a 2-core
+Xeon took 3 minutes of a run estimated at "~0 s, not counted". The measurement runs the search's own trial
+(:meth:`~ampbench.bench.scenario.CellVerbs.trial_peak`: its peak by the search's own gauge, timed) at the cell's batch
+and at batches 4x apart while a trial stays short (:func:`search_points`), after every step is timed; the arithmetic
+(:func:`search_seconds`) draws a line through the first and last trial's peak and time, runs the search's own code
+(:func:`~ampbench.measure.maxbatch.search_max_batch`) against that line, and adds up the trials it would run and the
+throughput at the batch it would find. A line drawn from batches far below the one found is a guess at the memory,
+and the header says the search is estimated. Distributed cells' searches are not counted.
+
 Each framework's cells are measured through its verbs (:meth:`~ampbench.bench.scenario.CellVerbs.estimate_steps`); a
 framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a
 fresh process per backend, whose start and import every such cell pays, and the first step of every model it builds
@@ -34,10 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench import progress, seam
+from ampbench.bench.cell_row import allowed_bytes
 from ampbench.bench.jobs import launcher
 from ampbench.bench.ranks import run_distributed
 from ampbench.cells import CellSpec, extra_steps
 from ampbench.launch import ChildProcess, Forked, Inline, Job
+from ampbench.measure.maxbatch import Trial, search_max_batch
 from ampbench.progress import duration
 
 BUDGET_S = 15.0
@@ -46,6 +58,10 @@ FORWARD_SHARE = 1 / 3
 """An inference forward pass as a share of a training step (forward + backward ~ 3 forwards)."""
 PROBE_STEPS = 2
 """Timed steps of a rank probe (:func:`probe_ranks`), after its one warm-up step."""
+SEARCH_TRIAL_S = 0.25
+"""The measurement tries batches 4x apart while a max-batch trial takes less than this (:func:`search_points`)."""
+SEARCH_BUDGET_S = 10.0
+"""Seconds the max-batch trials of the measurement may take, on top of its steps' budget."""
 
 
 def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
@@ -86,9 +102,49 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
         entry.setdefault("length", measured.length)
         entry.setdefault("eval_batches", measured.eval_batches)
         entry["steps"][spec.precision] = measured.step_s
+        if measured.batch_size is not None:
+            entry.setdefault("batch", {})[spec.precision] = measured.batch_size
         if measured.first_s is not None:
             entry.setdefault("first", {})[spec.precision] = measured.first_s
+    t_search = time.perf_counter()  # (after every step: a trial that runs out of a GPU's memory disturbs no timing)
+    for target, spec in pairs:
+        entry = out.get(target) or {}
+        batch = (entry.get("batch") or {}).get(spec.precision)
+        if "maxbatch" not in spec.measures or batch is None or spec.precision in entry.get("search", {}):
+            continue
+        if time.perf_counter() - t_search > float(payload.get("search_budget_s", SEARCH_BUDGET_S)):
+            break
+        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}: max-batch trials")
+        points = search_points(spec, verbs, batch)
+        if points is not None:
+            entry.setdefault("search", {})[spec.precision] = points
     return {"targets": out, "import_s": import_s, "work_s": time.perf_counter() - t_start - import_s}
+
+
+def search_points(spec: CellSpec, verbs: Any, batch: int) -> dict[str, Any] | None:
+    """The max-batch search's own trial (its peak by the search's gauge, and its seconds), at the cell's batch and
+    at batches 4x apart while a trial fits, takes under :data:`SEARCH_TRIAL_S` and stays under the search's limit:
+    ``points`` [[batch, peak or None, fits, seconds], ...] and ``allowed``, the bytes a trial may hold. None where a
+    trial broke for a reason other than memory (the cell says why when it runs) or no limit applies."""
+    limit = spec.measure.maxbatch_limit
+    b, points, total = min(batch, limit), [], None
+    while True:
+        t0 = time.perf_counter()
+        try:
+            used, total = verbs.trial_peak(spec, b)
+        except Exception as e:
+            if not verbs.is_oom(e):
+                return None
+            used, fits = None, False
+        else:
+            allowed = allowed_bytes(spec, total)
+            fits = allowed is not None and used is not None and used <= allowed
+        points.append([b, used, fits, time.perf_counter() - t0])
+        if not fits or points[-1][3] >= SEARCH_TRIAL_S or b >= limit:
+            break
+        b = min(4 * b, limit)
+    allowed = allowed_bytes(spec, total)
+    return None if allowed is None else {"points": points, "allowed": allowed}
 
 
 def _emulated(spec: CellSpec) -> bool:
@@ -131,12 +187,16 @@ class Estimate:
     not_counted: tuple[str, ...] = field(default=())
     probed: tuple[str, ...] = field(default=())
     """The distributions a short cell of their own measured (:func:`probe_ranks`): "ddp x2"."""
+    trials_to: int | None = None
+    """The largest batch a max-batch trial of the measurement ran (:func:`search_points`), where a search was
+    estimated: the line the search is priced on was drawn up to it."""
 
     def text(self) -> str:
         rest = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
         probes = f", and a short {' and a short '.join(self.probed)} cell" if self.probed else ""
+        trials = f", max-batch trials up to batch {self.trials_to:,}" if self.trials_to else ""
         return (f"expected to take ~{duration(self.seconds)} (estimate from one timed step per workload and "
-                f"precision{probes}{rest})")
+                f"precision{trials}{probes}{rest})")
 
     def against(self) -> str:
         """How the run's closing line names it beside the time taken: " (expected ~58 s)", " (expected ~2 s without the
@@ -213,6 +273,50 @@ def _in_ranks(target: dict[str, Any], probe: dict[str, Any], probed: dict[str, A
     return scaled, max(0.0, probe["fixed_s"] - float(probed.get("build_s") or 0.0))
 
 
+def _line(x0: float, y0: float, x1: float, y1: float) -> Any:
+    return lambda x: y0 + (y1 - y0) / (x1 - x0) * (x - x0) if x1 != x0 else y0 * x / x0
+
+
+def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> float | None:
+    """The max-batch search's expected seconds from the measured trials (:func:`search_points`): the search's own
+    code run against a line through the first and last trial's peak (fits while under ``allowed``; where the last
+    trial ran out of memory without a peak, the fit ends halfway to it; where the peak did not grow, every batch up to
+    the limit fits, as it would for the search), each trial it would run priced on a line through their seconds plus
+    ``start_s`` (a process of its own), then the throughput cell at the batch it would find (its steps at a step
+    time grown as the trials' per sample). None without trials measured."""
+    model = (target.get("search") or {}).get(spec.precision)
+    step_s = (target.get("steps") or {}).get(spec.precision)
+    if not model or not step_s:
+        return None
+    points, allowed = model["points"], float(model["allowed"])
+    first, last = points[0], points[-1]
+    seconds = _line(first[0], first[3], last[0], last[3])
+    fit = [p for p in points if p[2]]
+    if not first[2]:  # (the cell's own batch does not fit: the search bisects below it)
+        def fits(b: int) -> bool:
+            return first[1] is not None and first[1] * b / first[0] <= allowed
+    elif last[1] is None and not last[2]:  # (out of memory without a peak: between the last fit and it)
+        def fits(b: int) -> bool:
+            return b <= (fit[-1][0] + last[0]) / 2
+    else:
+        peak = _line(first[0], first[1], last[0], last[1]) if first[1] is not None and last[1] is not None else None
+
+        def fits(b: int) -> bool:
+            return peak is None or last[1] <= first[1] or peak(b) <= allowed
+
+    result = search_max_batch(lambda b: Trial(b, fits(b)), start=first[0], limit=spec.measure.maxbatch_limit)
+    total = sum(max(seconds(t.batch_size), 0.0) + start_s for t in result.trials)
+    if result.max_batch:
+        trial_steps = spec.measure.maxbatch_trial_steps
+        per_sample = max(0.0, (last[3] - first[3]) / (last[0] - first[0]) / trial_steps) if last[0] != first[0] else \
+            step_s / first[0]
+        at = step_s + per_sample * (result.max_batch - first[0])
+        m = spec.measure
+        total += start_s + float(target.get("build_s") or 0.0) + (extra_steps(spec.execution.compiled, spec.grad_accum)
+                                                                   + max(0, m.warmup - 1) + m.steps) * at
+    return total
+
+
 def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
              own: dict[tuple[str, str | None], dict[str, Any]] | None = None,
              ranks: dict[tuple[str, int], dict[str, Any]] | None = None) -> Estimate | None:
@@ -229,7 +333,8 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         return None
     total = 0.0
     unmeasured = 0
-    unstarted = False
+    unstarted = unsearched = estimated_search = False
+    trials_to: list[int] = []
     guessed: set[str] = set()
     for c in cells:
         if (c.framework, c.backend) not in own and not seam.of_cell(c).own_process:
@@ -248,11 +353,19 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
             else:
                 target, started = priced
         total += cell_seconds(c, target, started)
+        if "maxbatch" in c.measures:
+            searched = None if c.strategy else search_seconds(c, target, started)
+            if searched is None:
+                unsearched = True
+            else:
+                total += searched
+                estimated_search = True
+                trials_to.append(max(p[0] for p in target["search"][c.precision]["points"]))
         if c.precision in (target.get("guessed") or {}):
             guessed.add(c.precision)
     left = [f"{unmeasured} cell{'s' if unmeasured > 1 else ''} of another framework (not measured)"] if unmeasured else []
-    if any("maxbatch" in c.measures for c in cells):
-        left.append("the max-batch search")
+    if unsearched:
+        left.append("the max-batch search" + (" of some cells" if estimated_search else ""))
     if any(c.execution.compiled for c in cells):
         left.append("compiling")
     if unstarted:
@@ -263,7 +376,7 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
         left.append(f"a timed step of {', '.join(sorted(guessed))} (emulated here: guessed as fp32's x their GEMM "
                     "slowdown)")
     probed = tuple(distribution_text(k) for k in ranks if any(distribution_of(c) == k for c in cells))
-    return Estimate(total if math.isfinite(total) else 0.0, tuple(left), probed)
+    return Estimate(total if math.isfinite(total) else 0.0, tuple(left), probed, max(trials_to, default=None))
 
 
 def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float]:

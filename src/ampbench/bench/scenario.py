@@ -59,6 +59,9 @@ class EstimatedSteps:
     eval_batches: int = 0
     """The batches one evaluation of the test split takes after each convergence seed (0 without one): a language
     model's test split can cost more than its training (hf:gpt2, 30 steps of 8: 103 batches, 15 s of 22)."""
+    batch_size: int | None = None
+    """The batch the step was timed at (the cell's, else its workload's): where the max-batch search starts; None
+    where the framework does not say (its search is then not counted)."""
 
 
 W = TypeVar("W")

@@ -236,7 +236,8 @@ class TorchCell(CellVerbs[Workload, TrainStep]):
                           mp_options=spec.mp_options(), micro_batches=spec.grad_accum)
         time_once(step, device)  # (the first step: eager, a step like the others once warm)
         evals = eval_batches(len(wl.test_data) if wl.test_data is not None else None, batch)
-        return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3, eval_batches=evals)
+        return EstimatedSteps(build_s, workload_length(wl, batch), time_once(step, device) / 1e3, eval_batches=evals,
+                              batch_size=batch)
 
 
 def _cpu_baseline(spec: CellSpec, wl: Workload, device: torch.device) -> int | None:
