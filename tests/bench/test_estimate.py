@@ -294,9 +294,10 @@ def test_the_max_batch_search_is_priced_on_the_trials_it_would_run() -> None:
     assert search_seconds(spec, target, 1.0) == pytest.approx(hand)
 
 
-def test_a_trial_out_of_memory_without_a_peak_ends_the_fit_halfway_and_a_flat_peak_fits_to_the_limit() -> None:
-    """Hand counts: a miss at 64 after a fit at 16 -> fits up to 40: 16, 32, 64, then 48, 40, 44, 42, 41 (8 trials,
-    40 found); a peak that did not grow -> every batch fits, the search doubles to its limit (256: 5 trials)."""
+def test_a_trial_out_of_memory_without_a_peak_ends_the_fit_halfway_and_a_flat_peak_prices_nothing() -> None:
+    """Hand count: a miss at 64 after a fit at 16 -> fits up to 40: 16, 32, 64, then 48, 40, 44, 42, 41 (8 trials,
+    40 found). A peak that did not grow says nothing of where the search ends (a CPU's resident high-water mark, or a
+    GPU cache, hides the growth): not priced, as a search without trials is not."""
     from ampbench.bench.estimate import search_seconds
 
     spec = _search_cell()
@@ -306,7 +307,7 @@ def test_a_trial_out_of_memory_without_a_peak_ends_the_fit_halfway_and_a_flat_pe
     assert search_seconds(spec, oom, 0.0) == pytest.approx(8 * 0.1 + n * 0.01)  # (time flat: step as measured)
     flat = {"steps": {"fp32": 0.01}, "build_s": 0.0,
             "search": {"fp32": {"points": [[16, 100, True, 0.1], [64, 100, True, 0.1]], "allowed": 10_000.0}}}
-    assert search_seconds(_search_cell(limit=256), flat, 0.0) == pytest.approx(5 * 0.1 + n * 0.01)
+    assert search_seconds(_search_cell(limit=256), flat, 0.0) is None
     assert search_seconds(spec, {"steps": {"fp32": 0.01}}, 0.0) is None  # (no trials measured: not counted)
     ddp = RunConfig.of(device="cpu", workloads=("tabular-mlp",), presets=("tiny",), precisions=("fp32",),
                        measures=("throughput", "maxbatch"), memory_budget=2**30, strategies=("ddp",), nproc=2).cells()

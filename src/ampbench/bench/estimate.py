@@ -37,6 +37,7 @@ fresh process per backend, whose start and import every such cell pays, and the 
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import time
@@ -129,6 +130,7 @@ def search_points(spec: CellSpec, verbs: Any, batch: int) -> dict[str, Any] | No
     limit = spec.measure.maxbatch_limit
     b, points, total = min(batch, limit), [], None
     while True:
+        _release(spec.device)
         t0 = time.perf_counter()
         try:
             used, total = verbs.trial_peak(spec, b)
@@ -277,13 +279,24 @@ def _line(x0: float, y0: float, x1: float, y1: float) -> Any:
     return lambda x: y0 + (y1 - y0) / (x1 - x0) * (x - x0) if x1 != x0 else y0 * x / x0
 
 
+def _release(device: str) -> None:
+    """Before a trial in the measurement's process: what the models timed before it left in a GPU's caching allocator
+    handed back (the trial reads the allocator's reserved peak, which would start at that cache: a flat peak)."""
+    if not device.startswith("cuda"):
+        return
+    import torch  # lazy: torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> float | None:
     """The max-batch search's expected seconds from the measured trials (:func:`search_points`): the search's own
     code run against a line through the first and last trial's peak (fits while under ``allowed``; where the last
-    trial ran out of memory without a peak, the fit ends halfway to it; where the peak did not grow, every batch up to
-    the limit fits, as it would for the search), each trial it would run priced on a line through their seconds plus
-    ``start_s`` (a process of its own), then the throughput cell at the batch it would find (its steps at a step
-    time grown as the trials' per sample). None without trials measured."""
+    trial ran out of memory without a peak, the fit ends halfway to it), each trial it would run priced on a line
+    through their seconds plus ``start_s`` (a process of its own), then the throughput cell at the batch it would find
+    (its steps at a step time grown as the trials' per sample). None without trials measured, or where their peak
+    did not grow."""
     model = (target.get("search") or {}).get(spec.precision)
     step_s = (target.get("steps") or {}).get(spec.precision)
     if not model or not step_s:
@@ -298,11 +311,15 @@ def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> fl
     elif last[1] is None and not last[2]:  # (out of memory without a peak: between the last fit and it)
         def fits(b: int) -> bool:
             return b <= (fit[-1][0] + last[0]) / 2
+    elif first[1] is None or last[1] is None or last[1] <= first[1]:
+        # (a peak that did not grow says nothing of where the search ends: a CPU's resident high-water mark, left by
+        # the steps timed before, hides a small trial's growth -- doubling to the limit would be priced, for hours)
+        return None
     else:
-        peak = _line(first[0], first[1], last[0], last[1]) if first[1] is not None and last[1] is not None else None
+        peak = _line(first[0], first[1], last[0], last[1])
 
         def fits(b: int) -> bool:
-            return peak is None or last[1] <= first[1] or peak(b) <= allowed
+            return bool(peak(b) <= allowed)
 
     result = search_max_batch(lambda b: Trial(b, fits(b)), start=first[0], limit=spec.measure.maxbatch_limit)
     total = sum(max(seconds(t.batch_size), 0.0) + start_s for t in result.trials)
