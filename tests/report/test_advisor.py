@@ -648,6 +648,9 @@ def test_a_max_batch_run_without_speed_says_the_batches() -> None:
     assert a.recommended is None and a.label == "speed not measured"
     assert a.evidence == ("largest batch: fp32 760, amp-bf16 1,776 (2.34x fp32's), pure-bf16 none; run --measure "
                           "throughput to compare speed"), a.evidence
+    bound = advise(derive([_row("fp32", None, max_batch=760, measures=["maxbatch"]),
+                           _row("amp-bf16", None, max_batch=65536, max_batch_limit_hit=True, measures=["maxbatch"])]))
+    assert bound.evidence.startswith("largest batch: fp32 760, amp-bf16 >=65,536 (>=86x fp32's);")  # (as tables)
     conv = advise(derive([_row("fp32", None, verdict_losses=[1.0, 1.0]), _row("amp-bf16", None, verdict_losses=[1.0, 1.0])]))
     assert conv.evidence.startswith("convergence: fp32 baseline, amp-bf16 parity; run --measure throughput")
 

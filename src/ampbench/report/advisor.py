@@ -420,16 +420,17 @@ def batch_ratio_text(r: dict[str, Any]) -> str | None:
     ratio = r.get("max_batch_ratio_vs_fp32")
     if not isinstance(ratio, (int, float)) or r["precision"] == "fp32":
         return None
-    return f"{r.get('max_batch_ratio_bound') or ''}{ratio:.2f}x"
+    return f"{r.get('max_batch_ratio_bound') or ''}{times(ratio)}"
 
 
 def _batch_text(r: dict[str, Any]) -> str:
-    """"amp-bf16 1,776 (1.85x fp32's)", "fp32 none" (no max batch: the row's warnings say why)."""
+    """"amp-bf16 1,776 (1.85x fp32's)", "fp32 >=65,536" (its search stopped at the limit: written as the tables write
+    it), "fp32 none" (no max batch: the row's warnings say why)."""
     mb, ratio = r.get("max_batch"), batch_ratio_text(r)
     if not mb:
         return f"{r['precision']} none"
     more = f" ({ratio} fp32's)" if ratio else ""
-    return f"{r['precision']} {'>= ' if r.get('max_batch_limit_hit') else ''}{mb:,}{more}"
+    return f"{r['precision']} {batch_figure(r)}{more}"
 
 
 def _no_baseline(rows: list[dict[str, Any]]) -> str:
