@@ -20,7 +20,7 @@ from typing import Any
 
 from ampbench.execution.axes import Execution
 from ampbench.modes import is_fp8
-from ampbench.report.numbers import fmt_bytes
+from ampbench.report.numbers import SHOWN, fmt_bytes
 from ampbench.store.derive import (
     CONVERGED,
     INCONCLUSIVE,
@@ -217,7 +217,7 @@ def _against_own_eager(ok: list[dict[str, Any]]) -> str:
             continue
         text = f"{_label(r)} {times(_speed(r) / _speed(eager))}"
         mine, theirs = compared_memory(r), compared_memory(eager)
-        if mine and theirs and abs(1 - mine / theirs) >= 0.005:
+        if mine and theirs and abs(1 - mine / theirs) >= SHOWN:
             text += f", {fmt_bytes(mine)} ({abs(1 - mine / theirs):.0%} {'less' if mine < theirs else 'more'})"
         parts.append(text)
     if not parts:

@@ -25,7 +25,7 @@ from ampbench.report.accumulation import (
 )
 from ampbench.report.advisor import advise, batch_ratio_text, versus_fp32, workload_groups
 from ampbench.report.combine import batch_figure
-from ampbench.report.numbers import bytes_unit, fmt_bytes, sig
+from ampbench.report.numbers import SHOWN, bytes_unit, fmt_bytes, sig
 from ampbench.report.titled import titled
 from ampbench.store.derive import compared_memory, converge_tone, memory_basis
 from ampbench.store.row_keys import framework_of, names_frameworks
@@ -49,13 +49,13 @@ def speedup_text(row: dict[str, Any]) -> tuple[str, str]:
     rng, noise = row.get("speedup_vs_fp32_range"), row.get("speedup_vs_fp32_noise")
     if rng:
         text += f" ({rng[0]:.2f}-{rng[1]:.2f})"
-    elif isinstance(noise, (int, float)) and noise >= 0.005:
+    elif isinstance(noise, (int, float)) and noise >= SHOWN:
         text += f" ±{noise:.0%}"
     elif noise is None and row.get("precision") != "fp32":
         text += " (noise unknown)"
     if row.get("precision") == "fp32":
         drift = row.get("baseline_drift")
-        return text + (f" (moved {drift:.0%})" if isinstance(drift, (int, float)) and drift >= 0.005 else ""), "same"
+        return text + (f" (moved {drift:.0%})" if isinstance(drift, (int, float)) and drift >= SHOWN else ""), "same"
     faster, slower, _ = versus_fp32(row, v)
     if row.get("speedup_vs_fp32_doubt"):
         text += " (doubtful)"  # the note column says why
@@ -87,7 +87,7 @@ def _speedup(row: dict[str, Any]) -> Text:
 def _saving(v: Any, row: dict[str, Any] | None = None) -> Text:
     if not isinstance(v, (int, float)):
         return Text(saving_note(row or {}) or "-", style="dim")
-    if abs(v) < 0.005:
+    if abs(v) < SHOWN:
         return Text("same")
     return Text(f"-{v:.0%}" if v > 0 else f"+{-v:.0%}", style="green" if v > 0.05 else "red" if v < -0.05 else "")
 

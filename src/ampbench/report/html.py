@@ -39,7 +39,7 @@ from ampbench.report.gpu_comparison import (
 )
 from ampbench.report.gpu_comparison import advice as gpu_advice
 from ampbench.report.gpu_comparison import memory_text as predicted_memory_text
-from ampbench.report.numbers import sig
+from ampbench.report.numbers import SHOWN, sig
 from ampbench.report.predictions import latest as latest_predictions
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_diff import TABLE as DIFF_TABLE
@@ -112,8 +112,8 @@ def _saving(v: Any, row: dict[str, Any] | None = None) -> str:
     if not isinstance(v, (int, float)):
         note = (row or {}).get("memory_saving_vs_fp32_note")
         return f'– <span class="dim">({e(note)})</span>' if note else "–"
-    return f'<span class="good">{v:.0%} less</span>' if v >= 0.005 else (
-        f'<span class="bad">{-v:.0%} more</span>' if v <= -0.005 else "same")
+    return f'<span class="good">{v:.0%} less</span>' if v >= SHOWN else (
+        f'<span class="bad">{-v:.0%} more</span>' if v <= -SHOWN else "same")
 
 
 def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:

@@ -22,6 +22,7 @@ from ampbench.report.console import (
     times_text,
 )
 from ampbench.report.gpu_comparison import markdown as gpu_markdown
+from ampbench.report.numbers import SHOWN
 from ampbench.report.predictions import latest
 from ampbench.report.predictions import table as predictions_table
 from ampbench.report.run_diff import markdown as diff_markdown
@@ -120,7 +121,7 @@ def render_markdown(rows: list[dict[str, Any]], run: dict[str, Any] | None = Non
         for r in group:
             saving = r.get("memory_saving_vs_fp32")
             mem = (f"– ({saving_note(r)})" if saving_note(r) else "–" if not isinstance(saving, (int, float))
-                   else "same" if abs(saving) < 0.005 else f"{saving:.0%} less" if saving > 0 else f"{-saving:.0%} more")
+                   else "same" if abs(saving) < SHOWN else f"{saving:.0%} less" if saving > 0 else f"{-saving:.0%} more")
             speedup = speedup_text(r)[0] if r.get("speedup_vs_fp32") is not None else "–"
             status = md_escape(r.get("status"))
             if r.get("status") != "ok":

@@ -5,6 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+SHOWN = 0.005
+"""The smallest fraction a report writes as a change: below it a whole percent reads "0%", so "same" (a memory
+saving), no "moved" (fp32's drift), no "±" (a noise). The store's time-to-loss line keeps its own copy (the store is
+below the reports)."""
+
 
 def sig(x: float, digits: int = 3) -> str:
     """``x`` to ``digits`` significant digits, never in scientific notation: 0.00312, 3.12, 3,120, 1,000."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ampbench.cells import CellId, defaults_left_out
-from ampbench.report.numbers import bytes_unit, fmt_bytes
+from ampbench.report.numbers import SHOWN, bytes_unit, fmt_bytes
 from ampbench.store.derive import compared_memory, derive, memory_basis, memory_noise
 
 SIGNIFICANCE = 2.0
@@ -351,7 +351,7 @@ def _memory_text(c: CellChange) -> str:
     unit = bytes_unit([a, b])
     text = f"{fmt_bytes(a, unit) if a is not None else '-'} -> {fmt_bytes(b, unit) if b is not None else '-'}"
     if c.memory_change is not None:
-        text += f" ({c.memory_change:+.0%})" if abs(c.memory_change) >= 0.005 else " (same)"
+        text += f" ({c.memory_change:+.0%})" if abs(c.memory_change) >= SHOWN else " (same)"
     elif c.memory_note:
         text += f" ({c.memory_note})"
     return text

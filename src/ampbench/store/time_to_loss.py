@@ -88,7 +88,8 @@ def text(row: dict[str, Any]) -> str:
     ratio, steps = row.get("time_to_fp32_loss_vs_fp32"), row.get("steps_to_fp32_loss")
     if steps is not None:
         noise = row.get("speedup_vs_fp32_noise")
-        # (under 0.5 % it would read "±0%": the speedup columns leave it out there too)
+        # (under 0.5 % it would read "±0%": the speedup columns leave it out there too -- report.numbers.SHOWN, which
+        # the store is below)
         pm = f"±{noise:.0%} " if isinstance(noise, (int, float)) and 0.005 <= noise < math.inf and ratio is not None else ""
         return (f"{ratio:.2f}x {pm}" if ratio is not None else "") + f"({steps:,} steps)"
     reached, seeds, within = _short(row)
