@@ -321,11 +321,44 @@ def test_the_measurement_tries_the_search_s_own_trial_at_batches_4x_apart() -> N
     from ampbench.bench.estimate import SEARCH_TRIAL_S, search_points
     from ampbench.bench.jobs import verbs
 
-    spec = _search_cell(limit=4096)
+    spec = _search_cell()
+    search_points(spec, verbs(spec), 64)  # (warm: a first trial pays the runtime's set-up)
     got = search_points(spec, verbs(spec), 64)
     assert got is not None and got["allowed"] == pytest.approx((1 - spec.measure.margin_on("cpu")) * 2**30)
     points = got["points"]
-    assert [p[0] for p in points] == [min(64 * 4**i, 4096) for i in range(len(points))]
+    assert len(points) >= 3 and [p[0] for p in points] == [min(64 * 4**i, 65536) for i in range(len(points))]
     assert all(p[2] and p[3] < SEARCH_TRIAL_S for p in points[:-1]) and all(p[1] is not None for p in points)
     last = points[-1]
-    assert not last[2] or last[3] >= SEARCH_TRIAL_S or last[0] == 4096
+    assert not last[2] or last[3] >= SEARCH_TRIAL_S or last[0] == 65536
+
+
+def test_the_measurement_s_trials_step_2x_where_4x_would_pass_the_limit_and_stop_where_2x_would() -> None:
+    """Planted peaks of 1,000 B a sample under 1,000,000 B allowed: 64 (4x: 256,000 fits), 256 (4x would hold
+    1,024,000: 2x), 512 (2x would too: stop) -- no trial of the estimate holds more than the search may; a trial that
+    ran out of memory ends them; one that broke otherwise gives no points (the cell says why when it runs)."""
+    from ampbench.bench.estimate import search_points
+
+    spec = _search_cell().with_flat(memory_budget=1_000_000, memory_margin=0.0)
+
+    class Verbs:
+        def trial_peak(self, spec: CellSpec, batch: int) -> tuple[int, None]:
+            if batch > self.oom_above:
+                raise MemoryError("out of memory")
+            return 1000 * batch, None
+
+        def is_oom(self, e: BaseException) -> bool:
+            return isinstance(e, MemoryError)
+
+        oom_above = 10**9
+
+    got = search_points(spec, Verbs(), 64)
+    assert got is not None and got["allowed"] == 1_000_000.0
+    assert got["points"][:3] == [[64, 64_000, True, pytest.approx(0, abs=0.1)], [256, 256_000, True, pytest.approx(0, abs=0.1)],
+                                 [512, 512_000, True, pytest.approx(0, abs=0.1)]] and len(got["points"]) == 3
+    oom = Verbs()
+    oom.oom_above = 100
+    assert [p[:3] for p in search_points(spec, oom, 64)["points"]] == [[64, 64_000, True], [256, None, False]]
+    broken = Verbs()
+    broken.is_oom = lambda e: False  # type: ignore[method-assign]
+    broken.oom_above = 100
+    assert search_points(spec, broken, 64) is None

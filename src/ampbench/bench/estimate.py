@@ -124,7 +124,8 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
 
 def search_points(spec: CellSpec, verbs: Any, batch: int) -> dict[str, Any] | None:
     """The max-batch search's own trial (its peak by the search's gauge, and its seconds), at the cell's batch and
-    at batches 4x apart while a trial fits, takes under :data:`SEARCH_TRIAL_S` and stays under the search's limit:
+    at batches 4x apart (2x where 4x the peak would pass what a trial may hold; the trials stop where 2x would too)
+    while a trial fits, takes under :data:`SEARCH_TRIAL_S` and stays under the search's limit:
     ``points`` [[batch, peak or None, fits, seconds], ...] and ``allowed``, the bytes a trial may hold. None where a
     trial broke for a reason other than memory (the cell says why when it runs) or no limit applies."""
     limit = spec.measure.maxbatch_limit
@@ -142,9 +143,13 @@ def search_points(spec: CellSpec, verbs: Any, batch: int) -> dict[str, Any] | No
             allowed = allowed_bytes(spec, total)
             fits = allowed is not None and used is not None and used <= allowed
         points.append([b, used, fits, time.perf_counter() - t0])
-        if not fits or points[-1][3] >= SEARCH_TRIAL_S or b >= limit:
+        # (the next batch 4x, or 2x -- the search's own step -- where 4x this peak would pass what a trial may hold:
+        # a peak grows less than the batch, so no trial here holds more than the limit; neither: the search's next
+        # trial is its first miss, nothing more to learn)
+        grow = next((k for k in (4, 2) if used is not None and k * used <= allowed), 0) if fits else 0
+        if not grow or points[-1][3] >= SEARCH_TRIAL_S or b >= limit:
             break
-        b = min(4 * b, limit)
+        b = min(grow * b, limit)
     allowed = allowed_bytes(spec, total)
     return None if allowed is None else {"points": points, "allowed": allowed}
 
