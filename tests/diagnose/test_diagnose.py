@@ -207,6 +207,12 @@ def test_a_small_vocabulary_is_a_multiple_of_8_not_64() -> None:
     d = diagnose(planted.small_vocab, "fp32", checks=("tensorcore",))
     (f,) = [f for f in d.findings if f.data and f.data["dim"] == "num_embeddings"]
     assert f.fix.startswith("make num_embeddings 104 (a multiple of 8)") and "vocabulary" not in f.fix
+    # (on a CPU the rule is a GPU's, and said so: a CPU run was told "Tensor Core GEMMs need multiples of 8")
+    assert f.severity == "info" and f.detail.startswith("on a GPU (this run's device has no Tensor Cores): Tensor Core")
+    from ampbench.diagnose.tensorcore import tensorcore_findings
+
+    (gpu,) = tensorcore_findings([f.data], on_gpu=True)
+    assert gpu.severity == "warning" and gpu.detail.startswith("Tensor Core GEMMs need multiples of 8")
 
 
 def test_dynamic_scale_is_reported_after_the_steps_asked_for() -> None:

@@ -213,7 +213,8 @@ def tensorcore_findings(issues: list[dict[str, Any]], on_gpu: bool, left_out: in
             fix = f"make {i['dim']} {i['padded']} (a multiple of {i['multiple']}), e.g. pad the layer or change the width"
         out.append(Finding("warning" if on_gpu else "info", "tensorcore",
                            f"{i['layer']}.{i['dim']} = {i['value']} is not a multiple of {i['multiple']}",
-                           "Tensor Core GEMMs need multiples of 8 (fp16/bf16), 16 (fp8): others pad or fall back",
+                           ("" if on_gpu else "on a GPU (this run's device has no Tensor Cores): ")
+                           + "Tensor Core GEMMs need multiples of 8 (fp16/bf16), 16 (fp8): others pad or fall back",
                            fix, i))
     if not issues:
         out.append(Finding("info", "tensorcore", "all GEMM dimensions are multiples of 8" + (
