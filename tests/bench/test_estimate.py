@@ -165,7 +165,7 @@ class _Clock:
         return self.now
 
 
-def test_what_a_cell_s_process_costs_leaves_out_the_fork_server_s_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cell_s_process_cost_leaves_out_the_fork_server_s_start_and_times_it_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     """The estimate's measurement runs as a cell runs (a fork server's child, or a fresh process); what that process
     cost besides its work is what each cell pays -- the server's start, paid once by the run, is not. On a fake clock:
     a server starting in 100 s, a child living 3 s of which 2 s of work -> 1 s; a fresh process of 5 s -> 3 s."""
@@ -191,8 +191,8 @@ def test_what_a_cell_s_process_costs_leaves_out_the_fork_server_s_own_start(monk
             return {"work_s": 2.0}
 
     job = Job("x:y", {})
-    assert est._apart(Served(("m",)), job) == ({"work_s": 2.0}, 1.0)
-    assert est._apart(Fresh(), job) == ({"work_s": 2.0}, 3.0)
+    assert est._apart(Served(("m",)), job) == ({"work_s": 2.0}, 1.0, 100.0)  # (the server's start: apart)
+    assert est._apart(Fresh(), job) == ({"work_s": 2.0}, 3.0, 0.0)
 
 
 def _ddp_config(nnodes: int = 1) -> RunConfig:
@@ -292,6 +292,8 @@ def test_the_max_batch_search_is_priced_on_the_trials_it_would_run() -> None:
     step = 0.01 + 0.4 / 1008 / 3 * (9984 - 16)
     hand = sum(trial) + 1.0 * len(batches) + 1.0 + 0.5 + (2 + 2 + 10) * step
     assert search_seconds(spec, target, 1.0) == pytest.approx(hand)
+    # (an isolated cell's trials are forked from a fork server its own process starts: once a cell)
+    assert search_seconds(spec, target, 1.0, server_s=2.0) == pytest.approx(hand + 2.0)
 
 
 def test_a_trial_out_of_memory_without_a_peak_ends_the_fit_halfway_and_a_flat_peak_prices_nothing() -> None:

@@ -295,13 +295,13 @@ def _release(device: str) -> None:
     torch.cuda.empty_cache()
 
 
-def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> float | None:
+def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float, server_s: float = 0.0) -> float | None:
     """The max-batch search's expected seconds from the measured trials (:func:`search_points`): the search's own
     code run against a line through the first and last trial's peak (fits while under ``allowed``; where the last
     trial ran out of memory without a peak, the fit ends halfway to it), each trial it would run priced on a line
     through their seconds plus ``start_s`` (a process of its own), then the throughput cell at the batch it would find
-    (its steps at a step time grown as the trials' per sample). None without trials measured, or where their peak
-    did not grow."""
+    (its steps at a step time grown as the trials' per sample); ``server_s``: the fork server the cell's trials start
+    (:func:`_apart`), once. None without trials measured, or where their peak did not grow."""
     model = (target.get("search") or {}).get(spec.precision)
     step_s = (target.get("steps") or {}).get(spec.precision)
     if not model or not step_s:
@@ -327,7 +327,7 @@ def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> fl
             return bool(peak(b) <= allowed)
 
     result = search_max_batch(lambda b: Trial(b, fits(b)), start=first[0], limit=spec.measure.maxbatch_limit)
-    total = sum(max(seconds(t.batch_size), 0.0) + start_s for t in result.trials)
+    total = server_s + sum(max(seconds(t.batch_size), 0.0) + start_s for t in result.trials)
     if result.max_batch:
         trial_steps = spec.measure.maxbatch_trial_steps
         per_sample = max(0.0, (last[3] - first[3]) / (last[0] - first[0]) / trial_steps) if last[0] != first[0] else \
@@ -341,12 +341,13 @@ def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float) -> fl
 
 def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
              own: dict[tuple[str, str | None], dict[str, Any]] | None = None,
-             ranks: dict[tuple[str, int], dict[str, Any]] | None = None) -> Estimate | None:
+             ranks: dict[tuple[str, int], dict[str, Any]] | None = None, server_s: float = 0.0) -> Estimate | None:
     """The plan's expected seconds (None when nothing could be measured). ``measured``: the measurement of the cells
     that run in the run's way (``start_s``: a child's start, when isolated); ``own``: per (framework, backend) whose
     cells run in a process of their own, its measurement with ``start_s`` (a fresh process and the backend's import:
     what each such cell pays); ``ranks``: per distribution (:func:`distribution_of`), its probe (:func:`probe_ranks`,
-    with the ``target`` and ``precision`` it ran)."""
+    with the ``target`` and ``precision`` it ran); ``server_s``: the fork server an isolated cell's max-batch trials
+    start in its process (:func:`_apart`; 0 where cells are not isolated)."""
     targets = measured.get("targets") or {}
     own = own or {}
     ranks = ranks or {}
@@ -376,7 +377,7 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
                 target, started = priced
         total += cell_seconds(c, target, started)
         if "maxbatch" in c.measures:
-            searched = None if c.strategy else search_seconds(c, target, started)
+            searched = None if c.strategy else search_seconds(c, target, started, server_s)
             if searched is None:
                 unsearched = True
             else:
@@ -401,14 +402,18 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
     return Estimate(total if math.isfinite(total) else 0.0, tuple(left), probed, max(trials_to, default=None))
 
 
-def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float]:
-    """``job`` run in the kind of process the cells get, and what that process cost besides the job's work (its start,
-    imports and end): what each cell pays. A fork server's own start is paid once by the run (it then serves the
-    cells), not by every cell: it is not counted."""
+def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float, float]:
+    """``job`` run in the kind of process the cells get, what that process cost besides the job's work (its start,
+    imports and end): what each cell pays; and the fork server's own start (0 where none was started). That start is
+    paid once by the run (the server then serves the cells), not by every cell -- but an isolated cell's max-batch
+    trials are forked from a server the cell's own process starts (a cell's child has none): each such cell pays it
+    once (~2 s of imports on a 2-core Xeon: tabular-mlp tiny's search of 13 trials took 3.9 s a cell, 1.9 s
+    without it)."""
+    t_server = time.perf_counter()
     started = launch.start(job) if isinstance(launch, Forked) else None
     t0 = time.perf_counter()
     k = started.wait()[0] if started is not None else launch.run(job)
-    return k, max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0))
+    return k, max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0)), t0 - t_server
 
 
 ENV_OFF = "AMPBENCH_NO_ESTIMATE"
@@ -434,24 +439,24 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
                                                                    [_target(c), plain.to_dict()])
         first.setdefault((c.framework, c.backend), plain)
     r: dict[str, Any] = {"targets": {}}
-    start_s = 0.0
+    start_s = server_s = 0.0
     own: dict[tuple[str, str | None], dict[str, Any]] = {}
     for (name, backend), pairs in groups.items():
         fw = seam.get(name)
         apart = isolate or fw.own_process  # (own_process: a process of its own, the backend chosen before the import)
         job = Job(f"{__name__}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         if apart:
-            k, took = _apart(launcher(first[(name, backend)], BUDGET_S * 8), job)
+            k, took, server = _apart(launcher(first[(name, backend)], BUDGET_S * 8), job)
         else:
-            k, took = Inline().run(job), 0.0
+            k, took, server = Inline().run(job), 0.0, 0.0
         if fw.own_process:
             if "_failed" not in k:
                 own[(name, backend)] = {**k, "start_s": took}
             continue
         if "_failed" in k:
             return None
-        r, start_s = {"targets": {**r["targets"], **k["targets"]}}, took
-    return estimate(cells, r, start_s, own, _probe_all(cells, r["targets"]))
+        r, start_s, server_s = {"targets": {**r["targets"], **k["targets"]}}, took, server if isolate else 0.0
+    return estimate(cells, r, start_s, own, _probe_all(cells, r["targets"]), server_s)
 
 
 def _probe_all(cells: list[CellSpec], targets: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
