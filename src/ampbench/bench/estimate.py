@@ -8,7 +8,8 @@ are taken at the slowest time measured for the target). The plan's arithmetic (:
 each cell runs (first, memory and FLOP steps, warm-up, timed steps; the convergence seeds; inference passes at
 a third of a training step) plus building the workload and, for isolated cells, starting a process (what the
 measurement's own process took to start, with the runtime's warm-up before its first step: the framework's
-:meth:`~ampbench.bench.scenario.CellVerbs.estimate_process`). Not counted, and said so: the max-batch search and compiling.
+:meth:`~ampbench.bench.scenario.CellVerbs.estimate_process`). Not counted, and said so: compiling, and what the
+paragraphs below leave out.
 
 A distributed cell (``--strategy``) pays more than its steps: torchrun, every rank's imports and process group, the
 model built and wrapped under the strategy, the teardown -- 3.4 s a cell of mnist-cnn tiny in 2 ranks on a 2-core
@@ -26,8 +27,8 @@ Xeon took 3 minutes of a run estimated at "~0 s, not counted". The measurement r
 and at batches 4x apart while a trial stays short (:func:`search_points`), after every step is timed; the arithmetic
 (:func:`search_seconds`) draws a line through the first and last trial's peak and time, runs the search's own code
 (:func:`~ampbench.measure.maxbatch.search_max_batch`) against that line, and adds up the trials it would run and the
-throughput at the batch it would find. A line drawn from batches far below the one found is a guess at the memory,
-and the header says the search is estimated. Distributed cells' searches are not counted.
+throughput at the batch it would find. A line drawn from batches far below the one found is a guess at the memory:
+the header names the largest batch tried. Distributed cells' searches are not counted.
 
 Each framework's cells are measured through its verbs (:meth:`~ampbench.bench.scenario.CellVerbs.estimate_steps`); a
 framework whose cells run in a process of their own (Keras: a backend chosen before the import) is measured in a
@@ -243,6 +244,7 @@ def distribution_of(spec: CellSpec) -> tuple[str, int] | None:
 
 
 def distribution_text(key: tuple[str, int]) -> str:
+    """A distribution as the header names it: "ddp x2"."""
     return f"{key[0]} x{key[1]}"
 
 

@@ -62,8 +62,8 @@ def strategy_summary(rows: list[dict[str, Any]]) -> str | None:
 
 def _within(fastest: dict[str, Any], others: list[dict[str, Any]]) -> str:
     """The distributed cells the fastest is not measurably faster than, named beside it (" (within the noise of it:
-    fsdp amp-bf16 1,180 samples/s)"), or why none could be judged (" (noise not measured: ...)"); "" when it stands
-    clear of them all."""
+    fsdp amp-bf16 1,180 samples/s)"), or why none could be judged (" (not judged against the other cells, noise not
+    measured: ...)", or fp32's disturbed measurements); "" when it stands clear of them all."""
     tied, unjudged = [], ""
     for r in sorted(others, key=_speed, reverse=True):
         faster, why = measurably_faster(fastest, r)
