@@ -50,6 +50,7 @@ from ampbench.bench.cell_row import allowed_bytes
 from ampbench.bench.jobs import launcher
 from ampbench.bench.ranks import run_distributed
 from ampbench.cells import CellSpec, extra_steps
+from ampbench.execution.axes import strategy_label
 from ampbench.launch import ChildProcess, Forked, Inline, Job
 from ampbench.measure.maxbatch import Trial, search_max_batch
 from ampbench.progress import duration
@@ -244,8 +245,8 @@ def distribution_of(spec: CellSpec) -> tuple[str, int] | None:
 
 
 def distribution_text(key: tuple[str, int]) -> str:
-    """A distribution as the header names it: "ddp x2"."""
-    return f"{key[0]} x{key[1]}"
+    """A distribution as the reports name it ("ddp x2": :func:`~ampbench.execution.axes.strategy_label`)."""
+    return strategy_label({"strategy": key[0], "world_size": key[1]})
 
 
 def probe_ranks(spec: CellSpec, timeout: float | None = None) -> dict[str, Any] | None:
