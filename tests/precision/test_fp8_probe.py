@@ -62,3 +62,43 @@ def test_the_probe_makes_torchaos_calls() -> None:
     for call in ("_scaled_mm", "torch.ones(m, 1)", "use_fast_accum=fast", "float8_e5m2", "convert_to_float8_training",
                  '"tensorwise", "rowwise", "rowwise_with_gw_hp"', "loss.backward()"):
         assert call in fp8_probe.PROBE
+
+
+def test_a_probe_that_ran_out_of_time_is_not_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A probe past its time limit (87 s on an AMX Xeon whose per-tensor fp8 matmul is a reference kernel, over 180 s
+    beside a parallel test run) was kept as the machine's verdict, refusing fp8 there for good. It refuses this run,
+    saying it could not check, and the next process probes again; a verdict that ran to its end is kept."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fp8_probe, "flags_problem", lambda: None)
+    monkeypatch.setattr(fp8_probe, "probe_key", lambda: "k1")
+    verdicts = iter([f"{fp8_probe.TIMED_OUT} in 180 s", None])
+    calls: list[int] = []
+    monkeypatch.setattr(fp8_probe, "run_probe", lambda *a, **k: calls.append(1) or next(verdicts))
+    try:
+        fp8_probe.cpu_fp8_problem.cache_clear()
+        why = fp8_probe.cpu_fp8_problem()
+        assert why is not None and "could not be checked" in why and "did not finish in 180 s" in why
+        assert not (tmp_path / "ampbench" / "fp8_probe.json").exists()
+        for _ in range(2):  # (probed again: it trained, and that is kept)
+            fp8_probe.cpu_fp8_problem.cache_clear()
+            assert fp8_probe.cpu_fp8_problem() is None
+        assert len(calls) == 2
+    finally:
+        fp8_probe.cpu_fp8_problem.cache_clear()
+
+
+def test_a_slow_call_is_not_repeated_ten_times() -> None:
+    """The probe's repeat (its own code, run here with a call that takes 0.6 s): ten fast calls, or as many as take a
+    second -- two of the slow one."""
+    import time
+
+    code = fp8_probe.PROBE
+    start, end = code.index("def again"), code.index("\n\n\nfor m, k, n")
+    scope: dict[str, object] = {"time": time}
+    exec(code[start:end], scope)
+    again = scope["again"]
+    fast: list[int] = []
+    slow: list[int] = []
+    again(lambda: fast.append(1))  # type: ignore[operator]
+    again(lambda: slow.append(1) or time.sleep(0.6))  # type: ignore[operator]
+    assert len(fast) == 10 and len(slow) == 2
