@@ -196,8 +196,11 @@ def test_an_isolated_cell_s_max_batch_trials_are_forked_not_fresh_interpreters(t
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Each trial of an isolated cell ran in a fresh interpreter that imported torch again: 16 trials of a small MLP's
     CPU search took 64 s, ~4 s each, nearly all imports. Each is a process of its own still (an OOM is the trial's
-    alone), forked from a fork server as the cell itself is; the rows are those of in-process trials (the oracle)."""
+    alone), forked from a fork server as the cell itself is -- the run's own: a server the cell's process started for
+    its trials cost ~2 s of imports a cell. The search is the row's ``maxbatch`` phase, and the phases still add up to
+    the cell's wall time. The rows are those of in-process trials (the oracle)."""
     from ampbench.bench.runner import execute, inprocess_trial
+    from ampbench.launch import process
     from tests.bench.planted import BUILT_IN
 
     log = tmp_path / "built.txt"
@@ -214,6 +217,9 @@ def test_an_isolated_cell_s_max_batch_trials_are_forked_not_fresh_interpreters(t
         assert "ampbench.launch.zygote" in cmdline and "ampbench.launch.child" not in cmdline, cmdline
         assert pid != cell[0] and parent != cell[0]  # (a process of its own, forked by a server, not by the cell)
     assert len({pid for pid, _, _ in others}) == 4
+    servers = {str(z.proc.pid) for z in process._ZYGOTES.values()}  # (this process's fork servers: the run's)
+    assert {parent for _, parent, _ in built} <= servers, (built, servers)
+    assert row["phases_s"]["maxbatch"] > 0 and row["wall_s"] == pytest.approx(sum(row["phases_s"].values()))
     plain = run_cell(spec, maxbatch_trial=inprocess_trial,
                      throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
     assert plain["max_batch_trials"] and [t[:2] for t in plain["max_batch_trials"]] == [t[:2] for t in row["max_batch_trials"]]

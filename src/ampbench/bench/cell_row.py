@@ -5,13 +5,15 @@ and what the timed steps say (diverged, skipped steps).
 from __future__ import annotations
 
 import math
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ampbench import phases, progress
 from ampbench.cells import CellSpec
 from ampbench.errors import AmpbenchError
-from ampbench.measure.maxbatch import measure_max_batch
+from ampbench.measure.maxbatch import Trial, measure_max_batch
 from ampbench.store.row_keys import empty_row
 
 
@@ -76,6 +78,43 @@ def search_cell_max_batch(spec: CellSpec, batch_size: int, trial: Callable[[Cell
         raise AmpbenchError("maxbatch needs a trial runner (run it through ampbench.bench.run)")
     return measure_max_batch(lambda b: trial(spec, b), batch_size, spec.measure.maxbatch_limit,
                              (lambda b: throughput_at(spec, b)) if throughput_at else None)
+
+
+SEARCHED = ("ok", "diverged")
+"""How a cell must have ended for :func:`search_after` to search its largest batch (a diverged cell's memory still
+says what fits)."""
+
+
+def search_after(spec: CellSpec, row: dict[str, Any], trial: Callable[[int], Trial],
+                 throughput_at: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """``row`` (the cell's other measures, measured in its own process or ranks, which have ended) with the max-batch
+    search run from here, each trial and the throughput at the batch found in a process of its own: the trials fork
+    from this process's fork server (the cell's process started one of its own for them, ~2 s of imports a cell on a
+    2-core Xeon; on a GPU host, torch's CUDA imports too) and own the device alone. The search's seconds are the row's
+    ``maxbatch`` phase (its ``phases_s`` still add up to ``wall_s``). A row that failed before its batch was known, or
+    whose cell errored, is not searched."""
+    row["measures"] = list(spec.measures)
+    if row.get("status") not in SEARCHED or not row.get("batch_size"):
+        return row
+    t0 = time.perf_counter()
+    progress.report("max batch")
+    keys, error = measure_max_batch(trial, int(row["batch_size"]), spec.measure.maxbatch_limit, throughput_at)
+    add_warnings(row, keys.pop("warnings", None))
+    row.update(keys)
+    if error:  # (the trials so far stay in the row)
+        row.update(status="error", reason=f"maxbatch trial failed: {error}")
+    took = time.perf_counter() - t0
+    if row.get("phases_s") is not None:
+        row["phases_s"] = {**row["phases_s"], "maxbatch": float(row["phases_s"].get("maxbatch") or 0.0) + took}
+        row["wall_s"] = phases.add_up(row["phases_s"])
+    else:
+        row["wall_s"] = float(row.get("wall_s") or 0.0) + took
+    return row
+
+
+def without_search(spec: CellSpec) -> CellSpec:
+    """The cell measuring all but its max-batch search (which :func:`search_after` runs once its process has ended)."""
+    return spec.measuring(tuple(m for m in spec.measures if m != "maxbatch"))
 
 
 def trial_failed(e: BaseException, oom: bool) -> dict[str, Any]:

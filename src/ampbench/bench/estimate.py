@@ -62,7 +62,9 @@ FORWARD_SHARE = 1 / 3
 PROBE_STEPS = 2
 """Timed steps of a rank probe (:func:`probe_ranks`), after its one warm-up step."""
 SEARCH_TRIAL_S = 0.25
-"""The measurement tries batches 4x apart while a max-batch trial takes less than this (:func:`search_points`)."""
+"""The measurement tries batches 4x apart while a max-batch trial takes less than this, or than twice the first
+trial where that took longer (:func:`search_points`): a Keras trial builds its model afresh, ~0.4 s for a tiny MLP
+on a 2-core Xeon whatever its batch, and its search was left not counted after one trial."""
 SEARCH_BUDGET_S = 10.0
 """Seconds the max-batch trials of the measurement may take, on top of its steps' budget."""
 
@@ -127,13 +129,13 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
 def search_points(spec: CellSpec, verbs: Any, batch: int) -> dict[str, Any] | None:
     """The max-batch search's own trial (its peak by the search's gauge, and its seconds), at the cell's batch and
     at batches 4x apart (2x where 4x the peak would pass what a trial may hold; the trials stop where 2x would too)
-    while a trial fits, takes under :data:`SEARCH_TRIAL_S` and stays under the search's limit:
+    while a trial fits, takes under :data:`SEARCH_TRIAL_S` (or twice the first) and stays under the search's limit:
     ``points`` [[batch, peak or None, fits, seconds], ...] and ``allowed``, the bytes a trial may hold. None where a
     trial broke for a reason other than memory (the cell says why when it runs) or no limit applies."""
     limit = spec.measure.maxbatch_limit
     b, points, total = min(batch, limit), [], None
     while True:
-        _release(spec.device)
+        _release(spec)
         t0 = time.perf_counter()
         try:
             used, total = verbs.trial_peak(spec, b)
@@ -149,7 +151,7 @@ def search_points(spec: CellSpec, verbs: Any, batch: int) -> dict[str, Any] | No
         # a peak grows less than the batch, so no trial here holds more than the limit; neither: the search's next
         # trial is its first miss, nothing more to learn)
         grow = next((k for k in (4, 2) if used is not None and k * used <= allowed), 0) if fits else 0
-        if not grow or points[-1][3] >= SEARCH_TRIAL_S or b >= limit:
+        if not grow or points[-1][3] >= max(SEARCH_TRIAL_S, 2 * points[0][3]) or b >= limit:
             break
         b = min(grow * b, limit)
     allowed = allowed_bytes(spec, total)
@@ -287,24 +289,27 @@ def _line(x0: float, y0: float, x1: float, y1: float) -> Any:
     return lambda x: y0 + (y1 - y0) / (x1 - x0) * (x - x0) if x1 != x0 else y0 * x / x0
 
 
-def _release(device: str) -> None:
+def _release(spec: CellSpec) -> None:
     """Before a trial in the measurement's process: what the models timed before it left in a GPU's caching allocator
-    handed back (the trial reads the allocator's reserved peak, which would start at that cache: a flat peak)."""
-    if not device.startswith("cuda"):
+    handed back (the trial reads the allocator's reserved peak, which would start at that cache: a flat peak). A
+    framework other than PyTorch holds its GPU memory in its own backend: only the garbage is collected."""
+    gc.collect()
+    if not spec.device.startswith("cuda") or spec.framework != seam.DEFAULT:
         return
     import torch  # lazy: torch
 
-    gc.collect()
     torch.cuda.empty_cache()
 
 
-def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float, server_s: float = 0.0) -> float | None:
+def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float, apart: bool = False) -> float | None:
     """The max-batch search's expected seconds from the measured trials (:func:`search_points`): the search's own
     code run against a line through the first and last trial's peak (fits while under ``allowed``; where the last
     trial ran out of memory without a peak, the fit ends halfway to it), each trial it would run priced on a line
     through their seconds plus ``start_s`` (a process of its own), then the throughput cell at the batch it would find
-    (its steps at a step time grown as the trials' per sample); ``server_s``: the fork server the cell's trials start
-    (:func:`_apart`), once. None without trials measured, or where their peak did not grow."""
+    (its steps at a step time grown as the trials' per sample). The trials fork from the run's fork server, started
+    once by the run (:func:`~ampbench.bench.cell_row.search_after`); ``apart``: each trial is a process of its own,
+    which builds its workload cold (:func:`_cold_build`). None without trials measured, or where their peak did not
+    grow."""
     model = (target.get("search") or {}).get(spec.precision)
     step_s = (target.get("steps") or {}).get(spec.precision)
     if not model or not step_s:
@@ -330,7 +335,8 @@ def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float, serve
             return bool(peak(b) <= allowed)
 
     result = search_max_batch(lambda b: Trial(b, fits(b)), start=first[0], limit=spec.measure.maxbatch_limit)
-    total = server_s + sum(max(seconds(t.batch_size), 0.0) + start_s for t in result.trials)
+    cold = _cold_build(spec, target, first[3]) if apart else 0.0
+    total = sum(max(seconds(t.batch_size), 0.0) + start_s + cold for t in result.trials)
     if result.max_batch:
         trial_steps = spec.measure.maxbatch_trial_steps
         per_sample = max(0.0, (last[3] - first[3]) / (last[0] - first[0]) / trial_steps) if last[0] != first[0] else \
@@ -342,15 +348,27 @@ def search_seconds(spec: CellSpec, target: dict[str, Any], start_s: float, serve
     return total
 
 
+def _cold_build(spec: CellSpec, target: dict[str, Any], trial_s: float) -> float:
+    """What a max-batch trial in a process of its own pays beyond the trial the measurement timed at the cell's batch
+    (``trial_s``): its workload built cold -- the target's ``build_s``, the first build in the measurement's process
+    -- less the warm build that trial held (its seconds beyond its steps: the first step, then the step timed). A
+    Keras MLP's trial took 0.4 s in the measurement's process and 2.5 s in a process of its own (2.1 s of it the
+    build): its search of 14 trials a precision was estimated at ~20 s for the run and took 78."""
+    step_s = float((target.get("steps") or {}).get(spec.precision) or 0.0)
+    first_s = float((target.get("first") or {}).get(spec.precision) or step_s)
+    steps = first_s + max(0, spec.measure.maxbatch_trial_steps - 1) * step_s
+    return max(0.0, float(target.get("build_s") or 0.0) - max(0.0, trial_s - steps))
+
+
 def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
              own: dict[tuple[str, str | None], dict[str, Any]] | None = None,
-             ranks: dict[tuple[str, int], dict[str, Any]] | None = None, server_s: float = 0.0) -> Estimate | None:
+             ranks: dict[tuple[str, int], dict[str, Any]] | None = None, isolate: bool = False) -> Estimate | None:
     """The plan's expected seconds (None when nothing could be measured). ``measured``: the measurement of the cells
     that run in the run's way (``start_s``: a child's start, when isolated); ``own``: per (framework, backend) whose
     cells run in a process of their own, its measurement with ``start_s`` (a fresh process and the backend's import:
     what each such cell pays); ``ranks``: per distribution (:func:`distribution_of`), its probe (:func:`probe_ranks`,
-    with the ``target`` and ``precision`` it ran); ``server_s``: the fork server an isolated cell's max-batch trials
-    start in its process (:func:`_apart`; 0 where cells are not isolated)."""
+    with the ``target`` and ``precision`` it ran); ``isolate``: the run isolates its cells (their max-batch trials then
+    run each in a process of its own, as they do on a GPU and for a framework whose cells have their own)."""
     targets = measured.get("targets") or {}
     own = own or {}
     ranks = ranks or {}
@@ -380,7 +398,8 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
                 target, started = priced
         total += cell_seconds(c, target, started)
         if "maxbatch" in c.measures:
-            searched = None if c.strategy else search_seconds(c, target, started, server_s)
+            apart = isolate or seam.of_cell(c).own_process or c.device.startswith("cuda")
+            searched = None if c.strategy else search_seconds(c, target, started, apart)
             if searched is None:
                 unsearched = True
             else:
@@ -405,18 +424,14 @@ def estimate(cells: list[CellSpec], measured: dict[str, Any], start_s: float,
     return Estimate(total if math.isfinite(total) else 0.0, tuple(left), probed, max(trials_to, default=None))
 
 
-def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float, float]:
+def _apart(launch: ChildProcess | Forked, job: Job) -> tuple[dict[str, Any], float]:
     """``job`` run in the kind of process the cells get, what that process cost besides the job's work (its start,
-    imports and end): what each cell pays; and the fork server's own start (0 where none was started). That start is
-    paid once by the run (the server then serves the cells), not by every cell -- but an isolated cell's max-batch
-    trials are forked from a server the cell's own process starts (a cell's child has none): each such cell pays it
-    once (~2 s of imports on a 2-core Xeon: tabular-mlp tiny's search of 13 trials took 3.9 s a cell, 1.9 s
-    without it)."""
-    t_server = time.perf_counter()
+    imports and end): what each cell pays -- not the fork server's own start (before ``t0``), paid once by the run
+    (the server then serves the cells and their max-batch trials)."""
     started = launch.start(job) if isinstance(launch, Forked) else None
     t0 = time.perf_counter()
     k = started.wait()[0] if started is not None else launch.run(job)
-    return k, max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0)), t0 - t_server
+    return k, max(0.0, time.perf_counter() - t0 - float(k.get("work_s") or 0.0))
 
 
 ENV_OFF = "AMPBENCH_NO_ESTIMATE"
@@ -442,24 +457,24 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
                                                                    [_target(c), plain.to_dict()])
         first.setdefault((c.framework, c.backend), plain)
     r: dict[str, Any] = {"targets": {}}
-    start_s = server_s = 0.0
+    start_s = 0.0
     own: dict[tuple[str, str | None], dict[str, Any]] = {}
     for (name, backend), pairs in groups.items():
         fw = seam.get(name)
         apart = isolate or fw.own_process  # (own_process: a process of its own, the backend chosen before the import)
         job = Job(f"{__name__}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         if apart:
-            k, took, server = _apart(launcher(first[(name, backend)], BUDGET_S * 8), job)
+            k, took = _apart(launcher(first[(name, backend)], BUDGET_S * 8), job)
         else:
-            k, took, server = Inline().run(job), 0.0, 0.0
+            k, took = Inline().run(job), 0.0
         if fw.own_process:
             if "_failed" not in k:
                 own[(name, backend)] = {**k, "start_s": took}
             continue
         if "_failed" in k:
             return None
-        r, start_s, server_s = {"targets": {**r["targets"], **k["targets"]}}, took, server if isolate else 0.0
-    return estimate(cells, r, start_s, own, _probe_all(cells, r["targets"]), server_s)
+        r, start_s = {"targets": {**r["targets"], **k["targets"]}}, took
+    return estimate(cells, r, start_s, own, _probe_all(cells, r["targets"]), isolate)
 
 
 def _probe_all(cells: list[CellSpec], targets: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:

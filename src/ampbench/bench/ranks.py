@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ampbench.bench.cell_row import add_warnings, base_row
+from ampbench.bench.cell_row import base_row, search_after, without_search
 from ampbench.bench.jobs import job
 from ampbench.cells import CellSpec
 from ampbench.launch import RankResults, Torchrun, describe_exit
-from ampbench.measure.maxbatch import Trial, measure_max_batch
+from ampbench.measure.maxbatch import Trial
 from ampbench.store.sqlite import utcnow
 
 MAX_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "cpu_rss_peak_bytes", "nvml_used_bytes", "gpu_used_bytes",
@@ -93,22 +93,12 @@ def run_cell_distributed(spec: CellSpec, timeout: float | None = None, node_rank
     afterwards from here, each trial a torchrun of its own (:func:`rank_trial`), then timed at that batch."""
     if "maxbatch" not in spec.measures:
         return run_distributed(spec, timeout, node_rank=node_rank, endpoint=endpoint)
-    rest = tuple(m for m in spec.measures if m != "maxbatch")
-    row = run_distributed(spec.measuring(rest), timeout, node_rank=node_rank, endpoint=endpoint)
-    row["measures"] = list(spec.measures)
-    if row["status"] != "ok" or not row.get("batch_size"):
-        return row
+    row = run_distributed(without_search(spec), timeout, node_rank=node_rank, endpoint=endpoint)
 
     def throughput_at(b: int) -> dict[str, Any]:
         return run_distributed(spec.measuring(("throughput",), b), timeout, node_rank=node_rank, endpoint=endpoint)
 
-    keys, error = measure_max_batch(lambda b: rank_trial(spec, b, timeout, node_rank, endpoint),
-                                    int(row["batch_size"]), spec.measure.maxbatch_limit, throughput_at)
-    add_warnings(row, keys.pop("warnings", None))
-    row.update(keys)
-    if error:
-        row.update(status="error", reason=f"maxbatch trial failed: {error}")
-    return row
+    return search_after(spec, row, lambda b: rank_trial(spec, b, timeout, node_rank, endpoint), throughput_at)
 
 
 def merge(ranks: dict[int, dict[str, Any]], world: int | None = None) -> dict[str, Any]:

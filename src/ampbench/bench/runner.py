@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from ampbench import phases, progress, seam
-from ampbench.bench.cell_row import base_row
+from ampbench.bench.cell_row import base_row, search_after, without_search
 from ampbench.bench.config import RunConfig
-from ampbench.bench.jobs import framework, isolated_trial, job, launcher, run_cell, trial_of, validate_job
+from ampbench.bench.jobs import framework, isolated_throughput_at, isolated_trial, job, launcher, run_cell, trial_of, validate_job
 from ampbench.bench.ranks import run_cell_distributed
 from ampbench.cells import CellSpec
 from ampbench.distributed.strategy import check_reduce_dtype, layout
@@ -60,7 +60,18 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial, throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
-    return _failed_or_row(spec, *launcher(spec, timeout).run_stamped(job("cell", spec, trial_timeout=timeout)))
+    row = _failed_or_row(spec, *launcher(spec, timeout).run_stamped(job("cell", without_search(spec),
+                                                                        trial_timeout=timeout)))
+    return searched(spec, row, timeout)
+
+
+def searched(spec: CellSpec, row: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    """An isolated cell's row (its process measured all but the max-batch search: :func:`~ampbench.bench.cell_row.
+    without_search`) with the search run from here, each trial forked from this run's fork server."""
+    if "maxbatch" not in spec.measures:
+        return row
+    return search_after(spec, row, lambda b: isolated_trial(spec, b, timeout),
+                        lambda b: isolated_throughput_at(spec, b, timeout))
 
 
 def _failed_or_row(spec: CellSpec, r: dict[str, Any], launch: dict[str, float] | None = None) -> dict[str, Any]:
@@ -272,7 +283,7 @@ def run(config: RunConfig, store: Store, *, resume: bool = False, label: str | N
                                           if cells[j].key() not in done and problem(cells[j]) is None), None)
                         if following is not None:
                             ahead.start(following, cells[following])
-                        row = _failed_or_row(spec, *started.wait())
+                        row = searched(spec, _failed_or_row(spec, *started.wait()), timeout)
                     else:
                         row = execute(spec, isolate, timeout, endpoint=cell_endpoint(config, cells, i))
             row.update(run_id=info.run_id, cell_key=key)
@@ -303,7 +314,7 @@ class Ahead:
             return None
         forked = launcher(spec, self.timeout)
         assert isinstance(forked, Forked)
-        return forked.start(job("cell", spec, trial_timeout=self.timeout), held=held)
+        return forked.start(job("cell", without_search(spec), trial_timeout=self.timeout), held=held)
 
     def take(self, i: int, spec: CellSpec) -> Started | None:
         return self.held.pop(i, None) or self._start(spec, held=False)

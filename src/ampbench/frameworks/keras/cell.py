@@ -129,7 +129,7 @@ class KerasCell(CellVerbs[KerasWorkload, Any]):
         trainer()
         evals = eval_batches(len(wl.x_test) if wl.x_test is not None else None, batch)
         return EstimatedSteps(build_s, wl.epochs * wl.steps_per_epoch(batch), time.perf_counter() - t2, first_s=t2 - t1,
-                              eval_batches=evals)
+                              eval_batches=evals, batch_size=batch)
 
 
 def device_facts(spec: CellSpec) -> dict[str, Any]:
