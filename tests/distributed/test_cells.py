@@ -356,7 +356,8 @@ def test_resume_over_several_machines_is_refused(tmp_path: Path) -> None:
 
 
 def test_largest_batch_is_searched_across_ranks() -> None:
-    """maxbatch in a distributed cell: each trial a torchrun of its own, fitting when every rank fits."""
+    """maxbatch in a distributed cell: each trial a torchrun of its own, fitting when every rank fits. The search
+    is the row's ``maxbatch`` phase (it was left for the launcher to count as ``launch``), the phases adding up."""
     from ampbench.bench.ranks import run_cell_distributed
 
     spec = CellSpec.of(workload="tabular-mlp", preset="tiny", precision="amp-bf16", batch_size=None, device="cpu", steps=3,
@@ -367,6 +368,7 @@ def test_largest_batch_is_searched_across_ranks() -> None:
     assert row["measures"] == ["throughput", "maxbatch"] and row["max_batch"] == 32 and row["max_batch_limit_hit"]
     assert [t[0] for t in row["max_batch_trials"]] == [16, 32] and all(t[1] and t[2] > 0 for t in row["max_batch_trials"])
     assert row["max_batch_samples_per_s"] > 0
+    assert row["phases_s"]["maxbatch"] > 0 and row["wall_s"] == pytest.approx(sum(row["phases_s"].values()))
 
 
 def test_a_merged_row_counts_every_ranks_flops_the_recompute_too() -> None:
