@@ -38,6 +38,7 @@ fresh process per backend, whose start and import every such cell pays, and the 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import os
@@ -65,6 +66,11 @@ SEARCH_TRIAL_S = 0.25
 """The measurement tries batches 4x apart while a max-batch trial takes less than this, or than twice the first
 trial where that took longer (:func:`search_points`): a Keras trial builds its model afresh, ~0.4 s for a tiny MLP
 on a 2-core Xeon whatever its batch, and its search was left not counted after one trial."""
+MEASURING = "estimating the run's length"
+"""What the measurement reports as it goes (with the target and precision it times)."""
+TIMEOUT_S = 8 * BUDGET_S
+"""The measurement's process is ended after this long (a model whose build or one step takes minutes): no figure,
+and the header says why."""
 SEARCH_BUDGET_S = 10.0
 """Seconds the max-batch trials of the measurement may take, on top of its steps' budget."""
 
@@ -98,7 +104,7 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
                 continue
         if time.perf_counter() - t_start > budget and entry["steps"]:
             continue
-        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}")
+        progress.report(MEASURING, detail=f"{spec.label} {spec.precision}")
         try:
             measured = verbs.estimate_steps(spec)
         except Exception:  # (a cell that cannot run says so when it runs; the estimate just lacks it)
@@ -119,7 +125,7 @@ def measure_steps(payload: dict[str, Any]) -> dict[str, Any]:
             continue
         if time.perf_counter() - t_search > float(payload.get("search_budget_s", SEARCH_BUDGET_S)):
             break
-        progress.report("estimating the run's length", detail=f"{spec.label} {spec.precision}: max-batch trials")
+        progress.report(MEASURING, detail=f"{spec.label} {spec.precision}: max-batch trials")
         points = search_points(spec, verbs, batch)
         if points is not None:
             entry.setdefault("search", {})[spec.precision] = points
@@ -201,8 +207,13 @@ class Estimate:
     trials_to: int | None = None
     """The largest batch a max-batch trial of the measurement ran (:func:`search_points`), where a search was
     estimated: the line the search is priced on was drawn up to it."""
+    unmeasured: str = ""
+    """Why there is no figure (the measurement did not finish in its time), where there is none: the header says it,
+    the closing line names no expectation."""
 
     def text(self) -> str:
+        if self.unmeasured:
+            return f"not estimated: {self.unmeasured}"
         rest = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
         probes = f", and a short {' and a short '.join(self.probed)} cell" if self.probed else ""
         trials = f", max-batch trials up to batch {self.trials_to:,}" if self.trials_to else ""
@@ -211,7 +222,9 @@ class Estimate:
 
     def against(self) -> str:
         """How the run's closing line names it beside the time taken: " (expected ~58 s)", " (expected ~2 s without the
-        max-batch search)"."""
+        max-batch search)"; nothing where there was no figure."""
+        if self.unmeasured:
+            return ""
         without = f" without {', '.join(self.not_counted)}" if self.not_counted else ""
         return f" (expected ~{duration(self.seconds)}{without})"
 
@@ -260,7 +273,7 @@ def probe_ranks(spec: CellSpec, timeout: float | None = None) -> dict[str, Any] 
     probe = spec.with_flat(steps=PROBE_STEPS, warmup=1, compile="off", cuda_graphs="off", repeat=0,
                            closing=False).measuring(("throughput",))
     key = (str(probe.strategy), probe.distribution.nproc)
-    progress.report("estimating the run's length", detail=f"a short {distribution_text(key)} cell")
+    progress.report(MEASURING, detail=f"a short {distribution_text(key)} cell")
     t0 = time.perf_counter()
     row = run_distributed(probe, timeout)
     wall = time.perf_counter() - t0
@@ -459,14 +472,26 @@ def run_estimate(config: Any, isolate: bool, cells: list[CellSpec] | None = None
     r: dict[str, Any] = {"targets": {}}
     start_s = 0.0
     own: dict[tuple[str, str | None], dict[str, Any]] = {}
+    seen: list[progress.Event] = []
+
+    def follow(event: progress.Event) -> None:  # (the last thing measured: said where the measurement ran out of time)
+        seen.append(event)
+        progress.forward(event)
+
     for (name, backend), pairs in groups.items():
         fw = seam.get(name)
         apart = isolate or fw.own_process  # (own_process: a process of its own, the backend chosen before the import)
         job = Job(f"{__name__}:measure_steps", {"cells": list(pairs.values()), "budget_s": BUDGET_S})
         if apart:
-            k, took = _apart(launcher(first[(name, backend)], BUDGET_S * 8), job)
+            k, took = _apart(dataclasses.replace(launcher(first[(name, backend)], TIMEOUT_S), on_progress=follow), job)
         else:
             k, took = Inline().run(job), 0.0
+        if k.get("_killed") and str(k.get("_failed", "")).startswith("timed out"):
+            # (a step that takes minutes -- fp8-tensorwise on an AMX Xeon, whose per-tensor fp8 matmul is a
+            # reference kernel at 0.1 GFLOP/s -- was killed here, and the run started without a word of how long)
+            at = next((e.detail for e in reversed(seen) if e.what == MEASURING and e.detail), "")
+            return Estimate(0.0, unmeasured=f"its measurement did not finish in {TIMEOUT_S:.0f} s"
+                                            + (f" (it was timing {at})" if at else ""))
         if fw.own_process:
             if "_failed" not in k:
                 own[(name, backend)] = {**k, "start_s": took}
