@@ -56,3 +56,20 @@ def test_modes_with_the_same_verdict_and_reason_share_a_line() -> None:
     text = console.export_text()
     assert text.count(note) == 1 and f"ok amp-fp16, master-fp16, pure-fp16: {note}" in text
     assert "ok fp32, amp-bf16 " in text and "no tf32: no TF32 on CPU" in text
+
+
+def test_a_rate_under_a_thousandth_of_a_tflop_is_not_printed_as_zero() -> None:
+    """An AMX Xeon's per-tensor fp8 GEMM (a reference kernel) ran 0.000107 TFLOP/s at n=256: the table read "0.000",
+    a measured rate shown as none. Rates from 0.001 on keep three decimals."""
+    probe = {"device_name": "CPU", "device": "cpu", "cpu_half_hardware": {"avx512_bf16": True},
+             "env": {"cpu": "CPU", "torch": "2.x", "python": "3.x", "torch_threads": 2, "tf32_matmul": False,
+                     "tf32_cudnn": True, "tf32_override_env": ""},
+             "peaks": None, "verdict": "v", "precisions": {"fp32": {"ok": True, "reason": "", "note": ""}},
+             "gemm": [{"size": 256, "math_mode": "fp32", "tflops": 0.2431, "fraction_of_peak": 0.73},
+                      {"size": 256, "math_mode": "fp8", "tflops": 0.000107, "fraction_of_peak": None}]}
+    console = Console(record=True, width=100)
+    for part in hw_tables(probe, "cpu"):
+        console.print(part)
+    rows = {line.split("│")[2].strip(): line.split("│")[3].strip()
+            for line in console.export_text().splitlines() if line.count("│") == 5}
+    assert rows == {"fp32": "0.243", "fp8": "0.00011"}, rows
