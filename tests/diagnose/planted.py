@@ -73,6 +73,51 @@ class _NaNBackward(torch.autograd.Function):
         return g * float("nan")
 
 
+class _FaultyLinear(torch.autograd.Function):
+    """A linear layer whose weight-gradient kernel is faulty in half precision, as oneDNN's AMX bf16 convolution
+    backward was for a 3x3 stride-2 layer over a 1x1 input: every other half call writes inf into the gradient (fp32
+    calls are right)."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x, weight):  # type: ignore[no-untyped-def]
+        ctx.save_for_backward(x, weight)
+        return x @ weight.t()
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
+        x, weight = ctx.saved_tensors
+        grad_w = g.t() @ x
+        if grad_w.dtype != torch.float32:
+            _FaultyLinear.calls += 1
+            if _FaultyLinear.calls % 2:
+                grad_w = grad_w.clone()
+                grad_w[0, 0] = float("inf")
+        return g @ weight, grad_w
+
+
+class FaultyKernel(nn.Module):
+    """``mid``'s weight gradient comes from a faulty half kernel (:class:`_FaultyLinear`)."""
+
+    class Mid(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(32, 32) / 32**0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return _FaultyLinear.apply(x, self.weight)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.mid = self.Mid()
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.mid(torch.relu(self.fc1(x)))))
+
+
 class Poisoned(nn.Module):
     """The forward is clean; the backward of ``block.poison`` returns NaN."""
 
@@ -214,6 +259,10 @@ def tied_hot() -> Workload:
 
 def tiny_grad() -> Workload:
     return _wl("tiny-grad", TinyGrad(), loss_scale=1e-9)
+
+
+def faulty_kernel() -> Workload:
+    return _wl("faulty-kernel", FaultyKernel())
 
 
 def poisoned() -> Workload:

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ampbench import cpuinfo
+from ampbench.diagnose import kernel_check
 from ampbench.diagnose.findings import Finding
 from ampbench.diagnose.first_op import describe, first_nonfinite_op, has_nonfinite, tensors_in, value_range
 from ampbench.errors import TrainingDivergedError
@@ -158,10 +160,32 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
 
         loc.forward_event["op"] = first_nonfinite_op(forward)
     real = [e for e in loc.backward_events if not e.get("handled_by_scaler")]
+    if real and real[0].get("parameter") and loc.forward_event is None:
+        real[0]["kernel"] = _kernel(step, wl, real[0])
     return {"forward": loc.forward_event, "backward": real[0] if real else None,
             "handled_overflows": handled, "first_handled": next((e for e in loc.backward_events
                                                                   if e.get("handled_by_scaler")), None),
             "diverged": diverged, "steps_run": loc.step}
+
+
+def _kernel(step: Any, wl: Workload, event: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameter's gradient computed again from the step's batch, in the step's precision and in fp32
+    (:mod:`ampbench.diagnose.kernel_check`); None where it cannot be (the module's output is not one tensor, or the
+    recomputation itself failed: the finding then says nothing of the kernel)."""
+    inputs, targets = step.batches[(step.calls - 1) % len(step.batches)]
+
+    def run() -> torch.Tensor:
+        with step.mp.autocast():
+            return wl.loss_fn(wl.call_model(step.model, inputs), targets)  # type: ignore[no-any-return]
+
+    try:
+        kept = kernel_check.capture(step.model, event["module"], run, float(step.mp.scale))
+        if kept is None:
+            return None
+        k = kernel_check.recompute(step.model, event["module"], event["parameter"], *kept, step.mp.autocast)
+        return {**k, "device": kept[1].device.type}
+    except Exception:  # (a diagnosis must not fail on its second opinion)
+        return None
 
 
 def _fmt_range(r: dict[str, Any] | None) -> str:
@@ -197,9 +221,15 @@ def nonfinite_findings(r: dict[str, Any], precision: str, verify: Callable[..., 
         fix = "look at that module's backward (custom autograd functions, sqrt/log/div of values near 0)"
         if half and verify is not None:
             fix += "; " + verify(b["module"], False)
+        k = b.get("kernel")
+        if k is not None and not k["fault"] and k["fp32_finite"] and k["in_range"]:
+            detail += (f"; computed again {k['calls']} times from the same input and output gradient, it was finite "
+                       "and matched fp32's each time: this step's values, not the kernel")
         out.append(Finding("error", "nonfinite",
                            f"NaN/Inf first appears in the backward of {where} at step {b['step']} "
                            f"(loss scale {b['loss_scale']:g})", detail, fix, b))
+        if k is not None and k["fault"]:
+            out.append(_kernel_finding(b, k))
     if r["diverged"]:
         out.append(Finding("error", "nonfinite", "the dynamic loss scale collapsed", r["diverged"],
                            "gradients overflow at every scale: find the module above, or use bf16"))
@@ -211,3 +241,21 @@ def nonfinite_findings(r: dict[str, Any], precision: str, verify: Callable[..., 
     if f is None and b is None and not r["diverged"]:
         out.append(Finding("info", "nonfinite", f"no NaN/Inf in {r['steps_run']} steps of {precision}"))
     return out
+
+
+def _kernel_finding(b: dict[str, Any], k: dict[str, Any]) -> Finding:
+    """A kernel that computed the parameter's gradient wrong (:func:`ampbench.diagnose.kernel_check.verdict`)."""
+    wrong = [f"{k['nonfinite']} NaN/Inf"] if k["nonfinite"] else []
+    if k["off"]:
+        wrong.append(f"{k['off']} {'more ' if wrong else ''}off from fp32's by up to {k['max_error']:.3g}")
+    module, dtype = b["module"], k["dtype"]
+    cpu_amx = k.get("device") == "cpu" and cpuinfo.usable("amx_bf16")
+    return Finding(
+        "error", "nonfinite",
+        f"the {dtype} kernel computing {b['parameter']}'s gradient is at fault, not {dtype}'s range",
+        f"computed again {k['calls']} times from the same input and output gradient: {', '.join(wrong)}; in fp32 it is "
+        f"finite (largest |g| {k['fp32_max']:.3g}, within {dtype}'s range) -- the steps this kernel breaks are skipped "
+        "or train on wrong gradients",
+        f"keep {module} in fp32 (MixedPrecision keep_fp32=['{module}'])" + (
+            "; on this CPU, ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 (oneDNN without its AMX kernels) shows whether the "
+            "AMX kernel is the one at fault" if cpu_amx else ""), {"kernel": k, "module": module})
