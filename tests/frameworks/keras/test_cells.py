@@ -319,12 +319,24 @@ def test_a_keras_run_is_estimated(monkeypatch):
     batch of 8 reach the limit, 64 (8, 32, then 2x: 4x would pass it). Whether a search is then priced depends on its
     peaks growing, which a CPU's resident high-water mark in one process may hide (said "not counted" then)."""
     from ampbench.bench import RunConfig
+    from ampbench.bench import estimate as est
     from ampbench.bench.estimate import ENV_OFF, run_estimate
 
     monkeypatch.delenv(ENV_OFF, raising=False)
+    measured: list[dict] = []
+    priced = est.estimate
+
+    def seen(cells, r, start_s, own=None, *args, **kwargs):  # (the Keras measurement, as the estimate is given it)
+        measured.extend((own or {}).values())
+        return priced(cells, r, start_s, own, *args, **kwargs)
+
+    monkeypatch.setattr(est, "estimate", seen)
     config = RunConfig.from_strings(device="cpu", model=f"{MODELS}:mlp", input_shape="20", num_classes=2,
                                     precisions="fp32,amp-bf16", preset="tiny", measure="throughput,maxbatch", steps=3,
                                     warmup=1, memory_budget="2GiB", maxbatch_limit=64)
     e = run_estimate(config, isolate=True)
     assert e is not None and e.seconds > 0 and "Keras" not in e.text()
-    assert e.trials_to == 64, e.text()
+    (keras,) = measured
+    (target,) = keras["targets"].values()
+    for precision in ("fp32", "amp-bf16"):
+        assert [p[0] for p in target["search"][precision]["points"]] == [8, 32, 64], target["search"]
