@@ -2,9 +2,12 @@
 
 Seen on a 2-core CPU with AMX (amx_bf16, amx_tile): ``resnext`` tiny in amp-bf16 intermittently got NaN
 gradients in ``blocks.3.conv2.weight`` -- a grouped 3x3 convolution (32 -> 32 channels, 4 groups,
-stride 2, padding 1) whose input is 1x1 spatially. Since then the engine checks every mode's
-gradients and skips such a step (``MixedPrecision(check_finite=True)``), so training is safe; this
-script is for finding out whose bug it is.
+stride 2, padding 1) whose input is 1x1 spatially. Run on an AMX Xeon (2026-12-07, torch 2.13.0): the
+default kernel for the weight gradient, ``brgconv_bwd_w:avx10_1_512_amx``, was off by more than 10 % in 859 of
+2,000 calls and inf in 20; with AMX disabled, none (``results/cpu/repro_bf16_grouped_conv_nan_amx.json``; the
+AVX512-BF16 EPYC's, none either: ``results/cpu/repro_bf16_grouped_conv_nan.json``). The engine now checks that
+gradient when a half mode is set up on a CPU and, where it is wrong, runs such a call as its kernel's center tap
+(``ampbench.precision.strided_conv``).
 
 It runs that one convolution forward and backward under ``torch.autocast("cpu", torch.bfloat16)``
 many times on random inputs and counts non-finite (and far-off) gradients against an fp32 reference,

@@ -175,7 +175,8 @@ def _measured(kind: str, precision: str) -> tuple[int, int, int, int]:
     held = step.state_bytes()
     # (an fp16 scale may skip the first steps: the optimizer state exists once one stepped; on an AMX Xeon, oneDNN's
     # bf16 weight gradient of ResNeXt tiny's last 3x3 stride-2 convolution, over a 1x1 input, is wrong in 45-100% of
-    # calls and inf at times -- 6 of 7 bf16 steps were skipped for some inits, and the test failed in a fresh CI run)
+    # calls and inf at times -- 6 of 7 bf16 steps were skipped for some inits, and the test failed in a fresh CI run,
+    # before the engine routed that call around the kernel: ampbench.precision.strided_conv)
     for _ in range(20):
         if held is not None:
             break

@@ -52,7 +52,7 @@ class AutocastRecipe(Precision):
         if device.type != "cpu":
             return []
 
-        return cpu_autocast_fallbacks(list(models), self.compute_dtype)
+        return cpu_autocast_fallbacks(list(models), self.compute_dtype) + super().kernel_fallbacks(models, device)
 
 
 @register

@@ -68,8 +68,13 @@ class Precision:
 
     def kernel_fallbacks(self, models: Sequence[nn.Module], device: torch.device) -> list[str]:
         """Install fallbacks for ops ``device`` has no kernel for in this mode (see
-        :mod:`ampbench.precision.fallbacks`); returns what was changed, for the record."""
-        return []
+        :mod:`ampbench.precision.fallbacks`), or whose kernel computes wrong here (a half mode on a CPU:
+        :mod:`ampbench.precision.strided_conv`); returns what was changed, for the record."""
+        if device.type != "cpu" or not self.is_half:
+            return []
+        from ampbench.precision.strided_conv import cpu_strided_conv_fallback
+
+        return cpu_strided_conv_fallback(list(models), self.compute_dtype)
 
     @property
     def is_fp8(self) -> bool:
