@@ -3,6 +3,8 @@ finite and in range) or the values' (computed again, it matches fp32's)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ampbench.diagnose import diagnose
@@ -62,3 +64,19 @@ def test_a_gradient_that_matches_fp32_when_computed_again_is_said_to_be_the_valu
     finally:
         planted._FaultyLinear.backward = staticmethod(faulty)  # type: ignore[method-assign]
     assert len(d.findings) == 1 and "matched fp32's each time: this step's values, not the kernel" in d.findings[0].detail
+
+
+def test_the_fp32_reference_is_the_module_s_own_math_not_a_forward_set_on_the_instance() -> None:
+    """A kernel fallback sets ``forward`` on the module (a closure over the half module, which a deep copy keeps):
+    the fp32 reference is the class's own forward. Planted: an instance forward that doubles its output -- a
+    gradient twice fp32's, a fault; the reference taken through the closure would have agreed with it."""
+    from ampbench.diagnose.kernel_check import recompute
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 4).to(torch.bfloat16)
+    own = layer.forward
+    layer.forward = lambda x: own(x) * 2  # type: ignore[method-assign]
+    model = torch.nn.Sequential(layer)
+    x = torch.randn(16, 8, dtype=torch.bfloat16)
+    k = recompute(model, "0", "0.weight", ((x,), {}), torch.randn(16, 4, dtype=torch.bfloat16), contextlib.nullcontext)
+    assert k["fault"] and k["off"] == REPEATS and k["nonfinite"] == 0

@@ -87,6 +87,8 @@ def recompute(model: nn.Module, module_name: str, param: str, inputs: tuple[Any,
     dtype = module.get_parameter(leaf).dtype
     halves = [_gradient(module, leaf, inputs, gy, context) for _ in range(REPEATS)]
     fp32 = copy.deepcopy(module).float()
+    fp32.__dict__.pop("forward", None)  # (a forward set on the instance -- a kernel fallback's -- closes over the
+    # half module, which a deep copy keeps: the class's own forward is the math, in fp32)
     args, kwargs = inputs
     up = (tuple(_up(a) for a in args), {k: _up(v) for k, v in kwargs.items()})
     reference = _gradient(fp32, leaf, up, gy.float(), contextlib.nullcontext)

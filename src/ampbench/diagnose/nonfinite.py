@@ -249,7 +249,7 @@ def _kernel_finding(b: dict[str, Any], k: dict[str, Any]) -> Finding:
     if k["off"]:
         wrong.append(f"{k['off']} {'more ' if wrong else ''}off from fp32's by up to {k['max_error']:.3g}")
     module, dtype = b["module"], k["dtype"]
-    cpu_amx = k.get("device") == "cpu" and cpuinfo.usable("amx_bf16")
+    cpu_amx = k.get("device") == "cpu" and dtype == "bfloat16" and cpuinfo.usable("amx_bf16")
     return Finding(
         "error", "nonfinite",
         f"the {dtype} kernel computing {b['parameter']}'s gradient is at fault, not {dtype}'s range",

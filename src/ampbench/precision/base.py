@@ -17,6 +17,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from ampbench.precision.strided_conv import cpu_strided_conv_fallback
 from ampbench.precision.tf32_flags import tf32_scope
 
 _NOTHING = contextlib.nullcontext()
@@ -72,8 +73,6 @@ class Precision:
         :mod:`ampbench.precision.strided_conv`); returns what was changed, for the record."""
         if device.type != "cpu" or not self.is_half:
             return []
-        from ampbench.precision.strided_conv import cpu_strided_conv_fallback
-
         return cpu_strided_conv_fallback(list(models), self.compute_dtype)
 
     @property
