@@ -277,3 +277,21 @@ def test_an_eager_cell_counts_its_flops_in_its_memory_step_with_the_figures_of_a
     assert (row["recomputed_flops_per_step"] or 0) > 0 or checkpointing == "off"
     assert not torch_cell.counted_in_the_memory_step(spec.with_flat(grad_accum=2))
     assert not torch_cell.counted_in_the_memory_step(spec.with_flat(compile="on"))
+
+
+def test_a_kernel_fallback_the_engine_installed_is_in_the_row_s_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What was timed is the fallback (the same math another way): the row says so. Planted: this CPU's bf16 weight
+    gradient of a strided convolution over a 1x1 input checked wrong (as an AMX Xeon's oneDNN computes it) -- ResNeXt
+    tiny's strided convolutions run as their center tap where their input is 1x1; the same cell with the check
+    passing has no such warning."""
+    from ampbench.precision import strided_conv
+
+    spec = CellSpec.of(workload="resnext", preset="tiny", precision="amp-bf16", batch_size=8, device="cpu",
+                       measures=("throughput",), steps=2, warmup=1)
+    monkeypatch.setattr(strided_conv, "strided_weight_grad_works", lambda dtype: False)
+    row = run_cell(spec)
+    assert row["status"] == "ok", row["reason"]
+    said = [w for w in row["warnings"] or [] if w.startswith("kernel fallback: ")]
+    assert len(said) == 1 and "blocks.3.conv2" in said[0] and "runs as its kernel's center tap" in said[0], said
+    monkeypatch.setattr(strided_conv, "strided_weight_grad_works", lambda dtype: True)
+    assert not [w for w in run_cell(spec)["warnings"] or [] if w.startswith("kernel fallback")]

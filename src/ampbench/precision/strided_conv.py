@@ -101,5 +101,6 @@ def cpu_strided_conv_fallback(models: list[nn.Module], dtype: torch.dtype) -> li
         return []
     half = str(dtype).removeprefix("torch.")
     shown = ", ".join(names[:4]) + (f" +{len(names) - 4} more" if len(names) > 4 else "")
-    return [f"{shown}: a strided convolution over a 1x1 input runs as its kernel's center tap (a 1x1 convolution, the "
-            f"same {half} math): this CPU's {half} weight gradient for it came out wrong against fp32's in a check at setup"]
+    return [f"{shown}: where its input is 1x1, a strided convolution runs as its kernel's center tap (a 1x1 "
+            f"convolution, the same {half} math): this CPU's {half} weight gradient for it came out wrong against "
+            "fp32's in a check at setup"]

@@ -278,6 +278,10 @@ def throughput_memory(wl: Workload, spec: CellSpec, batch_size: int, device: tor
         out["fp8_layers"] = step.mp.fp8_layers.summary()
     doubt = compiled_batchnorm_doubt(step.eager_model or step.model, execution.compiled)
     out["warnings"] = [str(w.message) for w in caught if issubclass(w.category, UnusedParametersWarning)]
+    # (the engine's kernel fallbacks: the same math another way, which is what was timed -- an LSTM on torch's native
+    # fp16 kernel, a strided convolution over a 1x1 input as its center tap where this CPU's kernel computed it wrong;
+    # the row said nothing of them)
+    out["warnings"] += [f"kernel fallback: {note}" for note in step.mp.fallbacks]
     if doubt is not None:
         out["warnings"].append(doubt)
     if step.mp.placement.layout is not None:
