@@ -51,7 +51,10 @@ ROW_KEYS: dict[str, str] = {
                      "max_memory_allocated`, TensorFlow's or JAX's peak). Rows from before the key: exact split on "
                      "CPU, the allocator on GPU. Tables label every memory figure by it (see `memory_basis`).",
     "warnings": "What an ok cell measured that a reader should know, one line each: timed steps skipped for inf/NaN "
-                "gradients (every framework: they did not train, yet samples/s counts them); Keras cells: warnings "
+                "gradients (every framework: they did not train, yet samples/s counts them); a kernel fallback the "
+                "precision engine installed (\"kernel fallback: ...\": what was timed is the same math another way -- "
+                "an LSTM on torch's native fp16 kernel, a strided convolution over a 1x1 input as its center tap where "
+                "this CPU's kernel computed its gradient wrong; docs/precision.md); Keras cells: warnings "
                 "raised building or training the model (e.g. a float16 output layer under mixed_float16).",
     "strategy": "null (one process), ddp or fsdp: the torch.distributed strategy the cell trained under "
                 "(ampbench.distributed.strategy says what each (strategy, precision) pair does).",
