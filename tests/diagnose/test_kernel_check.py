@@ -8,7 +8,8 @@ import contextlib
 import torch
 
 from ampbench.diagnose import diagnose
-from ampbench.diagnose.kernel_check import REPEATS, TOLERANCE, verdict
+from ampbench.diagnose.kernel_check import REPEATS, verdict
+from ampbench.precision.strided_conv import TOLERANCE
 from tests.diagnose import planted
 
 

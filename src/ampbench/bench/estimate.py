@@ -512,7 +512,7 @@ def _probe_all(cells: list[CellSpec], targets: dict[str, Any]) -> dict[tuple[str
     for key in dict.fromkeys(k for k in map(distribution_of, cells) if k):
         spec = min((c for c in cells if distribution_of(c) == key), key=step)
         if math.isfinite(step(spec)):
-            probe = probe_ranks(spec, BUDGET_S * 8)
+            probe = probe_ranks(spec, TIMEOUT_S)
             if probe is not None:
                 out[key] = {**probe, "target": _target(spec), "precision": spec.precision}
     return out

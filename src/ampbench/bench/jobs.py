@@ -84,11 +84,9 @@ def run_cell(spec: CellSpec, maxbatch_trial: Callable[[CellSpec, int], Trial] | 
 
 
 def cell(payload: dict[str, Any]) -> dict[str, Any]:
-    """A cell, in its own process; its max-batch trials each in a process of their own."""
-    spec = _spec(payload)
-    timeout = payload.get("trial_timeout")
-    return run_cell(spec, maxbatch_trial=lambda s, b: isolated_trial(s, b, timeout),
-                    throughput_at=lambda s, b: isolated_throughput_at(s, b, timeout))
+    """A cell, in its own process, measuring all but a max-batch search: the run searches once this process has ended,
+    from its own (:func:`~ampbench.bench.cell_row.search_after`: its trials fork from the run's fork server)."""
+    return run_cell(_spec(payload))
 
 
 def trial(payload: dict[str, Any]) -> dict[str, Any]:

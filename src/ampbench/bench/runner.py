@@ -60,8 +60,7 @@ def execute(spec: CellSpec, isolate: bool, timeout: float | None = None, node_ra
         gpu = spec.device.startswith("cuda")
         trial = (lambda s, b: isolated_trial(s, b, timeout)) if gpu else inprocess_trial
         return run_cell(spec, maxbatch_trial=trial, throughput_at=lambda s, b: run_cell(s.measuring(("throughput",), b)))
-    row = _failed_or_row(spec, *launcher(spec, timeout).run_stamped(job("cell", without_search(spec),
-                                                                        trial_timeout=timeout)))
+    row = _failed_or_row(spec, *launcher(spec, timeout).run_stamped(job("cell", without_search(spec))))
     return searched(spec, row, timeout)
 
 
@@ -314,7 +313,7 @@ class Ahead:
             return None
         forked = launcher(spec, self.timeout)
         assert isinstance(forked, Forked)
-        return forked.start(job("cell", without_search(spec), trial_timeout=self.timeout), held=held)
+        return forked.start(job("cell", without_search(spec)), held=held)
 
     def take(self, i: int, spec: CellSpec) -> Started | None:
         return self.held.pop(i, None) or self._start(spec, held=False)

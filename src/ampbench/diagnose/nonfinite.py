@@ -152,13 +152,7 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
     finally:
         loc.remove()
     if loc.forward_event is not None:  # which call made it, and where in the user's code (the same batch again)
-        inputs, targets = step.batches[(step.calls - 1) % len(step.batches)]
-
-        def forward() -> Any:
-            with step.mp.autocast():
-                return wl.loss_fn(wl.call_model(step.model, inputs), targets)
-
-        loc.forward_event["op"] = first_nonfinite_op(forward)
+        loc.forward_event["op"] = first_nonfinite_op(_last_loss(step, wl))
     real = [e for e in loc.backward_events if not e.get("handled_by_scaler")]
     if real and real[0].get("parameter") and loc.forward_event is None:
         real[0]["kernel"] = _kernel(step, wl, real[0])
@@ -168,18 +162,23 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
             "diverged": diverged, "steps_run": loc.step}
 
 
+def _last_loss(step: Any, wl: Workload) -> Callable[[], Any]:
+    """The last step's forward and loss on its batch, again (under the mode's autocast)."""
+    inputs, targets = step.batches[(step.calls - 1) % len(step.batches)]
+
+    def forward() -> Any:
+        with step.mp.autocast():
+            return wl.loss_fn(wl.call_model(step.model, inputs), targets)
+
+    return forward
+
+
 def _kernel(step: Any, wl: Workload, event: dict[str, Any]) -> dict[str, Any] | None:
     """The parameter's gradient computed again from the step's batch, in the step's precision and in fp32
     (:mod:`ampbench.diagnose.kernel_check`); None where it cannot be (the module's output is not one tensor, or the
     recomputation itself failed: the finding then says nothing of the kernel)."""
-    inputs, targets = step.batches[(step.calls - 1) % len(step.batches)]
-
-    def run() -> torch.Tensor:
-        with step.mp.autocast():
-            return wl.loss_fn(wl.call_model(step.model, inputs), targets)  # type: ignore[no-any-return]
-
     try:
-        kept = kernel_check.capture(step.model, event["module"], run, float(step.mp.scale))
+        kept = kernel_check.capture(step.model, event["module"], _last_loss(step, wl), float(step.mp.scale))
         if kept is None:
             return None
         k = kernel_check.recompute(step.model, event["module"], event["parameter"], *kept, step.mp.autocast)
