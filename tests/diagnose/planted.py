@@ -240,6 +240,31 @@ class Saturating(nn.Module):
         return self.head(torch.tanh(h / 1e6))  # (fp32: tanh of up to a few; fp16: inf past 65504, tanh 1)
 
 
+DROPPED: list[tuple[nn.Module, torch.Tensor]] = []
+"""Each training forward of a :class:`Dropped` copy: the copy and its dropout mask."""
+
+
+class Dropped(nn.Module):
+    """Hot with a dropout before fc2 (fc2's outputs reach ~1e5 > 65504 whatever the mask): each training forward's
+    mask is kept in :data:`DROPPED`, so a test sees which masks each copy of it drew."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        with torch.no_grad():
+            self.fc2.weight.mul_(1e5)
+        self.norm = nn.LayerNorm(32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(x))
+        if self.training:
+            kept = F.dropout(torch.ones_like(h), 0.5) != 0
+            DROPPED.append((self, kept))
+            h = h * kept * 2
+        return self.head(self.norm(self.fc2(h)))
+
 def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, data: TensorData | None = None) -> Workload:
     """SGD with lr 0.1 / loss_scale: a tiny loss factor shrinks the gradients, not the fp32 updates."""
     data = data or _data()
@@ -249,6 +274,10 @@ def _wl(name: str, model: nn.Module, loss_scale: float = 1.0, batch: int = 32, d
 
 def hot() -> Workload:
     return _wl("hot", Hot())
+
+
+def dropped() -> Workload:
+    return _wl("dropped", Dropped())
 
 
 def tied_hot() -> Workload:

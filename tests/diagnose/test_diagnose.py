@@ -682,3 +682,24 @@ def test_a_chrome_trace_is_said_written_only_where_it_is(tmp_path: Path) -> None
         bad = Path("/proc/ampbench-trace.json")
         assert said(bad)[f"Chrome trace not written: the profiler could not write {bad}"] == "warning"
         assert not bad.exists()
+
+
+def test_every_check_trains_from_the_same_dropout_masks_and_the_failing_forward_is_made_again_with_its_own() -> None:
+    """A transformer's pure-fp16 loss overflowed at step 9 of one check and not in 20 steps of the next (their dropout
+    drew other masks): the mode's trial said "it went non-finite", the non-finite check "no NaN/Inf in 20 steps".
+    Every copy a check trains now starts from the same RNG state, and the failing step's forward, run again to name
+    the call that made the inf, draws the masks that step drew. The caller's RNG is left as it was."""
+    planted.DROPPED.clear()
+    before = torch.get_rng_state()
+    d = diagnose(planted.dropped, "pure-fp16", checks=("nonfinite",), steps=3)
+    assert torch.equal(torch.get_rng_state(), before)
+    f = d.findings[0]
+    assert f.title == "NaN/Inf first appears in the forward of fc2 (Linear) at step 1", f.title
+    copies: dict[int, list[torch.Tensor]] = {}
+    for model, mask in planted.DROPPED:
+        copies.setdefault(id(model), []).append(mask)
+    assert len(copies) >= 3  # (the located step's copy, then each fix it tried: keep fc2 in fp32, amp-bf16)
+    located, *tried = copies.values()
+    assert len(located) >= 2 and all(torch.equal(m, located[0]) for m in located[1:])  # step 1, and its forward again
+    assert all(torch.equal(masks[0], located[0]) for masks in tried)  # every trial's first step: step 1's masks
+    assert not torch.equal(located[0], tried[0][1])  # (the masks are drawn: the next step's differ)

@@ -185,6 +185,11 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
     pristine = first.model
 
     def build() -> Workload:
+        # Every check and trial trains from the same RNG state, so a model's dropout draws the same masks in each:
+        # "from the same init on the same batches" holds for its random ops too. (Unseeded, a transformer whose
+        # pure-fp16 loss overflowed at step 9 in one check trained 20 clean steps in the next: the mode's trial said
+        # "it went non-finite" while the non-finite check said "no NaN/Inf in 20 steps".)
+        torch.manual_seed(seed)
         return dataclasses.replace(first, model=copy.deepcopy(pristine))
 
     bs = batch_size or first.batch_size
@@ -209,25 +214,27 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
         say(f"{precision} on {dev}: {sup.note}; each check trains its own steps (--steps {steps}): expect them to "
             "take long")
     caught: list[warnings.WarningMessage] = []
-    for i, check in enumerate(checks, 1):
-        say(check_started(i, len(checks), check))
-        started, before = time.perf_counter(), len(findings)
-        try:
-            with warnings.catch_warnings(record=True) as heard:
-                warnings.simplefilter("always")
-                try:
-                    details[check], found = RUNNERS[check](ctx)
-                finally:
-                    caught += heard
-            findings += found
-        except AmpbenchError:
-            raise
-        except TrainingDivergedError as e:  # (a check that must train cannot measure a mode that diverges: not broken)
-            findings.append(Finding("info", check, f"the {check} check could not run: {precision} diverged here "
-                                    f"({str(e).splitlines()[0]})", "", "the NaN/Inf findings say where it starts"))
-        except Exception as e:  # one broken check must not hide the others' findings
-            findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
-        say(check_done(i, len(checks), check, time.perf_counter() - started, len(findings) - before))
+    # (the checks reseed torch's RNG, build() above: the caller's state is left as it was)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        for i, check in enumerate(checks, 1):
+            say(check_started(i, len(checks), check))
+            started, before = time.perf_counter(), len(findings)
+            try:
+                with warnings.catch_warnings(record=True) as heard:
+                    warnings.simplefilter("always")
+                    try:
+                        details[check], found = RUNNERS[check](ctx)
+                    finally:
+                        caught += heard
+                findings += found
+            except AmpbenchError:
+                raise
+            except TrainingDivergedError as e:  # (a check that must train cannot measure a mode that diverges: not broken)
+                findings.append(Finding("info", check, f"the {check} check could not run: {precision} diverged here "
+                                        f"({str(e).splitlines()[0]})", "", "the NaN/Inf findings say where it starts"))
+            except Exception as e:  # one broken check must not hide the others' findings
+                findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
+            say(check_done(i, len(checks), check, time.perf_counter() - started, len(findings) - before))
     findings += setup_findings(caught)
     if fixes.record()["tried"]:
         details["fixes"] = fixes.record()

@@ -131,9 +131,11 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
     loc = NonFiniteLocator(step.model)
     diverged = ""
     handled = 0
+    rng = _rng_state(device)
     try:
         for i in range(1, steps + 1):
             loc.new_step(i, step.mp.scale)
+            rng = _rng_state(device)  # (the step's own: its forward again draws the same dropout masks)
             before = len(loc.backward_events)
             step()
             loc.finish_step()
@@ -152,33 +154,50 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
     finally:
         loc.remove()
     if loc.forward_event is not None:  # which call made it, and where in the user's code (the same batch again)
-        loc.forward_event["op"] = first_nonfinite_op(_last_loss(step, wl))
+        loc.forward_event["op"] = first_nonfinite_op(_last_loss(step, wl, rng))
     real = [e for e in loc.backward_events if not e.get("handled_by_scaler")]
     if real and real[0].get("parameter") and loc.forward_event is None:
-        real[0]["kernel"] = _kernel(step, wl, real[0])
+        real[0]["kernel"] = _kernel(step, wl, real[0], rng)
     return {"forward": loc.forward_event, "backward": real[0] if real else None,
             "handled_overflows": handled, "first_handled": next((e for e in loc.backward_events
                                                                   if e.get("handled_by_scaler")), None),
             "diverged": diverged, "steps_run": loc.step}
 
 
-def _last_loss(step: Any, wl: Workload) -> Callable[[], Any]:
-    """The last step's forward and loss on its batch, again (under the mode's autocast)."""
+RngState = tuple[torch.Tensor, torch.Tensor | None]
+"""torch's CPU generator's state, and the CUDA device's where the step runs on one."""
+
+
+def _rng_state(device: torch.device) -> RngState:
+    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def _set_rng_state(device: torch.device, state: RngState) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def _last_loss(step: Any, wl: Workload, rng: RngState) -> Callable[[], Any]:
+    """The last step's forward and loss on its batch, again (under the mode's autocast), from the RNG state that step
+    began with: a dropout draws the masks it drew, so the value that went non-finite is made again. (Each call
+    resets the state: diagnose runs its checks inside a forked RNG, so no caller's stream is touched.)"""
     inputs, targets = step.batches[(step.calls - 1) % len(step.batches)]
 
     def forward() -> Any:
+        _set_rng_state(step.device, rng)
         with step.mp.autocast():
             return wl.loss_fn(wl.call_model(step.model, inputs), targets)
 
     return forward
 
 
-def _kernel(step: Any, wl: Workload, event: dict[str, Any]) -> dict[str, Any] | None:
+def _kernel(step: Any, wl: Workload, event: dict[str, Any], rng: RngState) -> dict[str, Any] | None:
     """The parameter's gradient computed again from the step's batch, in the step's precision and in fp32
     (:mod:`ampbench.diagnose.kernel_check`); None where it cannot be (the module's output is not one tensor, or the
     recomputation itself failed: the finding then says nothing of the kernel)."""
     try:
-        kept = kernel_check.capture(step.model, event["module"], _last_loss(step, wl), float(step.mp.scale))
+        kept = kernel_check.capture(step.model, event["module"], _last_loss(step, wl, rng), float(step.mp.scale))
         if kept is None:
             return None
         k = kernel_check.recompute(step.model, event["module"], event["parameter"], *kept, step.mp.autocast)
