@@ -556,6 +556,23 @@ def test_no_half_type_without_both_amp_modes_and_a_noisy_difference_is_a_tie() -
                                                               "(amp-fp16 1.00x amp-bf16's speed, within 2%)")
 
 
+
+def test_the_half_types_noise_holds_how_far_the_machine_moved_over_the_run() -> None:
+    """A CPU run (a transformer + GRU on this AMX Xeon) measured fp32 at 391 samples/s, then 13 % off at its close;
+    amp-fp16 370 and amp-bf16 417, each ~3 % noisy within its cell. The advice said "amp-bf16 ran 1.13x amp-fp16's
+    speed here", a difference the run's own drift covers. Oracle: 2 x the root of 3 %, 3 % and 13 % squared = 27 %."""
+    rows = [_row("fp32", 391.0, samples_per_s_noise=0.03, device="cpu", cell_key="fp32-key"),
+            _row("amp-fp16", 370.0, samples_per_s_noise=0.03, device="cpu"),
+            _row("amp-bf16", 417.0, samples_per_s_noise=0.03, device="cpu")]
+    steady = advise(derive(rows)).half_type  # (no closing baseline: within-cell noise alone, 2 x 4.2 %)
+    assert steady is not None and steady.startswith("half type: bf16 -- amp-bf16 ran 1.13x amp-fp16's speed here")
+    closing = _row("fp32", 391.0 * 0.87, device="cpu", closing_baseline=True, cell_key="fp32-key-1",
+                   repeat_of="fp32-key")
+    said = advise(derive([*rows, closing])).half_type
+    assert said == ("half type: bf16 -- neither ran measurably faster here (amp-fp16 0.89x amp-bf16's speed, inside "
+                    "this measurement's noise: a difference counts beyond 27%); bf16 keeps fp32's range, so no loss "
+                    "scale to manage"), said
+
 def test_where_amp_fp16_diverged_and_amp_bf16_trained_the_half_type_is_bf16_saying_why() -> None:
     """The H200's ResNet-50 (both leases): amp-fp16 diverged, amp-bf16 trained -- bf16, with fp16's reason in one
     clause; no line where amp-bf16 did not train either."""

@@ -310,7 +310,12 @@ def half_type_advice(rows: list[dict[str, Any]]) -> str | None:
             return (f"half type: {half} -- {mine['precision']}'s convergence was {mine.get('converge_verdict')} here, "
                     f"{other['precision']}'s {other.get('converge_verdict') or 'not checked'} (amp-fp16 ran "
                     f"{times(ratio)} amp-bf16's speed)")
-    noise = speedup_noise(fp16, bf16)
+    # (the two cells ran minutes apart: how far the machine itself moved over the run, fp32's opening against its
+    # closing measurement, is part of their difference's noise as it is of every speedup's -- a CPU run whose fp32
+    # moved 13 % said "amp-bf16 ran 1.13x amp-fp16's speed here" from within-cell noise alone)
+    drift = next((r.get("baseline_drift") for r in rows if r.get("precision") == "fp32" and not r.get("closing_baseline")
+                  and isinstance(r.get("baseline_drift"), (int, float))), None)
+    noise = speedup_noise(fp16, {**bf16, "baseline_drift": drift})
     if noise is None and abs(ratio - 1) > TIE:  # (a difference of unmeasured noise picks neither)
         return (f"half type: bf16 -- amp-fp16 ran {times(ratio)} amp-bf16's speed, not judged ({unmeasured_noise(fp16)}); "
                 "bf16 keeps fp32's range, so no loss scale to manage")
