@@ -510,8 +510,8 @@ class RunConfig:
         return tuple(p for p in self.axes.precisions if p == BASELINE or not self.support(p).note)
 
     def left_out(self) -> list[str]:
-        """What native-only entries leave out, and why, and what a plan without fp32 cannot say (printed with the
-        run's header)."""
+        """What native-only entries leave out, and why, what a plan without fp32 cannot say, and a mode whose kernel
+        this device was timed running far slower than its math needs (printed with the run's header)."""
 
         out = []
         relative = {"throughput": "speedups", "memory": "memory savings", "converge": "convergence verdicts"}
@@ -531,6 +531,9 @@ class RunConfig:
             if refused:
                 out.append(f"--optimizer-state {state} left out for {', '.join(refused)}: "
                            f"{state_refusal(refused[0], state, self.device)}")
+        slow = {p: self.support(p).slow for p in self.axes.precisions if p != BASELINE and self.support(p).slow}
+        for said in dict.fromkeys(slow.values()):  # (a kernel timed far slower than its math needs: before the wait)
+            out.append(f"{', '.join(p for p, s in slow.items() if s == said)} on {self.device}: {said}")
         return out
 
 

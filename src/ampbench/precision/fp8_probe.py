@@ -23,6 +23,7 @@ kept as the machine's. Now: 19 s there (a call slower than 1 s is not repeated; 
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.metadata
@@ -30,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -46,23 +48,30 @@ logging.disable(logging.WARNING)
 import torch
 
 
-def again(call):  # ten times, or fewer where the kernel is slow (a reference kernel: seconds a call)
+def again(call):  # ten times, or fewer where the kernel is slow (a reference kernel: seconds a call): s a call
     t0 = time.perf_counter()
     for i in range(10):
         call()
         if time.perf_counter() - t0 > 1.0:
             break
+    return (time.perf_counter() - t0) / (i + 1)
 
 
+seconds = {}
 for m, k, n in ((16, 32, 64), (256, 512, 1024)):  # torch._scaled_mm as torchao calls it, again and again
     e4m3, w = torch.ones(m, k).to(torch.float8_e4m3fn), torch.ones(n, k).to(torch.float8_e4m3fn).t()
     e5m2 = torch.ones(m, n).to(torch.float8_e5m2)  # (a gradient: the backward's matmuls take e5m2 operands)
-    for scale_a, scale_b in ((torch.ones(()), torch.ones(())), (torch.ones(m, 1), torch.ones(1, n))):
+    for scales, scale_a, scale_b in (("tensorwise", torch.ones(()), torch.ones(())),
+                                     ("rowwise", torch.ones(m, 1), torch.ones(1, n))):
         for fast in (True, False):
-            again(lambda: torch._scaled_mm(e4m3, w, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
-                                           use_fast_accum=fast))
+            seconds[scales] = again(lambda: torch._scaled_mm(e4m3, w, scale_a=scale_a, scale_b=scale_b,
+                                                             out_dtype=torch.bfloat16, use_fast_accum=fast))
     again(lambda: torch._scaled_mm(e5m2, w.t().contiguous(), scale_a=torch.ones(()), scale_b=torch.ones(()),
                                    out_dtype=torch.bfloat16))
+a, b = torch.ones(m, k, dtype=torch.bfloat16), torch.ones(k, n, dtype=torch.bfloat16)
+again(lambda: a @ b)
+seconds["bf16"] = again(lambda: a @ b)  # (the largest size's, the last of each kind: warm)
+print("GFLOPS", {kind: 2 * m * k * n / s / 1e9 for kind, s in seconds.items()}, flush=True)
 try:
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 except ImportError:
@@ -117,48 +126,107 @@ TIMED_OUT = "the fp8 probe did not finish"
 """How a verdict that ran out of time begins (:func:`run_probe`): not kept (:func:`cpu_fp8_problem`)."""
 
 
-def run_probe(code: str = PROBE, timeout: float = CHILD_TIMEOUT_S) -> str | None:
-    """The child's verdict: None when it trained, else why not in one line (its error, its signal, its timeout)."""
+@dataclass(frozen=True)
+class Probe:
+    """What the child said: ``verdict`` None when it trained, else why not in one line; ``gflops``: the GFLOP/s its
+    largest matmul ran at with per-tensor scales (``tensorwise``), per-row scales (``rowwise``) and in plain bf16
+    (``bf16``), where it got that far."""
+
+    verdict: str | None
+    gflops: dict[str, float] = field(default_factory=dict)
+
+
+def _gflops(stdout: str) -> dict[str, float]:
+    for line in (stdout or "").splitlines():
+        if line.startswith("GFLOPS "):
+            try:
+                said = ast.literal_eval(line[len("GFLOPS "):])
+                return {str(k): float(v) for k, v in said.items()}
+            except (ValueError, SyntaxError, AttributeError, TypeError):
+                return {}
+    return {}
+
+
+def run_probe(code: str = PROBE, timeout: float = CHILD_TIMEOUT_S) -> Probe:
+    """The child's verdict (its error, its signal, its timeout in one line; None when it trained) and its speeds."""
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
     except subprocess.TimeoutExpired:
-        return f"{TIMED_OUT} in {timeout:.0f} s"
+        return Probe(f"{TIMED_OUT} in {timeout:.0f} s")
+    gflops = _gflops(done.stdout)
     if done.returncode == 0:
-        return None
+        return Probe(None, gflops)
     if done.returncode < 0:
-        return f"the fp8 probe crashed (signal {-done.returncode})"
+        return Probe(f"the fp8 probe crashed (signal {-done.returncode})", gflops)
     lines = [x.strip() for x in (done.stderr or "").splitlines() if x.strip()]
     said = (lines[-1] if lines else f"exit code {done.returncode}")[:160]
-    return f"the fp8 probe failed: {said}"
+    return Probe(f"the fp8 probe failed: {said}", gflops)
 
 
-@functools.cache
+SLOW = 1000.0
+"""An fp8 matmul this many times slower than the same CPU's bf16 matmul is a reference kernel, not a fast path: said
+before a run (:func:`cpu_fp8_slowness`). An AMX Xeon ran per-tensor scales at 0.12 GFLOP/s, per-row at 75 and bf16 at
+1,400-1,600: the per-row kernel, 1/21 of bf16's (an AVX-512 kernel beside AMX), is slow, not broken; the per-tensor
+one, 1/13,000, turns a step of seconds into minutes."""
+
+
+def cpu_fp8_slowness(scales: str) -> str:
+    """Where this CPU's fp8 matmul with ``scales`` (tensorwise, rowwise) runs over :data:`SLOW` times slower than its
+    bf16 matmul, as the probe timed them: what that means for a step ("" where it does not, or was not timed)."""
+    if flags_problem() is not None or cpu_fp8_problem() is not None:
+        return ""
+    rates = _entry().gflops
+    fp8, bf16 = rates.get(scales), rates.get("bf16")
+    if not fp8 or not bf16 or bf16 / fp8 < SLOW:
+        return ""
+    kind = "per-tensor" if scales == "tensorwise" else "per-row"
+    layer = 2 * 1024**3 / (fp8 * 1e9)  # (one matmul of a 1024-wide Linear layer over 1,024 tokens)
+    other = "rowwise" if scales == "tensorwise" else "tensorwise"
+    return (f"this CPU's {kind}-scaled fp8 matmul ran at {fp8:.2g} GFLOP/s, 1/{bf16 / fp8:,.0f} of its bf16 matmul's "
+            f"{bf16:,.0f} (a reference kernel): each Linear layer the mode converts runs its 3 matmuls a step at that "
+            f"rate, ~{layer:,.0f} s each for a 1,024-wide layer over 1,024 tokens (fp8-{other}'s matmul: "
+            f"{rates.get(other, 0.0):.3g} GFLOP/s)")
+
+
 def cpu_fp8_problem() -> str | None:
     """Why this CPU cannot train in fp8 (None when it can): the flags' refusal, else the child's verdict (cached
     on disk per :func:`probe_key`, unless it ran out of time: asked again by the next process)."""
     refused = flags_problem()
-    if refused is not None:
-        return refused
+    return refused if refused is not None else _entry().verdict
+
+
+def forget() -> None:
+    """Forget what this process read or probed (the next question reads the kept verdict again, or probes)."""
+    _entry.cache_clear()
+
+
+@functools.cache
+def _entry() -> Probe:
+    """The child's verdict and speeds on this machine: read back where kept, else probed (and kept, unless it ran out
+    of time). A kept entry of an earlier ampbench (the verdict alone, without speeds) is probed again once."""
     key, path = probe_key(), _cache_path()
     try:
         cached = json.loads(path.read_text())
-        if isinstance(cached, dict) and key in cached:
-            return cached[key]  # type: ignore[no-any-return]
-    except (OSError, ValueError):
+        kept = cached.get(key) if isinstance(cached, dict) else None
+        if isinstance(kept, dict) and "verdict" in kept:
+            return Probe(kept["verdict"], {str(k): float(v) for k, v in (kept.get("gflops") or {}).items()})
+    except (OSError, ValueError, TypeError, AttributeError):
         cached = {}
-    verdict = run_probe()
+    probe = run_probe()
+    verdict = probe.verdict
     if verdict is not None and verdict.startswith(TIMED_OUT):
-        return (f"fp8 training on this CPU could not be checked: {verdict} (a busy machine? the next run probes "
-                "again); run the fp8 modes on a CUDA GPU with compute capability >= 8.9")
+        return Probe(f"fp8 training on this CPU could not be checked: {verdict} (a busy machine? the next run probes "
+                     "again); run the fp8 modes on a CUDA GPU with compute capability >= 8.9", probe.gflops)
     if verdict is not None:
         verdict = (f"this CPU's fp8 matmul (torch._scaled_mm on CPU, oneDNN's) does not run fp8 training: {verdict}; "
                    "run the fp8 modes on a CUDA GPU with compute capability >= 8.9")
     try:  # (best effort: a read-only home probes again next time)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**(cached if isinstance(cached, dict) else {}), key: verdict}))
+        entry = {"verdict": verdict, "gflops": probe.gflops}
+        tmp.write_text(json.dumps({**(cached if isinstance(cached, dict) else {}), key: entry}))
         os.replace(tmp, path)
     except OSError:
         pass
-    return verdict
+    return Probe(verdict, probe.gflops)

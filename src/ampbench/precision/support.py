@@ -10,7 +10,7 @@ import torch
 
 from ampbench.cpuinfo import cpu_flags, cpu_half_hardware, cpu_name, isa_limit, usable  # noqa: F401  (re-exported)
 from ampbench.precision.fp8 import torchao_problem
-from ampbench.precision.fp8_probe import cpu_fp8_problem
+from ampbench.precision.fp8_probe import cpu_fp8_problem, cpu_fp8_slowness
 from ampbench.precision.registry import get
 from ampbench.precision.tf32_flags import TF32_OVERRIDE_ENV
 
@@ -24,6 +24,9 @@ class Support:
     """Why the mode cannot run here (empty when ok)."""
     note: str = ""
     """A caveat when it runs but will not be fast (no Tensor Cores, no bf16 instructions on CPU)."""
+    slow: str = ""
+    """Where a kernel the mode needs was timed far slower here than its math needs (a reference kernel: an fp8 matmul
+    on a CPU, :func:`~ampbench.precision.fp8_probe.cpu_fp8_slowness`), what that means: said before a run starts."""
 
     def __bool__(self) -> bool:
         return self.ok
@@ -47,7 +50,7 @@ def _cpu_support(recipe_name: str, tf32: bool, half: torch.dtype | None) -> Supp
     return Support(True, note=note)
 
 
-def _fp8_support(device: torch.device) -> Support:
+def _fp8_support(device: torch.device, recipe_name: str) -> Support:
     if device.type not in ("cpu", "cuda"):
         return Support(False, f"device type {device.type!r} is not supported by ampbench; use cpu or cuda")
     problem = torchao_problem()
@@ -57,8 +60,9 @@ def _fp8_support(device: torch.device) -> Support:
         kernel = cpu_fp8_problem()
         if kernel:
             return Support(False, kernel)
+        slow = cpu_fp8_slowness("tensorwise" if recipe_name == "fp8-tensorwise" else "rowwise")
         return Support(True, note="fp8 matmuls run through torchao on CPU (emulated scaling, CPU scaled-mm): "
-                       "numerics like a GPU's, speed says nothing about one")
+                       "numerics like a GPU's, speed says nothing about one" + (f"; {slow}" if slow else ""), slow=slow)
     base = _cuda_support(device, False, torch.bfloat16)
     if not base.ok:
         return base
@@ -105,7 +109,7 @@ def supported(name: str, device: str | torch.device = "cpu") -> Support:
     if dev.type == "meta":  # shapes and dtypes only: ampbench predict traces a step there (nothing is computed)
         return Support(True, note="meta tensors: a traced step, nothing computed (ampbench predict)")
     if recipe.is_fp8:
-        return _fp8_support(dev)
+        return _fp8_support(dev, recipe.name)
     if dev.type == "cpu":
         return _cpu_support(recipe.name, recipe.tf32, half)
     if dev.type == "cuda":
