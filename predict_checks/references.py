@@ -5,6 +5,12 @@ Sources: NVIDIA DeepLearningExamples, PyTorch, README "Training performance" tab
 - ``ConvNets/resnet50v1.5``: DGX A100 80GB, TF32 938 img/s, AMP 2470 img/s; DGX-1 V100 16GB, FP32 367 img/s, AMP
   1200 img/s. Batches and memory formats from the repository's ``ConvNets/configs.yml`` (what ``launch.py`` runs):
   A100 256 for both; V100 112 in FP32, 256 in AMP; AMP in NHWC (channels-last) on both. DALI data loading.
+- ``ConvNets/resnext101-32x4d`` and ``ConvNets/se-resnext101-32x4d`` (pytorch-21.03): DGX A100 80GB, TF32 456 / 395
+  img/s, AMP 1211 / 855 img/s; DGX-1 V100 16GB, FP32 147 / 132 img/s, AMP 587 / 443 img/s. configs.yml: batch 128 on
+  the A100 in both precisions, on the V100 64 in FP32 and 128 (SE: 112) in AMP; AMP in NHWC. The models as DLE's
+  ``image_classification/models/resnet.py`` builds them (grouped 3x3 convolutions of 32 groups; SE: 1x1 convolutions
+  to 16 channels and back, the residual added by ``torch.addcmul``). Held out: no grouped convolution is among the
+  kernels the constants are fitted on.
 - ``LanguageModeling/BERT``: pretraining phase 1 (sequence 128) on A100, TF32 317 seq/s, AMP 580 seq/s, as quoted by
   the first predict issue (34), at the batches the second (42) says the runs used: TF32 128, FP16 256 (LAMB; the
   masked-LM head on the 20 masked positions of each sequence).
@@ -55,6 +61,77 @@ def resnet50_workload() -> Workload:
                     make_optimizer=lambda p: torch.optim.SGD(p, lr=0.256, momentum=0.875, weight_decay=3.05e-5),
                     batch_size=256, preset="imagenet")
 
+
+
+# ---- ResNeXt101-32x4d and SE-ResNeXt101-32x4d, as DeepLearningExamples builds them ---------------------------------
+class SqueezeExcitation(nn.Module):
+    """DLE's ``SqueezeAndExcitation`` (``image_classification/models/common.py``): average pool, 1x1 convolutions to 16
+    channels and back (with biases), ReLU between, a sigmoid gate."""
+
+    def __init__(self, channels: int, squeeze: int = 16) -> None:
+        super().__init__()
+        self.squeeze, self.expand = nn.Conv2d(channels, squeeze, 1), nn.Conv2d(squeeze, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.expand(F.relu(self.squeeze(F.adaptive_avg_pool2d(x, 1)))))
+
+
+class DLEBottleneck(nn.Module):
+    """DLE's ``Bottleneck`` (``models/resnet.py``): 1x1, grouped 3x3 (the stride: v1.5), 1x1 to ``planes`` x 2, batch
+    norms after each; with SE, the residual added by ``torch.addcmul`` (their fused SE)."""
+
+    def __init__(self, inplanes: int, planes: int, stride: int, se: bool, groups: int = 32) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(inplanes, planes, 1, bias=False), nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, groups=groups, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3, self.bn3 = nn.Conv2d(planes, planes * 2, 1, bias=False), nn.BatchNorm2d(planes * 2)
+        self.downsample = (nn.Sequential(nn.Conv2d(inplanes, planes * 2, 1, stride=stride, bias=False),
+                                         nn.BatchNorm2d(planes * 2)) if stride != 1 or inplanes != planes * 2 else None)
+        self.se = SqueezeExcitation(planes * 2) if se else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        residual = x if self.downsample is None else self.downsample(x)
+        out = out + residual if self.se is None else torch.addcmul(residual, out, self.se(out))
+        return F.relu(out)
+
+
+class DLEResNeXt101(nn.Module):
+    """DLE's ``resnext101-32x4d`` / ``se-resnext101-32x4d``: layers (3, 4, 23, 3), widths (128, 256, 512, 1024),
+    expansion 2, cardinality 32, a 64-wide 7x7 stem (torchvision's ResNeXt-101 32x4d, plus SE where asked)."""
+
+    def __init__(self, se: bool = False, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
+                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1))
+        blocks, inplanes = [], 64
+        for i, (n, planes) in enumerate(zip((3, 4, 23, 3), (128, 256, 512, 1024))):
+            for j in range(n):
+                blocks.append(DLEBottleneck(inplanes, planes, 2 if j == 0 and i > 0 else 1, se))
+                inplanes = planes * 2
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(inplanes, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1).flatten(1))
+
+
+def _resnext_workload(se: bool) -> Workload:
+    data = TensorData((torch.empty(128, 3, 224, 224),), torch.zeros(128, dtype=torch.long))
+    return Workload(f"{'se-' if se else ''}resnext101-32x4d", DLEResNeXt101(se), data, loss_fn=F.cross_entropy,
+                    make_optimizer=lambda p: torch.optim.SGD(p, lr=0.128, momentum=0.875, weight_decay=6.1e-5),
+                    batch_size=128, preset="imagenet")
+
+
+def resnext_workload() -> Workload:
+    return _resnext_workload(False)
+
+
+def se_resnext_workload() -> Workload:
+    return _resnext_workload(True)
 
 # ---- a user's model made of nn.MultiheadAttention -------------------------------------------------------------------
 class MHAEncoder(nn.Module):
@@ -132,6 +209,8 @@ def bert_large_workload(batch: int = 64, seq: int = 128, masked: int = 20) -> Wo
                     batch_size=batch, preset="seq128")
 
 
+_RESNEXT_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/{} README, training performance (pytorch-21.03 "
+                   "container), {}, 1 GPU; batch and memory format: ConvNets/configs.yml")
 _RN50_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, training performance, {}, 1 GPU; "
                 "batch and memory format: ConvNets/configs.yml")
 REFERENCES: tuple[Reference, ...] = (
@@ -143,6 +222,19 @@ REFERENCES: tuple[Reference, ...] = (
               {"tf32": 317.0, "amp-fp16": 580.0}, {"tf32": False, "amp-fp16": False},
               "NVIDIA DeepLearningExamples PyTorch LanguageModeling/BERT README, pre-training phase 1, A100, 1 GPU "
               "(figures as quoted by predict issues 34 and 42)", bert_large_workload),
+    # (held out since 2026-12-08: the first published steps of a grouped-convolution network the model is checked on)
+    Reference("ResNeXt101-32x4d", "a100-80gb", {"tf32": 128, "amp-fp16": 128}, "tf32", {"tf32": 456.0, "amp-fp16": 1211.0},
+              {"tf32": False, "amp-fp16": True}, _RESNEXT_SOURCE.format("resnext101-32x4d", "DGX A100 (A100 80GB)"),
+              resnext_workload),
+    Reference("ResNeXt101-32x4d", "v100-16gb", {"fp32": 64, "amp-fp16": 128}, "fp32", {"fp32": 147.0, "amp-fp16": 587.0},
+              {"fp32": False, "amp-fp16": True}, _RESNEXT_SOURCE.format("resnext101-32x4d", "DGX-1 (V100 16GB)"),
+              resnext_workload),
+    Reference("SE-ResNeXt101-32x4d", "a100-80gb", {"tf32": 128, "amp-fp16": 128}, "tf32",
+              {"tf32": 395.0, "amp-fp16": 855.0}, {"tf32": False, "amp-fp16": True},
+              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX A100 (A100 80GB)"), se_resnext_workload),
+    Reference("SE-ResNeXt101-32x4d", "v100-16gb", {"fp32": 64, "amp-fp16": 112}, "fp32",
+              {"fp32": 132.0, "amp-fp16": 443.0}, {"fp32": False, "amp-fp16": True},
+              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX-1 (V100 16GB)"), se_resnext_workload),
 )
 
 

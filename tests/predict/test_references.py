@@ -90,9 +90,18 @@ def _predicted(ref) -> dict[str, float]:
     return _cache[_id(ref)]
 
 
-SAMPLES_MISSES: dict[str, str] = {}  # (ResNet-50 on the A100 80GB, amp-fp16: +25.5% at the Tensor Core prior; +20%
-# since the Tensor Core constants are fitted on measured GEMMs and convolutions)
-SPEEDUP_MISSES: dict[str, str] = {}
+SAMPLES_MISSES: dict[str, str] = {  # (ResNet-50 on the A100 80GB, amp-fp16: +25.5% at the Tensor Core prior; +20%
+    # since the Tensor Core constants are fitted on measured GEMMs and convolutions)
+    # (held out since 2026-12-08, DLE's grouped-convolution networks: every cell predicted too fast -- no grouped
+    # convolution is among the kernels fitted on, and the A100s and the V100 have no measured table of their own)
+    "ResNeXt101-32x4d-v100-16gb": "FP32 +30% (190 img/s predicted, 147 published): the 32-group 3x3 convolutions' "
+                                  "fp32 kernels priced too fast; AMP +5%",
+    "SE-ResNeXt101-32x4d-a100-80gb": "AMP +25.3% (1,071 against 855), TF32 +15%",
+    "SE-ResNeXt101-32x4d-v100-16gb": "FP32 +29% (170 against 132), AMP +15%",
+}
+SPEEDUP_MISSES: dict[str, str] = {
+    "ResNeXt101-32x4d-v100-16gb": "AMP over FP32 3.23x predicted, 3.99x published (-19%): FP32 predicted 30% too fast",
+}
 
 
 @pytest.mark.parametrize("ref", [pytest.param(r, id=_id(r), marks=pytest.mark.xfail(strict=True, reason=SAMPLES_MISSES[
