@@ -166,6 +166,25 @@ def test_the_reference_models_are_the_published_sizes() -> None:
     assert forward == pytest.approx(2 * 4.1e9, rel=0.02)
 
 
+def test_the_resnexts_are_dles() -> None:
+    """ResNeXt101-32x4d: 44,177,704 parameters (timm's and pretrainedmodels' resnext101_32x4d), 8.0 G multiply-adds a
+    224x224 image forward (published: 8.0 G); DLE's SE adds 1x1 convolutions C -> 16 -> C with biases to each of the 33
+    blocks, 33 C + 16 parameters a block of C output channels (3 blocks of 256, 4 of 512, 23 of 1,024, 3 of 2,048)."""
+    import torch
+    from predict_checks.references import DLEResNeXt101, resnext_workload
+
+    with torch.device("meta"):
+        plain, se = DLEResNeXt101(), DLEResNeXt101(se=True)
+    n = sum(p.numel() for p in plain.parameters())
+    assert n == 44_177_704
+    blocks = [256] * 3 + [512] * 4 + [1024] * 23 + [2048] * 3
+    assert sum(p.numel() for p in se.parameters()) == n + sum(33 * c + 16 for c in blocks)
+    assert sum(isinstance(m, torch.nn.Conv2d) and m.groups == 32 for m in plain.modules()) == 33
+    trace = trace_step(build_meta(resnext_workload), "fp32", 128)
+    forward = sum(o.flops for o in trace.ops if o.phase == "forward") / 128
+    assert forward == pytest.approx(2 * 8.0e9, rel=0.03)
+
+
 def test_the_step_references_rebuild_the_measured_models() -> None:
     """The Hugging Face models rebuilt from the source's configs have their published sizes: BERT-large 335 M
     (+ the pretraining heads), GPT-2 large 774 M, OPT-1.3B 1.3 B, GPT-3 2.7B (GPT-2 blocks); the source's "gpt3_xl"
