@@ -82,13 +82,14 @@ def amp_table(predict: Callable[[Reference], dict[str, float]] = predicted) -> t
         speed_pub, speed_pred = ref.speedup(half), p[half] / p[ref.baseline]
         for precision, published in ref.samples_per_s.items():
             err = p[precision] / published - 1
-            errors.append(abs(err))
+            if not ref.grouped:  # (the grouped networks' errors are their own band's: error_bands.compute)
+                errors.append(abs(err))
             speed = (f"{speed_pub:.2f}x | {speed_pred:.2f}x | {speed_pred / speed_pub - 1:+.0%}" if precision == half
                      else " | | ")
             layout = ", channels-last" if ref.channels_last[precision] else ""
             lines.append(f"| {ref.name} | {ref.gpu} | {precision} ({ref.batch_size[precision]}{layout}) | "
                          f"{published:,.0f} | {p[precision]:,.0f} | {err:+.0%} | {speed} |")
-            rows.append({"reference": ref.name, "gpu": ref.gpu, "precision": precision,
+            rows.append({"reference": ref.name, "gpu": ref.gpu, "precision": precision, "grouped": ref.grouped,
                          "batch_size": ref.batch_size[precision], "published_samples_per_s": published,
                          "predicted_samples_per_s": p[precision], "error": err, "source": ref.source})
     return lines, errors, rows
@@ -267,12 +268,13 @@ def main() -> None:
         DOCS.write_text(with_tables(DOCS.read_text(), tables))
         print(f"\nwrote the tables into {DOCS}")
     if args.write_bands:
-        dle = [(r["gpu"], r["precision"], r["error"]) for r in rows]
+        dle = [(r["gpu"], r["precision"], r["error"]) for r in rows if not r["grouped"]]
+        grouped = [(r["gpu"], r["precision"], r["error"]) for r in rows if r["grouped"]]
         specs = {g.key: g for g in predictable()}
         error_bands.save(error_bands.compute(kernel_errors, step_errors, amp_errors, specs,
                                              (*neusight.FIT_GPUS, *kernel_tables.GPUS), list(lent),
                                              compile_references.rows(),
-                                             error_bands.published_steps(dle, list(lent))))
+                                             error_bands.published_steps(dle, list(lent)), grouped))
         print(f"\nwrote {bands.BANDS_FILE}")
     if args.json:
         args.json.write_text(json.dumps({"kernels": [e.__dict__ for e in kernel_errors], "amp": rows,

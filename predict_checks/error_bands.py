@@ -19,14 +19,18 @@ from predict_checks import lambda_references
 
 def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[float],
             specs: dict[str, Gpu], fit_gpus: tuple[str, ...], measured: Sequence[Any] = (),
-            compiled: Sequence[Any] = (), published: Sequence[tuple[str, str, float]] = ()) -> dict[str, Any]:
+            compiled: Sequence[Any] = (), published: Sequence[tuple[str, str, float]] = (),
+            grouped: Sequence[tuple[str, str, float]] = ()) -> dict[str, Any]:
     """The table from the references' errors (``fit.Errors`` per GPU and class, ``neusight.StepError``s, the
     published AMP/TF32 samples/s errors, our workloads' steps measured on lent GPUs -- ``measured.MeasuredStep``s, of
     which the launch-bound ones give the host's band -- and the published compile gains,
     ``compile_references.CompileRow``s, of which the checked ones count -- and ``published``, every whole step measured
     outside the fit as ``(gpu, precision, samples/s error)`` (:func:`published_steps`), grouped per generation into
     FP32/TF32 and half precision): the checked GPUs' errors where a generation has any, the fitting GPUs' (in-sample:
-    optimistic) where it has no other."""
+    optimistic) where it has no other. ``grouped``: the published steps of networks with grouped or depthwise
+    convolutions (DeepLearningExamples' ResNeXts and EfficientNets), the same triples, kept apart per generation and
+    kind of math (and pooled over the generations, ``all``): a row of such a network states them, every other row does
+    not (their 18-77 % misses said nothing of a transformer's prediction)."""
     by_gen: dict[str, dict[str, list[Any]]] = {}
     for e in kernel_errors:
         by_gen.setdefault(generation(specs[e.gpu].capability), {}).setdefault(e.op_class, []).append(e)
@@ -58,14 +62,23 @@ def compute(kernel_errors: list[Any], step_errors: list[Any], amp_errors: list[f
         by_group.setdefault(generation(specs[gpu].capability), {}).setdefault(math_group(precision), []).append(abs(error))
     published_table = {gen: {group: {"median": round(statistics.median(v), 4), "worst": round(max(v), 4), "n": len(v)}
                              for group, v in groups.items()} for gen, groups in by_group.items()}
+    grouped_by: dict[str, dict[str, list[float]]] = {}
+    for gpu, precision, error in grouped:
+        for gen in (generation(specs[gpu].capability), "all"):
+            grouped_by.setdefault(gen, {}).setdefault(math_group(precision), []).append(abs(error))
+    grouped_table = {gen: {group: {"median": round(statistics.median(v), 4), "worst": round(max(v), 4), "n": len(v)}
+                           for group, v in groups.items()} for gen, groups in grouped_by.items()}
     return {"kernels": kernels, "kernels_gpus": gpus_of, "fitted_gens": fitted_gens, "steps": step_table, "amp": amp,
             "launch": launch, "compiled": compiled_table, "published_steps": published_table,
-            "published_steps_source": STEPS_SOURCE if published else "",
+            "published_steps_source": STEPS_SOURCE if published else "", "grouped_steps": grouped_table,
+            "grouped_steps_source": GROUPED_SOURCE if grouped else "",
             "written_by": "benchmarks/predict_references.py --write-bands"}
 
 
 STEPS_SOURCE = "Lambda's ResNet-50 on 12 GPUs, DeepLearningExamples, our lent H200's GPU-set steps"
 """What the published-steps floor of the bands rests on, as a row's basis names it."""
+GROUPED_SOURCE = "DeepLearningExamples' ResNeXt101-32x4d, SE-ResNeXt101-32x4d, EfficientNet-B0 and -B4"
+"""What the grouped networks' floor rests on, as the basis of a row of such a network names it."""
 
 
 def published_steps(dle: Sequence[tuple[str, str, float]], lent: Sequence[Any]) -> list[tuple[str, str, float]]:

@@ -1,5 +1,6 @@
 """Published single-GPU training results the predictions are checked against, with the models they ran, written
-here in plain PyTorch (no torchvision, no apex): ResNet-50 v1.5 and BERT-large pretraining at sequence 128.
+here in plain PyTorch (no torchvision, no apex): ResNet-50 v1.5, ResNeXt101-32x4d, SE-ResNeXt101-32x4d,
+EfficientNet-B0 and -B4, and BERT-large pretraining at sequence 128.
 
 Sources: NVIDIA DeepLearningExamples, PyTorch, README "Training performance" tables, 1 GPU:
 - ``ConvNets/resnet50v1.5``: DGX A100 80GB, TF32 938 img/s, AMP 2470 img/s; DGX-1 V100 16GB, FP32 367 img/s, AMP
@@ -11,6 +12,12 @@ Sources: NVIDIA DeepLearningExamples, PyTorch, README "Training performance" tab
   ``image_classification/models/resnet.py`` builds them (grouped 3x3 convolutions of 32 groups; SE: 1x1 convolutions
   to 16 channels and back, the residual added by ``torch.addcmul``). Held out: no grouped convolution is among the
   kernels the constants are fitted on.
+- ``ConvNets/efficientnet`` (pytorch-21.03): EfficientNet-B0 / -B4 on DGX A100 80GB, TF32 1078 / 157 img/s, AMP 2489 /
+  331 img/s; DGX-1 V100 16GB, FP32 655 / 83 img/s, AMP 1301 / 204 img/s. configs.yml: B0 at 224 pixels, batch 256 on
+  the A100 in both precisions, on the V100 64 in FP32 and 128 in AMP; B4 at 380 pixels, A100 64 TF32 and 128 AMP,
+  V100 16 FP32 and 32 AMP; AMP in NHWC; RMSprop. Their data backend is PyTorch's loader with AutoAugment on the CPU:
+  the fastest cells (B0 AMP) may be bounded by it, which a GPU step's prediction does not price (8 A100s scaled AMP
+  6.7x, TF32 7.6x).
 - ``LanguageModeling/BERT``: pretraining phase 1 (sequence 128) on A100, TF32 317 seq/s, AMP 580 seq/s, as quoted by
   the first predict issue (34), at the batches the second (42) says the runs used: TF32 128, FP16 256 (LAMB; the
   masked-LM head on the 20 masked positions of each sequence).
@@ -18,6 +25,7 @@ Sources: NVIDIA DeepLearningExamples, PyTorch, README "Training performance" tab
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -47,6 +55,9 @@ class Reference:
     channels_last: dict[str, bool]
     source: str
     build: Callable[[], Workload]
+    grouped: bool = False
+    """The model has convolutions of several groups (grouped, depthwise): its errors are the grouped networks' band
+    (:func:`predict_checks.error_bands.compute`), not every row's."""
 
     def speedup(self, precision: str) -> float:
         return self.samples_per_s[precision] / self.samples_per_s[self.baseline]
@@ -133,6 +144,91 @@ def resnext_workload() -> Workload:
 def se_resnext_workload() -> Workload:
     return _resnext_workload(True)
 
+
+# ---- EfficientNet-B0 and -B4, as DeepLearningExamples builds them ----------------------------------------------------
+def _conv_bn_silu(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride=stride, padding=(k - 1) // 2, groups=groups, bias=False),
+                               nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)]
+    return nn.Sequential(*layers, nn.SiLU(inplace=True)) if act else nn.Sequential(*layers)
+
+
+class MBConv(nn.Module):
+    """DLE's ``MBConvBlock`` (``models/efficientnet.py``): 1x1 expansion (where the ratio is not 1), depthwise k x k,
+    SE gate (1x1 convolutions to a quarter of the block's input channels and back, SiLU between: DLE's
+    ``SequentialSqueezeAndExcitation``), 1x1 projection; the residual with stochastic depth where the shape allows."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int, survival: float) -> None:
+        super().__init__()
+        hidden = cin * expand
+        self.expand = _conv_bn_silu(cin, hidden, 1) if expand != 1 else None
+        self.depthwise = _conv_bn_silu(hidden, hidden, k, stride, groups=hidden)
+        squeeze = max(1, int(cin * 0.25))
+        self.se_squeeze, self.se_expand = nn.Conv2d(hidden, squeeze, 1), nn.Conv2d(squeeze, hidden, 1)
+        self.proj = _conv_bn_silu(hidden, cout, 1, act=False)
+        self.residual, self.survival = stride == 1 and cin == cout, survival
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.depthwise(x if self.expand is None else self.expand(x))
+        h = h * torch.sigmoid(self.se_expand(F.silu(self.se_squeeze(F.adaptive_avg_pool2d(h, 1)))))
+        h = self.proj(h)
+        if not self.residual:
+            return h
+        if self.training and self.survival < 1.0:  # (stochastic depth: each sample's branch kept with that probability)
+            keep = torch.empty(h.shape[0], 1, 1, 1, device=h.device, dtype=h.dtype).bernoulli_(self.survival)
+            return torch.addcmul(x, h, keep, value=1.0 / self.survival)
+        return x + h
+
+
+class DLEEfficientNet(nn.Module):
+    """DLE's ``efficientnet-b0`` (width and depth 1.0) and ``efficientnet-b4`` (1.4, 1.8): stem 3x3/2, seven stages of
+    MBConv blocks, 1x1 to 1,280 features (scaled), dropout, a linear classifier; stochastic depth down to 0.8."""
+
+    STAGES = ((3, 1, 1, 1, 16), (3, 2, 2, 6, 24), (5, 2, 2, 6, 40), (3, 2, 3, 6, 80), (5, 1, 3, 6, 112),
+              (5, 2, 4, 6, 192), (3, 1, 1, 6, 320))
+    """(kernel, stride, repeats, expansion, channels) of B0."""
+
+    def __init__(self, width: float = 1.0, depth: float = 1.0, dropout: float = 0.2, classes: int = 1000) -> None:
+        super().__init__()
+
+        def w(c: int) -> int:  # (DLE's _scale_width: to a multiple of 8, never more than 10 % down)
+            scaled = c * width
+            rounded = max(8, int(scaled + 4) // 8 * 8)
+            return rounded + 8 if rounded < 0.9 * scaled else rounded
+
+        self.stem = _conv_bn_silu(3, w(32), 3, stride=2)
+        repeats = [math.ceil(r * depth) for _, _, r, _, _ in self.STAGES]
+        blocks, cin, done = [], w(32), 0
+        for (k, stride, _, e, c), n in zip(self.STAGES, repeats):
+            for i in range(n):
+                survival = 1.0 - 0.2 * done / sum(repeats)
+                blocks.append(MBConv(cin, w(c), k, stride if i == 0 else 1, e, survival))
+                cin, done = w(c), done + 1
+        self.blocks = nn.Sequential(*blocks)
+        self.features = _conv_bn_silu(cin, w(1280), 1)
+        self.dropout, self.fc = nn.Dropout(dropout), nn.Linear(w(1280), classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.features(self.blocks(self.stem(x)))
+        return self.fc(self.dropout(F.adaptive_avg_pool2d(h, 1).flatten(1)))
+
+
+def _efficientnet_workload(b4: bool) -> Workload:
+    side, batch = (380, 64) if b4 else (224, 256)
+    model = DLEEfficientNet(1.4, 1.8, 0.4) if b4 else DLEEfficientNet()
+    data = TensorData((torch.empty(batch, 3, side, side),), torch.zeros(batch, dtype=torch.long))
+    return Workload(f"efficientnet-{'b4' if b4 else 'b0'}", model, data, loss_fn=F.cross_entropy,
+                    make_optimizer=lambda p: torch.optim.RMSprop(p, lr=0.08, alpha=0.9, eps=0.01, momentum=0.9,
+                                                                 weight_decay=1e-5),
+                    batch_size=batch, preset="imagenet")
+
+
+def efficientnet_b0_workload() -> Workload:
+    return _efficientnet_workload(False)
+
+
+def efficientnet_b4_workload() -> Workload:
+    return _efficientnet_workload(True)
+
 # ---- a user's model made of nn.MultiheadAttention -------------------------------------------------------------------
 class MHAEncoder(nn.Module):
     """Six ``nn.TransformerEncoderLayer`` blocks (d 512, 8 heads, ffn 2048, batch-first) over (B, S, 512) features,
@@ -211,6 +307,8 @@ def bert_large_workload(batch: int = 64, seq: int = 128, masked: int = 20) -> Wo
 
 _RESNEXT_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/{} README, training performance (pytorch-21.03 "
                    "container), {}, 1 GPU; batch and memory format: ConvNets/configs.yml")
+_EFFICIENTNET_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/efficientnet README, training performance "
+                        "(pytorch-21.03 container), {}, 1 GPU; batch and memory format: ConvNets/configs.yml")
 _RN50_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, training performance, {}, 1 GPU; "
                 "batch and memory format: ConvNets/configs.yml")
 REFERENCES: tuple[Reference, ...] = (
@@ -225,16 +323,29 @@ REFERENCES: tuple[Reference, ...] = (
     # (held out since 2026-12-08: the first published steps of a grouped-convolution network the model is checked on)
     Reference("ResNeXt101-32x4d", "a100-80gb", {"tf32": 128, "amp-fp16": 128}, "tf32", {"tf32": 456.0, "amp-fp16": 1211.0},
               {"tf32": False, "amp-fp16": True}, _RESNEXT_SOURCE.format("resnext101-32x4d", "DGX A100 (A100 80GB)"),
-              resnext_workload),
+              resnext_workload, grouped=True),
     Reference("ResNeXt101-32x4d", "v100-16gb", {"fp32": 64, "amp-fp16": 128}, "fp32", {"fp32": 147.0, "amp-fp16": 587.0},
               {"fp32": False, "amp-fp16": True}, _RESNEXT_SOURCE.format("resnext101-32x4d", "DGX-1 (V100 16GB)"),
-              resnext_workload),
+              resnext_workload, grouped=True),
     Reference("SE-ResNeXt101-32x4d", "a100-80gb", {"tf32": 128, "amp-fp16": 128}, "tf32",
               {"tf32": 395.0, "amp-fp16": 855.0}, {"tf32": False, "amp-fp16": True},
-              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX A100 (A100 80GB)"), se_resnext_workload),
+              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX A100 (A100 80GB)"), se_resnext_workload, grouped=True),
     Reference("SE-ResNeXt101-32x4d", "v100-16gb", {"fp32": 64, "amp-fp16": 112}, "fp32",
               {"fp32": 132.0, "amp-fp16": 443.0}, {"fp32": False, "amp-fp16": True},
-              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX-1 (V100 16GB)"), se_resnext_workload),
+              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX-1 (V100 16GB)"), se_resnext_workload, grouped=True),
+    # (held out since 2026-12-08: depthwise convolutions, SiLU, SE gates, stochastic depth)
+    Reference("EfficientNet-B0", "a100-80gb", {"tf32": 256, "amp-fp16": 256}, "tf32", {"tf32": 1078.0, "amp-fp16": 2489.0},
+              {"tf32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX A100 (A100 80GB)"),
+              efficientnet_b0_workload, grouped=True),
+    Reference("EfficientNet-B0", "v100-16gb", {"fp32": 64, "amp-fp16": 128}, "fp32", {"fp32": 655.0, "amp-fp16": 1301.0},
+              {"fp32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX-1 (V100 16GB)"),
+              efficientnet_b0_workload, grouped=True),
+    Reference("EfficientNet-B4", "a100-80gb", {"tf32": 64, "amp-fp16": 128}, "tf32", {"tf32": 157.0, "amp-fp16": 331.0},
+              {"tf32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX A100 (A100 80GB)"),
+              efficientnet_b4_workload, grouped=True),
+    Reference("EfficientNet-B4", "v100-16gb", {"fp32": 16, "amp-fp16": 32}, "fp32", {"fp32": 83.0, "amp-fp16": 204.0},
+              {"fp32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX-1 (V100 16GB)"),
+              efficientnet_b4_workload, grouped=True),
 )
 
 

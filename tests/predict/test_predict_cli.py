@@ -444,3 +444,18 @@ def test_an_execution_every_row_shares_is_in_the_title_not_on_each_row(tmp_path:
     assert "· channels_last" not in out.split("± error")[0]
     rows = [line for line in out.splitlines() if line.startswith("│ fp32 ") or line.startswith("│ amp-bf16 ")]
     assert rows and all(line.split("│")[1].strip() in ("fp32", "amp-bf16") for line in rows)
+
+
+def test_a_row_states_the_grouped_networks_misses_where_its_model_has_grouped_convolutions(tmp_path: Path) -> None:
+    """resnext (32-group 3x3 convolutions at its tiny preset's 4 groups) on an A100: its rows' bands rest on DLE's
+    ResNeXts and EfficientNets too (predicted 5-77 % too fast, error_bands.json ``grouped_steps``); mnist-cnn's, dense,
+    do not."""
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", "--gpu", "a100-80gb", "--workloads", "resnext,mnist-cnn", "--preset", "tiny",
+                       "--precisions", "tf32,amp-bf16", "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert code == 0, err
+    rows = [r for r in json.loads(out.read_text()) if r["status"] == "ok"]
+    assert {r["workload"] for r in rows} == {"resnext", "mnist-cnn"}
+    for r in rows:
+        said = "steps of networks with grouped or depthwise convolutions" in r["predicted_error_basis"]
+        assert said == (r["workload"] == "resnext"), r

@@ -98,9 +98,16 @@ SAMPLES_MISSES: dict[str, str] = {  # (ResNet-50 on the A100 80GB, amp-fp16: +25
                                   "fp32 kernels priced too fast; AMP +5%",
     "SE-ResNeXt101-32x4d-a100-80gb": "AMP +25.3% (1,071 against 855), TF32 +15%",
     "SE-ResNeXt101-32x4d-v100-16gb": "FP32 +29% (170 against 132), AMP +15%",
+    # (and DLE's EfficientNets: depthwise convolutions -- the farthest misses of all, every cell too fast)
+    "EfficientNet-B0-a100-80gb": "TF32 +75% (1,887 img/s predicted, 1,078 published), AMP +30%",
+    "EfficientNet-B0-v100-16gb": "FP32 +32% (867 against 655), AMP +24%",
+    "EfficientNet-B4-a100-80gb": "TF32 +55% (244 against 157), AMP +76% (584 against 331)",
+    "EfficientNet-B4-v100-16gb": "FP32 +27% (105 against 83); AMP +1%",
 }
 SPEEDUP_MISSES: dict[str, str] = {
     "ResNeXt101-32x4d-v100-16gb": "AMP over FP32 3.23x predicted, 3.99x published (-19%): FP32 predicted 30% too fast",
+    "EfficientNet-B0-a100-80gb": "AMP over TF32 1.71x predicted, 2.31x published (-26%): TF32 predicted 75% too fast",
+    "EfficientNet-B4-v100-16gb": "AMP over FP32 1.95x predicted, 2.46x published (-21%): FP32 predicted 27% too fast",
 }
 
 
@@ -185,6 +192,24 @@ def test_the_resnexts_are_dles() -> None:
     assert forward == pytest.approx(2 * 8.0e9, rel=0.03)
 
 
+def test_the_efficientnets_are_dles() -> None:
+    """EfficientNet-B0: 5,288,548 parameters and B4 19,341,616 (torchvision's efficientnet_b0 / _b4, the same blocks:
+    SE to a quarter of each block's input channels); 16 and 32 depthwise convolutions; B0's forward 0.39 G
+    multiply-adds at 224 pixels (published: 0.39 G)."""
+    import torch
+    from predict_checks.references import DLEEfficientNet, efficientnet_b0_workload
+
+    with torch.device("meta"):
+        b0, b4 = DLEEfficientNet(), DLEEfficientNet(1.4, 1.8, 0.4)
+    assert sum(p.numel() for p in b0.parameters()) == 5_288_548
+    assert sum(p.numel() for p in b4.parameters()) == 19_341_616
+    for model, n in ((b0, 16), (b4, 32)):
+        assert sum(isinstance(m, torch.nn.Conv2d) and m.groups == m.in_channels > 1 for m in model.modules()) == n
+    trace = trace_step(build_meta(efficientnet_b0_workload), "fp32", 256)
+    forward = sum(o.flops for o in trace.ops if o.phase == "forward" and (o.conv is not None or o.gemm)) / 256
+    assert forward == pytest.approx(2 * 0.39e9, rel=0.05)
+
+
 def test_the_step_references_rebuild_the_measured_models() -> None:
     """The Hugging Face models rebuilt from the source's configs have their published sizes: BERT-large 335 M
     (+ the pretraining heads), GPT-2 large 774 M, OPT-1.3B 1.3 B, GPT-3 2.7B (GPT-2 blocks); the source's "gpt3_xl"
@@ -209,12 +234,14 @@ def test_the_committed_error_bands_are_the_references_errors_now() -> None:
     from ampbench.measure.gpus import predictable
     from ampbench.predict import bands
 
-    dle = [(r.gpu, p, _predicted(r)[p] / published - 1) for r in REFERENCES for p, published in r.samples_per_s.items()]
-    amp = [abs(e) for *_, e in dle]
+    dle = [(r.gpu, p, _predicted(r)[p] / published - 1, r.grouped) for r in REFERENCES
+           for p, published in r.samples_per_s.items()]
+    dense, grouped = ([(g, p, e) for g, p, e, k in dle if k == want] for want in (False, True))
+    amp = [abs(e) for *_, e in dense]
     now = error_bands.compute(list(_kernel_errors().values()), [e for es in _step_errors().values() for e in es], amp,
                         {g.key: g for g in predictable()}, (*neusight.FIT_GPUS, *kernel_tables.GPUS),
                               list(measured.lent()),
-                        compile_references.rows(), error_bands.published_steps(dle, list(measured.lent())))
+                        compile_references.rows(), error_bands.published_steps(dense, list(measured.lent())), grouped)
     assert json.loads(json.dumps(now, sort_keys=True)) == json.loads(bands.BANDS_FILE.read_text())
 
 
@@ -325,3 +352,15 @@ def test_an_accumulated_step_within_25_percent() -> None:
     cells = {(s.precision, s.grad_accum): s for s in _fourth()}
     s = cells[("amp-bf16", 4)]
     assert abs(s.error) <= 0.25, f"{s.error:+.0%}"
+
+
+def test_a_reference_is_grouped_where_its_model_has_grouped_convolutions() -> None:
+    """The grouped networks' errors make their own band (error_bands.json ``grouped_steps``): a reference says it is
+    one exactly where its model has a convolution of several groups."""
+    import torch
+
+    for ref in dict.fromkeys(REFERENCES):
+        with torch.device("meta"):
+            model = ref.build().model
+        has = any(isinstance(m, torch.nn.Conv2d) and m.groups > 1 for m in model.modules())
+        assert has == ref.grouped, ref.name

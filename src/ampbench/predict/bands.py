@@ -74,10 +74,12 @@ def _nearest(table: dict[str, Any], gen: str) -> str | None:
 
 
 def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None = None,
-         compiled: bool = False) -> Band:
+         compiled: bool = False, grouped: bool = False) -> Band:
     """The band of a prediction on ``gpu`` whose GPU time splits as ``op_split``, whose GEMMs run in ``math_mode`` and
     whose step is set by ``bound`` (``launch``: the host issuing its ops; the GPU's references do not tell that error,
-    our workloads measured on a lent GPU do); ``compiled``: a torch.compile'd or CUDA-graph step."""
+    our workloads measured on a lent GPU do); ``compiled``: a torch.compile'd or CUDA-graph step; ``grouped``: a model
+    with grouped or depthwise convolutions, whose published steps missed by far more (ResNeXts, EfficientNets): their
+    errors on this generation in this kind of math, else over every generation they were measured on."""
     table = _table()
     gen = generation(gpu.capability)
     parts, basis = [], []
@@ -107,6 +109,14 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None
         basis.append(f"published {'FP32/TF32' if group == 'fp32' else 'AMP'} steps on {gen} "
                      f"({table['published_steps_source']}): median {published['median']:.0%}, worst "
                      f"{published['worst']:.0%}")
+    by_gen = table.get("grouped_steps", {})
+    grouped_here = by_gen.get(gen, {}).get(group) or by_gen.get("all", {}).get(group) if grouped else None
+    if grouped_here:
+        where = gen if by_gen.get(gen, {}).get(group) else ", ".join(g for g in by_gen if g != "all")
+        parts.append(grouped_here["median"])
+        basis.append(f"published {'FP32/TF32' if group == 'fp32' else 'AMP'} steps of networks with grouped or "
+                     f"depthwise convolutions on {where} ({table['grouped_steps_source']}): median "
+                     f"{grouped_here['median']:.0%}, worst {grouped_here['worst']:.0%}")
     host = table.get("launch")
     if bound == "launch" and host:
         parts.append(host["median"])

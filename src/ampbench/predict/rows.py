@@ -456,7 +456,8 @@ def _predict_row(label: str, preset: str, name: str, state: str | None, batch: i
                 "reason": f"predicted peak {(mem.peak - sharded) / 2**30:,.1f} GiB exceeds the "
                           f"{mem.usable / 2**30:,.1f} GiB the allocator can fill on {gpu.key} ({fits})"}
     peak = gpu.math_tflops(cost.math_mode) or gpu.tflops["fp32"]
-    trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None)
+    grouped = any(op.conv is not None and op.conv.groups > 1 for op in trace.ops)
+    trust = band(gpu, cost.op_split, cost.math_mode, cost.bound, compiled=compiled is not None, grouped=grouped)
     step_s, world, spread = (cost.step_s, 1, {}) if fab is None else \
         (_fsdp if fab.strategy == "fsdp" else _ddp)(trace, gpu, name, fab, host, compiled, cost.step_s, batch)
     time_split, bound = cost.time_split, cost.bound
