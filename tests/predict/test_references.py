@@ -359,7 +359,7 @@ def test_a_reference_is_grouped_where_its_model_has_grouped_convolutions() -> No
     one exactly where its model has a convolution of several groups."""
     import torch
 
-    for ref in dict.fromkeys(REFERENCES):
+    for ref in REFERENCES:
         with torch.device("meta"):
             model = ref.build().model
         has = any(isinstance(m, torch.nn.Conv2d) and m.groups > 1 for m in model.modules())
