@@ -110,7 +110,7 @@ def band(gpu: Gpu, op_split: dict[str, float], math_mode: str, bound: str | None
                      f"({table['published_steps_source']}): median {published['median']:.0%}, worst "
                      f"{published['worst']:.0%}")
     by_gen = table.get("grouped_steps", {})
-    grouped_here = by_gen.get(gen, {}).get(group) or by_gen.get("all", {}).get(group) if grouped else None
+    grouped_here = (by_gen.get(gen, {}).get(group) or by_gen.get("all", {}).get(group)) if grouped else None
     if grouped_here:
         where = gen if by_gen.get(gen, {}).get(group) else ", ".join(g for g in by_gen if g != "all")
         parts.append(grouped_here["median"])
