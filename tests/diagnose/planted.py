@@ -244,18 +244,9 @@ DROPPED: list[tuple[nn.Module, torch.Tensor]] = []
 """Each training forward of a :class:`Dropped` copy: the copy and its dropout mask."""
 
 
-class Dropped(nn.Module):
+class Dropped(Hot):
     """Hot with a dropout before fc2 (fc2's outputs reach ~1e5 > 65504 whatever the mask): each training forward's
     mask is kept in :data:`DROPPED`, so a test sees which masks each copy of it drew."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(16, 32)
-        self.fc2 = nn.Linear(32, 32)
-        with torch.no_grad():
-            self.fc2.weight.mul_(1e5)
-        self.norm = nn.LayerNorm(32)
-        self.head = nn.Linear(32, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.fc1(x))
