@@ -377,3 +377,33 @@ def test_mfu_on_cpu_divides_by_the_cpu_peak() -> None:
         pytest.skip("this CPU has no AVX2/AVX-512 FMA: no peak to divide by")
     out = mfu(10**9, 10, 1.0, "any CPU", "fp32", "cpu")
     assert out["peak_tflops"] == peak.tflops["fp32"] and out["mfu"] == pytest.approx(0.01 / peak.tflops["fp32"])
+
+
+def test_a_reference_fp8_kernel_is_timed_at_the_first_size_only_and_compared_there(monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    """An AMX Xeon's per-tensor fp8 matmul ran at 0.12 GFLOP/s: 17 s a call at n=1,024, most of `ampbench hw`'s 43 s.
+    Where the probe found it that slow, it is timed at the first size only, a note says why, and its ratio to fp32 is
+    taken at that size (oracle: the simulated rates, 0.0001 / 0.2)."""
+    from ampbench.measure import hw
+
+    asked: list[tuple[int, str]] = []
+    rates = {"fp32": 0.2, "bf16": 0.8, "fp16": 0.2, "fp8": 0.0001}
+
+    def rate(n: int, mode: str, device: torch.device, min_seconds: float = 0.2) -> float:
+        asked.append((n, mode))
+        return rates[mode] * (2.0 if n == 128 else 1.0)  # (fp32 and the others faster at the larger size)
+
+    monkeypatch.setattr(hw, "gemm_tflops", rate)
+    monkeypatch.setattr(hw, "gemm_modes", lambda device: ["fp32", "bf16", "fp16", "fp8"])
+    monkeypatch.setattr(hw, "cpu_fp8_slowness", lambda scales: "a reference kernel here")
+    p = hw.probe(torch.device("cpu"), sizes=(64, 128))
+    assert [n for n, mode in asked if mode == "fp8"] == [64]
+    assert {g["math_mode"] for g in p["gemm"] if g["size"] == 128} == {"fp32", "bf16", "fp16"}
+    assert "fp8 GEMM not run at n=128: a reference kernel here" in p["notes"]
+    assert p["gemm_vs_fp32"]["fp8"] == pytest.approx(0.0001 / 0.2)  # (at n=64, fp32's there)
+    assert p["gemm_vs_fp32"]["bf16"] == pytest.approx(4.0)  # (at n=128)
+    assert "Measured GEMM vs fp32 at n=128: bf16 4.00x, fp16 1.00x, fp8 0.0005x (at n=64):" in p["verdict"], p["verdict"]
+    monkeypatch.setattr(hw, "cpu_fp8_slowness", lambda scales: "")
+    asked.clear()
+    hw.probe(torch.device("cpu"), sizes=(64, 128))
+    assert [n for n, mode in asked if mode == "fp8"] == [64, 128]
