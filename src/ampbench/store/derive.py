@@ -391,7 +391,8 @@ CONV_SHARE_MAX = 0.1
 
 def gemm_ratio(hw: list[dict[str, Any]], device_name: str | None, math_mode: str | None) -> float | None:
     """The latest ``ampbench hw`` probe of this device: its measured GEMM speed in ``math_mode`` over
-    fp32's, at the largest size it measured (None without a probe, or for fp32 itself)."""
+    fp32's, at the largest size it measured both at (a CPU's reference fp8 kernel: its first size only; None without a
+    probe, or for fp32 itself)."""
     for probe in reversed(hw):
         if probe.get("device_name") == device_name and math_mode and math_mode != "fp32":
             r = (probe.get("gemm_vs_fp32") or {}).get(math_mode)
