@@ -567,12 +567,17 @@ def test_profile_memory_is_the_modes_steps_not_the_fp32_baseline_built_after(mon
 def test_the_engines_setup_warning_is_a_finding_once_not_a_raw_python_warning(recwarn: pytest.WarningsRecorder) -> None:
     """pure-fp16 steps Adam's state in fp16, where its default eps (1e-8) is 0: the engine's warning was printed as a
     raw UserWarning with a source line between diagnose's progress lines, once per check; it is a finding."""
+    before = torch.get_rng_state()
     d = diagnose(planted.half_adam, "pure-fp16", checks=("nonfinite", "gradients"), steps=2)
+    assert torch.equal(torch.get_rng_state(), before)  # (the fix's trial too trains inside diagnose's forked RNG)
     setup = [f for f in d.findings if f.check == "setup"]
     assert len(setup) == 1 and setup[0].severity == "warning"
     assert setup[0].title == ("Adam eps=1e-08 is 0 in float16: the optimizer state is half here (no master weights), "
                               "so updates can become inf")
-    assert setup[0].fix == "use a larger eps (e.g. 1e-4) or a master-* mode"
+    # (the master-* fix it names is tried, as every fix diagnose offers: a master mode keeps Adam's state in fp32)
+    assert setup[0].fix.startswith("a master-* mode: verified: master-fp16 trains like fp32 (loss "), setup[0].fix
+    assert setup[0].fix.endswith("; or a larger eps (e.g. 1e-4), not tried here")
+    assert d.details["fixes"]["tried"]["mode:master-fp16"][0]["matches"] is True
     assert not [w for w in recwarn if "eps=" in str(w.message)]
     assert not [f for f in diagnose(planted.half_adam, "amp-fp16", checks=("nonfinite",), steps=2).findings
                 if f.check == "setup"]  # (fp32 weights and state: nothing to say)

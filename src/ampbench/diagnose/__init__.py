@@ -26,6 +26,7 @@ from ampbench.errors import AmpbenchError, TrainingDivergedError, suggest
 from ampbench.measure.env import device_name, resolve_device
 from ampbench.measure.trainable import check_trainable
 from ampbench.precision import get, is_fp8, resolve, supported
+from ampbench.precision.setup_checks import HalfEpsWarning
 from ampbench.workloads import create_workload
 from ampbench.workloads.base import Workload, seeded
 
@@ -235,7 +236,7 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
             except Exception as e:  # one broken check must not hide the others' findings
                 findings.append(Finding("error", check, f"the {check} check failed: {type(e).__name__}: {e}".splitlines()[0]))
             say(check_done(i, len(checks), check, time.perf_counter() - started, len(findings) - before))
-    findings += setup_findings(caught)
+        findings += setup_findings(caught, fixes, precision)  # (inside: a fix it verifies trains from build())
     if fixes.record()["tried"]:
         details["fixes"] = fixes.record()
     return Diagnosis(label, precision, str(dev), device_name(dev), bs, ordered(findings), details,
@@ -245,11 +246,14 @@ def diagnose(target: str | Callable[[], Workload], precision: str = "amp-fp16", 
 _PACKAGE = str(Path(__file__).resolve().parent.parent)
 
 
-def setup_findings(caught: list[warnings.WarningMessage]) -> list[Finding]:
+def setup_findings(caught: list[warnings.WarningMessage], fixes: FixChecker | None = None,
+                   precision: str | None = None) -> list[Finding]:
     """The engine's own warnings while the checks set the mode up (Adam's eps that is 0 in fp16, say) as findings,
     once each: they are diagnoses (a half Adam's eps=1e-8 is why its updates turn inf), and as Python warnings they
     were a raw "UserWarning" and a source line between the progress lines. Other libraries' warnings are shown as
-    they were raised, once each."""
+    they were raised, once each. A half eps's master-* fix is tried (``fixes``: the master mode of ``precision``'s
+    half type, trained as the other fixes are) and said verified or not, as every fix diagnose offers; the larger eps
+    is said untried (a user's optimizer is rebuilt by their own code)."""
     out: list[Finding] = []
     seen: set[tuple[Any, str]] = set()
     for w in caught:
@@ -259,8 +263,11 @@ def setup_findings(caught: list[warnings.WarningMessage]) -> list[Finding]:
         seen.add(key)
         if str(Path(w.filename).resolve()).startswith(_PACKAGE):
             head, _, fix = str(w.message).partition(". ")
-            out.append(Finding("warning", "setup", head, "said by the precision engine as it set the mode up",
-                               fix[:1].lower() + fix[1:]))
+            fix = fix[:1].lower() + fix[1:]
+            if issubclass(w.category, HalfEpsWarning) and fixes is not None and precision is not None:
+                master = "master-bf16" if "bf16" in precision else "master-fp16"
+                fix = f"a master-* mode: {fixes.mode_text(master)}; or a larger eps (e.g. 1e-4), not tried here"
+            out.append(Finding("warning", "setup", head, "said by the precision engine as it set the mode up", fix))
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return out

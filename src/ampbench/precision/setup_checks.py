@@ -67,6 +67,11 @@ def refuse_sparse_gradients_with_masters(models: list[nn.Module], name: str) -> 
                             "their sparse gradients, as they are)")
 
 
+class HalfEpsWarning(UserWarning):
+    """An optimizer's eps that is 0 in the half dtype its state is kept in (:func:`warn_eps_underflow`): diagnose
+    verifies the master-* fix it names (``ampbench.diagnose.setup_findings``)."""
+
+
 def warn_eps_underflow(optimizer: torch.optim.Optimizer) -> None:
     """Adam's default eps (1e-8) rounds to 0 in fp16: the update divides by sqrt(v)=0 -> inf."""
     for group in optimizer.param_groups:
@@ -79,6 +84,7 @@ def warn_eps_underflow(optimizer: torch.optim.Optimizer) -> None:
                     f"{type(optimizer).__name__} eps={eps:g} is 0 in {str(dtype).removeprefix('torch.')}: "
                     "the optimizer state is half here (no master weights), so updates can become inf. "
                     "Use a larger eps (e.g. 1e-4) or a master-* mode",
+                    HalfEpsWarning,
                     stacklevel=3,
                 )
 
