@@ -40,6 +40,8 @@ from ampbench.predict.trace import trace_inference, trace_step
 from ampbench.workloads.base import Workload
 from ampbench.workloads.factory import build_meta
 from ampbench.workloads.imagenet import Bottleneck, ResNet50  # noqa: F401  (Bottleneck: the tests' block)
+from ampbench.workloads.vision import Bottleneck as ResNeXtBottleneck
+from ampbench.workloads.vision import ResNeXt
 
 
 @dataclass(frozen=True)
@@ -87,47 +89,30 @@ class SqueezeExcitation(nn.Module):
         return torch.sigmoid(self.expand(F.relu(self.squeeze(F.adaptive_avg_pool2d(x, 1)))))
 
 
-class DLEBottleneck(nn.Module):
-    """DLE's ``Bottleneck`` (``models/resnet.py``): 1x1, grouped 3x3 (the stride: v1.5), 1x1 to ``planes`` x 2, batch
-    norms after each; with SE, the residual added by ``torch.addcmul`` (their fused SE)."""
+class SEBottleneck(ResNeXtBottleneck):
+    """DLE's ``Bottleneck`` with SE (``models/resnet.py``): the product's ResNeXt block (torchvision's layout, which
+    DLE's 1x1, grouped 3x3 with the stride, 1x1 to ``planes`` x 2 is), the SE gate on its output, the residual added
+    by ``torch.addcmul`` (their fused SE)."""
 
-    def __init__(self, inplanes: int, planes: int, stride: int, se: bool, groups: int = 32) -> None:
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(inplanes, planes, 1, bias=False), nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, groups=groups, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.conv3, self.bn3 = nn.Conv2d(planes, planes * 2, 1, bias=False), nn.BatchNorm2d(planes * 2)
-        self.downsample = (nn.Sequential(nn.Conv2d(inplanes, planes * 2, 1, stride=stride, bias=False),
-                                         nn.BatchNorm2d(planes * 2)) if stride != 1 or inplanes != planes * 2 else None)
-        self.se = SqueezeExcitation(planes * 2) if se else None
+    def __init__(self, inplanes: int, planes: int, stride: int, groups: int, base_width: int) -> None:
+        super().__init__(inplanes, planes, stride, groups, base_width)
+        self.se = SqueezeExcitation(planes * 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = F.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
         residual = x if self.downsample is None else self.downsample(x)
-        out = out + residual if self.se is None else torch.addcmul(residual, out, self.se(out))
-        return F.relu(out)
+        return F.relu(torch.addcmul(residual, out, self.se(out)))
 
 
-class DLEResNeXt101(nn.Module):
+class DLEResNeXt101(ResNeXt):
     """DLE's ``resnext101-32x4d`` / ``se-resnext101-32x4d``: layers (3, 4, 23, 3), widths (128, 256, 512, 1024),
-    expansion 2, cardinality 32, a 64-wide 7x7 stem (torchvision's ResNeXt-101 32x4d, plus SE where asked)."""
+    expansion 2, cardinality 32, a 64-wide 7x7 stem -- the resnext workload's model at its paper size with 1,000
+    classes (torchvision's ResNeXt-101 32x4d), with SE blocks where asked."""
 
     def __init__(self, se: bool = False, classes: int = 1000) -> None:
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
-                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1))
-        blocks, inplanes = [], 64
-        for i, (n, planes) in enumerate(zip((3, 4, 23, 3), (128, 256, 512, 1024))):
-            for j in range(n):
-                blocks.append(DLEBottleneck(inplanes, planes, 2 if j == 0 and i > 0 else 1, se))
-                inplanes = planes * 2
-        self.blocks = nn.Sequential(*blocks)
-        self.fc = nn.Linear(inplanes, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1).flatten(1))
+        super().__init__(classes=classes, block=SEBottleneck if se else ResNeXtBottleneck)
 
 
 def _resnext_workload(se: bool) -> Workload:
@@ -305,12 +290,23 @@ def bert_large_workload(batch: int = 64, seq: int = 128, masked: int = 20) -> Wo
                     batch_size=batch, preset="seq128")
 
 
-_RESNEXT_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/{} README, training performance (pytorch-21.03 "
-                   "container), {}, 1 GPU; batch and memory format: ConvNets/configs.yml")
-_EFFICIENTNET_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/efficientnet README, training performance "
-                        "(pytorch-21.03 container), {}, 1 GPU; batch and memory format: ConvNets/configs.yml")
 _RN50_SOURCE = ("NVIDIA DeepLearningExamples PyTorch ConvNets/resnet50v1.5 README, training performance, {}, 1 GPU; "
                 "batch and memory format: ConvNets/configs.yml")
+_DLE_GPUS = {"a100-80gb": ("tf32", "DGX A100 (A100 80GB)"), "v100-16gb": ("fp32", "DGX-1 (V100 16GB)")}
+"""DLE's single-GPU tables: the baseline each GPU's rows are over (TF32 on the A100, FP32 on the V100), its platform."""
+
+
+def _dle_convnet(name: str, folder: str, gpu: str, batches: tuple[int, int], published: tuple[float, float],
+                 build: Callable[[], Workload]) -> Reference:
+    """A DLE ConvNets README's one-GPU row of a network with grouped or depthwise convolutions (pytorch-21.03): its
+    baseline and AMP batches and img/s, AMP in NHWC as configs.yml runs it."""
+    base, platform = _DLE_GPUS[gpu]
+    return Reference(name, gpu, dict(zip((base, "amp-fp16"), batches)), base, dict(zip((base, "amp-fp16"), published)),
+                     {base: False, "amp-fp16": True},
+                     f"NVIDIA DeepLearningExamples PyTorch ConvNets/{folder} README, training performance (pytorch-21.03 "
+                     f"container), {platform}, 1 GPU; batch and memory format: ConvNets/configs.yml", build, grouped=True)
+
+
 REFERENCES: tuple[Reference, ...] = (
     Reference("ResNet-50 v1.5", "a100-80gb", {"tf32": 256, "amp-fp16": 256}, "tf32", {"tf32": 938.0, "amp-fp16": 2470.0},
               {"tf32": False, "amp-fp16": True}, _RN50_SOURCE.format("DGX A100 (A100 80GB)"), resnet50_workload),
@@ -320,32 +316,18 @@ REFERENCES: tuple[Reference, ...] = (
               {"tf32": 317.0, "amp-fp16": 580.0}, {"tf32": False, "amp-fp16": False},
               "NVIDIA DeepLearningExamples PyTorch LanguageModeling/BERT README, pre-training phase 1, A100, 1 GPU "
               "(figures as quoted by predict issues 34 and 42)", bert_large_workload),
-    # (held out since 2026-12-08: the first published steps of a grouped-convolution network the model is checked on)
-    Reference("ResNeXt101-32x4d", "a100-80gb", {"tf32": 128, "amp-fp16": 128}, "tf32", {"tf32": 456.0, "amp-fp16": 1211.0},
-              {"tf32": False, "amp-fp16": True}, _RESNEXT_SOURCE.format("resnext101-32x4d", "DGX A100 (A100 80GB)"),
-              resnext_workload, grouped=True),
-    Reference("ResNeXt101-32x4d", "v100-16gb", {"fp32": 64, "amp-fp16": 128}, "fp32", {"fp32": 147.0, "amp-fp16": 587.0},
-              {"fp32": False, "amp-fp16": True}, _RESNEXT_SOURCE.format("resnext101-32x4d", "DGX-1 (V100 16GB)"),
-              resnext_workload, grouped=True),
-    Reference("SE-ResNeXt101-32x4d", "a100-80gb", {"tf32": 128, "amp-fp16": 128}, "tf32",
-              {"tf32": 395.0, "amp-fp16": 855.0}, {"tf32": False, "amp-fp16": True},
-              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX A100 (A100 80GB)"), se_resnext_workload, grouped=True),
-    Reference("SE-ResNeXt101-32x4d", "v100-16gb", {"fp32": 64, "amp-fp16": 112}, "fp32",
-              {"fp32": 132.0, "amp-fp16": 443.0}, {"fp32": False, "amp-fp16": True},
-              _RESNEXT_SOURCE.format("se-resnext101-32x4d", "DGX-1 (V100 16GB)"), se_resnext_workload, grouped=True),
-    # (held out since 2026-12-08: depthwise convolutions, SiLU, SE gates, stochastic depth)
-    Reference("EfficientNet-B0", "a100-80gb", {"tf32": 256, "amp-fp16": 256}, "tf32", {"tf32": 1078.0, "amp-fp16": 2489.0},
-              {"tf32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX A100 (A100 80GB)"),
-              efficientnet_b0_workload, grouped=True),
-    Reference("EfficientNet-B0", "v100-16gb", {"fp32": 64, "amp-fp16": 128}, "fp32", {"fp32": 655.0, "amp-fp16": 1301.0},
-              {"fp32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX-1 (V100 16GB)"),
-              efficientnet_b0_workload, grouped=True),
-    Reference("EfficientNet-B4", "a100-80gb", {"tf32": 64, "amp-fp16": 128}, "tf32", {"tf32": 157.0, "amp-fp16": 331.0},
-              {"tf32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX A100 (A100 80GB)"),
-              efficientnet_b4_workload, grouped=True),
-    Reference("EfficientNet-B4", "v100-16gb", {"fp32": 16, "amp-fp16": 32}, "fp32", {"fp32": 83.0, "amp-fp16": 204.0},
-              {"fp32": False, "amp-fp16": True}, _EFFICIENTNET_SOURCE.format("DGX-1 (V100 16GB)"),
-              efficientnet_b4_workload, grouped=True),
+    # (held out since 2026-12-08: the first published steps of grouped-convolution networks the model is checked on;
+    # then depthwise convolutions, SiLU, SE gates, stochastic depth)
+    _dle_convnet("ResNeXt101-32x4d", "resnext101-32x4d", "a100-80gb", (128, 128), (456.0, 1211.0), resnext_workload),
+    _dle_convnet("ResNeXt101-32x4d", "resnext101-32x4d", "v100-16gb", (64, 128), (147.0, 587.0), resnext_workload),
+    _dle_convnet("SE-ResNeXt101-32x4d", "se-resnext101-32x4d", "a100-80gb", (128, 128), (395.0, 855.0),
+                 se_resnext_workload),
+    _dle_convnet("SE-ResNeXt101-32x4d", "se-resnext101-32x4d", "v100-16gb", (64, 112), (132.0, 443.0),
+                 se_resnext_workload),
+    _dle_convnet("EfficientNet-B0", "efficientnet", "a100-80gb", (256, 256), (1078.0, 2489.0), efficientnet_b0_workload),
+    _dle_convnet("EfficientNet-B0", "efficientnet", "v100-16gb", (64, 128), (655.0, 1301.0), efficientnet_b0_workload),
+    _dle_convnet("EfficientNet-B4", "efficientnet", "a100-80gb", (64, 128), (157.0, 331.0), efficientnet_b4_workload),
+    _dle_convnet("EfficientNet-B4", "efficientnet", "v100-16gb", (16, 32), (83.0, 204.0), efficientnet_b4_workload),
 )
 
 

@@ -131,7 +131,7 @@ def locate_nonfinite(wl: Workload, precision: str, device: torch.device, batch_s
     loc = NonFiniteLocator(step.model)
     diverged = ""
     handled = 0
-    rng = _rng_state(device)
+    rng: RngState  # (set as each step begins: every event below comes from a step)
     try:
         for i in range(1, steps + 1):
             loc.new_step(i, step.mp.scale)

@@ -172,7 +172,7 @@ class ResNeXt(nn.Module):
     """ResNeXt (Xie et al. 2017) with torchvision's layout; 101 32x4d = layers (3, 4, 23, 3), groups 32, width 4."""
 
     def __init__(self, layers=(3, 4, 23, 3), groups: int = 32, width_per_group: int = 4, classes: int = 10,
-                 base: int = 64) -> None:
+                 base: int = 64, block: type[Bottleneck] = Bottleneck) -> None:
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, base, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(base),
                                   nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1))
@@ -180,7 +180,7 @@ class ResNeXt(nn.Module):
         for i, n in enumerate(layers):
             planes = base * 2**i
             for j in range(n):
-                blocks.append(Bottleneck(inplanes, planes, 2 if (j == 0 and i > 0) else 1, groups, width_per_group))
+                blocks.append(block(inplanes, planes, 2 if (j == 0 and i > 0) else 1, groups, width_per_group))
                 inplanes = planes * 4
         self.blocks = nn.Sequential(*blocks)
         self.fc = nn.Linear(inplanes, classes)
